@@ -1,0 +1,16 @@
+# vireo_options: the language standard, warnings and strictness macros every target links.
+add_library(vireo_options INTERFACE)
+target_compile_features(vireo_options INTERFACE cxx_std_20)
+set(CMAKE_CXX_EXTENSIONS OFF)
+target_compile_options(vireo_options INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wno-unused-parameter>)
+target_compile_definitions(vireo_options INTERFACE
+  QT_NO_CAST_FROM_ASCII QT_NO_CONTEXTLESS_CONNECT QT_NO_URL_CAST_FROM_STRING
+  QT_USE_QSTRINGBUILDER QT_DISABLE_DEPRECATED_UP_TO=0x060400)
+target_include_directories(vireo_options INTERFACE ${PROJECT_SOURCE_DIR})
+
+if(VIREO_SANITIZE)
+  target_compile_options(vireo_options INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined>)
+  target_link_options(vireo_options INTERFACE -fsanitize=address,undefined)
+endif()

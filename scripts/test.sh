@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything and runs the whole test suite: the main build
+# (with CUDA kernels compiled when nvcc is present), then the tensor-file readers again under
+# AddressSanitizer and UndefinedBehaviorSanitizer.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+JOBS=${VIREO_TEST_JOBS:-2}
+
+"$ROOT/scripts/bootstrap.sh" "$ROOT/build"
+# The gpu label needs a CUDA device; the GPU machine runs it with `ctest -L gpu`.
+ctest --test-dir "$ROOT/build" --output-on-failure -j "$JOBS" -LE gpu
+
+VIREO_CMAKE_ARGS="-DVIREO_GUI=OFF -DVIREO_CUDA=OFF -DVIREO_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" \
+  "$ROOT/scripts/bootstrap.sh" "$ROOT/build-asan" -- test_tensorfiles test_badcorpus test_inspect
+ctest --test-dir "$ROOT/build-asan" --output-on-failure -j "$JOBS" -L reader
