@@ -1,0 +1,124 @@
+// vireo-cli: the headless front end. Parses arguments and wires the layers; the work lives
+// in inference/ (and core/ for Hub commands).
+#include "inference/bench/readbench.h"
+#include "inference/inspect/modelinspector.h"
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: vireo-cli <command> [options]
+
+commands:
+  inspect PATH [--json]        describe a model file or folder from its headers
+  bench read FILE [--repeat N] time reading every tensor against a raw sequential read
+  version                      print the version
+
+PATH may be a .safetensors or .gguf file, a *.safetensors.index.json, a diffusers
+folder (model_index.json), a Hugging Face cache folder (models--org--name) or a snapshot.
+)";
+
+int usageError(const std::string& message)
+{
+    std::fprintf(stderr, "vireo-cli: %s\n\n%s", message.c_str(), kUsage);
+    return 2;
+}
+
+int fail(const vireo::Error& error)
+{
+    std::fprintf(stderr, "vireo-cli: %s\n", error.message.c_str());
+    return 1;
+}
+
+int runInspect(const std::vector<std::string>& args)
+{
+    std::string path;
+    bool asJson = false;
+    for (const auto& a : args) {
+        if (a == "--json")
+            asJson = true;
+        else if (!a.empty() && a[0] == '-')
+            return usageError("inspect: unknown option " + a);
+        else if (path.empty())
+            path = a;
+        else
+            return usageError("inspect takes one PATH");
+    }
+    if (path.empty())
+        return usageError("inspect needs a PATH");
+    auto report = vireo::inspect::inspectPath(path);
+    if (!report)
+        return fail(report.error());
+    std::cout << (asJson ? vireo::inspect::toJson(*report) + "\n" : vireo::inspect::toText(*report));
+    return 0;
+}
+
+int runBench(const std::vector<std::string>& args)
+{
+    if (args.empty() || args[0] != "read")
+        return usageError("bench: only 'bench read FILE' exists");
+    std::string path;
+    int repeats = 3;
+    bool asJson = false;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        if (args[i] == "--repeat" && i + 1 < args.size()) {
+            try {
+                repeats = std::stoi(args[++i]);
+            } catch (const std::exception&) {
+                return usageError("bench read: --repeat needs a number");
+            }
+        } else if (args[i] == "--json") {
+            asJson = true;
+        } else if (path.empty() && args[i][0] != '-') {
+            path = args[i];
+        } else {
+            return usageError("bench read: unexpected argument " + args[i]);
+        }
+    }
+    if (path.empty())
+        return usageError("bench read needs a FILE");
+    auto r = vireo::bench::benchRead(path, repeats);
+    if (!r)
+        return fail(r.error());
+    const double gb = static_cast<double>(r->bytes) / 1e9;
+    if (asJson) {
+        std::printf("{\"bench\": \"read\", \"bytes\": %llu, \"tensors\": %lld, \"repeats\": %d, \"raw_seconds\": %.6f, "
+                    "\"tensor_seconds\": %.6f, \"ratio\": %.4f}\n",
+            static_cast<unsigned long long>(r->bytes), static_cast<long long>(r->tensors), r->repeats, r->rawSeconds,
+            r->tensorSeconds, r->ratio());
+    } else {
+        std::printf("bench read %s\n", path.c_str());
+        std::printf("  %lld tensors, %s, best of %d (warm page cache)\n", static_cast<long long>(r->tensors),
+            vireo::inspect::humanBytes(r->bytes).c_str(), r->repeats);
+        std::printf("  raw sequential read  %8.3f s  %7.2f GB/s  (baseline)\n", r->rawSeconds, gb / r->rawSeconds);
+        std::printf("  tensors into memory  %8.3f s  %7.2f GB/s\n", r->tensorSeconds, gb / r->tensorSeconds);
+        std::printf("  ratio                %8.3fx (goal <= 1.15x)\n", r->ratio());
+    }
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+        std::fputs(kUsage, args.empty() ? stderr : stdout);
+        return args.empty() ? 2 : 0;
+    }
+    const std::string command = args[0];
+    args.erase(args.begin());
+    if (command == "inspect")
+        return runInspect(args);
+    if (command == "bench")
+        return runBench(args);
+    if (command == "version" || command == "--version") {
+        std::printf("vireo-cli %s\n", VIREO_VERSION);
+        return 0;
+    }
+    return usageError("unknown command '" + command + "'");
+}

@@ -1,0 +1,69 @@
+"""vireo-cli as a user runs it: exit codes, one-line errors naming the file, and the JSON
+keys `inspect --json` promises. Usage: test_cli.py PATH_TO_VIREO_CLI"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+CLI = sys.argv[1]
+SOURCE = Path(os.environ["VIREO_SOURCE_DIR"])
+FIXTURES = Path(os.environ["VIREO_FIXTURES_ROOT"])
+results = {"passed": 0, "failed": 0}
+
+
+def run(*args):
+    return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def check(name, ok, detail=""):
+    results["passed" if ok else "failed"] += 1
+    print(("PASS   : " if ok else "FAIL!  : ") + name + ("" if ok else f" {detail}"))
+
+
+def test_bad_corpus():
+    manifest = json.loads((SOURCE / "tests/corpus/bad/manifest.json").read_text())
+    for entry in manifest:
+        path = SOURCE / "tests/corpus/bad" / entry["file"]
+        for extra in ([], ["--json"]):
+            p = run("inspect", path, *extra)
+            lines = p.stderr.strip().splitlines()
+            check(f"inspect {entry['file']} {' '.join(extra)}".strip(),
+                  p.returncode == 1 and len(lines) == 1 and str(path) in lines[0]
+                  and entry["expect"] in lines[0] and p.stdout == "",
+                  f"rc={p.returncode} stderr={p.stderr!r}")
+
+
+def test_json_keys():
+    expected = json.loads((FIXTURES / "models/expected.json").read_text())
+    for e in expected:
+        p = run("inspect", FIXTURES / "models" / e["path"], "--json")
+        ok = p.returncode == 0
+        if ok:
+            j = json.loads(p.stdout)
+            missing = [k for k in ("format", "tensors", "bytes", "dtypes", "family", "version",
+                                   "quantization", "components", "files") if k not in j]
+            ok = not missing and j["family"] == e["family"] and j["version"] == e["version"]
+        check(f"inspect --json {e['path']}", ok, p.stderr or p.stdout[:400])
+
+
+def test_text_and_usage():
+    p = run("inspect", FIXTURES / "tensorfiles/st_all_dtypes.safetensors")
+    check("inspect text output", p.returncode == 0 and "tensors" in p.stdout and "F8_E4M3" in p.stdout, p.stderr)
+    p = run("inspect", "/nonexistent/model.safetensors")
+    check("missing path", p.returncode == 1 and "no such file or folder" in p.stderr, p.stderr)
+    p = run("frobnicate")
+    check("unknown command", p.returncode == 2 and "unknown command" in p.stderr, p.stderr)
+    p = run("bench", "read", FIXTURES / "tensorfiles/gguf_v3_all_types.gguf", "--repeat", "1", "--json")
+    ok = p.returncode == 0
+    if ok:
+        b = json.loads(p.stdout)
+        ok = b["bytes"] > 0 and b["raw_seconds"] > 0 and b["tensor_seconds"] > 0 and b["ratio"] > 0
+    check("bench read --json", ok, p.stderr or p.stdout)
+
+
+test_bad_corpus()
+test_json_keys()
+test_text_and_usage()
+print(f"Totals: {results['passed']} passed, {results['failed']} failed")
+sys.exit(1 if results["failed"] or not results["passed"] else 0)
