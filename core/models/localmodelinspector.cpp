@@ -1,0 +1,44 @@
+#include "core/models/localmodelinspector.h"
+
+
+#include <spdlog/spdlog.h>
+
+namespace vireo::core {
+
+LocalModelInspector::LocalModelInspector(QObject* parent) : QObject(parent)
+{
+    qRegisterMetaType<vireo::core::ModelReport>();
+    m_pool.setMaxThreadCount(1);
+}
+
+// Waiting here keeps the worker from posting to a destroyed object; events still queued
+// for this object are discarded by Qt when it is deleted.
+LocalModelInspector::~LocalModelInspector()
+{
+    m_pool.waitForDone();
+}
+
+void LocalModelInspector::inspect(const QString& path)
+{
+    const quint64 generation = ++m_generation;
+    ++m_pending;
+    emit started(path);
+    LocalModelInspector* self = this;
+    m_pool.start([self, path, generation]() {
+        auto result = vireo::inspect::inspectPath(path.toStdString());
+        auto deliver = [self, path, generation, result = std::move(result)]() {
+            --self->m_pending;
+            if (generation != self->m_generation)
+                return;
+            if (result) {
+                emit self->finished(path, *result);
+            } else {
+                spdlog::warn("inspect failed: {}", result.error().message);
+                emit self->failed(path, QString::fromStdString(result.error().message));
+            }
+        };
+        QMetaObject::invokeMethod(self, std::move(deliver), Qt::QueuedConnection);
+    });
+}
+
+} // namespace vireo::core

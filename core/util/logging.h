@@ -1,0 +1,12 @@
+#pragma once
+
+#include <QString>
+
+namespace vireo::core {
+
+// Sends spdlog and Qt messages to stderr and to a rotating file in the user's data folder
+// (mode 0600: paths and repo names can be private). Returns that folder.
+QString initLogging(const QString& appName);
+QString logDirectory();
+
+} // namespace vireo::core

@@ -1,0 +1,107 @@
+#include "ui/mainwindow.h"
+
+#include "ui/pages/modelspage.h"
+#include "ui/pages/settingspage.h"
+#include "ui/pages/simplepages.h"
+
+#include <QAction>
+#include <QCloseEvent>
+#include <QHBoxLayout>
+#include <QListWidget>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStatusBar>
+#include <QStyle>
+
+namespace vireo::ui {
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent)
+    , m_navigation(new QListWidget)
+    , m_pages(new QStackedWidget)
+    , m_models(new ModelsPage)
+{
+    setWindowTitle(tr("Vireo Studio"));
+    setMinimumSize(900, 600);
+
+    m_navigation->setObjectName(QStringLiteral("navigation"));
+    m_navigation->setFixedWidth(200);
+    m_navigation->setIconSize(QSize(18, 18));
+    m_navigation->setFocusPolicy(Qt::StrongFocus);
+    struct Entry {
+        QString label;
+        QStyle::StandardPixmap icon;
+        QWidget* page;
+        QString tip;
+    };
+    const Entry entries[] = {
+        {tr("Models"), QStyle::SP_DriveHDIcon, m_models, tr("Open and inspect models (Ctrl+1)")},
+        {tr("Downloads"), QStyle::SP_ArrowDown, new DownloadsPage, tr("Hub downloads (Ctrl+2)")},
+        {tr("Generate"), QStyle::SP_MediaPlay, new GeneratePage, tr("Make images and video (Ctrl+3)")},
+        {tr("Gallery"), QStyle::SP_FileDialogContentsView, new GalleryPage, tr("Your outputs (Ctrl+4)")},
+        {tr("Settings"), QStyle::SP_FileDialogDetailedView, new SettingsPage, tr("Cache, Hub and logs (Ctrl+5)")},
+    };
+    int index = 0;
+    for (const auto& e : entries) {
+        auto* item = new QListWidgetItem(style()->standardIcon(e.icon), e.label, m_navigation);
+        item->setToolTip(e.tip);
+        m_pages->addWidget(e.page);
+        auto* action = new QAction(this);
+        action->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + index)));
+        connect(action, &QAction::triggered, this, [this, index]() { showPage(static_cast<Page>(index)); });
+        addAction(action);
+        ++index;
+    }
+    connect(m_navigation, &QListWidget::currentRowChanged, m_pages, &QStackedWidget::setCurrentIndex);
+
+    auto* open = new QAction(tr("Open model file"), this);
+    open->setShortcut(QKeySequence::Open);
+    connect(open, &QAction::triggered, this, [this]() {
+        showPage(Page::Models);
+        m_models->chooseFile();
+    });
+    addAction(open);
+    auto* quit = new QAction(tr("Quit"), this);
+    quit->setShortcut(QKeySequence::Quit);
+    connect(quit, &QAction::triggered, this, &QWidget::close);
+    addAction(quit);
+
+    auto* central = new QWidget;
+    auto* layout = new QHBoxLayout(central);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(0);
+    layout->addWidget(m_navigation);
+    layout->addWidget(m_pages, 1);
+    setCentralWidget(central);
+    statusBar()->showMessage(tr("Ready"));
+    connect(m_models, &ModelsPage::inspectionFinished, this, [this](const QString& path, bool ok) {
+        statusBar()->showMessage(ok ? tr("Inspected %1").arg(path) : tr("Could not open %1").arg(path), 8000);
+    });
+
+    QSettings settings;
+    if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray()))
+        resize(1180, 760);
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    showPage(static_cast<Page>(std::clamp(settings.value(QStringLiteral("window/page"), 0).toInt(), 0, 4)));
+}
+
+void MainWindow::showPage(Page page)
+{
+    m_navigation->setCurrentRow(static_cast<int>(page));
+}
+
+MainWindow::Page MainWindow::currentPage() const
+{
+    return static_cast<Page>(m_pages->currentIndex());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+    settings.setValue(QStringLiteral("window/page"), static_cast<int>(currentPage()));
+    event->accept();
+}
+
+} // namespace vireo::ui

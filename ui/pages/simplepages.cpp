@@ -1,0 +1,38 @@
+#include "ui/pages/simplepages.h"
+
+#include "ui/pages/pagehelpers.h"
+
+#include <QVBoxLayout>
+
+namespace vireo::ui {
+
+DownloadsPage::DownloadsPage(QWidget* parent) : QWidget(parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(28, 24, 28, 24);
+    addPageHeader(layout, tr("Downloads"), tr("Files fetched from the Hugging Face Hub into the shared cache."));
+    layout->addWidget(makeEmptyState(tr("No downloads"),
+        tr("Downloading from the Hub is not available in this version. Models already on disk can be opened "
+           "from the Models page.")), 1);
+}
+
+GeneratePage::GeneratePage(QWidget* parent) : QWidget(parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(28, 24, 28, 24);
+    addPageHeader(layout, tr("Generate"), tr("Prompts, settings and live progress for images and video with sound."));
+    layout->addWidget(makeEmptyState(tr("No model loaded"),
+        tr("Generation is not available in this version. The Models page already tells what a checkpoint is "
+           "and whether this studio will be able to run it.")), 1);
+}
+
+GalleryPage::GalleryPage(QWidget* parent) : QWidget(parent)
+{
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(28, 24, 28, 24);
+    addPageHeader(layout, tr("Gallery"), tr("Every output, with playback and the recipe that made it."));
+    layout->addWidget(makeEmptyState(tr("Nothing generated yet"),
+        tr("Images and videos you generate will be listed here with their full recipe.")), 1);
+}
+
+} // namespace vireo::ui
