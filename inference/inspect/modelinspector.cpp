@@ -119,17 +119,17 @@ void detectLtx(const Names& n, ModelReport& report, VersionVotes& votes, bool& l
         const auto* table = n.find("transformer_blocks.0.scale_shift_table");
         if (table && !table->shape.empty()) {
             const auto rows = table->shape[0];
-            report.facts["modulation rows"] = std::to_string(rows);
+            report.facts["Modulation rows"] = std::to_string(rows);
             if (rows == 6)
                 votes.vote("2.0", "6-row modulation table");
             else if (rows == 9)
                 votes.vote("2.3", "9-row modulation table");
             if (table->shape.size() == 2)
-                report.facts["hidden size"] = std::to_string(table->shape[1]);
+                report.facts["Hidden size"] = std::to_string(table->shape[1]);
         }
-        report.facts["blocks"] = std::to_string(n.countIndexed("transformer_blocks."));
+        report.facts["Transformer blocks"] = std::to_string(n.countIndexed("transformer_blocks."));
         if (n.has("transformer_blocks.0.attn1.to_gate_logits.weight")) {
-            report.facts["gated attention"] = "yes";
+            report.facts["Gated attention"] = "yes";
             votes.vote("2.3", "gated attention");
         }
         if (n.hasPrefix("caption_projection."))
@@ -142,9 +142,9 @@ void detectLtx(const Names& n, ModelReport& report, VersionVotes& votes, bool& l
         addComponent(report, "connectors");
         const int blocks = std::max(n.countIndexed("video_embeddings_connector.transformer_1d_blocks."),
             n.countIndexed("video_connector.transformer_blocks."));
-        report.facts["connector blocks"] = std::to_string(blocks);
+        report.facts["Connector blocks"] = std::to_string(blocks);
         if (n.hasPrefix("video_embeddings_connector.learnable_registers") || n.hasPrefix("video_connector.learnable_registers"))
-            report.facts["connector registers"] = "yes";
+            report.facts["Connector registers"] = "yes";
     }
     // In diffusers folders the projection lives inside the connectors component.
     if (n.hasPrefix("text_embedding_projection."))
@@ -171,10 +171,10 @@ void detectLtx(const Names& n, ModelReport& report, VersionVotes& votes, bool& l
     if (n.hasPrefix("vocoder.") || component == "vocoder") {
         addComponent(report, "vocoder");
         if (n.hasPrefix("vocoder.bwe_generator.") || n.hasPrefix("bwe_generator.")) {
-            report.facts["vocoder"] = "with bandwidth extension";
+            report.facts["Vocoder"] = "with bandwidth extension";
             votes.vote("2.3", "vocoder with bandwidth extension");
         } else if (n.hasPrefix("vocoder.") || component == "vocoder") {
-            report.facts["vocoder"] = "plain";
+            report.facts["Vocoder"] = "plain";
         }
     }
 }
@@ -195,7 +195,7 @@ void detectIdeogram(const Names& n, ModelReport& report, bool& found)
     }
     found = true;
     addComponent(report, "transformer");
-    report.facts["blocks"] = std::to_string(n.countIndexed("layers."));
+    report.facts["Transformer blocks"] = std::to_string(n.countIndexed("layers."));
 }
 
 struct Fp8Scan {
@@ -433,7 +433,7 @@ ModelReport describe(const ModelSource& source)
     for (const auto& cp : source.checkpoints) {
         const auto it = cp.metadata.find("model_version");
         if (it != cp.metadata.end()) {
-            report.facts["metadata version"] = it->second;
+            report.facts["Metadata version"] = it->second;
             if (!report.version.empty() && it->second.rfind(report.version, 0) != 0)
                 report.warnings.push_back("metadata model_version " + it->second + " disagrees with the tensors, which say "
                     + report.version);

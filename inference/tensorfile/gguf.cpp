@@ -168,14 +168,7 @@ std::string GgufFile::architecture() const
 
 Result<GgufFile> GgufFile::open(const std::filesystem::path& path)
 {
-    auto file = MappedFile::open(path);
-    if (!file)
-        return file.error();
-    auto parsed = parse(path, (*file)->data(), (*file)->size());
-    if (!parsed)
-        return parsed.error();
-    parsed->file = std::move(*file);
-    return parsed;
+    return mapAndParse<GgufFile>(path);
 }
 
 Result<GgufFile> GgufFile::parse(const std::filesystem::path& path, const std::byte* data, std::uint64_t fileBytes)

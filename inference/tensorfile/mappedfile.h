@@ -38,4 +38,19 @@ private:
 // "name: message" with the file name as the user knows it.
 std::string fileError(const std::filesystem::path& path, const std::string& message);
 
+// Maps a file and validates it with Parsed::parse(path, data, size); the result keeps the
+// mapping in Parsed::file.
+template <typename Parsed>
+Result<Parsed> mapAndParse(const std::filesystem::path& path)
+{
+    auto file = MappedFile::open(path);
+    if (!file)
+        return file.error();
+    auto parsed = Parsed::parse(path, (*file)->data(), (*file)->size());
+    if (!parsed)
+        return parsed.error();
+    parsed->file = std::move(*file);
+    return parsed;
+}
+
 } // namespace vireo::tensorfile

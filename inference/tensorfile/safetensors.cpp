@@ -33,14 +33,7 @@ std::string tensorLabel(const std::string& name)
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path)
 {
-    auto file = MappedFile::open(path);
-    if (!file)
-        return file.error();
-    auto parsed = parse(path, (*file)->data(), (*file)->size());
-    if (!parsed)
-        return parsed.error();
-    parsed->file = std::move(*file);
-    return parsed;
+    return mapAndParse<SafetensorsFile>(path);
 }
 
 Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path,

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <sys/mman.h>
+
 namespace vireo::tensorfile {
 
 namespace {
@@ -29,7 +31,28 @@ at::Tensor wrap(const std::shared_ptr<const MappedFile>& file, std::uint64_t off
         at::TensorOptions().dtype(type).device(c10::kCPU));
 }
 
+constexpr std::uint64_t kHugeAllocationBytes = 8ull << 20;
+
 } // namespace
+
+// Weights are large and long-lived: give big ones their own mapping with transparent huge
+// pages, which cuts first-touch page faults 512-fold (they dominate a warm-cache read).
+at::Tensor emptyHost(const std::vector<std::int64_t>& shape, c10::ScalarType type)
+{
+    std::uint64_t bytes = c10::elementSize(type);
+    for (auto d : shape)
+        bytes *= static_cast<std::uint64_t>(d);
+    if (bytes < kHugeAllocationBytes)
+        return at::empty(shape, at::TensorOptions().dtype(type));
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    ::madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return at::from_blob(p, shape, contiguousStrides(shape), [bytes](void* ptr) { ::munmap(ptr, bytes); },
+        at::TensorOptions().dtype(type));
+}
 
 std::optional<c10::ScalarType> scalarTypeFor(DType type)
 {
@@ -103,10 +126,11 @@ Result<at::Tensor> readTensor(const Checkpoint& checkpoint, const TensorInfo& in
     const auto target = options.dtype.value_or(*stored);
     const auto& file = checkpoint.fileOf(info);
     try {
-        auto out = at::empty(shape, at::TensorOptions().dtype(target).device(options.device));
+        const auto elementBytes = static_cast<std::uint64_t>(c10::elementSize(*stored));
+        auto out = options.device.is_cpu() ? emptyHost(shape, target)
+                                           : at::empty(shape, at::TensorOptions().dtype(target).device(options.device));
         if (info.bytes == 0)
             return out;
-        const auto elementBytes = static_cast<std::uint64_t>(c10::elementSize(*stored));
         const auto elementsPerChunk = std::max<std::uint64_t>(1, options.chunkBytes / elementBytes);
         const auto total = info.bytes / elementBytes;
         if (target == *stored && options.device.is_cpu()) {

@@ -8,6 +8,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <optional>
+#include <vector>
 
 namespace vireo::tensorfile {
 
@@ -21,6 +22,9 @@ Result<at::Tensor> viewTensor(const Checkpoint& checkpoint, const TensorInfo& in
 
 // The stored bytes as a uint8 [bytes] view, for any type (GGUF blocks included).
 Result<at::Tensor> rawBytes(const Checkpoint& checkpoint, const TensorInfo& info);
+
+// An uninitialized host tensor; large ones get their own huge-page mapping.
+at::Tensor emptyHost(const std::vector<std::int64_t>& shape, c10::ScalarType type);
 
 struct ReadOptions {
     c10::Device device = c10::Device(c10::kCPU);

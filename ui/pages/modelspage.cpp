@@ -167,8 +167,9 @@ QString ModelsPage::statusText() const
 
 void ModelsPage::openPath(const QString& path)
 {
-    QSettings().setValue(QStringLiteral("models/lastPath"), path);
-    m_inspector->inspect(path);
+    const QString absolute = QFileInfo(path).absoluteFilePath();
+    QSettings().setValue(QStringLiteral("models/lastPath"), absolute);
+    m_inspector->inspect(absolute);
 }
 
 void ModelsPage::chooseFile()
