@@ -62,11 +62,6 @@ at::Tensor dequantizeFp8(const at::Tensor& weight, const at::Tensor& scale, c10:
     return op.call(weight, scale, dtype, blockSize);
 }
 
-TORCH_LIBRARY(vireo, m)
-{
-    m.def("dequantize_fp8(Tensor weight, Tensor scale, ScalarType dtype, int[] block_size=[]) -> Tensor");
-}
-
 TORCH_LIBRARY_IMPL(vireo, CPU, m)
 {
     m.impl("dequantize_fp8", &dequantizeFp8Cpu);

@@ -1,5 +1,7 @@
 #include "core/util/logging.h"
 
+#include "inference/util/log.h"
+
 #include <QDir>
 #include <QFile>
 #include <QStandardPaths>
@@ -50,6 +52,14 @@ QString initLogging(const QString& appName)
     logger->flush_on(spdlog::level::warn);
     spdlog::set_default_logger(logger);
     qInstallMessageHandler(qtMessageToSpdlog);
+    vireo::log::setSink([](vireo::log::Level level, const std::string& message) {
+        switch (level) {
+        case vireo::log::Level::Debug: spdlog::debug("inference: {}", message); break;
+        case vireo::log::Level::Info: spdlog::info("inference: {}", message); break;
+        case vireo::log::Level::Warn: spdlog::warn("inference: {}", message); break;
+        case vireo::log::Level::Error: spdlog::error("inference: {}", message); break;
+        }
+    });
     return dir;
 }
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace vireo::test {
@@ -44,6 +45,28 @@ inline int& checksRun()
     std::ostringstream s;
     s << what << "\n   Loc: [" << file << "(" << line << ")]";
     throw Failure{s.str()};
+}
+
+template <typename T>
+std::string show(const T& value)
+{
+    std::ostringstream s;
+    if constexpr (requires(std::ostream& o, const T& x) { o << x; }) {
+        s << value;
+    } else if constexpr (std::is_enum_v<T>) {
+        s << "enum " << static_cast<long long>(value);
+    } else if constexpr (requires(const T& x) { x.begin(); x.end(); }) {
+        s << "[";
+        bool first = true;
+        for (const auto& item : value) {
+            s << (first ? "" : ", ") << show(item);
+            first = false;
+        }
+        s << "]";
+    } else {
+        s << "(unprintable)";
+    }
+    return s.str();
 }
 
 inline int runAll(int argc, char** argv, const char* suite)
@@ -105,8 +128,8 @@ inline int runAll(int argc, char** argv, const char* suite)
         const auto& vtE = (expected);                                                                  \
         if (!(vtA == vtE)) {                                                                           \
             std::ostringstream vtS;                                                                    \
-            vtS << "Compared values are not the same\n   Actual   (" #actual "): " << vtA            \
-                << "\n   Expected (" #expected "): " << vtE;                                           \
+            vtS << "Compared values are not the same\n   Actual   (" #actual "): " << ::vireo::test::show(vtA) \
+                << "\n   Expected (" #expected "): " << ::vireo::test::show(vtE);                     \
             ::vireo::test::fail(__FILE__, __LINE__, vtS.str());                                        \
         }                                                                                              \
     } while (0)

@@ -1,0 +1,75 @@
+#pragma once
+
+#include "inference/util/result.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vireo::quant {
+
+enum class Representation { Dense, Fp8Scaled, Gguf, Nf4, Int8 };
+
+std::string_view representationName(Representation representation);
+
+// A weight in the form it was stored in: dense, scaled FP8 (per-tensor, per-output-channel
+// or block scales), GGUF blocks, bitsandbytes NF4, or int8 with per-channel scales. It
+// dequantizes on the device it lives on, moves data and scales together, and runs a linear
+// layer on the input's device. Only functional tensor ops are used, so weights made under
+// c10::InferenceMode can be moved and copied anywhere.
+class QuantizedWeight {
+public:
+    QuantizedWeight() = default;
+
+    static QuantizedWeight dense(at::Tensor weight);
+    // scale: numel 1, [out], [out, 1, ...] or a 2-D block grid over the weight flattened to
+    // [out, in]; blockSize {rows, cols} when the grid does not divide the weight evenly.
+    static Result<QuantizedWeight> fp8(at::Tensor data, at::Tensor scale, std::optional<at::Tensor> inputScale = {},
+                                       std::vector<std::int64_t> blockSize = {});
+    static Result<QuantizedWeight> gguf(at::Tensor blocks, std::int64_t ggmlType, std::vector<std::int64_t> shape);
+    // absmax: float32 per block, already de-nested; code: the 16-entry table.
+    static Result<QuantizedWeight> nf4(at::Tensor packed, at::Tensor absmax, at::Tensor code, std::int64_t blockSize,
+                                       std::vector<std::int64_t> shape, c10::ScalarType dtype);
+    static Result<QuantizedWeight> int8(at::Tensor data, at::Tensor scale);
+    // Weight-only int8 with one scale per output channel (amax / 127).
+    static Result<QuantizedWeight> quantizeInt8(const at::Tensor& weight);
+
+    bool defined() const { return m_data.defined(); }
+    Representation representation() const { return m_representation; }
+    std::string describe() const;
+    const std::vector<std::int64_t>& shape() const { return m_shape; }
+    c10::Device device() const;
+    // Bytes held by data, scales and tables: what the weight costs in memory.
+    std::int64_t residentBytes() const;
+
+    Result<at::Tensor> dequantize(c10::ScalarType dtype = c10::kFloat) const;
+    Result<QuantizedWeight> to(c10::Device device) const;
+    // y = x W^T (+ bias), computed on x's device in x's dtype.
+    Result<at::Tensor> linear(const at::Tensor& input, const std::optional<at::Tensor>& bias = {}) const;
+
+    const at::Tensor& data() const { return m_data; }
+    const at::Tensor& scale() const { return m_scale; }
+    const std::optional<at::Tensor>& inputScale() const { return m_inputScale; }
+    std::int64_t ggmlType() const { return m_ggmlType; }
+
+private:
+    Error opError(const char* op, const std::string& what) const;
+    std::optional<std::string> fp8MatmulBlocker(const at::Tensor& input) const;
+
+    Representation m_representation = Representation::Dense;
+    at::Tensor m_data;
+    at::Tensor m_scale;                    // fp8 / int8 scales, nf4 absmax
+    std::optional<at::Tensor> m_inputScale;
+    at::Tensor m_code;                     // nf4 table
+    std::vector<std::int64_t> m_shape;
+    std::vector<std::int64_t> m_blockSize; // fp8 block scales
+    std::int64_t m_ggmlType = -1;
+    std::int64_t m_nf4BlockSize = 0;
+    c10::ScalarType m_nf4Dtype = c10::kBFloat16;
+};
+
+} // namespace vireo::quant

@@ -1,0 +1,164 @@
+#include "inference/quant/weightloader.h"
+
+#include "inference/tensorfile/modelsource.h"
+#include "inference/tensorfile/tensorview.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+namespace vireo::quant {
+
+namespace {
+
+using tensorfile::Checkpoint;
+using tensorfile::DType;
+using tensorfile::TensorInfo;
+
+bool endsWith(const std::string& s, std::string_view suffix)
+{
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Result<at::Tensor> view(const Checkpoint& cp, const std::string& name)
+{
+    const auto* info = cp.find(name);
+    if (!info)
+        return makeError(ErrorCode::NotFound, cp.path.string() + ": tensor '" + name + "' not found");
+    auto v = tensorfile::viewTensor(cp, *info);
+    if (v)
+        return v;
+    // A misaligned tensor cannot be viewed; read a copy instead.
+    return tensorfile::readTensor(cp, *info);
+}
+
+Error loadError(const Checkpoint& cp, const std::string& name, const std::string& what)
+{
+    return makeError(ErrorCode::InvalidFormat, cp.path.string() + ": tensor '" + name + "': " + what);
+}
+
+Result<QuantizedWeight> loadNf4(const Checkpoint& cp, const std::string& name, const std::string& stateName)
+{
+    auto state = view(cp, stateName);
+    if (!state)
+        return state.error();
+    const auto bytes = state->contiguous();
+    const std::string text(static_cast<const char*>(bytes.data_ptr()), static_cast<std::size_t>(bytes.numel()));
+    nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+    if (!json.is_object() || !json.contains("blocksize") || !json.contains("shape"))
+        return loadError(cp, stateName, "bitsandbytes quant state is not the expected JSON object");
+    const auto blockSize = json["blocksize"].get<std::int64_t>();
+    const auto shape = json["shape"].get<std::vector<std::int64_t>>();
+    const std::string dtypeName = json.value("dtype", "bfloat16");
+    const auto dtype = dtypeName == "float16" ? at::kHalf : dtypeName == "float32" ? at::kFloat : at::kBFloat16;
+
+    auto packed = view(cp, name);
+    auto code = view(cp, name + ".quant_map");
+    auto absmax = view(cp, name + ".absmax");
+    if (!packed || !code || !absmax)
+        return loadError(cp, name, "NF4 weight lacks its data, .absmax or .quant_map");
+    at::Tensor absmaxF32;
+    if (cp.find(name + ".nested_absmax")) {
+        // Double quantization: absmax = nested_map[u8] * nested_absmax[i / nested_block] + offset,
+        // in float32 as bitsandbytes computes it.
+        auto nestedAbsmax = view(cp, name + ".nested_absmax");
+        auto nestedMap = view(cp, name + ".nested_quant_map");
+        if (!nestedAbsmax || !nestedMap || !json.contains("nested_offset"))
+            return loadError(cp, name, "double-quantized NF4 lacks .nested_quant_map or nested_offset");
+        const auto nestedBlock = json.value("nested_blocksize", std::int64_t{256});
+        const auto idx = absmax->to(at::kLong).reshape({-1});
+        const auto n = idx.numel();
+        const auto perBlock = nestedAbsmax->to(at::kFloat).reshape({-1}).repeat_interleave(nestedBlock).narrow(0, 0, n);
+        const float offset = json["nested_offset"].get<float>();
+        absmaxF32 = nestedMap->to(at::kFloat).reshape({-1}).index_select(0, idx) * perBlock + offset;
+    } else {
+        absmaxF32 = absmax->to(at::kFloat).reshape({-1});
+    }
+    return QuantizedWeight::nf4(packed->reshape({-1}), absmaxF32, code->reshape({-1}), blockSize, shape, dtype);
+}
+
+} // namespace
+
+bool isQuantizationSibling(const std::string& name)
+{
+    for (const char* suffix : {".weight_scale", ".scale_weight", ".input_scale", ".scale_input", ".absmax", ".quant_map",
+             ".nested_absmax", ".nested_quant_map", ".comfy_quant", "scaled_fp8"})
+        if (endsWith(name, suffix))
+            return true;
+    return name.find(".quant_state.bitsandbytes__") != std::string::npos;
+}
+
+Result<QuantizedWeight> loadWeight(const Checkpoint& cp, const std::string& name, const LoadOptions& options)
+{
+    const auto* info = cp.find(name);
+    if (!info)
+        return makeError(ErrorCode::NotFound, cp.path.string() + ": tensor '" + name + "' not found");
+    Result<QuantizedWeight> weight = QuantizedWeight();
+    try {
+        const std::string base = endsWith(name, ".weight") ? name.substr(0, name.size() - 7) : name;
+        if (info->isQuantizedBlocks()) {
+            auto raw = tensorfile::rawBytes(cp, *info);
+            if (!raw)
+                return raw.error();
+            weight = QuantizedWeight::gguf(*raw, static_cast<std::int64_t>(*info->ggmlType), info->shape);
+        } else if (cp.find(name + ".quant_state.bitsandbytes__nf4") || cp.find(name + ".quant_state.bitsandbytes__fp4")) {
+            const auto state = cp.find(name + ".quant_state.bitsandbytes__nf4") ? name + ".quant_state.bitsandbytes__nf4"
+                                                                                : name + ".quant_state.bitsandbytes__fp4";
+            weight = loadNf4(cp, name, state);
+        } else if (cp.find(base + ".comfy_quant")) {
+            auto q = view(cp, base + ".comfy_quant");
+            std::string format = "?";
+            if (q) {
+                const auto c = q->contiguous();
+                auto json = nlohmann::json::parse(std::string(static_cast<const char*>(c.data_ptr()), c.numel()), nullptr, false);
+                if (json.is_object())
+                    format = json.value("format", "?");
+            }
+            if (format != "float8_e4m3fn" && format != "float8_e5m2")
+                return makeError(ErrorCode::Unsupported, cp.path.string() + ": tensor '" + name + "' uses ComfyUI quant format '"
+                        + format + "', which this version cannot load");
+        }
+        if (weight.ok() && !weight->defined() && info->dtype
+            && (*info->dtype == DType::F8_E4M3 || *info->dtype == DType::F8_E5M2)) {
+            const char* scaleName = cp.find(base + ".weight_scale") ? ".weight_scale" : ".scale_weight";
+            const char* inputName = cp.find(base + ".input_scale") ? ".input_scale" : ".scale_input";
+            auto data = view(cp, name);
+            if (!data)
+                return data.error();
+            at::Tensor scale;
+            if (cp.find(base + scaleName)) {
+                auto s = view(cp, base + scaleName);
+                if (!s)
+                    return s.error();
+                scale = *s;
+            } else {
+                // An fp8 cast without a scale (ltx-core's fp8-cast policy) is exact at scale 1.
+                scale = at::ones({}, at::kFloat);
+            }
+            std::optional<at::Tensor> input;
+            if (cp.find(base + inputName)) {
+                auto s = view(cp, base + inputName);
+                if (!s)
+                    return s.error();
+                input = *s;
+            }
+            weight = QuantizedWeight::fp8(*data, scale, input, options.fp8BlockSize);
+        }
+        if (weight.ok() && !weight->defined()) {
+            auto data = view(cp, name);
+            if (!data)
+                return data.error();
+            weight = QuantizedWeight::dense(*data);
+        }
+    } catch (const c10::Error& e) {
+        return loadError(cp, name, e.what_without_backtrace());
+    } catch (const nlohmann::json::exception& e) {
+        return loadError(cp, name, std::string("quantization metadata: ") + e.what());
+    }
+    if (!weight)
+        return makeError(weight.error().code, cp.path.string() + ": tensor '" + name + "': " + weight.error().message);
+    if (options.device != weight->device())
+        return weight->to(options.device);
+    return weight;
+}
+
+} // namespace vireo::quant

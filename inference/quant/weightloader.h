@@ -1,0 +1,34 @@
+#pragma once
+
+#include "inference/quant/quantizedweight.h"
+#include "inference/util/result.h"
+
+#include <c10/core/Device.h>
+
+#include <string>
+
+namespace vireo::tensorfile {
+struct Checkpoint;
+}
+
+namespace vireo::quant {
+
+struct LoadOptions {
+    c10::Device device = c10::Device(c10::kCPU);
+    // Block size of 2-D fp8 scale grids that do not divide the weight (LTX-2 uses 128).
+    std::vector<std::int64_t> fp8BlockSize;
+};
+
+// Loads one weight in its stored representation, found from the tensor and its siblings:
+// GGUF blocks; F8 with `.weight_scale` / `.scale_weight` (and `.input_scale` /
+// `.scale_input`); bitsandbytes NF4 (`.quant_state.bitsandbytes__nf4`, `.absmax`,
+// `.quant_map`, nested statistics); anything else dense. On the CPU the data stays a view
+// of the file mapping (no copy).
+Result<QuantizedWeight> loadWeight(const tensorfile::Checkpoint& checkpoint, const std::string& name,
+                                   const LoadOptions& options = {});
+
+// Tensors that belong to another tensor's quantization (scales, absmax, quant_map, ...):
+// a loader walking all names skips these.
+bool isQuantizationSibling(const std::string& name);
+
+} // namespace vireo::quant

@@ -1,0 +1,10 @@
+// The schemas of every vireo:: op. Each has a CPU reference (*_cpu.cpp) and, in CUDA builds,
+// a CUDA implementation (*.cu) registered for the same schema.
+#include <torch/library.h>
+
+TORCH_LIBRARY(vireo, m)
+{
+    m.def("dequantize_fp8(Tensor weight, Tensor scale, ScalarType dtype, int[] block_size=[]) -> Tensor");
+    m.def("dequantize_gguf(Tensor blocks, int ggml_type, int[] shape, ScalarType dtype) -> Tensor");
+    m.def("dequantize_nf4(Tensor packed, Tensor absmax, Tensor code, int block_size, int[] shape, ScalarType dtype) -> Tensor");
+}
