@@ -1,6 +1,7 @@
 // CUDA implementation of vireo::dequantize_fp8 (CPU reference: fp8dequant_cpu.cpp).
 #include "kernels/fp8dequant.h"
 #include "kernels/fp8dequant_common.h"
+#include "kernels/opcheck.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -60,28 +61,41 @@ void launch(const at::Tensor& q, const at::Tensor& s, at::Tensor& out, const det
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-at::Tensor dequantizeFp8Cuda(const at::Tensor& weight, const at::Tensor& scale, c10::ScalarType dtype, c10::IntArrayRef blockSize)
+void dequantizeInto(const at::Tensor& weight, const at::Tensor& scale, c10::IntArrayRef blockSize, at::Tensor& out)
 {
     TORCH_CHECK(weight.is_cuda(), "dequantize_fp8 (CUDA): weight must be on a CUDA device");
-    TORCH_CHECK(scale.device() == weight.device(), "dequantize_fp8 (CUDA): scale is on ", scale.device(),
-        " but weight is on ", weight.device());
-    TORCH_CHECK(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf,
-        "dequantize_fp8: output dtype must be float32, bfloat16 or float16, got ", dtype);
+    TORCH_CHECK(scale.device() == weight.device() && out.device() == weight.device(), "dequantize_fp8 (CUDA): scale is on ",
+        scale.device(), " and out on ", out.device(), " but weight is on ", weight.device());
+    detail::checkFloatOutput("dequantize_fp8", out.scalar_type());
+    TORCH_CHECK(out.is_contiguous() && out.sizes() == weight.sizes(), "dequantize_fp8: out must be contiguous and shaped ",
+        weight.sizes(), ", got ", out.sizes());
     const auto g = detail::fp8Geometry(weight, scale, blockSize);
     const c10::cuda::CUDAGuard guard(weight.device());
     const auto q = weight.contiguous();
     const auto s = scale.contiguous();
-    auto out = at::empty(weight.sizes(), weight.options().dtype(dtype));
     AT_DISPATCH_SWITCH(q.scalar_type(), "dequantize_fp8_cuda",
         AT_DISPATCH_CASE(at::kFloat8_e4m3fn, [&] {
             using In = scalar_t;
-            AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, dtype, "dequantize_fp8_cuda_out",
+            AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out.scalar_type(), "dequantize_fp8_cuda_out",
                 [&] { launch<In, scalar_t>(q, s, out, g); });
         }) AT_DISPATCH_CASE(at::kFloat8_e5m2, [&] {
             using In = scalar_t;
-            AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, dtype, "dequantize_fp8_cuda_out",
+            AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out.scalar_type(), "dequantize_fp8_cuda_out",
                 [&] { launch<In, scalar_t>(q, s, out, g); });
         }));
+}
+
+at::Tensor dequantizeFp8Cuda(const at::Tensor& weight, const at::Tensor& scale, c10::ScalarType dtype, c10::IntArrayRef blockSize)
+{
+    detail::checkFloatOutput("dequantize_fp8", dtype);
+    auto out = at::empty(weight.sizes(), weight.options().dtype(dtype));
+    dequantizeInto(weight, scale, blockSize, out);
+    return out;
+}
+
+at::Tensor& dequantizeFp8CudaOut(const at::Tensor& weight, const at::Tensor& scale, c10::IntArrayRef blockSize, at::Tensor& out)
+{
+    dequantizeInto(weight, scale, blockSize, out);
     return out;
 }
 
@@ -90,6 +104,7 @@ at::Tensor dequantizeFp8Cuda(const at::Tensor& weight, const at::Tensor& scale, 
 TORCH_LIBRARY_IMPL(vireo, CUDA, m)
 {
     m.impl("dequantize_fp8", &dequantizeFp8Cuda);
+    m.impl("dequantize_fp8.out", &dequantizeFp8CudaOut);
 }
 
 } // namespace vireo::kernels

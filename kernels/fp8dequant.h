@@ -14,4 +14,7 @@ namespace vireo::kernels {
 at::Tensor dequantizeFp8(const at::Tensor& weight, const at::Tensor& scale, c10::ScalarType dtype,
                          c10::IntArrayRef blockSize = {});
 
+// The same into a preallocated, contiguous tensor shaped like weight (its dtype is the output's).
+at::Tensor& dequantizeFp8Into(const at::Tensor& weight, const at::Tensor& scale, c10::IntArrayRef blockSize, at::Tensor& out);
+
 } // namespace vireo::kernels

@@ -25,7 +25,7 @@ struct BlockTraits {
 };
 
 // {0, 0} for a type this module does not dequantize.
-VIREO_HD BlockTraits blockTraits(int type)
+constexpr VIREO_HD BlockTraits blockTraits(int type)
 {
     switch (type) {
     case kQ4_0: return {32, 18};
@@ -156,17 +156,21 @@ VIREO_HD void decodeBlock(int type, const std::uint8_t* b, float* y)
         return;
     }
     case kQ2_K: {
+        // Written as fixed 16-element runs so the compiler vectorizes the inner loops.
         const std::uint8_t* scales = b;
         const std::uint8_t* qs = b + 16;
         const float d = f16At(b + 80), dmin = f16At(b + 82);
-        for (int i = 0; i < 256; ++i) {
-            const int h = i / 128, j = (i % 128) / 32, l = i % 32;
-            const int q = (qs[h * 32 + l] >> (2 * j)) & 3;
-            const int s = scales[i / 16];
-            const float dl = d * static_cast<float>(s & 0xF);
-            const float ml = dmin * static_cast<float>(s >> 4);
-            y[i] = dl * static_cast<float>(q) - ml;
-        }
+        for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < 4; ++j)
+                for (int half = 0; half < 2; ++half) {
+                    const int s = scales[h * 8 + j * 2 + half];
+                    const float dl = d * static_cast<float>(s & 0xF);
+                    const float ml = dmin * static_cast<float>(s >> 4);
+                    const std::uint8_t* q = qs + h * 32 + half * 16;
+                    float* out = y + h * 128 + j * 32 + half * 16;
+                    for (int l = 0; l < 16; ++l)
+                        out[l] = dl * static_cast<float>((q[l] >> (2 * j)) & 3) - ml;
+                }
         return;
     }
     case kQ3_K: {
@@ -174,17 +178,22 @@ VIREO_HD void decodeBlock(int type, const std::uint8_t* b, float* y)
         const std::uint8_t* qs = b + 32;
         const std::uint8_t* sc = b + 96;
         const float d = f16At(b + 108);
-        for (int i = 0; i < 256; ++i) {
-            const int is = i / 16;
-            const int low4 = is < 8 ? (sc[is] & 0xF) : (sc[is - 8] >> 4);
-            const int high2 = (sc[8 + is % 4] >> (2 * (is / 4))) & 3;
-            const float dl = d * static_cast<float>((low4 | (high2 << 4)) - 32);
-            const int h = i / 128, j = (i % 128) / 32, l = i % 32;
-            int q = (qs[h * 32 + l] >> (2 * j)) & 3;
-            if (!((hmask[l] >> (4 * h + j)) & 1))
-                q -= 4;
-            y[i] = dl * static_cast<float>(q);
-        }
+        for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < 4; ++j)
+                for (int half = 0; half < 2; ++half) {
+                    const int is = h * 8 + j * 2 + half;
+                    const int low4 = is < 8 ? (sc[is] & 0xF) : (sc[is - 8] >> 4);
+                    const int high2 = (sc[8 + is % 4] >> (2 * (is / 4))) & 3;
+                    const float dl = d * static_cast<float>((low4 | (high2 << 4)) - 32);
+                    const std::uint8_t* q = qs + h * 32 + half * 16;
+                    const std::uint8_t* m = hmask + half * 16;
+                    const int bit = 4 * h + j;
+                    float* out = y + h * 128 + j * 32 + half * 16;
+                    for (int l = 0; l < 16; ++l) {
+                        const int v = ((q[l] >> (2 * j)) & 3) - (((m[l] >> bit) & 1) ? 0 : 4);
+                        out[l] = dl * static_cast<float>(v);
+                    }
+                }
         return;
     }
     case kQ4_K:
@@ -214,14 +223,19 @@ VIREO_HD void decodeBlock(int type, const std::uint8_t* b, float* y)
         const std::uint8_t* qh = b + 128;
         const std::int8_t* scales = reinterpret_cast<const std::int8_t*>(b + 192);
         const float d = f16At(b + 208);
-        for (int i = 0; i < 256; ++i) {
-            const int h = i / 128, k = (i % 128) / 32, l = i % 32;
-            const std::uint8_t byte = (k & 1) ? ql[h * 64 + 32 + l] : ql[h * 64 + l];
-            const int low = k >= 2 ? (byte >> 4) : (byte & 0xF);
-            const int high = (qh[h * 32 + l] >> (2 * k)) & 3;
-            const float dl = d * static_cast<float>(scales[i / 16]);
-            y[i] = dl * static_cast<float>((low | (high << 4)) - 32);
-        }
+        for (int h = 0; h < 2; ++h)
+            for (int k = 0; k < 4; ++k)
+                for (int half = 0; half < 2; ++half) {
+                    const float dl = d * static_cast<float>(scales[h * 8 + k * 2 + half]);
+                    const std::uint8_t* lo = ql + h * 64 + ((k & 1) ? 32 : 0) + half * 16;
+                    const std::uint8_t* hi = qh + h * 32 + half * 16;
+                    const int lowShift = k >= 2 ? 4 : 0;
+                    float* out = y + h * 128 + k * 32 + half * 16;
+                    for (int l = 0; l < 16; ++l) {
+                        const int q = ((lo[l] >> lowShift) & 0xF) | (((hi[l] >> (2 * k)) & 3) << 4);
+                        out[l] = dl * static_cast<float>(q - 32);
+                    }
+                }
         return;
     }
     default:

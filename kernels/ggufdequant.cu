@@ -29,24 +29,37 @@ __global__ void dequantizeGgufKernel(const std::uint8_t* __restrict__ in, Out* _
     }
 }
 
-at::Tensor dequantizeGgufCuda(const at::Tensor& blocks, std::int64_t ggmlType, c10::IntArrayRef shape, c10::ScalarType dtype)
+void dequantizeInto(const at::Tensor& blocks, std::int64_t ggmlType, at::Tensor& out)
 {
-    TORCH_CHECK(blocks.is_cuda(), "dequantize_gguf (CUDA): blocks must be on a CUDA device");
-    const auto traits = detail::checkGgufArgs(blocks, ggmlType, shape, dtype);
+    TORCH_CHECK(blocks.is_cuda() && out.device() == blocks.device(), "dequantize_gguf (CUDA): blocks and out must be on one CUDA device");
+    TORCH_CHECK(out.is_contiguous(), "dequantize_gguf: out must be contiguous");
+    const auto traits = detail::checkGgufArgs(blocks, ggmlType, out.sizes(), out.scalar_type());
     const c10::cuda::CUDAGuard guard(blocks.device());
     const auto in = blocks.contiguous();
-    auto out = at::empty(shape, in.options().dtype(dtype));
     const std::int64_t nBlocks = in.numel() / traits.bytes;
     if (nBlocks == 0)
-        return out;
+        return;
     constexpr int kThreads = 128;
     const int grid = static_cast<int>(std::min<std::int64_t>((nBlocks + kThreads - 1) / kThreads, 65535));
     auto stream = at::cuda::getCurrentCUDAStream();
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, dtype, "dequantize_gguf_cuda", [&] {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out.scalar_type(), "dequantize_gguf_cuda", [&] {
         dequantizeGgufKernel<scalar_t><<<grid, kThreads, 0, stream>>>(in.data_ptr<std::uint8_t>(), out.data_ptr<scalar_t>(),
             nBlocks, static_cast<int>(ggmlType), traits.elements, traits.bytes);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+at::Tensor dequantizeGgufCuda(const at::Tensor& blocks, std::int64_t ggmlType, c10::IntArrayRef shape, c10::ScalarType dtype)
+{
+    detail::checkGgufArgs(blocks, ggmlType, shape, dtype);
+    auto out = at::empty(shape, blocks.options().dtype(dtype));
+    dequantizeInto(blocks, ggmlType, out);
+    return out;
+}
+
+at::Tensor& dequantizeGgufCudaOut(const at::Tensor& blocks, std::int64_t ggmlType, at::Tensor& out)
+{
+    dequantizeInto(blocks, ggmlType, out);
     return out;
 }
 
@@ -55,6 +68,7 @@ at::Tensor dequantizeGgufCuda(const at::Tensor& blocks, std::int64_t ggmlType, c
 TORCH_LIBRARY_IMPL(vireo, CUDA, m)
 {
     m.impl("dequantize_gguf", &dequantizeGgufCuda);
+    m.impl("dequantize_gguf.out", &dequantizeGgufCudaOut);
 }
 
 } // namespace vireo::kernels

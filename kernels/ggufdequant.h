@@ -14,6 +14,9 @@ namespace vireo::kernels {
 at::Tensor dequantizeGguf(const at::Tensor& blocks, std::int64_t ggmlType, c10::IntArrayRef shape,
                           c10::ScalarType dtype);
 
+// The same into a preallocated, contiguous tensor whose shape and dtype give the output's.
+at::Tensor& dequantizeGgufInto(const at::Tensor& blocks, std::int64_t ggmlType, at::Tensor& out);
+
 // Whether dequantizeGguf handles this ggml type.
 bool ggufTypeSupported(std::int64_t ggmlType);
 

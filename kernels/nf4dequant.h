@@ -14,4 +14,8 @@ namespace vireo::kernels {
 at::Tensor dequantizeNf4(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code,
                          std::int64_t blockSize, c10::IntArrayRef shape, c10::ScalarType dtype);
 
+// The same into a preallocated, contiguous tensor whose shape and dtype give the output's.
+at::Tensor& dequantizeNf4Into(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code,
+                              std::int64_t blockSize, at::Tensor& out);
+
 } // namespace vireo::kernels

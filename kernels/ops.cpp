@@ -5,6 +5,9 @@
 TORCH_LIBRARY(vireo, m)
 {
     m.def("dequantize_fp8(Tensor weight, Tensor scale, ScalarType dtype, int[] block_size=[]) -> Tensor");
+    m.def("dequantize_fp8.out(Tensor weight, Tensor scale, int[] block_size, *, Tensor(a!) out) -> Tensor(a!)");
     m.def("dequantize_gguf(Tensor blocks, int ggml_type, int[] shape, ScalarType dtype) -> Tensor");
+    m.def("dequantize_gguf.out(Tensor blocks, int ggml_type, *, Tensor(a!) out) -> Tensor(a!)");
     m.def("dequantize_nf4(Tensor packed, Tensor absmax, Tensor code, int block_size, int[] shape, ScalarType dtype) -> Tensor");
+    m.def("dequantize_nf4.out(Tensor packed, Tensor absmax, Tensor code, int block_size, *, Tensor(a!) out) -> Tensor(a!)");
 }

@@ -1,7 +1,13 @@
 // vireo-cli: the headless front end. Parses arguments and wires the layers; the work lives
 // in inference/ (and core/ for Hub commands).
+#include "inference/bench/dequantbench.h"
 #include "inference/bench/readbench.h"
 #include "inference/inspect/modelinspector.h"
+#include "inference/quant/weightloader.h"
+#include "inference/tensorfile/modelsource.h"
+
+#include <cstdint>
+#include <fstream>
 
 #include <cstdio>
 #include <cstring>
@@ -15,7 +21,12 @@ constexpr const char* kUsage = R"(usage: vireo-cli <command> [options]
 
 commands:
   inspect PATH [--json]        describe a model file or folder from its headers
+  tensor PATH NAME [--dequant --out OUT.f32]
+                               describe one tensor; write it dequantized as float32
   bench read FILE [--repeat N] time reading every tensor against a raw sequential read
+  bench dequant [--python PY] [--repeat N] [--json]
+                               CPU dequantization throughput against memcpy and the
+                               Python references; quantized linear against bf16
   version                      print the version
 
 PATH may be a .safetensors or .gguf file, a *.safetensors.index.json, a diffusers
@@ -57,10 +68,92 @@ int runInspect(const std::vector<std::string>& args)
     return 0;
 }
 
+int runTensor(const std::vector<std::string>& args)
+{
+    std::string path, name, out;
+    bool dequant = false;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--dequant")
+            dequant = true;
+        else if (args[i] == "--out" && i + 1 < args.size())
+            out = args[++i];
+        else if (!args[i].empty() && args[i][0] == '-')
+            return usageError("tensor: unknown option " + args[i]);
+        else if (path.empty())
+            path = args[i];
+        else if (name.empty())
+            name = args[i];
+        else
+            return usageError("tensor takes PATH and NAME");
+    }
+    if (path.empty() || name.empty())
+        return usageError("tensor needs PATH and NAME");
+    if (dequant != !out.empty())
+        return usageError("tensor: --dequant and --out go together");
+    auto source = vireo::tensorfile::ModelSource::open(path);
+    if (!source)
+        return fail(source.error());
+    for (const auto& cp : source->checkpoints) {
+        const auto* info = cp.find(name);
+        if (!info)
+            continue;
+        auto weight = vireo::quant::loadWeight(cp, name);
+        if (!weight)
+            return fail(weight.error());
+        std::string shape;
+        for (auto d : weight->shape())
+            shape += (shape.empty() ? "" : ",") + std::to_string(d);
+        std::printf("%s: %s [%s] stored as %s, %lld bytes resident\n", name.c_str(), weight->describe().c_str(), shape.c_str(),
+            info->typeName().c_str(), static_cast<long long>(weight->residentBytes()));
+        if (!dequant)
+            return 0;
+        auto values = weight->dequantize(c10::kFloat);
+        if (!values)
+            return fail(values.error());
+        std::ofstream file(out, std::ios::binary);
+        const auto& t = *values;
+        file.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+        if (!file)
+            return fail({vireo::ErrorCode::Io, out + ": cannot write the output file"});
+        std::printf("wrote %lld float32 values (little-endian, shape [%s]) to %s\n", static_cast<long long>(t.numel()),
+            shape.c_str(), out.c_str());
+        return 0;
+    }
+    return fail({vireo::ErrorCode::NotFound, path + ": no tensor named '" + name + "'"});
+}
+
+int runBenchDequant(const std::vector<std::string>& args)
+{
+    vireo::bench::DequantBenchOptions options;
+    options.referenceScript = VIREO_SOURCE_DIR "/tests/bench/dequant_reference.py";
+    bool asJson = false;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        if (args[i] == "--python" && i + 1 < args.size())
+            options.python = args[++i];
+        else if (args[i] == "--reference" && i + 1 < args.size())
+            options.referenceScript = args[++i];
+        else if (args[i] == "--repeat" && i + 1 < args.size())
+            options.repeats = std::max(1, std::atoi(args[++i].c_str()));
+        else if (args[i] == "--small")
+            options.sizes = {1 << 16}, options.linearOut = options.linearIn = 256;
+        else if (args[i] == "--json")
+            asJson = true;
+        else
+            return usageError("bench dequant: unexpected argument " + args[i]);
+    }
+    auto r = vireo::bench::benchDequant(options);
+    if (!r)
+        return fail(r.error());
+    std::fputs((asJson ? vireo::bench::dequantBenchJson(*r) + "\n" : vireo::bench::formatDequantBench(*r)).c_str(), stdout);
+    return 0;
+}
+
 int runBench(const std::vector<std::string>& args)
 {
+    if (!args.empty() && args[0] == "dequant")
+        return runBenchDequant(args);
     if (args.empty() || args[0] != "read")
-        return usageError("bench: only 'bench read FILE' exists");
+        return usageError("bench: 'bench read FILE' or 'bench dequant'");
     std::string path;
     int repeats = 3;
     bool asJson = false;
@@ -119,6 +212,8 @@ int main(int argc, char** argv)
         return runInspect(args);
     if (command == "bench")
         return runBench(args);
+    if (command == "tensor")
+        return runTensor(args);
     if (command == "version" || command == "--version") {
         std::printf("vireo-cli %s\n", VIREO_VERSION);
         return 0;

@@ -248,6 +248,34 @@ Result<at::Tensor> QuantizedWeight::dequantize(c10::ScalarType dtype) const
     });
 }
 
+Result<void> QuantizedWeight::dequantizeInto(at::Tensor& out) const
+{
+    if (!defined())
+        return opError("dequantize", "the weight is empty");
+    auto r = guarded(*this, "dequantize", [&]() -> Result<at::Tensor> {
+        TORCH_CHECK(out.sizes() == c10::IntArrayRef(m_shape), "out is shaped ", out.sizes());
+        switch (m_representation) {
+        case Representation::Fp8Scaled:
+            return kernels::dequantizeFp8Into(m_data, m_scale, m_blockSize, out);
+        case Representation::Gguf:
+            return kernels::dequantizeGgufInto(m_data, m_ggmlType, out);
+        case Representation::Nf4:
+            return kernels::dequantizeNf4Into(m_data, m_scale, m_code, m_nf4BlockSize, out);
+        case Representation::Dense:
+        case Representation::Int8: {
+            auto values = dequantize(out.scalar_type());
+            if (!values)
+                throw c10::Error({__func__, __FILE__, static_cast<std::uint32_t>(__LINE__)}, values.error().message);
+            return out.copy_(*values);
+        }
+        }
+        return out;
+    });
+    if (!r)
+        return r.error();
+    return {};
+}
+
 Result<QuantizedWeight> QuantizedWeight::to(c10::Device device) const
 {
     try {
@@ -337,7 +365,25 @@ Result<at::Tensor> QuantizedWeight::linear(const at::Tensor& input, const std::o
             });
         }
     }
-    auto w = weight->dequantize(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf ? dtype : at::kFloat);
+    const auto computeDtype = dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf ? dtype : at::kFloat;
+    Result<at::Tensor> w = at::Tensor();
+    if (m_representation != Representation::Dense && input.device().is_cpu()) {
+        // One scratch buffer per thread, grown to the largest weight it has served: repeated
+        // forwards reuse warm memory instead of faulting in a fresh copy of every weight.
+        thread_local at::Tensor scratch;
+        std::int64_t numel = 1;
+        for (auto d : m_shape)
+            numel *= d;
+        if (!scratch.defined() || scratch.scalar_type() != computeDtype || scratch.numel() < numel)
+            scratch = at::empty({numel}, at::TensorOptions().dtype(computeDtype));
+        auto view = scratch.narrow(0, 0, numel).view(m_shape);
+        auto r = weight->dequantizeInto(view);
+        if (!r)
+            return r.error();
+        w = view;
+    } else {
+        w = weight->dequantize(computeDtype);
+    }
     if (!w)
         return w.error();
     return guarded(*this, "linear", [&]() -> Result<at::Tensor> {

@@ -47,6 +47,9 @@ public:
     std::int64_t residentBytes() const;
 
     Result<at::Tensor> dequantize(c10::ScalarType dtype = c10::kFloat) const;
+    // Into a caller-owned buffer (contiguous, shape(), a float dtype, the weight's device), so
+    // a forward pass can reuse one scratch buffer instead of faulting in fresh memory.
+    Result<void> dequantizeInto(at::Tensor& out) const;
     Result<QuantizedWeight> to(c10::Device device) const;
     // y = x W^T (+ bias), computed on x's device in x's dtype.
     Result<at::Tensor> linear(const at::Tensor& input, const std::optional<at::Tensor>& bias = {}) const;

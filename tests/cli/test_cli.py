@@ -62,7 +62,33 @@ def test_text_and_usage():
     check("bench read --json", ok, p.stderr or p.stdout)
 
 
+def test_tensor_dequant(tmp="/tmp/vireo-cli-tensor.f32"):
+    root = FIXTURES / "tensorfiles"
+    manifest = json.loads((root / "manifest.json").read_text())
+    expected = (root / "expected.bin").read_bytes()
+    gguf = next(f for f in manifest["files"] if f["path"] == "gguf_v3_all_types.gguf")
+    for t in gguf["tensors"]:
+        if "dequant_offset" not in t:
+            continue
+        p = run("tensor", root / gguf["path"], t["name"], "--dequant", "--out", tmp)
+        ok = p.returncode == 0 and t["type"] in p.stdout
+        if ok:
+            got = open(tmp, "rb").read()
+            ok = got == expected[t["dequant_offset"]:t["dequant_offset"] + t["dequant_nbytes"]]
+        check(f"tensor --dequant {t['name']} ({t['type']})", ok, p.stderr or p.stdout)
+    p = run("tensor", root / gguf["path"], "no.such.tensor")
+    check("tensor missing name", p.returncode == 1 and "no tensor named" in p.stderr, p.stderr)
+    p = run("bench", "dequant", "--small", "--repeat", "1", "--json", "--python", sys.executable)
+    ok = p.returncode == 0
+    if ok:
+        b = json.loads(p.stdout)
+        ok = len(b["dequant"]) == 14 and all(r["seconds"] > 0 and r["python_seconds"] > 0 for r in b["dequant"]) \
+            and len(b["linear"]) >= 4
+    check("bench dequant --small --json", ok, p.stderr[-2000:] or p.stdout[:400])
+
+
 test_bad_corpus()
+test_tensor_dequant()
 test_json_keys()
 test_text_and_usage()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
