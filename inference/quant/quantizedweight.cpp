@@ -261,8 +261,12 @@ Result<void> QuantizedWeight::dequantizeInto(at::Tensor& out) const
             return kernels::dequantizeGgufInto(m_data, m_ggmlType, out);
         case Representation::Nf4:
             return kernels::dequantizeNf4Into(m_data, m_scale, m_code, m_nf4BlockSize, out);
-        case Representation::Dense:
         case Representation::Int8: {
+            std::vector<std::int64_t> view(m_shape.size(), 1);
+            view[0] = m_shape[0];
+            return at::mul_out(out, m_data, m_scale.view(view));
+        }
+        case Representation::Dense: {
             auto values = dequantize(out.scalar_type());
             if (!values)
                 throw c10::Error({__func__, __FILE__, static_cast<std::uint32_t>(__LINE__)}, values.error().message);

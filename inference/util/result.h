@@ -33,12 +33,13 @@ inline Error makeError(ErrorCode code, std::string message)
     return Error{code, std::move(message)};
 }
 
-// The error-or-value type used at module boundaries (C++20 has no std::expected).
-template <typename T>
+// The error-or-value type used at module boundaries (C++20 has no std::expected). Modules
+// with richer failures (the Hub client) use their own error type E.
+template <typename T, typename E = Error>
 class [[nodiscard]] Result {
 public:
     Result(T value) : m_state(std::in_place_index<0>, std::move(value)) {}
-    Result(Error error) : m_state(std::in_place_index<1>, std::move(error)) {}
+    Result(E error) : m_state(std::in_place_index<1>, std::move(error)) {}
 
     bool ok() const { return m_state.index() == 0; }
     explicit operator bool() const { return ok(); }
@@ -51,24 +52,24 @@ public:
     T& operator*() & { return value(); }
     const T& operator*() const& { return value(); }
 
-    const Error& error() const { assert(!ok()); return std::get<1>(m_state); }
+    const E& error() const { assert(!ok()); return std::get<1>(m_state); }
 
 private:
-    std::variant<T, Error> m_state;
+    std::variant<T, E> m_state;
 };
 
-template <>
-class [[nodiscard]] Result<void> {
+template <typename E>
+class [[nodiscard]] Result<void, E> {
 public:
     Result() = default;
-    Result(Error error) : m_error(std::move(error)), m_ok(false) {}
+    Result(E error) : m_error(std::move(error)), m_ok(false) {}
 
     bool ok() const { return m_ok; }
     explicit operator bool() const { return m_ok; }
-    const Error& error() const { assert(!m_ok); return m_error; }
+    const E& error() const { assert(!m_ok); return m_error; }
 
 private:
-    Error m_error;
+    E m_error;
     bool m_ok = true;
 };
 
