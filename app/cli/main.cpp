@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <fstream>
 
+#ifdef VIREO_HAS_CORE
+#include "app/cli/hubcommands.h"
+#endif
+
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -27,7 +31,14 @@ commands:
   bench dequant [--python PY] [--repeat N] [--json]
                                CPU dequantization throughput against memcpy and the
                                Python references; quantized linear against bf16
+  plan REPO [rules] [--json]   the files a download would fetch, sizes, cache and disk
+  download REPO [rules]        download them into the Hugging Face cache (Ctrl-C
+                               cancels; running it again resumes)
   version                      print the version
+
+rules: --revision R, --include GLOB, --exclude GLOB, --diffusers [--component NAME]
+       [--weight-variant V], --parallel N. Hub settings come from HF_ENDPOINT, HF_TOKEN,
+       HF_HUB_CACHE, HF_HUB_OFFLINE as for huggingface_hub.
 
 PATH may be a .safetensors or .gguf file, a *.safetensors.index.json, a diffusers
 folder (model_index.json), a Hugging Face cache folder (models--org--name) or a snapshot.
@@ -214,6 +225,15 @@ int main(int argc, char** argv)
         return runBench(args);
     if (command == "tensor")
         return runTensor(args);
+#ifdef VIREO_HAS_CORE
+    if (command == "plan")
+        return runPlan(args);
+    if (command == "download")
+        return runDownload(args);
+#else
+    if (command == "plan" || command == "download")
+        return usageError(command + " needs a build with the Qt layers (VIREO_GUI=ON)");
+#endif
     if (command == "version" || command == "--version") {
         std::printf("vireo-cli %s\n", VIREO_VERSION);
         return 0;

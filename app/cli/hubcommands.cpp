@@ -1,0 +1,236 @@
+// vireo-cli plan / download: argument parsing and terminal output over core/hub.
+#include "app/cli/hubcommands.h"
+
+#include "core/catalog/catalog.h"
+#include "core/hub/hubpaths.h"
+#include "core/hub/plandownload.h"
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+using namespace vireo::hub;
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void onSigint(int)
+{
+    g_interrupted = true;
+}
+
+struct HubArgs {
+    std::string repo;
+    std::string revision = "main";
+    PlanRule rule;
+    bool json = false;
+    int parallel = 4;
+    bool explicitInclude = false;
+    std::string variant; // family/variant from the catalog
+};
+
+int usage(const std::string& message)
+{
+    std::fprintf(stderr, "vireo-cli: %s\n", message.c_str());
+    std::fprintf(stderr, "usage: vireo-cli plan|download REPO [--revision R] [--include GLOB]... [--exclude GLOB]...\n"
+                         "                 [--diffusers [--component NAME]... [--weight-variant V]] [--parallel N] [--json]\n");
+    return 2;
+}
+
+int fail(const HubError& e)
+{
+    std::fprintf(stderr, "vireo-cli: %s\n", e.message.c_str());
+    return e.kind == HubErrorKind::Cancelled ? 130 : 1;
+}
+
+bool parse(const std::vector<std::string>& args, HubArgs& out, std::string& error)
+{
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const auto& a = args[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= args.size()) {
+                error = a + " needs a value";
+                return {};
+            }
+            return args[++i];
+        };
+        if (a == "--revision")
+            out.revision = value();
+        else if (a == "--include") {
+            if (!out.explicitInclude)
+                out.rule.include.clear();
+            out.explicitInclude = true;
+            out.rule.include.push_back(value());
+        } else if (a == "--exclude")
+            out.rule.exclude.push_back(value());
+        else if (a == "--diffusers")
+            out.rule.mode = PlanRule::Mode::Diffusers;
+        else if (a == "--component")
+            out.rule.components.push_back(value());
+        else if (a == "--weight-variant")
+            out.rule.weightVariant = value();
+        else if (a == "--parallel")
+            out.parallel = std::max(1, std::atoi(value().c_str()));
+        else if (a == "--json")
+            out.json = true;
+        else if (a == "--variant")
+            out.variant = value();
+        else if (!a.empty() && a[0] == '-')
+            error = "unknown option " + a;
+        else if (out.repo.empty())
+            out.repo = a;
+        else
+            error = "unexpected argument " + a;
+        if (!error.empty())
+            return false;
+    }
+    if (out.repo.empty() && out.variant.empty())
+        error = "a REPO (org/name) or --variant FAMILY/VARIANT is needed";
+    return error.empty();
+}
+
+HfCache cacheFromEnvironment()
+{
+    return HfCache(vireo::core::HubPaths::fromEnvironment().cacheDir.toStdString());
+}
+
+void printPlan(const FilePlan& plan, const Preflight& check, bool json)
+{
+    if (json) {
+        std::printf("{\"repo\": \"%s\", \"revision\": \"%s\", \"commit\": \"%s\", \"total_bytes\": %llu, \"present_bytes\": %llu, "
+                    "\"free_bytes\": %llu, \"needed_bytes\": %llu, \"fits\": %s, \"volume\": \"%s\", \"files\": [",
+            plan.repo.c_str(), plan.revision.c_str(), plan.commit.c_str(), static_cast<unsigned long long>(plan.totalBytes()),
+            static_cast<unsigned long long>(plan.presentBytes()), static_cast<unsigned long long>(check.freeBytes),
+            static_cast<unsigned long long>(check.neededBytes), check.fits ? "true" : "false", check.volume.c_str());
+        for (std::size_t i = 0; i < plan.files.size(); ++i) {
+            const auto& f = plan.files[i];
+            std::printf("%s{\"path\": \"%s\", \"size\": %llu, \"sha256\": \"%s\", \"git_oid\": \"%s\", \"present\": %s, \"partial_bytes\": %llu}",
+                i ? ", " : "", f.file.path.c_str(), static_cast<unsigned long long>(f.file.size), f.file.sha256.c_str(),
+                f.file.gitOid.c_str(), (f.present || f.blobPresent) ? "true" : "false", static_cast<unsigned long long>(f.partialBytes));
+        }
+        std::printf("]}\n");
+        return;
+    }
+    std::printf("%s @ %s (commit %s)\n", plan.repo.c_str(), plan.revision.c_str(), plan.commit.c_str());
+    for (const auto& f : plan.files)
+        std::printf("  %-10s %10s  %s\n", (f.present || f.blobPresent) ? "cached" : f.partialBytes ? "partial" : "",
+            humanSize(f.file.size).c_str(), f.file.path.c_str());
+    std::printf("  %zu files, %s in all, %s already here\n", plan.files.size(), humanSize(plan.totalBytes()).c_str(),
+        humanSize(plan.presentBytes()).c_str());
+    std::printf("  disk: %s\n", check.message.c_str());
+}
+
+} // namespace
+
+// The (repo, revision, rule) triples to plan: one from the command line, or each source of
+// a catalog variant.
+std::vector<vireo::catalog::Source> sourcesFor(const HubArgs& a, std::string& error)
+{
+    if (a.variant.empty())
+        return {{a.repo, a.revision, "", a.rule, true}};
+    auto catalog = vireo::catalog::Catalog::loadBuiltin();
+    if (!catalog) {
+        error = catalog.error().message;
+        return {};
+    }
+    const auto* variant = catalog->find(a.variant);
+    if (!variant) {
+        error = "no catalog variant '" + a.variant + "' (use FAMILY/VARIANT, e.g. ltx-2.3/distilled-bf16)";
+        return {};
+    }
+    return variant->sources;
+}
+
+int downloadPlan(const HubClient& client, const HfCache& cache, FilePlan plan, int parallel);
+
+int runPlan(const std::vector<std::string>& args)
+{
+    HubArgs a;
+    std::string error;
+    if (!parse(args, a, error))
+        return usage("plan: " + error);
+    const auto sources = sourcesFor(a, error);
+    if (!error.empty())
+        return usage("plan: " + error);
+    HubClient client(HubClientOptions::fromEnvironment());
+    const auto cache = cacheFromEnvironment();
+    for (const auto& source : sources) {
+        auto plan = makePlan(client, cache, source.repo, source.revision, source.rule);
+        if (!plan)
+            return fail(plan.error());
+        if (!source.role.empty() && !a.json)
+            std::printf("[%s]\n", source.role.c_str());
+        printPlan(*plan, preflight(*plan, cache), a.json);
+    }
+    return 0;
+}
+
+int runDownload(const std::vector<std::string>& args)
+{
+    HubArgs a;
+    std::string error;
+    if (!parse(args, a, error))
+        return usage("download: " + error);
+    const auto sources = sourcesFor(a, error);
+    if (!error.empty())
+        return usage("download: " + error);
+    HubClient client(HubClientOptions::fromEnvironment());
+    const auto cache = cacheFromEnvironment();
+    std::signal(SIGINT, onSigint);
+    for (const auto& source : sources) {
+        auto plan = makePlan(client, cache, source.repo, source.revision, source.rule);
+        if (!plan)
+            return fail(plan.error());
+        if (const int rc = downloadPlan(client, cache, std::move(*plan), a.parallel); rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int downloadPlan(const HubClient& client, const HfCache& cache, FilePlan plan, int parallel)
+{
+    printPlan(plan, preflight(plan, cache), false);
+    std::mutex printMutex;
+    auto lastLine = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+    DownloadOptions options;
+    options.parallelFiles = parallel;
+    PlanDownload download(client, cache, std::move(plan), options, [&](const FileStatus& f, const PlanStatus& p) {
+        std::lock_guard lock(printMutex);
+        const auto now = std::chrono::steady_clock::now();
+        const bool stateChange = f.state != FileState::Downloading;
+        if (!stateChange && now - lastLine < std::chrono::milliseconds(500))
+            return;
+        lastLine = now;
+        const double percent = p.totalBytes ? 100.0 * static_cast<double>(p.bytesDone) / static_cast<double>(p.totalBytes) : 100.0;
+        if (stateChange)
+            std::printf("  %-16s %s%s%s\n", fileStateName(f.state), f.path.c_str(), f.message.empty() ? "" : ": ", f.message.c_str());
+        std::printf("[%5.1f%%] %s / %s  %s/s  ETA %s\n", percent, humanSize(p.bytesDone).c_str(), humanSize(p.totalBytes).c_str(),
+            humanSize(static_cast<std::uint64_t>(p.bytesPerSecond)).c_str(),
+            p.etaSeconds < 0 ? "-" : (std::to_string(static_cast<long long>(p.etaSeconds)) + " s").c_str());
+        std::fflush(stdout);
+    });
+    std::atomic<bool> finished{false};
+    std::thread watcher([&] {
+        while (!finished) {
+            if (g_interrupted) {
+                download.cancelAll();
+                return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    });
+    auto r = download.run();
+    finished = true;
+    watcher.join();
+    if (!r) {
+        if (r.error().kind == HubErrorKind::Cancelled)
+            std::fprintf(stderr, "vireo-cli: cancelled; partial files are kept, run the same command to resume\n");
+        return fail(r.error());
+    }
+    const auto p = download.planStatus();
+    std::printf("done: %d files, %s\n", p.filesDone, humanSize(p.totalBytes).c_str());
+    return 0;
+}

@@ -1,0 +1,479 @@
+// The Hub client, plans and downloads against the local test Hub (tests/hub/hubserver.py),
+// which speaks the Hub's protocol from two loopback ports (Hub and CDN) and injects faults.
+#include "core/catalog/catalog.h"
+#include "core/hub/plandownload.h"
+
+#include <QDir>
+#include <QEventLoop>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <thread>
+
+using namespace vireo::hub;
+
+namespace {
+
+const char* kGoodToken = "hf_goodtoken000000000000000000000000";
+
+QString python()
+{
+    return qEnvironmentVariable("VIREO_PYTHON");
+}
+
+QString source(const char* relative)
+{
+    return qEnvironmentVariable("VIREO_SOURCE_DIR") + QLatin1Char('/') + QLatin1String(relative);
+}
+
+} // namespace
+
+class TestHub : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir m_work;
+    QProcess m_server;
+    QString m_hub;
+    QString m_cdn;
+    QJsonObject m_spec;
+    QNetworkAccessManager m_net;
+
+    QJsonDocument control(const QByteArray& verb, const QString& path, const QByteArray& body = {})
+    {
+        QNetworkRequest request(QUrl(m_hub + path));
+        request.setHeader(QNetworkRequest::ContentTypeHeader, QStringLiteral("application/json"));
+        QNetworkReply* reply = m_net.sendCustomRequest(request, verb, body);
+        QEventLoop loop;
+        connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);
+        loop.exec();
+        const auto doc = QJsonDocument::fromJson(reply->readAll());
+        reply->deleteLater();
+        return doc;
+    }
+
+    void addFault(const QJsonObject& rule) { control("POST", QStringLiteral("/_control/faults"), QJsonDocument(QJsonArray{rule}).toJson()); }
+
+    QJsonArray requestLog() { return control("GET", QStringLiteral("/_control/log")).array(); }
+
+    HubClientOptions options(std::optional<std::string> token = std::nullopt)
+    {
+        HubClientOptions o;
+        o.endpoint = m_hub.toStdString();
+        o.token = std::move(token);
+        o.retryBase = std::chrono::milliseconds(20);
+        o.stallTimeout = std::chrono::seconds(2);
+        o.maxAttempts = 5;
+        return o;
+    }
+
+    // Bytes the CDN served for one blob (every request, retries included).
+    qint64 cdnBytesFor(const std::string& sha256)
+    {
+        qint64 total = 0;
+        for (const auto& e : requestLog()) {
+            const auto o = e.toObject();
+            if (o.value(QStringLiteral("server")).toString() == QStringLiteral("cdn")
+                && o.value(QStringLiteral("path")).toString().contains(QString::fromStdString(sha256)))
+                total += o.value(QStringLiteral("bytes_sent")).toInteger();
+        }
+        return total;
+    }
+
+    FilePlan planFor(const HubClient& client, const HfCache& cache, const std::string& repo, PlanRule rule = {})
+    {
+        auto plan = makePlan(client, cache, repo, "main", rule);
+        if (!plan)
+            qFatal("plan failed: %s", plan.error().message.c_str());
+        return std::move(*plan);
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_work.isValid());
+        const QString spec = m_work.filePath(QStringLiteral("spec.json"));
+        QCOMPARE(QProcess::execute(python(), {source("tests/hub/specs.py"), spec}), 0);
+        QFile specFile(spec);
+        QVERIFY(specFile.open(QIODevice::ReadOnly));
+        m_spec = QJsonDocument::fromJson(specFile.readAll()).object();
+        const QString ready = m_work.filePath(QStringLiteral("ready.json"));
+        m_server.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        m_server.start(python(), {source("tests/hub/hubserver.py"), QStringLiteral("--repos"), spec, QStringLiteral("--ready-file"),
+                                     ready, QStringLiteral("--page-size"), QStringLiteral("7")});
+        QVERIFY(m_server.waitForStarted());
+        QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(ready), 30000);
+        QFile readyFile(ready);
+        QVERIFY(readyFile.open(QIODevice::ReadOnly));
+        const auto urls = QJsonDocument::fromJson(readyFile.readAll()).object();
+        m_hub = urls.value(QStringLiteral("hub")).toString();
+        m_cdn = urls.value(QStringLiteral("cdn")).toString();
+        QVERIFY(!m_hub.isEmpty() && !m_cdn.isEmpty());
+    }
+
+    void cleanupTestCase()
+    {
+        m_server.terminate();
+        if (!m_server.waitForFinished(5000))
+            m_server.kill();
+    }
+
+    void init()
+    {
+        control("DELETE", QStringLiteral("/_control/faults"));
+        control("DELETE", QStringLiteral("/_control/log"));
+    }
+
+    void listingFollowsEveryPage()
+    {
+        HubClient client(options());
+        auto info = client.repoInfo("Lightricks/LTX-2", "main");
+        QVERIFY2(info.ok(), info.ok() ? "" : info.error().message.c_str());
+        QCOMPARE(info->commit.size(), std::size_t{40});
+        auto files = client.listFiles("Lightricks/LTX-2", info->commit);
+        QVERIFY(files.ok());
+        const auto expected = m_spec.value(QStringLiteral("repos")).toObject().value(QStringLiteral("Lightricks/LTX-2")).toObject()
+                                  .value(QStringLiteral("files")).toObject().size();
+        QCOMPARE(static_cast<qsizetype>(files->size()), expected);
+        QVERIFY(expected > 7); // more than one page
+    }
+
+    void diffusersPlanReadsOnlyWhatThePipelineNeeds()
+    {
+        QTemporaryDir cacheDir;
+        HubClient client(options());
+        HfCache cache(cacheDir.path().toStdString());
+        PlanRule rule;
+        rule.mode = PlanRule::Mode::Diffusers;
+        const auto plan = planFor(client, cache, "Lightricks/LTX-2", rule);
+        auto all = client.listFiles("Lightricks/LTX-2", plan.commit);
+        QVERIFY(all.ok());
+        std::uint64_t repoBytes = 0;
+        for (const auto& f : *all)
+            repoBytes += f.size;
+        for (const auto& f : plan.files) {
+            QVERIFY2(f.file.path == "model_index.json" || f.file.path.find('/') != std::string::npos,
+                ("root file planned: " + f.file.path).c_str());
+            QVERIFY2(f.file.path.find(".bin") == std::string::npos, f.file.path.c_str());
+        }
+        qInfo("LTX-2 diffusers plan: %zu of %zu files, %llu of %llu bytes", plan.files.size(), all->size(),
+            static_cast<unsigned long long>(plan.totalBytes()), static_cast<unsigned long long>(repoBytes));
+        QVERIFY(plan.totalBytes() < repoBytes / 2);
+        QCOMPARE(plan.presentBytes(), std::uint64_t{0});
+    }
+
+    void downloadLandsInTheSharedCache()
+    {
+        QTemporaryDir cacheDir;
+        HubClient client(options());
+        HfCache cache(cacheDir.path().toStdString());
+        auto plan = planFor(client, cache, "tiny/plain");
+        std::vector<FileStatus> seen;
+        std::uint64_t lastPlanBytes = 0;
+        bool monotonic = true;
+        std::mutex m;
+        PlanDownload download(client, cache, plan, {}, [&](const FileStatus& f, const PlanStatus& p) {
+            std::lock_guard lock(m);
+            seen.push_back(f);
+            monotonic = monotonic && p.bytesDone >= lastPlanBytes && p.bytesDone <= p.totalBytes;
+            lastPlanBytes = p.bytesDone;
+        });
+        auto r = download.run();
+        QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+        QVERIFY(monotonic);
+        QCOMPARE(lastPlanBytes, plan.totalBytes());
+        for (const auto& f : plan.files) {
+            const auto snapshot = QString::fromStdString(cache.snapshotPath("tiny/plain", plan.commit, f.file.path)->string());
+            QVERIFY2(QFileInfo(snapshot).isSymLink(), qPrintable(snapshot));
+            QVERIFY(QFileInfo(snapshot).symLinkTarget().endsWith(QString::fromStdString(f.file.etag())));
+        }
+        QCOMPARE(cache.readRef("tiny/plain", "main").value_or(""), plan.commit);
+
+        // huggingface_hub finds every file offline, at the same paths.
+        QProcess py;
+        py.setProcessEnvironment([&] {
+            auto env = QProcessEnvironment::systemEnvironment();
+            env.insert(QStringLiteral("HF_HUB_CACHE"), cacheDir.path());
+            env.insert(QStringLiteral("HF_HUB_OFFLINE"), QStringLiteral("1"));
+            return env;
+        }());
+        py.start(python(), {QStringLiteral("-c"), QStringLiteral(
+            "import sys\n"
+            "from huggingface_hub import hf_hub_download, snapshot_download\n"
+            "p = hf_hub_download('tiny/plain', 'large.safetensors', local_files_only=True)\n"
+            "s = snapshot_download('tiny/plain', local_files_only=True)\n"
+            "print(p); print(s)\n")});
+        QVERIFY(py.waitForFinished(60000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        const auto out = QString::fromUtf8(py.readAllStandardOutput());
+        QVERIFY2(out.contains(QString::fromStdString(plan.commit)), qPrintable(out));
+
+        // A second run fetches nothing.
+        control("DELETE", QStringLiteral("/_control/log"));
+        auto again = planFor(client, cache, "tiny/plain");
+        QCOMPARE(again.presentBytes(), again.totalBytes());
+        PlanDownload second(client, cache, again);
+        QVERIFY(second.run().ok());
+        for (const auto& e : requestLog())
+            QVERIFY2(!e.toObject().value(QStringLiteral("path")).toString().contains(QStringLiteral("/resolve/")),
+                "a cached file was requested again");
+    }
+
+    void filesPythonDownloadedArePresent()
+    {
+        QTemporaryDir cacheDir;
+        QProcess py;
+        auto env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("HF_HUB_CACHE"), cacheDir.path());
+        env.insert(QStringLiteral("HF_ENDPOINT"), m_hub);
+        env.insert(QStringLiteral("HF_HUB_DISABLE_XET"), QStringLiteral("1"));
+        py.setProcessEnvironment(env);
+        py.start(python(), {QStringLiteral("-c"), QStringLiteral("from huggingface_hub import snapshot_download\nsnapshot_download('tiny/plain')\n")});
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        HubClient client(options());
+        HfCache cache(cacheDir.path().toStdString());
+        const auto plan = planFor(client, cache, "tiny/plain");
+        QCOMPARE(plan.presentBytes(), plan.totalBytes());
+        for (const auto& f : plan.files)
+            QVERIFY(f.present);
+    }
+
+    void droppedConnectionResumesWithoutRefetching()
+    {
+        QTemporaryDir cacheDir;
+        HubClient client(options());
+        HfCache cache(cacheDir.path().toStdString());
+        PlanRule rule;
+        rule.include = {"large.safetensors"};
+        auto plan = planFor(client, cache, "tiny/plain", rule);
+        const auto& file = plan.files.front().file;
+        // A clean early close: every byte sent arrives, so the bytes served must add up to
+        // the file exactly. Then a reset: bytes in flight are lost, but the next request
+        // must resume, not restart.
+        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
+            {QStringLiteral("method"), QStringLiteral("GET")}, {QStringLiteral("times"), 1},
+            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("truncate")}, {QStringLiteral("after_bytes"), 500000}}}});
+        int retries = 0;
+        std::mutex m;
+        auto counter = [&](const FileStatus& f, const PlanStatus&) {
+            std::lock_guard lock(m);
+            retries += f.state == FileState::Retrying;
+        };
+        PlanDownload download(client, cache, plan, {}, counter);
+        auto r = download.run();
+        QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+        QVERIFY2(retries >= 1, QJsonDocument(requestLog()).toJson().constData());
+        QVERIFY(cache.hasFile("tiny/plain", plan.commit, file));
+        QCOMPARE(cdnBytesFor(file.sha256), static_cast<qint64>(file.size));
+
+        QTemporaryDir secondCache;
+        HfCache cache2(secondCache.path().toStdString());
+        control("DELETE", QStringLiteral("/_control/log"));
+        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
+            {QStringLiteral("method"), QStringLiteral("GET")}, {QStringLiteral("times"), 1},
+            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("drop")}, {QStringLiteral("after_bytes"), 1500000}}}});
+        PlanDownload again(client, cache2, planFor(client, cache2, "tiny/plain", rule), {}, counter);
+        QVERIFY(again.run().ok());
+        QVERIFY(cache2.hasFile("tiny/plain", plan.commit, file));
+        QStringList ranges;
+        for (const auto& e : requestLog())
+            if (e.toObject().value(QStringLiteral("server")).toString() == QStringLiteral("cdn"))
+                ranges << e.toObject().value(QStringLiteral("range")).toString();
+        QCOMPARE(ranges.size(), 2);
+        QVERIFY2(!ranges.at(1).startsWith(QStringLiteral("bytes=0-")), qPrintable(ranges.join(QLatin1Char(' '))));
+    }
+
+    void transientErrorsAreRetried()
+    {
+        QTemporaryDir cacheDir;
+        HubClient client(options());
+        HfCache cache(cacheDir.path().toStdString());
+        PlanRule rule;
+        rule.include = {"small.safetensors"};
+        auto plan = planFor(client, cache, "tiny/plain", rule);
+        for (int status : {503, 500})
+            addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
+                {QStringLiteral("times"), 1},
+                {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("status")}, {QStringLiteral("status"), status}}}});
+        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
+            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("retry_after")}, {QStringLiteral("status"), 429},
+                                           {QStringLiteral("seconds"), 1}}}});
+        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
+            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("expire")}}}});
+        PlanDownload download(client, cache, plan);
+        auto r = download.run();
+        QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+        QVERIFY(cache.hasFile("tiny/plain", plan.commit, plan.files.front().file));
+    }
+
+    void corruptedBytesAreNeverAccepted()
+    {
+        QTemporaryDir cacheDir;
+        HubClient client(options());
+        HfCache cache(cacheDir.path().toStdString());
+        PlanRule rule;
+        rule.include = {"small.safetensors"};
+        auto plan = planFor(client, cache, "tiny/plain", rule);
+        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
+            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("corrupt")}, {QStringLiteral("offset"), 1234}}}});
+        PlanDownload download(client, cache, plan);
+        auto r = download.run();
+        QVERIFY(!r.ok());
+        QCOMPARE(r.error().kind, HubErrorKind::Integrity);
+        QVERIFY2(r.error().message.find("Repair") != std::string::npos, r.error().message.c_str());
+        const auto& file = plan.files.front().file;
+        QVERIFY(!cache.hasBlob("tiny/plain", file));
+        QVERIFY(!cache.hasFile("tiny/plain", plan.commit, file));
+        // Repair: a new run fetches it again and succeeds.
+        PlanDownload repair(client, cache, planFor(client, cache, "tiny/plain", rule));
+        QVERIFY(repair.run().ok());
+        QVERIFY(cache.hasFile("tiny/plain", plan.commit, file));
+    }
+
+    void cancelKeepsThePartialAndResumeContinuesIt()
+    {
+        QTemporaryDir cacheDir;
+        HubClient client(options());
+        HfCache cache(cacheDir.path().toStdString());
+        PlanRule rule;
+        rule.include = {"large.safetensors"};
+        auto plan = planFor(client, cache, "tiny/plain", rule);
+        const auto& file = plan.files.front().file;
+        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
+            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("slow")}, {QStringLiteral("bytes_per_second"), 400000}}}});
+        PlanDownload download(client, cache, plan, {}, {});
+        bool cancelledCleanly = false;
+        std::thread runner([&] {
+            auto r = download.run();
+            cancelledCleanly = !r.ok() && r.error().kind == HubErrorKind::Cancelled;
+        });
+        QTRY_VERIFY_WITH_TIMEOUT(download.fileStatuses().front().bytesDone > 200000, 20000);
+        download.cancelAll();
+        runner.join();
+        QVERIFY(cancelledCleanly);
+        QCOMPARE(download.fileStatuses().front().state, FileState::Cancelled);
+        const auto partial = QString::fromStdString(cache.partialPath("tiny/plain", file.etag())->string());
+        const auto kept = QFileInfo(partial).size();
+        QVERIFY2(kept > 0, "the partial file was not kept");
+
+        // A new process would see the same partial: plan it, resume it.
+        auto resumed = planFor(client, cache, "tiny/plain", rule);
+        QCOMPARE(resumed.files.front().partialBytes, static_cast<std::uint64_t>(kept));
+        control("DELETE", QStringLiteral("/_control/log"));
+        PlanDownload second(client, cache, resumed);
+        QVERIFY(second.run().ok());
+        QCOMPARE(cdnBytesFor(file.sha256), static_cast<qint64>(file.size) - kept);
+        QVERIFY(cache.hasFile("tiny/plain", resumed.commit, file));
+    }
+
+    void gatedAndMissingGiveDistinctErrors()
+    {
+        QTemporaryDir cacheDir;
+        HfCache cache(cacheDir.path().toStdString());
+        auto noToken = makePlan(HubClient(options()), cache, "gated/model", "main", {});
+        QVERIFY(!noToken.ok());
+        QCOMPARE(noToken.error().kind, HubErrorKind::GatedNoToken);
+        // A valid token that has not accepted this model's licence.
+        auto wrongToken = makePlan(HubClient(options("hf_othertoken00000000000000000000000")), cache, "gated/model", "main", {});
+        QVERIFY(!wrongToken.ok());
+        QCOMPARE(wrongToken.error().kind, HubErrorKind::GatedNoAccess);
+        QVERIFY2(wrongToken.error().message.find("hf_other") == std::string::npos, "the token leaked into an error");
+        HubClient good(options(kGoodToken));
+        auto plan = makePlan(good, cache, "gated/model", "main", {});
+        QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+        QVERIFY(PlanDownload(good, cache, *plan).run().ok());
+        for (const auto& e : requestLog()) {
+            const auto o = e.toObject();
+            if (o.value(QStringLiteral("server")).toString() == QStringLiteral("cdn"))
+                QVERIFY2(!o.value(QStringLiteral("authorization")).toBool(), "the token was sent to the CDN");
+        }
+        auto missingRepo = makePlan(good, cache, "nobody/nothing", "main", {});
+        QVERIFY(!missingRepo.ok());
+        QCOMPARE(missingRepo.error().kind, HubErrorKind::RepoNotFound);
+        auto missingFile = good.fileMetadata("tiny/plain", plan->commit, "no-such-file.safetensors");
+        QVERIFY(!missingFile.ok());
+    }
+
+    void preflightRefusesBeforeAnyByteMoves()
+    {
+        QTemporaryDir cacheDir;
+        HubClient client(options());
+        HfCache cache(cacheDir.path().toStdString());
+        auto plan = planFor(client, cache, "tiny/plain");
+        const auto check = preflight(plan, cache, 1ull << 60);
+        QVERIFY(!check.fits);
+        QVERIFY2(check.message.find("free some space") != std::string::npos, check.message.c_str());
+        DownloadOptions huge;
+        huge.headroomBytes = 1ull << 60;
+        control("DELETE", QStringLiteral("/_control/log"));
+        auto r = PlanDownload(client, cache, plan, huge).run();
+        QVERIFY(!r.ok());
+        QCOMPARE(r.error().kind, HubErrorKind::DiskFull);
+        QCOMPARE(requestLog().size(), 0);
+    }
+
+    void unsafePathsAreRefused()
+    {
+        for (const char* bad : {"../evil", "/etc/passwd", "a/../../b", "a\\b", "a//b", "", "a/./b", "x\ny"})
+            QVERIFY2(!HfCache::isSafeRepoPath(bad), bad);
+        for (const char* good : {"model.safetensors", "transformer/diffusion_pytorch_model-00001-of-00002.safetensors", "a/b/c.json"})
+            QVERIFY2(HfCache::isSafeRepoPath(good), good);
+        HfCache cache("/tmp/cache");
+        QVERIFY(!cache.snapshotPath("org/name", std::string(40, 'a'), "../../x").ok());
+        QVERIFY(!cache.blobPath("org/name", "../../etc").ok());
+        QVERIFY(!HfCache::repoFolderName("../x").ok());
+    }
+
+    void catalogVariantsPlanAgainstTheirRepos()
+    {
+        auto catalog = vireo::catalog::Catalog::loadBuiltin();
+        QVERIFY2(catalog.ok(), catalog.ok() ? "" : catalog.error().message.c_str());
+        QVERIFY(catalog->find("ltx-2.3/distilled-bf16"));
+        QVERIFY(catalog->isTrusted("Lightricks/LTX-2.3"));
+        QVERIFY(!catalog->isTrusted("someone/LTX-2.3"));
+        QTemporaryDir cacheDir;
+        HfCache cache(cacheDir.path().toStdString());
+        HubClient client(options(kGoodToken));
+        const auto repos = m_spec.value(QStringLiteral("repos")).toObject();
+        int planned = 0;
+        for (const auto& family : catalog->families)
+            for (const auto& variant : family.variants)
+                for (const auto& source : variant.sources) {
+                    QVERIFY2(catalog->isTrusted(source.repo), source.repo.c_str());
+                    if (!repos.contains(QString::fromStdString(source.repo)))
+                        continue; // not mirrored by the test Hub
+                    auto plan = makePlan(client, cache, source.repo, source.revision, source.rule);
+                    QVERIFY2(plan.ok(), (family.id + "/" + variant.id + " " + source.role + ": "
+                                            + (plan.ok() ? "" : plan.error().message)).c_str());
+                    for (const auto& f : plan->files)
+                        QVERIFY2(f.file.path.find(".bin") == std::string::npos, f.file.path.c_str());
+                    ++planned;
+                }
+        qInfo("planned %d catalog sources against the test Hub", planned);
+        QVERIFY(planned >= 10);
+    }
+
+    void offlineModeFetchesNothing()
+    {
+        QTemporaryDir cacheDir;
+        auto o = options();
+        o.offline = true;
+        HfCache cache(cacheDir.path().toStdString());
+        control("DELETE", QStringLiteral("/_control/log"));
+        auto plan = makePlan(HubClient(o), cache, "tiny/plain", "main", {});
+        QVERIFY(!plan.ok());
+        QCOMPARE(plan.error().kind, HubErrorKind::Offline);
+        QCOMPARE(requestLog().size(), 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestHub)
+#include "test_hub.moc"
