@@ -4,6 +4,8 @@
 #include "core/hub/plandownload.h"
 
 #include <QDir>
+#include <QElapsedTimer>
+#include <QScopeGuard>
 #include <QEventLoop>
 #include <QFile>
 #include <QFileInfo>
@@ -16,6 +18,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <sys/mount.h>
 #include <thread>
 
 using namespace vireo::hub;
@@ -372,6 +375,83 @@ private slots:
         QVERIFY(second.run().ok());
         QCOMPARE(cdnBytesFor(file.sha256), static_cast<qint64>(file.size) - kept);
         QVERIFY(cache.hasFile("tiny/plain", resumed.commit, file));
+    }
+
+    void stalledTransferReconnectsAtItsOffset()
+    {
+        QTemporaryDir cacheDir;
+        HubClient client(options()); // watchdog: 2 s without a byte
+        HfCache cache(cacheDir.path().toStdString());
+        PlanRule rule;
+        rule.include = {"large.safetensors"};
+        auto plan = planFor(client, cache, "tiny/plain", rule);
+        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
+            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("stall")}, {QStringLiteral("after_bytes"), 700000},
+                                           {QStringLiteral("seconds"), 60}}}});
+        std::string retryReason;
+        std::mutex m;
+        PlanDownload download(client, cache, plan, {}, [&](const FileStatus& f, const PlanStatus&) {
+            std::lock_guard lock(m);
+            if (f.state == FileState::Retrying)
+                retryReason = f.message;
+        });
+        QElapsedTimer timer;
+        timer.start();
+        auto r = download.run();
+        QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+        QVERIFY2(retryReason.find("no data") != std::string::npos, retryReason.c_str());
+        QVERIFY(timer.elapsed() < 30000);
+        QStringList ranges;
+        for (const auto& e : requestLog())
+            if (e.toObject().value(QStringLiteral("server")).toString() == QStringLiteral("cdn"))
+                ranges << e.toObject().value(QStringLiteral("range")).toString();
+        QCOMPARE(ranges.size(), 2);
+        QVERIFY2(!ranges.at(1).startsWith(QStringLiteral("bytes=0-")), qPrintable(ranges.join(QLatin1Char(' '))));
+    }
+
+    void diskFullMidFileKeepsThePartialAndResumes()
+    {
+        // A real full disk: a 4 MB tmpfs as the cache (the test runs as root, as CI does).
+        QTemporaryDir mountPoint;
+        QVERIFY2(::mount("tmpfs", mountPoint.path().toLocal8Bit().constData(), "tmpfs", 0, "size=4m") == 0,
+            "cannot mount a tmpfs for the disk-full test (needs root, as the CI machine has)");
+        const auto unmount = qScopeGuard([&] { ::umount(mountPoint.path().toLocal8Bit().constData()); });
+        HubClient client(options());
+        HfCache cache(mountPoint.path().toStdString());
+        PlanRule rule;
+        rule.include = {"large.safetensors"};
+        auto plan = planFor(client, cache, "tiny/plain", rule);
+        const auto& file = plan.files.front().file;
+        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
+            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("slow")}, {QStringLiteral("bytes_per_second"), 800000}}}});
+        DownloadOptions noHeadroom;
+        noHeadroom.headroomBytes = 0;
+        PlanDownload download(client, cache, plan, noHeadroom);
+        HubResult<void> result;
+        std::thread runner([&] { result = download.run(); });
+        QTRY_VERIFY_WITH_TIMEOUT(download.fileStatuses().front().bytesDone > 400000, 20000);
+        // Another program fills the disk while the download runs.
+        QFile filler(mountPoint.filePath(QStringLiteral("filler")));
+        QVERIFY(filler.open(QIODevice::WriteOnly));
+        const QByteArray block(64 * 1024, 'x');
+        while (filler.write(block) == block.size()) {
+        }
+        filler.close();
+        runner.join();
+        QVERIFY(!result.ok());
+        QCOMPARE(result.error().kind, HubErrorKind::DiskFull);
+        QVERIFY2(result.error().message.find("disk is full") != std::string::npos, result.error().message.c_str());
+        const auto partial = QString::fromStdString(cache.partialPath("tiny/plain", file.etag())->string());
+        const auto kept = QFileInfo(partial).size();
+        QVERIFY(kept > 0);
+
+        QFile::remove(filler.fileName());
+        control("DELETE", QStringLiteral("/_control/log"));
+        PlanDownload resumed(client, cache, planFor(client, cache, "tiny/plain", rule), noHeadroom);
+        auto again = resumed.run();
+        QVERIFY2(again.ok(), again.ok() ? "" : again.error().message.c_str());
+        QVERIFY(cache.hasFile("tiny/plain", plan.commit, file));
+        QCOMPARE(cdnBytesFor(file.sha256), static_cast<qint64>(file.size) - kept);
     }
 
     void gatedAndMissingGiveDistinctErrors()
