@@ -28,6 +28,9 @@ commands:
   tensor PATH NAME [--dequant --out OUT.f32]
                                describe one tensor; write it dequantized as float32
   bench read FILE [--repeat N] time reading every tensor against a raw sequential read
+  bench download [--python PY] [--mb N] [--json]
+                               download speed against curl and huggingface_hub on the
+                               local test Hub; bytes fetched again after an interruption
   bench dequant [--python PY] [--repeat N] [--json]
                                CPU dequantization throughput against memcpy and the
                                Python references; quantized linear against bf16
@@ -159,10 +162,32 @@ int runBenchDequant(const std::vector<std::string>& args)
     return 0;
 }
 
-int runBench(const std::vector<std::string>& args)
+// The download bench needs the local test Hub and the Python references, so a script in
+// tests/bench orchestrates it and calls this program back.
+int runBenchDownload(const std::vector<std::string>& args, const char* self)
+{
+    std::string python = "python3";
+    std::string extra;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        if (args[i] == "--python" && i + 1 < args.size())
+            python = args[++i];
+        else if (args[i] == "--mb" && i + 1 < args.size())
+            extra += " --mb " + std::to_string(std::max(1, std::atoi(args[++i].c_str())));
+        else if (args[i] == "--json")
+            extra += " --json";
+        else
+            return usageError("bench download: unexpected argument " + args[i]);
+    }
+    const std::string command = "\"" + python + "\" \"" VIREO_SOURCE_DIR "/tests/bench/bench_download.py\" \"" + self + "\"" + extra;
+    return std::system(command.c_str()) == 0 ? 0 : 1;
+}
+
+int runBench(const std::vector<std::string>& args, const char* self)
 {
     if (!args.empty() && args[0] == "dequant")
         return runBenchDequant(args);
+    if (!args.empty() && args[0] == "download")
+        return runBenchDownload(args, self);
     if (args.empty() || args[0] != "read")
         return usageError("bench: 'bench read FILE' or 'bench dequant'");
     std::string path;
@@ -222,7 +247,7 @@ int main(int argc, char** argv)
     if (command == "inspect")
         return runInspect(args);
     if (command == "bench")
-        return runBench(args);
+        return runBench(args, argv[0]);
     if (command == "tensor")
         return runTensor(args);
 #ifdef VIREO_HAS_CORE

@@ -255,6 +255,7 @@ HubClient::Response HubClient::request(Method method, const std::string& url, co
     curl_easy_setopt(curl, CURLOPT_USERAGENT, m_options.userAgent.c_str());
     curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L); // redirects are followed by hand, without the token
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024); // fewer, larger writes into the sink
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, static_cast<long>(m_options.connectTimeout.count()));
     // The stall watchdog: under 1 byte/s for stallTimeout aborts the transfer, which the
     // caller retries at the current offset.
