@@ -3,6 +3,7 @@
 #include "inference/bench/dequantbench.h"
 #include "inference/bench/readbench.h"
 #include "inference/inspect/modelinspector.h"
+#include "inference/util/format.h"
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
 
@@ -222,7 +223,7 @@ int runBench(const std::vector<std::string>& args, const char* self)
     } else {
         std::printf("bench read %s\n", path.c_str());
         std::printf("  %lld tensors, %s, best of %d (warm page cache)\n", static_cast<long long>(r->tensors),
-            vireo::inspect::humanBytes(r->bytes).c_str(), r->repeats);
+            vireo::humanBytes(r->bytes).c_str(), r->repeats);
         std::printf("  raw sequential read  %8.3f s  %7.2f GB/s  (baseline: one fresh buffer)\n", r->rawSeconds,
             gb / r->rawSeconds);
         std::printf("  tensors into memory  %8.3f s  %7.2f GB/s\n", r->tensorSeconds, gb / r->tensorSeconds);

@@ -1,5 +1,7 @@
 #include "core/hub/fileplan.h"
 
+#include "inference/util/format.h"
+
 #include <nlohmann/json.hpp>
 
 #include <QDir>
@@ -127,16 +129,7 @@ bool globMatch(const std::string& pattern, const std::string& path)
 
 std::string humanSize(std::uint64_t bytes)
 {
-    const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-    double v = static_cast<double>(bytes);
-    int u = 0;
-    while (v >= 1000.0 && u < 4) {
-        v /= 1000.0;
-        ++u;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-    return buf;
+    return vireo::humanBytes(bytes);
 }
 
 std::uint64_t FilePlan::totalBytes() const

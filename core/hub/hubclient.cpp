@@ -162,11 +162,14 @@ const char* hubErrorKindName(HubErrorKind kind)
     return "?";
 }
 
-std::string encodeRevision(const std::string& revision)
+namespace {
+
+// RFC 3986 unreserved characters pass; keepSlash leaves path separators readable.
+std::string percentEncode(const std::string& text, bool keepSlash)
 {
     std::string out;
-    for (unsigned char c : revision) {
-        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+    for (unsigned char c : text) {
+        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keepSlash && c == '/')) {
             out += static_cast<char>(c);
         } else {
             char buf[4];
@@ -177,19 +180,16 @@ std::string encodeRevision(const std::string& revision)
     return out;
 }
 
+} // namespace
+
+std::string encodeRevision(const std::string& revision)
+{
+    return percentEncode(revision, false);
+}
+
 std::string encodePath(const std::string& path)
 {
-    std::string out;
-    for (unsigned char c : path) {
-        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
-            out += static_cast<char>(c);
-        } else {
-            char buf[4];
-            std::snprintf(buf, sizeof buf, "%%%02X", c);
-            out += buf;
-        }
-    }
-    return out;
+    return percentEncode(path, true);
 }
 
 HubClientOptions HubClientOptions::fromEnvironment()

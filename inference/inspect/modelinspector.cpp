@@ -1,6 +1,7 @@
 #include "inference/inspect/modelinspector.h"
 
 #include "inference/tensorfile/modelsource.h"
+#include "inference/util/format.h"
 
 #include <nlohmann/json.hpp>
 
@@ -311,20 +312,6 @@ std::string relativeName(const ModelSource& source, const std::filesystem::path&
 }
 
 } // namespace
-
-std::string humanBytes(std::uint64_t bytes)
-{
-    const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-    double v = static_cast<double>(bytes);
-    int u = 0;
-    while (v >= 1000.0 && u < 4) {
-        v /= 1000.0;
-        ++u;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-    return buf;
-}
 
 ModelReport describe(const ModelSource& source)
 {

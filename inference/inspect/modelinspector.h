@@ -61,6 +61,5 @@ Result<ModelReport> inspectPath(const std::filesystem::path& path);
 
 std::string toJson(const ModelReport& report, int indent = 2);
 std::string toText(const ModelReport& report);
-std::string humanBytes(std::uint64_t bytes);
 
 } // namespace vireo::inspect
