@@ -512,7 +512,13 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
                 what + ": gave up after " + std::to_string(attempt) + " attempts (" + lastProblem + "); the partial file is kept, retry to resume"};
         if (onRetry)
             onRetry(attempt, m_options.maxAttempts, lastProblem);
-        std::this_thread::sleep_for(backoff(m_options, attempt - 1, r));
+        // Wait in short slices: a cancel during a long Retry-After must still be prompt.
+        const auto wakeAt = std::chrono::steady_clock::now() + backoff(m_options, attempt - 1, r);
+        while (std::chrono::steady_clock::now() < wakeAt) {
+            if (cancel && cancel->load())
+                return HubError{HubErrorKind::Cancelled, 0, what + ": cancelled"};
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
         // A fresh metadata call gives a fresh signed URL (and notices a file that changed).
         auto fresh = fileMetadata(repo, commit, path);
         if (!fresh)

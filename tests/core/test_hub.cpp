@@ -454,6 +454,59 @@ private slots:
         QCOMPARE(cdnBytesFor(file.sha256), static_cast<qint64>(file.size) - kept);
     }
 
+    void rangesComeInChunksAndSharedBlobsComeOnce()
+    {
+        QTemporaryDir cacheDir;
+        auto o = options();
+        o.chunkBytes = 1 << 20;
+        HubClient client(o);
+        HfCache cache(cacheDir.path().toStdString());
+        PlanRule large;
+        large.include = {"large.safetensors"};
+        auto plan = planFor(client, cache, "tiny/plain", large);
+        QVERIFY(PlanDownload(client, cache, plan).run().ok());
+        QStringList ranges;
+        for (const auto& e : requestLog())
+            if (e.toObject().value(QStringLiteral("server")).toString() == QStringLiteral("cdn"))
+                ranges << e.toObject().value(QStringLiteral("range")).toString();
+        QCOMPARE(ranges, (QStringList{QStringLiteral("bytes=0-1048575"), QStringLiteral("bytes=1048576-2097151"),
+                             QStringLiteral("bytes=2097152-3145727")}));
+
+        // A second plan that includes the same file fetches only what it lacks.
+        control("DELETE", QStringLiteral("/_control/log"));
+        PlanRule both;
+        both.include = {"*.safetensors"};
+        auto second = planFor(client, cache, "tiny/plain", both);
+        QCOMPARE(second.files.size(), std::size_t{2});
+        QVERIFY(PlanDownload(client, cache, second).run().ok());
+        const auto& largeFile = plan.files.front().file;
+        QCOMPARE(cdnBytesFor(largeFile.sha256), qint64{0});
+    }
+
+    void cancelDuringABackoffIsPrompt()
+    {
+        QTemporaryDir cacheDir;
+        HubClient client(options());
+        HfCache cache(cacheDir.path().toStdString());
+        PlanRule rule;
+        rule.include = {"small.safetensors"};
+        auto plan = planFor(client, cache, "tiny/plain", rule);
+        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
+            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("retry_after")}, {QStringLiteral("status"), 429},
+                                           {QStringLiteral("seconds"), 120}}}});
+        PlanDownload download(client, cache, plan);
+        HubResult<void> result;
+        std::thread runner([&] { result = download.run(); });
+        QTRY_VERIFY_WITH_TIMEOUT(download.fileStatuses().front().state == FileState::Retrying, 20000);
+        QElapsedTimer timer;
+        timer.start();
+        download.cancelAll();
+        runner.join();
+        QVERIFY2(timer.elapsed() < 2000, qPrintable(QString::number(timer.elapsed())));
+        QVERIFY(!result.ok());
+        QCOMPARE(result.error().kind, HubErrorKind::Cancelled);
+    }
+
     void gatedAndMissingGiveDistinctErrors()
     {
         QTemporaryDir cacheDir;
