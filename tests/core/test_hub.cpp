@@ -64,6 +64,14 @@ private:
 
     void addFault(const QJsonObject& rule) { control("POST", QStringLiteral("/_control/faults"), QJsonDocument(QJsonArray{rule}).toJson()); }
 
+    // One fault on the next CDN request for a blob: the action's kind and its parameters.
+    void cdnFault(const QString& kind, QJsonObject action = {}, const QString& method = QStringLiteral("*"))
+    {
+        action.insert(QStringLiteral("kind"), kind);
+        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
+            {QStringLiteral("method"), method}, {QStringLiteral("times"), 1}, {QStringLiteral("action"), action}});
+    }
+
     QJsonArray requestLog() { return control("GET", QStringLiteral("/_control/log")).array(); }
 
     HubClientOptions options(std::optional<std::string> token = std::nullopt)
@@ -261,9 +269,7 @@ private slots:
         // A clean early close: every byte sent arrives, so the bytes served must add up to
         // the file exactly. Then a reset: bytes in flight are lost, but the next request
         // must resume, not restart.
-        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
-            {QStringLiteral("method"), QStringLiteral("GET")}, {QStringLiteral("times"), 1},
-            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("truncate")}, {QStringLiteral("after_bytes"), 500000}}}});
+        cdnFault(QStringLiteral("truncate"), QJsonObject{{QStringLiteral("after_bytes"), 500000}}, QStringLiteral("GET"));
         int retries = 0;
         std::mutex m;
         auto counter = [&](const FileStatus& f, const PlanStatus&) {
@@ -280,9 +286,7 @@ private slots:
         QTemporaryDir secondCache;
         HfCache cache2(secondCache.path().toStdString());
         control("DELETE", QStringLiteral("/_control/log"));
-        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
-            {QStringLiteral("method"), QStringLiteral("GET")}, {QStringLiteral("times"), 1},
-            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("drop")}, {QStringLiteral("after_bytes"), 1500000}}}});
+        cdnFault(QStringLiteral("drop"), QJsonObject{{QStringLiteral("after_bytes"), 1500000}}, QStringLiteral("GET"));
         PlanDownload again(client, cache2, planFor(client, cache2, "tiny/plain", rule), {}, counter);
         QVERIFY(again.run().ok());
         QVERIFY(cache2.hasFile("tiny/plain", plan.commit, file));
@@ -303,14 +307,10 @@ private slots:
         rule.include = {"small.safetensors"};
         auto plan = planFor(client, cache, "tiny/plain", rule);
         for (int status : {503, 500})
-            addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
-                {QStringLiteral("times"), 1},
-                {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("status")}, {QStringLiteral("status"), status}}}});
-        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
-            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("retry_after")}, {QStringLiteral("status"), 429},
-                                           {QStringLiteral("seconds"), 1}}}});
-        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
-            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("expire")}}}});
+            cdnFault(QStringLiteral("status"), QJsonObject{{QStringLiteral("status"), status}});
+        cdnFault(QStringLiteral("retry_after"), QJsonObject{{QStringLiteral("status"), 429},
+                                           {QStringLiteral("seconds"), 1}});
+        cdnFault(QStringLiteral("expire"));
         PlanDownload download(client, cache, plan);
         auto r = download.run();
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
@@ -325,8 +325,7 @@ private slots:
         PlanRule rule;
         rule.include = {"small.safetensors"};
         auto plan = planFor(client, cache, "tiny/plain", rule);
-        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
-            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("corrupt")}, {QStringLiteral("offset"), 1234}}}});
+        cdnFault(QStringLiteral("corrupt"), QJsonObject{{QStringLiteral("offset"), 1234}});
         PlanDownload download(client, cache, plan);
         auto r = download.run();
         QVERIFY(!r.ok());
@@ -350,8 +349,7 @@ private slots:
         rule.include = {"large.safetensors"};
         auto plan = planFor(client, cache, "tiny/plain", rule);
         const auto& file = plan.files.front().file;
-        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
-            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("slow")}, {QStringLiteral("bytes_per_second"), 400000}}}});
+        cdnFault(QStringLiteral("slow"), QJsonObject{{QStringLiteral("bytes_per_second"), 400000}});
         PlanDownload download(client, cache, plan, {}, {});
         bool cancelledCleanly = false;
         std::thread runner([&] {
@@ -385,9 +383,8 @@ private slots:
         PlanRule rule;
         rule.include = {"large.safetensors"};
         auto plan = planFor(client, cache, "tiny/plain", rule);
-        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
-            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("stall")}, {QStringLiteral("after_bytes"), 700000},
-                                           {QStringLiteral("seconds"), 60}}}});
+        cdnFault(QStringLiteral("stall"), QJsonObject{{QStringLiteral("after_bytes"), 700000},
+                                           {QStringLiteral("seconds"), 60}});
         std::string retryReason;
         std::mutex m;
         PlanDownload download(client, cache, plan, {}, [&](const FileStatus& f, const PlanStatus&) {
@@ -422,8 +419,7 @@ private slots:
         rule.include = {"large.safetensors"};
         auto plan = planFor(client, cache, "tiny/plain", rule);
         const auto& file = plan.files.front().file;
-        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
-            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("slow")}, {QStringLiteral("bytes_per_second"), 800000}}}});
+        cdnFault(QStringLiteral("slow"), QJsonObject{{QStringLiteral("bytes_per_second"), 800000}});
         DownloadOptions noHeadroom;
         noHeadroom.headroomBytes = 0;
         PlanDownload download(client, cache, plan, noHeadroom);
@@ -491,9 +487,8 @@ private slots:
         PlanRule rule;
         rule.include = {"small.safetensors"};
         auto plan = planFor(client, cache, "tiny/plain", rule);
-        addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")}, {QStringLiteral("times"), 1},
-            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("retry_after")}, {QStringLiteral("status"), 429},
-                                           {QStringLiteral("seconds"), 120}}}});
+        cdnFault(QStringLiteral("retry_after"), QJsonObject{{QStringLiteral("status"), 429},
+                                           {QStringLiteral("seconds"), 120}});
         PlanDownload download(client, cache, plan);
         HubResult<void> result;
         std::thread runner([&] { result = download.run(); });
