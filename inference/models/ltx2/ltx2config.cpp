@@ -1,0 +1,262 @@
+#include "inference/models/ltx2/ltx2config.h"
+
+#include <nlohmann/json.hpp>
+
+namespace vireo::ltx2 {
+
+namespace {
+
+using Json = nlohmann::json;
+
+template <typename T>
+void read(const Json& j, const char* key, T& out)
+{
+    if (const auto it = j.find(key); it != j.end() && !it->is_null())
+        out = it->get<T>();
+}
+
+void readRope(const Json& j, const char* key, bool& split)
+{
+    if (const auto it = j.find(key); it != j.end() && it->is_string())
+        split = it->get<std::string>() == "split";
+}
+
+Result<Json> parseObject(const std::string& text, const char* what)
+{
+    auto j = Json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return makeError(ErrorCode::InvalidFormat, std::string(what) + " is not a JSON object");
+    return j;
+}
+
+Result<void> checkRope(const Json& j, const char* what)
+{
+    if (const auto it = j.find("rope_type"); it != j.end() && it->is_string() && *it != "split" && *it != "interleaved")
+        return makeError(ErrorCode::Unsupported, std::string(what) + ": rope_type '" + it->get<std::string>() + "' is not supported");
+    return {};
+}
+
+} // namespace
+
+Result<TransformerConfig> transformerConfigFromDiffusers(const std::string& text)
+{
+    auto parsed = parseObject(text, "transformer/config.json");
+    if (!parsed)
+        return parsed.error();
+    const Json& j = *parsed;
+    if (auto r = checkRope(j, "transformer/config.json"); !r)
+        return r.error();
+    try {
+        TransformerConfig c;
+        read(j, "in_channels", c.inChannels);
+        c.outChannels = c.inChannels;
+        read(j, "out_channels", c.outChannels);
+        read(j, "num_attention_heads", c.heads);
+        read(j, "attention_head_dim", c.headDim);
+        read(j, "cross_attention_dim", c.crossAttentionDim);
+        read(j, "audio_in_channels", c.audioInChannels);
+        c.audioOutChannels = c.audioInChannels;
+        read(j, "audio_out_channels", c.audioOutChannels);
+        read(j, "audio_num_attention_heads", c.audioHeads);
+        read(j, "audio_attention_head_dim", c.audioHeadDim);
+        read(j, "audio_cross_attention_dim", c.audioCrossAttentionDim);
+        read(j, "num_layers", c.layers);
+        read(j, "caption_channels", c.captionChannels);
+        read(j, "gated_attn", c.gatedAttn);
+        read(j, "cross_attn_mod", c.crossAttnMod);
+        read(j, "audio_gated_attn", c.audioGatedAttn);
+        read(j, "audio_cross_attn_mod", c.audioCrossAttnMod);
+        read(j, "use_prompt_embeddings", c.usePromptEmbeddings);
+        read(j, "use_prompt_adaln_single", c.usePromptAdalnSingle);
+        read(j, "perturbed_attn", c.perturbedAttn);
+        read(j, "ff_bias", c.ffBias);
+        read(j, "audio_ff_bias", c.audioFfBias);
+        read(j, "attention_bias", c.attentionBias);
+        read(j, "attention_out_bias", c.attentionOutBias);
+        read(j, "norm_eps", c.normEps);
+        read(j, "rope_theta", c.ropeTheta);
+        read(j, "rope_double_precision", c.ropeDoublePrecision);
+        readRope(j, "rope_type", c.ropeSplit);
+        read(j, "causal_offset", c.causalOffset);
+        if (const auto it = j.find("vae_scale_factors"); it != j.end() && it->is_array() && it->size() == 3)
+            c.vaeScaleFactors = {(*it)[0].get<std::int64_t>(), (*it)[1].get<std::int64_t>(), (*it)[2].get<std::int64_t>()};
+        read(j, "pos_embed_max_pos", c.posEmbedMaxPos);
+        read(j, "base_height", c.baseHeight);
+        read(j, "base_width", c.baseWidth);
+        read(j, "audio_scale_factor", c.audioScaleFactor);
+        read(j, "audio_pos_embed_max_pos", c.audioPosEmbedMaxPos);
+        read(j, "audio_sampling_rate", c.audioSamplingRate);
+        read(j, "audio_hop_length", c.audioHopLength);
+        read(j, "timestep_scale_multiplier", c.timestepScaleMultiplier);
+        read(j, "cross_attn_timestep_scale_multiplier", c.crossAttnTimestepScaleMultiplier);
+        if (j.value("use_keyframes_abs_pos_embedding", false))
+            return makeError(ErrorCode::Unsupported, "transformer/config.json: LTX-2.5 keyframe embeddings are not supported by this version");
+        if (j.value("activation_fn", std::string("gelu-approximate")) != "gelu-approximate")
+            return makeError(ErrorCode::Unsupported, "transformer/config.json: activation_fn '" + j["activation_fn"].get<std::string>() + "' is not supported");
+        return c;
+    } catch (const Json::exception& e) {
+        return makeError(ErrorCode::InvalidFormat, std::string("transformer/config.json: ") + e.what());
+    }
+}
+
+Result<ConnectorConfig> connectorConfigFromDiffusers(const std::string& text)
+{
+    auto parsed = parseObject(text, "connectors/config.json");
+    if (!parsed)
+        return parsed.error();
+    const Json& j = *parsed;
+    if (auto r = checkRope(j, "connectors/config.json"); !r)
+        return r.error();
+    try {
+        ConnectorConfig c;
+        read(j, "caption_channels", c.captionChannels);
+        read(j, "text_proj_in_factor", c.textProjInFactor);
+        read(j, "video_connector_num_attention_heads", c.videoHeads);
+        read(j, "video_connector_attention_head_dim", c.videoHeadDim);
+        read(j, "video_connector_num_layers", c.videoLayers);
+        read(j, "video_connector_num_learnable_registers", c.videoRegisters);
+        read(j, "video_gated_attn", c.videoGated);
+        read(j, "audio_connector_num_attention_heads", c.audioHeads);
+        read(j, "audio_connector_attention_head_dim", c.audioHeadDim);
+        read(j, "audio_connector_num_layers", c.audioLayers);
+        read(j, "audio_connector_num_learnable_registers", c.audioRegisters);
+        read(j, "audio_gated_attn", c.audioGated);
+        if (j.contains("video_connector_num_learnable_registers") && j["video_connector_num_learnable_registers"].is_null())
+            c.videoRegisters = 0;
+        if (j.contains("audio_connector_num_learnable_registers") && j["audio_connector_num_learnable_registers"].is_null())
+            c.audioRegisters = 0;
+        read(j, "connector_rope_base_seq_len", c.ropeBaseSeqLen);
+        read(j, "rope_theta", c.ropeTheta);
+        read(j, "rope_double_precision", c.ropeDoublePrecision);
+        readRope(j, "rope_type", c.ropeSplit);
+        read(j, "per_modality_projections", c.perModalityProjections);
+        read(j, "video_hidden_dim", c.videoHiddenDim);
+        read(j, "audio_hidden_dim", c.audioHiddenDim);
+        read(j, "proj_bias", c.projBias);
+        if (j.value("causal_temporal_positioning", false))
+            return makeError(ErrorCode::Unsupported, "connectors/config.json: causal_temporal_positioning is not supported");
+        return c;
+    } catch (const Json::exception& e) {
+        return makeError(ErrorCode::InvalidFormat, std::string("connectors/config.json: ") + e.what());
+    }
+}
+
+Result<std::pair<TransformerConfig, ConnectorConfig>> configsFromLtxCore(const std::string& text)
+{
+    auto parsed = parseObject(text, "the checkpoint's embedded config");
+    if (!parsed)
+        return parsed.error();
+    const auto it = parsed->find("transformer");
+    if (it == parsed->end() || !it->is_object())
+        return makeError(ErrorCode::InvalidFormat, "the checkpoint's embedded config has no \"transformer\" section");
+    const Json& j = *it;
+    if (auto r = checkRope(j, "the checkpoint's embedded config"); !r)
+        return r.error();
+    try {
+        TransformerConfig t;
+        ConnectorConfig c;
+        // ltx-core's own defaults where a key is absent (model_configurator.py).
+        t.ropeSplit = c.ropeSplit = false;
+        readRope(j, "rope_type", t.ropeSplit);
+        c.ropeSplit = t.ropeSplit;
+        read(j, "num_attention_heads", t.heads);
+        read(j, "attention_head_dim", t.headDim);
+        read(j, "in_channels", t.inChannels);
+        t.outChannels = t.inChannels;
+        read(j, "out_channels", t.outChannels);
+        read(j, "num_layers", t.layers);
+        read(j, "cross_attention_dim", t.crossAttentionDim);
+        read(j, "norm_eps", t.normEps);
+        read(j, "positional_embedding_theta", t.ropeTheta);
+        if (const auto p = j.find("positional_embedding_max_pos"); p != j.end() && p->is_array() && p->size() == 3) {
+            t.posEmbedMaxPos = (*p)[0].get<std::int64_t>();
+            t.baseHeight = (*p)[1].get<std::int64_t>();
+            t.baseWidth = (*p)[2].get<std::int64_t>();
+        }
+        read(j, "timestep_scale_multiplier", t.timestepScaleMultiplier);
+        // ltx-core multiplies the cross-modal gate sigma by this factor, and its code default is 1.
+        t.crossAttnTimestepScaleMultiplier = 1.0;
+        read(j, "av_ca_timestep_scale_multiplier", t.crossAttnTimestepScaleMultiplier);
+        read(j, "audio_num_attention_heads", t.audioHeads);
+        read(j, "audio_attention_head_dim", t.audioHeadDim);
+        read(j, "audio_in_channels", t.audioInChannels);
+        t.audioOutChannels = t.audioInChannels;
+        read(j, "audio_out_channels", t.audioOutChannels);
+        read(j, "audio_cross_attention_dim", t.audioCrossAttentionDim);
+        if (const auto p = j.find("audio_positional_embedding_max_pos"); p != j.end() && p->is_array() && p->size() == 1)
+            t.audioPosEmbedMaxPos = (*p)[0].get<std::int64_t>();
+        if (const auto p = j.find("frequencies_precision"); p != j.end() && p->is_string())
+            t.ropeDoublePrecision = c.ropeDoublePrecision = *p == "float64";
+        bool gated = false, adaln = false, projBefore = false;
+        read(j, "apply_gated_attention", gated);
+        read(j, "cross_attention_adaln", adaln);
+        read(j, "caption_proj_before_connector", projBefore);
+        t.gatedAttn = t.audioGatedAttn = gated;
+        t.crossAttnMod = t.audioCrossAttnMod = t.perturbedAttn = adaln;
+        read(j, "caption_channels", t.captionChannels);
+        t.usePromptEmbeddings = !projBefore;
+
+        c.captionChannels = t.captionChannels;
+        c.perModalityProjections = c.projBias = projBefore;
+        c.videoHiddenDim = t.dim();
+        c.audioHiddenDim = t.audioDim();
+        read(j, "connector_num_attention_heads", c.videoHeads);
+        read(j, "connector_attention_head_dim", c.videoHeadDim);
+        read(j, "connector_num_layers", c.videoLayers);
+        read(j, "connector_num_learnable_registers", c.videoRegisters);
+        c.audioHeads = c.videoHeads;
+        c.audioHeadDim = c.videoHeadDim;
+        c.audioLayers = c.videoLayers;
+        c.audioRegisters = c.videoRegisters;
+        read(j, "audio_connector_num_attention_heads", c.audioHeads);
+        read(j, "audio_connector_attention_head_dim", c.audioHeadDim);
+        read(j, "audio_connector_num_layers", c.audioLayers);
+        read(j, "audio_connector_num_learnable_registers", c.audioRegisters);
+        if (const auto p = j.find("connector_positional_embedding_max_pos"); p != j.end() && p->is_array() && p->size() == 1)
+            c.ropeBaseSeqLen = (*p)[0].get<std::int64_t>();
+        read(j, "connector_apply_gated_attention", c.videoGated);
+        c.audioGated = c.videoGated;
+        return std::pair{t, c};
+    } catch (const Json::exception& e) {
+        return makeError(ErrorCode::InvalidFormat, std::string("the checkpoint's embedded config: ") + e.what());
+    }
+}
+
+std::string toJson(const TransformerConfig& c)
+{
+    Json j{{"in_channels", c.inChannels}, {"out_channels", c.outChannels}, {"num_attention_heads", c.heads},
+        {"attention_head_dim", c.headDim}, {"cross_attention_dim", c.crossAttentionDim},
+        {"audio_in_channels", c.audioInChannels}, {"audio_out_channels", c.audioOutChannels},
+        {"audio_num_attention_heads", c.audioHeads}, {"audio_attention_head_dim", c.audioHeadDim},
+        {"audio_cross_attention_dim", c.audioCrossAttentionDim}, {"num_layers", c.layers},
+        {"caption_channels", c.captionChannels}, {"gated_attn", c.gatedAttn}, {"cross_attn_mod", c.crossAttnMod},
+        {"audio_gated_attn", c.audioGatedAttn}, {"audio_cross_attn_mod", c.audioCrossAttnMod},
+        {"use_prompt_embeddings", c.usePromptEmbeddings}, {"use_prompt_adaln_single", c.usePromptAdalnSingle},
+        {"perturbed_attn", c.perturbedAttn}, {"ff_bias", c.ffBias}, {"audio_ff_bias", c.audioFfBias},
+        {"attention_bias", c.attentionBias}, {"attention_out_bias", c.attentionOutBias}, {"norm_eps", c.normEps},
+        {"rope_theta", c.ropeTheta}, {"rope_double_precision", c.ropeDoublePrecision},
+        {"rope_type", c.ropeSplit ? "split" : "interleaved"}, {"causal_offset", c.causalOffset},
+        {"vae_scale_factors", c.vaeScaleFactors}, {"pos_embed_max_pos", c.posEmbedMaxPos},
+        {"base_height", c.baseHeight}, {"base_width", c.baseWidth}, {"audio_scale_factor", c.audioScaleFactor},
+        {"audio_pos_embed_max_pos", c.audioPosEmbedMaxPos}, {"audio_sampling_rate", c.audioSamplingRate},
+        {"audio_hop_length", c.audioHopLength}, {"timestep_scale_multiplier", c.timestepScaleMultiplier},
+        {"cross_attn_timestep_scale_multiplier", c.crossAttnTimestepScaleMultiplier}};
+    return j.dump();
+}
+
+std::string toJson(const ConnectorConfig& c)
+{
+    Json j{{"caption_channels", c.captionChannels}, {"text_proj_in_factor", c.textProjInFactor},
+        {"video_connector_num_attention_heads", c.videoHeads}, {"video_connector_attention_head_dim", c.videoHeadDim},
+        {"video_connector_num_layers", c.videoLayers}, {"video_connector_num_learnable_registers", c.videoRegisters},
+        {"video_gated_attn", c.videoGated}, {"audio_connector_num_attention_heads", c.audioHeads},
+        {"audio_connector_attention_head_dim", c.audioHeadDim}, {"audio_connector_num_layers", c.audioLayers},
+        {"audio_connector_num_learnable_registers", c.audioRegisters}, {"audio_gated_attn", c.audioGated},
+        {"connector_rope_base_seq_len", c.ropeBaseSeqLen}, {"rope_theta", c.ropeTheta},
+        {"rope_double_precision", c.ropeDoublePrecision}, {"rope_type", c.ropeSplit ? "split" : "interleaved"},
+        {"per_modality_projections", c.perModalityProjections}, {"video_hidden_dim", c.videoHiddenDim},
+        {"audio_hidden_dim", c.audioHiddenDim}, {"proj_bias", c.projBias}};
+    return j.dump();
+}
+
+} // namespace vireo::ltx2

@@ -1,0 +1,64 @@
+#pragma once
+
+// Pieces shared by the LTX-2 DiT and its text connectors (diffusers 0.42.1:
+// LTX2Attention, LTX2AudioVideoRotaryPosEmbed, LTX2RotaryPosEmbed1d, FeedForward,
+// LTX2AdaLayerNormSingle).
+
+#include "inference/models/nn/layers.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+
+namespace vireo::ltx2 {
+
+class WeightTaker;
+
+struct Rope {
+    at::Tensor cos, sin;  // split: [B, H, T, r]; interleaved: [B, T, dim]
+    bool split = true;
+};
+
+// grid: [B, T, P] positions as fractions of the base size (P axes). The angle of frequency
+// j on axis p is theta^(j/(n-1)) * pi/2 * (2 * grid - 1), axes interleaved per frequency,
+// front-padded with (cos 1, sin 0) to dim/2.
+Rope makeRope(const at::Tensor& grid, std::int64_t dim, double theta, bool doublePrecision, bool split, std::int64_t heads);
+at::Tensor applyRope(const at::Tensor& x, const Rope& rope);
+
+struct Attention {
+    nn::Linear toQ, toK, toV, toOut, toGateLogits;
+    at::Tensor normQ, normK;
+    std::int64_t heads = 0;
+
+    static Attention load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated);
+
+    // x: queries [B, Tq, C]; context: keys/values (self-attention when null). mask is additive
+    // and broadcastable to [B, H, Tq, Tk]. perturbation: [B, 1, 1], 0 = replace the attention
+    // by the value projection (spatio-temporal guidance); allPerturbed skips q/k entirely.
+    at::Tensor operator()(const at::Tensor& x, const at::Tensor* context, const std::optional<at::Tensor>& mask,
+                          const Rope* queryRope, const Rope* keyRope, const at::Tensor* perturbation = nullptr,
+                          bool allPerturbed = false) const;
+    std::int64_t residentBytes() const;
+};
+
+struct FeedForward {
+    nn::Linear proj, out;  // net.0.proj, net.2 with GELU(tanh) between
+
+    static FeedForward load(WeightTaker& w, const std::string& prefix, bool bias);
+    at::Tensor operator()(const at::Tensor& x) const;
+    std::int64_t residentBytes() const { return proj.residentBytes() + out.residentBytes(); }
+};
+
+// AdaLN-single: timestep -> 256 sinusoid features -> MLP = embedded timestep; then
+// linear(silu(embedded)) = k rows of modulation.
+struct AdaLayerNormSingle {
+    nn::Linear linear1, linear2, linear;
+
+    static AdaLayerNormSingle load(WeightTaker& w, const std::string& prefix);
+    // timestep: flat [N]; returns {modulation [N, k*dim], embedded [N, dim]}.
+    std::pair<at::Tensor, at::Tensor> operator()(const at::Tensor& timestep, c10::ScalarType dtype) const;
+    std::int64_t residentBytes() const { return linear1.residentBytes() + linear2.residentBytes() + linear.residentBytes(); }
+};
+
+} // namespace vireo::ltx2

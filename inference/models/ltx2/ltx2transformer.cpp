@@ -1,0 +1,620 @@
+#include "inference/models/ltx2/ltx2transformer.h"
+
+#include "inference/models/ltx2/ltx2layers.h"
+#include "inference/models/ltx2/ltx2weights.h"
+#include "inference/tensorfile/tensorset.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <set>
+
+namespace vireo::ltx2 {
+
+namespace {
+
+std::string shapeText(const std::vector<std::int64_t>& shape)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+std::int64_t countBlocks(const Ltx2Weights& w, Part part, const std::string& prefix)
+{
+    std::int64_t count = 0;
+    for (const auto& [name, t] : w.tensors(part)) {
+        if (name.rfind(prefix, 0) != 0)
+            continue;
+        const auto rest = name.substr(prefix.size());
+        const auto dot = rest.find('.');
+        try {
+            count = std::max<std::int64_t>(count, std::stoll(rest.substr(0, dot)) + 1);
+        } catch (const std::exception&) {
+        }
+    }
+    return count;
+}
+
+struct Block {
+    Attention attn1, audioAttn1, attn2, audioAttn2, audioToVideo, videoToAudio;
+    FeedForward ff, audioFf;
+    at::Tensor scaleShiftTable, audioScaleShiftTable;
+    at::Tensor promptScaleShiftTable, audioPromptScaleShiftTable;
+    at::Tensor videoA2vTable, audioA2vTable;
+};
+
+// table [k, dim] + temb [B, T, k*dim] -> k tensors [B, T, dim] (get_mod_params).
+std::vector<at::Tensor> modParams(const at::Tensor& table, const at::Tensor& temb)
+{
+    const auto k = table.size(0);
+    const auto values = table.unsqueeze(0).unsqueeze(0) + temb.reshape({temb.size(0), temb.size(1), k, -1});
+    return values.unbind(2);
+}
+
+} // namespace
+
+struct Transformer::Impl {
+    TransformerConfig config;
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;
+
+    nn::Linear projIn, audioProjIn, projOut, audioProjOut;
+    nn::Linear captionLinear1, captionLinear2, audioCaptionLinear1, audioCaptionLinear2;
+    AdaLayerNormSingle timeEmbed, audioTimeEmbed, promptAdaln, audioPromptAdaln;
+    AdaLayerNormSingle caVideoScaleShift, caAudioScaleShift, caVideoGate, caAudioGate;
+    at::Tensor scaleShiftTable, audioScaleShiftTable;
+    std::vector<Block> blocks;
+
+    TransformerOutputs run(const TransformerInputs& in) const;
+    at::Tensor videoCoords(std::int64_t batch, std::int64_t frames, std::int64_t height, std::int64_t width, double fps) const;
+    at::Tensor audioCoords(std::int64_t batch, std::int64_t frames) const;
+};
+
+Transformer::Transformer(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Transformer::~Transformer() = default;
+Transformer::Transformer(Transformer&&) noexcept = default;
+Transformer& Transformer::operator=(Transformer&&) noexcept = default;
+
+const TransformerConfig& Transformer::config() const { return m_impl->config; }
+c10::ScalarType Transformer::dtype() const { return m_impl->dtype; }
+c10::Device Transformer::device() const { return m_impl->device; }
+
+Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const std::optional<TransformerConfig>& override)
+{
+    const auto part = Part::Transformer;
+    const auto files = w.describeFiles();
+    const auto projIn = w.shape(part, "proj_in.weight");
+    const auto audioProjIn = w.shape(part, "audio_proj_in.weight");
+    const auto table = w.shape(part, "transformer_blocks.0.scale_shift_table");
+    if (!projIn || !audioProjIn || !table || projIn->size() != 2 || audioProjIn->size() != 2 || table->size() != 2)
+        return makeError(ErrorCode::InvalidFormat, files + ": not an LTX-2 audio-video transformer (no proj_in / audio_proj_in / "
+                "transformer_blocks.0.scale_shift_table)");
+    // What the headers say, independent of any config.
+    const auto dim = (*projIn)[0], audioDim = (*audioProjIn)[0];
+    const auto layers = countBlocks(w, part, "transformer_blocks.");
+    const bool crossAttnMod = (*table)[0] == 9;
+    const bool gated = w.find(part, "transformer_blocks.0.attn1.to_gate_logits.weight") != nullptr;
+    const bool audioGated = w.find(part, "transformer_blocks.0.audio_attn1.to_gate_logits.weight") != nullptr;
+    const bool audioCrossAttnMod = w.shape(part, "transformer_blocks.0.audio_scale_shift_table").value_or(std::vector<std::int64_t>{0})[0] == 9;
+    const bool captionProjection = w.find(part, "caption_projection.linear_1.weight") != nullptr;
+
+    TransformerConfig c;
+    if (override) {
+        c = *override;
+    } else if (auto json = w.diffusersConfig(part)) {
+        auto parsed = transformerConfigFromDiffusers(*json);
+        if (!parsed)
+            return parsed.error();
+        c = *parsed;
+    } else if (auto json = w.ltxCoreConfig()) {
+        auto parsed = configsFromLtxCore(*json);
+        if (!parsed)
+            return makeError(parsed.error().code, files + ": " + parsed.error().message);
+        c = parsed->first;
+    } else {
+        // No hyper-parameters (GGUF): every real LTX-2 checkpoint uses split RoPE, 128-wide
+        // video heads and as many audio heads as video heads.
+        c.ropeSplit = true;
+        c.inChannels = (*projIn)[1];
+        c.audioInChannels = (*audioProjIn)[1];
+        c.outChannels = w.shape(part, "proj_out.weight").value_or(std::vector<std::int64_t>{c.inChannels})[0];
+        c.audioOutChannels = w.shape(part, "audio_proj_out.weight").value_or(std::vector<std::int64_t>{c.audioInChannels})[0];
+        if (auto gate = w.shape(part, "transformer_blocks.0.attn1.to_gate_logits.weight"))
+            c.heads = (*gate)[0];
+        else if (dim % 128 == 0)
+            c.heads = dim / 128;
+        else
+            return makeError(ErrorCode::InvalidFormat, files + ": cannot infer the attention heads of a " + std::to_string(dim)
+                    + "-wide transformer without a config; pass one");
+        c.audioHeads = c.heads;
+        if (dim % c.heads || audioDim % c.heads)
+            return makeError(ErrorCode::InvalidFormat, files + ": widths " + std::to_string(dim) + "/" + std::to_string(audioDim)
+                    + " do not split into " + std::to_string(c.heads) + " heads; pass a config");
+        c.headDim = dim / c.heads;
+        c.audioHeadDim = audioDim / c.audioHeads;
+        c.layers = layers;
+        c.crossAttnMod = crossAttnMod;
+        c.audioCrossAttnMod = audioCrossAttnMod;
+        c.gatedAttn = gated;
+        c.audioGatedAttn = audioGated;
+        c.perturbedAttn = crossAttnMod;
+        c.usePromptEmbeddings = captionProjection;
+        c.usePromptAdalnSingle = w.find(part, "prompt_adaln.linear.weight") != nullptr;
+        if (auto caption = w.shape(part, "caption_projection.linear_1.weight"))
+            c.captionChannels = (*caption)[1];
+        if (auto k = w.shape(part, "transformer_blocks.0.attn2.to_k.weight"))
+            c.crossAttentionDim = (*k)[1];
+        if (auto k = w.shape(part, "transformer_blocks.0.audio_attn2.to_k.weight"))
+            c.audioCrossAttentionDim = (*k)[1];
+        c.ffBias = w.find(part, "transformer_blocks.0.ff.net.0.proj.bias") != nullptr;
+        c.audioFfBias = w.find(part, "transformer_blocks.0.audio_ff.net.0.proj.bias") != nullptr;
+    }
+    // The config must describe these tensors; a mismatch means the wrong config or file.
+    auto mismatch = [&](const std::string& what, const std::string& tensor, const std::string& found) {
+        return makeError(ErrorCode::InvalidFormat, files + ": the config says " + what + " but " + tensor + " " + found);
+    };
+    if (c.dim() != dim || c.inChannels != (*projIn)[1])
+        return mismatch(std::to_string(c.heads) + "x" + std::to_string(c.headDim) + " video features from " + std::to_string(c.inChannels)
+                + " channels", "proj_in.weight", "is " + shapeText(*projIn));
+    if (c.audioDim() != audioDim || c.audioInChannels != (*audioProjIn)[1])
+        return mismatch(std::to_string(c.audioHeads) + "x" + std::to_string(c.audioHeadDim) + " audio features", "audio_proj_in.weight",
+                "is " + shapeText(*audioProjIn));
+    if (c.layers != layers)
+        return mismatch(std::to_string(c.layers) + " layers", "transformer_blocks", "has " + std::to_string(layers));
+    if (c.crossAttnMod != crossAttnMod || c.audioCrossAttnMod != audioCrossAttnMod)
+        return mismatch(c.crossAttnMod ? "9 modulation rows (2.3)" : "6 modulation rows (2.0)", "transformer_blocks.0.scale_shift_table",
+                "is " + shapeText(*table));
+    if (c.gatedAttn != gated || c.audioGatedAttn != audioGated)
+        return mismatch(c.gatedAttn ? "gated attention" : "ungated attention", "to_gate_logits", gated ? "is present" : "is absent");
+    if (c.usePromptEmbeddings != captionProjection)
+        return mismatch(c.usePromptEmbeddings ? "a caption projection (2.0)" : "no caption projection (2.3)", "caption_projection",
+                captionProjection ? "is present" : "is absent");
+    if (c.heads != c.audioHeads)
+        return makeError(ErrorCode::Unsupported, files + ": video and audio head counts differ (" + std::to_string(c.heads) + " vs "
+                + std::to_string(c.audioHeads) + "); the cross-modal RoPE assumes they match");
+    return c;
+}
+
+Result<Transformer> Transformer::load(const Ltx2Weights& weights, const TransformerLoadOptions& options)
+{
+    auto config = resolveTransformerConfig(weights, options.config);
+    if (!config)
+        return config.error();
+    auto impl = std::make_unique<Impl>();
+    impl->config = *config;
+    impl->device = options.device;
+    impl->dtype = options.dtype;
+    const auto& c = impl->config;
+    try {
+        WeightTaker w(weights, Part::Transformer, options.device, options.dtype);
+        impl->projIn = w.linear("proj_in", true);
+        impl->audioProjIn = w.linear("audio_proj_in", true);
+        if (c.usePromptEmbeddings) {
+            impl->captionLinear1 = w.linear("caption_projection.linear_1", true);
+            impl->captionLinear2 = w.linear("caption_projection.linear_2", true);
+            impl->audioCaptionLinear1 = w.linear("audio_caption_projection.linear_1", true);
+            impl->audioCaptionLinear2 = w.linear("audio_caption_projection.linear_2", true);
+        }
+        impl->timeEmbed = AdaLayerNormSingle::load(w, "time_embed");
+        impl->audioTimeEmbed = AdaLayerNormSingle::load(w, "audio_time_embed");
+        impl->caVideoScaleShift = AdaLayerNormSingle::load(w, "av_cross_attn_video_scale_shift");
+        impl->caAudioScaleShift = AdaLayerNormSingle::load(w, "av_cross_attn_audio_scale_shift");
+        impl->caVideoGate = AdaLayerNormSingle::load(w, "av_cross_attn_video_a2v_gate");
+        impl->caAudioGate = AdaLayerNormSingle::load(w, "av_cross_attn_audio_v2a_gate");
+        if ((c.crossAttnMod || c.audioCrossAttnMod) && c.usePromptAdalnSingle) {
+            impl->promptAdaln = AdaLayerNormSingle::load(w, "prompt_adaln");
+            impl->audioPromptAdaln = AdaLayerNormSingle::load(w, "audio_prompt_adaln");
+        }
+        impl->scaleShiftTable = w.tensor("scale_shift_table");
+        impl->audioScaleShiftTable = w.tensor("audio_scale_shift_table");
+        impl->projOut = w.linear("proj_out", true);
+        impl->audioProjOut = w.linear("audio_proj_out", true);
+        for (std::int64_t i = 0; i < c.layers; ++i) {
+            const auto p = "transformer_blocks." + std::to_string(i) + ".";
+            Block b;
+            const bool bias = c.attentionBias, outBias = c.attentionOutBias;
+            b.attn1 = Attention::load(w, p + "attn1", c.heads, bias, outBias, c.gatedAttn);
+            b.audioAttn1 = Attention::load(w, p + "audio_attn1", c.audioHeads, bias, outBias, c.audioGatedAttn);
+            b.attn2 = Attention::load(w, p + "attn2", c.heads, bias, outBias, c.gatedAttn);
+            b.audioAttn2 = Attention::load(w, p + "audio_attn2", c.audioHeads, bias, outBias, c.audioGatedAttn);
+            b.audioToVideo = Attention::load(w, p + "audio_to_video_attn", c.audioHeads, bias, outBias, c.gatedAttn);
+            b.videoToAudio = Attention::load(w, p + "video_to_audio_attn", c.audioHeads, bias, outBias, c.audioGatedAttn);
+            b.ff = FeedForward::load(w, p + "ff", c.ffBias);
+            b.audioFf = FeedForward::load(w, p + "audio_ff", c.audioFfBias);
+            b.scaleShiftTable = w.tensor(p + "scale_shift_table");
+            b.audioScaleShiftTable = w.tensor(p + "audio_scale_shift_table");
+            if (c.crossAttnMod || c.audioCrossAttnMod) {
+                b.promptScaleShiftTable = w.tensor(p + "prompt_scale_shift_table");
+                b.audioPromptScaleShiftTable = w.tensor(p + "audio_prompt_scale_shift_table");
+            }
+            b.videoA2vTable = w.tensor(p + "video_a2v_cross_attn_scale_shift_table");
+            b.audioA2vTable = w.tensor(p + "audio_a2v_cross_attn_scale_shift_table");
+            impl->blocks.push_back(std::move(b));
+        }
+        if (auto done = w.finish(); !done)
+            return done.error();
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::Internal, weights.describeFiles() + ": loading the LTX-2 transformer failed: " + e.what_without_backtrace());
+    }
+    return Transformer(std::move(impl));
+}
+
+at::Tensor Transformer::Impl::videoCoords(std::int64_t batch, std::int64_t frames, std::int64_t height, std::int64_t width, double fps) const
+{
+    // LTX2AudioVideoRotaryPosEmbed.prepare_video_coords with patch size 1: [start, end) of
+    // every latent cell in pixel space; time shifted for the causal first frame, in seconds.
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    const auto grid = at::stack(at::meshgrid({at::arange(frames, f32), at::arange(height, f32), at::arange(width, f32)}, "ij"), 0);
+    const auto ends = grid + 1;
+    auto coords = at::stack({grid, ends}, -1).flatten(1, 3).unsqueeze(0).repeat({batch, 1, 1, 1});
+    const auto scale = at::tensor(std::vector<std::int64_t>(config.vaeScaleFactors.begin(), config.vaeScaleFactors.end()),
+        at::TensorOptions().dtype(at::kLong).device(device));
+    auto pixel = coords * scale.view({1, -1, 1, 1});
+    auto t = pixel.select(1, 0);
+    t.copy_((t + config.causalOffset - config.vaeScaleFactors[0]).clamp_min(0));
+    t.copy_(t / fps);
+    return pixel;
+}
+
+at::Tensor Transformer::Impl::audioCoords(std::int64_t batch, std::int64_t frames) const
+{
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    const auto grid = at::arange(0, frames, f32);
+    const auto s = config.audioScaleFactor;
+    auto start = (grid * s + config.causalOffset - s).clamp_min(0);
+    start = start * config.audioHopLength / config.audioSamplingRate;
+    auto end = ((grid + 1) * s + config.causalOffset - s).clamp_min(0);
+    end = end * config.audioHopLength / config.audioSamplingRate;
+    return at::stack({start, end}, -1).unsqueeze(0).expand({batch, -1, -1}).unsqueeze(1);
+}
+
+namespace {
+
+// coords [B, P, T, 2] bounds -> midpoint fractions [B, T, P] of the given maxima.
+at::Tensor coordsToGrid(const at::Tensor& coords, const std::vector<double>& maxima)
+{
+    auto mid = coords;
+    if (coords.dim() == 4) {
+        const auto halves = coords.chunk(2, -1);
+        mid = ((halves[0] + halves[1]) / 2.0).squeeze(-1);
+    }
+    std::vector<at::Tensor> axes;
+    for (std::int64_t i = 0; i < mid.size(1); ++i)
+        axes.push_back(mid.select(1, i) / maxima.at(static_cast<std::size_t>(i)));
+    return at::stack(axes, -1);
+}
+
+std::optional<at::Tensor> additiveTextMask(const std::optional<at::Tensor>& mask, c10::ScalarType dtype)
+{
+    if (!mask)
+        return std::nullopt;
+    if (mask->dim() != 2)
+        return mask->to(dtype);
+    // diffusers' convention for the text mask: (1 - m) * -10000, broadcast over heads and queries.
+    return ((1 - mask->to(dtype)) * -10000.0).unsqueeze(1).unsqueeze(1);
+}
+
+} // namespace
+
+TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
+{
+    const auto& c = config;
+    auto x = in.hiddenStates.to(device, dtype);
+    auto a = in.audioHiddenStates.to(device, dtype);
+    const auto batch = x.size(0);
+    TORCH_CHECK(x.dim() == 3 && x.size(2) == c.inChannels, "video latents must be [B, T, ", c.inChannels, "], got ", x.sizes());
+    TORCH_CHECK(a.dim() == 3 && a.size(2) == c.audioInChannels && a.size(0) == batch, "audio latents must be [", batch, ", T, ",
+        c.audioInChannels, "], got ", a.sizes());
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    const auto timestep = in.timestep.to(f32);
+    TORCH_CHECK(timestep.size(0) == batch, "timestep batch ", timestep.size(0), " != ", batch);
+    const auto audioTimestep = in.audioTimestep ? in.audioTimestep->to(f32) : timestep;
+    std::optional<at::Tensor> sigma;
+    if (in.sigma)
+        sigma = in.sigma->to(f32);
+    else if (timestep.dim() == 1)
+        sigma = timestep;
+    const auto audioSigma = in.audioSigma ? std::optional<at::Tensor>(in.audioSigma->to(f32)) : sigma;
+
+    // 1. RoPE
+    at::Tensor vCoords = in.videoCoords ? in.videoCoords->to(f32) : videoCoords(batch, in.numFrames, in.height, in.width, in.fps);
+    at::Tensor aCoords = in.audioCoords ? in.audioCoords->to(f32) : audioCoords(batch, in.audioNumFrames);
+    TORCH_CHECK(vCoords.size(2) == x.size(1), "video grid ", in.numFrames, "x", in.height, "x", in.width, " has ", vCoords.size(2),
+        " cells but there are ", x.size(1), " video tokens");
+    TORCH_CHECK(aCoords.size(2) == a.size(1), "audio grid has ", aCoords.size(2), " frames but there are ", a.size(1), " audio tokens");
+    const std::vector<double> videoMax{double(c.posEmbedMaxPos), double(c.baseHeight), double(c.baseWidth)};
+    const std::vector<double> audioMax{double(c.audioPosEmbedMaxPos)};
+    const std::vector<double> crossMax{double(std::max(c.posEmbedMaxPos, c.audioPosEmbedMaxPos))};
+    const auto videoRope = makeRope(coordsToGrid(vCoords, videoMax), c.dim(), c.ropeTheta, c.ropeDoublePrecision, c.ropeSplit, c.heads);
+    const auto audioRope = makeRope(coordsToGrid(aCoords, audioMax), c.audioDim(), c.ropeTheta, c.ropeDoublePrecision, c.ropeSplit, c.audioHeads);
+    const auto crossVideoRope = makeRope(coordsToGrid(vCoords.narrow(1, 0, 1), crossMax), c.audioCrossAttentionDim, c.ropeTheta,
+        c.ropeDoublePrecision, c.ropeSplit, c.heads);
+    const auto crossAudioRope = makeRope(coordsToGrid(aCoords.narrow(1, 0, 1), crossMax), c.audioCrossAttentionDim, c.ropeTheta,
+        c.ropeDoublePrecision, c.ropeSplit, c.audioHeads);
+
+    // 2. Inputs
+    x = projIn(x);
+    a = audioProjIn(a);
+
+    // 3. Timestep embeddings and modulation
+    const auto gateFactor = c.crossAttnTimestepScaleMultiplier / c.timestepScaleMultiplier;
+    auto [temb, embedded] = timeEmbed(timestep.flatten(), dtype);
+    temb = temb.view({batch, -1, temb.size(-1)});
+    embedded = embedded.view({batch, -1, embedded.size(-1)});
+    auto [tembAudio, audioEmbedded] = audioTimeEmbed(audioTimestep.flatten(), dtype);
+    tembAudio = tembAudio.view({batch, -1, tembAudio.size(-1)});
+    audioEmbedded = audioEmbedded.view({batch, -1, audioEmbedded.size(-1)});
+    at::Tensor tembPrompt, tembPromptAudio;
+    if ((c.crossAttnMod || c.audioCrossAttnMod) && c.usePromptAdalnSingle) {
+        TORCH_CHECK(sigma && audioSigma, "LTX-2.3 needs sigma per batch item (per-token timesteps were given without sigma)");
+        tembPrompt = promptAdaln(sigma->flatten(), dtype).first;
+        tembPrompt = tembPrompt.view({batch, -1, tembPrompt.size(-1)});
+        tembPromptAudio = audioPromptAdaln(audioSigma->flatten(), dtype).first;
+        tembPromptAudio = tembPromptAudio.view({batch, -1, tembPromptAudio.size(-1)});
+    }
+    if (in.useCrossTimestep)
+        TORCH_CHECK(sigma && audioSigma, "the cross-modal timestep option needs sigma and audio sigma");
+    const auto videoCaTimestep = in.useCrossTimestep ? audioSigma->flatten() : timestep.flatten();
+    auto caScaleShift = caVideoScaleShift(videoCaTimestep, dtype).first;
+    auto caGate = caVideoGate(videoCaTimestep * gateFactor, dtype).first;
+    caScaleShift = caScaleShift.view({batch, -1, caScaleShift.size(-1)});
+    caGate = caGate.view({batch, -1, caGate.size(-1)});
+    const auto audioCaTimestep = in.useCrossTimestep ? sigma->flatten() : audioTimestep.flatten();
+    auto caAudioScaleShiftT = caAudioScaleShift(audioCaTimestep, dtype).first;
+    auto caAudioGateT = caAudioGate(audioCaTimestep * gateFactor, dtype).first;
+    caAudioScaleShiftT = caAudioScaleShiftT.view({batch, -1, caAudioScaleShiftT.size(-1)});
+    caAudioGateT = caAudioGateT.view({batch, -1, caAudioGateT.size(-1)});
+
+    // 4. Text context
+    auto context = in.encoderHiddenStates.to(device, dtype);
+    auto audioContext = in.audioEncoderHiddenStates.to(device, dtype);
+    if (c.usePromptEmbeddings) {
+        context = captionLinear2(nn::geluTanh(captionLinear1(context))).view({batch, -1, x.size(-1)});
+        audioContext = audioCaptionLinear2(nn::geluTanh(audioCaptionLinear1(audioContext))).view({batch, -1, a.size(-1)});
+    }
+    TORCH_CHECK(context.size(-1) == c.crossAttentionDim, "video text context has ", context.size(-1), " features, the model expects ",
+        c.usePromptEmbeddings ? c.captionChannels : c.crossAttentionDim);
+    TORCH_CHECK(audioContext.size(-1) == c.audioCrossAttentionDim, "audio text context has ", audioContext.size(-1),
+        " features, the model expects ", c.usePromptEmbeddings ? c.captionChannels : c.audioCrossAttentionDim);
+    const auto textMask = additiveTextMask(in.encoderAttentionMask ? std::optional<at::Tensor>(in.encoderAttentionMask->to(device)) : std::nullopt, dtype);
+    const auto audioTextMask = additiveTextMask(
+        in.audioEncoderAttentionMask ? std::optional<at::Tensor>(in.audioEncoderAttentionMask->to(device)) : std::nullopt, dtype);
+
+    // 5. Blocks
+    at::Tensor perturbation;
+    bool allPerturbed = false;
+    const std::set<int> stg(in.stgBlocks.begin(), in.stgBlocks.end());
+    for (const int i : stg)
+        TORCH_CHECK(i >= 0 && i < static_cast<int>(blocks.size()), "spatio-temporal guidance block ", i, " does not exist (the model has ",
+            blocks.size(), " blocks)");
+    if (!stg.empty()) {
+        perturbation = in.perturbationMask ? in.perturbationMask->to(device, dtype) : at::zeros({batch}, f32.dtype(dtype));
+        perturbation = perturbation.view({batch, 1, 1});
+        allPerturbed = (perturbation == 0).all().item<bool>();
+    }
+    const double eps = c.normEps;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+        if (in.stop.stop_requested())
+            throw std::runtime_error("cancelled");
+        const auto& b = blocks[i];
+        const bool perturbed = stg.count(static_cast<int>(i)) > 0;
+        const at::Tensor* pm = perturbed ? &perturbation : nullptr;
+        const bool ap = perturbed && allPerturbed;
+
+        // 5.1 self-attention
+        const auto vMod = modParams(b.scaleShiftTable, temb);
+        auto h = nn::rmsNorm(x, eps) * (1 + vMod[1]) + vMod[0];
+        x = x + b.attn1(h, nullptr, std::nullopt, &videoRope, nullptr, pm, ap) * vMod[2];
+        const auto aMod = modParams(b.audioScaleShiftTable, tembAudio);
+        h = nn::rmsNorm(a, eps) * (1 + aMod[1]) + aMod[0];
+        a = a + b.audioAttn1(h, nullptr, std::nullopt, &audioRope, nullptr, pm, ap) * aMod[2];
+
+        // 5.2 text cross-attention
+        at::Tensor ctx = context, actx = audioContext;
+        if (c.crossAttnMod || c.audioCrossAttnMod) {
+            std::vector<at::Tensor> kv, akv;
+            if (tembPrompt.defined()) {
+                kv = modParams(b.promptScaleShiftTable, tembPrompt);
+                akv = modParams(b.audioPromptScaleShiftTable, tembPromptAudio);
+            } else {
+                kv = b.promptScaleShiftTable.unsqueeze(0).unsqueeze(0).unbind(2);
+                akv = b.audioPromptScaleShiftTable.unsqueeze(0).unsqueeze(0).unbind(2);
+            }
+            ctx = context * (1 + kv[1]) + kv[0];
+            actx = audioContext * (1 + akv[1]) + akv[0];
+        }
+        h = nn::rmsNorm(x, eps);
+        if (c.crossAttnMod)
+            h = h * (1 + vMod[7]) + vMod[6];
+        auto attn = b.attn2(h, &ctx, textMask, nullptr, nullptr);
+        if (c.crossAttnMod)
+            attn = attn * vMod[8];
+        x = x + attn;
+        h = nn::rmsNorm(a, eps);
+        if (c.audioCrossAttnMod)
+            h = h * (1 + aMod[7]) + aMod[6];
+        attn = b.audioAttn2(h, &actx, audioTextMask, nullptr, nullptr);
+        if (c.audioCrossAttnMod)
+            attn = attn * aMod[8];
+        a = a + attn;
+
+        // 5.3 audio <-> video cross-attention, both from the states before either update
+        if (!in.isolateModalities) {
+            const auto xn = nn::rmsNorm(x, eps);
+            const auto an = nn::rmsNorm(a, eps);
+            const auto vCa = modParams(b.videoA2vTable.narrow(0, 0, 4), caScaleShift);
+            const auto vGate = modParams(b.videoA2vTable.narrow(0, 4, 1), caGate)[0];
+            const auto aCa = modParams(b.audioA2vTable.narrow(0, 0, 4), caAudioScaleShiftT);
+            const auto aGate = modParams(b.audioA2vTable.narrow(0, 4, 1), caAudioGateT)[0];
+            // rows: 0 scale(a2v), 1 shift(a2v), 2 scale(v2a), 3 shift(v2a)
+            auto q = xn * (1 + vCa[0]) + vCa[1];
+            auto kv = an * (1 + aCa[0]) + aCa[1];
+            const auto a2v = b.audioToVideo(q, &kv, std::nullopt, &crossVideoRope, &crossAudioRope);
+            q = an * (1 + aCa[2]) + aCa[3];
+            kv = xn * (1 + vCa[2]) + vCa[3];
+            const auto v2a = b.videoToAudio(q, &kv, std::nullopt, &crossAudioRope, &crossVideoRope);
+            x = x + vGate * a2v;
+            a = a + aGate * v2a;
+        }
+
+        // 5.4 feed-forward
+        h = nn::rmsNorm(x, eps) * (1 + vMod[4]) + vMod[3];
+        x = x + b.ff(h) * vMod[5];
+        h = nn::rmsNorm(a, eps) * (1 + aMod[4]) + aMod[3];
+        a = a + b.audioFf(h) * aMod[5];
+        if (in.onBlock)
+            in.onBlock(static_cast<int>(i), x, a);
+    }
+
+    // 6. Output
+    auto values = scaleShiftTable.unsqueeze(0).unsqueeze(0) + embedded.unsqueeze(2);
+    auto out = nn::layerNormNoAffine(x, 1e-6) * (1 + values.select(2, 1)) + values.select(2, 0);
+    auto audioValues = audioScaleShiftTable.unsqueeze(0).unsqueeze(0) + audioEmbedded.unsqueeze(2);
+    auto audioOut = nn::layerNormNoAffine(a, 1e-6) * (1 + audioValues.select(2, 1)) + audioValues.select(2, 0);
+    return {projOut(out), audioProjOut(audioOut)};
+}
+
+Result<TransformerInputs> transformerInputsFrom(const tensorfile::TensorSet& set)
+{
+    TransformerInputs in;
+    auto required = [&](const char* name, at::Tensor& out) -> Result<void> {
+        const auto* t = set.find(name);
+        if (!t)
+            return makeError(ErrorCode::InvalidArgument, std::string("the inputs have no '") + name + "' tensor");
+        out = *t;
+        return {};
+    };
+    auto optional = [&](const char* name, std::optional<at::Tensor>& out) {
+        if (const auto* t = set.find(name))
+            out = *t;
+    };
+    for (auto [name, target] : {std::pair{"hidden_states", &in.hiddenStates}, {"audio_hidden_states", &in.audioHiddenStates},
+             {"encoder_hidden_states", &in.encoderHiddenStates}, {"audio_encoder_hidden_states", &in.audioEncoderHiddenStates},
+             {"timestep", &in.timestep}})
+        if (auto r = required(name, *target); !r)
+            return r.error();
+    optional("audio_timestep", in.audioTimestep);
+    optional("sigma", in.sigma);
+    optional("audio_sigma", in.audioSigma);
+    optional("encoder_attention_mask", in.encoderAttentionMask);
+    optional("audio_encoder_attention_mask", in.audioEncoderAttentionMask);
+    optional("video_coords", in.videoCoords);
+    optional("audio_coords", in.audioCoords);
+    optional("perturbation_mask", in.perturbationMask);
+    if (const auto* sizes = set.find("sizes")) {
+        if (sizes->numel() != 4)
+            return makeError(ErrorCode::InvalidArgument, "'sizes' must hold 4 numbers: num_frames, height, width, audio_num_frames");
+        const auto s = sizes->to(at::kLong).contiguous();
+        in.numFrames = s[0].item<std::int64_t>();
+        in.height = s[1].item<std::int64_t>();
+        in.width = s[2].item<std::int64_t>();
+        in.audioNumFrames = s[3].item<std::int64_t>();
+    } else if (!in.videoCoords || !in.audioCoords) {
+        return makeError(ErrorCode::InvalidArgument, "the inputs need 'sizes' (num_frames, height, width, audio_num_frames) or both coords");
+    }
+    if (const auto* fps = set.find("fps"))
+        in.fps = fps->to(at::kDouble).flatten()[0].item<double>();
+    auto flag = [&](const char* key) {
+        const auto it = set.metadata.find(key);
+        return it != set.metadata.end() && (it->second == "1" || it->second == "true");
+    };
+    in.isolateModalities = flag("isolate_modalities");
+    in.useCrossTimestep = flag("use_cross_timestep");
+    if (const auto it = set.metadata.find("stg_blocks"); it != set.metadata.end()) {
+        std::size_t pos = 0;
+        const auto& text = it->second;
+        while (pos < text.size()) {
+            const auto comma = text.find(',', pos);
+            const auto item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+            if (!item.empty()) {
+                try {
+                    in.stgBlocks.push_back(std::stoi(item));
+                } catch (const std::exception&) {
+                    return makeError(ErrorCode::InvalidArgument, "stg_blocks: '" + item + "' is not a block index");
+                }
+            }
+            if (comma == std::string::npos)
+                break;
+            pos = comma + 1;
+        }
+    }
+    return in;
+}
+
+Result<TransformerOutputs> Transformer::forward(const TransformerInputs& inputs) const
+{
+    if (inputs.stop.stop_requested())
+        return makeError(ErrorCode::Cancelled, "cancelled");
+    try {
+        return m_impl->run(inputs);
+    } catch (const nn::ForwardError& e) {
+        return makeError(ErrorCode::Unsupported, std::string("LTX-2 transformer: ") + e.what());
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::InvalidArgument, std::string("LTX-2 transformer: ") + e.what_without_backtrace());
+    } catch (const std::runtime_error& e) {
+        if (inputs.stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        return makeError(ErrorCode::Internal, std::string("LTX-2 transformer: ") + e.what());
+    }
+}
+
+std::int64_t Transformer::residentBytes() const
+{
+    std::int64_t total = 0;
+    for (const auto& [_, bytes] : bytesByRepresentation())
+        total += bytes;
+    return total;
+}
+
+std::map<std::string, std::int64_t> Transformer::bytesByRepresentation() const
+{
+    std::map<std::string, std::int64_t> out;
+    auto addLinear = [&](const nn::Linear& l) {
+        if (!l.defined())
+            return;
+        out[std::string(quant::representationName(l.weight.representation()))] += l.weight.residentBytes();
+        if (l.bias)
+            out["dense"] += l.bias->numel() * l.bias->element_size();
+    };
+    auto addTensor = [&](const at::Tensor& t) {
+        if (t.defined())
+            out["dense"] += t.numel() * t.element_size();
+    };
+    auto addAttention = [&](const Attention& at) {
+        for (const auto* l : {&at.toQ, &at.toK, &at.toV, &at.toOut, &at.toGateLogits})
+            addLinear(*l);
+        addTensor(at.normQ);
+        addTensor(at.normK);
+    };
+    auto addAda = [&](const AdaLayerNormSingle& ada) {
+        addLinear(ada.linear1);
+        addLinear(ada.linear2);
+        addLinear(ada.linear);
+    };
+    const auto& m = *m_impl;
+    for (const auto* l : {&m.projIn, &m.audioProjIn, &m.projOut, &m.audioProjOut, &m.captionLinear1, &m.captionLinear2,
+             &m.audioCaptionLinear1, &m.audioCaptionLinear2})
+        addLinear(*l);
+    for (const auto* ada : {&m.timeEmbed, &m.audioTimeEmbed, &m.promptAdaln, &m.audioPromptAdaln, &m.caVideoScaleShift,
+             &m.caAudioScaleShift, &m.caVideoGate, &m.caAudioGate})
+        addAda(*ada);
+    addTensor(m.scaleShiftTable);
+    addTensor(m.audioScaleShiftTable);
+    for (const auto& b : m.blocks) {
+        for (const auto* at : {&b.attn1, &b.audioAttn1, &b.attn2, &b.audioAttn2, &b.audioToVideo, &b.videoToAudio})
+            addAttention(*at);
+        for (const auto* ff : {&b.ff, &b.audioFf}) {
+            addLinear(ff->proj);
+            addLinear(ff->out);
+        }
+        for (const auto* t : {&b.scaleShiftTable, &b.audioScaleShiftTable, &b.promptScaleShiftTable, &b.audioPromptScaleShiftTable,
+                 &b.videoA2vTable, &b.audioA2vTable})
+            addTensor(*t);
+    }
+    return out;
+}
+
+} // namespace vireo::ltx2

@@ -1,0 +1,98 @@
+#pragma once
+
+// The LTX-2 / LTX-2.3 audio-video DiT, ported from diffusers 0.42.1
+// (LTX2VideoTransformer3DModel, models/transformers/transformer_ltx2.py).
+
+#include "inference/models/ltx2/ltx2config.h"
+#include "inference/util/result.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <vector>
+
+namespace vireo::tensorfile {
+struct TensorSet;
+}
+
+namespace vireo::ltx2 {
+
+class Ltx2Weights;
+
+struct TransformerInputs {
+    at::Tensor hiddenStates;              // [B, Tv, in_channels], tokens f-major then h, w
+    at::Tensor audioHiddenStates;         // [B, Ta, audio_in_channels]
+    at::Tensor encoderHiddenStates;       // [B, L, caption_channels (2.0) | cross_attention_dim (2.3)]
+    at::Tensor audioEncoderHiddenStates;  // [B, L, caption_channels (2.0) | audio_cross_attention_dim (2.3)]
+    at::Tensor timestep;                  // sigma * 1000: [B] or per video token [B, Tv]
+    std::optional<at::Tensor> audioTimestep;  // [B] or [B, Ta]; default: timestep
+    std::optional<at::Tensor> sigma;          // [B] sigma * 1000 for the 2.3 prompt AdaLN; default: timestep when [B]
+    std::optional<at::Tensor> audioSigma;     // default: sigma
+    std::optional<at::Tensor> encoderAttentionMask;       // [B, L], 1 = attend
+    std::optional<at::Tensor> audioEncoderAttentionMask;
+    std::int64_t numFrames = 0, height = 0, width = 0;    // latent grid, for RoPE
+    std::int64_t audioNumFrames = 0;
+    double fps = 24.0;
+    std::optional<at::Tensor> videoCoords;  // [B, 3, Tv, 2] pixel-space bounds, instead of the grid
+    std::optional<at::Tensor> audioCoords;  // [B, 1, Ta, 2]
+    bool isolateModalities = false;         // no audio<->video cross-attention (modality guidance)
+    bool useCrossTimestep = false;          // cross-modal modulation from the other modality's sigma
+    std::vector<int> stgBlocks;             // spatio-temporal guidance: self-attention -> values
+    std::optional<at::Tensor> perturbationMask;  // [B], 0 = perturbed; default all perturbed
+    std::stop_token stop;                   // checked between blocks
+    std::function<void(int block, const at::Tensor& video, const at::Tensor& audio)> onBlock;
+};
+
+// Inputs from named tensors (the dit-forward file format): hidden_states,
+// audio_hidden_states, encoder_hidden_states, audio_encoder_hidden_states, timestep,
+// optional audio_timestep, sigma, audio_sigma, encoder_attention_mask,
+// audio_encoder_attention_mask, video_coords, audio_coords, perturbation_mask; sizes (int64
+// [num_frames, height, width, audio_num_frames]) unless coords are given; fps ([1]); and the
+// metadata flags isolate_modalities, use_cross_timestep ("0"/"1") and stg_blocks ("1,2").
+Result<TransformerInputs> transformerInputsFrom(const tensorfile::TensorSet& set);
+
+struct TransformerOutputs {
+    at::Tensor video;  // velocity [B, Tv, out_channels]
+    at::Tensor audio;  // [B, Ta, audio_out_channels]
+};
+
+struct TransformerLoadOptions {
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;           // compute dtype; quantized weights stay quantized
+    std::optional<TransformerConfig> config;       // overrides what the checkpoint says or implies
+};
+
+// Config from the checkpoint (diffusers config.json, else the embedded ltx-core config, else
+// the tensor shapes), checked against the shapes in the headers. No weight bytes are read.
+Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& weights, const std::optional<TransformerConfig>& override);
+
+class Transformer {
+public:
+    ~Transformer();
+    Transformer(Transformer&&) noexcept;
+    Transformer& operator=(Transformer&&) noexcept;
+
+    static Result<Transformer> load(const Ltx2Weights& weights, const TransformerLoadOptions& options = {});
+
+    Result<TransformerOutputs> forward(const TransformerInputs& inputs) const;
+
+    const TransformerConfig& config() const;
+    c10::ScalarType dtype() const;
+    c10::Device device() const;
+    // Bytes of every weight as held (quantized ones at their stored size), and per representation.
+    std::int64_t residentBytes() const;
+    std::map<std::string, std::int64_t> bytesByRepresentation() const;
+
+private:
+    struct Impl;
+    explicit Transformer(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace vireo::ltx2

@@ -1,0 +1,297 @@
+#include "inference/models/ltx2/ltx2weights.h"
+
+#include "inference/tensorfile/tensorview.h"
+
+#include <ATen/ATen.h>
+
+#include <sstream>
+
+namespace vireo::ltx2 {
+
+namespace {
+
+constexpr std::string_view kDitPrefix = "model.diffusion_model.";
+
+bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool endsWith(std::string_view s, std::string_view p) { return s.size() >= p.size() && s.substr(s.size() - p.size()) == p; }
+
+void replaceAll(std::string& s, std::string_view from, std::string_view to)
+{
+    for (std::size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + to.size()))
+        s.replace(pos, from.size(), to);
+}
+
+std::string listNames(const std::vector<std::string>& names, std::size_t limit = 12)
+{
+    std::ostringstream out;
+    for (std::size_t i = 0; i < names.size() && i < limit; ++i)
+        out << (i ? ", " : "") << names[i];
+    if (names.size() > limit)
+        out << " and " << names.size() - limit << " more";
+    return out.str();
+}
+
+enum class Owner { Transformer, Connectors, Other, Unknown };
+
+// Where a key of a top-level file (single file, GGUF, loose safetensors) belongs, and its
+// canonical name.
+std::pair<Owner, std::string> classifyTopLevel(const std::string& stored)
+{
+    std::string name = stored;
+    const bool dit = startsWith(name, kDitPrefix);
+    if (dit)
+        name = name.substr(kDitPrefix.size());
+    if (startsWith(name, "video_embeddings_connector.") || startsWith(name, "audio_embeddings_connector.")
+        || startsWith(name, "text_embedding_projection."))
+        return {Owner::Connectors, ltxCoreToDiffusersConnector(name)};
+    if (startsWith(name, "video_connector.") || startsWith(name, "audio_connector.") || startsWith(name, "text_proj_in.")
+        || startsWith(name, "video_text_proj_in.") || startsWith(name, "audio_text_proj_in."))
+        return {Owner::Connectors, name};
+    if (!dit && (startsWith(name, "vae.") || startsWith(name, "audio_vae.") || startsWith(name, "vocoder.")))
+        return {Owner::Other, name};
+    return {Owner::Transformer, ltxCoreToDiffusersTransformer(name)};
+}
+
+} // namespace
+
+std::string ltxCoreToDiffusersTransformer(const std::string& key)
+{
+    // Anchored prefix renames: "adaln_single." is also a suffix of the av_ca_* names.
+    static const std::pair<std::string_view, std::string_view> kPrefixes[] = {
+        {"adaln_single.", "time_embed."},
+        {"audio_adaln_single.", "audio_time_embed."},
+        {"prompt_adaln_single.", "prompt_adaln."},
+        {"audio_prompt_adaln_single.", "audio_prompt_adaln."},
+        {"patchify_proj.", "proj_in."},
+        {"audio_patchify_proj.", "audio_proj_in."},
+        {"av_ca_video_scale_shift_adaln_single.", "av_cross_attn_video_scale_shift."},
+        {"av_ca_audio_scale_shift_adaln_single.", "av_cross_attn_audio_scale_shift."},
+        {"av_ca_a2v_gate_adaln_single.", "av_cross_attn_video_a2v_gate."},
+        {"av_ca_v2a_gate_adaln_single.", "av_cross_attn_audio_v2a_gate."},
+    };
+    std::string name = key;
+    for (const auto& [from, to] : kPrefixes)
+        if (startsWith(name, from)) {
+            name = std::string(to) + name.substr(from.size());
+            break;
+        }
+    if (endsWith(name, ".scale_shift_table_a2v_ca_video"))
+        name = name.substr(0, name.size() - 30) + "video_a2v_cross_attn_scale_shift_table";
+    else if (endsWith(name, ".scale_shift_table_a2v_ca_audio"))
+        name = name.substr(0, name.size() - 30) + "audio_a2v_cross_attn_scale_shift_table";
+    replaceAll(name, ".q_norm.", ".norm_q.");
+    replaceAll(name, ".k_norm.", ".norm_k.");
+    return name;
+}
+
+std::string ltxCoreToDiffusersConnector(const std::string& key)
+{
+    static const std::pair<std::string_view, std::string_view> kPrefixes[] = {
+        {"text_embedding_projection.aggregate_embed.", "text_proj_in."},
+        {"text_embedding_projection.video_aggregate_embed.", "video_text_proj_in."},
+        {"text_embedding_projection.audio_aggregate_embed.", "audio_text_proj_in."},
+        {"video_embeddings_connector.", "video_connector."},
+        {"audio_embeddings_connector.", "audio_connector."},
+    };
+    std::string name = key;
+    for (const auto& [from, to] : kPrefixes)
+        if (startsWith(name, from)) {
+            name = std::string(to) + name.substr(from.size());
+            break;
+        }
+    replaceAll(name, ".transformer_1d_blocks.", ".transformer_blocks.");
+    replaceAll(name, ".q_norm.", ".norm_q.");
+    replaceAll(name, ".k_norm.", ".norm_k.");
+    return name;
+}
+
+Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& paths)
+{
+    if (paths.empty())
+        return makeError(ErrorCode::InvalidArgument, "no LTX-2 checkpoint given");
+    Ltx2Weights w;
+    w.m_sources = std::make_shared<std::vector<tensorfile::ModelSource>>();
+    for (const auto& path : paths) {
+        auto source = tensorfile::ModelSource::open(path);
+        if (!source)
+            return source.error();
+        w.m_sources->push_back(std::move(*source));
+    }
+    for (const auto& source : *w.m_sources) {
+        for (const auto& cp : source.checkpoints) {
+            for (const auto& info : cp.tensors) {
+                if (quant::isQuantizationSibling(info.name))
+                    continue;
+                Owner owner = Owner::Unknown;
+                std::string canonical;
+                if (cp.component == "transformer") {
+                    owner = Owner::Transformer;
+                    canonical = info.name;
+                } else if (cp.component == "connectors") {
+                    owner = Owner::Connectors;
+                    canonical = info.name;
+                } else if (!cp.component.empty()) {
+                    owner = Owner::Other;
+                } else {
+                    std::tie(owner, canonical) = classifyTopLevel(info.name);
+                }
+                if (owner == Owner::Other)
+                    continue;
+                if (owner == Owner::Unknown) {
+                    w.m_unknown.push_back(cp.path.filename().string() + ": " + info.name);
+                    continue;
+                }
+                auto& part = w.m_parts[owner == Owner::Transformer ? 0 : 1];
+                const SourceTensor tensor{&cp, info.name, &info};
+                if (auto [it, inserted] = part.emplace(canonical, tensor); !inserted)
+                    return makeError(ErrorCode::InvalidFormat, "'" + canonical + "' is stored twice: as '" + it->second.name + "' in "
+                            + it->second.checkpoint->path.string() + " and as '" + info.name + "' in " + cp.path.string()
+                            + "; give each LTX-2 component once");
+            }
+        }
+    }
+    if (w.m_parts[0].empty() && w.m_parts[1].empty())
+        return makeError(ErrorCode::InvalidFormat, w.describeFiles() + ": no LTX-2 transformer or connector tensors found");
+    return w;
+}
+
+const SourceTensor* Ltx2Weights::find(Part part, const std::string& name) const
+{
+    const auto& map = m_parts[part == Part::Transformer ? 0 : 1];
+    const auto it = map.find(name);
+    return it == map.end() ? nullptr : &it->second;
+}
+
+std::optional<std::vector<std::int64_t>> Ltx2Weights::shape(Part part, const std::string& name) const
+{
+    const auto* t = find(part, name);
+    if (!t)
+        return std::nullopt;
+    return t->info->shape;
+}
+
+const std::map<std::string, SourceTensor>& Ltx2Weights::tensors(Part part) const
+{
+    return m_parts[part == Part::Transformer ? 0 : 1];
+}
+
+std::optional<std::string> Ltx2Weights::diffusersConfig(Part part) const
+{
+    const std::string component = part == Part::Transformer ? "transformer" : "connectors";
+    for (const auto& source : *m_sources)
+        if (const auto it = source.configs.find(component); it != source.configs.end())
+            return it->second;
+    return std::nullopt;
+}
+
+std::optional<std::string> Ltx2Weights::ltxCoreConfig() const
+{
+    for (const auto& source : *m_sources)
+        for (const auto& cp : source.checkpoints)
+            if (const auto it = cp.metadata.find("config"); it != cp.metadata.end())
+                return it->second;
+    return std::nullopt;
+}
+
+std::string Ltx2Weights::describeFiles() const
+{
+    std::string out;
+    for (const auto& source : *m_sources)
+        out += (out.empty() ? "" : " + ") + source.path.string();
+    return out;
+}
+
+WeightTaker::WeightTaker(const Ltx2Weights& weights, Part part, c10::Device device, c10::ScalarType dtype)
+    : m_weights(weights), m_part(part), m_dtype(dtype)
+{
+    m_options.device = device;
+}
+
+bool WeightTaker::has(const std::string& name) const
+{
+    return m_weights.find(m_part, name) != nullptr;
+}
+
+Result<quant::QuantizedWeight> WeightTaker::load(const std::string& name)
+{
+    const auto* t = m_weights.find(m_part, name);
+    if (!t) {
+        m_missing.push_back(name);
+        return makeError(ErrorCode::NotFound, name);
+    }
+    m_taken.insert(name);
+    auto w = quant::loadWeight(*t->checkpoint, t->name, m_options);
+    if (!w)
+        m_failed.push_back(w.error().message);
+    return w;
+}
+
+nn::Linear WeightTaker::linear(const std::string& name, bool bias)
+{
+    nn::Linear l;
+    l.name = name;
+    auto w = load(name + ".weight");
+    if (w) {
+        if (w->representation() == quant::Representation::Dense) {
+            // Dense weights run in the compute dtype; converting once here beats a cast per call.
+            auto dense = w->dequantize(m_dtype);
+            if (dense)
+                l.weight = quant::QuantizedWeight::dense(dense->to(m_options.device));
+            else
+                m_failed.push_back(name + ".weight: " + dense.error().message);
+        } else {
+            l.weight = std::move(*w);
+        }
+        if (l.weight.defined() && l.weight.shape().size() != 2)
+            m_failed.push_back(name + ".weight: expected a 2-D weight");
+    }
+    if (bias)
+        l.bias = tensor(name + ".bias");
+    return l;
+}
+
+at::Tensor WeightTaker::tensor(const std::string& name)
+{
+    auto w = load(name);
+    if (!w)
+        return {};
+    auto dense = w->dequantize(m_dtype);
+    if (!dense) {
+        m_failed.push_back(name + ": " + dense.error().message);
+        return {};
+    }
+    return dense->to(m_options.device).contiguous();
+}
+
+std::optional<at::Tensor> WeightTaker::optionalTensor(const std::string& name)
+{
+    if (!has(name))
+        return std::nullopt;
+    return tensor(name);
+}
+
+Result<void> WeightTaker::finish() const
+{
+    const char* what = m_part == Part::Transformer ? "LTX-2 transformer" : "LTX-2 text connectors";
+    const auto files = m_weights.describeFiles();
+    if (!m_failed.empty())
+        return makeError(ErrorCode::InvalidFormat, files + ": " + std::to_string(m_failed.size()) + " " + what
+                + " weight(s) could not be loaded: " + listNames(m_failed, 4));
+    if (!m_missing.empty())
+        return makeError(ErrorCode::InvalidFormat, files + ": the " + std::string(what) + " is incomplete, "
+                + std::to_string(m_missing.size()) + " parameter(s) missing: " + listNames(m_missing)
+                + "; the download may be partial or this is a different model");
+    std::vector<std::string> unused;
+    for (const auto& [name, t] : m_weights.tensors(m_part))
+        if (!m_taken.count(name))
+            unused.push_back(t.name == name ? name : t.name + " (" + name + ")");
+    if (!unused.empty())
+        return makeError(ErrorCode::InvalidFormat, files + ": " + std::to_string(unused.size()) + " tensor(s) match no "
+                + what + " parameter: " + listNames(unused) + "; this checkpoint has a layout this version does not know");
+    if (!m_weights.unknown().empty())
+        return makeError(ErrorCode::InvalidFormat, files + ": " + std::to_string(m_weights.unknown().size())
+                + " tensor(s) belong to no LTX-2 component: " + listNames(m_weights.unknown()));
+    return {};
+}
+
+} // namespace vireo::ltx2

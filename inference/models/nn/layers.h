@@ -1,0 +1,52 @@
+#pragma once
+
+// Building blocks shared by the native model ports. Weights stay in their stored
+// representation (QuantizedWeight), which is why these are plain structs rather than
+// torch::nn modules: a torch::nn::Linear owns a dense parameter, and pulling the C++
+// frontend in would also cost every translation unit <torch/torch.h>.
+
+#include "inference/quant/quantizedweight.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+
+namespace vireo::nn {
+
+// A failure inside a forward pass (a weight that could not be applied); the model facade
+// turns it into an Error naming the layer.
+struct ForwardError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct Linear {
+    std::string name;                  // canonical name, for errors
+    quant::QuantizedWeight weight;
+    std::optional<at::Tensor> bias;
+
+    bool defined() const { return weight.defined(); }
+    std::int64_t inFeatures() const { return weight.shape().at(1); }
+    std::int64_t outFeatures() const { return weight.shape().at(0); }
+    at::Tensor operator()(const at::Tensor& x) const;
+    std::int64_t residentBytes() const;
+};
+
+// diffusers' RMSNorm without affine: the variance in float32, the result back in x's dtype.
+at::Tensor rmsNorm(const at::Tensor& x, double eps);
+// torch.nn.RMSNorm with an optional weight (q/k norms across heads).
+at::Tensor rmsNormWeighted(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
+at::Tensor layerNormNoAffine(const at::Tensor& x, double eps);
+at::Tensor geluTanh(const at::Tensor& x);
+
+// Sinusoidal timestep features as diffusers' get_timestep_embedding(flip_sin_to_cos=True,
+// downscale_freq_shift=0): [N] -> [N, dim] float32, cos first.
+at::Tensor timestepFeatures(const at::Tensor& timesteps, std::int64_t dim, double maxPeriod = 10000.0);
+
+// Scaled dot-product attention on [B, H, T, D] tensors through at::scaled_dot_product_attention.
+// Queries are processed in chunks when the full score matrix would exceed scoreBudgetElements,
+// so the math fallback (no fused kernel for this device, dtype or mask) stays bounded.
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                     const std::optional<at::Tensor>& additiveMask, std::int64_t scoreBudgetElements = 1ll << 28);
+
+} // namespace vireo::nn

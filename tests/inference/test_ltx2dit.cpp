@@ -1,0 +1,276 @@
+// LTX-2 / LTX-2.3 transformer and text connectors against diffusers 0.42.1 at tiny sizes
+// (tests/fixtures/make_ltx2_dit_fixtures.py), in every checkpoint layout.
+#include "tests/harness/vireotest.h"
+#include "tests/inference/fixtures.h"
+
+#include "inference/models/ltx2/ltx2connectors.h"
+#include "inference/models/ltx2/ltx2transformer.h"
+#include "inference/models/ltx2/ltx2weights.h"
+#include "inference/tensorfile/tensorset.h"
+
+#include <ATen/ATen.h>
+
+#include <map>
+
+#include <unistd.h>
+
+using namespace vireo;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kTolerance = 1e-4;
+
+fs::path versionDir(const std::string& v) { return test::fixturesDir() / ("v" + v); }
+
+std::vector<fs::path> layoutPaths(const std::string& v, const std::string& layout)
+{
+    const auto dir = versionDir(v);
+    if (layout == "diffusers")
+        return {dir / "diffusers"};
+    if (layout == "single")
+        return {dir / "single.safetensors"};
+    if (layout == "gguf")
+        return {dir / "transformer.gguf", dir / "text_projection.safetensors"};
+    if (layout == "fp8")
+        return {dir / "fp8.safetensors"};
+    throw std::runtime_error("unknown layout " + layout);
+}
+
+ltx2::Ltx2Weights openWeights(const std::string& v, const std::string& layout)
+{
+    auto w = ltx2::Ltx2Weights::open(layoutPaths(v, layout));
+    if (!w)
+        throw std::runtime_error(w.error().message);
+    return std::move(*w);
+}
+
+const ltx2::Transformer& transformer(const std::string& v, const std::string& layout)
+{
+    static std::map<std::string, ltx2::Transformer> cache;
+    const auto key = v + "/" + layout;
+    if (auto it = cache.find(key); it != cache.end())
+        return it->second;
+    auto model = ltx2::Transformer::load(openWeights(v, layout));
+    if (!model)
+        throw std::runtime_error(key + ": " + model.error().message);
+    return cache.emplace(key, std::move(*model)).first->second;
+}
+
+double maxAbsDiff(const at::Tensor& a, const at::Tensor& b)
+{
+    if (a.sizes() != b.sizes())
+        throw std::runtime_error("shape mismatch");
+    return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+std::vector<fs::path> caseFiles(const std::string& v, const std::string& prefix)
+{
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(versionDir(v)))
+        if (e.path().filename().string().rfind(prefix, 0) == 0)
+            files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+void checkTransformerCases(const std::string& v, int expectedCases)
+{
+    int cases = 0;
+    for (const auto& file : caseFiles(v, "case_")) {
+        auto set = tensorfile::readTensorSet(file);
+        VT_CHECK_MSG(set.ok(), file << ": " << (set.ok() ? "" : set.error().message));
+        auto inputs = ltx2::transformerInputsFrom(*set);
+        VT_CHECK_MSG(inputs.ok(), file << ": " << (inputs.ok() ? "" : inputs.error().message));
+        std::vector<std::pair<at::Tensor, at::Tensor>> blocks;
+        inputs->onBlock = [&](int, const at::Tensor& x, const at::Tensor& a) { blocks.emplace_back(x.clone(), a.clone()); };
+        const auto layout = set->metadata.at("layout");
+        const auto& model = transformer(v, layout);
+        VT_COMPARE(model.config().version(), set->metadata.at("version"));
+        auto out = model.forward(*inputs);
+        VT_CHECK_MSG(out.ok(), file << ": " << (out.ok() ? "" : out.error().message));
+        const double video = maxAbsDiff(out->video, *set->find("expected.video"));
+        const double audio = maxAbsDiff(out->audio, *set->find("expected.audio"));
+        double block = 0;
+        VT_COMPARE(blocks.size(), static_cast<std::size_t>(model.config().layers));
+        for (std::size_t i = 0; i < blocks.size(); ++i) {
+            const auto p = "expected.block." + std::to_string(i);
+            block = std::max({block, maxAbsDiff(blocks[i].first, *set->find(p + ".video")),
+                maxAbsDiff(blocks[i].second, *set->find(p + ".audio"))});
+        }
+        const double scale = set->find("expected.video")->abs().max().item<double>();
+        std::printf("   %s %-22s layout %-9s video %.2e audio %.2e blocks %.2e (|y| max %.2f)\n", v.c_str(),
+            file.filename().c_str(), layout.c_str(), video, audio, block, scale);
+        VT_CHECK_MSG(video <= kTolerance && audio <= kTolerance && block <= kTolerance, file << ": max abs error above 1e-4");
+        ++cases;
+    }
+    VT_COMPARE(cases, expectedCases);
+}
+
+} // namespace
+
+VT_TEST(ltx20TransformerMatchesDiffusersInEveryLayout) { checkTransformerCases("20", 7); }
+VT_TEST(ltx23TransformerMatchesDiffusersInEveryLayout) { checkTransformerCases("23", 8); }
+
+VT_TEST(connectorsMatchDiffusersInEveryLayout)
+{
+    for (const std::string v : {"20", "23"}) {
+        // The GGUF holds no hyper-parameters and tiny widths defeat inference from shapes, so
+        // it gets the config of the same model's diffusers folder (as `--config` does).
+        const auto reference = ltx2::Connectors::load(openWeights(v, "diffusers"));
+        VT_CHECK_MSG(reference.ok(), (reference.ok() ? "" : reference.error().message));
+        for (const auto& file : caseFiles(v, "connectors_")) {
+            auto set = tensorfile::readTensorSet(file);
+            VT_CHECK(set.ok());
+            const auto layout = set->metadata.at("layout");
+            ltx2::ConnectorLoadOptions options;
+            if (layout == "gguf")
+                options.config = reference->config();
+            auto model = ltx2::Connectors::load(openWeights(v, layout), options);
+            VT_CHECK_MSG(model.ok(), file << ": " << (model.ok() ? "" : model.error().message));
+            auto out = model->forward(*set->find("text_hidden_states"), *set->find("attention_mask"));
+            VT_CHECK_MSG(out.ok(), file << ": " << (out.ok() ? "" : out.error().message));
+            const double video = maxAbsDiff(out->video, *set->find("expected.video"));
+            const double audio = maxAbsDiff(out->audio, *set->find("expected.audio"));
+            VT_CHECK(at::equal(out->mask.to(at::kFloat), *set->find("expected.mask")));
+            std::printf("   %s %-28s video %.2e audio %.2e\n", v.c_str(), file.filename().c_str(), video, audio);
+            VT_CHECK_MSG(video <= kTolerance && audio <= kTolerance, file << ": max abs error above 1e-4");
+        }
+    }
+}
+
+VT_TEST(layoutsLoadToTheSameModule)
+{
+    for (const std::string v : {"20", "23"}) {
+        auto set = tensorfile::readTensorSet(versionDir(v) / "case_base.safetensors");
+        VT_CHECK(set.ok());
+        auto in = ltx2::transformerInputsFrom(*set);
+        VT_CHECK(in.ok());
+        const auto a = transformer(v, "diffusers").forward(*in);
+        const auto b = transformer(v, "single").forward(*in);
+        VT_CHECK(a.ok() && b.ok());
+        // Same float32 weights under two naming schemes: bit-identical outputs.
+        VT_CHECK(at::equal(a->video, b->video) && at::equal(a->audio, b->audio));
+        VT_COMPARE(ltx2::toJson(transformer(v, "single").config()), ltx2::toJson(transformer(v, "diffusers").config()));
+    }
+}
+
+VT_TEST(quantizedLayoutsKeepTheirRepresentation)
+{
+    for (const std::string v : {"20", "23"}) {
+        const auto fp8 = transformer(v, "fp8").bytesByRepresentation();
+        const auto gguf = transformer(v, "gguf").bytesByRepresentation();
+        const auto dense = transformer(v, "diffusers").bytesByRepresentation();
+        VT_CHECK(fp8.count("fp8-scaled") && fp8.at("fp8-scaled") > 0);
+        VT_CHECK(gguf.count("gguf") && gguf.at("gguf") > 0);
+        VT_CHECK(!dense.count("fp8-scaled") && !dense.count("gguf"));
+        std::printf("   v%s resident: diffusers %lld B, fp8 %lld B (%lld in fp8), gguf %lld B (%lld in gguf)\n", v.c_str(),
+            static_cast<long long>(transformer(v, "diffusers").residentBytes()), static_cast<long long>(transformer(v, "fp8").residentBytes()),
+            static_cast<long long>(fp8.at("fp8-scaled")), static_cast<long long>(transformer(v, "gguf").residentBytes()),
+            static_cast<long long>(gguf.at("gguf")));
+        VT_CHECK(transformer(v, "gguf").residentBytes() < transformer(v, "diffusers").residentBytes());
+    }
+}
+
+VT_TEST(versionAndConfigComeFromHeaders)
+{
+    // The GGUF has no config at all: everything comes from tensor shapes.
+    for (const auto& [v, version] : {std::pair{"20", "2.0"}, {"23", "2.3"}}) {
+        const auto probed = ltx2::resolveTransformerConfig(openWeights(v, "gguf"), std::nullopt);
+        VT_CHECK_MSG(probed.ok(), (probed.ok() ? "" : probed.error().message));
+        VT_COMPARE(probed->version(), std::string(version));
+        VT_COMPARE(probed->layers, 3);
+        VT_COMPARE(probed->heads, 2);
+        VT_CHECK(probed->ropeSplit);
+        const auto embedded = ltx2::resolveTransformerConfig(openWeights(v, "single"), std::nullopt);
+        VT_CHECK(embedded.ok());
+        VT_COMPARE(embedded->version(), std::string(version));
+    }
+}
+
+VT_TEST(aConfigThatDisagreesWithTheTensorsIsRefused)
+{
+    auto config = transformer("23", "diffusers").config();
+    config.layers = 2;
+    ltx2::TransformerLoadOptions options;
+    options.config = config;
+    auto r = ltx2::Transformer::load(openWeights("23", "single"), options);
+    VT_CHECK(!r.ok());
+    VT_CHECK_MSG(r.error().message.find("transformer_blocks") != std::string::npos, r.error().message);
+    config = transformer("23", "diffusers").config();
+    config.crossAttnMod = false;
+    options.config = config;
+    r = ltx2::Transformer::load(openWeights("23", "single"), options);
+    VT_CHECK(!r.ok() && r.error().message.find("scale_shift_table") != std::string::npos);
+}
+
+VT_TEST(everyKeyMapsToExactlyOneParameter)
+{
+    const auto dir = fs::temp_directory_path() / ("vireo_ltx2_strict_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    auto full = tensorfile::readTensorSet(versionDir("23") / "single.safetensors");
+    VT_CHECK(full.ok());
+
+    // A missing parameter fails the load and is named.
+    auto missing = full->tensors;
+    missing.erase("model.diffusion_model.transformer_blocks.1.audio_attn2.to_k.weight");
+    VT_CHECK(tensorfile::writeSafetensors(dir / "missing.safetensors", missing, full->metadata).ok());
+    auto w = ltx2::Ltx2Weights::open({dir / "missing.safetensors"});
+    VT_CHECK(w.ok());
+    auto r = ltx2::Transformer::load(*w);
+    VT_CHECK(!r.ok());
+    VT_CHECK_MSG(r.error().message.find("transformer_blocks.1.audio_attn2.to_k.weight") != std::string::npos, r.error().message);
+
+    // An unknown key fails it too, so nothing is silently ignored.
+    auto extra = full->tensors;
+    extra.emplace("model.diffusion_model.transformer_blocks.0.attn1.to_r.weight", at::zeros({4, 4}));
+    VT_CHECK(tensorfile::writeSafetensors(dir / "extra.safetensors", extra, full->metadata).ok());
+    w = ltx2::Ltx2Weights::open({dir / "extra.safetensors"});
+    VT_CHECK(w.ok());
+    r = ltx2::Transformer::load(*w);
+    VT_CHECK(!r.ok());
+    VT_CHECK_MSG(r.error().message.find("attn1.to_r.weight") != std::string::npos, r.error().message);
+
+    // The same weights given twice (single file + diffusers folder) are refused, not merged.
+    auto twice = ltx2::Ltx2Weights::open({versionDir("23") / "single.safetensors", versionDir("23") / "diffusers"});
+    VT_CHECK(!twice.ok() && twice.error().message.find("stored twice") != std::string::npos);
+
+    // A GGUF transformer without its text projection cannot build the connectors.
+    auto noProj = ltx2::Ltx2Weights::open({versionDir("23") / "transformer.gguf"});
+    VT_CHECK(noProj.ok());
+    auto c = ltx2::Connectors::load(*noProj);
+    VT_CHECK(!c.ok() && c.error().message.find("text projection") != std::string::npos);
+    // Not fs::remove_all: the torch wheel's libtorch exports its own std::filesystem symbols.
+    for (const char* f : {"missing.safetensors", "extra.safetensors"})
+        ::unlink((dir / f).c_str());
+    ::rmdir(dir.c_str());
+}
+
+VT_TEST(cancelStopsBetweenBlocksAndBadInputsAreErrors)
+{
+    auto set = tensorfile::readTensorSet(versionDir("23") / "case_base.safetensors");
+    VT_CHECK(set.ok());
+    auto in = ltx2::transformerInputsFrom(*set);
+    VT_CHECK(in.ok());
+    std::stop_source stop;
+    in->stop = stop.get_token();
+    int seen = 0;
+    in->onBlock = [&](int, const at::Tensor&, const at::Tensor&) {
+        ++seen;
+        stop.request_stop();
+    };
+    auto out = transformer("23", "diffusers").forward(*in);
+    VT_CHECK(!out.ok() && out.error().code == ErrorCode::Cancelled);
+    VT_COMPARE(seen, 1);
+
+    auto bad = ltx2::transformerInputsFrom(*set);
+    bad->numFrames += 1;
+    out = transformer("23", "diffusers").forward(*bad);
+    VT_CHECK(!out.ok() && out.error().message.find("video tokens") != std::string::npos);
+    bad = ltx2::transformerInputsFrom(*set);
+    bad->stgBlocks = {7};
+    out = transformer("23", "diffusers").forward(*bad);
+    VT_CHECK(!out.ok() && out.error().message.find("block 7 does not exist") != std::string::npos);
+}
+
+VT_MAIN("TestLtx2Dit")
