@@ -1,5 +1,6 @@
 // vireo-cli: the headless front end. Parses arguments and wires the layers; the work lives
 // in inference/ (and core/ for Hub commands).
+#include "app/cli/ditcommands.h"
 #include "inference/bench/dequantbench.h"
 #include "inference/bench/readbench.h"
 #include "inference/inspect/modelinspector.h"
@@ -35,6 +36,12 @@ commands:
   bench dequant [--python PY] [--repeat N] [--json]
                                CPU dequantization throughput against memcpy and the
                                Python references; quantized linear against bf16
+  dit-forward --model PATH --inputs IN.safetensors --out OUT.safetensors
+                               run the LTX-2 transformer once on named input tensors
+                               (see --help of the command for options)
+  bench dit [--python PY] [--layers N] [--tokens N] [--repeat N] [--json]
+                               one LTX-2.3 transformer forward on CPU against diffusers on
+                               the same weights; resident bytes as bf16, FP8 and Q4_K
   plan REPO [rules] [--json]   the files a download would fetch, sizes, cache and disk
   download REPO [rules]        download them into the Hugging Face cache (Ctrl-C
                                cancels; running it again resumes)
@@ -189,8 +196,10 @@ int runBench(const std::vector<std::string>& args, const char* self)
         return runBenchDequant(args);
     if (!args.empty() && args[0] == "download")
         return runBenchDownload(args, self);
+    if (!args.empty() && args[0] == "dit")
+        return runBenchDit(args, self);
     if (args.empty() || args[0] != "read")
-        return usageError("bench: 'bench read FILE' or 'bench dequant'");
+        return usageError("bench: 'bench read FILE', 'bench dequant', 'bench download' or 'bench dit'");
     std::string path;
     int repeats = 3;
     bool asJson = false;
@@ -251,6 +260,8 @@ int main(int argc, char** argv)
         return runBench(args, argv[0]);
     if (command == "tensor")
         return runTensor(args);
+    if (command == "dit-forward")
+        return runDitForward(args);
 #ifdef VIREO_HAS_CORE
     if (command == "plan")
         return runPlan(args);

@@ -87,9 +87,56 @@ def test_tensor_dequant(tmp="/tmp/vireo-cli-tensor.f32"):
     check("bench dequant --small --json", ok, p.stderr[-2000:] or p.stdout[:400])
 
 
+def test_dit_forward(tmp="/tmp/vireo-cli-dit.safetensors"):
+    """dit-forward on the checkpoints users have, checked against diffusers' outputs."""
+    import torch
+    from safetensors.torch import load_file
+
+    root = FIXTURES / "ltx2dit"
+    for version, layout, models in (("23", "single", ["v23/single.safetensors"]),
+                                    ("20", "diffusers", ["v20/diffusers"]),
+                                    ("23", "gguf", ["v23/transformer.gguf"]),
+                                    ("23", "fp8", ["v23/fp8.safetensors"])):
+        case = root / f"v{version}/case_{layout if layout != 'diffusers' else 'base'}.safetensors"
+        args = ["dit-forward", "--inputs", case, "--out", tmp, "--blocks"]
+        for m in models:
+            args += ["--model", root / m]
+        p = run(*args)
+        ok = p.returncode == 0 and "forward" in p.stdout
+        detail = p.stderr or p.stdout
+        if ok:
+            got, want = load_file(tmp), load_file(case)
+            err = max((got["sample"] - want["expected.video"]).abs().max().item(),
+                      (got["audio_sample"] - want["expected.audio"]).abs().max().item(),
+                      (got["block.1.video"] - want["expected.block.1.video"]).abs().max().item())
+            ok = err <= 1e-4
+            detail = f"max abs error {err}"
+        check(f"dit-forward v{version} {layout}", ok, detail)
+    # Flags reach the model: --isolate reproduces the isolate case from the base inputs.
+    p = run("dit-forward", "--model", root / "v23/diffusers", "--inputs", root / "v23/case_base.safetensors",
+            "--out", tmp, "--isolate")
+    ok = p.returncode == 0
+    if ok:
+        err = (load_file(tmp)["sample"] - load_file(root / "v23/case_isolate.safetensors")["expected.video"]).abs().max().item()
+        ok = err <= 1e-4
+    check("dit-forward --isolate", ok, p.stderr)
+    p = run("dit-forward", "--model", root / "v23/single.safetensors", "--load-only", "--json")
+    ok = p.returncode == 0 and json.loads(p.stdout)["version"] == "2.3" and json.loads(p.stdout)["layers"] == 3
+    check("dit-forward --load-only --json", ok, p.stderr or p.stdout)
+    p = run("dit-forward", "--model", root / "v23/single.safetensors", "--inputs", root / "v20/case_base.safetensors",
+            "--out", tmp)
+    check("dit-forward with inputs of the wrong model", p.returncode == 1 and "features" in p.stderr
+          and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    p = run("dit-forward", "--model", "/nonexistent/model.safetensors", "--load-only")
+    check("dit-forward missing model", p.returncode == 1 and "/nonexistent/model.safetensors" in p.stderr, p.stderr)
+    if os.path.exists(tmp):
+        os.remove(tmp)
+
+
 test_bad_corpus()
 test_tensor_dequant()
 test_json_keys()
 test_text_and_usage()
+test_dit_forward()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)

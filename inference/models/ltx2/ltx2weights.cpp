@@ -3,6 +3,7 @@
 #include "inference/tensorfile/tensorview.h"
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 
 #include <sstream>
 
@@ -178,9 +179,17 @@ const std::map<std::string, SourceTensor>& Ltx2Weights::tensors(Part part) const
 std::optional<std::string> Ltx2Weights::diffusersConfig(Part part) const
 {
     const std::string component = part == Part::Transformer ? "transformer" : "connectors";
-    for (const auto& source : *m_sources)
+    const std::string className = part == Part::Transformer ? "LTX2VideoTransformer3DModel" : "LTX2TextConnectors";
+    for (const auto& source : *m_sources) {
         if (const auto it = source.configs.find(component); it != source.configs.end())
             return it->second;
+        // A component folder given on its own (".../transformer") keeps its config at the top.
+        if (const auto it = source.configs.find(""); it != source.configs.end()) {
+            const auto json = nlohmann::json::parse(it->second, nullptr, false);
+            if (json.is_object() && json.value("_class_name", std::string()) == className)
+                return it->second;
+        }
+    }
     return std::nullopt;
 }
 

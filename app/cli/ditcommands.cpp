@@ -1,0 +1,213 @@
+#include "app/cli/ditcommands.h"
+
+#include "inference/models/ltx2/ltx2transformer.h"
+#include "inference/models/ltx2/ltx2weights.h"
+#include "inference/tensorfile/tensorset.h"
+#include "inference/util/format.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+int usage(const std::string& message)
+{
+    std::fprintf(stderr, "vireo-cli dit-forward: %s\n"
+        "usage: vireo-cli dit-forward --model PATH [--model PATH ...] --inputs IN.safetensors --out OUT.safetensors\n"
+        "         [--config CONFIG.json] [--dtype f32|bf16|f16] [--device cpu|cuda] [--isolate] [--cross-timestep]\n"
+        "         [--stg I,J] [--blocks] [--repeat N] [--json]\n"
+        "       vireo-cli dit-forward --model PATH --load-only [--dtype ...] [--json]\n", message.c_str());
+    return 2;
+}
+
+std::string readFile(const std::string& path)
+{
+    std::ifstream in(path);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+} // namespace
+
+int runDitForward(const std::vector<std::string>& args)
+{
+    std::vector<std::filesystem::path> models;
+    std::string inputsPath, outPath, configPath, stg;
+    c10::ScalarType dtype = c10::kFloat;
+    c10::Device device(c10::kCPU);
+    bool isolate = false, crossTimestep = false, blocks = false, loadOnly = false, asJson = false;
+    int repeats = 1;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const auto& a = args[i];
+        const bool hasValue = i + 1 < args.size();
+        if (a == "--model" && hasValue)
+            models.emplace_back(args[++i]);
+        else if (a == "--inputs" && hasValue)
+            inputsPath = args[++i];
+        else if (a == "--out" && hasValue)
+            outPath = args[++i];
+        else if (a == "--config" && hasValue)
+            configPath = args[++i];
+        else if (a == "--stg" && hasValue)
+            stg = args[++i];
+        else if (a == "--repeat" && hasValue)
+            repeats = std::max(1, std::atoi(args[++i].c_str()));
+        else if (a == "--dtype" && hasValue) {
+            const auto d = args[++i];
+            if (d == "f32" || d == "float32")
+                dtype = c10::kFloat;
+            else if (d == "bf16" || d == "bfloat16")
+                dtype = c10::kBFloat16;
+            else if (d == "f16" || d == "float16")
+                dtype = c10::kHalf;
+            else
+                return usage("unknown dtype " + d);
+        } else if (a == "--device" && hasValue) {
+            try {
+                device = c10::Device(args[++i]);
+            } catch (const std::exception&) {
+                return usage("unknown device " + args[i]);
+            }
+        } else if (a == "--isolate")
+            isolate = true;
+        else if (a == "--cross-timestep")
+            crossTimestep = true;
+        else if (a == "--blocks")
+            blocks = true;
+        else if (a == "--load-only")
+            loadOnly = true;
+        else if (a == "--json")
+            asJson = true;
+        else
+            return usage("unexpected argument " + a);
+    }
+    if (models.empty())
+        return usage("--model is required");
+    if (!loadOnly && (inputsPath.empty() || outPath.empty()))
+        return usage("--inputs and --out are required");
+
+    using Clock = std::chrono::steady_clock;
+    auto weights = vireo::ltx2::Ltx2Weights::open(models);
+    if (!weights) {
+        std::fprintf(stderr, "vireo-cli: %s\n", weights.error().message.c_str());
+        return 1;
+    }
+    vireo::ltx2::TransformerLoadOptions options;
+    options.device = device;
+    options.dtype = dtype;
+    if (!configPath.empty()) {
+        auto config = vireo::ltx2::transformerConfigFromDiffusers(readFile(configPath));
+        if (!config) {
+            std::fprintf(stderr, "vireo-cli: %s: %s\n", configPath.c_str(), config.error().message.c_str());
+            return 1;
+        }
+        options.config = *config;
+    }
+    const auto loadStart = Clock::now();
+    auto model = vireo::ltx2::Transformer::load(*weights, options);
+    if (!model) {
+        std::fprintf(stderr, "vireo-cli: %s\n", model.error().message.c_str());
+        return 1;
+    }
+    const double loadSeconds = std::chrono::duration<double>(Clock::now() - loadStart).count();
+    const auto byRepresentation = model->bytesByRepresentation();
+    if (loadOnly) {
+        if (asJson) {
+            std::printf("{\"version\": \"%s\", \"layers\": %lld, \"resident_bytes\": %lld, \"load_seconds\": %.4f, \"by_representation\": {",
+                model->config().version().c_str(), static_cast<long long>(model->config().layers),
+                static_cast<long long>(model->residentBytes()), loadSeconds);
+            bool first = true;
+            for (const auto& [k, v] : byRepresentation) {
+                std::printf("%s\"%s\": %lld", first ? "" : ", ", k.c_str(), static_cast<long long>(v));
+                first = false;
+            }
+            std::printf("}}\n");
+        } else {
+            std::printf("LTX-%s transformer, %lld layers, %s resident (", model->config().version().c_str(),
+                static_cast<long long>(model->config().layers), vireo::humanBytes(model->residentBytes()).c_str());
+            bool first = true;
+            for (const auto& [k, v] : byRepresentation) {
+                std::printf("%s%s %s", first ? "" : ", ", k.c_str(), vireo::humanBytes(v).c_str());
+                first = false;
+            }
+            std::printf("), loaded in %.2f s\n", loadSeconds);
+        }
+        return 0;
+    }
+
+    auto set = vireo::tensorfile::readTensorSet(inputsPath);
+    if (!set) {
+        std::fprintf(stderr, "vireo-cli: %s\n", set.error().message.c_str());
+        return 1;
+    }
+    if (isolate)
+        set->metadata["isolate_modalities"] = "1";
+    if (crossTimestep)
+        set->metadata["use_cross_timestep"] = "1";
+    if (!stg.empty())
+        set->metadata["stg_blocks"] = stg;
+    auto inputs = vireo::ltx2::transformerInputsFrom(*set);
+    if (!inputs) {
+        std::fprintf(stderr, "vireo-cli: %s: %s\n", inputsPath.c_str(), inputs.error().message.c_str());
+        return 1;
+    }
+    std::map<std::string, at::Tensor> outputs;
+    if (blocks)
+        inputs->onBlock = [&](int i, const at::Tensor& x, const at::Tensor& a) {
+            outputs["block." + std::to_string(i) + ".video"] = x.to(c10::kCPU);
+            outputs["block." + std::to_string(i) + ".audio"] = a.to(c10::kCPU);
+        };
+    double best = 1e30;
+    vireo::Result<vireo::ltx2::TransformerOutputs> out = vireo::makeError(vireo::ErrorCode::Internal, "not run");
+    for (int r = 0; r < repeats; ++r) {
+        const auto start = Clock::now();
+        out = model->forward(*inputs);
+        if (out && device.is_cuda())
+            out->video.cpu();
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+        if (!out) {
+            std::fprintf(stderr, "vireo-cli: %s\n", out.error().message.c_str());
+            return 1;
+        }
+    }
+    outputs["sample"] = out->video;
+    outputs["audio_sample"] = out->audio;
+    if (auto w = vireo::tensorfile::writeSafetensors(outPath, outputs, {{"version", model->config().version()}}); !w) {
+        std::fprintf(stderr, "vireo-cli: %s\n", w.error().message.c_str());
+        return 1;
+    }
+    if (asJson)
+        std::printf("{\"version\": \"%s\", \"forward_seconds\": %.6f, \"repeats\": %d, \"threads\": %d, \"load_seconds\": %.4f, "
+                    "\"resident_bytes\": %lld}\n",
+            model->config().version().c_str(), best, repeats, at::get_num_threads(), loadSeconds,
+            static_cast<long long>(model->residentBytes()));
+    else
+        std::printf("LTX-%s forward: video %s, audio %s in %.3f s (best of %d, %d threads); wrote %s\n",
+            model->config().version().c_str(), c10::str(out->video.sizes()).c_str(), c10::str(out->audio.sizes()).c_str(), best,
+            repeats, at::get_num_threads(), outPath.c_str());
+    return 0;
+}
+
+int runBenchDit(const std::vector<std::string>& args, const char* self)
+{
+    std::string python = "python3";
+    std::string extra;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        if (args[i] == "--python" && i + 1 < args.size())
+            python = args[++i];
+        else if ((args[i] == "--layers" || args[i] == "--repeat" || args[i] == "--tokens") && i + 1 < args.size())
+            extra += " " + args[i] + " " + std::to_string(std::max(1, std::atoi(args[i + 1].c_str()))), ++i;
+        else if (args[i] == "--json")
+            extra += " --json";
+        else
+            return usage("bench dit: unexpected argument " + args[i]);
+    }
+    const std::string command = "\"" + python + "\" \"" VIREO_SOURCE_DIR "/tests/bench/bench_dit.py\" \"" + self + "\"" + extra;
+    return std::system(command.c_str()) == 0 ? 0 : 1;
+}
