@@ -159,7 +159,7 @@ Stack Connectors::Impl::loadStack(WeightTaker& w, const std::string& prefix, std
         s.registers = w.tensor(prefix + ".learnable_registers");
     for (std::int64_t i = 0; i < layers; ++i) {
         const auto p = prefix + ".transformer_blocks." + std::to_string(i);
-        s.blocks.push_back({Attention::load(w, p + ".attn1", heads, true, true, gated), FeedForward::load(w, p + ".ff", true)});
+        s.blocks.push_back({Attention::load(w, p + ".attn1", heads, true, true, gated, true), FeedForward::load(w, p + ".ff", true)});
     }
     return s;
 }

@@ -43,8 +43,8 @@ Rope makeRope(const at::Tensor& grid, std::int64_t dim, double theta, bool doubl
     }
     const auto b = c.size(0), t = c.size(1);
     TORCH_CHECK(c.size(-1) % heads == 0, "RoPE of dim ", dim, " does not split into ", heads, " heads");
-    rope.cos = c.reshape({b, t, heads, -1}).transpose(1, 2);
-    rope.sin = s.reshape({b, t, heads, -1}).transpose(1, 2);
+    rope.cos = c.reshape({b, t, heads, 1, -1}).contiguous();
+    rope.sin = s.reshape({b, t, heads, 1, -1}).contiguous();
     return rope;
 }
 
@@ -56,24 +56,23 @@ at::Tensor applyRope(const at::Tensor& x, const Rope& rope)
         const auto rotated = at::stack({-imag, real}, -1).flatten(2);
         return (x.to(at::kFloat) * rope.cos + rotated.to(at::kFloat) * rope.sin).to(x.scalar_type());
     }
-    // x [B, T, H*2r] viewed as [B, T, H, 2, r]; cos/sin [B, H, T, r] -> [B, T, H, 1, r].
-    const auto b = rope.cos.size(0), h = rope.cos.size(1), t = rope.cos.size(2), r = rope.cos.size(3);
+    // x [B, T, H*2r] viewed as [B, T, H, 2, r]: out1 = x1 cos - x2 sin, out2 = x2 cos + x1 sin.
+    const auto t = rope.cos.size(1), h = rope.cos.size(2), r = rope.cos.size(4);
     TORCH_CHECK(x.size(-1) == 2 * h * r, "RoPE of ", 2 * h * r, " features applied to ", x.size(-1));
     const auto splitX = x.reshape({x.size(0), t, h, 2, r}).to(at::kFloat);
-    const auto c = rope.cos.transpose(1, 2).unsqueeze(-2);
-    const auto s = rope.sin.transpose(1, 2).unsqueeze(-2);
     const auto first = splitX.narrow(-2, 0, 1), second = splitX.narrow(-2, 1, 1);
-    auto out = splitX * c;
-    out.narrow(-2, 0, 1).addcmul_(-s, second);
-    out.narrow(-2, 1, 1).addcmul_(s, first);
-    (void)b;
+    auto out = splitX * rope.cos;
+    out.narrow(-2, 0, 1).addcmul_(rope.sin, second, -1);
+    out.narrow(-2, 1, 1).addcmul_(rope.sin, first);
     return out.reshape({x.size(0), t, -1}).to(x.scalar_type());
 }
 
-Attention Attention::load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated)
+Attention Attention::load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated,
+                          bool selfAttention)
 {
     Attention a;
     a.heads = heads;
+    a.gated = gated;
     a.toQ = w.linear(prefix + ".to_q", bias);
     a.toK = w.linear(prefix + ".to_k", bias);
     a.toV = w.linear(prefix + ".to_v", bias);
@@ -82,6 +81,37 @@ Attention Attention::load(WeightTaker& w, const std::string& prefix, std::int64_
     a.normK = w.tensor(prefix + ".norm_k.weight");
     if (gated)
         a.toGateLogits = w.linear(prefix + ".to_gate_logits", true);
+    std::vector<const nn::Linear*> parts;
+    if (selfAttention) {
+        parts = {&a.toQ, &a.toK, &a.toV};
+        if (gated)
+            parts.push_back(&a.toGateLogits);
+    } else {
+        parts = {&a.toK, &a.toV};
+    }
+    bool fusable = true;
+    for (const auto* l : parts)
+        fusable = fusable && l->defined() && l->bias && l->weight.representation() == quant::Representation::Dense
+            && l->weight.data().scalar_type() == parts[0]->weight.data().scalar_type();
+    if (fusable) {
+        std::vector<at::Tensor> weights, biases;
+        for (const auto* l : parts) {
+            weights.push_back(l->weight.data());
+            biases.push_back(*l->bias);
+        }
+        a.fused.name = prefix + (selfAttention ? ".to_qkv" : ".to_kv");
+        a.fused.weight = quant::QuantizedWeight::dense(at::cat(weights, 0));
+        a.fused.bias = at::cat(biases, 0);
+        a.fusedSelf = selfAttention;
+        // The separate copies are no longer needed; their shapes stay known through the fused one.
+        for (auto* l : {&a.toK, &a.toV})
+            *l = nn::Linear{l->name, quant::QuantizedWeight(), std::nullopt};
+        if (selfAttention) {
+            a.toQ = nn::Linear{a.toQ.name, quant::QuantizedWeight(), std::nullopt};
+            if (gated)
+                a.toGateLogits = nn::Linear{a.toGateLogits.name, quant::QuantizedWeight(), std::nullopt};
+        }
+    }
     return a;
 }
 
@@ -90,16 +120,40 @@ at::Tensor Attention::operator()(const at::Tensor& x, const at::Tensor* context,
                                  bool allPerturbed) const
 {
     const at::Tensor& ctx = context ? *context : x;
-    at::Tensor gateLogits;
-    if (toGateLogits.defined())
-        gateLogits = toGateLogits(x);
-    auto value = toV(ctx);
+    at::Tensor gateLogits, query, key, value;
+    if (fused.defined() && fusedSelf && !context) {
+        const auto y = fused(x);
+        const auto inner = normQ.size(0), kvInner = normK.size(0);
+        query = y.narrow(-1, 0, inner);
+        key = y.narrow(-1, inner, kvInner);
+        value = y.narrow(-1, inner + kvInner, kvInner);
+        if (gated)
+            gateLogits = y.narrow(-1, inner + 2 * kvInner, heads);
+    } else if (fused.defined() && !fusedSelf) {
+        const auto y = fused(ctx);
+        const auto kvInner = normK.size(0);
+        key = y.narrow(-1, 0, kvInner);
+        value = y.narrow(-1, kvInner, kvInner);
+        if (!allPerturbed)
+            query = toQ(x);
+        if (gated)
+            gateLogits = toGateLogits(x);
+    } else {
+        TORCH_CHECK(!fused.defined(), "fused self-attention projections used as cross-attention");
+        if (gated)
+            gateLogits = toGateLogits(x);
+        value = toV(ctx);
+        if (!allPerturbed) {
+            query = toQ(x);
+            key = toK(ctx);
+        }
+    }
     at::Tensor out;
     if (allPerturbed) {
         out = value;
     } else {
-        auto q = nn::rmsNormWeighted(toQ(x), normQ, 1e-6);
-        auto k = nn::rmsNormWeighted(toK(ctx), normK, 1e-6);
+        auto q = nn::rmsNormWeighted(query, normQ, 1e-6);
+        auto k = nn::rmsNormWeighted(key, normK, 1e-6);
         if (queryRope) {
             q = applyRope(q, *queryRope);
             k = applyRope(k, keyRope ? *keyRope : *queryRope);
@@ -121,9 +175,8 @@ at::Tensor Attention::operator()(const at::Tensor& x, const at::Tensor* context,
 
 std::int64_t Attention::residentBytes() const
 {
-    auto bytes = toQ.residentBytes() + toK.residentBytes() + toV.residentBytes() + toOut.residentBytes();
-    if (toGateLogits.defined())
-        bytes += toGateLogits.residentBytes();
+    auto bytes = toQ.residentBytes() + toK.residentBytes() + toV.residentBytes() + toOut.residentBytes()
+        + toGateLogits.residentBytes() + fused.residentBytes();
     for (const auto* t : {&normQ, &normK})
         if (t->defined())
             bytes += t->numel() * t->element_size();

@@ -16,7 +16,7 @@ namespace vireo::ltx2 {
 class WeightTaker;
 
 struct Rope {
-    at::Tensor cos, sin;  // split: [B, H, T, r]; interleaved: [B, T, dim]
+    at::Tensor cos, sin;  // split: [B, T, H, 1, r] (reference layout [B, H, T, r] transposed once); interleaved: [B, T, dim]
     bool split = true;
 };
 
@@ -30,8 +30,14 @@ struct Attention {
     nn::Linear toQ, toK, toV, toOut, toGateLogits;
     at::Tensor normQ, normK;
     std::int64_t heads = 0;
+    bool gated = false;
+    // Dense projections that read the same input run as one GEMM: q, k, v (and the gate) for
+    // self-attention, k and v for cross-attention. Fewer, larger matmuls are measurably faster.
+    nn::Linear fused;
+    bool fusedSelf = false;
 
-    static Attention load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated);
+    static Attention load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated,
+                          bool selfAttention);
 
     // x: queries [B, Tq, C]; context: keys/values (self-attention when null). mask is additive
     // and broadcastable to [B, H, Tq, Tk]. perturbation: [B, 1, 1], 0 = replace the attention

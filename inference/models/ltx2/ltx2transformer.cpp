@@ -216,12 +216,12 @@ Result<Transformer> Transformer::load(const Ltx2Weights& weights, const Transfor
             const auto p = "transformer_blocks." + std::to_string(i) + ".";
             Block b;
             const bool bias = c.attentionBias, outBias = c.attentionOutBias;
-            b.attn1 = Attention::load(w, p + "attn1", c.heads, bias, outBias, c.gatedAttn);
-            b.audioAttn1 = Attention::load(w, p + "audio_attn1", c.audioHeads, bias, outBias, c.audioGatedAttn);
-            b.attn2 = Attention::load(w, p + "attn2", c.heads, bias, outBias, c.gatedAttn);
-            b.audioAttn2 = Attention::load(w, p + "audio_attn2", c.audioHeads, bias, outBias, c.audioGatedAttn);
-            b.audioToVideo = Attention::load(w, p + "audio_to_video_attn", c.audioHeads, bias, outBias, c.gatedAttn);
-            b.videoToAudio = Attention::load(w, p + "video_to_audio_attn", c.audioHeads, bias, outBias, c.audioGatedAttn);
+            b.attn1 = Attention::load(w, p + "attn1", c.heads, bias, outBias, c.gatedAttn, true);
+            b.audioAttn1 = Attention::load(w, p + "audio_attn1", c.audioHeads, bias, outBias, c.audioGatedAttn, true);
+            b.attn2 = Attention::load(w, p + "attn2", c.heads, bias, outBias, c.gatedAttn, false);
+            b.audioAttn2 = Attention::load(w, p + "audio_attn2", c.audioHeads, bias, outBias, c.audioGatedAttn, false);
+            b.audioToVideo = Attention::load(w, p + "audio_to_video_attn", c.audioHeads, bias, outBias, c.gatedAttn, false);
+            b.videoToAudio = Attention::load(w, p + "video_to_audio_attn", c.audioHeads, bias, outBias, c.audioGatedAttn, false);
             b.ff = FeedForward::load(w, p + "ff", c.ffBias);
             b.audioFf = FeedForward::load(w, p + "audio_ff", c.audioFfBias);
             b.scaleShiftTable = w.tensor(p + "scale_shift_table");
@@ -406,11 +406,11 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
 
         // 5.1 self-attention
         const auto vMod = modParams(b.scaleShiftTable, temb);
-        auto h = nn::rmsNorm(x, eps) * (1 + vMod[1]) + vMod[0];
-        x = x + b.attn1(h, nullptr, std::nullopt, &videoRope, nullptr, pm, ap) * vMod[2];
+        auto h = nn::modulate(nn::rmsNorm(x, eps), vMod[1], vMod[0]);
+        x = at::addcmul(x, b.attn1(h, nullptr, std::nullopt, &videoRope, nullptr, pm, ap), vMod[2]);
         const auto aMod = modParams(b.audioScaleShiftTable, tembAudio);
-        h = nn::rmsNorm(a, eps) * (1 + aMod[1]) + aMod[0];
-        a = a + b.audioAttn1(h, nullptr, std::nullopt, &audioRope, nullptr, pm, ap) * aMod[2];
+        h = nn::modulate(nn::rmsNorm(a, eps), aMod[1], aMod[0]);
+        a = at::addcmul(a, b.audioAttn1(h, nullptr, std::nullopt, &audioRope, nullptr, pm, ap), aMod[2]);
 
         // 5.2 text cross-attention
         at::Tensor ctx = context, actx = audioContext;
@@ -423,23 +423,19 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
                 kv = b.promptScaleShiftTable.unsqueeze(0).unsqueeze(0).unbind(2);
                 akv = b.audioPromptScaleShiftTable.unsqueeze(0).unsqueeze(0).unbind(2);
             }
-            ctx = context * (1 + kv[1]) + kv[0];
-            actx = audioContext * (1 + akv[1]) + akv[0];
+            ctx = nn::modulate(context, kv[1], kv[0]);
+            actx = nn::modulate(audioContext, akv[1], akv[0]);
         }
         h = nn::rmsNorm(x, eps);
         if (c.crossAttnMod)
-            h = h * (1 + vMod[7]) + vMod[6];
+            h = nn::modulate(h, vMod[7], vMod[6]);
         auto attn = b.attn2(h, &ctx, textMask, nullptr, nullptr);
-        if (c.crossAttnMod)
-            attn = attn * vMod[8];
-        x = x + attn;
+        x = c.crossAttnMod ? at::addcmul(x, attn, vMod[8]) : x + attn;
         h = nn::rmsNorm(a, eps);
         if (c.audioCrossAttnMod)
-            h = h * (1 + aMod[7]) + aMod[6];
+            h = nn::modulate(h, aMod[7], aMod[6]);
         attn = b.audioAttn2(h, &actx, audioTextMask, nullptr, nullptr);
-        if (c.audioCrossAttnMod)
-            attn = attn * aMod[8];
-        a = a + attn;
+        a = c.audioCrossAttnMod ? at::addcmul(a, attn, aMod[8]) : a + attn;
 
         // 5.3 audio <-> video cross-attention, both from the states before either update
         if (!in.isolateModalities) {
@@ -450,30 +446,30 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
             const auto aCa = modParams(b.audioA2vTable.narrow(0, 0, 4), caAudioScaleShiftT);
             const auto aGate = modParams(b.audioA2vTable.narrow(0, 4, 1), caAudioGateT)[0];
             // rows: 0 scale(a2v), 1 shift(a2v), 2 scale(v2a), 3 shift(v2a)
-            auto q = xn * (1 + vCa[0]) + vCa[1];
-            auto kv = an * (1 + aCa[0]) + aCa[1];
+            auto q = nn::modulate(xn, vCa[0], vCa[1]);
+            auto kv = nn::modulate(an, aCa[0], aCa[1]);
             const auto a2v = b.audioToVideo(q, &kv, std::nullopt, &crossVideoRope, &crossAudioRope);
-            q = an * (1 + aCa[2]) + aCa[3];
-            kv = xn * (1 + vCa[2]) + vCa[3];
+            q = nn::modulate(an, aCa[2], aCa[3]);
+            kv = nn::modulate(xn, vCa[2], vCa[3]);
             const auto v2a = b.videoToAudio(q, &kv, std::nullopt, &crossAudioRope, &crossVideoRope);
-            x = x + vGate * a2v;
-            a = a + aGate * v2a;
+            x = at::addcmul(x, vGate, a2v);
+            a = at::addcmul(a, aGate, v2a);
         }
 
         // 5.4 feed-forward
-        h = nn::rmsNorm(x, eps) * (1 + vMod[4]) + vMod[3];
-        x = x + b.ff(h) * vMod[5];
-        h = nn::rmsNorm(a, eps) * (1 + aMod[4]) + aMod[3];
-        a = a + b.audioFf(h) * aMod[5];
+        h = nn::modulate(nn::rmsNorm(x, eps), vMod[4], vMod[3]);
+        x = at::addcmul(x, b.ff(h), vMod[5]);
+        h = nn::modulate(nn::rmsNorm(a, eps), aMod[4], aMod[3]);
+        a = at::addcmul(a, b.audioFf(h), aMod[5]);
         if (in.onBlock)
             in.onBlock(static_cast<int>(i), x, a);
     }
 
     // 6. Output
     auto values = scaleShiftTable.unsqueeze(0).unsqueeze(0) + embedded.unsqueeze(2);
-    auto out = nn::layerNormNoAffine(x, 1e-6) * (1 + values.select(2, 1)) + values.select(2, 0);
+    auto out = nn::modulate(nn::layerNormNoAffine(x, 1e-6), values.select(2, 1), values.select(2, 0));
     auto audioValues = audioScaleShiftTable.unsqueeze(0).unsqueeze(0) + audioEmbedded.unsqueeze(2);
-    auto audioOut = nn::layerNormNoAffine(a, 1e-6) * (1 + audioValues.select(2, 1)) + audioValues.select(2, 0);
+    auto audioOut = nn::modulate(nn::layerNormNoAffine(a, 1e-6), audioValues.select(2, 1), audioValues.select(2, 0));
     return {projOut(out), audioProjOut(audioOut)};
 }
 
@@ -584,7 +580,7 @@ std::map<std::string, std::int64_t> Transformer::bytesByRepresentation() const
             out["dense"] += t.numel() * t.element_size();
     };
     auto addAttention = [&](const Attention& at) {
-        for (const auto* l : {&at.toQ, &at.toK, &at.toV, &at.toOut, &at.toGateLogits})
+        for (const auto* l : {&at.toQ, &at.toK, &at.toV, &at.toOut, &at.toGateLogits, &at.fused})
             addLinear(*l);
         addTensor(at.normQ);
         addTensor(at.normK);

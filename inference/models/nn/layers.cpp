@@ -16,6 +16,8 @@ at::Tensor Linear::operator()(const at::Tensor& x) const
 
 std::int64_t Linear::residentBytes() const
 {
+    if (!weight.defined())
+        return 0;
     std::int64_t bytes = weight.defined() ? weight.residentBytes() : 0;
     if (bias)
         bytes += bias->numel() * bias->element_size();
@@ -24,8 +26,13 @@ std::int64_t Linear::residentBytes() const
 
 at::Tensor rmsNorm(const at::Tensor& x, double eps)
 {
-    const auto variance = x.to(at::kFloat).pow(2).mean(-1, true);
-    return (x * at::rsqrt(variance + eps)).to(x.scalar_type());
+    // One fused kernel; it accumulates in float32 like the reference's explicit upcast.
+    return at::rms_norm(x, {x.size(-1)}, std::nullopt, eps);
+}
+
+at::Tensor modulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift)
+{
+    return at::addcmul(shift, x, 1 + scale);
 }
 
 at::Tensor rmsNormWeighted(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps)

@@ -34,6 +34,8 @@ struct Linear {
 
 // diffusers' RMSNorm without affine: the variance in float32, the result back in x's dtype.
 at::Tensor rmsNorm(const at::Tensor& x, double eps);
+// x * (1 + scale) + shift in one pass (AdaLN modulation).
+at::Tensor modulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift);
 // torch.nn.RMSNorm with an optional weight (q/k norms across heads).
 at::Tensor rmsNormWeighted(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
 at::Tensor layerNormNoAffine(const at::Tensor& x, double eps);
