@@ -4,6 +4,7 @@
 #include "tests/inference/fixtures.h"
 
 #include "inference/models/ltx2/ltx2connectors.h"
+#include "inference/models/nn/layers.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/tensorfile/tensorset.h"
@@ -271,6 +272,21 @@ VT_TEST(cancelStopsBetweenBlocksAndBadInputsAreErrors)
     bad->stgBlocks = {7};
     out = transformer("23", "diffusers").forward(*bad);
     VT_CHECK(!out.ok() && out.error().message.find("block 7 does not exist") != std::string::npos);
+}
+
+VT_TEST(chunkedAttentionEqualsOneShot)
+{
+    // Real sizes chunk the queries so the math fallback never materializes a full score
+    // matrix; the chunks must give the same result as one call, with and without a mask.
+    at::manual_seed(3);
+    const auto q = at::randn({2, 4, 300, 32}), k = at::randn({2, 4, 77, 32}), v = at::randn({2, 4, 77, 32});
+    const auto full = nn::attention(q, k, v, std::nullopt);
+    const auto chunked = nn::attention(q, k, v, std::nullopt, 2 * 4 * 77 * 64);  // 64 query rows at a time
+    VT_CHECK(maxAbsDiff(full, chunked) <= 1e-6);
+    const auto mask = at::where(at::rand({2, 1, 1, 77}) > 0.3, 0.0, -10000.0);
+    VT_CHECK(maxAbsDiff(nn::attention(q, k, v, mask), nn::attention(q, k, v, mask, 2 * 4 * 77 * 50)) <= 1e-6);
+    const auto perQuery = at::where(at::rand({2, 1, 300, 77}) > 0.3, 0.0, -10000.0);
+    VT_CHECK(maxAbsDiff(nn::attention(q, k, v, perQuery), nn::attention(q, k, v, perQuery, 2 * 4 * 77 * 50)) <= 1e-6);
 }
 
 VT_MAIN("TestLtx2Dit")
