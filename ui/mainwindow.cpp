@@ -1,5 +1,9 @@
 #include "ui/mainwindow.h"
 
+#include "core/catalog/catalog.h"
+#include "core/hub/downloadmanager.h"
+#include "core/settings/studiosettings.h"
+#include "ui/pages/downloadspage.h"
 #include "ui/pages/modelspage.h"
 #include "ui/pages/settingspage.h"
 #include "ui/pages/simplepages.h"
@@ -8,6 +12,7 @@
 #include <QCloseEvent>
 #include <QHBoxLayout>
 #include <QListWidget>
+#include <QMessageBox>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
@@ -19,8 +24,22 @@ MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent)
     , m_navigation(new QListWidget)
     , m_pages(new QStackedWidget)
-    , m_models(new ModelsPage)
+    , m_settings(new core::StudioSettings(this))
+    , m_manager(nullptr)
+    , m_models(nullptr)
+    , m_downloads(nullptr)
+    , m_settingsPage(nullptr)
 {
+    auto catalog = vireo::catalog::Catalog::loadBuiltin();
+    if (!catalog) {
+        // The catalog is built into the binary; a broken one is a packaging defect, said plainly.
+        QMessageBox::critical(this, tr("Vireo Studio"), tr("The built-in model catalog is damaged: %1").arg(QString::fromStdString(catalog.error().message)));
+        catalog = vireo::catalog::Catalog{};
+    }
+    m_manager = new hub::DownloadManager(m_settings, std::move(*catalog), this);
+    m_models = new ModelsPage(m_manager);
+    m_downloads = new DownloadsPage(m_manager);
+    m_settingsPage = new SettingsPage(m_settings);
     setWindowTitle(tr("Vireo Studio"));
     setMinimumSize(900, 600);
 
@@ -36,10 +55,10 @@ MainWindow::MainWindow(QWidget* parent)
     };
     const Entry entries[] = {
         {tr("Models"), QStyle::SP_DriveHDIcon, m_models, tr("Open and inspect models (Ctrl+1)")},
-        {tr("Downloads"), QStyle::SP_ArrowDown, new DownloadsPage, tr("Hub downloads (Ctrl+2)")},
+        {tr("Downloads"), QStyle::SP_ArrowDown, m_downloads, tr("Plans and downloads from the Hub (Ctrl+2)")},
         {tr("Generate"), QStyle::SP_MediaPlay, new GeneratePage, tr("Make images and video (Ctrl+3)")},
         {tr("Gallery"), QStyle::SP_FileDialogContentsView, new GalleryPage, tr("Your outputs (Ctrl+4)")},
-        {tr("Settings"), QStyle::SP_FileDialogDetailedView, new SettingsPage, tr("Cache, Hub and logs (Ctrl+5)")},
+        {tr("Settings"), QStyle::SP_FileDialogDetailedView, m_settingsPage, tr("Cache, Hub, token and trusted repos (Ctrl+5)")},
     };
     int index = 0;
     for (const auto& e : entries) {
@@ -76,6 +95,19 @@ MainWindow::MainWindow(QWidget* parent)
     statusBar()->showMessage(tr("Ready"));
     connect(m_models, &ModelsPage::inspectionFinished, this, [this](const QString& path, bool ok) {
         statusBar()->showMessage(ok ? tr("Inspected %1").arg(path) : tr("Could not open %1").arg(path), 8000);
+    });
+
+    connect(m_models, &ModelsPage::taskOpened, this, [this](const QString& key) {
+        m_downloads->showTask(key);
+        showPage(Page::Downloads);
+    });
+    connect(m_manager, &hub::DownloadManager::taskAdded, this, [this](hub::DownloadTask* task) {
+        connect(task, &hub::DownloadTask::stateChanged, this, [this, task](hub::DownloadTask::State state) {
+            if (state == hub::DownloadTask::State::Done)
+                statusBar()->showMessage(tr("%1 is ready").arg(task->spec().title), 10000);
+            else if (state == hub::DownloadTask::State::Failed || state == hub::DownloadTask::State::PlanFailed)
+                statusBar()->showMessage(tr("%1: %2").arg(task->spec().title, task->message()), 15000);
+        });
     });
 
     QSettings settings;

@@ -5,9 +5,18 @@
 class QListWidget;
 class QStackedWidget;
 
+namespace vireo::core {
+class StudioSettings;
+}
+namespace vireo::hub {
+class DownloadManager;
+}
+
 namespace vireo::ui {
 
 class ModelsPage;
+class DownloadsPage;
+class SettingsPage;
 
 // The studio's frame: a navigation sidebar and one page per area. Remembers its geometry
 // and the last page.
@@ -21,6 +30,10 @@ public:
     void showPage(Page page);
     Page currentPage() const;
     ModelsPage* modelsPage() const { return m_models; }
+    DownloadsPage* downloadsPage() const { return m_downloads; }
+    SettingsPage* settingsPage() const { return m_settingsPage; }
+    hub::DownloadManager* downloads() const { return m_manager; }
+    core::StudioSettings* settings() const { return m_settings; }
     QListWidget* navigation() const { return m_navigation; }
 
 protected:
@@ -29,7 +42,11 @@ protected:
 private:
     QListWidget* m_navigation;
     QStackedWidget* m_pages;
+    core::StudioSettings* m_settings;
+    hub::DownloadManager* m_manager;
     ModelsPage* m_models;
+    DownloadsPage* m_downloads;
+    SettingsPage* m_settingsPage;
 };
 
 } // namespace vireo::ui

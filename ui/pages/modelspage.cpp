@@ -1,6 +1,7 @@
 #include "ui/pages/modelspage.h"
 
 #include "core/models/localmodelinspector.h"
+#include "ui/pages/catalogpanel.h"
 #include "ui/pages/pagehelpers.h"
 
 #include <QDragEnterEvent>
@@ -17,6 +18,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QStyle>
+#include <QTabWidget>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
@@ -58,7 +60,7 @@ void addJson(QTreeWidgetItem* parent, const QString& key, const QJsonValue& valu
             addJson(item, it.key(), it.value());
     } else if (value.isArray()) {
         const auto arr = value.toArray();
-        auto* item = addChild(parent, key, QObject::tr("%n item(s)", nullptr, static_cast<int>(arr.size())));
+        auto* item = addChild(parent, key, countOf(arr.size(), QObject::tr("item"), QObject::tr("items")));
         for (qsizetype i = 0; i < arr.size() && i < 64; ++i)
             addJson(item, QString::number(i), arr.at(i));
     } else {
@@ -99,16 +101,29 @@ QString quantizationText(const vireo::inspect::QuantizationReport& qr)
 
 } // namespace
 
-ModelsPage::ModelsPage(QWidget* parent)
+ModelsPage::ModelsPage(hub::DownloadManager* manager, QWidget* parent)
     : QWidget(parent)
     , m_inspector(new core::LocalModelInspector(this))
+    , m_tabs(new QTabWidget)
+    , m_catalog(new CatalogPanel(manager))
 {
     setAcceptDrops(true);
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(28, 24, 28, 24);
-    addPageHeader(layout, tr("Models"),
-        tr("Open a checkpoint from disk to see what it is before loading it. Choosing and downloading from the "
-           "Hub catalog is not available in this version."));
+    auto* page = new QVBoxLayout(this);
+    page->setContentsMargins(28, 24, 28, 24);
+    addPageHeader(page, tr("Models"),
+        tr("Pick a model from the catalog or any Hugging Face repo and see what it costs before anything downloads, "
+           "or open a checkpoint from disk to see what it is."));
+    m_tabs->setObjectName(QStringLiteral("modelTabs"));
+    m_tabs->setDocumentMode(true);
+    m_tabs->addTab(m_catalog, tr("Catalog and Hub"));
+    auto* disk = new QWidget;
+    m_tabs->addTab(disk, tr("On this computer"));
+    m_tabs->setTabToolTip(0, tr("Models the studio knows, any Hub repo, and what is already in your Hugging Face cache"));
+    m_tabs->setTabToolTip(1, tr("A file or folder on disk, inspected from its headers"));
+    page->addWidget(m_tabs, 1);
+    connect(m_catalog, &CatalogPanel::taskOpened, this, &ModelsPage::taskOpened);
+    auto* layout = new QVBoxLayout(disk);
+    layout->setContentsMargins(0, 12, 0, 0);
 
     m_dropZone = new QFrame;
     m_dropZone->setObjectName(QStringLiteral("dropZone"));
@@ -169,6 +184,7 @@ void ModelsPage::openPath(const QString& path)
 {
     const QString absolute = QFileInfo(path).absoluteFilePath();
     QSettings().setValue(QStringLiteral("models/lastPath"), absolute);
+    m_tabs->setCurrentIndex(1);
     m_inspector->inspect(absolute);
 }
 
@@ -195,10 +211,10 @@ void ModelsPage::showReport(const QString& path, const vireo::inspect::ModelRepo
     m_status->setText(tr("%1 — read from headers only").arg(path));
     m_report->clear();
     addRow(m_report, tr("Recognized"), familyText(r) + (r.attention.empty() ? QString() : QStringLiteral(", ") + q(r.attention)));
-    addRow(m_report, tr("Format"), q(r.format) + QStringLiteral(" · ") + tr("%n file(s)", nullptr, static_cast<int>(r.files.size())));
+    addRow(m_report, tr("Format"), q(r.format) + QStringLiteral(" · ") + countOf(static_cast<qint64>(r.files.size()), tr("file"), tr("files")));
     addRow(m_report, tr("Tensors"), QLocale().toString(static_cast<qlonglong>(r.tensors)));
     addRow(m_report, tr("Size on disk"), sizeText(r.bytes), tr("%1 bytes").arg(QLocale().toString(static_cast<qulonglong>(r.bytes))));
-    auto* types = addRow(m_report, tr("Types"), tr("%n type(s)", nullptr, static_cast<int>(r.dtypes.size())));
+    auto* types = addRow(m_report, tr("Types"), countOf(static_cast<qint64>(r.dtypes.size()), tr("type"), tr("types")));
     for (const auto& [name, count] : r.dtypes)
         addChild(types, q(name), QLocale().toString(static_cast<qlonglong>(count)));
     QStringList components;
@@ -230,7 +246,7 @@ void ModelsPage::showReport(const QString& path, const vireo::inspect::ModelRepo
     }
     const auto metadata = QJsonDocument::fromJson(QByteArray::fromStdString(r.metadataJson)).object();
     if (!metadata.isEmpty()) {
-        auto* item = addRow(m_report, tr("Metadata"), tr("%n file(s)", nullptr, static_cast<int>(metadata.size())));
+        auto* item = addRow(m_report, tr("Metadata"), countOf(static_cast<qint64>(metadata.size()), tr("file"), tr("files")));
         for (auto it = metadata.begin(); it != metadata.end(); ++it)
             addJson(item, it.key(), it.value());
     }

@@ -13,6 +13,10 @@ class LocalModelInspector;
 namespace vireo::inspect {
 struct ModelReport;
 }
+namespace vireo::hub {
+class DownloadManager;
+}
+class QTabWidget;
 
 namespace vireo::ui {
 
@@ -21,7 +25,9 @@ namespace vireo::ui {
 class ModelsPage : public QWidget {
     Q_OBJECT
 public:
-    explicit ModelsPage(QWidget* parent = nullptr);
+    explicit ModelsPage(hub::DownloadManager* manager, QWidget* parent = nullptr);
+    class CatalogPanel* catalogPanel() const { return m_catalog; }
+    QTabWidget* tabs() const { return m_tabs; }
 
     void openPath(const QString& path);
     QTreeWidget* reportView() const { return m_report; }
@@ -33,6 +39,8 @@ public slots:
 
 signals:
     void inspectionFinished(const QString& path, bool ok);
+    // A download task was opened (planned) from the catalog or a Hub repo id.
+    void taskOpened(const QString& key);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -45,6 +53,8 @@ private:
     void setDragActive(bool active);
 
     core::LocalModelInspector* m_inspector;
+    QTabWidget* m_tabs;
+    class CatalogPanel* m_catalog;
     QFrame* m_dropZone;
     QPushButton* m_openFile;
     QPushButton* m_openFolder;

@@ -5,6 +5,11 @@
 
 namespace vireo::ui {
 
+QString countOf(qint64 n, const QString& one, const QString& many)
+{
+    return QString::number(n) + QLatin1Char(' ') + (n == 1 ? one : many);
+}
+
 void addPageHeader(QVBoxLayout* layout, const QString& title, const QString& subtitle)
 {
     auto* titleLabel = new QLabel(title);

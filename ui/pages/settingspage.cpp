@@ -1,16 +1,23 @@
 #include "ui/pages/settingspage.h"
 
-#include "core/hub/hubpaths.h"
+#include "core/settings/studiosettings.h"
 #include "core/util/logging.h"
 #include "ui/pages/pagehelpers.h"
 
+#include <QCheckBox>
 #include <QDesktopServices>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QFrame>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QTimer>
 #include <QUrl>
 #include <QVBoxLayout>
 
@@ -18,62 +25,185 @@ namespace vireo::ui {
 
 namespace {
 
-QLabel* valueLabel(const QString& text, const QString& tip)
+QFrame* card(QFormLayout*& form)
 {
-    auto* label = new QLabel(text);
-    label->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    label->setToolTip(tip);
-    label->setWordWrap(true);
-    return label;
+    auto* frame = new QFrame;
+    frame->setObjectName(QStringLiteral("card"));
+    form = new QFormLayout(frame);
+    form->setContentsMargins(18, 16, 18, 16);
+    form->setHorizontalSpacing(24);
+    form->setVerticalSpacing(12);
+    return frame;
 }
 
-QWidget* pathRow(const QString& path, const QString& tip)
+QWidget* row(std::initializer_list<QWidget*> widgets, int stretchIndex = 0)
 {
-    auto* row = new QWidget;
-    auto* layout = new QHBoxLayout(row);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(valueLabel(path, tip), 1);
-    auto* open = new QPushButton(QObject::tr("Open"));
-    open->setToolTip(QObject::tr("Show this folder in the file manager"));
-    open->setEnabled(QFileInfo(path).isDir());
-    QObject::connect(open, &QPushButton::clicked, row, [path]() { QDesktopServices::openUrl(QUrl::fromLocalFile(path)); });
-    layout->addWidget(open);
-    return row;
+    auto* w = new QWidget;
+    auto* l = new QHBoxLayout(w);
+    l->setContentsMargins(0, 0, 0, 0);
+    int i = 0;
+    for (auto* x : widgets)
+        l->addWidget(x, i++ == stretchIndex ? 1 : 0);
+    return w;
 }
 
 } // namespace
 
-SettingsPage::SettingsPage(QWidget* parent) : QWidget(parent)
+SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
+    : QWidget(parent), m_settings(settings), m_cache(new QLineEdit), m_endpoint(new QLineEdit), m_token(new QLineEdit),
+      m_saveToken(new QPushButton(tr("Save token"))), m_clearToken(new QPushButton(tr("Remove"))), m_tokenStatus(new QLabel),
+      m_parallel(new QSpinBox), m_offline(new QCheckBox(tr("Work offline: never contact the Hub"))), m_trusted(new QListWidget),
+      m_revoke(new QPushButton(tr("Revoke"))), m_saved(new QLabel)
 {
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(28, 24, 28, 24);
-    addPageHeader(layout, tr("Settings"),
-        tr("Shown as resolved from the environment, the way huggingface_hub resolves them, so Vireo and Python "
-           "tools share one cache. Editing them here is not available in this version."));
+    auto* outer = new QVBoxLayout(this);
+    outer->setContentsMargins(28, 24, 28, 24);
+    addPageHeader(outer, tr("Settings"),
+        tr("Defaults come from the Hugging Face environment (HF_HOME, HF_HUB_CACHE, HF_ENDPOINT, HF_TOKEN), so Vireo "
+           "and Python tools share one cache. Changes are saved at once and apply to the next plan or download."));
 
-    const auto hub = core::HubPaths::fromEnvironment();
-    auto* card = new QFrame;
-    card->setObjectName(QStringLiteral("card"));
-    auto* form = new QFormLayout(card);
-    form->setContentsMargins(18, 16, 18, 16);
-    form->setHorizontalSpacing(24);
-    form->setVerticalSpacing(12);
-    const QString source = hub.cacheDirSource == QStringLiteral("default") ? tr("default location")
-                                                                           : tr("from %1").arg(hub.cacheDirSource);
-    form->addRow(tr("Model cache"), pathRow(hub.cacheDir, tr("huggingface_hub cache folder (%1)").arg(source)));
-    form->addRow(tr("Hub endpoint"), valueLabel(hub.endpoint, tr("HF_ENDPOINT, or the public Hub")));
-    const bool tokenFile = QFileInfo::exists(hub.tokenPath);
-    const bool tokenEnv = qEnvironmentVariableIsSet("HF_TOKEN") || qEnvironmentVariableIsSet("HUGGING_FACE_HUB_TOKEN");
-    form->addRow(tr("Access token"),
-        valueLabel(tokenEnv ? tr("set in the environment (HF_TOKEN)")
-                : tokenFile ? tr("stored in %1").arg(hub.tokenPath)
-                            : tr("none; gated models will need one"),
-            tr("The token itself is never shown or logged")));
-    form->addRow(tr("Offline mode"),
-        valueLabel(hub.offline ? tr("on (HF_HUB_OFFLINE)") : tr("off"), tr("When on, nothing is fetched from the network")));
-    form->addRow(tr("Logs"), pathRow(core::logDirectory(), tr("Rotating log files, readable only by you")));
-    layout->addWidget(card);
+    auto* content = new QWidget;
+    auto* layout = new QVBoxLayout(content);
+    layout->setContentsMargins(0, 0, 0, 0);
+
+    QFormLayout* hubForm = nullptr;
+    layout->addWidget(card(hubForm));
+    m_cache->setObjectName(QStringLiteral("cacheEdit"));
+    m_cache->setToolTip(tr("The huggingface_hub cache folder (models--org--name/…); partial downloads live next to it"));
+    auto* browse = new QPushButton(tr("Browse…"));
+    auto* resetCache = new QPushButton(tr("Default"));
+    resetCache->setToolTip(tr("Back to the folder the environment names"));
+    hubForm->addRow(tr("Model cache"), row({m_cache, browse, resetCache}));
+    m_endpoint->setObjectName(QStringLiteral("endpointEdit"));
+    m_endpoint->setToolTip(tr("The Hub's address; a mirror or a private Hub works the same way"));
+    hubForm->addRow(tr("Hub endpoint"), m_endpoint);
+    m_token->setObjectName(QStringLiteral("tokenEdit"));
+    m_token->setEchoMode(QLineEdit::Password);
+    m_token->setPlaceholderText(tr("hf_… (needed for gated models such as Gemma)"));
+    m_token->setToolTip(tr("Stored in a file only you can read, never logged, never shown in full"));
+    m_saveToken->setObjectName(QStringLiteral("saveToken"));
+    hubForm->addRow(tr("Access token"), row({m_token, m_saveToken, m_clearToken}));
+    m_tokenStatus->setObjectName(QStringLiteral("pageSubtitle"));
+    m_tokenStatus->setWordWrap(true);
+    hubForm->addRow(QString(), m_tokenStatus);
+    m_parallel->setObjectName(QStringLiteral("parallelBox"));
+    m_parallel->setRange(1, 16);
+    m_parallel->setToolTip(tr("Files downloaded at the same time; large files also come in parallel ranges"));
+    hubForm->addRow(tr("Parallel downloads"), m_parallel);
+    m_offline->setObjectName(QStringLiteral("offlineBox"));
+    hubForm->addRow(tr("Network"), m_offline);
+
+    QFormLayout* trustForm = nullptr;
+    layout->addWidget(card(trustForm));
+    m_trusted->setObjectName(QStringLiteral("trustedList"));
+    m_trusted->setMaximumHeight(140);
+    m_trusted->setToolTip(tr("Repos you approved outside the catalog's publishers"));
+    m_revoke->setObjectName(QStringLiteral("revokeButton"));
+    m_revoke->setToolTip(tr("Ask again before the next download from this repo"));
+    trustForm->addRow(tr("Trusted repos"), row({m_trusted, m_revoke}));
+    auto* logs = new QLabel(core::logDirectory());
+    logs->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* openLogs = new QPushButton(tr("Open"));
+    connect(openLogs, &QPushButton::clicked, this, []() { QDesktopServices::openUrl(QUrl::fromLocalFile(core::logDirectory())); });
+    trustForm->addRow(tr("Logs"), row({logs, openLogs}));
+
+    m_saved->setObjectName(QStringLiteral("pageSubtitle"));
+    layout->addWidget(m_saved);
     layout->addStretch(1);
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(content);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    outer->addWidget(scroll, 1);
+
+    auto saved = [this](const QString& what) {
+        m_saved->setText(tr("Saved: %1").arg(what));
+        QTimer::singleShot(4000, m_saved, [this]() { m_saved->clear(); });
+    };
+    connect(m_cache, &QLineEdit::editingFinished, this, [this, saved]() {
+        if (m_cache->text() == m_settings->cacheFolder())
+            return;
+        m_settings->setCacheFolder(m_cache->text());
+        saved(tr("model cache"));
+    });
+    connect(browse, &QPushButton::clicked, this, [this, saved]() {
+        const auto dir = QFileDialog::getExistingDirectory(this, tr("Model cache folder"), m_settings->cacheFolder());
+        if (dir.isEmpty())
+            return;
+        m_settings->setCacheFolder(dir);
+        saved(tr("model cache"));
+    });
+    connect(resetCache, &QPushButton::clicked, this, [this, saved]() {
+        m_settings->setCacheFolder(QString());
+        saved(tr("model cache"));
+    });
+    connect(m_endpoint, &QLineEdit::editingFinished, this, [this, saved]() {
+        if (m_endpoint->text() == m_settings->endpoint())
+            return;
+        const auto url = QUrl(m_endpoint->text().trimmed());
+        if (!m_endpoint->text().trimmed().isEmpty() && (!url.isValid() || (url.scheme() != QStringLiteral("https") && url.scheme() != QStringLiteral("http")))) {
+            m_saved->setText(tr("The endpoint must be an http(s) address"));
+            return;
+        }
+        m_settings->setEndpoint(m_endpoint->text());
+        saved(tr("Hub endpoint"));
+    });
+    connect(m_saveToken, &QPushButton::clicked, this, [this, saved]() {
+        QString error;
+        if (!m_settings->setToken(m_token->text(), &error)) {
+            m_tokenStatus->setText(error);
+            return;
+        }
+        m_token->clear();
+        saved(tr("access token"));
+    });
+    connect(m_token, &QLineEdit::returnPressed, m_saveToken, &QPushButton::click);
+    connect(m_clearToken, &QPushButton::clicked, this, [this, saved]() {
+        m_settings->setToken(QString());
+        saved(tr("access token removed"));
+    });
+    connect(m_parallel, &QSpinBox::valueChanged, this, [this, saved](int v) {
+        if (v == m_settings->parallelDownloads())
+            return;
+        m_settings->setParallelDownloads(v);
+        saved(tr("parallel downloads"));
+    });
+    connect(m_offline, &QCheckBox::toggled, this, [this, saved](bool on) {
+        if (on == m_settings->offline())
+            return;
+        m_settings->setOffline(on);
+        saved(on ? tr("offline mode on") : tr("offline mode off"));
+    });
+    connect(m_revoke, &QPushButton::clicked, this, [this, saved]() {
+        if (auto* item = m_trusted->currentItem()) {
+            const auto repo = item->text();
+            m_settings->revokeRepo(repo);
+            saved(tr("%1 is no longer trusted").arg(repo));
+        }
+    });
+    connect(m_trusted, &QListWidget::currentRowChanged, this, [this](int r) { m_revoke->setEnabled(r >= 0); });
+    connect(m_settings, &core::StudioSettings::changed, this, &SettingsPage::load);
+    load();
+}
+
+void SettingsPage::load()
+{
+    if (!m_cache->hasFocus())
+        m_cache->setText(m_settings->cacheFolder());
+    if (!m_endpoint->hasFocus())
+        m_endpoint->setText(m_settings->endpoint());
+    using S = core::StudioSettings::TokenSource;
+    switch (m_settings->tokenSource()) {
+    case S::None: m_tokenStatus->setText(tr("No token: public models only; gated ones will ask for it.")); break;
+    case S::Settings: m_tokenStatus->setText(tr("Using %1, stored in %2 (readable only by you).").arg(m_settings->maskedToken(), m_settings->tokenFilePath())); break;
+    case S::Environment: m_tokenStatus->setText(tr("Using %1 from HF_TOKEN in the environment.").arg(m_settings->maskedToken())); break;
+    case S::TokenFile: m_tokenStatus->setText(tr("Using %1 from the Hugging Face token file.").arg(m_settings->maskedToken())); break;
+    }
+    m_clearToken->setEnabled(m_settings->tokenSource() == S::Settings);
+    m_parallel->setValue(m_settings->parallelDownloads());
+    m_offline->setChecked(m_settings->offline());
+    m_trusted->clear();
+    m_trusted->addItems(m_settings->trustedRepos());
+    m_revoke->setEnabled(false);
 }
 
 } // namespace vireo::ui

@@ -2,14 +2,51 @@
 
 #include <QWidget>
 
+class QCheckBox;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QPushButton;
+class QSpinBox;
+
+namespace vireo::core {
+class StudioSettings;
+}
+
 namespace vireo::ui {
 
-// Where things live, as the studio resolved them. Read-only in this version: the values
-// come from the same environment variables huggingface_hub reads.
+// Cache folder, Hub endpoint, access token, parallel downloads, offline mode and the repos
+// the user trusted. Changes are saved at once and apply to the next plan or download.
 class SettingsPage : public QWidget {
     Q_OBJECT
 public:
-    explicit SettingsPage(QWidget* parent = nullptr);
+    explicit SettingsPage(core::StudioSettings* settings, QWidget* parent = nullptr);
+
+    QLineEdit* cacheEdit() const { return m_cache; }
+    QLineEdit* endpointEdit() const { return m_endpoint; }
+    QLineEdit* tokenEdit() const { return m_token; }
+    QPushButton* saveTokenButton() const { return m_saveToken; }
+    QLabel* tokenStatus() const { return m_tokenStatus; }
+    QSpinBox* parallelBox() const { return m_parallel; }
+    QCheckBox* offlineBox() const { return m_offline; }
+    QListWidget* trustedList() const { return m_trusted; }
+    QPushButton* revokeButton() const { return m_revoke; }
+
+private:
+    void load();
+
+    core::StudioSettings* m_settings;
+    QLineEdit* m_cache;
+    QLineEdit* m_endpoint;
+    QLineEdit* m_token;
+    QPushButton* m_saveToken;
+    QPushButton* m_clearToken;
+    QLabel* m_tokenStatus;
+    QSpinBox* m_parallel;
+    QCheckBox* m_offline;
+    QListWidget* m_trusted;
+    QPushButton* m_revoke;
+    QLabel* m_saved;
 };
 
 } // namespace vireo::ui

@@ -6,16 +6,6 @@
 
 namespace vireo::ui {
 
-DownloadsPage::DownloadsPage(QWidget* parent) : QWidget(parent)
-{
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(28, 24, 28, 24);
-    addPageHeader(layout, tr("Downloads"), tr("Files fetched from the Hugging Face Hub into the shared cache."));
-    layout->addWidget(makeEmptyState(tr("No downloads"),
-        tr("Downloading from the Hub is not available in this version. Models already on disk can be opened "
-           "from the Models page.")), 1);
-}
-
 GeneratePage::GeneratePage(QWidget* parent) : QWidget(parent)
 {
     auto* layout = new QVBoxLayout(this);

@@ -1,0 +1,366 @@
+#include "core/hub/downloadtask.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QPointer>
+
+#include <algorithm>
+
+namespace vireo::hub {
+
+namespace {
+
+QJsonArray toArray(const std::vector<std::string>& v)
+{
+    QJsonArray a;
+    for (const auto& s : v)
+        a.append(QString::fromStdString(s));
+    return a;
+}
+
+std::vector<std::string> fromArray(const QJsonValue& v)
+{
+    std::vector<std::string> out;
+    for (const auto& s : v.toArray())
+        out.push_back(s.toString().toStdString());
+    return out;
+}
+
+// A repo without model_index.json: the weights and the small files that describe them.
+// Pickle formats (.bin, .pt, .ckpt) are never fetched: loading them would run code.
+PlanRule weightsRule()
+{
+    PlanRule r;
+    r.mode = PlanRule::Mode::Files;
+    r.include = {"*.safetensors", "*.safetensors.index.json", "*.gguf", "*.json", "*.txt", "*.model", "*.md"};
+    return r;
+}
+
+} // namespace
+
+TaskSpec TaskSpec::forRepo(const std::string& repo, const std::string& revision)
+{
+    TaskSpec s;
+    s.key = QStringLiteral("repo:%1@%2").arg(QString::fromStdString(repo), QString::fromStdString(revision));
+    s.title = QString::fromStdString(repo);
+    Source src;
+    src.repo = repo;
+    src.revision = revision;
+    src.role = "model";
+    src.autoRule = true;
+    s.sources.push_back(src);
+    return s;
+}
+
+QByteArray TaskSpec::toJson() const
+{
+    QJsonArray sources;
+    for (const auto& s : this->sources) {
+        sources.append(QJsonObject{{QStringLiteral("repo"), QString::fromStdString(s.repo)},
+            {QStringLiteral("revision"), QString::fromStdString(s.revision)}, {QStringLiteral("role"), QString::fromStdString(s.role)},
+            {QStringLiteral("auto"), s.autoRule},
+            {QStringLiteral("mode"), s.rule.mode == PlanRule::Mode::Diffusers ? QStringLiteral("diffusers") : QStringLiteral("files")},
+            {QStringLiteral("include"), toArray(s.rule.include)}, {QStringLiteral("exclude"), toArray(s.rule.exclude)},
+            {QStringLiteral("components"), toArray(s.rule.components)},
+            {QStringLiteral("weight_variant"), QString::fromStdString(s.rule.weightVariant)}});
+    }
+    return QJsonDocument(QJsonObject{{QStringLiteral("key"), key}, {QStringLiteral("title"), title},
+                             {QStringLiteral("catalog"), catalogId}, {QStringLiteral("sources"), sources}})
+        .toJson(QJsonDocument::Compact);
+}
+
+std::optional<TaskSpec> TaskSpec::fromJson(const QByteArray& json)
+{
+    const auto o = QJsonDocument::fromJson(json).object();
+    if (o.isEmpty() || !o.value(QStringLiteral("sources")).isArray())
+        return std::nullopt;
+    TaskSpec s;
+    s.key = o.value(QStringLiteral("key")).toString();
+    s.title = o.value(QStringLiteral("title")).toString();
+    s.catalogId = o.value(QStringLiteral("catalog")).toString();
+    for (const auto& v : o.value(QStringLiteral("sources")).toArray()) {
+        const auto so = v.toObject();
+        Source src;
+        src.repo = so.value(QStringLiteral("repo")).toString().toStdString();
+        src.revision = so.value(QStringLiteral("revision")).toString(QStringLiteral("main")).toStdString();
+        src.role = so.value(QStringLiteral("role")).toString().toStdString();
+        src.autoRule = so.value(QStringLiteral("auto")).toBool();
+        src.rule.mode = so.value(QStringLiteral("mode")).toString() == QStringLiteral("diffusers") ? PlanRule::Mode::Diffusers
+                                                                                               : PlanRule::Mode::Files;
+        src.rule.include = fromArray(so.value(QStringLiteral("include")));
+        src.rule.exclude = fromArray(so.value(QStringLiteral("exclude")));
+        src.rule.components = fromArray(so.value(QStringLiteral("components")));
+        src.rule.weightVariant = so.value(QStringLiteral("weight_variant")).toString().toStdString();
+        if (src.repo.empty())
+            return std::nullopt;
+        s.sources.push_back(std::move(src));
+    }
+    if (s.key.isEmpty() || s.sources.empty())
+        return std::nullopt;
+    return s;
+}
+
+DownloadTask::DownloadTask(TaskSpec spec, std::shared_ptr<const HubClient> client, std::shared_ptr<const HfCache> cache,
+                           DownloadOptions options, QObject* parent)
+    : QObject(parent), m_spec(std::move(spec)), m_client(std::move(client)), m_cache(std::move(cache)), m_options(options)
+{
+}
+
+DownloadTask::~DownloadTask()
+{
+    cancelAll();
+    join();
+}
+
+void DownloadTask::join()
+{
+    if (m_worker.joinable())
+        m_worker.join();
+}
+
+void DownloadTask::setState(State state, const QString& message, HubErrorKind kind)
+{
+    m_state = state;
+    m_message = message;
+    m_errorKind = kind;
+    emit stateChanged(state);
+}
+
+bool DownloadTask::complete() const
+{
+    if (m_rows.empty())
+        return false;
+    return std::all_of(m_rows.begin(), m_rows.end(), [](const Row& r) { return r.status.state == FileState::Done; });
+}
+
+DownloadTask::Totals DownloadTask::totals() const
+{
+    Totals t;
+    for (const auto& r : m_rows) {
+        t.totalBytes += r.file.size;
+        t.bytesDone += std::min(r.status.bytesDone, r.file.size);
+        t.bytesPerSecond += r.status.state == FileState::Downloading ? r.status.bytesPerSecond : 0;
+        ++t.files;
+        t.filesDone += r.status.state == FileState::Done;
+        t.filesFailed += r.status.state == FileState::Failed;
+        t.filesCancelled += r.status.state == FileState::Cancelled;
+    }
+    for (const auto& p : m_plans)
+        t.presentBytes += p.presentBytes();
+    t.bytesDone = std::max(std::min(t.bytesDone, t.totalBytes), m_state == State::Downloading ? m_reportedDone : 0);
+    if (t.bytesPerSecond > 0)
+        t.etaSeconds = static_cast<double>(t.totalBytes - t.bytesDone) / t.bytesPerSecond;
+    return t;
+}
+
+void DownloadTask::plan()
+{
+    if (busy())
+        return;
+    join();
+    m_cancelAll = false;
+    setState(State::Planning);
+    m_worker = std::thread([this, spec = m_spec, client = m_client, cache = m_cache, headroom = m_options.headroomBytes]() {
+        std::vector<FilePlan> plans;
+        HubError error;
+        bool failed = false;
+        for (const auto& source : spec.sources) {
+            if (m_cancelAll)
+                break;
+            auto rule = source.rule;
+            if (source.autoRule)
+                rule.mode = PlanRule::Mode::Diffusers;
+            auto planned = makePlan(*client, *cache, source.repo, source.revision, rule);
+            if (!planned && source.autoRule && planned.error().kind == HubErrorKind::EntryNotFound)
+                planned = makePlan(*client, *cache, source.repo, source.revision, weightsRule());
+            if (!planned) {
+                error = planned.error();
+                failed = true;
+                break;
+            }
+            plans.push_back(std::move(*planned));
+        }
+        FilePlan merged;
+        for (const auto& p : plans)
+            merged.files.insert(merged.files.end(), p.files.begin(), p.files.end());
+        auto verdict = hub::preflight(merged, *cache, headroom);
+        QMetaObject::invokeMethod(this, [this, plans = std::move(plans), verdict, error, failed]() mutable {
+            join();
+            if (failed) {
+                setState(State::PlanFailed, QString::fromStdString(error.message), error.kind);
+                return;
+            }
+            applyPlans(std::move(plans), verdict);
+        }, Qt::QueuedConnection);
+    });
+}
+
+void DownloadTask::applyPlans(std::vector<FilePlan> plans, Preflight preflight)
+{
+    m_plans = std::move(plans);
+    m_preflight = std::move(preflight);
+    m_rows.clear();
+    for (std::size_t s = 0; s < m_plans.size(); ++s)
+        for (const auto& f : m_plans[s].files) {
+            Row row;
+            row.source = static_cast<int>(s);
+            row.file = f.file;
+            row.status.path = f.file.path;
+            row.status.size = f.file.size;
+            row.status.state = f.present ? FileState::Done : FileState::Queued;
+            row.status.bytesDone = (f.present || f.blobPresent) ? f.file.size : std::min(f.partialBytes, f.file.size);
+            m_rows.push_back(row);
+        }
+    m_reportedDone = 0;
+    setState(complete() ? State::Done : State::Planned);
+    emit planned();
+    emit totalsChanged();
+}
+
+void DownloadTask::start()
+{
+    if (busy() || m_plans.empty())
+        return;
+    join();
+    m_cancelAll = false;
+    {
+        std::lock_guard lock(m_mutex);
+        m_cancelledPaths.clear();
+    }
+    // A new run: rows that failed or were cancelled start over from what is on disk.
+    for (std::size_t i = 0; i < m_rows.size(); ++i)
+        if (m_rows[i].status.state != FileState::Done) {
+            m_rows[i].status.state = FileState::Queued;
+            m_rows[i].status.message.clear();
+            emit rowChanged(static_cast<int>(i));
+        }
+    m_reportedDone = totals().bytesDone;
+    setState(State::Downloading);
+    m_worker = std::thread([this, plans = m_plans, client = m_client, cache = m_cache, options = m_options]() mutable {
+        QString failure;
+        bool cancelled = false;
+        for (std::size_t s = 0; s < plans.size(); ++s) {
+            if (m_cancelAll) {
+                cancelled = true;
+                break;
+            }
+            auto plan = plans[s];
+            refreshPresence(plan, *cache);
+            const int source = static_cast<int>(s);
+            PlanDownload download(*client, *cache, plan, options, [this, source](const FileStatus& file, const PlanStatus&) {
+                QMetaObject::invokeMethod(this, [this, source, file]() { applyProgress(source, file); }, Qt::QueuedConnection);
+            });
+            {
+                std::lock_guard lock(m_mutex);
+                m_running = &download;
+                m_runningSource = source;
+                for (const auto& [src, path] : m_cancelledPaths)
+                    if (src == source)
+                        download.cancelFile(path);
+            }
+            auto result = download.run();
+            {
+                std::lock_guard lock(m_mutex);
+                m_running = nullptr;
+                m_runningSource = -1;
+            }
+            // The last statuses, so the rows end in their final state even if a throttled
+            // report was skipped.
+            for (const auto& st : download.fileStatuses())
+                QMetaObject::invokeMethod(this, [this, source, st]() { applyProgress(source, st); }, Qt::QueuedConnection);
+            if (!result) {
+                if (result.error().kind == HubErrorKind::Cancelled) {
+                    cancelled = true;
+                    if (m_cancelAll)
+                        break;
+                    continue;  // one file was cancelled: the other sources still run
+                }
+                if (failure.isEmpty())
+                    failure = QString::fromStdString(result.error().message);
+            }
+        }
+        QMetaObject::invokeMethod(this, [this, failure, cancelled]() { finishRun(failure, cancelled); }, Qt::QueuedConnection);
+    });
+}
+
+void DownloadTask::applyProgress(int source, const FileStatus& status)
+{
+    for (std::size_t i = 0; i < m_rows.size(); ++i) {
+        auto& row = m_rows[i];
+        if (row.source != source || row.file.path != status.path)
+            continue;
+        const bool terminal = row.status.state == FileState::Done;
+        if (terminal && status.state != FileState::Done)
+            return;
+        const auto before = row.status.bytesDone;
+        row.status = status;
+        row.status.size = row.file.size;
+        // Within a run a file's bytes only grow; a restarted transfer is reported from the
+        // bytes it kept.
+        row.status.bytesDone = std::min(std::max(before, status.bytesDone), row.file.size);
+        if (status.state == FileState::Failed && status.bytesDone < before)
+            row.status.bytesDone = status.bytesDone;
+        emit rowChanged(static_cast<int>(i));
+        break;
+    }
+    const auto t = totals();
+    m_reportedDone = std::max(m_reportedDone, t.bytesDone);
+    emit totalsChanged();
+}
+
+void DownloadTask::finishRun(const QString& failure, bool cancelled)
+{
+    join();
+    for (auto& p : m_plans)
+        refreshPresence(p, *m_cache);
+    // Present files are done whatever the last report said.
+    std::size_t i = 0;
+    for (std::size_t s = 0; s < m_plans.size(); ++s)
+        for (const auto& f : m_plans[s].files) {
+            if (i < m_rows.size() && f.present && m_rows[i].status.state != FileState::Done) {
+                m_rows[i].status.state = FileState::Done;
+                m_rows[i].status.bytesDone = f.file.size;
+                emit rowChanged(static_cast<int>(i));
+            }
+            ++i;
+        }
+    emit totalsChanged();
+    if (complete())
+        setState(State::Done);
+    else if (!failure.isEmpty())
+        setState(State::Failed, failure);
+    else if (cancelled)
+        setState(State::Cancelled, tr("Cancelled; the bytes already downloaded are kept and the download resumes from them"));
+    else
+        setState(State::Failed, tr("Some files are still missing"));
+}
+
+void DownloadTask::cancelAll()
+{
+    m_cancelAll = true;
+    std::lock_guard lock(m_mutex);
+    if (m_running)
+        m_running->cancelAll();
+}
+
+void DownloadTask::cancelFile(int row)
+{
+    if (row < 0 || row >= static_cast<int>(m_rows.size()))
+        return;
+    const auto& r = m_rows[static_cast<std::size_t>(row)];
+    if (r.status.state == FileState::Done)
+        return;
+    {
+        std::lock_guard lock(m_mutex);
+        m_cancelledPaths.emplace_back(r.source, r.file.path);
+        if (m_running && m_runningSource == r.source)
+            m_running->cancelFile(r.file.path);
+    }
+    if (m_state != State::Downloading) {
+        m_rows[static_cast<std::size_t>(row)].status.state = FileState::Cancelled;
+        emit rowChanged(row);
+    }
+}
+
+} // namespace vireo::hub

@@ -1,0 +1,220 @@
+#include "core/settings/studiosettings.h"
+
+#include "core/hub/hubpaths.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QSaveFile>
+#include <QSettings>
+#include <QStandardPaths>
+
+namespace vireo::core {
+
+namespace {
+
+const QString kCacheDir = QStringLiteral("hub/cacheDir");
+const QString kEndpoint = QStringLiteral("hub/endpoint");
+const QString kParallel = QStringLiteral("hub/parallelDownloads");
+const QString kOffline = QStringLiteral("hub/offline");
+const QString kHeadroom = QStringLiteral("hub/headroomBytes");
+const QString kTrusted = QStringLiteral("trust/repos");
+
+QString readTokenFile(const QString& path)
+{
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+        return {};
+    return QString::fromUtf8(file.read(4096)).trimmed();
+}
+
+} // namespace
+
+StudioSettings::StudioSettings(QObject* parent) : QObject(parent) {}
+
+QString StudioSettings::cacheFolder() const
+{
+    const auto stored = QSettings().value(kCacheDir).toString();
+    return stored.isEmpty() ? HubPaths::fromEnvironment().cacheDir : stored;
+}
+
+bool StudioSettings::cacheFolderIsDefault() const
+{
+    return QSettings().value(kCacheDir).toString().isEmpty();
+}
+
+void StudioSettings::setCacheFolder(const QString& folder)
+{
+    const auto clean = folder.trimmed().isEmpty() ? QString() : QDir::cleanPath(folder.trimmed());
+    if (clean == QSettings().value(kCacheDir).toString())
+        return;
+    if (clean.isEmpty())
+        QSettings().remove(kCacheDir);
+    else
+        QSettings().setValue(kCacheDir, clean);
+    emit changed();
+}
+
+QString StudioSettings::endpoint() const
+{
+    const auto stored = QSettings().value(kEndpoint).toString();
+    return stored.isEmpty() ? HubPaths::fromEnvironment().endpoint : stored;
+}
+
+void StudioSettings::setEndpoint(const QString& endpoint)
+{
+    auto clean = endpoint.trimmed();
+    while (clean.endsWith(QLatin1Char('/')))
+        clean.chop(1);
+    if (clean == QSettings().value(kEndpoint).toString())
+        return;
+    if (clean.isEmpty())
+        QSettings().remove(kEndpoint);
+    else
+        QSettings().setValue(kEndpoint, clean);
+    emit changed();
+}
+
+int StudioSettings::parallelDownloads() const
+{
+    return std::clamp(QSettings().value(kParallel, 4).toInt(), 1, 16);
+}
+
+void StudioSettings::setParallelDownloads(int files)
+{
+    files = std::clamp(files, 1, 16);
+    if (files == parallelDownloads())
+        return;
+    QSettings().setValue(kParallel, files);
+    emit changed();
+}
+
+bool StudioSettings::offline() const
+{
+    return QSettings().value(kOffline, HubPaths::fromEnvironment().offline).toBool();
+}
+
+void StudioSettings::setOffline(bool offline)
+{
+    if (offline == this->offline())
+        return;
+    QSettings().setValue(kOffline, offline);
+    emit changed();
+}
+
+quint64 StudioSettings::headroomBytes() const
+{
+    return QSettings().value(kHeadroom, quint64(2) << 30).toULongLong();
+}
+
+QString StudioSettings::tokenFilePath() const
+{
+    return QStandardPaths::writableLocation(QStandardPaths::AppConfigLocation) + QStringLiteral("/hub-token");
+}
+
+QString StudioSettings::storedToken() const
+{
+    return readTokenFile(tokenFilePath());
+}
+
+StudioSettings::TokenSource StudioSettings::tokenSource() const
+{
+    if (!storedToken().isEmpty())
+        return TokenSource::Settings;
+    if (!qEnvironmentVariable("HF_TOKEN").trimmed().isEmpty() || !qEnvironmentVariable("HUGGING_FACE_HUB_TOKEN").trimmed().isEmpty())
+        return TokenSource::Environment;
+    if (!readTokenFile(HubPaths::fromEnvironment().tokenPath).isEmpty())
+        return TokenSource::TokenFile;
+    return TokenSource::None;
+}
+
+QString StudioSettings::maskedToken() const
+{
+    const auto options = hubClientOptions();
+    if (!options.token)
+        return {};
+    const auto token = QString::fromStdString(*options.token);
+    if (token.size() <= 8)
+        return QStringLiteral("••••");
+    return token.left(3) + QStringLiteral("…") + token.right(4);
+}
+
+bool StudioSettings::setToken(const QString& token, QString* error)
+{
+    const auto path = tokenFilePath();
+    const auto clean = token.trimmed();
+    if (clean.isEmpty()) {
+        if (QFile::exists(path) && !QFile::remove(path)) {
+            if (error)
+                *error = tr("Could not remove %1").arg(path);
+            return false;
+        }
+        emit changed();
+        return true;
+    }
+    if (clean.contains(QLatin1Char('\n')) || clean.contains(QLatin1Char(' '))) {
+        if (error)
+            *error = tr("A Hugging Face token is one word without spaces");
+        return false;
+    }
+    QDir().mkpath(QFileInfo(path).absolutePath());
+    QSaveFile file(path);
+    // The temporary file gets the final permissions before any byte of the token is written.
+    if (!file.open(QIODevice::WriteOnly) || !file.setPermissions(QFile::ReadOwner | QFile::WriteOwner)) {
+        if (error)
+            *error = tr("Could not write %1: %2").arg(path, file.errorString());
+        return false;
+    }
+    file.write(clean.toUtf8());
+    if (!file.commit()) {
+        if (error)
+            *error = tr("Could not write %1: %2").arg(path, file.errorString());
+        return false;
+    }
+    QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner);
+    emit changed();
+    return true;
+}
+
+QStringList StudioSettings::trustedRepos() const
+{
+    return QSettings().value(kTrusted).toStringList();
+}
+
+bool StudioSettings::isRepoTrusted(const QString& repo) const
+{
+    return trustedRepos().contains(repo, Qt::CaseInsensitive);
+}
+
+void StudioSettings::trustRepo(const QString& repo)
+{
+    auto repos = trustedRepos();
+    if (repos.contains(repo, Qt::CaseInsensitive))
+        return;
+    repos.append(repo);
+    repos.sort(Qt::CaseInsensitive);
+    QSettings().setValue(kTrusted, repos);
+    emit changed();
+}
+
+void StudioSettings::revokeRepo(const QString& repo)
+{
+    auto repos = trustedRepos();
+    if (repos.removeIf([&](const QString& r) { return r.compare(repo, Qt::CaseInsensitive) == 0; }) == 0)
+        return;
+    QSettings().setValue(kTrusted, repos);
+    emit changed();
+}
+
+hub::HubClientOptions StudioSettings::hubClientOptions() const
+{
+    auto o = hub::HubClientOptions::fromEnvironment();
+    o.endpoint = endpoint().toStdString();
+    o.offline = offline();
+    const auto token = storedToken();
+    if (!token.isEmpty())
+        o.token = token.toStdString();
+    return o;
+}
+
+} // namespace vireo::core

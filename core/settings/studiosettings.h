@@ -1,0 +1,59 @@
+#pragma once
+
+#include "core/hub/hubclient.h"
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+
+namespace vireo::core {
+
+// The studio's persistent settings (QSettings), with the Hugging Face environment as the
+// default for every Hub value so Vireo and Python tools agree until the user says otherwise.
+// The token is kept in its own file readable only by the user, never in QSettings, never
+// logged, and shown only masked.
+class StudioSettings : public QObject {
+    Q_OBJECT
+public:
+    explicit StudioSettings(QObject* parent = nullptr);
+
+    QString cacheFolder() const;
+    bool cacheFolderIsDefault() const;
+    void setCacheFolder(const QString& folder);  // empty: back to the default
+
+    QString endpoint() const;
+    void setEndpoint(const QString& endpoint);    // empty: back to the default
+
+    int parallelDownloads() const;
+    void setParallelDownloads(int files);
+
+    bool offline() const;
+    void setOffline(bool offline);
+
+    // Space left free on the cache volume after a download (the preflight's margin).
+    quint64 headroomBytes() const;
+
+    enum class TokenSource { None, Settings, Environment, TokenFile };
+    TokenSource tokenSource() const;
+    bool hasToken() const { return tokenSource() != TokenSource::None; }
+    QString maskedToken() const;   // "hf_…wxyz"
+    // Stores the token (mode 0600, atomically); empty removes it. False with a reason on failure.
+    bool setToken(const QString& token, QString* error = nullptr);
+    QString tokenFilePath() const;
+
+    // Repos the user approved by name (beyond the catalog's publishers).
+    QStringList trustedRepos() const;
+    bool isRepoTrusted(const QString& repo) const;
+    void trustRepo(const QString& repo);
+    void revokeRepo(const QString& repo);
+
+    hub::HubClientOptions hubClientOptions() const;
+
+signals:
+    void changed();
+
+private:
+    QString storedToken() const;
+};
+
+} // namespace vireo::core

@@ -1,0 +1,389 @@
+// The studio window against the local test Hub (tests/hub/hubserver.py): pick a model,
+// read its plan, download with per-file control, restart and resume, the trust gate, a
+// plan that does not fit, a gated repo without a token, and the token's privacy.
+#include "core/hub/downloadmanager.h"
+#include "core/settings/studiosettings.h"
+#include "ui/dialogs/trustdialog.h"
+#include "ui/mainwindow.h"
+#include "ui/pages/catalogpanel.h"
+#include "ui/pages/downloadspage.h"
+#include "ui/pages/modelspage.h"
+#include "ui/pages/settingspage.h"
+#include "ui/theme.h"
+
+#include <QApplication>
+#include <QDir>
+#include <QEventLoop>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QNetworkAccessManager>
+#include <QNetworkReply>
+#include <QProcess>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTreeWidget>
+
+#include <memory>
+
+using vireo::hub::DownloadTask;
+using vireo::hub::FileState;
+using vireo::ui::MainWindow;
+using State = DownloadTask::State;
+
+namespace {
+
+QString source(const char* relative)
+{
+    return qEnvironmentVariable("VIREO_SOURCE_DIR") + QLatin1Char('/') + QLatin1String(relative);
+}
+
+constexpr const char* kVariant = "ltx-2.3/distilled-fp8";
+
+} // namespace
+
+class TestDownloadsGui : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir m_work;
+    QProcess m_server;
+    QString m_hub;
+    QNetworkAccessManager m_net;
+
+    QJsonDocument control(const QByteArray& verb, const QString& path, const QByteArray& body = {})
+    {
+        QNetworkRequest request(QUrl(m_hub + path));
+        request.setHeader(QNetworkRequest::ContentTypeHeader, QStringLiteral("application/json"));
+        QNetworkReply* reply = m_net.sendCustomRequest(request, verb, body);
+        QEventLoop loop;
+        connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);
+        loop.exec();
+        const auto doc = QJsonDocument::fromJson(reply->readAll());
+        reply->deleteLater();
+        return doc;
+    }
+
+    // Every CDN transfer throttled until the faults are cleared, so a person (or this test)
+    // can act mid-download.
+    void throttle(int bytesPerSecond)
+    {
+        const QJsonObject rule{{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
+            {QStringLiteral("times"), -1},
+            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("slow")}, {QStringLiteral("bytes_per_second"), bytesPerSecond}}}};
+        control("POST", QStringLiteral("/_control/faults"), QJsonDocument(QJsonArray{rule}).toJson());
+    }
+    void unthrottle() { control("DELETE", QStringLiteral("/_control/faults")); }
+
+    QString cacheDir() const { return m_work.filePath(QStringLiteral("cache")); }
+
+    static std::unique_ptr<MainWindow> openWindow()
+    {
+        auto w = std::make_unique<MainWindow>();
+        w->show();
+        return w;
+    }
+
+    static DownloadTask* planVariant(MainWindow& w, const QString& id)
+    {
+        w.modelsPage()->catalogPanel()->planVariant(id);
+        auto* task = w.downloads()->task(QStringLiteral("catalog:") + id);
+        if (task && !QTest::qWaitFor([task]() { return !task->busy(); }, 30000))
+            return nullptr;
+        return task;
+    }
+
+    static int rowInState(const DownloadTask& task, FileState state)
+    {
+        for (std::size_t i = 0; i < task.rows().size(); ++i)
+            if (task.rows()[i].status.state == state)
+                return static_cast<int>(i);
+        return -1;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_work.isValid());
+        QStandardPaths::setTestModeEnabled(true);
+        QApplication::setOrganizationName(QStringLiteral("VireoTest"));
+        QApplication::setApplicationName(QStringLiteral("vireo-downloads-test"));
+        qunsetenv("HF_TOKEN");
+        qunsetenv("HUGGING_FACE_HUB_TOKEN");
+        qunsetenv("HF_HUB_OFFLINE");
+        qputenv("HF_HOME", m_work.filePath(QStringLiteral("hf-home")).toUtf8());
+        vireo::ui::applyStudioTheme(*qApp);
+
+        const QString spec = m_work.filePath(QStringLiteral("spec.json"));
+        QCOMPARE(QProcess::execute(qEnvironmentVariable("VIREO_PYTHON"), {source("tests/hub/specs.py"), spec}), 0);
+        const QString ready = m_work.filePath(QStringLiteral("ready.json"));
+        m_server.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        m_server.start(qEnvironmentVariable("VIREO_PYTHON"), {source("tests/hub/hubserver.py"), QStringLiteral("--repos"), spec,
+                                                                 QStringLiteral("--ready-file"), ready});
+        QVERIFY(m_server.waitForStarted());
+        QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(ready), 30000);
+        QFile readyFile(ready);
+        QVERIFY(readyFile.open(QIODevice::ReadOnly));
+        m_hub = QJsonDocument::fromJson(readyFile.readAll()).object().value(QStringLiteral("hub")).toString();
+        QVERIFY(!m_hub.isEmpty());
+    }
+
+    void cleanupTestCase()
+    {
+        m_server.terminate();
+        if (!m_server.waitForFinished(5000))
+            m_server.kill();
+    }
+
+    void init()
+    {
+        unthrottle();
+        QSettings().clear();
+        QSettings().setValue(QStringLiteral("hub/cacheDir"), cacheDir());
+        QSettings().setValue(QStringLiteral("hub/endpoint"), m_hub);
+        QSettings().setValue(QStringLiteral("hub/parallelDownloads"), 2);
+        vireo::core::StudioSettings().setToken(QString());
+    }
+
+    void pickPlanDownloadCancelRestartResumeFinish()
+    {
+        QDir(cacheDir()).removeRecursively();
+        auto w = openWindow();
+        auto* panel = w->modelsPage()->catalogPanel();
+        QVERIFY(panel->variantItem(QString::fromLatin1(kVariant)));
+        QCOMPARE(panel->variantItem(QString::fromLatin1(kVariant))->text(4), QStringLiteral("Not downloaded"));
+
+        // The plan, before a byte moves.
+        auto* task = planVariant(*w, QString::fromLatin1(kVariant));
+        QVERIFY(task);
+        QCOMPARE(task->state(), State::Planned);
+        QCOMPARE(w->currentPage(), MainWindow::Page::Downloads);
+        auto* page = w->downloadsPage();
+        QCOMPARE(page->currentTask(), task);
+        const auto files = static_cast<int>(task->rows().size());
+        QVERIFY(files >= 3);
+        QCOMPARE(page->fileTable()->topLevelItemCount(), files);
+        QVERIFY2(page->summary()->text().contains(QStringLiteral("%1 files").arg(files)), qPrintable(page->summary()->text()));
+        QVERIFY(page->summary()->text().contains(QStringLiteral("to download")));
+        QVERIFY(page->startButton()->isEnabled());
+        QVERIFY(page->blockReason()->isHidden());
+        QVERIFY(task->preflight().fits);
+        QCOMPARE(task->totals().presentBytes, std::uint64_t{0});
+        QVERIFY(!panel->variantItem(QString::fromLatin1(kVariant))->text(2).startsWith(QLatin1Char('~')));
+
+        // Progress is recorded on every change: it must never pass 100 % or move backwards.
+        std::uint64_t lastTotal = 0;
+        bool monotonic = true;
+        std::vector<int> lastBar(static_cast<std::size_t>(files), 0);
+        auto watch = connect(task, &DownloadTask::totalsChanged, this, [&]() {
+            const auto t = task->totals();
+            monotonic = monotonic && t.bytesDone >= lastTotal && t.bytesDone <= t.totalBytes;
+            lastTotal = t.bytesDone;
+            monotonic = monotonic && page->totalProgress()->value() <= 1000;
+            for (int i = 0; i < files; ++i) {
+                const int v = page->rowProgress(i)->value();
+                monotonic = monotonic && v >= lastBar[static_cast<std::size_t>(i)] && v <= 1000;
+                lastBar[static_cast<std::size_t>(i)] = v;
+            }
+        });
+
+        throttle(20000);
+        QTest::mouseClick(page->startButton(), Qt::LeftButton);
+        QCOMPARE(task->state(), State::Downloading);
+        QTRY_VERIFY_WITH_TIMEOUT(rowInState(*task, FileState::Downloading) >= 0, 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(task->totals().bytesDone > 0, 20000);
+        const int victim = rowInState(*task, FileState::Downloading);
+        QCOMPARE(page->rowAction(victim)->text(), QStringLiteral("Cancel"));
+        QTest::mouseClick(page->rowAction(victim), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(task->rows()[static_cast<std::size_t>(victim)].status.state, FileState::Cancelled, 10000);
+        QCOMPARE(page->fileTable()->topLevelItem(victim)->text(5), QStringLiteral("Cancelled"));
+        QVERIFY(task->state() == State::Downloading);  // the other files go on
+
+        // Cancel all: the run ends cancelled and keeps its bytes.
+        QTRY_VERIFY_WITH_TIMEOUT(page->cancelAllButton()->isEnabled(), 5000);
+        QTest::mouseClick(page->cancelAllButton(), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(task->state(), State::Cancelled, 15000);
+        const auto kept = task->totals().bytesDone;
+        QVERIFY(kept > 0);
+        QVERIFY(monotonic);
+        disconnect(watch);
+        QCOMPARE(page->startButton()->text(), QStringLiteral("Resume download"));
+
+        // Restart the application: a new window with the same settings and cache.
+        w.reset();
+        unthrottle();
+        w = openWindow();
+        task = w->downloads()->task(QStringLiteral("catalog:") + QString::fromLatin1(kVariant));
+        QVERIFY2(task, "the unfinished download was not remembered");
+        QTRY_COMPARE_WITH_TIMEOUT(task->state(), State::Planned, 30000);
+        QVERIFY2(task->totals().presentBytes >= kept, "partial bytes were lost across the restart");
+        page = w->downloadsPage();
+        QCOMPARE(page->currentTask(), task);
+        QCOMPARE(page->startButton()->text(), QStringLiteral("Resume download"));
+        QCOMPARE(w->modelsPage()->catalogPanel()->variantItem(QString::fromLatin1(kVariant))->text(4), QStringLiteral("Partly downloaded"));
+        QTest::mouseClick(page->startButton(), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(task->state(), State::Done, 60000);
+        QCOMPARE(page->totalProgress()->value(), 1000);
+        for (int i = 0; i < files; ++i)
+            QCOMPARE(page->rowProgress(i)->value(), 1000);
+        QCOMPARE(w->modelsPage()->catalogPanel()->variantItem(QString::fromLatin1(kVariant))->text(4), QStringLiteral("Ready"));
+
+        // Ready is remembered without the network and shows in the cache list.
+        w.reset();
+        QSettings().setValue(QStringLiteral("hub/endpoint"), QStringLiteral("http://127.0.0.1:9"));
+        w = openWindow();
+        QCOMPARE(w->modelsPage()->catalogPanel()->variantItem(QString::fromLatin1(kVariant))->text(4), QStringLiteral("Ready"));
+        QStringList cached;
+        for (int i = 0; i < w->modelsPage()->catalogPanel()->cacheList()->topLevelItemCount(); ++i)
+            cached << w->modelsPage()->catalogPanel()->cacheList()->topLevelItem(i)->text(0);
+        QVERIFY2(cached.contains(QStringLiteral("Lightricks/LTX-2.3-fp8")), qPrintable(cached.join(QLatin1Char(','))));
+    }
+
+    void aPlanThatDoesNotFitCannotStart()
+    {
+        QSettings().setValue(QStringLiteral("hub/headroomBytes"), quint64(1) << 55);  // 32 PiB of margin
+        auto w = openWindow();
+        auto* task = planVariant(*w, QStringLiteral("ltx-2.3/dev-bf16"));
+        QVERIFY(task);
+        QCOMPARE(task->state(), State::Planned);
+        QVERIFY(!task->preflight().fits);
+        auto* page = w->downloadsPage();
+        QVERIFY(!page->startButton()->isEnabled());
+        QVERIFY(page->blockReason()->isVisible());
+        QVERIFY2(page->blockReason()->text().startsWith(QStringLiteral("Does not fit")), qPrintable(page->blockReason()->text()));
+        QVERIFY(page->blockReason()->text().contains(QStringLiteral("free")));
+    }
+
+    void anUntrustedRepoNeedsApprovalThenIsRemembered()
+    {
+        auto w = openWindow();
+        auto* panel = w->modelsPage()->catalogPanel();
+        panel->planRepo(QStringLiteral("not a repo"));
+        QVERIFY(panel->repoError()->isVisible());
+        QVERIFY(panel->repoError()->text().contains(QStringLiteral("owner/name")));
+
+        panel->repoEdit()->setText(QStringLiteral("tiny/plain"));
+        QTest::keyClick(panel->repoEdit(), Qt::Key_Return);
+        auto* task = w->downloads()->task(QStringLiteral("repo:tiny/plain@main"));
+        QVERIFY(task);
+        QTRY_COMPARE_WITH_TIMEOUT(task->state(), State::Planned, 20000);
+        auto* page = w->downloadsPage();
+        QCOMPARE(page->currentTask(), task);
+        QVERIFY(!page->startButton()->isEnabled());
+        QVERIFY2(page->blockReason()->text().contains(QStringLiteral("not from a catalog publisher")), qPrintable(page->blockReason()->text()));
+        QVERIFY(page->approveButton()->isVisible());
+
+        // Cancelling the dialog changes nothing.
+        page->requestApproval();
+        auto* dialog = page->findChild<vireo::ui::TrustDialog*>();
+        QVERIFY(dialog);
+        QTRY_VERIFY(dialog->isVisible());
+        auto* list = dialog->findChild<QTreeWidget*>(QStringLiteral("trustFiles"));
+        QCOMPARE(list->topLevelItemCount(), static_cast<int>(task->rows().size()));
+        QVERIFY(dialog->windowTitle().contains(QStringLiteral("tiny/plain")));
+        dialog->reject();
+        QVERIFY(!page->startButton()->isEnabled());
+
+        page->requestApproval();
+        QTRY_VERIFY((dialog = page->findChild<vireo::ui::TrustDialog*>()) && dialog->isVisible());
+        QTest::mouseClick(dialog->findChild<QPushButton*>(QStringLiteral("trustButton")), Qt::LeftButton);
+        QVERIFY(page->startButton()->isEnabled());
+        QVERIFY(page->approveButton()->isHidden());
+        QVERIFY(w->settings()->trustedRepos().contains(QStringLiteral("tiny/plain")));
+        QTest::mouseClick(page->startButton(), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(task->state(), State::Done, 30000);
+
+        // Remembered: a new window can download it without asking.
+        w.reset();
+        w = openWindow();
+        QVERIFY(w->downloads()->isTrusted(std::string("tiny/plain")));
+        w->settingsPage()->trustedList()->setCurrentRow(0);
+        QCOMPARE(w->settingsPage()->trustedList()->currentItem()->text(), QStringLiteral("tiny/plain"));
+        QTest::mouseClick(w->settingsPage()->revokeButton(), Qt::LeftButton);
+        QVERIFY(!w->downloads()->isTrusted(std::string("tiny/plain")));
+        QCOMPARE(w->settingsPage()->trustedList()->count(), 0);
+    }
+
+    void aGatedRepoWithoutATokenSaysWhatToDo()
+    {
+        auto w = openWindow();
+        auto* task = w->downloads()->openRepo(QStringLiteral("gated/model"));
+        QVERIFY(task);
+        QTRY_VERIFY_WITH_TIMEOUT(!task->busy(), 20000);
+        QCOMPARE(task->state(), State::PlanFailed);
+        QCOMPARE(task->errorKind(), vireo::hub::HubErrorKind::GatedNoToken);
+        w->downloadsPage()->showTask(task->spec().key);
+        w->showPage(MainWindow::Page::Downloads);
+        auto* error = w->downloadsPage()->taskError();
+        QVERIFY(error->isVisible());
+        QVERIFY2(error->text().contains(QStringLiteral("gated")) && error->text().contains(QStringLiteral("token in Settings")),
+            qPrintable(error->text()));
+        QCOMPARE(w->downloadsPage()->startButton()->text(), QStringLiteral("Try again"));
+    }
+
+    void theTokenIsPrivateAndNeverShownInFull()
+    {
+        const QString token = QStringLiteral("hf_goodtoken000000000000000000000000");
+        auto w = openWindow();
+        auto* settings = w->settingsPage();
+        settings->tokenEdit()->setText(token);
+        QTest::mouseClick(settings->saveTokenButton(), Qt::LeftButton);
+        QVERIFY(settings->tokenEdit()->text().isEmpty());
+        const QString path = w->settings()->tokenFilePath();
+        QVERIFY(QFileInfo::exists(path));
+        QCOMPARE(QFileInfo(path).permissions() & (QFile::ReadGroup | QFile::ReadOther | QFile::WriteGroup | QFile::WriteOther),
+            QFileDevice::Permissions());
+        QVERIFY(settings->tokenStatus()->text().contains(QStringLiteral("hf_…0000")));
+        for (auto* label : w->findChildren<QLabel*>())
+            QVERIFY2(!label->text().contains(token), qPrintable(label->objectName()));
+        QVERIFY(!QSettings().allKeys().join(QLatin1Char(' ')).contains(QStringLiteral("token"), Qt::CaseInsensitive)
+            || !QFile(QSettings().fileName()).open(QIODevice::ReadOnly) || !QFile(QSettings().fileName()).readAll().contains(token.toUtf8()));
+
+        // With the token the gated repo plans.
+        auto* task = w->downloads()->openRepo(QStringLiteral("gated/model"));
+        QTRY_VERIFY_WITH_TIMEOUT(!task->busy(), 20000);
+        QCOMPARE(task->state(), State::Planned);
+    }
+
+    // Not a check: with VIREO_SCREENSHOT_DIR set (tests/ui/take_screenshots.sh, under Xvfb)
+    // it saves the picker and the download panel mid-download.
+    void screenshots()
+    {
+        const auto dir = qEnvironmentVariable("VIREO_SCREENSHOT_DIR");
+        if (dir.isEmpty())
+            QSKIP("set VIREO_SCREENSHOT_DIR to write screenshots");
+        QDir(cacheDir()).removeRecursively();
+        QDir().mkpath(dir);
+        auto w = openWindow();
+        w->resize(1360, 820);
+        w->showPage(MainWindow::Page::Models);
+        auto* panel = w->modelsPage()->catalogPanel();
+        planVariant(*w, QStringLiteral("ltx-2/distilled-fp8"));
+        w->showPage(MainWindow::Page::Models);
+        panel->catalogTree()->setCurrentItem(panel->variantItem(QStringLiteral("ltx-2.3/distilled-gguf-q4_k_m")));
+        QTest::qWait(300);
+        QVERIFY(w->grab().save(dir + QStringLiteral("/model-picker.png")));
+        throttle(60000);
+        auto* task = planVariant(*w, QString::fromLatin1(kVariant));
+        QTest::mouseClick(w->downloadsPage()->startButton(), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(task->totals().bytesDone > task->totals().totalBytes / 3, 60000);
+        QTest::qWait(300);
+        QVERIFY(w->grab().save(dir + QStringLiteral("/download-panel.png")));
+        task->cancelAll();
+        QTRY_VERIFY_WITH_TIMEOUT(!task->busy(), 15000);
+        w->showPage(MainWindow::Page::Settings);
+        QTest::qWait(200);
+        QVERIFY(w->grab().save(dir + QStringLiteral("/settings.png")));
+    }
+};
+
+QTEST_MAIN(TestDownloadsGui)
+#include "test_downloadsgui.moc"
