@@ -57,6 +57,12 @@ QPushButton { padding: 6px 14px; border-radius: 5px; }
 QPushButton#primary { background: #3da87a; color: #0b0d10; font-weight: 600; }
 QPushButton#primary:disabled { background: #2a3f35; color: #6d7a73; }
 QTreeWidget, QTableWidget { border: 1px solid #2c3138; border-radius: 6px; }
+QTreeView::item { padding: 3px 2px; }
+QListWidget#downloadList { font-size: 13px; }
+QListWidget#downloadList::item { padding: 8px 10px; border-bottom: 1px solid #262a30; }
+QListWidget#downloadList::item:selected { background: #263a31; color: #e6e8eb; }
+QProgressBar { border: 1px solid #2c3138; border-radius: 4px; background: #16181c; text-align: center; }
+QProgressBar::chunk { background: #3da87a; border-radius: 3px; }
 QHeaderView::section { background: #1d2025; border: none; padding: 4px 8px; color: #8b929c; }
 QStatusBar { color: #8b929c; }
 )"));

@@ -238,48 +238,55 @@ void DownloadTask::start()
     m_reportedDone = totals().bytesDone;
     setState(State::Downloading);
     m_worker = std::thread([this, plans = m_plans, client = m_client, cache = m_cache, options = m_options]() mutable {
+        // Sources download side by side (a transformer repo and a text-encoder repo need not
+        // wait for each other), sharing the parallel-file budget.
+        std::mutex resultMutex;
         QString failure;
         bool cancelled = false;
+        options.parallelFiles = std::max(1, options.parallelFiles / std::max(1, static_cast<int>(plans.size())));
+        std::vector<std::thread> workers;
         for (std::size_t s = 0; s < plans.size(); ++s) {
-            if (m_cancelAll) {
-                cancelled = true;
-                break;
-            }
-            auto plan = plans[s];
-            refreshPresence(plan, *cache);
-            const int source = static_cast<int>(s);
-            PlanDownload download(*client, *cache, plan, options, [this, source](const FileStatus& file, const PlanStatus&) {
-                QMetaObject::invokeMethod(this, [this, source, file]() { applyProgress(source, file); }, Qt::QueuedConnection);
-            });
-            {
-                std::lock_guard lock(m_mutex);
-                m_running = &download;
-                m_runningSource = source;
-                for (const auto& [src, path] : m_cancelledPaths)
-                    if (src == source)
-                        download.cancelFile(path);
-            }
-            auto result = download.run();
-            {
-                std::lock_guard lock(m_mutex);
-                m_running = nullptr;
-                m_runningSource = -1;
-            }
-            // The last statuses, so the rows end in their final state even if a throttled
-            // report was skipped.
-            for (const auto& st : download.fileStatuses())
-                QMetaObject::invokeMethod(this, [this, source, st]() { applyProgress(source, st); }, Qt::QueuedConnection);
-            if (!result) {
-                if (result.error().kind == HubErrorKind::Cancelled) {
+            workers.emplace_back([&, s]() {
+                if (m_cancelAll) {
+                    std::lock_guard lock(resultMutex);
                     cancelled = true;
-                    if (m_cancelAll)
-                        break;
-                    continue;  // one file was cancelled: the other sources still run
+                    return;
                 }
-                if (failure.isEmpty())
-                    failure = QString::fromStdString(result.error().message);
-            }
+                auto plan = plans[s];
+                refreshPresence(plan, *cache);
+                const int source = static_cast<int>(s);
+                PlanDownload download(*client, *cache, plan, options, [this, source](const FileStatus& file, const PlanStatus&) {
+                    QMetaObject::invokeMethod(this, [this, source, file]() { applyProgress(source, file); }, Qt::QueuedConnection);
+                });
+                {
+                    std::lock_guard lock(m_mutex);
+                    m_running.emplace_back(source, &download);
+                    for (const auto& [src, path] : m_cancelledPaths)
+                        if (src == source)
+                            download.cancelFile(path);
+                    if (m_cancelAll)
+                        download.cancelAll();
+                }
+                auto result = download.run();
+                {
+                    std::lock_guard lock(m_mutex);
+                    std::erase_if(m_running, [&](const auto& r) { return r.second == &download; });
+                }
+                // The last statuses, so the rows end in their final state even if a throttled
+                // report was skipped.
+                for (const auto& st : download.fileStatuses())
+                    QMetaObject::invokeMethod(this, [this, source, st]() { applyProgress(source, st); }, Qt::QueuedConnection);
+                if (!result) {
+                    std::lock_guard lock(resultMutex);
+                    if (result.error().kind == HubErrorKind::Cancelled)
+                        cancelled = true;
+                    else if (failure.isEmpty())
+                        failure = QString::fromStdString(result.error().message);
+                }
+            });
         }
+        for (auto& w : workers)
+            w.join();
         QMetaObject::invokeMethod(this, [this, failure, cancelled]() { finishRun(failure, cancelled); }, Qt::QueuedConnection);
     });
 }
@@ -340,8 +347,8 @@ void DownloadTask::cancelAll()
 {
     m_cancelAll = true;
     std::lock_guard lock(m_mutex);
-    if (m_running)
-        m_running->cancelAll();
+    for (auto& [source, download] : m_running)
+        download->cancelAll();
 }
 
 void DownloadTask::cancelFile(int row)
@@ -354,8 +361,9 @@ void DownloadTask::cancelFile(int row)
     {
         std::lock_guard lock(m_mutex);
         m_cancelledPaths.emplace_back(r.source, r.file.path);
-        if (m_running && m_runningSource == r.source)
-            m_running->cancelFile(r.file.path);
+        for (auto& [source, download] : m_running)
+            if (source == r.source)
+                download->cancelFile(r.file.path);
     }
     if (m_state != State::Downloading) {
         m_rows[static_cast<std::size_t>(row)].status.state = FileState::Cancelled;

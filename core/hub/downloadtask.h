@@ -100,8 +100,7 @@ private:
     std::uint64_t m_reportedDone = 0;
     std::thread m_worker;
     std::mutex m_mutex;                   // guards m_running and m_cancelledPaths
-    PlanDownload* m_running = nullptr;    // the source downloading now
-    int m_runningSource = -1;
+    std::vector<std::pair<int, PlanDownload*>> m_running;  // the sources downloading now
     std::vector<std::pair<int, std::string>> m_cancelledPaths;
     std::atomic<bool> m_cancelAll{false};
 };

@@ -47,10 +47,12 @@ CatalogPanel::CatalogPanel(hub::DownloadManager* manager, QWidget* parent)
     m_tree->setHeaderLabels({tr("Model"), tr("Precision"), tr("Download"), tr("In cache"), tr("Status")});
     m_tree->headerItem()->setToolTip(Size, tr("What the download will cost: exact once planned from the Hub, approximate (~) before"));
     m_tree->headerItem()->setToolTip(InCache, tr("Bytes of this model already in the Hugging Face cache, from any tool"));
+    m_tree->header()->setStretchLastSection(false);
     m_tree->header()->setSectionResizeMode(Name, QHeaderView::Stretch);
     for (int c = Precision; c <= Status; ++c)
         m_tree->header()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
     m_tree->setAlternatingRowColors(true);
+    m_tree->setTextElideMode(Qt::ElideMiddle);
     m_tree->setUniformRowHeights(true);
 
     m_details->setObjectName(QStringLiteral("pageSubtitle"));
@@ -103,8 +105,9 @@ CatalogPanel::CatalogPanel(hub::DownloadManager* manager, QWidget* parent)
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(top);
     split->addWidget(bottom);
-    split->setStretchFactor(0, 3);
+    split->setStretchFactor(0, 5);
     split->setStretchFactor(1, 2);
+    split->setSizes({520, 220});
     layout->addWidget(split, 1);
 
     for (const auto& family : m_manager->catalog().families) {

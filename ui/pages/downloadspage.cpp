@@ -143,6 +143,7 @@ DownloadsPage::DownloadsPage(hub::DownloadManager* manager, QWidget* parent)
     m_total->setObjectName(QStringLiteral("totalProgress"));
     m_total->setRange(0, 1000);
     m_total->setTextVisible(false);
+    m_total->setFixedHeight(10);
     m_totalText->setObjectName(QStringLiteral("pageSubtitle"));
     d->addWidget(m_total);
     d->addWidget(m_totalText);
@@ -155,11 +156,16 @@ DownloadsPage::DownloadsPage(hub::DownloadManager* manager, QWidget* parent)
     m_files->setRootIsDecorated(false);
     m_files->setUniformRowHeights(true);
     m_files->setAlternatingRowColors(true);
+    m_files->setTextElideMode(Qt::ElideMiddle);
+    m_files->header()->setStretchLastSection(false);
     m_files->header()->setSectionResizeMode(File, QHeaderView::Stretch);
     m_files->header()->setSectionResizeMode(Progress, QHeaderView::Fixed);
     m_files->header()->resizeSection(Progress, 160);
-    for (int col : {Size, Speed, Eta, StateColumn, Action})
+    for (int col : {Size, Speed, Eta, StateColumn})
         m_files->header()->setSectionResizeMode(col, QHeaderView::ResizeToContents);
+    // Buttons live in the column as widgets, which ResizeToContents does not measure.
+    m_files->header()->setSectionResizeMode(Action, QHeaderView::Fixed);
+    m_files->header()->resizeSection(Action, 84);
     d->addWidget(m_files, 1);
 
     auto* empty = makeEmptyState(tr("Nothing planned yet"),
@@ -288,8 +294,10 @@ void DownloadsPage::rebuildRows()
         item->setToolTip(File, QString::fromStdString(m_task->plans()[static_cast<std::size_t>(r.source)].repo + ": " + r.file.path)
                 + (r.file.lfs() ? tr("\nSHA-256 %1").arg(QString::fromStdString(r.file.sha256)) : QString()));
         if (multi)
-            item->setText(File, QString::fromStdString(m_task->plans()[static_cast<std::size_t>(r.source)].repo) + QStringLiteral(": ")
-                    + QString::fromStdString(r.file.path));
+            item->setText(File, QString::fromStdString(m_task->spec().sources[static_cast<std::size_t>(r.source)].role).isEmpty()
+                    ? QString::fromStdString(r.file.path)
+                    : QStringLiteral("[%1] %2").arg(QString::fromStdString(m_task->spec().sources[static_cast<std::size_t>(r.source)].role),
+                          QString::fromStdString(r.file.path)));
         item->setText(Size, bytesText(r.file.size));
         item->setToolTip(Size, tr("%1 bytes").arg(r.file.size));
         auto* bar = new QProgressBar;

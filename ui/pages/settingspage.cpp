@@ -88,6 +88,7 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     m_parallel->setObjectName(QStringLiteral("parallelBox"));
     m_parallel->setRange(1, 16);
     m_parallel->setToolTip(tr("Files downloaded at the same time; large files also come in parallel ranges"));
+    m_parallel->setMaximumWidth(90);
     hubForm->addRow(tr("Parallel downloads"), m_parallel);
     m_offline->setObjectName(QStringLiteral("offlineBox"));
     hubForm->addRow(tr("Network"), m_offline);
