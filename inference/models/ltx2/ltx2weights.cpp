@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 namespace vireo::ltx2 {
@@ -32,7 +33,7 @@ std::string listNames(const std::vector<std::string>& names, std::size_t limit =
     return out.str();
 }
 
-enum class Owner { Transformer, Connectors, Other, Unknown };
+enum class Owner { Transformer, Connectors, VideoVae, AudioVae, Vocoder, Other, Unknown };
 
 // Where a key of a top-level file (single file, GGUF, loose safetensors) belongs, and its
 // canonical name.
@@ -48,12 +49,98 @@ std::pair<Owner, std::string> classifyTopLevel(const std::string& stored)
     if (startsWith(name, "video_connector.") || startsWith(name, "audio_connector.") || startsWith(name, "text_proj_in.")
         || startsWith(name, "video_text_proj_in.") || startsWith(name, "audio_text_proj_in."))
         return {Owner::Connectors, name};
-    if (!dit && (startsWith(name, "vae.") || startsWith(name, "audio_vae.") || startsWith(name, "vocoder.")))
-        return {Owner::Other, name};
+    if (!dit && startsWith(name, "vae."))
+        return {Owner::VideoVae, ltxCoreToDiffusersVideoVae(name.substr(4))};
+    if (!dit && startsWith(name, "audio_vae."))
+        return {Owner::AudioVae, ltxCoreToDiffusersAudioVae(name.substr(10))};
+    if (!dit && startsWith(name, "vocoder."))
+        return {Owner::Vocoder, ltxCoreToDiffusersVocoder(name.substr(8))};
     return {Owner::Transformer, ltxCoreToDiffusersTransformer(name)};
 }
 
 } // namespace
+
+const char* partName(Part part)
+{
+    switch (part) {
+    case Part::Transformer: return "LTX-2 transformer";
+    case Part::Connectors: return "LTX-2 text connectors";
+    case Part::VideoVae: return "LTX-2 video VAE";
+    case Part::AudioVae: return "LTX-2 audio VAE";
+    case Part::Vocoder: return "LTX-2 vocoder";
+    }
+    return "?";
+}
+
+const char* partComponent(Part part)
+{
+    switch (part) {
+    case Part::Transformer: return "transformer";
+    case Part::Connectors: return "connectors";
+    case Part::VideoVae: return "vae";
+    case Part::AudioVae: return "audio_vae";
+    case Part::Vocoder: return "vocoder";
+    }
+    return "?";
+}
+
+const char* partClassName(Part part)
+{
+    switch (part) {
+    case Part::Transformer: return "LTX2VideoTransformer3DModel";
+    case Part::Connectors: return "LTX2TextConnectors";
+    case Part::VideoVae: return "AutoencoderKLLTX2Video";
+    case Part::AudioVae: return "AutoencoderKLLTX2Audio";
+    case Part::Vocoder: return "LTX2Vocoder";  // or LTX2VocoderWithBWE
+    }
+    return "?";
+}
+
+std::string ltxCoreToDiffusersVideoVae(const std::string& key)
+{
+    std::string name = key;
+    if (name == "per_channel_statistics.mean-of-means")
+        return "latents_mean";
+    if (name == "per_channel_statistics.std-of-means")
+        return "latents_std";
+    replaceAll(name, ".res_blocks.", ".resnets.");
+    if (startsWith(name, "decoder.up_blocks.")) {
+        const auto rest = name.substr(18);
+        const auto dot = rest.find('.');
+        try {
+            const int k = std::stoi(rest.substr(0, dot));
+            const auto tail = rest.substr(dot);
+            if (k == 0)
+                return "decoder.mid_block" + tail;
+            if (k % 2 == 1)
+                return "decoder.up_blocks." + std::to_string((k - 1) / 2) + ".upsamplers.0" + tail;
+            return "decoder.up_blocks." + std::to_string((k - 2) / 2) + tail;
+        } catch (const std::exception&) {
+        }
+    }
+    return name;
+}
+
+std::string ltxCoreToDiffusersAudioVae(const std::string& key)
+{
+    if (key == "per_channel_statistics.mean-of-means")
+        return "latents_mean";
+    if (key == "per_channel_statistics.std-of-means")
+        return "latents_std";
+    return key;
+}
+
+std::string ltxCoreToDiffusersVocoder(const std::string& key)
+{
+    std::string name = "." + key;
+    replaceAll(name, ".ups.", ".upsamplers.");
+    replaceAll(name, ".resblocks.", ".resnets.");
+    replaceAll(name, ".conv_pre.", ".conv_in.");
+    replaceAll(name, ".conv_post.", ".conv_out.");
+    replaceAll(name, ".act_post.", ".act_out.");
+    replaceAll(name, ".downsample.lowpass.", ".downsample.");
+    return name.substr(1);
+}
 
 std::string ltxCoreToDiffusersTransformer(const std::string& key)
 {
@@ -131,6 +218,15 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
                 } else if (cp.component == "connectors") {
                     owner = Owner::Connectors;
                     canonical = info.name;
+                } else if (cp.component == "vae") {
+                    owner = Owner::VideoVae;
+                    canonical = info.name;
+                } else if (cp.component == "audio_vae") {
+                    owner = Owner::AudioVae;
+                    canonical = info.name;
+                } else if (cp.component == "vocoder") {
+                    owner = Owner::Vocoder;
+                    canonical = info.name;
                 } else if (!cp.component.empty()) {
                     owner = Owner::Other;
                 } else {
@@ -142,7 +238,7 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
                     w.m_unknown.push_back(cp.path.filename().string() + ": " + info.name);
                     continue;
                 }
-                auto& part = w.m_parts[owner == Owner::Transformer ? 0 : 1];
+                auto& part = w.m_parts[static_cast<int>(owner)];
                 const SourceTensor tensor{&cp, info.name, &info};
                 if (auto [it, inserted] = part.emplace(canonical, tensor); !inserted)
                     return makeError(ErrorCode::InvalidFormat, "'" + canonical + "' is stored twice: as '" + it->second.name + "' in "
@@ -151,14 +247,17 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
             }
         }
     }
-    if (w.m_parts[0].empty() && w.m_parts[1].empty())
-        return makeError(ErrorCode::InvalidFormat, w.describeFiles() + ": no LTX-2 transformer or connector tensors found");
+    bool any = false;
+    for (const auto& part : w.m_parts)
+        any = any || !part.empty();
+    if (!any)
+        return makeError(ErrorCode::InvalidFormat, w.describeFiles() + ": no LTX-2 tensors found");
     return w;
 }
 
 const SourceTensor* Ltx2Weights::find(Part part, const std::string& name) const
 {
-    const auto& map = m_parts[part == Part::Transformer ? 0 : 1];
+    const auto& map = m_parts[static_cast<int>(part)];
     const auto it = map.find(name);
     return it == map.end() ? nullptr : &it->second;
 }
@@ -173,20 +272,21 @@ std::optional<std::vector<std::int64_t>> Ltx2Weights::shape(Part part, const std
 
 const std::map<std::string, SourceTensor>& Ltx2Weights::tensors(Part part) const
 {
-    return m_parts[part == Part::Transformer ? 0 : 1];
+    return m_parts[static_cast<int>(part)];
 }
 
 std::optional<std::string> Ltx2Weights::diffusersConfig(Part part) const
 {
-    const std::string component = part == Part::Transformer ? "transformer" : "connectors";
-    const std::string className = part == Part::Transformer ? "LTX2VideoTransformer3DModel" : "LTX2TextConnectors";
+    const std::string component = partComponent(part);
+    const std::string className = partClassName(part);
     for (const auto& source : *m_sources) {
         if (const auto it = source.configs.find(component); it != source.configs.end())
             return it->second;
         // A component folder given on its own (".../transformer") keeps its config at the top.
         if (const auto it = source.configs.find(""); it != source.configs.end()) {
             const auto json = nlohmann::json::parse(it->second, nullptr, false);
-            if (json.is_object() && json.value("_class_name", std::string()) == className)
+            const auto cls = json.is_object() ? json.value("_class_name", std::string()) : std::string();
+            if (cls == className || (part == Part::Vocoder && cls == "LTX2VocoderWithBWE"))
                 return it->second;
         }
     }
@@ -281,7 +381,7 @@ std::optional<at::Tensor> WeightTaker::optionalTensor(const std::string& name)
 
 Result<void> WeightTaker::finish() const
 {
-    const char* what = m_part == Part::Transformer ? "LTX-2 transformer" : "LTX-2 text connectors";
+    const char* what = partName(m_part);
     const auto files = m_weights.describeFiles();
     if (!m_failed.empty())
         return makeError(ErrorCode::InvalidFormat, files + ": " + std::to_string(m_failed.size()) + " " + what
@@ -292,7 +392,8 @@ Result<void> WeightTaker::finish() const
                 + "; the download may be partial or this is a different model");
     std::vector<std::string> unused;
     for (const auto& [name, t] : m_weights.tensors(m_part))
-        if (!m_taken.count(name))
+        if (!m_taken.count(name)
+            && std::none_of(m_ignored.begin(), m_ignored.end(), [&](const std::string& p) { return startsWith(name, p); }))
             unused.push_back(t.name == name ? name : t.name + " (" + name + ")");
     if (!unused.empty())
         return makeError(ErrorCode::InvalidFormat, files + ": " + std::to_string(unused.size()) + " tensor(s) match no "

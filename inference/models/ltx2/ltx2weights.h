@@ -23,7 +23,11 @@
 
 namespace vireo::ltx2 {
 
-enum class Part { Transformer, Connectors };
+enum class Part { Transformer, Connectors, VideoVae, AudioVae, Vocoder };
+constexpr int kPartCount = 5;
+const char* partName(Part part);             // "LTX-2 transformer", ...
+const char* partComponent(Part part);        // the diffusers folder: "transformer", "vae", ...
+const char* partClassName(Part part);        // the diffusers class of that folder
 
 struct SourceTensor {
     const tensorfile::Checkpoint* checkpoint = nullptr;
@@ -35,6 +39,15 @@ struct SourceTensor {
 std::string ltxCoreToDiffusersTransformer(const std::string& name);
 // Canonical name of an ltx-core connector or text-projection key (prefix removed).
 std::string ltxCoreToDiffusersConnector(const std::string& name);
+// ltx-core's flat VAE lists to diffusers' nested blocks (`vae.` removed): decoder
+// up_blocks.0 = mid_block, 2m+1 = up_blocks.m.upsamplers.0, 2m+2 = up_blocks.m; res_blocks =
+// resnets; per_channel_statistics.{mean,std}-of-means = latents_{mean,std}. Encoder keys keep
+// their ltx-core indices (only the decoder is used for generation).
+std::string ltxCoreToDiffusersVideoVae(const std::string& name);
+// `audio_vae.` removed: only the statistics are renamed.
+std::string ltxCoreToDiffusersAudioVae(const std::string& name);
+// `vocoder.` removed: ups/resblocks/conv_pre/conv_post/act_post/downsample.lowpass renamed.
+std::string ltxCoreToDiffusersVocoder(const std::string& name);
 
 class Ltx2Weights {
 public:
@@ -54,7 +67,7 @@ public:
 
 private:
     std::shared_ptr<std::vector<tensorfile::ModelSource>> m_sources;
-    std::map<std::string, SourceTensor> m_parts[2];
+    std::map<std::string, SourceTensor> m_parts[kPartCount];
     std::vector<std::string> m_unknown;
 };
 
@@ -70,6 +83,9 @@ public:
     // A dense tensor in the compute dtype on the target device.
     at::Tensor tensor(const std::string& name);
     std::optional<at::Tensor> optionalTensor(const std::string& name);
+    // Tensors under this prefix belong to a module this load does not build (the VAE
+    // encoder, spare statistics): finish() does not count them as unknown.
+    void ignorePrefix(const std::string& prefix) { m_ignored.push_back(prefix); }
 
     Result<void> finish() const;
 
@@ -83,6 +99,7 @@ private:
     std::set<std::string> m_taken;
     std::vector<std::string> m_missing;
     std::vector<std::string> m_failed;
+    std::vector<std::string> m_ignored;
 };
 
 } // namespace vireo::ltx2
