@@ -115,6 +115,9 @@ Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& 
                                                    const std::optional<AudioStreamSpec>& audioSpec,
                                                    const std::map<std::string, std::string>& metadata)
 {
+    // Encoder chatter (x264's banner, the muxer's second pass) is not for the user; failures
+    // come back as errors with FFmpeg's reason.
+    av_log_set_level(AV_LOG_ERROR);
     auto impl = std::make_unique<Impl>();
     impl->path = path;
     impl->videoSpec = videoSpec;
