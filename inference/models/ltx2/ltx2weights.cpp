@@ -58,6 +58,30 @@ std::pair<Owner, std::string> classifyTopLevel(const std::string& stored)
     return {Owner::Transformer, ltxCoreToDiffusersTransformer(name)};
 }
 
+// A diffusers component folder given on its own (".../vocoder", ".../audio_vae") holds that
+// component's names without the folder prefix, so key prefixes cannot place them: the 2.3
+// vocoder's own names start with "vocoder." and the audio VAE's carry no marker at all. Its
+// config.json's class says which component it is.
+std::optional<Owner> ownerFromClass(const std::map<std::string, std::string>& configs)
+{
+    const auto it = configs.find("");
+    if (it == configs.end())
+        return std::nullopt;
+    const auto json = nlohmann::json::parse(it->second, nullptr, false);
+    const auto cls = json.is_object() ? json.value("_class_name", std::string()) : std::string();
+    if (cls == "LTX2VideoTransformer3DModel")
+        return Owner::Transformer;
+    if (cls == "LTX2TextConnectors")
+        return Owner::Connectors;
+    if (cls == "AutoencoderKLLTX2Video")
+        return Owner::VideoVae;
+    if (cls == "AutoencoderKLLTX2Audio")
+        return Owner::AudioVae;
+    if (cls == "LTX2Vocoder" || cls == "LTX2VocoderWithBWE")
+        return Owner::Vocoder;
+    return std::nullopt;
+}
+
 } // namespace
 
 const char* partName(Part part)
@@ -206,6 +230,7 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
         w.m_sources->push_back(std::move(*source));
     }
     for (const auto& source : *w.m_sources) {
+        const auto folderOwner = ownerFromClass(source.configs);
         for (const auto& cp : source.checkpoints) {
             for (const auto& info : cp.tensors) {
                 if (quant::isQuantizationSibling(info.name))
@@ -226,6 +251,9 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
                     canonical = info.name;
                 } else if (cp.component == "vocoder") {
                     owner = Owner::Vocoder;
+                    canonical = info.name;
+                } else if (cp.component.empty() && folderOwner) {
+                    owner = *folderOwner;
                     canonical = info.name;
                 } else if (!cp.component.empty()) {
                     owner = Owner::Other;

@@ -1,0 +1,502 @@
+#include "inference/models/ltx2/ltx2audiovae.h"
+
+#include "inference/models/ltx2/ltx2weights.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <set>
+
+namespace vireo::ltx2 {
+
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kDiffusersName = "audio_vae/config.json";
+constexpr const char* kLtxCoreName = "the checkpoint's embedded config (audio_vae)";
+// diffusers' LATENT_DOWNSAMPLE_FACTOR: 4x in time (causally: 4L - 3 frames) and in mel bins.
+constexpr std::int64_t kLatentDownsample = 4;
+
+struct Cancelled {};
+
+std::string shapeText(const std::vector<std::int64_t>& shape)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+template <typename T>
+void read(const Json& j, const char* key, T& out)
+{
+    if (const auto it = j.find(key); it != j.end() && !it->is_null())
+        out = it->get<T>();
+}
+
+const Json* object(const Json& j, const char* key)
+{
+    const auto it = j.find(key);
+    return it != j.end() && it->is_object() ? &*it : nullptr;
+}
+
+// Largest N + 1 over names "<prefix>N.<rest>".
+std::int64_t countIndexed(const Ltx2Weights& w, const std::string& prefix)
+{
+    std::int64_t count = 0;
+    for (const auto& [name, t] : w.tensors(Part::AudioVae)) {
+        if (name.rfind(prefix, 0) != 0)
+            continue;
+        const auto rest = name.substr(prefix.size());
+        try {
+            count = std::max<std::int64_t>(count, std::stoll(rest.substr(0, rest.find('.'))) + 1);
+        } catch (const std::exception&) {
+        }
+    }
+    return count;
+}
+
+// F.pad order: (left, right, top, bottom) = (mel before, mel after, time before, time after).
+using Padding = std::array<std::int64_t, 4>;
+
+Padding causalPadding(const std::string& axis, std::int64_t kernel)
+{
+    // LTX2AudioCausalConv2d: the causal axis is padded on its leading side only.
+    const std::int64_t p = kernel - 1;
+    if (axis == "height")
+        return {p / 2, p - p / 2, p, 0};
+    if (axis == "width" || axis == "width-compatibility")
+        return {p, 0, p / 2, p - p / 2};
+    return {p / 2, p - p / 2, p / 2, p - p / 2};
+}
+
+struct Conv2d {
+    at::Tensor weight, bias;
+    Padding padding{};
+};
+
+struct ResBlock {
+    Conv2d conv1, conv2;
+    std::optional<Conv2d> nin;  // 1x1 shortcut when the block changes the width
+};
+
+struct Level {
+    std::vector<ResBlock> blocks;
+    std::optional<Conv2d> upsample;
+};
+
+std::int64_t bytesOf(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
+std::int64_t bytesOf(const Conv2d& c) { return bytesOf(c.weight) + bytesOf(c.bias); }
+std::int64_t bytesOf(const ResBlock& b) { return bytesOf(b.conv1) + bytesOf(b.conv2) + (b.nin ? bytesOf(*b.nin) : 0); }
+
+} // namespace
+
+std::int64_t AudioVaeConfig::melFrames(std::int64_t latentFrames) const
+{
+    // diffusers subtracts the causal overhang for every causality_axis string, "none" included.
+    return std::max<std::int64_t>(latentFrames * kLatentDownsample - (kLatentDownsample - 1), 1);
+}
+
+Result<AudioVaeConfig> audioVaeConfigFromDiffusers(const std::string& text)
+{
+    const auto j = Json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return makeError(ErrorCode::InvalidFormat, std::string(kDiffusersName) + " is not a JSON object");
+    try {
+        AudioVaeConfig c;
+        read(j, "base_channels", c.baseChannels);
+        read(j, "output_channels", c.outputChannels);
+        read(j, "ch_mult", c.chMult);
+        read(j, "num_res_blocks", c.numResBlocks);
+        read(j, "attn_resolutions", c.attnResolutions);
+        read(j, "resolution", c.resolution);
+        read(j, "latent_channels", c.latentChannels);
+        read(j, "norm_type", c.normType);
+        read(j, "mid_block_add_attention", c.midBlockAddAttention);
+        read(j, "sample_rate", c.sampleRate);
+        read(j, "mel_hop_length", c.melHopLength);
+        if (j.contains("causality_axis") && j["causality_axis"].is_null())
+            return makeError(ErrorCode::Unsupported, std::string(kDiffusersName) + ": causality_axis null is rejected by diffusers too");
+        read(j, "causality_axis", c.causalityAxis);
+        if (j.contains("mel_bins") && j["mel_bins"].is_null())
+            return makeError(ErrorCode::Unsupported, std::string(kDiffusersName)
+                    + ": mel_bins null is not supported (the pipeline needs it to unpack the latents)");
+        read(j, "mel_bins", c.melBins);
+        return c;
+    } catch (const Json::exception& e) {
+        return makeError(ErrorCode::InvalidFormat, std::string(kDiffusersName) + ": " + e.what());
+    }
+}
+
+Result<AudioVaeConfig> audioVaeConfigFromLtxCore(const std::string& text)
+{
+    const auto root = Json::parse(text, nullptr, false);
+    if (root.is_discarded() || !root.is_object())
+        return makeError(ErrorCode::InvalidFormat, "the checkpoint's embedded config is not a JSON object");
+    const auto* section = object(root, "audio_vae");
+    if (!section)
+        return makeError(ErrorCode::NotFound, "the checkpoint's embedded config has no \"audio_vae\" section");
+    const Json empty = Json::object();
+    const auto* model = object(*section, "model");
+    const auto* params = model ? object(*model, "params") : nullptr;
+    const auto* dd = params ? object(*params, "ddconfig") : nullptr;
+    if (!dd)
+        return makeError(ErrorCode::InvalidFormat, std::string(kLtxCoreName) + " has no model.params.ddconfig");
+    const auto* pre = object(*section, "preprocessing");
+    const auto* stft = pre ? object(*pre, "stft") : nullptr;
+    const auto* mel = pre ? object(*pre, "mel") : nullptr;
+    const auto* variables = object(*section, "variables");
+    try {
+        // ltx-core's defaults (AudioDecoderConfigurator): note attention *on* when absent.
+        AudioVaeConfig c;
+        c.attnResolutions = {8, 16, 32};
+        c.midBlockAddAttention = true;
+        read(*dd, "ch", c.baseChannels);
+        read(*dd, "out_ch", c.outputChannels);
+        read(*dd, "ch_mult", c.chMult);
+        read(*dd, "num_res_blocks", c.numResBlocks);
+        if (dd->contains("attn_resolutions")) {
+            c.attnResolutions.clear();
+            read(*dd, "attn_resolutions", c.attnResolutions);
+        }
+        read(*dd, "resolution", c.resolution);
+        read(*dd, "z_channels", c.latentChannels);
+        read(*dd, "norm_type", c.normType);
+        read(*dd, "causality_axis", c.causalityAxis);
+        read(*dd, "mid_block_add_attention", c.midBlockAddAttention);
+        read(*params, "sampling_rate", c.sampleRate);
+        read(stft ? *stft : empty, "hop_length", c.melHopLength);
+        // ltx-core: ddconfig.mel_bins or preprocessing.mel.n_mel_channels or variables.mel_bins.
+        std::int64_t melBins = 0;
+        read(*dd, "mel_bins", melBins);
+        if (melBins == 0)
+            read(mel ? *mel : empty, "n_mel_channels", melBins);
+        if (melBins == 0)
+            read(variables ? *variables : empty, "mel_bins", melBins);
+        if (melBins == 0)
+            return makeError(ErrorCode::InvalidFormat, std::string(kLtxCoreName) + " names no mel_bins");
+        c.melBins = melBins;
+        return c;
+    } catch (const Json::exception& e) {
+        return makeError(ErrorCode::InvalidFormat, std::string(kLtxCoreName) + ": " + e.what());
+    }
+}
+
+std::string toJson(const AudioVaeConfig& c)
+{
+    Json j{{"base_channels", c.baseChannels}, {"output_channels", c.outputChannels}, {"ch_mult", c.chMult},
+        {"num_res_blocks", c.numResBlocks}, {"attn_resolutions", c.attnResolutions}, {"resolution", c.resolution},
+        {"latent_channels", c.latentChannels}, {"norm_type", c.normType}, {"causality_axis", c.causalityAxis},
+        {"mid_block_add_attention", c.midBlockAddAttention}, {"sample_rate", c.sampleRate},
+        {"mel_hop_length", c.melHopLength}, {"mel_bins", c.melBins}};
+    return j.dump();
+}
+
+Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::optional<AudioVaeConfig>& override)
+{
+    const auto part = Part::AudioVae;
+    const auto files = w.describeFiles();
+    const auto convIn = w.shape(part, "decoder.conv_in.conv.weight");
+    const auto convOut = w.shape(part, "decoder.conv_out.conv.weight");
+    const auto mean = w.shape(part, "latents_mean");
+    if (!convIn || !convOut)
+        return makeError(ErrorCode::NotFound, files + ": no LTX-2 audio VAE decoder (decoder.conv_in / decoder.conv_out) found; "
+                "give the audio_vae folder or a Lightricks single file that holds audio_vae.* tensors");
+
+    AudioVaeConfig c;
+    if (override) {
+        c = *override;
+    } else if (auto json = w.diffusersConfig(part)) {
+        auto parsed = audioVaeConfigFromDiffusers(*json);
+        if (!parsed)
+            return makeError(parsed.error().code, files + ": " + parsed.error().message);
+        c = *parsed;
+    } else if (auto json = w.ltxCoreConfig()) {
+        auto parsed = audioVaeConfigFromLtxCore(*json);
+        if (parsed)
+            c = *parsed;
+        else if (parsed.error().code != ErrorCode::NotFound)  // a config without an audio_vae section: as if none
+            return makeError(parsed.error().code, files + ": " + parsed.error().message);
+    }
+    // Without hyper-parameters diffusers' defaults apply: they are the published model's, and
+    // the shape checks below refuse anything else.
+
+    auto unsupported = [&](const std::string& what) {
+        return makeError(ErrorCode::Unsupported, files + ": the audio VAE config asks for " + what + ", which this port does not implement");
+    };
+    auto mismatch = [&](const std::string& what, const std::string& tensor, const std::vector<std::int64_t>& found) {
+        return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config says " + what + " but " + tensor + " is "
+                + shapeText(found) + "; the config does not belong to these weights");
+    };
+    if (c.normType != "pixel")
+        return unsupported("norm_type '" + c.normType + "' (LTX-2 uses \"pixel\")");
+    static const std::set<std::string> kAxes{"height", "width", "width-compatibility", "none"};
+    if (!kAxes.count(c.causalityAxis))
+        return makeError(ErrorCode::InvalidFormat, files + ": causality_axis '" + c.causalityAxis + "' is not one diffusers accepts");
+    if (c.midBlockAddAttention)
+        return unsupported("a mid-block attention layer (mid_block_add_attention)");
+    if (c.chMult.empty() || c.numResBlocks < 1 || c.baseChannels < 1 || c.latentChannels < 1 || c.outputChannels < 1)
+        return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config has empty ch_mult or non-positive widths");
+    const auto levels = static_cast<std::int64_t>(c.chMult.size());
+    for (std::int64_t level = 0; level < levels; ++level) {
+        // The decoder's curr_res at each level, as diffusers computes it.
+        const auto res = (c.resolution / (std::int64_t{1} << (levels - 1))) << (levels - 1 - level);
+        if (std::find(c.attnResolutions.begin(), c.attnResolutions.end(), res) != c.attnResolutions.end())
+            return unsupported("attention blocks at resolution " + std::to_string(res) + " (attn_resolutions)");
+    }
+    if (c.melBins <= 0 || c.melBins % kLatentDownsample)
+        return makeError(ErrorCode::InvalidFormat, files + ": mel_bins " + std::to_string(c.melBins) + " is not a positive multiple of 4");
+
+    const auto top = c.baseChannels * c.chMult.back();
+    if (*convIn != std::vector<std::int64_t>{top, c.latentChannels, 3, 3})
+        return mismatch(std::to_string(c.latentChannels) + " latent channels into " + std::to_string(top), "decoder.conv_in.conv.weight", *convIn);
+    if (*convOut != std::vector<std::int64_t>{c.outputChannels, c.baseChannels * c.chMult.front(), 3, 3})
+        return mismatch(std::to_string(c.outputChannels) + " output channels", "decoder.conv_out.conv.weight", *convOut);
+    if (countIndexed(w, "decoder.up.") != levels)
+        return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config says " + std::to_string(levels) + " decoder levels but decoder.up has "
+                + std::to_string(countIndexed(w, "decoder.up.")));
+    for (std::int64_t level = 0; level < levels; ++level) {
+        const auto blocks = countIndexed(w, "decoder.up." + std::to_string(level) + ".block.");
+        if (blocks != c.numResBlocks + 1)
+            return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config says " + std::to_string(c.numResBlocks + 1)
+                    + " blocks per decoder level but decoder.up." + std::to_string(level) + " has " + std::to_string(blocks));
+    }
+    // latents_mean/std are applied to the packed token vector, so they must be C * M wide
+    // (the real model: 8 x 16 = 128, which is also base_channels).
+    if (mean && *mean != std::vector<std::int64_t>{c.packedWidth()})
+        return mismatch("packed latent tokens of " + std::to_string(c.latentChannels) + " x " + std::to_string(c.latentMelBins()), "latents_mean",
+            *mean);
+    return c;
+}
+
+struct AudioDecoder::Impl {
+    AudioVaeConfig config;
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;
+    std::string files;
+    at::Tensor latentsMean, latentsStd;
+    Conv2d convIn, convOut;
+    ResBlock mid1, mid2;
+    std::vector<Level> up;  // indexed by level; run from the last (lowest resolution) to 0
+
+    at::Tensor conv(const Conv2d& c, const at::Tensor& x) const;
+    at::Tensor resBlock(const ResBlock& b, const at::Tensor& x) const;
+    at::Tensor upsample(const Conv2d& c, const at::Tensor& x) const;
+    at::Tensor run(const at::Tensor& latents, const std::stop_token& stop) const;
+};
+
+AudioDecoder::AudioDecoder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+AudioDecoder::~AudioDecoder() = default;
+AudioDecoder::AudioDecoder(AudioDecoder&&) noexcept = default;
+AudioDecoder& AudioDecoder::operator=(AudioDecoder&&) noexcept = default;
+const AudioVaeConfig& AudioDecoder::config() const { return m_impl->config; }
+
+Result<AudioDecoder> AudioDecoder::load(const Ltx2Weights& weights, const AudioDecoderLoadOptions& options)
+{
+    auto config = resolveAudioVaeConfig(weights, options.config);
+    if (!config)
+        return config.error();
+    auto impl = std::make_unique<Impl>();
+    impl->config = *config;
+    impl->device = options.device;
+    impl->dtype = options.dtype;
+    impl->files = weights.describeFiles();
+    const auto& c = impl->config;
+
+    try {
+        WeightTaker w(weights, Part::AudioVae, options.device, options.dtype);
+        w.ignorePrefix("encoder.");                  // generation only decodes
+        w.ignorePrefix("per_channel_statistics.");   // ltx-core's spare statistics (mean-of-stds, channel, ...)
+        auto conv = [&](const std::string& name, std::int64_t kernel) {
+            Conv2d k;
+            k.weight = w.tensor(name + ".conv.weight");
+            k.bias = w.tensor(name + ".conv.bias");
+            k.padding = causalPadding(c.causalityAxis, kernel);
+            return k;
+        };
+        auto block = [&](const std::string& name, std::int64_t in, std::int64_t out) {
+            ResBlock b;
+            b.conv1 = conv(name + ".conv1", 3);
+            b.conv2 = conv(name + ".conv2", 3);
+            if (in != out)
+                b.nin = conv(name + ".nin_shortcut", 1);
+            return b;
+        };
+        impl->latentsMean = w.tensor("latents_mean");
+        impl->latentsStd = w.tensor("latents_std");
+        const auto levels = static_cast<std::int64_t>(c.chMult.size());
+        const auto top = c.baseChannels * c.chMult.back();
+        impl->convIn = conv("decoder.conv_in", 3);
+        impl->mid1 = block("decoder.mid.block_1", top, top);
+        impl->mid2 = block("decoder.mid.block_2", top, top);
+        impl->up.resize(static_cast<std::size_t>(levels));
+        std::int64_t in = top;
+        for (std::int64_t level = levels - 1; level >= 0; --level) {
+            auto& stage = impl->up[static_cast<std::size_t>(level)];
+            const auto out = c.baseChannels * c.chMult[static_cast<std::size_t>(level)];
+            const auto prefix = "decoder.up." + std::to_string(level);
+            for (std::int64_t i = 0; i <= c.numResBlocks; ++i) {
+                stage.blocks.push_back(block(prefix + ".block." + std::to_string(i), in, out));
+                in = out;
+            }
+            if (level != 0)
+                stage.upsample = conv(prefix + ".upsample.conv", 3);
+        }
+        impl->convOut = conv("decoder.conv_out", 3);
+        if (auto done = w.finish(); !done)
+            return done.error();
+
+        // Every weight against the config, now that all are present.
+        std::string bad;
+        auto expect = [&](const std::string& name, const at::Tensor& t, const std::vector<std::int64_t>& shape) {
+            if (bad.empty() && t.sizes() != at::IntArrayRef(shape))
+                bad = name + " is " + shapeText(t.sizes().vec()) + " but the audio VAE config needs " + shapeText(shape);
+        };
+        auto expectConv = [&](const std::string& name, const Conv2d& k, std::int64_t out, std::int64_t inCh, std::int64_t kernel) {
+            expect(name + ".conv.weight", k.weight, {out, inCh, kernel, kernel});
+            expect(name + ".conv.bias", k.bias, {out});
+        };
+        auto expectBlock = [&](const std::string& name, const ResBlock& b, std::int64_t inCh, std::int64_t out) {
+            expectConv(name + ".conv1", b.conv1, out, inCh, 3);
+            expectConv(name + ".conv2", b.conv2, out, out, 3);
+            if (b.nin)
+                expectConv(name + ".nin_shortcut", *b.nin, out, inCh, 1);
+        };
+        expect("latents_mean", impl->latentsMean, {c.packedWidth()});
+        expect("latents_std", impl->latentsStd, {c.packedWidth()});
+        expectConv("decoder.conv_in", impl->convIn, top, c.latentChannels, 3);
+        expectBlock("decoder.mid.block_1", impl->mid1, top, top);
+        expectBlock("decoder.mid.block_2", impl->mid2, top, top);
+        in = top;
+        for (std::int64_t level = levels - 1; level >= 0; --level) {
+            const auto& stage = impl->up[static_cast<std::size_t>(level)];
+            const auto out = c.baseChannels * c.chMult[static_cast<std::size_t>(level)];
+            const auto prefix = "decoder.up." + std::to_string(level);
+            for (std::size_t i = 0; i < stage.blocks.size(); ++i) {
+                expectBlock(prefix + ".block." + std::to_string(i), stage.blocks[i], in, out);
+                in = out;
+            }
+            if (stage.upsample)
+                expectConv(prefix + ".upsample.conv", *stage.upsample, out, out, 3);
+        }
+        expectConv("decoder.conv_out", impl->convOut, c.outputChannels, in, 3);
+        if (!bad.empty())
+            return makeError(ErrorCode::InvalidFormat, impl->files + ": " + bad + "; the config does not belong to these weights");
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::Internal, weights.describeFiles() + ": loading the LTX-2 audio VAE failed: " + e.what_without_backtrace());
+    }
+    return AudioDecoder(std::move(impl));
+}
+
+at::Tensor AudioDecoder::Impl::conv(const Conv2d& c, const at::Tensor& x) const
+{
+    const auto& p = c.padding;
+    const bool padded = std::any_of(p.begin(), p.end(), [](std::int64_t v) { return v != 0; });
+    return at::conv2d(padded ? at::constant_pad_nd(x, {p[0], p[1], p[2], p[3]}, 0) : x, c.weight, c.bias);
+}
+
+namespace {
+
+// LTX2AudioPixelNorm(dim=1, eps=1e-6): RMS over channels at every (time, mel) position.
+at::Tensor pixelNorm(const at::Tensor& x)
+{
+    return x / at::sqrt(at::mean(x.pow(2), {1}, true) + 1e-6);
+}
+
+} // namespace
+
+at::Tensor AudioDecoder::Impl::resBlock(const ResBlock& b, const at::Tensor& x) const
+{
+    auto h = conv(b.conv1, at::silu(pixelNorm(x)));
+    h = conv(b.conv2, at::silu(pixelNorm(h)));
+    return (b.nin ? conv(*b.nin, x) : x) + h;
+}
+
+at::Tensor AudioDecoder::Impl::upsample(const Conv2d& c, const at::Tensor& x) const
+{
+    // Nearest x2 in time and mel, causal conv, then the row/column the causal padding added
+    // in front is dropped: L time steps become 2L - 1.
+    auto h = conv(c, at::upsample_nearest2d(x, {x.size(2) * 2, x.size(3) * 2}, 2.0, 2.0));
+    if (config.causalityAxis == "height")
+        h = h.narrow(2, 1, h.size(2) - 1);
+    else if (config.causalityAxis == "width")
+        h = h.narrow(3, 1, h.size(3) - 1);
+    return h;
+}
+
+at::Tensor AudioDecoder::Impl::run(const at::Tensor& latents, const std::stop_token& stop) const
+{
+    const auto& c = config;
+    TORCH_CHECK(latents.dim() == 3, "audio latents must be packed [B, L, C*M], got ", latents.dim(),
+        "-D (use AudioDecoder::packLatents for [B, C, L, M])");
+    TORCH_CHECK(latents.size(2) == c.packedWidth(), "audio latent tokens have ", latents.size(2), " features, expected ",
+        c.latentChannels, " channels x ", c.latentMelBins(), " mel bins = ", c.packedWidth());
+    TORCH_CHECK(latents.size(0) > 0 && latents.size(1) > 0, "audio latents ", latents.sizes(), " are empty");
+    const auto frames = latents.size(1);
+    // pipeline_ltx2.py: the loop's float32 latents * std + mean, unflattened to [B, C, L, M],
+    // then cast to the VAE's dtype.
+    auto x = latents.to(device, at::kFloat) * latentsStd.to(at::kFloat) + latentsMean.to(at::kFloat);
+    x = x.unflatten(2, {-1, c.latentMelBins()}).transpose(1, 2).to(dtype);
+
+    x = conv(convIn, x);
+    x = resBlock(mid1, x);
+    x = resBlock(mid2, x);
+    for (auto level = static_cast<std::int64_t>(up.size()) - 1; level >= 0; --level) {
+        if (stop.stop_requested())
+            throw Cancelled{};
+        const auto& stage = up[static_cast<std::size_t>(level)];
+        for (const auto& b : stage.blocks)
+            x = resBlock(b, x);
+        if (stage.upsample)
+            x = upsample(*stage.upsample, x);
+    }
+    x = conv(convOut, at::silu(pixelNorm(x)));
+
+    // Crop (or zero-pad) to the frames and mel bins the causal layout implies.
+    const auto targetTime = c.melFrames(frames), targetMel = c.melBins;
+    x = x.narrow(2, 0, std::min(x.size(2), targetTime)).narrow(3, 0, std::min(x.size(3), targetMel));
+    if (x.size(2) < targetTime || x.size(3) < targetMel)
+        x = at::constant_pad_nd(x, {0, targetMel - x.size(3), 0, targetTime - x.size(2)}, 0);
+    return x.contiguous();
+}
+
+Result<at::Tensor> AudioDecoder::decode(const at::Tensor& latents, std::stop_token stop) const
+{
+    if (stop.stop_requested())
+        return makeError(ErrorCode::Cancelled, "cancelled");
+    try {
+        return m_impl->run(latents, stop);
+    } catch (const Cancelled&) {
+        return makeError(ErrorCode::Cancelled, "cancelled");
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::InvalidArgument, m_impl->files + ": LTX-2 audio VAE decode: " + e.what_without_backtrace());
+    }
+}
+
+Result<at::Tensor> AudioDecoder::packLatents(const at::Tensor& unpacked)
+{
+    if (!unpacked.defined() || unpacked.dim() != 4)
+        return makeError(ErrorCode::InvalidArgument, "packLatents expects audio latents [B, C, L, M], got "
+                + (unpacked.defined() ? std::to_string(unpacked.dim()) + "-D" : std::string("an undefined tensor")));
+    return unpacked.transpose(1, 2).flatten(2, 3);
+}
+
+std::int64_t AudioDecoder::residentBytes() const
+{
+    const auto& m = *m_impl;
+    std::int64_t n = bytesOf(m.latentsMean) + bytesOf(m.latentsStd) + bytesOf(m.convIn) + bytesOf(m.convOut) + bytesOf(m.mid1)
+        + bytesOf(m.mid2);
+    for (const auto& level : m.up) {
+        for (const auto& b : level.blocks)
+            n += bytesOf(b);
+        if (level.upsample)
+            n += bytesOf(*level.upsample);
+    }
+    return n;
+}
+
+} // namespace vireo::ltx2

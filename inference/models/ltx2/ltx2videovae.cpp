@@ -1,0 +1,958 @@
+#include "inference/models/ltx2/ltx2videovae.h"
+
+#include "inference/models/ltx2/ltx2weights.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <sstream>
+
+namespace vireo::ltx2 {
+
+namespace {
+
+using Json = nlohmann::json;
+using Shape = std::vector<std::int64_t>;
+
+// Thrown inside a decode when the stop token fires; decode() turns it into Cancelled.
+struct Stopped {};
+
+enum class Padding { Zeros, Reflect, Replicate };
+
+std::string shapeText(const Shape& s)
+{
+    std::ostringstream out;
+    out << "[";
+    for (std::size_t i = 0; i < s.size(); ++i)
+        out << (i ? ", " : "") << s[i];
+    out << "]";
+    return out.str();
+}
+
+bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+template <typename T>
+void read(const Json& j, const char* key, T& out)
+{
+    if (const auto it = j.find(key); it != j.end() && !it->is_null())
+        out = it->get<T>();
+}
+
+// diffusers accepts a bool for these and widens it to one entry per block.
+void readFlags(const Json& j, const char* key, std::vector<bool>& out, std::size_t count)
+{
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null())
+        return;
+    if (it->is_boolean())
+        out.assign(count, it->get<bool>());
+    else
+        out = it->get<std::vector<bool>>();
+}
+
+template <typename T>
+std::vector<T> reversed(std::vector<T> v)
+{
+    std::reverse(v.begin(), v.end());
+    return v;
+}
+
+// ----------------------------------------------------------------------------- structure
+
+struct BlockPlan {
+    std::int64_t in = 0, out = 0;  // diffusers' input_channel / output_channel of LTX2VideoUpBlock3d
+    bool convIn = false;           // a width-changing resnet before the upsampler
+    bool upsample = false;
+    std::array<std::int64_t, 3> stride{1, 1, 1};
+    std::int64_t factor = 1;       // upscale_factor: channel reduction of the depth-to-space
+    bool residual = false;
+    std::int64_t upIn = 0, upOut = 0;  // upsampler conv widths
+    std::int64_t layers = 0;
+};
+
+// The decoder as LTX2VideoDecoder3d builds it from a config, in execution order.
+struct Plan {
+    std::int64_t width = 0;  // conv_in output, the mid block's width
+    std::int64_t midLayers = 0;
+    std::vector<BlockPlan> blocks;
+    std::int64_t last = 0;   // conv_out input
+    std::int64_t spatialScale = 1, temporalScale = 1;
+    Padding padding = Padding::Zeros;
+};
+
+std::array<std::int64_t, 3> upsampleStride(const std::string& type)
+{
+    if (type == "spatial")
+        return {1, 2, 2};
+    if (type == "temporal")
+        return {2, 1, 1};
+    if (type == "spatiotemporal")
+        return {2, 2, 2};
+    return {0, 0, 0};
+}
+
+Result<Plan> planDecoder(const VideoVaeConfig& c)
+{
+    auto bad = [](const std::string& what) {
+        return makeError(ErrorCode::InvalidFormat, "the video VAE decoder config is inconsistent: " + what);
+    };
+    const auto n = c.decoderBlockOutChannels.size();
+    const auto count = [&](const char* key, std::size_t have, std::size_t want) -> std::optional<Error> {
+        if (have == want)
+            return std::nullopt;
+        return bad(std::string(key) + " has " + std::to_string(have) + " entries but " + std::to_string(n)
+            + " up blocks need " + std::to_string(want));
+    };
+    if (n == 0)
+        return bad("decoder_block_out_channels is empty");
+    for (const auto& e : {count("decoder_layers_per_block", c.decoderLayersPerBlock.size(), n + 1),
+             count("decoder_spatio_temporal_scaling", c.decoderSpatioTemporalScaling.size(), n),
+             count("decoder_inject_noise", c.decoderInjectNoise.size(), n + 1), count("upsample_type", c.upsampleType.size(), n),
+             count("upsample_residual", c.upsampleResidual.size(), n), count("upsample_factor", c.upsampleFactor.size(), n)})
+        if (e)
+            return *e;
+    if (c.latentChannels <= 0 || c.outChannels <= 0 || c.patchSize <= 0)
+        return bad("latent_channels, out_channels and patch_size must be positive");
+    if (c.patchSizeT != 1)
+        return makeError(ErrorCode::Unsupported, "video VAE patch_size_t " + std::to_string(c.patchSizeT)
+                + " is not supported (every LTX-2 VAE uses 1)");
+    Plan p;
+    if (c.decoderSpatialPaddingMode == "zeros")
+        p.padding = Padding::Zeros;
+    else if (c.decoderSpatialPaddingMode == "reflect")
+        p.padding = Padding::Reflect;
+    else if (c.decoderSpatialPaddingMode == "replicate")
+        p.padding = Padding::Replicate;
+    else
+        return makeError(ErrorCode::Unsupported, "video VAE decoder_spatial_padding_mode '" + c.decoderSpatialPaddingMode
+                + "' is not supported (zeros, reflect, replicate)");
+
+    const auto boc = reversed(c.decoderBlockOutChannels);
+    const auto layers = reversed(c.decoderLayersPerBlock);
+    const auto scaling = reversed(c.decoderSpatioTemporalScaling);
+    const auto residual = reversed(c.upsampleResidual);
+    const auto factor = reversed(c.upsampleFactor);
+    for (const auto l : layers)
+        if (l < 0)
+            return bad("decoder_layers_per_block has a negative entry");
+    p.width = boc[0];
+    p.midLayers = layers[0];
+    p.spatialScale = c.patchSize;
+    p.temporalScale = c.patchSizeT;
+    std::int64_t output = boc[0];  // diffusers' running output_channel
+    std::int64_t channels = boc[0];
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto where = "up block " + std::to_string(i);
+        BlockPlan b;
+        b.factor = factor[i];
+        if (b.factor <= 0 || boc[i] <= 0)
+            return bad(where + ": decoder_block_out_channels and upsample_factor must be positive");
+        b.in = output / b.factor;
+        b.out = boc[i] / b.factor;
+        b.convIn = b.in != b.out;
+        b.upsample = scaling[i];
+        b.residual = residual[i];
+        b.layers = layers[i + 1];
+        if (b.convIn) {
+            if (channels != b.in)
+                return bad(where + "'s conv_in takes " + std::to_string(b.in) + " channels but receives " + std::to_string(channels)
+                    + " (diffusers cannot run this config either)");
+            channels = b.out;
+        }
+        if (b.upsample) {
+            b.stride = upsampleStride(c.upsampleType[i]);
+            if (b.stride[0] == 0)
+                return makeError(ErrorCode::Unsupported, "video VAE upsample_type '" + c.upsampleType[i]
+                        + "' is not supported (spatial, temporal, spatiotemporal)");
+            const auto prod = b.stride[0] * b.stride[1] * b.stride[2];
+            b.upIn = b.out * b.factor;
+            b.upOut = b.upIn * prod / b.factor;
+            if (channels != b.upIn)
+                return bad(where + "'s upsampler takes " + std::to_string(b.upIn) + " channels but receives " + std::to_string(channels)
+                    + " (diffusers cannot run this config either)");
+            if (b.residual && (b.upIn % prod != 0 || prod % b.factor != 0))
+                return bad(where + ": a residual upsampler needs its width and stride product divisible as diffusers reshapes them");
+            p.spatialScale *= b.stride[1];
+            p.temporalScale *= b.stride[0];
+        } else if (channels != b.out) {
+            return bad(where + " has no upsampler, so its resnets take " + std::to_string(b.out) + " channels, but it receives "
+                + std::to_string(channels) + " (diffusers cannot run this config either)");
+        }
+        channels = b.out;
+        output = b.out;
+        p.blocks.push_back(b);
+    }
+    p.last = channels;
+    if (c.spatialCompressionRatio && *c.spatialCompressionRatio != p.spatialScale)
+        return bad("spatial_compression_ratio " + std::to_string(*c.spatialCompressionRatio) + " but the up blocks scale by "
+            + std::to_string(p.spatialScale));
+    if (c.temporalCompressionRatio && *c.temporalCompressionRatio != p.temporalScale)
+        return bad("temporal_compression_ratio " + std::to_string(*c.temporalCompressionRatio) + " but the up blocks scale by "
+            + std::to_string(p.temporalScale));
+    return p;
+}
+
+// Every tensor the decoder reads, with the shape the config implies (diffusers names).
+std::vector<std::pair<std::string, Shape>> decoderTensors(const VideoVaeConfig& c, const Plan& p)
+{
+    std::vector<std::pair<std::string, Shape>> out;
+    auto conv = [&](const std::string& name, std::int64_t o, std::int64_t i, std::int64_t k) {
+        out.push_back({name + ".weight", {o, i, k, k, k}});
+        out.push_back({name + ".bias", {o}});
+    };
+    auto resnet = [&](const std::string& prefix, std::int64_t in, std::int64_t o) {
+        conv(prefix + ".conv1.conv", o, in, 3);
+        conv(prefix + ".conv2.conv", o, o, 3);
+        if (in != o) {
+            out.push_back({prefix + ".norm3.weight", {in}});
+            out.push_back({prefix + ".norm3.bias", {in}});
+            conv(prefix + ".conv_shortcut", o, in, 1);  // a plain nn.Conv3d in diffusers
+        }
+    };
+    conv("decoder.conv_in.conv", p.width, c.latentChannels, 3);
+    for (std::int64_t l = 0; l < p.midLayers; ++l)
+        resnet("decoder.mid_block.resnets." + std::to_string(l), p.width, p.width);
+    for (std::size_t i = 0; i < p.blocks.size(); ++i) {
+        const auto& b = p.blocks[i];
+        const auto prefix = "decoder.up_blocks." + std::to_string(i);
+        if (b.convIn)
+            resnet(prefix + ".conv_in", b.in, b.out);
+        if (b.upsample)
+            conv(prefix + ".upsamplers.0.conv.conv", b.upOut, b.upIn, 3);
+        for (std::int64_t l = 0; l < b.layers; ++l)
+            resnet(prefix + ".resnets." + std::to_string(l), b.out, b.out);
+    }
+    conv("decoder.conv_out.conv", c.outChannels * c.patchSize * c.patchSize, p.last, 3);
+    out.push_back({"latents_mean", {c.latentChannels}});
+    out.push_back({"latents_std", {c.latentChannels}});
+    return out;
+}
+
+// Number of indices N stored under `prefix` + "N." (0 when none).
+std::int64_t countIndices(const Ltx2Weights& w, const std::string& prefix)
+{
+    std::int64_t count = 0;
+    for (const auto& [name, t] : w.tensors(Part::VideoVae)) {
+        if (!startsWith(name, prefix))
+            continue;
+        const auto rest = name.substr(prefix.size());
+        const auto dot = rest.find('.');
+        if (dot == 0 || dot == std::string::npos
+            || !std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(dot), [](char ch) { return ch >= '0' && ch <= '9'; }))
+            continue;
+        count = std::max<std::int64_t>(count, std::stoll(rest.substr(0, dot)) + 1);
+    }
+    return count;
+}
+
+Result<void> checkAgainstTensors(const Ltx2Weights& w, const VideoVaeConfig& c, const Plan& p)
+{
+    const auto files = w.describeFiles();
+    for (const auto& [name, t] : w.tensors(Part::VideoVae)) {
+        if (!startsWith(name, "decoder."))
+            continue;
+        if (name.find("time_embedder") != std::string::npos || name.find("scale_shift_table") != std::string::npos
+            || name.find("timestep_scale_multiplier") != std::string::npos)
+            return makeError(ErrorCode::Unsupported, files + ": the video VAE decoder is timestep-conditioned (" + t.name
+                    + "); only unconditioned decoders, as in every published LTX-2 / 2.3 VAE, are supported");
+        if (name.find("per_channel_scale") != std::string::npos)
+            return makeError(ErrorCode::Unsupported, files + ": the video VAE decoder injects noise (" + t.name
+                    + "); only decoders without noise injection, as in every published LTX-2 / 2.3 VAE, are supported");
+    }
+    auto mismatch = [&](const std::string& what) {
+        return makeError(ErrorCode::InvalidFormat, files + ": the video VAE config " + what
+                + "; the config does not describe this checkpoint (give the vae/config.json that came with it)");
+    };
+    const auto upBlocks = countIndices(w, "decoder.up_blocks.");
+    if (upBlocks != c.upBlocks())
+        return mismatch("has " + std::to_string(c.upBlocks()) + " up blocks but the checkpoint has " + std::to_string(upBlocks)
+            + " (decoder.up_blocks.*)");
+    if (const auto mid = countIndices(w, "decoder.mid_block.resnets."); mid != p.midLayers)
+        return mismatch("has " + std::to_string(p.midLayers) + " mid-block resnets but the checkpoint has " + std::to_string(mid)
+            + " (decoder.mid_block.resnets.*)");
+    for (std::size_t i = 0; i < p.blocks.size(); ++i) {
+        const auto prefix = "decoder.up_blocks." + std::to_string(i) + ".resnets.";
+        if (const auto n = countIndices(w, prefix); n != p.blocks[i].layers)
+            return mismatch("has " + std::to_string(p.blocks[i].layers) + " resnets in up block " + std::to_string(i)
+                + " but the checkpoint has " + std::to_string(n) + " (" + prefix + "*)");
+    }
+    for (const auto& [name, shape] : decoderTensors(c, p)) {
+        const auto stored = w.shape(Part::VideoVae, name);
+        if (stored && *stored != shape) {
+            const auto* t = w.find(Part::VideoVae, name);
+            return mismatch("gives " + name + " the shape " + shapeText(shape) + " but the checkpoint stores " + shapeText(*stored)
+                + (t->name != name ? " (as " + t->name + ")" : std::string()));
+        }
+    }
+    return {};
+}
+
+// The decoder structure from the tensor shapes alone. Residual upsamplers and the padding
+// mode leave no trace in the weights; they are taken from the published config whose
+// upsampler layout matches (LTX-2.0: three spatiotemporal x2 with halving widths, residual,
+// reflect; LTX-2.3: spatiotemporal, spatiotemporal, temporal, spatial, widths /2 /1 /2 /2,
+// no residual, zeros), and anything else needs a config.
+Result<VideoVaeConfig> inferFromShapes(const Ltx2Weights& w)
+{
+    const auto files = w.describeFiles();
+    auto shape = [&](const std::string& name) { return w.shape(Part::VideoVae, name); };
+    auto cannot = [&](const std::string& why) {
+        return makeError(ErrorCode::InvalidFormat, files + ": no video VAE config (vae/config.json or the embedded \"vae\" section) and "
+                + why + "; give the vae/config.json that came with this checkpoint");
+    };
+    const auto convIn = shape("decoder.conv_in.conv.weight");
+    const auto convOut = shape("decoder.conv_out.conv.weight");
+    if (!convIn || convIn->size() != 5 || !convOut || convOut->size() != 5)
+        return cannot("the decoder's conv_in / conv_out are missing or not 3-D convolutions");
+    VideoVaeConfig c;
+    c.latentChannels = (*convIn)[1];
+    c.outChannels = 3;
+    const auto patchArea = (*convOut)[0] / 3;
+    c.patchSize = static_cast<std::int64_t>(std::lround(std::sqrt(static_cast<double>(patchArea))));
+    if (patchArea * 3 != (*convOut)[0] || c.patchSize * c.patchSize != patchArea)
+        return cannot("conv_out's " + std::to_string((*convOut)[0]) + " outputs are not 3 x a square patch");
+    const auto n = countIndices(w, "decoder.up_blocks.");
+    std::vector<std::int64_t> boc, layers{countIndices(w, "decoder.mid_block.resnets.")}, factors;
+    std::vector<bool> scaling;
+    std::vector<std::string> types;
+    std::int64_t channels = (*convIn)[0];
+    for (std::int64_t i = 0; i < n; ++i) {
+        const auto prefix = "decoder.up_blocks." + std::to_string(i) + ".";
+        const auto resnets = countIndices(w, prefix + "resnets.");
+        const auto res0 = shape(prefix + "resnets.0.conv1.conv.weight");
+        const auto up = shape(prefix + "upsamplers.0.conv.conv.weight");
+        if (resnets == 0 || !res0 || res0->size() != 5)
+            return cannot("up block " + std::to_string(i) + " has no resnets to read its width from");
+        const auto out = (*res0)[0];
+        std::int64_t factor = 1;
+        if (up) {
+            if (up->size() != 5 || out <= 0 || (*up)[1] % out != 0)
+                return cannot("up block " + std::to_string(i) + "'s upsampler shape " + shapeText(*up) + " is not understood");
+            factor = (*up)[1] / out;
+            const auto prod = (*up)[0] * factor / (*up)[1];
+            types.push_back(prod == 8 ? "spatiotemporal" : prod == 2 ? "temporal" : prod == 4 ? "spatial" : "?");
+            if (types.back() == "?")
+                return cannot("up block " + std::to_string(i) + "'s upsampler expands by " + std::to_string(prod));
+        } else {
+            types.push_back("spatiotemporal");  // unused without an upsampler
+        }
+        boc.push_back(up ? out * factor : channels);
+        factors.push_back(factor);
+        scaling.push_back(up.has_value());
+        layers.push_back(resnets);
+        channels = out;
+    }
+    const bool ltx20 = types == std::vector<std::string>(3, "spatiotemporal") && factors == std::vector<std::int64_t>{2, 2, 2}
+        && std::all_of(scaling.begin(), scaling.end(), [](bool b) { return b; });
+    const bool ltx23 = types == std::vector<std::string>{"spatiotemporal", "spatiotemporal", "temporal", "spatial"}
+        && factors == std::vector<std::int64_t>{2, 1, 2, 2} && std::all_of(scaling.begin(), scaling.end(), [](bool b) { return b; });
+    if (!ltx20 && !ltx23)
+        return cannot("its upsamplers match neither LTX-2.0's nor LTX-2.3's, so the padding mode and residuals are unknown");
+    c.decoderBlockOutChannels = reversed(boc);
+    c.decoderLayersPerBlock = reversed(layers);
+    c.decoderSpatioTemporalScaling = reversed(scaling);
+    c.decoderInjectNoise.assign(n + 1, false);
+    c.upsampleType = types;
+    c.upsampleFactor = reversed(factors);
+    c.upsampleResidual.assign(n, ltx20);
+    c.decoderSpatialPaddingMode = ltx20 ? "reflect" : "zeros";
+    c.decoderCausal = false;
+    c.timestepConditioning = false;
+    return c;
+}
+
+Result<Json> parseObject(const std::string& text, const std::string& what)
+{
+    auto j = Json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return makeError(ErrorCode::InvalidFormat, what + " is not a JSON object");
+    return j;
+}
+
+Result<VideoVaeConfig> parseDiffusers(const Json& j, const std::string& what)
+{
+    try {
+        VideoVaeConfig c;
+        read(j, "latent_channels", c.latentChannels);
+        read(j, "out_channels", c.outChannels);
+        read(j, "patch_size", c.patchSize);
+        read(j, "patch_size_t", c.patchSizeT);
+        read(j, "decoder_block_out_channels", c.decoderBlockOutChannels);
+        read(j, "decoder_layers_per_block", c.decoderLayersPerBlock);
+        const auto blocks = c.decoderLayersPerBlock.size();
+        readFlags(j, "decoder_spatio_temporal_scaling", c.decoderSpatioTemporalScaling, blocks ? blocks - 1 : 0);
+        readFlags(j, "decoder_inject_noise", c.decoderInjectNoise, blocks);
+        readFlags(j, "upsample_residual", c.upsampleResidual, blocks ? blocks - 1 : 0);
+        read(j, "upsample_type", c.upsampleType);
+        read(j, "upsample_factor", c.upsampleFactor);
+        read(j, "decoder_causal", c.decoderCausal);
+        read(j, "decoder_spatial_padding_mode", c.decoderSpatialPaddingMode);
+        read(j, "timestep_conditioning", c.timestepConditioning);
+        read(j, "resnet_norm_eps", c.resnetNormEps);
+        read(j, "scaling_factor", c.scalingFactor);
+        if (const auto it = j.find("spatial_compression_ratio"); it != j.end() && !it->is_null())
+            c.spatialCompressionRatio = it->get<std::int64_t>();
+        if (const auto it = j.find("temporal_compression_ratio"); it != j.end() && !it->is_null())
+            c.temporalCompressionRatio = it->get<std::int64_t>();
+        return c;
+    } catch (const Json::exception& e) {
+        return makeError(ErrorCode::InvalidFormat, what + ": " + e.what());
+    }
+}
+
+} // namespace
+
+// ----------------------------------------------------------------------------- config I/O
+
+Result<VideoVaeConfig> videoVaeConfigFromDiffusers(const std::string& text)
+{
+    auto j = parseObject(text, "vae/config.json");
+    if (!j)
+        return j.error();
+    return parseDiffusers(*j, "vae/config.json");
+}
+
+Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
+{
+    const std::string what = "the embedded config's \"vae\" section";
+    auto parsed = parseObject(text, "the embedded config");
+    if (!parsed)
+        return parsed.error();
+    const auto it = parsed->find("vae");
+    if (it == parsed->end() || !it->is_object())
+        return makeError(ErrorCode::NotFound, "the embedded config has no \"vae\" section");
+    const Json& v = *it;
+    if (v.contains("decoder_block_out_channels") || v.contains("decoder_layers_per_block") || v.contains("upsample_type"))
+        return parseDiffusers(v, what);
+    if (!v.contains("decoder_blocks"))
+        return makeError(ErrorCode::NotFound, what + " does not describe the decoder");
+    // ltx-core's format (ltx_core/model/video_vae: VideoDecoderConfigurator and VideoDecoder):
+    // decoder_blocks is reversed to build the decoder; the width after conv_in is
+    // latent_channels times every upsampler's multiplier, and each upsampler divides it.
+    try {
+        VideoVaeConfig c;
+        c.latentChannels = v.value("latent_channels", std::int64_t{128});
+        c.outChannels = v.value("out_channels", std::int64_t{3});
+        c.patchSize = v.value("patch_size", std::int64_t{4});
+        c.patchSizeT = 1;
+        c.decoderCausal = v.value("causal_decoder", false);
+        c.timestepConditioning = v.value("timestep_conditioning", true);  // ltx-core's default
+        c.scalingFactor = v.value("scaling_factor", 1.0);
+        // ltx-core reads decoder_spatial_padding_mode (default reflect). The 2.3 file names only
+        // spatial_padding_mode ("zeros"), which is what diffusers' 2.3 config gives the decoder.
+        c.decoderSpatialPaddingMode = v.value("decoder_spatial_padding_mode", v.value("spatial_padding_mode", std::string("reflect")));
+        if (v.value("dims", 3) != 3)
+            return makeError(ErrorCode::Unsupported, what + ": only 3-D video VAEs are supported");
+        if (const auto norm = v.value("norm_layer", std::string("pixel_norm")); norm != "pixel_norm")
+            return makeError(ErrorCode::Unsupported, what + ": norm_layer '" + norm + "' is not supported (pixel_norm)");
+        struct Block {
+            std::string name;
+            Json params;
+        };
+        std::vector<Block> run;
+        for (const auto& entry : v.at("decoder_blocks")) {
+            if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string())
+                return makeError(ErrorCode::InvalidFormat, what + ": decoder_blocks entries must be [name, parameters]");
+            Json params = entry[1].is_number_integer() ? Json{{"num_layers", entry[1]}} : entry[1];
+            run.push_back({entry[0].get<std::string>(), params});
+        }
+        std::reverse(run.begin(), run.end());
+        if (run.empty() || run[0].name != "res_x")
+            return makeError(ErrorCode::Unsupported, what + ": the decoder must start with a res_x block (the mid block)");
+        std::vector<std::int64_t> layers{run[0].params.value("num_layers", std::int64_t{0})}, factors;
+        std::vector<bool> inject{run[0].params.value("inject_noise", false)}, residual;
+        std::vector<std::string> types;
+        for (std::size_t i = 1; i < run.size(); ++i) {
+            const auto& b = run[i];
+            std::string type = b.name == "compress_all" ? "spatiotemporal" : b.name == "compress_time" ? "temporal"
+                : b.name == "compress_space" ? "spatial" : "";
+            if (type.empty())
+                return makeError(ErrorCode::Unsupported, what + ": decoder block '" + b.name + "' at position " + std::to_string(i)
+                        + " is not supported (res_x after compress_all / compress_time / compress_space)");
+            types.push_back(type);
+            factors.push_back(b.params.value("multiplier", std::int64_t{1}));
+            residual.push_back(b.name == "compress_all" && b.params.value("residual", false));  // ltx-core reads it there only
+            if (i + 1 < run.size() && run[i + 1].name == "res_x") {
+                layers.push_back(run[i + 1].params.value("num_layers", std::int64_t{0}));
+                inject.push_back(run[i + 1].params.value("inject_noise", false));
+                ++i;
+            } else {
+                layers.push_back(0);
+                inject.push_back(false);
+            }
+        }
+        std::int64_t width = c.latentChannels;
+        for (const auto f : factors)
+            width *= f;
+        std::vector<std::int64_t> boc;
+        for (const auto f : factors) {
+            if (f <= 0 || width % f != 0)
+                return makeError(ErrorCode::InvalidFormat, what + ": upsampler multiplier " + std::to_string(f) + " does not divide the width "
+                        + std::to_string(width));
+            boc.push_back(width);
+            width /= f;
+        }
+        c.decoderBlockOutChannels = reversed(boc);
+        c.decoderLayersPerBlock = reversed(layers);
+        c.decoderSpatioTemporalScaling.assign(types.size(), true);
+        c.decoderInjectNoise = reversed(inject);
+        c.upsampleType = types;
+        c.upsampleResidual = reversed(residual);
+        c.upsampleFactor = reversed(factors);
+        return c;
+    } catch (const Json::exception& e) {
+        return makeError(ErrorCode::InvalidFormat, what + ": " + e.what());
+    }
+}
+
+std::string toJson(const VideoVaeConfig& c)
+{
+    Json j{{"latent_channels", c.latentChannels}, {"out_channels", c.outChannels}, {"patch_size", c.patchSize},
+        {"patch_size_t", c.patchSizeT}, {"decoder_block_out_channels", c.decoderBlockOutChannels},
+        {"decoder_layers_per_block", c.decoderLayersPerBlock}, {"decoder_spatio_temporal_scaling", c.decoderSpatioTemporalScaling},
+        {"decoder_inject_noise", c.decoderInjectNoise}, {"upsample_type", c.upsampleType}, {"upsample_residual", c.upsampleResidual},
+        {"upsample_factor", c.upsampleFactor}, {"decoder_causal", c.decoderCausal},
+        {"decoder_spatial_padding_mode", c.decoderSpatialPaddingMode}, {"timestep_conditioning", c.timestepConditioning},
+        {"resnet_norm_eps", c.resnetNormEps}, {"scaling_factor", c.scalingFactor}};
+    j["spatial_compression_ratio"] = c.spatialCompressionRatio ? Json(*c.spatialCompressionRatio) : Json();
+    j["temporal_compression_ratio"] = c.temporalCompressionRatio ? Json(*c.temporalCompressionRatio) : Json();
+    return j.dump();
+}
+
+Result<VideoVaeConfig> resolveVideoVaeConfig(const Ltx2Weights& w, const std::optional<VideoVaeConfig>& override)
+{
+    const auto files = w.describeFiles();
+    if (!w.find(Part::VideoVae, "decoder.conv_in.conv.weight"))
+        return makeError(ErrorCode::NotFound, files + ": no LTX-2 video VAE decoder in it (decoder.conv_in, or vae.decoder.* in a "
+                "Lightricks file); add the diffusers vae/ folder or the single file that holds the VAE");
+    VideoVaeConfig c;
+    if (override) {
+        c = *override;
+    } else if (auto json = w.diffusersConfig(Part::VideoVae)) {
+        auto parsed = videoVaeConfigFromDiffusers(*json);
+        if (!parsed)
+            return makeError(parsed.error().code, files + ": " + parsed.error().message);
+        c = *parsed;
+    } else {
+        std::optional<VideoVaeConfig> embedded;
+        if (auto json = w.ltxCoreConfig()) {
+            auto parsed = videoVaeConfigFromLtxCore(*json);
+            if (parsed)
+                embedded = *parsed;
+            else if (parsed.error().code != ErrorCode::NotFound)
+                return makeError(parsed.error().code, files + ": " + parsed.error().message);
+        }
+        if (embedded) {
+            c = *embedded;
+        } else {
+            auto inferred = inferFromShapes(w);
+            if (!inferred)
+                return inferred.error();
+            c = *inferred;
+        }
+    }
+    if (c.timestepConditioning)
+        return makeError(ErrorCode::Unsupported, files + ": the video VAE config asks for timestep conditioning, which this decoder "
+                "does not implement (no published LTX-2 / 2.3 VAE uses it)");
+    if (std::any_of(c.decoderInjectNoise.begin(), c.decoderInjectNoise.end(), [](bool b) { return b; }))
+        return makeError(ErrorCode::Unsupported, files + ": the video VAE config asks for decoder_inject_noise, which this decoder "
+                "does not implement (no published LTX-2 / 2.3 VAE uses it)");
+    auto plan = planDecoder(c);
+    if (!plan)
+        return makeError(plan.error().code, files + ": " + plan.error().message
+                + (override ? "; fix the config passed in" : "; give the vae/config.json that came with this checkpoint"));
+    if (auto ok = checkAgainstTensors(w, c, *plan); !ok)
+        return ok.error();
+    c.spatialCompressionRatio = plan->spatialScale;
+    c.temporalCompressionRatio = plan->temporalScale;
+    return c;
+}
+
+// ----------------------------------------------------------------------------- the decoder
+
+namespace {
+
+struct Conv {
+    at::Tensor weight, bias;
+};
+
+struct ResBlock {
+    Conv conv1, conv2;
+    at::Tensor norm3Weight, norm3Bias;  // defined only when the width changes
+    Conv shortcut;
+};
+
+struct UpBlock {
+    BlockPlan plan;
+    std::optional<ResBlock> convIn;
+    Conv upsampler;
+    std::vector<ResBlock> resnets;
+};
+
+std::int64_t bytesOf(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
+std::int64_t bytesOf(const Conv& c) { return bytesOf(c.weight) + bytesOf(c.bias); }
+std::int64_t bytesOf(const ResBlock& r)
+{
+    return bytesOf(r.conv1) + bytesOf(r.conv2) + bytesOf(r.norm3Weight) + bytesOf(r.norm3Bias) + bytesOf(r.shortcut);
+}
+
+// PerChannelRMSNorm: x / sqrt(mean_c(x^2) + 1e-8), no parameters. The mean is taken in float32
+// for reduced dtypes; in float32 it is diffusers' expression.
+at::Tensor pixelNorm(const at::Tensor& x)
+{
+    constexpr double kEps = 1e-8;
+    if (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble)
+        return x / at::sqrt(at::mean(x * x, {1}, true) + kEps);
+    return x * at::rsqrt(at::mean(x.square(), {1}, true, at::kFloat) + kEps).to(x.scalar_type());
+}
+
+// SiLU(PerChannelRMSNorm(x)), the pre-activation of every conv after conv_in.
+at::Tensor normAct(const at::Tensor& x)
+{
+    auto y = pixelNorm(x);
+    at::silu_(y);
+    return y;
+}
+
+// [B, C * s_t * s_h * s_w, F, H, W] -> [B, C, F * s_t, H * s_h, W * s_w] (LTX2VideoUpsampler3d's reshape).
+at::Tensor depthToSpace(const at::Tensor& x, const std::array<std::int64_t, 3>& s)
+{
+    const auto b = x.size(0), f = x.size(2), h = x.size(3), w = x.size(4);
+    return x.reshape({b, -1, s[0], s[1], s[2], f, h, w}).permute({0, 1, 5, 2, 6, 3, 7, 4}).reshape({b, -1, f * s[0], h * s[1], w * s[2]});
+}
+
+// Latent cells [start, start + size) of one tile along an axis.
+struct Span {
+    std::int64_t start = 0, size = 0;
+};
+
+// Tiles of `size` cells every `size - overlap` cells. diffusers starts a tile at every stride
+// below the length, which can leave a last sliver entirely inside the previous tile (15 latent
+// rows at its 16 / 14 defaults give a 1-row tile, which reflect padding refuses); here the
+// last tile ends at the edge instead, so the two layouts agree whenever diffusers' has no sliver.
+std::vector<Span> tileSpans(std::int64_t length, std::int64_t size, std::int64_t overlap)
+{
+    if (size <= 0 || length <= size)
+        return {{0, length}};
+    const auto stride = size - overlap;
+    const auto count = (length - size + stride - 1) / stride + 1;
+    std::vector<Span> spans;
+    for (std::int64_t k = 0; k < count; ++k) {
+        const auto start = k * stride;
+        spans.push_back({start, std::min(size, length - start)});
+    }
+    return spans;
+}
+
+// diffusers' blend_v / blend_h: the first e rows (columns) of b fade in over the last e of a.
+void blendInto(const at::Tensor& a, const at::Tensor& b, std::int64_t extent, int dim)
+{
+    const auto e = std::min({a.size(dim), b.size(dim), extent});
+    if (e <= 0)
+        return;
+    Shape view(5, 1);
+    view[static_cast<std::size_t>(dim)] = e;
+    const auto w = (at::arange(e, b.options().dtype(at::kFloat)) / static_cast<double>(e)).view(view).to(b.scalar_type());
+    auto head = b.narrow(dim, 0, e);
+    head.copy_(a.narrow(dim, a.size(dim) - e, e) * (1 - w) + head * w);
+}
+
+} // namespace
+
+struct VideoDecoder::Impl {
+    VideoVaeConfig config;
+    Plan plan;
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;
+    Conv convIn, convOut;
+    std::vector<ResBlock> mid;
+    std::vector<UpBlock> ups;
+    at::Tensor mean, std;  // float32 [latent_channels]
+
+    static Conv loadConv(WeightTaker& w, const std::string& name) { return {w.tensor(name + ".weight"), w.tensor(name + ".bias")}; }
+    static ResBlock loadResBlock(WeightTaker& w, const std::string& prefix, bool widthChanges);
+
+    at::Tensor conv(const at::Tensor& x, const Conv& c, bool causal) const;
+    at::Tensor resnet(const ResBlock& r, const at::Tensor& x, bool causal) const;
+    at::Tensor upsample(const UpBlock& u, const at::Tensor& x, bool causal) const;
+    at::Tensor run(const at::Tensor& z, bool causal, const std::stop_token& stop) const;
+    Result<at::Tensor> decode(const at::Tensor& latents, const VideoDecodeOptions& options) const;
+};
+
+ResBlock VideoDecoder::Impl::loadResBlock(WeightTaker& w, const std::string& prefix, bool widthChanges)
+{
+    ResBlock r;
+    r.conv1 = loadConv(w, prefix + ".conv1.conv");
+    r.conv2 = loadConv(w, prefix + ".conv2.conv");
+    if (widthChanges) {
+        r.norm3Weight = w.tensor(prefix + ".norm3.weight");
+        r.norm3Bias = w.tensor(prefix + ".norm3.bias");
+        r.shortcut = loadConv(w, prefix + ".conv_shortcut");
+    }
+    return r;
+}
+
+// LTX2VideoCausalConv3d: time is padded by repeating edge frames (causal: the first frame
+// twice in front; else once at each end), height and width by the config's padding mode.
+at::Tensor VideoDecoder::Impl::conv(const at::Tensor& x, const Conv& c, bool causal) const
+{
+    const auto first = x.narrow(2, 0, 1);
+    auto h = causal ? at::cat({first, first, x}, 2) : at::cat({first, x, x.narrow(2, x.size(2) - 1, 1)}, 2);
+    switch (plan.padding) {
+    case Padding::Zeros:
+        return at::conv3d(h, c.weight, c.bias, {1, 1, 1}, {0, 1, 1});
+    case Padding::Reflect:
+        h = at::reflection_pad3d(h, {1, 1, 1, 1, 0, 0});
+        break;
+    case Padding::Replicate:
+        h = at::replication_pad3d(h, {1, 1, 1, 1, 0, 0});
+        break;
+    }
+    return at::conv3d(h, c.weight, c.bias);
+}
+
+at::Tensor VideoDecoder::Impl::resnet(const ResBlock& r, const at::Tensor& x, bool causal) const
+{
+    auto h = conv(normAct(x), r.conv1, causal);
+    h = conv(normAct(h), r.conv2, causal);
+    if (!r.norm3Weight.defined())
+        return h.add_(x);
+    auto skip = at::layer_norm(x.movedim(1, -1), {x.size(1)}, r.norm3Weight, r.norm3Bias, config.resnetNormEps).movedim(-1, 1);
+    return h.add_(at::conv3d(skip, r.shortcut.weight, r.shortcut.bias));
+}
+
+// LTX2VideoUpsampler3d: conv to C * s_t * s_h * s_w / factor channels, depth-to-space, and the
+// first s_t - 1 frames dropped (F -> 2F - 1 for a temporal x2); the residual is the input
+// rearranged the same way with its channels tiled.
+at::Tensor VideoDecoder::Impl::upsample(const UpBlock& u, const at::Tensor& x, bool causal) const
+{
+    const auto& s = u.plan.stride;
+    const auto drop = s[0] - 1;
+    auto h = depthToSpace(conv(x, u.upsampler, causal), s);
+    h = h.narrow(2, drop, h.size(2) - drop);
+    if (!u.plan.residual)
+        return h;
+    const auto repeats = s[0] * s[1] * s[2] / u.plan.factor;
+    auto r = depthToSpace(x, s).repeat({1, repeats, 1, 1, 1});
+    return h + r.narrow(2, drop, r.size(2) - drop);
+}
+
+at::Tensor VideoDecoder::Impl::run(const at::Tensor& z, bool causal, const std::stop_token& stop) const
+{
+    auto check = [&] {
+        if (stop.stop_requested())
+            throw Stopped{};
+    };
+    auto x = conv(z, convIn, causal);
+    for (const auto& r : mid) {
+        check();
+        x = resnet(r, x, causal);
+    }
+    for (const auto& u : ups) {
+        if (u.convIn) {
+            check();
+            x = resnet(*u.convIn, x, causal);
+        }
+        if (u.plan.upsample)
+            x = upsample(u, x, causal);
+        for (const auto& r : u.resnets) {
+            check();
+            x = resnet(r, x, causal);
+        }
+    }
+    x = conv(normAct(x), convOut, causal);
+    // Unpatchify: channels (c, p_t, p_w, p_h), diffusers' permute(0, 1, 5, 2, 6, 4, 7, 3).
+    const auto p = config.patchSize, pt = config.patchSizeT;
+    const auto b = x.size(0), f = x.size(2), hh = x.size(3), ww = x.size(4);
+    return x.reshape({b, -1, pt, p, p, f, hh, ww}).permute({0, 1, 5, 2, 6, 4, 7, 3}).reshape({b, -1, f * pt, hh * p, ww * p});
+}
+
+Result<at::Tensor> VideoDecoder::Impl::decode(const at::Tensor& latents, const VideoDecodeOptions& o) const
+{
+    auto invalid = [](const std::string& what) { return makeError(ErrorCode::InvalidArgument, "LTX-2 video VAE: " + what); };
+    if (!latents.defined() || latents.dim() != 5)
+        return invalid("latents must be [B, C, F, H, W], got " + (latents.defined() ? std::to_string(latents.dim()) + "-D" : "nothing"));
+    if (latents.size(1) != config.latentChannels)
+        return invalid("latents have " + std::to_string(latents.size(1)) + " channels, the VAE takes " + std::to_string(config.latentChannels));
+    const auto batch = latents.size(0), frames = latents.size(2), height = latents.size(3), width = latents.size(4);
+    if (batch < 1 || frames < 1 || height < 1 || width < 1)
+        return invalid("latents " + shapeText(latents.sizes().vec()) + " are empty");
+    if (o.tileSize < 0 || (o.tileSize > 0 && (o.tileOverlap < 0 || o.tileOverlap >= o.tileSize)))
+        return invalid("tile overlap " + std::to_string(o.tileOverlap) + " must be at least 0 and below the tile size " + std::to_string(o.tileSize));
+    if (o.chunkFrames < 0 || (o.chunkFrames > 0 && (o.chunkOverlap < 1 || o.chunkOverlap >= o.chunkFrames)))
+        return invalid("chunk overlap " + std::to_string(o.chunkOverlap) + " must be at least 1 latent frame (a chunk's first latent "
+            "decodes to one frame) and below the chunk length " + std::to_string(o.chunkFrames));
+    const auto rows = tileSpans(height, o.tileSize, o.tileOverlap);
+    const auto cols = tileSpans(width, o.tileSize, o.tileOverlap);
+    const auto chunks = tileSpans(frames, o.chunkFrames, o.chunkOverlap);
+    if (plan.padding == Padding::Reflect) {
+        for (const auto& spans : {rows, cols})
+            for (const auto& s : spans)
+                if (s.size < 2)
+                    return invalid("this decoder pads by reflection, which needs at least 2 latent cells per tile side; the latent is "
+                        + std::to_string(height) + " x " + std::to_string(width) + (o.tileSize > 0 ? " and a tile would be 1 cell wide; "
+                        "choose another tile size or overlap" : std::string()));
+    }
+    const bool causal = o.causal.value_or(config.decoderCausal);
+    const auto outDevice = o.outputDevice.value_or(device);
+    const auto total = static_cast<std::int64_t>(chunks.size() * rows.size() * cols.size());
+    std::int64_t done = 0;
+    if (o.stop.stop_requested())
+        throw Stopped{};
+
+    // LTX2Pipeline._denormalize_latents: x * std / scaling_factor + mean (in float32 here).
+    const auto stats = [&](const at::Tensor& t) { return t.view({1, -1, 1, 1, 1}); };
+    const auto z = (latents.to(device, at::kFloat) * stats(std) / config.scalingFactor + stats(mean)).to(dtype);
+
+    if (total == 1) {
+        auto video = run(z, causal, o.stop).to(outDevice);
+        if (o.onProgress)
+            o.onProgress(1, 1);
+        return video;
+    }
+    const auto s = plan.spatialScale, t = plan.temporalScale;
+    auto video = at::empty({batch, config.outChannels, t * (frames - 1) + 1, s * height, s * width},
+        at::TensorOptions().dtype(dtype).device(outDevice));
+    const auto spatialBlend = o.tileOverlap * s;
+    const auto temporalBlend = t * (o.chunkOverlap - 1) + 1;
+    for (std::size_t k = 0; k < chunks.size(); ++k) {
+        const auto& chunk = chunks[k];
+        const auto zc = z.narrow(2, chunk.start, chunk.size);
+        const auto first = t * chunk.start;  // a chunk starting at latent s decodes to frames t s, t s + 1, ...
+        const auto fade = k == 0 ? 0 : temporalBlend;
+        // Tiles keep what their right / bottom neighbours blend with, after their own blending,
+        // as diffusers' in-place blend_v / blend_h leave them.
+        std::vector<at::Tensor> above(cols.size());
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            at::Tensor left;
+            for (std::size_t j = 0; j < cols.size(); ++j) {
+                if (o.stop.stop_requested())
+                    throw Stopped{};
+                auto tile = run(zc.narrow(3, rows[i].start, rows[i].size).narrow(4, cols[j].start, cols[j].size), causal, o.stop)
+                                .to(outDevice);
+                if (i > 0)
+                    blendInto(above[j], tile, spatialBlend, 3);
+                if (j > 0)
+                    blendInto(left, tile, spatialBlend, 4);
+                const auto keepRows = i + 1 < rows.size() ? (rows[i + 1].start - rows[i].start) * s : tile.size(3);
+                const auto keepCols = j + 1 < cols.size() ? (cols[j + 1].start - cols[j].start) * s : tile.size(4);
+                const auto part = tile.narrow(3, 0, keepRows).narrow(4, 0, keepCols);
+                auto dst = video.narrow(2, first, tile.size(2)).narrow(3, rows[i].start * s, keepRows).narrow(4, cols[j].start * s, keepCols);
+                if (fade > 0) {
+                    // The earlier chunk already wrote these frames: fade from it to this one.
+                    const auto e = std::min(fade, tile.size(2));
+                    const auto w = (at::arange(e, tile.options().dtype(at::kFloat)) / static_cast<double>(e)).view({1, 1, e, 1, 1}).to(dtype);
+                    auto head = dst.narrow(2, 0, e);
+                    head.copy_(head * (1 - w) + part.narrow(2, 0, e) * w);
+                    dst.narrow(2, e, tile.size(2) - e).copy_(part.narrow(2, e, tile.size(2) - e));
+                } else {
+                    dst.copy_(part);
+                }
+                // Strips, not whole tiles, so one row of tiles is never held at once.
+                if (j + 1 < cols.size())
+                    left = tile.narrow(4, tile.size(4) - std::min(spatialBlend, tile.size(4)), std::min(spatialBlend, tile.size(4))).clone();
+                if (i + 1 < rows.size())
+                    above[j] = tile.narrow(3, tile.size(3) - std::min(spatialBlend, tile.size(3)), std::min(spatialBlend, tile.size(3))).clone();
+                ++done;
+                if (o.onProgress)
+                    o.onProgress(done, total);
+            }
+        }
+    }
+    return video;
+}
+
+VideoDecoder::VideoDecoder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+VideoDecoder::~VideoDecoder() = default;
+VideoDecoder::VideoDecoder(VideoDecoder&&) noexcept = default;
+VideoDecoder& VideoDecoder::operator=(VideoDecoder&&) noexcept = default;
+const VideoVaeConfig& VideoDecoder::config() const { return m_impl->config; }
+c10::Device VideoDecoder::device() const { return m_impl->device; }
+c10::ScalarType VideoDecoder::dtype() const { return m_impl->dtype; }
+std::int64_t VideoDecoder::spatialScale() const { return m_impl->plan.spatialScale; }
+std::int64_t VideoDecoder::temporalScale() const { return m_impl->plan.temporalScale; }
+
+std::int64_t VideoDecoder::residentBytes() const
+{
+    const auto& m = *m_impl;
+    std::int64_t total = bytesOf(m.convIn) + bytesOf(m.convOut) + bytesOf(m.mean) + bytesOf(m.std);
+    for (const auto& r : m.mid)
+        total += bytesOf(r);
+    for (const auto& u : m.ups) {
+        total += bytesOf(u.upsampler) + (u.convIn ? bytesOf(*u.convIn) : 0);
+        for (const auto& r : u.resnets)
+            total += bytesOf(r);
+    }
+    return total;
+}
+
+Result<VideoDecoder> VideoDecoder::load(const Ltx2Weights& weights, const VideoDecoderLoadOptions& options)
+{
+    auto config = resolveVideoVaeConfig(weights, options.config);
+    if (!config)
+        return config.error();
+    auto plan = planDecoder(*config);
+    if (!plan)
+        return plan.error();
+    auto impl = std::make_unique<Impl>();
+    impl->config = *config;
+    impl->plan = *plan;
+    impl->device = options.device;
+    impl->dtype = options.dtype;
+    try {
+        WeightTaker w(weights, Part::VideoVae, options.device, options.dtype);
+        // The encoder (ltx-core names kept) and ltx-core's spare statistics belong to no
+        // decoder module; the two statistics the decoder uses are taken in float32 below.
+        w.ignorePrefix("encoder.");
+        w.ignorePrefix("per_channel_statistics.");
+        w.ignorePrefix("latents_");
+        impl->convIn = Impl::loadConv(w, "decoder.conv_in.conv");
+        for (std::int64_t l = 0; l < plan->midLayers; ++l)
+            impl->mid.push_back(Impl::loadResBlock(w, "decoder.mid_block.resnets." + std::to_string(l), false));
+        for (std::size_t i = 0; i < plan->blocks.size(); ++i) {
+            const auto prefix = "decoder.up_blocks." + std::to_string(i);
+            UpBlock u;
+            u.plan = plan->blocks[i];
+            if (u.plan.convIn)
+                u.convIn = Impl::loadResBlock(w, prefix + ".conv_in", true);
+            if (u.plan.upsample)
+                u.upsampler = Impl::loadConv(w, prefix + ".upsamplers.0.conv.conv");
+            for (std::int64_t l = 0; l < u.plan.layers; ++l)
+                u.resnets.push_back(Impl::loadResBlock(w, prefix + ".resnets." + std::to_string(l), false));
+            impl->ups.push_back(std::move(u));
+        }
+        impl->convOut = Impl::loadConv(w, "decoder.conv_out.conv");
+        if (auto done = w.finish(); !done)
+            return done.error();
+        WeightTaker statistics(weights, Part::VideoVae, options.device, at::kFloat);
+        statistics.ignorePrefix("");  // everything else was accounted for above
+        impl->mean = statistics.tensor("latents_mean");
+        impl->std = statistics.tensor("latents_std");
+        if (auto done = statistics.finish(); !done)
+            return done.error();
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::Internal, weights.describeFiles() + ": loading the LTX-2 video VAE decoder failed: "
+                + e.what_without_backtrace());
+    }
+    return VideoDecoder(std::move(impl));
+}
+
+Result<at::Tensor> VideoDecoder::decode(const at::Tensor& latents, const VideoDecodeOptions& options) const
+{
+    try {
+        return m_impl->decode(latents, options);
+    } catch (const Stopped&) {
+        return makeError(ErrorCode::Cancelled, "video decode cancelled");
+    } catch (const c10::OutOfMemoryError& e) {
+        return makeError(ErrorCode::OutOfMemory, std::string("LTX-2 video VAE ran out of memory: ") + e.what_without_backtrace()
+                + "; decode in smaller tiles (tileSize) or temporal chunks (chunkFrames)");
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::InvalidArgument, std::string("LTX-2 video VAE: ") + e.what_without_backtrace());
+    }
+}
+
+} // namespace vireo::ltx2

@@ -1,0 +1,363 @@
+// LTX-2 / LTX-2.3 video VAE decoder against diffusers 0.42.1 at tiny sizes
+// (tests/fixtures/make_ltx2_vae_fixtures.py): the diffusers folder, the Lightricks single file
+// (ltx-core names and config) and the same file without a config.
+#include "tests/harness/vireotest.h"
+#include "tests/inference/fixtures.h"
+
+#include "inference/models/ltx2/ltx2videovae.h"
+#include "inference/models/ltx2/ltx2weights.h"
+#include "inference/tensorfile/tensorset.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <map>
+#include <stop_token>
+
+#include <unistd.h>
+
+using namespace vireo;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kTolerance = 1e-4;
+// Tiled / chunked against untiled, mean absolute error. The tiny random decoders see far
+// beyond a 3-cell tile, so their seams are large (max errors are of the order of |y|);
+// measured: 2.0 tiles 0.021, chunks 0.0085, both 0.024; 2.3 0.014, 0.0067, 0.017.
+// The tight checks are the ones against diffusers' own tiling.
+constexpr double kTiledMeanTolerance = 0.03;
+const char* const kLayouts[] = {"diffusers", "single", "noconfig"};
+
+fs::path versionDir(const std::string& v) { return test::fixturesDir() / ("v" + v); }
+
+std::vector<fs::path> layoutPaths(const std::string& v, const std::string& layout)
+{
+    const auto dir = versionDir(v);
+    if (layout == "diffusers")
+        return {dir / "diffusers"};
+    return {dir / (layout + ".safetensors")};
+}
+
+ltx2::Ltx2Weights openWeights(const std::vector<fs::path>& paths)
+{
+    auto w = ltx2::Ltx2Weights::open(paths);
+    if (!w)
+        throw std::runtime_error(w.error().message);
+    return std::move(*w);
+}
+
+const ltx2::VideoDecoder& decoder(const std::string& v, const std::string& layout)
+{
+    static std::map<std::string, ltx2::VideoDecoder> cache;
+    const auto key = v + "/" + layout;
+    if (auto it = cache.find(key); it != cache.end())
+        return it->second;
+    auto model = ltx2::VideoDecoder::load(openWeights(layoutPaths(v, layout)));
+    if (!model)
+        throw std::runtime_error(key + ": " + model.error().message);
+    return cache.emplace(key, std::move(*model)).first->second;
+}
+
+tensorfile::TensorSet readCase(const fs::path& file)
+{
+    auto set = tensorfile::readTensorSet(file);
+    if (!set)
+        throw std::runtime_error(file.string() + ": " + set.error().message);
+    return std::move(*set);
+}
+
+const at::Tensor& tensorOf(const tensorfile::TensorSet& set, const std::string& name)
+{
+    const auto* t = set.find(name);
+    if (!t)
+        throw std::runtime_error("fixture lacks " + name);
+    return *t;
+}
+
+double maxAbsDiff(const at::Tensor& a, const at::Tensor& b)
+{
+    if (a.sizes() != b.sizes())
+        throw std::runtime_error("shape mismatch");
+    return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+double meanAbsDiff(const at::Tensor& a, const at::Tensor& b)
+{
+    return (a.to(at::kDouble) - b.to(at::kDouble)).abs().mean().item<double>();
+}
+
+at::Tensor decodeOrThrow(const ltx2::VideoDecoder& d, const at::Tensor& latents, const ltx2::VideoDecodeOptions& options = {})
+{
+    auto out = d.decode(latents, options);
+    if (!out)
+        throw std::runtime_error(out.error().message);
+    return *out;
+}
+
+void checkCases(const std::string& v)
+{
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(versionDir(v)))
+        if (e.path().filename().string().rfind("case_", 0) == 0)
+            files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    VT_COMPARE(files.size(), std::size_t{5});
+    for (const auto& file : files) {
+        const auto set = readCase(file);
+        const auto& latents = tensorOf(set, "latents");
+        const auto& expected = tensorOf(set, "expected.video");
+        ltx2::VideoDecodeOptions options;
+        options.causal = set.metadata.at("causal") == "1";
+        for (const char* layout : kLayouts) {
+            const auto out = decodeOrThrow(decoder(v, layout), latents, options);
+            VT_COMPARE(out.sizes().vec(), expected.sizes().vec());
+            const double err = maxAbsDiff(out, expected);
+            std::printf("   %s %-24s %-9s max abs %.2e (|y| max %.3f)\n", v.c_str(), file.filename().c_str(), layout, err,
+                expected.abs().max().item<double>());
+            VT_CHECK_MSG(err <= kTolerance, file << " (" << layout << "): max abs error " << err << " above 1e-4");
+        }
+    }
+}
+
+} // namespace
+
+VT_TEST(ltx20DecoderMatchesDiffusersInEveryLayout) { checkCases("20"); }
+VT_TEST(ltx23DecoderMatchesDiffusersInEveryLayout) { checkCases("23"); }
+
+VT_TEST(layoutsResolveTheSameConfig)
+{
+    for (const std::string v : {"20", "23"}) {
+        const auto& reference = decoder(v, "diffusers");
+        for (const char* layout : kLayouts)
+            VT_COMPARE(ltx2::toJson(decoder(v, layout).config()), ltx2::toJson(reference.config()));
+        const auto& c = reference.config();
+        VT_COMPARE(reference.spatialScale(), std::int64_t{32});
+        VT_COMPARE(reference.temporalScale(), std::int64_t{8});
+        VT_CHECK(!c.decoderCausal);
+        if (v == "20") {
+            VT_COMPARE(c.decoderSpatialPaddingMode, std::string("reflect"));
+            VT_CHECK(c.upsampleResidual == std::vector<bool>(3, true));
+        } else {
+            VT_COMPARE(c.decoderSpatialPaddingMode, std::string("zeros"));
+            VT_CHECK(c.upsampleResidual == std::vector<bool>(4, false));
+            VT_CHECK((c.upsampleType == std::vector<std::string>{"spatiotemporal", "spatiotemporal", "temporal", "spatial"}));
+            VT_CHECK((c.upsampleFactor == std::vector<std::int64_t>{2, 2, 1, 2}));
+        }
+        // Same float32 weights under two naming schemes: bit-identical outputs.
+        const auto set = readCase(versionDir(v) / "case_base.safetensors");
+        VT_CHECK(at::equal(decodeOrThrow(decoder(v, "diffusers"), tensorOf(set, "latents")),
+            decodeOrThrow(decoder(v, "single"), tensorOf(set, "latents"))));
+        std::printf("   v%s resident %lld bytes\n", v.c_str(), static_cast<long long>(reference.residentBytes()));
+        VT_CHECK(reference.residentBytes() > 0);
+    }
+}
+
+VT_TEST(tiledAndChunkedDecodingMatchDiffusersAndStayCloseToUntiled)
+{
+    for (const std::string v : {"20", "23"}) {
+        const auto set = readCase(versionDir(v) / "case_tiling.safetensors");
+        const auto& latents = tensorOf(set, "latents");
+        const auto& untiled = tensorOf(set, "expected.video");
+        const auto& d = decoder(v, "single");
+        auto meta = [&](const char* key) { return std::stoll(set.metadata.at(key)); };
+        std::vector<std::pair<std::int64_t, std::int64_t>> progress;
+
+        ltx2::VideoDecodeOptions tiles;
+        tiles.tileSize = meta("tile_latent");
+        tiles.tileOverlap = meta("tile_overlap");
+        tiles.onProgress = [&](std::int64_t done, std::int64_t total) { progress.emplace_back(done, total); };
+        const auto tiled = decodeOrThrow(d, latents, tiles);
+        // 4 x 6 latent cells in tiles of 3 overlapping by 1: 2 x 3 tiles, reported one by one.
+        VT_COMPARE(progress.size(), std::size_t{6});
+        for (std::size_t i = 0; i < progress.size(); ++i)
+            VT_CHECK(progress[i].first == static_cast<std::int64_t>(i + 1) && progress[i].second == 6);
+
+        ltx2::VideoDecodeOptions chunks;
+        chunks.chunkFrames = meta("chunk_frames");
+        chunks.chunkOverlap = meta("chunk_overlap");
+        const auto chunked = decodeOrThrow(d, latents, chunks);
+
+        auto both = tiles;
+        both.chunkFrames = chunks.chunkFrames;
+        both.chunkOverlap = chunks.chunkOverlap;
+        progress.clear();
+        const auto tiledChunked = decodeOrThrow(d, latents, both);
+        VT_COMPARE(progress.size(), std::size_t{12});
+        VT_CHECK(progress.back() == (std::pair<std::int64_t, std::int64_t>{12, 12}));
+
+        const double tiledErr = maxAbsDiff(tiled, tensorOf(set, "expected.tiled"));
+        const double chunkedErr = maxAbsDiff(chunked, tensorOf(set, "expected.chunked"));
+        const double bothErr = maxAbsDiff(tiledChunked, tensorOf(set, "expected.tiled_chunked"));
+        std::printf("   %s vs reference: tiles %.2e (diffusers tiled_decode), chunks %.2e, both %.2e\n", v.c_str(), tiledErr,
+            chunkedErr, bothErr);
+        VT_CHECK(tiledErr <= kTolerance && chunkedErr <= kTolerance && bothErr <= kTolerance);
+
+        const double framewise = std::stod(set.metadata.at("framewise_mean"));
+        const double tiledMean = meanAbsDiff(tiled, untiled), chunkedMean = meanAbsDiff(chunked, untiled);
+        const double bothMean = meanAbsDiff(tiledChunked, untiled);
+        std::printf("   %s vs untiled (mean / max): tiles %.4f / %.3f, chunks %.4f / %.3f, both %.4f / %.3f; "
+                    "diffusers' frame-shifted chunks %.4f / %s (|y| max %.3f)\n",
+            v.c_str(), tiledMean, maxAbsDiff(tiled, untiled), chunkedMean, maxAbsDiff(chunked, untiled), bothMean,
+            maxAbsDiff(tiledChunked, untiled), framewise, set.metadata.at("framewise_max").c_str(), untiled.abs().max().item<double>());
+        VT_CHECK(tiledMean <= kTiledMeanTolerance && chunkedMean <= kTiledMeanTolerance && bothMean <= kTiledMeanTolerance);
+        // Frame-aligned chunks land far closer to untiled than diffusers' chunking, which
+        // blends each frame with its neighbour from the other chunk.
+        VT_CHECK_MSG(chunkedMean * 3 < framewise, chunkedMean << " vs " << framewise);
+
+        // Tiles and chunks as large as the latent are one plain decode.
+        ltx2::VideoDecodeOptions whole;
+        whole.tileSize = 64;
+        whole.tileOverlap = 8;
+        whole.chunkFrames = 64;
+        whole.chunkOverlap = 8;
+        VT_CHECK(at::equal(decodeOrThrow(d, latents, whole), decodeOrThrow(d, latents)));
+    }
+}
+
+VT_TEST(scalingFactorDividesTheNormalizedLatents)
+{
+    // LTX2Pipeline._denormalize_latents: z * std / scaling_factor + mean.
+    const auto set = readCase(versionDir("23") / "case_base.safetensors");
+    const auto& latents = tensorOf(set, "latents");
+    auto config = decoder("23", "diffusers").config();
+    config.scalingFactor = 2.0;
+    ltx2::VideoDecoderLoadOptions options;
+    options.config = config;
+    auto scaled = ltx2::VideoDecoder::load(openWeights(layoutPaths("23", "diffusers")), options);
+    VT_CHECK_MSG(scaled.ok(), (scaled.ok() ? "" : scaled.error().message));
+    const double err = maxAbsDiff(decodeOrThrow(*scaled, latents), decodeOrThrow(decoder("23", "diffusers"), latents / 2));
+    VT_CHECK_MSG(err <= 1e-5, err);
+}
+
+VT_TEST(theLoadTakesExactlyTheDecoderTensors)
+{
+    const auto dir = fs::temp_directory_path() / ("vireo_ltx2vae_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    auto full = readCase(versionDir("20") / "single.safetensors");
+    auto write = [&](const char* name, const std::map<std::string, at::Tensor>& tensors) {
+        VT_CHECK(tensorfile::writeSafetensors(dir / name, tensors, full.metadata).ok());
+        return openWeights({dir / name});
+    };
+
+    // A missing decoder tensor fails the load and is named (in diffusers' name, which the
+    // ltx-core key maps to).
+    auto missing = full.tensors;
+    VT_CHECK(missing.erase("vae.decoder.up_blocks.4.res_blocks.1.conv2.conv.weight") == 1);
+    auto r = ltx2::VideoDecoder::load(write("missing.safetensors", missing));
+    VT_CHECK(!r.ok());
+    VT_CHECK_MSG(r.error().message.find("decoder.up_blocks.1.resnets.1.conv2.conv.weight") != std::string::npos, r.error().message);
+
+    // An unknown decoder key fails it too.
+    auto extra = full.tensors;
+    extra.emplace("vae.decoder.up_blocks.2.res_blocks.0.conv3.conv.weight", at::zeros({4, 4, 3, 3, 3}));
+    r = ltx2::VideoDecoder::load(write("extra.safetensors", extra));
+    VT_CHECK(!r.ok());
+    VT_CHECK_MSG(r.error().message.find("conv3.conv.weight") != std::string::npos, r.error().message);
+
+    // The encoder is not needed; the decoder alone decodes the same video.
+    std::map<std::string, at::Tensor> decoderOnly;
+    for (const auto& [name, t] : full.tensors)
+        if (name.rfind("vae.encoder.", 0) != 0)
+            decoderOnly.emplace(name, t);
+    r = ltx2::VideoDecoder::load(write("decoder.safetensors", decoderOnly));
+    VT_CHECK_MSG(r.ok(), (r.ok() ? "" : r.error().message));
+    const auto set = readCase(versionDir("20") / "case_base.safetensors");
+    VT_CHECK(at::equal(decodeOrThrow(*r, tensorOf(set, "latents")), decodeOrThrow(decoder("20", "single"), tensorOf(set, "latents"))));
+
+    // An encoder alone is no decoder.
+    std::map<std::string, at::Tensor> encoderOnly;
+    for (const auto& [name, t] : full.tensors)
+        if (name.rfind("vae.encoder.", 0) == 0)
+            encoderOnly.emplace(name, t);
+    r = ltx2::VideoDecoder::load(write("encoder.safetensors", encoderOnly));
+    VT_CHECK(!r.ok() && r.error().code == ErrorCode::NotFound);
+
+    for (const char* f : {"missing.safetensors", "extra.safetensors", "decoder.safetensors", "encoder.safetensors"})
+        ::unlink((dir / f).c_str());
+    ::rmdir(dir.c_str());
+}
+
+VT_TEST(configsThatDoNotFitAreRefused)
+{
+    const auto weights = openWeights(layoutPaths("23", "single"));
+    const auto reference = decoder("23", "diffusers").config();
+    ltx2::VideoDecoderLoadOptions options;
+
+    auto c = reference;
+    c.decoderLayersPerBlock[1] += 1;  // one more resnet in up block 2 than stored
+    options.config = c;
+    auto r = ltx2::VideoDecoder::load(weights, options);
+    VT_CHECK(!r.ok() && r.error().code == ErrorCode::InvalidFormat);
+    VT_CHECK_MSG(r.error().message.find("decoder.up_blocks.2.resnets") != std::string::npos, r.error().message);
+
+    c = reference;
+    c.decoderBlockOutChannels[0] *= 2;  // widths diffusers itself could not chain
+    options.config = c;
+    r = ltx2::VideoDecoder::load(weights, options);
+    VT_CHECK(!r.ok() && r.error().message.find("inconsistent") != std::string::npos);
+
+    c = reference;
+    c.decoderSpatialPaddingMode = "circular";
+    options.config = c;
+    r = ltx2::VideoDecoder::load(weights, options);
+    VT_CHECK(!r.ok() && r.error().code == ErrorCode::Unsupported);
+
+    c = reference;
+    c.timestepConditioning = true;
+    options.config = c;
+    r = ltx2::VideoDecoder::load(weights, options);
+    VT_CHECK(!r.ok() && r.error().code == ErrorCode::Unsupported);
+    VT_CHECK_MSG(r.error().message.find("timestep conditioning") != std::string::npos, r.error().message);
+
+    c = reference;
+    c.decoderInjectNoise.back() = true;
+    options.config = c;
+    r = ltx2::VideoDecoder::load(weights, options);
+    VT_CHECK(!r.ok() && r.error().code == ErrorCode::Unsupported);
+}
+
+VT_TEST(cancellationAndBadInputsAreErrors)
+{
+    const auto set = readCase(versionDir("23") / "case_tiling.safetensors");
+    const auto& latents = tensorOf(set, "latents");
+    const auto& d = decoder("23", "diffusers");
+
+    std::stop_source before;
+    before.request_stop();
+    ltx2::VideoDecodeOptions options;
+    options.stop = before.get_token();
+    auto out = d.decode(latents, options);
+    VT_CHECK(!out.ok() && out.error().code == ErrorCode::Cancelled);
+
+    std::stop_source during;
+    int calls = 0;
+    options.stop = during.get_token();
+    options.tileSize = 3;
+    options.tileOverlap = 1;
+    options.onProgress = [&](std::int64_t, std::int64_t) {
+        ++calls;
+        during.request_stop();
+    };
+    out = d.decode(latents, options);
+    VT_CHECK(!out.ok() && out.error().code == ErrorCode::Cancelled);
+    VT_COMPARE(calls, 1);
+
+    out = d.decode(latents.squeeze(0), {});
+    VT_CHECK(!out.ok() && out.error().code == ErrorCode::InvalidArgument);
+    VT_CHECK_MSG(out.error().message.find("[B, C, F, H, W]") != std::string::npos, out.error().message);
+    out = d.decode(latents.narrow(1, 0, 4), {});
+    VT_CHECK(!out.ok() && out.error().message.find("channels") != std::string::npos);
+    ltx2::VideoDecodeOptions noOverlap;
+    noOverlap.chunkFrames = 2;
+    noOverlap.chunkOverlap = 0;
+    out = d.decode(latents, noOverlap);
+    VT_CHECK(!out.ok() && out.error().code == ErrorCode::InvalidArgument);
+    // LTX-2.0 pads by reflection, which a 1-cell tile cannot do (torch refuses it too).
+    ltx2::VideoDecodeOptions sliver;
+    sliver.tileSize = 1;
+    out = decoder("20", "diffusers").decode(latents, sliver);
+    VT_CHECK(!out.ok() && out.error().message.find("reflection") != std::string::npos);
+}
+
+VT_MAIN("TestLtx2Vae")
