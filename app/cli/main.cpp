@@ -1,6 +1,9 @@
 // vireo-cli: the headless front end. Parses arguments and wires the layers; the work lives
 // in inference/ (and core/ for Hub commands).
 #include "app/cli/ditcommands.h"
+#ifdef VIREO_HAS_MEDIA
+#include "app/cli/generatecommand.h"
+#endif
 #include "inference/bench/dequantbench.h"
 #include "inference/bench/readbench.h"
 #include "inference/inspect/modelinspector.h"
@@ -39,6 +42,9 @@ commands:
   dit-forward --model PATH --inputs IN.safetensors --out OUT.safetensors
                                run the LTX-2 transformer once on named input tensors
                                (see --help of the command for options)
+  generate --model PATH --prompt TEXT --out FILE.mp4 [--frames N --width W --height H
+           --steps S --seed N --schedule distilled|dev ...]
+                               text to video with sound (LTX-2 / LTX-2.3); Ctrl-C stops it
   bench dit [--python PY] [--layers N] [--tokens N] [--repeat N] [--json]
                                one LTX-2.3 transformer forward on CPU against diffusers on
                                the same weights; resident bytes as bf16, FP8 and Q4_K
@@ -262,6 +268,13 @@ int main(int argc, char** argv)
         return runTensor(args);
     if (command == "dit-forward")
         return runDitForward(args);
+#ifdef VIREO_HAS_MEDIA
+    if (command == "generate")
+        return runGenerate(args);
+#else
+    if (command == "generate")
+        return usageError("generate needs a build with FFmpeg's libraries (MP4 output)");
+#endif
 #ifdef VIREO_HAS_CORE
     if (command == "plan")
         return runPlan(args);

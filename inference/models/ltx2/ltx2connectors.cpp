@@ -65,7 +65,8 @@ Connectors::Connectors(Connectors&&) noexcept = default;
 Connectors& Connectors::operator=(Connectors&&) noexcept = default;
 const ConnectorConfig& Connectors::config() const { return m_impl->config; }
 
-Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::optional<ConnectorConfig>& override)
+Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::optional<ConnectorConfig>& override,
+                                               const std::optional<TextFeatures>& textFeatures)
 {
     const auto part = Part::Connectors;
     const auto files = w.describeFiles();
@@ -102,15 +103,17 @@ Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::
         c = parsed->second;
         c.textProjInFactor = c.captionChannels ? projIn / c.captionChannels : 0;
     } else {
-        // Gemma-3-12B: 3840 features from 49 hidden states. Other encoders need a config.
+        // The text encoder's width and state count (Gemma-3-12B: 3840 x 49 unless told).
+        const TextFeatures text = textFeatures.value_or(TextFeatures{});
         c.ropeSplit = true;
         c.perModalityProjections = v23.has_value();
         c.projBias = w.find(part, v23 ? "video_text_proj_in.bias" : "text_proj_in.bias") != nullptr;
-        if (projIn != 3840 * 49)
+        if (projIn != text.hidden * text.states)
             return makeError(ErrorCode::InvalidFormat, files + ": the text projection takes " + std::to_string(projIn)
-                    + " features, not Gemma-3-12B's 3840 x 49; pass a connector config");
-        c.captionChannels = 3840;
-        c.textProjInFactor = 49;
+                    + " features, not the text encoder's " + std::to_string(text.hidden) + " x " + std::to_string(text.states)
+                    + "; pass a connector config or the matching text encoder");
+        c.captionChannels = text.hidden;
+        c.textProjInFactor = text.states;
         c.videoGated = videoGate.has_value();
         c.audioGated = audioGate.has_value();
         const auto vdim = (*videoQ)[0], adim = (*audioQ)[0];
@@ -166,7 +169,7 @@ Stack Connectors::Impl::loadStack(WeightTaker& w, const std::string& prefix, std
 
 Result<Connectors> Connectors::load(const Ltx2Weights& weights, const ConnectorLoadOptions& options)
 {
-    auto config = resolveConnectorConfig(weights, options.config);
+    auto config = resolveConnectorConfig(weights, options.config, options.textFeatures);
     if (!config)
         return config.error();
     auto impl = std::make_unique<Impl>();

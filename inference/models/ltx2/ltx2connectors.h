@@ -25,13 +25,21 @@ struct ConnectorOutputs {
     at::Tensor mask;   // [B, L], 1 = attend (all ones once registers fill the padding)
 };
 
+// The text encoder's hidden width and hidden-state count (layers + 1): what the connectors'
+// input is made of. Without a config (GGUF) it comes from the text encoder beside them.
+struct TextFeatures {
+    std::int64_t hidden = 3840, states = 49;  // Gemma-3-12B
+};
+
 struct ConnectorLoadOptions {
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
     std::optional<ConnectorConfig> config;
+    std::optional<TextFeatures> textFeatures;
 };
 
-Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& weights, const std::optional<ConnectorConfig>& override);
+Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& weights, const std::optional<ConnectorConfig>& override,
+                                               const std::optional<TextFeatures>& textFeatures = std::nullopt);
 
 class Connectors {
 public:

@@ -1,0 +1,7 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+// vireo-cli generate: text to an MP4 with sound through the LTX-2 pipeline.
+int runGenerate(const std::vector<std::string>& args);

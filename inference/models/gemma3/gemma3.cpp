@@ -1,0 +1,804 @@
+#include "inference/models/gemma3/gemma3.h"
+
+#include "inference/models/nn/layers.h"
+#include "inference/quant/weightloader.h"
+#include "inference/tensorfile/modelsource.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+namespace vireo::gemma3 {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+bool startsWith(const std::string& s, std::string_view prefix)
+{
+    return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string listNames(const std::vector<std::string>& names, std::size_t shown = 6)
+{
+    std::string s;
+    for (std::size_t i = 0; i < names.size() && i < shown; ++i)
+        s += (i ? ", " : "") + names[i];
+    if (names.size() > shown)
+        s += ", ... (" + std::to_string(names.size() - shown) + " more)";
+    return s;
+}
+
+std::string shapeText(const std::vector<std::int64_t>& shape)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+// ------------------------------------------------------------------ config
+
+struct ConfigError {
+    std::string message;
+};
+
+[[noreturn]] void configFail(std::string message)
+{
+    throw ConfigError{std::move(message)};
+}
+
+std::int64_t intField(const json& j, const char* key, std::int64_t fallback, const std::string& where)
+{
+    if (!j.contains(key))
+        return fallback;
+    const auto& v = j[key];
+    if (v.is_number_integer())
+        return v.get<std::int64_t>();
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
+        return static_cast<std::int64_t>(v.get<double>());
+    configFail(where + ": '" + key + "' must be an integer, got " + v.dump());
+}
+
+double numberField(const json& j, const char* key, double fallback, const std::string& where)
+{
+    if (!j.contains(key) || j[key].is_null())
+        return fallback;
+    if (!j[key].is_number())
+        configFail(where + ": '" + key + "' must be a number, got " + j[key].dump());
+    return j[key].get<double>();
+}
+
+bool boolField(const json& j, const char* key, bool fallback, const std::string& where)
+{
+    if (!j.contains(key) || j[key].is_null())
+        return fallback;
+    if (!j[key].is_boolean())
+        configFail(where + ": '" + key + "' must be true or false, got " + j[key].dump());
+    return j[key].get<bool>();
+}
+
+RopeConfig ropeFrom(const json& p, const char* layerType, const std::string& where)
+{
+    if (!p.is_object())
+        configFail(where + ": rope_parameters." + layerType + " must be an object, got " + p.dump());
+    RopeConfig r;
+    r.theta = numberField(p, "rope_theta", 0.0, where);
+    std::string type = "default";
+    if (p.contains("rope_type") && p["rope_type"].is_string())
+        type = p["rope_type"].get<std::string>();
+    else if (p.contains("type") && p["type"].is_string())
+        type = p["type"].get<std::string>();
+    if (p.contains("partial_rotary_factor") && numberField(p, "partial_rotary_factor", 1.0, where) != 1.0)
+        configFail(where + ": partial_rotary_factor " + p["partial_rotary_factor"].dump() + " for " + layerType
+                + " is not supported by this version");
+    if (type == "linear") {
+        r.linearFactor = numberField(p, "factor", 0.0, where);
+        if (!(r.linearFactor > 0.0))
+            configFail(where + ": linear rope scaling for " + std::string(layerType) + " needs a positive 'factor'");
+    } else if (type != "default") {
+        configFail(where + ": rope_type '" + type + "' for " + layerType + " is not supported by this version (default and linear are)");
+    }
+    return r;
+}
+
+TextConfig parseText(const json& top, const std::string& where)
+{
+    if (!top.is_object())
+        configFail(where + ": is not a JSON object");
+    const std::string modelType = top.contains("model_type") && top["model_type"].is_string() ? top["model_type"].get<std::string>() : "";
+    TextConfig c;
+    json tc = json::object();
+    if (top.contains("text_config") && !top["text_config"].is_null()) {
+        if (!top["text_config"].is_object())
+            configFail(where + ": 'text_config' is not an object");
+        if (!modelType.empty() && modelType != "gemma3")
+            configFail(where + ": is a '" + modelType + "' config, not Gemma 3 (model_type gemma3 or gemma3_text)");
+        tc = top["text_config"];
+        // Gemma3Config: image_token_index (alias image_token_id), default 262144.
+        c.imageTokenId = top.contains("image_token_index") ? intField(top, "image_token_index", 262144, where)
+                                                           : intField(top, "image_token_id", 262144, where);
+    } else if (modelType == "gemma3") {
+        c.imageTokenId = intField(top, "image_token_index", 262144, where);  // no text_config: all defaults
+    } else if (modelType == "gemma3_text" || modelType.empty()) {
+        tc = top;
+    } else {
+        configFail(where + ": is a '" + modelType + "' config, not Gemma 3 (model_type gemma3 or gemma3_text)");
+    }
+    const std::string textType = tc.contains("model_type") && tc["model_type"].is_string() ? tc["model_type"].get<std::string>() : "";
+    if (!textType.empty() && textType != "gemma3_text")
+        configFail(where + ": the text config is a '" + textType + "' config, not gemma3_text");
+
+    c.vocabSize = intField(tc, "vocab_size", c.vocabSize, where);
+    c.hiddenSize = intField(tc, "hidden_size", c.hiddenSize, where);
+    c.intermediateSize = intField(tc, "intermediate_size", c.intermediateSize, where);
+    c.layers = intField(tc, "num_hidden_layers", c.layers, where);
+    c.heads = intField(tc, "num_attention_heads", c.heads, where);
+    c.kvHeads = intField(tc, "num_key_value_heads", c.kvHeads, where);
+    if (tc.contains("head_dim") && tc["head_dim"].is_null())
+        configFail(where + ": head_dim is null");
+    c.headDim = intField(tc, "head_dim", c.headDim, where);
+    c.rmsNormEps = numberField(tc, "rms_norm_eps", c.rmsNormEps, where);
+    c.queryPreAttnScalar = numberField(tc, "query_pre_attn_scalar", c.queryPreAttnScalar, where);
+    c.attentionBias = boolField(tc, "attention_bias", false, where);
+    c.tieLastHiddenStates = boolField(tc, "tie_last_hidden_states", true, where);
+    if (c.vocabSize <= 0 || c.hiddenSize <= 0 || c.intermediateSize <= 0 || c.layers <= 0 || c.heads <= 0 || c.kvHeads <= 0
+        || c.headDim <= 0 || c.heads % c.kvHeads != 0 || c.headDim % 2 != 0 || !(c.queryPreAttnScalar > 0))
+        configFail(where + ": inconsistent sizes (vocab " + std::to_string(c.vocabSize) + ", hidden " + std::to_string(c.hiddenSize)
+                + ", layers " + std::to_string(c.layers) + ", heads " + std::to_string(c.heads) + "/" + std::to_string(c.kvHeads)
+                + ", head_dim " + std::to_string(c.headDim) + ")");
+
+    const std::string act = tc.contains("hidden_activation") && tc["hidden_activation"].is_string()
+        ? tc["hidden_activation"].get<std::string>() : "gelu_pytorch_tanh";
+    if (act == "gelu_pytorch_tanh")
+        c.geluTanh = true;
+    else if (act == "gelu")
+        c.geluTanh = false;
+    else
+        configFail(where + ": hidden_activation '" + act + "' is not supported by this version (gelu_pytorch_tanh and gelu are)");
+
+    if (boolField(tc, "use_bidirectional_attention", false, where))
+        configFail(where + ": use_bidirectional_attention (EmbeddingGemma) is not supported; LTX-2 uses the causal Gemma 3");
+    if (tc.contains("attn_logit_softcapping") && !tc["attn_logit_softcapping"].is_null())
+        // transformers 5.24's Gemma3Attention never passes it on (its SDPA path would even
+        // reject it), and Gemma 3 checkpoints leave it null; refuse rather than guess.
+        configFail(where + ": attn_logit_softcapping " + tc["attn_logit_softcapping"].dump()
+                + " is set; transformers 5.24 ignores it for Gemma 3 and this port does not implement it");
+
+    // Layer types: layer_types, else the legacy sliding_window_pattern (default 6).
+    if (tc.contains("layer_types") && !tc["layer_types"].is_null()) {
+        if (!tc["layer_types"].is_array() || static_cast<std::int64_t>(tc["layer_types"].size()) != c.layers)
+            configFail(where + ": layer_types must list " + std::to_string(c.layers) + " layer types");
+        for (const auto& t : tc["layer_types"]) {
+            const auto name = t.is_string() ? t.get<std::string>() : t.dump();
+            if (name == "sliding_attention")
+                c.layerTypes.push_back(LayerType::Sliding);
+            else if (name == "full_attention")
+                c.layerTypes.push_back(LayerType::Full);
+            else
+                configFail(where + ": layer type '" + name + "' is not supported (sliding_attention and full_attention are)");
+        }
+    } else {
+        const auto pattern = intField(tc, "sliding_window_pattern", 6, where);
+        if (pattern <= 0)
+            configFail(where + ": sliding_window_pattern must be positive");
+        for (std::int64_t i = 0; i < c.layers; ++i)
+            c.layerTypes.push_back((i + 1) % pattern ? LayerType::Sliding : LayerType::Full);
+    }
+    const bool anySliding = std::find(c.layerTypes.begin(), c.layerTypes.end(), LayerType::Sliding) != c.layerTypes.end();
+    if (tc.contains("sliding_window") && tc["sliding_window"].is_null()) {
+        if (anySliding)
+            configFail(where + ": sliding_window is null but some layers are sliding_attention");
+    } else {
+        c.slidingWindow = intField(tc, "sliding_window", c.slidingWindow, where);
+        if (anySliding && c.slidingWindow <= 0)
+            configFail(where + ": sliding_window must be positive");
+    }
+
+    // RoPE (Gemma3TextConfig.convert_rope_params_to_dict): nested rope_parameters per layer
+    // type, or the legacy rope_scaling (global layers only), rope_theta, rope_local_base_freq.
+    json rp = tc.contains("rope_parameters") && !tc["rope_parameters"].is_null() ? tc["rope_parameters"] : json::object();
+    if (!rp.is_object())
+        configFail(where + ": rope_parameters is not an object");
+    if (!rp.empty() && !rp.contains("full_attention") && !rp.contains("sliding_attention"))
+        configFail(where + ": rope_parameters is not keyed by layer type (full_attention / sliding_attention): " + rp.dump());
+    if (!rp.contains("full_attention") || rp["full_attention"].is_null())
+        rp["full_attention"] = json{{"rope_type", "default"}};
+    if (!rp.contains("sliding_attention") || rp["sliding_attention"].is_null())
+        rp["sliding_attention"] = json{{"rope_type", "default"}};
+    if (tc.contains("rope_scaling") && !tc["rope_scaling"].is_null()) {
+        if (!tc["rope_scaling"].is_object())
+            configFail(where + ": rope_scaling is not an object");
+        for (const auto& [k, v] : tc["rope_scaling"].items())
+            rp["full_attention"][k] = v;
+    }
+    if (!rp["full_attention"].contains("rope_theta"))
+        rp["full_attention"]["rope_theta"] = numberField(tc, "rope_theta", 1'000'000.0, where);
+    if (!rp["sliding_attention"].contains("rope_theta"))
+        rp["sliding_attention"]["rope_theta"] = numberField(tc, "rope_local_base_freq", 10'000.0, where);
+    c.ropeFull = ropeFrom(rp["full_attention"], "full_attention", where);
+    c.ropeSliding = ropeFrom(rp["sliding_attention"], "sliding_attention", where);
+    if (!(c.ropeFull.theta > 0) || !(c.ropeSliding.theta > 0))
+        configFail(where + ": rope_theta must be positive");
+    return c;
+}
+
+// ------------------------------------------------------------------ weights
+
+const char* const kIgnoredPrefixes[] = {"vision_tower.", "model.vision_tower.", "multi_modal_projector.",
+                                        "model.multi_modal_projector.", "lm_head.", "language_model.lm_head."};
+// Tried in order; the first under which embed_tokens.weight exists names the language model.
+const char* const kLanguageModelPrefixes[] = {"model.language_model.", "language_model.model.", "model.", ""};
+
+struct Stored {
+    const tensorfile::Checkpoint* checkpoint = nullptr;
+    std::string name;
+};
+
+// Hands out the language model's weights under Gemma3TextModel's own names and keeps the
+// books: a weight asked for and absent, or a stored tensor never asked for, fails finish().
+class Taker {
+public:
+    Taker(std::map<std::string, Stored> index, quant::LoadOptions options, c10::ScalarType dtype, std::string origin)
+        : m_index(std::move(index)), m_options(std::move(options)), m_dtype(dtype), m_origin(std::move(origin))
+    {
+    }
+
+    std::optional<quant::QuantizedWeight> raw(const std::string& name, const std::vector<std::int64_t>& shape)
+    {
+        const auto it = m_index.find(name);
+        if (it == m_index.end()) {
+            m_missing.push_back(name);
+            return std::nullopt;
+        }
+        m_taken.insert(name);
+        auto w = quant::loadWeight(*it->second.checkpoint, it->second.name, m_options);
+        if (!w) {
+            m_failed.push_back(it->second.name + ": " + w.error().message);
+            return std::nullopt;
+        }
+        if (w->shape() != shape) {
+            m_failed.push_back(it->second.name + " is " + shapeText(w->shape()) + ", the config implies " + shapeText(shape));
+            return std::nullopt;
+        }
+        return std::move(*w);
+    }
+
+    // Dense weights are converted to the compute dtype once; quantized ones stay as stored.
+    quant::QuantizedWeight weight(const std::string& name, const std::vector<std::int64_t>& shape)
+    {
+        auto w = raw(name, shape);
+        if (!w)
+            return {};
+        if (w->representation() != quant::Representation::Dense)
+            return std::move(*w);
+        auto dense = w->dequantize(m_dtype);
+        if (!dense) {
+            m_failed.push_back(name + ": " + dense.error().message);
+            return {};
+        }
+        return quant::QuantizedWeight::dense(dense->to(m_options.device));
+    }
+
+    nn::Linear linear(const std::string& name, std::int64_t out, std::int64_t in, bool bias)
+    {
+        nn::Linear l;
+        l.name = name;
+        l.weight = weight(name + ".weight", {out, in});
+        if (bias)
+            l.bias = dense(name + ".bias", {out}, m_dtype);
+        return l;
+    }
+
+    at::Tensor dense(const std::string& name, const std::vector<std::int64_t>& shape, c10::ScalarType dtype)
+    {
+        auto w = raw(name, shape);
+        if (!w)
+            return {};
+        auto d = w->dequantize(dtype);
+        if (!d) {
+            m_failed.push_back(name + ": " + d.error().message);
+            return {};
+        }
+        return d->to(m_options.device).contiguous();
+    }
+
+    // Gemma3RMSNorm's scale (1 + w), in float32 as the reference computes it.
+    at::Tensor norm(const std::string& name, std::int64_t size)
+    {
+        auto w = dense(name, {size}, at::kFloat);
+        return w.defined() ? (w + 1.0).contiguous() : w;
+    }
+
+    Result<void> finish() const
+    {
+        if (!m_failed.empty())
+            return makeError(ErrorCode::InvalidFormat, m_origin + ": " + std::to_string(m_failed.size())
+                    + " Gemma 3 weight(s) could not be loaded: " + listNames(m_failed, 4));
+        if (!m_missing.empty())
+            return makeError(ErrorCode::InvalidFormat, m_origin + ": the Gemma 3 language model is incomplete, "
+                    + std::to_string(m_missing.size()) + " weight(s) missing: " + listNames(m_missing)
+                    + "; the download may be partial or config.json describes another model");
+        std::vector<std::string> unused;
+        for (const auto& [name, stored] : m_index)
+            if (!m_taken.count(name))
+                unused.push_back(stored.name);
+        if (!unused.empty())
+            return makeError(ErrorCode::InvalidFormat, m_origin + ": " + std::to_string(unused.size())
+                    + " language-model tensor(s) match no Gemma 3 parameter of this config: " + listNames(unused)
+                    + "; config.json may describe another model");
+        return {};
+    }
+
+private:
+    std::map<std::string, Stored> m_index;
+    quant::LoadOptions m_options;
+    c10::ScalarType m_dtype;
+    std::string m_origin;
+    std::set<std::string> m_taken;
+    std::vector<std::string> m_missing, m_failed;
+};
+
+// The rows of an embedding table, dequantized, without expanding the whole table when the
+// representation allows it (dense, FP8 per-tensor / per-row, int8, GGUF).
+struct Embedding {
+    quant::QuantizedWeight weight;  // dense in the compute dtype, or as stored
+    at::Tensor table;               // a full dequantized copy when rows cannot be taken directly
+
+    static bool rowsGatherable(const quant::QuantizedWeight& w)
+    {
+        switch (w.representation()) {
+        case quant::Representation::Dense:
+        case quant::Representation::Int8:
+        case quant::Representation::Gguf:
+            return true;
+        case quant::Representation::Fp8Scaled:
+            return w.scale().numel() == 1 || (w.scale().dim() == 1 && w.scale().size(0) == w.shape()[0]);
+        case quant::Representation::Nf4:
+            return false;
+        }
+        return false;
+    }
+
+    at::Tensor lookup(const at::Tensor& ids, c10::ScalarType dtype) const
+    {
+        if (table.defined())
+            return at::embedding(table, ids);
+        if (weight.representation() == quant::Representation::Dense)
+            return at::embedding(weight.data(), ids);
+        const auto flat = ids.reshape({-1}).to(weight.device());
+        const auto rows = weight.shape()[0];
+        Result<quant::QuantizedWeight> picked = quant::QuantizedWeight();
+        switch (weight.representation()) {
+        case quant::Representation::Fp8Scaled: {
+            const auto& data = weight.data();
+            const auto bytes = data.view(at::kByte).index_select(0, flat).view(data.scalar_type());
+            const auto scale = weight.scale().numel() == 1 ? weight.scale() : weight.scale().index_select(0, flat);
+            picked = quant::QuantizedWeight::fp8(bytes, scale);
+            break;
+        }
+        case quant::Representation::Int8:
+            picked = quant::QuantizedWeight::int8(weight.data().index_select(0, flat), weight.scale().index_select(0, flat));
+            break;
+        case quant::Representation::Gguf: {
+            const auto& blocks = weight.data();
+            TORCH_CHECK(blocks.numel() % rows == 0, "GGUF embedding: ", blocks.numel(), " bytes do not split into ", rows, " rows");
+            const auto pickedBlocks = blocks.reshape({rows, -1}).index_select(0, flat).reshape({-1});
+            picked = quant::QuantizedWeight::gguf(pickedBlocks, weight.ggmlType(), {flat.numel(), weight.shape()[1]});
+            break;
+        }
+        default:
+            TORCH_CHECK(false, "embedding rows cannot be taken from a ", weight.describe(), " weight");
+        }
+        if (!picked)
+            throw nn::ForwardError("embed_tokens: " + picked.error().message);
+        auto values = picked->dequantize(dtype);
+        if (!values)
+            throw nn::ForwardError("embed_tokens: " + values.error().message);
+        auto sizes = ids.sizes().vec();
+        sizes.push_back(weight.shape()[1]);
+        return values->view(sizes);
+    }
+
+    std::int64_t residentBytes() const
+    {
+        return table.defined() ? table.numel() * table.element_size() : weight.residentBytes();
+    }
+};
+
+struct Layer {
+    nn::Linear q, k, v, o, gate, up, down;
+    at::Tensor inputNorm, postAttentionNorm, preFeedforwardNorm, postFeedforwardNorm, qNorm, kNorm;
+    bool sliding = false;
+};
+
+std::int64_t bytesOf(const at::Tensor& t)
+{
+    return t.defined() ? t.numel() * t.element_size() : 0;
+}
+
+// Gemma3RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) in float32, back to x's dtype.
+at::Tensor gemmaNorm(const at::Tensor& x, const at::Tensor& scale, double eps)
+{
+    const auto xf = x.to(at::kFloat);
+    const auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps);
+    return (normed * scale).to(x.scalar_type());
+}
+
+at::Tensor rotateHalf(const at::Tensor& x)
+{
+    const auto half = x.size(-1) / 2;
+    return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// repeat_kv: [B, KV, T, D] -> [B, KV * n, T, D], each key head used by n consecutive query heads.
+at::Tensor repeatKv(const at::Tensor& x, std::int64_t n)
+{
+    if (n == 1)
+        return x;
+    const auto b = x.size(0), kv = x.size(1), t = x.size(2), d = x.size(3);
+    return x.unsqueeze(2).expand({b, kv, n, t, d}).reshape({b, kv * n, t, d});
+}
+
+} // namespace
+
+TextConfig TextConfig::gemma3_12b()
+{
+    TextConfig c;
+    c.vocabSize = 262208;
+    c.hiddenSize = 3840;
+    c.intermediateSize = 15360;
+    c.layers = 48;
+    c.heads = 16;
+    c.kvHeads = 8;
+    c.headDim = 256;
+    c.rmsNormEps = 1e-6;
+    c.queryPreAttnScalar = 256.0;
+    c.slidingWindow = 1024;
+    for (std::int64_t i = 0; i < c.layers; ++i)
+        c.layerTypes.push_back((i + 1) % 6 ? LayerType::Sliding : LayerType::Full);
+    c.ropeFull = {1'000'000.0, 8.0};
+    c.ropeSliding = {10'000.0, 1.0};
+    c.imageTokenId = 262144;
+    return c;
+}
+
+Result<TextConfig> parseTextConfig(const std::string& configJson, const std::string& origin)
+{
+    try {
+        return parseText(json::parse(configJson), origin);
+    } catch (const json::exception& e) {
+        return makeError(ErrorCode::InvalidFormat, origin + ": not a usable Gemma 3 config (" + e.what() + ")");
+    } catch (const ConfigError& e) {
+        return makeError(ErrorCode::InvalidFormat, e.message);
+    }
+}
+
+// ====================================================================== the model
+
+struct TextEncoder::Impl {
+    TextConfig config;
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;
+    std::string origin;
+    Embedding embed;
+    std::vector<Layer> layers;
+    at::Tensor finalNorm;
+    at::Tensor invFreqFull, invFreqSliding;  // float32 [head_dim / 2] on the device
+
+    at::Tensor run(const at::Tensor& inputIds, const at::Tensor& attentionMask, const std::stop_token& stop, bool& cancelled) const;
+    at::Tensor attention(const Layer& layer, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                         const at::Tensor& mask, const at::Tensor& rowHasKey) const;
+};
+
+TextEncoder::TextEncoder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+TextEncoder::~TextEncoder() = default;
+TextEncoder::TextEncoder(TextEncoder&&) noexcept = default;
+TextEncoder& TextEncoder::operator=(TextEncoder&&) noexcept = default;
+
+const TextConfig& TextEncoder::config() const { return m_impl->config; }
+c10::Device TextEncoder::device() const { return m_impl->device; }
+c10::ScalarType TextEncoder::dtype() const { return m_impl->dtype; }
+
+Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoadOptions& options)
+{
+    if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
+        return makeError(ErrorCode::InvalidArgument, std::string("Gemma 3: compute dtype ") + c10::toString(options.dtype)
+                + " is not float32, bfloat16 or float16");
+    auto opened = tensorfile::ModelSource::open(path);
+    if (!opened)
+        return opened.error();
+    const auto& source = *opened;
+    const std::string origin = path.string();
+
+    // Which component holds the text encoder.
+    std::string component;
+    if (source.kind == tensorfile::SourceKind::DiffusersPipeline) {
+        component = "text_encoder";
+    } else {
+        const bool top = std::any_of(source.checkpoints.begin(), source.checkpoints.end(), [](const auto& c) { return c.component.empty(); });
+        component = top ? "" : "text_encoder";
+    }
+    std::vector<const tensorfile::Checkpoint*> checkpoints;
+    for (const auto& c : source.checkpoints)
+        if (c.component == component)
+            checkpoints.push_back(&c);
+    if (checkpoints.empty())
+        return makeError(ErrorCode::NotFound, origin + (component.empty() ? ": holds no weights"
+                : ": has no text_encoder weights; point at the Gemma 3 text encoder folder or file"));
+
+    // Names: language model under one prefix; vision tower, projector and LM head ignored.
+    std::map<std::string, Stored> all;
+    for (const auto* cp : checkpoints)
+        for (const auto& t : cp->tensors)
+            all.emplace(t.name, Stored{cp, t.name});
+    if (all.count("token_embd.weight") || std::any_of(all.begin(), all.end(), [](const auto& kv) { return startsWith(kv.first, "blk."); }))
+        return makeError(ErrorCode::Unsupported, origin + ": uses llama.cpp's GGUF names (token_embd, blk.N.*), whose norms carry "
+                "Gemma's +1 baked in; this version reads Gemma 3 in transformers' layout only");
+    std::string prefix;
+    bool found = false;
+    for (const char* p : kLanguageModelPrefixes) {
+        if (all.count(std::string(p) + "embed_tokens.weight")) {
+            prefix = p;
+            found = true;
+            break;
+        }
+    }
+    if (!found)
+        return makeError(ErrorCode::InvalidFormat, origin + ": no Gemma 3 language model here (looked for embed_tokens.weight under "
+                "language_model.model., model.language_model., model. or no prefix)");
+    std::map<std::string, Stored> index;
+    std::vector<std::string> unknown;
+    for (const auto& [name, stored] : all) {
+        if (std::any_of(std::begin(kIgnoredPrefixes), std::end(kIgnoredPrefixes), [&](const char* p) { return startsWith(name, p); }))
+            continue;
+        if (quant::isQuantizationSibling(name))
+            continue;  // read by loadWeight together with its weight
+        if (startsWith(name, prefix))
+            index.emplace(name.substr(prefix.size()), stored);
+        else
+            unknown.push_back(name);
+    }
+    if (!unknown.empty())
+        return makeError(ErrorCode::InvalidFormat, origin + ": " + std::to_string(unknown.size())
+                + " tensor(s) belong neither to the Gemma 3 language model (" + (prefix.empty() ? "no prefix" : prefix + "*")
+                + ") nor to its vision tower: " + listNames(unknown));
+
+    // Config: the override, config.json, or Gemma 3 12B when the shapes are its.
+    TextConfig config;
+    if (options.config) {
+        config = *options.config;
+    } else if (auto it = source.configs.find(component); it != source.configs.end()) {
+        const auto folder = component.empty() ? (fs::is_directory(source.root) ? source.root : source.root.parent_path())
+                                              : source.root / component;
+        auto parsed = parseTextConfig(it->second, (folder / "config.json").string());
+        if (!parsed)
+            return parsed.error();
+        config = *parsed;
+    } else {
+        const auto twelveB = TextConfig::gemma3_12b();
+        const auto* embedInfo = index.at("embed_tokens.weight").checkpoint->find(index.at("embed_tokens.weight").name);
+        const bool shapesMatch = embedInfo && embedInfo->shape == std::vector<std::int64_t>{twelveB.vocabSize, twelveB.hiddenSize}
+            && index.count("layers." + std::to_string(twelveB.layers - 1) + ".mlp.down_proj.weight")
+            && !index.count("layers." + std::to_string(twelveB.layers) + ".mlp.down_proj.weight");
+        if (!shapesMatch)
+            return makeError(ErrorCode::NotFound, origin + ": no config.json beside the weights and they are not Gemma 3 12B's "
+                    "shapes; put the model's config.json next to them or pass a config");
+        config = twelveB;
+    }
+    if (static_cast<std::int64_t>(config.layerTypes.size()) != config.layers)
+        return makeError(ErrorCode::InvalidArgument, origin + ": the config lists " + std::to_string(config.layerTypes.size())
+                + " layer types for " + std::to_string(config.layers) + " layers");
+
+    auto impl = std::make_unique<Impl>();
+    impl->config = config;
+    impl->device = options.device;
+    impl->dtype = options.dtype;
+    impl->origin = origin;
+    const auto& c = impl->config;
+    try {
+        quant::LoadOptions lo;
+        lo.device = options.device;
+        Taker w(std::move(index), lo, options.dtype, origin);
+        const auto d = c.hiddenSize, qd = c.heads * c.headDim, kvd = c.kvHeads * c.headDim;
+        impl->embed.weight = w.weight("embed_tokens.weight", {c.vocabSize, d});
+        if (impl->embed.weight.defined() && !Embedding::rowsGatherable(impl->embed.weight)) {
+            // NF4 or block-scaled FP8 tables: rows are not separable, so expand once here.
+            auto table = impl->embed.weight.dequantize(options.dtype);
+            if (!table)
+                return makeError(ErrorCode::InvalidFormat, origin + ": embed_tokens: " + table.error().message);
+            impl->embed.table = table->to(options.device);
+            impl->embed.weight = quant::QuantizedWeight();
+        }
+        for (std::int64_t i = 0; i < c.layers; ++i) {
+            const auto p = "layers." + std::to_string(i) + ".";
+            Layer l;
+            l.sliding = c.layerTypes[static_cast<std::size_t>(i)] == LayerType::Sliding;
+            l.q = w.linear(p + "self_attn.q_proj", qd, d, c.attentionBias);
+            l.k = w.linear(p + "self_attn.k_proj", kvd, d, c.attentionBias);
+            l.v = w.linear(p + "self_attn.v_proj", kvd, d, c.attentionBias);
+            l.o = w.linear(p + "self_attn.o_proj", d, qd, c.attentionBias);
+            l.qNorm = w.norm(p + "self_attn.q_norm.weight", c.headDim);
+            l.kNorm = w.norm(p + "self_attn.k_norm.weight", c.headDim);
+            l.gate = w.linear(p + "mlp.gate_proj", c.intermediateSize, d, false);
+            l.up = w.linear(p + "mlp.up_proj", c.intermediateSize, d, false);
+            l.down = w.linear(p + "mlp.down_proj", d, c.intermediateSize, false);
+            l.inputNorm = w.norm(p + "input_layernorm.weight", d);
+            l.postAttentionNorm = w.norm(p + "post_attention_layernorm.weight", d);
+            l.preFeedforwardNorm = w.norm(p + "pre_feedforward_layernorm.weight", d);
+            l.postFeedforwardNorm = w.norm(p + "post_feedforward_layernorm.weight", d);
+            impl->layers.push_back(std::move(l));
+        }
+        impl->finalNorm = w.norm("norm.weight", d);
+        if (auto done = w.finish(); !done)
+            return done.error();
+
+        // Gemma3RotaryEmbedding: 1 / base^(arange(0, dim, 2) / dim), divided by the linear factor.
+        auto invFreq = [&](const RopeConfig& r) {
+            const auto exponent = at::arange(0, c.headDim, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / static_cast<double>(c.headDim);
+            auto f = at::reciprocal(at::pow(at::Scalar(r.theta), exponent));
+            if (r.linearFactor != 1.0)
+                f = f / r.linearFactor;
+            return f.to(options.device);
+        };
+        impl->invFreqFull = invFreq(c.ropeFull);
+        impl->invFreqSliding = invFreq(c.ropeSliding);
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::Internal, origin + ": loading Gemma 3 failed: " + e.what_without_backtrace());
+    }
+    return TextEncoder(std::move(impl));
+}
+
+at::Tensor TextEncoder::Impl::attention(const Layer& layer, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                                        const at::Tensor& mask, const at::Tensor& rowHasKey) const
+{
+    const auto& c = config;
+    const auto b = x.size(0), t = x.size(1);
+    auto q = layer.q(x).view({b, t, c.heads, c.headDim}).transpose(1, 2);
+    auto k = layer.k(x).view({b, t, c.kvHeads, c.headDim}).transpose(1, 2);
+    auto v = layer.v(x).view({b, t, c.kvHeads, c.headDim}).transpose(1, 2);
+    q = gemmaNorm(q, layer.qNorm, c.rmsNormEps);
+    k = gemmaNorm(k, layer.kNorm, c.rmsNormEps);
+    q = q * cos + rotateHalf(q) * sin;
+    k = k * cos + rotateHalf(k) * sin;
+    k = repeatKv(k, c.heads / c.kvHeads);
+    v = repeatKv(v, c.heads / c.kvHeads);
+    const double scale = 1.0 / std::sqrt(c.queryPreAttnScalar);
+    // Queries in chunks so the score matrix of a math fallback stays bounded.
+    const auto perRow = b * c.heads * t;
+    const auto rows = std::max<std::int64_t>(1, (std::int64_t{1} << 28) / std::max<std::int64_t>(1, perRow));
+    at::Tensor out;
+    if (rows >= t) {
+        out = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, scale);
+    } else {
+        out = at::empty({b, c.heads, t, c.headDim}, q.options());
+        for (std::int64_t start = 0; start < t; start += rows) {
+            const auto len = std::min(rows, t - start);
+            out.narrow(2, start, len)
+                .copy_(at::scaled_dot_product_attention(q.narrow(2, start, len), k, v, mask.narrow(2, start, len), 0.0, false, scale));
+        }
+    }
+    // A query that may see no key (a left-padded position) gets 0, as torch's SDPA gives the
+    // reference on the CPU; fused kernels elsewhere may return NaN there instead.
+    out = at::where(rowHasKey, out, at::zeros({}, out.options()));
+    return layer.o(out.transpose(1, 2).reshape({b, t, c.heads * c.headDim}));
+}
+
+at::Tensor TextEncoder::Impl::run(const at::Tensor& inputIds, const at::Tensor& attentionMask, const std::stop_token& stop,
+                                  bool& cancelled) const
+{
+    const auto& c = config;
+    TORCH_CHECK(inputIds.dim() == 2, "Gemma 3 expects input ids [B, T], got ", inputIds.sizes());
+    TORCH_CHECK(attentionMask.sizes() == inputIds.sizes(), "the attention mask ", attentionMask.sizes(), " does not match the ids ",
+        inputIds.sizes());
+    TORCH_CHECK(!at::isFloatingType(inputIds.scalar_type()), "input ids must be integers, got ", inputIds.scalar_type());
+    const auto b = inputIds.size(0), t = inputIds.size(1);
+    auto ids = inputIds.to(device, at::kLong);
+    if (c.imageTokenId && *c.imageTokenId >= c.vocabSize)
+        ids = at::where(ids == *c.imageTokenId, at::zeros({}, ids.options()), ids);
+    if (ids.numel() > 0) {
+        const auto lo = ids.min().item<std::int64_t>(), hi = ids.max().item<std::int64_t>();
+        TORCH_CHECK(lo >= 0 && hi < c.vocabSize, "token ids must lie in [0, ", c.vocabSize, "), got ", lo, "..", hi,
+            "; the tokenizer does not belong to this model");
+    }
+    const auto valid = attentionMask.to(device).to(at::kBool);
+
+    // Gemma3TextScaledWordEmbedding: rows * sqrt(hidden), the scale rounded to the model dtype.
+    const auto embedScale = at::scalar_tensor(std::sqrt(static_cast<double>(c.hiddenSize)), at::TensorOptions().dtype(at::kFloat))
+                                .to(dtype)
+                                .to(device);
+    auto h = embed.lookup(ids, dtype).to(dtype) * embedScale;
+
+    auto out = at::empty({b, t, c.hiddenSize, c.layers + 1}, h.options());
+    out.select(3, 0).copy_(h);
+
+    // Masks as transformers builds them: causal (kv <= q), sliding (kv > q - window), and the
+    // key padding from the attention mask. Positions are the indices of the padded sequence.
+    const auto pos = at::arange(t, at::TensorOptions().dtype(at::kLong).device(device));
+    const auto causal = pos.view({1, t}) <= pos.view({t, 1});
+    const auto window = pos.view({1, t}) > (pos.view({t, 1}) - c.slidingWindow);
+    const auto keys = valid.view({b, 1, 1, t});
+    const auto fullMask = causal.view({1, 1, t, t}).logical_and(keys);
+    const auto slidingMask = causal.logical_and(window).view({1, 1, t, t}).logical_and(keys);
+    const auto fullRows = fullMask.any(-1, true);
+    const auto slidingRows = slidingMask.any(-1, true);
+
+    auto rope = [&](const at::Tensor& invFreq) {
+        const auto freqs = pos.to(at::kFloat).view({1, t, 1}) * invFreq.view({1, 1, -1});
+        const auto emb = at::cat({freqs, freqs}, -1);
+        return std::make_pair(emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1));
+    };
+    const auto [cosFull, sinFull] = rope(invFreqFull);
+    const auto [cosSliding, sinSliding] = rope(invFreqSliding);
+
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        if (stop.stop_requested()) {
+            cancelled = true;
+            return {};
+        }
+        const auto& l = layers[i];
+        auto a = gemmaNorm(h, l.inputNorm, c.rmsNormEps);
+        a = l.sliding ? attention(l, a, cosSliding, sinSliding, slidingMask, slidingRows)
+                      : attention(l, a, cosFull, sinFull, fullMask, fullRows);
+        h = h + gemmaNorm(a, l.postAttentionNorm, c.rmsNormEps);
+        auto f = gemmaNorm(h, l.preFeedforwardNorm, c.rmsNormEps);
+        const auto gate = l.gate(f);
+        f = l.down((c.geluTanh ? nn::geluTanh(gate) : at::gelu(gate)) * l.up(f));
+        h = h + gemmaNorm(f, l.postFeedforwardNorm, c.rmsNormEps);
+        if (i + 1 < layers.size())
+            out.select(3, static_cast<std::int64_t>(i) + 1).copy_(h);
+    }
+    out.select(3, c.layers).copy_(c.tieLastHiddenStates ? gemmaNorm(h, finalNorm, c.rmsNormEps) : h);
+    return out;
+}
+
+Result<at::Tensor> TextEncoder::forward(const at::Tensor& inputIds, const at::Tensor& attentionMask, std::stop_token stop) const
+{
+    try {
+        bool cancelled = false;
+        auto out = m_impl->run(inputIds, attentionMask, stop, cancelled);
+        if (cancelled)
+            return makeError(ErrorCode::Cancelled, "Gemma 3 text encoding was cancelled");
+        return out;
+    } catch (const nn::ForwardError& e) {
+        return makeError(ErrorCode::Unsupported, m_impl->origin + ": Gemma 3: " + e.what());
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::InvalidArgument, m_impl->origin + ": Gemma 3: " + e.what_without_backtrace());
+    }
+}
+
+std::int64_t TextEncoder::residentBytes() const
+{
+    std::int64_t n = 0;
+    for (const auto& [name, bytes] : bytesByRepresentation())
+        n += bytes;
+    return n;
+}
+
+std::map<std::string, std::int64_t> TextEncoder::bytesByRepresentation() const
+{
+    const auto& m = *m_impl;
+    std::map<std::string, std::int64_t> out;
+    auto addLinear = [&](const nn::Linear& l) {
+        if (l.defined())
+            out[std::string(quant::representationName(l.weight.representation()))] += l.residentBytes();
+    };
+    if (m.embed.table.defined())
+        out["dense"] += m.embed.residentBytes();
+    else if (m.embed.weight.defined())
+        out[std::string(quant::representationName(m.embed.weight.representation()))] += m.embed.residentBytes();
+    for (const auto& l : m.layers) {
+        for (const auto* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
+            addLinear(*lin);
+        for (const auto* t : {&l.inputNorm, &l.postAttentionNorm, &l.preFeedforwardNorm, &l.postFeedforwardNorm, &l.qNorm, &l.kNorm})
+            out["dense"] += bytesOf(*t);
+    }
+    out["dense"] += bytesOf(m.finalNorm);
+    return out;
+}
+
+} // namespace vireo::gemma3

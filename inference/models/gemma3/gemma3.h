@@ -1,0 +1,109 @@
+#pragma once
+
+// Gemma 3's language model as LTX-2's text encoder, ported from transformers 5.24
+// (models/gemma3/modeling_gemma3.py: Gemma3TextModel inside Gemma3ForConditionalGeneration).
+// forward() returns what diffusers' LTX2Pipeline._get_gemma_prompt_embeds builds from
+// output_hidden_states=True: the embeddings, the output of every layer but the last, and the
+// final-norm output of the last layer, stacked on a new last axis.
+//
+// Padded query rows (left padding): a padded position attends to nothing (every key it may
+// see is padding), so its attention output is zero, exactly as torch's SDPA returns for a
+// fully masked row; the row then only carries its own embedding through the MLPs. This port
+// zeroes those rows explicitly, so the values match transformers on any device and backend
+// instead of depending on how a fused kernel treats an all-masked row. Downstream, the LTX-2
+// connectors drop padded rows with masked_fill / where anyway.
+
+#include "inference/util/result.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace vireo::gemma3 {
+
+enum class LayerType { Sliding, Full };
+
+struct RopeConfig {
+    double theta = 10000.0;
+    double linearFactor = 1.0;  // rope_type "linear": inverse frequencies / factor; 1 = "default"
+};
+
+// Gemma3TextConfig; the defaults are transformers' (a config.json only lists what differs).
+struct TextConfig {
+    std::int64_t vocabSize = 262208;
+    std::int64_t hiddenSize = 2304;
+    std::int64_t intermediateSize = 9216;
+    std::int64_t layers = 26;
+    std::int64_t heads = 8;
+    std::int64_t kvHeads = 4;
+    std::int64_t headDim = 256;
+    double rmsNormEps = 1e-6;
+    double queryPreAttnScalar = 256.0;
+    std::int64_t slidingWindow = 4096;
+    std::vector<LayerType> layerTypes;  // one per layer
+    RopeConfig ropeFull{1'000'000.0, 1.0};
+    RopeConfig ropeSliding{10'000.0, 1.0};
+    bool attentionBias = false;
+    bool geluTanh = true;               // gelu_pytorch_tanh; false = exact gelu
+    bool tieLastHiddenStates = true;    // the last hidden state is the final norm's output
+    // Gemma3Model replaces this id by 0 before the embedding when it is outside the vocabulary.
+    std::optional<std::int64_t> imageTokenId;
+
+    // LTX-2's text encoder, google/gemma-3-12b-it(-qat-q4_0-unquantized) (ltx-core
+    // text_encoders/gemma/config.py): used when a weights file comes without config.json.
+    static TextConfig gemma3_12b();
+};
+
+// config.json of a Gemma3ForConditionalGeneration (its text_config) or of a Gemma3TextConfig,
+// in the current (layer_types, rope_parameters) or the older (sliding_window_pattern,
+// rope_theta, rope_local_base_freq, rope_scaling) form. origin names the file in errors.
+Result<TextConfig> parseTextConfig(const std::string& configJson, const std::string& origin);
+
+struct TextEncoderLoadOptions {
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;  // compute dtype; quantized weights stay quantized
+    std::optional<TextConfig> config;     // instead of config.json
+};
+
+class TextEncoder {
+public:
+    ~TextEncoder();
+    TextEncoder(TextEncoder&&) noexcept;
+    TextEncoder& operator=(TextEncoder&&) noexcept;
+
+    // A text_encoder folder (config.json + safetensors, sharded or not), a diffusers pipeline
+    // folder (its text_encoder component), or one weights file (config.json beside it, else
+    // options.config, else Gemma 3 12B when the shapes are its). Language-model keys may be
+    // `language_model.model.*` (what save_pretrained writes), `model.language_model.*` (the
+    // module names), `model.*` (Gemma3ForCausalLM) or bare (Gemma3TextModel); the vision tower,
+    // the projector and lm_head are ignored.
+    static Result<TextEncoder> load(const std::filesystem::path& path, const TextEncoderLoadOptions& options = {});
+
+    // inputIds, attentionMask: [B, T] integers (mask 1 = token, 0 = padding; LTX-2 pads on the
+    // left). Returns [B, T, hidden, layers + 1] in the compute dtype on the model's device;
+    // diffusers flattens the last two axes (feature index d * (layers + 1) + l).
+    Result<at::Tensor> forward(const at::Tensor& inputIds, const at::Tensor& attentionMask,
+                               std::stop_token stop = {}) const;
+
+    const TextConfig& config() const;
+    c10::Device device() const;
+    c10::ScalarType dtype() const;
+    // Bytes of every weight as held (quantized ones at their stored size), and per representation.
+    std::int64_t residentBytes() const;
+    std::map<std::string, std::int64_t> bytesByRepresentation() const;
+
+private:
+    struct Impl;
+    explicit TextEncoder(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace vireo::gemma3

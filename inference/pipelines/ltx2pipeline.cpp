@@ -1,0 +1,457 @@
+#include "inference/pipelines/ltx2pipeline.h"
+
+#include "inference/models/gemma3/gemma3.h"
+#include "inference/models/ltx2/ltx2audiovae.h"
+#include "inference/models/ltx2/ltx2connectors.h"
+#include "inference/models/ltx2/ltx2transformer.h"
+#include "inference/models/ltx2/ltx2videovae.h"
+#include "inference/models/ltx2/ltx2vocoder.h"
+#include "inference/models/ltx2/ltx2weights.h"
+#include "inference/sched/ltx2schedule.h"
+#include "inference/text/tokenizer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <cmath>
+#include <unistd.h>
+
+namespace vireo::pipelines {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Cancelled {};
+
+template <typename T>
+T take(Result<T> r)
+{
+    if (!r)
+        throw r.error();
+    return std::move(*r);
+}
+
+bool isDir(const std::filesystem::path& p)
+{
+    return ::access((p / ".").c_str(), F_OK) == 0;
+}
+
+} // namespace
+
+const char* phaseName(Ltx2Phase phase)
+{
+    switch (phase) {
+    case Ltx2Phase::LoadText: return "load text encoder";
+    case Ltx2Phase::Encode: return "encode prompt";
+    case Ltx2Phase::LoadTransformer: return "load transformer";
+    case Ltx2Phase::Denoise: return "denoise";
+    case Ltx2Phase::DecodeVideo: return "decode video";
+    case Ltx2Phase::DecodeAudio: return "decode audio";
+    case Ltx2Phase::Vocoder: return "vocoder";
+    }
+    return "?";
+}
+
+struct Ltx2Pipeline::Impl {
+    Ltx2PipelineOptions options;
+    ltx2::Ltx2Weights weights;
+    std::filesystem::path textEncoderPath;
+    std::optional<ltx2::TextFeatures> textFeatures;
+    ltx2::TransformerConfig transformerConfig;
+    ltx2::AudioVaeConfig audioConfig;
+    std::optional<gemma3::TextEncoder> textEncoder;
+    std::optional<text::Tokenizer> tokenizer;
+    std::optional<ltx2::Connectors> connectors;
+    std::optional<ltx2::Transformer> transformer;
+    std::optional<ltx2::VideoDecoder> videoDecoder;
+    std::optional<ltx2::AudioDecoder> audioDecoder;
+    std::optional<ltx2::Vocoder> vocoder;
+
+    Ltx2Output run(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop);
+};
+
+Ltx2Pipeline::Ltx2Pipeline(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Ltx2Pipeline::~Ltx2Pipeline() = default;
+Ltx2Pipeline::Ltx2Pipeline(Ltx2Pipeline&&) noexcept = default;
+Ltx2Pipeline& Ltx2Pipeline::operator=(Ltx2Pipeline&&) noexcept = default;
+
+std::string Ltx2Pipeline::version() const { return m_impl->transformerConfig.version(); }
+
+std::vector<std::filesystem::path> Ltx2Pipeline::files() const
+{
+    auto out = m_impl->options.modelPaths;
+    out.push_back(m_impl->textEncoderPath);
+    return out;
+}
+
+std::map<std::string, std::int64_t> Ltx2Pipeline::componentBytes() const
+{
+    std::map<std::string, std::int64_t> out;
+    const auto& m = *m_impl;
+    if (m.textEncoder)
+        out["text_encoder"] = m.textEncoder->residentBytes();
+    if (m.connectors)
+        out["connectors"] = m.connectors->residentBytes();
+    if (m.transformer)
+        out["transformer"] = m.transformer->residentBytes();
+    if (m.videoDecoder)
+        out["video_vae"] = m.videoDecoder->residentBytes();
+    if (m.audioDecoder)
+        out["audio_vae"] = m.audioDecoder->residentBytes();
+    if (m.vocoder)
+        out["vocoder"] = m.vocoder->residentBytes();
+    return out;
+}
+
+Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
+{
+    auto weights = ltx2::Ltx2Weights::open(options.modelPaths);
+    if (!weights)
+        return weights.error();
+    auto impl = std::make_unique<Impl>();
+    impl->options = options;
+    impl->weights = std::move(*weights);
+    const auto& w = impl->weights;
+    // Every component must be there before anything loads: a partial pipeline never runs.
+    std::vector<std::string> missing;
+    auto transformer = ltx2::resolveTransformerConfig(w, std::nullopt);
+    if (!transformer)
+        missing.push_back("transformer (" + transformer.error().message + ")");
+    // The text encoder decides what the connectors read (its width and hidden-state count).
+    if (options.textEncoderPath) {
+        impl->textEncoderPath = *options.textEncoderPath;
+    } else {
+        for (const auto& p : options.modelPaths)
+            if (isDir(p / "text_encoder"))
+                impl->textEncoderPath = p / "text_encoder";
+    }
+    std::optional<ltx2::TextFeatures> textFeatures;
+    if (!impl->textEncoderPath.empty()) {
+        std::ifstream in(impl->textEncoderPath / "config.json");
+        std::ostringstream text;
+        text << in.rdbuf();
+        if (in)
+            if (auto tc = gemma3::parseTextConfig(text.str(), (impl->textEncoderPath / "config.json").string()))
+                textFeatures = ltx2::TextFeatures{tc->hiddenSize, tc->layers + 1};
+    }
+    impl->textFeatures = textFeatures;
+    if (auto c = ltx2::resolveConnectorConfig(w, std::nullopt, textFeatures); !c)
+        missing.push_back("text connectors (" + c.error().message + ")");
+    if (auto v = ltx2::resolveVideoVaeConfig(w, std::nullopt); !v)
+        missing.push_back("video VAE (" + v.error().message + ")");
+    auto audio = ltx2::resolveAudioVaeConfig(w, std::nullopt);
+    if (!audio)
+        missing.push_back("audio VAE (" + audio.error().message + ")");
+    if (auto v = ltx2::resolveVocoderConfig(w, std::nullopt); !v)
+        missing.push_back("vocoder (" + v.error().message + ")");
+    if (impl->textEncoderPath.empty() || !isDir(impl->textEncoderPath))
+        missing.push_back("Gemma 3 text encoder (give its folder; a diffusers folder has it in text_encoder/)");
+    if (!missing.empty()) {
+        std::string text;
+        for (const auto& m : missing)
+            text += "\n  - " + m;
+        return makeError(ErrorCode::NotFound, w.describeFiles() + ": the LTX-2 pipeline is incomplete; missing:" + text);
+    }
+    impl->transformerConfig = *transformer;
+    impl->audioConfig = *audio;
+    return Ltx2Pipeline(std::move(impl));
+}
+
+Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
+{
+    Ltx2Output out;
+    auto report = [&](Ltx2Phase phase, std::int64_t done, std::int64_t total) {
+        if (progress)
+            progress({phase, done, total});
+    };
+    auto checkStop = [&]() {
+        if (stop.stop_requested())
+            throw Cancelled{};
+    };
+    auto timed = [&](const char* name, Clock::time_point start) {
+        out.secondsPerPhase[name] += std::chrono::duration<double>(Clock::now() - start).count();
+    };
+    const auto device = options.device;
+    const auto dtype = options.dtype;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    const auto& tc = transformerConfig;
+
+    if (req.width % 32 || req.height % 32 || req.width <= 0 || req.height <= 0)
+        throw makeError(ErrorCode::InvalidArgument, "width and height must be positive multiples of 32, got "
+                + std::to_string(req.width) + "x" + std::to_string(req.height));
+    if (req.frames < 1 || (req.frames - 1) % 8)
+        throw makeError(ErrorCode::InvalidArgument, "frames must be 8k + 1 (1, 9, 17, ..., 121), got " + std::to_string(req.frames));
+    if (!(req.fps > 0))
+        throw makeError(ErrorCode::InvalidArgument, "fps must be positive");
+    const bool cfg = req.guidanceScale > 1.0 || req.audioGuidanceScale > 1.0;
+
+    // 1. Prompt -> Gemma hidden states -> connectors.
+    auto start = Clock::now();
+    if (!tokenizer) {
+        report(Ltx2Phase::LoadText, 0, 1);
+        auto tokFolder = textEncoderPath;
+        if (!std::filesystem::path(tokFolder / "tokenizer.json").empty() && ::access((tokFolder / "tokenizer.json").c_str(), F_OK) != 0
+            && ::access((tokFolder.parent_path() / "tokenizer" / "tokenizer.json").c_str(), F_OK) == 0)
+            tokFolder = tokFolder.parent_path() / "tokenizer";
+        tokenizer = take(text::Tokenizer::load(tokFolder));
+    }
+    if (!textEncoder) {
+        gemma3::TextEncoderLoadOptions o;
+        o.device = device;
+        o.dtype = dtype;
+        textEncoder = take(gemma3::TextEncoder::load(textEncoderPath, o));
+        report(Ltx2Phase::LoadText, 1, 1);
+    }
+    if (!connectors) {
+        ltx2::ConnectorLoadOptions o;
+        o.device = device;
+        o.dtype = dtype;
+        o.textFeatures = textFeatures;
+        connectors = take(ltx2::Connectors::load(weights, o));
+    }
+    timed("load text encoder", start);
+    start = Clock::now();
+    report(Ltx2Phase::Encode, 0, 1);
+    std::vector<std::string> prompts;
+    if (cfg)
+        prompts.push_back(text::stripPythonWhitespace(req.negativePrompt));
+    prompts.push_back(text::stripPythonWhitespace(req.prompt));
+    std::vector<at::Tensor> ids, masks;
+    for (const auto& p : prompts) {
+        const auto enc = take(tokenizer->encode(p, req.maxSequenceLength, true, true, true));
+        ids.push_back(at::tensor(enc.ids, at::kLong).unsqueeze(0));
+        masks.push_back(at::tensor(enc.attentionMask, at::kLong).unsqueeze(0));
+    }
+    const auto inputIds = at::cat(ids, 0).to(device);
+    const auto attentionMask = at::cat(masks, 0).to(device);
+    auto hidden = take(textEncoder->forward(inputIds, attentionMask, stop));  // [B, T, D, layers + 1]
+    checkStop();
+    const auto textStates = hidden.flatten(2, 3);
+    auto ctx = take(connectors->forward(textStates, attentionMask));
+    if (options.releaseTextEncoder)
+        textEncoder.reset();
+    report(Ltx2Phase::Encode, 1, 1);
+    timed("encode prompt", start);
+    checkStop();
+
+    // 2. Latents: seeded like torch.randn with a CPU generator (video first, then audio),
+    // packed as the pipeline packs them.
+    const std::int64_t latentFrames = (req.frames - 1) / 8 + 1, latentH = req.height / 32, latentW = req.width / 32;
+    const auto videoTokens = latentFrames * latentH * latentW;
+    const double duration = static_cast<double>(req.frames) / req.fps;
+    const double audioLatentsPerSecond = static_cast<double>(audioConfig.sampleRate) / static_cast<double>(audioConfig.melHopLength) / 4.0;
+    const auto audioFrames = static_cast<std::int64_t>(std::nearbyint(duration * audioLatentsPerSecond));
+    const auto melBins = audioConfig.latentMelBins();
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed));
+    at::Tensor latents, audioLatents;
+    if (req.videoNoise) {
+        latents = req.videoNoise->to(f32);
+    } else {
+        const auto noise = at::randn({1, tc.inChannels, latentFrames, latentH, latentW}, generator, at::TensorOptions().dtype(at::kFloat));
+        latents = noise.permute({0, 2, 3, 4, 1}).reshape({1, videoTokens, tc.inChannels}).to(f32);
+    }
+    if (req.audioNoise) {
+        audioLatents = req.audioNoise->to(f32);
+    } else {
+        const auto noise = at::randn({1, audioConfig.latentChannels, audioFrames, melBins}, generator, at::TensorOptions().dtype(at::kFloat));
+        audioLatents = noise.transpose(1, 2).flatten(2, 3).to(f32);
+    }
+    if (latents.sizes() != at::IntArrayRef({1, videoTokens, tc.inChannels}))
+        throw makeError(ErrorCode::InvalidArgument, "video noise must be [1, " + std::to_string(videoTokens) + ", " + std::to_string(tc.inChannels) + "]");
+    if (audioLatents.sizes() != at::IntArrayRef({1, audioFrames, audioConfig.packedWidth()}))
+        throw makeError(ErrorCode::InvalidArgument, "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
+
+    // 3. Schedule.
+    sched::FlowSchedule schedule;
+    if (req.sigmas) {
+        schedule.sigmas = *req.sigmas;
+        if (schedule.sigmas.size() < 2 || schedule.sigmas.back() != 0.0)
+            throw makeError(ErrorCode::InvalidArgument, "explicit sigmas must end in 0");
+    } else if (req.schedule == Ltx2Schedule::Distilled) {
+        if (req.steps && req.steps != 8)
+            throw makeError(ErrorCode::InvalidArgument, "the distilled model runs its 8 trained steps (got " + std::to_string(req.steps)
+                    + "); use the dev schedule or explicit sigmas for other counts");
+        schedule = sched::ltx2DistilledSchedule();
+    } else {
+        sched::Ltx2DevScheduleOptions o;
+        o.steps = req.steps ? req.steps : 40;
+        o.tokens = videoTokens;  // diffusers derives mu from the video token count
+        schedule = take(sched::ltx2DevSchedule(o));
+    }
+    out.sigmas = schedule.sigmas;
+    const int steps = schedule.steps();
+
+    // 4. Denoising loop.
+    start = Clock::now();
+    report(Ltx2Phase::LoadTransformer, 0, 1);
+    if (!transformer) {
+        ltx2::TransformerLoadOptions o;
+        o.device = device;
+        o.dtype = dtype;
+        transformer = take(ltx2::Transformer::load(weights, o));
+    }
+    report(Ltx2Phase::LoadTransformer, 1, 1);
+    timed("load transformer", start);
+    start = Clock::now();
+    const auto batch = cfg ? 2 : 1;
+    ltx2::TransformerInputs in;
+    in.encoderHiddenStates = ctx.video;
+    in.audioEncoderHiddenStates = ctx.audio;
+    in.encoderAttentionMask = ctx.mask;
+    in.audioEncoderAttentionMask = ctx.mask;
+    in.numFrames = latentFrames;
+    in.height = latentH;
+    in.width = latentW;
+    in.audioNumFrames = audioFrames;
+    in.fps = req.fps;
+    in.useCrossTimestep = true;  // the pipeline's default
+    in.stop = stop;
+    report(Ltx2Phase::Denoise, 0, steps);
+    for (int i = 0; i < steps; ++i) {
+        checkStop();
+        // The scheduler keeps sigmas in float32; the DiT gets sigma * 1000 in float32.
+        const float sigma = static_cast<float>(schedule.sigmas[static_cast<std::size_t>(i)]);
+        const float sigmaNext = static_cast<float>(schedule.sigmas[static_cast<std::size_t>(i) + 1]);
+        const auto t = at::full({batch}, sigma * 1000.0f, f32);
+        in.hiddenStates = (cfg ? at::cat({latents, latents}, 0) : latents).to(dtype);
+        in.audioHiddenStates = (cfg ? at::cat({audioLatents, audioLatents}, 0) : audioLatents).to(dtype);
+        in.timestep = t;
+        in.sigma = t;
+        auto pred = take(transformer->forward(in));
+        auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
+        const auto sigmaT = at::scalar_tensor(sigma, f32);
+        at::Tensor x0, ax0;
+        if (cfg) {
+            const auto vc = v.chunk(2), ac = a.chunk(2);
+            x0 = latents - vc[1] * sigmaT;
+            const auto x0u = latents - vc[0] * sigmaT;
+            ax0 = audioLatents - ac[1] * sigmaT;
+            const auto ax0u = audioLatents - ac[0] * sigmaT;
+            auto x0g = x0 + (req.guidanceScale - 1) * (x0 - x0u);
+            auto ax0g = ax0 + (req.audioGuidanceScale - 1) * (ax0 - ax0u);
+            if (req.guidanceRescale > 0) {
+                auto rescale = [&](const at::Tensor& g, const at::Tensor& text) {
+                    std::vector<std::int64_t> dims;
+                    for (std::int64_t d = 1; d < g.dim(); ++d)
+                        dims.push_back(d);
+                    const auto stdText = text.std(dims, /*unbiased=*/true, /*keepdim=*/true);
+                    const auto stdCfg = g.std(dims, true, true);
+                    return req.guidanceRescale * (g * (stdText / stdCfg)) + (1 - req.guidanceRescale) * g;
+                };
+                x0g = rescale(x0g, x0);
+                ax0g = rescale(ax0g, ax0);
+            }
+            x0 = x0g;
+            ax0 = ax0g;
+        } else {
+            x0 = latents - v * sigmaT;
+            ax0 = audioLatents - a * sigmaT;
+            if (req.guidanceRescale > 0) {
+                // The reference rescales even without CFG (x0 against itself: the identity up to rounding).
+                auto rescale = [&](const at::Tensor& g) {
+                    std::vector<std::int64_t> dims;
+                    for (std::int64_t d = 1; d < g.dim(); ++d)
+                        dims.push_back(d);
+                    const auto s = g.std(dims, true, true);
+                    return req.guidanceRescale * (g * (s / s)) + (1 - req.guidanceRescale) * g;
+                };
+                x0 = rescale(x0);
+                ax0 = rescale(ax0);
+            }
+        }
+        // Back to a velocity and one Euler step, as the pipeline and scheduler do.
+        v = (latents - x0) / sigmaT;
+        a = (audioLatents - ax0) / sigmaT;
+        const auto dt = at::scalar_tensor(sigmaNext, f32) - sigmaT;
+        latents = latents + dt * v;
+        audioLatents = audioLatents + dt * a;
+        report(Ltx2Phase::Denoise, i + 1, steps);
+    }
+    out.finalVideoLatents = latents;
+    out.finalAudioLatents = audioLatents;
+    timed("denoise", start);
+    checkStop();
+
+    // 5. Decode video.
+    start = Clock::now();
+    if (!videoDecoder) {
+        ltx2::VideoDecoderLoadOptions o;
+        o.device = device;
+        o.dtype = dtype;
+        videoDecoder = take(ltx2::VideoDecoder::load(weights, o));
+    }
+    const auto unpacked = latents.reshape({1, latentFrames, latentH, latentW, tc.inChannels}).permute({0, 4, 1, 2, 3}).contiguous();
+    ltx2::VideoDecodeOptions decodeOptions;
+    decodeOptions.stop = stop;
+    // Bound memory at real sizes: tiles of 16 latent cells (512 px) as diffusers' tiling.
+    if (latentH > 16 || latentW > 16) {
+        decodeOptions.tileSize = 16;
+        decodeOptions.tileOverlap = 2;
+    }
+    decodeOptions.onProgress = [&](std::int64_t done, std::int64_t total) { report(Ltx2Phase::DecodeVideo, done, total); };
+    report(Ltx2Phase::DecodeVideo, 0, 1);
+    out.video = take(videoDecoder->decode(unpacked.to(dtype), decodeOptions)).to(at::kFloat);
+    const auto frames = (out.video[0] / 2 + 0.5).clamp(0, 1).mul(255).round().to(at::kByte).permute({1, 2, 3, 0}).contiguous();
+    out.frames = frames.cpu();
+    out.fps = req.fps;
+    timed("decode video", start);
+    checkStop();
+
+    // 6. Audio.
+    start = Clock::now();
+    report(Ltx2Phase::DecodeAudio, 0, 1);
+    if (!audioDecoder) {
+        ltx2::AudioDecoderLoadOptions o;
+        o.device = device;
+        o.dtype = dtype;
+        audioDecoder = take(ltx2::AudioDecoder::load(weights, o));
+    }
+    // The reference denormalizes the audio latents in float32 and casts afterwards.
+    out.mel = take(audioDecoder->decode(audioLatents, stop)).to(at::kFloat);
+    report(Ltx2Phase::DecodeAudio, 1, 1);
+    timed("decode audio", start);
+    start = Clock::now();
+    report(Ltx2Phase::Vocoder, 0, 1);
+    if (!vocoder) {
+        ltx2::VocoderLoadOptions o;
+        o.device = device;
+        o.dtype = dtype;
+        vocoder = take(ltx2::Vocoder::load(weights, o));
+    }
+    out.rawWaveform = take(vocoder->run(out.mel.to(dtype), stop)).to(at::kFloat);
+    out.sampleRate = vocoder->sampleRate();
+    // The soundtrack lasts exactly as long as the video.
+    const auto samples = static_cast<std::int64_t>(std::llround(duration * out.sampleRate));
+    auto wave = out.rawWaveform[0];
+    if (wave.size(-1) >= samples)
+        wave = wave.narrow(-1, 0, samples);
+    else
+        wave = at::constant_pad_nd(wave, {0, samples - wave.size(-1)});
+    out.waveform = wave.contiguous().cpu();
+    report(Ltx2Phase::Vocoder, 1, 1);
+    timed("vocoder", start);
+    return out;
+}
+
+Result<Ltx2Output> Ltx2Pipeline::generate(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress,
+                                          std::stop_token stop)
+{
+    try {
+        return m_impl->run(request, progress, stop);
+    } catch (const Cancelled&) {
+        return makeError(ErrorCode::Cancelled, "cancelled");
+    } catch (const Error& e) {
+        if (e.code == ErrorCode::Cancelled || stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        return e;
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::Internal, std::string("LTX-2 pipeline: ") + e.what_without_backtrace());
+    }
+}
+
+} // namespace vireo::pipelines

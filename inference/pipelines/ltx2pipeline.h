@@ -1,0 +1,103 @@
+#pragma once
+
+// Text (and silence) to video with audio for LTX-2 / LTX-2.3, following diffusers 0.42.1's
+// LTX2Pipeline: Gemma 3 prompt encoding, text connectors, the DiT's flow-matching loop on
+// video and audio latents, then the video VAE, the audio VAE and the vocoder. Components
+// are loaded when needed and released when a request says so, and every phase reports
+// progress and stops within one step or decode tile when the stop token is triggered.
+
+#include "inference/util/result.h"
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace vireo::pipelines {
+
+struct Ltx2PipelineOptions {
+    // The LTX-2 weights: a diffusers folder, a Lightricks single file, or a GGUF transformer
+    // with its companion files (text projection, video VAE, audio VAE, vocoder).
+    std::vector<std::filesystem::path> modelPaths;
+    // A Gemma 3 folder (weights, config.json, tokenizer.json); default: the diffusers
+    // folder's text_encoder/ and tokenizer/.
+    std::optional<std::filesystem::path> textEncoderPath;
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;
+    // Free the text encoder before the transformer runs (small GPUs); it is loaded again
+    // for the next request.
+    bool releaseTextEncoder = true;
+};
+
+enum class Ltx2Schedule { Distilled, Dev };
+
+struct Ltx2Request {
+    std::string prompt;
+    std::string negativePrompt;
+    std::int64_t width = 768, height = 512, frames = 121;
+    double fps = 24.0;
+    Ltx2Schedule schedule = Ltx2Schedule::Distilled;
+    int steps = 0;                     // 0: 8 (distilled, verbatim sigmas) or 40 (dev)
+    std::optional<std::vector<double>> sigmas;  // explicit schedule (N + 1 values ending in 0)
+    double guidanceScale = 1.0;        // video CFG; > 1 runs the negative prompt too
+    double audioGuidanceScale = 1.0;
+    double guidanceRescale = 0.0;      // applied as the reference does, video and audio alike
+    std::int64_t seed = 0;
+    std::int64_t maxSequenceLength = 1024;
+    // Start states instead of seeded noise (packed, normalized: [1, tokens, channels]).
+    std::optional<at::Tensor> videoNoise, audioNoise;
+};
+
+enum class Ltx2Phase { LoadText, Encode, LoadTransformer, Denoise, DecodeVideo, DecodeAudio, Vocoder };
+const char* phaseName(Ltx2Phase phase);
+
+struct Ltx2Progress {
+    Ltx2Phase phase;
+    std::int64_t done = 0, total = 0;  // steps, decode tiles, ...
+};
+
+struct Ltx2Output {
+    at::Tensor frames;      // uint8 [F, H, W, 3]
+    at::Tensor waveform;    // float32 [channels, samples], trimmed to the video's duration
+    int sampleRate = 0;
+    double fps = 24.0;
+    std::vector<double> sigmas;
+    // For checking against a reference: the final packed latents and the decoder outputs.
+    at::Tensor finalVideoLatents, finalAudioLatents, video, mel, rawWaveform;
+    std::map<std::string, double> secondsPerPhase;
+};
+
+class Ltx2Pipeline {
+public:
+    ~Ltx2Pipeline();
+    Ltx2Pipeline(Ltx2Pipeline&&) noexcept;
+    Ltx2Pipeline& operator=(Ltx2Pipeline&&) noexcept;
+
+    // Reads headers only: finds every component, detects the version and fails with the list
+    // of what is missing before anything is loaded.
+    static Result<Ltx2Pipeline> open(const Ltx2PipelineOptions& options);
+
+    Result<Ltx2Output> generate(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress = {},
+                                std::stop_token stop = {});
+
+    std::string version() const;          // "2.0" or "2.3"
+    // Bytes each loaded component holds now ("text_encoder", "transformer", ...).
+    std::map<std::string, std::int64_t> componentBytes() const;
+    // The weight files, for the recipe.
+    std::vector<std::filesystem::path> files() const;
+
+private:
+    struct Impl;
+    explicit Ltx2Pipeline(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace vireo::pipelines

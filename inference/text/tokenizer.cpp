@@ -1,0 +1,1196 @@
+#include "inference/text/tokenizer.h"
+
+// Reference: tokenizers 0.23 (tokenizer/added_vocabulary.rs, models/bpe/{model,word}.rs,
+// tokenizer/normalizer.rs split behaviours, processors/template.rs) and transformers 5.24
+// (tokenization_utils_tokenizers.py TokenizersBackend, models/gemma/tokenization_gemma.py).
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <queue>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace vireo::text {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// ------------------------------------------------------------------ UTF-8 and whitespace
+
+// Decodes one scalar value at s[i], advancing i; false on malformed or overlong input.
+bool nextCodePoint(std::string_view s, std::size_t& i, char32_t& cp)
+{
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    if (b0 < 0x80) {
+        cp = b0;
+        ++i;
+        return true;
+    }
+    int extra = 0;
+    char32_t min = 0;
+    if ((b0 & 0xE0) == 0xC0) {
+        extra = 1, cp = b0 & 0x1F, min = 0x80;
+    } else if ((b0 & 0xF0) == 0xE0) {
+        extra = 2, cp = b0 & 0x0F, min = 0x800;
+    } else if ((b0 & 0xF8) == 0xF0) {
+        extra = 3, cp = b0 & 0x07, min = 0x10000;
+    } else {
+        return false;
+    }
+    if (i + extra >= s.size())
+        return false;
+    for (int k = 1; k <= extra; ++k) {
+        const auto b = static_cast<unsigned char>(s[i + k]);
+        if ((b & 0xC0) != 0x80)
+            return false;
+        cp = (cp << 6) | (b & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return false;
+    i += extra + 1;
+    return true;
+}
+
+std::optional<std::size_t> firstInvalidUtf8(std::string_view s)
+{
+    std::size_t i = 0;
+    char32_t cp = 0;
+    while (i < s.size()) {
+        const auto at = i;
+        if (!nextCodePoint(s, i, cp))
+            return at;
+    }
+    return std::nullopt;
+}
+
+// Unicode White_Space: Rust's char::is_whitespace and the regex class \s that tokenizers uses
+// for lstrip / rstrip and the Strip normalizer.
+bool isWhiteSpace(char32_t c)
+{
+    return c == 0x20 || (c >= 0x09 && c <= 0x0D) || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A)
+        || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// Python's str.isspace(): White_Space plus the information separators U+001C..U+001F.
+bool isPythonSpace(char32_t c)
+{
+    return isWhiteSpace(c) || (c >= 0x1C && c <= 0x1F);
+}
+
+// Byte length of the run of whitespace at the start of s (regex ^\s*).
+std::size_t leadingSpaceBytes(std::string_view s, bool (*isSpace)(char32_t))
+{
+    std::size_t i = 0;
+    while (i < s.size()) {
+        std::size_t j = i;
+        char32_t cp = 0;
+        if (!nextCodePoint(s, j, cp) || !isSpace(cp))
+            break;
+        i = j;
+    }
+    return i;
+}
+
+// Start of the run of whitespace at the end of s (regex \s*$, leftmost match).
+std::size_t trailingSpaceStart(std::string_view s, bool (*isSpace)(char32_t))
+{
+    std::size_t runStart = s.size();
+    std::size_t i = 0;
+    char32_t cp = 0;
+    bool inRun = false;
+    while (i < s.size()) {
+        const auto at = i;
+        if (!nextCodePoint(s, i, cp))
+            return s.size();
+        if (isSpace(cp)) {
+            if (!inRun)
+                runStart = at;
+            inRun = true;
+        } else {
+            inRun = false;
+        }
+    }
+    return inRun ? runStart : s.size();
+}
+
+// ------------------------------------------------------------------ errors while loading
+
+struct LoadFailure {
+    ErrorCode code;
+    std::string message;
+};
+
+[[noreturn]] void fail(ErrorCode code, std::string message)
+{
+    throw LoadFailure{code, std::move(message)};
+}
+
+std::string shortJson(const json& j)
+{
+    auto s = j.dump();
+    return s.size() > 120 ? s.substr(0, 117) + "..." : s;
+}
+
+// ------------------------------------------------------------------ pipeline pieces
+
+enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
+
+struct NormalizerStep {
+    enum class Kind { Replace, Prepend, Strip } kind = Kind::Replace;
+    std::string pattern;  // Replace: literal to find; Prepend: the prefix
+    std::string content;  // Replace: replacement
+    bool left = false, right = false;
+};
+
+struct SplitStep {
+    std::string pattern;
+    SplitBehavior behavior = SplitBehavior::Isolated;
+    bool invert = false;
+};
+
+struct AddedToken {
+    std::string content;
+    std::int64_t id = -1;
+    bool singleWord = false, lstrip = false, rstrip = false, normalized = true, special = false;
+    bool sameFlags(const AddedToken& o) const
+    {
+        return content == o.content && singleWord == o.singleWord && lstrip == o.lstrip && rstrip == o.rstrip
+            && normalized == o.normalized && special == o.special;
+    }
+};
+
+// Byte trie for left-most-longest matching of added tokens (daachorse LeftmostLongest).
+class Trie {
+public:
+    void insert(std::string_view key, int value)
+    {
+        std::size_t node = 0;
+        for (unsigned char c : key) {
+            const int child = find(node, c);
+            if (child >= 0) {
+                node = static_cast<std::size_t>(child);
+                continue;
+            }
+            m_nodes.push_back({});
+            const auto created = m_nodes.size() - 1;
+            m_nodes[node].next.emplace_back(c, static_cast<int>(created));
+            node = created;
+        }
+        m_nodes[node].value = value;
+        m_empty = false;
+    }
+    bool empty() const { return m_empty; }
+    // Longest key starting at s[pos]: {length, value}, value -1 when none.
+    std::pair<std::size_t, int> longest(std::string_view s, std::size_t pos) const
+    {
+        std::size_t node = 0;
+        std::pair<std::size_t, int> best{0, -1};
+        for (std::size_t i = pos; i < s.size(); ++i) {
+            const int child = find(node, static_cast<unsigned char>(s[i]));
+            if (child < 0)
+                break;
+            node = static_cast<std::size_t>(child);
+            if (m_nodes[node].value >= 0)
+                best = {i + 1 - pos, m_nodes[node].value};
+        }
+        return best;
+    }
+
+private:
+    int find(std::size_t node, unsigned char c) const
+    {
+        for (const auto& [byte, child] : m_nodes[node].next)
+            if (byte == c)
+                return child;
+        return -1;
+    }
+
+    struct Node {
+        std::vector<std::pair<unsigned char, int>> next;
+        int value = -1;
+    };
+    std::vector<Node> m_nodes{Node{}};
+    bool m_empty = true;
+};
+
+struct Piece {
+    std::string text;
+    std::int64_t id = -1;  // an added token, or -1 for text still to tokenize
+};
+
+std::uint64_t pairKey(std::int64_t a, std::int64_t b)
+{
+    return (static_cast<std::uint64_t>(a) << 32) | static_cast<std::uint64_t>(b);
+}
+
+// A special-token setting in tokenizer_config.json / special_tokens_map.json: absent, null,
+// a string, or an AddedToken dict.
+struct SpecialSetting {
+    bool present = false;
+    std::optional<std::string> content;
+    std::optional<AddedToken> token;  // when given as a dict
+};
+
+bool flag(const json& j, const char* key, bool fallback)
+{
+    if (!j.contains(key) || j[key].is_null())
+        return fallback;
+    if (!j[key].is_boolean())
+        fail(ErrorCode::InvalidFormat, std::string("'") + key + "' must be true or false, got " + shortJson(j[key]));
+    return j[key].get<bool>();
+}
+
+AddedToken addedTokenFrom(const json& j, const std::string& where)
+{
+    if (!j.is_object() || !j.contains("content") || !j["content"].is_string())
+        fail(ErrorCode::InvalidFormat, where + ": an added token must be an object with a string 'content', got " + shortJson(j));
+    AddedToken t;
+    t.content = j["content"].get<std::string>();
+    t.special = flag(j, "special", false);
+    t.singleWord = flag(j, "single_word", false);
+    t.lstrip = flag(j, "lstrip", false);
+    t.rstrip = flag(j, "rstrip", false);
+    t.normalized = flag(j, "normalized", !t.special);
+    if (j.contains("id")) {
+        if (!j["id"].is_number_integer())
+            fail(ErrorCode::InvalidFormat, where + ": added token '" + t.content + "' has a non-integer id");
+        t.id = j["id"].get<std::int64_t>();
+    }
+    return t;
+}
+
+SpecialSetting specialSetting(const json& config, const char* key, const std::string& where)
+{
+    SpecialSetting s;
+    if (!config.is_object() || !config.contains(key))
+        return s;
+    s.present = true;
+    const auto& v = config[key];
+    if (v.is_null())
+        return s;
+    if (v.is_string()) {
+        s.content = v.get<std::string>();
+    } else if (v.is_object()) {
+        auto t = addedTokenFrom(v, where + " " + key);
+        if (!v.contains("special"))
+            t.special = true;  // transformers builds AddedToken(**value, special=True)
+        s.content = t.content;
+        s.token = t;
+    } else {
+        fail(ErrorCode::InvalidFormat, where + ": '" + key + "' must be a string, an object or null, got " + shortJson(v));
+    }
+    return s;
+}
+
+SplitBehavior splitBehavior(const json& j, const std::string& where)
+{
+    const auto name = j.is_string() ? j.get<std::string>() : std::string();
+    if (name == "Removed")
+        return SplitBehavior::Removed;
+    if (name == "Isolated")
+        return SplitBehavior::Isolated;
+    if (name == "MergedWithPrevious")
+        return SplitBehavior::MergedWithPrevious;
+    if (name == "MergedWithNext")
+        return SplitBehavior::MergedWithNext;
+    if (name == "Contiguous")
+        return SplitBehavior::Contiguous;
+    fail(ErrorCode::InvalidFormat, where + ": unknown split behavior " + shortJson(j));
+}
+
+// A string pattern {"String": "..."}; a regex pattern is refused (no Oniguruma here).
+std::string stringPattern(const json& j, const std::string& where, const char* what)
+{
+    if (j.is_object() && j.contains("String") && j["String"].is_string()) {
+        auto s = j["String"].get<std::string>();
+        if (s.empty())
+            fail(ErrorCode::Unsupported, where + ": " + what + " with an empty pattern is not supported");
+        return s;
+    }
+    if (j.is_object() && j.contains("Regex"))
+        fail(ErrorCode::Unsupported, where + ": " + what + " with a Regex pattern (" + shortJson(j["Regex"])
+                + ") is not supported by this version; only literal String patterns are");
+    fail(ErrorCode::InvalidFormat, where + ": " + what + " has no usable pattern: " + shortJson(j));
+}
+
+std::string typeOf(const json& j)
+{
+    return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : std::string("?");
+}
+
+void parseNormalizer(const json& j, const std::string& where, std::vector<NormalizerStep>& out)
+{
+    if (j.is_null())
+        return;
+    const auto type = typeOf(j);
+    if (type == "Sequence") {
+        if (!j.contains("normalizers") || !j["normalizers"].is_array())
+            fail(ErrorCode::InvalidFormat, where + ": Sequence normalizer without a 'normalizers' list");
+        for (const auto& n : j["normalizers"])
+            parseNormalizer(n, where, out);
+    } else if (type == "Replace") {
+        NormalizerStep s;
+        s.kind = NormalizerStep::Kind::Replace;
+        s.pattern = stringPattern(j.value("pattern", json()), where, "the Replace normalizer");
+        if (!j.contains("content") || !j["content"].is_string())
+            fail(ErrorCode::InvalidFormat, where + ": Replace normalizer without a string 'content'");
+        s.content = j["content"].get<std::string>();
+        out.push_back(std::move(s));
+    } else if (type == "Prepend") {
+        NormalizerStep s;
+        s.kind = NormalizerStep::Kind::Prepend;
+        if (!j.contains("prepend") || !j["prepend"].is_string())
+            fail(ErrorCode::InvalidFormat, where + ": Prepend normalizer without a string 'prepend'");
+        s.pattern = j["prepend"].get<std::string>();
+        out.push_back(std::move(s));
+    } else if (type == "Strip") {
+        NormalizerStep s;
+        s.kind = NormalizerStep::Kind::Strip;
+        s.left = flag(j, "strip_left", false);
+        s.right = flag(j, "strip_right", false);
+        out.push_back(std::move(s));
+    } else {
+        // NFC/NFD/NFKC/NFKD, Lowercase, StripAccents, BertNormalizer, Precompiled, ByteLevel...
+        // all need Unicode tables or charmaps this version does not carry.
+        fail(ErrorCode::Unsupported, where + ": the '" + type + "' normalizer is not supported by this version "
+                "(supported: Replace with a String pattern, Prepend, Strip, Sequence)");
+    }
+}
+
+void parsePreTokenizer(const json& j, const std::string& where, std::vector<SplitStep>& out)
+{
+    if (j.is_null())
+        return;
+    const auto type = typeOf(j);
+    if (type == "Sequence") {
+        if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array())
+            fail(ErrorCode::InvalidFormat, where + ": Sequence pre-tokenizer without a 'pretokenizers' list");
+        for (const auto& p : j["pretokenizers"])
+            parsePreTokenizer(p, where, out);
+    } else if (type == "Split") {
+        SplitStep s;
+        s.pattern = stringPattern(j.value("pattern", json()), where, "the Split pre-tokenizer");
+        s.behavior = splitBehavior(j.value("behavior", json()), where);
+        s.invert = flag(j, "invert", false);
+        out.push_back(std::move(s));
+    } else {
+        fail(ErrorCode::Unsupported, where + ": the '" + type + "' pre-tokenizer is not supported by this version "
+                "(supported: Split with a String pattern, Sequence)");
+    }
+}
+
+// tokenizers' NormalizedString::split on a literal pattern, then the split behaviour.
+void splitInto(const std::string& s, const SplitStep& step, std::vector<std::string>& out)
+{
+    struct Span {
+        std::size_t begin, end;
+        bool flag;
+    };
+    std::vector<Span> matches;
+    if (s.empty()) {
+        matches.push_back({0, 0, false});
+    } else {
+        std::size_t prev = 0;
+        for (auto pos = s.find(step.pattern); pos != std::string::npos; pos = s.find(step.pattern, prev)) {
+            if (prev != pos)
+                matches.push_back({prev, pos, false});
+            matches.push_back({pos, pos + step.pattern.size(), true});
+            prev = pos + step.pattern.size();
+        }
+        if (prev != s.size())
+            matches.push_back({prev, s.size(), false});
+    }
+    if (step.invert)
+        for (auto& m : matches)
+            m.flag = !m.flag;
+    // Span::flag from here on means "remove".
+    std::vector<Span> splits;
+    bool previousMatch = false;
+    switch (step.behavior) {
+    case SplitBehavior::Isolated:
+        for (const auto& m : matches)
+            splits.push_back({m.begin, m.end, false});
+        break;
+    case SplitBehavior::Removed:
+        splits = matches;
+        break;
+    case SplitBehavior::Contiguous:
+        for (const auto& m : matches) {
+            if (m.flag == previousMatch && !splits.empty())
+                splits.back().end = m.end;
+            else
+                splits.push_back({m.begin, m.end, false});
+            previousMatch = m.flag;
+        }
+        break;
+    case SplitBehavior::MergedWithPrevious:
+        for (const auto& m : matches) {
+            if (m.flag && !previousMatch && !splits.empty())
+                splits.back().end = m.end;
+            else
+                splits.push_back({m.begin, m.end, false});
+            previousMatch = m.flag;
+        }
+        break;
+    case SplitBehavior::MergedWithNext:
+        for (auto it = matches.rbegin(); it != matches.rend(); ++it) {
+            if (it->flag && !previousMatch && !splits.empty())
+                splits.back().begin = it->begin;
+            else
+                splits.push_back({it->begin, it->end, false});
+            previousMatch = it->flag;
+        }
+        std::reverse(splits.begin(), splits.end());
+        break;
+    }
+    for (const auto& sp : splits)
+        if (!sp.flag && sp.end > sp.begin)
+            out.push_back(s.substr(sp.begin, sp.end - sp.begin));
+}
+
+std::string readFile(const fs::path& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        fail(ErrorCode::Io, path.string() + ": cannot be read");
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+json parseJson(const std::string& text, const std::string& where)
+{
+    try {
+        return json::parse(text);
+    } catch (const json::exception& e) {
+        fail(ErrorCode::InvalidFormat, where + ": is not valid JSON (" + e.what() + ")");
+    }
+}
+
+} // namespace
+
+// ====================================================================== the tokenizer
+
+struct Tokenizer::Impl {
+    std::string origin;  // file names for errors
+    std::string description;
+
+    std::vector<NormalizerStep> normalizers;
+    std::vector<SplitStep> preTokenizers;
+
+    // BPE model
+    std::unordered_map<std::string, std::int64_t> vocab;
+    std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::int64_t>> merges;  // (a, b) -> (rank, merged id)
+    std::optional<std::string> unkToken;
+    bool byteFallback = false, fuseUnk = false, ignoreMerges = false;
+    std::array<std::int64_t, 256> byteIds{};
+
+    std::vector<AddedToken> added;
+    std::unordered_map<std::string, std::size_t> addedIndex;  // content -> index in added
+    std::int64_t maxAddedId = -1;
+    Trie rawTrie, normalizedTrie;
+
+    std::vector<std::int64_t> prefixIds, suffixIds;  // post-processor specials around the sequence
+    bool truncateLeft = false;
+    std::optional<std::int64_t> bos, eos;
+    std::int64_t pad = 0;
+    std::int64_t vocabSize = 0;
+
+    std::optional<std::int64_t> idOf(const std::string& token) const
+    {
+        if (auto it = addedIndex.find(token); it != addedIndex.end())
+            return added[it->second].id;
+        if (auto it = vocab.find(token); it != vocab.end())
+            return it->second;
+        return std::nullopt;
+    }
+
+    void normalize(std::string& s) const;
+    std::vector<Piece> splitAdded(const std::string& s, const Trie& trie) const;
+    void bpe(const std::string& word, std::vector<std::int64_t>& out) const;
+    std::vector<std::int64_t> run(std::string_view text) const;
+
+    // Loading
+    void loadBpe(const json& model, const std::string& where, bool rebuildAsGemma, const std::optional<std::string>& gemmaUnk);
+    void addToken(AddedToken token);
+    void buildTries();
+};
+
+void Tokenizer::Impl::normalize(std::string& s) const
+{
+    for (const auto& n : normalizers) {
+        switch (n.kind) {
+        case NormalizerStep::Kind::Replace: {
+            std::string out;
+            out.reserve(s.size());
+            std::size_t prev = 0;
+            for (auto pos = s.find(n.pattern); pos != std::string::npos; pos = s.find(n.pattern, prev)) {
+                out.append(s, prev, pos - prev);
+                out += n.content;
+                prev = pos + n.pattern.size();
+            }
+            out.append(s, prev, std::string::npos);
+            s = std::move(out);
+            break;
+        }
+        case NormalizerStep::Kind::Prepend:
+            if (!s.empty())
+                s = n.pattern + s;
+            break;
+        case NormalizerStep::Kind::Strip: {
+            std::size_t begin = n.left ? leadingSpaceBytes(s, isWhiteSpace) : 0;
+            std::size_t end = n.right ? trailingSpaceStart(s, isWhiteSpace) : s.size();
+            s = end > begin ? s.substr(begin, end - begin) : std::string();
+            break;
+        }
+        }
+    }
+}
+
+// AddedVocabulary::find_matches + split_with_indices.
+std::vector<Piece> Tokenizer::Impl::splitAdded(const std::string& s, const Trie& trie) const
+{
+    std::vector<Piece> pieces;
+    if (s.empty())
+        return pieces;
+    if (trie.empty()) {
+        pieces.push_back({s, -1});
+        return pieces;
+    }
+    std::size_t startOffset = 0;
+    std::size_t pos = 0;
+    while (pos < s.size()) {
+        const auto [length, index] = trie.longest(s, pos);
+        if (index < 0) {
+            ++pos;
+            continue;
+        }
+        const auto& token = added[static_cast<std::size_t>(index)];
+        std::size_t start = pos, stop = pos + length;
+        pos = stop;  // the match iterator resumes after the match itself, whatever rstrip takes
+        if (token.lstrip)
+            start = std::max(trailingSpaceStart(std::string_view(s).substr(0, start), isWhiteSpace), startOffset);
+        if (token.rstrip)
+            stop += leadingSpaceBytes(std::string_view(s).substr(stop), isWhiteSpace);
+        if (startOffset < start)
+            pieces.push_back({s.substr(startOffset, start - startOffset), -1});
+        pieces.push_back({s.substr(start, stop - start), token.id});
+        startOffset = stop;
+    }
+    if (startOffset < s.size())
+        pieces.push_back({s.substr(startOffset), -1});
+    return pieces;
+}
+
+// BPE::merge_word + Word::merge_all (no dropout).
+void Tokenizer::Impl::bpe(const std::string& word, std::vector<std::int64_t>& out) const
+{
+    if (word.empty())
+        return;
+    if (ignoreMerges) {
+        if (auto it = vocab.find(word); it != vocab.end()) {
+            out.push_back(it->second);
+            return;
+        }
+    }
+    struct Symbol {
+        std::int64_t c;
+        std::int64_t prev, next;
+        std::size_t len;
+    };
+    std::vector<Symbol> symbols;
+    auto addSymbol = [&](std::int64_t id, std::size_t len) {
+        const auto n = static_cast<std::int64_t>(symbols.size());
+        if (n > 0)
+            symbols.back().next = n;
+        symbols.push_back({id, n - 1, -1, len});
+    };
+    // A pending unknown run: the reference fuses consecutive unknown characters into one.
+    bool unk = false;
+    std::int64_t unkId = 0;
+    std::size_t unkLen = 0;
+    std::size_t i = 0;
+    while (i < word.size()) {
+        const auto begin = i;
+        char32_t cp = 0;
+        if (!nextCodePoint(word, i, cp))
+            throw std::runtime_error("invalid UTF-8 inside the tokenizer");  // validated on entry
+        const std::string ch = word.substr(begin, i - begin);
+        if (auto it = vocab.find(ch); it != vocab.end()) {
+            if (unk) {
+                addSymbol(unkId, unkLen);
+                unk = false;
+            }
+            addSymbol(it->second, ch.size());
+            continue;
+        }
+        if (byteFallback) {
+            bool all = true;
+            for (unsigned char b : ch)
+                all = all && byteIds[b] >= 0;
+            if (all) {
+                // Like the reference, a pending unknown is not flushed before byte pieces.
+                for (unsigned char b : ch)
+                    addSymbol(byteIds[b], 1);
+                continue;
+            }
+        }
+        if (unkToken) {
+            const auto it = vocab.find(*unkToken);
+            if (it == vocab.end())
+                throw std::runtime_error("the unknown token '" + *unkToken + "' is not in the vocabulary");
+            if (unk && fuseUnk) {
+                unkLen += ch.size();
+            } else {
+                if (unk)
+                    addSymbol(unkId, unkLen);
+                unk = true;
+                unkId = it->second;
+                unkLen = ch.size();
+            }
+        }
+        // No unk token: the character is dropped, as tokenizers does.
+    }
+    if (unk)
+        addSymbol(unkId, unkLen);
+
+    struct Merge {
+        std::size_t pos;
+        std::uint32_t rank;
+        std::int64_t newId;
+    };
+    // Min-heap on (rank, pos), the reference's Ord for Merge.
+    auto later = [](const Merge& a, const Merge& b) { return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos; };
+    std::priority_queue<Merge, std::vector<Merge>, decltype(later)> queue(later);
+    for (std::size_t k = 0; k + 1 < symbols.size(); ++k)
+        if (auto it = merges.find(pairKey(symbols[k].c, symbols[k + 1].c)); it != merges.end())
+            queue.push({k, it->second.first, it->second.second});
+    while (!queue.empty()) {
+        const auto top = queue.top();
+        queue.pop();
+        auto& cur = symbols[top.pos];
+        if (cur.len == 0 || cur.next == -1)
+            continue;
+        const auto nextPos = static_cast<std::size_t>(cur.next);
+        const auto right = symbols[nextPos];
+        const auto target = merges.find(pairKey(cur.c, right.c));
+        if (target == merges.end() || target->second.second != top.newId)
+            continue;
+        cur.c = top.newId;
+        cur.len += right.len;
+        cur.next = right.next;
+        symbols[nextPos].len = 0;
+        if (right.next > -1 && static_cast<std::size_t>(right.next) < symbols.size())
+            symbols[static_cast<std::size_t>(right.next)].prev = static_cast<std::int64_t>(top.pos);
+        const auto& current = symbols[top.pos];
+        if (current.prev >= 0) {
+            const auto prev = static_cast<std::size_t>(current.prev);
+            if (auto it = merges.find(pairKey(symbols[prev].c, current.c)); it != merges.end())
+                queue.push({prev, it->second.first, it->second.second});
+        }
+        if (current.next >= 0 && static_cast<std::size_t>(current.next) < symbols.size()) {
+            const auto next = static_cast<std::size_t>(current.next);
+            if (auto it = merges.find(pairKey(current.c, symbols[next].c)); it != merges.end())
+                queue.push({top.pos, it->second.first, it->second.second});
+        }
+    }
+    for (const auto& s : symbols)
+        if (s.len != 0)
+            out.push_back(s.c);
+}
+
+// AddedVocabulary::extract_and_normalize, the pre-tokenizer, then the model on each piece.
+std::vector<std::int64_t> Tokenizer::Impl::run(std::string_view text) const
+{
+    std::vector<std::int64_t> ids;
+    for (auto& raw : splitAdded(std::string(text), rawTrie)) {
+        if (raw.id >= 0) {
+            ids.push_back(raw.id);
+            continue;
+        }
+        normalize(raw.text);
+        for (auto& piece : splitAdded(raw.text, normalizedTrie)) {
+            if (piece.id >= 0) {
+                ids.push_back(piece.id);
+                continue;
+            }
+            std::vector<std::string> words{std::move(piece.text)};
+            for (const auto& step : preTokenizers) {
+                std::vector<std::string> next;
+                for (const auto& w : words)
+                    splitInto(w, step, next);
+                words = std::move(next);
+            }
+            for (const auto& w : words)
+                bpe(w, ids);
+        }
+    }
+    return ids;
+}
+
+void Tokenizer::Impl::loadBpe(const json& model, const std::string& where, bool rebuildAsGemma,
+                              const std::optional<std::string>& gemmaUnk)
+{
+    const auto type = typeOf(model);
+    if (type != "BPE")
+        fail(ErrorCode::Unsupported, where + ": the '" + type + "' model is not supported by this version (only BPE is)");
+    if (!model.contains("vocab") || !model["vocab"].is_object())
+        fail(ErrorCode::InvalidFormat, where + ": the BPE model has no 'vocab' object");
+    for (const auto& [token, id] : model["vocab"].items()) {
+        if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > 0xFFFFFFFFll)
+            fail(ErrorCode::InvalidFormat, where + ": vocab entry '" + token + "' has an invalid id " + shortJson(id));
+        vocab.emplace(token, id.get<std::int64_t>());
+    }
+    if (rebuildAsGemma) {
+        // transformers' GemmaTokenizer: BPE(vocab, merges, fuse_unk=True, unk_token, dropout=None,
+        // byte_fallback=True); the file's flags are not used.
+        unkToken = gemmaUnk;
+        byteFallback = true;
+        fuseUnk = true;
+        ignoreMerges = false;
+    } else {
+        if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0.0)
+            fail(ErrorCode::Unsupported, where + ": BPE dropout " + shortJson(model["dropout"])
+                    + " makes tokenization random; it is not supported");
+        for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+            if (model.contains(key) && !model[key].is_null() && !(model[key].is_string() && model[key].get<std::string>().empty()))
+                fail(ErrorCode::Unsupported, where + ": BPE '" + key + "' (" + shortJson(model[key]) + ") is not supported by this version");
+        if (model.contains("unk_token") && model["unk_token"].is_string())
+            unkToken = model["unk_token"].get<std::string>();
+        byteFallback = flag(model, "byte_fallback", false);
+        fuseUnk = flag(model, "fuse_unk", false);
+        ignoreMerges = flag(model, "ignore_merges", false);
+    }
+    if (model.contains("merges") && !model["merges"].is_null()) {
+        if (!model["merges"].is_array())
+            fail(ErrorCode::InvalidFormat, where + ": BPE 'merges' is not a list");
+        std::uint32_t rank = 0;
+        for (const auto& m : model["merges"]) {
+            std::string a, b;
+            if (m.is_string()) {
+                const auto s = m.get<std::string>();
+                const auto space = s.find(' ');
+                if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
+                    fail(ErrorCode::InvalidFormat, where + ": merge " + std::to_string(rank + 1) + " ('" + s + "') is not two tokens separated by one space");
+                a = s.substr(0, space);
+                b = s.substr(space + 1);
+            } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+                a = m[0].get<std::string>();
+                b = m[1].get<std::string>();
+            } else {
+                fail(ErrorCode::InvalidFormat, where + ": merge " + std::to_string(rank + 1) + " is neither \"a b\" nor [a, b]: " + shortJson(m));
+            }
+            const auto ia = vocab.find(a), ib = vocab.find(b), ic = vocab.find(a + b);
+            if (ia == vocab.end() || ib == vocab.end() || ic == vocab.end())
+                fail(ErrorCode::InvalidFormat, where + ": merge " + std::to_string(rank + 1) + " ('" + a + "' + '" + b
+                        + "') uses a token that is not in the vocabulary");
+            // A repeated pair keeps its last rank, as the reference's HashMap collect does.
+            merges[pairKey(ia->second, ib->second)] = {rank, ic->second};
+            ++rank;
+        }
+    }
+    byteIds.fill(-1);
+    if (byteFallback) {
+        for (int b = 0; b < 256; ++b) {
+            char name[8];
+            std::snprintf(name, sizeof name, "<0x%02X>", b);
+            if (auto it = vocab.find(name); it != vocab.end())
+                byteIds[static_cast<std::size_t>(b)] = it->second;
+        }
+    }
+}
+
+// AddedVocabulary::add_tokens for one token: the model's id when the content is in the
+// vocabulary, else the next free id; an existing entry with other flags is replaced.
+void Tokenizer::Impl::addToken(AddedToken token)
+{
+    if (token.content.empty())
+        return;
+    if (token.singleWord)
+        fail(ErrorCode::Unsupported, origin + ": added token '" + token.content + "' is single_word, which needs Unicode word "
+                "classes this version does not carry");
+    if (auto it = addedIndex.find(token.content); it != addedIndex.end()) {
+        token.id = added[it->second].id;
+        added[it->second] = std::move(token);
+        return;
+    }
+    if (auto it = vocab.find(token.content); it != vocab.end()) {
+        token.id = it->second;
+    } else {
+        const auto modelSize = static_cast<std::int64_t>(vocab.size());
+        token.id = maxAddedId < 0 ? modelSize : (maxAddedId >= modelSize || modelSize == 0 ? maxAddedId + 1 : modelSize);
+    }
+    maxAddedId = std::max(maxAddedId, token.id);
+    addedIndex.emplace(token.content, added.size());
+    added.push_back(std::move(token));
+}
+
+void Tokenizer::Impl::buildTries()
+{
+    rawTrie = Trie();
+    normalizedTrie = Trie();
+    for (std::size_t i = 0; i < added.size(); ++i) {
+        const auto& t = added[i];
+        if (t.normalized) {
+            std::string pattern = t.content;
+            normalize(pattern);
+            normalizedTrie.insert(pattern, static_cast<int>(i));
+        } else {
+            rawTrie.insert(t.content, static_cast<int>(i));
+        }
+    }
+}
+
+// ====================================================================== public API
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+Result<Tokenizer> Tokenizer::load(const fs::path& path)
+{
+    std::error_code ec;
+    fs::path file = path;
+    if (fs::is_directory(path, ec)) {
+        if (fs::is_regular_file(path / "tokenizer.json", ec))
+            file = path / "tokenizer.json";
+        else if (fs::is_regular_file(path / "tokenizer" / "tokenizer.json", ec))
+            file = path / "tokenizer" / "tokenizer.json";
+        else if (fs::exists(path / "tokenizer.model", ec) || fs::exists(path / "tokenizer" / "tokenizer.model", ec))
+            return makeError(ErrorCode::Unsupported, path.string() + ": has a SentencePiece tokenizer.model but no tokenizer.json; "
+                    "this version reads tokenizer.json only (diffusers and the Gemma 3 repositories ship it)");
+        else
+            return makeError(ErrorCode::NotFound, path.string() + ": no tokenizer.json here or in tokenizer/");
+    } else if (!fs::is_regular_file(path, ec)) {
+        return makeError(ErrorCode::NotFound, path.string() + ": no such file or folder");
+    }
+    const auto folder = file.parent_path();
+    try {
+        const auto text = readFile(file);
+        std::string config;
+        std::string origin = file.string();
+        if (fs::is_regular_file(folder / "tokenizer_config.json", ec)) {
+            config = readFile(folder / "tokenizer_config.json");
+            origin += " (with tokenizer_config.json)";
+            // transformers' legacy path: without added_tokens_decoder, special_tokens_map.json
+            // supplies (and overrides) the named special tokens.
+            const auto cfg = parseJson(config, (folder / "tokenizer_config.json").string());
+            if (cfg.is_object() && !cfg.contains("added_tokens_decoder") && fs::is_regular_file(folder / "special_tokens_map.json", ec)) {
+                auto merged = cfg;
+                const auto map = parseJson(readFile(folder / "special_tokens_map.json"), (folder / "special_tokens_map.json").string());
+                if (map.is_object())
+                    for (const auto& [k, v] : map.items())
+                        merged[k] = v;
+                config = merged.dump();
+                origin += " (with special_tokens_map.json)";
+            }
+        }
+        return fromJson(text, config, origin);
+    } catch (const LoadFailure& e) {
+        return makeError(e.code, e.message);
+    }
+}
+
+Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const std::string& configJson, const std::string& origin)
+{
+    auto impl = std::make_unique<Impl>();
+    impl->origin = origin;
+    try {
+        const auto tj = parseJson(tokenizerJson, origin);
+        if (!tj.is_object())
+            fail(ErrorCode::InvalidFormat, origin + ": is not a JSON object");
+        const json config = configJson.empty() ? json::object() : parseJson(configJson, origin + " tokenizer_config.json");
+        if (!config.is_object())
+            fail(ErrorCode::InvalidFormat, origin + ": tokenizer_config.json is not a JSON object");
+
+        for (const char* key : {"truncation", "padding"})
+            if (tj.contains(key) && !tj[key].is_null())
+                fail(ErrorCode::Unsupported, origin + ": tokenizer.json sets default '" + key + "' (" + shortJson(tj[key])
+                        + "); transformers would apply it, this version does not");
+
+        const std::string cls = config.contains("tokenizer_class") && config["tokenizer_class"].is_string()
+            ? config["tokenizer_class"].get<std::string>() : std::string();
+        const bool gemma = cls == "GemmaTokenizer" || cls == "GemmaTokenizerFast";
+        if (!cls.empty() && !gemma && cls != "PreTrainedTokenizerFast" && cls != "TokenizersBackend")
+            fail(ErrorCode::Unsupported, origin + ": tokenizer_class '" + cls + "' is rebuilt by transformers from its own class "
+                    "definition, which this version does not replicate (supported: GemmaTokenizer, GemmaTokenizerFast, "
+                    "PreTrainedTokenizerFast)");
+        const std::string where = origin;
+
+        // Named special tokens: tokenizer_config.json, else the class defaults (GemmaTokenizer's
+        // signature: <unk>, <bos>, <eos>, <pad>, <mask>).
+        const char* names[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+        std::map<std::string, SpecialSetting> specials;
+        for (const char* n : names) {
+            auto s = specialSetting(config, n, where);
+            if (!s.present && gemma) {
+                const std::map<std::string, std::string> defaults = {
+                    {"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"unk_token", "<unk>"}, {"pad_token", "<pad>"}, {"mask_token", "<mask>"}};
+                if (auto it = defaults.find(n); it != defaults.end()) {
+                    s.present = true;
+                    s.content = it->second;
+                }
+            }
+            specials[n] = s;
+        }
+
+        const auto& model = tj.contains("model") ? tj["model"] : json();
+        if (gemma) {
+            impl->description = cls + " (rebuilt as transformers does: Replace(\" \", \"\u2581\"), Split(\" \"), byte-fallback BPE)";
+            // transformers' GemmaTokenizer.__init__ pipeline, whatever the file declares.
+            impl->normalizers.push_back({NormalizerStep::Kind::Replace, " ", "\u2581", false, false});
+            impl->preTokenizers.push_back({" ", SplitBehavior::MergedWithPrevious, false});
+            impl->loadBpe(model, where, true, specials["unk_token"].content);
+        } else {
+            impl->description = cls.empty() ? std::string("tokenizer.json") : cls + " (tokenizer.json as written)";
+            parseNormalizer(tj.value("normalizer", json()), where, impl->normalizers);
+            parsePreTokenizer(tj.value("pre_tokenizer", json()), where, impl->preTokenizers);
+            impl->loadBpe(model, where, false, std::nullopt);
+        }
+
+        // Added tokens. GemmaTokenizer builds its backend from scratch and adds the tokens of
+        // tokenizer_config.json's added_tokens_decoder (in id order); other classes load
+        // tokenizer.json's added_tokens, and the config's list must agree with them.
+        const bool hasDecoder = config.contains("added_tokens_decoder");
+        if (hasDecoder && !config["added_tokens_decoder"].is_object())
+            fail(ErrorCode::InvalidFormat, where + ": tokenizer_config.json 'added_tokens_decoder' is not an object");
+        std::vector<std::pair<std::int64_t, AddedToken>> fromConfig;
+        if (hasDecoder) {
+            for (const auto& [key, value] : config["added_tokens_decoder"].items()) {
+                std::int64_t id = 0;
+                try {
+                    id = std::stoll(key);
+                } catch (const std::exception&) {
+                    fail(ErrorCode::InvalidFormat, where + ": added_tokens_decoder key '" + key + "' is not an id");
+                }
+                auto t = addedTokenFrom(value, where + " added_tokens_decoder");
+                t.id = id;
+                fromConfig.emplace_back(id, t);
+            }
+            std::sort(fromConfig.begin(), fromConfig.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        }
+        if (gemma) {
+            if (!hasDecoder)
+                fail(ErrorCode::Unsupported, where + ": tokenizer_config.json has no added_tokens_decoder; transformers 5.24 then "
+                        "rebuilds GemmaTokenizer's added tokens from legacy files, which this version does not replicate");
+            for (const auto& [id, t] : fromConfig)
+                impl->addToken(t);
+        } else {
+            if (tj.contains("added_tokens") && !tj["added_tokens"].is_null()) {
+                if (!tj["added_tokens"].is_array())
+                    fail(ErrorCode::InvalidFormat, where + ": 'added_tokens' is not a list");
+                for (const auto& a : tj["added_tokens"]) {
+                    auto t = addedTokenFrom(a, where + " added_tokens");
+                    const auto declared = t.id;
+                    impl->addToken(t);
+                    const auto got = impl->added[impl->addedIndex.at(t.content)].id;
+                    if (declared >= 0 && declared != got)
+                        fail(ErrorCode::InvalidFormat, where + ": added token '" + t.content + "' declares id " + std::to_string(declared)
+                                + " but resolves to " + std::to_string(got));
+                }
+            }
+            for (const auto& [id, t] : fromConfig) {
+                const auto it = impl->addedIndex.find(t.content);
+                if (it == impl->addedIndex.end() || !impl->added[it->second].sameFlags(t) || impl->added[it->second].id != id)
+                    fail(ErrorCode::Unsupported, where + ": tokenizer_config.json's added token '" + t.content + "' (id "
+                            + std::to_string(id) + ") differs from tokenizer.json's added_tokens; transformers would merge them, "
+                            "this version does not");
+            }
+        }
+        // Named and extra special tokens join the added vocabulary (transformers' _post_init):
+        // a plain string as AddedToken(special=True, normalized=False), a dict with its own flags.
+        std::vector<SpecialSetting> toAdd;
+        for (const char* n : names)
+            toAdd.push_back(specials[n]);
+        for (const char* key : {"additional_special_tokens", "extra_special_tokens"}) {
+            if (!config.contains(key) || config[key].is_null())
+                continue;
+            const auto& v = config[key];
+            if (!v.is_array() && !v.is_object())
+                fail(ErrorCode::InvalidFormat, where + ": '" + key + "' must be a list or an object");
+            for (const auto& item : v) {
+                json holder = {{"t", item}};
+                toAdd.push_back(specialSetting(holder, "t", where + " " + key));
+            }
+        }
+        for (const auto& s : toAdd) {
+            if (!s.content)
+                continue;
+            AddedToken t;
+            if (s.token) {
+                t = *s.token;
+            } else {
+                t.content = *s.content;
+                t.special = true;
+                t.normalized = false;
+            }
+            if (auto it = impl->addedIndex.find(t.content); it != impl->addedIndex.end() && impl->added[it->second].sameFlags(t))
+                continue;
+            impl->addToken(t);
+        }
+        impl->buildTries();
+
+        auto resolve = [&](const char* n) -> std::optional<std::int64_t> {
+            const auto& s = specials[n];
+            if (!s.content)
+                return std::nullopt;
+            auto id = impl->idOf(*s.content);
+            if (!id)
+                fail(ErrorCode::InvalidFormat, where + ": " + n + " '" + *s.content + "' is not in the vocabulary");
+            return id;
+        };
+        impl->bos = resolve("bos_token");
+        impl->eos = resolve("eos_token");
+        if (auto pad = resolve("pad_token"))
+            impl->pad = *pad;
+        else if (impl->eos)
+            impl->pad = *impl->eos;  // diffusers: tokenizer.pad_token = tokenizer.eos_token
+        else
+            fail(ErrorCode::InvalidFormat, where + ": declares neither a pad nor an eos token to pad with");
+
+        // Post-processor: tokenizer.json's. transformers drops add_bos_token / add_eos_token from
+        // tokenizer_config.json whenever a tokenizer.json exists, so they change nothing; a file
+        // without a post-processor then gets an empty template (no BOS).
+        if (tj.contains("post_processor") && !tj["post_processor"].is_null()) {
+            const auto& pp = tj["post_processor"];
+            if (typeOf(pp) != "TemplateProcessing")
+                fail(ErrorCode::Unsupported, where + ": the '" + typeOf(pp) + "' post-processor is not supported by this version "
+                        "(only TemplateProcessing is)");
+            if (!pp.contains("single") || !pp["single"].is_array())
+                fail(ErrorCode::InvalidFormat, where + ": TemplateProcessing without a 'single' template");
+            bool seenA = false;
+            for (const auto& piece : pp["single"]) {
+                if (piece.contains("Sequence")) {
+                    if (piece["Sequence"].value("id", std::string()) != "A" || seenA)
+                        fail(ErrorCode::InvalidFormat, where + ": the single template must hold sequence A exactly once: " + shortJson(pp["single"]));
+                    seenA = true;
+                } else if (piece.contains("SpecialToken")) {
+                    const auto id = piece["SpecialToken"].value("id", std::string());
+                    if (!pp.contains("special_tokens") || !pp["special_tokens"].contains(id)
+                        || !pp["special_tokens"][id].contains("ids") || !pp["special_tokens"][id]["ids"].is_array())
+                        fail(ErrorCode::InvalidFormat, where + ": template special token '" + id + "' has no ids");
+                    for (const auto& v : pp["special_tokens"][id]["ids"])
+                        (seenA ? impl->suffixIds : impl->prefixIds).push_back(v.get<std::int64_t>());
+                } else {
+                    fail(ErrorCode::InvalidFormat, where + ": unknown template piece " + shortJson(piece));
+                }
+            }
+            if (!seenA)
+                fail(ErrorCode::InvalidFormat, where + ": the single template has no sequence A");
+        }
+        const auto side = config.contains("truncation_side") && config["truncation_side"].is_string()
+            ? config["truncation_side"].get<std::string>() : std::string("right");
+        if (side != "right" && side != "left")
+            fail(ErrorCode::InvalidFormat, where + ": truncation_side '" + side + "' is neither left nor right");
+        impl->truncateLeft = side == "left";
+
+        std::int64_t maxId = -1;
+        for (const auto& [t, id] : impl->vocab)
+            maxId = std::max(maxId, id);
+        for (const auto& a : impl->added)
+            maxId = std::max(maxId, a.id);
+        impl->vocabSize = maxId + 1;
+    } catch (const LoadFailure& e) {
+        return makeError(e.code, e.message);
+    } catch (const json::exception& e) {
+        return makeError(ErrorCode::InvalidFormat, origin + ": unexpected JSON content (" + e.what() + ")");
+    }
+    return Tokenizer(std::move(impl));
+}
+
+Result<std::vector<std::int64_t>> Tokenizer::tokenize(std::string_view text) const
+{
+    if (const auto bad = firstInvalidUtf8(text))
+        return makeError(ErrorCode::InvalidArgument, "the text is not valid UTF-8 (byte " + std::to_string(*bad) + ")");
+    try {
+        return m_impl->run(text);
+    } catch (const std::runtime_error& e) {
+        return makeError(ErrorCode::InvalidFormat, m_impl->origin + ": " + e.what());
+    }
+}
+
+Result<Encoding> Tokenizer::encode(std::string_view text, std::int64_t maxLength, bool padLeft, bool addSpecialTokens,
+                                   bool truncation) const
+{
+    if (maxLength <= 0)
+        return makeError(ErrorCode::InvalidArgument, "max length must be positive, got " + std::to_string(maxLength));
+    auto tokens = tokenize(text);
+    if (!tokens)
+        return tokens.error();
+    auto& ids = *tokens;
+    const auto& m = *m_impl;
+    const auto specials = addSpecialTokens ? static_cast<std::int64_t>(m.prefixIds.size() + m.suffixIds.size()) : 0;
+    if (truncation && static_cast<std::int64_t>(ids.size()) + specials > maxLength) {
+        if (maxLength < specials)
+            return makeError(ErrorCode::InvalidArgument, "max length " + std::to_string(maxLength) + " leaves no room for the "
+                    + std::to_string(specials) + " special tokens");
+        const auto keep = static_cast<std::size_t>(maxLength - specials);
+        if (m.truncateLeft)
+            ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
+        else
+            ids.resize(keep);
+    }
+    Encoding e;
+    std::vector<std::int64_t> body;
+    body.reserve(ids.size() + static_cast<std::size_t>(specials));
+    if (addSpecialTokens)
+        body.insert(body.end(), m.prefixIds.begin(), m.prefixIds.end());
+    body.insert(body.end(), ids.begin(), ids.end());
+    if (addSpecialTokens)
+        body.insert(body.end(), m.suffixIds.begin(), m.suffixIds.end());
+    const auto n = static_cast<std::int64_t>(body.size());
+    const auto padding = static_cast<std::size_t>(std::max<std::int64_t>(0, maxLength - n));
+    if (padLeft) {
+        e.ids.assign(padding, m.pad);
+        e.attentionMask.assign(padding, 0);
+    }
+    e.ids.insert(e.ids.end(), body.begin(), body.end());
+    e.attentionMask.insert(e.attentionMask.end(), body.size(), 1);
+    if (!padLeft) {
+        e.ids.insert(e.ids.end(), padding, m.pad);
+        e.attentionMask.insert(e.attentionMask.end(), padding, 0);
+    }
+    return e;
+}
+
+std::int64_t Tokenizer::padId() const { return m_impl->pad; }
+std::optional<std::int64_t> Tokenizer::bosId() const { return m_impl->bos; }
+std::optional<std::int64_t> Tokenizer::eosId() const { return m_impl->eos; }
+std::int64_t Tokenizer::vocabSize() const { return m_impl->vocabSize; }
+const std::string& Tokenizer::describe() const { return m_impl->description; }
+
+std::optional<std::int64_t> Tokenizer::tokenToId(std::string_view token) const
+{
+    return m_impl->idOf(std::string(token));
+}
+
+std::optional<std::string> Tokenizer::idToToken(std::int64_t id) const
+{
+    for (const auto& a : m_impl->added)
+        if (a.id == id)
+            return a.content;
+    for (const auto& [t, i] : m_impl->vocab)
+        if (i == id)
+            return t;
+    return std::nullopt;
+}
+
+std::string stripPythonWhitespace(std::string_view text)
+{
+    if (firstInvalidUtf8(text))
+        return std::string(text);
+    const auto begin = leadingSpaceBytes(text, isPythonSpace);
+    const auto end = trailingSpaceStart(text, isPythonSpace);
+    return end > begin ? std::string(text.substr(begin, end - begin)) : std::string();
+}
+
+} // namespace vireo::text

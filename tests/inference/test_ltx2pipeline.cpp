@@ -1,0 +1,185 @@
+// LTX-2 / LTX-2.3 end to end against diffusers' LTX2Pipeline at tiny sizes
+// (tests/fixtures/make_ltx2_pipeline_fixtures.py): the same prompt, injected start latents
+// and schedule give the same final latents, frames and waveform, from every layout.
+#include "tests/harness/vireotest.h"
+#include "tests/inference/fixtures.h"
+
+#include "inference/pipelines/ltx2pipeline.h"
+#include "inference/tensorfile/tensorset.h"
+
+#include <ATen/ATen.h>
+
+using namespace vireo;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path dir(const std::string& v) { return test::fixturesDir() / ("v" + v); }
+
+double relErr(const at::Tensor& a, const at::Tensor& b)
+{
+    const auto d = (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+    return d / std::max(1e-12, b.to(at::kDouble).abs().max().item<double>());
+}
+
+double absErr(const at::Tensor& a, const at::Tensor& b)
+{
+    return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+pipelines::Ltx2PipelineOptions optionsFor(const std::string& v, const std::string& layout)
+{
+    pipelines::Ltx2PipelineOptions o;
+    const auto d = dir(v);
+    if (layout == "diffusers") {
+        o.modelPaths = {d / "diffusers"};
+    } else if (layout == "single") {
+        o.modelPaths = {d / "single" / (v == "20" ? "ltx-2-tiny.safetensors" : "ltx-2.3-tiny.safetensors")};
+        o.textEncoderPath = d / "single" / "gemma";
+    } else if (layout == "gguf") {
+        o.modelPaths = {d / "gguf" / "transformer.gguf", d / "gguf" / "text_projection.safetensors", d / "gguf" / "video_vae.safetensors",
+            d / "gguf" / "audio_vae.safetensors", d / "gguf" / "vocoder.safetensors"};
+        o.textEncoderPath = d / "single" / "gemma";
+    } else {
+        o.modelPaths = {d / "fp8" / (v == "20" ? "ltx-2-tiny-fp8.safetensors" : "ltx-2.3-tiny-fp8.safetensors")};
+        o.textEncoderPath = d / "single" / "gemma";
+    }
+    return o;
+}
+
+pipelines::Ltx2Request requestFrom(const tensorfile::TensorSet& run)
+{
+    const auto& m = run.metadata;
+    pipelines::Ltx2Request r;
+    r.prompt = m.at("prompt");
+    r.negativePrompt = m.count("negative_prompt") ? m.at("negative_prompt") : std::string();
+    r.width = std::stoll(m.at("width"));
+    r.height = std::stoll(m.at("height"));
+    r.frames = std::stoll(m.at("num_frames"));
+    r.fps = std::stod(m.at("frame_rate"));
+    r.steps = std::stoi(m.at("steps"));
+    r.schedule = m.at("case") == "dev" ? pipelines::Ltx2Schedule::Dev : pipelines::Ltx2Schedule::Distilled;
+    r.guidanceScale = std::stod(m.at("guidance_scale"));
+    r.audioGuidanceScale = std::stod(m.at("audio_guidance_scale"));
+    r.guidanceRescale = std::stod(m.at("guidance_rescale"));
+    r.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
+    r.videoNoise = *run.find("init_video_latents");
+    r.audioNoise = *run.find("init_audio_latents");
+    return r;
+}
+
+void checkRun(const std::string& v, const std::string& runName, const std::string& layout)
+{
+    auto run = tensorfile::readTensorSet(dir(v) / ("run_" + runName + ".safetensors"));
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor(v, layout));
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    VT_COMPARE(pipeline->version(), run->metadata.at("version"));
+    std::vector<pipelines::Ltx2Phase> phases;
+    int lastStep = -1;
+    bool monotonic = true;
+    auto out = pipeline->generate(requestFrom(*run), [&](const pipelines::Ltx2Progress& p) {
+        if (phases.empty() || phases.back() != p.phase)
+            phases.push_back(p.phase);
+        if (p.phase == pipelines::Ltx2Phase::Denoise) {
+            monotonic = monotonic && p.done >= lastStep;
+            lastStep = static_cast<int>(p.done);
+        }
+    });
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    const auto& r = *run;
+    const auto sigmas = r.find("sigmas")->to(at::kDouble);
+    VT_COMPARE(out->sigmas.size(), static_cast<std::size_t>(sigmas.numel()));
+    double sigmaErr = 0;
+    for (std::size_t i = 0; i < out->sigmas.size(); ++i)
+        sigmaErr = std::max(sigmaErr, std::abs(static_cast<double>(static_cast<float>(out->sigmas[i])) - sigmas[static_cast<std::int64_t>(i)].item<double>()));
+    const double video = relErr(out->finalVideoLatents, *r.find("final_video_latents"));
+    const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
+    const double decoded = absErr(out->video, *r.find("video"));
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    const int frameDiff = static_cast<int>((out->frames.to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
+    const double mel = absErr(out->mel, *r.find("mel"));
+    const auto refWave = *r.find("waveform");
+    const double wave = relErr(out->rawWaveform, refWave);
+    std::printf("   v%s %-10s %-9s sigmas %.1e | latents rel video %.2e audio %.2e | video abs %.2e, frames max %d/255 | mel %.2e | waveform rel %.2e\n",
+        v.c_str(), runName.c_str(), layout.c_str(), sigmaErr, video, audio, decoded, frameDiff, mel, wave);
+    VT_CHECK(sigmaErr == 0.0);
+    VT_CHECK_MSG(video <= 1e-3 && audio <= 1e-3, "final latents relative error above 1e-3");
+    VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && mel <= 1e-3 && wave <= 1e-3, "decoded outputs differ");
+    VT_CHECK(monotonic && lastStep == static_cast<int>(out->sigmas.size()) - 1);
+    VT_CHECK(phases.front() == pipelines::Ltx2Phase::LoadText && phases.back() == pipelines::Ltx2Phase::Vocoder);
+    // The soundtrack is exactly as long as the video.
+    const auto samples = std::llround(static_cast<double>(out->frames.size(0)) / out->fps * out->sampleRate);
+    VT_COMPARE(out->waveform.size(1), samples);
+    VT_COMPARE(out->sampleRate, static_cast<int>(r.find("sample_rate")->item<std::int64_t>()));
+}
+
+} // namespace
+
+VT_TEST(distilledMatchesDiffusers)
+{
+    for (const std::string v : {"20", "23"})
+        for (const std::string layout : {"diffusers", "single"})
+            checkRun(v, "distilled", layout);
+}
+
+VT_TEST(devWithGuidanceMatchesDiffusers)
+{
+    for (const std::string v : {"20", "23"})
+        checkRun(v, "dev", "diffusers");
+}
+
+VT_TEST(quantizedLayoutsMatchTheirDequantizedReference)
+{
+    checkRun("23", "distilled_gguf", "gguf");
+    checkRun("23", "distilled_fp8", "fp8");
+    checkRun("20", "distilled_fp8", "fp8");
+}
+
+VT_TEST(missingComponentsAreListedBeforeAnythingLoads)
+{
+    auto o = optionsFor("23", "gguf");
+    o.modelPaths.erase(o.modelPaths.begin() + 2, o.modelPaths.end());  // no VAEs, no vocoder
+    auto p = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK(!p.ok());
+    const auto& m = p.error().message;
+    VT_CHECK_MSG(m.find("video VAE") != std::string::npos && m.find("audio VAE") != std::string::npos
+            && m.find("vocoder") != std::string::npos && m.find("transformer (") == std::string::npos, m);
+    o = optionsFor("23", "single");
+    o.textEncoderPath.reset();
+    p = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK(!p.ok() && p.error().message.find("Gemma 3 text encoder") != std::string::npos);
+}
+
+VT_TEST(cancelStopsWithinAStepAndBadRequestsAreErrors)
+{
+    auto run = tensorfile::readTensorSet(dir("23") / "run_distilled.safetensors");
+    VT_CHECK(run.ok());
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    std::stop_source stop;
+    int stepsAfterStop = -1;
+    auto out = pipeline->generate(requestFrom(*run), [&](const pipelines::Ltx2Progress& p) {
+        if (p.phase == pipelines::Ltx2Phase::Denoise && p.done == 2)
+            stop.request_stop();
+        if (stop.stop_requested() && p.phase == pipelines::Ltx2Phase::Denoise)
+            ++stepsAfterStop;
+    }, stop.get_token());
+    VT_CHECK(!out.ok() && out.error().code == ErrorCode::Cancelled);
+    VT_CHECK_MSG(stepsAfterStop <= 0, "ran " << stepsAfterStop << " steps after the stop");
+    // A later request on the same pipeline still works (nothing left half-freed).
+    VT_CHECK(pipeline->generate(requestFrom(*run)).ok());
+
+    auto bad = requestFrom(*run);
+    bad.frames = 10;
+    auto r = pipeline->generate(bad);
+    VT_CHECK(!r.ok() && r.error().message.find("8k + 1") != std::string::npos);
+    bad = requestFrom(*run);
+    bad.width = 100;
+    r = pipeline->generate(bad);
+    VT_CHECK(!r.ok() && r.error().message.find("multiples of 32") != std::string::npos);
+    const auto bytes = pipeline->componentBytes();
+    VT_CHECK(bytes.count("transformer") && bytes.at("transformer") > 0 && !bytes.count("text_encoder"));
+}
+
+VT_MAIN("TestLtx2Pipeline")
