@@ -133,10 +133,59 @@ def test_dit_forward(tmp="/tmp/vireo-cli-dit.safetensors"):
         os.remove(tmp)
 
 
+def test_generate(tmp_dir="/tmp"):
+    """vireo-cli generate on a tiny LTX-2.3 pipeline: an MP4 ffprobe reads with both streams,
+    the requested frame count and duration, and the recipe; Ctrl-C stops it cleanly."""
+    import signal
+    root = FIXTURES / "ltx2pipeline" / "v23"
+    out = Path(tmp_dir) / f"vireo-cli-generate-{os.getpid()}.mp4"
+    if out.exists():
+        out.unlink()
+    p = run("generate", "--model", root / "diffusers", "--prompt", "a red fox runs through the snow at night",
+            "--frames", 17, "--width", 96, "--height", 64, "--fps", 24, "--seed", 7, "--out", out)
+    ok = p.returncode == 0 and "denoise            8/8" in p.stdout and "vocoder" in p.stdout and out.exists()
+    check("generate writes an MP4", ok, p.stderr or p.stdout)
+    if ok:
+        probe = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-show_streams", "-show_format", "-of", "json", str(out)],
+                               capture_output=True, text=True)
+        info = json.loads(probe.stdout)
+        streams = {s["codec_type"]: s for s in info["streams"]}
+        recipe = json.loads(info["format"]["tags"]["vireo_recipe"])
+        ok = (streams["video"]["codec_name"] == "h264" and streams["audio"]["codec_name"] == "aac"
+              and streams["video"]["nb_read_frames"] == "17" and abs(float(streams["video"]["duration"]) - 17 / 24) < 1e-3
+              and abs(float(streams["audio"]["duration"]) - 17 / 24) < 1024 / 48000 + 1e-3
+              and recipe["seed"] == 7 and recipe["steps"] == 8 and len(recipe["sigmas"]) == 9
+              and recipe["prompt"].startswith("a red fox") and recipe["model_version"] == "2.3"
+              and all(len(f["sha256"]) == 64 for f in recipe["files"]) and recipe["frames"] == 17)
+        check("generate: ffprobe reads both streams, 17 frames, 0.708 s and the recipe", ok, probe.stdout[:600])
+    p = run("generate", "--model", root / "diffusers", "--prompt", "again", "--frames", 9, "--width", 96, "--height", 64, "--out", out)
+    check("generate never overwrites an output", p.returncode == 1 and "exists" in p.stderr, p.stderr)
+    out.unlink(missing_ok=True)
+    p = run("generate", "--model", root / "gguf" / "transformer.gguf", "--prompt", "x", "--out", out)
+    check("generate lists missing components", p.returncode == 1 and "missing" in p.stderr and "video VAE" in p.stderr, p.stderr)
+
+    # Ctrl-C during the denoising loop: exit 130, nothing written, no temporary left.
+    proc = subprocess.Popen([CLI, "generate", "--model", str(root / "diffusers"), "--prompt", "fox", "--frames", "97",
+                             "--width", "768", "--height", "768", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    interrupted = False
+    for line in proc.stdout:
+        if "denoise            1/" in line:
+            proc.send_signal(signal.SIGINT)
+            interrupted = True
+            break
+    rest_out, err = proc.communicate(timeout=60)
+    leftovers = [f for f in os.listdir(tmp_dir) if f.startswith(f".{out.name}.part")]
+    check("generate: Ctrl-C stops within a step and writes nothing",
+          interrupted and proc.returncode == 130 and "cancelled" in err and not out.exists() and not leftovers
+          and "decode video" not in rest_out, f"rc={proc.returncode} err={err!r} out={rest_out[-300:]!r}")
+
+
 test_bad_corpus()
 test_tensor_dequant()
 test_json_keys()
 test_text_and_usage()
 test_dit_forward()
+test_generate()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)
