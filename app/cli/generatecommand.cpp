@@ -33,7 +33,7 @@ int usage(const std::string& message)
         "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4\n"
         "         [--negative TEXT] [--frames N] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
-        "         [--device cpu|cuda] [--dtype f32|bf16]\n", message.c_str());
+        "         [--device cpu|cuda] [--dtype f32|bf16] [--json]\n", message.c_str());
     return 2;
 }
 
@@ -111,8 +111,13 @@ int runGenerate(const std::vector<std::string>& args)
     vireo::pipelines::Ltx2Request req;
     std::string out;
     bool haveSchedule = false;
+    bool asJson = false;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
+        if (a == "--json") {
+            asJson = true;
+            continue;
+        }
         if (i + 1 >= args.size())
             return usage("option " + a + " needs a value");
         const auto& v = args[++i];
@@ -189,10 +194,13 @@ int runGenerate(const std::vector<std::string>& args)
     struct sigaction previous {};
     ::sigaction(SIGINT, &action, &previous);
 
-    std::printf("LTX-%s, %lldx%lld, %lld frames at %g fps, seed %lld\n", pipeline->version().c_str(), static_cast<long long>(req.width),
+    if (!asJson)
+        std::printf("LTX-%s, %lldx%lld, %lld frames at %g fps, seed %lld\n", pipeline->version().c_str(), static_cast<long long>(req.width),
         static_cast<long long>(req.height), static_cast<long long>(req.frames), req.fps, static_cast<long long>(req.seed));
     std::fflush(stdout);
     auto progress = [&](const vireo::pipelines::Ltx2Progress& p) {
+        if (asJson)
+            return;
         const double t = std::chrono::duration<double>(Clock::now() - started).count();
         std::printf("[%7.2f s] %-18s %lld/%lld\n", t, vireo::pipelines::phaseName(p.phase), static_cast<long long>(p.done),
             static_cast<long long>(p.total));
@@ -228,7 +236,8 @@ int runGenerate(const std::vector<std::string>& args)
     audio.sampleRate = result->sampleRate;
     audio.channels = static_cast<int>(result->waveform.size(0));
     const double muxStart = std::chrono::duration<double>(Clock::now() - started).count();
-    std::printf("[%7.2f s] %-18s\n", muxStart, "mux");
+    if (!asJson)
+        std::printf("[%7.2f s] %-18s\n", muxStart, "mux");
     auto writer = vireo::media::Mp4Writer::open(out, video, audio, {{"comment", recipeText}, {"vireo_recipe", recipeText},
         {"title", req.prompt.substr(0, 200)}, {"encoder", "vireo-studio " VIREO_VERSION}});
     if (!writer) {
@@ -256,6 +265,14 @@ int runGenerate(const std::vector<std::string>& args)
         return 1;
     }
     const double total = std::chrono::duration<double>(Clock::now() - started).count();
+    if (asJson) {
+        nlohmann::json phases = result->secondsPerPhase;
+        phases["mux"] = total - muxStart;
+        const auto bytes = pipeline->componentBytes();
+        std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"phases", phases}, {"component_bytes", bytes},
+                                 {"frames", frames.size(0)}, {"sample_rate", result->sampleRate}}.dump().c_str());
+        return 0;
+    }
     std::printf("[%7.2f s] wrote %s (%lld frames, %.3f s of audio at %d Hz)\n", total, out.c_str(), static_cast<long long>(frames.size(0)),
         static_cast<double>(wave.size(1)) / result->sampleRate, result->sampleRate);
     return 0;

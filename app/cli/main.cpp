@@ -48,6 +48,9 @@ commands:
   bench dit [--python PY] [--layers N] [--tokens N] [--repeat N] [--json]
                                one LTX-2.3 transformer forward on CPU against diffusers on
                                the same weights; resident bytes as bf16, FP8 and Q4_K
+  bench generate [--python PY] [--small] [--json]
+                               each LTX-2 phase timed next to diffusers' pipeline on the
+                               same weights (tiny and medium configurations), as ratios
   plan REPO [rules] [--json]   the files a download would fetch, sizes, cache and disk
   download REPO [rules]        download them into the Hugging Face cache (Ctrl-C
                                cancels; running it again resumes)
@@ -204,6 +207,19 @@ int runBench(const std::vector<std::string>& args, const char* self)
         return runBenchDownload(args, self);
     if (!args.empty() && args[0] == "dit")
         return runBenchDit(args, self);
+    if (!args.empty() && args[0] == "generate") {
+        std::string python = "python3", extra;
+        for (std::size_t i = 1; i < args.size(); ++i) {
+            if (args[i] == "--python" && i + 1 < args.size())
+                python = args[++i];
+            else if (args[i] == "--json" || args[i] == "--small")
+                extra += " " + args[i];
+            else
+                return usageError("bench generate: unexpected argument " + args[i]);
+        }
+        const std::string command = "\"" + python + "\" \"" VIREO_SOURCE_DIR "/tests/bench/bench_generate.py\" \"" + std::string(self) + "\"" + extra;
+        return std::system(command.c_str()) == 0 ? 0 : 1;
+    }
     if (args.empty() || args[0] != "read")
         return usageError("bench: 'bench read FILE', 'bench dequant', 'bench download' or 'bench dit'");
     std::string path;
