@@ -1,0 +1,443 @@
+"""`vireo-cli bench generate`: LTX-2.3 text-to-video-with-audio on CPU, phase by phase, in Vireo
+next to diffusers' LTX2Pipeline running the same configuration from the same pipeline folder in
+the same run, as per-phase ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
+
+Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json]
+
+Two configurations (--small runs only the first):
+  tiny    the pipeline fixture's defaults (3-layer 64-wide DiT), 96x64, 9 frames
+  medium  4-layer DiT with 8 x 128 video / 8 x 64 audio heads (connectors as wide), 512x320,
+          25 frames at 24 fps, so that the denoising loop takes seconds
+Both: distilled schedule (8 steps, DISTILLED_SIGMA_VALUES, non-shifting FlowMatchEulerDiscrete),
+guidance off (CFG 1 / audio 1, rescale 0, STG and modality guidance off), max_sequence_length 1024
+(the pipeline default, which `vireo-cli generate` always uses), float32, torch's default threads.
+
+Diffusers: every component is loaded with its own from_pretrained (timed, one warm-up load then
+best of N), then one warm-up __call__ and best of N, each phase timed with perf_counter wrappers
+on the real modules and methods. Vireo: N runs of `vireo-cli generate --json`, best of N per phase.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "fixtures"))
+import make_ltx2_pipeline_fixtures as fx  # noqa: E402  (import-safe; sets the quiet/offline env via mm)
+
+mm = fx.mm
+
+from diffusers import (AutoencoderKLLTX2Audio, AutoencoderKLLTX2Video, FlowMatchEulerDiscreteScheduler,  # noqa: E402
+                       LTX2Pipeline, LTX2VideoTransformer3DModel)
+from diffusers.pipelines.ltx2.connectors import LTX2TextConnectors  # noqa: E402
+from diffusers.pipelines.ltx2.utils import DISTILLED_SIGMA_VALUES  # noqa: E402
+from diffusers.pipelines.ltx2.vocoder import LTX2VocoderWithBWE  # noqa: E402
+
+VERSION = "2.3"
+SEED = 23
+FPS = 24.0
+MAX_SEQUENCE_LENGTH = 1024  # LTX2Pipeline's default; vireo-cli generate has no option for it
+PROMPT = fx.PROMPT
+
+# Rows of the table, in pipeline order. (vireo phase name, diffusers key, what the diffusers side times)
+PHASES = [
+    ("load text encoder", "load text encoder", "tokenizer + Gemma 3 + connectors from_pretrained"),
+    ("encode prompt", "encode prompt", "pipe.encode_prompt (tokenizer + Gemma) + connectors forward"),
+    ("load transformer", "load transformer", "transformer from_pretrained"),
+    ("denoise", "denoise", "first transformer call to the end of the last scheduler step"),
+    ("decode video", "decode video", "vae.decode + video_processor.postprocess_video"),
+    ("decode audio", "decode audio", "audio_vae.decode"),
+    ("vocoder", "vocoder", "vocoder forward"),
+    ("mux", None, "not done by the pipeline (diffusers' encode_video needs PyAV)"),
+]
+LOAD_PHASES = ("load text encoder", "load transformer")
+COMPUTE_PHASES = ("encode prompt", "denoise", "decode video", "decode audio", "vocoder")
+
+
+# =========================================================================== configurations
+
+def medium_parts(seed: int) -> dict[str, torch.nn.Module]:
+    """LTX-2.3 with a real-shaped transformer (8 x 128 video heads, 8 x 64 audio heads, 4 layers)
+    and connectors of the matching widths; the VAEs, vocoder and Gemma stay the fixture's tiny ones
+    (connector input = Gemma hidden 48 x (2 layers + 1))."""
+    dim, audio_dim = 8 * 128, 8 * 64
+    dit = dict(mm.dit_config(VERSION, dim=dim, audio_dim=audio_dim, layers=4),
+               num_attention_heads=8, attention_head_dim=128, audio_num_attention_heads=8, audio_attention_head_dim=64)
+    con = dict(mm.connector_config(VERSION, dim=dim, audio_dim=audio_dim),
+               video_connector_num_attention_heads=8, video_connector_attention_head_dim=128,
+               audio_connector_num_attention_heads=8, audio_connector_attention_head_dim=64)
+    torch.manual_seed(seed)
+    parts = {
+        "transformer": LTX2VideoTransformer3DModel(**dit),
+        "connectors": LTX2TextConnectors(**con),
+        "audio_vae": AutoencoderKLLTX2Audio(**mm.AUDIO_VAE_CONFIG),
+        "vocoder": LTX2VocoderWithBWE(**mm.VOCODER23_CONFIG),
+    }
+    for i, name in enumerate(sorted(fx.COMPONENTS)):
+        if name in parts:
+            # 1024-wide Linears: a smaller std than mm's 0.05 keeps the activations finite through the stack.
+            std = 0.02 if name in ("transformer", "connectors") else 0.05
+            mm.randomize_(parts[name].eval(), seed * 100 + i, std=std)
+    parts["vae"] = fx.video_vae(VERSION, seed)
+    parts = {k: v.float().eval() for k, v in parts.items()}
+    t, avae, con_m = parts["transformer"], parts["audio_vae"], parts["connectors"]
+    assert parts["vae"].config.latent_channels == t.config.in_channels == t.config.out_channels
+    assert avae.config.latent_channels * (avae.config.mel_bins // avae.mel_compression_ratio) == t.config.audio_in_channels
+    assert con_m.config.caption_channels == t.config.caption_channels
+    assert con_m.config.video_hidden_dim == t.config.cross_attention_dim
+    assert con_m.config.audio_hidden_dim == t.config.audio_cross_attention_dim
+    return parts
+
+
+CONFIGS = {
+    "tiny": dict(build=lambda: fx.build(VERSION, SEED), width=fx.WIDTH, height=fx.HEIGHT, frames=fx.NUM_FRAMES,
+                 describe="fixture defaults: 3-layer DiT, video 2x32 / audio 2x16 heads"),
+    "medium": dict(build=lambda: medium_parts(SEED), width=512, height=320, frames=25,
+                   describe="4-layer DiT, video 8x128 / audio 8x64 heads (1024 / 512 wide), connectors as wide"),
+}
+
+
+def write_pipeline(folder: Path, parts, tok_src: Path) -> dict:
+    gemma = mm.tiny_gemma3(SEED * 10 + 1).float().eval()
+    fx.write_diffusers(folder, VERSION, parts, gemma, tok_src)
+    params = {name: sum(p.numel() for p in m.parameters()) for name, m in parts.items()}
+    params["text_encoder"] = sum(p.numel() for p in gemma.parameters())
+    return params
+
+
+# =========================================================================== diffusers side
+
+def load_pipeline(folder: Path) -> tuple[LTX2Pipeline, dict[str, float]]:
+    """Every component through its own from_pretrained (what LTX2Pipeline.from_pretrained does), timed."""
+    from transformers import AutoTokenizer, Gemma3ForConditionalGeneration
+
+    seconds, comps = {}, {}
+
+    def timed(name, fn):
+        t0 = time.perf_counter()
+        comps[name] = fn()
+        seconds[name] = time.perf_counter() - t0
+
+    timed("tokenizer", lambda: AutoTokenizer.from_pretrained(folder / "tokenizer"))
+    timed("text_encoder", lambda: Gemma3ForConditionalGeneration.from_pretrained(folder / "text_encoder",
+                                                                                  dtype=torch.float32).eval())
+    timed("connectors", lambda: LTX2TextConnectors.from_pretrained(folder / "connectors").eval())
+    timed("transformer", lambda: LTX2VideoTransformer3DModel.from_pretrained(folder / "transformer").eval())
+    timed("vae", lambda: AutoencoderKLLTX2Video.from_pretrained(folder / "vae").eval())
+    timed("audio_vae", lambda: AutoencoderKLLTX2Audio.from_pretrained(folder / "audio_vae").eval())
+    timed("vocoder", lambda: LTX2VocoderWithBWE.from_pretrained(folder / "vocoder").eval())
+    # The folder's scheduler/ holds the dev config; the distilled checkpoints ship this one (sigmas verbatim).
+    scheduler = FlowMatchEulerDiscreteScheduler(**fx.DISTILLED_SCHEDULER)
+    pipe = LTX2Pipeline(scheduler=scheduler, **comps)
+    pipe.set_progress_bar_config(disable=True)
+    for name in ("text_encoder", "connectors", "transformer", "vae", "audio_vae", "vocoder"):
+        assert all(p.dtype == torch.float32 for p in getattr(pipe, name).parameters()), name
+    return pipe, seconds
+
+
+def load_phases(s: dict[str, float]) -> dict[str, float]:
+    return {"load text encoder": s["tokenizer"] + s["text_encoder"] + s["connectors"],
+            "load transformer": s["transformer"],
+            "load vae": s["vae"], "load audio vae": s["audio_vae"], "load vocoder": s["vocoder"]}
+
+
+class PhaseTimer:
+    """perf_counter wrappers on the pipeline's real modules/methods; nothing of __call__ is re-implemented."""
+
+    def __init__(self, pipe: LTX2Pipeline):
+        self.pipe = pipe
+
+    @contextlib.contextmanager
+    def active(self, acc: dict):
+        pipe, handles, patched = self.pipe, [], []
+        clock = time.perf_counter
+        state = {"dit_first": None, "last_step_end": None, "dit_start": None, "con_start": None, "voc_start": None}
+        acc.update({"encode_prompt": 0.0, "connectors": 0.0, "transformer": 0.0, "transformer_calls": 0,
+                    "vae_decode": 0.0, "postprocess": 0.0, "audio_vae_decode": 0.0, "vocoder": 0.0})
+
+        def pre(key):
+            def hook(_m, _args):
+                state[key] = clock()
+                if key == "dit_start" and state["dit_first"] is None:
+                    state["dit_first"] = state[key]
+            return hook
+
+        def post(key, name):
+            def hook(_m, _args, _out):
+                acc[name] += clock() - state[key]
+                if name == "transformer":
+                    acc["transformer_calls"] += 1
+            return hook
+
+        for module, key, name in ((pipe.connectors, "con_start", "connectors"), (pipe.transformer, "dit_start", "transformer"),
+                                  (pipe.vocoder, "voc_start", "vocoder")):
+            handles.append(module.register_forward_pre_hook(pre(key)))
+            handles.append(module.register_forward_hook(post(key, name)))
+
+        def wrap(obj, attr, name):
+            orig = getattr(obj, attr)
+
+            def timed(*a, **k):
+                t0 = clock()
+                try:
+                    return orig(*a, **k)
+                finally:
+                    acc[name] += clock() - t0
+            setattr(obj, attr, timed)
+            patched.append((obj, attr))
+
+        wrap(pipe, "encode_prompt", "encode_prompt")
+        wrap(pipe.vae, "decode", "vae_decode")
+        wrap(pipe.video_processor, "postprocess_video", "postprocess")
+        wrap(pipe.audio_vae, "decode", "audio_vae_decode")
+
+        # Class level: __call__ deep-copies the scheduler for audio, and an instance attribute would travel along.
+        orig_step = FlowMatchEulerDiscreteScheduler.step
+
+        def step(sched, *a, **k):
+            out = orig_step(sched, *a, **k)
+            state["last_step_end"] = clock()
+            return out
+
+        FlowMatchEulerDiscreteScheduler.step = step
+        try:
+            yield
+        finally:
+            FlowMatchEulerDiscreteScheduler.step = orig_step
+            for h in handles:
+                h.remove()
+            for obj, attr in patched:
+                delattr(obj, attr)
+        acc["denoise"] = state["last_step_end"] - state["dit_first"]
+
+
+def diffusers_run(pipe: LTX2Pipeline, cfg: dict) -> dict:
+    acc: dict = {}
+    timer = PhaseTimer(pipe)
+    t0 = time.perf_counter()
+    with timer.active(acc):
+        frames, audio = pipe(
+            prompt=PROMPT, negative_prompt=None, height=cfg["height"], width=cfg["width"], num_frames=cfg["frames"],
+            frame_rate=FPS, num_inference_steps=len(DISTILLED_SIGMA_VALUES), sigmas=list(DISTILLED_SIGMA_VALUES),
+            guidance_scale=1.0, audio_guidance_scale=1.0, stg_scale=0.0, audio_stg_scale=0.0,
+            modality_scale=1.0, audio_modality_scale=1.0, guidance_rescale=0.0, audio_guidance_rescale=0.0,
+            spatio_temporal_guidance_blocks=None, noise_scale=0.0, generator=torch.Generator().manual_seed(SEED),
+            use_cross_timestep=True, output_type="np", return_dict=False, max_sequence_length=MAX_SEQUENCE_LENGTH,
+        )
+    wall = time.perf_counter() - t0
+    assert not pipe.do_classifier_free_guidance and not pipe.do_spatio_temporal_guidance
+    assert not pipe.do_modality_isolation_guidance
+    assert acc["transformer_calls"] == len(DISTILLED_SIGMA_VALUES), acc["transformer_calls"]
+    assert frames.shape[1:4] == (cfg["frames"], cfg["height"], cfg["width"]), frames.shape
+    return {
+        "encode prompt": acc["encode_prompt"] + acc["connectors"],
+        "denoise": acc["denoise"],
+        "decode video": acc["vae_decode"] + acc["postprocess"],
+        "decode audio": acc["audio_vae_decode"],
+        "vocoder": acc["vocoder"],
+        "_detail": {"transformer_calls_sum": acc["transformer"], "connectors": acc["connectors"],
+                    "encode_prompt": acc["encode_prompt"], "vae_decode": acc["vae_decode"],
+                    "postprocess_video": acc["postprocess"], "call_wall": wall,
+                    "finite": bool(torch.isfinite(torch.as_tensor(frames)).all()) and bool(torch.isfinite(audio).all())},
+    }
+
+
+def bench_diffusers(folder: Path, cfg: dict, repeat: int) -> dict:
+    pipe, _ = load_pipeline(folder)  # warm-up load (file cache, lazy imports)
+    del pipe
+    loads = [load_phases(load_pipeline(folder)[1]) for _ in range(repeat - 1)]
+    pipe, s = load_pipeline(folder)
+    loads.append(load_phases(s))
+    diffusers_run(pipe, cfg)  # warm-up: first-call allocations, oneDNN primitives
+    runs = [diffusers_run(pipe, cfg) for _ in range(repeat)]
+    best = {k: min(l[k] for l in loads) for k in loads[0]}
+    best.update({k: min(r[k] for r in runs) for k in COMPUTE_PHASES})
+    return {"best": best, "loads": loads, "runs": runs,
+            "run_totals": [sum(r[k] for k in COMPUTE_PHASES) for r in runs],
+            "call_walls": [r["_detail"]["call_wall"] for r in runs]}
+
+
+# =========================================================================== vireo side
+
+def vireo_run(cli: str, folder: Path, cfg: dict, out: Path) -> dict:
+    cmd = [cli, "generate", "--model", str(folder), "--prompt", PROMPT, "--frames", str(cfg["frames"]),
+           "--width", str(cfg["width"]), "--height", str(cfg["height"]), "--fps", f"{FPS:g}", "--seed", str(SEED),
+           "--out", str(out), "--json"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        sys.exit(f"bench generate: cannot run {cli}: {e}")
+    if p.returncode != 0:
+        sys.stderr.write(f"bench generate: `{' '.join(cmd)}` failed (exit {p.returncode}):\n{p.stderr}{p.stdout}")
+        sys.exit(1)
+    try:
+        report = json.loads(p.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        sys.exit(f"bench generate: `{' '.join(cmd)}` printed no JSON:\n{p.stdout}{p.stderr}")
+    missing = [name for name, _, _ in PHASES if name not in report.get("phases", {})]
+    if missing:
+        sys.exit(f"bench generate: `{' '.join(cmd)}` reported no time for {missing}:\n{p.stdout}")
+    return report
+
+
+def bench_vireo(cli: str, folder: Path, cfg: dict, repeat: int, tmp: Path) -> dict:
+    # A new --out per run: the CLI never overwrites.
+    runs = [vireo_run(cli, folder, cfg, tmp / f"{folder.name}-vireo-{i}.mp4") for i in range(repeat)]
+    best = {name: min(r["phases"][name] for r in runs) for name, _, _ in PHASES}
+    return {"best": best, "runs": runs, "seconds": [r["seconds"] for r in runs],
+            "component_bytes": runs[-1].get("component_bytes", {}),
+            "run_totals": [sum(r["phases"][k] for k in COMPUTE_PHASES) for r in runs],
+            "run_totals_all": [sum(r["phases"][k] for k in LOAD_PHASES + COMPUTE_PHASES) for r in runs]}
+
+
+# =========================================================================== driver
+
+def bench_config(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
+    cfg = CONFIGS[name]
+    t0 = time.perf_counter()
+    folder = tmp / name
+    params = write_pipeline(folder, cfg["build"](), tok_src)
+    build_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    d = bench_diffusers(folder, cfg, repeat)
+    diffusers_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    v = bench_vireo(cli, folder, cfg, repeat, tmp)
+    vireo_s = time.perf_counter() - t0
+
+    lat = ((cfg["frames"] - 1) // 8 + 1, cfg["height"] // 32, cfg["width"] // 32)
+    db, vb = d["best"], v["best"]
+    rows = []
+    for vname, dkey, note in PHASES:
+        ds = db.get(dkey) if dkey else None
+        vs = vb[vname]
+        if vname in ("decode video", "decode audio", "vocoder"):
+            load_key = {"decode video": "load vae", "decode audio": "load audio vae", "vocoder": "load vocoder"}[vname]
+            note += f"; vireo's time includes loading it (diffusers' {load_key}: {db[load_key]:.3f} s)"
+        rows.append({"phase": vname, "diffusers": ds, "vireo": vs, "ratio": vs / ds if ds else None, "diffusers_measures": note})
+    d_compute, v_compute = min(d["run_totals"]), min(v["run_totals"])
+    d_all = d_compute + sum(db[k] for k in ("load text encoder", "load transformer", "load vae", "load audio vae", "load vocoder"))
+    v_all = min(v["run_totals_all"])
+    totals = {
+        "compute": {"what": "encode prompt + denoise + decode video + decode audio + vocoder (best run; vireo's decode "
+                            "phases include loading the three decoders)",
+                    "diffusers": d_compute, "vireo": v_compute, "ratio": v_compute / d_compute},
+        "with_loads": {"what": "all phases but mux; diffusers: best run + best load of every component",
+                       "diffusers": d_all, "vireo": v_all, "ratio": v_all / d_all},
+        "wall": {"what": "diffusers: best LTX2Pipeline.__call__ wall; vireo: best process-reported 'seconds' (incl. mux)",
+                 "diffusers": min(d["call_walls"]), "vireo": min(v["seconds"])},
+    }
+    return {
+        "config": name, "describe": cfg["describe"], "width": cfg["width"], "height": cfg["height"],
+        "frames": cfg["frames"], "fps": FPS, "latent_fhw": list(lat), "video_tokens": lat[0] * lat[1] * lat[2],
+        "steps": len(DISTILLED_SIGMA_VALUES), "max_sequence_length": MAX_SEQUENCE_LENGTH, "parameters": params,
+        "rows": rows, "totals": totals,
+        "diffusers": {"best": db, "runs": [{k: r[k] for k in COMPUTE_PHASES} | r["_detail"] for r in d["runs"]],
+                      "loads": d["loads"]},
+        "vireo": {"best": vb, "runs": [r["phases"] for r in v["runs"]], "seconds": v["seconds"]},
+        "component_bytes": v["component_bytes"],
+        "bench_seconds": {"build_and_write": build_s, "diffusers": diffusers_s, "vireo": vireo_s},
+    }
+
+
+def fmt(x, width=10, digits=3):
+    return f"{x:{width}.{digits}f}" if x is not None else f"{'n/a':>{width}}"
+
+
+def print_config(r: dict, repeat: int) -> None:
+    p = r["parameters"]
+    print(f"\n== {r['config']}: {r['width']}x{r['height']}, {r['frames']} frames at {r['fps']:g} fps "
+          f"(latent {'x'.join(map(str, r['latent_fhw']))} = {r['video_tokens']} video tokens), "
+          f"{r['steps']} distilled steps, no guidance, {r['max_sequence_length']} text tokens")
+    print(f"   {r['describe']}; parameters: transformer {p['transformer'] / 1e6:.1f} M, connectors "
+          f"{p['connectors'] / 1e6:.1f} M, Gemma {p['text_encoder'] / 1e6:.2f} M, VAE {p['vae'] / 1e6:.2f} M, "
+          f"audio VAE {p['audio_vae'] / 1e6:.2f} M, vocoder {p['vocoder'] / 1e6:.2f} M")
+    print(f"   {'phase':20s}{'diffusers s':>12s}{'vireo s':>11s}{'ratio':>9s}   diffusers measures")
+    for row in r["rows"]:
+        ratio = f"{row['ratio']:8.2f}x" if row["ratio"] is not None else f"{'-':>9s}"
+        print(f"   {row['phase']:20s}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 11)}{ratio}   {row['diffusers_measures']}")
+    for key, label in (("compute", "total compute"), ("with_loads", "total with loads")):
+        t = r["totals"][key]
+        print(f"   {label:20s}{fmt(t['diffusers'], 12)}{fmt(t['vireo'], 11)}{t['ratio']:8.2f}x   {t['what']}")
+    w = r["totals"]["wall"]
+    print(f"   {'wall':20s}{fmt(w['diffusers'], 12)}{fmt(w['vireo'], 11)}{'':9s}   {w['what']}")
+    print(f"   best of {repeat} per phase (diffusers after a warm-up call and a warm-up load; vireo: {repeat} processes)")
+    cb = r["component_bytes"]
+    if cb:
+        parts = ", ".join(f"{k} {v / 1e6:.2f}" for k, v in sorted(cb.items()))
+        print(f"   vireo resident component bytes (MB, at exit): {parts}; total {sum(cb.values()) / 1e6:.2f} MB")
+    b = r["bench_seconds"]
+    print(f"   bench time: build+write {b['build_and_write']:.1f} s, diffusers {b['diffusers']:.1f} s, vireo {b['vireo']:.1f} s")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cli", help="path of vireo-cli")
+    ap.add_argument("--small", action="store_true", help="only the tiny configuration")
+    ap.add_argument("--repeat", type=int, default=2, help="best of N (default 2)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
+    if not (os.path.isfile(args.cli) and os.access(args.cli, os.X_OK)):
+        sys.exit(f"bench generate: {args.cli} is not an executable")
+    start = time.perf_counter()
+    load_before = os.getloadavg()[0]  # other work on the machine skews every number; reported, not corrected
+    torch.set_grad_enabled(False)  # the pipeline runs under no_grad anyway; this covers the loads' checks
+    names = ["tiny"] if args.small else ["tiny", "medium"]
+    threads = torch.get_num_threads()  # torch's default: nothing here sets it
+    if not args.json:
+        print(f"bench generate: LTX-{VERSION} text-to-video+audio on CPU, float32; diffusers {mm.diffusers.__version__}, "
+              f"torch {torch.__version__}; threads: torch default {threads} (diffusers), vireo-cli runs with "
+              f"libtorch's default (nothing sets it; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})",
+              flush=True)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="vireo-bench-generate-") as tmp:
+        tmp = Path(tmp)
+        tok_src = tmp / "tokenizer_src"
+        fx.tiny_tokenizer(tok_src)
+        for name in names:
+            r = bench_config(name, args.cli, args.repeat, tmp, tok_src)
+            results.append(r)
+            if not args.json:
+                print_config(r, args.repeat)
+                sys.stdout.flush()
+    total = time.perf_counter() - start
+    load_after = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    notes = [
+        "load phases: diffusers times each component's from_pretrained in this process (page cache warm); vireo "
+        "loads in every fresh process. vireo loads the video VAE, audio VAE and vocoder inside its decode phases, "
+        "so those rows include loads on the vireo side only (diffusers' load times are given next to them).",
+        "mux: vireo encodes and writes the MP4; the diffusers pipeline returns arrays (no PyAV here), so n/a.",
+        "vireo's encode prompt frees Gemma afterwards (releaseTextEncoder), so component_bytes has no text_encoder.",
+        f"1-minute load average {load_before:.2f} before, {load_after:.2f} after, on {cores} CPUs (this bench alone "
+        f"keeps it near {threads}; much more means other work ran alongside and the times are not comparable to other runs)",
+    ]
+    if args.json:
+        print(json.dumps({"bench": "generate", "version": VERSION, "threads": {"torch_default": threads,
+                          "vireo": "libtorch default (not reported by generate --json)"},
+                          "repeat": args.repeat, "diffusers_version": mm.diffusers.__version__,
+                          "torch_version": torch.__version__, "configs": results, "notes": notes,
+                          "load_average": {"before": load_before, "after": load_after, "cpus": cores},
+                          "total_seconds": total}, indent=2))
+    else:
+        print()
+        for n in notes:
+            print(f"note: {n}")
+        print(f"total {total:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
