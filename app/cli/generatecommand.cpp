@@ -33,7 +33,8 @@ int usage(const std::string& message)
         "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4\n"
         "         [--negative TEXT] [--frames N] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
-        "         [--device cpu|cuda] [--dtype f32|bf16] [--json]\n", message.c_str());
+        "         [--device cpu|cuda] [--dtype f32|bf16] [--json] [--repeat N]\n"
+        "  --repeat N runs the request N times in one process (timings of warm runs); the video of the last is written\n", message.c_str());
     return 2;
 }
 
@@ -112,6 +113,7 @@ int runGenerate(const std::vector<std::string>& args)
     std::string out;
     bool haveSchedule = false;
     bool asJson = false;
+    int repeat = 1;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
         if (a == "--json") {
@@ -150,6 +152,8 @@ int runGenerate(const std::vector<std::string>& args)
                 req.audioGuidanceScale = std::stod(v);
             else if (a == "--rescale")
                 req.guidanceRescale = std::stod(v);
+            else if (a == "--repeat")
+                repeat = std::max(1, std::stoi(v));
             else if (a == "--schedule") {
                 if (v != "distilled" && v != "dev")
                     return usage("--schedule is distilled or dev");
@@ -206,7 +210,12 @@ int runGenerate(const std::vector<std::string>& args)
             static_cast<long long>(p.total));
         std::fflush(stdout);
     };
+    nlohmann::json runs = nlohmann::json::array();
     auto result = pipeline->generate(req, progress, stop.get_token());
+    for (int r = 1; r < repeat && result; ++r) {
+        runs.push_back(result->secondsPerPhase);
+        result = pipeline->generate(req, progress, stop.get_token());
+    }
     if (!result) {
         ::sigaction(SIGINT, &previous, nullptr);
         g_stop = nullptr;
@@ -268,8 +277,9 @@ int runGenerate(const std::vector<std::string>& args)
     if (asJson) {
         nlohmann::json phases = result->secondsPerPhase;
         phases["mux"] = total - muxStart;
+        runs.push_back(phases);
         const auto bytes = pipeline->componentBytes();
-        std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"phases", phases}, {"component_bytes", bytes},
+        std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"phases", phases}, {"runs", runs}, {"component_bytes", bytes},
                                  {"frames", frames.size(0)}, {"sample_rate", result->sampleRate}}.dump().c_str());
         return 0;
     }

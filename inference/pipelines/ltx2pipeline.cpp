@@ -396,8 +396,11 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     decodeOptions.onProgress = [&](std::int64_t done, std::int64_t total) { report(Ltx2Phase::DecodeVideo, done, total); };
     report(Ltx2Phase::DecodeVideo, 0, 1);
     out.video = take(videoDecoder->decode(unpacked.to(dtype), decodeOptions)).to(at::kFloat);
-    const auto frames = (out.video[0] / 2 + 0.5).clamp(0, 1).mul(255).round().to(at::kByte).permute({1, 2, 3, 0}).contiguous();
-    out.frames = frames.cpu();
+    // The reference's postprocessing, (v / 2 + 0.5) clamped, x 255, rounded, in that order so
+    // the bytes agree; done in place on one channels-last copy to spare full-video temporaries.
+    auto frames = out.video[0].permute({1, 2, 3, 0}).contiguous();
+    frames.div_(2).add_(0.5).clamp_(0, 1).mul_(255).round_();
+    out.frames = frames.to(at::kByte).cpu();
     out.fps = req.fps;
     timed("decode video", start);
     checkStop();
