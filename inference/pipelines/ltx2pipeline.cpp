@@ -36,6 +36,28 @@ T take(Result<T> r)
     return std::move(*r);
 }
 
+// Load options of any component: the pipeline's device and compute dtype.
+template <typename Options>
+Options onDevice(c10::Device device, c10::ScalarType dtype)
+{
+    Options o;
+    o.device = device;
+    o.dtype = dtype;
+    return o;
+}
+
+// diffusers' rescale_noise_cfg: the guided prediction rescaled towards the conditional
+// one's standard deviation, mixed by `amount`.
+at::Tensor rescaleGuided(const at::Tensor& guided, const at::Tensor& conditional, double amount)
+{
+    std::vector<std::int64_t> dims;
+    for (std::int64_t d = 1; d < guided.dim(); ++d)
+        dims.push_back(d);
+    const auto stdConditional = conditional.std(dims, /*unbiased=*/true, /*keepdim=*/true);
+    const auto stdGuided = guided.std(dims, true, true);
+    return amount * (guided * (stdConditional / stdGuided)) + (1 - amount) * guided;
+}
+
 bool isDir(const std::filesystem::path& p)
 {
     return ::access((p / ".").c_str(), F_OK) == 0;
@@ -195,22 +217,17 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     if (!tokenizer) {
         report(Ltx2Phase::LoadText, 0, 1);
         auto tokFolder = textEncoderPath;
-        if (!std::filesystem::path(tokFolder / "tokenizer.json").empty() && ::access((tokFolder / "tokenizer.json").c_str(), F_OK) != 0
-            && ::access((tokFolder.parent_path() / "tokenizer" / "tokenizer.json").c_str(), F_OK) == 0)
+        // A diffusers folder keeps the tokenizer beside text_encoder/, a Gemma download inside it.
+        if (::access((tokFolder / "tokenizer.json").c_str(), F_OK) != 0 && ::access((tokFolder.parent_path() / "tokenizer" / "tokenizer.json").c_str(), F_OK) == 0)
             tokFolder = tokFolder.parent_path() / "tokenizer";
         tokenizer = take(text::Tokenizer::load(tokFolder));
     }
     if (!textEncoder) {
-        gemma3::TextEncoderLoadOptions o;
-        o.device = device;
-        o.dtype = dtype;
-        textEncoder = take(gemma3::TextEncoder::load(textEncoderPath, o));
+        textEncoder = take(gemma3::TextEncoder::load(textEncoderPath, onDevice<gemma3::TextEncoderLoadOptions>(device, dtype)));
         report(Ltx2Phase::LoadText, 1, 1);
     }
     if (!connectors) {
-        ltx2::ConnectorLoadOptions o;
-        o.device = device;
-        o.dtype = dtype;
+        auto o = onDevice<ltx2::ConnectorLoadOptions>(device, dtype);
         o.textFeatures = textFeatures;
         connectors = take(ltx2::Connectors::load(weights, o));
     }
@@ -290,10 +307,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     start = Clock::now();
     report(Ltx2Phase::LoadTransformer, 0, 1);
     if (!transformer) {
-        ltx2::TransformerLoadOptions o;
-        o.device = device;
-        o.dtype = dtype;
-        transformer = take(ltx2::Transformer::load(weights, o));
+        transformer = take(ltx2::Transformer::load(weights, onDevice<ltx2::TransformerLoadOptions>(device, dtype)));
     }
     report(Ltx2Phase::LoadTransformer, 1, 1);
     timed("load transformer", start);
@@ -335,33 +349,18 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
             auto x0g = x0 + (req.guidanceScale - 1) * (x0 - x0u);
             auto ax0g = ax0 + (req.audioGuidanceScale - 1) * (ax0 - ax0u);
             if (req.guidanceRescale > 0) {
-                auto rescale = [&](const at::Tensor& g, const at::Tensor& text) {
-                    std::vector<std::int64_t> dims;
-                    for (std::int64_t d = 1; d < g.dim(); ++d)
-                        dims.push_back(d);
-                    const auto stdText = text.std(dims, /*unbiased=*/true, /*keepdim=*/true);
-                    const auto stdCfg = g.std(dims, true, true);
-                    return req.guidanceRescale * (g * (stdText / stdCfg)) + (1 - req.guidanceRescale) * g;
-                };
-                x0g = rescale(x0g, x0);
-                ax0g = rescale(ax0g, ax0);
+                x0g = rescaleGuided(x0g, x0, req.guidanceRescale);
+                ax0g = rescaleGuided(ax0g, ax0, req.guidanceRescale);
             }
             x0 = x0g;
             ax0 = ax0g;
         } else {
             x0 = latents - v * sigmaT;
             ax0 = audioLatents - a * sigmaT;
+            // The reference rescales even without CFG (x0 against itself: the identity up to rounding).
             if (req.guidanceRescale > 0) {
-                // The reference rescales even without CFG (x0 against itself: the identity up to rounding).
-                auto rescale = [&](const at::Tensor& g) {
-                    std::vector<std::int64_t> dims;
-                    for (std::int64_t d = 1; d < g.dim(); ++d)
-                        dims.push_back(d);
-                    const auto s = g.std(dims, true, true);
-                    return req.guidanceRescale * (g * (s / s)) + (1 - req.guidanceRescale) * g;
-                };
-                x0 = rescale(x0);
-                ax0 = rescale(ax0);
+                x0 = rescaleGuided(x0, x0, req.guidanceRescale);
+                ax0 = rescaleGuided(ax0, ax0, req.guidanceRescale);
             }
         }
         // Back to a velocity and one Euler step, as the pipeline and scheduler do.
@@ -380,10 +379,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     // 5. Decode video.
     start = Clock::now();
     if (!videoDecoder) {
-        ltx2::VideoDecoderLoadOptions o;
-        o.device = device;
-        o.dtype = dtype;
-        videoDecoder = take(ltx2::VideoDecoder::load(weights, o));
+        videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(device, dtype)));
     }
     const auto unpacked = latents.reshape({1, latentFrames, latentH, latentW, tc.inChannels}).permute({0, 4, 1, 2, 3}).contiguous();
     ltx2::VideoDecodeOptions decodeOptions;
@@ -409,10 +405,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     start = Clock::now();
     report(Ltx2Phase::DecodeAudio, 0, 1);
     if (!audioDecoder) {
-        ltx2::AudioDecoderLoadOptions o;
-        o.device = device;
-        o.dtype = dtype;
-        audioDecoder = take(ltx2::AudioDecoder::load(weights, o));
+        audioDecoder = take(ltx2::AudioDecoder::load(weights, onDevice<ltx2::AudioDecoderLoadOptions>(device, dtype)));
     }
     // The reference denormalizes the audio latents in float32 and casts afterwards.
     out.mel = take(audioDecoder->decode(audioLatents, stop)).to(at::kFloat);
@@ -421,10 +414,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     start = Clock::now();
     report(Ltx2Phase::Vocoder, 0, 1);
     if (!vocoder) {
-        ltx2::VocoderLoadOptions o;
-        o.device = device;
-        o.dtype = dtype;
-        vocoder = take(ltx2::Vocoder::load(weights, o));
+        vocoder = take(ltx2::Vocoder::load(weights, onDevice<ltx2::VocoderLoadOptions>(device, dtype)));
     }
     out.rawWaveform = take(vocoder->run(out.mel.to(dtype), stop)).to(at::kFloat);
     out.sampleRate = vocoder->sampleRate();

@@ -2,6 +2,7 @@
 // which speaks the Hub's protocol from two loopback ports (Hub and CDN) and injects faults.
 #include "core/catalog/catalog.h"
 #include "core/hub/plandownload.h"
+#include "tests/hub/testhub.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -29,12 +30,7 @@ const char* kGoodToken = "hf_goodtoken000000000000000000000000";
 
 QString python()
 {
-    return qEnvironmentVariable("VIREO_PYTHON");
-}
-
-QString source(const char* relative)
-{
-    return qEnvironmentVariable("VIREO_SOURCE_DIR") + QLatin1Char('/') + QLatin1String(relative);
+    return vireo::test::TestHub::python();
 }
 
 } // namespace
@@ -43,26 +39,13 @@ class TestHub : public QObject {
     Q_OBJECT
 private:
     QTemporaryDir m_work;
-    QProcess m_server;
+    vireo::test::TestHub m_server;
     QString m_hub;
     QString m_cdn;
     QJsonObject m_spec;
-    QNetworkAccessManager m_net;
 
-    QJsonDocument control(const QByteArray& verb, const QString& path, const QByteArray& body = {})
-    {
-        QNetworkRequest request(QUrl(m_hub + path));
-        request.setHeader(QNetworkRequest::ContentTypeHeader, QStringLiteral("application/json"));
-        QNetworkReply* reply = m_net.sendCustomRequest(request, verb, body);
-        QEventLoop loop;
-        connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);
-        loop.exec();
-        const auto doc = QJsonDocument::fromJson(reply->readAll());
-        reply->deleteLater();
-        return doc;
-    }
-
-    void addFault(const QJsonObject& rule) { control("POST", QStringLiteral("/_control/faults"), QJsonDocument(QJsonArray{rule}).toJson()); }
+    QJsonDocument control(const QByteArray& verb, const QString& path, const QByteArray& body = {}) { return m_server.control(verb, path, body); }
+    void addFault(const QJsonObject& rule) { m_server.addFaults(QJsonArray{rule}); }
 
     // One fault on the next CDN request for a blob: the action's kind and its parameters.
     void cdnFault(const QString& kind, QJsonObject action = {}, const QString& method = QStringLiteral("*"))
@@ -72,7 +55,7 @@ private:
             {QStringLiteral("method"), method}, {QStringLiteral("times"), 1}, {QStringLiteral("action"), action}});
     }
 
-    QJsonArray requestLog() { return control("GET", QStringLiteral("/_control/log")).array(); }
+    QJsonArray requestLog() { return m_server.requestLog(); }
 
     HubClientOptions options(std::optional<std::string> token = std::nullopt)
     {
@@ -110,30 +93,17 @@ private slots:
     void initTestCase()
     {
         QVERIFY(m_work.isValid());
-        const QString spec = m_work.filePath(QStringLiteral("spec.json"));
-        QCOMPARE(QProcess::execute(python(), {source("tests/hub/specs.py"), spec}), 0);
-        QFile specFile(spec);
-        QVERIFY(specFile.open(QIODevice::ReadOnly));
-        m_spec = QJsonDocument::fromJson(specFile.readAll()).object();
-        const QString ready = m_work.filePath(QStringLiteral("ready.json"));
-        m_server.setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        m_server.start(python(), {source("tests/hub/hubserver.py"), QStringLiteral("--repos"), spec, QStringLiteral("--ready-file"),
-                                     ready, QStringLiteral("--page-size"), QStringLiteral("7")});
-        QVERIFY(m_server.waitForStarted());
-        QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(ready), 30000);
-        QFile readyFile(ready);
-        QVERIFY(readyFile.open(QIODevice::ReadOnly));
-        const auto urls = QJsonDocument::fromJson(readyFile.readAll()).object();
-        m_hub = urls.value(QStringLiteral("hub")).toString();
-        m_cdn = urls.value(QStringLiteral("cdn")).toString();
+        QString error;
+        QVERIFY2(m_server.start(m_work.path(), {QStringLiteral("--page-size"), QStringLiteral("7")}, &error), qPrintable(error));
+        m_hub = m_server.hubUrl();
+        m_cdn = m_server.cdnUrl();
+        m_spec = m_server.spec();
         QVERIFY(!m_hub.isEmpty() && !m_cdn.isEmpty());
     }
 
     void cleanupTestCase()
     {
-        m_server.terminate();
-        if (!m_server.waitForFinished(5000))
-            m_server.kill();
+        m_server.stop();
     }
 
     void init()

@@ -10,6 +10,7 @@
 #include "ui/pages/modelspage.h"
 #include "ui/pages/settingspage.h"
 #include "ui/theme.h"
+#include "tests/hub/testhub.h"
 
 #include <QApplication>
 #include <QDir>
@@ -42,11 +43,6 @@ using State = DownloadTask::State;
 
 namespace {
 
-QString source(const char* relative)
-{
-    return qEnvironmentVariable("VIREO_SOURCE_DIR") + QLatin1Char('/') + QLatin1String(relative);
-}
-
 constexpr const char* kVariant = "ltx-2.3/distilled-fp8";
 
 } // namespace
@@ -55,22 +51,8 @@ class TestDownloadsGui : public QObject {
     Q_OBJECT
 private:
     QTemporaryDir m_work;
-    QProcess m_server;
+    vireo::test::TestHub m_server;
     QString m_hub;
-    QNetworkAccessManager m_net;
-
-    QJsonDocument control(const QByteArray& verb, const QString& path, const QByteArray& body = {})
-    {
-        QNetworkRequest request(QUrl(m_hub + path));
-        request.setHeader(QNetworkRequest::ContentTypeHeader, QStringLiteral("application/json"));
-        QNetworkReply* reply = m_net.sendCustomRequest(request, verb, body);
-        QEventLoop loop;
-        connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);
-        loop.exec();
-        const auto doc = QJsonDocument::fromJson(reply->readAll());
-        reply->deleteLater();
-        return doc;
-    }
 
     // Every CDN transfer throttled until the faults are cleared, so a person (or this test)
     // can act mid-download.
@@ -79,9 +61,9 @@ private:
         const QJsonObject rule{{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
             {QStringLiteral("times"), -1},
             {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("slow")}, {QStringLiteral("bytes_per_second"), bytesPerSecond}}}};
-        control("POST", QStringLiteral("/_control/faults"), QJsonDocument(QJsonArray{rule}).toJson());
+        m_server.addFaults(QJsonArray{rule});
     }
-    void unthrottle() { control("DELETE", QStringLiteral("/_control/faults")); }
+    void unthrottle() { m_server.clearFaults(); }
 
     QString cacheDir() const { return m_work.filePath(QStringLiteral("cache")); }
 
@@ -122,25 +104,15 @@ private slots:
         qputenv("HF_HOME", m_work.filePath(QStringLiteral("hf-home")).toUtf8());
         vireo::ui::applyStudioTheme(*qApp);
 
-        const QString spec = m_work.filePath(QStringLiteral("spec.json"));
-        QCOMPARE(QProcess::execute(qEnvironmentVariable("VIREO_PYTHON"), {source("tests/hub/specs.py"), spec}), 0);
-        const QString ready = m_work.filePath(QStringLiteral("ready.json"));
-        m_server.setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        m_server.start(qEnvironmentVariable("VIREO_PYTHON"), {source("tests/hub/hubserver.py"), QStringLiteral("--repos"), spec,
-                                                                 QStringLiteral("--ready-file"), ready});
-        QVERIFY(m_server.waitForStarted());
-        QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(ready), 30000);
-        QFile readyFile(ready);
-        QVERIFY(readyFile.open(QIODevice::ReadOnly));
-        m_hub = QJsonDocument::fromJson(readyFile.readAll()).object().value(QStringLiteral("hub")).toString();
+        QString error;
+        QVERIFY2(m_server.start(m_work.path(), {}, &error), qPrintable(error));
+        m_hub = m_server.hubUrl();
         QVERIFY(!m_hub.isEmpty());
     }
 
     void cleanupTestCase()
     {
-        m_server.terminate();
-        if (!m_server.waitForFinished(5000))
-            m_server.kill();
+        m_server.stop();
     }
 
     void init()
@@ -334,6 +306,16 @@ private slots:
         const QString token = QStringLiteral("hf_goodtoken000000000000000000000000");
         auto w = openWindow();
         auto* settings = w->settingsPage();
+        // A malformed token is refused with a reason and nothing is stored.
+        settings->tokenEdit()->setText(QStringLiteral("hf_two words"));
+        QTest::mouseClick(settings->saveTokenButton(), Qt::LeftButton);
+        QVERIFY(settings->tokenStatus()->text().contains(QStringLiteral("one word")));
+        QVERIFY(!QFileInfo::exists(w->settings()->tokenFilePath()));
+        // So is an endpoint that is not an http(s) address; the old one stays.
+        const QString endpoint = w->settings()->endpoint();
+        settings->endpointEdit()->setText(QStringLiteral("ftp://mirror.example"));
+        QMetaObject::invokeMethod(settings->endpointEdit(), "editingFinished");
+        QCOMPARE(w->settings()->endpoint(), endpoint);
         settings->tokenEdit()->setText(token);
         QTest::mouseClick(settings->saveTokenButton(), Qt::LeftButton);
         QVERIFY(settings->tokenEdit()->text().isEmpty());

@@ -44,22 +44,6 @@ const Json* object(const Json& j, const char* key)
     return it != j.end() && it->is_object() ? &*it : nullptr;
 }
 
-// Largest N + 1 over names "<prefix>N.<rest>".
-std::int64_t countIndexed(const Ltx2Weights& w, const std::string& prefix)
-{
-    std::int64_t count = 0;
-    for (const auto& [name, t] : w.tensors(Part::AudioVae)) {
-        if (name.rfind(prefix, 0) != 0)
-            continue;
-        const auto rest = name.substr(prefix.size());
-        try {
-            count = std::max<std::int64_t>(count, std::stoll(rest.substr(0, rest.find('.'))) + 1);
-        } catch (const std::exception&) {
-        }
-    }
-    return count;
-}
-
 // F.pad order: (left, right, top, bottom) = (mel before, mel after, time before, time after).
 using Padding = std::array<std::int64_t, 4>;
 
@@ -256,11 +240,11 @@ Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::op
         return mismatch(std::to_string(c.latentChannels) + " latent channels into " + std::to_string(top), "decoder.conv_in.conv.weight", *convIn);
     if (*convOut != std::vector<std::int64_t>{c.outputChannels, c.baseChannels * c.chMult.front(), 3, 3})
         return mismatch(std::to_string(c.outputChannels) + " output channels", "decoder.conv_out.conv.weight", *convOut);
-    if (countIndexed(w, "decoder.up.") != levels)
+    if (w.indexCount(Part::AudioVae, "decoder.up.") != levels)
         return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config says " + std::to_string(levels) + " decoder levels but decoder.up has "
-                + std::to_string(countIndexed(w, "decoder.up.")));
+                + std::to_string(w.indexCount(Part::AudioVae, "decoder.up.")));
     for (std::int64_t level = 0; level < levels; ++level) {
-        const auto blocks = countIndexed(w, "decoder.up." + std::to_string(level) + ".block.");
+        const auto blocks = w.indexCount(Part::AudioVae, "decoder.up." + std::to_string(level) + ".block.");
         if (blocks != c.numResBlocks + 1)
             return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config says " + std::to_string(c.numResBlocks + 1)
                     + " blocks per decoder level but decoder.up." + std::to_string(level) + " has " + std::to_string(blocks));

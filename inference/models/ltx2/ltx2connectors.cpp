@@ -13,20 +13,6 @@ namespace vireo::ltx2 {
 
 namespace {
 
-std::int64_t countBlocks(const Ltx2Weights& w, const std::string& prefix)
-{
-    std::int64_t count = 0;
-    for (const auto& [name, t] : w.tensors(Part::Connectors)) {
-        if (name.rfind(prefix, 0) != 0)
-            continue;
-        try {
-            count = std::max<std::int64_t>(count, std::stoll(name.substr(prefix.size())) + 1);
-        } catch (const std::exception&) {
-        }
-    }
-    return count;
-}
-
 struct Stack {
     struct Block {
         Attention attn;
@@ -76,8 +62,8 @@ Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::
     if (!v20 && !v23)
         return makeError(ErrorCode::NotFound, files + ": the LTX-2 text projection (text_embedding_projection.* / text_proj_in) is missing; "
                 "for a GGUF transformer, add the text projection file that comes with it");
-    const auto videoLayers = countBlocks(w, "video_connector.transformer_blocks.");
-    const auto audioLayers = countBlocks(w, "audio_connector.transformer_blocks.");
+    const auto videoLayers = w.indexCount(Part::Connectors, "video_connector.transformer_blocks.");
+    const auto audioLayers = w.indexCount(Part::Connectors, "audio_connector.transformer_blocks.");
     if (videoLayers == 0 || audioLayers == 0)
         return makeError(ErrorCode::NotFound, files + ": the LTX-2 video/audio embeddings connectors are missing");
     const auto videoGate = w.shape(part, "video_connector.transformer_blocks.0.attn1.to_gate_logits.weight");

@@ -22,22 +22,6 @@ std::string shapeText(const std::vector<std::int64_t>& shape)
     return s + "]";
 }
 
-std::int64_t countBlocks(const Ltx2Weights& w, Part part, const std::string& prefix)
-{
-    std::int64_t count = 0;
-    for (const auto& [name, t] : w.tensors(part)) {
-        if (name.rfind(prefix, 0) != 0)
-            continue;
-        const auto rest = name.substr(prefix.size());
-        const auto dot = rest.find('.');
-        try {
-            count = std::max<std::int64_t>(count, std::stoll(rest.substr(0, dot)) + 1);
-        } catch (const std::exception&) {
-        }
-    }
-    return count;
-}
-
 struct Block {
     Attention attn1, audioAttn1, attn2, audioAttn2, audioToVideo, videoToAudio;
     FeedForward ff, audioFf;
@@ -94,7 +78,7 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
                 "transformer_blocks.0.scale_shift_table)");
     // What the headers say, independent of any config.
     const auto dim = (*projIn)[0], audioDim = (*audioProjIn)[0];
-    const auto layers = countBlocks(w, part, "transformer_blocks.");
+    const auto layers = w.indexCount(part, "transformer_blocks.");
     const bool crossAttnMod = (*table)[0] == 9;
     const bool gated = w.find(part, "transformer_blocks.0.attn1.to_gate_logits.weight") != nullptr;
     const bool audioGated = w.find(part, "transformer_blocks.0.audio_attn1.to_gate_logits.weight") != nullptr;

@@ -232,23 +232,6 @@ std::vector<std::pair<std::string, Shape>> decoderTensors(const VideoVaeConfig& 
     return out;
 }
 
-// Number of indices N stored under `prefix` + "N." (0 when none).
-std::int64_t countIndices(const Ltx2Weights& w, const std::string& prefix)
-{
-    std::int64_t count = 0;
-    for (const auto& [name, t] : w.tensors(Part::VideoVae)) {
-        if (!startsWith(name, prefix))
-            continue;
-        const auto rest = name.substr(prefix.size());
-        const auto dot = rest.find('.');
-        if (dot == 0 || dot == std::string::npos
-            || !std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(dot), [](char ch) { return ch >= '0' && ch <= '9'; }))
-            continue;
-        count = std::max<std::int64_t>(count, std::stoll(rest.substr(0, dot)) + 1);
-    }
-    return count;
-}
-
 Result<void> checkAgainstTensors(const Ltx2Weights& w, const VideoVaeConfig& c, const Plan& p)
 {
     const auto files = w.describeFiles();
@@ -267,16 +250,16 @@ Result<void> checkAgainstTensors(const Ltx2Weights& w, const VideoVaeConfig& c, 
         return makeError(ErrorCode::InvalidFormat, files + ": the video VAE config " + what
                 + "; the config does not describe this checkpoint (give the vae/config.json that came with it)");
     };
-    const auto upBlocks = countIndices(w, "decoder.up_blocks.");
+    const auto upBlocks = w.indexCount(Part::VideoVae, "decoder.up_blocks.");
     if (upBlocks != c.upBlocks())
         return mismatch("has " + std::to_string(c.upBlocks()) + " up blocks but the checkpoint has " + std::to_string(upBlocks)
             + " (decoder.up_blocks.*)");
-    if (const auto mid = countIndices(w, "decoder.mid_block.resnets."); mid != p.midLayers)
+    if (const auto mid = w.indexCount(Part::VideoVae, "decoder.mid_block.resnets."); mid != p.midLayers)
         return mismatch("has " + std::to_string(p.midLayers) + " mid-block resnets but the checkpoint has " + std::to_string(mid)
             + " (decoder.mid_block.resnets.*)");
     for (std::size_t i = 0; i < p.blocks.size(); ++i) {
         const auto prefix = "decoder.up_blocks." + std::to_string(i) + ".resnets.";
-        if (const auto n = countIndices(w, prefix); n != p.blocks[i].layers)
+        if (const auto n = w.indexCount(Part::VideoVae, prefix); n != p.blocks[i].layers)
             return mismatch("has " + std::to_string(p.blocks[i].layers) + " resnets in up block " + std::to_string(i)
                 + " but the checkpoint has " + std::to_string(n) + " (" + prefix + "*)");
     }
@@ -315,14 +298,14 @@ Result<VideoVaeConfig> inferFromShapes(const Ltx2Weights& w)
     c.patchSize = static_cast<std::int64_t>(std::lround(std::sqrt(static_cast<double>(patchArea))));
     if (patchArea * 3 != (*convOut)[0] || c.patchSize * c.patchSize != patchArea)
         return cannot("conv_out's " + std::to_string((*convOut)[0]) + " outputs are not 3 x a square patch");
-    const auto n = countIndices(w, "decoder.up_blocks.");
-    std::vector<std::int64_t> boc, layers{countIndices(w, "decoder.mid_block.resnets.")}, factors;
+    const auto n = w.indexCount(Part::VideoVae, "decoder.up_blocks.");
+    std::vector<std::int64_t> boc, layers{w.indexCount(Part::VideoVae, "decoder.mid_block.resnets.")}, factors;
     std::vector<bool> scaling;
     std::vector<std::string> types;
     std::int64_t channels = (*convIn)[0];
     for (std::int64_t i = 0; i < n; ++i) {
         const auto prefix = "decoder.up_blocks." + std::to_string(i) + ".";
-        const auto resnets = countIndices(w, prefix + "resnets.");
+        const auto resnets = w.indexCount(Part::VideoVae, prefix + "resnets.");
         const auto res0 = shape(prefix + "resnets.0.conv1.conv.weight");
         const auto up = shape(prefix + "upsamplers.0.conv.conv.weight");
         if (resnets == 0 || !res0 || res0->size() != 5)

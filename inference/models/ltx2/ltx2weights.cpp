@@ -303,6 +303,22 @@ const std::map<std::string, SourceTensor>& Ltx2Weights::tensors(Part part) const
     return m_parts[static_cast<int>(part)];
 }
 
+std::int64_t Ltx2Weights::indexCount(Part part, const std::string& prefix) const
+{
+    std::int64_t count = 0;
+    for (const auto& [name, t] : tensors(part)) {
+        if (!startsWith(name, prefix))
+            continue;
+        const auto rest = std::string_view(name).substr(prefix.size());
+        const auto dot = rest.find('.');
+        if (dot == 0 || dot == std::string_view::npos
+            || !std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(dot), [](char ch) { return ch >= '0' && ch <= '9'; }))
+            continue;
+        count = std::max<std::int64_t>(count, std::stoll(std::string(rest.substr(0, dot))) + 1);
+    }
+    return count;
+}
+
 std::optional<std::string> Ltx2Weights::diffusersConfig(Part part) const
 {
     const std::string component = partComponent(part);

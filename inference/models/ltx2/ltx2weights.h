@@ -58,6 +58,8 @@ public:
     const SourceTensor* find(Part part, const std::string& name) const;
     std::optional<std::vector<std::int64_t>> shape(Part part, const std::string& name) const;
     const std::map<std::string, SourceTensor>& tensors(Part part) const;
+    // Largest N + 1 over names "<prefix>N.<rest>" of a part (0 when none): block counts.
+    std::int64_t indexCount(Part part, const std::string& prefix) const;
     // Keys that belong to no LTX-2 component: they fail every load.
     const std::vector<std::string>& unknown() const { return m_unknown; }
 
