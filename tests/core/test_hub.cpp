@@ -28,6 +28,18 @@ namespace {
 
 const char* kGoodToken = "hf_goodtoken000000000000000000000000";
 
+// A failed QVERIFY returns early; the runner thread must still be stopped and joined, or
+// std::thread's destructor aborts the whole test binary.
+auto joinOnExit(PlanDownload& download, std::thread& runner)
+{
+    return qScopeGuard([&download, &runner] {
+        if (runner.joinable()) {
+            download.cancelAll();
+            runner.join();
+        }
+    });
+}
+
 QString python()
 {
     return vireo::test::TestHub::python();
@@ -79,6 +91,15 @@ private:
                 total += o.value(QStringLiteral("bytes_sent")).toInteger();
         }
         return total;
+    }
+
+    // Headroom is the preflight's business (preflightRefusesBeforeAnyByteMoves); these tests
+    // move a few MB and must not depend on how full the machine's disk happens to be.
+    static DownloadOptions small()
+    {
+        DownloadOptions o;
+        o.headroomBytes = 16ull << 20;
+        return o;
     }
 
     FilePlan planFor(const HubClient& client, const HfCache& cache, const std::string& repo, PlanRule rule = {})
@@ -160,7 +181,7 @@ private slots:
         std::uint64_t lastPlanBytes = 0;
         bool monotonic = true;
         std::mutex m;
-        PlanDownload download(client, cache, plan, {}, [&](const FileStatus& f, const PlanStatus& p) {
+        PlanDownload download(client, cache, plan, small(), [&](const FileStatus& f, const PlanStatus& p) {
             std::lock_guard lock(m);
             seen.push_back(f);
             monotonic = monotonic && p.bytesDone >= lastPlanBytes && p.bytesDone <= p.totalBytes;
@@ -200,7 +221,7 @@ private slots:
         control("DELETE", QStringLiteral("/_control/log"));
         auto again = planFor(client, cache, "tiny/plain");
         QCOMPARE(again.presentBytes(), again.totalBytes());
-        PlanDownload second(client, cache, again);
+        PlanDownload second(client, cache, again, small());
         QVERIFY(second.run().ok());
         for (const auto& e : requestLog())
             QVERIFY2(!e.toObject().value(QStringLiteral("path")).toString().contains(QStringLiteral("/resolve/")),
@@ -246,7 +267,7 @@ private slots:
             std::lock_guard lock(m);
             retries += f.state == FileState::Retrying;
         };
-        PlanDownload download(client, cache, plan, {}, counter);
+        PlanDownload download(client, cache, plan, small(), counter);
         auto r = download.run();
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
         QVERIFY2(retries >= 1, QJsonDocument(requestLog()).toJson().constData());
@@ -257,7 +278,7 @@ private slots:
         HfCache cache2(secondCache.path().toStdString());
         control("DELETE", QStringLiteral("/_control/log"));
         cdnFault(QStringLiteral("drop"), QJsonObject{{QStringLiteral("after_bytes"), 1500000}}, QStringLiteral("GET"));
-        PlanDownload again(client, cache2, planFor(client, cache2, "tiny/plain", rule), {}, counter);
+        PlanDownload again(client, cache2, planFor(client, cache2, "tiny/plain", rule), small(), counter);
         QVERIFY(again.run().ok());
         QVERIFY(cache2.hasFile("tiny/plain", plan.commit, file));
         QStringList ranges;
@@ -281,7 +302,7 @@ private slots:
         cdnFault(QStringLiteral("retry_after"), QJsonObject{{QStringLiteral("status"), 429},
                                            {QStringLiteral("seconds"), 1}});
         cdnFault(QStringLiteral("expire"));
-        PlanDownload download(client, cache, plan);
+        PlanDownload download(client, cache, plan, small());
         auto r = download.run();
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
         QVERIFY(cache.hasFile("tiny/plain", plan.commit, plan.files.front().file));
@@ -296,7 +317,7 @@ private slots:
         rule.include = {"small.safetensors"};
         auto plan = planFor(client, cache, "tiny/plain", rule);
         cdnFault(QStringLiteral("corrupt"), QJsonObject{{QStringLiteral("offset"), 1234}});
-        PlanDownload download(client, cache, plan);
+        PlanDownload download(client, cache, plan, small());
         auto r = download.run();
         QVERIFY(!r.ok());
         QCOMPARE(r.error().kind, HubErrorKind::Integrity);
@@ -305,7 +326,7 @@ private slots:
         QVERIFY(!cache.hasBlob("tiny/plain", file));
         QVERIFY(!cache.hasFile("tiny/plain", plan.commit, file));
         // Repair: a new run fetches it again and succeeds.
-        PlanDownload repair(client, cache, planFor(client, cache, "tiny/plain", rule));
+        PlanDownload repair(client, cache, planFor(client, cache, "tiny/plain", rule), small());
         QVERIFY(repair.run().ok());
         QVERIFY(cache.hasFile("tiny/plain", plan.commit, file));
     }
@@ -320,12 +341,13 @@ private slots:
         auto plan = planFor(client, cache, "tiny/plain", rule);
         const auto& file = plan.files.front().file;
         cdnFault(QStringLiteral("slow"), QJsonObject{{QStringLiteral("bytes_per_second"), 400000}});
-        PlanDownload download(client, cache, plan, {}, {});
+        PlanDownload download(client, cache, plan, small(), {});
         bool cancelledCleanly = false;
         std::thread runner([&] {
             auto r = download.run();
             cancelledCleanly = !r.ok() && r.error().kind == HubErrorKind::Cancelled;
         });
+        const auto joinRunner = joinOnExit(download, runner);
         QTRY_VERIFY_WITH_TIMEOUT(download.fileStatuses().front().bytesDone > 200000, 20000);
         download.cancelAll();
         runner.join();
@@ -339,7 +361,7 @@ private slots:
         auto resumed = planFor(client, cache, "tiny/plain", rule);
         QCOMPARE(resumed.files.front().partialBytes, static_cast<std::uint64_t>(kept));
         control("DELETE", QStringLiteral("/_control/log"));
-        PlanDownload second(client, cache, resumed);
+        PlanDownload second(client, cache, resumed, small());
         QVERIFY(second.run().ok());
         QCOMPARE(cdnBytesFor(file.sha256), static_cast<qint64>(file.size) - kept);
         QVERIFY(cache.hasFile("tiny/plain", resumed.commit, file));
@@ -357,7 +379,7 @@ private slots:
                                            {QStringLiteral("seconds"), 60}});
         std::string retryReason;
         std::mutex m;
-        PlanDownload download(client, cache, plan, {}, [&](const FileStatus& f, const PlanStatus&) {
+        PlanDownload download(client, cache, plan, small(), [&](const FileStatus& f, const PlanStatus&) {
             std::lock_guard lock(m);
             if (f.state == FileState::Retrying)
                 retryReason = f.message;
@@ -395,6 +417,7 @@ private slots:
         PlanDownload download(client, cache, plan, noHeadroom);
         HubResult<void> result;
         std::thread runner([&] { result = download.run(); });
+        const auto joinRunner = joinOnExit(download, runner);
         QTRY_VERIFY_WITH_TIMEOUT(download.fileStatuses().front().bytesDone > 400000, 20000);
         // Another program fills the disk while the download runs.
         QFile filler(mountPoint.filePath(QStringLiteral("filler")));
@@ -430,7 +453,7 @@ private slots:
         PlanRule large;
         large.include = {"large.safetensors"};
         auto plan = planFor(client, cache, "tiny/plain", large);
-        QVERIFY(PlanDownload(client, cache, plan).run().ok());
+        QVERIFY(PlanDownload(client, cache, plan, small()).run().ok());
         QStringList ranges;
         for (const auto& e : requestLog())
             if (e.toObject().value(QStringLiteral("server")).toString() == QStringLiteral("cdn"))
@@ -444,7 +467,7 @@ private slots:
         both.include = {"*.safetensors"};
         auto second = planFor(client, cache, "tiny/plain", both);
         QCOMPARE(second.files.size(), std::size_t{2});
-        QVERIFY(PlanDownload(client, cache, second).run().ok());
+        QVERIFY(PlanDownload(client, cache, second, small()).run().ok());
         const auto& largeFile = plan.files.front().file;
         QCOMPARE(cdnBytesFor(largeFile.sha256), qint64{0});
     }
@@ -459,9 +482,10 @@ private slots:
         auto plan = planFor(client, cache, "tiny/plain", rule);
         cdnFault(QStringLiteral("retry_after"), QJsonObject{{QStringLiteral("status"), 429},
                                            {QStringLiteral("seconds"), 120}});
-        PlanDownload download(client, cache, plan);
+        PlanDownload download(client, cache, plan, small());
         HubResult<void> result;
         std::thread runner([&] { result = download.run(); });
+        const auto joinRunner = joinOnExit(download, runner);
         QTRY_VERIFY_WITH_TIMEOUT(download.fileStatuses().front().state == FileState::Retrying, 20000);
         QElapsedTimer timer;
         timer.start();
@@ -487,7 +511,7 @@ private slots:
         HubClient good(options(kGoodToken));
         auto plan = makePlan(good, cache, "gated/model", "main", {});
         QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
-        QVERIFY(PlanDownload(good, cache, *plan).run().ok());
+        QVERIFY(PlanDownload(good, cache, *plan, small()).run().ok());
         for (const auto& e : requestLog()) {
             const auto o = e.toObject();
             if (o.value(QStringLiteral("server")).toString() == QStringLiteral("cdn"))

@@ -122,6 +122,8 @@ private slots:
         QSettings().setValue(QStringLiteral("hub/cacheDir"), cacheDir());
         QSettings().setValue(QStringLiteral("hub/endpoint"), m_hub);
         QSettings().setValue(QStringLiteral("hub/parallelDownloads"), 2);
+        // The default 2 GiB margin would make these tests depend on the machine's free space.
+        QSettings().setValue(QStringLiteral("hub/headroomBytes"), quint64(16) << 20);
         vireo::core::StudioSettings().setToken(QString());
     }
 
