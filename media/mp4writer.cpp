@@ -8,7 +8,10 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <unistd.h>
 #include <vector>
 
@@ -39,15 +42,15 @@ struct Mp4Writer::Impl {
     AVFrame* audioFrame = nullptr;
     AVAudioFifo* fifo = nullptr;
     AVPacket* packet = nullptr;
+    std::vector<std::uint8_t> padded;  // one RGB frame plus FFmpeg's input padding
     std::int64_t frames = 0;
     std::int64_t audioSamples = 0;
-    bool headerWritten = false;
     bool finished = false;
 
     ~Impl()
     {
-        if (format && headerWritten && !finished)
-            av_write_trailer(format);
+        // No trailer for an abandoned file: it is deleted below, and after a failed finish()
+        // the muxer's state is not safe to write again (avformat_free_context deinits it).
         if (format && !(format->oformat->flags & AVFMT_NOFILE))
             avio_closep(&format->pb);
         avformat_free_context(format);
@@ -217,7 +220,6 @@ Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& 
     av_dict_free(&muxOpts);
     if (r < 0)
         return impl->fail("cannot write the MP4 header", r);
-    impl->headerWritten = true;
     return std::unique_ptr<Mp4Writer>(new Mp4Writer(std::move(impl)));
 }
 
@@ -228,8 +230,14 @@ Result<void> Mp4Writer::writeFrame(const std::uint8_t* rgb, std::int64_t strideB
         return makeError(ErrorCode::InvalidArgument, m.path.string() + ": the file is already finished");
     if (int r = av_frame_make_writable(m.videoFrame); r < 0)
         return m.fail("video buffer", r);
-    const std::uint8_t* src[1] = {rgb};
-    const int stride[1] = {static_cast<int>(strideBytes)};
+    // swscale's SIMD reads up to a vector past the last pixel (valgrind sees it); the caller's
+    // buffer ends exactly at the frame, so the rows go through a padded copy.
+    const auto rowBytes = static_cast<std::size_t>(m.videoSpec.width) * 3;
+    m.padded.resize(rowBytes * static_cast<std::size_t>(m.videoSpec.height) + AV_INPUT_BUFFER_PADDING_SIZE);
+    for (int y = 0; y < m.videoSpec.height; ++y)
+        std::memcpy(m.padded.data() + rowBytes * static_cast<std::size_t>(y), rgb + strideBytes * y, rowBytes);
+    const std::uint8_t* src[1] = {m.padded.data()};
+    const int stride[1] = {static_cast<int>(rowBytes)};
     sws_scale(m.sws, src, stride, 0, m.videoSpec.height, m.videoFrame->data, m.videoFrame->linesize);
     m.videoFrame->pts = m.frames++;
     return m.encode(m.video, m.videoStream, m.videoFrame);
@@ -264,8 +272,17 @@ Result<void> Mp4Writer::finish()
     }
     if (int r = av_write_trailer(m.format); r < 0)
         return m.fail("cannot finish the MP4", r);
-    avio_closep(&m.format->pb);
-    m.headerWritten = false;
+    // The last buffered bytes reach the file on close; a full disk can surface only here.
+    if (int r = avio_closep(&m.format->pb); r < 0)
+        return m.fail("cannot finish the MP4", r);
+    // On disk before it takes the final name, so a crash never leaves an empty "finished" video.
+    if (int fd = ::open(m.tmp.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+        const int synced = ::fsync(fd);
+        const int err = errno;
+        ::close(fd);
+        if (synced != 0)
+            return m.fail("cannot finish the MP4", AVERROR(err));
+    }
     if (::access(m.path.c_str(), F_OK) == 0)
         return makeError(ErrorCode::InvalidArgument, m.path.string() + ": a file appeared under this name while writing; the video is kept as " + m.tmp.string());
     if (std::rename(m.tmp.c_str(), m.path.c_str()) != 0)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs the whole test suite: the main build
-# (with CUDA kernels compiled when nvcc is present), then the file readers and the CPU
-# dequantization kernels again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# (with CUDA kernels compiled when nvcc is present), then the file readers, the CPU
+# dequantization kernels, the model ports and the MP4 writer again under AddressSanitizer
+# and UndefinedBehaviorSanitizer.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${VIREO_TEST_JOBS:-2}
@@ -11,5 +12,5 @@ JOBS=${VIREO_TEST_JOBS:-2}
 ctest --test-dir "$ROOT/build" --output-on-failure -j "$JOBS" -LE gpu
 
 VIREO_CMAKE_ARGS="-DVIREO_GUI=OFF -DVIREO_CUDA=OFF -DVIREO_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" \
-  "$ROOT/scripts/bootstrap.sh" "$ROOT/build-asan" -- test_tensorfiles test_badcorpus test_inspect test_quant test_fp8dequant test_ltx2dit test_gemma3
+  "$ROOT/scripts/bootstrap.sh" "$ROOT/build-asan" -- test_tensorfiles test_badcorpus test_inspect test_quant test_fp8dequant test_ltx2dit test_gemma3 test_mp4writer
 ctest --test-dir "$ROOT/build-asan" --output-on-failure -j "$JOBS" -L asan

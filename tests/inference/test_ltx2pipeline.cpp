@@ -182,4 +182,28 @@ VT_TEST(cancelStopsWithinAStepAndBadRequestsAreErrors)
     VT_CHECK(bytes.count("transformer") && bytes.at("transformer") > 0 && !bytes.count("text_encoder"));
 }
 
+// A stop inside a decode phase ends that phase at its next block or tile, not after the
+// remaining phases: nothing after it reports progress, and the pipeline stays usable.
+VT_TEST(cancelDuringEachDecodePhaseStopsThere)
+{
+    auto run = tensorfile::readTensorSet(dir("23") / "run_distilled.safetensors");
+    VT_CHECK(run.ok());
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    for (const auto phase : {pipelines::Ltx2Phase::DecodeVideo, pipelines::Ltx2Phase::DecodeAudio, pipelines::Ltx2Phase::Vocoder}) {
+        std::stop_source stop;
+        std::vector<pipelines::Ltx2Phase> afterStop;
+        auto out = pipeline->generate(requestFrom(*run), [&](const pipelines::Ltx2Progress& p) {
+            if (stop.stop_requested())
+                afterStop.push_back(p.phase);
+            else if (p.phase == phase && p.done == 0)
+                stop.request_stop();
+        }, stop.get_token());
+        VT_CHECK_MSG(!out.ok() && out.error().code == ErrorCode::Cancelled, pipelines::phaseName(phase));
+        for (const auto later : afterStop)
+            VT_CHECK_MSG(later == phase, pipelines::phaseName(phase) << " was stopped, yet " << pipelines::phaseName(later) << " ran");
+    }
+    VT_CHECK(pipeline->generate(requestFrom(*run)).ok());
+}
+
 VT_MAIN("TestLtx2Pipeline")

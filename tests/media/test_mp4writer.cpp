@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <random>
 #include <string>
+#include <sys/mount.h>
 #include <unistd.h>
 #include <vector>
 
@@ -123,6 +125,38 @@ VT_TEST(existingFilesAreNeverOverwrittenAndFailuresLeaveNothing)
 
     auto odd = media::Mp4Writer::open(path, {65, 64, 24.0}, std::nullopt, {});
     VT_CHECK(!odd.ok() && odd.error().message.find("even") != std::string::npos);
+}
+
+// A real full disk (a 256 KiB tmpfs; the test runs as root, as CI does): the error names the
+// file and the cause, and neither a truncated video nor the temporary is left behind.
+VT_TEST(aFullDiskIsAnErrorAndLeavesNothing)
+{
+    char mountPoint[] = "/tmp/vireo_mp4_full_XXXXXX";
+    VT_CHECK(::mkdtemp(mountPoint) != nullptr);
+    VT_CHECK_MSG(::mount("tmpfs", mountPoint, "tmpfs", 0, "size=256k") == 0,
+        "cannot mount a tmpfs for the disk-full test (needs root, as the CI machine has)");
+    const std::string path = std::string(mountPoint) + "/clip.mp4";
+    {
+        auto open = media::Mp4Writer::open(path, {256, 256, 24.0, 0, "ultrafast"}, media::AudioStreamSpec{}, {});
+        VT_CHECK(open.ok());
+        // Noise does not compress: a few frames are more than the volume holds.
+        std::mt19937 random(7);
+        std::vector<std::uint8_t> rgb(256 * 256 * 3);
+        Result<void> result;
+        for (int f = 0; f < 48 && result.ok(); ++f) {
+            for (auto& b : rgb)
+                b = static_cast<std::uint8_t>(random());
+            result = (*open)->writeFrame(rgb.data(), 256 * 3);
+        }
+        if (result.ok())
+            result = (*open)->finish();
+        VT_CHECK_MSG(!result.ok(), "a video larger than the volume was reported as written");
+        const auto& m = result.error().message;
+        VT_CHECK_MSG(m.find(path) != std::string::npos && m.find("No space left") != std::string::npos, m);
+    }
+    VT_CHECK(::access(path.c_str(), F_OK) != 0);
+    VT_CHECK(::umount(mountPoint) == 0);  // fails if anything was left open
+    ::rmdir(mountPoint);
 }
 
 VT_MAIN("TestMp4Writer")
