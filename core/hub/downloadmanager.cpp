@@ -30,6 +30,21 @@ DownloadManager::DownloadManager(core::StudioSettings* settings, catalog::Catalo
     : QObject(parent), m_settings(settings), m_catalog(std::move(catalog))
 {
     restore();
+    // Settings take effect without a restart: the next plan or run of every task uses them.
+    connect(m_settings, &core::StudioSettings::changed, this, [this] {
+        const auto client = std::make_shared<const HubClient>(m_settings->hubClientOptions());
+        const auto folder = cache();
+        for (auto* t : m_tasks)
+            t->reconfigure(client, folder, downloadOptions());
+    });
+}
+
+DownloadOptions DownloadManager::downloadOptions() const
+{
+    DownloadOptions options;
+    options.parallelFiles = m_settings->parallelDownloads();
+    options.headroomBytes = m_settings->headroomBytes();
+    return options;
 }
 
 DownloadManager::~DownloadManager()
@@ -57,11 +72,8 @@ DownloadTask* DownloadManager::addTask(TaskSpec spec)
 {
     if (auto* existing = task(spec.key))
         return existing;
-    DownloadOptions options;
-    options.parallelFiles = m_settings->parallelDownloads();
-    options.headroomBytes = m_settings->headroomBytes();
     auto client = std::make_shared<const HubClient>(m_settings->hubClientOptions());
-    auto* t = new DownloadTask(std::move(spec), client, cache(), options, this);
+    auto* t = new DownloadTask(std::move(spec), client, cache(), downloadOptions(), this);
     m_tasks.append(t);
     connect(t, &DownloadTask::stateChanged, this, [this, t](DownloadTask::State state) {
         if (state == DownloadTask::State::Done)

@@ -63,6 +63,7 @@ private:
     void rememberReady(const DownloadTask& task) const;
     bool manifestPresent(const QString& key) const;
     std::shared_ptr<const HfCache> cache() const;
+    DownloadOptions downloadOptions() const;
 
     core::StudioSettings* m_settings;
     catalog::Catalog m_catalog;

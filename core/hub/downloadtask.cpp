@@ -6,6 +6,7 @@
 #include <QPointer>
 
 #include <algorithm>
+#include <utility>
 
 namespace vireo::hub {
 
@@ -119,6 +120,21 @@ void DownloadTask::join()
         m_worker.join();
 }
 
+void DownloadTask::reconfigure(std::shared_ptr<const HubClient> client, std::shared_ptr<const HfCache> cache,
+                               DownloadOptions options)
+{
+    const bool cacheMoved = cache->root() != m_cache->root();
+    m_client = std::move(client);
+    m_cache = std::move(cache);
+    m_options = options;
+    if (!cacheMoved || m_state == State::Idle)
+        return;
+    if (busy())
+        m_replanAfterRun = true;
+    else
+        plan();
+}
+
 void DownloadTask::setState(State state, const QString& message, HubErrorKind kind)
 {
     m_state = state;
@@ -187,6 +203,11 @@ void DownloadTask::plan()
         auto verdict = hub::preflight(merged, *cache, headroom);
         QMetaObject::invokeMethod(this, [this, plans = std::move(plans), verdict, error, failed]() mutable {
             join();
+            if (std::exchange(m_replanAfterRun, false)) {
+                m_state = State::Idle;  // not shown: the plan against the new folder follows at once
+                plan();
+                return;
+            }
             if (failed) {
                 setState(State::PlanFailed, QString::fromStdString(error.message), error.kind);
                 return;
@@ -236,6 +257,7 @@ void DownloadTask::start()
             emit rowChanged(static_cast<int>(i));
         }
     m_reportedDone = totals().bytesDone;
+    m_runCache = m_cache;
     setState(State::Downloading);
     m_worker = std::thread([this, plans = m_plans, client = m_client, cache = m_cache, options = m_options]() mutable {
         // Sources download side by side (a transformer repo and a text-encoder repo need not
@@ -320,7 +342,7 @@ void DownloadTask::finishRun(const QString& failure, bool cancelled)
 {
     join();
     for (auto& p : m_plans)
-        refreshPresence(p, *m_cache);
+        refreshPresence(p, *m_runCache);
     // Present files are done whatever the last report said.
     std::size_t i = 0;
     for (std::size_t s = 0; s < m_plans.size(); ++s)
@@ -341,6 +363,8 @@ void DownloadTask::finishRun(const QString& failure, bool cancelled)
         setState(State::Cancelled, tr("Cancelled; the bytes already downloaded are kept and the download resumes from them"));
     else
         setState(State::Failed, tr("Some files are still missing"));
+    if (std::exchange(m_replanAfterRun, false))
+        plan();
 }
 
 void DownloadTask::cancelAll()

@@ -73,6 +73,10 @@ public:
     void start();
     void cancelAll();
     void cancelFile(int row);
+    // New settings (endpoint, token, cache folder, parallelism, headroom) for the next plan
+    // or run; a run in progress keeps what it started with. A different cache folder makes
+    // the plan stale, so the task plans again (now, or when its run ends).
+    void reconfigure(std::shared_ptr<const HubClient> client, std::shared_ptr<const HfCache> cache, DownloadOptions options);
 
 signals:
     void stateChanged(vireo::hub::DownloadTask::State state);
@@ -90,7 +94,9 @@ private:
     TaskSpec m_spec;
     std::shared_ptr<const HubClient> m_client;
     std::shared_ptr<const HfCache> m_cache;
+    std::shared_ptr<const HfCache> m_runCache;  // the cache the current run writes into
     DownloadOptions m_options;
+    bool m_replanAfterRun = false;
     State m_state = State::Idle;
     QString m_message;
     HubErrorKind m_errorKind = HubErrorKind::Network;

@@ -293,7 +293,10 @@ HubError HubClient::errorFor(const Response& r, const std::string& what) const
     const auto code = errorCode(r);
     if (r.status == 0)
         return {HubErrorKind::Network, 0, what + ": cannot reach " + m_options.endpoint + " (" + r.curlError
-                + "); check the connection or the proxy settings"};
+                + (m_options.endpoint == HubClientOptions{}.endpoint
+                          ? "); check the connection or the proxy settings"
+                          // A mirror or a typo is the likelier cause than the network.
+                          : "); check the Hub endpoint in Settings (or HF_ENDPOINT), the connection and the proxy")};
     if (code == "GatedRepo")
         return m_options.token
             ? HubError{HubErrorKind::GatedNoAccess, static_cast<int>(r.status),

@@ -303,6 +303,55 @@ private slots:
         QCOMPARE(w->downloadsPage()->startButton()->text(), QStringLiteral("Try again"));
     }
 
+    void anUnreachableHubSaysSoAndTryAgainRecovers()
+    {
+        QSettings().setValue(QStringLiteral("hub/endpoint"), QStringLiteral("http://127.0.0.1:9"));  // nothing listens
+        auto w = openWindow();
+        auto* task = planVariant(*w, QStringLiteral("ltx-2.3/dev-bf16"));
+        QVERIFY(task);
+        QCOMPARE(task->state(), State::PlanFailed);
+        auto* page = w->downloadsPage();
+        QCOMPARE(page->currentTask(), task);
+        QVERIFY(page->taskError()->isVisible());
+        const auto message = page->taskError()->text();
+        qInfo("%s", qPrintable(message));
+        QVERIFY2(message.contains(QStringLiteral("127.0.0.1:9")) && message.contains(QStringLiteral("Settings")), qPrintable(message));
+        QCOMPARE(page->startButton()->text(), QStringLiteral("Try again"));
+        QVERIFY(page->startButton()->isEnabled());
+
+        // The endpoint fixed in Settings applies to the next try, without a restart.
+        w->settings()->setEndpoint(m_hub);
+        QTest::mouseClick(page->startButton(), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!task->busy() && task->state() != State::PlanFailed, 30000);
+        QCOMPARE(task->state(), State::Planned);
+        QVERIFY(!page->taskError()->isVisible());
+        QVERIFY(page->fileTable()->topLevelItemCount() > 0);
+    }
+
+    // What is "present" depends on the folder: a plan made against another one must not keep
+    // saying Done.
+    void anotherCacheFolderPlansAgain()
+    {
+        const QString second = m_work.filePath(QStringLiteral("second-cache"));
+        QDir(second).removeRecursively();
+        QDir(cacheDir()).removeRecursively();
+        auto w = openWindow();
+        w->settings()->setCacheFolder(second);
+        auto* task = planVariant(*w, QString::fromLatin1(kVariant));
+        QVERIFY(task);
+        QCOMPARE(task->state(), State::Planned);
+        task->start();
+        QTRY_COMPARE_WITH_TIMEOUT(task->state(), State::Done, 60000);
+
+        w->settings()->setCacheFolder(cacheDir());
+        QTRY_VERIFY_WITH_TIMEOUT(!task->busy() && task->state() != State::Done, 30000);
+        QCOMPARE(task->state(), State::Planned);
+        QCOMPARE(task->totals().presentBytes, std::uint64_t{0});
+
+        w->settings()->setCacheFolder(second);
+        QTRY_COMPARE_WITH_TIMEOUT(task->state(), State::Done, 30000);
+    }
+
     void theTokenIsPrivateAndNeverShownInFull()
     {
         const QString token = QStringLiteral("hf_goodtoken000000000000000000000000");
