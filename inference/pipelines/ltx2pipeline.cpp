@@ -391,12 +391,22 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     }
     decodeOptions.onProgress = [&](std::int64_t done, std::int64_t total) { report(Ltx2Phase::DecodeVideo, done, total); };
     report(Ltx2Phase::DecodeVideo, 0, 1);
-    out.video = take(videoDecoder->decode(unpacked.to(dtype), decodeOptions)).to(at::kFloat);
-    // The reference's postprocessing, (v / 2 + 0.5) clamped, x 255, rounded, in that order so
-    // the bytes agree; done in place on one channels-last copy to spare full-video temporaries.
-    auto frames = out.video[0].permute({1, 2, 3, 0}).contiguous();
-    frames.div_(2).add_(0.5).clamp_(0, 1).mul_(255).round_();
-    out.frames = frames.to(at::kByte).cpu();
+    auto decoded = take(videoDecoder->decode(unpacked.to(dtype), decodeOptions));  // [1, 3, F, H, W]
+    // The reference's postprocessing in float32, (v / 2 + 0.5) clamped, x 255, rounded, in that
+    // order so the bytes agree; a few frames at a time, so a float copy of the whole video never
+    // exists next to the decoder's output.
+    const auto frameCount = decoded.size(2);
+    out.frames = at::empty({frameCount, decoded.size(3), decoded.size(4), 3}, at::TensorOptions().dtype(at::kByte));
+    constexpr std::int64_t kFramesPerChunk = 8;
+    for (std::int64_t f = 0; f < frameCount; f += kFramesPerChunk) {
+        const auto n = std::min(kFramesPerChunk, frameCount - f);
+        auto chunk = decoded[0].narrow(1, f, n).permute({1, 2, 3, 0}).to(at::kFloat).contiguous();
+        chunk.div_(2).add_(0.5).clamp_(0, 1).mul_(255).round_();
+        out.frames.narrow(0, f, n).copy_(chunk.to(at::kByte));
+    }
+    if (req.keepDecodedVideo)
+        out.video = decoded.to(at::kFloat);
+    decoded = at::Tensor();
     out.fps = req.fps;
     timed("decode video", start);
     checkStop();

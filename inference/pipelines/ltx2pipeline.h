@@ -54,6 +54,9 @@ struct Ltx2Request {
     std::int64_t maxSequenceLength = 1024;
     // Start states instead of seeded noise (packed, normalized: [1, tokens, channels]).
     std::optional<at::Tensor> videoNoise, audioNoise;
+    // Keep the video decoder's float output in Ltx2Output::video (for checks against a
+    // reference). Off by default: at 121 x 704 x 1280 it is 1.3 GB.
+    bool keepDecodedVideo = false;
 };
 
 enum class Ltx2Phase { LoadText, Encode, LoadTransformer, Denoise, DecodeVideo, DecodeAudio, Vocoder };
@@ -70,7 +73,8 @@ struct Ltx2Output {
     int sampleRate = 0;
     double fps = 24.0;
     std::vector<double> sigmas;
-    // For checking against a reference: the final packed latents and the decoder outputs.
+    // For checking against a reference: the final packed latents, the decoded video (when the
+    // request keeps it), the mel spectrogram and the vocoder's untrimmed waveform.
     at::Tensor finalVideoLatents, finalAudioLatents, video, mel, rawWaveform;
     std::map<std::string, double> secondsPerPhase;
 };

@@ -65,6 +65,7 @@ pipelines::Ltx2Request requestFrom(const tensorfile::TensorSet& run)
     r.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
     r.videoNoise = *run.find("init_video_latents");
     r.audioNoise = *run.find("init_audio_latents");
+    r.keepDecodedVideo = true;
     return r;
 }
 
@@ -203,7 +204,14 @@ VT_TEST(cancelDuringEachDecodePhaseStopsThere)
         for (const auto later : afterStop)
             VT_CHECK_MSG(later == phase, pipelines::phaseName(phase) << " was stopped, yet " << pipelines::phaseName(later) << " ran");
     }
-    VT_CHECK(pipeline->generate(requestFrom(*run)).ok());
+    const auto kept = pipeline->generate(requestFrom(*run));
+    VT_CHECK(kept.ok() && kept->video.defined());
+    // Without keepDecodedVideo the float video is not held, and the frames are the same.
+    auto request = requestFrom(*run);
+    request.keepDecodedVideo = false;
+    const auto lean = pipeline->generate(request);
+    VT_CHECK(lean.ok() && !lean->video.defined());
+    VT_CHECK(at::equal(lean->frames, kept->frames));
 }
 
 VT_MAIN("TestLtx2Pipeline")
