@@ -8,6 +8,7 @@
 #include "inference/bench/readbench.h"
 #include "inference/inspect/modelinspector.h"
 #include "inference/util/format.h"
+#include "inference/util/heap.h"
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
 
@@ -269,6 +270,7 @@ int runBench(const std::vector<std::string>& args, const char* self)
 
 int main(int argc, char** argv)
 {
+    vireo::heap::keepLargeAllocationsInTheHeap();
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
         std::fputs(kUsage, args.empty() ? stderr : stdout);

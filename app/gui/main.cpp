@@ -1,5 +1,6 @@
 // vireo: the studio window. Wires logging, theme and the main window; nothing else.
 #include "core/util/logging.h"
+#include "inference/util/heap.h"
 #include "ui/mainwindow.h"
 #include "ui/pages/modelspage.h"
 #include "ui/theme.h"
@@ -11,6 +12,7 @@
 
 int main(int argc, char** argv)
 {
+    vireo::heap::keepLargeAllocationsInTheHeap();
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("vireo"));
     QApplication::setApplicationDisplayName(QStringLiteral("Vireo Studio"));

@@ -9,6 +9,7 @@
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/sched/ltx2schedule.h"
 #include "inference/text/tokenizer.h"
+#include "inference/util/heap.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -250,8 +251,10 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     checkStop();
     const auto textStates = hidden.flatten(2, 3);
     auto ctx = take(connectors->forward(textStates, attentionMask));
-    if (options.releaseTextEncoder)
+    if (options.releaseTextEncoder) {
         textEncoder.reset();
+        heap::releaseFreeMemory();
+    }
     report(Ltx2Phase::Encode, 1, 1);
     timed("encode prompt", start);
     checkStop();
@@ -444,6 +447,10 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
 Result<Ltx2Output> Ltx2Pipeline::generate(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress,
                                           std::stop_token stop)
 {
+    // Whatever the outcome, the run's temporaries go back to the system.
+    struct Release {
+        ~Release() { heap::releaseFreeMemory(); }
+    } release;
     try {
         return m_impl->run(request, progress, stop);
     } catch (const Cancelled&) {
