@@ -16,20 +16,38 @@ namespace {
 
 fs::path dir(const std::string& v) { return test::fixturesDir() / ("v" + v); }
 
+// VIREO_TEST_DEVICE=cuda runs the same checks with the pipeline on the GPU (the `gpu` label,
+// `test_ltx2pipeline_cuda`); float32 with TF32 off, so the tolerances stay those of the CPU.
+c10::Device testDevice()
+{
+    const char* name = std::getenv("VIREO_TEST_DEVICE");
+    if (!name || !*name)
+        return c10::Device(c10::kCPU);
+    const c10::Device device(name);
+    if (device.is_cuda()) {
+        if (!at::hasCUDA())
+            throw std::runtime_error("VIREO_TEST_DEVICE=" + std::string(name) + " but this libtorch sees no CUDA device");
+        at::globalContext().setAllowTF32CuDNN(false);
+        at::globalContext().setAllowTF32CuBLAS(false);
+    }
+    return device;
+}
+
 double relErr(const at::Tensor& a, const at::Tensor& b)
 {
-    const auto d = (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+    const auto d = (a.cpu().to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
     return d / std::max(1e-12, b.to(at::kDouble).abs().max().item<double>());
 }
 
 double absErr(const at::Tensor& a, const at::Tensor& b)
 {
-    return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+    return (a.cpu().to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
 }
 
 pipelines::Ltx2PipelineOptions optionsFor(const std::string& v, const std::string& layout)
 {
     pipelines::Ltx2PipelineOptions o;
+    o.device = testDevice();
     const auto d = dir(v);
     if (layout == "diffusers") {
         o.modelPaths = {d / "diffusers"};
@@ -98,12 +116,12 @@ void checkRun(const std::string& v, const std::string& runName, const std::strin
     const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
     const double decoded = absErr(out->video, *r.find("video"));
     const auto refFrames = r.find("frames_uint8")->select(0, 0);
-    const int frameDiff = static_cast<int>((out->frames.to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
+    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
     const double mel = absErr(out->mel, *r.find("mel"));
     const auto refWave = *r.find("waveform");
     const double wave = relErr(out->rawWaveform, refWave);
-    std::printf("   v%s %-10s %-9s sigmas %.1e | latents rel video %.2e audio %.2e | video abs %.2e, frames max %d/255 | mel %.2e | waveform rel %.2e\n",
-        v.c_str(), runName.c_str(), layout.c_str(), sigmaErr, video, audio, decoded, frameDiff, mel, wave);
+    std::printf("   %s v%s %-10s %-9s sigmas %.1e | latents rel video %.2e audio %.2e | video abs %.2e, frames max %d/255 | mel %.2e | waveform rel %.2e\n",
+        testDevice().str().c_str(), v.c_str(), runName.c_str(), layout.c_str(), sigmaErr, video, audio, decoded, frameDiff, mel, wave);
     VT_CHECK(sigmaErr == 0.0);
     VT_CHECK_MSG(video <= 1e-3 && audio <= 1e-3, "final latents relative error above 1e-3");
     VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && mel <= 1e-3 && wave <= 1e-3, "decoded outputs differ");
@@ -135,6 +153,32 @@ VT_TEST(quantizedLayoutsMatchTheirDequantizedReference)
     checkRun("23", "distilled_gguf", "gguf");
     checkRun("23", "distilled_fp8", "fp8");
     checkRun("20", "distilled_fp8", "fp8");
+}
+
+// bf16 is what GPUs run: the same request in bfloat16 stays near the float32 reference (the
+// tiny random weights amplify rounding more than trained ones do) and every output is finite.
+VT_TEST(bfloat16StaysCloseToTheReference)
+{
+    for (const std::string v : {"20", "23"}) {
+        auto run = tensorfile::readTensorSet(dir(v) / "run_distilled.safetensors");
+        VT_CHECK(run.ok());
+        auto options = optionsFor(v, "diffusers");
+        options.dtype = at::kBFloat16;
+        auto pipeline = pipelines::Ltx2Pipeline::open(options);
+        VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+        auto out = pipeline->generate(requestFrom(*run));
+        VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+        const double video = relErr(out->finalVideoLatents, *run->find("final_video_latents"));
+        const double audio = relErr(out->finalAudioLatents, *run->find("final_audio_latents"));
+        const double wave = relErr(out->rawWaveform, *run->find("waveform"));
+        const auto refFrames = run->find("frames_uint8")->select(0, 0);
+        const double meanFrameDiff = (out->frames.cpu().to(at::kFloat) - refFrames.to(at::kFloat)).abs().mean().item<double>();
+        std::printf("   %s bf16 v%s distilled: latents rel video %.2e audio %.2e | frames mean diff %.2f/255 | waveform rel %.2e\n",
+            testDevice().str().c_str(), v.c_str(), video, audio, meanFrameDiff, wave);
+        VT_CHECK(out->finalVideoLatents.isfinite().all().item<bool>() && out->waveform.isfinite().all().item<bool>());
+        VT_CHECK_MSG(video <= 1e-2 && audio <= 1e-2, "bf16 latents drifted from the float32 reference");
+        VT_CHECK_MSG(meanFrameDiff <= 2.0 && wave <= 5e-2, "bf16 decoded outputs drifted");
+    }
 }
 
 VT_TEST(missingComponentsAreListedBeforeAnythingLoads)
@@ -211,7 +255,7 @@ VT_TEST(cancelDuringEachDecodePhaseStopsThere)
     request.keepDecodedVideo = false;
     const auto lean = pipeline->generate(request);
     VT_CHECK(lean.ok() && !lean->video.defined());
-    VT_CHECK(at::equal(lean->frames, kept->frames));
+    VT_CHECK(at::equal(lean->frames.cpu(), kept->frames.cpu()));
 }
 
 VT_MAIN("TestLtx2Pipeline")
