@@ -301,6 +301,13 @@ private slots:
         QVERIFY2(error->text().contains(QStringLiteral("gated")) && error->text().contains(QStringLiteral("token in Settings")),
             qPrintable(error->text()));
         QCOMPARE(w->downloadsPage()->startButton()->text(), QStringLiteral("Try again"));
+
+        // What the message says to do works: a token saved in Settings, then Try again.
+        QVERIFY(w->settings()->setToken(QStringLiteral("hf_goodtoken000000000000000000000000")));
+        QTest::mouseClick(w->downloadsPage()->startButton(), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!task->busy() && task->state() != State::PlanFailed, 30000);
+        QCOMPARE(task->state(), State::Planned);
+        QVERIFY(!error->isVisible());
     }
 
     void anUnreachableHubSaysSoAndTryAgainRecovers()
