@@ -211,10 +211,17 @@ int runGenerate(const std::vector<std::string>& args)
         std::fflush(stdout);
     };
     nlohmann::json runs = nlohmann::json::array();
-    auto result = pipeline->generate(req, progress, stop.get_token());
+    std::vector<double> runSeconds;  // each generate() call, wall clock
+    auto timedGenerate = [&] {
+        const auto t0 = Clock::now();
+        auto r = pipeline->generate(req, progress, stop.get_token());
+        runSeconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        return r;
+    };
+    auto result = timedGenerate();
     for (int r = 1; r < repeat && result; ++r) {
         runs.push_back(result->secondsPerPhase);
-        result = pipeline->generate(req, progress, stop.get_token());
+        result = timedGenerate();
     }
     if (!result) {
         ::sigaction(SIGINT, &previous, nullptr);
@@ -279,7 +286,8 @@ int runGenerate(const std::vector<std::string>& args)
         phases["mux"] = total - muxStart;
         runs.push_back(phases);
         const auto bytes = pipeline->componentBytes();
-        std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"phases", phases}, {"runs", runs}, {"component_bytes", bytes},
+        std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
+                                 {"component_bytes", bytes},
                                  {"frames", frames.size(0)}, {"sample_rate", result->sampleRate}}.dump().c_str());
         return 0;
     }
