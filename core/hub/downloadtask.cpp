@@ -12,6 +12,15 @@ namespace vireo::hub {
 
 namespace {
 
+// A model's sources share one volume: they fit together or not at all.
+Preflight preflightOf(const std::vector<FilePlan>& plans, const HfCache& cache, std::uint64_t headroom)
+{
+    FilePlan merged;
+    for (const auto& p : plans)
+        merged.files.insert(merged.files.end(), p.files.begin(), p.files.end());
+    return preflight(merged, cache, headroom);
+}
+
 QJsonArray toArray(const std::vector<std::string>& v)
 {
     QJsonArray a;
@@ -124,15 +133,20 @@ void DownloadTask::reconfigure(std::shared_ptr<const HubClient> client, std::sha
                                DownloadOptions options)
 {
     const bool cacheMoved = cache->root() != m_cache->root();
+    const bool marginChanged = options.headroomBytes != m_options.headroomBytes;
     m_client = std::move(client);
     m_cache = std::move(cache);
     m_options = options;
-    if (!cacheMoved || m_state == State::Idle)
-        return;
-    if (busy())
-        m_replanAfterRun = true;
-    else
-        plan();
+    if (cacheMoved && m_state != State::Idle) {
+        if (busy())
+            m_replanAfterRun = true;
+        else
+            plan();
+    } else if (marginChanged && !busy() && !m_plans.empty()) {
+        // Whether the plan fits is a local question: no need to ask the Hub again.
+        m_preflight = preflightOf(m_plans, *m_cache, m_options.headroomBytes);
+        emit stateChanged(m_state);
+    }
 }
 
 void DownloadTask::setState(State state, const QString& message, HubErrorKind kind)
@@ -197,10 +211,7 @@ void DownloadTask::plan()
             }
             plans.push_back(std::move(*planned));
         }
-        FilePlan merged;
-        for (const auto& p : plans)
-            merged.files.insert(merged.files.end(), p.files.begin(), p.files.end());
-        auto verdict = hub::preflight(merged, *cache, headroom);
+        auto verdict = preflightOf(plans, *cache, headroom);
         QMetaObject::invokeMethod(this, [this, plans = std::move(plans), verdict, error, failed]() mutable {
             join();
             if (std::exchange(m_replanAfterRun, false)) {

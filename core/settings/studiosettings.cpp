@@ -107,6 +107,14 @@ quint64 StudioSettings::headroomBytes() const
     return QSettings().value(kHeadroom, quint64(2) << 30).toULongLong();
 }
 
+void StudioSettings::setHeadroomBytes(quint64 bytes)
+{
+    if (bytes == headroomBytes())
+        return;
+    QSettings().setValue(kHeadroom, bytes);
+    emit changed();
+}
+
 QString StudioSettings::tokenFilePath() const
 {
     return QStandardPaths::writableLocation(QStandardPaths::AppConfigLocation) + QStringLiteral("/hub-token");

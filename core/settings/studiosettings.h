@@ -31,7 +31,8 @@ public:
     void setOffline(bool offline);
 
     // Space left free on the cache volume after a download (the preflight's margin).
-    quint64 headroomBytes() const;
+    quint64 headroomBytes() const;                 // kept free on the cache volume by every download
+    void setHeadroomBytes(quint64 bytes);
 
     enum class TokenSource { None, Settings, Environment, TokenFile };
     TokenSource tokenSource() const;

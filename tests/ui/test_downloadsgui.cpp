@@ -13,6 +13,7 @@
 #include "tests/hub/testhub.h"
 
 #include <QApplication>
+#include <QDoubleSpinBox>
 #include <QDir>
 #include <QEventLoop>
 #include <QFile>
@@ -234,6 +235,18 @@ private slots:
         QVERIFY(page->blockReason()->isVisible());
         QVERIFY2(page->blockReason()->text().startsWith(QStringLiteral("Does not fit")), qPrintable(page->blockReason()->text()));
         QVERIFY(page->blockReason()->text().contains(QStringLiteral("free")));
+        QCOMPARE(QSettings().value(QStringLiteral("hub/headroomBytes")).toULongLong(), quint64(1) << 55);  // shown, not changed
+
+        // A smaller margin in Settings applies to the plan at once, without asking the Hub again.
+        m_server.clearLog();
+        w->settingsPage()->keepFreeBox()->setValue(0.5);
+        QCOMPARE(w->settings()->headroomBytes(), quint64(500000000));
+        QVERIFY(task->preflight().fits);
+        QCOMPARE(task->state(), State::Planned);
+        QVERIFY(page->startButton()->isEnabled());
+        QVERIFY(!page->blockReason()->isVisible());
+        QVERIFY2(page->summary()->text().contains(QStringLiteral("keeping 500")), qPrintable(page->summary()->text()));
+        QCOMPARE(m_server.requestLog().size(), 0);
     }
 
     void anUntrustedRepoNeedsApprovalThenIsRemembered()
@@ -408,6 +421,7 @@ private slots:
             QSKIP("set VIREO_SCREENSHOT_DIR to write screenshots");
         QDir(cacheDir()).removeRecursively();
         QDir().mkpath(dir);
+        QSettings().remove(QStringLiteral("hub/headroomBytes"));  // the margin a user starts with
         auto w = openWindow();
         w->resize(1360, 820);
         w->showPage(MainWindow::Page::Models);

@@ -16,10 +16,14 @@
 #include <QListWidget>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSignalBlocker>
+#include <QDoubleSpinBox>
 #include <QSpinBox>
 #include <QTimer>
 #include <QUrl>
 #include <QVBoxLayout>
+
+#include <cmath>
 
 namespace vireo::ui {
 
@@ -52,7 +56,7 @@ QWidget* row(std::initializer_list<QWidget*> widgets, int stretchIndex = 0)
 SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     : QWidget(parent), m_settings(settings), m_cache(new QLineEdit), m_endpoint(new QLineEdit), m_token(new QLineEdit),
       m_saveToken(new QPushButton(tr("Save token"))), m_clearToken(new QPushButton(tr("Remove"))), m_tokenStatus(new QLabel),
-      m_parallel(new QSpinBox), m_offline(new QCheckBox(tr("Work offline: never contact the Hub"))), m_trusted(new QListWidget),
+      m_parallel(new QSpinBox), m_keepFree(new QDoubleSpinBox), m_offline(new QCheckBox(tr("Work offline: never contact the Hub"))), m_trusted(new QListWidget),
       m_revoke(new QPushButton(tr("Revoke"))), m_saved(new QLabel)
 {
     auto* outer = new QVBoxLayout(this);
@@ -90,6 +94,15 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     m_parallel->setToolTip(tr("Files downloaded at the same time; large files also come in parallel ranges"));
     m_parallel->setMaximumWidth(90);
     hubForm->addRow(tr("Parallel downloads"), m_parallel);
+    m_keepFree->setObjectName(QStringLiteral("keepFreeBox"));
+    m_keepFree->setRange(0.0, 1000.0);
+    m_keepFree->setDecimals(2);
+    m_keepFree->setSingleStep(0.5);
+    m_keepFree->setSuffix(QStringLiteral(" GB"));
+    m_keepFree->setToolTip(tr("A download starts only if the cache's disk keeps at least this much free afterwards, "
+                              "so the system and other programs never run out of space"));
+    m_keepFree->setMaximumWidth(110);
+    hubForm->addRow(tr("Keep free on disk"), m_keepFree);
     m_offline->setObjectName(QStringLiteral("offlineBox"));
     hubForm->addRow(tr("Network"), m_offline);
 
@@ -168,6 +181,14 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
         m_settings->setParallelDownloads(v);
         saved(tr("parallel downloads"));
     });
+    connect(m_keepFree, &QDoubleSpinBox::valueChanged, this, [this, saved](double gb) {
+        const auto bytes = static_cast<quint64>(std::llround(gb * 1e9));
+        // The box shows two decimals: an unchanged display is not a new setting.
+        if (std::llround(static_cast<double>(m_settings->headroomBytes()) / 1e7) == std::llround(gb * 100))
+            return;
+        m_settings->setHeadroomBytes(bytes);
+        saved(tr("space kept free"));
+    });
     connect(m_offline, &QCheckBox::toggled, this, [this, saved](bool on) {
         if (on == m_settings->offline())
             return;
@@ -201,6 +222,11 @@ void SettingsPage::load()
     }
     m_clearToken->setEnabled(m_settings->tokenSource() == S::Settings);
     m_parallel->setValue(m_settings->parallelDownloads());
+    {
+        // Showing a value is not choosing one (a margin beyond the box's range stays as set).
+        const QSignalBlocker quiet(m_keepFree);
+        m_keepFree->setValue(static_cast<double>(m_settings->headroomBytes()) / 1e9);
+    }
     m_offline->setChecked(m_settings->offline());
     m_trusted->clear();
     m_trusted->addItems(m_settings->trustedRepos());

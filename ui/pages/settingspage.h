@@ -7,6 +7,7 @@ class QLabel;
 class QLineEdit;
 class QListWidget;
 class QPushButton;
+class QDoubleSpinBox;
 class QSpinBox;
 
 namespace vireo::core {
@@ -28,6 +29,7 @@ public:
     QPushButton* saveTokenButton() const { return m_saveToken; }
     QLabel* tokenStatus() const { return m_tokenStatus; }
     QSpinBox* parallelBox() const { return m_parallel; }
+    QDoubleSpinBox* keepFreeBox() const { return m_keepFree; }
     QCheckBox* offlineBox() const { return m_offline; }
     QListWidget* trustedList() const { return m_trusted; }
     QPushButton* revokeButton() const { return m_revoke; }
@@ -43,6 +45,7 @@ private:
     QPushButton* m_clearToken;
     QLabel* m_tokenStatus;
     QSpinBox* m_parallel;
+    QDoubleSpinBox* m_keepFree;
     QCheckBox* m_offline;
     QListWidget* m_trusted;
     QPushButton* m_revoke;
