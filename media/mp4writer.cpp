@@ -26,6 +26,26 @@ std::string avError(int code)
     return text;
 }
 
+// 0 or an errno. Atomic where the filesystem allows: RENAME_NOREPLACE, else a hard link
+// (which also refuses an existing name); FAT-like volumes have neither, and get a check
+// right before the rename.
+int moveWithoutReplacing(const std::filesystem::path& from, const std::filesystem::path& to)
+{
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return errno;
+    if (::link(from.c_str(), to.c_str()) == 0) {
+        ::unlink(from.c_str());
+        return 0;
+    }
+    if (errno != EPERM && errno != EOPNOTSUPP)
+        return errno;
+    if (::access(to.c_str(), F_OK) == 0)
+        return EEXIST;
+    return std::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
+}
+
 } // namespace
 
 struct Mp4Writer::Impl {
@@ -283,10 +303,12 @@ Result<void> Mp4Writer::finish()
         if (synced != 0)
             return m.fail("cannot finish the MP4", AVERROR(err));
     }
-    if (::access(m.path.c_str(), F_OK) == 0)
+    if (const int err = moveWithoutReplacing(m.tmp, m.path); err != 0) {
+        if (err != EEXIST)
+            return m.fail("cannot move the finished video into place", AVERROR(err));
+        m.finished = true;  // the temporary is the only copy of this video now: keep it
         return makeError(ErrorCode::InvalidArgument, m.path.string() + ": a file appeared under this name while writing; the video is kept as " + m.tmp.string());
-    if (std::rename(m.tmp.c_str(), m.path.c_str()) != 0)
-        return m.fail("cannot move the finished video into place");
+    }
     m.finished = true;
     return {};
 }

@@ -123,6 +123,31 @@ VT_TEST(existingFilesAreNeverOverwrittenAndFailuresLeaveNothing)
     const std::string tmp = "/tmp/." + path.substr(5) + ".part" + std::to_string(::getpid());
     VT_CHECK(::access(tmp.c_str(), F_OK) != 0);
 
+    // A file that appears under the name while the video is written is not replaced, and the
+    // finished video stays, under the temporary name the error gives.
+    {
+        auto open = media::Mp4Writer::open(path, {64, 64, 24.0}, std::nullopt, {});
+        VT_CHECK(open.ok());
+        std::vector<std::uint8_t> rgb(64 * 64 * 3, 200);
+        VT_CHECK((*open)->writeFrame(rgb.data(), 64 * 3).ok());
+        FILE* other = std::fopen(path.c_str(), "w");
+        std::fputs("another program's file", other);
+        std::fclose(other);
+        auto finished = (*open)->finish();
+        VT_CHECK(!finished.ok());
+        const auto& m = finished.error().message;
+        VT_CHECK_MSG(m.find("kept as " + tmp) != std::string::npos, m);
+        open = media::Mp4Writer::open(tempPath("unused.mp4"), {64, 64, 24.0}, std::nullopt, {});  // the first writer is gone
+        char text[64] = {};
+        FILE* kept = std::fopen(path.c_str(), "r");
+        VT_CHECK(kept && std::fgets(text, sizeof text, kept));
+        std::fclose(kept);
+        VT_COMPARE(std::string(text), std::string("another program's file"));
+        VT_CHECK_MSG(probe(tmp).value("streams", nlohmann::json::array()).size() == 1, "the kept video is not readable");
+        ::unlink(tmp.c_str());
+        ::unlink(path.c_str());
+    }
+
     auto odd = media::Mp4Writer::open(path, {65, 64, 24.0}, std::nullopt, {});
     VT_CHECK(!odd.ok() && odd.error().message.find("even") != std::string::npos);
 }
