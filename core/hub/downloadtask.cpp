@@ -250,9 +250,11 @@ void DownloadTask::applyPlans(std::vector<FilePlan> plans, Preflight preflight)
     emit totalsChanged();
 }
 
-void DownloadTask::start()
+void DownloadTask::start(std::optional<int> onlyRow)
 {
     if (busy() || m_plans.empty())
+        return;
+    if (onlyRow && (*onlyRow < 0 || *onlyRow >= static_cast<int>(m_rows.size())))
         return;
     join();
     m_cancelAll = false;
@@ -260,17 +262,29 @@ void DownloadTask::start()
         std::lock_guard lock(m_mutex);
         m_cancelledPaths.clear();
     }
-    // A new run: rows that failed or were cancelled start over from what is on disk.
-    for (std::size_t i = 0; i < m_rows.size(); ++i)
+    // A new run: rows that failed or were cancelled start over from what is on disk (only the
+    // one asked for, when one is).
+    auto plans = m_plans;
+    for (std::size_t i = 0; i < m_rows.size(); ++i) {
+        if (onlyRow && static_cast<int>(i) != *onlyRow)
+            continue;
         if (m_rows[i].status.state != FileState::Done) {
             m_rows[i].status.state = FileState::Queued;
             m_rows[i].status.message.clear();
             emit rowChanged(static_cast<int>(i));
         }
+    }
+    if (onlyRow) {
+        const auto& chosen = m_rows[static_cast<std::size_t>(*onlyRow)];
+        for (std::size_t s = 0; s < plans.size(); ++s)
+            std::erase_if(plans[s].files, [&](const PlannedFile& f) {
+                return static_cast<int>(s) != chosen.source || f.file.path != chosen.file.path;
+            });
+    }
     m_reportedDone = totals().bytesDone;
     m_runCache = m_cache;
     setState(State::Downloading);
-    m_worker = std::thread([this, plans = m_plans, client = m_client, cache = m_cache, options = m_options]() mutable {
+    m_worker = std::thread([this, plans = std::move(plans), client = m_client, cache = m_cache, options = m_options]() mutable {
         // Sources download side by side (a transformer repo and a text-encoder repo need not
         // wait for each other), sharing the parallel-file budget.
         std::mutex resultMutex;
@@ -279,6 +293,8 @@ void DownloadTask::start()
         options.parallelFiles = std::max(1, options.parallelFiles / std::max(1, static_cast<int>(plans.size())));
         std::vector<std::thread> workers;
         for (std::size_t s = 0; s < plans.size(); ++s) {
+            if (plans[s].files.empty())
+                continue;  // a run for one file of another source
             workers.emplace_back([&, s]() {
                 if (m_cancelAll) {
                     std::lock_guard lock(resultMutex);
@@ -370,7 +386,7 @@ void DownloadTask::finishRun(const QString& failure, bool cancelled)
         setState(State::Done);
     else if (!failure.isEmpty())
         setState(State::Failed, failure);
-    else if (cancelled)
+    else if (cancelled || std::any_of(m_rows.begin(), m_rows.end(), [](const Row& r) { return r.status.state == FileState::Cancelled; }))
         setState(State::Cancelled, tr("Cancelled; the bytes already downloaded are kept and the download resumes from them"));
     else
         setState(State::Failed, tr("Some files are still missing"));

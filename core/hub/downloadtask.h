@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -69,8 +70,9 @@ public:
     bool complete() const;
 
     void plan();
-    // Starts (or resumes, or repairs: files already verified are not fetched again).
-    void start();
+    // Starts (or resumes, or repairs: files already verified are not fetched again); with a
+    // row, only that file (the others keep their state).
+    void start(std::optional<int> onlyRow = std::nullopt);
     void cancelAll();
     void cancelFile(int row);
     // New settings (endpoint, token, cache folder, parallelism, headroom) for the next plan

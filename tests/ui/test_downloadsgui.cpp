@@ -222,6 +222,39 @@ private slots:
         QVERIFY2(cached.contains(QStringLiteral("Lightricks/LTX-2.3-fp8")), qPrintable(cached.join(QLatin1Char(','))));
     }
 
+    // Resume (or Repair) on one row fetches that file only; the files the user cancelled stay
+    // cancelled until asked for.
+    void resumingOneFileLeavesTheOthersAlone()
+    {
+        QDir(cacheDir()).removeRecursively();
+        auto w = openWindow();
+        auto* task = planVariant(*w, QString::fromLatin1(kVariant));
+        QVERIFY(task);
+        auto* page = w->downloadsPage();
+        throttle(20000);
+        QTest::mouseClick(page->startButton(), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(task->totals().bytesDone > 0, 20000);
+        QTest::mouseClick(page->cancelAllButton(), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(task->state(), State::Cancelled, 15000);
+        unthrottle();
+        auto cancelledRows = [task] {
+            return std::count_if(task->rows().begin(), task->rows().end(), [](const auto& r) { return r.status.state == FileState::Cancelled; });
+        };
+        const auto before = cancelledRows();
+        QVERIFY2(before >= 2, qPrintable(QString::number(before)));
+        const int row = rowInState(*task, FileState::Cancelled);
+        QCOMPARE(page->rowAction(row)->text(), QStringLiteral("Resume"));
+        QTest::mouseClick(page->rowAction(row), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!task->busy(), 30000);
+        QCOMPARE(task->rows()[static_cast<std::size_t>(row)].status.state, FileState::Done);
+        QCOMPARE(cancelledRows(), before - 1);
+        QCOMPARE(task->state(), State::Cancelled);
+        QCOMPARE(page->startButton()->text(), QStringLiteral("Resume download"));
+
+        QTest::mouseClick(page->startButton(), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(task->state(), State::Done, 60000);
+    }
+
     void aPlanThatDoesNotFitCannotStart()
     {
         QSettings().setValue(QStringLiteral("hub/headroomBytes"), quint64(1) << 55);  // 32 PiB of margin

@@ -313,7 +313,7 @@ void DownloadsPage::rebuildRows()
                 return;
             const auto state = m_task->rows()[static_cast<std::size_t>(row)].status.state;
             if (state == FileState::Failed || state == FileState::Cancelled)
-                m_task->start();  // repair / resume: only missing files are fetched
+                m_task->start(row);  // repair / resume this file; the others keep their state
             else
                 m_task->cancelFile(row);
         });
