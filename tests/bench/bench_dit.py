@@ -6,7 +6,6 @@ Usage: bench_dit.py VIREO_CLI [--layers 4] [--tokens 2048] [--repeat 3] [--json]
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -17,6 +16,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "fixtures"))
+import benchcli  # noqa: E402
 import make_model_fixtures as mm  # noqa: E402  (also quiets diffusers and keeps the Hub offline)
 
 import diffusers  # noqa: E402
@@ -58,18 +58,7 @@ CONFIG = dict(
 
 def cli(*argv: str) -> dict:
     """Run the CLI; its last stdout line is the JSON report."""
-    cmd = [args.cli, *argv, "--json"]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True)
-    except OSError as e:
-        sys.exit(f"bench dit: cannot run {args.cli}: {e}")
-    if p.returncode != 0:
-        sys.stderr.write(f"bench dit: `{' '.join(cmd)}` failed (exit {p.returncode}):\n{p.stderr}{p.stdout}")
-        sys.exit(1)
-    try:
-        return json.loads(p.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        sys.exit(f"bench dit: `{' '.join(cmd)}` printed no JSON:\n{p.stdout}{p.stderr}")
+    return benchcli.run_json("bench dit", [args.cli, *argv, "--json"])
 
 
 def make_inputs(path: Path) -> dict[str, torch.Tensor]:

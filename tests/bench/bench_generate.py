@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +31,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "fixtures"))
+import benchcli  # noqa: E402
 import make_ltx2_pipeline_fixtures as fx  # noqa: E402  (import-safe; sets the quiet/offline env via mm)
 
 mm = fx.mm
@@ -272,20 +272,10 @@ def vireo_run(cli: str, folder: Path, cfg: dict, out: Path, repeat: int = 1) -> 
     cmd = [cli, "generate", "--model", str(folder), "--prompt", PROMPT, "--frames", str(cfg["frames"]),
            "--width", str(cfg["width"]), "--height", str(cfg["height"]), "--fps", f"{FPS:g}", "--seed", str(SEED),
            "--out", str(out), "--json", "--repeat", str(repeat)]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True)
-    except OSError as e:
-        sys.exit(f"bench generate: cannot run {cli}: {e}")
-    if p.returncode != 0:
-        sys.stderr.write(f"bench generate: `{' '.join(cmd)}` failed (exit {p.returncode}):\n{p.stderr}{p.stdout}")
-        sys.exit(1)
-    try:
-        report = json.loads(p.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        sys.exit(f"bench generate: `{' '.join(cmd)}` printed no JSON:\n{p.stdout}{p.stderr}")
+    report = benchcli.run_json("bench generate", cmd)
     missing = [name for name, _, _ in PHASES if name not in report.get("phases", {})]
     if missing:
-        sys.exit(f"bench generate: `{' '.join(cmd)}` reported no time for {missing}:\n{p.stdout}")
+        sys.exit(f"bench generate: `{' '.join(cmd)}` reported no time for {missing}:\n{json.dumps(report)}")
     return report
 
 

@@ -11,6 +11,8 @@
 
 #include <ATen/ATen.h>
 
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include <unistd.h>
@@ -203,6 +205,31 @@ VT_TEST(aConfigThatDisagreesWithTheTensorsIsRefused)
     options.config = config;
     r = ltx2::Transformer::load(openWeights("23", "single"), options);
     VT_CHECK(!r.ok() && r.error().message.find("scale_shift_table") != std::string::npos);
+}
+
+// A config.json that cannot be read is an error naming the checkpoint, never a fallback to
+// the shapes (the user gave hyper-parameters; they must be used or refused).
+VT_TEST(anUnreadableConfigNamesTheCheckpoint)
+{
+    const auto dir = fs::temp_directory_path() / ("vireo_ltx2_config_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const auto source = versionDir("23") / "diffusers" / "transformer";
+    std::ifstream in(source / "config.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = text.find("\"num_layers\": ");
+    VT_CHECK(at != std::string::npos);
+    text.insert(at + std::string("\"num_layers\": ").size(), "\"three\", \"was\": ");
+    std::ofstream(dir / "config.json") << text;
+    VT_CHECK(::symlink((source / "diffusion_pytorch_model.safetensors").c_str(), (dir / "diffusion_pytorch_model.safetensors").c_str()) == 0);
+    auto w = ltx2::Ltx2Weights::open({dir});
+    VT_CHECK_MSG(w.ok(), (w.ok() ? "" : w.error().message));
+    const auto r = ltx2::resolveTransformerConfig(*w, std::nullopt);
+    VT_CHECK(!r.ok());
+    VT_CHECK_MSG(r.error().message.find(dir.filename().string()) != std::string::npos && r.error().message.find("num_layers") != std::string::npos,
+        r.error().message);
+    for (const char* f : {"config.json", "diffusion_pytorch_model.safetensors"})
+        ::unlink((dir / f).c_str());
+    ::rmdir(dir.c_str());
 }
 
 VT_TEST(everyKeyMapsToExactlyOneParameter)

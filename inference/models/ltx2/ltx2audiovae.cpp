@@ -191,23 +191,12 @@ Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::op
         return makeError(ErrorCode::NotFound, files + ": no LTX-2 audio VAE decoder (decoder.conv_in / decoder.conv_out) found; "
                 "give the audio_vae folder or a Lightricks single file that holds audio_vae.* tensors");
 
-    AudioVaeConfig c;
-    if (override) {
-        c = *override;
-    } else if (auto json = w.diffusersConfig(part)) {
-        auto parsed = audioVaeConfigFromDiffusers(*json);
-        if (!parsed)
-            return makeError(parsed.error().code, files + ": " + parsed.error().message);
-        c = *parsed;
-    } else if (auto json = w.ltxCoreConfig()) {
-        auto parsed = audioVaeConfigFromLtxCore(*json);
-        if (parsed)
-            c = *parsed;
-        else if (parsed.error().code != ErrorCode::NotFound)  // a config without an audio_vae section: as if none
-            return makeError(parsed.error().code, files + ": " + parsed.error().message);
-    }
+    auto given = checkpointConfig(w, part, override, audioVaeConfigFromDiffusers, audioVaeConfigFromLtxCore);
+    if (!given)
+        return given.error();
     // Without hyper-parameters diffusers' defaults apply: they are the published model's, and
     // the shape checks below refuse anything else.
+    AudioVaeConfig c = given->value_or(AudioVaeConfig{});
 
     auto unsupported = [&](const std::string& what) {
         return makeError(ErrorCode::Unsupported, files + ": the audio VAE config asks for " + what + ", which this port does not implement");

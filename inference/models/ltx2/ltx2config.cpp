@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
+
 namespace vireo::ltx2 {
 
 namespace {
@@ -11,8 +13,14 @@ using Json = nlohmann::json;
 template <typename T>
 void read(const Json& j, const char* key, T& out)
 {
-    if (const auto it = j.find(key); it != j.end() && !it->is_null())
-        out = it->get<T>();
+    if (const auto it = j.find(key); it != j.end() && !it->is_null()) {
+        try {
+            out = it->get<T>();
+        } catch (const Json::exception& e) {
+            // nlohmann's message names the type, not the key; the user needs the key.
+            throw std::invalid_argument("\"" + std::string(key) + "\" is " + it->dump() + ": " + e.what());
+        }
+    }
 }
 
 void readRope(const Json& j, const char* key, bool& split)
@@ -94,7 +102,7 @@ Result<TransformerConfig> transformerConfigFromDiffusers(const std::string& text
         if (j.value("activation_fn", std::string("gelu-approximate")) != "gelu-approximate")
             return makeError(ErrorCode::Unsupported, "transformer/config.json: activation_fn '" + j["activation_fn"].get<std::string>() + "' is not supported");
         return c;
-    } catch (const Json::exception& e) {
+    } catch (const std::exception& e) {  // JSON errors, and read()'s naming the key
         return makeError(ErrorCode::InvalidFormat, std::string("transformer/config.json: ") + e.what());
     }
 }
@@ -136,7 +144,7 @@ Result<ConnectorConfig> connectorConfigFromDiffusers(const std::string& text)
         if (j.value("causal_temporal_positioning", false))
             return makeError(ErrorCode::Unsupported, "connectors/config.json: causal_temporal_positioning is not supported");
         return c;
-    } catch (const Json::exception& e) {
+    } catch (const std::exception& e) {  // JSON errors, and read()'s naming the key
         return makeError(ErrorCode::InvalidFormat, std::string("connectors/config.json: ") + e.what());
     }
 }
@@ -217,7 +225,7 @@ Result<std::pair<TransformerConfig, ConnectorConfig>> configsFromLtxCore(const s
         read(j, "connector_apply_gated_attention", c.videoGated);
         c.audioGated = c.videoGated;
         return std::pair{t, c};
-    } catch (const Json::exception& e) {
+    } catch (const std::exception& e) {  // JSON errors, and read()'s naming the key
         return makeError(ErrorCode::InvalidFormat, std::string("the checkpoint's embedded config: ") + e.what());
     }
 }

@@ -74,20 +74,19 @@ Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::
         return makeError(ErrorCode::InvalidFormat, files + ": connector attention weights are missing");
     const auto projIn = v23 ? (*v23)[1] : (*v20)[1];
 
-    ConnectorConfig c;
-    if (override) {
-        c = *override;
-    } else if (auto json = w.diffusersConfig(part)) {
-        auto parsed = connectorConfigFromDiffusers(*json);
+    auto given = checkpointConfig(w, part, override, connectorConfigFromDiffusers, [&](const std::string& json) -> Result<ConnectorConfig> {
+        auto parsed = configsFromLtxCore(json);
         if (!parsed)
             return parsed.error();
-        c = *parsed;
-    } else if (auto json = w.ltxCoreConfig()) {
-        auto parsed = configsFromLtxCore(*json);
-        if (!parsed)
-            return makeError(parsed.error().code, files + ": " + parsed.error().message);
-        c = parsed->second;
-        c.textProjInFactor = c.captionChannels ? projIn / c.captionChannels : 0;
+        auto fromCore = parsed->second;
+        fromCore.textProjInFactor = fromCore.captionChannels ? projIn / fromCore.captionChannels : 0;
+        return fromCore;
+    });
+    if (!given)
+        return given.error();
+    ConnectorConfig c;
+    if (*given) {
+        c = **given;
     } else {
         // The text encoder's width and state count (Gemma-3-12B: 3840 x 49 unless told).
         const TextFeatures text = textFeatures.value_or(TextFeatures{});

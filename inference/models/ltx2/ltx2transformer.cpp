@@ -85,19 +85,17 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
     const bool audioCrossAttnMod = w.shape(part, "transformer_blocks.0.audio_scale_shift_table").value_or(std::vector<std::int64_t>{0})[0] == 9;
     const bool captionProjection = w.find(part, "caption_projection.linear_1.weight") != nullptr;
 
-    TransformerConfig c;
-    if (override) {
-        c = *override;
-    } else if (auto json = w.diffusersConfig(part)) {
-        auto parsed = transformerConfigFromDiffusers(*json);
+    auto given = checkpointConfig(w, part, override, transformerConfigFromDiffusers, [](const std::string& json) -> Result<TransformerConfig> {
+        auto parsed = configsFromLtxCore(json);
         if (!parsed)
             return parsed.error();
-        c = *parsed;
-    } else if (auto json = w.ltxCoreConfig()) {
-        auto parsed = configsFromLtxCore(*json);
-        if (!parsed)
-            return makeError(parsed.error().code, files + ": " + parsed.error().message);
-        c = parsed->first;
+        return parsed->first;
+    });
+    if (!given)
+        return given.error();
+    TransformerConfig c;
+    if (*given) {
+        c = **given;
     } else {
         // No hyper-parameters (GGUF): every real LTX-2 checkpoint uses split RoPE, 128-wide
         // video heads and as many audio heads as video heads.

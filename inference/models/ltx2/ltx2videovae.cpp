@@ -512,31 +512,17 @@ Result<VideoVaeConfig> resolveVideoVaeConfig(const Ltx2Weights& w, const std::op
     if (!w.find(Part::VideoVae, "decoder.conv_in.conv.weight"))
         return makeError(ErrorCode::NotFound, files + ": no LTX-2 video VAE decoder in it (decoder.conv_in, or vae.decoder.* in a "
                 "Lightricks file); add the diffusers vae/ folder or the single file that holds the VAE");
+    auto given = checkpointConfig(w, Part::VideoVae, override, videoVaeConfigFromDiffusers, videoVaeConfigFromLtxCore);
+    if (!given)
+        return given.error();
     VideoVaeConfig c;
-    if (override) {
-        c = *override;
-    } else if (auto json = w.diffusersConfig(Part::VideoVae)) {
-        auto parsed = videoVaeConfigFromDiffusers(*json);
-        if (!parsed)
-            return makeError(parsed.error().code, files + ": " + parsed.error().message);
-        c = *parsed;
+    if (*given) {
+        c = **given;
     } else {
-        std::optional<VideoVaeConfig> embedded;
-        if (auto json = w.ltxCoreConfig()) {
-            auto parsed = videoVaeConfigFromLtxCore(*json);
-            if (parsed)
-                embedded = *parsed;
-            else if (parsed.error().code != ErrorCode::NotFound)
-                return makeError(parsed.error().code, files + ": " + parsed.error().message);
-        }
-        if (embedded) {
-            c = *embedded;
-        } else {
-            auto inferred = inferFromShapes(w);
-            if (!inferred)
-                return inferred.error();
-            c = *inferred;
-        }
+        auto inferred = inferFromShapes(w);
+        if (!inferred)
+            return inferred.error();
+        c = *inferred;
     }
     if (c.timestepConditioning)
         return makeError(ErrorCode::Unsupported, files + ": the video VAE config asks for timestep conditioning, which this decoder "

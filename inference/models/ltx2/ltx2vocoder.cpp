@@ -314,22 +314,13 @@ Result<VocoderConfig> resolveVocoderConfig(const Ltx2Weights& w, const std::opti
                 "or a Lightricks single file that holds vocoder.* tensors");
 
     VocoderConfig c = hasBwe ? bweDefaults() : VocoderConfig{};
-    if (override) {
-        c = *override;
-    } else if (auto json = w.diffusersConfig(part)) {
-        auto parsed = vocoderConfigFromDiffusers(*json);
-        if (!parsed)
-            return makeError(parsed.error().code, files + ": " + parsed.error().message);
-        c = *parsed;
-    } else if (auto json = w.ltxCoreConfig()) {
-        auto parsed = vocoderConfigFromLtxCore(*json);
-        if (parsed)
-            c = *parsed;
-        else if (parsed.error().code != ErrorCode::NotFound)  // a config without a vocoder section: as if none
-            return makeError(parsed.error().code, files + ": " + parsed.error().message);
-    }
+    auto given = checkpointConfig(w, part, override, vocoderConfigFromDiffusers, vocoderConfigFromLtxCore);
+    if (!given)
+        return given.error();
     // Without hyper-parameters diffusers' class defaults apply (the published models); the
     // checks below and the per-tensor shape checks at load refuse anything else.
+    if (*given)
+        c = **given;
 
     auto invalid = [&](const std::string& what) { return makeError(ErrorCode::InvalidFormat, files + ": " + what); };
     if (c.bwe != hasBwe)

@@ -104,4 +104,31 @@ private:
     std::vector<std::string> m_ignored;
 };
 
+// A part's hyper-parameters in the order they are trusted: the caller's, diffusers'
+// config.json for the part, then the config Lightricks embeds (fromLtxCore answering NotFound
+// when it has no section for the part). nullopt: the checkpoint carries none, and the caller
+// infers them from shapes or takes the published defaults. Parse errors name the files.
+template <typename Config, typename FromDiffusers, typename FromLtxCore>
+Result<std::optional<Config>> checkpointConfig(const Ltx2Weights& weights, Part part, const std::optional<Config>& override,
+                                               FromDiffusers fromDiffusers, FromLtxCore fromLtxCore)
+{
+    if (override)
+        return std::optional<Config>(*override);
+    const auto named = [&](const Error& e) { return makeError(e.code, weights.describeFiles() + ": " + e.message); };
+    if (auto json = weights.diffusersConfig(part)) {
+        Result<Config> parsed = fromDiffusers(*json);
+        if (!parsed)
+            return named(parsed.error());
+        return std::optional<Config>(*parsed);
+    }
+    if (auto json = weights.ltxCoreConfig()) {
+        Result<Config> parsed = fromLtxCore(*json);
+        if (parsed)
+            return std::optional<Config>(*parsed);
+        if (parsed.error().code != ErrorCode::NotFound)
+            return named(parsed.error());
+    }
+    return std::optional<Config>();
+}
+
 } // namespace vireo::ltx2
