@@ -243,4 +243,89 @@ VIREO_HD void decodeBlock(int type, const std::uint8_t* b, float* y)
     }
 }
 
+// Element i of one block: the same float32 expression decodeBlock computes for y[i], so a
+// kernel can give each thread a few consecutive outputs instead of a whole block (a whole
+// 256-element block per thread lives in local memory and caps a GPU at a few percent of its
+// bandwidth). Checked against decodeBlock for every type and index by test_quant.
+VIREO_HD float decodeElement(int type, const std::uint8_t* b, int i)
+{
+    switch (type) {
+    case kF32:
+        return bitsToFloat(u32At(b));
+    case kF16:
+        return f16At(b);
+    case kBF16:
+        return bitsToFloat(static_cast<std::uint32_t>(b[0] | (b[1] << 8)) << 16);
+    case kQ8_0:
+        return static_cast<float>(static_cast<std::int8_t>(b[2 + i])) * f16At(b);
+    case kQ4_0: {
+        const int j = i & 15;
+        const int q = i < 16 ? (b[2 + j] & 0xF) : (b[2 + j] >> 4);
+        return f16At(b) * static_cast<float>(q - 8);
+    }
+    case kQ4_1: {
+        const int j = i & 15;
+        const int q = i < 16 ? (b[4 + j] & 0xF) : (b[4 + j] >> 4);
+        return f16At(b) * static_cast<float>(q) + f16At(b + 2);
+    }
+    case kQ5_0: {
+        const int j = i & 15;
+        const std::uint32_t qh = u32At(b + 2);
+        const int q = i < 16 ? ((b[6 + j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4))
+                             : ((b[6 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4));
+        return f16At(b) * static_cast<float>(q - 16);
+    }
+    case kQ5_1: {
+        const int j = i & 15;
+        const std::uint32_t qh = u32At(b + 4);
+        const int q = i < 16 ? ((b[8 + j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4))
+                             : ((b[8 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4));
+        return f16At(b) * static_cast<float>(q) + f16At(b + 2);
+    }
+    case kQ2_K: {
+        const int h = i >> 7, j = (i >> 5) & 3, half = (i >> 4) & 1, l = i & 15;
+        const int s = b[h * 8 + j * 2 + half];
+        const float dl = f16At(b + 80) * static_cast<float>(s & 0xF);
+        const float ml = f16At(b + 82) * static_cast<float>(s >> 4);
+        const int q = (b[16 + h * 32 + half * 16 + l] >> (2 * j)) & 3;
+        return dl * static_cast<float>(q) - ml;
+    }
+    case kQ3_K: {
+        const int h = i >> 7, j = (i >> 5) & 3, half = (i >> 4) & 1, l = i & 15;
+        const std::uint8_t* sc = b + 96;
+        const int is = h * 8 + j * 2 + half;
+        const int low4 = is < 8 ? (sc[is] & 0xF) : (sc[is - 8] >> 4);
+        const int high2 = (sc[8 + is % 4] >> (2 * (is / 4))) & 3;
+        const float dl = f16At(b + 108) * static_cast<float>((low4 | (high2 << 4)) - 32);
+        const int q = b[32 + h * 32 + half * 16 + l];
+        const int m = b[half * 16 + l];
+        const int v = ((q >> (2 * j)) & 3) - (((m >> (4 * h + j)) & 1) ? 0 : 4);
+        return dl * static_cast<float>(v);
+    }
+    case kQ4_K:
+    case kQ5_K: {
+        const int sub = i >> 5, l = i & 31;
+        int s, m;
+        scaleMinK4(sub, b + 4, s, m);
+        const float dl = f16At(b) * static_cast<float>(s);
+        const float ml = f16At(b + 2) * static_cast<float>(m);
+        const std::uint8_t byte = (type == kQ4_K ? b + 16 : b + 48)[(sub / 2) * 32 + l];
+        int q = (sub & 1) ? (byte >> 4) : (byte & 0xF);
+        if (type == kQ5_K)
+            q |= ((b[16 + l] >> sub) & 1) << 4;
+        return dl * static_cast<float>(q) - ml;
+    }
+    case kQ6_K: {
+        const int h = i >> 7, k = (i >> 5) & 3, half = (i >> 4) & 1, l = i & 15;
+        const float dl = f16At(b + 208) * static_cast<float>(static_cast<std::int8_t>(b[192 + h * 8 + k * 2 + half]));
+        const int lo = b[h * 64 + ((k & 1) ? 32 : 0) + half * 16 + l];
+        const int hi = b[128 + h * 32 + half * 16 + l];
+        const int q = ((lo >> (k >= 2 ? 4 : 0)) & 0xF) | (((hi >> (2 * k)) & 3) << 4);
+        return dl * static_cast<float>(q - 32);
+    }
+    default:
+        return 0.0f;
+    }
+}
+
 } // namespace vireo::kernels::gguf

@@ -3,11 +3,17 @@
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/tensorfile/tensorset.h"
+#include "inference/models/nn/layers.h"
+#include "inference/quant/quantizedweight.h"
+#include "inference/util/device.h"
 #include "inference/util/format.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -20,7 +26,8 @@ int usage(const std::string& message)
     std::fprintf(stderr, "vireo-cli dit-forward: %s\n"
         "usage: vireo-cli dit-forward --model PATH [--model PATH ...] --inputs IN.safetensors --out OUT.safetensors\n"
         "         [--config CONFIG.json] [--dtype f32|bf16|f16] [--device cpu|cuda] [--isolate] [--cross-timestep]\n"
-        "         [--stg I,J] [--blocks] [--repeat N] [--json]\n"
+        "         [--stg I,J] [--blocks] [--repeat N] [--attention default|flash3|flash|cudnn|efficient]\n"
+        "         [--fp8-fast-accum] [--json]\n"
         "       vireo-cli dit-forward --model PATH --load-only [--dtype ...] [--json]\n", message.c_str());
     return 2;
 }
@@ -80,6 +87,13 @@ int runDitForward(const std::vector<std::string>& args)
             crossTimestep = true;
         else if (a == "--blocks")
             blocks = true;
+        else if (a == "--attention" && hasValue) {
+            const auto kernel = vireo::nn::parseAttentionKernel(args[++i]);
+            if (!kernel)
+                return usage("unknown attention kernel " + args[i]);
+            vireo::nn::setAttentionKernel(*kernel);
+        } else if (a == "--fp8-fast-accum")
+            vireo::quant::setFp8FastAccumulation(true);
         else if (a == "--load-only")
             loadOnly = true;
         else if (a == "--json")
@@ -163,30 +177,44 @@ int runDitForward(const std::vector<std::string>& args)
             outputs["block." + std::to_string(i) + ".video"] = x.to(c10::kCPU);
             outputs["block." + std::to_string(i) + ".audio"] = a.to(c10::kCPU);
         };
-    double best = 1e30;
+    // Each forward is timed to completion (a CUDA device is synchronized before and after);
+    // the median of the repeats is the figure, the first repeat counts as a warm-up.
+    std::vector<double> times;
     vireo::Result<vireo::ltx2::TransformerOutputs> out = vireo::makeError(vireo::ErrorCode::Internal, "not run");
+    if (device.is_cuda())
+        vireo::cudaResetPeakMemory(device);
     for (int r = 0; r < repeats; ++r) {
+        vireo::deviceSynchronize(device);
         const auto start = Clock::now();
         out = model->forward(*inputs);
-        if (out && device.is_cuda())
-            out->video.cpu();
-        best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+        vireo::deviceSynchronize(device);
+        times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
         if (!out) {
             std::fprintf(stderr, "vireo-cli: %s\n", out.error().message.c_str());
             return 1;
         }
     }
+    const std::int64_t peakBytes = device.is_cuda() ? vireo::cudaPeakMemory(device) : 0;
+    std::vector<double> timed(times.begin() + (times.size() > 1 ? 1 : 0), times.end());
+    std::sort(timed.begin(), timed.end());
+    const double best = timed.front();
+    const double median = timed[timed.size() / 2];
     outputs["sample"] = out->video;
     outputs["audio_sample"] = out->audio;
     if (auto w = vireo::tensorfile::writeSafetensors(outPath, outputs, {{"version", model->config().version()}}); !w) {
         std::fprintf(stderr, "vireo-cli: %s\n", w.error().message.c_str());
         return 1;
     }
-    if (asJson)
-        std::printf("{\"version\": \"%s\", \"forward_seconds\": %.6f, \"repeats\": %d, \"threads\": %d, \"load_seconds\": %.4f, "
-                    "\"resident_bytes\": %lld}\n",
-            model->config().version().c_str(), best, repeats, at::get_num_threads(), loadSeconds,
-            static_cast<long long>(model->residentBytes()));
+    if (asJson) {
+        nlohmann::json j{{"version", model->config().version()}, {"forward_seconds", best}, {"median_seconds", median},
+            {"all_seconds", times}, {"repeats", repeats}, {"threads", at::get_num_threads()}, {"load_seconds", loadSeconds},
+            {"resident_bytes", model->residentBytes()}, {"peak_bytes", peakBytes},
+            {"attention", std::string(vireo::nn::attentionKernelName(vireo::nn::attentionKernel()))},
+            {"fp8_fast_accumulation", vireo::quant::fp8FastAccumulation()}};
+        for (const auto& [path, count] : model->matmulPaths())
+            j["matmul_paths"][path] = count;
+        std::printf("%s\n", j.dump().c_str());
+    }
     else
         std::printf("LTX-%s forward: video %s, audio %s in %.3f s (best of %d, %d threads); wrote %s\n",
             model->config().version().c_str(), c10::str(out->video.sizes()).c_str(), c10::str(out->audio.sizes()).c_str(), best,

@@ -5,6 +5,7 @@
 #include "app/cli/generatecommand.h"
 #endif
 #include "inference/bench/dequantbench.h"
+#include "inference/bench/gpubench.h"
 #include "inference/bench/readbench.h"
 #include "inference/inspect/modelinspector.h"
 #include "inference/util/format.h"
@@ -40,6 +41,12 @@ commands:
   bench dequant [--python PY] [--repeat N] [--json]
                                CPU dequantization throughput against memcpy and the
                                Python references; quantized linear against bf16
+  bench gpu-dequant [--rows R] [--cols C] [--repeat N] [--json]
+                               every representation dequantized on the CUDA device
+                               next to a device copy of the same output
+  bench gpu [--python PY] [...]
+                               the GPU benchmark: real-width LTX-2.3 transformer against
+                               diffusers, VAE decode, dequantization (bench_gpu.py --help)
   dit-forward --model PATH --inputs IN.safetensors --out OUT.safetensors
                                run the LTX-2 transformer once on named input tensors
                                (see --help of the command for options)
@@ -200,8 +207,46 @@ int runBenchDownload(const std::vector<std::string>& args, const char* self)
     return std::system(command.c_str()) == 0 ? 0 : 1;
 }
 
+int runBenchGpuDequant(const std::vector<std::string>& args)
+{
+    std::int64_t rows = 4096, cols = 16384;
+    int repeats = 20;
+    bool asJson = false;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        if (args[i] == "--rows" && i + 1 < args.size())
+            rows = std::max(256LL, std::atoll(args[++i].c_str()));
+        else if (args[i] == "--cols" && i + 1 < args.size())
+            cols = std::max(256LL, std::atoll(args[++i].c_str())) / 256 * 256;
+        else if (args[i] == "--repeat" && i + 1 < args.size())
+            repeats = std::max(1, std::atoi(args[++i].c_str()));
+        else if (args[i] == "--json")
+            asJson = true;
+        else
+            return usageError("bench gpu-dequant: unexpected argument " + args[i]);
+    }
+    auto r = vireo::bench::benchDequantCuda(rows, cols, repeats);
+    if (!r)
+        return fail(r.error());
+    std::fputs((asJson ? vireo::bench::gpuDequantJson(*r) + "\n" : vireo::bench::formatGpuDequant(*r)).c_str(), stdout);
+    return 0;
+}
+
 int runBench(const std::vector<std::string>& args, const char* self)
 {
+    if (!args.empty() && args[0] == "gpu-dequant")
+        return runBenchGpuDequant(args);
+    if (!args.empty() && args[0] == "gpu") {
+        // The GPU benchmark drives diffusers and this program from a script (one device call).
+        std::string python = "python3", extra;
+        for (std::size_t i = 1; i < args.size(); ++i) {
+            if (args[i] == "--python" && i + 1 < args.size())
+                python = args[++i];
+            else
+                extra += " \"" + args[i] + "\"";
+        }
+        const std::string command = "\"" + python + "\" \"" VIREO_SOURCE_DIR "/tests/bench/bench_gpu.py\" \"" + std::string(self) + "\"" + extra;
+        return std::system(command.c_str()) == 0 ? 0 : 1;
+    }
     if (!args.empty() && args[0] == "dequant")
         return runBenchDequant(args);
     if (!args.empty() && args[0] == "download")

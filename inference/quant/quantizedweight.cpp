@@ -2,13 +2,17 @@
 
 #include "inference/util/log.h"
 #include "kernels/fp8dequant.h"
+#include "kernels/fusedops.h"
 #include "kernels/ggufdequant.h"
 #include "kernels/nf4dequant.h"
 #include "inference/tensorfile/dtype.h"
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
 
+#include <atomic>
+#include <cmath>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -16,6 +20,8 @@
 namespace vireo::quant {
 
 namespace {
+
+std::atomic<bool> g_fp8FastAccumulation{false};
 
 std::string shapeText(c10::IntArrayRef shape)
 {
@@ -36,7 +42,7 @@ void logFallbackOnce(const std::string& reason)
     static std::set<std::string> seen;
     std::lock_guard lock(mutex);
     if (seen.insert(reason).second)
-        log::info("fp8 linear uses dequantize + matmul: " + reason);
+        log::info("linear: " + reason);
 }
 
 template <typename F>
@@ -51,6 +57,16 @@ Result<at::Tensor> guarded(const QuantizedWeight& w, const char* op, F&& body)
 }
 
 } // namespace
+
+void setFp8FastAccumulation(bool enabled)
+{
+    g_fp8FastAccumulation = enabled;
+}
+
+bool fp8FastAccumulation()
+{
+    return g_fp8FastAccumulation;
+}
 
 std::string_view representationName(Representation representation)
 {
@@ -299,25 +315,125 @@ Result<QuantizedWeight> QuantizedWeight::to(c10::Device device) const
     }
 }
 
-std::optional<std::string> QuantizedWeight::fp8MatmulBlocker(const at::Tensor& input) const
+std::optional<std::string> QuantizedWeight::fp8MatmulBlocker(c10::Device device, c10::ScalarType dtype) const
 {
     if (m_representation != Representation::Fp8Scaled)
         return "not an fp8 weight";
-    if (!input.is_cuda())
-        return "input is on " + input.device().str() + " (FP8 tensor cores need CUDA)";
-    const auto* props = at::cuda::getDeviceProperties(input.device().index());
+    if (!device.is_cuda())
+        return "the input is on " + device.str() + " (FP8 tensor cores need CUDA)";
+    if (dtype != at::kBFloat16 && dtype != at::kHalf)
+        return std::string("the compute dtype is ") + c10::toString(dtype)
+            + " (activations keep full precision; FP8 GEMMs run for bfloat16 and float16)";
+    const auto* props = at::cuda::getDeviceProperties(device.index() < 0 ? c10::cuda::current_device() : device.index());
     if (props->major * 10 + props->minor < 89)
         return "GPU compute capability " + std::to_string(props->major) + "." + std::to_string(props->minor)
             + " has no FP8 tensor cores (needs 8.9+)";
     if (m_data.scalar_type() != at::kFloat8_e4m3fn)
-        return "weight is e5m2 (the matmul path takes e4m3 weights)";
+        return "the weight is e5m2 (the matmul path takes e4m3 weights)";
     if (m_data.dim() != 2)
-        return "weight is not 2-D";
+        return "the weight is not 2-D";
     if (m_scale.dim() == 2)
         return "block scales (the matmul path takes per-tensor or per-row scales)";
     if (m_data.size(0) % 16 != 0 || m_data.size(1) % 16 != 0)
         return "weight dims " + shapeText(m_data.sizes()) + " are not multiples of 16";
     return std::nullopt;
+}
+
+MatmulPlan QuantizedWeight::matmulPlan(c10::Device device, c10::ScalarType dtype) const
+{
+    switch (m_representation) {
+    case Representation::Dense:
+        return {MatmulPath::DenseGemm, {}};
+    case Representation::Fp8Scaled:
+        if (auto blocker = fp8MatmulBlocker(device, dtype))
+            return {MatmulPath::DequantizeThenGemm, *blocker};
+        return {MatmulPath::Fp8TensorCores, m_inputScale ? "static input scale" : "input scaled by its own amax at run time"};
+    default:
+        return {MatmulPath::DequantizeThenGemm, describe() + " has no direct GEMM; it is dequantized for each matmul"};
+    }
+}
+
+std::string_view matmulPathName(MatmulPath path)
+{
+    switch (path) {
+    case MatmulPath::DenseGemm: return "dense GEMM";
+    case MatmulPath::Fp8TensorCores: return "FP8 tensor-core GEMM";
+    case MatmulPath::DequantizeThenGemm: return "dequantize + GEMM";
+    }
+    return "?";
+}
+
+at::Tensor QuantizedWeight::fp8Matmul(const at::Tensor& input, const std::optional<at::Tensor>& bias, c10::ScalarType dtype) const
+{
+    // x is quantized per tensor with the checkpoint's calibrated input scale (one fused pass),
+    // else with its own amax; both scales are applied inside the matmul.
+    const auto x = input.reshape({-1, m_shape[1]});
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(x.device());
+    at::Tensor scaleA = m_inputScale
+        ? m_inputScale->reshape({})
+        : (at::linalg_vector_norm(x, INFINITY, std::nullopt, false, at::kFloat) / 448.0).clamp_min(1e-12);
+    const auto xq = kernels::quantizeFp8(x, scaleA);
+    const auto wt = m_data.t();
+    const bool fastAccumulation = fp8FastAccumulation();
+    std::optional<at::Tensor> b;
+    if (bias)
+        b = bias->to(x.device(), dtype);
+    at::Tensor y;
+    if (m_scale.numel() == 1) {
+        // cuBLASLt adds a bias in the epilogue only for 16-bit outputs ("Bias is not supported
+        // when out_dtype is set to Float32"): a float32 result adds it after.
+        const bool epilogueBias = b && dtype != at::kFloat;
+        y = at::_scaled_mm(xq, wt, scaleA, m_scale.reshape({}), epilogueBias ? b : std::nullopt, std::nullopt, dtype, fastAccumulation);
+        if (b && !epilogueBias)
+            y.add_(*b);
+    } else if (dtype == at::kBFloat16) {
+        // Row-wise scaling (one scale per output channel) runs with bf16 outputs only.
+        y = at::_scaled_mm(xq, wt, scaleA.reshape({1, 1}).expand({x.size(0), 1}).contiguous(), m_scale.reshape({1, -1}).contiguous(), b,
+            std::nullopt, dtype, fastAccumulation);
+    } else {
+        y = at::_scaled_mm(xq, wt, scaleA, at::ones({}, f32), std::nullopt, std::nullopt, at::kFloat, fastAccumulation);
+        y.mul_(m_scale.reshape({1, -1}));
+        if (b)
+            y.add_(*b);
+        y = y.to(dtype);
+    }
+    auto outShape = input.sizes().vec();
+    outShape.back() = m_shape[0];
+    return y.reshape(outShape);
+}
+
+Result<QuantizedWeight> QuantizedWeight::fuseRows(const std::vector<const QuantizedWeight*>& parts)
+{
+    if (parts.empty())
+        return makeError(ErrorCode::InvalidArgument, "no weights to fuse");
+    const auto& first = *parts.front();
+    std::vector<at::Tensor> data, scales, inputScales;
+    for (const auto* p : parts) {
+        if (!p->defined() || p->m_shape.size() != 2 || p->m_shape[1] != first.m_shape[1] || p->m_representation != first.m_representation)
+            return makeError(ErrorCode::InvalidArgument, "weights to fuse must be 2-D, of one representation and one input width");
+        if (p->m_representation == Representation::Dense) {
+            if (p->m_data.scalar_type() != first.m_data.scalar_type())
+                return makeError(ErrorCode::InvalidArgument, "dense weights to fuse must share a dtype");
+            data.push_back(p->m_data);
+            continue;
+        }
+        if (p->m_representation != Representation::Fp8Scaled || p->m_scale.dim() > 1 || !p->m_blockSize.empty()
+            || p->m_data.scalar_type() != first.m_data.scalar_type() || p->m_data.device() != first.m_data.device())
+            return makeError(ErrorCode::Unsupported, "only dense weights and fp8 weights with per-tensor or per-row scales can be fused");
+        data.push_back(p->m_data);
+        scales.push_back(p->m_scale.reshape({-1}).expand({p->m_shape[0]}));
+        if (p->m_inputScale)
+            inputScales.push_back(p->m_inputScale->reshape({}));
+    }
+    if (first.m_representation == Representation::Dense)
+        return dense(at::cat(data, 0));
+    // One input is quantized once for all parts: with the largest of their calibrated scales,
+    // so no part sees its inputs clipped harder than its own scale would; without a scale on
+    // every part the input is quantized by its own amax at run time.
+    std::optional<at::Tensor> inputScale;
+    if (inputScales.size() == parts.size())
+        inputScale = at::stack(inputScales).amax();
+    return fp8(at::cat(data, 0), at::cat(scales, 0).contiguous(), inputScale);
 }
 
 Result<at::Tensor> QuantizedWeight::linear(const at::Tensor& input, const std::optional<at::Tensor>& bias) const
@@ -334,6 +450,8 @@ Result<at::Tensor> QuantizedWeight::linear(const at::Tensor& input, const std::o
     const QuantizedWeight* weight = this;
     QuantizedWeight moved;
     if (device() != input.device()) {
+        logFallbackOnce("a weight on " + device().str() + " is used with an input on " + input.device().str()
+            + ": it is copied to the input's device at every call");
         auto r = to(input.device());
         if (!r)
             return r.error();
@@ -342,31 +460,10 @@ Result<at::Tensor> QuantizedWeight::linear(const at::Tensor& input, const std::o
     }
     const auto dtype = input.scalar_type() == at::kDouble ? at::kFloat : input.scalar_type();
     if (m_representation == Representation::Fp8Scaled) {
-        if (auto blocker = weight->fp8MatmulBlocker(input)) {
-            logFallbackOnce(*blocker);
+        if (auto blocker = weight->fp8MatmulBlocker(input.device(), input.scalar_type())) {
+            logFallbackOnce("fp8 weights use dequantize + matmul: " + *blocker);
         } else {
-            return guarded(*this, "linear", [&]() -> Result<at::Tensor> {
-                // x is quantized per tensor (its own input_scale, else its amax), the result
-                // rescaled by both scales inside the matmul.
-                const auto x = input.reshape({-1, m_shape[1]});
-                at::Tensor scaleA = weight->m_inputScale ? weight->m_inputScale->reshape({}).to(at::kFloat)
-                                                         : (x.abs().amax().to(at::kFloat) / 448.0).clamp_min(1e-12);
-                const auto xq = (x.to(at::kFloat) / scaleA).clamp(-448.0, 448.0).to(at::kFloat8_e4m3fn);
-                at::Tensor scaleB = weight->m_scale;
-                if (scaleB.numel() == 1) {
-                    scaleB = scaleB.reshape({});
-                } else {
-                    scaleB = scaleB.reshape({1, -1}).contiguous();
-                    scaleA = scaleA.reshape({1, 1}).expand({x.size(0), 1}).contiguous();
-                }
-                std::optional<at::Tensor> b;
-                if (bias)
-                    b = bias->to(input.device(), dtype);
-                auto y = at::_scaled_mm(xq, weight->m_data.t(), scaleA, scaleB, b, std::nullopt, dtype, false);
-                auto outShape = input.sizes().vec();
-                outShape.back() = m_shape[0];
-                return y.reshape(outShape);
-            });
+            return guarded(*this, "linear", [&]() -> Result<at::Tensor> { return weight->fp8Matmul(input, bias, dtype); });
         }
     }
     const auto computeDtype = dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf ? dtype : at::kFloat;

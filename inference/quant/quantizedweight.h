@@ -16,6 +16,20 @@ enum class Representation { Dense, Fp8Scaled, Gguf, Nf4, Int8 };
 
 std::string_view representationName(Representation representation);
 
+// How a linear layer multiplies, decided from the weight, the device and the compute dtype
+// alone, so a load can report it before anything runs.
+enum class MatmulPath { DenseGemm, Fp8TensorCores, DequantizeThenGemm };
+std::string_view matmulPathName(MatmulPath path);
+struct MatmulPlan {
+    MatmulPath path = MatmulPath::DenseGemm;
+    std::string reason;  // why this path (for a fallback: what blocks the faster one)
+};
+
+// FP8 tensor-core GEMMs accumulate in the faster, less exact mode (cuBLASLt fast accumulation):
+// a speed-mode choice, process-wide, off unless set.
+void setFp8FastAccumulation(bool enabled);
+bool fp8FastAccumulation();
+
 // A weight in the form it was stored in: dense, scaled FP8 (per-tensor, per-output-channel
 // or block scales), GGUF blocks, bitsandbytes NF4, or int8 with per-channel scales. It
 // dequantizes on the device it lives on, moves data and scales together, and runs a linear
@@ -35,6 +49,10 @@ public:
     static Result<QuantizedWeight> nf4(at::Tensor packed, at::Tensor absmax, at::Tensor code, std::int64_t blockSize,
                                        std::vector<std::int64_t> shape, c10::ScalarType dtype);
     static Result<QuantizedWeight> int8(at::Tensor data, at::Tensor scale);
+    // Rows of several weights with one input width stacked into one, so projections that read
+    // the same input run as one GEMM: dense weights of one dtype, or fp8 weights with
+    // per-tensor or per-row scales (the result has per-row scales).
+    static Result<QuantizedWeight> fuseRows(const std::vector<const QuantizedWeight*>& parts);
     // Weight-only int8 with one scale per output channel (amax / 127).
     static Result<QuantizedWeight> quantizeInt8(const at::Tensor& weight);
 
@@ -51,6 +69,7 @@ public:
     // a forward pass can reuse one scratch buffer instead of faulting in fresh memory.
     Result<void> dequantizeInto(at::Tensor& out) const;
     Result<QuantizedWeight> to(c10::Device device) const;
+    MatmulPlan matmulPlan(c10::Device device, c10::ScalarType dtype) const;
     // y = x W^T (+ bias), computed on x's device in x's dtype.
     Result<at::Tensor> linear(const at::Tensor& input, const std::optional<at::Tensor>& bias = {}) const;
 
@@ -61,7 +80,8 @@ public:
 
 private:
     Error opError(const char* op, const std::string& what) const;
-    std::optional<std::string> fp8MatmulBlocker(const at::Tensor& input) const;
+    std::optional<std::string> fp8MatmulBlocker(c10::Device device, c10::ScalarType dtype) const;
+    at::Tensor fp8Matmul(const at::Tensor& input, const std::optional<at::Tensor>& bias, c10::ScalarType dtype) const;
 
     Representation m_representation = Representation::Dense;
     at::Tensor m_data;

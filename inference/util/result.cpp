@@ -13,6 +13,7 @@ const char* errorCodeName(ErrorCode code)
     case ErrorCode::InvalidFormat: return "invalid-format";
     case ErrorCode::Unsupported: return "unsupported";
     case ErrorCode::OutOfMemory: return "out-of-memory";
+    case ErrorCode::DeviceFault: return "device-fault";
     case ErrorCode::Cancelled: return "cancelled";
     case ErrorCode::Internal: return "internal";
     }

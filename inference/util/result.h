@@ -17,6 +17,7 @@ enum class ErrorCode {
     InvalidFormat,
     Unsupported,
     OutOfMemory,
+    DeviceFault,  // the GPU reported a fault; the device may need the engine restarted
     Cancelled,
     Internal,
 };

@@ -8,6 +8,7 @@
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
 #include "inference/tensorfile/tensorview.h"
+#include "kernels/ggufblocks.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
@@ -86,6 +87,39 @@ VT_TEST(ggufTypesMatchGgufPyBitExactly)
         ++types;
     }
     VT_COMPARE(types, 12);
+}
+
+// The GPU kernel decodes element by element; each element must be the very float the
+// whole-block decoder (bit-exact against gguf-py above) writes, for every type and index.
+VT_TEST(ggufElementDecoderEqualsTheBlockDecoder)
+{
+    std::uint32_t state = 12345;
+    auto next = [&] {
+        state = state * 1664525u + 1013904223u;
+        return static_cast<std::uint8_t>(state >> 24);
+    };
+    namespace g = kernels::gguf;
+    int typesChecked = 0;
+    for (int type : {g::kF32, g::kF16, g::kBF16, g::kQ4_0, g::kQ4_1, g::kQ5_0, g::kQ5_1, g::kQ8_0, g::kQ2_K, g::kQ3_K, g::kQ4_K,
+             g::kQ5_K, g::kQ6_K}) {
+        const auto traits = g::blockTraits(type);
+        VT_CHECK(traits.elements > 0);
+        std::vector<std::uint8_t> block(static_cast<std::size_t>(traits.bytes));
+        float whole[256];
+        int mismatches = 0;
+        for (int trial = 0; trial < 200; ++trial) {
+            for (auto& byte : block)
+                byte = next();
+            g::decodeBlock(type, block.data(), whole);
+            for (int i = 0; i < traits.elements; ++i) {
+                const float one = g::decodeElement(type, block.data(), i);
+                mismatches += std::memcmp(&one, &whole[i], sizeof(float)) != 0;
+            }
+        }
+        VT_CHECK_MSG(mismatches == 0, "ggml type " << type << ": " << mismatches << " elements differ");
+        ++typesChecked;
+    }
+    VT_COMPARE(typesChecked, 13);
 }
 
 VT_TEST(ggufFileWeightsLoadInTheirStoredForm)

@@ -1,6 +1,7 @@
 #include "inference/models/ltx2/ltx2layers.h"
 
 #include "inference/models/ltx2/ltx2weights.h"
+#include "kernels/fusedops.h"
 
 #include <ATen/ATen.h>
 
@@ -67,6 +68,20 @@ at::Tensor applyRope(const at::Tensor& x, const Rope& rope)
     return out.reshape({x.size(0), t, -1}).to(x.scalar_type());
 }
 
+namespace {
+
+// The q/k RMSNorm followed by the rotary embedding; the split layout (every real LTX-2
+// checkpoint) runs as one fused op.
+at::Tensor normAndRope(const at::Tensor& x, const at::Tensor& weight, const Rope* rope)
+{
+    if (rope && rope->split && x.dim() == 3 && weight.defined())
+        return kernels::rmsNormRope(x, weight, rope->cos, rope->sin, 1e-6);
+    auto normed = nn::rmsNormWeighted(x, weight, 1e-6);
+    return rope ? applyRope(normed, *rope) : normed;
+}
+
+} // namespace
+
 Attention Attention::load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated,
                           bool selfAttention)
 {
@@ -90,17 +105,21 @@ Attention Attention::load(WeightTaker& w, const std::string& prefix, std::int64_
         parts = {&a.toK, &a.toV};
     }
     bool fusable = true;
-    for (const auto* l : parts)
-        fusable = fusable && l->defined() && l->bias && l->weight.representation() == quant::Representation::Dense
-            && l->weight.data().scalar_type() == parts[0]->weight.data().scalar_type();
-    if (fusable) {
-        std::vector<at::Tensor> weights, biases;
-        for (const auto* l : parts) {
-            weights.push_back(l->weight.data());
+    std::vector<const quant::QuantizedWeight*> weights;
+    for (const auto* l : parts) {
+        fusable = fusable && l->defined() && l->bias;
+        weights.push_back(&l->weight);
+    }
+    // Dense weights of one dtype, or scaled FP8 with per-tensor or per-row scales (as one
+    // GEMM with row-wise scales); anything else keeps one GEMM per projection.
+    auto fusedWeight = fusable ? quant::QuantizedWeight::fuseRows(weights)
+                               : Result<quant::QuantizedWeight>(makeError(ErrorCode::Unsupported, "not fusable"));
+    if (fusedWeight) {
+        std::vector<at::Tensor> biases;
+        for (const auto* l : parts)
             biases.push_back(*l->bias);
-        }
         a.fused.name = prefix + (selfAttention ? ".to_qkv" : ".to_kv");
-        a.fused.weight = quant::QuantizedWeight::dense(at::cat(weights, 0));
+        a.fused.weight = std::move(*fusedWeight);
         a.fused.bias = at::cat(biases, 0);
         a.fusedSelf = selfAttention;
         // The separate copies are no longer needed; their shapes stay known through the fused one.
@@ -152,12 +171,8 @@ at::Tensor Attention::operator()(const at::Tensor& x, const at::Tensor* context,
     if (allPerturbed) {
         out = value;
     } else {
-        auto q = nn::rmsNormWeighted(query, normQ, 1e-6);
-        auto k = nn::rmsNormWeighted(key, normK, 1e-6);
-        if (queryRope) {
-            q = applyRope(q, *queryRope);
-            k = applyRope(k, keyRope ? *keyRope : *queryRope);
-        }
+        auto q = normAndRope(query, normQ, queryRope);
+        auto k = normAndRope(key, normK, queryRope ? (keyRope ? keyRope : queryRope) : nullptr);
         const auto dtype = q.scalar_type();
         auto qh = q.unflatten(2, {heads, -1}).transpose(1, 2);
         auto kh = k.unflatten(2, {heads, -1}).transpose(1, 2);
@@ -190,7 +205,7 @@ FeedForward FeedForward::load(WeightTaker& w, const std::string& prefix, bool bi
 
 at::Tensor FeedForward::operator()(const at::Tensor& x) const
 {
-    return out(nn::geluTanh(proj(x)));
+    return out(proj.withGeluTanh(x));
 }
 
 AdaLayerNormSingle AdaLayerNormSingle::load(WeightTaker& w, const std::string& prefix)

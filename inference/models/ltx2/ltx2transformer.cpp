@@ -388,10 +388,10 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
 
         // 5.1 self-attention
         const auto vMod = modParams(b.scaleShiftTable, temb);
-        auto h = nn::modulate(nn::rmsNorm(x, eps), vMod[1], vMod[0]);
+        auto h = nn::rmsNormModulate(x, vMod[1], vMod[0], eps);
         x = at::addcmul(x, b.attn1(h, nullptr, std::nullopt, &videoRope, nullptr, pm, ap), vMod[2]);
         const auto aMod = modParams(b.audioScaleShiftTable, tembAudio);
-        h = nn::modulate(nn::rmsNorm(a, eps), aMod[1], aMod[0]);
+        h = nn::rmsNormModulate(a, aMod[1], aMod[0], eps);
         a = at::addcmul(a, b.audioAttn1(h, nullptr, std::nullopt, &audioRope, nullptr, pm, ap), aMod[2]);
 
         // 5.2 text cross-attention
@@ -408,40 +408,34 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
             ctx = nn::modulate(context, kv[1], kv[0]);
             actx = nn::modulate(audioContext, akv[1], akv[0]);
         }
-        h = nn::rmsNorm(x, eps);
-        if (c.crossAttnMod)
-            h = nn::modulate(h, vMod[7], vMod[6]);
+        h = c.crossAttnMod ? nn::rmsNormModulate(x, vMod[7], vMod[6], eps) : nn::rmsNorm(x, eps);
         auto attn = b.attn2(h, &ctx, textMask, nullptr, nullptr);
         x = c.crossAttnMod ? at::addcmul(x, attn, vMod[8]) : x + attn;
-        h = nn::rmsNorm(a, eps);
-        if (c.audioCrossAttnMod)
-            h = nn::modulate(h, aMod[7], aMod[6]);
+        h = c.audioCrossAttnMod ? nn::rmsNormModulate(a, aMod[7], aMod[6], eps) : nn::rmsNorm(a, eps);
         attn = b.audioAttn2(h, &actx, audioTextMask, nullptr, nullptr);
         a = c.audioCrossAttnMod ? at::addcmul(a, attn, aMod[8]) : a + attn;
 
         // 5.3 audio <-> video cross-attention, both from the states before either update
         if (!in.isolateModalities) {
-            const auto xn = nn::rmsNorm(x, eps);
-            const auto an = nn::rmsNorm(a, eps);
             const auto vCa = modParams(b.videoA2vTable.narrow(0, 0, 4), caScaleShift);
             const auto vGate = modParams(b.videoA2vTable.narrow(0, 4, 1), caGate)[0];
             const auto aCa = modParams(b.audioA2vTable.narrow(0, 0, 4), caAudioScaleShiftT);
             const auto aGate = modParams(b.audioA2vTable.narrow(0, 4, 1), caAudioGateT)[0];
             // rows: 0 scale(a2v), 1 shift(a2v), 2 scale(v2a), 3 shift(v2a)
-            auto q = nn::modulate(xn, vCa[0], vCa[1]);
-            auto kv = nn::modulate(an, aCa[0], aCa[1]);
+            auto q = nn::rmsNormModulate(x, vCa[0], vCa[1], eps);
+            auto kv = nn::rmsNormModulate(a, aCa[0], aCa[1], eps);
             const auto a2v = b.audioToVideo(q, &kv, std::nullopt, &crossVideoRope, &crossAudioRope);
-            q = nn::modulate(an, aCa[2], aCa[3]);
-            kv = nn::modulate(xn, vCa[2], vCa[3]);
+            q = nn::rmsNormModulate(a, aCa[2], aCa[3], eps);
+            kv = nn::rmsNormModulate(x, vCa[2], vCa[3], eps);
             const auto v2a = b.videoToAudio(q, &kv, std::nullopt, &crossAudioRope, &crossVideoRope);
             x = at::addcmul(x, vGate, a2v);
             a = at::addcmul(a, aGate, v2a);
         }
 
         // 5.4 feed-forward
-        h = nn::modulate(nn::rmsNorm(x, eps), vMod[4], vMod[3]);
+        h = nn::rmsNormModulate(x, vMod[4], vMod[3], eps);
         x = at::addcmul(x, b.ff(h), vMod[5]);
-        h = nn::modulate(nn::rmsNorm(a, eps), aMod[4], aMod[3]);
+        h = nn::rmsNormModulate(a, aMod[4], aMod[3], eps);
         a = at::addcmul(a, b.audioFf(h), aMod[5]);
         if (in.onBlock)
             in.onBlock(static_cast<int>(i), x, a);
@@ -547,46 +541,63 @@ std::int64_t Transformer::residentBytes() const
     return total;
 }
 
+std::map<std::string, int> Transformer::matmulPaths() const
+{
+    std::map<std::string, int> out;
+    visitLinears([&](const nn::Linear& l) {
+        if (!l.defined())
+            return;
+        const auto plan = l.weight.matmulPlan(m_impl->device, m_impl->dtype);
+        auto key = std::string(quant::matmulPathName(plan.path));
+        if (plan.path == quant::MatmulPath::DequantizeThenGemm)
+            key += " (" + plan.reason + ")";
+        ++out[key];
+    });
+    return out;
+}
+
+void Transformer::visitLinears(const std::function<void(const nn::Linear&)>& f) const
+{
+    const auto& m = *m_impl;
+    for (const auto* l : {&m.projIn, &m.audioProjIn, &m.projOut, &m.audioProjOut, &m.captionLinear1, &m.captionLinear2,
+             &m.audioCaptionLinear1, &m.audioCaptionLinear2})
+        f(*l);
+    for (const auto* ada : {&m.timeEmbed, &m.audioTimeEmbed, &m.promptAdaln, &m.audioPromptAdaln, &m.caVideoScaleShift,
+             &m.caAudioScaleShift, &m.caVideoGate, &m.caAudioGate})
+        for (const auto* l : {&ada->linear1, &ada->linear2, &ada->linear})
+            f(*l);
+    for (const auto& b : m.blocks) {
+        for (const auto* at : {&b.attn1, &b.audioAttn1, &b.attn2, &b.audioAttn2, &b.audioToVideo, &b.videoToAudio})
+            for (const auto* l : {&at->toQ, &at->toK, &at->toV, &at->toOut, &at->toGateLogits, &at->fused})
+                f(*l);
+        for (const auto* ff : {&b.ff, &b.audioFf}) {
+            f(ff->proj);
+            f(ff->out);
+        }
+    }
+}
+
 std::map<std::string, std::int64_t> Transformer::bytesByRepresentation() const
 {
     std::map<std::string, std::int64_t> out;
-    auto addLinear = [&](const nn::Linear& l) {
+    visitLinears([&](const nn::Linear& l) {
         if (!l.defined())
             return;
         out[std::string(quant::representationName(l.weight.representation()))] += l.weight.residentBytes();
         if (l.bias)
             out["dense"] += l.bias->numel() * l.bias->element_size();
-    };
+    });
     auto addTensor = [&](const at::Tensor& t) {
         if (t.defined())
             out["dense"] += t.numel() * t.element_size();
     };
-    auto addAttention = [&](const Attention& at) {
-        for (const auto* l : {&at.toQ, &at.toK, &at.toV, &at.toOut, &at.toGateLogits, &at.fused})
-            addLinear(*l);
-        addTensor(at.normQ);
-        addTensor(at.normK);
-    };
-    auto addAda = [&](const AdaLayerNormSingle& ada) {
-        addLinear(ada.linear1);
-        addLinear(ada.linear2);
-        addLinear(ada.linear);
-    };
     const auto& m = *m_impl;
-    for (const auto* l : {&m.projIn, &m.audioProjIn, &m.projOut, &m.audioProjOut, &m.captionLinear1, &m.captionLinear2,
-             &m.audioCaptionLinear1, &m.audioCaptionLinear2})
-        addLinear(*l);
-    for (const auto* ada : {&m.timeEmbed, &m.audioTimeEmbed, &m.promptAdaln, &m.audioPromptAdaln, &m.caVideoScaleShift,
-             &m.caAudioScaleShift, &m.caVideoGate, &m.caAudioGate})
-        addAda(*ada);
     addTensor(m.scaleShiftTable);
     addTensor(m.audioScaleShiftTable);
     for (const auto& b : m.blocks) {
-        for (const auto* at : {&b.attn1, &b.audioAttn1, &b.attn2, &b.audioAttn2, &b.audioToVideo, &b.videoToAudio})
-            addAttention(*at);
-        for (const auto* ff : {&b.ff, &b.audioFf}) {
-            addLinear(ff->proj);
-            addLinear(ff->out);
+        for (const auto* at : {&b.attn1, &b.audioAttn1, &b.attn2, &b.audioAttn2, &b.audioToVideo, &b.videoToAudio}) {
+            addTensor(at->normQ);
+            addTensor(at->normK);
         }
         for (const auto* t : {&b.scaleShiftTable, &b.audioScaleShiftTable, &b.promptScaleShiftTable, &b.audioPromptScaleShiftTable,
                  &b.videoA2vTable, &b.audioA2vTable})

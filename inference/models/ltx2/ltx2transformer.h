@@ -20,6 +20,9 @@
 namespace vireo::tensorfile {
 struct TensorSet;
 }
+namespace vireo::nn {
+struct Linear;
+}
 
 namespace vireo::ltx2 {
 
@@ -88,10 +91,14 @@ public:
     // Bytes of every weight as held (quantized ones at their stored size), and per representation.
     std::int64_t residentBytes() const;
     std::map<std::string, std::int64_t> bytesByRepresentation() const;
+    // How many linear layers multiply by each path on this model's device and dtype
+    // ("FP8 tensor-core GEMM", "dequantize + GEMM: <reason>", ...), known at load.
+    std::map<std::string, int> matmulPaths() const;
 
 private:
     struct Impl;
     explicit Transformer(std::unique_ptr<Impl> impl);
+    void visitLinears(const std::function<void(const nn::Linear&)>& f) const;
     std::unique_ptr<Impl> m_impl;
 };
 

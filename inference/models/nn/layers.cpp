@@ -1,7 +1,11 @@
 #include "inference/models/nn/layers.h"
 
+#include "kernels/fusedops.h"
+
 #include <ATen/ATen.h>
 
+#include <atomic>
+#include <cctype>
 #include <cmath>
 
 namespace vireo::nn {
@@ -12,6 +16,20 @@ at::Tensor Linear::operator()(const at::Tensor& x) const
     if (!y)
         throw ForwardError(name + ": " + y.error().message);
     return std::move(*y);
+}
+
+at::Tensor Linear::withGeluTanh(const at::Tensor& x) const
+{
+    const auto& w = weight.data();
+    const bool epilogue = x.is_cuda() && weight.representation() == quant::Representation::Dense && bias && w.device() == x.device()
+        && w.scalar_type() == x.scalar_type() && bias->scalar_type() == x.scalar_type() && w.dim() == 2 && x.size(-1) == w.size(1)
+        && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf || x.scalar_type() == at::kFloat);
+    if (!epilogue)
+        return geluTanh((*this)(x));
+    // cuBLASLt's GELU epilogue is the tanh form; where it cannot run, ATen applies gelu(tanh).
+    auto outShape = x.sizes().vec();
+    outShape.back() = w.size(0);
+    return at::_addmm_activation(*bias, x.reshape({-1, w.size(1)}), w.t(), 1, 1, true).view(outShape);
 }
 
 std::int64_t Linear::residentBytes() const
@@ -33,6 +51,13 @@ at::Tensor rmsNorm(const at::Tensor& x, double eps)
 at::Tensor modulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift)
 {
     return at::addcmul(shift, x, 1 + scale);
+}
+
+at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
+{
+    if (x.dim() == 3 && scale.dim() == 3 && shift.dim() == 3)
+        return kernels::rmsNormModulate(x, scale, shift, eps);
+    return modulate(rmsNorm(x, eps), scale, shift);
 }
 
 at::Tensor rmsNormWeighted(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps)
@@ -65,10 +90,102 @@ at::Tensor timestepFeatures(const at::Tensor& timesteps, std::int64_t dim, doubl
     return emb;
 }
 
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+namespace {
+
+// PyTorch's fused CUDA attention kernels (memory-efficient, flash) load 16 bytes at a time and
+// take a view's base pointer and strides on trust: a view into a fused q/k/v projection at an
+// offset that is not a multiple of 16 bytes makes them read misaligned addresses, which
+// poisons the whole CUDA context. Such views are copied into fresh storage first.
+bool alignedForFusedAttention(const at::Tensor& t)
+{
+    const auto elementsPer16 = 16 / static_cast<std::int64_t>(t.element_size());
+    if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 != 0 || t.stride(-1) != 1)
+        return false;
+    for (std::int64_t d = 0; d + 1 < t.dim(); ++d)
+        if (t.size(d) > 1 && t.stride(d) % elementsPer16 != 0)
+            return false;
+    return true;
+}
+
+at::Tensor fusedAttentionOperand(const at::Tensor& t)
+{
+    if (!t.is_cuda() || alignedForFusedAttention(t))
+        return t;
+    return t.clone(at::MemoryFormat::Contiguous);
+}
+
+} // namespace
+
+namespace {
+std::atomic<AttentionKernel> g_attentionKernel{AttentionKernel::Default};
+}
+
+std::string_view attentionKernelName(AttentionKernel kernel)
+{
+    switch (kernel) {
+    case AttentionKernel::Default: return "default";
+    case AttentionKernel::FlashV3: return "flash3";
+    case AttentionKernel::Flash: return "flash";
+    case AttentionKernel::Cudnn: return "cudnn";
+    case AttentionKernel::Efficient: return "efficient";
+    }
+    return "?";
+}
+
+std::optional<AttentionKernel> parseAttentionKernel(std::string_view name)
+{
+    std::string lower(name);
+    for (auto& ch : lower)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (auto k : {AttentionKernel::Default, AttentionKernel::FlashV3, AttentionKernel::Flash, AttentionKernel::Cudnn,
+             AttentionKernel::Efficient})
+        if (lower == attentionKernelName(k))
+            return k;
+    return std::nullopt;
+}
+
+void setAttentionKernel(AttentionKernel kernel)
+{
+    using B = at::SDPBackend;
+    auto order = [](std::initializer_list<B> backends) {
+        std::vector<std::int64_t> ids;
+        for (auto b : backends)
+            ids.push_back(static_cast<std::int64_t>(b));
+        return ids;
+    };
+    auto& ctx = at::globalContext();
+    ctx.setSDPUseFA3(kernel == AttentionKernel::FlashV3);
+    switch (kernel) {
+    case AttentionKernel::Default:
+    case AttentionKernel::FlashV3:
+    case AttentionKernel::Flash:
+        ctx.setSDPPriorityOrder(order({B::flash_attention, B::efficient_attention, B::math, B::cudnn_attention, B::overrideable}));
+        break;
+    case AttentionKernel::Cudnn:
+        ctx.setSDPPriorityOrder(order({B::cudnn_attention, B::flash_attention, B::efficient_attention, B::math, B::overrideable}));
+        break;
+    case AttentionKernel::Efficient:
+        ctx.setSDPPriorityOrder(order({B::efficient_attention, B::flash_attention, B::math, B::cudnn_attention, B::overrideable}));
+        break;
+    }
+    g_attentionKernel = kernel;
+}
+
+AttentionKernel attentionKernel()
+{
+    return g_attentionKernel;
+}
+
+bool attentionOperandAligned(const at::Tensor& t)
+{
+    return alignedForFusedAttention(t);
+}
+
+at::Tensor attention(const at::Tensor& qIn, const at::Tensor& kIn, const at::Tensor& vIn,
                      const std::optional<at::Tensor>& additiveMask, std::int64_t scoreBudgetElements)
 {
-    TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "attention expects [B,H,T,D], got q ", q.dim(), "-D");
+    TORCH_CHECK(qIn.dim() == 4 && kIn.dim() == 4 && vIn.dim() == 4, "attention expects [B,H,T,D], got q ", qIn.dim(), "-D");
+    const auto q = fusedAttentionOperand(qIn), k = fusedAttentionOperand(kIn), v = fusedAttentionOperand(vIn);
     const auto b = q.size(0), h = q.size(1), tq = q.size(2), tk = k.size(2);
     const auto perRow = b * h * tk;
     const auto rows = std::max<std::int64_t>(1, scoreBudgetElements / std::max<std::int64_t>(1, perRow));

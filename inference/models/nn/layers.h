@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace vireo::nn {
 
@@ -29,6 +30,8 @@ struct Linear {
     std::int64_t inFeatures() const { return weight.shape().at(1); }
     std::int64_t outFeatures() const { return weight.shape().at(0); }
     at::Tensor operator()(const at::Tensor& x) const;
+    // geluTanh((*this)(x)); on CUDA a dense layer applies bias and GELU in the GEMM epilogue.
+    at::Tensor withGeluTanh(const at::Tensor& x) const;
     std::int64_t residentBytes() const;
 };
 
@@ -36,6 +39,9 @@ struct Linear {
 at::Tensor rmsNorm(const at::Tensor& x, double eps);
 // x * (1 + scale) + shift in one pass (AdaLN modulation).
 at::Tensor modulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift);
+// modulate(rmsNorm(x, eps), scale, shift) as one pass on CUDA (kernels/fusedops.h); the
+// same ops on the CPU.
+at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps);
 // torch.nn.RMSNorm with an optional weight (q/k norms across heads).
 at::Tensor rmsNormWeighted(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
 at::Tensor layerNormNoAffine(const at::Tensor& x, double eps);
@@ -48,7 +54,20 @@ at::Tensor timestepFeatures(const at::Tensor& timesteps, std::int64_t dim, doubl
 // Scaled dot-product attention on [B, H, T, D] tensors through at::scaled_dot_product_attention.
 // Queries are processed in chunks when the full score matrix would exceed scoreBudgetElements,
 // so the math fallback (no fused kernel for this device, dtype or mask) stays bounded.
+// CUDA operands whose base or strides are not 16-byte aligned are copied first (see layers.cpp).
 at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                      const std::optional<at::Tensor>& additiveMask, std::int64_t scoreBudgetElements = 1ll << 28);
+
+// Which fused kernel PyTorch's scaled_dot_product_attention prefers on CUDA. Process-wide (it
+// sets ATen's global choice); Default is PyTorch's own order. Unknown names are an error.
+enum class AttentionKernel { Default, FlashV3, Flash, Cudnn, Efficient };
+std::string_view attentionKernelName(AttentionKernel kernel);
+std::optional<AttentionKernel> parseAttentionKernel(std::string_view name);  // case-insensitive
+void setAttentionKernel(AttentionKernel kernel);
+AttentionKernel attentionKernel();
+
+// Whether a tensor can go to the fused CUDA attention kernels as it is (16-byte aligned base
+// and strides, unit stride on the last dim). Exposed for the GPU tests.
+bool attentionOperandAligned(const at::Tensor& t);
 
 } // namespace vireo::nn

@@ -1,0 +1,117 @@
+#include "inference/util/device.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/core/Allocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/util/Exception.h>
+
+#include <cuda_runtime_api.h>
+
+namespace vireo {
+
+namespace {
+
+c10::DeviceIndex indexOf(c10::Device device)
+{
+    return device.has_index() ? device.index() : c10::cuda::current_device();
+}
+
+bool contains(const std::string& text, const char* what)
+{
+    return text.find(what) != std::string::npos;
+}
+
+} // namespace
+
+bool cudaAvailable()
+{
+    return at::hasCUDA() && c10::cuda::device_count() > 0;
+}
+
+std::string cudaDeviceSummary()
+{
+    if (!cudaAvailable())
+        return {};
+    const auto* p = at::cuda::getDeviceProperties(0);
+    return std::string(p->name) + " (compute capability " + std::to_string(p->major) + "." + std::to_string(p->minor) + ", "
+        + std::to_string(p->totalGlobalMem / (1024 * 1024)) + " MiB)";
+}
+
+void deviceSynchronize(c10::Device device)
+{
+    if (device.is_cuda())
+        c10::cuda::device_synchronize();
+}
+
+std::int64_t cudaAllocatedMemory(c10::Device device)
+{
+    if (!device.is_cuda() || !cudaAvailable())
+        return 0;
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(indexOf(device)).allocated_bytes[0].current;
+}
+
+std::int64_t cudaPeakMemory(c10::Device device)
+{
+    if (!device.is_cuda() || !cudaAvailable())
+        return 0;
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(indexOf(device)).allocated_bytes[0].peak;
+}
+
+void cudaResetPeakMemory(c10::Device device)
+{
+    if (device.is_cuda() && cudaAvailable())
+        c10::cuda::CUDACachingAllocator::resetPeakStats(indexOf(device));
+}
+
+std::pair<std::int64_t, std::int64_t> cudaMemoryInfo(c10::Device device)
+{
+    if (!device.is_cuda() || !cudaAvailable())
+        return {0, 0};
+    const c10::cuda::CUDAGuard guard(indexOf(device));
+    std::size_t freeBytes = 0, totalBytes = 0;
+    if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return {0, 0};
+    }
+    return {static_cast<std::int64_t>(freeBytes), static_cast<std::int64_t>(totalBytes)};
+}
+
+void releaseCachedDeviceMemory()
+{
+    if (cudaAvailable())
+        c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+Error errorFromException(const std::exception& e, const std::string& what)
+{
+    std::string text;
+    if (const auto* c10Error = dynamic_cast<const c10::Error*>(&e))
+        text = c10Error->what_without_backtrace();
+    else
+        text = e.what();
+    if (dynamic_cast<const c10::OutOfMemoryError*>(&e) || contains(text, "out of memory") || contains(text, "DefaultCPUAllocator: can't allocate")
+        || dynamic_cast<const std::bad_alloc*>(&e))
+        return makeError(ErrorCode::OutOfMemory, what + " ran out of memory: " + text
+                + " (choose a smaller size, fewer frames, or a placement that offloads more)");
+    if (dynamic_cast<const c10::AcceleratorError*>(&e) || contains(text, "CUDA error") || contains(text, "CUBLAS_STATUS")
+        || contains(text, "cuDNN error"))
+        return makeError(ErrorCode::DeviceFault, what + " failed on the GPU: " + text);
+    return makeError(ErrorCode::InvalidArgument, what + ": " + text);
+}
+
+bool cudaContextHealthy()
+{
+    if (!cudaAvailable())
+        return true;
+    try {
+        const auto probe = at::ones({16}, at::TensorOptions().device(at::kCUDA));
+        return probe.sum().item<double>() == 16.0 && cudaDeviceSynchronize() == cudaSuccess;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
+} // namespace vireo

@@ -1,0 +1,42 @@
+#pragma once
+
+// Device housekeeping shared by the runtime, the CLI and the benchmarks, so none of them
+// includes CUDA headers: synchronization, memory statistics, handing cached memory back, and
+// telling apart the failures a job can survive from a lost device.
+
+#include "inference/util/result.h"
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <exception>
+#include <string>
+
+namespace vireo {
+
+void deviceSynchronize(c10::Device device);
+
+// Bytes the CUDA caching allocator holds for tensors now, and the most since the last reset.
+std::int64_t cudaAllocatedMemory(c10::Device device);
+std::int64_t cudaPeakMemory(c10::Device device);
+void cudaResetPeakMemory(c10::Device device);
+// Free and total bytes of the device as the driver sees them (0, 0 without CUDA).
+std::pair<std::int64_t, std::int64_t> cudaMemoryInfo(c10::Device device);
+// Returns the caching allocator's unused blocks to the driver, so the next model (or another
+// program) can have them.
+void releaseCachedDeviceMemory();
+
+// Whether this process can use CUDA at all, and its first device's name and capability.
+bool cudaAvailable();
+std::string cudaDeviceSummary();
+
+// One error for an exception thrown by libtorch inside `what` (a phase or component name):
+// out of memory on any device becomes ErrorCode::OutOfMemory, a CUDA fault DeviceFault, the
+// rest InvalidArgument. The message says what happened and what to do.
+Error errorFromException(const std::exception& e, const std::string& what);
+
+// After a CUDA fault: whether the device still runs work (a sticky error such as an illegal
+// address poisons the whole context until the process ends).
+bool cudaContextHealthy();
+
+} // namespace vireo

@@ -1,0 +1,25 @@
+#pragma once
+
+// Fused elementwise ops of the transformer forward. Each is one pass over its tensors on CUDA
+// where the torch composition it replaces makes three to eight; the CPU implementation is
+// that composition itself, so CPU results are unchanged and a GPU test compares the two.
+
+#include <ATen/core/Tensor.h>
+
+namespace vireo::kernels {
+
+// float8_e4m3fn(clamp(float(x) / scale, -448, 448)); scale is a float32 scalar tensor on x's
+// device. NaN stays NaN.
+at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale);
+
+// shift + rms_norm(x) * (1 + scale) over the last dim (AdaLN after an RMSNorm without
+// weight). x [B, T, C]; scale and shift [B, T or 1, C] in x's dtype, any strides.
+at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps);
+
+// Split-layout rotary embedding of rms_norm(x, weight): x [B, T, C] (C = H * 2r, last dim
+// contiguous, rows may be strided, as a view into a fused projection), weight [C],
+// cos/sin float32 [B or 1, T, H, 1, r]. Each head's halves (a, b) become
+// (a cos - b sin, b cos + a sin). Returns a contiguous [B, T, C] in x's dtype.
+at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps);
+
+} // namespace vireo::kernels

@@ -1,0 +1,93 @@
+// CPU implementations of the fused ops: the torch compositions the model code used before the
+// CUDA kernels existed, op for op, so CPU parity with the references is untouched.
+#include "kernels/fusedops.h"
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+namespace vireo::kernels {
+
+namespace detail {
+
+void checkRmsNormRopeArgs(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin)
+{
+    TORCH_CHECK(x.dim() == 3, "rms_norm_rope: x must be [B, T, C], got ", x.sizes());
+    TORCH_CHECK(cos.dim() == 5 && cos.sizes() == sin.sizes() && cos.size(3) == 1,
+        "rms_norm_rope: cos and sin must be [B, T, H, 1, r] and alike, got ", cos.sizes(), " and ", sin.sizes());
+    TORCH_CHECK(cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat, "rms_norm_rope: cos and sin must be float32");
+    TORCH_CHECK(cos.size(1) == x.size(1) && (cos.size(0) == x.size(0) || cos.size(0) == 1),
+        "rms_norm_rope: rope for ", cos.size(0), "x", cos.size(1), " tokens applied to ", x.sizes());
+    TORCH_CHECK(2 * cos.size(2) * cos.size(4) == x.size(2), "rms_norm_rope: rope of ", 2 * cos.size(2) * cos.size(4),
+        " features applied to ", x.size(2));
+    TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(2), "rms_norm_rope: weight must be [", x.size(2), "], got ",
+        weight.sizes());
+}
+
+void checkRmsNormModulateArgs(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift)
+{
+    TORCH_CHECK(x.dim() == 3, "rms_norm_modulate: x must be [B, T, C], got ", x.sizes());
+    for (const auto* t : {&scale, &shift})
+        TORCH_CHECK(t->dim() == 3 && t->size(0) == x.size(0) && (t->size(1) == x.size(1) || t->size(1) == 1) && t->size(2) == x.size(2),
+            "rms_norm_modulate: scale and shift must be [", x.size(0), ", ", x.size(1), " or 1, ", x.size(2), "], got ", t->sizes());
+}
+
+} // namespace detail
+
+namespace {
+
+at::Tensor quantizeFp8Cpu(const at::Tensor& x, const at::Tensor& scale)
+{
+    TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat, "quantize_fp8: scale must be one float32 value");
+    return (x.to(at::kFloat) / scale.reshape({})).clamp(-448.0, 448.0).to(at::kFloat8_e4m3fn);
+}
+
+at::Tensor rmsNormModulateCpu(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
+{
+    detail::checkRmsNormModulateArgs(x, scale, shift);
+    return at::addcmul(shift, at::rms_norm(x, {x.size(-1)}, std::nullopt, eps), 1 + scale);
+}
+
+at::Tensor rmsNormRopeCpu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
+{
+    detail::checkRmsNormRopeArgs(x, weight, cos, sin);
+    const auto q = at::rms_norm(x, {x.size(-1)}, weight, eps);
+    const auto b = x.size(0), t = cos.size(1), h = cos.size(2), r = cos.size(4);
+    const auto split = q.reshape({b, t, h, 2, r}).to(at::kFloat);
+    const auto first = split.narrow(-2, 0, 1), second = split.narrow(-2, 1, 1);
+    auto out = split * cos;
+    out.narrow(-2, 0, 1).addcmul_(sin, second, -1);
+    out.narrow(-2, 1, 1).addcmul_(sin, first);
+    return out.reshape({b, t, -1}).to(x.scalar_type());
+}
+
+} // namespace
+
+at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale)
+{
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::quantize_fp8", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    return op.call(x, scale);
+}
+
+at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
+{
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_modulate", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
+    return op.call(x, scale, shift, eps);
+}
+
+at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
+{
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_rope", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
+    return op.call(x, weight, cos, sin, eps);
+}
+
+TORCH_LIBRARY_IMPL(vireo, CPU, m)
+{
+    m.impl("quantize_fp8", &quantizeFp8Cpu);
+    m.impl("rms_norm_modulate", &rmsNormModulateCpu);
+    m.impl("rms_norm_rope", &rmsNormRopeCpu);
+}
+
+} // namespace vireo::kernels

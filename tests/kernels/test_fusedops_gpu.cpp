@@ -1,0 +1,119 @@
+// The fused CUDA ops against their CPU implementations (the torch compositions they replace).
+// Needs a CUDA device (label gpu).
+#include "tests/harness/vireotest.h"
+
+#include "kernels/fusedops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace vireo;
+
+namespace {
+
+double maxRel(const at::Tensor& a, const at::Tensor& b)
+{
+    const auto x = a.cpu().to(at::kDouble), y = b.cpu().to(at::kDouble);
+    return (x - y).abs().max().item<double>() / std::max(1e-12, y.abs().max().item<double>());
+}
+
+double tolerance(c10::ScalarType dtype)
+{
+    // float32: rsqrt and summation order; 16-bit: one rounding of the output apart.
+    return dtype == at::kFloat ? 1e-5 : dtype == at::kBFloat16 ? 1.6e-2 : 2e-3;
+}
+
+} // namespace
+
+VT_TEST(quantizeFp8IsBitExact)
+{
+    VT_CHECK_MSG(at::cuda::is_available(), "no CUDA device: run this test on the GPU machine");
+    at::manual_seed(3);
+    for (const auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        auto x = (at::randn({4097}) * 300).to(dtype);
+        x[0] = std::numeric_limits<float>::quiet_NaN();
+        x[1] = std::numeric_limits<float>::infinity();
+        x[2] = -std::numeric_limits<float>::infinity();
+        x[3] = 1e4;
+        x[4] = -0.0;
+        for (const float s : {1.0f, 0.37f, 17.0f}) {
+            const auto scale = at::full({}, s, at::kFloat);
+            const auto cpu = kernels::quantizeFp8(x, scale);
+            const auto gpu = kernels::quantizeFp8(x.cuda(), scale.cuda()).cpu();
+            VT_COMPARE(gpu.scalar_type(), at::kFloat8_e4m3fn);
+            VT_CHECK_MSG(at::equal(cpu.view(at::kByte), gpu.view(at::kByte)), dtype << " scale " << s << ": "
+                << (cpu.view(at::kByte) != gpu.view(at::kByte)).sum().item<std::int64_t>() << " bytes differ");
+        }
+    }
+}
+
+VT_TEST(rmsNormModulateMatchesTheComposition)
+{
+    VT_CHECK(at::cuda::is_available());
+    at::manual_seed(4);
+    for (const auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        for (const bool perToken : {false, true}) {
+            // Odd widths and a scale/shift that are strided views of one modulation tensor.
+            for (const std::int64_t c : {4096, 77}) {
+                const auto x = at::randn({2, 33, c}).to(dtype);
+                const auto mod = (at::randn({2, perToken ? 33 : 1, 3, c}) * 0.3).to(dtype);
+                const auto parts = mod.unbind(2);
+                const auto cpu = kernels::rmsNormModulate(x, parts[1], parts[0], 1e-6);
+                const auto gpu = kernels::rmsNormModulate(x.cuda(), mod.cuda().unbind(2)[1], mod.cuda().unbind(2)[0], 1e-6);
+                const auto err = maxRel(gpu, cpu);
+                std::printf("   rms_norm_modulate %s per-token %d C=%lld: max rel %.3g\n", c10::toString(dtype), perToken,
+                    static_cast<long long>(c), err);
+                VT_CHECK_MSG(err <= tolerance(dtype), dtype << " per-token " << perToken << " C " << c << ": " << err);
+            }
+        }
+    }
+}
+
+VT_TEST(rmsNormRopeMatchesTheComposition)
+{
+    VT_CHECK(at::cuda::is_available());
+    at::manual_seed(5);
+    for (const auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        for (const auto& [heads, r] : std::vector<std::pair<std::int64_t, std::int64_t>>{{32, 64}, {3, 5}, {2, 1}}) {
+            const std::int64_t c = heads * 2 * r, tokens = 37;
+            // x is the middle slice of a fused projection, as attention hands it over.
+            const auto fused = at::randn({2, tokens, 3 * c + 1}).to(dtype);
+            const auto x = fused.narrow(-1, c + 1, c);
+            const auto weight = (at::rand({c}) + 0.5).to(dtype);
+            const auto angles = at::rand({1, tokens, heads, 1, r}) * 6.0;
+            const auto cos = angles.cos(), sin = angles.sin();
+            const auto cpu = kernels::rmsNormRope(x, weight, cos, sin, 1e-6);
+            const auto gpu = kernels::rmsNormRope(fused.cuda().narrow(-1, c + 1, c), weight.cuda(), cos.cuda(), sin.cuda(), 1e-6);
+            VT_CHECK(gpu.is_contiguous());
+            const auto err = maxRel(gpu, cpu);
+            std::printf("   rms_norm_rope %s %lldx%lld: max rel %.3g\n", c10::toString(dtype), static_cast<long long>(heads),
+                static_cast<long long>(2 * r), err);
+            VT_CHECK_MSG(err <= tolerance(dtype), dtype << " heads " << heads << " r " << r << ": " << err);
+        }
+    }
+}
+
+VT_TEST(fusedOpsRejectWhatTheyCannotTake)
+{
+    VT_CHECK(at::cuda::is_available());
+    bool threw = false;
+    try {
+        (void)kernels::rmsNormRope(at::randn({1, 4, 12}, at::kCUDA), at::ones({12}, at::kCUDA), at::ones({1, 4, 2, 1, 4}, at::kCUDA),
+            at::ones({1, 4, 2, 1, 4}, at::kCUDA), 1e-6);
+    } catch (const c10::Error& e) {
+        threw = std::string(e.what()).find("rope of 16 features applied to 12") != std::string::npos;
+    }
+    VT_CHECK(threw);
+    threw = false;
+    try {
+        (void)kernels::quantizeFp8(at::randn({8}, at::kCUDA), at::ones({}));
+    } catch (const c10::Error& e) {
+        threw = std::string(e.what()).find("scale on cpu") != std::string::npos;
+    }
+    VT_CHECK(threw);
+}
+
+VT_MAIN("TestFusedOpsGpu")
