@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # The GPU machine's check, in one run of the device tool. That machine has PyTorch with CUDA,
-# cmake, ninja and nvcc, but no Debian packages and no diffusers, so:
+# cmake, ninja, nvcc and compute-sanitizer, but no Debian packages and no diffusers, so:
 #   1. here:   scripts/gpu-check.sh --stage
 #      copies the header-only JSON library and the pipeline fixtures (made by the pinned
-#      references on this machine) into build-gpu/ and prints the `carry` list;
-#   2. there:  scripts/gpu-check.sh
-#      builds the inference layer without Qt or FFmpeg against that machine's PyTorch, then
-#      runs every test labelled gpu: the CUDA dequantization kernels and the LTX-2 pipeline's
-#      parity (float32, TF32 off) and bfloat16 checks on the device.
-set -euo pipefail
+#      references on this machine) into build-gpu/, downloads the diffusers and gguf wheels
+#      into .whl/, and prints the `carry` list;
+#   2. there:  scripts/gpu-check.sh [--quick]
+#      builds the inference layer without Qt or FFmpeg against that machine's PyTorch, runs
+#      every test labelled gpu (CUDA kernels, CUDA layers, the LTX-2 pipeline's parity on the
+#      device), the GPU benchmark (tests/bench/bench_gpu.py) and compute-sanitizer memcheck
+#      on the kernel, layer and pipeline tests. Logs go to $OUT (or build-gpu/out) as they
+#      are written, so a run cut short still returns what it did.
+set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build-gpu"
 FIXTURES="tests/fixtures/ltx2pipeline"
 
 if [[ "${1:-}" == "--stage" ]]; then
+  set -e
   source="$ROOT/build/$FIXTURES"
   if [[ ! -f "$source/v23/run_distilled.safetensors" ]]; then
     echo "gpu-check: no pipeline fixtures in $source; run scripts/test.sh (or ctest -R fixtures.ltx2pipeline) first" >&2
@@ -23,18 +27,80 @@ if [[ "${1:-}" == "--stage" ]]; then
   mkdir -p "$BUILD/$FIXTURES" "$BUILD/third_party"
   cp -a "$source/." "$BUILD/$FIXTURES/"
   cp -a /usr/include/nlohmann "$BUILD/third_party/"
-  du -sh "$BUILD/$FIXTURES" "$BUILD/third_party"
-  echo "carry: [\"build-gpu/$FIXTURES\", \"build-gpu/third_party\"]"
+  # diffusers and gguf for the benchmark (pure Python; the GPU machine has their dependencies
+  # except importlib_metadata).
+  mkdir -p "$ROOT/.whl"
+  "$ROOT/.venv/bin/python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 -d "$ROOT/.whl" diffusers==0.42.1 gguf==0.19.0 importlib_metadata==10.2.0
+  du -sh "$BUILD/$FIXTURES" "$BUILD/third_party" "$ROOT/.whl"
+  echo "carry: [\"build-gpu/$FIXTURES\", \"build-gpu/third_party\", \".whl\"]"
   exit 0
 fi
 
+QUICK=0
+[[ "${1:-}" == "--quick" ]] && QUICK=1
+OUTDIR=${OUT:-$BUILD/out}
+mkdir -p "$OUTDIR"
+SUMMARY="$OUTDIR/summary.txt"
+: >"$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+start=$SECONDS
+elapsed() { echo $((SECONDS - start)); }
+# The device lease is short: later stages shrink or skip to end within this many seconds.
+BUDGET=${VIREO_GPU_BUDGET_S:-450}
+
 PYTHON=${VIREO_PYTHON:-$(command -v python3)}
-"$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
+"$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee -a "$SUMMARY" || exit 1
 [[ -f "$BUILD/third_party/nlohmann/json.hpp" && -d "$BUILD/$FIXTURES/v23" ]] \
   || { echo "gpu-check: build-gpu/ was not staged; run scripts/gpu-check.sh --stage here and carry what it prints" >&2; exit 1; }
+if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/vireo-site "$ROOT"/.whl/*.whl \
+    && export PYTHONPATH=/tmp/vireo-site${PYTHONPATH:+:$PYTHONPATH}
+fi
 
+# 1. Build (sm_90 native code; the inference layer, its tests and vireo-cli).
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON \
-  -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DCMAKE_CUDA_ARCHITECTURES=90
-ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_ltx2pipeline
-# -FA: the fixtures were carried in; their generators need diffusers, which is not there.
-ctest --test-dir "$BUILD" -L gpu -FA '.*' --output-on-failure -V | grep -v '^[0-9]*: PASS'
+  -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUTDIR/build.log" 2>&1 \
+  && ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline vireo-cli >>"$OUTDIR/build.log" 2>&1
+build_rc=$?
+note "build: rc $build_rc at $(elapsed) s"
+[[ $build_rc -eq 0 ]] || { tail -40 "$OUTDIR/build.log"; exit 1; }
+
+# 2. Every gpu-labelled test. -FA: the fixtures were carried in (their generators need diffusers).
+ctest --test-dir "$BUILD" -L gpu -FA '.*' --output-on-failure -V --timeout 300 >"$OUTDIR/ctest.log" 2>&1
+note "ctest -L gpu: rc $? at $(elapsed) s"
+grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]" "$OUTDIR/ctest.log" | grep -v "PASS" | tail -60 | tee -a "$SUMMARY"
+
+# 3. The GPU benchmark.
+if [[ $QUICK -eq 0 ]]; then
+  PYTHONUNBUFFERED=1 timeout $((BUDGET - $(elapsed) - 60)) "$PYTHON" "$ROOT/tests/bench/bench_gpu.py" "$BUILD/app/vireo-cli" --layers 4 --repeat 10 \
+    --work /tmp/vireo-bench-gpu --report "$OUTDIR/bench.json" >"$OUTDIR/bench.log" 2>&1
+  note "bench gpu: rc $? at $(elapsed) s"
+  sed -n '/== bench gpu/,$p' "$OUTDIR/bench.log" | tee -a "$SUMMARY"
+  grep -E "FAILED|Error|error" "$OUTDIR/bench.log" | head -20 | tee -a "$SUMMARY"
+  rm -rf /tmp/vireo-bench-gpu
+fi
+
+# 4. compute-sanitizer memcheck: kernels, layers, then one pipeline case per version.
+if command -v compute-sanitizer >/dev/null; then
+  : >"$OUTDIR/sanitizer.log"
+  san() {
+    local label=$1 limit=$2; shift 2
+    local left=$((BUDGET - $(elapsed)))
+    if [[ $left -lt 30 ]]; then note "memcheck $label: skipped (budget spent)"; return; fi
+    [[ $limit -gt $left ]] && limit=$left
+    timeout "$limit" compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$@" >>"$OUTDIR/sanitizer.log" 2>&1
+    local rc=$?
+    note "memcheck $label: rc $rc ($( [[ $rc -eq 0 ]] && echo clean || ([[ $rc -eq 124 ]] && echo 'timed out' || echo 'ERRORS'))) at $(elapsed) s"
+  }
+  export VIREO_SOURCE_DIR="$ROOT"
+  san test_dequant_gpu 90 "$BUILD/tests/test_dequant_gpu"
+  san test_fusedops_gpu 90 "$BUILD/tests/test_fusedops_gpu"
+  san test_cuda_layers 120 "$BUILD/tests/test_cuda_layers"
+  VIREO_FIXTURES_DIR="$BUILD/$FIXTURES" VIREO_TEST_DEVICE=cuda san "test_ltx2pipeline distilled" 200 \
+    "$BUILD/tests/test_ltx2pipeline" distilledMatchesDiffusers
+  grep -E "Invalid|misaligned|out of bounds|ERROR SUMMARY" "$OUTDIR/sanitizer.log" | head -20 | tee -a "$SUMMARY"
+else
+  note "compute-sanitizer: not found"
+fi
+note "gpu-check: done in $(elapsed) s"

@@ -199,7 +199,7 @@ at::Tensor attention(const at::Tensor& qIn, const at::Tensor& kIn, const at::Ten
             mask = additiveMask->narrow(-2, start, len);
         else
             mask = additiveMask;
-        out.narrow(2, start, len).copy_(at::scaled_dot_product_attention(q.narrow(2, start, len), k, v, mask, 0.0, false));
+        out.narrow(2, start, len).copy_(at::scaled_dot_product_attention(fusedAttentionOperand(q.narrow(2, start, len)), k, v, mask, 0.0, false));
     }
     return out;
 }

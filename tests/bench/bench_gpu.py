@@ -1,0 +1,304 @@
+"""`vireo-cli bench gpu`: the GPU benchmark, in one run on a CUDA machine.
+
+The LTX-2.3 transformer at its real width (32x128 video heads, 32x64 audio heads, 4096/2048
+text context) with random weights and --layers of its 48 layers, on the anchor workload
+768x512x121 (6144 video tokens, 126 audio tokens, 1024 text tokens), one forward:
+  * diffusers eager bf16 (and, with --compile, under torch.compile) on the device;
+  * Vireo (vireo-cli dit-forward) on the same weights and inputs: bf16 from a diffusers
+    folder, Lightricks scaled FP8 with input scales calibrated on this workload, and a Q4_K
+    GGUF (random blocks: timing only), for each attention kernel asked for;
+then the CUDA dequantization ops against the device copy (vireo-cli bench gpu-dequant).
+Each figure is a median over --repeat forwards timed with CUDA events (diffusers) or a
+synchronized clock (Vireo), after warm-up; ratios are against diffusers' eager time in the
+same run. The 8-step distilled denoise at 48 layers is extrapolated as t * 48/layers * 8.
+
+Usage: bench_gpu.py VIREO_CLI [--layers 4] [--repeat 10] [--attention default,flash3,cudnn]
+                              [--compile] [--work DIR] [--report FILE.json]
+Needs torch with CUDA, diffusers 0.42.1 and gguf (carry them as wheels to the GPU machine).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "fixtures"))
+import make_model_fixtures as mm  # noqa: E402  (key mapping to ltx-core names, GGUF type mix; quiets diffusers)
+
+import diffusers  # noqa: E402
+import gguf  # noqa: E402
+from diffusers.models.transformers.transformer_ltx2 import LTX2VideoTransformer3DModel  # noqa: E402
+from gguf import GGMLQuantizationType as Q  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
+
+BF16 = torch.bfloat16
+F, H, W = 16, 16, 24  # 121 frames at 768x512 -> 16 x 16 x 24 latent cells
+AUDIO_TOKENS, TEXT_TOKENS, FPS, T = 126, 1024, 24.0, 700.0
+
+ap = argparse.ArgumentParser()
+ap.add_argument("cli")
+ap.add_argument("--layers", type=int, default=4)
+ap.add_argument("--repeat", type=int, default=10)
+ap.add_argument("--attention", default="default,flash3,cudnn")
+ap.add_argument("--compile", action="store_true")
+ap.add_argument("--skip", default="", help="comma list of: fp8, q4k, dequant")
+ap.add_argument("--work", default="")
+ap.add_argument("--report", default="")
+ap.add_argument("--dry-run-cpu", action="store_true", help="a tiny model on the CPU: checks this script, measures nothing")
+args = ap.parse_args()
+skip = set(filter(None, args.skip.split(",")))
+DRY = args.dry_run_cpu
+assert DRY or torch.cuda.is_available(), "bench gpu needs a CUDA device"
+dev = torch.device("cpu" if DRY else "cuda")
+t_start = time.perf_counter()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.perf_counter() - t_start:6.1f}s] {msg}", flush=True)
+
+
+CONFIG = dict(
+    in_channels=128, out_channels=128, patch_size=1, patch_size_t=1,
+    num_attention_heads=32, attention_head_dim=128, cross_attention_dim=4096,
+    audio_in_channels=128, audio_out_channels=128,
+    audio_num_attention_heads=32, audio_attention_head_dim=64, audio_cross_attention_dim=2048,
+    num_layers=args.layers, caption_channels=3840,
+    gated_attn=True, cross_attn_mod=True, audio_gated_attn=True, audio_cross_attn_mod=True,
+    use_prompt_embeddings=False, perturbed_attn=True, rope_type="split", rope_double_precision=True,
+)
+if DRY:
+    F, H, W, AUDIO_TOKENS, TEXT_TOKENS = 2, 4, 8, 10, 16
+    CONFIG.update(num_attention_heads=4, attention_head_dim=64, cross_attention_dim=256, audio_num_attention_heads=4,
+                  audio_attention_head_dim=64, audio_cross_attention_dim=256)
+
+
+def cuda_median(fn, repeat: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    if DRY:
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[len(times) // 2]
+    times = []
+    for _ in range(repeat):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1000.0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double().cpu(), b.double().cpu()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+torch.set_grad_enabled(False)
+torch.manual_seed(0)
+with dev:
+    model = LTX2VideoTransformer3DModel(**CONFIG)
+model = model.to(BF16).eval()
+g = torch.Generator(device=dev).manual_seed(23)
+for name, t in sorted(model.state_dict(keep_vars=True).items()):
+    if not t.is_floating_point():
+        continue
+    noise = torch.randn(t.shape, generator=g, device=dev, dtype=torch.float32) * 0.02
+    if name.endswith(("norm_q.weight", "norm_k.weight")):
+        noise = 1.0 + noise
+    t.data.copy_(noise.to(t.dtype))
+params = sum(p.numel() for p in model.parameters())
+DEVICE_NAME = "cpu (dry run)" if DRY else torch.cuda.get_device_name(0)
+log(f"model: LTX-2.3 width, {args.layers} layers, {params / 1e9:.2f} B parameters, bf16 on {DEVICE_NAME}")
+
+gi = torch.Generator(device=dev).manual_seed(1234)
+inputs = dict(
+    hidden_states=torch.randn(1, F * H * W, 128, generator=gi, device=dev).to(BF16),
+    audio_hidden_states=torch.randn(1, AUDIO_TOKENS, 128, generator=gi, device=dev).to(BF16),
+    encoder_hidden_states=torch.randn(1, TEXT_TOKENS, CONFIG["cross_attention_dim"], generator=gi, device=dev).to(BF16),
+    audio_encoder_hidden_states=torch.randn(1, TEXT_TOKENS, CONFIG["audio_cross_attention_dim"], generator=gi,
+                                            device=dev).to(BF16),
+    timestep=torch.tensor([T], device=dev), sigma=torch.tensor([T], device=dev),
+    encoder_attention_mask=torch.ones(1, TEXT_TOKENS, device=dev),
+    audio_encoder_attention_mask=torch.ones(1, TEXT_TOKENS, device=dev),
+)
+
+
+def forward(m=model):
+    return m(**inputs, num_frames=F, height=H, width=W, fps=FPS, audio_num_frames=AUDIO_TOKENS, return_dict=False)
+
+
+# Calibrate FP8 input scales on this workload (what a calibrated Lightricks file carries).
+amax: dict[str, float] = {}
+hooks = []
+for n, m in model.named_modules():
+    if isinstance(m, torch.nn.Linear) and n.startswith("transformer_blocks."):
+        hooks.append(m.register_forward_pre_hook(
+            lambda mod, inp, n=n: amax.__setitem__(n, max(amax.get(n, 0.0), float(inp[0].float().abs().max())))))
+video_ref, audio_ref = (o.float().cpu() for o in forward())
+for h in hooks:
+    h.remove()
+
+if not DRY:
+    torch.cuda.reset_peak_memory_stats()
+base_mem = 0 if DRY else torch.cuda.memory_allocated()
+eager_s = cuda_median(forward, args.repeat)
+eager_peak = 0 if DRY else torch.cuda.max_memory_allocated() - base_mem
+log(f"diffusers eager: {eager_s * 1e3:.2f} ms, activation peak {eager_peak / 2**30:.2f} GiB")
+compiled_s = None
+if args.compile:
+    t0 = time.perf_counter()
+    compiled = torch.compile(model)
+    forward(compiled)
+    log(f"torch.compile warm-up {time.perf_counter() - t0:.1f} s")
+    compiled_s = cuda_median(lambda: forward(compiled), args.repeat)
+    log(f"diffusers compiled: {compiled_s * 1e3:.2f} ms ({compiled_s / eager_s:.3f}x eager)")
+    del compiled
+    torch._dynamo.reset()
+
+work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="vireo-bench-gpu-"))
+work.mkdir(parents=True, exist_ok=True)
+pipe = work / "pipe"
+model.save_pretrained(pipe / "transformer", safe_serialization=True)
+mm.write_json(pipe / "model_index.json", {"_class_name": "LTX2Pipeline", "_diffusers_version": diffusers.__version__,
+                                          "transformer": ["diffusers", "LTX2VideoTransformer3DModel"]})
+io = {k: v.cpu().contiguous() for k, v in inputs.items()}
+io["sizes"] = torch.tensor([F, H, W, AUDIO_TOKENS], dtype=torch.int64)
+io["fps"] = torch.tensor([FPS])
+save_file(io, str(work / "inputs.safetensors"))
+core = {mm.DIT + mm.dit_key_to_core(k): v.detach() for k, v in model.state_dict().items()}
+log(f"wrote the bf16 diffusers folder and the inputs to {work}")
+
+files = {"bf16": pipe}
+if "fp8" not in skip:
+    targets = {mm.DIT + mm.dit_key_to_core(n + ".weight"): n for n in amax}
+    sd = {}
+    for name, v in core.items():
+        if name in targets:
+            w = v.float()
+            scale = (w.abs().max().clamp(min=1e-12) / 448.0).reshape(())
+            base = name[: -len(".weight")]
+            sd[name] = (w / scale).clamp(-448, 448).to(torch.float8_e4m3fn).cpu()
+            sd[base + ".weight_scale"] = scale.cpu()
+            sd[base + ".input_scale"] = torch.tensor(max(amax[targets[name]], 1e-6) / 448.0).reshape(())
+        else:
+            sd[name] = v.to(BF16).cpu().contiguous()
+    save_file(sd, str(work / "fp8.safetensors"))
+    files["fp8"] = work / "fp8.safetensors"
+    log(f"wrote Lightricks-style scaled FP8 ({len(targets)} block linears, calibrated input scales)")
+if "q4k" not in skip:
+    writer = gguf.GGUFWriter(str(work / "q4k.gguf"), "ltxv")
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_K_M)
+    gq = torch.Generator(device=dev).manual_seed(99)
+    for key, v in sorted(core.items()):
+        name = key[len(mm.DIT):]
+        qt = mm.gguf_tensor_type(name, tuple(v.shape))
+        if qt in (Q.Q4_K, Q.Q6_K):
+            bpb, scales = (144, (0, 2)) if qt == Q.Q4_K else (210, (208,))
+            rows, cols = v.shape[0], v.shape[-1]
+            blocks = torch.randint(0, 256, (rows * cols // 256, bpb), generator=gq, device=dev, dtype=torch.uint8)
+            for off in scales:  # small finite fp16 scales, as real data has
+                s = (torch.rand(blocks.shape[0], generator=gq, device=dev) * 9e-5 + 1e-5).to(torch.float16)
+                blocks[:, off:off + 2] = s.view(torch.uint8).view(-1, 2)
+            writer.add_tensor(name, blocks.cpu().numpy().reshape(rows, -1), raw_dtype=qt)
+        elif qt == Q.F32:
+            writer.add_tensor(name, v.float().cpu().numpy())
+        else:
+            writer.add_tensor(name, gguf.quants.quantize(v.float().cpu().numpy(), qt), raw_dtype=qt)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    files["q4k"] = work / "q4k.gguf"
+    log("wrote a Q4_K_M-mix GGUF (random quant blocks: timing only)")
+del model, core
+if not DRY:
+    torch.cuda.empty_cache()
+
+
+def vireo(path: Path, attention: str, fast_accum: bool = False) -> dict:
+    out = work / "out.safetensors"
+    cmd = [args.cli, "dit-forward", "--model", str(path), "--inputs", str(work / "inputs.safetensors"), "--out", str(out),
+           "--device", dev.type, "--dtype", "bf16", "--repeat", str(args.repeat + 1), "--attention", attention, "--json"]
+    if fast_accum:
+        cmd.append("--fp8-fast-accum")
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"error": (p.stderr or p.stdout).strip()[-2000:]}
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    o = load_file(str(out))
+    r["rel_video"] = rel(o["sample"], video_ref)
+    r["rel_audio"] = rel(o["audio_sample"], audio_ref)
+    return r
+
+
+results = {}
+kernels = [k for k in args.attention.split(",") if k]
+for kind, path in files.items():
+    for att in kernels if kind == "bf16" else kernels[:1]:
+        key = f"{kind}/{att}"
+        results[key] = vireo(path, att)
+        r = results[key]
+        if "error" in r:
+            log(f"vireo {key}: FAILED {r['error'][:600]}")
+            continue
+        log(f"vireo {key}: median {r['median_seconds'] * 1e3:.2f} ms ({r['median_seconds'] / eager_s:.3f}x diffusers eager), "
+            f"peak {r['peak_bytes'] / 2**30:.2f} GiB, resident {r['resident_bytes'] / 2**30:.2f} GiB, "
+            f"rel err video {r['rel_video']:.2e} audio {r['rel_audio']:.2e}; paths {r.get('matmul_paths')}")
+if "fp8" in files:
+    # The fastest bf16 attention kernel, with FP8 fast accumulation.
+    ok = {k: v for k, v in results.items() if k.startswith("bf16/") and "error" not in v}
+    best_att = min(ok, key=lambda k: ok[k]["median_seconds"]).split("/")[1] if ok else "default"
+    for att, fast in ((best_att, False), (best_att, True)):
+        key = f"fp8/{att}" + ("+fastaccum" if fast else "")
+        if key in results:
+            continue
+        results[key] = vireo(files["fp8"], att, fast)
+        r = results[key]
+        if "error" in r:
+            log(f"vireo {key}: FAILED {r['error'][:600]}")
+        else:
+            log(f"vireo {key}: median {r['median_seconds'] * 1e3:.2f} ms, rel err video {r['rel_video']:.2e}")
+
+dequant = None
+if "dequant" not in skip and not DRY:
+    p = subprocess.run([args.cli, "bench", "gpu-dequant", "--json"], capture_output=True, text=True)
+    if p.returncode == 0:
+        dequant = json.loads(p.stdout.strip().splitlines()[-1])
+        subprocess.run([args.cli, "bench", "gpu-dequant"])
+    else:
+        log(f"gpu-dequant FAILED: {p.stderr.strip()[-800:]}")
+
+scale = 48 / args.layers * 8
+print("\n== bench gpu: LTX-2.3 transformer, %d of 48 layers, 768x512x121 (6144 video / 126 audio / 1024 text tokens)" % args.layers)
+print(f"   device {DEVICE_NAME}, torch {torch.__version__}, diffusers {diffusers.__version__}")
+print(f"   {'variant':28s} {'ms/fwd':>8s} {'x eager':>8s} {'8-step 48L s':>12s} {'peak GiB':>9s} {'resident':>9s} {'rel err':>9s}")
+print(f"   {'diffusers eager bf16':28s} {eager_s * 1e3:8.2f} {1.0:8.3f} {eager_s * scale:12.2f} {eager_peak / 2**30:9.2f}")
+if compiled_s:
+    print(f"   {'diffusers torch.compile':28s} {compiled_s * 1e3:8.2f} {compiled_s / eager_s:8.3f} {compiled_s * scale:12.2f}")
+for key, r in results.items():
+    if "error" in r:
+        print(f"   {'vireo ' + key:28s} FAILED")
+        continue
+    m = r["median_seconds"]
+    print(f"   {'vireo ' + key:28s} {m * 1e3:8.2f} {m / eager_s:8.3f} {m * scale:12.2f} {r['peak_bytes'] / 2**30:9.2f} "
+          f"{r['resident_bytes'] / 2**30:9.2f} {r['rel_video']:9.2e}")
+report = {"layers": args.layers, "device": DEVICE_NAME, "torch": torch.__version__,
+          "diffusers": diffusers.__version__, "eager_seconds": eager_s, "eager_peak_bytes": eager_peak,
+          "compiled_seconds": compiled_s, "vireo": results, "gpu_dequant": dequant, "extrapolation_factor": scale,
+          "total_seconds": time.perf_counter() - t_start}
+if args.report:
+    Path(args.report).write_text(json.dumps(report, indent=2))
+log("done")
