@@ -9,6 +9,8 @@
 
 #include <ATen/ATen.h>
 
+#include <tuple>
+
 using namespace vireo;
 namespace fs = std::filesystem;
 
@@ -159,10 +161,13 @@ VT_TEST(quantizedLayoutsMatchTheirDequantizedReference)
 // tiny random weights amplify rounding more than trained ones do) and every output is finite.
 VT_TEST(bfloat16StaysCloseToTheReference)
 {
-    for (const std::string v : {"20", "23"}) {
-        auto run = tensorfile::readTensorSet(dir(v) / "run_distilled.safetensors");
+    // The FP8 layouts in bf16 take the FP8 tensor-core path on a GPU (activations quantized
+    // to e4m3), so their bound is wider.
+    for (const auto& [v, layout, runName] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"20", "diffusers", "distilled"}, {"23", "diffusers", "distilled"}, {"23", "fp8", "distilled_fp8"}, {"20", "fp8", "distilled_fp8"}}) {
+        auto run = tensorfile::readTensorSet(dir(v) / ("run_" + runName + ".safetensors"));
         VT_CHECK(run.ok());
-        auto options = optionsFor(v, "diffusers");
+        auto options = optionsFor(v, layout);
         options.dtype = at::kBFloat16;
         auto pipeline = pipelines::Ltx2Pipeline::open(options);
         VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
@@ -173,11 +178,13 @@ VT_TEST(bfloat16StaysCloseToTheReference)
         const double wave = relErr(out->rawWaveform, *run->find("waveform"));
         const auto refFrames = run->find("frames_uint8")->select(0, 0);
         const double meanFrameDiff = (out->frames.cpu().to(at::kFloat) - refFrames.to(at::kFloat)).abs().mean().item<double>();
-        std::printf("   %s bf16 v%s distilled: latents rel video %.2e audio %.2e | frames mean diff %.2f/255 | waveform rel %.2e\n",
-            testDevice().str().c_str(), v.c_str(), video, audio, meanFrameDiff, wave);
+        std::printf("   %s bf16 v%s %s %s: latents rel video %.2e audio %.2e | frames mean diff %.2f/255 | waveform rel %.2e\n",
+            testDevice().str().c_str(), v.c_str(), layout.c_str(), runName.c_str(), video, audio, meanFrameDiff, wave);
+        std::fflush(stdout);
+        const bool fp8Cores = layout == "fp8" && testDevice().is_cuda();
         VT_CHECK(out->finalVideoLatents.isfinite().all().item<bool>() && out->waveform.isfinite().all().item<bool>());
-        VT_CHECK_MSG(video <= 1e-2 && audio <= 1e-2, "bf16 latents drifted from the float32 reference");
-        VT_CHECK_MSG(meanFrameDiff <= 2.0 && wave <= 5e-2, "bf16 decoded outputs drifted");
+        VT_CHECK_MSG(video <= (fp8Cores ? 5e-2 : 1e-2) && audio <= (fp8Cores ? 5e-2 : 1e-2), "bf16 latents drifted from the float32 reference");
+        VT_CHECK_MSG(meanFrameDiff <= (fp8Cores ? 4.0 : 2.0) && wave <= (fp8Cores ? 1e-1 : 5e-2), "bf16 decoded outputs drifted");
     }
 }
 
