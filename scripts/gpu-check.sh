@@ -37,8 +37,12 @@ if [[ "${1:-}" == "--stage" ]]; then
   exit 0
 fi
 
+# --quick: no benchmark; --bench: only the benchmarks (ops, forward with kernel profiles,
+# torch.compile baseline), no tests.
 QUICK=0
+BENCH_ONLY=0
 [[ "${1:-}" == "--quick" ]] && QUICK=1
+[[ "${1:-}" == "--bench" ]] && BENCH_ONLY=1
 OUTDIR=${OUT:-$BUILD/out}
 mkdir -p "$OUTDIR"
 SUMMARY="$OUTDIR/summary.txt"
@@ -61,20 +65,30 @@ fi
 # 1. Build (sm_90 native code; the inference layer, its tests and vireo-cli).
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON \
   -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUTDIR/build.log" 2>&1 \
-  && ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline vireo-cli >>"$OUTDIR/build.log" 2>&1
+  && if [[ $BENCH_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli vireo_kernels; \
+     else ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline vireo-cli; fi \
+     >>"$OUTDIR/build.log" 2>&1
 build_rc=$?
 note "build: rc $build_rc at $(elapsed) s"
 [[ $build_rc -eq 0 ]] || { tail -40 "$OUTDIR/build.log"; exit 1; }
 
 # 2. Every gpu-labelled test. -FA: the fixtures were carried in (their generators need diffusers).
-ctest --test-dir "$BUILD" -L gpu -FA '.*' --output-on-failure -V --timeout 300 >"$OUTDIR/ctest.log" 2>&1
-note "ctest -L gpu: rc $? at $(elapsed) s"
-grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]" "$OUTDIR/ctest.log" | grep -v "PASS" | tail -60 | tee -a "$SUMMARY"
+[[ $BENCH_ONLY -eq 1 ]] || ctest --test-dir "$BUILD" -L gpu -FA '.*' --output-on-failure -V --timeout 300 >"$OUTDIR/ctest.log" 2>&1
+[[ $BENCH_ONLY -eq 1 ]] || note "ctest -L gpu: rc $? at $(elapsed) s"
+[[ $BENCH_ONLY -eq 1 ]] || grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]" "$OUTDIR/ctest.log" | grep -v "PASS" | tail -60 | tee -a "$SUMMARY"
 
 # 3. The GPU benchmark.
 if [[ $QUICK -eq 0 ]]; then
-  PYTHONUNBUFFERED=1 timeout $((BUDGET - $(elapsed) - 60)) "$PYTHON" "$ROOT/tests/bench/bench_gpu.py" "$BUILD/app/vireo-cli" --layers 4 --repeat 10 \
-    --work /tmp/vireo-bench-gpu --report "$OUTDIR/bench.json" >"$OUTDIR/bench.log" 2>&1
+  bench_extra=()
+  if [[ $BENCH_ONLY -eq 1 ]]; then
+    PYTHONUNBUFFERED=1 timeout 120 "$PYTHON" "$ROOT/tests/bench/bench_gpu_ops.py" --kernels "$BUILD/kernels/libvireo_kernels.so" \
+      --json "$OUTDIR/ops.json" >"$OUTDIR/ops.log" 2>&1
+    note "bench gpu ops: rc $? at $(elapsed) s"
+    cat "$OUTDIR/ops.log" >>"$SUMMARY"
+    bench_extra=(--compile)
+  fi
+  PYTHONUNBUFFERED=1 timeout $((BUDGET - $(elapsed) - 20)) "$PYTHON" "$ROOT/tests/bench/bench_gpu.py" "$BUILD/app/vireo-cli" --layers 4 --repeat 10 \
+    --work /tmp/vireo-bench-gpu --report "$OUTDIR/bench.json" "${bench_extra[@]}" >"$OUTDIR/bench.log" 2>&1
   note "bench gpu: rc $? at $(elapsed) s"
   sed -n '/== bench gpu/,$p' "$OUTDIR/bench.log" | tee -a "$SUMMARY"
   grep -E "FAILED|Error|error" "$OUTDIR/bench.log" | head -20 | tee -a "$SUMMARY"
@@ -82,7 +96,9 @@ if [[ $QUICK -eq 0 ]]; then
 fi
 
 # 4. compute-sanitizer memcheck: kernels, layers, then one pipeline case per version.
-if command -v compute-sanitizer >/dev/null; then
+if [[ $BENCH_ONLY -eq 1 ]]; then
+  :
+elif command -v compute-sanitizer >/dev/null; then
   : >"$OUTDIR/sanitizer.log"
   san() {
     local label=$1 limit=$2; shift 2

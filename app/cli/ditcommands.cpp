@@ -7,6 +7,7 @@
 #include "inference/quant/quantizedweight.h"
 #include "inference/util/device.h"
 #include "inference/util/format.h"
+#include "inference/util/profile.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -27,7 +28,7 @@ int usage(const std::string& message)
         "usage: vireo-cli dit-forward --model PATH [--model PATH ...] --inputs IN.safetensors --out OUT.safetensors\n"
         "         [--config CONFIG.json] [--dtype f32|bf16|f16] [--device cpu|cuda] [--isolate] [--cross-timestep]\n"
         "         [--stg I,J] [--blocks] [--repeat N] [--attention default|flash3|flash|cudnn|efficient]\n"
-        "         [--fp8-fast-accum] [--json]\n"
+        "         [--fp8-fast-accum] [--profile] [--json]\n"
         "       vireo-cli dit-forward --model PATH --load-only [--dtype ...] [--json]\n", message.c_str());
     return 2;
 }
@@ -48,7 +49,7 @@ int runDitForward(const std::vector<std::string>& args)
     std::string inputsPath, outPath, configPath, stg;
     c10::ScalarType dtype = c10::kFloat;
     c10::Device device(c10::kCPU);
-    bool isolate = false, crossTimestep = false, blocks = false, loadOnly = false, asJson = false;
+    bool isolate = false, crossTimestep = false, blocks = false, loadOnly = false, asJson = false, profileKernels = false;
     int repeats = 1;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
@@ -92,7 +93,9 @@ int runDitForward(const std::vector<std::string>& args)
             if (!kernel)
                 return usage("unknown attention kernel " + args[i]);
             vireo::nn::setAttentionKernel(*kernel);
-        } else if (a == "--fp8-fast-accum")
+        } else if (a == "--profile")
+            profileKernels = true;
+        else if (a == "--fp8-fast-accum")
             vireo::quant::setFp8FastAccumulation(true);
         else if (a == "--load-only")
             loadOnly = true;
@@ -195,6 +198,17 @@ int runDitForward(const std::vector<std::string>& args)
         }
     }
     const std::int64_t peakBytes = device.is_cuda() ? vireo::cudaPeakMemory(device) : 0;
+    // One more forward under the kernel profiler: where the device time goes.
+    std::vector<vireo::profile::KernelTime> kernels;
+    if (profileKernels && vireo::profile::startKernelProfile()) {
+        auto profiled = model->forward(*inputs);
+        vireo::deviceSynchronize(device);
+        kernels = vireo::profile::stopKernelProfile();
+        if (!profiled) {
+            std::fprintf(stderr, "vireo-cli: %s\n", profiled.error().message.c_str());
+            return 1;
+        }
+    }
     std::vector<double> timed(times.begin() + (times.size() > 1 ? 1 : 0), times.end());
     std::sort(timed.begin(), timed.end());
     const double best = timed.front();
@@ -213,6 +227,8 @@ int runDitForward(const std::vector<std::string>& args)
             {"fp8_fast_accumulation", vireo::quant::fp8FastAccumulation()}};
         for (const auto& [path, count] : model->matmulPaths())
             j["matmul_paths"][path] = count;
+        for (std::size_t k = 0; k < kernels.size() && k < 60; ++k)
+            j["kernels"].push_back({{"name", kernels[k].name.substr(0, 160)}, {"ms", kernels[k].milliseconds}, {"calls", kernels[k].calls}});
         std::printf("%s\n", j.dump().c_str());
     }
     else

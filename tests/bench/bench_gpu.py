@@ -157,16 +157,6 @@ eager_s = cuda_median(forward, args.repeat)
 eager_peak = 0 if DRY else torch.cuda.max_memory_allocated() - base_mem
 log(f"diffusers eager: {eager_s * 1e3:.2f} ms, activation peak {eager_peak / 2**30:.2f} GiB")
 compiled_s = None
-if args.compile:
-    t0 = time.perf_counter()
-    compiled = torch.compile(model)
-    forward(compiled)
-    log(f"torch.compile warm-up {time.perf_counter() - t0:.1f} s")
-    compiled_s = cuda_median(lambda: forward(compiled), args.repeat)
-    log(f"diffusers compiled: {compiled_s * 1e3:.2f} ms ({compiled_s / eager_s:.3f}x eager)")
-    del compiled
-    torch._dynamo.reset()
-
 work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="vireo-bench-gpu-"))
 work.mkdir(parents=True, exist_ok=True)
 pipe = work / "pipe"
@@ -223,17 +213,33 @@ if "q4k" not in skip:
     writer.close()
     files["q4k"] = work / "q4k.gguf"
     log("wrote a Q4_K_M-mix GGUF (random quant blocks: timing only)")
-del model, core
+del core
+model.cpu() if args.compile else None
 if not DRY:
     torch.cuda.empty_cache()
 
 
-def vireo(path: Path, attention: str, fast_accum: bool = False) -> dict:
+def kernel_category(name: str) -> str:
+    n = name.lower()
+    if any(k in n for k in ("flash", "fmha", "attention", "sdpa", "cudnn_generated")):
+        return "attention"
+    if any(k in n for k in ("gemm", "xmma", "cutlass", "nvjet", "sm90", "cublas", "matmul")):
+        return "gemm"
+    if "vireo" in n or any(k in n for k in ("rmsnormmodulate", "rmsnormrope", "quantizefp8", "dequantize")):
+        return "vireo fused"
+    if "memcpy" in n or "memset" in n:
+        return "copy/set"
+    return "other elementwise"
+
+
+def vireo(path: Path, attention: str, fast_accum: bool = False, profile: bool = False) -> dict:
     out = work / "out.safetensors"
     cmd = [args.cli, "dit-forward", "--model", str(path), "--inputs", str(work / "inputs.safetensors"), "--out", str(out),
            "--device", dev.type, "--dtype", "bf16", "--repeat", str(args.repeat + 1), "--attention", attention, "--json"]
     if fast_accum:
         cmd.append("--fp8-fast-accum")
+    if profile:
+        cmd.append("--profile")
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return {"error": (p.stderr or p.stdout).strip()[-2000:]}
@@ -241,6 +247,15 @@ def vireo(path: Path, attention: str, fast_accum: bool = False) -> dict:
     o = load_file(str(out))
     r["rel_video"] = rel(o["sample"], video_ref)
     r["rel_audio"] = rel(o["audio_sample"], audio_ref)
+    if r.get("kernels"):
+        cats: dict[str, float] = {}
+        for k in r["kernels"]:
+            cats[kernel_category(k["name"])] = cats.get(kernel_category(k["name"]), 0.0) + k["ms"]
+        r["kernel_categories_ms"] = cats
+        print(f"   kernels of one forward ({path.name}, {attention}{', fast accum' if fast_accum else ''}): "
+              + ", ".join(f"{c} {v:.2f} ms" for c, v in sorted(cats.items(), key=lambda kv: -kv[1])))
+        for k in r["kernels"][:18]:
+            print(f"     {k['ms']:7.3f} ms {k['calls']:4d}x  {k['name'][:110]}")
     return r
 
 
@@ -249,7 +264,7 @@ kernels = [k for k in args.attention.split(",") if k]
 for kind, path in files.items():
     for att in kernels if kind == "bf16" else kernels[:1]:
         key = f"{kind}/{att}"
-        results[key] = vireo(path, att)
+        results[key] = vireo(path, att, profile=(kind == "bf16" and att == "cudnn"))
         r = results[key]
         if "error" in r:
             log(f"vireo {key}: FAILED {r['error'][:600]}")
@@ -265,7 +280,7 @@ if "fp8" in files:
         key = f"fp8/{att}" + ("+fastaccum" if fast else "")
         if key in results:
             continue
-        results[key] = vireo(files["fp8"], att, fast)
+        results[key] = vireo(files["fp8"], att, fast, profile=fast)
         r = results[key]
         if "error" in r:
             log(f"vireo {key}: FAILED {r['error'][:600]}")
@@ -280,6 +295,18 @@ if "dequant" not in skip and not DRY:
         subprocess.run([args.cli, "bench", "gpu-dequant"])
     else:
         log(f"gpu-dequant FAILED: {p.stderr.strip()[-800:]}")
+
+if args.compile:
+    t0 = time.perf_counter()
+    model = model.to(dev)
+    compiled = torch.compile(model)
+    forward(compiled)
+    log(f"torch.compile warm-up {time.perf_counter() - t0:.1f} s")
+    compiled_s = cuda_median(lambda: forward(compiled), args.repeat)
+    log(f"diffusers compiled: {compiled_s * 1e3:.2f} ms ({compiled_s / eager_s:.3f}x eager)")
+    del compiled
+    torch._dynamo.reset()
+
 
 scale = 48 / args.layers * 8
 print("\n== bench gpu: LTX-2.3 transformer, %d of 48 layers, 768x512x121 (6144 video / 126 audio / 1024 text tokens)" % args.layers)
