@@ -9,6 +9,8 @@
 #include <torch/library.h>
 
 #include <cstdint>
+#include <cuda_fp8.h>
+#include <type_traits>
 
 namespace vireo::kernels {
 
@@ -49,26 +51,80 @@ __device__ __forceinline__ float roundTo(float v)
     return static_cast<float>(static_cast<T>(v));
 }
 
-// ---- quantize_fp8 -------------------------------------------------------------------------
+// ---- quantize_fp8 and gelu_quantize_fp8 ---------------------------------------------------
 
-template <typename T>
-__global__ void quantizeFp8Kernel(const T* __restrict__ x, const float* __restrict__ scale, c10::Float8_e4m3fn* __restrict__ out,
-    std::int64_t n)
+// x * (1 / scale), clamped to the finite e4m3 range with NaN kept, as the CPU reference does.
+__device__ __forceinline__ float toFp8Range(float v, float inverse)
 {
-    const float s = *scale;
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-         i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        float v = static_cast<float>(x[i]) / s;
-        if (!(v != v))
-            v = fminf(fmaxf(v, -448.0f), 448.0f);
-        out[i] = c10::Float8_e4m3fn(v);
+    v *= inverse;
+    return v != v ? v : fminf(fmaxf(v, -448.0f), 448.0f);
+}
+
+// ATen's CUDA GELU (tanh form) in float, rounded to T as the unfused op writes it.
+template <typename T>
+__device__ __forceinline__ float geluTanh(float x)
+{
+    constexpr float kBeta = 0.7978845608028654f;  // sqrt(2) * 2/sqrt(pi) * 0.5
+    constexpr float kKappa = 0.044715f;
+    const float cube = x * x * x;
+    const float inner = kBeta * (x + kKappa * cube);
+    return roundTo<T>(0.5f * x * (1.0f + tanhf(inner)));
+}
+
+// Eight values per thread: one 16-byte load of a 16-bit input, four two-value hardware
+// conversions (round to nearest even, saturating: the clamp already bounds the value), one
+// 8-byte store.
+template <typename T, bool Gelu>
+__global__ void quantizeFp8VecKernel(const T* __restrict__ x, const float* __restrict__ scale, std::uint8_t* __restrict__ out,
+    std::int64_t groups)
+{
+    const float inverse = 1.0f / *scale;
+    for (std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; g < groups;
+         g += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const uint4 raw = reinterpret_cast<const uint4*>(x)[g];
+        const T* v = reinterpret_cast<const T*>(&raw);
+        std::uint16_t pairs[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            float a = static_cast<float>(v[2 * k]), b = static_cast<float>(v[2 * k + 1]);
+            if constexpr (Gelu) {
+                a = geluTanh<T>(a);
+                b = geluTanh<T>(b);
+            }
+            pairs[k] = __nv_cvt_float2_to_fp8x2(make_float2(toFp8Range(a, inverse), toFp8Range(b, inverse)), __NV_SATFINITE, __NV_E4M3);
+        }
+        uint2 packed;
+        packed.x = static_cast<unsigned>(pairs[0]) | (static_cast<unsigned>(pairs[1]) << 16);
+        packed.y = static_cast<unsigned>(pairs[2]) | (static_cast<unsigned>(pairs[3]) << 16);
+        reinterpret_cast<uint2*>(out)[g] = packed;
     }
 }
 
-at::Tensor quantizeFp8Cuda(const at::Tensor& xIn, const at::Tensor& scale)
+template <typename T, bool Gelu>
+__global__ void quantizeFp8Kernel(const T* __restrict__ x, const float* __restrict__ scale, c10::Float8_e4m3fn* __restrict__ out,
+    std::int64_t n)
 {
-    TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat, "quantize_fp8: scale must be one float32 value");
-    TORCH_CHECK(xIn.is_cuda() && scale.device() == xIn.device(), "quantize_fp8 (CUDA): x is on ", xIn.device(), " and scale on ",
+    const float inverse = 1.0f / *scale;
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        float v = static_cast<float>(x[i]);
+        if constexpr (Gelu)
+            v = geluTanh<T>(v);
+        out[i] = c10::Float8_e4m3fn(toFp8Range(v, inverse));
+    }
+}
+
+int streamingGrid(std::int64_t work, int threads)
+{
+    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>((work + threads - 1) / threads, sms * 8)));
+}
+
+template <bool Gelu>
+at::Tensor quantizeFp8Launch(const at::Tensor& xIn, const at::Tensor& scale, const char* op)
+{
+    TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat, op, ": scale must be one float32 value");
+    TORCH_CHECK(xIn.is_cuda() && scale.device() == xIn.device(), op, " (CUDA): x is on ", xIn.device(), " and scale on ",
         scale.device());
     const c10::cuda::CUDAGuard guard(xIn.device());
     const auto x = xIn.contiguous();
@@ -76,13 +132,32 @@ at::Tensor quantizeFp8Cuda(const at::Tensor& xIn, const at::Tensor& scale)
     const auto n = x.numel();
     if (n == 0)
         return out;
-    const int grid = static_cast<int>(std::min<std::int64_t>((n + 255) / 256, 1 << 20));
+    auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "quantize_fp8_cuda", [&] {
-        quantizeFp8Kernel<scalar_t><<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(),
-            scale.data_ptr<float>(), out.data_ptr<c10::Float8_e4m3fn>(), n);
+        const bool vector = x.element_size() == 2 && n % 8 == 0 && reinterpret_cast<std::uintptr_t>(x.data_ptr()) % 16 == 0
+            && reinterpret_cast<std::uintptr_t>(out.data_ptr()) % 8 == 0;
+        if constexpr (sizeof(scalar_t) == 2) {
+            if (vector) {
+                quantizeFp8VecKernel<scalar_t, Gelu><<<streamingGrid(n / 8, 256), 256, 0, stream>>>(x.data_ptr<scalar_t>(),
+                    scale.data_ptr<float>(), static_cast<std::uint8_t*>(out.data_ptr()), n / 8);
+                return;
+            }
+        }
+        quantizeFp8Kernel<scalar_t, Gelu><<<streamingGrid(n, 256), 256, 0, stream>>>(x.data_ptr<scalar_t>(), scale.data_ptr<float>(),
+            out.data_ptr<c10::Float8_e4m3fn>(), n);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
+}
+
+at::Tensor quantizeFp8Cuda(const at::Tensor& x, const at::Tensor& scale)
+{
+    return quantizeFp8Launch<false>(x, scale, "quantize_fp8");
+}
+
+at::Tensor geluQuantizeFp8Cuda(const at::Tensor& x, const at::Tensor& scale)
+{
+    return quantizeFp8Launch<true>(x, scale, "gelu_quantize_fp8");
 }
 
 // ---- rms_norm_modulate --------------------------------------------------------------------
@@ -115,9 +190,67 @@ __global__ void rmsNormModulateKernel(const T* __restrict__ x, const T* __restri
     }
 }
 
+// The same with 16-bit values moved eight at a time and each row held in registers (one read
+// of x): VPT vectors of eight per thread, C = 8 * VPT * blockDim at most.
+template <typename T, int VPT>
+__global__ void rmsNormModulateVecKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ shift,
+    T* __restrict__ out, std::int64_t tokens, std::int64_t channels, RowStrides xs, RowStrides ss, RowStrides hs, float eps)
+{
+    const std::int64_t row = blockIdx.x;
+    const std::int64_t b = row / tokens, t = row - b * tokens;
+    const auto* xr = reinterpret_cast<const uint4*>(x + b * xs.batch + t * xs.token);
+    const auto* sr = reinterpret_cast<const uint4*>(scale + b * ss.batch + t * ss.token);
+    const auto* hr = reinterpret_cast<const uint4*>(shift + b * hs.batch + t * hs.token);
+    auto* orow = reinterpret_cast<uint4*>(out + row * channels);
+    const int vectors = static_cast<int>(channels / 8);
+    uint4 held[VPT];
+    float squares = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < vectors) {
+            held[k] = xr[i];
+            const T* v = reinterpret_cast<const T*>(&held[k]);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const float f = static_cast<float>(v[e]);
+                squares += f * f;
+            }
+        }
+    }
+    const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < vectors) {
+            const uint4 sraw = sr[i], hraw = hr[i];
+            const T* v = reinterpret_cast<const T*>(&held[k]);
+            const T* sv = reinterpret_cast<const T*>(&sraw);
+            const T* hv = reinterpret_cast<const T*>(&hraw);
+            uint4 result;
+            T* o = reinterpret_cast<T*>(&result);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const float normed = roundTo<T>(static_cast<float>(v[e]) * rstd);
+                const float factor = roundTo<T>(1.0f + static_cast<float>(sv[e]));
+                o[e] = static_cast<T>(static_cast<float>(hv[e]) + normed * factor);
+            }
+            orow[i] = result;
+        }
+    }
+}
+
 RowStrides rowStrides(const at::Tensor& t)
 {
     return {t.size(0) == 1 ? 0 : t.stride(0), t.size(1) == 1 ? 0 : t.stride(1)};
+}
+
+// Whether every row of t starts on a 16-byte boundary.
+bool rowsAligned16(const at::Tensor& t)
+{
+    const auto elementsPer16 = 16 / static_cast<std::int64_t>(t.element_size());
+    const auto rs = rowStrides(t);
+    return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0 && rs.batch % elementsPer16 == 0 && rs.token % elementsPer16 == 0;
 }
 
 at::Tensor rmsNormModulateCuda(const at::Tensor& xIn, const at::Tensor& scaleIn, const at::Tensor& shiftIn, double eps)
@@ -133,7 +266,30 @@ at::Tensor rmsNormModulateCuda(const at::Tensor& xIn, const at::Tensor& scaleIn,
     const auto rows = x.size(0) * x.size(1);
     if (rows == 0 || x.size(2) == 0)
         return out;
+    const auto channels = x.size(2);
+    const bool vector = x.element_size() == 2 && channels % 8 == 0 && channels <= 8 * 4 * kRowThreads && rowsAligned16(x)
+        && rowsAligned16(scale) && rowsAligned16(shift);
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rms_norm_modulate_cuda", [&] {
+        if constexpr (sizeof(scalar_t) == 2) {
+            if (vector) {
+                const auto vectors = channels / 8;
+                const int threads = static_cast<int>(std::min<std::int64_t>(kRowThreads, (vectors + 31) / 32 * 32));
+                const int perThread = static_cast<int>((vectors + threads - 1) / threads);
+                auto launch = [&](auto vpt) {
+                    rmsNormModulateVecKernel<scalar_t, decltype(vpt)::value>
+                        <<<static_cast<unsigned>(rows), threads, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(),
+                            scale.data_ptr<scalar_t>(), shift.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), x.size(1), channels,
+                            rowStrides(x), rowStrides(scale), rowStrides(shift), static_cast<float>(eps));
+                };
+                if (perThread == 1)
+                    launch(std::integral_constant<int, 1>{});
+                else if (perThread == 2)
+                    launch(std::integral_constant<int, 2>{});
+                else
+                    launch(std::integral_constant<int, 4>{});
+                return;
+            }
+        }
         rmsNormModulateKernel<scalar_t><<<static_cast<unsigned>(rows), kRowThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
             x.data_ptr<scalar_t>(), scale.data_ptr<scalar_t>(), shift.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), x.size(1),
             x.size(2), rowStrides(x), rowStrides(scale), rowStrides(shift), static_cast<float>(eps));
@@ -174,6 +330,73 @@ __global__ void rmsNormRopeKernel(const T* __restrict__ x, const W* __restrict__
     }
 }
 
+// Vector form: a group is eight consecutive pairs of one head (r % 8 == 0), so a thread loads
+// 16 bytes from each half of the head, the matching 32 bytes of cos and sin, and keeps its
+// groups in registers (GPT groups per thread) between the sum of squares and the rotation.
+template <typename T, int GPT>
+__global__ void rmsNormRopeVecKernel(const T* __restrict__ x, const T* __restrict__ weight, const float* __restrict__ cos,
+    const float* __restrict__ sin, T* __restrict__ out, std::int64_t tokens, std::int64_t channels, std::int64_t r, RowStrides xs,
+    std::int64_t ropeBatchStride, float eps)
+{
+    const std::int64_t row = blockIdx.x;
+    const std::int64_t b = row / tokens, t = row - b * tokens;
+    const T* xr = x + b * xs.batch + t * xs.token;
+    const std::int64_t halfChannels = channels / 2;
+    const float* cr = cos + b * ropeBatchStride + t * halfChannels;
+    const float* sr = sin + b * ropeBatchStride + t * halfChannels;
+    T* orow = out + row * channels;
+    const int groups = static_cast<int>(halfChannels / 8);
+    uint4 first[GPT], second[GPT];
+    float squares = 0.0f;
+#pragma unroll
+    for (int k = 0; k < GPT; ++k) {
+        const int g = threadIdx.x + k * blockDim.x;
+        if (g < groups) {
+            const std::int64_t p = static_cast<std::int64_t>(g) * 8, head = p / r, j = p - head * r;
+            const std::int64_t i1 = head * 2 * r + j;
+            first[k] = *reinterpret_cast<const uint4*>(xr + i1);
+            second[k] = *reinterpret_cast<const uint4*>(xr + i1 + r);
+            const T* a = reinterpret_cast<const T*>(&first[k]);
+            const T* c = reinterpret_cast<const T*>(&second[k]);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const float fa = static_cast<float>(a[e]), fc = static_cast<float>(c[e]);
+                squares += fa * fa + fc * fc;
+            }
+        }
+    }
+    const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
+#pragma unroll
+    for (int k = 0; k < GPT; ++k) {
+        const int g = threadIdx.x + k * blockDim.x;
+        if (g < groups) {
+            const std::int64_t p = static_cast<std::int64_t>(g) * 8, head = p / r, j = p - head * r;
+            const std::int64_t i1 = head * 2 * r + j;
+            const uint4 w1raw = *reinterpret_cast<const uint4*>(weight + i1), w2raw = *reinterpret_cast<const uint4*>(weight + i1 + r);
+            const float4 c0 = *reinterpret_cast<const float4*>(cr + p), c1 = *reinterpret_cast<const float4*>(cr + p + 4);
+            const float4 s0 = *reinterpret_cast<const float4*>(sr + p), s1 = *reinterpret_cast<const float4*>(sr + p + 4);
+            const float cv[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+            const float sv[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+            const T* a = reinterpret_cast<const T*>(&first[k]);
+            const T* c = reinterpret_cast<const T*>(&second[k]);
+            const T* w1 = reinterpret_cast<const T*>(&w1raw);
+            const T* w2 = reinterpret_cast<const T*>(&w2raw);
+            uint4 o1raw, o2raw;
+            T* o1 = reinterpret_cast<T*>(&o1raw);
+            T* o2 = reinterpret_cast<T*>(&o2raw);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const float na = roundTo<T>(static_cast<float>(a[e]) * rstd * static_cast<float>(w1[e]));
+                const float nb = roundTo<T>(static_cast<float>(c[e]) * rstd * static_cast<float>(w2[e]));
+                o1[e] = static_cast<T>(na * cv[e] - sv[e] * nb);
+                o2[e] = static_cast<T>(nb * cv[e] + sv[e] * na);
+            }
+            *reinterpret_cast<uint4*>(orow + i1) = o1raw;
+            *reinterpret_cast<uint4*>(orow + i1 + r) = o2raw;
+        }
+    }
+}
+
 at::Tensor rmsNormRopeCuda(const at::Tensor& xIn, const at::Tensor& weightIn, const at::Tensor& cosIn, const at::Tensor& sinIn, double eps)
 {
     detail::checkRmsNormRopeArgs(xIn, weightIn, cosIn, sinIn);
@@ -187,8 +410,31 @@ at::Tensor rmsNormRopeCuda(const at::Tensor& xIn, const at::Tensor& weightIn, co
     if (rows == 0 || x.size(2) == 0)
         return out;
     const std::int64_t ropeBatchStride = cos.size(0) == 1 ? 0 : cos.stride(0);
+    const auto r = cos.size(4);
+    const auto groups = x.size(2) / 16;
+    const bool vector = x.element_size() == 2 && weight.scalar_type() == x.scalar_type() && r % 8 == 0 && rowsAligned16(x)
+        && reinterpret_cast<std::uintptr_t>(weight.data_ptr()) % 16 == 0 && reinterpret_cast<std::uintptr_t>(cos.data_ptr()) % 16 == 0
+        && reinterpret_cast<std::uintptr_t>(sin.data_ptr()) % 16 == 0 && groups <= 4 * kRowThreads;
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rms_norm_rope_cuda", [&] {
         using T = scalar_t;
+        if constexpr (sizeof(T) == 2) {
+            if (vector) {
+                const int threads = static_cast<int>(std::min<std::int64_t>(kRowThreads, (groups + 31) / 32 * 32));
+                const int perThread = static_cast<int>((groups + threads - 1) / threads);
+                auto launch = [&](auto gpt) {
+                    rmsNormRopeVecKernel<T, decltype(gpt)::value><<<static_cast<unsigned>(rows), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+                        x.data_ptr<T>(), weight.data_ptr<T>(), cos.data_ptr<float>(), sin.data_ptr<float>(), out.data_ptr<T>(), x.size(1),
+                        x.size(2), r, rowStrides(x), ropeBatchStride, static_cast<float>(eps));
+                };
+                if (perThread == 1)
+                    launch(std::integral_constant<int, 1>{});
+                else if (perThread == 2)
+                    launch(std::integral_constant<int, 2>{});
+                else
+                    launch(std::integral_constant<int, 4>{});
+                return;
+            }
+        }
         AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, weight.scalar_type(), "rms_norm_rope_cuda_weight", [&] {
             rmsNormRopeKernel<T, scalar_t><<<static_cast<unsigned>(rows), kRowThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
                 x.data_ptr<T>(), weight.data_ptr<scalar_t>(), cos.data_ptr<float>(), sin.data_ptr<float>(), out.data_ptr<T>(), x.size(1),
@@ -204,6 +450,7 @@ at::Tensor rmsNormRopeCuda(const at::Tensor& xIn, const at::Tensor& weightIn, co
 TORCH_LIBRARY_IMPL(vireo, CUDA, m)
 {
     m.impl("quantize_fp8", &quantizeFp8Cuda);
+    m.impl("gelu_quantize_fp8", &geluQuantizeFp8Cuda);
     m.impl("rms_norm_modulate", &rmsNormModulateCuda);
     m.impl("rms_norm_rope", &rmsNormRopeCuda);
 }

@@ -8,9 +8,11 @@
 
 namespace vireo::kernels {
 
-// float8_e4m3fn(clamp(float(x) / scale, -448, 448)); scale is a float32 scalar tensor on x's
-// device. NaN stays NaN.
+// float8_e4m3fn(clamp(float(x) * (1 / scale), -448, 448)); scale is a float32 scalar tensor on
+// x's device. NaN stays NaN.
 at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale);
+// quantizeFp8(gelu(x, tanh)) in one pass: the FFN's hidden activation straight into an FP8 GEMM.
+at::Tensor geluQuantizeFp8(const at::Tensor& x, const at::Tensor& scale);
 
 // shift + rms_norm(x) * (1 + scale) over the last dim (AdaLN after an RMSNorm without
 // weight). x [B, T, C]; scale and shift [B, T or 1, C] in x's dtype, any strides.

@@ -38,7 +38,13 @@ namespace {
 at::Tensor quantizeFp8Cpu(const at::Tensor& x, const at::Tensor& scale)
 {
     TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat, "quantize_fp8: scale must be one float32 value");
-    return (x.to(at::kFloat) / scale.reshape({})).clamp(-448.0, 448.0).to(at::kFloat8_e4m3fn);
+    // Times the float32 reciprocal, as the CUDA kernel does (one division per tensor).
+    return (x.to(at::kFloat) * scale.reshape({}).reciprocal()).clamp(-448.0, 448.0).to(at::kFloat8_e4m3fn);
+}
+
+at::Tensor geluQuantizeFp8Cpu(const at::Tensor& x, const at::Tensor& scale)
+{
+    return quantizeFp8Cpu(at::gelu(x, "tanh"), scale);
 }
 
 at::Tensor rmsNormModulateCpu(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
@@ -69,6 +75,13 @@ at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale)
     return op.call(x, scale);
 }
 
+at::Tensor geluQuantizeFp8(const at::Tensor& x, const at::Tensor& scale)
+{
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gelu_quantize_fp8", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    return op.call(x, scale);
+}
+
 at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_modulate", "")
@@ -86,6 +99,7 @@ at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::
 TORCH_LIBRARY_IMPL(vireo, CPU, m)
 {
     m.impl("quantize_fp8", &quantizeFp8Cpu);
+    m.impl("gelu_quantize_fp8", &geluQuantizeFp8Cpu);
     m.impl("rms_norm_modulate", &rmsNormModulateCpu);
     m.impl("rms_norm_rope", &rmsNormRopeCpu);
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
 #define VIREO_HD __host__ __device__ __forceinline__
 #else
 #define VIREO_HD inline
@@ -77,7 +78,13 @@ VIREO_HD float halfToFloat(std::uint16_t h)
 
 VIREO_HD float f16At(const std::uint8_t* p)
 {
+#if defined(__CUDA_ARCH__)
+    // The hardware conversion is exact for every finite value and infinity, like halfToFloat
+    // (NaN stays NaN; its payload may not).
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(p[0] | (p[1] << 8))));
+#else
     return halfToFloat(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
+#endif
 }
 
 VIREO_HD std::uint32_t u32At(const std::uint8_t* p)
@@ -325,6 +332,108 @@ VIREO_HD float decodeElement(int type, const std::uint8_t* b, int i)
     }
     default:
         return 0.0f;
+    }
+}
+
+// Eight consecutive elements y[o..o+7] of one block (o a multiple of 8, inside the block), with
+// the block's scales decoded once: what each GPU thread computes. The same float32 expressions
+// as decodeBlock; test_quant checks every type and offset against it.
+VIREO_HD void decodeRun8(int type, const std::uint8_t* b, int o, float* y)
+{
+    switch (type) {
+    case kQ8_0: {
+        const float d = f16At(b);
+        for (int k = 0; k < 8; ++k)
+            y[k] = static_cast<float>(static_cast<std::int8_t>(b[2 + o + k])) * d;
+        return;
+    }
+    case kQ4_0:
+    case kQ4_1: {
+        const bool one = type == kQ4_1;
+        const float d = f16At(b), m = one ? f16At(b + 2) : 0.0f;
+        const std::uint8_t* qs = b + (one ? 4 : 2) + (o & 15);
+        const bool high = o >= 16;
+        for (int k = 0; k < 8; ++k) {
+            const int q = high ? (qs[k] >> 4) : (qs[k] & 0xF);
+            y[k] = one ? d * static_cast<float>(q) + m : d * static_cast<float>(q - 8);
+        }
+        return;
+    }
+    case kQ5_0:
+    case kQ5_1: {
+        const bool one = type == kQ5_1;
+        const float d = f16At(b), m = one ? f16At(b + 2) : 0.0f;
+        const std::uint32_t qh = u32At(b + (one ? 4 : 2));
+        const std::uint8_t* qs = b + (one ? 8 : 6);
+        const int j0 = o & 15;
+        const bool high = o >= 16;
+        for (int k = 0; k < 8; ++k) {
+            const int j = j0 + k;
+            const int q = high ? ((qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4))
+                               : ((qs[j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4));
+            y[k] = one ? d * static_cast<float>(q) + m : d * static_cast<float>(q - 16);
+        }
+        return;
+    }
+    case kQ2_K: {
+        const int h = o >> 7, j = (o >> 5) & 3, half = (o >> 4) & 1, l0 = o & 15;
+        const int s = b[h * 8 + j * 2 + half];
+        const float dl = f16At(b + 80) * static_cast<float>(s & 0xF);
+        const float ml = f16At(b + 82) * static_cast<float>(s >> 4);
+        const std::uint8_t* q = b + 16 + h * 32 + half * 16 + l0;
+        for (int k = 0; k < 8; ++k)
+            y[k] = dl * static_cast<float>((q[k] >> (2 * j)) & 3) - ml;
+        return;
+    }
+    case kQ3_K: {
+        const int h = o >> 7, j = (o >> 5) & 3, half = (o >> 4) & 1, l0 = o & 15;
+        const std::uint8_t* sc = b + 96;
+        const int is = h * 8 + j * 2 + half;
+        const int low4 = is < 8 ? (sc[is] & 0xF) : (sc[is - 8] >> 4);
+        const int high2 = (sc[8 + is % 4] >> (2 * (is / 4))) & 3;
+        const float dl = f16At(b + 108) * static_cast<float>((low4 | (high2 << 4)) - 32);
+        const std::uint8_t* q = b + 32 + h * 32 + half * 16 + l0;
+        const std::uint8_t* m = b + half * 16 + l0;
+        const int bit = 4 * h + j;
+        for (int k = 0; k < 8; ++k) {
+            const int v = ((q[k] >> (2 * j)) & 3) - (((m[k] >> bit) & 1) ? 0 : 4);
+            y[k] = dl * static_cast<float>(v);
+        }
+        return;
+    }
+    case kQ4_K:
+    case kQ5_K: {
+        const int sub = o >> 5, l0 = o & 31;
+        int s, m;
+        scaleMinK4(sub, b + 4, s, m);
+        const float dl = f16At(b) * static_cast<float>(s);
+        const float ml = f16At(b + 2) * static_cast<float>(m);
+        const std::uint8_t* qs = (type == kQ4_K ? b + 16 : b + 48) + (sub / 2) * 32 + l0;
+        const std::uint8_t* qh = b + 16 + l0;
+        for (int k = 0; k < 8; ++k) {
+            int q = (sub & 1) ? (qs[k] >> 4) : (qs[k] & 0xF);
+            if (type == kQ5_K)
+                q |= ((qh[k] >> sub) & 1) << 4;
+            y[k] = dl * static_cast<float>(q) - ml;
+        }
+        return;
+    }
+    case kQ6_K: {
+        const int h = o >> 7, kk = (o >> 5) & 3, half = (o >> 4) & 1, l0 = o & 15;
+        const float dl = f16At(b + 208) * static_cast<float>(static_cast<std::int8_t>(b[192 + h * 8 + kk * 2 + half]));
+        const std::uint8_t* lo = b + h * 64 + ((kk & 1) ? 32 : 0) + half * 16 + l0;
+        const std::uint8_t* hi = b + 128 + h * 32 + half * 16 + l0;
+        const int lowShift = kk >= 2 ? 4 : 0;
+        for (int k = 0; k < 8; ++k) {
+            const int q = ((lo[k] >> lowShift) & 0xF) | (((hi[k] >> (2 * kk)) & 3) << 4);
+            y[k] = dl * static_cast<float>(q - 32);
+        }
+        return;
+    }
+    default:
+        for (int k = 0; k < 8; ++k)
+            y[k] = decodeElement(type, b, o + k);
+        return;
     }
 }
 

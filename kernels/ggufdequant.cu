@@ -45,10 +45,11 @@ __global__ void dequantizeGgufKernel(const std::uint8_t* __restrict__ in, Out* _
             // Quant blocks hold 32 or 256 values: a run never straddles two of them.
             const std::int64_t block = first / blockElements;
             const std::uint8_t* b = in + block * blockBytes;
-            const int offset = static_cast<int>(first - block * blockElements);
+            float values[kRun];
+            gguf::decodeRun8(Type, b, static_cast<int>(first - block * blockElements), values);
 #pragma unroll
             for (int k = 0; k < kRun; ++k)
-                run.v[k] = static_cast<Out>(gguf::decodeElement(Type, b, offset + k));
+                run.v[k] = static_cast<Out>(values[k]);
         } else {
 #pragma unroll
             for (int k = 0; k < kRun; ++k)

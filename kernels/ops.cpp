@@ -11,6 +11,7 @@ TORCH_LIBRARY(vireo, m)
     m.def("dequantize_nf4(Tensor packed, Tensor absmax, Tensor code, int block_size, int[] shape, ScalarType dtype) -> Tensor");
     m.def("dequantize_nf4.out(Tensor packed, Tensor absmax, Tensor code, int block_size, *, Tensor(a!) out) -> Tensor(a!)");
     m.def("quantize_fp8(Tensor x, Tensor scale) -> Tensor");
+    m.def("gelu_quantize_fp8(Tensor x, Tensor scale) -> Tensor");
     m.def("rms_norm_modulate(Tensor x, Tensor scale, Tensor shift, float eps) -> Tensor");
     m.def("rms_norm_rope(Tensor x, Tensor weight, Tensor cos, Tensor sin, float eps) -> Tensor");
 }

@@ -174,6 +174,14 @@ int runDitForward(const std::vector<std::string>& args)
         std::fprintf(stderr, "vireo-cli: %s: %s\n", inputsPath.c_str(), inputs.error().message.c_str());
         return 1;
     }
+    // The inputs live on the device before the clock starts, as they do inside a pipeline.
+    for (auto* t : {&inputs->hiddenStates, &inputs->audioHiddenStates, &inputs->encoderHiddenStates, &inputs->audioEncoderHiddenStates,
+             &inputs->timestep})
+        *t = t->to(device);
+    for (auto* t : {&inputs->audioTimestep, &inputs->sigma, &inputs->audioSigma, &inputs->encoderAttentionMask,
+             &inputs->audioEncoderAttentionMask, &inputs->videoCoords, &inputs->audioCoords, &inputs->perturbationMask})
+        if (*t)
+            **t = (*t)->to(device);
     std::map<std::string, at::Tensor> outputs;
     if (blocks)
         inputs->onBlock = [&](int i, const at::Tensor& x, const at::Tensor& a) {
@@ -199,7 +207,7 @@ int runDitForward(const std::vector<std::string>& args)
     }
     const std::int64_t peakBytes = device.is_cuda() ? vireo::cudaPeakMemory(device) : 0;
     // One more forward under the kernel profiler: where the device time goes.
-    std::vector<vireo::profile::KernelTime> kernels;
+    vireo::profile::Profile kernels;
     if (profileKernels && vireo::profile::startKernelProfile()) {
         auto profiled = model->forward(*inputs);
         vireo::deviceSynchronize(device);
@@ -227,8 +235,11 @@ int runDitForward(const std::vector<std::string>& args)
             {"fp8_fast_accumulation", vireo::quant::fp8FastAccumulation()}};
         for (const auto& [path, count] : model->matmulPaths())
             j["matmul_paths"][path] = count;
-        for (std::size_t k = 0; k < kernels.size() && k < 60; ++k)
-            j["kernels"].push_back({{"name", kernels[k].name.substr(0, 160)}, {"ms", kernels[k].milliseconds}, {"calls", kernels[k].calls}});
+        for (std::size_t k = 0; k < kernels.kernels.size() && k < 60; ++k)
+            j["kernels"].push_back({{"name", kernels.kernels[k].name.substr(0, 160)}, {"ms", kernels.kernels[k].milliseconds},
+                {"calls", kernels.kernels[k].calls}});
+        for (std::size_t k = 0; k < kernels.ops.size() && k < 40; ++k)
+            j["ops"].push_back({{"name", kernels.ops[k].name}, {"host_ms", kernels.ops[k].milliseconds}, {"calls", kernels.ops[k].calls}});
         std::printf("%s\n", j.dump().c_str());
     }
     else

@@ -368,16 +368,24 @@ at::Tensor QuantizedWeight::fp8Matmul(const at::Tensor& input, const std::option
     // x is quantized per tensor with the checkpoint's calibrated input scale (one fused pass),
     // else with its own amax; both scales are applied inside the matmul.
     const auto x = input.reshape({-1, m_shape[1]});
-    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(x.device());
-    at::Tensor scaleA = m_inputScale
+    const at::Tensor scaleA = m_inputScale
         ? m_inputScale->reshape({})
         : (at::linalg_vector_norm(x, INFINITY, std::nullopt, false, at::kFloat) / 448.0).clamp_min(1e-12);
-    const auto xq = kernels::quantizeFp8(x, scaleA);
+    auto y = fp8MatmulQuantized(kernels::quantizeFp8(x, scaleA), scaleA, bias, dtype);
+    auto outShape = input.sizes().vec();
+    outShape.back() = m_shape[0];
+    return y.reshape(outShape);
+}
+
+at::Tensor QuantizedWeight::fp8MatmulQuantized(const at::Tensor& xq, const at::Tensor& scaleA, const std::optional<at::Tensor>& bias,
+                                               c10::ScalarType dtype) const
+{
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(xq.device());
     const auto wt = m_data.t();
     const bool fastAccumulation = fp8FastAccumulation();
     std::optional<at::Tensor> b;
     if (bias)
-        b = bias->to(x.device(), dtype);
+        b = bias->to(xq.device(), dtype);
     at::Tensor y;
     if (m_scale.numel() == 1) {
         // cuBLASLt adds a bias in the epilogue only for 16-bit outputs ("Bias is not supported
@@ -388,7 +396,7 @@ at::Tensor QuantizedWeight::fp8Matmul(const at::Tensor& input, const std::option
             y.add_(*b);
     } else if (dtype == at::kBFloat16) {
         // Row-wise scaling (one scale per output channel) runs with bf16 outputs only.
-        y = at::_scaled_mm(xq, wt, scaleA.reshape({1, 1}).expand({x.size(0), 1}).contiguous(), m_scale.reshape({1, -1}).contiguous(), b,
+        y = at::_scaled_mm(xq, wt, scaleA.reshape({1, 1}).expand({xq.size(0), 1}).contiguous(), m_scale.reshape({1, -1}).contiguous(), b,
             std::nullopt, dtype, fastAccumulation);
     } else {
         y = at::_scaled_mm(xq, wt, scaleA, at::ones({}, f32), std::nullopt, std::nullopt, at::kFloat, fastAccumulation);
@@ -397,9 +405,24 @@ at::Tensor QuantizedWeight::fp8Matmul(const at::Tensor& input, const std::option
             y.add_(*b);
         y = y.to(dtype);
     }
-    auto outShape = input.sizes().vec();
-    outShape.back() = m_shape[0];
-    return y.reshape(outShape);
+    return y;
+}
+
+Result<at::Tensor> QuantizedWeight::linearQuantizedInput(const at::Tensor& xq, const std::optional<at::Tensor>& bias,
+                                                         c10::ScalarType dtype) const
+{
+    if (m_representation != Representation::Fp8Scaled || !m_inputScale)
+        return opError("linear", "a pre-quantized input needs an fp8 weight with an input scale");
+    if (xq.scalar_type() != at::kFloat8_e4m3fn || xq.dim() < 1 || xq.size(-1) != m_shape[1])
+        return opError("linear", "the pre-quantized input must be float8_e4m3fn ending in " + std::to_string(m_shape[1]) + " features");
+    if (auto blocker = fp8MatmulBlocker(xq.device(), dtype))
+        return opError("linear", *blocker);
+    return guarded(*this, "linear", [&]() -> Result<at::Tensor> {
+        auto y = fp8MatmulQuantized(xq.reshape({-1, m_shape[1]}), m_inputScale->reshape({}), bias, dtype);
+        auto outShape = xq.sizes().vec();
+        outShape.back() = m_shape[0];
+        return y.reshape(outShape);
+    });
 }
 
 Result<QuantizedWeight> QuantizedWeight::fuseRows(const std::vector<const QuantizedWeight*>& parts)

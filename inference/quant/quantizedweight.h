@@ -72,6 +72,10 @@ public:
     MatmulPlan matmulPlan(c10::Device device, c10::ScalarType dtype) const;
     // y = x W^T (+ bias), computed on x's device in x's dtype.
     Result<at::Tensor> linear(const at::Tensor& input, const std::optional<at::Tensor>& bias = {}) const;
+    // The same for an fp8 weight with an input scale and an input already quantized with that
+    // scale (float8_e4m3fn, by a fused producer such as kernels::geluQuantizeFp8); the result is
+    // in dtype. Fails unless the FP8 tensor-core path runs for that device and dtype.
+    Result<at::Tensor> linearQuantizedInput(const at::Tensor& xq, const std::optional<at::Tensor>& bias, c10::ScalarType dtype) const;
 
     const at::Tensor& data() const { return m_data; }
     const at::Tensor& scale() const { return m_scale; }
@@ -82,6 +86,8 @@ private:
     Error opError(const char* op, const std::string& what) const;
     std::optional<std::string> fp8MatmulBlocker(c10::Device device, c10::ScalarType dtype) const;
     at::Tensor fp8Matmul(const at::Tensor& input, const std::optional<at::Tensor>& bias, c10::ScalarType dtype) const;
+    at::Tensor fp8MatmulQuantized(const at::Tensor& xq, const at::Tensor& scaleA, const std::optional<at::Tensor>& bias,
+                                  c10::ScalarType dtype) const;
 
     Representation m_representation = Representation::Dense;
     at::Tensor m_data;

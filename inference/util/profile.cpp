@@ -25,15 +25,16 @@ bool startKernelProfile()
     }
 }
 
-std::vector<KernelTime> stopKernelProfile()
+Profile stopKernelProfile()
 {
-    std::map<std::string, KernelTime> byName;
+    std::map<std::string, KernelTime> kernels, ops;
     try {
         const auto result = ap::disableProfiler();
         for (const auto& e : result->events()) {
-            if (e.deviceType() != c10::DeviceType::CUDA)
+            auto& table = e.deviceType() == c10::DeviceType::CUDA ? kernels : ops;
+            if (&table == &ops && e.name().rfind("aten::", 0) != 0)
                 continue;
-            auto& k = byName[e.name()];
+            auto& k = table[e.name()];
             k.name = e.name();
             k.milliseconds += static_cast<double>(e.durationNs()) / 1e6;
             ++k.calls;
@@ -41,11 +42,14 @@ std::vector<KernelTime> stopKernelProfile()
     } catch (const std::exception&) {
         return {};
     }
-    std::vector<KernelTime> out;
-    for (auto& [_, k] : byName)
-        out.push_back(std::move(k));
-    std::sort(out.begin(), out.end(), [](const KernelTime& a, const KernelTime& b) { return a.milliseconds > b.milliseconds; });
-    return out;
+    Profile p;
+    for (auto& [_, k] : kernels)
+        p.kernels.push_back(std::move(k));
+    for (auto& [_, k] : ops)
+        p.ops.push_back(std::move(k));
+    std::sort(p.kernels.begin(), p.kernels.end(), [](const KernelTime& a, const KernelTime& b) { return a.milliseconds > b.milliseconds; });
+    std::sort(p.ops.begin(), p.ops.end(), [](const KernelTime& a, const KernelTime& b) { return a.calls > b.calls; });
+    return p;
 }
 
 } // namespace vireo::profile

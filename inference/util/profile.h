@@ -14,9 +14,13 @@ struct KernelTime {
     int calls = 0;
 };
 
+struct Profile {
+    std::vector<KernelTime> kernels;  // device kernels and copies, longest total first
+    std::vector<KernelTime> ops;      // ATen operators as the host dispatched them (host time), most calls first
+};
+
 // False (with nothing started) when this libtorch has no Kineto.
 bool startKernelProfile();
-// Sorted by total time, longest first.
-std::vector<KernelTime> stopKernelProfile();
+Profile stopKernelProfile();
 
 } // namespace vireo::profile

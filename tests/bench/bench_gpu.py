@@ -256,6 +256,8 @@ def vireo(path: Path, attention: str, fast_accum: bool = False, profile: bool = 
               + ", ".join(f"{c} {v:.2f} ms" for c, v in sorted(cats.items(), key=lambda kv: -kv[1])))
         for k in r["kernels"][:18]:
             print(f"     {k['ms']:7.3f} ms {k['calls']:4d}x  {k['name'][:110]}")
+        print("   ATen ops dispatched (calls, host ms): " + ", ".join(
+            f"{o['name'][6:]} {o['calls']} {o['host_ms']:.1f}" for o in r.get("ops", [])[:24]))
     return r
 
 

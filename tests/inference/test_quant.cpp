@@ -89,8 +89,8 @@ VT_TEST(ggufTypesMatchGgufPyBitExactly)
     VT_COMPARE(types, 12);
 }
 
-// The GPU kernel decodes element by element; each element must be the very float the
-// whole-block decoder (bit-exact against gguf-py above) writes, for every type and index.
+// The GPU kernel decodes eight elements at a time; each must be the very float the whole-block
+// decoder (bit-exact against gguf-py above) writes, for every type and index.
 VT_TEST(ggufElementDecoderEqualsTheBlockDecoder)
 {
     std::uint32_t state = 12345;
@@ -114,6 +114,13 @@ VT_TEST(ggufElementDecoderEqualsTheBlockDecoder)
             for (int i = 0; i < traits.elements; ++i) {
                 const float one = g::decodeElement(type, block.data(), i);
                 mismatches += std::memcmp(&one, &whole[i], sizeof(float)) != 0;
+            }
+            if (traits.elements >= 8) {
+                for (int o = 0; o < traits.elements; o += 8) {
+                    float run[8];
+                    g::decodeRun8(type, block.data(), o, run);
+                    mismatches += std::memcmp(run, &whole[o], sizeof run) != 0;
+                }
             }
         }
         VT_CHECK_MSG(mismatches == 0, "ggml type " << type << ": " << mismatches << " elements differ");

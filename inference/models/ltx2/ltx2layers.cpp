@@ -205,6 +205,17 @@ FeedForward FeedForward::load(WeightTaker& w, const std::string& prefix, bool bi
 
 at::Tensor FeedForward::operator()(const at::Tensor& x) const
 {
+    // With an FP8 output projection that has a calibrated input scale, GELU and the
+    // quantization of the hidden activation (the layer's widest tensor) are one pass.
+    const auto& w = out.weight;
+    if (x.is_cuda() && w.representation() == quant::Representation::Fp8Scaled && w.inputScale()
+        && w.matmulPlan(x.device(), x.scalar_type()).path == quant::MatmulPath::Fp8TensorCores) {
+        const auto hidden = proj(x);
+        auto y = w.linearQuantizedInput(kernels::geluQuantizeFp8(hidden, w.inputScale()->reshape({})), out.bias, x.scalar_type());
+        if (!y)
+            throw nn::ForwardError(out.name + ": " + y.error().message);
+        return std::move(*y);
+    }
     return out(proj.withGeluTanh(x));
 }
 
