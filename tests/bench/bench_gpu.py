@@ -12,7 +12,7 @@ Each figure is a median over --repeat forwards timed with CUDA events (diffusers
 synchronized clock (Vireo), after warm-up; ratios are against diffusers' eager time in the
 same run. The 8-step distilled denoise at 48 layers is extrapolated as t * 48/layers * 8.
 
-Usage: bench_gpu.py VIREO_CLI [--layers 4] [--repeat 10] [--attention default,flash3,cudnn]
+Usage: bench_gpu.py VIREO_CLI [--layers 4] [--repeat 10] [--attention default,flash,flash3]
                               [--compile] [--work DIR] [--report FILE.json]
 Needs torch with CUDA, diffusers 0.42.1 and gguf (carry them as wheels to the GPU machine).
 """
@@ -45,7 +45,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("cli")
 ap.add_argument("--layers", type=int, default=4)
 ap.add_argument("--repeat", type=int, default=10)
-ap.add_argument("--attention", default="default,flash3,cudnn")
+ap.add_argument("--attention", default="default,flash,flash3")
 ap.add_argument("--compile", action="store_true")
 ap.add_argument("--skip", default="", help="comma list of: fp8, q4k, dequant")
 ap.add_argument("--work", default="")
@@ -266,7 +266,7 @@ kernels = [k for k in args.attention.split(",") if k]
 for kind, path in files.items():
     for att in kernels if kind == "bf16" else kernels[:1]:
         key = f"{kind}/{att}"
-        results[key] = vireo(path, att, profile=(kind == "bf16" and att == "cudnn"))
+        results[key] = vireo(path, att, profile=(kind == "bf16" and att == kernels[0]))
         r = results[key]
         if "error" in r:
             log(f"vireo {key}: FAILED {r['error'][:600]}")
