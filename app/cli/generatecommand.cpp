@@ -1,30 +1,37 @@
+// vireo-cli generate: a thin client of the studio's runtime (core/runtime/engine.h), the same
+// code path the window uses: memory plan, load, generation, recipe, hashing and MP4 writing.
 #include "app/cli/generatecommand.h"
 
-#include "inference/pipelines/ltx2pipeline.h"
+#include "app/cli/args.h"
+#include "core/catalog/catalog.h"
+#include "core/output/recipe.h"
+#include "core/runtime/defaults.h"
+#include "core/runtime/engine.h"
+#include "core/util/logging.h"
 #include "inference/util/format.h"
-#include "media/mp4writer.h"
 
-#include <ATen/ATen.h>
+#include <QCoreApplication>
+#include <QFileInfo>
+#include <QTimer>
+
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
-#include <stop_token>
+#include <random>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
 
-std::stop_source* g_stop = nullptr;
+std::atomic<bool> g_interrupted{false};
 
 extern "C" void onInterrupt(int)
 {
-    // Only an async-signal-safe flag here; the pipeline stops at its next check.
-    if (g_stop)
-        g_stop->request_stop();
+    // Only an async-signal-safe flag here; the event loop passes it on as a cancel.
+    g_interrupted = true;
 }
 
 int usage(const std::string& message)
@@ -33,86 +40,35 @@ int usage(const std::string& message)
         "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4\n"
         "         [--negative TEXT] [--frames N] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
-        "         [--device cpu|cuda] [--dtype f32|bf16] [--json] [--repeat N]\n"
-        "  --repeat N runs the request N times in one process (timings of warm runs); the video of the last is written\n", message.c_str());
+        "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
+        "         [--force] [--json] [--repeat N]\n"
+        "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
+        "  --repeat N runs the request N times in one process (timings of warm runs); the video of the last is written\n"
+        "  --force runs although the memory plan says the model does not fit\n", message.c_str());
     return 2;
 }
 
-std::string hex(const unsigned char* data, unsigned n)
+std::string versionOf(const std::vector<std::filesystem::path>& paths)
 {
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < n; ++i) {
-        out += digits[data[i] >> 4];
-        out += digits[data[i] & 15];
-    }
-    return out;
-}
-
-// The file's SHA-256. A Hugging Face cache entry already carries it as its blob name, so a
-// 40 GB checkpoint is not read again for every video.
-std::string fileHash(const std::filesystem::path& path)
-{
-    char resolved[PATH_MAX];
-    if (::realpath(path.c_str(), resolved)) {
-        const std::filesystem::path real(resolved);
-        const auto name = real.filename().string();
-        if (real.parent_path().filename() == "blobs" && name.size() == 64
-            && name.find_first_not_of("0123456789abcdef") == std::string::npos)
-            return name;
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return {};
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-    std::vector<char> buffer(8 << 20);
-    while (in) {
-        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-        EVP_DigestUpdate(ctx, buffer.data(), static_cast<std::size_t>(in.gcount()));
-    }
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned n = 0;
-    EVP_DigestFinal_ex(ctx, digest, &n);
-    EVP_MD_CTX_free(ctx);
-    return hex(digest, n);
-}
-
-// Every weight file under the given paths (a folder is walked), with size and hash.
-nlohmann::json describeFiles(const std::vector<std::filesystem::path>& paths)
-{
-    nlohmann::json files = nlohmann::json::array();
-    auto add = [&](const std::filesystem::path& p) {
-        struct stat st {};
-        if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-            return;
-        const auto ext = p.extension().string();
-        if (ext != ".safetensors" && ext != ".gguf" && ext != ".json" && ext != ".model")
-            return;
-        files.push_back({{"path", p.string()}, {"bytes", static_cast<std::int64_t>(st.st_size)}, {"sha256", fileHash(p)}});
-    };
-    for (const auto& p : paths) {
-        struct stat st {};
-        if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-            std::error_code ec;
-            for (auto it = std::filesystem::recursive_directory_iterator(p, ec); !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
-                add(it->path());
-        } else {
-            add(p);
-        }
-    }
-    return files;
+    // Cheap: the memory plan reads headers only and says the version.
+    vireo::facade::LoadPlan p;
+    p.modelPaths = paths;
+    auto plan = vireo::facade::Generator::planMemory(p, {64, 64, 9, false}, vireo::facade::MemoryBudget{0, 0, 1ll << 50});
+    return plan ? plan->version : std::string();
 }
 
 } // namespace
 
 int runGenerate(const std::vector<std::string>& args)
 {
-    vireo::pipelines::Ltx2PipelineOptions options;
-    vireo::pipelines::Ltx2Request req;
-    std::string out;
-    bool haveSchedule = false;
-    bool asJson = false;
+    using vireo::cli::parseNumber;
+    vireo::facade::LoadPlan load;
+    vireo::facade::GenerateRequest req;
+    std::string out, schedule;
+    std::optional<std::int64_t> width, height, frames, seed;
+    std::optional<double> fps, guidance, audioGuidance, rescale;
+    std::optional<int> steps;
+    bool asJson = false, force = false;
     int repeat = 1;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
@@ -120,178 +76,241 @@ int runGenerate(const std::vector<std::string>& args)
             asJson = true;
             continue;
         }
+        if (a == "--force") {
+            force = true;
+            continue;
+        }
         if (i + 1 >= args.size())
             return usage("option " + a + " needs a value");
         const auto& v = args[++i];
-        try {
-            if (a == "--model")
-                options.modelPaths.emplace_back(v);
-            else if (a == "--text-encoder")
-                options.textEncoderPath = v;
-            else if (a == "--prompt")
-                req.prompt = v;
-            else if (a == "--negative")
-                req.negativePrompt = v;
-            else if (a == "--out")
-                out = v;
-            else if (a == "--frames")
-                req.frames = std::stoll(v);
-            else if (a == "--width")
-                req.width = std::stoll(v);
-            else if (a == "--height")
-                req.height = std::stoll(v);
-            else if (a == "--fps")
-                req.fps = std::stod(v);
-            else if (a == "--steps")
-                req.steps = std::stoi(v);
-            else if (a == "--seed")
-                req.seed = std::stoll(v);
-            else if (a == "--guidance")
-                req.guidanceScale = std::stod(v);
-            else if (a == "--audio-guidance")
-                req.audioGuidanceScale = std::stod(v);
-            else if (a == "--rescale")
-                req.guidanceRescale = std::stod(v);
-            else if (a == "--repeat")
-                repeat = std::max(1, std::stoi(v));
-            else if (a == "--schedule") {
-                if (v != "distilled" && v != "dev")
-                    return usage("--schedule is distilled or dev");
-                req.schedule = v == "dev" ? vireo::pipelines::Ltx2Schedule::Dev : vireo::pipelines::Ltx2Schedule::Distilled;
-                haveSchedule = true;
-            } else if (a == "--device")
-                options.device = c10::Device(v);
-            else if (a == "--dtype") {
-                if (v == "bf16" || v == "bfloat16")
-                    options.dtype = c10::kBFloat16;
-                else if (v == "f32" || v == "float32")
-                    options.dtype = c10::kFloat;
-                else
-                    return usage("--dtype is f32 or bf16");
-            } else
-                return usage("unexpected argument " + a);
-        } catch (const std::exception&) {
-            return usage(a + ": '" + v + "' is not a valid value");
-        }
+        std::string error;
+        auto integer = [&](std::int64_t min, std::int64_t max) -> std::optional<std::int64_t> {
+            auto n = parseNumber<std::int64_t>(v, min, max);
+            if (!n)
+                error = a + ": " + n.error().message;
+            return n ? std::optional<std::int64_t>(*n) : std::nullopt;
+        };
+        auto real = [&](double min, double max) -> std::optional<double> {
+            auto n = parseNumber<double>(v, min, max);
+            if (!n)
+                error = a + ": " + n.error().message;
+            return n ? std::optional<double>(*n) : std::nullopt;
+        };
+        if (a == "--model")
+            load.modelPaths.emplace_back(v);
+        else if (a == "--text-encoder")
+            load.textEncoderPath = v;
+        else if (a == "--prompt")
+            req.prompt = v;
+        else if (a == "--negative")
+            req.negativePrompt = v;
+        else if (a == "--out")
+            out = v;
+        else if (a == "--frames")
+            frames = integer(1, 1025);
+        else if (a == "--width")
+            width = integer(32, 8192);
+        else if (a == "--height")
+            height = integer(32, 8192);
+        else if (a == "--fps")
+            fps = real(0.5, 240);
+        else if (a == "--steps") {
+            if (auto n = integer(1, 1000))
+                steps = static_cast<int>(*n);
+        } else if (a == "--seed")
+            seed = integer(0, (1ll << 53));
+        else if (a == "--guidance")
+            guidance = real(0, 100);
+        else if (a == "--audio-guidance")
+            audioGuidance = real(0, 100);
+        else if (a == "--rescale")
+            rescale = real(0, 1);
+        else if (a == "--repeat") {
+            if (auto n = integer(1, 1000))
+                repeat = static_cast<int>(*n);
+        } else if (a == "--schedule") {
+            const auto s = vireo::cli::lower(v);
+            if (s != "distilled" && s != "dev")
+                return usage("--schedule is distilled or dev");
+            schedule = s;
+        } else if (a == "--device")
+            load.device = v;
+        else if (a == "--dtype")
+            load.dtype = v;
+        else if (a == "--placement") {
+            auto p = vireo::facade::parsePlacement(v);
+            if (!p)
+                return usage("--placement is auto, all-resident, text-encoder-on-cpu or offload-transformer-blocks");
+            load.placement = *p;
+        } else
+            return usage("unexpected argument " + a);
+        if (!error.empty())
+            return usage(error);
     }
-    if (options.modelPaths.empty() || req.prompt.empty() || out.empty())
+    if (load.modelPaths.empty() || req.prompt.empty() || out.empty())
         return usage("--model, --prompt and --out are required");
-    if (!haveSchedule && (req.guidanceScale > 1 || req.steps > 8))
-        req.schedule = vireo::pipelines::Ltx2Schedule::Dev;
-    if (::access(out.c_str(), F_OK) == 0) {
+    // Everything that can be checked is checked before a byte of weights is read.
+    req.prompt = vireo::output::sanitizedText(req.prompt);
+    req.negativePrompt = vireo::output::sanitizedText(req.negativePrompt);
+    if (req.prompt.find_first_not_of(" \t\n") == std::string::npos)
+        return usage("--prompt is empty");
+    struct stat st {};
+    if (::lstat(out.c_str(), &st) == 0) {
         std::fprintf(stderr, "vireo-cli: %s exists; choose another name (outputs are never overwritten)\n", out.c_str());
         return 1;
     }
+    const auto folder = std::filesystem::path(out).parent_path().empty() ? std::filesystem::path(".") : std::filesystem::path(out).parent_path();
+    if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        std::fprintf(stderr, "vireo-cli: %s: the output folder does not exist\n", folder.c_str());
+        return 1;
+    }
+    if (::access(folder.c_str(), W_OK) != 0) {
+        std::fprintf(stderr, "vireo-cli: %s: the output folder is not writable\n", folder.c_str());
+        return 1;
+    }
+    for (const auto& p : load.modelPaths)
+        if (::stat(p.c_str(), &st) != 0) {
+            std::fprintf(stderr, "vireo-cli: %s: no such file or folder\n", p.c_str());
+            return 1;
+        }
+
+    int argc = 1;
+    char name[] = "vireo-cli";
+    char* argv[] = {name, nullptr};
+    QCoreApplication app(argc, argv);
+    vireo::core::initCommandLineLogging();
+
+    // Unset values from the catalog's defaults for the model's family.
+    auto catalog = vireo::catalog::Catalog::loadBuiltin();
+    if (!catalog) {
+        std::fprintf(stderr, "vireo-cli: the built-in catalog is damaged: %s\n", catalog.error().message.c_str());
+        return 1;
+    }
+    if (schedule.empty())
+        schedule = (guidance && *guidance > 1) || (steps && *steps != 8) ? "dev" : "distilled";
+    auto defaults = vireo::runtime::defaultsForVersion(*catalog, versionOf(load.modelPaths), schedule);
+    if (!defaults) {
+        std::fprintf(stderr, "vireo-cli: %s\n", defaults.error().message.c_str());
+        return 1;
+    }
+    auto base = vireo::runtime::requestFrom(*defaults);
+    base.prompt = req.prompt;
+    base.negativePrompt = req.negativePrompt;
+    base.schedule = schedule;
+    base.width = width.value_or(base.width);
+    base.height = height.value_or(base.height);
+    base.frames = frames.value_or(base.frames);
+    base.fps = fps.value_or(base.fps);
+    base.steps = steps.value_or(schedule == "distilled" ? 8 : base.steps);
+    base.guidance = guidance.value_or(base.guidance);
+    base.audioGuidance = audioGuidance.value_or(guidance.value_or(base.audioGuidance));
+    base.guidanceRescale = rescale.value_or(guidance ? 0.0 : base.guidanceRescale);
+    base.seed = seed.value_or(defaults->randomSeed ? static_cast<std::int64_t>(std::random_device{}() & 0x7fffffff) : defaults->seed);
+    base.previewEvery = 0;
+    if (base.width % 32 || base.height % 32)
+        return usage("--width and --height must be multiples of 32");
+    if ((base.frames - 1) % 8)
+        return usage("--frames must be 8k + 1 (1, 9, 17, ..., 121)");
+    if (!asJson)
+        for (const auto& note : defaults->notApplied)
+            std::fprintf(stderr, "vireo-cli: note: %s\n", note.c_str());
+
+    vireo::runtime::Engine::Options options;
+    options.device = QString::fromStdString(load.device);
+    options.appName = QStringLiteral("vireo-studio " VIREO_VERSION);
+    vireo::runtime::Engine engine(options);
+    vireo::runtime::ModelRef model;
+    QStringList paths;
+    for (const auto& p : load.modelPaths)
+        paths << QString::fromStdString(p.string());
+    model.key = QStringLiteral("local:") + paths.join(QLatin1Char('|'));
+    model.title = QFileInfo(paths.first()).fileName();
+    model.plan = load;
 
     using Clock = std::chrono::steady_clock;
     const auto started = Clock::now();
-    auto pipeline = vireo::pipelines::Ltx2Pipeline::open(options);
-    if (!pipeline) {
-        std::fprintf(stderr, "vireo-cli: %s\n", pipeline.error().message.c_str());
-        return 1;
+    std::vector<quint64> ids;
+    for (int r = 0; r < repeat; ++r) {
+        vireo::runtime::GenerateJob job;
+        job.model = model;
+        job.request = base;
+        job.forcePlacement = force;
+        job.writeOutput = r + 1 == repeat;
+        if (job.writeOutput)
+            job.outputPath = QString::fromStdString(out);
+        ids.push_back(engine.enqueueGenerate(job));
     }
-    std::stop_source stop;
-    g_stop = &stop;
+    if (!asJson)
+        std::printf("%s, %lldx%lld, %lld frames at %g fps, seed %lld\n", model.title.toUtf8().constData(), static_cast<long long>(base.width),
+            static_cast<long long>(base.height), static_cast<long long>(base.frames), base.fps, static_cast<long long>(base.seed));
+    std::fflush(stdout);
+
     struct sigaction action {};
     action.sa_handler = onInterrupt;
     sigemptyset(&action.sa_mask);
     struct sigaction previous {};
     ::sigaction(SIGINT, &action, &previous);
+    QTimer poll;
+    QObject::connect(&poll, &QTimer::timeout, &app, [&] {
+        if (g_interrupted.exchange(false))
+            engine.cancelAll();
+    });
+    poll.start(20);
 
-    if (!asJson)
-        std::printf("LTX-%s, %lldx%lld, %lld frames at %g fps, seed %lld\n", pipeline->version().c_str(), static_cast<long long>(req.width),
-        static_cast<long long>(req.height), static_cast<long long>(req.frames), req.fps, static_cast<long long>(req.seed));
-    std::fflush(stdout);
-    auto progress = [&](const vireo::pipelines::Ltx2Progress& p) {
-        if (asJson)
-            return;
-        const double t = std::chrono::duration<double>(Clock::now() - started).count();
-        std::printf("[%7.2f s] %-18s %lld/%lld\n", t, vireo::pipelines::phaseName(p.phase), static_cast<long long>(p.done),
-            static_cast<long long>(p.total));
-        std::fflush(stdout);
-    };
+    QString lastLine;
+    QObject::connect(&engine, &vireo::runtime::Engine::jobProgress, &app,
+        [&](quint64, const QString& phase, qint64 done, qint64 total, double) {
+            if (asJson)
+                return;
+            // One line per change of phase or count (a phase's last report may repeat).
+            const QString key = phase + QString::number(done) + QLatin1Char('/') + QString::number(total);
+            if (key == lastLine)
+                return;
+            lastLine = key;
+            const double t = std::chrono::duration<double>(Clock::now() - started).count();
+            std::printf("[%7.2f s] %-18s %lld/%lld\n", t, phase.toUtf8().constData(), static_cast<long long>(done), static_cast<long long>(total));
+            std::fflush(stdout);
+        });
+    int finished = 0;
+    QObject::connect(&engine, &vireo::runtime::Engine::jobFinished, &app, [&](quint64) {
+        if (++finished == static_cast<int>(ids.size()))
+            app.quit();
+    });
+    app.exec();
+    ::sigaction(SIGINT, &previous, nullptr);
+
     nlohmann::json runs = nlohmann::json::array();
-    std::vector<double> runSeconds;  // each generate() call, wall clock
-    auto timedGenerate = [&] {
-        const auto t0 = Clock::now();
-        auto r = pipeline->generate(req, progress, stop.get_token());
-        runSeconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-        return r;
-    };
-    auto result = timedGenerate();
-    for (int r = 1; r < repeat && result; ++r) {
-        runs.push_back(result->secondsPerPhase);
-        result = timedGenerate();
-    }
-    if (!result) {
-        ::sigaction(SIGINT, &previous, nullptr);
-        g_stop = nullptr;
-        if (result.error().code == vireo::ErrorCode::Cancelled) {
+    std::vector<double> runSeconds;
+    for (const auto id : ids) {
+        const auto s = engine.job(id);
+        if (!s)
+            continue;
+        if (s->state == vireo::runtime::JobState::Cancelled) {
             std::fprintf(stderr, "vireo-cli: cancelled; nothing was written\n");
             return 130;
         }
-        std::fprintf(stderr, "vireo-cli: %s\n", result.error().message.c_str());
-        return 1;
-    }
-    ::sigaction(SIGINT, &previous, nullptr);
-    g_stop = nullptr;
-
-    nlohmann::json sigmas = result->sigmas;
-    nlohmann::json recipe = {{"app", "vireo-studio " VIREO_VERSION}, {"pipeline", "ltx2"}, {"model_version", pipeline->version()},
-        {"files", describeFiles(pipeline->files())}, {"prompt", req.prompt}, {"negative_prompt", req.negativePrompt},
-        {"seed", req.seed}, {"schedule", req.schedule == vireo::pipelines::Ltx2Schedule::Dev ? "dev" : "distilled"},
-        {"steps", static_cast<int>(result->sigmas.size()) - 1}, {"sigmas", sigmas}, {"width", req.width}, {"height", req.height},
-        {"frames", req.frames}, {"fps", req.fps}, {"guidance_scale", req.guidanceScale}, {"audio_guidance_scale", req.audioGuidanceScale},
-        {"guidance_rescale", req.guidanceRescale}, {"dtype", std::string(c10::toString(options.dtype))}};
-    const auto recipeText = recipe.dump();
-    vireo::media::VideoStreamSpec video;
-    video.width = static_cast<int>(result->frames.size(2));
-    video.height = static_cast<int>(result->frames.size(1));
-    video.fps = req.fps;
-    vireo::media::AudioStreamSpec audio;
-    audio.sampleRate = result->sampleRate;
-    audio.channels = static_cast<int>(result->waveform.size(0));
-    const double muxStart = std::chrono::duration<double>(Clock::now() - started).count();
-    if (!asJson)
-        std::printf("[%7.2f s] %-18s\n", muxStart, "mux");
-    auto writer = vireo::media::Mp4Writer::open(out, video, audio, {{"comment", recipeText}, {"vireo_recipe", recipeText},
-        {"title", req.prompt.substr(0, 200)}, {"encoder", "vireo-studio " VIREO_VERSION}});
-    if (!writer) {
-        std::fprintf(stderr, "vireo-cli: %s\n", writer.error().message.c_str());
-        return 1;
-    }
-    const auto frames = result->frames.contiguous();
-    for (std::int64_t f = 0; f < frames.size(0); ++f) {
-        const auto frame = frames[f].contiguous();
-        if (auto r = (*writer)->writeFrame(frame.data_ptr<std::uint8_t>(), video.width * 3); !r) {
-            std::fprintf(stderr, "vireo-cli: %s\n", r.error().message.c_str());
+        if (s->state != vireo::runtime::JobState::Done) {
+            std::fprintf(stderr, "vireo-cli: %s\n", s->error.toUtf8().constData());
             return 1;
         }
+        runSeconds.push_back(s->generateSeconds);
+        nlohmann::json phases = s->recipe.secondsPerPhase;
+        runs.push_back(phases);
     }
-    const auto wave = result->waveform.to(at::kFloat).contiguous();
-    std::vector<const float*> planes;
-    for (std::int64_t c = 0; c < wave.size(0); ++c)
-        planes.push_back(wave[c].data_ptr<float>());
-    if (auto r = (*writer)->writeAudio(planes.data(), wave.size(1)); !r) {
-        std::fprintf(stderr, "vireo-cli: %s\n", r.error().message.c_str());
-        return 1;
-    }
-    if (auto r = (*writer)->finish(); !r) {
-        std::fprintf(stderr, "vireo-cli: %s\n", r.error().message.c_str());
-        return 1;
-    }
+    const auto last = engine.job(ids.back());
     const double total = std::chrono::duration<double>(Clock::now() - started).count();
     if (asJson) {
-        nlohmann::json phases = result->secondsPerPhase;
-        phases["mux"] = total - muxStart;
-        runs.push_back(phases);
-        const auto bytes = pipeline->componentBytes();
+        nlohmann::json phases = last->recipe.secondsPerPhase;
+        phases["mux"] = last->writeSeconds;
+        runs.back() = phases;
+        const auto resident = engine.resident();
         std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
-                                 {"component_bytes", bytes},
-                                 {"frames", frames.size(0)}, {"sample_rate", result->sampleRate}}.dump().c_str());
+            {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
+            {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}}
+                                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                .c_str());
         return 0;
     }
-    std::printf("[%7.2f s] wrote %s (%lld frames, %.3f s of audio at %d Hz)\n", total, out.c_str(), static_cast<long long>(frames.size(0)),
-        static_cast<double>(wave.size(1)) / result->sampleRate, result->sampleRate);
+    std::printf("[%7.2f s] wrote %s (%lld frames)\n", total, out.c_str(), static_cast<long long>(last->recipe.frames));
     return 0;
 }

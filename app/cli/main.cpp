@@ -1,7 +1,7 @@
 // vireo-cli: the headless front end. Parses arguments and wires the layers; the work lives
 // in inference/ (and core/ for Hub commands).
 #include "app/cli/ditcommands.h"
-#ifdef VIREO_HAS_MEDIA
+#ifdef VIREO_HAS_CORE
 #include "app/cli/generatecommand.h"
 #endif
 #include "inference/bench/dequantbench.h"
@@ -331,12 +331,12 @@ int main(int argc, char** argv)
         return runTensor(args);
     if (command == "dit-forward")
         return runDitForward(args);
-#ifdef VIREO_HAS_MEDIA
+#ifdef VIREO_HAS_CORE
     if (command == "generate")
         return runGenerate(args);
 #else
     if (command == "generate")
-        return usageError("generate needs a build with FFmpeg's libraries (MP4 output)");
+        return usageError("generate needs a build with the studio's runtime (VIREO_GUI=ON)");
 #endif
 #ifdef VIREO_HAS_CORE
     if (command == "plan")

@@ -63,4 +63,11 @@ QString initLogging(const QString& appName)
     return dir;
 }
 
+void initCommandLineLogging()
+{
+    auto logger = spdlog::stderr_color_mt("vireo-cli");
+    logger->set_level(spdlog::level::warn);
+    spdlog::set_default_logger(logger);
+}
+
 } // namespace vireo::core

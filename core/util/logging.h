@@ -8,5 +8,7 @@ namespace vireo::core {
 // (mode 0600: paths and repo names can be private). Returns that folder.
 QString initLogging(const QString& appName);
 QString logDirectory();
+// Command-line use: only warnings and errors, on stderr (stdout is the command's output).
+void initCommandLineLogging();
 
 } // namespace vireo::core

@@ -9,7 +9,10 @@
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/sched/ltx2schedule.h"
 #include "inference/text/tokenizer.h"
+#include "inference/util/device.h"
 #include "inference/util/heap.h"
+#include "inference/quant/weightloader.h"
+#include "inference/tensorfile/modelsource.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -76,6 +79,7 @@ const char* phaseName(Ltx2Phase phase)
     case Ltx2Phase::DecodeVideo: return "decode video";
     case Ltx2Phase::DecodeAudio: return "decode audio";
     case Ltx2Phase::Vocoder: return "vocoder";
+    case Ltx2Phase::LoadDecoders: return "load decoders";
     }
     return "?";
 }
@@ -94,9 +98,73 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::VideoDecoder> videoDecoder;
     std::optional<ltx2::AudioDecoder> audioDecoder;
     std::optional<ltx2::Vocoder> vocoder;
+    at::Tensor previewProjection;
 
     Ltx2Output run(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop);
+    void loadText(const std::function<void(const Ltx2Progress&)>& progress);
+    void loadTransformer(const std::function<void(const Ltx2Progress&)>& progress);
+    void loadDecoders(const std::function<void(const Ltx2Progress&)>& progress);
+    c10::Device textDevice() const { return options.textEncoderDevice.value_or(options.device); }
 };
+
+void Ltx2Pipeline::Impl::loadText(const std::function<void(const Ltx2Progress&)>& progress)
+{
+    auto report = [&](std::int64_t done) {
+        if (progress)
+            progress({Ltx2Phase::LoadText, done, 1, {}});
+    };
+    if (!tokenizer) {
+        report(0);
+        auto tokFolder = textEncoderPath;
+        // A diffusers folder keeps the tokenizer beside text_encoder/, a Gemma download inside it.
+        if (::access((tokFolder / "tokenizer.json").c_str(), F_OK) != 0 && ::access((tokFolder.parent_path() / "tokenizer" / "tokenizer.json").c_str(), F_OK) == 0)
+            tokFolder = tokFolder.parent_path() / "tokenizer";
+        tokenizer = take(text::Tokenizer::load(tokFolder));
+    }
+    if (!textEncoder) {
+        report(0);
+        textEncoder = take(gemma3::TextEncoder::load(textEncoderPath, onDevice<gemma3::TextEncoderLoadOptions>(textDevice(), options.dtype)));
+        report(1);
+    }
+    if (!connectors) {
+        auto o = onDevice<ltx2::ConnectorLoadOptions>(options.device, options.dtype);
+        o.textFeatures = textFeatures;
+        connectors = take(ltx2::Connectors::load(weights, o));
+    }
+}
+
+void Ltx2Pipeline::Impl::loadTransformer(const std::function<void(const Ltx2Progress&)>& progress)
+{
+    if (transformer)
+        return;
+    if (progress)
+        progress({Ltx2Phase::LoadTransformer, 0, 1, {}});
+    auto o = onDevice<ltx2::TransformerLoadOptions>(options.device, options.dtype);
+    o.offloadBlocks = options.offloadTransformerBlocks;
+    transformer = take(ltx2::Transformer::load(weights, o));
+    if (progress)
+        progress({Ltx2Phase::LoadTransformer, 1, 1, {}});
+}
+
+void Ltx2Pipeline::Impl::loadDecoders(const std::function<void(const Ltx2Progress&)>& progress)
+{
+    if (videoDecoder && audioDecoder && vocoder)
+        return;
+    if (progress)
+        progress({Ltx2Phase::LoadDecoders, 0, 3, {}});
+    if (!videoDecoder)
+        videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(options.device, options.dtype)));
+    if (progress)
+        progress({Ltx2Phase::LoadDecoders, 1, 3, {}});
+    if (!audioDecoder)
+        audioDecoder = take(ltx2::AudioDecoder::load(weights, onDevice<ltx2::AudioDecoderLoadOptions>(options.device, options.dtype)));
+    if (progress)
+        progress({Ltx2Phase::LoadDecoders, 2, 3, {}});
+    if (!vocoder)
+        vocoder = take(ltx2::Vocoder::load(weights, onDevice<ltx2::VocoderLoadOptions>(options.device, options.dtype)));
+    if (progress)
+        progress({Ltx2Phase::LoadDecoders, 3, 3, {}});
+}
 
 Ltx2Pipeline::Ltx2Pipeline(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 Ltx2Pipeline::~Ltx2Pipeline() = default;
@@ -110,6 +178,11 @@ std::vector<std::filesystem::path> Ltx2Pipeline::files() const
     auto out = m_impl->options.modelPaths;
     out.push_back(m_impl->textEncoderPath);
     return out;
+}
+
+std::map<std::string, int> Ltx2Pipeline::matmulPaths() const
+{
+    return m_impl->transformer ? m_impl->transformer->matmulPaths() : std::map<std::string, int>{};
 }
 
 std::map<std::string, std::int64_t> Ltx2Pipeline::componentBytes() const
@@ -190,7 +263,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     Ltx2Output out;
     auto report = [&](Ltx2Phase phase, std::int64_t done, std::int64_t total) {
         if (progress)
-            progress({phase, done, total});
+            progress({phase, done, total, {}});
     };
     auto checkStop = [&]() {
         if (stop.stop_requested())
@@ -215,23 +288,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
 
     // 1. Prompt -> Gemma hidden states -> connectors.
     auto start = Clock::now();
-    if (!tokenizer) {
-        report(Ltx2Phase::LoadText, 0, 1);
-        auto tokFolder = textEncoderPath;
-        // A diffusers folder keeps the tokenizer beside text_encoder/, a Gemma download inside it.
-        if (::access((tokFolder / "tokenizer.json").c_str(), F_OK) != 0 && ::access((tokFolder.parent_path() / "tokenizer" / "tokenizer.json").c_str(), F_OK) == 0)
-            tokFolder = tokFolder.parent_path() / "tokenizer";
-        tokenizer = take(text::Tokenizer::load(tokFolder));
-    }
-    if (!textEncoder) {
-        textEncoder = take(gemma3::TextEncoder::load(textEncoderPath, onDevice<gemma3::TextEncoderLoadOptions>(device, dtype)));
-        report(Ltx2Phase::LoadText, 1, 1);
-    }
-    if (!connectors) {
-        auto o = onDevice<ltx2::ConnectorLoadOptions>(device, dtype);
-        o.textFeatures = textFeatures;
-        connectors = take(ltx2::Connectors::load(weights, o));
-    }
+    loadText(progress);
     timed("load text encoder", start);
     start = Clock::now();
     report(Ltx2Phase::Encode, 0, 1);
@@ -245,11 +302,13 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         ids.push_back(at::tensor(enc.ids, at::kLong).unsqueeze(0));
         masks.push_back(at::tensor(enc.attentionMask, at::kLong).unsqueeze(0));
     }
-    const auto inputIds = at::cat(ids, 0).to(device);
-    const auto attentionMask = at::cat(masks, 0).to(device);
-    auto hidden = take(textEncoder->forward(inputIds, attentionMask, stop));  // [B, T, D, layers + 1]
+    const auto inputIds = at::cat(ids, 0).to(textDevice());
+    const auto textMask = at::cat(masks, 0).to(textDevice());
+    auto hidden = take(textEncoder->forward(inputIds, textMask, stop));  // [B, T, D, layers + 1]
     checkStop();
-    const auto textStates = hidden.flatten(2, 3);
+    const auto textStates = hidden.flatten(2, 3).to(device);
+    const auto attentionMask = textMask.to(device);
+    hidden = at::Tensor();
     auto ctx = take(connectors->forward(textStates, attentionMask));
     if (options.releaseTextEncoder) {
         textEncoder.reset();
@@ -308,11 +367,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
 
     // 4. Denoising loop.
     start = Clock::now();
-    report(Ltx2Phase::LoadTransformer, 0, 1);
-    if (!transformer) {
-        transformer = take(ltx2::Transformer::load(weights, onDevice<ltx2::TransformerLoadOptions>(device, dtype)));
-    }
-    report(Ltx2Phase::LoadTransformer, 1, 1);
+    loadTransformer(progress);
     timed("load transformer", start);
     start = Clock::now();
     const auto batch = cfg ? 2 : 1;
@@ -372,7 +427,9 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         const auto dt = at::scalar_tensor(sigmaNext, f32) - sigmaT;
         latents = latents + dt * v;
         audioLatents = audioLatents + dt * a;
-        report(Ltx2Phase::Denoise, i + 1, steps);
+        if (progress)
+            progress({Ltx2Phase::Denoise, i + 1, steps,
+                x0.reshape({1, latentFrames, latentH, latentW, tc.inChannels}).permute({0, 4, 1, 2, 3})});
     }
     out.finalVideoLatents = latents;
     out.finalAudioLatents = audioLatents;
@@ -381,9 +438,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
 
     // 5. Decode video.
     start = Clock::now();
-    if (!videoDecoder) {
+    if (!videoDecoder)
         videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(device, dtype)));
-    }
     const auto unpacked = latents.reshape({1, latentFrames, latentH, latentW, tc.inChannels}).permute({0, 4, 1, 2, 3}).contiguous();
     ltx2::VideoDecodeOptions decodeOptions;
     decodeOptions.stop = stop;
@@ -444,6 +500,125 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     return out;
 }
 
+Result<void> Ltx2Pipeline::load(const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
+{
+    quant::ScopedLoadStop loadStop(stop);
+    try {
+        if (!m_impl->options.releaseTextEncoder)
+            m_impl->loadText(progress);
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        m_impl->loadTransformer(progress);
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        m_impl->loadDecoders(progress);
+    } catch (const Error& e) {
+        release();
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        return e;
+    } catch (const std::exception& e) {
+        release();
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        return errorFromException(e, "loading LTX-2 from " + m_impl->weights.describeFiles());
+    }
+    if (stop.stop_requested()) {
+        release();
+        return makeError(ErrorCode::Cancelled, "cancelled");
+    }
+    return {};
+}
+
+void Ltx2Pipeline::release()
+{
+    auto& m = *m_impl;
+    m.textEncoder.reset();
+    m.tokenizer.reset();
+    m.connectors.reset();
+    m.transformer.reset();
+    m.videoDecoder.reset();
+    m.audioDecoder.reset();
+    m.vocoder.reset();
+    m.previewProjection = at::Tensor();
+    heap::releaseFreeMemory();
+    releaseCachedDeviceMemory();
+}
+
+Result<at::Tensor> Ltx2Pipeline::previewProjection()
+{
+    auto& m = *m_impl;
+    if (m.previewProjection.defined())
+        return m.previewProjection;
+    try {
+        m.loadDecoders({});
+        const auto channels = m.transformerConfig.inChannels;
+        constexpr std::int64_t kCells = 16;
+        // A fixed generator: the same model always gets the same projection.
+        auto generator = at::make_generator<at::CPUGeneratorImpl>(20261201);
+        const auto z = at::randn({1, channels, 1, kCells, kCells}, generator, at::TensorOptions().dtype(at::kFloat));
+        auto decoded = take(m.videoDecoder->decode(z.to(m.options.device, m.options.dtype)));  // [1, 3, 1, 32 n, 32 n]
+        const auto pooled = at::adaptive_avg_pool2d(decoded[0].select(1, 0).to(at::kDouble).cpu(), {kCells, kCells});  // [3, n, n]
+        const auto y = pooled.flatten(1).t();                                                     // [cells, 3]
+        const auto x = at::cat({z[0].select(1, 0).flatten(1).t().to(at::kDouble), at::ones({kCells * kCells, 1}, at::kDouble)}, 1);
+        // Ridge regression: the fit stays sane with as many unknowns as samples.
+        const auto xtx = x.t().matmul(x);
+        const double lambda = 1e-2 * xtx.diagonal().mean().item<double>();
+        const auto a = at::linalg_solve(xtx + lambda * at::eye(xtx.size(0), at::kDouble), x.t().matmul(y));
+        m.previewProjection = a.to(at::kFloat);
+        return m.previewProjection;
+    } catch (const Error& e) {
+        return e;
+    } catch (const std::exception& e) {
+        return errorFromException(e, "preview projection");
+    }
+}
+
+Ltx2StoredSizes Ltx2Pipeline::storedSizes() const
+{
+    const auto& m = *m_impl;
+    Ltx2StoredSizes out;
+    auto partBytes = [&](ltx2::Part part) {
+        std::int64_t bytes = 0;
+        for (const auto& [_, t] : m.weights.tensors(part))
+            bytes += static_cast<std::int64_t>(t.info->bytes);
+        return bytes;
+    };
+    out.componentBytes["transformer"] = partBytes(ltx2::Part::Transformer);
+    out.componentBytes["connectors"] = partBytes(ltx2::Part::Connectors);
+    out.componentBytes["video_vae"] = partBytes(ltx2::Part::VideoVae);
+    out.componentBytes["audio_vae"] = partBytes(ltx2::Part::AudioVae);
+    out.componentBytes["vocoder"] = partBytes(ltx2::Part::Vocoder);
+    // The video VAE encoder is never loaded for generation.
+    for (const auto& [name, t] : m.weights.tensors(ltx2::Part::VideoVae))
+        if (name.rfind("encoder.", 0) == 0)
+            out.componentBytes["video_vae"] -= static_cast<std::int64_t>(t.info->bytes);
+    std::map<std::string, std::int64_t> blockBytes;
+    for (const auto& [name, t] : m.weights.tensors(ltx2::Part::Transformer)) {
+        if (name.rfind("transformer_blocks.", 0) != 0)
+            continue;
+        const auto dot = name.find('.', 19);
+        blockBytes[name.substr(0, dot)] += static_cast<std::int64_t>(t.info->bytes);
+    }
+    for (const auto& [_, b] : blockBytes)
+        out.transformerBlockBytes = std::max(out.transformerBlockBytes, b);
+    std::int64_t textBytes = 0;
+    if (auto source = tensorfile::ModelSource::open(m.textEncoderPath)) {
+        for (const auto& cp : source->checkpoints)
+            for (const auto& t : cp.tensors)
+                textBytes += static_cast<std::int64_t>(t.bytes);
+    }
+    out.componentBytes["text_encoder"] = textBytes;
+    const auto& c = m.transformerConfig;
+    out.videoDim = c.dim();
+    out.audioDim = c.audioDim();
+    out.layers = c.layers;
+    out.latentChannels = c.inChannels;
+    if (auto ff = m.weights.shape(ltx2::Part::Transformer, "transformer_blocks.0.ff.net.0.proj.weight"))
+        out.ffnDim = (*ff)[0];
+    return out;
+}
+
 Result<Ltx2Output> Ltx2Pipeline::generate(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress,
                                           std::stop_token stop)
 {
@@ -459,8 +634,11 @@ Result<Ltx2Output> Ltx2Pipeline::generate(const Ltx2Request& request, const std:
         if (e.code == ErrorCode::Cancelled || stop.stop_requested())
             return makeError(ErrorCode::Cancelled, "cancelled");
         return e;
-    } catch (const c10::Error& e) {
-        return makeError(ErrorCode::Internal, std::string("LTX-2 pipeline: ") + e.what_without_backtrace());
+    } catch (const std::exception& e) {
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        // Out of memory on any device is one error code everywhere; a CUDA fault another.
+        return errorFromException(e, "LTX-2 pipeline");
     }
 }
 

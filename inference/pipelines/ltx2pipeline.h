@@ -35,6 +35,18 @@ struct Ltx2PipelineOptions {
     // Free the text encoder before the transformer runs (small GPUs); it is loaded again
     // for the next request.
     bool releaseTextEncoder = true;
+    // Where the Gemma text encoder runs when not on `device` (the CPU keeps its ~24 GB off a
+    // GPU that cannot hold it beside the transformer).
+    std::optional<c10::Device> textEncoderDevice;
+    // Transformer blocks in host memory, copied to the device one at a time.
+    bool offloadTransformerBlocks = false;
+};
+
+// What each component holds as stored, read from headers before anything loads.
+struct Ltx2StoredSizes {
+    std::map<std::string, std::int64_t> componentBytes;  // text_encoder, connectors, transformer, video_vae, audio_vae, vocoder
+    std::int64_t transformerBlockBytes = 0;  // the largest single block (offloading keeps one or two on the device)
+    std::int64_t videoDim = 0, audioDim = 0, ffnDim = 0, layers = 0, latentChannels = 0;
 };
 
 enum class Ltx2Schedule { Distilled, Dev };
@@ -59,12 +71,15 @@ struct Ltx2Request {
     bool keepDecodedVideo = false;
 };
 
-enum class Ltx2Phase { LoadText, Encode, LoadTransformer, Denoise, DecodeVideo, DecodeAudio, Vocoder };
+enum class Ltx2Phase { LoadText, Encode, LoadTransformer, Denoise, DecodeVideo, DecodeAudio, Vocoder, LoadDecoders };
 const char* phaseName(Ltx2Phase phase);
 
 struct Ltx2Progress {
     Ltx2Phase phase;
     std::int64_t done = 0, total = 0;  // steps, decode tiles, ...
+    // Denoise steps: the current clean estimate of the video latents, unpacked
+    // [1, C, F, H, W] (for previews; empty in other phases).
+    at::Tensor videoEstimate;
 };
 
 struct Ltx2Output {
@@ -89,12 +104,27 @@ public:
     // of what is missing before anything is loaded.
     static Result<Ltx2Pipeline> open(const Ltx2PipelineOptions& options);
 
+    // Loads every component that stays resident between requests (all of them, but a text
+    // encoder released after each encoding), so a load is timed, cancelled and failed on its
+    // own. generate() loads whatever is still missing.
+    Result<void> load(const std::function<void(const Ltx2Progress&)>& progress = {}, std::stop_token stop = {});
+    // Frees every component; load() or generate() loads them again.
+    void release();
+    Ltx2StoredSizes storedSizes() const;
+    // A linear map from latent channels to RGB in [-1, 1] ([channels + 1, 3], the last row the
+    // offset), fitted by least squares to what this model's video decoder makes of a random
+    // latent: previews of denoising at the cost of a matrix product. Computed once (loads the
+    // decoder if needed).
+    Result<at::Tensor> previewProjection();
+
     Result<Ltx2Output> generate(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress = {},
                                 std::stop_token stop = {});
 
     std::string version() const;          // "2.0" or "2.3"
     // Bytes each loaded component holds now ("text_encoder", "transformer", ...).
     std::map<std::string, std::int64_t> componentBytes() const;
+    // How the transformer's linear layers multiply (empty until it is loaded).
+    std::map<std::string, int> matmulPaths() const;
     // The weight files, for the recipe.
     std::vector<std::filesystem::path> files() const;
 

@@ -296,13 +296,13 @@ Result<void> QuantizedWeight::dequantizeInto(at::Tensor& out) const
     return {};
 }
 
-Result<QuantizedWeight> QuantizedWeight::to(c10::Device device) const
+Result<QuantizedWeight> QuantizedWeight::to(c10::Device device, bool nonBlocking) const
 {
     try {
         QuantizedWeight moved = *this;
         auto move = [&](at::Tensor& t) {
             if (t.defined())
-                t = t.to(device);
+                t = t.to(device, nonBlocking);
         };
         move(moved.m_data);
         move(moved.m_scale);
@@ -313,6 +313,19 @@ Result<QuantizedWeight> QuantizedWeight::to(c10::Device device) const
     } catch (const c10::Error& e) {
         return opError("to", std::string("moving to ") + device.str() + " failed: " + e.what_without_backtrace());
     }
+}
+
+QuantizedWeight QuantizedWeight::pinned() const
+{
+    if (!at::hasCUDA() || device() != c10::Device(c10::kCPU))
+        return *this;
+    QuantizedWeight out = *this;
+    for (auto* t : {&out.m_data, &out.m_scale, &out.m_code})
+        if (t->defined())
+            *t = t->pin_memory();
+    if (out.m_inputScale)
+        out.m_inputScale = out.m_inputScale->pin_memory();
+    return out;
 }
 
 std::optional<std::string> QuantizedWeight::fp8MatmulBlocker(c10::Device device, c10::ScalarType dtype) const

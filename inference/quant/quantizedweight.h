@@ -68,7 +68,10 @@ public:
     // Into a caller-owned buffer (contiguous, shape(), a float dtype, the weight's device), so
     // a forward pass can reuse one scratch buffer instead of faulting in fresh memory.
     Result<void> dequantizeInto(at::Tensor& out) const;
-    Result<QuantizedWeight> to(c10::Device device) const;
+    Result<QuantizedWeight> to(c10::Device device, bool nonBlocking = false) const;
+    // The same weight in page-locked host memory, so copies to a GPU can run asynchronously
+    // (block offloading); unchanged when no CUDA runtime is present.
+    QuantizedWeight pinned() const;
     MatmulPlan matmulPlan(c10::Device device, c10::ScalarType dtype) const;
     // y = x W^T (+ bias), computed on x's device in x's dtype.
     Result<at::Tensor> linear(const at::Tensor& input, const std::optional<at::Tensor>& bias = {}) const;

@@ -87,8 +87,24 @@ bool isQuantizationSibling(const std::string& name)
     return name.find(".quant_state.bitsandbytes__") != std::string::npos;
 }
 
+namespace {
+thread_local const std::stop_token* t_loadStop = nullptr;
+}
+
+ScopedLoadStop::ScopedLoadStop(std::stop_token stop) : m_stop(std::move(stop)), m_previous(t_loadStop)
+{
+    t_loadStop = &m_stop;
+}
+
+ScopedLoadStop::~ScopedLoadStop()
+{
+    t_loadStop = m_previous;
+}
+
 Result<QuantizedWeight> loadWeight(const Checkpoint& cp, const std::string& name, const LoadOptions& options)
 {
+    if (t_loadStop && t_loadStop->stop_requested())
+        return makeError(ErrorCode::Cancelled, "loading was cancelled");
     const auto* info = cp.find(name);
     if (!info)
         return makeError(ErrorCode::NotFound, cp.path.string() + ": tensor '" + name + "' not found");

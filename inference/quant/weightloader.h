@@ -5,6 +5,7 @@
 
 #include <c10/core/Device.h>
 
+#include <stop_token>
 #include <string>
 
 namespace vireo::tensorfile {
@@ -26,6 +27,21 @@ struct LoadOptions {
 // of the file mapping (no copy).
 Result<QuantizedWeight> loadWeight(const tensorfile::Checkpoint& checkpoint, const std::string& name,
                                    const LoadOptions& options = {});
+
+// Cancels the weight loads of this thread while it lives: every loadWeight call made after
+// the token is triggered fails at once with ErrorCode::Cancelled, so a model load stops within
+// one tensor.
+class ScopedLoadStop {
+public:
+    explicit ScopedLoadStop(std::stop_token stop);
+    ~ScopedLoadStop();
+    ScopedLoadStop(const ScopedLoadStop&) = delete;
+    ScopedLoadStop& operator=(const ScopedLoadStop&) = delete;
+
+private:
+    std::stop_token m_stop;
+    const std::stop_token* m_previous;
+};
 
 // Tensors that belong to another tensor's quantization (scales, absmax, quant_map, ...):
 // a loader walking all names skips these.

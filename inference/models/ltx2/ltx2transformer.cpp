@@ -30,6 +30,52 @@ struct Block {
     at::Tensor videoA2vTable, audioA2vTable;
 };
 
+// The block with every weight on `device` (offloading copies a host-resident block in before
+// it runs; from page-locked memory the copies are asynchronous on the current stream).
+nn::Linear linearTo(const nn::Linear& l, c10::Device device, bool nonBlocking)
+{
+    if (!l.defined())
+        return l;
+    nn::Linear out{l.name, {}, std::nullopt};
+    auto w = l.weight.to(device, nonBlocking);
+    if (!w)
+        throw nn::ForwardError(l.name + ": " + w.error().message);
+    out.weight = std::move(*w);
+    if (l.bias)
+        out.bias = l.bias->to(device, nonBlocking);
+    return out;
+}
+
+nn::Linear linearPinned(const nn::Linear& l)
+{
+    if (!l.defined())
+        return l;
+    nn::Linear out{l.name, l.weight.pinned(), std::nullopt};
+    if (l.bias)
+        out.bias = at::hasCUDA() ? l.bias->pin_memory() : *l.bias;
+    return out;
+}
+
+template <typename LinearFn, typename TensorFn>
+Block mapBlock(const Block& b, LinearFn&& linear, TensorFn&& tensor)
+{
+    Block out = b;
+    for (auto* a : {&out.attn1, &out.audioAttn1, &out.attn2, &out.audioAttn2, &out.audioToVideo, &out.videoToAudio}) {
+        for (auto* l : {&a->toQ, &a->toK, &a->toV, &a->toOut, &a->toGateLogits, &a->fused})
+            *l = linear(*l);
+        a->normQ = tensor(a->normQ);
+        a->normK = tensor(a->normK);
+    }
+    for (auto* ff : {&out.ff, &out.audioFf}) {
+        ff->proj = linear(ff->proj);
+        ff->out = linear(ff->out);
+    }
+    for (auto* t : {&out.scaleShiftTable, &out.audioScaleShiftTable, &out.promptScaleShiftTable, &out.audioPromptScaleShiftTable,
+             &out.videoA2vTable, &out.audioA2vTable})
+        *t = tensor(*t);
+    return out;
+}
+
 // table [k, dim] + temb [B, T, k*dim] -> k tensors [B, T, dim] (get_mod_params).
 std::vector<at::Tensor> modParams(const at::Tensor& table, const at::Tensor& temb)
 {
@@ -44,6 +90,7 @@ struct Transformer::Impl {
     TransformerConfig config;
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
+    bool offload = false;
 
     nn::Linear projIn, audioProjIn, projOut, audioProjOut;
     nn::Linear captionLinear1, captionLinear2, audioCaptionLinear1, audioCaptionLinear2;
@@ -63,6 +110,7 @@ Transformer::Transformer(Transformer&&) noexcept = default;
 Transformer& Transformer::operator=(Transformer&&) noexcept = default;
 
 const TransformerConfig& Transformer::config() const { return m_impl->config; }
+bool Transformer::offloadsBlocks() const { return m_impl->offload; }
 c10::ScalarType Transformer::dtype() const { return m_impl->dtype; }
 c10::Device Transformer::device() const { return m_impl->device; }
 
@@ -169,6 +217,7 @@ Result<Transformer> Transformer::load(const Ltx2Weights& weights, const Transfor
     impl->config = *config;
     impl->device = options.device;
     impl->dtype = options.dtype;
+    impl->offload = options.offloadBlocks && !options.device.is_cpu();
     const auto& c = impl->config;
     try {
         WeightTaker w(weights, Part::Transformer, options.device, options.dtype);
@@ -194,6 +243,8 @@ Result<Transformer> Transformer::load(const Ltx2Weights& weights, const Transfor
         impl->audioScaleShiftTable = w.tensor("audio_scale_shift_table");
         impl->projOut = w.linear("proj_out", true);
         impl->audioProjOut = w.linear("audio_proj_out", true);
+        if (impl->offload)
+            w.setDevice(c10::Device(c10::kCPU));
         for (std::int64_t i = 0; i < c.layers; ++i) {
             const auto p = "transformer_blocks." + std::to_string(i) + ".";
             Block b;
@@ -214,6 +265,8 @@ Result<Transformer> Transformer::load(const Ltx2Weights& weights, const Transfor
             }
             b.videoA2vTable = w.tensor(p + "video_a2v_cross_attn_scale_shift_table");
             b.audioA2vTable = w.tensor(p + "audio_a2v_cross_attn_scale_shift_table");
+            if (impl->offload)
+                b = mapBlock(b, linearPinned, [](const at::Tensor& t) { return t.defined() && at::hasCUDA() ? t.pin_memory() : t; });
             impl->blocks.push_back(std::move(b));
         }
         if (auto done = w.finish(); !done)
@@ -381,7 +434,11 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
     for (std::size_t i = 0; i < blocks.size(); ++i) {
         if (in.stop.stop_requested())
             throw std::runtime_error("cancelled");
-        const auto& b = blocks[i];
+        Block staged;
+        if (offload)
+            staged = mapBlock(blocks[i], [&](const nn::Linear& l) { return linearTo(l, device, true); },
+                [&](const at::Tensor& t) { return t.defined() ? t.to(device, true) : t; });
+        const auto& b = offload ? staged : blocks[i];
         const bool perturbed = stg.count(static_cast<int>(i)) > 0;
         const at::Tensor* pm = perturbed ? &perturbation : nullptr;
         const bool ap = perturbed && allPerturbed;

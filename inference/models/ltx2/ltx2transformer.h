@@ -69,6 +69,9 @@ struct TransformerLoadOptions {
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;           // compute dtype; quantized weights stay quantized
     std::optional<TransformerConfig> config;       // overrides what the checkpoint says or implies
+    // The blocks stay in (page-locked) host memory and are copied to the device one at a
+    // time during a forward: a model larger than the device runs, slower.
+    bool offloadBlocks = false;
 };
 
 // Config from the checkpoint (diffusers config.json, else the embedded ltx-core config, else
@@ -94,6 +97,7 @@ public:
     // How many linear layers multiply by each path on this model's device and dtype
     // ("FP8 tensor-core GEMM", "dequantize + GEMM: <reason>", ...), known at load.
     std::map<std::string, int> matmulPaths() const;
+    bool offloadsBlocks() const;
 
 private:
     struct Impl;

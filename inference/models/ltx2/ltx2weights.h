@@ -81,6 +81,8 @@ public:
     WeightTaker(const Ltx2Weights& weights, Part part, c10::Device device, c10::ScalarType dtype);
 
     bool has(const std::string& name) const;
+    // Where the weights taken from now on go (block offloading keeps blocks on the host).
+    void setDevice(c10::Device device) { m_options.device = device; }
     nn::Linear linear(const std::string& name, bool bias);
     // A dense tensor in the compute dtype on the target device.
     at::Tensor tensor(const std::string& name);

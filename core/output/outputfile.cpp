@@ -1,0 +1,178 @@
+#include "core/output/outputfile.h"
+
+#include "media/mp4writer.h"
+
+#include <openssl/evp.h>
+
+#include <QDateTime>
+#include <QDir>
+#include <QDirIterator>
+#include <QFileInfo>
+
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sys/stat.h>
+
+namespace vireo::output {
+
+namespace {
+
+std::string hex(const unsigned char* data, unsigned n)
+{
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned i = 0; i < n; ++i) {
+        out += digits[data[i] >> 4];
+        out += digits[data[i] & 15];
+    }
+    return out;
+}
+
+bool isLowerHex64(const std::string& name)
+{
+    return name.size() == 64 && name.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+} // namespace
+
+std::string fileSha256(const std::filesystem::path& path)
+{
+    char resolved[PATH_MAX];
+    if (::realpath(path.c_str(), resolved)) {
+        const std::filesystem::path real(resolved);
+        if (real.parent_path().filename() == "blobs" && isLowerHex64(real.filename().string()))
+            return real.filename().string();
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        return {};
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+        return {};
+    std::vector<char> buffer(8 << 20);
+    while (in) {
+        in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+        EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<std::size_t>(in.gcount()));
+    }
+    if (in.bad())
+        return {};
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    EVP_DigestFinal_ex(ctx.get(), digest, &n);
+    return hex(digest, n);
+}
+
+std::vector<WeightFile> describeWeightFiles(const std::vector<std::filesystem::path>& paths)
+{
+    std::vector<WeightFile> files;
+    constexpr std::size_t kMaxFiles = 10000;
+    auto add = [&](const std::filesystem::path& p) {
+        struct stat st {};
+        if (files.size() >= kMaxFiles || ::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+            return;
+        const auto ext = p.extension().string();
+        if (ext != ".safetensors" && ext != ".gguf" && ext != ".json" && ext != ".model")
+            return;
+        files.push_back({sanitizedText(p.string()), static_cast<std::int64_t>(st.st_size), fileSha256(p)});
+    };
+    for (const auto& p : paths) {
+        struct stat st {};
+        if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+            // Qt walks the folder: std::filesystem's recursion is interposed by libtorch (see hfcache.cpp).
+            QDirIterator it(QString::fromStdString(p.string()), QDir::Files | QDir::NoDotAndDotDot, QDirIterator::Subdirectories);
+            std::vector<std::filesystem::path> found;
+            while (it.hasNext() && found.size() < kMaxFiles) {
+                const auto file = it.next();
+                if (QDir(QString::fromStdString(p.string())).relativeFilePath(file).count(QLatin1Char('/')) < 16)
+                    found.emplace_back(file.toStdString());
+            }
+            std::sort(found.begin(), found.end());
+            for (const auto& f : found)
+                add(f);
+        } else {
+            add(p);
+        }
+    }
+    return files;
+}
+
+Result<std::filesystem::path> freshOutputPath(const std::filesystem::path& folder, const std::string& prompt, const std::string& extension)
+{
+    const QString dir = QString::fromStdString(folder.string());
+    if (!QDir().mkpath(dir))
+        return makeError(ErrorCode::Io, folder.string() + ": the outputs folder cannot be created; choose another in Settings");
+    if (!QFileInfo(dir).isWritable())
+        return makeError(ErrorCode::PermissionDenied, folder.string() + ": the outputs folder is not writable; choose another in Settings");
+    // A readable slug: letters and digits of the prompt, the rest as single dashes.
+    QString slug;
+    for (const QChar c : QString::fromStdString(sanitizedText(prompt))) {
+        if (slug.size() >= 40)
+            break;
+        if (c.isLetterOrNumber())
+            slug += c.toLower();
+        else if (!slug.isEmpty() && !slug.endsWith(QLatin1Char('-')))
+            slug += QLatin1Char('-');
+    }
+    while (slug.endsWith(QLatin1Char('-')))
+        slug.chop(1);
+    const QString stamp = QDateTime::currentDateTime().toString(QStringLiteral("yyyy-MM-dd_HH-mm-ss"));
+    const QString base = stamp + (slug.isEmpty() ? QString() : QLatin1Char('_') + slug);
+    for (int n = 1; n < 10000; ++n) {
+        const QString name = base + (n > 1 ? QStringLiteral(" (%1)").arg(n) : QString()) + QLatin1Char('.') + QString::fromStdString(extension);
+        const QString full = QDir(dir).filePath(name);
+        if (!QFileInfo::exists(full) && !QFileInfo(full).isSymLink())
+            return std::filesystem::path(full.toStdString());
+    }
+    return makeError(ErrorCode::Io, folder.string() + ": no free name for the output");
+}
+
+Result<void> writeVideo(const std::filesystem::path& path, const facade::VideoResult& video, const Recipe& recipe,
+                        const std::function<void(std::int64_t, std::int64_t)>& progress, std::stop_token stop)
+{
+    if (video.frameCount <= 0 || video.width <= 0 || video.height <= 0
+        || video.rgb.size() != static_cast<std::size_t>(video.frameCount) * video.width * video.height * 3)
+        return makeError(ErrorCode::InvalidArgument, "the video to write is empty or inconsistent");
+    media::VideoStreamSpec v;
+    v.width = video.width;
+    v.height = video.height;
+    v.fps = video.fps;
+    std::optional<media::AudioStreamSpec> a;
+    if (video.channels > 0 && video.samples > 0) {
+        media::AudioStreamSpec spec;
+        spec.sampleRate = video.sampleRate;
+        spec.channels = video.channels;
+        a = spec;
+    }
+    const auto recipeText = recipe.toJson();
+    auto writer = media::Mp4Writer::open(path, v, a, {{"comment", recipeText}, {"vireo_recipe", recipeText},
+        {"title", truncatedUtf8(sanitizedText(recipe.prompt), 200)}, {"encoder", recipe.app}});
+    if (!writer)
+        return writer.error();
+    const std::int64_t frameBytes = static_cast<std::int64_t>(video.width) * video.height * 3;
+    for (int f = 0; f < video.frameCount; ++f) {
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled while writing " + path.string() + "; nothing was written");
+        if (auto r = (*writer)->writeFrame(video.rgb.data() + f * frameBytes, video.width * 3); !r)
+            return r.error();
+        if (progress)
+            progress(f + 1, video.frameCount + 1);
+    }
+    if (a) {
+        std::vector<const float*> planes;
+        for (int c = 0; c < video.channels; ++c)
+            planes.push_back(video.audio.data() + static_cast<std::size_t>(c) * video.samples);
+        if (auto r = (*writer)->writeAudio(planes.data(), video.samples); !r)
+            return r.error();
+    }
+    if (stop.stop_requested())
+        return makeError(ErrorCode::Cancelled, "cancelled while writing " + path.string() + "; nothing was written");
+    if (auto r = (*writer)->finish(); !r)
+        return r.error();
+    if (progress)
+        progress(video.frameCount + 1, video.frameCount + 1);
+    return {};
+}
+
+} // namespace vireo::output

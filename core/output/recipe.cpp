@@ -1,0 +1,296 @@
+#include "core/output/recipe.h"
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+namespace vireo::output {
+
+namespace {
+
+using nlohmann::json;
+
+// Bytes of the UTF-8 sequence that starts at i, or 0 when it is not a valid one (overlong
+// forms, surrogates and code points past U+10FFFF are invalid, as RFC 3629 says).
+std::size_t validSequence(const std::string& s, std::size_t i)
+{
+    const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+    const unsigned char c = b(i);
+    if (c < 0x80)
+        return 1;
+    std::size_t n = 0;
+    std::uint32_t cp = 0, min = 0;
+    if ((c & 0xE0) == 0xC0)
+        n = 2, cp = c & 0x1F, min = 0x80;
+    else if ((c & 0xF0) == 0xE0)
+        n = 3, cp = c & 0x0F, min = 0x800;
+    else if ((c & 0xF8) == 0xF0)
+        n = 4, cp = c & 0x07, min = 0x10000;
+    else
+        return 0;
+    if (i + n > s.size())
+        return 0;
+    for (std::size_t k = 1; k < n; ++k) {
+        if ((b(i + k) & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (b(i + k) & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+const std::set<std::string>& knownKeys()
+{
+    static const std::set<std::string> keys{"recipe_version", "app", "kind", "pipeline", "family", "variant", "model_version", "repo",
+        "commit", "model_title", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
+        "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "loras",
+        "seconds", "created"};
+    return keys;
+}
+
+struct Reader {
+    const json& j;
+    std::string error;
+
+    template <typename T>
+    void get(const char* key, T& out)
+    {
+        if (!error.empty() || !j.contains(key) || j.at(key).is_null())
+            return;
+        const auto& v = j.at(key);
+        if constexpr (std::is_same_v<T, std::string>) {
+            if (!v.is_string())
+                return fail(key, "text");
+            out = sanitizedText(v.get<std::string>());
+        } else if constexpr (std::is_same_v<T, double>) {
+            if (!v.is_number())
+                return fail(key, "a number");
+            out = v.get<double>();
+        } else if constexpr (std::is_same_v<T, bool>) {
+            if (!v.is_boolean())
+                return fail(key, "true or false");
+            out = v.get<bool>();
+        } else {
+            // Integers: whole numbers in range, also when written as 3.0.
+            if (!v.is_number())
+                return fail(key, "a whole number");
+            const double d = v.get<double>();
+            if (v.is_number_float() && (d != static_cast<double>(static_cast<long long>(d)) || d > 9.2e18 || d < -9.2e18))
+                return fail(key, "a whole number");
+            if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+                return fail(key, "a whole number in range");
+            const auto value = v.is_number_float() ? static_cast<long long>(d) : v.get<long long>();
+            if (value < static_cast<long long>(std::numeric_limits<T>::min()) || value > static_cast<long long>(std::numeric_limits<T>::max()))
+                return fail(key, "a whole number in range");
+            out = static_cast<T>(value);
+        }
+    }
+
+    void fail(const char* key, const char* what) { error = std::string("recipe field '") + key + "' is not " + what; }
+};
+
+} // namespace
+
+std::string sanitizedText(const std::string& text)
+{
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size();) {
+        const auto n = validSequence(text, i);
+        if (n == 0) {
+            out += "\xEF\xBF\xBD";
+            ++i;
+            continue;
+        }
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        const bool control = n == 1 && (c < 0x20 || c == 0x7F) && c != '\n' && c != '\t';
+        // C1 controls (U+0080..U+009F) are two bytes: C2 80..9F.
+        const bool c1 = n == 2 && c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0;
+        if (!control && !c1)
+            out.append(text, i, n);
+        i += n;
+    }
+    return out;
+}
+
+std::string truncatedUtf8(const std::string& text, std::size_t maxBytes)
+{
+    if (text.size() <= maxBytes)
+        return text;
+    std::size_t cut = maxBytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+        --cut;
+    return text.substr(0, cut);
+}
+
+std::string Recipe::toJson() const
+{
+    json j = json::parse(extraJson, nullptr, false, true);
+    if (!j.is_object())
+        j = json::object();
+    json files_ = json::array();
+    for (const auto& f : files)
+        files_.push_back({{"path", f.path}, {"bytes", f.bytes}, {"sha256", f.sha256}});
+    json loras_ = json::array();
+    for (const auto& l : loras)
+        loras_.push_back({{"path", l.path}, {"sha256", l.sha256}, {"strength", l.strength}, {"status", l.status}});
+    j["recipe_version"] = version;
+    j["app"] = app;
+    j["kind"] = kind;
+    j["pipeline"] = pipeline;
+    j["family"] = family;
+    j["variant"] = variant;
+    j["model_version"] = modelVersion;
+    j["repo"] = repo;
+    j["commit"] = commit;
+    j["model_title"] = modelTitle;
+    j["files"] = files_;
+    j["prompt"] = prompt;
+    j["negative_prompt"] = negativePrompt;
+    j["seed"] = seed;
+    j["schedule"] = schedule;
+    j["steps"] = steps;
+    j["sigmas"] = sigmas;
+    j["guidance_scale"] = guidance;
+    j["audio_guidance_scale"] = audioGuidance;
+    j["guidance_rescale"] = guidanceRescale;
+    j["width"] = width;
+    j["height"] = height;
+    j["frames"] = frames;
+    j["fps"] = fps;
+    j["device"] = device;
+    j["dtype"] = dtype;
+    j["placement"] = placement;
+    j["loras"] = loras_;
+    j["seconds"] = secondsPerPhase;
+    j["created"] = created;
+    // Invalid UTF-8 in any string (a prompt from a file, a path) is replaced, never thrown.
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<Recipe> Recipe::fromJson(const std::string& text)
+{
+    if (text.size() > (16u << 20))
+        return makeError(ErrorCode::InvalidFormat, "recipe is larger than 16 MiB");
+    // Depth is bounded: nlohmann's parser recurses per nesting level.
+    int depth = 0, maxDepth = 0;
+    bool inString = false, escaped = false;
+    for (const char c : text) {
+        if (inString) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                inString = false;
+            continue;
+        }
+        if (c == '"')
+            inString = true;
+        else if (c == '{' || c == '[')
+            maxDepth = std::max(maxDepth, ++depth);
+        else if (c == '}' || c == ']')
+            --depth;
+    }
+    if (maxDepth > 64)
+        return makeError(ErrorCode::InvalidFormat, "recipe JSON is nested " + std::to_string(maxDepth) + " deep (at most 64)");
+    const json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return makeError(ErrorCode::InvalidFormat, "recipe is not a JSON object");
+    Recipe r;
+    Reader rd{j, {}};
+    rd.get("recipe_version", r.version);
+    if (!rd.error.empty())
+        return makeError(ErrorCode::InvalidFormat, rd.error);
+    if (!j.contains("recipe_version"))
+        r.version = 0;  // written before the field existed (vireo-cli of stop 9)
+    if (r.version > kVersion + 100)
+        return makeError(ErrorCode::Unsupported, "recipe version " + std::to_string(r.version) + " is from a much newer Vireo");
+    rd.get("app", r.app);
+    rd.get("kind", r.kind);
+    rd.get("pipeline", r.pipeline);
+    rd.get("family", r.family);
+    rd.get("variant", r.variant);
+    rd.get("model_version", r.modelVersion);
+    rd.get("repo", r.repo);
+    rd.get("commit", r.commit);
+    rd.get("model_title", r.modelTitle);
+    rd.get("prompt", r.prompt);
+    rd.get("negative_prompt", r.negativePrompt);
+    rd.get("seed", r.seed);
+    rd.get("schedule", r.schedule);
+    rd.get("steps", r.steps);
+    rd.get("guidance_scale", r.guidance);
+    rd.get("audio_guidance_scale", r.audioGuidance);
+    rd.get("guidance_rescale", r.guidanceRescale);
+    rd.get("width", r.width);
+    rd.get("height", r.height);
+    rd.get("frames", r.frames);
+    rd.get("fps", r.fps);
+    rd.get("device", r.device);
+    rd.get("dtype", r.dtype);
+    rd.get("placement", r.placement);
+    rd.get("created", r.created);
+    if (!rd.error.empty())
+        return makeError(ErrorCode::InvalidFormat, rd.error);
+    auto arrayOf = [&](const char* key) -> const json* {
+        if (!j.contains(key) || j.at(key).is_null())
+            return nullptr;
+        return &j.at(key);
+    };
+    if (const auto* a = arrayOf("sigmas")) {
+        if (!a->is_array())
+            return makeError(ErrorCode::InvalidFormat, "recipe field 'sigmas' is not a list of numbers");
+        for (const auto& v : *a) {
+            if (!v.is_number())
+                return makeError(ErrorCode::InvalidFormat, "recipe field 'sigmas' is not a list of numbers");
+            r.sigmas.push_back(v.get<double>());
+        }
+    }
+    if (const auto* a = arrayOf("files")) {
+        if (!a->is_array())
+            return makeError(ErrorCode::InvalidFormat, "recipe field 'files' is not a list");
+        for (const auto& f : *a) {
+            if (!f.is_object())
+                return makeError(ErrorCode::InvalidFormat, "an entry of recipe field 'files' is not an object");
+            WeightFile w;
+            Reader fr{f, {}};
+            fr.get("path", w.path);
+            fr.get("bytes", w.bytes);
+            fr.get("sha256", w.sha256);
+            if (!fr.error.empty())
+                return makeError(ErrorCode::InvalidFormat, "files: " + fr.error);
+            r.files.push_back(std::move(w));
+        }
+    }
+    if (const auto* a = arrayOf("loras")) {
+        if (!a->is_array())
+            return makeError(ErrorCode::InvalidFormat, "recipe field 'loras' is not a list");
+        for (const auto& l : *a) {
+            if (!l.is_object())
+                return makeError(ErrorCode::InvalidFormat, "an entry of recipe field 'loras' is not an object");
+            LoraUse u;
+            Reader lr{l, {}};
+            lr.get("path", u.path);
+            lr.get("sha256", u.sha256);
+            lr.get("strength", u.strength);
+            lr.get("status", u.status);
+            if (!lr.error.empty())
+                return makeError(ErrorCode::InvalidFormat, "loras: " + lr.error);
+            r.loras.push_back(std::move(u));
+        }
+    }
+    if (const auto* s = arrayOf("seconds"); s && s->is_object())
+        for (const auto& [k, v] : s->items())
+            if (v.is_number())
+                r.secondsPerPhase[sanitizedText(k)] = v.get<double>();
+    json extra = json::object();
+    for (const auto& [k, v] : j.items())
+        if (!knownKeys().count(k))
+            extra[k] = v;
+    r.extraJson = extra.dump(-1, ' ', false, json::error_handler_t::replace);
+    return r;
+}
+
+} // namespace vireo::output

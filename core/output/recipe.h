@@ -1,0 +1,68 @@
+#pragma once
+
+// The recipe of one output: everything needed to make it again (the exact weight files by
+// hash, the prompt, the seed, the schedule, the sizes), shared by the runtime, the CLI, the
+// gallery and any later API. It travels inside the output file (MP4 tags, PNG text chunks)
+// and in the gallery's database as JSON. Reading is lenient and versioned: a recipe written
+// by any earlier version loads (unknown keys are kept, missing ones take their defaults), and
+// a field of the wrong type is an error that names the field.
+
+#include "inference/util/result.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vireo::output {
+
+struct WeightFile {
+    std::string path;
+    std::int64_t bytes = 0;
+    std::string sha256;  // empty when it could not be read
+};
+
+struct LoraUse {
+    std::string path;
+    std::string sha256;
+    double strength = 1.0;
+    std::string status;  // "applied", "partial: 3 keys unmatched", "refused: ..."
+};
+
+struct Recipe {
+    static constexpr int kVersion = 1;
+    int version = kVersion;
+    std::string app;                 // "vireo-studio 0.1.0"
+    std::string kind = "video";      // "video" (with audio) | "image"
+    std::string pipeline = "ltx2";
+    std::string family, variant;     // catalog ids when the model came from the catalog
+    std::string modelVersion;        // "2.3"
+    std::string repo, commit;        // Hub origin when known
+    std::string modelTitle;          // what the user picked, for display
+    std::vector<WeightFile> files;
+    std::string prompt, negativePrompt;
+    std::int64_t seed = 0;
+    std::string schedule = "distilled";
+    int steps = 0;
+    std::vector<double> sigmas;
+    double guidance = 1.0, audioGuidance = 1.0, guidanceRescale = 0.0;
+    std::int64_t width = 0, height = 0, frames = 0;
+    double fps = 24.0;
+    std::string device, dtype, placement;
+    std::vector<LoraUse> loras;
+    std::map<std::string, double> secondsPerPhase;
+    std::string created;             // ISO 8601 UTC
+    std::string extraJson = "{}";    // keys this version does not know, kept as they were
+
+    // Compact JSON; text that is not valid UTF-8 is written with replacement characters.
+    std::string toJson() const;
+    static Result<Recipe> fromJson(const std::string& text);
+};
+
+// Text from files, servers and users made safe to show and store: invalid UTF-8 sequences
+// become U+FFFD and control characters (but tab and newline) are dropped.
+std::string sanitizedText(const std::string& text);
+// At most maxBytes of text, cut at a character boundary (never inside a UTF-8 sequence).
+std::string truncatedUtf8(const std::string& text, std::size_t maxBytes);
+
+} // namespace vireo::output

@@ -1,0 +1,94 @@
+#include "core/runtime/defaults.h"
+
+#include <nlohmann/json.hpp>
+
+namespace vireo::runtime {
+
+namespace {
+
+Result<GenerationDefaults> parse(const std::string& json, const std::string& pipeline, const std::string& origin)
+{
+    GenerationDefaults d;
+    d.schedule = pipeline == "ltx2-dev" ? "dev" : "distilled";
+    const auto j = nlohmann::json::parse(json, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return makeError(ErrorCode::InvalidFormat, origin + ": the defaults are not a JSON object");
+    std::string error;
+    auto number = [&](const char* key, auto& out, double min, double max) {
+        if (!error.empty() || !j.contains(key))
+            return;
+        const auto& v = j.at(key);
+        if (!v.is_number() || !(v.get<double>() >= min && v.get<double>() <= max)) {
+            error = origin + ": default '" + key + "' must be a number from " + std::to_string(min) + " to " + std::to_string(max);
+            return;
+        }
+        out = static_cast<std::remove_reference_t<decltype(out)>>(v.get<double>());
+    };
+    number("width", d.width, 32, 8192);
+    number("height", d.height, 32, 8192);
+    number("frames", d.frames, 1, 1025);
+    number("fps", d.fps, 1, 240);
+    number("steps", d.steps, 1, 1000);
+    number("guidance", d.guidance, 0, 100);
+    number("audio_guidance", d.audioGuidance, 0, 100);
+    number("guidance_rescale", d.guidanceRescale, 0, 1);
+    double seed = -1;
+    number("seed", seed, -1, 9.0e15);
+    if (!error.empty())
+        return makeError(ErrorCode::InvalidFormat, error);
+    d.randomSeed = seed < 0;
+    d.seed = d.randomSeed ? 0 : static_cast<std::int64_t>(seed);
+    // The distilled models run their 8 trained sigmas whatever a family default says.
+    if (d.schedule == "distilled")
+        d.steps = 8;
+    if (!j.contains("audio_guidance"))
+        d.audioGuidance = d.guidance;
+    // Scales at which these guidances do nothing: STG at 0, modality guidance at 1.
+    const std::pair<const char*, double> unsupported[] = {{"stg_scale", 0.0}, {"modality_scale", 1.0}};
+    for (const auto& [key, neutral] : unsupported)
+        if (j.contains(key) && j.at(key).is_number() && j.at(key).get<double>() != neutral)
+            d.notApplied.push_back(std::string(key) + " " + j.at(key).dump() + " is not applied by this version (the guidance "
+                "it sets is not implemented yet)");
+    return d;
+}
+
+} // namespace
+
+Result<GenerationDefaults> defaultsForVariant(const catalog::Catalog& catalog, const std::string& id)
+{
+    const auto* v = catalog.find(id);
+    if (!v)
+        return makeError(ErrorCode::NotFound, id + " is not in the catalog");
+    return parse(v->defaultsJson, v->pipeline, id);
+}
+
+Result<GenerationDefaults> defaultsForVersion(const catalog::Catalog& catalog, const std::string& version, const std::string& schedule)
+{
+    const std::string family = version == "2.0" ? "ltx-2" : "ltx-2.3";
+    const auto* f = catalog.family(family);
+    if (!f)
+        return makeError(ErrorCode::NotFound, "the catalog has no " + family + " family");
+    const std::string pipeline = schedule == "dev" ? "ltx2-dev" : "ltx2-distilled";
+    for (const auto& v : f->variants)
+        if (v.pipeline == pipeline)
+            return parse(v.defaultsJson, v.pipeline, family + "/" + v.id);
+    return makeError(ErrorCode::NotFound, "the catalog has no " + pipeline + " variant of " + family);
+}
+
+facade::GenerateRequest requestFrom(const GenerationDefaults& d)
+{
+    facade::GenerateRequest r;
+    r.width = d.width;
+    r.height = d.height;
+    r.frames = d.frames;
+    r.fps = d.fps;
+    r.schedule = d.schedule;
+    r.steps = d.steps;
+    r.guidance = d.guidance;
+    r.audioGuidance = d.audioGuidance;
+    r.guidanceRescale = d.guidanceRescale;
+    r.seed = d.seed;
+    return r;
+}
+
+} // namespace vireo::runtime

@@ -1,0 +1,39 @@
+#pragma once
+
+// The one source of generation defaults: a catalog family's `defaults` with its variant's
+// overrides (resources/catalog.json) fill a request's unset fields for the Generate page, the
+// CLI and any later API alike.
+
+#include "core/catalog/catalog.h"
+#include "inference/facade/generator.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vireo::runtime {
+
+struct GenerationDefaults {
+    std::int64_t width = 768, height = 512, frames = 121;
+    double fps = 24.0;
+    std::string schedule = "distilled";
+    int steps = 8;
+    double guidance = 1.0, audioGuidance = 1.0, guidanceRescale = 0.0;
+    bool randomSeed = true;
+    std::int64_t seed = 0;
+    // Defaults this version cannot honour, said out loud ("spatio-temporal guidance (stg_scale 1)
+    // is not applied by this version"), never dropped silently.
+    std::vector<std::string> notApplied;
+};
+
+// From a variant ("ltx-2.3/distilled-fp8"); a variant's pipeline "ltx2-dev" means the dev
+// schedule. Fields of the wrong type are an error naming them.
+Result<GenerationDefaults> defaultsForVariant(const catalog::Catalog& catalog, const std::string& familySlashVariant);
+// For a model from outside the catalog: the family of its version ("2.0" -> ltx-2, "2.3" ->
+// ltx-2.3), its distilled variant unless the schedule says dev.
+Result<GenerationDefaults> defaultsForVersion(const catalog::Catalog& catalog, const std::string& version, const std::string& schedule);
+
+// A request with the defaults applied.
+facade::GenerateRequest requestFrom(const GenerationDefaults& d);
+
+} // namespace vireo::runtime

@@ -1,0 +1,630 @@
+#include "core/runtime/engine.h"
+
+#include "core/output/outputfile.h"
+#include "core/runtime/etamodel.h"
+
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QPointer>
+#include <QThreadPool>
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace vireo::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+QString q(const std::string& s)
+{
+    return QString::fromStdString(s);
+}
+
+// Raised inside a job to end it with an error; caught in the engine loop.
+struct JobError {
+    ErrorCode code;
+    QString message;
+};
+
+QImage stripImage(const facade::Preview& p)
+{
+    QImage strip(p.width * p.frames, p.height, QImage::Format_RGB888);
+    if (strip.isNull())
+        return {};
+    const std::size_t frameBytes = static_cast<std::size_t>(p.width) * p.height * 3;
+    for (int f = 0; f < p.frames; ++f)
+        for (int y = 0; y < p.height; ++y)
+            std::memcpy(strip.scanLine(y) + static_cast<std::size_t>(f) * p.width * 3,
+                p.rgb.data() + f * frameBytes + static_cast<std::size_t>(y) * p.width * 3, static_cast<std::size_t>(p.width) * 3);
+    return strip;
+}
+
+} // namespace
+
+QString jobStateName(JobState state)
+{
+    switch (state) {
+    case JobState::Queued: return QStringLiteral("queued");
+    case JobState::Running: return QStringLiteral("running");
+    case JobState::Done: return QStringLiteral("done");
+    case JobState::Failed: return QStringLiteral("failed");
+    case JobState::Cancelled: return QStringLiteral("cancelled");
+    }
+    return {};
+}
+
+bool ModelRef::sameLoadAs(const ModelRef& o) const
+{
+    const auto& a = plan;
+    const auto& b = o.plan;
+    return key == o.key && a.modelPaths == b.modelPaths && a.textEncoderPath == b.textEncoderPath && a.device == b.device
+        && a.dtype == b.dtype && a.placement == b.placement && a.attentionKernel == b.attentionKernel
+        && a.fp8FastAccumulation == b.fp8FastAccumulation && a.cpuThreads == b.cpuThreads;
+}
+
+QString etaKey(const ModelRef& model, const facade::GenerateRequest& r)
+{
+    return model.key + QStringLiteral("|%1x%2x%3|%4|%5|%6|%7|cfg%8")
+                           .arg(r.width)
+                           .arg(r.height)
+                           .arg(r.frames)
+                           .arg(q(model.plan.device), q(model.plan.dtype), q(r.schedule))
+                           .arg(r.steps)
+                           .arg(r.guidance > 1.0 || r.audioGuidance > 1.0 ? 1 : 0);
+}
+
+struct Engine::Impl {
+    Engine* self = nullptr;
+    Options options;
+    EtaModel eta;
+
+    struct Job {
+        JobStatus status;
+        std::stop_source stop;
+        ModelRef model;
+        facade::SizeRequest size;
+        GenerateJob generate;
+        bool force = false;
+        Clock::time_point lastEmit{};
+        QString lastPhase;
+    };
+
+    mutable std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::shared_ptr<Job>> queue;
+    std::map<quint64, std::shared_ptr<Job>> jobs;
+    quint64 nextId = 1;
+    bool stopping = false;
+
+    // Owned by the engine thread; `residentInfo` is its snapshot for other threads.
+    std::unique_ptr<facade::Generator> generator;
+    std::optional<Resident> residentInfo;
+    QString lost;
+
+    QThreadPool planPool;
+    std::map<quint64, Result<facade::MemoryPlan>> plans;
+    quint64 nextTicket = 1;
+
+    std::thread worker;
+
+    explicit Impl(Options o) : options(std::move(o)), eta(options.etaFile) { planPool.setMaxThreadCount(1); }
+
+    void loop();
+    void run(const std::shared_ptr<Job>& job);
+    void ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef& model, const facade::SizeRequest& size, bool force);
+    void generate(const std::shared_ptr<Job>& job);
+    void unload();
+    void progress(const std::shared_ptr<Job>& job, const QString& phase, qint64 done, qint64 total, double eta, bool force);
+    void emitChanged(quint64 id) { QMetaObject::invokeMethod(self, [s = self, id]() { emit s->jobChanged(id); }, Qt::QueuedConnection); }
+    void afterFailure(ErrorCode code);
+};
+
+Engine::Engine(Options options, QObject* parent) : QObject(parent), m_impl(std::make_unique<Impl>(std::move(options)))
+{
+    m_impl->self = this;
+    m_impl->worker = std::thread([impl = m_impl.get()] { impl->loop(); });
+}
+
+Engine::~Engine()
+{
+    {
+        std::lock_guard lock(m_impl->mutex);
+        m_impl->stopping = true;
+        for (auto& [_, j] : m_impl->jobs) {
+            j->stop.request_stop();
+            if (j->status.state == JobState::Queued)
+                j->status.state = JobState::Cancelled;
+        }
+        m_impl->queue.clear();
+    }
+    m_impl->wake.notify_all();
+    if (m_impl->worker.joinable())
+        m_impl->worker.join();
+    m_impl->planPool.waitForDone();
+    m_impl->generator.reset();
+}
+
+QString Engine::device() const { return m_impl->options.device; }
+
+quint64 Engine::enqueueLoad(const ModelRef& model, facade::SizeRequest size, bool forcePlacement)
+{
+    auto job = std::make_shared<Impl::Job>();
+    job->status.kind = JobKind::Load;
+    job->status.title = tr("Load %1").arg(model.title);
+    job->model = model;
+    job->size = size;
+    job->force = forcePlacement;
+    quint64 id;
+    {
+        std::lock_guard lock(m_impl->mutex);
+        id = job->status.id = m_impl->nextId++;
+        m_impl->jobs[id] = job;
+        m_impl->queue.push_back(job);
+    }
+    m_impl->wake.notify_one();
+    emit jobAdded(id);
+    return id;
+}
+
+quint64 Engine::enqueueGenerate(const GenerateJob& g)
+{
+    auto job = std::make_shared<Impl::Job>();
+    job->status.kind = JobKind::Generate;
+    QString prompt = QString::fromStdString(output::sanitizedText(g.request.prompt)).simplified();
+    if (prompt.size() > 60)
+        prompt = prompt.left(57) + QStringLiteral("…");
+    job->status.title = QStringLiteral("“%1” · %2").arg(prompt, g.model.title);
+    job->model = g.model;
+    job->generate = g;
+    job->force = g.forcePlacement;
+    job->size = {g.request.width, g.request.height, g.request.frames, g.request.guidance > 1.0 || g.request.audioGuidance > 1.0};
+    quint64 id;
+    {
+        std::lock_guard lock(m_impl->mutex);
+        id = job->status.id = m_impl->nextId++;
+        m_impl->jobs[id] = job;
+        m_impl->queue.push_back(job);
+    }
+    m_impl->wake.notify_one();
+    emit jobAdded(id);
+    return id;
+}
+
+quint64 Engine::enqueueUnload()
+{
+    auto job = std::make_shared<Impl::Job>();
+    job->status.kind = JobKind::Unload;
+    job->status.title = tr("Unload the model");
+    quint64 id;
+    {
+        std::lock_guard lock(m_impl->mutex);
+        id = job->status.id = m_impl->nextId++;
+        m_impl->jobs[id] = job;
+        m_impl->queue.push_back(job);
+    }
+    m_impl->wake.notify_one();
+    emit jobAdded(id);
+    return id;
+}
+
+bool Engine::cancel(quint64 id)
+{
+    bool finishedNow = false;
+    {
+        std::lock_guard lock(m_impl->mutex);
+        const auto it = m_impl->jobs.find(id);
+        if (it == m_impl->jobs.end())
+            return false;
+        auto& j = *it->second;
+        if (j.status.state == JobState::Queued) {
+            j.status.state = JobState::Cancelled;
+            std::erase_if(m_impl->queue, [id](const auto& q) { return q->status.id == id; });
+            finishedNow = true;
+        } else if (j.status.state == JobState::Running) {
+            j.stop.request_stop();
+        } else {
+            return false;
+        }
+    }
+    emit jobChanged(id);
+    if (finishedNow)
+        emit jobFinished(id);
+    return true;
+}
+
+void Engine::cancelAll()
+{
+    std::vector<quint64> ids;
+    {
+        std::lock_guard lock(m_impl->mutex);
+        for (const auto& [id, j] : m_impl->jobs)
+            if (j->status.state == JobState::Queued || j->status.state == JobState::Running)
+                ids.push_back(id);
+    }
+    for (auto id : ids)
+        cancel(id);
+}
+
+QList<JobStatus> Engine::jobs() const
+{
+    std::lock_guard lock(m_impl->mutex);
+    QList<JobStatus> out;
+    for (const auto& [_, j] : m_impl->jobs)
+        out.append(j->status);
+    return out;
+}
+
+std::optional<JobStatus> Engine::job(quint64 id) const
+{
+    std::lock_guard lock(m_impl->mutex);
+    const auto it = m_impl->jobs.find(id);
+    if (it == m_impl->jobs.end())
+        return std::nullopt;
+    return it->second->status;
+}
+
+void Engine::clearFinished()
+{
+    std::lock_guard lock(m_impl->mutex);
+    std::erase_if(m_impl->jobs, [](const auto& kv) {
+        const auto s = kv.second->status.state;
+        return s == JobState::Done || s == JobState::Failed || s == JobState::Cancelled;
+    });
+}
+
+std::optional<Engine::Resident> Engine::resident() const
+{
+    std::lock_guard lock(m_impl->mutex);
+    return m_impl->residentInfo;
+}
+
+QString Engine::deviceLost() const
+{
+    std::lock_guard lock(m_impl->mutex);
+    return m_impl->lost;
+}
+
+quint64 Engine::requestMemoryPlan(const ModelRef& model, facade::SizeRequest size, facade::Placement placement)
+{
+    quint64 ticket;
+    {
+        std::lock_guard lock(m_impl->mutex);
+        ticket = m_impl->nextTicket++;
+    }
+    auto plan = model.plan;
+    plan.placement = placement;
+    QPointer<Engine> self(this);
+    auto* impl = m_impl.get();
+    m_impl->planPool.start([impl, self, ticket, plan, size] {
+        Result<facade::MemoryPlan> r = makeError(ErrorCode::Internal, "not planned");
+        try {
+            r = facade::Generator::planMemory(plan, size);
+        } catch (const std::exception& e) {
+            r = makeError(ErrorCode::Internal, std::string("planning memory failed: ") + e.what());
+        }
+        {
+            std::lock_guard lock(impl->mutex);
+            impl->plans.insert_or_assign(ticket, std::move(r));
+            while (impl->plans.size() > 32)
+                impl->plans.erase(impl->plans.begin());
+        }
+        QMetaObject::invokeMethod(self, [self, ticket] {
+            if (self)
+                emit self->memoryPlanReady(ticket);
+        }, Qt::QueuedConnection);
+    });
+    return ticket;
+}
+
+std::optional<Result<facade::MemoryPlan>> Engine::memoryPlan(quint64 ticket) const
+{
+    std::lock_guard lock(m_impl->mutex);
+    const auto it = m_impl->plans.find(ticket);
+    if (it == m_impl->plans.end())
+        return std::nullopt;
+    return it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void Engine::Impl::loop()
+{
+    for (;;) {
+        std::shared_ptr<Job> job;
+        {
+            std::unique_lock lock(mutex);
+            wake.wait(lock, [&] { return stopping || !queue.empty(); });
+            if (stopping)
+                return;
+            job = queue.front();
+            queue.pop_front();
+            job->status.state = JobState::Running;
+        }
+        emitChanged(job->status.id);
+        const auto started = Clock::now();
+        JobState end = JobState::Done;
+        QString error;
+        ErrorCode code = ErrorCode::Internal;
+        // Nothing a job does may end the process: a bad file, a lying header or a full disk
+        // fails this job only.
+        try {
+            run(job);
+        } catch (const JobError& e) {
+            end = e.code == ErrorCode::Cancelled ? JobState::Cancelled : JobState::Failed;
+            error = e.message;
+            code = e.code;
+        } catch (const std::exception& e) {
+            end = JobState::Failed;
+            error = Engine::tr("Unexpected error: %1").arg(QString::fromUtf8(e.what()));
+        } catch (...) {
+            end = JobState::Failed;
+            error = Engine::tr("Unexpected error");
+        }
+        if (end != JobState::Done)
+            afterFailure(code);
+        {
+            std::lock_guard lock(mutex);
+            job->status.state = job->stop.stop_requested() && end == JobState::Failed ? JobState::Cancelled : end;
+            job->status.error = job->status.state == JobState::Cancelled ? QString() : error;
+            job->status.errorCode = code;
+            job->status.elapsedSeconds = std::chrono::duration<double>(Clock::now() - started).count();
+            if (end == JobState::Done)
+                job->status.etaSeconds = 0;
+        }
+        if (end == JobState::Failed)
+            spdlog::warn("engine: job {} failed: {}", job->status.id, error.toStdString());
+        const auto id = job->status.id;
+        QMetaObject::invokeMethod(self, [s = self, id]() {
+            emit s->jobChanged(id);
+            emit s->jobFinished(id);
+        }, Qt::QueuedConnection);
+    }
+}
+
+void Engine::Impl::afterFailure(ErrorCode code)
+{
+    facade::releaseDeviceCaches();
+    if (code != ErrorCode::DeviceFault)
+        return;
+    // A fault may leave the CUDA context unusable for the rest of the process.
+    if (!facade::deviceHealthy(options.device.toStdString())) {
+        {
+            std::lock_guard lock(mutex);
+            lost = Engine::tr("The GPU (%1) reported a fault and cannot run more work in this process. Restart Vireo Studio to use it "
+                      "again; the CPU still works.").arg(options.device);
+            residentInfo.reset();
+        }
+        try {
+            generator.reset();
+        } catch (...) {
+        }
+        QMetaObject::invokeMethod(self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
+    }
+}
+
+void Engine::Impl::run(const std::shared_ptr<Job>& job)
+{
+    switch (job->status.kind) {
+    case JobKind::Load:
+        ensureLoaded(job, job->model, job->size, job->force);
+        return;
+    case JobKind::Generate:
+        generate(job);
+        return;
+    case JobKind::Unload:
+        unload();
+        return;
+    }
+}
+
+void Engine::Impl::progress(const std::shared_ptr<Job>& job, const QString& phase, qint64 done, qint64 total, double etaSeconds, bool force)
+{
+    const auto now = Clock::now();
+    {
+        std::lock_guard lock(mutex);
+        auto& s = job->status;
+        s.phase = phase;
+        s.done = done;
+        s.total = total;
+        s.etaSeconds = etaSeconds;
+        if (!force && phase == job->lastPhase && now - job->lastEmit < std::chrono::milliseconds(100) && done < total)
+            return;
+        job->lastEmit = now;
+        job->lastPhase = phase;
+    }
+    const auto id = job->status.id;
+    QMetaObject::invokeMethod(self, [s = self, id, phase, done, total, etaSeconds] {
+        emit s->jobChanged(id);
+        emit s->jobProgress(id, phase, done, total, etaSeconds);
+    }, Qt::QueuedConnection);
+}
+
+void Engine::Impl::unload()
+{
+    generator.reset();
+    facade::releaseDeviceCaches();
+    {
+        std::lock_guard lock(mutex);
+        residentInfo.reset();
+    }
+    QMetaObject::invokeMethod(self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
+}
+
+void Engine::Impl::ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef& model, const facade::SizeRequest& size, bool force)
+{
+    {
+        std::lock_guard lock(mutex);
+        if (!lost.isEmpty() && model.plan.device != "cpu")
+            throw JobError{ErrorCode::DeviceFault, lost};
+    }
+    // The trust decision is checked here, right before weights are placed, whatever asked for
+    // the load (the window, the CLI, an API).
+    for (const auto& repo : model.repos)
+        if (options.repoTrusted && !options.repoTrusted(repo))
+            throw JobError{ErrorCode::PermissionDenied,
+                Engine::tr("%1 is not from a catalog publisher and was not approved: review and approve it on the Downloads page first").arg(repo)};
+    if (generator) {
+        std::optional<Resident> current;
+        {
+            std::lock_guard lock(mutex);
+            current = residentInfo;
+        }
+        if (current && current->model.sameLoadAs(model))
+            return;
+    }
+    auto plan = facade::Generator::planMemory(model.plan, size);
+    if (!plan)
+        throw JobError{plan.error().code, q(plan.error().message)};
+    // A swap: unless the new model fits beside the old one, the old one goes first.
+    if (generator && !plan->fits) {
+        unload();
+        plan = facade::Generator::planMemory(model.plan, size);
+        if (!plan)
+            throw JobError{plan.error().code, q(plan.error().message)};
+    }
+    if (!plan->fits && !force)
+        throw JobError{ErrorCode::OutOfMemory, q(plan->explanation)};
+    spdlog::info("engine: loading {} ({})", model.title.toStdString(), plan->explanation);
+    const auto started = Clock::now();
+    auto loaded = facade::Generator::load(
+        model.plan, *plan,
+        [&](const facade::Progress& p) {
+            progress(job, q(std::string(facade::phaseName(p.phase))), p.done, p.total, -1, false);
+        },
+        job->stop.get_token());
+    if (!loaded)
+        throw JobError{loaded.error().code, q(loaded.error().message)};
+    // The old model (if both fit) goes now that the new one is in place.
+    generator = std::move(*loaded);
+    Resident r;
+    r.model = model;
+    r.plan = generator->memoryPlan();
+    r.bytes = generator->residentBytes();
+    r.matmulPaths = generator->matmulPaths();
+    {
+        std::lock_guard lock(mutex);
+        residentInfo = std::move(r);
+    }
+    spdlog::info("engine: loaded {} in {:.1f} s", model.title.toStdString(), std::chrono::duration<double>(Clock::now() - started).count());
+    QMetaObject::invokeMethod(self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
+}
+
+void Engine::Impl::generate(const std::shared_ptr<Job>& job)
+{
+    const auto& g = job->generate;
+    const auto loadStart = Clock::now();
+    ensureLoaded(job, g.model, job->size, job->force);
+    {
+        std::lock_guard lock(mutex);
+        job->status.loadSeconds = std::chrono::duration<double>(Clock::now() - loadStart).count();
+    }
+    const auto stop = job->stop.get_token();
+    if (stop.stop_requested())
+        throw JobError{ErrorCode::Cancelled, Engine::tr("cancelled")};
+
+    const auto key = etaKey(g.model, g.request);
+    const int steps = g.request.steps > 0 ? g.request.steps : (g.request.schedule == "dev" ? 40 : 8);
+    EtaTracker tracker(&eta, key,
+        {{QStringLiteral("encode prompt"), 1}, {QStringLiteral("denoise"), steps}, {QStringLiteral("decode video"), 1},
+            {QStringLiteral("decode audio"), 1}, {QStringLiteral("vocoder"), 1}, {QStringLiteral("mux"), g.request.frames + 1}});
+    QElapsedTimer clock;
+    clock.start();
+    auto now = [&] { return static_cast<double>(clock.nsecsElapsed()) / 1e9; };
+
+    const auto loadDone = Clock::now();
+    auto result = generator->generate(
+        g.request,
+        [&](const facade::Progress& p) {
+            const auto phase = q(std::string(facade::phaseName(p.phase)));
+            const double eta = tracker.update(phase, p.done, p.total, now());
+            progress(job, phase, p.done, p.total, eta, false);
+            if (p.preview) {
+                auto strip = stripImage(*p.preview);
+                const auto id = job->status.id;
+                const int step = p.preview->step;
+                QMetaObject::invokeMethod(self, [s = self, id, strip, step] { emit s->previewReady(id, strip, step); }, Qt::QueuedConnection);
+            }
+        },
+        stop);
+    if (!result)
+        throw JobError{result.error().code, q(result.error().message)};
+    const auto generated = Clock::now();
+    {
+        std::lock_guard lock(mutex);
+        job->status.generateSeconds = std::chrono::duration<double>(generated - loadDone).count();
+    }
+    if (!g.writeOutput) {
+        tracker.commit(eta, now());
+        return;
+    }
+
+    // The recipe: the exact files by hash, and everything the request said.
+    output::Recipe recipe;
+    recipe.app = options.appName.toStdString();
+    recipe.kind = "video";
+    recipe.pipeline = "ltx2";
+    recipe.family = g.model.family.toStdString();
+    recipe.variant = g.model.variant.toStdString();
+    recipe.modelVersion = generator->version();
+    recipe.repo = g.model.repos.isEmpty() ? std::string() : g.model.repos.join(QLatin1Char(',')).toStdString();
+    recipe.commit = g.model.commit.toStdString();
+    recipe.modelTitle = g.model.title.toStdString();
+    progress(job, QStringLiteral("mux"), 0, g.request.frames + 1, tracker.update(QStringLiteral("mux"), 0, g.request.frames + 1, now()), true);
+    recipe.files = output::describeWeightFiles(generator->files());
+    recipe.prompt = g.request.prompt;
+    recipe.negativePrompt = g.request.negativePrompt;
+    recipe.seed = g.request.seed;
+    recipe.schedule = result->schedule;
+    recipe.sigmas = result->sigmas;
+    recipe.steps = static_cast<int>(result->sigmas.size()) - 1;
+    recipe.guidance = g.request.guidance;
+    recipe.audioGuidance = g.request.audioGuidance;
+    recipe.guidanceRescale = g.request.guidanceRescale;
+    recipe.width = result->width;
+    recipe.height = result->height;
+    recipe.frames = result->frameCount;
+    recipe.fps = result->fps;
+    recipe.device = generator->memoryPlan().device;
+    recipe.dtype = generator->memoryPlan().dtype;
+    recipe.placement = std::string(facade::placementName(generator->memoryPlan().placement));
+    recipe.secondsPerPhase = result->secondsPerPhase;
+    recipe.created = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
+
+    Result<std::filesystem::path> path = std::filesystem::path(g.outputPath.toStdString());
+    if (g.outputPath.isEmpty())
+        path = output::freshOutputPath(g.outputFolder.toStdString(), g.request.prompt, "mp4");
+    else if (QFileInfo::exists(g.outputPath) || QFileInfo(g.outputPath).isSymLink())
+        throw JobError{ErrorCode::InvalidArgument, Engine::tr("%1 exists; choose another name (outputs are never overwritten)").arg(g.outputPath)};
+    if (!path)
+        throw JobError{path.error().code, q(path.error().message)};
+    auto written = output::writeVideo(*path, *result, recipe,
+        [&](std::int64_t done, std::int64_t total) {
+            progress(job, QStringLiteral("mux"), done, total, tracker.update(QStringLiteral("mux"), done, total, now()), false);
+        },
+        stop);
+    if (!written)
+        throw JobError{written.error().code, q(written.error().message)};
+    tracker.commit(eta, now());
+    eta.save();
+    {
+        std::lock_guard lock(mutex);
+        job->status.outputPath = QString::fromStdString(path->string());
+        job->status.writeSeconds = std::chrono::duration<double>(Clock::now() - generated).count();
+        job->status.recipe = recipe;
+        job->status.phase = QStringLiteral("done");
+        job->status.done = job->status.total;
+    }
+    spdlog::info("engine: wrote {}", path->string());
+}
+
+} // namespace vireo::runtime

@@ -1,0 +1,507 @@
+#include "inference/facade/generator.h"
+
+#include "inference/models/nn/layers.h"
+#include "inference/pipelines/ltx2pipeline.h"
+#include "inference/quant/quantizedweight.h"
+#include "inference/util/device.h"
+#include "inference/util/format.h"
+#include "inference/util/heap.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace vireo::facade {
+
+namespace {
+
+std::string lower(std::string_view text)
+{
+    std::string out(text);
+    for (auto& c : out)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+Result<c10::Device> parseDevice(const std::string& name)
+{
+    try {
+        c10::Device device(lower(name));
+        if (device.is_cuda() && !cudaAvailable())
+            return makeError(ErrorCode::Unsupported, "device " + name + " was asked for, but this machine has no usable CUDA device"
+                    + " (no NVIDIA driver, or PyTorch was built without CUDA); choose the CPU");
+        if (!device.is_cuda() && !device.is_cpu())
+            return makeError(ErrorCode::Unsupported, "device " + name + " is not supported; use cpu or cuda");
+        if (device.is_cuda() && !device.has_index())
+            device = c10::Device(c10::kCUDA, 0);
+        return device;
+    } catch (const std::exception&) {
+        return makeError(ErrorCode::InvalidArgument, "'" + name + "' is not a device (cpu, cuda, cuda:1)");
+    }
+}
+
+Result<c10::ScalarType> parseDtype(const std::string& name, c10::Device device)
+{
+    const auto d = lower(name);
+    if (d == "auto" || d.empty())
+        return device.is_cuda() ? c10::kBFloat16 : c10::kFloat;
+    if (d == "bf16" || d == "bfloat16")
+        return c10::kBFloat16;
+    if (d == "f32" || d == "float32" || d == "fp32")
+        return c10::kFloat;
+    if (d == "f16" || d == "float16" || d == "fp16")
+        return c10::kHalf;
+    return makeError(ErrorCode::InvalidArgument, "'" + name + "' is not a compute dtype (auto, bf16, f16, f32)");
+}
+
+std::string dtypeName(c10::ScalarType t)
+{
+    return t == c10::kBFloat16 ? "bf16" : t == c10::kHalf ? "f16" : "f32";
+}
+
+std::int64_t hostAvailableBytes()
+{
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    std::int64_t value = 0;
+    std::string unit;
+    while (in >> key >> value >> unit)
+        if (key == "MemAvailable:")
+            return value * 1024;
+    return 0;
+}
+
+pipelines::Ltx2PipelineOptions pipelineOptions(const LoadPlan& plan, c10::Device device, c10::ScalarType dtype, Placement placement)
+{
+    pipelines::Ltx2PipelineOptions o;
+    o.modelPaths = plan.modelPaths;
+    o.textEncoderPath = plan.textEncoderPath;
+    o.device = device;
+    o.dtype = dtype;
+    // The text encoder is the largest component after the transformer and runs once per
+    // request: it is released after encoding, unless everything stays resident.
+    o.releaseTextEncoder = placement != Placement::AllResident;
+    if (placement == Placement::TextEncoderOnCpu || placement == Placement::OffloadTransformerBlocks)
+        o.textEncoderDevice = c10::Device(c10::kCPU);
+    o.offloadTransformerBlocks = placement == Placement::OffloadTransformerBlocks;
+    return o;
+}
+
+Phase phaseOf(pipelines::Ltx2Phase p)
+{
+    using P = pipelines::Ltx2Phase;
+    switch (p) {
+    case P::LoadText: return Phase::LoadTextEncoder;
+    case P::Encode: return Phase::EncodePrompt;
+    case P::LoadTransformer: return Phase::LoadTransformer;
+    case P::Denoise: return Phase::Denoise;
+    case P::LoadDecoders: return Phase::LoadDecoders;
+    case P::DecodeVideo: return Phase::DecodeVideo;
+    case P::DecodeAudio: return Phase::DecodeAudio;
+    case P::Vocoder: return Phase::Vocoder;
+    }
+    return Phase::Denoise;
+}
+
+} // namespace
+
+std::string_view placementName(Placement placement)
+{
+    switch (placement) {
+    case Placement::Auto: return "auto";
+    case Placement::AllResident: return "all-resident";
+    case Placement::TextEncoderOnCpu: return "text-encoder-on-cpu";
+    case Placement::OffloadTransformerBlocks: return "offload-transformer-blocks";
+    }
+    return "auto";
+}
+
+std::optional<Placement> parsePlacement(std::string_view name)
+{
+    const auto l = lower(name);
+    for (auto p : {Placement::Auto, Placement::AllResident, Placement::TextEncoderOnCpu, Placement::OffloadTransformerBlocks})
+        if (l == placementName(p))
+            return p;
+    return std::nullopt;
+}
+
+std::string_view phaseName(Phase phase)
+{
+    switch (phase) {
+    case Phase::LoadTextEncoder: return "load text encoder";
+    case Phase::EncodePrompt: return "encode prompt";
+    case Phase::LoadTransformer: return "load transformer";
+    case Phase::Denoise: return "denoise";
+    case Phase::LoadDecoders: return "load decoders";
+    case Phase::DecodeVideo: return "decode video";
+    case Phase::DecodeAudio: return "decode audio";
+    case Phase::Vocoder: return "vocoder";
+    }
+    return "?";
+}
+
+void releaseDeviceCaches()
+{
+    heap::releaseFreeMemory();
+    releaseCachedDeviceMemory();
+}
+
+bool deviceHealthy(const std::string& device)
+{
+    const auto d = parseDevice(device);
+    return !d || !d->is_cuda() || cudaContextHealthy();
+}
+
+std::optional<bool> parseFlag(std::string_view text)
+{
+    const auto l = lower(text);
+    if (l == "true" || l == "1" || l == "yes" || l == "on")
+        return true;
+    if (l == "false" || l == "0" || l == "no" || l == "off")
+        return false;
+    return std::nullopt;
+}
+
+MemoryBudget measureBudget(const std::string& device)
+{
+    MemoryBudget b;
+    b.hostAvailableBytes = hostAvailableBytes();
+    if (auto d = parseDevice(device); d && d->is_cuda()) {
+        const auto [freeBytes, totalBytes] = cudaMemoryInfo(*d);
+        // Memory the caching allocator holds but does not use is free for our purposes.
+        b.deviceFreeBytes = freeBytes;
+        b.deviceTotalBytes = totalBytes;
+    }
+    return b;
+}
+
+ProcessSettings ProcessSettings::capture()
+{
+    ProcessSettings s;
+    s.threads = at::get_num_threads();
+    s.attentionKernel = std::string(nn::attentionKernelName(nn::attentionKernel()));
+    s.fp8FastAccumulation = quant::fp8FastAccumulation();
+    s.tf32Matmul = at::globalContext().allowTF32CuBLAS();
+    s.tf32Cudnn = at::globalContext().allowTF32CuDNN();
+    return s;
+}
+
+void ProcessSettings::apply() const
+{
+    if (threads > 0 && at::get_num_threads() != threads)
+        at::set_num_threads(threads);
+    if (auto k = nn::parseAttentionKernel(attentionKernel))
+        nn::setAttentionKernel(*k);
+    quant::setFp8FastAccumulation(fp8FastAccumulation);
+    at::globalContext().setAllowTF32CuBLAS(tf32Matmul);
+    at::globalContext().setAllowTF32CuDNN(tf32Cudnn);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest& size, const std::optional<MemoryBudget>& budgetIn)
+{
+    auto device = parseDevice(plan.device);
+    if (!device)
+        return device.error();
+    auto dtype = parseDtype(plan.dtype, *device);
+    if (!dtype)
+        return dtype.error();
+    if (size.width <= 0 || size.height <= 0 || size.frames <= 0)
+        return makeError(ErrorCode::InvalidArgument, "the size to plan for must be positive");
+    try {
+        auto pipeline = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, *device, *dtype, Placement::AllResident));
+        if (!pipeline)
+            return pipeline.error();
+        const auto sizes = pipeline->storedSizes();
+        MemoryPlan m;
+        m.pipeline = "ltx2";
+        m.version = pipeline->version();
+        m.device = device->str();
+        m.dtype = dtypeName(*dtype);
+        m.budget = budgetIn ? *budgetIn : measureBudget(plan.device);
+        const std::int64_t bytesPerValue = *dtype == c10::kFloat ? 4 : 2;
+        // The working memory, from the shapes (see docs/gpu-notes.md for the measured peaks
+        // these were checked against: 0.61 GB of transformer activations at 6144 tokens).
+        const auto tokens = ((size.frames - 1) / 8 + 1) * (size.height / 32) * (size.width / 32);
+        const auto batch = size.guidance ? 2 : 1;
+        m.activationBytes = tokens * batch * (sizes.ffnDim * 2 + sizes.videoDim * 8) * bytesPerValue;
+        const std::int64_t textTokens = 1024;
+        m.encodeBytes = batch * textTokens * 3840 * 49 * bytesPerValue + (64ll << 20);
+        const auto tileH = std::min<std::int64_t>(size.height, 576), tileW = std::min<std::int64_t>(size.width, 576);
+        m.decodeBytes = 5 * 256 * size.frames * (tileH / 4) * (tileW / 4) * bytesPerValue + size.frames * size.height * size.width * 3 * 4;
+
+        const auto& b = sizes.componentBytes;
+        auto bytesOf = [&](const char* name) { return b.count(name) ? b.at(name) : 0; };
+        const std::int64_t text = bytesOf("text_encoder"), transformer = bytesOf("transformer");
+        const std::int64_t rest = bytesOf("connectors") + bytesOf("video_vae") + bytesOf("audio_vae") + bytesOf("vocoder");
+        const std::int64_t margin = 512ll << 20;  // CUDA context, cuBLAS workspaces, fragmentation
+
+        struct Candidate {
+            Placement placement;
+            std::int64_t deviceWeights, hostWeights, devicePeak, hostPeak;
+        };
+        auto candidate = [&](Placement p) {
+            Candidate c{p, 0, 0, 0, 0};
+            const auto work = std::max({m.activationBytes, m.decodeBytes});
+            if (device->is_cpu()) {
+                c.hostWeights = text + transformer + rest;
+                c.hostPeak = c.hostWeights + std::max(work, m.encodeBytes);
+                return c;
+            }
+            switch (p) {
+            case Placement::AllResident:
+                c.deviceWeights = text + transformer + rest;
+                c.devicePeak = c.deviceWeights + std::max(work, m.encodeBytes) + margin;
+                break;
+            case Placement::TextEncoderOnCpu:
+                c.deviceWeights = transformer + rest;
+                c.hostWeights = text;
+                c.devicePeak = c.deviceWeights + work + margin;
+                c.hostPeak = text + m.encodeBytes;
+                break;
+            default: {
+                const auto streamed = transformer - sizes.transformerBlockBytes * sizes.layers;
+                c.deviceWeights = std::max<std::int64_t>(0, streamed) + 2 * sizes.transformerBlockBytes + rest;
+                c.hostWeights = text + sizes.transformerBlockBytes * sizes.layers;
+                c.devicePeak = c.deviceWeights + work + margin;
+                c.hostPeak = c.hostWeights + m.encodeBytes;
+                break;
+            }
+            }
+            return c;
+        };
+        auto fits = [&](const Candidate& c) {
+            const bool deviceOk = device->is_cpu() || c.devicePeak <= m.budget.deviceFreeBytes;
+            return deviceOk && c.hostPeak <= m.budget.hostAvailableBytes;
+        };
+        std::vector<Placement> order;
+        if (plan.placement != Placement::Auto)
+            order = {plan.placement};
+        else if (device->is_cpu())
+            order = {Placement::AllResident};
+        else
+            order = {Placement::AllResident, Placement::TextEncoderOnCpu, Placement::OffloadTransformerBlocks};
+        Candidate chosen = candidate(order.back());
+        m.fits = false;
+        for (auto p : order) {
+            const auto c = candidate(p);
+            if (fits(c)) {
+                chosen = c;
+                m.fits = true;
+                break;
+            }
+        }
+        m.placement = chosen.placement;
+        m.forced = plan.placement != Placement::Auto;
+        m.deviceWeightBytes = chosen.deviceWeights;
+        m.hostWeightBytes = chosen.hostWeights;
+        m.devicePeakBytes = chosen.devicePeak;
+        m.hostPeakBytes = chosen.hostPeak;
+        if (!m.fits) {
+            const auto deviceShort = device->is_cpu() ? 0 : chosen.devicePeak - m.budget.deviceFreeBytes;
+            const auto hostShort = chosen.hostPeak - m.budget.hostAvailableBytes;
+            m.shortfallBytes = std::max<std::int64_t>({0, deviceShort, hostShort});
+        }
+
+        const auto dev = m.device;
+        const bool onCpu = device->is_cpu();
+        const bool textResident = m.placement == Placement::AllResident;
+        m.components = {
+            {"text_encoder", text, (textResident ? dev : std::string("cpu")) + (textResident ? "" : ", loaded for each prompt")},
+            {"connectors", bytesOf("connectors"), dev},
+            {"transformer", transformer,
+                m.placement == Placement::OffloadTransformerBlocks ? "cpu, streamed to " + dev + " block by block" : dev},
+            {"video_vae", bytesOf("video_vae"), dev + (size.height > 512 || size.width > 512 ? ", tiled decode" : "")},
+            {"audio_vae", bytesOf("audio_vae"), dev},
+            {"vocoder", bytesOf("vocoder"), dev},
+        };
+        std::ostringstream e;
+        e << "LTX-" << m.version << " in " << m.dtype << " on " << dev << ": weights " << humanBytes(text + transformer + rest)
+          << " (transformer " << humanBytes(transformer) << ", text encoder " << humanBytes(text) << "); at " << size.width << "x"
+          << size.height << "x" << size.frames << " the transformer needs about " << humanBytes(m.activationBytes)
+          << " of working memory and the decoder " << humanBytes(m.decodeBytes) << ". ";
+        if (onCpu)
+            e << "Everything runs in RAM: peak " << humanBytes(m.hostPeakBytes) << " of " << humanBytes(m.budget.hostAvailableBytes)
+              << " available.";
+        else
+            e << "Placement " << placementName(m.placement) << ": " << humanBytes(m.devicePeakBytes) << " peak on the GPU ("
+              << humanBytes(m.budget.deviceFreeBytes) << " free of " << humanBytes(m.budget.deviceTotalBytes) << "), "
+              << humanBytes(m.hostPeakBytes) << " in RAM (" << humanBytes(m.budget.hostAvailableBytes) << " available).";
+        if (!m.fits)
+            e << " It does not fit: " << humanBytes(m.shortfallBytes) << " short"
+              << (m.forced ? " with the chosen placement." : " even with the transformer streamed from RAM.")
+              << " Choose a smaller size, fewer frames, a quantized variant (FP8 or GGUF), or free memory.";
+        m.explanation = e.str();
+        return m;
+    } catch (const std::exception& e) {
+        return errorFromException(e, "planning memory");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Generator::Impl {
+    LoadPlan plan;
+    MemoryPlan memory;
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;
+    std::optional<pipelines::Ltx2Pipeline> pipeline;
+    ProcessSettings before;
+
+    ~Impl()
+    {
+        pipeline.reset();
+        heap::releaseFreeMemory();
+        releaseCachedDeviceMemory();
+        before.apply();
+    }
+};
+
+Generator::Generator(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Generator::~Generator() = default;
+
+Result<std::unique_ptr<Generator>> Generator::load(const LoadPlan& plan, const MemoryPlan& memory, const ProgressFn& progress,
+                                                   std::stop_token stop)
+{
+    auto device = parseDevice(plan.device);
+    if (!device)
+        return device.error();
+    auto dtype = parseDtype(plan.dtype, *device);
+    if (!dtype)
+        return dtype.error();
+    if (!nn::parseAttentionKernel(plan.attentionKernel))
+        return makeError(ErrorCode::InvalidArgument, "'" + plan.attentionKernel + "' is not an attention kernel (default, flash3, flash, cudnn, efficient)");
+    auto impl = std::make_unique<Impl>();
+    impl->plan = plan;
+    impl->memory = memory;
+    impl->device = *device;
+    impl->dtype = *dtype;
+    impl->before = ProcessSettings::capture();
+    ProcessSettings wanted = impl->before;
+    wanted.attentionKernel = plan.attentionKernel;
+    wanted.fp8FastAccumulation = plan.fp8FastAccumulation;
+    if (plan.cpuThreads > 0)
+        wanted.threads = plan.cpuThreads;
+    wanted.apply();
+    try {
+        c10::InferenceMode inference;
+        auto opened = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, *device, *dtype, memory.placement));
+        if (!opened)
+            return opened.error();  // impl's destructor restores the settings
+        impl->pipeline.emplace(std::move(*opened));
+        auto loaded = impl->pipeline->load(
+            [&](const pipelines::Ltx2Progress& p) {
+                if (progress)
+                    progress({phaseOf(p.phase), p.done, p.total, {}});
+            },
+            stop);
+        if (!loaded)
+            return loaded.error();
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+    } catch (const std::exception& e) {
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        return errorFromException(e, "loading the model");
+    }
+    return std::unique_ptr<Generator>(new Generator(std::move(impl)));
+}
+
+Result<VideoResult> Generator::generate(const GenerateRequest& r, const ProgressFn& progress, std::stop_token stop)
+{
+    auto& m = *m_impl;
+    const auto schedule = lower(r.schedule);
+    if (schedule != "distilled" && schedule != "dev")
+        return makeError(ErrorCode::InvalidArgument, "schedule '" + r.schedule + "' is neither distilled nor dev");
+    if (!(r.fps > 0.5 && r.fps <= 240))
+        return makeError(ErrorCode::InvalidArgument, "fps must be between 0.5 and 240");
+    pipelines::Ltx2Request req;
+    req.prompt = r.prompt;
+    req.negativePrompt = r.negativePrompt;
+    req.width = r.width;
+    req.height = r.height;
+    req.frames = r.frames;
+    req.fps = r.fps;
+    req.schedule = schedule == "dev" ? pipelines::Ltx2Schedule::Dev : pipelines::Ltx2Schedule::Distilled;
+    req.steps = r.steps;
+    req.guidanceScale = r.guidance;
+    req.audioGuidanceScale = r.audioGuidance;
+    req.guidanceRescale = r.guidanceRescale;
+    req.seed = r.seed;
+    req.maxSequenceLength = r.maxSequenceLength;
+    try {
+        c10::InferenceMode inference;
+        at::Tensor projection;
+        if (r.previewEvery > 0 && progress) {
+            auto p = m.pipeline->previewProjection();
+            if (p)
+                projection = *p;
+        }
+        auto out = m.pipeline->generate(
+            req,
+            [&](const pipelines::Ltx2Progress& p) {
+                if (!progress)
+                    return;
+                Progress report{phaseOf(p.phase), p.done, p.total, {}};
+                if (p.videoEstimate.defined() && projection.defined() && r.previewEvery > 0
+                    && (p.done % r.previewEvery == 0 || p.done == p.total)) {
+                    // [1, C, F, H, W] -> per latent frame [H, W, 3] through the fitted map.
+                    const auto x = p.videoEstimate[0].permute({1, 2, 3, 0}).to(at::kFloat).cpu();  // [F, H, W, C]
+                    auto rgb = at::addmm(projection[projection.size(0) - 1], x.flatten(0, 2),
+                                         projection.narrow(0, 0, projection.size(0) - 1));
+                    rgb = rgb.view({x.size(0), x.size(1), x.size(2), 3}).clamp(-1, 1).add(1).mul(127.5).round().to(at::kByte).contiguous();
+                    auto preview = std::make_shared<Preview>();
+                    preview->frames = static_cast<int>(x.size(0));
+                    preview->height = static_cast<int>(x.size(1));
+                    preview->width = static_cast<int>(x.size(2));
+                    preview->step = static_cast<int>(p.done);
+                    preview->rgb.assign(rgb.data_ptr<std::uint8_t>(), rgb.data_ptr<std::uint8_t>() + rgb.numel());
+                    report.preview = std::move(preview);
+                }
+                progress(report);
+            },
+            stop);
+        if (!out)
+            return out.error();
+        VideoResult v;
+        const auto& frames = out->frames;  // uint8 [F, H, W, 3]
+        v.frameCount = static_cast<int>(frames.size(0));
+        v.height = static_cast<int>(frames.size(1));
+        v.width = static_cast<int>(frames.size(2));
+        v.fps = out->fps;
+        const auto f = frames.contiguous().cpu();
+        v.rgb.assign(f.data_ptr<std::uint8_t>(), f.data_ptr<std::uint8_t>() + f.numel());
+        const auto wave = out->waveform.to(at::kFloat).contiguous().cpu();  // [channels, samples]
+        v.channels = static_cast<int>(wave.size(0));
+        v.samples = wave.size(1);
+        v.sampleRate = out->sampleRate;
+        v.audio.assign(wave.data_ptr<float>(), wave.data_ptr<float>() + wave.numel());
+        v.schedule = schedule;
+        v.sigmas = out->sigmas;
+        v.secondsPerPhase = out->secondsPerPhase;
+        return v;
+    } catch (const std::exception& e) {
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        return errorFromException(e, "generating");
+    }
+}
+
+const MemoryPlan& Generator::memoryPlan() const { return m_impl->memory; }
+std::string Generator::version() const { return m_impl->pipeline->version(); }
+std::vector<std::filesystem::path> Generator::files() const { return m_impl->pipeline->files(); }
+std::map<std::string, std::int64_t> Generator::residentBytes() const { return m_impl->pipeline->componentBytes(); }
+
+std::map<std::string, int> Generator::matmulPaths() const
+{
+    return m_impl->pipeline->matmulPaths();
+}
+
+} // namespace vireo::facade

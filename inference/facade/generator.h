@@ -1,0 +1,179 @@
+#pragma once
+
+// The inference layer as the studio's runtime sees it: plan, load, generate, unload, with
+// plain value types only (no torch header), so core/ and ui/ can include it. Exceptions from
+// libtorch stop here and come out as one Error each: out of memory on any device is always
+// ErrorCode::OutOfMemory, a GPU fault ErrorCode::DeviceFault, a cancel ErrorCode::Cancelled.
+
+#include "inference/util/result.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace vireo::facade {
+
+// Where the components live while a model is loaded, fastest first.
+enum class Placement {
+    Auto,                      // the first of the others that fits this machine
+    AllResident,               // everything on the device
+    TextEncoderOnCpu,          // the text encoder runs on the CPU; the rest on the device
+    OffloadTransformerBlocks,  // also the transformer's blocks in host memory, streamed one by one
+};
+std::string_view placementName(Placement placement);
+std::optional<Placement> parsePlacement(std::string_view name);  // case-insensitive
+
+struct LoadPlan {
+    // A diffusers folder, a Lightricks single file, or a GGUF transformer with its companions.
+    std::vector<std::filesystem::path> modelPaths;
+    std::optional<std::filesystem::path> textEncoderPath;
+    std::string device = "cpu";    // "cpu", "cuda", "cuda:1"
+    std::string dtype = "auto";    // "f32", "bf16", "auto" (bf16 on a GPU, f32 on the CPU)
+    Placement placement = Placement::Auto;
+    // Process-wide settings the load applies; unloading puts back what was there before.
+    std::string attentionKernel = "default";
+    bool fp8FastAccumulation = false;
+    int cpuThreads = 0;  // 0: leave as is
+};
+
+// The request shape the memory plan sizes activations and decoding for.
+struct SizeRequest {
+    std::int64_t width = 768, height = 512, frames = 121;
+    bool guidance = false;  // classifier-free guidance doubles the transformer's batch
+};
+
+// Free memory to plan against; measured on this machine unless given (tests, what-ifs).
+struct MemoryBudget {
+    std::int64_t deviceFreeBytes = 0, deviceTotalBytes = 0;
+    std::int64_t hostAvailableBytes = 0;
+};
+MemoryBudget measureBudget(const std::string& device);
+
+struct ComponentPlacement {
+    std::string name;        // text_encoder, connectors, transformer, video_vae, audio_vae, vocoder
+    std::int64_t bytes = 0;  // as stored (quantized weights at their quantized size)
+    std::string where;       // "cuda:0", "cpu", "cpu, streamed to cuda:0 block by block"
+};
+
+struct MemoryPlan {
+    std::string pipeline;           // "ltx2"
+    std::string version;            // "2.0", "2.3"
+    std::string device, dtype;      // resolved
+    Placement placement = Placement::AllResident;  // the one chosen (never Auto)
+    bool forced = false;            // the user's placement, kept though it does not fit
+    std::vector<ComponentPlacement> components;
+    std::int64_t deviceWeightBytes = 0, hostWeightBytes = 0;
+    std::int64_t activationBytes = 0;  // the transformer's peak working memory at this size
+    std::int64_t encodeBytes = 0;      // the text encoder's working memory
+    std::int64_t decodeBytes = 0;      // the video decoder's peak (tiled), estimated
+    std::int64_t devicePeakBytes = 0, hostPeakBytes = 0;
+    MemoryBudget budget;
+    bool fits = false;
+    std::int64_t shortfallBytes = 0;   // what is missing where it does not fit
+    std::string explanation;           // words and numbers, for the UI
+};
+
+struct GenerateRequest {
+    std::string prompt, negativePrompt;
+    std::int64_t width = 768, height = 512, frames = 121;
+    double fps = 24.0;
+    std::string schedule = "distilled";  // "distilled" | "dev"
+    int steps = 0;                       // 0: the schedule's default
+    double guidance = 1.0, audioGuidance = 1.0, guidanceRescale = 0.0;
+    std::int64_t seed = 0;
+    std::int64_t maxSequenceLength = 1024;
+    int previewEvery = 2;  // denoise steps between previews; 0: none
+    int previewWidth = 256;
+};
+
+enum class Phase { LoadTextEncoder, EncodePrompt, LoadTransformer, Denoise, LoadDecoders, DecodeVideo, DecodeAudio, Vocoder };
+std::string_view phaseName(Phase phase);
+
+// The current clean estimate of the video, every few denoise steps: a strip of small RGB
+// frames (latents projected to RGB by a linear map derived from the model's own decoder).
+struct Preview {
+    int width = 0, height = 0, frames = 0;
+    std::vector<std::uint8_t> rgb;  // frames x height x width x 3
+    int step = 0;
+};
+
+struct Progress {
+    Phase phase = Phase::LoadTextEncoder;
+    std::int64_t done = 0, total = 0;
+    std::shared_ptr<const Preview> preview;
+};
+using ProgressFn = std::function<void(const Progress&)>;
+
+struct VideoResult {
+    int width = 0, height = 0, frameCount = 0;
+    double fps = 24.0;
+    std::vector<std::uint8_t> rgb;  // frameCount x height x width x 3
+    int sampleRate = 0, channels = 0;
+    std::int64_t samples = 0;
+    std::vector<float> audio;       // planar: channel c at [c * samples, (c + 1) * samples)
+    std::string schedule;
+    std::vector<double> sigmas;
+    std::map<std::string, double> secondsPerPhase;
+};
+
+// Process-wide state a load may change, so unloading can put the process back as a fresh one
+// would be: intra-op threads, the attention kernel choice, FP8 accumulation, TF32.
+struct ProcessSettings {
+    int threads = 0;
+    std::string attentionKernel;
+    bool fp8FastAccumulation = false;
+    bool tf32Matmul = false, tf32Cudnn = false;
+    static ProcessSettings capture();
+    void apply() const;
+    bool operator==(const ProcessSettings&) const = default;
+};
+
+class Generator {
+public:
+    ~Generator();  // frees every component and hands cached device memory back
+    Generator(const Generator&) = delete;
+    Generator& operator=(const Generator&) = delete;
+
+    // From headers alone (no weight byte is read): the components, what they hold as stored,
+    // the working memory at this size, and the fastest placement that fits the budget. A
+    // placement other than Auto in the plan is kept (and reported) even if it does not fit.
+    static Result<MemoryPlan> planMemory(const LoadPlan& plan, const SizeRequest& size, const std::optional<MemoryBudget>& budget = {});
+
+    // Loads every component the memory plan keeps resident. A failed or cancelled load frees
+    // everything it allocated (device caches included) before it returns.
+    static Result<std::unique_ptr<Generator>> load(const LoadPlan& plan, const MemoryPlan& memory, const ProgressFn& progress,
+                                                   std::stop_token stop);
+
+    Result<VideoResult> generate(const GenerateRequest& request, const ProgressFn& progress, std::stop_token stop);
+
+    const MemoryPlan& memoryPlan() const;
+    std::string version() const;
+    std::vector<std::filesystem::path> files() const;
+    std::map<std::string, std::int64_t> residentBytes() const;
+    // How the transformer's linear layers multiply on this device ("FP8 tensor-core GEMM": 240, ...).
+    std::map<std::string, int> matmulPaths() const;
+
+private:
+    struct Impl;
+    explicit Generator(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+// Hands the device's cached, unused memory back (after an out-of-memory failure, an unload).
+void releaseDeviceCaches();
+// Whether a device still runs work after a GPU fault (an illegal address poisons the whole
+// context until the process ends); always true for the CPU.
+bool deviceHealthy(const std::string& device);
+
+// Text flags and names as users and settings write them: true/false/1/0/yes/no/on/off in any
+// case; nullopt for anything else.
+std::optional<bool> parseFlag(std::string_view text);
+
+} // namespace vireo::facade
