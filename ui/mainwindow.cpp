@@ -1,9 +1,11 @@
 #include "ui/mainwindow.h"
 
 #include "core/catalog/catalog.h"
+#include "core/studio/studio.h"
 #include "core/hub/downloadmanager.h"
 #include "core/settings/studiosettings.h"
 #include "ui/pages/downloadspage.h"
+#include "ui/pages/generatepage.h"
 #include "ui/pages/modelspage.h"
 #include "ui/pages/settingspage.h"
 #include "ui/pages/simplepages.h"
@@ -20,26 +22,18 @@
 
 namespace vireo::ui {
 
-MainWindow::MainWindow(QWidget* parent)
+MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
     : QMainWindow(parent)
+    , m_studio(studio)
     , m_navigation(new QListWidget)
     , m_pages(new QStackedWidget)
-    , m_settings(new core::StudioSettings(this))
-    , m_manager(nullptr)
-    , m_models(nullptr)
-    , m_downloads(nullptr)
-    , m_settingsPage(nullptr)
+    , m_settings(studio->settings())
+    , m_manager(studio->downloads())
+    , m_models(new ModelsPage(studio->downloads()))
+    , m_downloads(new DownloadsPage(studio->downloads()))
+    , m_generate(new GeneratePage(studio))
+    , m_settingsPage(new SettingsPage(studio->settings()))
 {
-    auto catalog = vireo::catalog::Catalog::loadBuiltin();
-    if (!catalog) {
-        // The catalog is built into the binary; a broken one is a packaging defect, said plainly.
-        QMessageBox::critical(this, tr("Vireo Studio"), tr("The built-in model catalog is damaged: %1").arg(QString::fromStdString(catalog.error().message)));
-        catalog = vireo::catalog::Catalog{};
-    }
-    m_manager = new hub::DownloadManager(m_settings, std::move(*catalog), this);
-    m_models = new ModelsPage(m_manager);
-    m_downloads = new DownloadsPage(m_manager);
-    m_settingsPage = new SettingsPage(m_settings);
     setWindowTitle(tr("Vireo Studio"));
     setMinimumSize(900, 600);
 
@@ -56,7 +50,7 @@ MainWindow::MainWindow(QWidget* parent)
     const Entry entries[] = {
         {tr("Models"), QStyle::SP_DriveHDIcon, m_models, tr("Open and inspect models (Ctrl+1)")},
         {tr("Downloads"), QStyle::SP_ArrowDown, m_downloads, tr("Plans and downloads from the Hub (Ctrl+2)")},
-        {tr("Generate"), QStyle::SP_MediaPlay, new GeneratePage, tr("Make images and video (Ctrl+3)")},
+        {tr("Generate"), QStyle::SP_MediaPlay, m_generate, tr("Make images and video (Ctrl+3)")},
         {tr("Gallery"), QStyle::SP_FileDialogContentsView, new GalleryPage, tr("Your outputs (Ctrl+4)")},
         {tr("Settings"), QStyle::SP_FileDialogDetailedView, m_settingsPage, tr("Cache, Hub, token and trusted repos (Ctrl+5)")},
     };
@@ -97,6 +91,18 @@ MainWindow::MainWindow(QWidget* parent)
         statusBar()->showMessage(ok ? tr("Inspected %1").arg(path) : tr("Could not open %1").arg(path), 8000);
     });
 
+    connect(m_generate, &GeneratePage::planDownloadRequested, this, [this](const QString& variant) {
+        QString error;
+        if (auto* task = m_manager->openVariant(variant, &error)) {
+            m_downloads->showTask(task->spec().key);
+            showPage(Page::Downloads);
+        } else {
+            statusBar()->showMessage(error, 10000);
+        }
+    });
+    connect(m_generate, &GeneratePage::outputFinished, this, [this](const QString& path) {
+        statusBar()->showMessage(tr("Saved %1").arg(path), 10000);
+    });
     connect(m_models, &ModelsPage::taskOpened, this, [this](const QString& key) {
         m_downloads->showTask(key);
         showPage(Page::Downloads);

@@ -6,6 +6,7 @@ class QListWidget;
 class QStackedWidget;
 
 namespace vireo::core {
+class Studio;
 class StudioSettings;
 }
 namespace vireo::hub {
@@ -16,6 +17,7 @@ namespace vireo::ui {
 
 class ModelsPage;
 class DownloadsPage;
+class GeneratePage;
 class SettingsPage;
 
 // The studio's frame: a navigation sidebar and one page per area. Remembers its geometry
@@ -25,12 +27,15 @@ class MainWindow : public QMainWindow {
 public:
     enum class Page { Models, Downloads, Generate, Gallery, Settings };
 
-    explicit MainWindow(QWidget* parent = nullptr);
+    // The window shows the studio's services; it does not own or build them.
+    explicit MainWindow(core::Studio* studio, QWidget* parent = nullptr);
 
     void showPage(Page page);
     Page currentPage() const;
     ModelsPage* modelsPage() const { return m_models; }
     DownloadsPage* downloadsPage() const { return m_downloads; }
+    GeneratePage* generatePage() const { return m_generate; }
+    core::Studio* studio() const { return m_studio; }
     SettingsPage* settingsPage() const { return m_settingsPage; }
     hub::DownloadManager* downloads() const { return m_manager; }
     core::StudioSettings* settings() const { return m_settings; }
@@ -40,12 +45,14 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    core::Studio* m_studio;
     QListWidget* m_navigation;
     QStackedWidget* m_pages;
     core::StudioSettings* m_settings;
     hub::DownloadManager* m_manager;
     ModelsPage* m_models;
     DownloadsPage* m_downloads;
+    GeneratePage* m_generate;
     SettingsPage* m_settingsPage;
 };
 

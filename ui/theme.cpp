@@ -53,9 +53,14 @@ QLabel#errorText { color: #ff8080; }
 QFrame#card { background: #22262c; border: 1px solid #2c3138; border-radius: 8px; }
 QFrame#dropZone { border: 1px dashed #3b424b; border-radius: 8px; }
 QFrame#dropZone[dragActive="true"] { border: 1px dashed #3da87a; background: #1c2a24; }
-QPushButton { padding: 6px 14px; border-radius: 5px; }
-QPushButton#primary { background: #3da87a; color: #0b0d10; font-weight: 600; }
-QPushButton#primary:disabled { background: #2a3f35; color: #6d7a73; }
+QPushButton { padding: 6px 14px; border-radius: 5px; background: #2a2e35; border: 1px solid #363b43; }
+QPushButton:hover:!disabled { background: #323740; }
+QPushButton:pressed { background: #25292f; }
+QPushButton:disabled { color: #6b727b; background: #24272d; border-color: #2c3036; }
+QPushButton#primary, QPushButton[primary="true"] { background: #3da87a; color: #0b0d10; font-weight: 600; border: none; }
+QPushButton#primary:hover:!disabled, QPushButton[primary="true"]:hover:!disabled { background: #48b887; }
+QPushButton#primary:disabled, QPushButton[primary="true"]:disabled { background: #2a3f35; color: #6d7a73; }
+QLabel#cardTitle { font-weight: 600; color: #c9ced5; }
 QTreeWidget, QTableWidget { border: 1px solid #2c3138; border-radius: 6px; }
 QTreeView::item { padding: 3px 2px; }
 QListWidget#downloadList { font-size: 13px; }

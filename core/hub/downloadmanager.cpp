@@ -185,6 +185,46 @@ void DownloadManager::rememberReady(const DownloadTask& task) const
     QSettings().setValue(settingsKey(task.spec().key), QString::fromUtf8(QJsonDocument(sources).toJson(QJsonDocument::Compact)));
 }
 
+std::optional<std::vector<DownloadManager::ReadySource>> DownloadManager::readyFiles(const QString& key) const
+{
+    std::vector<ReadySource> out;
+    const auto c = cache();
+    if (const auto* t = task(key); t && !t->plans().empty()) {
+        if (!t->complete())
+            return std::nullopt;
+        for (const auto& plan : t->plans()) {
+            ReadySource r{plan.repo, plan.commit, {}};
+            for (const auto& f : plan.files)
+                r.files.push_back(f.file);
+            out.push_back(std::move(r));
+        }
+        return out;
+    }
+    const auto text = QSettings().value(settingsKey(key)).toString();
+    if (text.isEmpty())
+        return std::nullopt;
+    const auto sources = QJsonDocument::fromJson(text.toUtf8()).array();
+    if (sources.isEmpty())
+        return std::nullopt;
+    for (const auto& s : sources) {
+        const auto o = s.toObject();
+        ReadySource r{o.value(QStringLiteral("repo")).toString().toStdString(), o.value(QStringLiteral("commit")).toString().toStdString(), {}};
+        for (const auto& f : o.value(QStringLiteral("files")).toArray()) {
+            const auto fo = f.toObject();
+            RepoFile file;
+            file.path = fo.value(QStringLiteral("path")).toString().toStdString();
+            file.size = static_cast<std::uint64_t>(std::max<qint64>(0, fo.value(QStringLiteral("size")).toInteger()));
+            file.sha256 = fo.value(QStringLiteral("sha256")).toString().toStdString();
+            file.gitOid = fo.value(QStringLiteral("oid")).toString().toStdString();
+            if (!c->hasFile(r.repo, r.commit, file))
+                return std::nullopt;
+            r.files.push_back(std::move(file));
+        }
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
 bool DownloadManager::manifestPresent(const QString& key) const
 {
     const auto text = QSettings().value(settingsKey(key)).toString();

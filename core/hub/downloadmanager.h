@@ -43,6 +43,16 @@ public:
     // checked against the cache, else whether the repos have any files in the cache.
     Availability availability(const QString& familySlashVariant) const;
 
+    // The files of a finished download, where they sit in the cache: per source (in the
+    // task's source order) the repo, its commit and its files. Empty when the model is not
+    // complete in the cache (a file missing or of the wrong size).
+    struct ReadySource {
+        std::string repo, commit;
+        std::vector<RepoFile> files;
+    };
+    std::optional<std::vector<ReadySource>> readyFiles(const QString& taskKey) const;
+    std::shared_ptr<const HfCache> hfCache() const { return cache(); }
+
     struct CachedRepo {
         QString repo;
         quint64 bytes = 0;

@@ -119,6 +119,7 @@ struct Engine::Impl {
 
     explicit Impl(Options o) : options(std::move(o)), eta(options.etaFile) { planPool.setMaxThreadCount(1); }
 
+    facade::ProcessSettings pristine;  // the engine thread's settings before any model
     void loop();
     void run(const std::shared_ptr<Job>& job);
     void ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef& model, const facade::SizeRequest& size, bool force);
@@ -339,6 +340,7 @@ std::optional<Result<facade::MemoryPlan>> Engine::memoryPlan(quint64 ticket) con
 
 void Engine::Impl::loop()
 {
+    pristine = facade::ProcessSettings::capture();
     for (;;) {
         std::shared_ptr<Job> job;
         {
@@ -504,8 +506,11 @@ void Engine::Impl::ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef&
         job->stop.get_token());
     if (!loaded)
         throw JobError{loaded.error().code, q(loaded.error().message)};
-    // The old model (if both fit) goes now that the new one is in place.
+    // The old model (if both fit) goes now that the new one is in place; its destruction puts
+    // back the settings it found, so the new one's are applied again, to be undone to the
+    // engine thread's own when it goes in turn.
     generator = std::move(*loaded);
+    generator->reapplyProcessSettings(pristine);
     Resident r;
     r.model = model;
     r.plan = generator->memoryPlan();

@@ -1,6 +1,7 @@
 #include "core/settings/studiosettings.h"
 
 #include "core/hub/hubpaths.h"
+#include "inference/facade/generator.h"
 
 #include <QDir>
 #include <QFile>
@@ -19,6 +20,10 @@ const QString kParallel = QStringLiteral("hub/parallelDownloads");
 const QString kOffline = QStringLiteral("hub/offline");
 const QString kHeadroom = QStringLiteral("hub/headroomBytes");
 const QString kTrusted = QStringLiteral("trust/repos");
+const QString kOutputs = QStringLiteral("studio/outputsFolder");
+const QString kDevice = QStringLiteral("studio/device");
+const QString kPlacement = QStringLiteral("studio/placement");
+const QString kLocalModels = QStringLiteral("studio/localModels");
 
 QString readTokenFile(const QString& path)
 {
@@ -223,6 +228,93 @@ hub::HubClientOptions StudioSettings::hubClientOptions() const
     if (!token.isEmpty())
         o.token = token.toStdString();
     return o;
+}
+
+QString StudioSettings::outputsFolder() const
+{
+    const auto stored = QSettings().value(kOutputs).toString();
+    if (!stored.isEmpty())
+        return stored;
+    auto videos = QStandardPaths::writableLocation(QStandardPaths::MoviesLocation);
+    if (videos.isEmpty())
+        videos = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    return QDir(videos).filePath(QStringLiteral("Vireo Studio"));
+}
+
+void StudioSettings::setOutputsFolder(const QString& folder)
+{
+    const auto clean = folder.trimmed().isEmpty() ? QString() : QDir::cleanPath(folder.trimmed());
+    if (clean == QSettings().value(kOutputs).toString())
+        return;
+    if (clean.isEmpty())
+        QSettings().remove(kOutputs);
+    else
+        QSettings().setValue(kOutputs, clean);
+    emit changed();
+}
+
+QString StudioSettings::computeDevice() const
+{
+    const auto d = QSettings().value(kDevice, QStringLiteral("auto")).toString().trimmed().toLower();
+    return d.isEmpty() ? QStringLiteral("auto") : d;
+}
+
+void StudioSettings::setComputeDevice(const QString& device)
+{
+    const auto d = device.trimmed().toLower();
+    if (d == computeDevice())
+        return;
+    QSettings().setValue(kDevice, d.isEmpty() ? QStringLiteral("auto") : d);
+    emit changed();
+}
+
+QString StudioSettings::resolvedComputeDevice() const
+{
+    const auto d = computeDevice();
+    if (d != QStringLiteral("auto"))
+        return d;
+    const auto devices = facade::availableDevices();
+    return devices.size() > 1 ? QString::fromStdString(devices[1].name) : QStringLiteral("cpu");
+}
+
+QString StudioSettings::placement() const
+{
+    const auto p = QSettings().value(kPlacement, QStringLiteral("auto")).toString();
+    return facade::parsePlacement(p.toStdString()) ? p.toLower() : QStringLiteral("auto");
+}
+
+void StudioSettings::setPlacement(const QString& placement)
+{
+    if (!facade::parsePlacement(placement.toStdString()) || placement.toLower() == this->placement())
+        return;
+    QSettings().setValue(kPlacement, placement.toLower());
+    emit changed();
+}
+
+QStringList StudioSettings::localModels() const
+{
+    return QSettings().value(kLocalModels).toStringList();
+}
+
+void StudioSettings::addLocalModel(const QString& entry)
+{
+    auto list = localModels();
+    if (list.contains(entry))
+        return;
+    list.prepend(entry);
+    while (list.size() > 50)
+        list.removeLast();
+    QSettings().setValue(kLocalModels, list);
+    emit changed();
+}
+
+void StudioSettings::removeLocalModel(const QString& entry)
+{
+    auto list = localModels();
+    if (list.removeAll(entry) == 0)
+        return;
+    QSettings().setValue(kLocalModels, list);
+    emit changed();
 }
 
 } // namespace vireo::core

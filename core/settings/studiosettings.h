@@ -50,6 +50,21 @@ public:
 
     hub::HubClientOptions hubClientOptions() const;
 
+    // Where generated videos and images go (default: the user's Videos folder, "Vireo Studio").
+    QString outputsFolder() const;
+    void setOutputsFolder(const QString& folder);  // empty: back to the default
+    // The compute device: "auto" (the first CUDA device when there is one), "cpu", "cuda:0".
+    QString computeDevice() const;
+    void setComputeDevice(const QString& device);
+    QString resolvedComputeDevice() const;
+    // Where model components live: auto, all-resident, text-encoder-on-cpu, offload-transformer-blocks.
+    QString placement() const;
+    void setPlacement(const QString& placement);
+    // Local models the user added (each: model paths joined by '|' and an optional "|te=" folder).
+    QStringList localModels() const;
+    void addLocalModel(const QString& entry);
+    void removeLocalModel(const QString& entry);
+
 signals:
     void changed();
 

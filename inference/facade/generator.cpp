@@ -146,6 +146,16 @@ std::string_view phaseName(Phase phase)
     return "?";
 }
 
+std::vector<DeviceInfo> availableDevices()
+{
+    std::vector<DeviceInfo> out;
+    out.push_back({"cpu", "CPU (" + std::to_string(at::get_num_threads()) + " threads)", hostAvailableBytes()});
+    if (cudaAvailable()) {
+        out.push_back({"cuda:0", cudaDeviceSummary(), cudaTotalMemory()});
+    }
+    return out;
+}
+
 void releaseDeviceCaches()
 {
     heap::releaseFreeMemory();
@@ -353,7 +363,7 @@ struct Generator::Impl {
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
     std::optional<pipelines::Ltx2Pipeline> pipeline;
-    ProcessSettings before;
+    ProcessSettings before, wanted;
 
     ~Impl()
     {
@@ -390,6 +400,7 @@ Result<std::unique_ptr<Generator>> Generator::load(const LoadPlan& plan, const M
     if (plan.cpuThreads > 0)
         wanted.threads = plan.cpuThreads;
     wanted.apply();
+    impl->wanted = wanted;
     try {
         c10::InferenceMode inference;
         auto opened = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, *device, *dtype, memory.placement));
@@ -492,6 +503,12 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
             return makeError(ErrorCode::Cancelled, "cancelled");
         return errorFromException(e, "generating");
     }
+}
+
+void Generator::reapplyProcessSettings(const ProcessSettings& restoreOnDestruction)
+{
+    m_impl->before = restoreOnDestruction;
+    m_impl->wanted.apply();
 }
 
 const MemoryPlan& Generator::memoryPlan() const { return m_impl->memory; }

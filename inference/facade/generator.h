@@ -124,7 +124,8 @@ struct VideoResult {
 };
 
 // Process-wide state a load may change, so unloading can put the process back as a fresh one
-// would be: intra-op threads, the attention kernel choice, FP8 accumulation, TF32.
+// would be: the attention kernel choice, FP8 accumulation, TF32, and the intra-op threads of
+// the thread that loads (OpenMP keeps that count per thread).
 struct ProcessSettings {
     int threads = 0;
     std::string attentionKernel;
@@ -153,6 +154,10 @@ public:
 
     Result<VideoResult> generate(const GenerateRequest& request, const ProgressFn& progress, std::stop_token stop);
 
+    // Puts this generator's process settings in force again (after another generator that
+    // was destroyed restored its own), and says what to restore when this one goes.
+    void reapplyProcessSettings(const ProcessSettings& restoreOnDestruction);
+
     const MemoryPlan& memoryPlan() const;
     std::string version() const;
     std::vector<std::filesystem::path> files() const;
@@ -165,6 +170,14 @@ private:
     explicit Generator(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> m_impl;
 };
+
+// The devices this machine can compute on: "cpu" first, then each CUDA device.
+struct DeviceInfo {
+    std::string name;         // "cpu", "cuda:0"
+    std::string description;  // "NVIDIA H200 (compute capability 9.0, 143771 MiB)"
+    std::int64_t totalBytes = 0;
+};
+std::vector<DeviceInfo> availableDevices();
 
 // Hands the device's cached, unused memory back (after an out-of-memory failure, an unload).
 void releaseDeviceCaches();

@@ -1,5 +1,7 @@
 #include "inference/quant/quantizedweight.h"
 
+#include "inference/util/device.h"
+
 #include "inference/util/log.h"
 #include "kernels/fp8dequant.h"
 #include "kernels/fusedops.h"
@@ -51,8 +53,7 @@ Result<at::Tensor> guarded(const QuantizedWeight& w, const char* op, F&& body)
     try {
         return body();
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::InvalidArgument,
-            std::string(op) + " on a " + w.describe() + " weight " + shapeText(w.shape()) + ": " + e.what_without_backtrace());
+        return errorFromException(e, std::string(op) + " on a " + w.describe() + " weight " + shapeText(w.shape()));
     }
 }
 

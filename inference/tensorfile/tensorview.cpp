@@ -1,5 +1,7 @@
 #include "inference/tensorfile/tensorview.h"
 
+#include "inference/util/device.h"
+
 #include <ATen/ATen.h>
 
 #include <sys/mman.h>
@@ -86,7 +88,7 @@ Result<at::Tensor> rawBytes(const Checkpoint& checkpoint, const TensorInfo& info
     try {
         return wrap(checkpoint.fileOf(info), info.offset, {static_cast<std::int64_t>(info.bytes)}, c10::kByte);
     } catch (const c10::Error& e) {
-        return tensorError(checkpoint, info, ErrorCode::Internal, e.what_without_backtrace());
+        return tensorError(checkpoint, info, errorFromException(e, "reading", ErrorCode::Internal).code, e.what_without_backtrace());
     }
 }
 
@@ -105,7 +107,7 @@ Result<at::Tensor> viewTensor(const Checkpoint& checkpoint, const TensorInfo& in
     try {
         return wrap(checkpoint.fileOf(info), info.offset, info.shape, *type);
     } catch (const c10::Error& e) {
-        return tensorError(checkpoint, info, ErrorCode::Internal, e.what_without_backtrace());
+        return tensorError(checkpoint, info, errorFromException(e, "reading", ErrorCode::Internal).code, e.what_without_backtrace());
     }
 }
 
@@ -165,7 +167,7 @@ Result<at::Tensor> readTensor(const Checkpoint& checkpoint, const TensorInfo& in
         }
         return out;
     } catch (const c10::Error& e) {
-        return tensorError(checkpoint, info, ErrorCode::Internal, e.what_without_backtrace());
+        return tensorError(checkpoint, info, errorFromException(e, "reading", ErrorCode::Internal).code, e.what_without_backtrace());
     } catch (const std::bad_alloc&) {
         return tensorError(checkpoint, info, ErrorCode::OutOfMemory, "not enough memory to read it");
     }

@@ -40,6 +40,11 @@ std::string cudaDeviceSummary()
         + std::to_string(p->totalGlobalMem / (1024 * 1024)) + " MiB)";
 }
 
+std::int64_t cudaTotalMemory()
+{
+    return cudaAvailable() ? static_cast<std::int64_t>(at::cuda::getDeviceProperties(0)->totalGlobalMem) : 0;
+}
+
 void deviceSynchronize(c10::Device device)
 {
     if (device.is_cuda())
@@ -85,7 +90,7 @@ void releaseCachedDeviceMemory()
         c10::cuda::CUDACachingAllocator::emptyCache();
 }
 
-Error errorFromException(const std::exception& e, const std::string& what)
+Error errorFromException(const std::exception& e, const std::string& what, ErrorCode fallback)
 {
     std::string text;
     if (const auto* c10Error = dynamic_cast<const c10::Error*>(&e))
@@ -99,7 +104,7 @@ Error errorFromException(const std::exception& e, const std::string& what)
     if (dynamic_cast<const c10::AcceleratorError*>(&e) || contains(text, "CUDA error") || contains(text, "CUBLAS_STATUS")
         || contains(text, "cuDNN error"))
         return makeError(ErrorCode::DeviceFault, what + " failed on the GPU: " + text);
-    return makeError(ErrorCode::InvalidArgument, what + ": " + text);
+    return makeError(fallback, what + ": " + text);
 }
 
 bool cudaContextHealthy()

@@ -29,11 +29,13 @@ void releaseCachedDeviceMemory();
 // Whether this process can use CUDA at all, and its first device's name and capability.
 bool cudaAvailable();
 std::string cudaDeviceSummary();
+// Total memory of the first CUDA device, without creating a context (0 without CUDA).
+std::int64_t cudaTotalMemory();
 
 // One error for an exception thrown by libtorch inside `what` (a phase or component name):
 // out of memory on any device becomes ErrorCode::OutOfMemory, a CUDA fault DeviceFault, the
 // rest InvalidArgument. The message says what happened and what to do.
-Error errorFromException(const std::exception& e, const std::string& what);
+Error errorFromException(const std::exception& e, const std::string& what, ErrorCode fallback = ErrorCode::InvalidArgument);
 
 // After a CUDA fault: whether the device still runs work (a sticky error such as an illegal
 // address poisons the whole context until the process ends).

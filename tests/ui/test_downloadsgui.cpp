@@ -4,6 +4,7 @@
 #include "core/hub/downloadmanager.h"
 #include "core/settings/studiosettings.h"
 #include "ui/dialogs/trustdialog.h"
+#include "tests/ui/studiowindow.h"
 #include "ui/mainwindow.h"
 #include "ui/pages/catalogpanel.h"
 #include "ui/pages/downloadspage.h"
@@ -68,9 +69,9 @@ private:
 
     QString cacheDir() const { return m_work.filePath(QStringLiteral("cache")); }
 
-    static std::unique_ptr<MainWindow> openWindow()
+    static vireo::test::StudioWindow openWindow()
     {
-        auto w = std::make_unique<MainWindow>();
+        auto w = vireo::test::openStudioWindow();
         w->show();
         return w;
     }

@@ -1,3 +1,4 @@
+#include "tests/ui/studiowindow.h"
 #include "ui/mainwindow.h"
 #include "ui/pages/modelspage.h"
 #include "ui/theme.h"
@@ -26,7 +27,8 @@ private slots:
 
     void navigationReachesEveryArea()
     {
-        MainWindow window;
+        auto owned = vireo::test::openStudioWindow();
+        auto& window = *owned;
         window.show();
         QVERIFY(QTest::qWaitForWindowExposed(&window));
         QStringList labels;
@@ -44,7 +46,8 @@ private slots:
 
     void modelsPageShowsWhatAFileIs()
     {
-        MainWindow window;
+        auto owned = vireo::test::openStudioWindow();
+        auto& window = *owned;
         window.show();
         auto* page = window.modelsPage();
         QSignalSpy done(page, &vireo::ui::ModelsPage::inspectionFinished);
@@ -63,7 +66,8 @@ private slots:
 
     void modelsPageShowsErrors()
     {
-        MainWindow window;
+        auto owned = vireo::test::openStudioWindow();
+        auto& window = *owned;
         auto* page = window.modelsPage();
         QSignalSpy done(page, &vireo::ui::ModelsPage::inspectionFinished);
         page->openPath(qEnvironmentVariable("VIREO_SOURCE_DIR") + QStringLiteral("/tests/corpus/bad/gguf_bad_magic.gguf"));
@@ -76,14 +80,16 @@ private slots:
     void geometryAndPageAreRemembered()
     {
         {
-            MainWindow window;
+            auto owned = vireo::test::openStudioWindow();
+            auto& window = *owned;
             window.show();
             QVERIFY(QTest::qWaitForWindowExposed(&window));
             window.resize(1010, 690);
             window.showPage(MainWindow::Page::Gallery);
             window.close();
         }
-        MainWindow again;
+        auto ownedAgain = vireo::test::openStudioWindow();
+        auto& again = *ownedAgain;
         again.show();
         QVERIFY(QTest::qWaitForWindowExposed(&again));
         QCOMPARE(again.size(), QSize(1010, 690));

@@ -6,16 +6,6 @@
 
 namespace vireo::ui {
 
-GeneratePage::GeneratePage(QWidget* parent) : QWidget(parent)
-{
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(28, 24, 28, 24);
-    addPageHeader(layout, tr("Generate"), tr("Prompts, settings and live progress for images and video with sound."));
-    layout->addWidget(makeEmptyState(tr("No model loaded"),
-        tr("Generating from this window arrives in the next version. LTX-2 and LTX-2.3 video with sound already "
-           "runs from the command line: vireo-cli generate --model PATH --prompt TEXT --out clip.mp4")), 1);
-}
-
 GalleryPage::GalleryPage(QWidget* parent) : QWidget(parent)
 {
     auto* layout = new QVBoxLayout(this);

@@ -6,12 +6,6 @@ namespace vireo::ui {
 
 // Pages whose features arrive with later parts of the studio. Each says so plainly and
 // offers nothing that does not work yet.
-class GeneratePage : public QWidget {
-    Q_OBJECT
-public:
-    explicit GeneratePage(QWidget* parent = nullptr);
-};
-
 class GalleryPage : public QWidget {
     Q_OBJECT
 public:

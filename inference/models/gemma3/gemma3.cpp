@@ -1,5 +1,7 @@
 #include "inference/models/gemma3/gemma3.h"
 
+#include "inference/util/device.h"
+
 #include "inference/models/nn/layers.h"
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
@@ -648,7 +650,7 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
         impl->invFreqFull = invFreq(c.ropeFull);
         impl->invFreqSliding = invFreq(c.ropeSliding);
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::Internal, origin + ": loading Gemma 3 failed: " + e.what_without_backtrace());
+        return errorFromException(e, origin + ": loading Gemma 3 failed", ErrorCode::Internal);
     }
     return TextEncoder(std::move(impl));
 }
@@ -765,9 +767,9 @@ Result<at::Tensor> TextEncoder::forward(const at::Tensor& inputIds, const at::Te
             return makeError(ErrorCode::Cancelled, "Gemma 3 text encoding was cancelled");
         return out;
     } catch (const nn::ForwardError& e) {
-        return makeError(ErrorCode::Unsupported, m_impl->origin + ": Gemma 3: " + e.what());
+        return makeError(e.code, m_impl->origin + ": Gemma 3: " + e.what());
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::InvalidArgument, m_impl->origin + ": Gemma 3: " + e.what_without_backtrace());
+        return errorFromException(e, m_impl->origin + ": Gemma 3");
     }
 }
 

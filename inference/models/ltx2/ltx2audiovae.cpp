@@ -1,5 +1,7 @@
 #include "inference/models/ltx2/ltx2audiovae.h"
 
+#include "inference/util/device.h"
+
 #include "inference/models/ltx2/ltx2weights.h"
 
 #include <ATen/ATen.h>
@@ -360,7 +362,7 @@ Result<AudioDecoder> AudioDecoder::load(const Ltx2Weights& weights, const AudioD
         if (!bad.empty())
             return makeError(ErrorCode::InvalidFormat, impl->files + ": " + bad + "; the config does not belong to these weights");
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::Internal, weights.describeFiles() + ": loading the LTX-2 audio VAE failed: " + e.what_without_backtrace());
+        return errorFromException(e, weights.describeFiles() + ": loading the LTX-2 audio VAE failed", ErrorCode::Internal);
     }
     return AudioDecoder(std::move(impl));
 }
@@ -446,7 +448,7 @@ Result<at::Tensor> AudioDecoder::decode(const at::Tensor& latents, std::stop_tok
     } catch (const Cancelled&) {
         return makeError(ErrorCode::Cancelled, "cancelled");
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::InvalidArgument, m_impl->files + ": LTX-2 audio VAE decode: " + e.what_without_backtrace());
+        return errorFromException(e, m_impl->files + ": LTX-2 audio VAE decode");
     }
 }
 

@@ -1,5 +1,7 @@
 #include "inference/models/ltx2/ltx2connectors.h"
 
+#include "inference/util/device.h"
+
 #include "inference/models/ltx2/ltx2layers.h"
 #include "inference/models/ltx2/ltx2weights.h"
 
@@ -175,7 +177,7 @@ Result<Connectors> Connectors::load(const Ltx2Weights& weights, const ConnectorL
         if (auto done = w.finish(); !done)
             return done.error();
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::Internal, weights.describeFiles() + ": loading the LTX-2 connectors failed: " + e.what_without_backtrace());
+        return errorFromException(e, weights.describeFiles() + ": loading the LTX-2 connectors failed", ErrorCode::Internal);
     }
     return Connectors(std::move(impl));
 }
@@ -261,9 +263,9 @@ Result<ConnectorOutputs> Connectors::forward(const at::Tensor& textStates, const
     try {
         return m_impl->run(textStates, mask);
     } catch (const nn::ForwardError& e) {
-        return makeError(ErrorCode::Unsupported, std::string("LTX-2 connectors: ") + e.what());
+        return makeError(e.code, std::string("LTX-2 connectors: ") + e.what());
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::InvalidArgument, std::string("LTX-2 connectors: ") + e.what_without_backtrace());
+        return errorFromException(e, "LTX-2 connectors");
     }
 }
 

@@ -213,7 +213,7 @@ at::Tensor FeedForward::operator()(const at::Tensor& x) const
         const auto hidden = proj(x);
         auto y = w.linearQuantizedInput(kernels::geluQuantizeFp8(hidden, w.inputScale()->reshape({})), out.bias, x.scalar_type());
         if (!y)
-            throw nn::ForwardError(out.name + ": " + y.error().message);
+            throw nn::ForwardError(out.name + ": " + y.error().message, y.error().code);
         return std::move(*y);
     }
     return out(proj.withGeluTanh(x));

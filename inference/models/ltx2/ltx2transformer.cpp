@@ -1,5 +1,7 @@
 #include "inference/models/ltx2/ltx2transformer.h"
 
+#include "inference/util/device.h"
+
 #include "inference/models/ltx2/ltx2layers.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/tensorfile/tensorset.h"
@@ -39,7 +41,7 @@ nn::Linear linearTo(const nn::Linear& l, c10::Device device, bool nonBlocking)
     nn::Linear out{l.name, {}, std::nullopt};
     auto w = l.weight.to(device, nonBlocking);
     if (!w)
-        throw nn::ForwardError(l.name + ": " + w.error().message);
+        throw nn::ForwardError(l.name + ": " + w.error().message, w.error().code);
     out.weight = std::move(*w);
     if (l.bias)
         out.bias = l.bias->to(device, nonBlocking);
@@ -272,7 +274,7 @@ Result<Transformer> Transformer::load(const Ltx2Weights& weights, const Transfor
         if (auto done = w.finish(); !done)
             return done.error();
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::Internal, weights.describeFiles() + ": loading the LTX-2 transformer failed: " + e.what_without_backtrace());
+        return errorFromException(e, weights.describeFiles() + ": loading the LTX-2 transformer failed", ErrorCode::Internal);
     }
     return Transformer(std::move(impl));
 }
@@ -580,9 +582,9 @@ Result<TransformerOutputs> Transformer::forward(const TransformerInputs& inputs)
     try {
         return m_impl->run(inputs);
     } catch (const nn::ForwardError& e) {
-        return makeError(ErrorCode::Unsupported, std::string("LTX-2 transformer: ") + e.what());
+        return makeError(e.code, std::string("LTX-2 transformer: ") + e.what());
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::InvalidArgument, std::string("LTX-2 transformer: ") + e.what_without_backtrace());
+        return errorFromException(e, "LTX-2 transformer");
     } catch (const std::runtime_error& e) {
         if (inputs.stop.stop_requested())
             return makeError(ErrorCode::Cancelled, "cancelled");

@@ -1,5 +1,7 @@
 #include "inference/models/ltx2/ltx2videovae.h"
 
+#include "inference/util/device.h"
+
 #include "inference/models/ltx2/ltx2weights.h"
 
 #include <ATen/ATen.h>
@@ -904,8 +906,7 @@ Result<VideoDecoder> VideoDecoder::load(const Ltx2Weights& weights, const VideoD
         if (auto done = statistics.finish(); !done)
             return done.error();
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::Internal, weights.describeFiles() + ": loading the LTX-2 video VAE decoder failed: "
-                + e.what_without_backtrace());
+        return errorFromException(e, weights.describeFiles() + ": loading the LTX-2 video VAE decoder failed", ErrorCode::Internal);
     }
     return VideoDecoder(std::move(impl));
 }
@@ -920,7 +921,7 @@ Result<at::Tensor> VideoDecoder::decode(const at::Tensor& latents, const VideoDe
         return makeError(ErrorCode::OutOfMemory, std::string("LTX-2 video VAE ran out of memory: ") + e.what_without_backtrace()
                 + "; decode in smaller tiles (tileSize) or temporal chunks (chunkFrames)");
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::InvalidArgument, std::string("LTX-2 video VAE: ") + e.what_without_backtrace());
+        return errorFromException(e, "LTX-2 video VAE");
     }
 }
 

@@ -1,5 +1,7 @@
 #include "inference/models/ltx2/ltx2vocoder.h"
 
+#include "inference/util/device.h"
+
 #include "inference/models/ltx2/ltx2weights.h"
 
 #include <ATen/ATen.h>
@@ -710,7 +712,7 @@ Result<Vocoder> Vocoder::load(const Ltx2Weights& weights, const VocoderLoadOptio
         if (!bad.empty())
             return makeError(ErrorCode::InvalidFormat, impl->files + ": " + bad + "; the config does not belong to these weights");
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::Internal, weights.describeFiles() + ": loading the LTX-2 vocoder failed: " + e.what_without_backtrace());
+        return errorFromException(e, weights.describeFiles() + ": loading the LTX-2 vocoder failed", ErrorCode::Internal);
     }
     return Vocoder(std::move(impl));
 }
@@ -788,7 +790,7 @@ Result<at::Tensor> Vocoder::run(const at::Tensor& mel, std::stop_token stop) con
     } catch (const Cancelled&) {
         return makeError(ErrorCode::Cancelled, "cancelled");
     } catch (const c10::Error& e) {
-        return makeError(ErrorCode::InvalidArgument, m_impl->files + ": LTX-2 vocoder: " + e.what_without_backtrace());
+        return errorFromException(e, m_impl->files + ": LTX-2 vocoder");
     }
 }
 

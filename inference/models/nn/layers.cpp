@@ -14,7 +14,7 @@ at::Tensor Linear::operator()(const at::Tensor& x) const
 {
     auto y = weight.linear(x, bias);
     if (!y)
-        throw ForwardError(name + ": " + y.error().message);
+        throw ForwardError(name + ": " + y.error().message, y.error().code == ErrorCode::InvalidArgument ? ErrorCode::Unsupported : y.error().code);
     return std::move(*y);
 }
 

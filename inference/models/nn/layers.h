@@ -18,7 +18,8 @@ namespace vireo::nn {
 // A failure inside a forward pass (a weight that could not be applied); the model facade
 // turns it into an Error naming the layer.
 struct ForwardError : std::runtime_error {
-    using std::runtime_error::runtime_error;
+    explicit ForwardError(const std::string& what, ErrorCode code = ErrorCode::Unsupported) : std::runtime_error(what), code(code) {}
+    ErrorCode code;
 };
 
 struct Linear {

@@ -1,0 +1,53 @@
+#pragma once
+
+// Everything the studio is made of, built once and handed to each front end: the window, the
+// CLI and a later local API use the same settings, catalog, downloads, models and engines
+// (qBittorrent's Application plays this part for its GUI and WebUI). Widgets never construct
+// services.
+
+#include "core/catalog/catalog.h"
+#include "inference/util/result.h"
+
+#include <QObject>
+#include <QString>
+
+#include <map>
+#include <memory>
+
+namespace vireo::hub {
+class DownloadManager;
+}
+namespace vireo::runtime {
+class Engine;
+class ModelResolver;
+}
+
+namespace vireo::core {
+
+class StudioSettings;
+
+class Studio : public QObject {
+    Q_OBJECT
+public:
+    // Fails only when the built-in catalog is damaged (a packaging defect).
+    static Result<std::unique_ptr<Studio>> create(QObject* parent = nullptr);
+    ~Studio() override;
+
+    StudioSettings* settings() const { return m_settings; }
+    hub::DownloadManager* downloads() const { return m_downloads; }
+    runtime::ModelResolver* models() const { return m_models; }
+    // The engine of a device ("cpu", "cuda:0"; empty: the settings' device), created on first use.
+    runtime::Engine* engine(const QString& device = {});
+    // Where the studio keeps its own data (remembered run times, the gallery).
+    QString dataFolder() const;
+
+private:
+    explicit Studio(catalog::Catalog catalog, QObject* parent);
+
+    StudioSettings* m_settings = nullptr;
+    hub::DownloadManager* m_downloads = nullptr;
+    runtime::ModelResolver* m_models = nullptr;
+    std::map<QString, runtime::Engine*> m_engines;
+};
+
+} // namespace vireo::core

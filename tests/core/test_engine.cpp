@@ -1,0 +1,340 @@
+// The studio's runtime against the tiny LTX-2 checkpoints: queue order, the arbiter's waits,
+// cancel latency in every phase, memory after failed loads, out-of-memory recovery, the trust
+// gate at load time, and process settings restored by an unload.
+#include "core/runtime/engine.h"
+
+#include "inference/facade/generator.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <fstream>
+#include <sys/resource.h>
+#include <unistd.h>
+
+using namespace vireo;
+using runtime::Engine;
+using runtime::JobState;
+
+namespace {
+
+QString fixtures()
+{
+    return qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline");
+}
+
+runtime::ModelRef tinyModel(const QString& version = QStringLiteral("v23"))
+{
+    runtime::ModelRef m;
+    m.key = QStringLiteral("local:tiny-") + version;
+    m.title = QStringLiteral("tiny LTX ") + version;
+    m.plan.modelPaths = {QString(fixtures() + QLatin1Char('/') + version + QStringLiteral("/diffusers")).toStdString()};
+    m.plan.device = "cpu";
+    return m;
+}
+
+facade::GenerateRequest smallRequest(std::int64_t size = 64, std::int64_t frames = 9)
+{
+    facade::GenerateRequest r;
+    r.prompt = "a fox in the snow";
+    r.width = size;
+    r.height = size;
+    r.frames = frames;
+    r.seed = 3;
+    return r;
+}
+
+std::int64_t virtualBytes()
+{
+    std::ifstream statm("/proc/self/statm");
+    std::int64_t size = 0;
+    statm >> size;
+    return size * ::sysconf(_SC_PAGESIZE);
+}
+
+std::int64_t residentBytes()
+{
+    std::ifstream statm("/proc/self/statm");
+    std::int64_t size = 0, resident = 0;
+    statm >> size >> resident;
+    return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+bool waitFinished(Engine& e, quint64 id, int ms = 120000)
+{
+    QElapsedTimer t;
+    t.start();
+    while (t.elapsed() < ms) {
+        const auto s = e.job(id);
+        if (s && (s->state == JobState::Done || s->state == JobState::Failed || s->state == JobState::Cancelled))
+            return true;
+        QTest::qWait(5);
+    }
+    return false;
+}
+
+} // namespace
+
+class TestEngine : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_out.isValid());
+        // A transformer with one tensor no parameter takes: the headers plan fine, the load fails.
+        const QString broken = m_out.filePath(QStringLiteral("broken"));
+        QVERIFY(QDir().mkpath(broken));
+        QProcess cp;
+        cp.start(QStringLiteral("cp"), {QStringLiteral("-r"), fixtures() + QStringLiteral("/v23/diffusers/."), broken});
+        QVERIFY(cp.waitForFinished() && cp.exitCode() == 0);
+        const QString script = QStringLiteral(
+            "import sys, torch\nfrom safetensors.torch import load_file, save_file\n"
+            "p = sys.argv[1] + '/transformer/diffusion_pytorch_model.safetensors'\n"
+            "t = load_file(p)\nt['transformer_blocks.0.bogus.weight'] = torch.zeros(4, 4)\nsave_file(t, p)\n");
+        QProcess py;
+        py.start(qEnvironmentVariable("VIREO_PYTHON"), {QStringLiteral("-c"), script, broken});
+        QVERIFY2(py.waitForFinished(120000) && py.exitCode() == 0, py.readAllStandardError().constData());
+        m_broken = broken;
+    }
+
+    void generatesAndWritesAnMp4()
+    {
+        Engine e({});
+        runtime::GenerateJob job;
+        job.model = tinyModel();
+        job.request = smallRequest();
+        job.outputFolder = m_out.filePath(QStringLiteral("outputs"));
+        QSignalSpy previews(&e, &Engine::previewReady);
+        const auto id = e.enqueueGenerate(job);
+        QVERIFY(waitFinished(e, id));
+        const auto s = e.job(id);
+        QVERIFY2(s->state == JobState::Done, qPrintable(s->error));
+        QVERIFY(QFile::exists(s->outputPath));
+        QVERIFY(s->outputPath.startsWith(job.outputFolder));
+        QCOMPARE(s->recipe.seed, 3);
+        QCOMPARE(s->recipe.frames, 9);
+        QVERIFY(!s->recipe.files.empty());
+        QTRY_VERIFY(previews.count() >= 1);
+        const auto strip = previews.last().at(1).value<QImage>();
+        QVERIFY(!strip.isNull());
+        QCOMPARE(strip.height(), 2);                 // 64 px / 32
+        QCOMPARE(strip.width(), 2 * 2);              // 2 latent frames of 2 cells
+        QVERIFY(e.resident().has_value());
+    }
+
+    void jobsRunInOrderAndALoadWaitsForTheGeneration()
+    {
+        Engine e({});
+        std::vector<std::pair<quint64, JobState>> transitions;
+        connect(&e, &Engine::jobChanged, this, [&](quint64 id) {
+            if (auto s = e.job(id); s && (transitions.empty() || transitions.back() != std::pair{id, s->state}))
+                transitions.emplace_back(id, s->state);
+        });
+        runtime::GenerateJob job;
+        job.model = tinyModel();
+        job.request = smallRequest(256, 33);
+        job.writeOutput = false;
+        const auto a = e.enqueueGenerate(job);
+        const auto load = e.enqueueLoad(tinyModel(QStringLiteral("v20")));
+        job.model = tinyModel(QStringLiteral("v20"));
+        const auto b = e.enqueueGenerate(job);
+        QCOMPARE(e.job(load)->state, JobState::Queued);
+        QVERIFY(waitFinished(e, b));
+        for (auto id : {a, load, b})
+            QVERIFY2(e.job(id)->state == JobState::Done, qPrintable(e.job(id)->error));
+        // Each job starts after the one before has finished.
+        auto firstRunning = [&](quint64 id) {
+            for (std::size_t i = 0; i < transitions.size(); ++i)
+                if (transitions[i].first == id && transitions[i].second == JobState::Running)
+                    return static_cast<int>(i);
+            return -1;
+        };
+        auto done = [&](quint64 id) {
+            for (std::size_t i = 0; i < transitions.size(); ++i)
+                if (transitions[i].first == id && transitions[i].second == JobState::Done)
+                    return static_cast<int>(i);
+            return -1;
+        };
+        QVERIFY(firstRunning(a) >= 0 && done(a) < firstRunning(load));
+        QVERIFY(done(load) < firstRunning(b));
+        QCOMPARE(QString::fromStdString(e.resident()->model.key.toStdString()), QStringLiteral("local:tiny-v20"));
+    }
+
+    void cancelReturnsWithinASecondFromEveryPhase()
+    {
+        // 768x768x97 on the tiny model: each phase lasts long enough to be caught.
+        const QStringList phases{QStringLiteral("encode prompt"), QStringLiteral("denoise"), QStringLiteral("decode video"),
+            QStringLiteral("decode audio"), QStringLiteral("vocoder"), QStringLiteral("mux")};
+        Engine e({});
+        std::printf("   cancel latency per phase (requested in the phase -> job finished):\n");
+        for (const auto& phase : phases) {
+            runtime::GenerateJob job;
+            job.model = tinyModel();
+            job.request = smallRequest(768, 97);
+            job.outputFolder = m_out.filePath(QStringLiteral("cancelled"));
+            QElapsedTimer sinceCancel;
+            QString landed;
+            quint64 id = 0;
+            auto c = connect(&e, &Engine::jobProgress, this, [&](quint64 reported, const QString& p, qint64, qint64, double) {
+                if (reported == id && landed.isEmpty() && p == phase) {
+                    landed = p;
+                    sinceCancel.start();
+                    e.cancel(reported);
+                }
+            });
+            id = e.enqueueGenerate(job);
+            QVERIFY(waitFinished(e, id));
+            disconnect(c);
+            const auto s = e.job(id);
+            QVERIFY2(!landed.isEmpty(), qPrintable(QStringLiteral("the run never reported phase ") + phase));
+            const double ms = static_cast<double>(sinceCancel.nsecsElapsed()) / 1e6;
+            if (s->state == JobState::Done) {
+                // The phase ended before the cancel reached the engine: it was shorter than a
+                // signal's round trip, and the stop is checked where it ends.
+                const auto it = s->recipe.secondsPerPhase.find(phase.toStdString());
+                const double took = it == s->recipe.secondsPerPhase.end() ? -1 : it->second;
+                std::printf("     %-14s finished first (the phase took %.0f ms)\n", qPrintable(phase), took * 1000);
+                QVERIFY(took >= 0 && took < 1.0);
+                continue;
+            }
+            std::printf("     %-14s %8.1f ms\n", qPrintable(phase), ms);
+            QCOMPARE(s->state, JobState::Cancelled);
+            QVERIFY2(ms < 1000.0, qPrintable(phase));
+        }
+        // Nothing was left behind, not even a temporary.
+        QVERIFY(QDir(m_out.filePath(QStringLiteral("cancelled"))).entryList(QDir::Files | QDir::Hidden).isEmpty());
+    }
+
+    void failedLoadsLeaveMemoryAsItWas()
+    {
+        Engine e({});
+        auto broken = tinyModel();
+        broken.key = QStringLiteral("local:broken");
+        broken.plan.modelPaths = {m_broken.toStdString()};
+        // One failed load first: libraries, allocator pools and thread pools are set up once.
+        auto id = e.enqueueLoad(broken);
+        QVERIFY(waitFinished(e, id));
+        QCOMPARE(e.job(id)->state, JobState::Failed);
+        QVERIFY2(e.job(id)->error.contains(QStringLiteral("bogus")), qPrintable(e.job(id)->error));
+        const auto baseline = residentBytes();
+        for (int i = 0; i < 20; ++i) {
+            id = e.enqueueLoad(broken);
+            QVERIFY(waitFinished(e, id));
+            QCOMPARE(e.job(id)->state, JobState::Failed);
+        }
+        const auto after = residentBytes();
+        std::printf("   resident memory: %.1f MB after 1 failed load, %.1f MB after 21 (%+.2f MB)\n", baseline / 1e6, after / 1e6,
+            (after - baseline) / 1e6);
+        QVERIFY(!e.resident().has_value());
+        QVERIFY2(after - baseline < (8ll << 20), "failed loads leaked memory");
+    }
+
+    void aJobAfterOutOfMemorySucceeds()
+    {
+        Engine e({});
+        runtime::GenerateJob job;
+        job.model = tinyModel();
+        // Far beyond any machine: refused by the memory plan before anything loads...
+        job.request = smallRequest(1 << 15, 1025);
+        job.writeOutput = false;
+        auto id = e.enqueueGenerate(job);
+        QVERIFY(waitFinished(e, id));
+        QCOMPARE(e.job(id)->state, JobState::Failed);
+        QCOMPARE(e.job(id)->errorCode, ErrorCode::OutOfMemory);
+        QVERIFY2(e.job(id)->error.contains(QStringLiteral("does not fit")), qPrintable(e.job(id)->error));
+        // ...and, forced, failing on the allocation itself with the same code. The address
+        // space is capped for the duration, so the allocation fails at once instead of being
+        // overcommitted and touched until the kernel's OOM killer ends the whole test.
+        job.forcePlacement = true;
+        struct rlimit before {};
+        QCOMPARE(::getrlimit(RLIMIT_AS, &before), 0);
+        struct rlimit capped = before;
+        capped.rlim_cur = static_cast<rlim_t>(virtualBytes() + (6ll << 30));
+        QCOMPARE(::setrlimit(RLIMIT_AS, &capped), 0);
+        id = e.enqueueGenerate(job);
+        const bool finished = waitFinished(e, id);
+        ::setrlimit(RLIMIT_AS, &before);
+        QVERIFY(finished);
+        QCOMPARE(e.job(id)->state, JobState::Failed);
+        QCOMPARE(e.job(id)->errorCode, ErrorCode::OutOfMemory);
+        std::printf("   forced: %s\n", qPrintable(e.job(id)->error.left(200)));
+        job = {};
+        job.model = tinyModel();
+        job.request = smallRequest();
+        job.writeOutput = false;
+        id = e.enqueueGenerate(job);
+        QVERIFY(waitFinished(e, id));
+        QVERIFY2(e.job(id)->state == JobState::Done, qPrintable(e.job(id)->error));
+    }
+
+    void untrustedReposAreRefusedAtLoad()
+    {
+        Engine::Options o;
+        o.repoTrusted = [](const QString& repo) { return repo.startsWith(QStringLiteral("Lightricks/")); };
+        Engine e(o);
+        auto m = tinyModel();
+        m.repos = {QStringLiteral("someone/lookalike-ltx")};
+        auto id = e.enqueueLoad(m);
+        QVERIFY(waitFinished(e, id));
+        QCOMPARE(e.job(id)->state, JobState::Failed);
+        QCOMPARE(e.job(id)->errorCode, ErrorCode::PermissionDenied);
+        QVERIFY(e.job(id)->error.contains(QStringLiteral("someone/lookalike-ltx")));
+        m.repos = {QStringLiteral("Lightricks/LTX-2.3")};
+        id = e.enqueueLoad(m);
+        QVERIFY(waitFinished(e, id));
+        QCOMPARE(e.job(id)->state, JobState::Done);
+    }
+
+    void unloadRestoresProcessSettings()
+    {
+        const auto before = facade::ProcessSettings::capture();
+        {
+            Engine e({});
+            auto m = tinyModel();
+            m.plan.attentionKernel = "efficient";
+            m.plan.fp8FastAccumulation = true;
+            m.plan.cpuThreads = 1;
+            auto id = e.enqueueLoad(m);
+            QVERIFY(waitFinished(e, id));
+            QCOMPARE(e.job(id)->state, JobState::Done);
+            const auto during = facade::ProcessSettings::capture();
+            // (Intra-op threads are the engine thread's own: OpenMP keeps them per thread.)
+            QCOMPARE(during.attentionKernel, std::string("efficient"));
+            QCOMPARE(during.fp8FastAccumulation, true);
+            id = e.enqueueUnload();
+            QVERIFY(waitFinished(e, id));
+            QVERIFY(!e.resident().has_value());
+            QVERIFY(facade::ProcessSettings::capture() == before);
+        }
+        QVERIFY(facade::ProcessSettings::capture() == before);
+    }
+
+    void queuedJobsCanBeCancelledAndTheQueueCleared()
+    {
+        Engine e({});
+        runtime::GenerateJob job;
+        job.model = tinyModel();
+        job.request = smallRequest(256, 33);
+        job.writeOutput = false;
+        const auto a = e.enqueueGenerate(job);
+        const auto b = e.enqueueGenerate(job);
+        QVERIFY(e.cancel(b));
+        QCOMPARE(e.job(b)->state, JobState::Cancelled);
+        QVERIFY(waitFinished(e, a));
+        QCOMPARE(e.job(a)->state, JobState::Done);
+        e.clearFinished();
+        QVERIFY(e.jobs().isEmpty());
+    }
+
+private:
+    QTemporaryDir m_out;
+    QString m_broken;
+};
+
+QTEST_GUILESS_MAIN(TestEngine)
+#include "test_engine.moc"

@@ -1,0 +1,226 @@
+// The Generate page driven as a user would, offscreen, on the tiny LTX-2.3 checkpoint: pick
+// the model, type a prompt, Generate, watch the progress and previews, and get an MP4 in the
+// outputs folder that ffprobe reads, playing in place. Also: inline validation, cancel, the
+// queue, and screenshots of the page mid-run and done (when VIREO_SCREENSHOT_DIR is set).
+#include "core/settings/studiosettings.h"
+#include "core/studio/studio.h"
+#include "tests/ui/studiowindow.h"
+#include "ui/pages/generatepage.h"
+#include "ui/theme.h"
+
+#include <QApplication>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QListWidget>
+#include <QMediaPlayer>
+#include <QPlainTextEdit>
+#include <QProcess>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+
+using vireo::ui::GeneratePage;
+using vireo::ui::MainWindow;
+
+namespace {
+
+QString tinyModel()
+{
+    return qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline/v23/diffusers");
+}
+
+template <typename T>
+T* child(QWidget* page, const char* name)
+{
+    auto* w = page->findChild<T*>(QString::fromLatin1(name));
+    if (!w)
+        qFatal("no widget %s", name);
+    return w;
+}
+
+void saveScreenshot(QWidget* window, const QString& name)
+{
+    const auto dir = qEnvironmentVariable("VIREO_SCREENSHOT_DIR");
+    if (dir.isEmpty())
+        return;
+    QDir().mkpath(dir);
+    window->grab().save(QDir(dir).filePath(name));
+}
+
+} // namespace
+
+class TestGenerateGui : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase()
+    {
+        QStandardPaths::setTestModeEnabled(true);
+        QApplication::setOrganizationName(QStringLiteral("VireoTest"));
+        QApplication::setApplicationName(QStringLiteral("vireo-generate-test"));
+        QSettings().clear();
+        QVERIFY(m_work.isValid());
+        QSettings().setValue(QStringLiteral("hub/cacheDir"), m_work.filePath(QStringLiteral("cache")));
+        QSettings().setValue(QStringLiteral("hub/offline"), true);
+        QSettings().setValue(QStringLiteral("studio/device"), QStringLiteral("cpu"));
+        QSettings().setValue(QStringLiteral("studio/outputsFolder"), outputs());
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
+        vireo::ui::applyStudioTheme(*qApp);
+    }
+
+    void generatesAVideoFromThePage()
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1280, 820);
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto* page = w->generatePage();
+        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a red fox runs through fresh snow at dusk, wind howling"));
+        child<QSpinBox>(page, "width")->setValue(128);
+        child<QSpinBox>(page, "height")->setValue(96);
+        child<QSpinBox>(page, "frames")->setValue(17);
+        auto* generate = child<QPushButton>(page, "generate");
+        QTRY_VERIFY(generate->isEnabled());
+        QTRY_VERIFY(child<QLabel>(page, "memoryPlan")->text().contains(QStringLiteral("Everything runs in RAM")));
+
+        QTest::mouseClick(generate, Qt::LeftButton);
+        const auto id = page->currentJob();
+        QVERIFY(id != 0);
+        auto* progress = child<QProgressBar>(page, "progress");
+        auto* phase = child<QLabel>(page, "phase");
+        QStringList phases;
+        connect(w->studio()->engine(), &vireo::runtime::Engine::jobProgress, this,
+            [&](quint64 job, const QString& p, qint64, qint64, double) {
+                if (job == id && (phases.isEmpty() || phases.last() != p))
+                    phases << p;
+            });
+        QTRY_VERIFY_WITH_TIMEOUT(!page->lastOutput().isEmpty() || phase->text().startsWith(QStringLiteral("Failed")), 120000);
+        QVERIFY2(!page->lastOutput().isEmpty(), qPrintable(child<QLabel>(page, "result")->text()));
+        QCOMPARE(progress->value(), 1000);
+        QVERIFY(phase->text().startsWith(QStringLiteral("Done")));
+        for (const auto& p : {QStringLiteral("denoise"), QStringLiteral("decode video"), QStringLiteral("vocoder"), QStringLiteral("mux")})
+            QVERIFY2(phases.contains(p), qPrintable(phases.join(QStringLiteral(", "))));
+        QVERIFY(!child<QLabel>(page, "preview")->pixmap().isNull());
+
+        // The MP4 is in the outputs folder and ffprobe reads both streams and the recipe.
+        const QString out = page->lastOutput();
+        QVERIFY(out.startsWith(outputs()));
+        QProcess probe;
+        probe.start(QStringLiteral("ffprobe"), {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-count_frames"),
+                                                   QStringLiteral("-show_streams"), QStringLiteral("-show_format"), QStringLiteral("-of"),
+                                                   QStringLiteral("json"), out});
+        QVERIFY(probe.waitForFinished(30000));
+        const auto info = QJsonDocument::fromJson(probe.readAllStandardOutput()).object();
+        int video = 0, audio = 0;
+        QString frames;
+        for (const auto& s : info.value(QStringLiteral("streams")).toArray()) {
+            const auto o = s.toObject();
+            if (o.value(QStringLiteral("codec_type")).toString() == QStringLiteral("video")) {
+                ++video;
+                frames = o.value(QStringLiteral("nb_read_frames")).toString();
+            } else if (o.value(QStringLiteral("codec_type")).toString() == QStringLiteral("audio")) {
+                ++audio;
+            }
+        }
+        QCOMPARE(video, 1);
+        QCOMPARE(audio, 1);
+        QCOMPARE(frames, QStringLiteral("17"));
+        const auto recipe = QJsonDocument::fromJson(
+            info.value(QStringLiteral("format")).toObject().value(QStringLiteral("tags")).toObject().value(QStringLiteral("vireo_recipe")).toString().toUtf8());
+        QCOMPARE(recipe.object().value(QStringLiteral("width")).toInt(), 128);
+        QCOMPARE(recipe.object().value(QStringLiteral("seed")).toInteger(), child<QSpinBox>(page, "seed")->value());
+        QVERIFY(recipe.object().value(QStringLiteral("prompt")).toString().startsWith(QStringLiteral("a red fox")));
+
+        // The clip plays in place.
+        QVERIFY(page->player());
+        QCOMPARE(page->player()->source().toLocalFile(), out);
+        QTRY_VERIFY_WITH_TIMEOUT(page->player()->mediaStatus() != QMediaPlayer::LoadingMedia, 10000);
+        QVERIFY2(page->player()->error() == QMediaPlayer::NoError, qPrintable(page->player()->errorString()));
+        QTest::qWait(300);
+        saveScreenshot(w.get(), QStringLiteral("generate-done.png"));
+    }
+
+    void invalidInputIsMarkedBesideTheField()
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        auto* page = w->generatePage();
+        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a fox"));
+        QTRY_VERIFY(page->canGenerate());
+        child<QSpinBox>(page, "frames")->setValue(20);
+        auto* error = child<QLabel>(page, "sizeError");
+        QVERIFY(!error->isHidden());
+        QVERIFY2(error->text().contains(QStringLiteral("8k + 1")) && error->text().contains(QStringLiteral("17")), qPrintable(error->text()));
+        QVERIFY(!page->canGenerate());
+        child<QSpinBox>(page, "frames")->setValue(25);
+        QVERIFY(error->isHidden());
+        child<QSpinBox>(page, "width")->setValue(100);
+        QVERIFY(error->text().contains(QStringLiteral("multiples of 32")));
+        QVERIFY(!page->canGenerate());
+        child<QSpinBox>(page, "width")->setValue(96);
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("   "));
+        QVERIFY(!page->canGenerate());
+        QCOMPARE(page->generate(), quint64(0));
+    }
+
+    void cancelStopsTheRunAndTheQueueShowsIt()
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1280, 820);
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto* page = w->generatePage();
+        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("waves crash on black rocks, seagulls cry overhead"));
+        child<QSpinBox>(page, "width")->setValue(768);
+        child<QSpinBox>(page, "height")->setValue(768);
+        child<QSpinBox>(page, "frames")->setValue(97);
+        QTRY_VERIFY(page->canGenerate());
+        const auto before = QDir(outputs()).entryList(QDir::Files | QDir::Hidden).size();
+        const auto first = page->generate();
+        const auto second = page->generate();  // waits in the queue behind the first
+        QVERIFY(first && second);
+        auto* queue = child<QListWidget>(page, "queue");
+        QTRY_VERIFY(queue->count() >= 2);
+        QTRY_VERIFY_WITH_TIMEOUT(child<QLabel>(page, "phase")->text().startsWith(QStringLiteral("denoise")), 60000);
+        // Mid-run: the screenshot the README shows.
+        QTest::qWait(400);
+        saveScreenshot(w.get(), QStringLiteral("generate-running.png"));
+        auto* engine = w->studio()->engine();
+        QCOMPARE(page->currentJob(), first);
+        QCOMPARE(engine->job(second)->state, vireo::runtime::JobState::Queued);
+        // The queued one from the queue list, the running one with Cancel.
+        for (int i = 0; i < queue->count(); ++i)
+            if (queue->item(i)->data(Qt::UserRole).toULongLong() == second)
+                queue->setCurrentRow(i);
+        QTest::mouseClick(child<QPushButton>(page, "cancelSelected"), Qt::LeftButton);
+        QCOMPARE(engine->job(second)->state, vireo::runtime::JobState::Cancelled);
+        QElapsedTimer clock;
+        clock.start();
+        QTest::mouseClick(child<QPushButton>(page, "cancel"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(engine->job(first)->state == vireo::runtime::JobState::Cancelled, 5000);
+        std::printf("   cancel from the page: %lld ms until the job ended\n", static_cast<long long>(clock.elapsed()));
+        QVERIFY(clock.elapsed() < 1000);
+        QTRY_VERIFY(child<QLabel>(page, "phase")->text().contains(QStringLiteral("nothing was written")));
+        QCOMPARE(QDir(outputs()).entryList(QDir::Files | QDir::Hidden).size(), before);
+    }
+
+private:
+    QString outputs() const { return m_work.filePath(QStringLiteral("outputs")); }
+    QTemporaryDir m_work;
+};
+
+QTEST_MAIN(TestGenerateGui)
+#include "test_generategui.moc"

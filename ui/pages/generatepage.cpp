@@ -1,0 +1,776 @@
+#include "ui/pages/generatepage.h"
+
+#include "core/runtime/defaults.h"
+#include "core/runtime/engine.h"
+#include "core/settings/studiosettings.h"
+#include "core/studio/studio.h"
+#include "core/hub/downloadmanager.h"
+#include "inference/util/format.h"
+#include "ui/pages/pagehelpers.h"
+
+#include <QAudioDevice>
+#include <QAudioOutput>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDesktopServices>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QFrame>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListWidget>
+#include <QMediaDevices>
+#include <QMediaPlayer>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRandomGenerator>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSignalBlocker>
+#include <QSlider>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTimer>
+#include <QUrl>
+#include <QVBoxLayout>
+#include <QVideoWidget>
+
+namespace vireo::ui {
+
+namespace {
+
+struct Preset {
+    const char* name;
+    int width, height;
+};
+// LTX-2's sizes are multiples of 32; these are the ones its authors publish numbers for.
+const Preset kPresets[] = {
+    {"768 × 512 (landscape)", 768, 512}, {"512 × 768 (portrait)", 512, 768}, {"1216 × 704 (landscape HD)", 1216, 704},
+    {"704 × 1216 (portrait HD)", 704, 1216}, {"512 × 512 (square)", 512, 512}, {"960 × 544 (landscape)", 960, 544},
+};
+
+QFrame* card(QFormLayout*& form, const QString& title)
+{
+    auto* frame = new QFrame;
+    frame->setObjectName(QStringLiteral("card"));
+    auto* outer = new QVBoxLayout(frame);
+    outer->setContentsMargins(16, 12, 16, 14);
+    auto* heading = new QLabel(title);
+    heading->setObjectName(QStringLiteral("cardTitle"));
+    outer->addWidget(heading);
+    form = new QFormLayout;
+    form->setHorizontalSpacing(18);
+    form->setVerticalSpacing(8);
+    outer->addLayout(form);
+    return frame;
+}
+
+QLabel* errorLabel(const QString& name)
+{
+    auto* l = new QLabel;
+    l->setObjectName(name);
+    l->setWordWrap(true);
+    l->setStyleSheet(QStringLiteral("color: #ff8a80;"));
+    l->hide();
+    return l;
+}
+
+void setError(QLabel* label, const QString& text)
+{
+    label->setText(text);
+    label->setVisible(!text.isEmpty());
+}
+
+QString seconds(double s)
+{
+    if (s < 0)
+        return {};
+    if (s < 60)
+        return QStringLiteral("%1 s").arg(qRound(s));
+    return QStringLiteral("%1 min %2 s").arg(static_cast<int>(s) / 60).arg(static_cast<int>(s) % 60);
+}
+
+} // namespace
+
+GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
+    : QWidget(parent), m_studio(studio), m_model(new QComboBox), m_modelStatus(new QLabel), m_planDownload(new QPushButton(tr("Plan download"))),
+      m_addLocal(new QPushButton(tr("Add local model…"))), m_prompt(new QPlainTextEdit), m_negative(new QPlainTextEdit),
+      m_promptError(errorLabel(QStringLiteral("promptError"))), m_preset(new QComboBox), m_width(new QSpinBox), m_height(new QSpinBox),
+      m_frames(new QSpinBox), m_fps(new QDoubleSpinBox), m_duration(new QLabel), m_sizeError(errorLabel(QStringLiteral("sizeError"))),
+      m_schedule(new QComboBox), m_steps(new QSpinBox), m_guidance(new QDoubleSpinBox), m_audioGuidance(new QDoubleSpinBox),
+      m_rescale(new QDoubleSpinBox), m_randomSeed(new QCheckBox(tr("New seed each time"))), m_seed(new QSpinBox), m_placement(new QComboBox),
+      m_memory(new QLabel), m_notes(new QLabel), m_generate(new QPushButton(tr("Generate"))), m_cancel(new QPushButton(tr("Cancel"))),
+      m_preview(new QLabel), m_phase(new QLabel), m_progress(new QProgressBar), m_eta(new QLabel), m_video(new QVideoWidget),
+      m_player(nullptr), m_audio(nullptr), m_play(new QPushButton(tr("Play"))), m_position(new QSlider(Qt::Horizontal)),
+      m_result(new QLabel), m_openFolder(new QPushButton(tr("Show in folder"))), m_queue(new QListWidget),
+      m_cancelSelected(new QPushButton(tr("Cancel selected"))), m_planTimer(new QTimer(this))
+{
+    m_model->setObjectName(QStringLiteral("model"));
+    m_prompt->setObjectName(QStringLiteral("prompt"));
+    m_negative->setObjectName(QStringLiteral("negative"));
+    m_preset->setObjectName(QStringLiteral("sizePreset"));
+    m_width->setObjectName(QStringLiteral("width"));
+    m_height->setObjectName(QStringLiteral("height"));
+    m_frames->setObjectName(QStringLiteral("frames"));
+    m_fps->setObjectName(QStringLiteral("fps"));
+    m_schedule->setObjectName(QStringLiteral("schedule"));
+    m_steps->setObjectName(QStringLiteral("steps"));
+    m_guidance->setObjectName(QStringLiteral("guidance"));
+    m_audioGuidance->setObjectName(QStringLiteral("audioGuidance"));
+    m_rescale->setObjectName(QStringLiteral("rescale"));
+    m_randomSeed->setObjectName(QStringLiteral("randomSeed"));
+    m_seed->setObjectName(QStringLiteral("seed"));
+    m_placement->setObjectName(QStringLiteral("placement"));
+    m_memory->setObjectName(QStringLiteral("memoryPlan"));
+    m_generate->setObjectName(QStringLiteral("generate"));
+    m_cancel->setObjectName(QStringLiteral("cancel"));
+    m_preview->setObjectName(QStringLiteral("preview"));
+    m_phase->setObjectName(QStringLiteral("phase"));
+    m_progress->setObjectName(QStringLiteral("progress"));
+    m_eta->setObjectName(QStringLiteral("eta"));
+    m_video->setObjectName(QStringLiteral("player"));
+    m_result->setObjectName(QStringLiteral("result"));
+    m_queue->setObjectName(QStringLiteral("queue"));
+    m_cancelSelected->setObjectName(QStringLiteral("cancelSelected"));
+    m_modelStatus->setObjectName(QStringLiteral("modelStatus"));
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(28, 24, 28, 16);
+    addPageHeader(layout, tr("Generate"), tr("Video with sound from a prompt. Jobs run one after another on the chosen device."));
+
+    // ---- left: the inputs
+    auto* inputs = new QWidget;
+    auto* left = new QVBoxLayout(inputs);
+    left->setContentsMargins(0, 0, 8, 0);
+    left->setSpacing(12);
+    QFormLayout* form = nullptr;
+    left->addWidget(card(form, tr("Model")));
+    auto* modelRow = new QHBoxLayout;
+    modelRow->addWidget(m_model, 1);
+    modelRow->addWidget(m_addLocal);
+    form->addRow(modelRow);
+    m_modelStatus->setWordWrap(true);
+    auto* statusRow = new QHBoxLayout;
+    statusRow->addWidget(m_modelStatus, 1);
+    statusRow->addWidget(m_planDownload);
+    form->addRow(statusRow);
+
+    left->addWidget(card(form, tr("Prompt")));
+    m_prompt->setPlaceholderText(tr("What happens, what it looks like, and what it sounds like"));
+    m_prompt->setMinimumHeight(90);
+    m_prompt->setMaximumHeight(150);
+    m_negative->setPlaceholderText(tr("What to avoid (used when guidance is above 1)"));
+    m_negative->setMaximumHeight(60);
+    form->addRow(m_prompt);
+    form->addRow(m_promptError);
+    form->addRow(tr("Negative"), m_negative);
+
+    left->addWidget(card(form, tr("Size")));
+    for (const auto& p : kPresets)
+        m_preset->addItem(QString::fromUtf8(p.name), QSize(p.width, p.height));
+    m_preset->addItem(tr("Custom"), QSize());
+    for (auto* s : {m_width, m_height}) {
+        s->setRange(32, 4096);
+        s->setSingleStep(32);
+        s->setSuffix(tr(" px"));
+    }
+    m_frames->setRange(1, 1025);
+    m_frames->setSingleStep(8);
+    m_fps->setRange(1, 120);
+    m_fps->setDecimals(2);
+    auto* wh = new QHBoxLayout;
+    wh->addWidget(m_width);
+    wh->addWidget(new QLabel(QStringLiteral("×")));
+    wh->addWidget(m_height);
+    form->addRow(tr("Preset"), m_preset);
+    form->addRow(tr("Width × height"), wh);
+    auto* fr = new QHBoxLayout;
+    fr->addWidget(m_frames);
+    fr->addWidget(new QLabel(tr("at")));
+    fr->addWidget(m_fps);
+    fr->addWidget(new QLabel(tr("fps")));
+    form->addRow(tr("Frames"), fr);
+    form->addRow(QString(), m_duration);
+    form->addRow(m_sizeError);
+
+    left->addWidget(card(form, tr("Sampling")));
+    m_schedule->addItem(tr("Distilled (8 trained steps)"), QStringLiteral("distilled"));
+    m_schedule->addItem(tr("Dev (any number of steps, guidance)"), QStringLiteral("dev"));
+    m_steps->setRange(1, 200);
+    for (auto* g : {m_guidance, m_audioGuidance}) {
+        g->setRange(0, 30);
+        g->setSingleStep(0.5);
+        g->setDecimals(2);
+    }
+    m_rescale->setRange(0, 1);
+    m_rescale->setSingleStep(0.05);
+    m_seed->setRange(0, std::numeric_limits<int>::max());
+    form->addRow(tr("Schedule"), m_schedule);
+    form->addRow(tr("Steps"), m_steps);
+    form->addRow(tr("Guidance"), m_guidance);
+    form->addRow(tr("Audio guidance"), m_audioGuidance);
+    form->addRow(tr("Guidance rescale"), m_rescale);
+    auto* seedRow = new QHBoxLayout;
+    seedRow->addWidget(m_seed, 1);
+    seedRow->addWidget(m_randomSeed);
+    form->addRow(tr("Seed"), seedRow);
+    m_notes->setWordWrap(true);
+    m_notes->setObjectName(QStringLiteral("notes"));
+    form->addRow(m_notes);
+
+    left->addWidget(card(form, tr("Memory")));
+    m_placement->addItem(tr("Automatic (fastest that fits)"), QStringLiteral("auto"));
+    m_placement->addItem(tr("Everything on the device"), QStringLiteral("all-resident"));
+    m_placement->addItem(tr("Text encoder on the CPU"), QStringLiteral("text-encoder-on-cpu"));
+    m_placement->addItem(tr("Stream transformer blocks from RAM"), QStringLiteral("offload-transformer-blocks"));
+    m_memory->setWordWrap(true);
+    m_memory->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    form->addRow(tr("Placement"), m_placement);
+    form->addRow(m_memory);
+    left->addStretch(1);
+
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(inputs);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    // Wide enough for the inputs and the scroll bar: nothing is cut off on the right.
+    scroll->setMinimumWidth(std::max(420, inputs->minimumSizeHint().width() + scroll->verticalScrollBar()->sizeHint().width() + 6));
+
+    // ---- right: progress, result, queue
+    auto* output = new QWidget;
+    auto* right = new QVBoxLayout(output);
+    right->setContentsMargins(8, 0, 0, 0);
+    auto* buttons = new QHBoxLayout;
+    m_generate->setDefault(true);
+    m_generate->setProperty("primary", true);
+    m_generate->setMinimumHeight(36);
+    m_cancel->setEnabled(false);
+    buttons->addWidget(m_generate, 1);
+    buttons->addWidget(m_cancel);
+    right->addLayout(buttons);
+    m_preview->setMinimumHeight(72);
+    m_preview->setAlignment(Qt::AlignCenter);
+    m_preview->setText(tr("Previews of the video appear here while it denoises."));
+    right->addWidget(m_preview);
+    auto* status = new QHBoxLayout;
+    status->addWidget(m_phase, 1);
+    status->addWidget(m_eta);
+    right->addLayout(status);
+    m_progress->setRange(0, 1000);
+    m_progress->setValue(0);
+    m_progress->setTextVisible(false);
+    right->addWidget(m_progress);
+    m_video->setMinimumSize(320, 200);
+    right->addWidget(m_video, 3);
+    auto* transport = new QHBoxLayout;
+    m_play->setEnabled(false);
+    transport->addWidget(m_play);
+    transport->addWidget(m_position, 1);
+    transport->addWidget(m_openFolder);
+    m_openFolder->setEnabled(false);
+    right->addLayout(transport);
+    m_result->setWordWrap(true);
+    m_result->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    right->addWidget(m_result);
+    auto* queueHeader = new QHBoxLayout;
+    queueHeader->addWidget(new QLabel(tr("Queue")), 1);
+    queueHeader->addWidget(m_cancelSelected);
+    right->addLayout(queueHeader);
+    m_queue->setMaximumHeight(140);
+    right->addWidget(m_queue, 1);
+
+    auto* split = new QSplitter;
+    split->addWidget(scroll);
+    split->addWidget(output);
+    split->setStretchFactor(0, 2);
+    split->setStretchFactor(1, 3);
+    layout->addWidget(split, 1);
+
+    // ---- behaviour
+    connect(m_model, &QComboBox::currentIndexChanged, this, &GeneratePage::onModelChanged);
+    connect(m_addLocal, &QPushButton::clicked, this, &GeneratePage::addLocalModel);
+    connect(m_planDownload, &QPushButton::clicked, this, [this] {
+        const auto key = m_model->currentData().toString();
+        if (key.startsWith(QStringLiteral("catalog:")))
+            emit planDownloadRequested(key.mid(8));
+    });
+    connect(m_preset, &QComboBox::currentIndexChanged, this, [this] {
+        const auto size = m_preset->currentData().toSize();
+        if (size.isValid()) {
+            const QSignalBlocker a(m_width), b(m_height);
+            m_width->setValue(size.width());
+            m_height->setValue(size.height());
+        }
+        validate();
+        m_planTimer->start();
+    });
+    auto sizeEdited = [this] {
+        // A size typed by hand that matches no preset shows as Custom.
+        const QSignalBlocker block(m_preset);
+        int match = m_preset->count() - 1;
+        for (int i = 0; i + 1 < m_preset->count(); ++i)
+            if (m_preset->itemData(i).toSize() == QSize(m_width->value(), m_height->value()))
+                match = i;
+        m_preset->setCurrentIndex(match);
+        validate();
+        m_planTimer->start();
+    };
+    connect(m_width, &QSpinBox::valueChanged, this, sizeEdited);
+    connect(m_height, &QSpinBox::valueChanged, this, sizeEdited);
+    connect(m_frames, &QSpinBox::valueChanged, this, [this] {
+        validate();
+        m_planTimer->start();
+    });
+    connect(m_fps, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
+    connect(m_schedule, &QComboBox::currentIndexChanged, this, [this] {
+        validate();
+        m_planTimer->start();
+    });
+    connect(m_guidance, &QDoubleSpinBox::valueChanged, this, [this] {
+        validate();
+        m_planTimer->start();
+    });
+    connect(m_audioGuidance, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
+    connect(m_prompt, &QPlainTextEdit::textChanged, this, [this] { validate(); });
+    connect(m_randomSeed, &QCheckBox::toggled, m_seed, [this](bool random) { m_seed->setEnabled(!random); });
+    connect(m_placement, &QComboBox::currentIndexChanged, this, [this] {
+        m_studio->settings()->setPlacement(m_placement->currentData().toString());
+        onModelChanged();
+    });
+    connect(m_generate, &QPushButton::clicked, this, &GeneratePage::generate);
+    connect(m_cancel, &QPushButton::clicked, this, &GeneratePage::cancelCurrent);
+    connect(m_cancelSelected, &QPushButton::clicked, this, [this] {
+        if (auto* item = m_queue->currentItem())
+            engine()->cancel(item->data(Qt::UserRole).toULongLong());
+    });
+    connect(m_play, &QPushButton::clicked, this, [this] {
+        if (!m_player)
+            return;
+        if (m_player->playbackState() == QMediaPlayer::PlayingState)
+            m_player->pause();
+        else
+            m_player->play();
+    });
+    connect(m_position, &QSlider::sliderMoved, this, [this](int v) {
+        if (m_player)
+            m_player->setPosition(v);
+    });
+    connect(m_openFolder, &QPushButton::clicked, this, [this] {
+        if (!m_lastOutput.isEmpty())
+            QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(m_lastOutput).absolutePath()));
+    });
+    m_planTimer->setSingleShot(true);
+    m_planTimer->setInterval(250);
+    connect(m_planTimer, &QTimer::timeout, this, &GeneratePage::requestPlan);
+    connect(m_studio->models(), &runtime::ModelResolver::choicesChanged, this, &GeneratePage::refreshModels);
+
+    {
+        const QSignalBlocker block(m_placement);
+        const int i = m_placement->findData(m_studio->settings()->placement());
+        m_placement->setCurrentIndex(i < 0 ? 0 : i);
+    }
+    m_randomSeed->setChecked(true);
+    m_seed->setEnabled(false);
+    watch(engine());
+    refreshModels();
+    validate();
+}
+
+void GeneratePage::ensurePlayer()
+{
+    // Created on first use: the media backend costs start-up time the window does not need.
+    if (m_player)
+        return;
+    m_player = new QMediaPlayer(this);
+    m_player->setVideoOutput(m_video);
+    // Qt 6.4's FFmpeg backend writes to a null device when no audio output exists (a crash):
+    // without one, the clip plays silently and the page says why.
+    if (!QMediaDevices::defaultAudioOutput().isNull()) {
+        m_audio = new QAudioOutput(this);
+        m_player->setAudioOutput(m_audio);
+    } else {
+        m_noAudioDevice = true;
+    }
+    m_player->setLoops(QMediaPlayer::Infinite);
+    connect(m_player, &QMediaPlayer::playbackStateChanged, this, [this](QMediaPlayer::PlaybackState s) {
+        m_play->setText(s == QMediaPlayer::PlayingState ? tr("Pause") : tr("Play"));
+    });
+    connect(m_player, &QMediaPlayer::durationChanged, this, [this](qint64 d) { m_position->setRange(0, static_cast<int>(d)); });
+    connect(m_player, &QMediaPlayer::positionChanged, this, [this](qint64 p) {
+        const QSignalBlocker block(m_position);
+        m_position->setValue(static_cast<int>(p));
+    });
+    connect(m_player, &QMediaPlayer::errorOccurred, this, [this](QMediaPlayer::Error, const QString& message) {
+        m_result->setText(m_result->text() + QStringLiteral("\n") + tr("Playback: %1").arg(message));
+    });
+}
+
+runtime::Engine* GeneratePage::engine() const
+{
+    return m_studio->engine();
+}
+
+void GeneratePage::watch(runtime::Engine* e)
+{
+    if (m_watched.contains(e))
+        return;
+    m_watched.append(e);
+    connect(e, &runtime::Engine::jobProgress, this, &GeneratePage::onJobProgress);
+    connect(e, &runtime::Engine::jobFinished, this, &GeneratePage::onJobFinished);
+    connect(e, &runtime::Engine::previewReady, this, &GeneratePage::onPreview);
+    connect(e, &runtime::Engine::jobAdded, this, &GeneratePage::refreshQueue);
+    connect(e, &runtime::Engine::jobChanged, this, &GeneratePage::refreshQueue);
+    connect(e, &runtime::Engine::memoryPlanReady, this, &GeneratePage::showPlan);
+}
+
+void GeneratePage::refreshModels()
+{
+    const auto current = m_model->currentData().toString();
+    const QSignalBlocker block(m_model);
+    m_model->clear();
+    for (const auto& c : m_studio->models()->choices()) {
+        m_model->addItem(c.ready ? c.title : tr("%1 — not ready").arg(c.title), c.key);
+        m_model->setItemData(m_model->count() - 1, c.missing, Qt::ToolTipRole);
+        m_model->setItemData(m_model->count() - 1, c.ready, Qt::UserRole + 1);
+    }
+    int index = m_model->findData(current);
+    if (index < 0)
+        index = 0;
+    m_model->setCurrentIndex(index);
+    onModelChanged();
+}
+
+bool GeneratePage::selectModel(const QString& key)
+{
+    const int i = m_model->findData(key);
+    if (i < 0)
+        return false;
+    m_model->setCurrentIndex(i);
+    return true;
+}
+
+void GeneratePage::onModelChanged()
+{
+    m_resolved.reset();
+    const auto key = m_model->currentData().toString();
+    const bool ready = m_model->currentData(Qt::UserRole + 1).toBool();
+    m_planDownload->setVisible(!ready && key.startsWith(QStringLiteral("catalog:")));
+    if (key.isEmpty()) {
+        m_modelStatus->setText(tr("No model yet: download one on the Models page, or add a local file or folder."));
+    } else if (!ready) {
+        m_modelStatus->setText(m_model->currentData(Qt::ToolTipRole).toString());
+    } else if (auto r = m_studio->models()->resolve(key)) {
+        m_resolved = *r;
+        m_modelStatus->setText(tr("Ready · %1").arg(QString::fromStdString(r->plan.device)));
+    } else {
+        m_modelStatus->setText(QString::fromStdString(r.error().message));
+    }
+    // The family's defaults when the user picks another model, not when the list refreshes.
+    if (key != m_defaultsFor) {
+        m_defaultsFor = key;
+        applyDefaults();
+    }
+    validate();
+    requestPlan();
+}
+
+void GeneratePage::applyDefaults()
+{
+    const auto key = m_model->currentData().toString();
+    const auto& catalog = m_studio->downloads()->catalog();
+    Result<runtime::GenerationDefaults> d = makeError(ErrorCode::NotFound, "");
+    if (key.startsWith(QStringLiteral("catalog:")))
+        d = runtime::defaultsForVariant(catalog, key.mid(8).toStdString());
+    else
+        d = runtime::defaultsForVersion(catalog, "2.3", m_schedule->currentData().toString().toStdString());
+    if (!d)
+        return;
+    const QSignalBlocker a(m_width), b(m_height), c(m_frames), e(m_fps), f(m_steps), g(m_guidance), h(m_audioGuidance), i(m_rescale),
+        j(m_schedule), k(m_preset);
+    m_width->setValue(static_cast<int>(d->width));
+    m_height->setValue(static_cast<int>(d->height));
+    m_frames->setValue(static_cast<int>(d->frames));
+    m_fps->setValue(d->fps);
+    m_steps->setValue(d->steps);
+    m_guidance->setValue(d->guidance);
+    m_audioGuidance->setValue(d->audioGuidance);
+    m_rescale->setValue(d->guidanceRescale);
+    m_schedule->setCurrentIndex(m_schedule->findData(QString::fromStdString(d->schedule)));
+    int preset = m_preset->count() - 1;
+    for (int p = 0; p + 1 < m_preset->count(); ++p)
+        if (m_preset->itemData(p).toSize() == QSize(m_width->value(), m_height->value()))
+            preset = p;
+    m_preset->setCurrentIndex(preset);
+    QStringList notes;
+    for (const auto& n : d->notApplied)
+        notes << QString::fromStdString(n);
+    m_notes->setText(notes.join(QLatin1Char('\n')));
+    m_notes->setVisible(!notes.isEmpty());
+}
+
+bool GeneratePage::validate()
+{
+    bool ok = true;
+    QString prompt;
+    if (m_prompt->toPlainText().trimmed().isEmpty()) {
+        ok = false;
+    } else if (m_prompt->toPlainText().size() > 20000) {
+        prompt = tr("The prompt is longer than 20,000 characters; the text encoder reads at most 1024 tokens.");
+        ok = false;
+    }
+    setError(m_promptError, prompt);
+    QStringList size;
+    if (m_width->value() % 32 || m_height->value() % 32)
+        size << tr("Width and height must be multiples of 32 (LTX-2 works on 32-pixel latent cells).");
+    if ((m_frames->value() - 1) % 8)
+        size << tr("Frames must be 8k + 1 (1, 9, 17, … 121, …): %1 or %2 would do.")
+                    .arg((m_frames->value() - 1) / 8 * 8 + 1)
+                    .arg(((m_frames->value() - 1) / 8 + 1) * 8 + 1);
+    setError(m_sizeError, size.join(QLatin1Char('\n')));
+    ok = ok && size.isEmpty();
+    const bool dev = m_schedule->currentData().toString() == QStringLiteral("dev");
+    m_steps->setEnabled(dev);
+    if (!dev && m_steps->value() != 8) {
+        const QSignalBlocker block(m_steps);
+        m_steps->setValue(8);
+    }
+    const bool guided = m_guidance->value() > 1.0 || m_audioGuidance->value() > 1.0;
+    m_negative->setEnabled(guided);
+    updateDuration();
+    const bool ready = m_resolved.has_value();
+    m_generate->setEnabled(ok && ready);
+    m_generate->setToolTip(!ready ? tr("Choose a model that is ready") : (!ok ? tr("Fix the fields marked in red") : QString()));
+    return ok && ready;
+}
+
+bool GeneratePage::canGenerate() const
+{
+    return m_generate->isEnabled();
+}
+
+void GeneratePage::updateDuration()
+{
+    const double s = static_cast<double>(m_frames->value()) / std::max(0.01, m_fps->value());
+    m_duration->setText(tr("%1 s of video with sound").arg(s, 0, 'f', 2));
+}
+
+facade::GenerateRequest GeneratePage::request() const
+{
+    facade::GenerateRequest r;
+    r.prompt = m_prompt->toPlainText().toStdString();
+    r.negativePrompt = m_negative->isEnabled() ? m_negative->toPlainText().toStdString() : std::string();
+    r.width = m_width->value();
+    r.height = m_height->value();
+    r.frames = m_frames->value();
+    r.fps = m_fps->value();
+    r.schedule = m_schedule->currentData().toString().toStdString();
+    r.steps = m_steps->value();
+    r.guidance = m_guidance->value();
+    r.audioGuidance = m_audioGuidance->value();
+    r.guidanceRescale = m_rescale->value();
+    r.seed = m_seed->value();
+    return r;
+}
+
+void GeneratePage::requestPlan()
+{
+    if (!m_resolved) {
+        m_memory->setText(QString());
+        return;
+    }
+    facade::SizeRequest size{m_width->value(), m_height->value(), m_frames->value(), m_guidance->value() > 1.0};
+    auto placement = facade::parsePlacement(m_placement->currentData().toString().toStdString()).value_or(facade::Placement::Auto);
+    auto* e = engine();
+    watch(e);
+    m_planTicket = e->requestMemoryPlan(*m_resolved, size, placement);
+    m_memory->setText(tr("Planning memory…"));
+}
+
+void GeneratePage::showPlan(quint64 ticket)
+{
+    if (ticket != m_planTicket)
+        return;
+    const auto plan = engine()->memoryPlan(ticket);
+    if (!plan)
+        return;
+    if (!*plan) {
+        m_planFits = false;
+        m_memory->setText(QString::fromStdString(plan->error().message));
+        return;
+    }
+    const auto& p = plan->value();
+    m_planFits = p.fits;
+    QString text = QString::fromStdString(p.explanation);
+    QStringList where;
+    for (const auto& c : p.components)
+        if (c.bytes > 0)
+            where << QStringLiteral("%1 %2 → %3").arg(QString::fromStdString(c.name), QString::fromStdString(humanBytes(c.bytes)),
+                         QString::fromStdString(c.where));
+    m_memory->setText(text + QStringLiteral("\n") + where.join(QStringLiteral("; ")));
+    m_memory->setStyleSheet(p.fits ? QString() : QStringLiteral("color: #ff8a80;"));
+}
+
+quint64 GeneratePage::generate()
+{
+    if (!validate() || !m_resolved)
+        return 0;
+    if (!m_planFits) {
+        const auto answer = QMessageBox::question(this, tr("Generate anyway?"),
+            tr("The memory plan says this will not fit:\n\n%1\n\nRun it anyway? It may fail with “out of memory”.").arg(m_memory->text()));
+        if (answer != QMessageBox::Yes)
+            return 0;
+    }
+    if (m_randomSeed->isChecked())
+        m_seed->setValue(static_cast<int>(QRandomGenerator::global()->bounded(std::numeric_limits<int>::max())));
+    runtime::GenerateJob job;
+    job.model = *m_resolved;
+    job.request = request();
+    job.outputFolder = m_studio->settings()->outputsFolder();
+    job.forcePlacement = !m_planFits;
+    auto* e = engine();
+    watch(e);
+    const auto id = e->enqueueGenerate(job);
+    m_pageJobs.insert(id);
+    // The status area follows the running job; a new one shows there once nothing else is.
+    const auto shown = m_job ? e->job(m_job) : std::nullopt;
+    if (!shown || (shown->state != runtime::JobState::Running && shown->state != runtime::JobState::Queued)) {
+        m_job = id;
+        m_progress->setValue(0);
+        m_phase->setText(tr("Queued"));
+        m_eta->clear();
+    }
+    m_cancel->setEnabled(true);
+    refreshQueue();
+    return id;
+}
+
+void GeneratePage::cancelCurrent()
+{
+    if (m_job)
+        engine()->cancel(m_job);
+}
+
+void GeneratePage::onJobProgress(quint64 id, const QString& phase, qint64 done, qint64 total, double eta)
+{
+    if (!m_pageJobs.contains(id))
+        return;
+    if (id != m_job) {
+        m_job = id;
+        m_preview->clear();
+    }
+    m_cancel->setEnabled(true);
+    m_phase->setText(total > 1 ? QStringLiteral("%1 %2/%3").arg(phase).arg(done).arg(total) : phase);
+    // The bar is the phase's progress; the ETA covers the whole job.
+    m_progress->setValue(total > 0 ? static_cast<int>(1000 * done / total) : 0);
+    m_eta->setText(eta >= 0 ? tr("about %1 left").arg(seconds(eta)) : tr("estimating…"));
+}
+
+void GeneratePage::onPreview(quint64 id, const QImage& strip, int step)
+{
+    if (id != m_job || strip.isNull())
+        return;
+    const int height = std::max(48, m_preview->height() - 8);
+    m_preview->setPixmap(QPixmap::fromImage(strip.scaledToHeight(height, Qt::SmoothTransformation)));
+    m_preview->setToolTip(tr("Estimate after step %1").arg(step));
+}
+
+void GeneratePage::onJobFinished(quint64 id)
+{
+    refreshQueue();
+    if (id != m_job)
+        return;
+    const auto s = engine()->job(id);
+    m_cancel->setEnabled(false);
+    for (const auto& j : engine()->jobs())
+        if (m_pageJobs.contains(j.id) && (j.state == runtime::JobState::Queued || j.state == runtime::JobState::Running))
+            m_cancel->setEnabled(true);
+    if (!s)
+        return;
+    switch (s->state) {
+    case runtime::JobState::Done:
+        m_phase->setText(tr("Done in %1").arg(seconds(s->elapsedSeconds)));
+        m_progress->setValue(1000);
+        m_eta->clear();
+        m_lastOutput = s->outputPath;
+        m_result->setText(tr("Saved %1 · seed %2").arg(s->outputPath).arg(s->recipe.seed));
+        if (m_noAudioDevice)
+            m_result->setText(m_result->text() + QStringLiteral("\n") + tr("No audio output device: playing without sound."));
+        m_openFolder->setEnabled(true);
+        m_play->setEnabled(true);
+        ensurePlayer();
+        m_player->setSource(QUrl::fromLocalFile(s->outputPath));
+        m_player->play();
+        emit outputFinished(s->outputPath);
+        break;
+    case runtime::JobState::Cancelled:
+        m_phase->setText(tr("Cancelled; nothing was written"));
+        m_eta->clear();
+        break;
+    case runtime::JobState::Failed:
+        m_phase->setText(tr("Failed"));
+        m_eta->clear();
+        m_result->setText(s->error);
+        break;
+    default:
+        break;
+    }
+}
+
+void GeneratePage::refreshQueue()
+{
+    const auto jobs = engine()->jobs();
+    const auto selected = m_queue->currentItem() ? m_queue->currentItem()->data(Qt::UserRole).toULongLong() : 0;
+    m_queue->clear();
+    for (const auto& j : jobs) {
+        QString line = QStringLiteral("%1 · %2").arg(runtime::jobStateName(j.state), j.title);
+        if (j.state == runtime::JobState::Failed)
+            line += QStringLiteral(" — ") + j.error;
+        auto* item = new QListWidgetItem(line, m_queue);
+        item->setData(Qt::UserRole, j.id);
+        item->setToolTip(j.error.isEmpty() ? j.outputPath : j.error);
+        if (j.id == selected)
+            m_queue->setCurrentItem(item);
+    }
+}
+
+void GeneratePage::addLocalModel()
+{
+    const auto path = QFileDialog::getExistingDirectory(this, tr("A diffusers folder (or cancel to pick a file)"));
+    QString model = path;
+    if (model.isEmpty())
+        model = QFileDialog::getOpenFileName(this, tr("A model file"), QString(), tr("Models (*.safetensors *.gguf)"));
+    if (model.isEmpty())
+        return;
+    m_studio->settings()->addLocalModel(model);
+    refreshModels();
+    selectModel(QStringLiteral("local:") + model);
+}
+
+void GeneratePage::applyRecipe(const output::Recipe& r, bool vary)
+{
+    const QSignalBlocker a(m_width), b(m_height), c(m_frames), e(m_fps), f(m_steps), g(m_guidance), h(m_audioGuidance), i(m_rescale),
+        j(m_schedule);
+    m_prompt->setPlainText(QString::fromStdString(r.prompt));
+    m_negative->setPlainText(QString::fromStdString(r.negativePrompt));
+    m_width->setValue(static_cast<int>(r.width));
+    m_height->setValue(static_cast<int>(r.height));
+    m_frames->setValue(static_cast<int>(r.frames));
+    m_fps->setValue(r.fps);
+    m_schedule->setCurrentIndex(std::max(0, m_schedule->findData(QString::fromStdString(r.schedule))));
+    m_steps->setValue(r.steps);
+    m_guidance->setValue(r.guidance);
+    m_audioGuidance->setValue(r.audioGuidance);
+    m_rescale->setValue(r.guidanceRescale);
+    m_randomSeed->setChecked(vary);
+    if (!vary)
+        m_seed->setValue(static_cast<int>(std::clamp<std::int64_t>(r.seed, 0, std::numeric_limits<int>::max())));
+    validate();
+    m_planTimer->start();
+}
+
+} // namespace vireo::ui

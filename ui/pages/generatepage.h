@@ -1,0 +1,131 @@
+#pragma once
+
+#include "core/runtime/engine.h"
+#include "core/runtime/modelresolver.h"
+
+#include <QSet>
+#include <QWidget>
+
+class QAudioOutput;
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QListWidget;
+class QMediaPlayer;
+class QPlainTextEdit;
+class QProgressBar;
+class QPushButton;
+class QSlider;
+class QSpinBox;
+class QTimer;
+class QVideoWidget;
+
+namespace vireo::core {
+class Studio;
+}
+
+namespace vireo::ui {
+
+// Prompt, settings and live progress: the page that makes videos. It queues jobs on the
+// engine of the chosen device and shows the running one (phase, ETA, a strip of previews),
+// the queue, and the finished clip playing in place with its sound.
+class GeneratePage : public QWidget {
+    Q_OBJECT
+public:
+    explicit GeneratePage(core::Studio* studio, QWidget* parent = nullptr);
+
+    // Fills every field from a recipe (Generate again / Vary from the gallery); a new seed
+    // when vary is set.
+    void applyRecipe(const output::Recipe& recipe, bool vary);
+    // Selects a model by key ("catalog:ltx-2.3/distilled-fp8", "local:/path"); false if absent.
+    bool selectModel(const QString& key);
+    // The current inputs are valid and a ready model is chosen.
+    bool canGenerate() const;
+    quint64 currentJob() const { return m_job; }
+    QString lastOutput() const { return m_lastOutput; }
+    QMediaPlayer* player() const { return m_player; }
+
+public slots:
+    // Queues a generation of the current inputs; returns the job id (0 when invalid). Cancel
+    // stops the job the status area shows (the running one).
+    quint64 generate();
+    void cancelCurrent();
+    void refreshModels();
+
+signals:
+    void planDownloadRequested(const QString& variantId);
+    void outputFinished(const QString& path);
+
+private:
+    void onModelChanged();
+    void applyDefaults();
+    bool validate();
+    void requestPlan();
+    void showPlan(quint64 ticket);
+    void onJobProgress(quint64 id, const QString& phase, qint64 done, qint64 total, double eta);
+    void onJobFinished(quint64 id);
+    void onPreview(quint64 id, const QImage& strip, int step);
+    void refreshQueue();
+    void updateDuration();
+    void watch(runtime::Engine* engine);
+    runtime::Engine* engine() const;
+    facade::GenerateRequest request() const;
+    void addLocalModel();
+    void ensurePlayer();
+
+    core::Studio* m_studio;
+    QComboBox* m_model;
+    QLabel* m_modelStatus;
+    QPushButton* m_planDownload;
+    QPushButton* m_addLocal;
+    QPlainTextEdit* m_prompt;
+    QPlainTextEdit* m_negative;
+    QLabel* m_promptError;
+    QComboBox* m_preset;
+    QSpinBox* m_width;
+    QSpinBox* m_height;
+    QSpinBox* m_frames;
+    QDoubleSpinBox* m_fps;
+    QLabel* m_duration;
+    QLabel* m_sizeError;
+    QComboBox* m_schedule;
+    QSpinBox* m_steps;
+    QDoubleSpinBox* m_guidance;
+    QDoubleSpinBox* m_audioGuidance;
+    QDoubleSpinBox* m_rescale;
+    QCheckBox* m_randomSeed;
+    QSpinBox* m_seed;
+    QComboBox* m_placement;
+    QLabel* m_memory;
+    QLabel* m_notes;
+    QPushButton* m_generate;
+    QPushButton* m_cancel;
+
+    QLabel* m_preview;
+    QLabel* m_phase;
+    QProgressBar* m_progress;
+    QLabel* m_eta;
+    QVideoWidget* m_video;
+    QMediaPlayer* m_player;
+    QAudioOutput* m_audio;
+    QPushButton* m_play;
+    QSlider* m_position;
+    QLabel* m_result;
+    QPushButton* m_openFolder;
+    QListWidget* m_queue;
+    QPushButton* m_cancelSelected;
+    QTimer* m_planTimer;
+
+    quint64 m_job = 0;           // the job the status area shows: the running one
+    QSet<quint64> m_pageJobs;    // jobs queued from this page
+    quint64 m_planTicket = 0;
+    bool m_planFits = true;
+    QString m_lastOutput;
+    QString m_defaultsFor;
+    bool m_noAudioDevice = false;
+    std::optional<runtime::ModelRef> m_resolved;
+    QList<runtime::Engine*> m_watched;
+};
+
+} // namespace vireo::ui
