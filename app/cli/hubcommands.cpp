@@ -4,6 +4,7 @@
 #include "core/catalog/catalog.h"
 #include "core/hub/hubpaths.h"
 #include "core/hub/plandownload.h"
+#include "core/settings/studiosettings.h"
 
 #include <atomic>
 #include <csignal>
@@ -177,6 +178,21 @@ int runDownload(const std::vector<std::string>& args)
     const auto sources = sourcesFor(a, error);
     if (!error.empty())
         return usage("download: " + error);
+    // The same trust gate as the window's: a repo outside the catalog's publishers needs the
+    // user's recorded approval (shared with the studio's settings).
+    auto catalog = vireo::catalog::Catalog::loadBuiltin();
+    if (!catalog)
+        return usage("download: the built-in catalog is damaged: " + catalog.error().message);
+    vireo::core::StudioSettings settings;
+    for (const auto& source : sources) {
+        if (catalog->isTrusted(source.repo) || settings.isRepoTrusted(QString::fromStdString(source.repo)))
+            continue;
+        std::fprintf(stderr,
+            "vireo-cli: %s is not from a catalog publisher and was not approved. Review what it holds (vireo-cli plan %s), "
+            "then approve it with `vireo-cli trust add %s` or on the studio's Downloads page.\n",
+            source.repo.c_str(), source.repo.c_str(), source.repo.c_str());
+        return 1;
+    }
     HubClient client(HubClientOptions::fromEnvironment());
     const auto cache = cacheFromEnvironment();
     std::signal(SIGINT, onSigint);
@@ -186,6 +202,32 @@ int runDownload(const std::vector<std::string>& args)
             return fail(plan.error());
         if (const int rc = downloadPlan(client, cache, std::move(*plan), a.parallel); rc != 0)
             return rc;
+    }
+    return 0;
+}
+
+int runTrust(const std::vector<std::string>& args)
+{
+    vireo::core::StudioSettings settings;
+    if (args.empty() || args[0] == "list") {
+        const auto repos = settings.trustedRepos();
+        if (repos.isEmpty())
+            std::printf("no repos approved beyond the catalog's publishers\n");
+        for (const auto& r : repos)
+            std::printf("%s\n", r.toUtf8().constData());
+        return 0;
+    }
+    if (args.size() != 2 || (args[0] != "add" && args[0] != "remove"))
+        return usage("trust [list | add REPO | remove REPO]");
+    const auto repo = QString::fromStdString(args[1]);
+    if (!HfCache::repoFolderName(args[1]))
+        return usage("trust: '" + args[1] + "' is not a repo id (org/name)");
+    if (args[0] == "add") {
+        settings.trustRepo(repo);
+        std::printf("approved %s for download and loading\n", args[1].c_str());
+    } else {
+        settings.revokeRepo(repo);
+        std::printf("revoked %s\n", args[1].c_str());
     }
     return 0;
 }

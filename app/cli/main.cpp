@@ -2,6 +2,8 @@
 // in inference/ (and core/ for Hub commands).
 #include "app/cli/ditcommands.h"
 #ifdef VIREO_HAS_CORE
+#include <QCoreApplication>
+
 #include "app/cli/generatecommand.h"
 #endif
 #include "inference/bench/dequantbench.h"
@@ -61,7 +63,10 @@ commands:
                                same weights (tiny and medium configurations), as ratios
   plan REPO [rules] [--json]   the files a download would fetch, sizes, cache and disk
   download REPO [rules]        download them into the Hugging Face cache (Ctrl-C
-                               cancels; running it again resumes)
+                               cancels; running it again resumes); a repo outside the
+                               catalog's publishers needs an approval first
+  trust [list|add REPO|remove REPO]
+                               the approvals of the trust gate, shared with the studio
   version                      print the version
 
 rules: --revision R, --include GLOB, --exclude GLOB, --diffusers [--component NAME]
@@ -316,6 +321,12 @@ int runBench(const std::vector<std::string>& args, const char* self)
 int main(int argc, char** argv)
 {
     vireo::heap::keepLargeAllocationsInTheHeap();
+#ifdef VIREO_HAS_CORE
+    // The studio's settings (trust approvals, local models) are shared with the window.
+    QCoreApplication::setOrganizationName(QStringLiteral("Vireo"));
+    QCoreApplication::setApplicationName(QStringLiteral("vireo"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(VIREO_VERSION));
+#endif
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
         std::fputs(kUsage, args.empty() ? stderr : stdout);
@@ -343,8 +354,10 @@ int main(int argc, char** argv)
         return runPlan(args);
     if (command == "download")
         return runDownload(args);
+    if (command == "trust")
+        return runTrust(args);
 #else
-    if (command == "plan" || command == "download")
+    if (command == "plan" || command == "download" || command == "trust")
         return usageError(command + " needs a build with the Qt layers (VIREO_GUI=ON)");
 #endif
     if (command == "version" || command == "--version") {

@@ -37,7 +37,10 @@ try:
         time.sleep(0.05)
     hub = json.loads(ready.read_text())["hub"]
     size = args.mb << 20
-    env = dict(os.environ, HF_ENDPOINT=hub, HF_HUB_DISABLE_XET="1", no_proxy="127.0.0.1", NO_PROXY="127.0.0.1")
+    # The bench's own settings folder: its approval of the test repo stays out of the user's.
+    env = dict(os.environ, HF_ENDPOINT=hub, HF_HUB_DISABLE_XET="1", no_proxy="127.0.0.1", NO_PROXY="127.0.0.1",
+               XDG_CONFIG_HOME=str(work / "config"))
+    subprocess.run([args.cli, "trust", "add", "bench/big"], env=env, check=True, stdout=subprocess.DEVNULL)
 
     def control(method, path, body=None):
         import urllib.request

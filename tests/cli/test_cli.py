@@ -181,7 +181,31 @@ def test_generate(tmp_dir="/tmp"):
           and "decode video" not in rest_out, f"rc={proc.returncode} err={err!r} out={rest_out[-300:]!r}")
 
 
+def test_trust_gate():
+    """download refuses a repo outside the catalog's publishers until it is approved (the same
+    record the studio's trust gate keeps); approvals are listed and revocable."""
+    import tempfile
+    config = tempfile.mkdtemp(prefix="vireo-cli-trust-")
+    env = dict(os.environ, XDG_CONFIG_HOME=config, HF_HUB_OFFLINE="1", HF_HUB_CACHE=config + "/cache")
+
+    def cli(*a):
+        return subprocess.run([CLI, *a], capture_output=True, text=True, timeout=60, env=env)
+
+    p = cli("download", "someone/ltx-lookalike")
+    check("download refuses an unapproved repo", p.returncode == 1 and "not from a catalog publisher" in p.stderr
+          and "vireo-cli trust add someone/ltx-lookalike" in p.stderr, p.stderr)
+    p = cli("trust", "add", "someone/ltx-lookalike")
+    listed = cli("trust", "list")
+    check("trust add records the approval", p.returncode == 0 and "someone/ltx-lookalike" in listed.stdout, listed.stdout)
+    p = cli("download", "someone/ltx-lookalike")
+    check("an approved repo passes the gate (then fails offline)", p.returncode != 0 and "catalog publisher" not in p.stderr, p.stderr)
+    cli("trust", "remove", "someone/ltx-lookalike")
+    check("trust remove revokes it", "someone/ltx-lookalike" not in cli("trust", "list").stdout)
+    check("trust add refuses what is not a repo id", cli("trust", "add", "../etc").returncode == 2)
+
+
 test_bad_corpus()
+test_trust_gate()
 test_tensor_dequant()
 test_json_keys()
 test_text_and_usage()
