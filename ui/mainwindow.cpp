@@ -4,6 +4,7 @@
 #include "core/studio/studio.h"
 #include "core/hub/downloadmanager.h"
 #include "core/settings/studiosettings.h"
+#include "ui/pages/catalogpanel.h"
 #include "ui/pages/downloadspage.h"
 #include "ui/pages/generatepage.h"
 #include "ui/pages/modelspage.h"
@@ -34,6 +35,7 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
     , m_generate(new GeneratePage(studio))
     , m_settingsPage(new SettingsPage(studio->settings()))
 {
+    m_models->catalogPanel()->setCacheManager(studio->cache());
     setWindowTitle(tr("Vireo Studio"));
     setMinimumSize(900, 600);
 

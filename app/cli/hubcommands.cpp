@@ -3,6 +3,8 @@
 
 #include "core/catalog/catalog.h"
 #include "core/hub/hubpaths.h"
+#include "core/hub/cachemanager.h"
+#include "core/hub/downloadmanager.h"
 #include "core/hub/plandownload.h"
 #include "core/settings/studiosettings.h"
 
@@ -229,6 +231,66 @@ int runTrust(const std::vector<std::string>& args)
         settings.revokeRepo(repo);
         std::printf("revoked %s\n", args[1].c_str());
     }
+    return 0;
+}
+
+int runCache(const std::vector<std::string>& args)
+{
+    const std::string verb = args.empty() ? "list" : args[0];
+    bool yes = false;
+    std::vector<std::string> rest;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        if (args[i] == "--yes")
+            yes = true;
+        else
+            rest.push_back(args[i]);
+    }
+    auto catalog = vireo::catalog::Catalog::loadBuiltin();
+    if (!catalog)
+        return usage("cache: the built-in catalog is damaged: " + catalog.error().message);
+    vireo::core::StudioSettings settings;
+    DownloadManager downloads(&settings, std::move(*catalog), nullptr, false);
+    // A command has no engine: nothing is loaded by this process (the window keeps its own check).
+    CacheManager cache(&downloads, [] { return QStringList{}; });
+    auto size = [](qint64 b) { return humanSize(static_cast<std::uint64_t>(std::max<qint64>(0, b))); };
+    if (verb == "list") {
+        std::printf("%s\n", settings.cacheFolder().toUtf8().constData());
+        for (const auto& r : cache.repos())
+            std::printf("  %-44s %10s  %d files%s%s\n", r.repo.toUtf8().constData(), size(r.bytes).c_str(), r.files,
+                r.variants.isEmpty() ? "" : "  used by ", r.variants.join(QStringLiteral(", ")).toUtf8().constData());
+        for (const auto& v : cache.variants())
+            std::printf("  variant %-36s %10s  (%s its own)\n", v.id.toUtf8().constData(), size(v.bytes).c_str(), size(v.ownBytes).c_str());
+        return 0;
+    }
+    CachePlan plan;
+    if (verb == "delete-variant" && rest.size() == 1)
+        plan = cache.planDeleteVariant(QString::fromStdString(rest[0]));
+    else if (verb == "delete-repo" && rest.size() == 1)
+        plan = cache.planDeleteRepo(QString::fromStdString(rest[0]));
+    else if (verb == "clean" && rest.empty())
+        plan = cache.planCleanup();
+    else
+        return usage("cache [list | delete-variant FAMILY/VARIANT | delete-repo REPO | clean] [--yes]");
+    for (const auto& b : plan.blockers)
+        std::fprintf(stderr, "vireo-cli: %s\n", b.toUtf8().constData());
+    if (!plan.blockers.isEmpty())
+        return 1;
+    std::printf("%s: %lld entries, frees %s\n", plan.what.toUtf8().constData(), static_cast<long long>(plan.remove.size()), size(plan.freedBytes).c_str());
+    for (const auto& k : plan.kept)
+        std::printf("  note: %s\n", k.toUtf8().constData());
+    if (!yes) {
+        for (const auto& p : plan.remove)
+            std::printf("  would remove %s\n", p.toUtf8().constData());
+        std::printf("nothing was removed; run again with --yes to do it\n");
+        return 0;
+    }
+    QString error;
+    const auto freed = cache.execute(plan, &error);
+    if (freed < 0) {
+        std::fprintf(stderr, "vireo-cli: %s\n", error.toUtf8().constData());
+        return 1;
+    }
+    std::printf("freed %s\n", size(freed).c_str());
     return 0;
 }
 

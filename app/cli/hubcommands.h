@@ -8,3 +8,5 @@ int runPlan(const std::vector<std::string>& args);
 int runDownload(const std::vector<std::string>& args);
 // vireo-cli trust [list | add REPO | remove REPO]: the approvals the studio's trust gate records.
 int runTrust(const std::vector<std::string>& args);
+// vireo-cli cache [list | delete-variant ID | delete-repo REPO | clean] [--yes]: disk use and deletion.
+int runCache(const std::vector<std::string>& args);

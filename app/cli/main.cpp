@@ -67,6 +67,9 @@ commands:
                                catalog's publishers needs an approval first
   trust [list|add REPO|remove REPO]
                                the approvals of the trust gate, shared with the studio
+  cache [list|delete-variant ID|delete-repo REPO|clean] [--yes]
+                               what models take on disk; delete one (shared files stay) or
+                               clean up stale partial files (shows the plan without --yes)
   version                      print the version
 
 rules: --revision R, --include GLOB, --exclude GLOB, --diffusers [--component NAME]
@@ -356,8 +359,10 @@ int main(int argc, char** argv)
         return runDownload(args);
     if (command == "trust")
         return runTrust(args);
+    if (command == "cache")
+        return runCache(args);
 #else
-    if (command == "plan" || command == "download" || command == "trust")
+    if (command == "plan" || command == "download" || command == "trust" || command == "cache")
         return usageError(command + " needs a build with the Qt layers (VIREO_GUI=ON)");
 #endif
     if (command == "version" || command == "--version") {

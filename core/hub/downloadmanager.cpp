@@ -26,10 +26,11 @@ QString settingsKey(const QString& key)
 
 } // namespace
 
-DownloadManager::DownloadManager(core::StudioSettings* settings, catalog::Catalog catalog, QObject* parent)
+DownloadManager::DownloadManager(core::StudioSettings* settings, catalog::Catalog catalog, QObject* parent, bool restoreTasks)
     : QObject(parent), m_settings(settings), m_catalog(std::move(catalog))
 {
-    restore();
+    if (restoreTasks)
+        restore();
     // Settings take effect without a restart: the next plan or run of every task uses them.
     connect(m_settings, &core::StudioSettings::changed, this, [this] {
         const auto client = std::make_shared<const HubClient>(m_settings->hubClientOptions());
@@ -138,6 +139,14 @@ void DownloadManager::removeTask(const QString& key)
     persist();
     delete t;  // cancels and joins
     emit taskRemoved(key);
+    emit availabilityChanged();
+}
+
+void DownloadManager::forget(const QString& key)
+{
+    QSettings().remove(settingsKey(key));
+    if (auto* t = task(key); t && !t->busy())
+        removeTask(key);
     emit availabilityChanged();
 }
 

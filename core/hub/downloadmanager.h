@@ -20,7 +20,9 @@ namespace vireo::hub {
 class DownloadManager : public QObject {
     Q_OBJECT
 public:
-    DownloadManager(core::StudioSettings* settings, catalog::Catalog catalog, QObject* parent = nullptr);
+    // restore: plan the unfinished downloads of the last session again (the window does; a
+    // command that only reads the cache does not).
+    DownloadManager(core::StudioSettings* settings, catalog::Catalog catalog, QObject* parent = nullptr, bool restore = true);
     ~DownloadManager() override;
 
     const catalog::Catalog& catalog() const { return m_catalog; }
@@ -32,6 +34,9 @@ public:
     DownloadTask* openVariant(const QString& familySlashVariant, QString* error = nullptr);
     DownloadTask* openRepo(const QString& repo, QString* error = nullptr);
     void removeTask(const QString& key);
+    // Drops a task (unless it is busy) and the record of its finished download: the model no
+    // longer shows as ready (its files were deleted).
+    void forget(const QString& key);
 
     // A repo needs the user's approval unless its publisher is in the catalog or the user
     // approved it before.

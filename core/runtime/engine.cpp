@@ -289,6 +289,25 @@ std::optional<Engine::Resident> Engine::resident() const
     return m_impl->residentInfo;
 }
 
+QStringList Engine::filesInUse() const
+{
+    QStringList out;
+    auto add = [&](const ModelRef& m) {
+        for (const auto& p : m.plan.modelPaths)
+            out << QString::fromStdString(p.string());
+        if (m.plan.textEncoderPath)
+            out << QString::fromStdString(m.plan.textEncoderPath->string());
+    };
+    std::lock_guard lock(m_impl->mutex);
+    if (m_impl->residentInfo)
+        add(m_impl->residentInfo->model);
+    for (const auto& [_, j] : m_impl->jobs)
+        if ((j->status.state == JobState::Queued || j->status.state == JobState::Running) && j->status.kind != JobKind::Unload)
+            add(j->model);
+    out.removeDuplicates();
+    return out;
+}
+
 QString Engine::deviceLost() const
 {
     std::lock_guard lock(m_impl->mutex);

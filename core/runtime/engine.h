@@ -100,6 +100,9 @@ public:
     // After a GPU fault that poisoned the device context: every later job on it fails with
     // this reason (restarting the studio is the only cure); empty while the device is fine.
     QString deviceLost() const;
+    // Every file the resident model and the queued or running jobs read (what must not be
+    // deleted from the cache now).
+    QStringList filesInUse() const;
     QString device() const;
 
     // The memory plan, from headers only, on a helper thread; memoryPlanReady(ticket) follows.

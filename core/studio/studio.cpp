@@ -1,5 +1,6 @@
 #include "core/studio/studio.h"
 
+#include "core/hub/cachemanager.h"
 #include "core/hub/downloadmanager.h"
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
@@ -24,6 +25,13 @@ Studio::Studio(catalog::Catalog catalog, QObject* parent) : QObject(parent)
     m_settings = new StudioSettings(this);
     m_downloads = new hub::DownloadManager(m_settings, std::move(catalog), this);
     m_models = new runtime::ModelResolver(m_downloads, m_settings, this);
+    // Files any engine reads (loaded, loading or queued) are never deleted from the cache.
+    m_cache = new hub::CacheManager(m_downloads, [this] {
+        QStringList files;
+        for (const auto& [_, e] : m_engines)
+            files += e->filesInUse();
+        return files;
+    }, this);
 }
 
 Studio::~Studio()

@@ -15,6 +15,7 @@
 #include <memory>
 
 namespace vireo::hub {
+class CacheManager;
 class DownloadManager;
 }
 namespace vireo::runtime {
@@ -36,6 +37,7 @@ public:
     StudioSettings* settings() const { return m_settings; }
     hub::DownloadManager* downloads() const { return m_downloads; }
     runtime::ModelResolver* models() const { return m_models; }
+    hub::CacheManager* cache() const { return m_cache; }
     // The engine of a device ("cpu", "cuda:0"; empty: the settings' device), created on first use.
     runtime::Engine* engine(const QString& device = {});
     // Where the studio keeps its own data (remembered run times, the gallery).
@@ -47,6 +49,7 @@ private:
     StudioSettings* m_settings = nullptr;
     hub::DownloadManager* m_downloads = nullptr;
     runtime::ModelResolver* m_models = nullptr;
+    hub::CacheManager* m_cache = nullptr;
     std::map<QString, runtime::Engine*> m_engines;
 };
 

@@ -1,5 +1,6 @@
 #include "ui/pages/catalogpanel.h"
 
+#include "core/hub/cachemanager.h"
 #include "core/hub/downloadmanager.h"
 #include "inference/util/format.h"
 #include "ui/pages/pagehelpers.h"
@@ -11,6 +12,7 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSplitter>
+#include <QMessageBox>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
@@ -37,7 +39,9 @@ QLabel* sectionTitle(const QString& text)
 
 CatalogPanel::CatalogPanel(hub::DownloadManager* manager, QWidget* parent)
     : QWidget(parent), m_manager(manager), m_tree(new QTreeWidget), m_details(new QLabel), m_plan(new QPushButton(tr("Plan download…"))),
-      m_repo(new QLineEdit), m_repoButton(new QPushButton(tr("Check repo"))), m_repoError(new QLabel), m_cache(new QTreeWidget)
+      m_repo(new QLineEdit), m_repoButton(new QPushButton(tr("Check repo"))), m_repoError(new QLabel), m_cache(new QTreeWidget),
+      m_deleteVariant(new QPushButton(tr("Delete from disk…"))), m_deleteRepo(new QPushButton(tr("Delete…"))),
+      m_cleanUp(new QPushButton(tr("Clean up…")))
 {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 12, 0, 0);
@@ -63,7 +67,11 @@ CatalogPanel::CatalogPanel(hub::DownloadManager* manager, QWidget* parent)
     m_plan->setEnabled(false);
     auto* detailRow = new QHBoxLayout;
     detailRow->addWidget(m_details, 1);
+    detailRow->addWidget(m_deleteVariant, 0, Qt::AlignTop);
     detailRow->addWidget(m_plan, 0, Qt::AlignTop);
+    m_deleteVariant->setObjectName(QStringLiteral("deleteVariant"));
+    m_deleteVariant->setToolTip(tr("Remove this variant's files from the cache; files another installed model uses stay"));
+    m_deleteVariant->hide();
 
     auto* top = new QWidget;
     auto* topLayout = new QVBoxLayout(top);
@@ -83,15 +91,22 @@ CatalogPanel::CatalogPanel(hub::DownloadManager* manager, QWidget* parent)
     repoRow->addWidget(m_repoButton);
 
     m_cache->setObjectName(QStringLiteral("cacheList"));
-    m_cache->setColumnCount(3);
-    m_cache->setHeaderLabels({tr("Repo"), tr("Size on disk"), tr("Snapshots")});
+    m_cache->setColumnCount(4);
+    m_cache->setHeaderLabels({tr("Repo"), tr("Size on disk"), tr("Snapshots"), tr("Used by")});
     m_cache->header()->setSectionResizeMode(0, QHeaderView::Stretch);
     m_cache->setRootIsDecorated(false);
     m_cache->setToolTip(tr("Everything in the Hugging Face cache, including models other tools downloaded"));
     auto* refreshCache = new QPushButton(tr("Refresh"));
     auto* cacheTitle = new QHBoxLayout;
     cacheTitle->addWidget(sectionTitle(tr("In your Hugging Face cache")), 1);
+    cacheTitle->addWidget(m_deleteRepo);
+    cacheTitle->addWidget(m_cleanUp);
     cacheTitle->addWidget(refreshCache);
+    m_deleteRepo->setObjectName(QStringLiteral("deleteRepo"));
+    m_cleanUp->setObjectName(QStringLiteral("cleanUp"));
+    m_cleanUp->setToolTip(tr("Remove partial downloads no task would resume and files that failed verification"));
+    m_deleteRepo->hide();
+    m_cleanUp->hide();
 
     auto* bottom = new QWidget;
     auto* bottomLayout = new QVBoxLayout(bottom);
@@ -203,9 +218,17 @@ void CatalogPanel::refresh()
         }
     }
     m_cache->clear();
-    for (const auto& r : m_manager->scanCache()) {
-        auto* item = new QTreeWidgetItem(m_cache, {r.repo, bytesText(r.bytes), QString::number(r.snapshots)});
-        item->setToolTip(0, m_manager->isTrusted(r.repo.toStdString()) ? tr("Trusted publisher") : tr("Not a catalog publisher"));
+    if (m_cacheManager) {
+        for (const auto& r : m_cacheManager->repos()) {
+            auto* item = new QTreeWidgetItem(m_cache, {r.repo, bytesText(static_cast<quint64>(r.bytes)), QString::number(r.snapshots),
+                                                         r.variants.join(QStringLiteral(", "))});
+            item->setToolTip(0, m_manager->isTrusted(r.repo.toStdString()) ? tr("Trusted publisher") : tr("Not a catalog publisher"));
+        }
+    } else {
+        for (const auto& r : m_manager->scanCache()) {
+            auto* item = new QTreeWidgetItem(m_cache, {r.repo, bytesText(r.bytes), QString::number(r.snapshots)});
+            item->setToolTip(0, m_manager->isTrusted(r.repo.toStdString()) ? tr("Trusted publisher") : tr("Not a catalog publisher"));
+        }
     }
     updateDetails();
 }
@@ -216,6 +239,7 @@ void CatalogPanel::updateDetails()
     const auto id = item ? item->data(Name, kIdRole).toString() : QString();
     const auto* variant = id.isEmpty() ? nullptr : m_manager->catalog().find(id.toStdString());
     m_plan->setEnabled(variant != nullptr);
+    m_deleteVariant->setVisible(m_cacheManager && variant && m_manager->readyFiles(QStringLiteral("catalog:") + id).has_value());
     if (!variant) {
         m_details->setText(tr("Pick a variant to see what it needs. bf16 is full precision; FP8 and GGUF need less memory and disk."));
         return;
@@ -245,6 +269,71 @@ void CatalogPanel::planRepo(const QString& repo)
     m_repoError->setText(error);
     if (task)
         emit taskOpened(task->spec().key);
+}
+
+void CatalogPanel::setCacheManager(hub::CacheManager* cache)
+{
+    m_cacheManager = cache;
+    m_deleteRepo->setVisible(cache != nullptr);
+    m_cleanUp->setVisible(cache != nullptr);
+    connect(m_deleteVariant, &QPushButton::clicked, this, [this] { deleteSelectedVariant(); });
+    connect(m_deleteRepo, &QPushButton::clicked, this, [this] { deleteSelectedRepo(); });
+    connect(m_cleanUp, &QPushButton::clicked, this, [this] { cleanUp(); });
+    connect(m_cache, &QTreeWidget::currentItemChanged, this, [this](QTreeWidgetItem* item) { m_deleteRepo->setEnabled(item != nullptr); });
+    m_deleteRepo->setEnabled(false);
+    refresh();
+}
+
+qint64 CatalogPanel::runCachePlan(const hub::CachePlan& plan, bool confirm)
+{
+    if (!plan.blockers.isEmpty()) {
+        if (confirm)
+            QMessageBox::information(this, tr("Not now"), plan.blockers.join(QLatin1Char('\n')));
+        return -1;
+    }
+    if (plan.empty()) {
+        if (confirm)
+            QMessageBox::information(this, tr("Nothing to do"), tr("%1: nothing to remove.").arg(plan.what));
+        return 0;
+    }
+    if (confirm) {
+        QMessageBox box(QMessageBox::Question, tr("Delete from disk"),
+            tr("Delete %1? This frees %2 (%3 entries).").arg(plan.what, bytesText(static_cast<quint64>(plan.freedBytes))).arg(plan.remove.size()),
+            QMessageBox::Yes | QMessageBox::Cancel, this);
+        QStringList details;
+        if (!plan.kept.isEmpty())
+            details << tr("Notes:") << plan.kept.mid(0, 40);
+        details << tr("Removed:") << plan.remove.mid(0, 60);
+        box.setDetailedText(details.join(QLatin1Char('\n')));
+        if (box.exec() != QMessageBox::Yes)
+            return -1;
+    }
+    QString error;
+    const auto freed = m_cacheManager->execute(plan, &error);
+    if (freed < 0 && confirm)
+        QMessageBox::warning(this, tr("Delete from disk"), error);
+    refresh();
+    return freed;
+}
+
+void CatalogPanel::deleteSelectedVariant(bool confirm)
+{
+    auto* item = m_tree->currentItem();
+    const auto id = item ? item->data(Name, kIdRole).toString() : QString();
+    if (m_cacheManager && !id.isEmpty())
+        runCachePlan(m_cacheManager->planDeleteVariant(id), confirm);
+}
+
+void CatalogPanel::deleteSelectedRepo(bool confirm)
+{
+    if (m_cacheManager && m_cache->currentItem())
+        runCachePlan(m_cacheManager->planDeleteRepo(m_cache->currentItem()->text(0)), confirm);
+}
+
+void CatalogPanel::cleanUp(bool confirm)
+{
+    if (m_cacheManager)
+        runCachePlan(m_cacheManager->planCleanup(), confirm);
 }
 
 } // namespace vireo::ui

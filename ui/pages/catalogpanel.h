@@ -9,8 +9,10 @@ class QTreeWidget;
 class QTreeWidgetItem;
 
 namespace vireo::hub {
+class CacheManager;
 class DownloadManager;
 class DownloadTask;
+struct CachePlan;
 }
 
 namespace vireo::ui {
@@ -31,6 +33,14 @@ public:
     // Select a variant and press "Plan download".
     void planVariant(const QString& id);
     void planRepo(const QString& repo);
+    // Deleting from disk and cleaning up (shown once a cache manager is set).
+    void setCacheManager(hub::CacheManager* cache);
+    // Shows the plan and runs it when the user confirms (or at once when `confirm` is false,
+    // for tests); returns the bytes freed, -1 when nothing ran.
+    qint64 runCachePlan(const hub::CachePlan& plan, bool confirm = true);
+    void deleteSelectedVariant(bool confirm = true);
+    void deleteSelectedRepo(bool confirm = true);
+    void cleanUp(bool confirm = true);
 
 signals:
     // A task exists for it now: show its plan.
@@ -50,6 +60,10 @@ private:
     QPushButton* m_repoButton;
     QLabel* m_repoError;
     QTreeWidget* m_cache;
+    hub::CacheManager* m_cacheManager = nullptr;
+    QPushButton* m_deleteVariant;
+    QPushButton* m_deleteRepo;
+    QPushButton* m_cleanUp;
 };
 
 } // namespace vireo::ui
