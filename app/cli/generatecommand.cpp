@@ -11,11 +11,13 @@
 #include "inference/util/format.h"
 
 #include <QCoreApplication>
+#include <QEventLoop>
 #include <QFileInfo>
 #include <QTimer>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -312,5 +314,169 @@ int runGenerate(const std::vector<std::string>& args)
         return 0;
     }
     std::printf("[%7.2f s] wrote %s (%lld frames)\n", total, out.c_str(), static_cast<long long>(last->recipe.frames));
+    return 0;
+}
+
+int runBenchRuntime(const std::vector<std::string>& args)
+{
+    using vireo::cli::parseNumber;
+    std::vector<std::filesystem::path> models;
+    std::int64_t width = 256, height = 256, frames = 33;
+    int repeat = 5;
+    bool asJson = false;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        const auto& a = args[i];
+        if (a == "--json") {
+            asJson = true;
+            continue;
+        }
+        if (i + 1 >= args.size())
+            return usage("bench runtime: " + a + " needs a value");
+        const auto& v = args[++i];
+        if (a == "--model")
+            models.emplace_back(v);
+        else if (a == "--size") {
+            const auto x1 = v.find('x'), x2 = v.find('x', x1 + 1);
+            auto w = parseNumber<std::int64_t>(v.substr(0, x1), 32, 4096);
+            auto h = x1 == std::string::npos ? w : parseNumber<std::int64_t>(v.substr(x1 + 1, x2 - x1 - 1), 32, 4096);
+            auto f = x2 == std::string::npos ? vireo::Result<std::int64_t>(frames) : parseNumber<std::int64_t>(v.substr(x2 + 1), 1, 1025);
+            if (!w || !h || !f)
+                return usage("bench runtime: --size is WxHxF, e.g. 256x256x33");
+            width = *w, height = *h, frames = *f;
+        } else if (a == "--repeat") {
+            auto n = parseNumber<int>(v, 2, 100);
+            if (!n)
+                return usage("bench runtime: --repeat " + n.error().message);
+            repeat = *n;
+        } else
+            return usage("bench runtime: unexpected argument " + a);
+    }
+    if (models.empty())
+        return usage("bench runtime: --model PATH is required (e.g. the tiny pipeline fixture)");
+    int argc = 1;
+    char name[] = "vireo-cli";
+    char* argv[] = {name, nullptr};
+    QCoreApplication app(argc, argv);
+    vireo::core::initCommandLineLogging();
+
+    vireo::facade::GenerateRequest req;
+    req.prompt = "waves crash on black rocks at dusk, gulls calling";
+    req.width = width;
+    req.height = height;
+    req.frames = frames;
+    req.seed = 11;
+    vireo::facade::LoadPlan plan;
+    plan.modelPaths = models;
+    using Clock = std::chrono::steady_clock;
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+
+    // Direct: the facade called on this thread, with the same progress and preview work.
+    std::vector<double> direct;
+    {
+        auto memory = vireo::facade::Generator::planMemory(plan, {width, height, frames, false});
+        if (!memory) {
+            std::fprintf(stderr, "vireo-cli: %s\n", memory.error().message.c_str());
+            return 1;
+        }
+        auto generator = vireo::facade::Generator::load(plan, *memory, {}, {});
+        if (!generator) {
+            std::fprintf(stderr, "vireo-cli: %s\n", generator.error().message.c_str());
+            return 1;
+        }
+        int reports = 0;
+        for (int r = 0; r <= repeat; ++r) {
+            const auto t0 = Clock::now();
+            auto out = (*generator)->generate(req, [&](const vireo::facade::Progress&) { ++reports; }, {});
+            if (!out) {
+                std::fprintf(stderr, "vireo-cli: %s\n", out.error().message.c_str());
+                return 1;
+            }
+            if (r > 0)
+                direct.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+    }
+    // Through the engine: enqueue, run on its thread, report through queued signals, wait.
+    std::vector<double> engineTimes;
+    {
+        vireo::runtime::Engine engine({});
+        vireo::runtime::ModelRef model;
+        model.key = QStringLiteral("local:bench");
+        model.title = QStringLiteral("bench");
+        model.plan = plan;
+        int progressSignals = 0;
+        QObject::connect(&engine, &vireo::runtime::Engine::jobProgress, &app, [&](quint64, const QString&, qint64, qint64, double) { ++progressSignals; });
+        for (int r = 0; r <= repeat; ++r) {
+            vireo::runtime::GenerateJob job;
+            job.model = model;
+            job.request = req;
+            job.writeOutput = false;
+            const auto t0 = Clock::now();
+            const auto id = engine.enqueueGenerate(job);
+            QEventLoop loop;
+            QObject::connect(&engine, &vireo::runtime::Engine::jobFinished, &loop, [&](quint64 done) {
+                if (done == id)
+                    loop.quit();
+            });
+            loop.exec();
+            const auto s = engine.job(id);
+            if (!s || s->state != vireo::runtime::JobState::Done) {
+                std::fprintf(stderr, "vireo-cli: %s\n", s ? s->error.toUtf8().constData() : "job lost");
+                return 1;
+            }
+            if (r > 0)  // the first includes the load
+                engineTimes.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+    }
+    const double d = median(direct), e = median(engineTimes);
+    if (asJson) {
+        std::printf("%s\n", nlohmann::json{{"bench", "runtime"}, {"size", {width, height, frames}}, {"repeat", repeat},
+                                   {"direct_seconds", direct}, {"engine_seconds", engineTimes}, {"direct_median", d},
+                                   {"engine_median", e}, {"ratio", e / d}, {"goal", 1.02}}
+                                   .dump()
+                                   .c_str());
+        return 0;
+    }
+    std::printf("bench runtime: %lldx%lldx%lld, median of %d warm runs\n", static_cast<long long>(width), static_cast<long long>(height),
+        static_cast<long long>(frames), repeat);
+    std::printf("  pipeline called directly %8.3f s\n", d);
+    std::printf("  through the engine       %8.3f s   (enqueue to finished signal)\n", e);
+    std::printf("  ratio                    %8.4f   (goal <= 1.02: %s)\n", e / d, e / d <= 1.02 ? "met" : "NOT met");
+    return 0;
+}
+
+int runBenchStartup(const std::vector<std::string>& args, const char* self)
+{
+    std::string vireo = (std::filesystem::path(self).parent_path() / "vireo").string();
+    int repeat = 5;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        if (args[i] == "--vireo" && i + 1 < args.size())
+            vireo = args[++i];
+        else if (args[i] == "--repeat" && i + 1 < args.size())
+            repeat = std::clamp(std::atoi(args[++i].c_str()), 1, 50);
+        else
+            return usage("bench startup: unexpected argument " + args[i]);
+    }
+    std::vector<double> seconds;
+    for (int r = 0; r < repeat; ++r) {
+        const std::string command = "QT_QPA_PLATFORM=${QT_QPA_PLATFORM:-offscreen} \"" + vireo + "\" --measure-startup 2>/dev/null";
+        FILE* p = ::popen(command.c_str(), "r");
+        if (!p)
+            return usage("bench startup: cannot run " + vireo);
+        char line[256];
+        double value = -1;
+        while (std::fgets(line, sizeof line, p))
+            if (std::sscanf(line, "startup_seconds %lf", &value) == 1)
+                break;
+        ::pclose(p);
+        if (value < 0)
+            return usage("bench startup: " + vireo + " printed no startup time");
+        seconds.push_back(value);
+    }
+    std::sort(seconds.begin(), seconds.end());
+    std::printf("bench startup: %s to a usable window, median of %d: %.3f s (min %.3f, max %.3f; goal < 1.5 s: %s)\n", vireo.c_str(), repeat,
+        seconds[seconds.size() / 2], seconds.front(), seconds.back(), seconds[seconds.size() / 2] < 1.5 ? "met" : "NOT met");
     return 0;
 }

@@ -5,3 +5,7 @@
 
 // vireo-cli generate: text to an MP4 with sound through the LTX-2 pipeline.
 int runGenerate(const std::vector<std::string>& args);
+// vireo-cli bench runtime: the engine's overhead over calling the pipeline directly.
+int runBenchRuntime(const std::vector<std::string>& args);
+// vireo-cli bench startup: the window's cold start, from process start to a usable window.
+int runBenchStartup(const std::vector<std::string>& args, const char* self);

@@ -46,6 +46,10 @@ commands:
   bench gpu-dequant [--rows R] [--cols C] [--repeat N] [--json]
                                every representation dequantized on the CUDA device
                                next to a device copy of the same output
+  bench runtime --model PATH [--size WxHxF] [--repeat N] [--json]
+                               the studio's engine against calling the pipeline directly
+  bench startup [--vireo PATH] [--repeat N]
+                               the window's cold start to a usable window
   bench gpu [--python PY] [...]
                                the GPU benchmark: real-width LTX-2.3 transformer against
                                diffusers, VAE decode, dequantization (bench_gpu.py --help)
@@ -243,6 +247,12 @@ int runBench(const std::vector<std::string>& args, const char* self)
 {
     if (!args.empty() && args[0] == "gpu-dequant")
         return runBenchGpuDequant(args);
+#ifdef VIREO_HAS_CORE
+    if (!args.empty() && args[0] == "runtime")
+        return runBenchRuntime(args);
+    if (!args.empty() && args[0] == "startup")
+        return runBenchStartup(args, self);
+#endif
     if (!args.empty() && args[0] == "gpu") {
         // The GPU benchmark drives diffusers and this program from a script (one device call).
         std::string python = "python3", extra;

@@ -10,8 +10,38 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QTimer>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
+
+namespace {
+
+// Seconds since the kernel started this process, so the figure includes loading the shared
+// libraries (libtorch among them) before main().
+double processAgeSeconds()
+{
+    std::ifstream stat("/proc/self/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');
+    std::istringstream fields(close == std::string::npos ? std::string() : text.substr(close + 2));
+    std::string field;
+    unsigned long long startTicks = 0;
+    for (int i = 3; i <= 22 && fields >> field; ++i)
+        if (i == 22)
+            startTicks = std::stoull(field);
+    double uptime = 0;
+    std::ifstream("/proc/uptime") >> uptime;
+    return uptime - static_cast<double>(startTicks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -31,6 +61,9 @@ int main(int argc, char** argv)
     parser.setApplicationDescription(QStringLiteral("Vireo Studio: local image and video generation"));
     parser.addHelpOption();
     parser.addVersionOption();
+    const QCommandLineOption measureStartup(QStringLiteral("measure-startup"),
+        QStringLiteral("Print the seconds from process start to a usable window, then quit (vireo-cli bench startup)"));
+    parser.addOption(measureStartup);
     parser.addPositionalArgument(QStringLiteral("model"), QStringLiteral("A model file or folder to open on the Models page"),
         QStringLiteral("[model]"));
     parser.process(app);
@@ -53,5 +86,13 @@ int main(int argc, char** argv)
         window.modelsPage()->openPath(parser.positionalArguments().constFirst());
     }
     window.show();
+    if (parser.isSet(measureStartup)) {
+        // Usable: the window is shown and the event loop has handled its first events.
+        QTimer::singleShot(0, &app, [&app] {
+            std::printf("startup_seconds %.4f\n", processAgeSeconds());
+            std::fflush(stdout);
+            app.quit();
+        });
+    }
     return QApplication::exec();
 }
