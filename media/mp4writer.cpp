@@ -26,9 +26,8 @@ std::string avError(int code)
     return text;
 }
 
-// 0 or an errno. Atomic where the filesystem allows: RENAME_NOREPLACE, else a hard link
-// (which also refuses an existing name); FAT-like volumes have neither, and get a check
-// right before the rename.
+} // namespace
+
 int moveWithoutReplacing(const std::filesystem::path& from, const std::filesystem::path& to)
 {
     if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0)
@@ -46,7 +45,6 @@ int moveWithoutReplacing(const std::filesystem::path& from, const std::filesyste
     return std::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
 }
 
-} // namespace
 
 struct Mp4Writer::Impl {
     std::filesystem::path path, tmp;

@@ -28,6 +28,11 @@ struct AudioStreamSpec {
 // ffmpeg program). The file is written under a temporary name next to the target and moved
 // into place by finish(), so an interrupted or failed write never leaves a truncated file
 // where the user expects a video, and never replaces an existing one.
+// Moves a finished file into place, never over an existing one: 0 or an errno (EEXIST when
+// the name is taken). Atomic where the filesystem allows (RENAME_NOREPLACE, else a hard
+// link); FAT-like volumes have neither and get a check right before the rename.
+int moveWithoutReplacing(const std::filesystem::path& from, const std::filesystem::path& to);
+
 class Mp4Writer {
 public:
     ~Mp4Writer();

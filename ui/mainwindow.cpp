@@ -9,7 +9,7 @@
 #include "ui/pages/generatepage.h"
 #include "ui/pages/modelspage.h"
 #include "ui/pages/settingspage.h"
-#include "ui/pages/simplepages.h"
+#include "ui/pages/gallerypage.h"
 
 #include <QAction>
 #include <QCloseEvent>
@@ -33,6 +33,7 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
     , m_models(new ModelsPage(studio->downloads()))
     , m_downloads(new DownloadsPage(studio->downloads()))
     , m_generate(new GeneratePage(studio))
+    , m_gallery(new GalleryPage(studio->gallery()))
     , m_settingsPage(new SettingsPage(studio->settings()))
 {
     m_models->catalogPanel()->setCacheManager(studio->cache());
@@ -53,7 +54,7 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
         {tr("Models"), QStyle::SP_DriveHDIcon, m_models, tr("Open and inspect models (Ctrl+1)")},
         {tr("Downloads"), QStyle::SP_ArrowDown, m_downloads, tr("Plans and downloads from the Hub (Ctrl+2)")},
         {tr("Generate"), QStyle::SP_MediaPlay, m_generate, tr("Make images and video (Ctrl+3)")},
-        {tr("Gallery"), QStyle::SP_FileDialogContentsView, new GalleryPage, tr("Your outputs (Ctrl+4)")},
+        {tr("Gallery"), QStyle::SP_FileDialogContentsView, m_gallery, tr("Your outputs (Ctrl+4)")},
         {tr("Settings"), QStyle::SP_FileDialogDetailedView, m_settingsPage, tr("Cache, Hub, token and trusted repos (Ctrl+5)")},
     };
     int index = 0;
@@ -105,6 +106,13 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
     connect(m_generate, &GeneratePage::outputFinished, this, [this](const QString& path) {
         statusBar()->showMessage(tr("Saved %1").arg(path), 10000);
     });
+    connect(m_gallery, &GalleryPage::generateRequested, this, [this](const output::Recipe& recipe, bool vary) {
+        QString why;
+        if (!m_generate->applyRecipe(recipe, vary, &why))
+            statusBar()->showMessage(why, 15000);
+        showPage(Page::Generate);
+    });
+    connect(m_gallery, &GalleryPage::message, this, [this](const QString& text) { statusBar()->showMessage(text, 8000); });
     connect(m_models, &ModelsPage::taskOpened, this, [this](const QString& key) {
         m_downloads->showTask(key);
         showPage(Page::Downloads);

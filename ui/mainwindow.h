@@ -18,6 +18,7 @@ namespace vireo::ui {
 class ModelsPage;
 class DownloadsPage;
 class GeneratePage;
+class GalleryPage;
 class SettingsPage;
 
 // The studio's frame: a navigation sidebar and one page per area. Remembers its geometry
@@ -35,6 +36,7 @@ public:
     ModelsPage* modelsPage() const { return m_models; }
     DownloadsPage* downloadsPage() const { return m_downloads; }
     GeneratePage* generatePage() const { return m_generate; }
+    GalleryPage* galleryPage() const { return m_gallery; }
     core::Studio* studio() const { return m_studio; }
     SettingsPage* settingsPage() const { return m_settingsPage; }
     hub::DownloadManager* downloads() const { return m_manager; }
@@ -53,6 +55,7 @@ private:
     ModelsPage* m_models;
     DownloadsPage* m_downloads;
     GeneratePage* m_generate;
+    GalleryPage* m_gallery;
     SettingsPage* m_settingsPage;
 };
 

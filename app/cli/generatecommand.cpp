@@ -4,9 +4,11 @@
 
 #include "app/cli/args.h"
 #include "core/catalog/catalog.h"
+#include "core/gallery/gallerystore.h"
 #include "core/output/recipe.h"
 #include "core/runtime/defaults.h"
 #include "core/runtime/engine.h"
+#include "core/studio/studio.h"
 #include "core/util/logging.h"
 #include "inference/util/format.h"
 
@@ -43,10 +45,11 @@ int usage(const std::string& message)
         "         [--negative TEXT] [--frames N] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
         "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
-        "         [--force] [--json] [--repeat N]\n"
+        "         [--force] [--json] [--repeat N] [--no-gallery]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
         "  --repeat N runs the request N times in one process (timings of warm runs); the video of the last is written\n"
-        "  --force runs although the memory plan says the model does not fit\n", message.c_str());
+        "  --force runs although the memory plan says the model does not fit\n"
+        "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n", message.c_str());
     return 2;
 }
 
@@ -70,12 +73,16 @@ int runGenerate(const std::vector<std::string>& args)
     std::optional<std::int64_t> width, height, frames, seed;
     std::optional<double> fps, guidance, audioGuidance, rescale;
     std::optional<int> steps;
-    bool asJson = false, force = false;
+    bool asJson = false, force = false, recordInGallery = true;
     int repeat = 1;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
         if (a == "--json") {
             asJson = true;
+            continue;
+        }
+        if (a == "--no-gallery") {
+            recordInGallery = false;
             continue;
         }
         if (a == "--force") {
@@ -120,7 +127,7 @@ int runGenerate(const std::vector<std::string>& args)
             if (auto n = integer(1, 1000))
                 steps = static_cast<int>(*n);
         } else if (a == "--seed")
-            seed = integer(0, (1ll << 53));
+            seed = integer(0, 2147483647);  // what the studio's Generate page holds, so every recipe can be made again there
         else if (a == "--guidance")
             guidance = real(0, 100);
         else if (a == "--audio-guidance")
@@ -300,6 +307,15 @@ int runGenerate(const std::vector<std::string>& args)
         runs.push_back(phases);
     }
     const auto last = engine.job(ids.back());
+    if (recordInGallery) {
+        // The studio notices the new row within seconds; a gallery that cannot be written is
+        // a warning, the video itself is done.
+        auto store = vireo::gallery::GalleryStore::open(vireo::core::Studio::galleryDatabaseFile());
+        auto added = store ? (*store)->add(QString::fromStdString(out), last->recipe) : vireo::Result<qint64>(store.error());
+        if (!added)
+            std::fprintf(stderr, "vireo-cli: warning: %s was written but not listed in the gallery: %s\n", out.c_str(),
+                added.error().message.c_str());
+    }
     const double total = std::chrono::duration<double>(Clock::now() - started).count();
     if (asJson) {
         nlohmann::json phases = last->recipe.secondsPerPhase;

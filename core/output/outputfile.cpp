@@ -8,9 +8,12 @@
 #include <QDir>
 #include <QDirIterator>
 #include <QFileInfo>
+#include <QImage>
+#include <QImageWriter>
 
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sys/stat.h>
@@ -172,6 +175,35 @@ Result<void> writeVideo(const std::filesystem::path& path, const facade::VideoRe
         return r.error();
     if (progress)
         progress(video.frameCount + 1, video.frameCount + 1);
+    return {};
+}
+
+Result<void> writeImage(const std::filesystem::path& path, const QImage& image, const Recipe& recipe)
+{
+    if (image.isNull())
+        return makeError(ErrorCode::InvalidArgument, path.string() + ": no image to write");
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0)
+        return makeError(ErrorCode::InvalidArgument, path.string() + " exists; outputs are never overwritten");
+    const auto tmp = path.parent_path() / ("." + path.filename().string() + ".part");
+    QImageWriter writer(QString::fromStdString(tmp.string()), "png");
+    Recipe asImage = recipe;
+    asImage.kind = "image";
+    asImage.frames = 1;
+    const auto text = asImage.toJson();
+    writer.setText(QStringLiteral("vireo_recipe"), QString::fromStdString(text));
+    writer.setText(QStringLiteral("Description"), QString::fromStdString(truncatedUtf8(recipe.prompt, 2000)));
+    writer.setText(QStringLiteral("Software"), QString::fromStdString(recipe.app));
+    std::error_code ignored;
+    if (!writer.write(image)) {
+        std::filesystem::remove(tmp, ignored);
+        return makeError(ErrorCode::Io, path.string() + ": the image could not be written (" + writer.errorString().toStdString()
+                + "; is the disk full?)");
+    }
+    if (const int err = media::moveWithoutReplacing(tmp, path); err != 0) {
+        std::filesystem::remove(tmp, ignored);
+        return makeError(ErrorCode::Io, path.string() + ": " + std::strerror(err));
+    }
     return {};
 }
 

@@ -12,6 +12,8 @@
 #include <stop_token>
 #include <vector>
 
+class QImage;
+
 namespace vireo::output {
 
 // A file's SHA-256. A file in the Hugging Face cache is named by its SHA-256 already (the
@@ -31,5 +33,10 @@ Result<std::filesystem::path> freshOutputPath(const std::filesystem::path& folde
 // or a failure leaves nothing behind. progress(done, total) counts frames.
 Result<void> writeVideo(const std::filesystem::path& path, const facade::VideoResult& video, const Recipe& recipe,
                         const std::function<void(std::int64_t, std::int64_t)>& progress = {}, std::stop_token stop = {});
+
+// PNG with the recipe in a `vireo_recipe` text chunk (and the prompt as its Description), so
+// a copied image keeps how it was made. Written under a temporary name and moved into place;
+// never replaces an existing file.
+Result<void> writeImage(const std::filesystem::path& path, const QImage& image, const Recipe& recipe);
 
 } // namespace vireo::output

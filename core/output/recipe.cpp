@@ -43,7 +43,7 @@ std::size_t validSequence(const std::string& s, std::size_t i)
 const std::set<std::string>& knownKeys()
 {
     static const std::set<std::string> keys{"recipe_version", "app", "kind", "pipeline", "family", "variant", "model_version", "repo",
-        "commit", "model_title", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
+        "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "loras",
         "seconds", "created"};
     return keys;
@@ -145,6 +145,7 @@ std::string Recipe::toJson() const
     j["repo"] = repo;
     j["commit"] = commit;
     j["model_title"] = modelTitle;
+    j["model_key"] = modelKey;
     j["files"] = files_;
     j["prompt"] = prompt;
     j["negative_prompt"] = negativePrompt;
@@ -216,6 +217,7 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
     rd.get("repo", r.repo);
     rd.get("commit", r.commit);
     rd.get("model_title", r.modelTitle);
+    rd.get("model_key", r.modelKey);
     rd.get("prompt", r.prompt);
     rd.get("negative_prompt", r.negativePrompt);
     rd.get("seed", r.seed);

@@ -39,6 +39,7 @@ struct Recipe {
     std::string modelVersion;        // "2.3"
     std::string repo, commit;        // Hub origin when known
     std::string modelTitle;          // what the user picked, for display
+    std::string modelKey;            // the studio's key for it ("catalog:ltx-2.3/distilled-fp8", "local:...")
     std::vector<WeightFile> files;
     std::string prompt, negativePrompt;
     std::int64_t seed = 0;

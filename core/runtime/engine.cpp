@@ -603,6 +603,7 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     recipe.repo = g.model.repos.isEmpty() ? std::string() : g.model.repos.join(QLatin1Char(',')).toStdString();
     recipe.commit = g.model.commit.toStdString();
     recipe.modelTitle = g.model.title.toStdString();
+    recipe.modelKey = g.model.key.toStdString();
     progress(job, QStringLiteral("mux"), 0, g.request.frames + 1, tracker.update(QStringLiteral("mux"), 0, g.request.frames + 1, now()), true);
     recipe.files = output::describeWeightFiles(generator->files());
     recipe.prompt = g.request.prompt;

@@ -1,5 +1,6 @@
 #include "core/studio/studio.h"
 
+#include "core/gallery/gallery.h"
 #include "core/hub/cachemanager.h"
 #include "core/hub/downloadmanager.h"
 #include "core/runtime/engine.h"
@@ -9,6 +10,8 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QStandardPaths>
+
+#include <spdlog/spdlog.h>
 
 namespace vireo::core {
 
@@ -32,6 +35,17 @@ Studio::Studio(catalog::Catalog catalog, QObject* parent) : QObject(parent)
             files += e->filesInUse();
         return files;
     }, this);
+    m_gallery = new gallery::Gallery(galleryDatabaseFile(), m_settings->outputsFolder(), this);
+    QString error;
+    if (!m_gallery->open(&error))
+        spdlog::error("gallery: {}", error.toStdString());  // the Gallery page shows it too
+    connect(m_settings, &StudioSettings::changed, this, [this] {
+        const auto folder = m_settings->outputsFolder();
+        if (folder != m_gallery->outputsFolder()) {
+            m_gallery->setOutputsFolder(folder);
+            m_gallery->rescan();
+        }
+    });
 }
 
 Studio::~Studio()
@@ -44,9 +58,19 @@ Studio::~Studio()
 
 QString Studio::dataFolder() const
 {
+    return defaultDataFolder();
+}
+
+QString Studio::defaultDataFolder()
+{
     const auto folder = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
     QDir().mkpath(folder);
     return folder;
+}
+
+QString Studio::galleryDatabaseFile()
+{
+    return QDir(defaultDataFolder()).filePath(QStringLiteral("gallery.sqlite"));
 }
 
 runtime::Engine* Studio::engine(const QString& deviceIn)
@@ -61,6 +85,13 @@ runtime::Engine* Studio::engine(const QString& deviceIn)
     o.appName = QStringLiteral("vireo-studio ") + QCoreApplication::applicationVersion();
     auto* e = new runtime::Engine(std::move(o));
     m_engines[device] = e;
+    connect(e, &runtime::Engine::jobFinished, this, [this, e](quint64 id) {
+        const auto job = e->job(id);
+        if (job && job->kind == runtime::JobKind::Generate && job->state == runtime::JobState::Done && !job->outputPath.isEmpty()
+            && m_gallery->isOpen())
+            // A row that cannot be written is reported by the gallery (problem); the file stays.
+            (void)m_gallery->add(job->outputPath, job->recipe);
+    });
     return e;
 }
 

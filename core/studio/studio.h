@@ -18,6 +18,9 @@ namespace vireo::hub {
 class CacheManager;
 class DownloadManager;
 }
+namespace vireo::gallery {
+class Gallery;
+}
 namespace vireo::runtime {
 class Engine;
 class ModelResolver;
@@ -38,10 +41,15 @@ public:
     hub::DownloadManager* downloads() const { return m_downloads; }
     runtime::ModelResolver* models() const { return m_models; }
     hub::CacheManager* cache() const { return m_cache; }
+    // Every output kept: finished generations of every engine are added as they land.
+    gallery::Gallery* gallery() const { return m_gallery; }
     // The engine of a device ("cpu", "cuda:0"; empty: the settings' device), created on first use.
     runtime::Engine* engine(const QString& device = {});
     // Where the studio keeps its own data (remembered run times, the gallery).
     QString dataFolder() const;
+    static QString defaultDataFolder();
+    // The gallery database both the studio and vireo-cli generate record into.
+    static QString galleryDatabaseFile();
 
 private:
     explicit Studio(catalog::Catalog catalog, QObject* parent);
@@ -50,6 +58,7 @@ private:
     hub::DownloadManager* m_downloads = nullptr;
     runtime::ModelResolver* m_models = nullptr;
     hub::CacheManager* m_cache = nullptr;
+    gallery::Gallery* m_gallery = nullptr;
     std::map<QString, runtime::Engine*> m_engines;
 };
 

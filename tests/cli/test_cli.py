@@ -158,6 +158,13 @@ def test_generate(tmp_dir="/tmp"):
               and recipe["prompt"].startswith("a red fox") and recipe["model_version"] == "2.3"
               and all(len(f["sha256"]) == 64 for f in recipe["files"]) and recipe["frames"] == 17)
         check("generate: ffprobe reads both streams, 17 frames, 0.708 s and the recipe", ok, probe.stdout[:600])
+        # The studio's gallery lists it with its recipe (the window notices the row by polling).
+        import sqlite3
+        db = Path(os.environ["XDG_DATA_HOME"]) / "Vireo" / "vireo" / "gallery.sqlite"
+        rows = sqlite3.connect(db).execute("SELECT seed, frames, recipe FROM outputs WHERE path = ?", (str(out.resolve()),)).fetchall() \
+            if db.exists() else []
+        check("generate lists the video in the gallery", len(rows) == 1 and rows[0][0] == 7 and rows[0][1] == 17
+              and json.loads(rows[0][2])["prompt"].startswith("a red fox"), f"{db}: {rows}")
     p = run("generate", "--model", root / "diffusers", "--prompt", "again", "--frames", 9, "--width", 96, "--height", 64, "--out", out)
     check("generate never overwrites an output", p.returncode == 1 and "exists" in p.stderr, p.stderr)
     out.unlink(missing_ok=True)

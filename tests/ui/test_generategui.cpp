@@ -3,6 +3,7 @@
 // outputs folder that ffprobe reads, playing in place. Also: inline validation, cancel, the
 // queue, and screenshots of the page mid-run and done (when VIREO_SCREENSHOT_DIR is set).
 #include "core/settings/studiosettings.h"
+#include "core/gallery/gallery.h"
 #include "core/studio/studio.h"
 #include "tests/ui/studiowindow.h"
 #include "ui/pages/generatepage.h"
@@ -66,6 +67,8 @@ private slots:
         QApplication::setOrganizationName(QStringLiteral("VireoTest"));
         QApplication::setApplicationName(QStringLiteral("vireo-generate-test"));
         QSettings().clear();
+        for (const auto* suffix : {"", "-wal", "-shm"})
+            QFile::remove(vireo::core::Studio::galleryDatabaseFile() + QString::fromLatin1(suffix));
         QVERIFY(m_work.isValid());
         QSettings().setValue(QStringLiteral("hub/cacheDir"), m_work.filePath(QStringLiteral("cache")));
         QSettings().setValue(QStringLiteral("hub/offline"), true);
@@ -139,6 +142,11 @@ private slots:
         QCOMPARE(recipe.object().value(QStringLiteral("width")).toInt(), 128);
         QCOMPARE(recipe.object().value(QStringLiteral("seed")).toInteger(), child<QSpinBox>(page, "seed")->value());
         QVERIFY(recipe.object().value(QStringLiteral("prompt")).toString().startsWith(QStringLiteral("a red fox")));
+
+        // The gallery lists it as it lands, with its recipe.
+        auto* gallery = w->studio()->gallery();
+        QTRY_VERIFY_WITH_TIMEOUT(std::any_of(gallery->items().begin(), gallery->items().end(),
+                                     [&](const auto& i) { return i.path == out && i.hasRecipe; }), 5000);
 
         // The clip plays in place.
         QVERIFY(page->player());

@@ -1,5 +1,7 @@
 #include "ui/pages/generatepage.h"
 
+#include "ui/widgets/videoview.h"
+
 #include "core/runtime/defaults.h"
 #include "core/runtime/engine.h"
 #include "core/settings/studiosettings.h"
@@ -37,7 +39,6 @@
 #include <QTimer>
 #include <QUrl>
 #include <QVBoxLayout>
-#include <QVideoWidget>
 
 namespace vireo::ui {
 
@@ -104,7 +105,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
       m_schedule(new QComboBox), m_steps(new QSpinBox), m_guidance(new QDoubleSpinBox), m_audioGuidance(new QDoubleSpinBox),
       m_rescale(new QDoubleSpinBox), m_randomSeed(new QCheckBox(tr("New seed each time"))), m_seed(new QSpinBox), m_placement(new QComboBox),
       m_memory(new QLabel), m_notes(new QLabel), m_generate(new QPushButton(tr("Generate"))), m_cancel(new QPushButton(tr("Cancel"))),
-      m_preview(new QLabel), m_phase(new QLabel), m_progress(new QProgressBar), m_eta(new QLabel), m_video(new QVideoWidget),
+      m_preview(new QLabel), m_phase(new QLabel), m_progress(new QProgressBar), m_eta(new QLabel), m_video(new VideoView),
       m_player(nullptr), m_audio(nullptr), m_play(new QPushButton(tr("Play"))), m_position(new QSlider(Qt::Horizontal)),
       m_result(new QLabel), m_openFolder(new QPushButton(tr("Show in folder"))), m_queue(new QListWidget),
       m_cancelSelected(new QPushButton(tr("Cancel selected"))), m_planTimer(new QTimer(this))
@@ -387,7 +388,7 @@ void GeneratePage::ensurePlayer()
     if (m_player)
         return;
     m_player = new QMediaPlayer(this);
-    m_player->setVideoOutput(m_video);
+    m_player->setVideoSink(m_video->videoSink());
     // Qt 6.4's FFmpeg backend writes to a null device when no audio output exists (a crash):
     // without one, the clip plays silently and the page says why.
     if (!QMediaDevices::defaultAudioOutput().isNull()) {
@@ -751,8 +752,47 @@ void GeneratePage::addLocalModel()
     selectModel(QStringLiteral("local:") + model);
 }
 
-void GeneratePage::applyRecipe(const output::Recipe& r, bool vary)
+bool GeneratePage::selectModelFor(const output::Recipe& r, QString* why)
 {
+    QStringList keys;
+    if (!r.modelKey.empty())
+        keys << QString::fromStdString(r.modelKey);
+    if (!r.family.empty() && !r.variant.empty())
+        keys << QStringLiteral("catalog:") + QString::fromStdString(r.family + "/" + r.variant);
+    for (const auto& key : keys)
+        if (selectModel(key))
+            return true;
+    // A local model no longer listed (or one vireo-cli used): listed again while its files exist.
+    for (const auto& key : keys) {
+        if (!key.startsWith(QStringLiteral("local:")))
+            continue;
+        const auto entry = key.mid(6);
+        bool present = true;
+        for (const auto& part : entry.split(QLatin1Char('|'), Qt::SkipEmptyParts))
+            present = present && QFileInfo::exists(part.startsWith(QStringLiteral("te=")) ? part.mid(3) : part);
+        if (!present)
+            continue;
+        m_studio->settings()->addLocalModel(entry);
+        refreshModels();
+        if (selectModel(key))
+            return true;
+    }
+    if (why)
+        *why = tr("The model that made it (%1) is not available here: download it on the Models page or add its files, then choose it above.")
+                   .arg(QString::fromStdString(r.modelTitle.empty() ? r.pipeline : r.modelTitle));
+    return false;
+}
+
+bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
+{
+    // The model first: choosing one applies its family's defaults, which the recipe then overrides.
+    QString reason;
+    const bool found = selectModelFor(r, &reason);
+    if (!found) {
+        m_modelStatus->setText(reason);
+        if (why)
+            *why = reason;
+    }
     const QSignalBlocker a(m_width), b(m_height), c(m_frames), e(m_fps), f(m_steps), g(m_guidance), h(m_audioGuidance), i(m_rescale),
         j(m_schedule);
     m_prompt->setPlainText(QString::fromStdString(r.prompt));
@@ -767,10 +807,22 @@ void GeneratePage::applyRecipe(const output::Recipe& r, bool vary)
     m_audioGuidance->setValue(r.audioGuidance);
     m_rescale->setValue(r.guidanceRescale);
     m_randomSeed->setChecked(vary);
+    if (!vary && (r.seed < 0 || r.seed > m_seed->maximum())) {
+        // Never a silently different seed: the same seed or a clear word.
+        reason = tr("The recipe's seed %1 is outside 0 to %2, which this page holds; a new seed is used.").arg(r.seed).arg(m_seed->maximum());
+        m_modelStatus->setText(reason);
+        if (why)
+            *why = reason;
+        m_randomSeed->setChecked(true);
+        validate();
+        m_planTimer->start();
+        return false;
+    }
     if (!vary)
-        m_seed->setValue(static_cast<int>(std::clamp<std::int64_t>(r.seed, 0, std::numeric_limits<int>::max())));
+        m_seed->setValue(static_cast<int>(r.seed));
     validate();
     m_planTimer->start();
+    return found;
 }
 
 } // namespace vireo::ui

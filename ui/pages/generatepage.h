@@ -19,13 +19,14 @@ class QPushButton;
 class QSlider;
 class QSpinBox;
 class QTimer;
-class QVideoWidget;
 
 namespace vireo::core {
 class Studio;
 }
 
 namespace vireo::ui {
+
+class VideoView;
 
 // Prompt, settings and live progress: the page that makes videos. It queues jobs on the
 // engine of the chosen device and shows the running one (phase, ETA, a strip of previews),
@@ -35,9 +36,11 @@ class GeneratePage : public QWidget {
 public:
     explicit GeneratePage(core::Studio* studio, QWidget* parent = nullptr);
 
-    // Fills every field from a recipe (Generate again / Vary from the gallery); a new seed
-    // when vary is set.
-    void applyRecipe(const output::Recipe& recipe, bool vary);
+    // Fills every field from a recipe (Generate again / Vary from the gallery), a new seed when
+    // vary is set, and chooses the model that made it; false (with the reason) when that model
+    // is not available here (the fields are filled all the same).
+    bool applyRecipe(const output::Recipe& recipe, bool vary, QString* why = nullptr);
+    bool selectModelFor(const output::Recipe& recipe, QString* why = nullptr);
     // Selects a model by key ("catalog:ltx-2.3/distilled-fp8", "local:/path"); false if absent.
     bool selectModel(const QString& key);
     // The current inputs are valid and a ready model is chosen.
@@ -106,7 +109,7 @@ private:
     QLabel* m_phase;
     QProgressBar* m_progress;
     QLabel* m_eta;
-    QVideoWidget* m_video;
+    VideoView* m_video;
     QMediaPlayer* m_player;
     QAudioOutput* m_audio;
     QPushButton* m_play;

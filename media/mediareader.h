@@ -1,0 +1,41 @@
+#pragma once
+
+// Reading outputs back through the FFmpeg libraries: what a video file holds (streams, size,
+// duration, container tags such as the recipe) and a frame at a given time, for gallery
+// thumbnails and re-import. Files are treated as hostile: a damaged or truncated file gives
+// an error naming it, never a crash.
+
+#include "inference/util/result.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vireo::media {
+
+struct MediaInfo {
+    bool hasVideo = false, hasAudio = false;
+    int width = 0, height = 0;
+    double fps = 0;
+    double durationSeconds = 0;
+    std::int64_t frames = 0;  // from the stream header when known, else duration x fps
+    std::string videoCodec, audioCodec;
+    int sampleRate = 0, channels = 0;
+    std::map<std::string, std::string> tags;  // container metadata ("comment", "vireo_recipe", ...)
+    std::string damage;  // why the file is incomplete (an MP4 cut short); empty when whole
+};
+
+Result<MediaInfo> probeMedia(const std::filesystem::path& path);
+
+struct RgbImage {
+    int width = 0, height = 0;
+    std::vector<std::uint8_t> rgb;  // height x width x 3
+};
+
+// The first frame at or after `seconds` (clamped to the stream), scaled so its width is at
+// most maxWidth (aspect kept, even sizes).
+Result<RgbImage> frameAt(const std::filesystem::path& path, double seconds, int maxWidth);
+
+} // namespace vireo::media

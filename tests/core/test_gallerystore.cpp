@@ -1,0 +1,411 @@
+// The gallery's store against real files and a real SQLite database: migration from a stored
+// v1 database, recipe round trips (stored samples from every version), outputs carrying their
+// recipe (MP4 tags, PNG text chunks), rescan adoption and missing files, thumbnails of damaged
+// files, a loop of writer processes killed with SIGKILL mid-write, and a full disk.
+#include "core/gallery/gallerystore.h"
+#include "core/output/outputfile.h"
+#include "core/output/recipe.h"
+#include "media/mp4writer.h"
+#include "tests/core/mediafixtures.h"
+
+#include <nlohmann/json.hpp>
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFile>
+#include <QGuiApplication>
+#include <QImage>
+#include <QPainter>
+#include <QProcess>
+#include <QRandomGenerator>
+#include <QScopeGuard>
+#include <QSqlDatabase>
+#include <QSqlQuery>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+#include <cstdio>
+#include <sys/mount.h>
+
+using namespace vireo;
+using gallery::GalleryStore;
+
+namespace {
+
+QString sourceFile(const QString& relative)
+{
+    return QDir(qEnvironmentVariable("VIREO_SOURCE_DIR")).filePath(relative);
+}
+
+std::string readText(const QString& path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll().toStdString() : std::string();
+}
+
+output::Recipe sampleRecipe(std::int64_t seed, const std::string& prompt)
+{
+    output::Recipe r;
+    r.app = "vireo-studio test";
+    r.modelTitle = "LTX-2.3 · tiny";
+    r.modelKey = "local:/models/tiny";
+    r.modelVersion = "2.3";
+    r.prompt = prompt;
+    r.seed = seed;
+    r.steps = 8;
+    r.width = 96;
+    r.height = 64;
+    r.frames = 9;
+    r.fps = 24;
+    r.created = "2026-11-30T12:00:00Z";
+    r.files.push_back({"/models/tiny/transformer.safetensors", 1234, std::string(64, 'a')});
+    r.secondsPerPhase = {{"denoise", 1.5}, {"decode video", 0.25}};
+    return r;
+}
+
+using test::writeClip;
+
+// The child side of the kill -9 loop: records rows (with thumbnails) as fast as it can and
+// prints each path once its transaction committed.
+int writerLoop(const QString& database, const QString& folder)
+{
+    auto store = GalleryStore::open(database);
+    if (!store) {
+        std::fprintf(stderr, "%s\n", store.error().message.c_str());
+        return 1;
+    }
+    QByteArray blob(48 * 1024, '\0');
+    for (int i = 0;; ++i) {
+        const QString path = QDir(folder).filePath(QStringLiteral("out-%1-%2.mp4").arg(QCoreApplication::applicationPid()).arg(i));
+        auto id = (*store)->add(path, sampleRecipe(i, std::string(200 + i % 700, 'p')));
+        if (!id)
+            return 2;
+        std::printf("committed %s\n", path.toUtf8().constData());
+        std::fflush(stdout);
+        for (auto& c : blob)
+            c = static_cast<char>(QRandomGenerator::global()->generate());
+        if (!(*store)->setThumbnail(*id, blob))
+            return 3;
+        if (i % 5 == 0) {
+            // Either way after this line, certainly gone after the next.
+            std::printf("removing %s\n", path.toUtf8().constData());
+            std::fflush(stdout);
+            if (!(*store)->remove(*id))
+                return 4;
+            std::printf("removed %s\n", path.toUtf8().constData());
+            std::fflush(stdout);
+        }
+    }
+}
+
+} // namespace
+
+class TestGalleryStore : public QObject {
+    Q_OBJECT
+private slots:
+    void recipeSamplesLoad()
+    {
+        // Written by vireo-cli generate before the recipe type existed (no recipe_version).
+        auto v0 = output::Recipe::fromJson(readText(sourceFile(QStringLiteral("tests/core/data/recipe-v0.json"))));
+        QVERIFY2(v0.ok(), v0.ok() ? "" : v0.error().message.c_str());
+        QCOMPARE(v0->version, 0);
+        QCOMPARE(v0->seed, 7);
+        QCOMPARE(v0->steps, 8);
+        QCOMPARE(v0->sigmas.size(), std::size_t(9));
+        QCOMPARE(v0->files.size(), std::size_t(2));
+        QCOMPARE(v0->files[1].bytes, 22630400);
+        QCOMPARE(v0->modelVersion, std::string("2.3"));
+        QCOMPARE(v0->width, 96);
+        QCOMPARE(v0->kind, std::string("video"));
+
+        auto v1 = output::Recipe::fromJson(readText(sourceFile(QStringLiteral("tests/core/data/recipe-v1.json"))));
+        QVERIFY2(v1.ok(), v1.ok() ? "" : v1.error().message.c_str());
+        QCOMPARE(v1->version, 1);
+        QCOMPARE(v1->modelKey, std::string("catalog:ltx-2.3/distilled-fp8"));
+        QCOMPARE(v1->loras.size(), std::size_t(1));
+        QCOMPARE(v1->loras[0].strength, 0.8);
+        QCOMPARE(v1->secondsPerPhase.at("denoise"), 18.9);
+        QCOMPARE(v1->seed, 1234567);
+        // A key this version does not know survives a round trip.
+        const auto again = output::Recipe::fromJson(v1->toJson());
+        QVERIFY(again.ok());
+        QCOMPARE(nlohmann::json::parse(again->toJson()).at("future_option").at("nested").size(), std::size_t(3));
+        QCOMPARE(again->toJson(), v1->toJson());
+        QCOMPARE(again->prompt, v1->prompt);
+
+        // Wrong types name the field; hostile nesting is refused before parsing.
+        auto bad = output::Recipe::fromJson(R"({"recipe_version":1,"seed":"seven"})");
+        QVERIFY(!bad.ok());
+        QVERIFY2(QString::fromStdString(bad.error().message).contains(QStringLiteral("seed")), bad.error().message.c_str());
+        QVERIFY(!output::Recipe::fromJson(std::string(5000, '[') + std::string(5000, ']')).ok());
+    }
+
+    void migratesStoredV1Database()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("gallery.sqlite"));
+        QVERIFY(QFile::copy(sourceFile(QStringLiteral("tests/core/data/gallery-v1.sqlite")), file));
+        QFile::setPermissions(file, QFile::ReadOwner | QFile::WriteOwner);
+        auto store = GalleryStore::open(file);
+        QVERIFY2(store.ok(), store.ok() ? "" : store.error().message.c_str());
+        QCOMPARE((*store)->schemaVersion(), GalleryStore::kSchemaVersion);
+        const auto items = (*store)->items();
+        QCOMPARE(items.size(), 3);
+        // Newest first; the new columns filled from the recipes the v1 rows held.
+        QCOMPARE(items[0].prompt, QStringLiteral("A lighthouse on a cliff at dusk"));
+        QCOMPARE(items[0].width, 1280);
+        QCOMPARE(items[0].seed, 1234567);
+        QCOMPARE(items[0].family, QStringLiteral("ltx-2.3"));
+        QVERIFY(items[0].hasRecipe);
+        QVERIFY(items[0].recipeJson.isEmpty());  // the list leaves the text out
+        QCOMPARE(items[1].seed, 7);
+        QCOMPARE(items[1].frames, 17);
+        QVERIFY(!items[2].hasRecipe);
+        const auto full = (*store)->item(items[0].id);
+        QVERIFY(full && output::Recipe::fromJson(full->recipeJson.toStdString()).ok());
+        QCOMPARE((*store)->integrityCheck(), QStringLiteral("ok"));
+        store->reset();
+        // Opened again: nothing to migrate, nothing lost.
+        auto reopened = GalleryStore::open(file);
+        QVERIFY(reopened.ok());
+        QCOMPARE((*reopened)->items().size(), 3);
+    }
+
+    void refusesNewerAndDamagedDatabases()
+    {
+        QTemporaryDir dir;
+        const QString newer = dir.filePath(QStringLiteral("newer.sqlite"));
+        {
+            auto s = GalleryStore::open(newer);
+            QVERIFY(s.ok());
+        }
+        {
+            auto db = QSqlDatabase::addDatabase(QStringLiteral("QSQLITE"), QStringLiteral("raw"));
+            db.setDatabaseName(newer);
+            QVERIFY(db.open());
+            QSqlQuery(db).exec(QStringLiteral("PRAGMA user_version=99"));
+            db.close();
+        }
+        QSqlDatabase::removeDatabase(QStringLiteral("raw"));
+        auto s = GalleryStore::open(newer);
+        QVERIFY(!s.ok());
+        QVERIFY2(QString::fromStdString(s.error().message).contains(QStringLiteral("newer Vireo")), s.error().message.c_str());
+
+        const QString junk = dir.filePath(QStringLiteral("junk.sqlite"));
+        QFile f(junk);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray(8192, 'x'));
+        f.close();
+        auto j = GalleryStore::open(junk);
+        QVERIFY(!j.ok());
+        QVERIFY2(QString::fromStdString(j.error().message).contains(junk), j.error().message.c_str());
+    }
+
+    void outputsCarryTheirRecipe()
+    {
+        QTemporaryDir dir;
+        const QString clip = dir.filePath(QStringLiteral("clip.mp4"));
+        writeClip(clip, sampleRecipe(41, "a heron lifts off a misty lake"));
+        QString problem;
+        const auto fromClip = gallery::readEmbeddedRecipe(clip, &problem);
+        QVERIFY2(fromClip.has_value(), qPrintable(problem));
+        QCOMPARE(fromClip->seed, 41);
+        QCOMPARE(fromClip->prompt, std::string("a heron lifts off a misty lake"));
+
+        QImage image(64, 48, QImage::Format_RGB32);
+        image.fill(QColor(30, 90, 160));
+        const QString png = dir.filePath(QStringLiteral("still.png"));
+        QVERIFY(output::writeImage(png.toStdString(), image, sampleRecipe(42, "a still life with pears")).ok());
+        auto again = output::writeImage(png.toStdString(), image, sampleRecipe(43, "over it"));
+        QVERIFY(!again.ok());  // never overwritten
+        QVERIFY(QDir(dir.path()).entryList(QStringList{QStringLiteral(".*part*")}, QDir::Hidden | QDir::Files).isEmpty());
+        const auto fromPng = gallery::readEmbeddedRecipe(png, &problem);
+        QVERIFY2(fromPng.has_value(), qPrintable(problem));
+        QCOMPARE(fromPng->seed, 42);
+
+        auto thumb = gallery::makeThumbnail(clip);
+        QVERIFY2(thumb.ok(), thumb.ok() ? "" : thumb.error().message.c_str());
+        QImage decoded;
+        QVERIFY(decoded.loadFromData(*thumb, "JPEG"));
+        QCOMPARE(decoded.size(), QSize(96, 64));
+        QVERIFY(gallery::makeThumbnail(png).ok());
+    }
+
+    void rescanAdoptsAndMarksMissing()
+    {
+        QTemporaryDir dir;
+        const QString outputs = dir.filePath(QStringLiteral("outputs"));
+        QDir().mkpath(outputs + QStringLiteral("/2026-11/deeper"));
+        writeClip(outputs + QStringLiteral("/with-recipe.mp4"), sampleRecipe(5, "adopted after a crash"));
+        writeClip(outputs + QStringLiteral("/plain.mp4"), std::nullopt);
+        writeClip(outputs + QStringLiteral("/2026-11/deeper/nested.mp4"), sampleRecipe(6, "nested"));
+        QImage image(32, 32, QImage::Format_RGB32);
+        image.fill(Qt::darkGreen);
+        QVERIFY(output::writeImage(QString(outputs + QStringLiteral("/still.png")).toStdString(), image, sampleRecipe(8, "still")).ok());
+        // Cut short: a copy interrupted, a disk that filled up.
+        QFile whole(outputs + QStringLiteral("/with-recipe.mp4"));
+        QVERIFY(whole.open(QIODevice::ReadOnly));
+        QFile cut(outputs + QStringLiteral("/truncated.mp4"));
+        QVERIFY(cut.open(QIODevice::WriteOnly));
+        cut.write(whole.read(whole.size() / 3));
+        cut.close();
+        QFile garbage(outputs + QStringLiteral("/garbage.png"));
+        QVERIFY(garbage.open(QIODevice::WriteOnly));
+        garbage.write("\x89PNG\r\n\x1a\n this is not an image");
+        garbage.close();
+        // Never listed: a file still being written, other files, a link out of the folder.
+        QFile::copy(outputs + QStringLiteral("/plain.mp4"), outputs + QStringLiteral("/.plain.mp4.part"));
+        QFile notes(outputs + QStringLiteral("/notes.txt"));
+        QVERIFY(notes.open(QIODevice::WriteOnly));
+        notes.close();
+        writeClip(dir.filePath(QStringLiteral("elsewhere.mp4")), std::nullopt);
+        QVERIFY(QFile::link(dir.filePath(QStringLiteral("elsewhere.mp4")), outputs + QStringLiteral("/link.mp4")));
+
+        auto store = GalleryStore::open(dir.filePath(QStringLiteral("gallery.sqlite")));
+        QVERIFY(store.ok());
+        auto added = (*store)->rescan(outputs);
+        QVERIFY2(added.ok(), added.ok() ? "" : added.error().message.c_str());
+        QHash<QString, gallery::GalleryItem> byName;
+        for (const auto& i : (*store)->items())
+            byName.insert(QFileInfo(i.path).fileName(), i);
+        QVERIFY2(byName.size() == 6 && *added == 6, qPrintable(QStringList(byName.keys()).join(QLatin1Char(' '))));
+        QVERIFY(byName[QStringLiteral("with-recipe.mp4")].hasRecipe);
+        QCOMPARE(byName[QStringLiteral("with-recipe.mp4")].seed, 5);
+        QCOMPARE(byName[QStringLiteral("with-recipe.mp4")].prompt, QStringLiteral("adopted after a crash"));
+        QVERIFY(byName[QStringLiteral("nested.mp4")].hasRecipe);
+        QCOMPARE(byName[QStringLiteral("still.png")].kind, QStringLiteral("image"));
+        QCOMPARE(byName[QStringLiteral("still.png")].seed, 8);
+        QVERIFY(!byName[QStringLiteral("plain.mp4")].hasRecipe);
+        QCOMPARE(byName[QStringLiteral("plain.mp4")].width, 96);  // sizes read from the file
+        QVERIFY(byName[QStringLiteral("plain.mp4")].frames >= 9);
+        for (const auto* damaged : {"truncated.mp4", "garbage.png"}) {
+            const auto& i = byName[QString::fromLatin1(damaged)];
+            if (i.thumbnailState != 2) {
+                // A file that probes fine but has no decodable frame fails at its thumbnail.
+                auto t = gallery::makeThumbnail(i.path);
+                QVERIFY2(!t.ok(), damaged);
+                QVERIFY2(QString::fromStdString(t.error().message).contains(QString::fromLatin1(damaged)), t.error().message.c_str());
+            } else {
+                QVERIFY2(i.problem.contains(QString::fromLatin1(damaged)), qPrintable(i.problem));
+            }
+        }
+        QCOMPARE(*(*store)->rescan(outputs), 0);  // nothing twice
+
+        QVERIFY(QFile::remove(outputs + QStringLiteral("/plain.mp4")));
+        QCOMPARE(*(*store)->rescan(outputs), 0);
+        QVERIFY((*store)->item(byName[QStringLiteral("plain.mp4")].id)->missing);
+        writeClip(outputs + QStringLiteral("/plain.mp4"), std::nullopt);
+        QCOMPARE(*(*store)->rescan(outputs), 0);
+        QVERIFY(!(*store)->item(byName[QStringLiteral("plain.mp4")].id)->missing);
+
+        // Relocating follows a moved file; forgetting removes the row only.
+        const QString moved = dir.filePath(QStringLiteral("moved.mp4"));
+        QVERIFY(QFile::rename(outputs + QStringLiteral("/2026-11/deeper/nested.mp4"), moved));
+        QVERIFY((*store)->relocate(byName[QStringLiteral("nested.mp4")].id, moved).ok());
+        QCOMPARE((*store)->item(byName[QStringLiteral("nested.mp4")].id)->path, moved);
+        QVERIFY((*store)->remove(byName[QStringLiteral("nested.mp4")].id).ok());
+        QVERIFY(QFileInfo::exists(moved));
+        QCOMPARE((*store)->integrityCheck(), QStringLiteral("ok"));
+    }
+
+    void survivesKilledWriters()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("gallery.sqlite"));
+        QSet<QString> committed, removing, removed;
+        int kills = 0;
+        for (int round = 0; round < 24; ++round) {
+            QProcess writer;
+            auto env = QProcessEnvironment::systemEnvironment();
+            env.insert(QStringLiteral("VIREO_GALLERY_WRITER"), file);
+            env.insert(QStringLiteral("VIREO_GALLERY_WRITER_DIR"), dir.path());
+            writer.setProcessEnvironment(env);
+            writer.start(QCoreApplication::applicationFilePath(), {});
+            QVERIFY(writer.waitForStarted());
+            // Anywhere from opening the database to deep in a run of commits.
+            QTest::qWait(static_cast<int>(QRandomGenerator::global()->bounded(20, 400)));
+            const bool wasRunning = writer.state() == QProcess::Running;
+            writer.kill();
+            QVERIFY(writer.waitForFinished(10000));
+            kills += wasRunning ? 1 : 0;
+            QVERIFY2(wasRunning, qPrintable(QString::fromUtf8(writer.readAllStandardError())));
+            for (const auto& line : QString::fromUtf8(writer.readAllStandardOutput()).split(QLatin1Char('\n'))) {
+                // A line cut by the kill was never completed: only whole lines count.
+                if (line.startsWith(QStringLiteral("committed ")) && line.endsWith(QStringLiteral(".mp4")))
+                    committed.insert(line.mid(10));
+                else if (line.startsWith(QStringLiteral("removing ")))
+                    removing.insert(line.mid(9));
+                else if (line.startsWith(QStringLiteral("removed ")) && line.endsWith(QStringLiteral(".mp4")))
+                    removed.insert(line.mid(8));
+            }
+            auto store = GalleryStore::open(file);
+            QVERIFY2(store.ok(), store.ok() ? "" : store.error().message.c_str());
+            QCOMPARE((*store)->integrityCheck(), QStringLiteral("ok"));
+            QSet<QString> present;
+            for (const auto& i : (*store)->items())
+                present.insert(i.path);
+            for (const auto& path : committed)
+                if (!removing.contains(path))
+                    QVERIFY2(present.contains(path), qPrintable(QStringLiteral("round %1: %2 was committed and is gone").arg(round).arg(path)));
+            for (const auto& path : removed)
+                QVERIFY2(!present.contains(path), qPrintable(path));
+        }
+        qInfo("%d writers killed with SIGKILL, %lld rows committed before the kills, database sound each time", kills,
+            static_cast<long long>(committed.size()));
+        QVERIFY(committed.size() > 24);
+    }
+
+    void fullDiskIsReportedAndNothingIsLost()
+    {
+        QTemporaryDir mountPoint;
+        QVERIFY2(::mount("tmpfs", mountPoint.path().toLocal8Bit().constData(), "tmpfs", 0, "size=1m") == 0,
+            "cannot mount a tmpfs for the disk-full test (needs root, as the CI machine has)");
+        const auto unmount = qScopeGuard([&] { ::umount2(mountPoint.path().toLocal8Bit().constData(), MNT_DETACH); });
+        QTemporaryDir dir;
+        const QString clip = dir.filePath(QStringLiteral("done.mp4"));
+        writeClip(clip, sampleRecipe(1, "kept"));
+        const auto clipBytes = QFileInfo(clip).size();
+        {
+            auto store = GalleryStore::open(mountPoint.filePath(QStringLiteral("gallery.sqlite")));
+            QVERIFY(store.ok());
+            auto first = (*store)->add(clip, sampleRecipe(1, "kept"));
+            QVERIFY(first.ok());
+            QFile filler(mountPoint.filePath(QStringLiteral("filler")));
+            QVERIFY(filler.open(QIODevice::WriteOnly));
+            const QByteArray chunk(4096, 'f');
+            while (filler.write(chunk) == chunk.size() && filler.flush()) {
+            }
+            filler.close();
+            // A thumbnail, then a row with a long prompt: both refused with a message that says so.
+            auto thumb = (*store)->setThumbnail(*first, QByteArray(256 * 1024, 't'));
+            QVERIFY(!thumb.ok());
+            QVERIFY2(QString::fromStdString(thumb.error().message).contains(QStringLiteral("disk is full")), thumb.error().message.c_str());
+            auto row = (*store)->add(dir.filePath(QStringLiteral("other.mp4")), sampleRecipe(2, std::string(300000, 'x')));
+            QVERIFY(!row.ok());
+            QVERIFY2(QString::fromStdString(row.error().message).contains(QStringLiteral("disk is full")), row.error().message.c_str());
+            QVERIFY2(QString::fromStdString(row.error().message).contains(QStringLiteral("output file is kept")), row.error().message.c_str());
+            QCOMPARE(QFileInfo(clip).size(), clipBytes);
+            QVERIFY(QFile::remove(mountPoint.filePath(QStringLiteral("filler"))));
+            QVERIFY((*store)->setThumbnail(*first, QByteArray(1024, 't')).ok());
+            QVERIFY((*store)->add(dir.filePath(QStringLiteral("other.mp4")), sampleRecipe(2, "fits now")).ok());
+        }
+        auto store = GalleryStore::open(mountPoint.filePath(QStringLiteral("gallery.sqlite")));
+        QVERIFY(store.ok());
+        QCOMPARE((*store)->integrityCheck(), QStringLiteral("ok"));
+        QCOMPARE((*store)->items().size(), 2);
+    }
+};
+
+int main(int argc, char** argv)
+{
+    if (qEnvironmentVariableIsSet("VIREO_GALLERY_WRITER")) {
+        QCoreApplication app(argc, argv);
+        return writerLoop(qEnvironmentVariable("VIREO_GALLERY_WRITER"), qEnvironmentVariable("VIREO_GALLERY_WRITER_DIR"));
+    }
+    QGuiApplication app(argc, argv);
+    TestGalleryStore test;
+    return QTest::qExec(&test, argc, argv);
+}
+
+#include "test_gallerystore.moc"

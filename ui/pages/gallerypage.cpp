@@ -1,0 +1,694 @@
+#include "ui/pages/gallerypage.h"
+
+#include "core/gallery/gallery.h"
+#include "inference/util/format.h"
+#include "ui/models/gallerymodel.h"
+#include "ui/pages/pagehelpers.h"
+#include "ui/widgets/videoview.h"
+
+#include <QAudioDevice>
+#include <QAudioOutput>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDateTime>
+#include <QDBusConnection>
+#include <QDBusMessage>
+#include <QDesktopServices>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QGuiApplication>
+#include <QHBoxLayout>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListView>
+#include <QLocale>
+#include <QMediaDevices>
+#include <QMediaPlayer>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QShortcut>
+#include <QSlider>
+#include <QSplitter>
+#include <QStackedWidget>
+#include <QTextBrowser>
+#include <QTimer>
+#include <QUrl>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+namespace vireo::ui {
+
+namespace {
+
+QString esc(const std::string& s)
+{
+    return QString::fromStdString(s).toHtmlEscaped();
+}
+
+QString timeText(qint64 ms)
+{
+    return QStringLiteral("%1:%2.%3")
+        .arg(ms / 60000)
+        .arg((ms / 1000) % 60, 2, 10, QLatin1Char('0'))
+        .arg((ms % 1000) / 10, 2, 10, QLatin1Char('0'));
+}
+
+// The recipe as a person reads it: what was asked, with which model, how, and what it cost.
+QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
+{
+    QString h;
+    auto row = [&h](const QString& k, const QString& v) {
+        if (!v.isEmpty())
+            h += QStringLiteral("<tr><td style='color:#8a93a3;padding-right:12px'>%1</td><td>%2</td></tr>").arg(k, v);
+    };
+    h += QStringLiteral("<h3 style='margin:0'>Prompt</h3><p>%1</p>").arg(esc(r.prompt).replace(QLatin1Char('\n'), QStringLiteral("<br>")));
+    if (!r.negativePrompt.empty())
+        h += QStringLiteral("<h4 style='margin:0'>Negative prompt</h4><p>%1</p>").arg(esc(r.negativePrompt));
+    h += QStringLiteral("<table cellspacing=2>");
+    row(QStringLiteral("Model"), esc(r.modelTitle.empty() ? r.pipeline : r.modelTitle));
+    if (!r.family.empty())
+        row(QStringLiteral("Catalog"), esc(r.family + " / " + r.variant));
+    row(QStringLiteral("Version"), esc(r.modelVersion.empty() ? std::string() : "LTX-" + r.modelVersion));
+    if (!r.repo.empty())
+        row(QStringLiteral("Hub"), esc(r.repo + (r.commit.empty() ? std::string() : " @ " + r.commit)));
+    row(QStringLiteral("Size"), QStringLiteral("%1 × %2, %3 frames at %4 fps (%5 s)")
+                                    .arg(r.width)
+                                    .arg(r.height)
+                                    .arg(r.frames)
+                                    .arg(r.fps)
+                                    .arg(r.fps > 0 ? QString::number(static_cast<double>(r.frames) / r.fps, 'f', 2) : QStringLiteral("?")));
+    row(QStringLiteral("Seed"), QString::number(r.seed));
+    row(QStringLiteral("Schedule"), QStringLiteral("%1, %2 steps").arg(esc(r.schedule)).arg(r.steps));
+    row(QStringLiteral("Guidance"), QStringLiteral("video %1, audio %2, rescale %3").arg(r.guidance).arg(r.audioGuidance).arg(r.guidanceRescale));
+    row(QStringLiteral("Ran on"), esc(r.device + (r.dtype.empty() ? std::string() : ", " + r.dtype)
+                                      + (r.placement.empty() ? std::string() : ", " + r.placement)));
+    if (!r.secondsPerPhase.empty()) {
+        QStringList t;
+        double total = 0;
+        for (const auto& [phase, s] : r.secondsPerPhase) {
+            t << QStringLiteral("%1 %2 s").arg(esc(phase)).arg(s, 0, 'f', 1);
+            total += s;
+        }
+        row(QStringLiteral("Time"), QStringLiteral("%1 s (%2)").arg(total, 0, 'f', 1).arg(t.join(QStringLiteral(", "))));
+    }
+    if (!r.loras.empty()) {
+        QStringList l;
+        for (const auto& lora : r.loras)
+            l << QStringLiteral("%1 × %2 (%3)").arg(esc(QFileInfo(QString::fromStdString(lora.path)).fileName().toStdString()))
+                     .arg(lora.strength)
+                     .arg(esc(lora.status));
+        row(QStringLiteral("LoRAs"), l.join(QStringLiteral("<br>")));
+    }
+    const auto made = QDateTime::fromString(QString::fromStdString(r.created), Qt::ISODate);
+    row(QStringLiteral("Made"), (made.isValid() ? QLocale().toString(made.toLocalTime(), QLocale::LongFormat).toHtmlEscaped() : esc(r.created))
+                                    + (r.app.empty() ? QString() : QStringLiteral(" by ") + esc(r.app)));
+    row(QStringLiteral("File"), item.path.toHtmlEscaped() + QStringLiteral(" (%1)").arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(std::max<qint64>(0, item.fileBytes))))));
+    h += QStringLiteral("</table>");
+    if (!r.files.empty()) {
+        h += QStringLiteral("<h4 style='margin-bottom:2px'>Weights</h4>");
+        for (const auto& f : r.files)
+            h += QStringLiteral("<p style='margin:2px 0'>%1<br><span style='color:#8a93a3'>%2 · %3</span></p>")
+                     .arg(esc(QFileInfo(QString::fromStdString(f.path)).fileName().toStdString()),
+                         QString::fromStdString(humanBytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, f.bytes)))),
+                         f.sha256.empty() ? QStringLiteral("not hashed") : QStringLiteral("sha256 ") + esc(f.sha256.substr(0, 16)) + QStringLiteral("…"));
+    }
+    return h;
+}
+
+} // namespace
+
+GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
+    : QWidget(parent), m_gallery(gallery), m_model(new GalleryModel(gallery, this)), m_filter(new GalleryFilter(this))
+{
+    m_filter->setSourceModel(m_model);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(28, 24, 28, 16);
+    addPageHeader(layout, tr("Gallery"), tr("Every output, with playback and the recipe that made it."));
+
+    m_problem = new QLabel;
+    m_problem->setObjectName(QStringLiteral("galleryProblem"));
+    m_problem->setWordWrap(true);
+    m_problem->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_problem->setStyleSheet(QStringLiteral("color:#e8a070"));
+    m_problem->hide();
+    layout->addWidget(m_problem);
+
+    m_undoBar = new QWidget;
+    auto* undo = new QHBoxLayout(m_undoBar);
+    undo->setContentsMargins(0, 0, 0, 0);
+    m_undoLabel = new QLabel;
+    auto* undoButton = new QPushButton(tr("Undo"));
+    undoButton->setObjectName(QStringLiteral("undo"));
+    undo->addWidget(m_undoLabel, 1);
+    undo->addWidget(undoButton);
+    m_undoBar->hide();
+    layout->addWidget(m_undoBar);
+    m_undoTimer = new QTimer(this);
+    m_undoTimer->setSingleShot(true);
+    m_undoTimer->setInterval(20000);
+    connect(m_undoTimer, &QTimer::timeout, m_undoBar, &QWidget::hide);
+    connect(undoButton, &QPushButton::clicked, this, &GalleryPage::undoDelete);
+
+    m_stack = new QStackedWidget;
+    layout->addWidget(m_stack, 1);
+
+    // The grid.
+    auto* gridPage = new QWidget;
+    auto* gridLayout = new QVBoxLayout(gridPage);
+    gridLayout->setContentsMargins(0, 0, 0, 0);
+    auto* bar = new QHBoxLayout;
+    m_search = new QLineEdit;
+    m_search->setObjectName(QStringLiteral("search"));
+    m_search->setPlaceholderText(tr("Search prompts and file names"));
+    m_search->setClearButtonEnabled(true);
+    m_modelFilter = new QComboBox;
+    m_modelFilter->setObjectName(QStringLiteral("modelFilter"));
+    m_modelFilter->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    m_sort = new QComboBox;
+    m_sort->setObjectName(QStringLiteral("sort"));
+    m_sort->addItem(tr("Newest first"), static_cast<int>(GalleryFilter::Order::Newest));
+    m_sort->addItem(tr("Oldest first"), static_cast<int>(GalleryFilter::Order::Oldest));
+    m_sort->addItem(tr("By model"), static_cast<int>(GalleryFilter::Order::Model));
+    m_sort->addItem(tr("By prompt"), static_cast<int>(GalleryFilter::Order::Prompt));
+    m_count = new QLabel;
+    m_count->setObjectName(QStringLiteral("count"));
+    auto* import = new QPushButton(tr("Import folder…"));
+    import->setObjectName(QStringLiteral("importFolder"));
+    import->setToolTip(tr("List the videos and images of a folder here; files made by Vireo get their recipe back"));
+    bar->addWidget(m_search, 1);
+    bar->addWidget(m_modelFilter);
+    bar->addWidget(m_sort);
+    bar->addWidget(m_count);
+    bar->addWidget(import);
+    gridLayout->addLayout(bar);
+
+    m_gridStack = new QStackedWidget;
+    m_grid = new QListView;
+    m_grid->setObjectName(QStringLiteral("grid"));
+    m_grid->setViewMode(QListView::IconMode);
+    m_grid->setResizeMode(QListView::Adjust);
+    m_grid->setMovement(QListView::Static);
+    m_grid->setUniformItemSizes(true);  // no per-row size queries: 10,000 rows lay out at once
+    m_grid->setLayoutMode(QListView::Batched);
+    m_grid->setBatchSize(500);
+    m_grid->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_grid->setVerticalScrollMode(QAbstractItemView::ScrollPerPixel);
+    m_grid->setMouseTracking(true);
+    m_grid->setSpacing(4);
+    m_grid->setItemDelegate(new GalleryDelegate(m_grid));
+    m_grid->setModel(m_filter);
+    m_gridStack->addWidget(makeEmptyState(tr("Nothing generated yet"),
+        tr("Videos you make on the Generate page, or with vireo-cli generate, are listed here with their full recipe. "
+           "Import a folder to list older ones.")));
+    m_gridStack->addWidget(m_grid);
+    gridLayout->addWidget(m_gridStack, 1);
+    m_stack->addWidget(gridPage);
+
+    // The detail view.
+    auto* detail = new QWidget;
+    auto* detailLayout = new QVBoxLayout(detail);
+    detailLayout->setContentsMargins(0, 0, 0, 0);
+    auto* top = new QHBoxLayout;
+    auto* back = new QPushButton(tr("← All outputs"));
+    back->setObjectName(QStringLiteral("back"));
+    m_title = new QLabel;
+    m_title->setObjectName(QStringLiteral("detailTitle"));
+    m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    top->addWidget(back);
+    top->addWidget(m_title, 1);
+    detailLayout->addLayout(top);
+    auto* split = new QSplitter(Qt::Horizontal);
+    auto* left = new QWidget;
+    auto* leftLayout = new QVBoxLayout(left);
+    leftLayout->setContentsMargins(0, 0, 0, 0);
+    m_media = new QStackedWidget;
+    m_video = new VideoView;
+    m_video->setObjectName(QStringLiteral("video"));
+    m_video->setMinimumSize(320, 180);
+    m_image = new QLabel;
+    m_image->setAlignment(Qt::AlignCenter);
+    m_placeholder = new QLabel;
+    m_placeholder->setObjectName(QStringLiteral("placeholder"));
+    m_placeholder->setAlignment(Qt::AlignCenter);
+    m_placeholder->setWordWrap(true);
+    m_placeholder->setStyleSheet(QStringLiteral("background:#121418;color:#c8ccd4;padding:24px"));
+    m_media->addWidget(m_video);
+    m_media->addWidget(m_image);
+    m_media->addWidget(m_placeholder);
+    leftLayout->addWidget(m_media, 1);
+    m_transport = new QWidget;
+    auto* transport = new QHBoxLayout(m_transport);
+    transport->setContentsMargins(0, 0, 0, 0);
+    m_play = new QPushButton(tr("Play"));
+    m_play->setObjectName(QStringLiteral("play"));
+    auto* prev = new QPushButton(QStringLiteral("◀"));
+    prev->setObjectName(QStringLiteral("prevFrame"));
+    prev->setToolTip(tr("Previous frame (,)"));
+    auto* next = new QPushButton(QStringLiteral("▶"));
+    next->setObjectName(QStringLiteral("nextFrame"));
+    next->setToolTip(tr("Next frame (.)"));
+    for (auto* b : {prev, next})
+        b->setFixedWidth(36);
+    m_position = new QSlider(Qt::Horizontal);
+    m_position->setObjectName(QStringLiteral("scrub"));
+    m_time = new QLabel(QStringLiteral("0:00.00"));
+    m_time->setObjectName(QStringLiteral("time"));
+    m_time->setMinimumWidth(170);
+    transport->addWidget(m_play);
+    transport->addWidget(prev);
+    transport->addWidget(m_position, 1);
+    transport->addWidget(next);
+    transport->addWidget(m_time);
+    leftLayout->addWidget(m_transport);
+    split->addWidget(left);
+
+    auto* right = new QWidget;
+    auto* rightLayout = new QVBoxLayout(right);
+    rightLayout->setContentsMargins(8, 0, 0, 0);
+    m_detailProblem = new QLabel;
+    m_detailProblem->setObjectName(QStringLiteral("detailProblem"));
+    m_detailProblem->setWordWrap(true);
+    m_detailProblem->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_detailProblem->setStyleSheet(QStringLiteral("color:#e8a070"));
+    rightLayout->addWidget(m_detailProblem);
+    auto* fix = new QHBoxLayout;
+    m_locate = new QPushButton(tr("Locate…"));
+    m_locate->setObjectName(QStringLiteral("locate"));
+    m_locate->setToolTip(tr("The file was moved: point to where it is now"));
+    m_forget = new QPushButton(tr("Forget"));
+    m_forget->setObjectName(QStringLiteral("forget"));
+    m_forget->setToolTip(tr("Remove it from the gallery (no file is touched)"));
+    fix->addWidget(m_locate);
+    fix->addWidget(m_forget);
+    fix->addStretch(1);
+    rightLayout->addLayout(fix);
+    m_recipeView = new QTextBrowser;
+    m_recipeView->setObjectName(QStringLiteral("recipe"));
+    m_recipeView->setOpenLinks(false);
+    rightLayout->addWidget(m_recipeView, 1);
+    auto* actions = new QGridLayout;
+    m_again = new QPushButton(tr("Generate again"));
+    m_again->setObjectName(QStringLiteral("generateAgain"));
+    m_again->setProperty("accent", true);
+    m_again->setToolTip(tr("Fill the Generate page with this recipe, the same seed included"));
+    m_vary = new QPushButton(tr("Vary"));
+    m_vary->setObjectName(QStringLiteral("vary"));
+    m_vary->setToolTip(tr("The same recipe with a new seed"));
+    m_copyPrompt = new QPushButton(tr("Copy prompt"));
+    m_copyPrompt->setObjectName(QStringLiteral("copyPrompt"));
+    m_reveal = new QPushButton(tr("Show in folder"));
+    m_reveal->setObjectName(QStringLiteral("reveal"));
+    m_export = new QPushButton(tr("Export…"));
+    m_export->setObjectName(QStringLiteral("export"));
+    m_delete = new QPushButton(tr("Move to trash"));
+    m_delete->setObjectName(QStringLiteral("delete"));
+    actions->addWidget(m_again, 0, 0);
+    actions->addWidget(m_vary, 0, 1);
+    actions->addWidget(m_copyPrompt, 1, 0);
+    actions->addWidget(m_reveal, 1, 1);
+    actions->addWidget(m_export, 2, 0);
+    actions->addWidget(m_delete, 2, 1);
+    rightLayout->addLayout(actions);
+    split->addWidget(right);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    detailLayout->addWidget(split, 1);
+    m_stack->addWidget(detail);
+
+    connect(m_search, &QLineEdit::textChanged, this, [this](const QString& t) {
+        m_filter->setText(t);
+        updateCount();
+    });
+    connect(m_modelFilter, &QComboBox::currentIndexChanged, this, [this] {
+        m_filter->setModelTitle(m_modelFilter->currentData().toString());
+        updateCount();
+    });
+    connect(m_sort, &QComboBox::currentIndexChanged, this,
+        [this] { m_filter->setOrder(static_cast<GalleryFilter::Order>(m_sort->currentData().toInt())); });
+    connect(m_grid, &QListView::activated, this, [this](const QModelIndex& i) { openItem(i.data(GalleryModel::IdRole).toLongLong()); });
+    connect(import, &QPushButton::clicked, this, [this] {
+        const auto folder = QFileDialog::getExistingDirectory(this, tr("Import a folder of videos and images"));
+        if (!folder.isEmpty()) {
+            m_gallery->importFolder(folder);
+            m_count->setText(tr("Importing…"));
+        }
+    });
+    connect(m_gallery, &gallery::Gallery::scanFinished, this, [this](const QString& folder, int added, const QString& error) {
+        updateCount();
+        if (error.isEmpty() && folder != m_gallery->outputsFolder())
+            emit message(tr("%1 added from %2").arg(countOf(added, tr("file"), tr("files")), folder));
+    });
+    connect(m_gallery, &gallery::Gallery::problem, this, &GalleryPage::showProblem);
+    connect(m_gallery, &gallery::Gallery::itemsChanged, this, [this] {
+        refreshModels();
+        updateCount();
+        if (m_current && m_stack->currentIndex() == 1) {
+            // The shown row changed (missing now, relocated, forgotten by another window).
+            if (!m_gallery->item(m_current))
+                showGrid();
+        }
+    });
+    connect(back, &QPushButton::clicked, this, &GalleryPage::showGrid);
+    connect(m_play, &QPushButton::clicked, this, [this] {
+        if (!m_player)
+            return;
+        m_player->playbackState() == QMediaPlayer::PlayingState ? m_player->pause() : m_player->play();
+    });
+    connect(prev, &QPushButton::clicked, this, [this] { stepFrames(-1); });
+    connect(next, &QPushButton::clicked, this, [this] { stepFrames(1); });
+    connect(m_position, &QSlider::sliderMoved, this, [this](int ms) {
+        if (m_player) {
+            m_player->setPosition(ms);
+            updatePosition(ms);
+        }
+    });
+    connect(m_again, &QPushButton::clicked, this, [this] {
+        if (m_recipe)
+            emit generateRequested(*m_recipe, false);
+    });
+    connect(m_vary, &QPushButton::clicked, this, [this] {
+        if (m_recipe)
+            emit generateRequested(*m_recipe, true);
+    });
+    connect(m_copyPrompt, &QPushButton::clicked, this, [this] {
+        if (const auto item = m_gallery->item(m_current)) {
+            QGuiApplication::clipboard()->setText(item->prompt);
+            emit message(tr("Prompt copied"));
+        }
+    });
+    connect(m_reveal, &QPushButton::clicked, this, &GalleryPage::reveal);
+    connect(m_export, &QPushButton::clicked, this, [this] {
+        const auto item = m_gallery->item(m_current);
+        if (!item)
+            return;
+        const auto to = QFileDialog::getSaveFileName(this, tr("Export a copy"), QFileInfo(item->path).fileName(), {}, nullptr,
+            QFileDialog::DontConfirmOverwrite);
+        QString error;
+        if (!to.isEmpty() && !exportCurrent(to, &error))
+            QMessageBox::warning(this, tr("Export"), error);
+    });
+    connect(m_delete, &QPushButton::clicked, this, &GalleryPage::deleteCurrent);
+    connect(m_locate, &QPushButton::clicked, this, [this] {
+        const auto item = m_gallery->item(m_current);
+        if (!item)
+            return;
+        const auto to = QFileDialog::getOpenFileName(this, tr("Where is %1 now?").arg(QFileInfo(item->path).fileName()),
+            QFileInfo(item->path).absolutePath(), tr("Videos and images (*.mp4 *.png)"));
+        QString error;
+        if (!to.isEmpty() && !locateCurrent(to, &error))
+            QMessageBox::warning(this, tr("Locate"), error);
+    });
+    connect(m_forget, &QPushButton::clicked, this, &GalleryPage::forgetCurrent);
+
+    auto shortcut = [this](const QKeySequence& key, QWidget* scope, auto f) {
+        auto* s = new QShortcut(key, scope);
+        s->setContext(Qt::WidgetWithChildrenShortcut);
+        connect(s, &QShortcut::activated, this, f);
+    };
+    shortcut(QKeySequence(Qt::Key_Escape), detail, [this] { showGrid(); });
+    shortcut(QKeySequence(Qt::Key_Comma), detail, [this] { stepFrames(-1); });
+    shortcut(QKeySequence(Qt::Key_Period), detail, [this] { stepFrames(1); });
+    shortcut(QKeySequence(Qt::Key_Space), detail, [this] { m_play->click(); });
+    shortcut(QKeySequence::Delete, detail, [this] { deleteCurrent(); });
+    shortcut(QKeySequence::Delete, m_grid, [this] {
+        const auto i = m_grid->currentIndex();
+        if (i.isValid()) {
+            m_current = i.data(GalleryModel::IdRole).toLongLong();
+            deleteCurrent();
+        }
+    });
+
+    if (!m_gallery->isOpen())
+        showProblem(tr("The gallery database cannot be opened (%1); outputs are still written to the outputs folder.")
+                        .arg(m_gallery->databaseFile()));
+    refreshModels();
+    updateCount();
+}
+
+void GalleryPage::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    // Files deleted, moved back or dropped into the outputs folder while the studio ran.
+    if (!m_lastRescan.isValid() || m_lastRescan.elapsed() > 10000) {
+        m_lastRescan.start();
+        if (m_gallery->isOpen())
+            m_gallery->rescan();
+    }
+}
+
+void GalleryPage::refreshModels()
+{
+    const auto models = m_model->models();
+    const auto current = m_modelFilter->currentData().toString();
+    QStringList have;
+    for (int i = 1; i < m_modelFilter->count(); ++i)
+        have << m_modelFilter->itemData(i).toString();
+    if (have == models && m_modelFilter->count() > 0)
+        return;
+    const QSignalBlocker block(m_modelFilter);
+    m_modelFilter->clear();
+    m_modelFilter->addItem(tr("All models"), QString());
+    for (const auto& m : models)
+        m_modelFilter->addItem(m, m);
+    m_modelFilter->setCurrentIndex(std::max(0, m_modelFilter->findData(current)));
+}
+
+void GalleryPage::updateCount()
+{
+    const int all = m_model->rowCount();
+    const int shown = m_filter->rowCount();
+    m_gridStack->setCurrentIndex(all == 0 ? 0 : 1);
+    QString text = shown == all ? countOf(all, tr("output"), tr("outputs")) : tr("%1 of %2").arg(shown).arg(all);
+    if (m_gallery->scanning())
+        text += tr(", scanning…");
+    m_count->setText(text);
+}
+
+void GalleryPage::showProblem(const QString& text)
+{
+    m_problem->setText(text);
+    m_problem->setVisible(!text.isEmpty());
+}
+
+void GalleryPage::showGrid()
+{
+    if (m_player) {
+        m_player->stop();
+        m_player->setSource({});
+    }
+    m_stack->setCurrentIndex(0);
+    if (const auto i = m_model->indexOfId(m_current); i.isValid())
+        m_grid->setCurrentIndex(m_filter->mapFromSource(i));
+    m_grid->setFocus();
+}
+
+bool GalleryPage::openItem(qint64 id)
+{
+    const auto item = m_gallery->item(id);
+    if (!item)
+        return false;
+    m_current = id;
+    m_recipe = m_gallery->recipe(id);
+    showDetail();
+    m_stack->setCurrentIndex(1);
+    return true;
+}
+
+void GalleryPage::showDetail()
+{
+    const auto item = m_gallery->item(m_current);
+    if (!item)
+        return;
+    m_title->setText(QStringLiteral("<b>%1</b>").arg(QFileInfo(item->path).fileName().toHtmlEscaped()));
+    m_recipeView->setHtml(m_recipe ? recipeHtml(*m_recipe, *item)
+                                   : tr("<p>This file carries no Vireo recipe (it was made elsewhere, or its recipe was stripped).</p>"
+                                        "<p>%1</p>").arg(item->path.toHtmlEscaped()));
+    m_again->setEnabled(m_recipe.has_value());
+    m_vary->setEnabled(m_recipe.has_value());
+    m_copyPrompt->setEnabled(!item->prompt.isEmpty());
+    const bool present = QFileInfo::exists(item->path);
+    if (present == item->missing)
+        m_gallery->markMissing(item->id, !present);
+    m_locate->setVisible(!present);
+    m_forget->setVisible(!present);
+    m_reveal->setEnabled(present);
+    m_export->setEnabled(present);
+    m_fps = m_recipe && m_recipe->fps > 0 ? m_recipe->fps : item->fps > 0 ? item->fps : 24;
+    if (m_player) {
+        m_player->stop();
+        m_player->setSource({});
+    }
+    m_video->clear();
+    m_transport->setVisible(false);
+    if (!present) {
+        m_detailProblem->setText(tr("This file is gone: %1. It was moved or deleted outside the studio. "
+                                    "Locate it, or forget it (its recipe goes with it).").arg(item->path));
+        m_placeholder->setText(tr("Missing"));
+        m_media->setCurrentWidget(m_placeholder);
+        return;
+    }
+    m_detailProblem->setText(item->problem);
+    if (item->thumbnailState == 2) {
+        // Damaged or truncated: say so instead of handing it to a decoder again.
+        m_placeholder->setText(tr("This file cannot be played.\n%1").arg(item->problem));
+        m_media->setCurrentWidget(m_placeholder);
+        return;
+    }
+    if (item->kind == QStringLiteral("image")) {
+        QPixmap pixmap(item->path);
+        if (pixmap.isNull()) {
+            m_placeholder->setText(tr("This image cannot be read."));
+            m_media->setCurrentWidget(m_placeholder);
+            return;
+        }
+        m_image->setPixmap(pixmap.scaled(m_media->size().boundedTo(pixmap.size()), Qt::KeepAspectRatio, Qt::SmoothTransformation));
+        m_media->setCurrentWidget(m_image);
+        return;
+    }
+    ensurePlayer();
+    m_media->setCurrentWidget(m_video);
+    m_transport->setVisible(true);
+    if (m_noAudioDevice)
+        m_detailProblem->setText(tr("No audio output device: the clip plays without its sound."));
+    m_player->setSource(QUrl::fromLocalFile(item->path));
+    m_player->play();
+}
+
+void GalleryPage::ensurePlayer()
+{
+    // Created on first use: the media backend costs start-up time the window does not need.
+    if (m_player)
+        return;
+    m_player = new QMediaPlayer(this);
+    m_player->setVideoSink(m_video->videoSink());
+    // Qt 6.4's FFmpeg backend crashes writing to a missing audio device: play silently then.
+    if (!QMediaDevices::defaultAudioOutput().isNull()) {
+        m_audio = new QAudioOutput(this);
+        m_player->setAudioOutput(m_audio);
+    } else {
+        m_noAudioDevice = true;
+    }
+    m_player->setLoops(QMediaPlayer::Infinite);
+    connect(m_player, &QMediaPlayer::playbackStateChanged, this, [this](QMediaPlayer::PlaybackState s) {
+        m_play->setText(s == QMediaPlayer::PlayingState ? tr("Pause") : tr("Play"));
+    });
+    connect(m_player, &QMediaPlayer::durationChanged, this, [this](qint64 d) { m_position->setRange(0, static_cast<int>(d)); });
+    connect(m_player, &QMediaPlayer::positionChanged, this, [this](qint64 p) {
+        const QSignalBlocker block(m_position);
+        m_position->setValue(static_cast<int>(p));
+        updatePosition(p);
+    });
+    connect(m_player, &QMediaPlayer::errorOccurred, this, [this](QMediaPlayer::Error, const QString& message) {
+        m_detailProblem->setText(tr("Playback: %1").arg(message));
+    });
+}
+
+void GalleryPage::updatePosition(qint64 ms)
+{
+    const qint64 frame = static_cast<qint64>(std::floor(static_cast<double>(ms) * m_fps / 1000.0 + 1e-6));
+    const qint64 frames = m_player ? static_cast<qint64>(std::llround(static_cast<double>(m_player->duration()) * m_fps / 1000.0)) : 0;
+    m_time->setText(tr("%1 · frame %2 of %3").arg(timeText(ms)).arg(frame + 1).arg(std::max<qint64>(frames, frame + 1)));
+}
+
+void GalleryPage::stepFrames(int frames)
+{
+    if (!m_player || m_player->source().isEmpty())
+        return;
+    m_player->pause();
+    // The middle of the target frame, so rounding never lands on its neighbour.
+    const double frameMs = 1000.0 / m_fps;
+    const qint64 current = static_cast<qint64>(std::floor(static_cast<double>(m_player->position()) / frameMs + 1e-6));
+    const qint64 target = std::clamp<qint64>(current + frames, 0, std::max<qint64>(0, static_cast<qint64>(m_player->duration() / frameMs) - 1));
+    const auto ms = static_cast<qint64>((static_cast<double>(target) + 0.5) * frameMs);
+    m_player->setPosition(ms);
+    updatePosition(ms);
+}
+
+void GalleryPage::reveal()
+{
+    const auto item = m_gallery->item(m_current);
+    if (!item)
+        return;
+    // The freedesktop file manager interface selects the file; without one, the folder opens.
+    auto call = QDBusMessage::createMethodCall(QStringLiteral("org.freedesktop.FileManager1"), QStringLiteral("/org/freedesktop/FileManager1"),
+        QStringLiteral("org.freedesktop.FileManager1"), QStringLiteral("ShowItems"));
+    call << QStringList{QUrl::fromLocalFile(item->path).toString()} << QString();
+    const auto bus = QDBusConnection::sessionBus();
+    if (bus.isConnected() && bus.call(call, QDBus::Block, 2000).type() == QDBusMessage::ReplyMessage)
+        return;
+    QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(item->path).absolutePath()));
+}
+
+bool GalleryPage::deleteCurrent()
+{
+    const auto item = m_gallery->item(m_current);
+    if (!item)
+        return false;
+    if (m_player) {
+        m_player->stop();
+        m_player->setSource({});
+    }
+    auto token = m_gallery->trash(m_current);
+    if (!token) {
+        QMessageBox::warning(this, tr("Move to trash"), QString::fromStdString(token.error().message));
+        return false;
+    }
+    m_undoToken = *token;
+    m_undoLabel->setText(tr("%1 was moved to the trash.").arg(QFileInfo(item->path).fileName()));
+    m_undoBar->show();
+    m_undoTimer->start();
+    showGrid();
+    return true;
+}
+
+bool GalleryPage::undoDelete()
+{
+    if (m_undoToken.isEmpty())
+        return false;
+    auto id = m_gallery->restore(m_undoToken);
+    m_undoBar->hide();
+    m_undoToken.clear();
+    if (!id) {
+        showProblem(QString::fromStdString(id.error().message));
+        return false;
+    }
+    m_current = *id;
+    if (const auto i = m_model->indexOfId(*id); i.isValid())
+        m_grid->setCurrentIndex(m_filter->mapFromSource(i));
+    return true;
+}
+
+bool GalleryPage::exportCurrent(const QString& destination, QString* error)
+{
+    auto r = m_gallery->exportTo(m_current, destination);
+    if (!r && error)
+        *error = QString::fromStdString(r.error().message);
+    if (r)
+        emit message(tr("Exported to %1").arg(destination));
+    return r.ok();
+}
+
+bool GalleryPage::locateCurrent(const QString& newPath, QString* error)
+{
+    auto r = m_gallery->relocate(m_current, newPath);
+    if (!r) {
+        if (error)
+            *error = QString::fromStdString(r.error().message);
+        return false;
+    }
+    showDetail();
+    return true;
+}
+
+bool GalleryPage::forgetCurrent()
+{
+    if (!m_gallery->forget(m_current))
+        return false;
+    showGrid();
+    return true;
+}
+
+} // namespace vireo::ui

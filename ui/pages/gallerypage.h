@@ -1,0 +1,118 @@
+#pragma once
+
+#include "core/output/recipe.h"
+
+#include <QElapsedTimer>
+#include <QWidget>
+
+class QAudioOutput;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QListView;
+class QMediaPlayer;
+class QPushButton;
+class QSlider;
+class QStackedWidget;
+class QTextBrowser;
+class QTimer;
+
+namespace vireo::gallery {
+class Gallery;
+}
+
+namespace vireo::ui {
+
+class GalleryDelegate;
+class GalleryFilter;
+class GalleryModel;
+class VideoView;
+
+// Every output kept: a grid of thumbnails (filter by prompt and model, sort by date, model or
+// prompt), and a detail view that plays the clip with its sound, steps through frames, shows
+// the recipe, and makes it again.
+class GalleryPage : public QWidget {
+    Q_OBJECT
+public:
+    explicit GalleryPage(gallery::Gallery* gallery, QWidget* parent = nullptr);
+
+    // Opens the detail view of a row; false when it is not in the gallery.
+    bool openItem(qint64 id);
+    void showGrid();
+    qint64 currentItem() const { return m_current; }
+    QListView* grid() const { return m_grid; }
+    GalleryModel* model() const { return m_model; }
+    GalleryFilter* filter() const { return m_filter; }
+    QMediaPlayer* player() const { return m_player; }
+
+    // The actions of the detail view, also for tests and shortcuts.
+    bool deleteCurrent();
+    bool undoDelete();
+    bool exportCurrent(const QString& destination, QString* error = nullptr);
+    bool locateCurrent(const QString& newPath, QString* error = nullptr);
+    bool forgetCurrent();
+    void stepFrames(int frames);
+
+signals:
+    // "Generate again" (the same seed) and "Vary" (a new one): the window fills the Generate page.
+    void generateRequested(const output::Recipe& recipe, bool vary);
+    void message(const QString& text);
+
+protected:
+    void showEvent(QShowEvent* event) override;
+
+private:
+    void refreshModels();
+    void updateCount();
+    void showProblem(const QString& text);
+    void showDetail();
+    void ensurePlayer();
+    void updatePosition(qint64 ms);
+    void reveal();
+
+    gallery::Gallery* m_gallery;
+    GalleryModel* m_model;
+    GalleryFilter* m_filter;
+    QStackedWidget* m_stack;
+    QStackedWidget* m_gridStack;
+    QListView* m_grid;
+    QLineEdit* m_search;
+    QComboBox* m_modelFilter;
+    QComboBox* m_sort;
+    QLabel* m_count;
+    QLabel* m_problem;
+    QWidget* m_undoBar;
+    QLabel* m_undoLabel;
+    QTimer* m_undoTimer;
+    QString m_undoToken;
+
+    // Detail view.
+    qint64 m_current = 0;
+    std::optional<output::Recipe> m_recipe;
+    QLabel* m_title;
+    QStackedWidget* m_media;
+    VideoView* m_video;
+    QLabel* m_image;
+    QLabel* m_placeholder;
+    QWidget* m_transport;
+    QPushButton* m_play;
+    QSlider* m_position;
+    QLabel* m_time;
+    QTextBrowser* m_recipeView;
+    QLabel* m_detailProblem;
+    QPushButton* m_again;
+    QPushButton* m_vary;
+    QPushButton* m_copyPrompt;
+    QPushButton* m_reveal;
+    QPushButton* m_export;
+    QPushButton* m_delete;
+    QPushButton* m_locate;
+    QPushButton* m_forget;
+    QMediaPlayer* m_player = nullptr;
+    QAudioOutput* m_audio = nullptr;
+    bool m_noAudioDevice = false;
+    double m_fps = 24;
+    QElapsedTimer m_lastRescan;
+};
+
+} // namespace vireo::ui

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <QImage>
+#include <QWidget>
+
+class QVideoSink;
+
+namespace vireo::ui {
+
+// Shows a media player's frames by painting them (a video sink, not a native video window):
+// it works on every platform plugin (offscreen, Xvfb, machines without GPU-backed GL), shows
+// in grab() screenshots, and keeps the last frame when paused for frame-by-frame stepping.
+class VideoView : public QWidget {
+    Q_OBJECT
+public:
+    explicit VideoView(QWidget* parent = nullptr);
+    QVideoSink* videoSink() const { return m_sink; }
+    // The frame on screen (null before the first).
+    QImage currentFrame() const { return m_frame; }
+    void clear();
+    QSize sizeHint() const override { return {640, 360}; }
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+
+private:
+    QVideoSink* m_sink;
+    QImage m_frame;
+};
+
+} // namespace vireo::ui
