@@ -77,6 +77,14 @@ std::int64_t hostAvailableBytes()
     return 0;
 }
 
+std::vector<LoraOutcome> outcomesOf(const std::vector<pipelines::Ltx2LoraOutcome>& in)
+{
+    std::vector<LoraOutcome> out;
+    for (const auto& o : in)
+        out.push_back({o.path, o.strength, o.status, o.matched, o.unmatched, o.refusedKeys, o.deviceBytes, o.report});
+    return out;
+}
+
 pipelines::Ltx2PipelineOptions pipelineOptions(const LoadPlan& plan, c10::Device device, c10::ScalarType dtype, Placement placement)
 {
     pipelines::Ltx2PipelineOptions o;
@@ -447,6 +455,11 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
     req.guidanceRescale = r.guidanceRescale;
     req.seed = r.seed;
     req.maxSequenceLength = r.maxSequenceLength;
+    for (const auto& l : r.loras) {
+        if (!std::isfinite(l.strength) || std::abs(l.strength) > 100)
+            return makeError(ErrorCode::InvalidArgument, l.path.string() + ": a LoRA strength must be between -100 and 100");
+        req.loras.push_back({l.path, l.strength});
+    }
     try {
         c10::InferenceMode inference;
         at::Tensor projection;
@@ -497,11 +510,46 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
         v.schedule = schedule;
         v.sigmas = out->sigmas;
         v.secondsPerPhase = out->secondsPerPhase;
+        v.loras = outcomesOf(out->loras);
         return v;
     } catch (const std::exception& e) {
         if (stop.stop_requested())
             return makeError(ErrorCode::Cancelled, "cancelled");
         return errorFromException(e, "generating");
+    }
+}
+
+Result<std::string> Generator::inspectLora(const LoadPlan& plan, const std::filesystem::path& lora, bool asJson)
+{
+    auto device = parseDevice(plan.device);
+    if (!device)
+        return device.error();
+    auto dtype = parseDtype(plan.dtype, *device);
+    if (!dtype)
+        return dtype.error();
+    try {
+        auto pipeline = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, *device, *dtype, Placement::AllResident));
+        if (!pipeline)
+            return pipeline.error();
+        return pipeline->inspectLora(lora, asJson);
+    } catch (const std::exception& e) {
+        return errorFromException(e, lora.string());
+    }
+}
+
+Result<std::vector<LoraOutcome>> Generator::applyLoras(const std::vector<LoraRequest>& loras)
+{
+    std::vector<pipelines::Ltx2Lora> list;
+    for (const auto& l : loras)
+        list.push_back({l.path, l.strength});
+    try {
+        c10::InferenceMode inference;
+        auto out = m_impl->pipeline->applyLoras(list);
+        if (!out)
+            return out.error();
+        return outcomesOf(*out);
+    } catch (const std::exception& e) {
+        return errorFromException(e, "applying LoRAs");
     }
 }
 

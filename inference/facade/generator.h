@@ -80,6 +80,24 @@ struct MemoryPlan {
     std::string explanation;           // words and numbers, for the UI
 };
 
+// A LoRA for a generation, by file, with its strength (negative allowed).
+struct LoraRequest {
+    std::filesystem::path path;
+    double strength = 1.0;
+    bool operator==(const LoraRequest&) const = default;
+};
+
+// What became of a requested LoRA. Never silently dropped: refused ones say why here.
+struct LoraOutcome {
+    std::filesystem::path path;
+    double strength = 1.0;
+    std::string status;       // "applied", "partial: 3 of 120 modules unmatched", "refused: ..."
+    int matched = 0, unmatched = 0;
+    std::int64_t refusedKeys = 0;
+    std::int64_t deviceBytes = 0;
+    std::string report;       // the match report as text (unmatched modules listed)
+};
+
 struct GenerateRequest {
     std::string prompt, negativePrompt;
     std::int64_t width = 768, height = 512, frames = 121;
@@ -91,6 +109,8 @@ struct GenerateRequest {
     std::int64_t maxSequenceLength = 1024;
     int previewEvery = 2;  // denoise steps between previews; 0: none
     int previewWidth = 256;
+    // Applied unfused at run time: changing them between generations reloads nothing.
+    std::vector<LoraRequest> loras;
 };
 
 enum class Phase { LoadTextEncoder, EncodePrompt, LoadTransformer, Denoise, LoadDecoders, DecodeVideo, DecodeAudio, Vocoder };
@@ -121,6 +141,7 @@ struct VideoResult {
     std::string schedule;
     std::vector<double> sigmas;
     std::map<std::string, double> secondsPerPhase;
+    std::vector<LoraOutcome> loras;
 };
 
 // Process-wide state a load may change, so unloading can put the process back as a fresh one
@@ -164,6 +185,13 @@ public:
     std::map<std::string, std::int64_t> residentBytes() const;
     // How the transformer's linear layers multiply on this device ("FP8 tensor-core GEMM": 240, ...).
     std::map<std::string, int> matmulPaths() const;
+
+    // A LoRA matched against a model before anything is applied, from headers only (the model
+    // is not loaded): every module matched, unmatched (with why) or refused, as JSON or text.
+    static Result<std::string> inspectLora(const LoadPlan& model, const std::filesystem::path& lora, bool asJson);
+    // Puts these LoRAs on the loaded transformer now (a generation does it when its list
+    // differs from the last); the outcome of each.
+    Result<std::vector<LoraOutcome>> applyLoras(const std::vector<LoraRequest>& loras);
 
 private:
     struct Impl;

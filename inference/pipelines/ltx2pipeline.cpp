@@ -1,5 +1,8 @@
 #include "inference/pipelines/ltx2pipeline.h"
 
+#include "inference/lora/lora.h"
+#include "inference/models/nn/layers.h"
+
 #include "inference/models/gemma3/gemma3.h"
 #include "inference/models/ltx2/ltx2audiovae.h"
 #include "inference/models/ltx2/ltx2connectors.h"
@@ -99,7 +102,12 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::AudioDecoder> audioDecoder;
     std::optional<ltx2::Vocoder> vocoder;
     at::Tensor previewProjection;
+    // The LoRAs on the transformer now, and what became of them.
+    std::vector<Ltx2Lora> appliedLoras;
+    std::vector<Ltx2LoraOutcome> loraOutcomes;
 
+    std::vector<lora::Target> loraTargets() const;
+    std::vector<Ltx2LoraOutcome> applyLoras(const std::vector<Ltx2Lora>& loras);
     Ltx2Output run(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop);
     void loadText(const std::function<void(const Ltx2Progress&)>& progress);
     void loadTransformer(const std::function<void(const Ltx2Progress&)>& progress);
@@ -142,8 +150,85 @@ void Ltx2Pipeline::Impl::loadTransformer(const std::function<void(const Ltx2Prog
     auto o = onDevice<ltx2::TransformerLoadOptions>(options.device, options.dtype);
     o.offloadBlocks = options.offloadTransformerBlocks;
     transformer = take(ltx2::Transformer::load(weights, o));
+    // A fresh transformer carries no adapters.
+    appliedLoras.clear();
+    loraOutcomes.clear();
     if (progress)
         progress({Ltx2Phase::LoadTransformer, 1, 1, {}});
+}
+
+std::vector<lora::Target> Ltx2Pipeline::Impl::loraTargets() const
+{
+    std::vector<lora::Target> out;
+    auto add = [&](const std::string& name, std::int64_t in, std::int64_t rows) {
+        lora::Target t{name, {}, in, rows};
+        if (auto core = ltx2::diffusersToLtxCoreTransformer(name); core != name)
+            t.aliases.push_back(std::move(core));
+        out.push_back(std::move(t));
+    };
+    if (transformer) {
+        std::vector<std::int64_t> in;
+        const auto parts = transformer->loraTargets(&in);
+        for (std::size_t i = 0; i < parts.size(); ++i)
+            add(parts[i].name, in[i], parts[i].rows);
+        return out;
+    }
+    // From headers: every 2-D weight of the transformer is a linear layer.
+    for (const auto& [name, src] : weights.tensors(ltx2::Part::Transformer)) {
+        if (name.size() < 7 || name.compare(name.size() - 7, 7, ".weight") != 0)
+            continue;
+        const auto shape = weights.shape(ltx2::Part::Transformer, name);
+        if (shape && shape->size() == 2)
+            add(name.substr(0, name.size() - 7), (*shape)[1], (*shape)[0]);
+    }
+    return out;
+}
+
+std::vector<Ltx2LoraOutcome> Ltx2Pipeline::Impl::applyLoras(const std::vector<Ltx2Lora>& loras)
+{
+    const auto targets = loraTargets();
+    std::vector<Ltx2LoraOutcome> outcomes;
+    std::vector<nn::LoraDelta> all;
+    std::vector<std::size_t> firstDelta;
+    for (const auto& l : loras) {
+        Ltx2LoraOutcome o{l.path, l.strength, {}, 0, 0, 0, 0, {}};
+        auto report = lora::inspect(l.path, targets);
+        if (!report) {
+            o.status = "refused: " + report.error().message;
+        } else {
+            o.report = report->toText();
+            o.matched = report->matched();
+            o.unmatched = report->unmatched();
+            o.refusedKeys = report->refusedKeys();
+            o.status = report->status();
+            if (report->usable()) {
+                auto deltas = lora::loadDeltas(*report, l.strength, options.dtype, options.device);
+                if (!deltas) {
+                    o.status = "refused: " + deltas.error().message;
+                    o.matched = 0;
+                } else {
+                    for (const auto& d : *deltas)
+                        o.deviceBytes += (d.down.numel() * d.down.element_size()) + (d.up.numel() * d.up.element_size());
+                    all.insert(all.end(), std::make_move_iterator(deltas->begin()), std::make_move_iterator(deltas->end()));
+                }
+            }
+        }
+        outcomes.push_back(std::move(o));
+    }
+    // The old adapters go first, so a swap never holds both sets.
+    (void)transformer->setLoraDeltas({});
+    auto set = transformer->setLoraDeltas(all);
+    if (!set) {
+        // Checked per LoRA above; a failure here is a model/LoRA disagreement the report missed.
+        for (auto& o : outcomes)
+            if (o.matched > 0) {
+                o.status = "refused: " + set.error().message;
+                o.matched = 0;
+            }
+    }
+    appliedLoras = loras;
+    loraOutcomes = outcomes;
+    return outcomes;
 }
 
 void Ltx2Pipeline::Impl::loadDecoders(const std::function<void(const Ltx2Progress&)>& progress)
@@ -178,6 +263,28 @@ std::vector<std::filesystem::path> Ltx2Pipeline::files() const
     auto out = m_impl->options.modelPaths;
     out.push_back(m_impl->textEncoderPath);
     return out;
+}
+
+Result<std::string> Ltx2Pipeline::inspectLora(const std::filesystem::path& file, bool asJson) const
+{
+    try {
+        auto report = lora::inspect(file, m_impl->loraTargets());
+        if (!report)
+            return report.error();
+        return asJson ? report->toJson() : report->toText();
+    } catch (const std::exception& e) {
+        return errorFromException(e, file.string());
+    }
+}
+
+Result<std::vector<Ltx2LoraOutcome>> Ltx2Pipeline::applyLoras(const std::vector<Ltx2Lora>& loras)
+{
+    try {
+        m_impl->loadTransformer({});
+        return m_impl->applyLoras(loras);
+    } catch (const std::exception& e) {
+        return errorFromException(e, "applying LoRAs");
+    }
 }
 
 std::map<std::string, int> Ltx2Pipeline::matmulPaths() const
@@ -370,6 +477,12 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     loadTransformer(progress);
     timed("load transformer", start);
     start = Clock::now();
+    if (req.loras != appliedLoras) {
+        applyLoras(req.loras);
+        timed("apply loras", start);
+        start = Clock::now();
+    }
+    out.loras = loraOutcomes;
     const auto batch = cfg ? 2 : 1;
     ltx2::TransformerInputs in;
     in.encoderHiddenStates = ctx.video;

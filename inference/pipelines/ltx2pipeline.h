@@ -51,6 +51,24 @@ struct Ltx2StoredSizes {
 
 enum class Ltx2Schedule { Distilled, Dev };
 
+// A LoRA to apply to the transformer, and how strongly (negative strengths are allowed).
+struct Ltx2Lora {
+    std::filesystem::path path;
+    double strength = 1.0;
+    bool operator==(const Ltx2Lora&) const = default;
+};
+
+// What became of a requested LoRA: applied, partly applied, or refused, and why.
+struct Ltx2LoraOutcome {
+    std::filesystem::path path;
+    double strength = 1.0;
+    std::string status;    // "applied", "partial: ...", "refused: ..."
+    int matched = 0, unmatched = 0;
+    std::int64_t refusedKeys = 0;
+    std::int64_t deviceBytes = 0;  // what its adapters hold on the device
+    std::string report;    // the match report, as text
+};
+
 struct Ltx2Request {
     std::string prompt;
     std::string negativePrompt;
@@ -69,6 +87,9 @@ struct Ltx2Request {
     // Keep the video decoder's float output in Ltx2Output::video (for checks against a
     // reference). Off by default: at 121 x 704 x 1280 it is 1.3 GB.
     bool keepDecodedVideo = false;
+    // Applied unfused to the transformer for this request; the same list as the previous
+    // request costs nothing, another one a swap of the adapters (no reload of the base).
+    std::vector<Ltx2Lora> loras;
 };
 
 enum class Ltx2Phase { LoadText, Encode, LoadTransformer, Denoise, DecodeVideo, DecodeAudio, Vocoder, LoadDecoders };
@@ -92,6 +113,7 @@ struct Ltx2Output {
     // request keeps it), the mel spectrogram and the vocoder's untrimmed waveform.
     at::Tensor finalVideoLatents, finalAudioLatents, video, mel, rawWaveform;
     std::map<std::string, double> secondsPerPhase;
+    std::vector<Ltx2LoraOutcome> loras;
 };
 
 class Ltx2Pipeline {
@@ -127,6 +149,14 @@ public:
     std::map<std::string, int> matmulPaths() const;
     // The weight files, for the recipe.
     std::vector<std::filesystem::path> files() const;
+
+    // A LoRA file matched against this model's transformer, from headers (the model need not
+    // be loaded): JSON with every module's state (lora::MatchReport::toJson).
+    Result<std::string> inspectLora(const std::filesystem::path& file, bool asJson = true) const;
+    // Puts these LoRAs on the loaded transformer now (generate() does it when the request's
+    // list differs): one outcome per LoRA; a LoRA that cannot be applied is refused in its
+    // outcome, never dropped, and never fails the others.
+    Result<std::vector<Ltx2LoraOutcome>> applyLoras(const std::vector<Ltx2Lora>& loras);
 
 private:
     struct Impl;

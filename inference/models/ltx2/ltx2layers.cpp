@@ -122,13 +122,19 @@ Attention Attention::load(WeightTaker& w, const std::string& prefix, std::int64_
         a.fused.weight = std::move(*fusedWeight);
         a.fused.bias = at::cat(biases, 0);
         a.fusedSelf = selfAttention;
+        // The projections it computes, so a LoRA aimed at one lands on its rows.
+        std::int64_t offset = 0;
+        for (const auto* l : parts) {
+            a.fused.parts.push_back({l->name, offset, l->outFeatures()});
+            offset += l->outFeatures();
+        }
         // The separate copies are no longer needed; their shapes stay known through the fused one.
         for (auto* l : {&a.toK, &a.toV})
-            *l = nn::Linear{l->name, quant::QuantizedWeight(), std::nullopt};
+            *l = nn::Linear{l->name, quant::QuantizedWeight(), std::nullopt, {}, nullptr};
         if (selfAttention) {
-            a.toQ = nn::Linear{a.toQ.name, quant::QuantizedWeight(), std::nullopt};
+            a.toQ = nn::Linear{a.toQ.name, quant::QuantizedWeight(), std::nullopt, {}, nullptr};
             if (gated)
-                a.toGateLogits = nn::Linear{a.toGateLogits.name, quant::QuantizedWeight(), std::nullopt};
+                a.toGateLogits = nn::Linear{a.toGateLogits.name, quant::QuantizedWeight(), std::nullopt, {}, nullptr};
         }
     }
     return a;
@@ -208,7 +214,8 @@ at::Tensor FeedForward::operator()(const at::Tensor& x) const
     // With an FP8 output projection that has a calibrated input scale, GELU and the
     // quantization of the hidden activation (the layer's widest tensor) are one pass.
     const auto& w = out.weight;
-    if (x.is_cuda() && w.representation() == quant::Representation::Fp8Scaled && w.inputScale()
+    // A LoRA on the output projection needs the hidden activation unquantized.
+    if (x.is_cuda() && !out.lora && w.representation() == quant::Representation::Fp8Scaled && w.inputScale()
         && w.matmulPlan(x.device(), x.scalar_type()).path == quant::MatmulPath::Fp8TensorCores) {
         const auto hidden = proj(x);
         auto y = w.linearQuantizedInput(kernels::geluQuantizeFp8(hidden, w.inputScale()->reshape({})), out.bias, x.scalar_type());

@@ -38,24 +38,17 @@ nn::Linear linearTo(const nn::Linear& l, c10::Device device, bool nonBlocking)
 {
     if (!l.defined())
         return l;
-    nn::Linear out{l.name, {}, std::nullopt};
     auto w = l.weight.to(device, nonBlocking);
     if (!w)
         throw nn::ForwardError(l.name + ": " + w.error().message, w.error().code);
-    out.weight = std::move(*w);
-    if (l.bias)
-        out.bias = l.bias->to(device, nonBlocking);
-    return out;
+    return l.withWeights(std::move(*w), l.bias ? std::optional<at::Tensor>(l.bias->to(device, nonBlocking)) : std::nullopt);
 }
 
 nn::Linear linearPinned(const nn::Linear& l)
 {
     if (!l.defined())
         return l;
-    nn::Linear out{l.name, l.weight.pinned(), std::nullopt};
-    if (l.bias)
-        out.bias = at::hasCUDA() ? l.bias->pin_memory() : *l.bias;
-    return out;
+    return l.withWeights(l.weight.pinned(), l.bias ? std::optional<at::Tensor>(at::hasCUDA() ? l.bias->pin_memory() : *l.bias) : std::nullopt);
 }
 
 template <typename LinearFn, typename TensorFn>
@@ -617,19 +610,67 @@ std::map<std::string, int> Transformer::matmulPaths() const
 
 void Transformer::visitLinears(const std::function<void(const nn::Linear&)>& f) const
 {
-    const auto& m = *m_impl;
-    for (const auto* l : {&m.projIn, &m.audioProjIn, &m.projOut, &m.audioProjOut, &m.captionLinear1, &m.captionLinear2,
+    const_cast<Transformer*>(this)->visitLinearsMutable([&](nn::Linear& l) { f(l); });
+}
+
+std::vector<nn::LinearPart> Transformer::loraTargets(std::vector<std::int64_t>* inFeatures) const
+{
+    std::vector<nn::LinearPart> out;
+    visitLinears([&](const nn::Linear& l) {
+        for (auto& p : l.computedParts()) {
+            out.push_back(std::move(p));
+            if (inFeatures)
+                inFeatures->push_back(l.inFeatures());
+        }
+    });
+    return out;
+}
+
+Result<std::int64_t> Transformer::setLoraDeltas(const std::vector<nn::LoraDelta>& deltas)
+{
+    std::map<std::string, std::vector<const nn::LoraDelta*>> byTarget;
+    for (const auto& d : deltas)
+        byTarget[d.target].push_back(&d);
+    // Built first, assigned after: a delta that does not fit leaves the model as it was.
+    std::vector<std::pair<nn::Linear*, std::shared_ptr<const nn::LoraAdapter>>> planned;
+    std::size_t used = 0;
+    try {
+        visitLinearsMutable([&](nn::Linear& l) {
+            std::vector<const nn::LoraDelta*> mine;
+            for (const auto& p : l.computedParts())
+                if (const auto it = byTarget.find(p.name); it != byTarget.end())
+                    mine.insert(mine.end(), it->second.begin(), it->second.end());
+            used += mine.size();
+            planned.emplace_back(&l, nn::buildLoraAdapter(l, mine));
+        });
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::InvalidArgument, e.what_without_backtrace());
+    }
+    if (used != deltas.size())
+        return makeError(ErrorCode::NotFound, std::to_string(deltas.size() - used) + " LoRA deltas name no layer of this transformer");
+    std::int64_t bytes = 0;
+    for (auto& [l, adapter] : planned) {
+        l->lora = std::move(adapter);
+        bytes += l->lora ? l->lora->bytes() : 0;
+    }
+    return bytes;
+}
+
+void Transformer::visitLinearsMutable(const std::function<void(nn::Linear&)>& f)
+{
+    auto& m = *m_impl;
+    for (auto* l : {&m.projIn, &m.audioProjIn, &m.projOut, &m.audioProjOut, &m.captionLinear1, &m.captionLinear2,
              &m.audioCaptionLinear1, &m.audioCaptionLinear2})
         f(*l);
-    for (const auto* ada : {&m.timeEmbed, &m.audioTimeEmbed, &m.promptAdaln, &m.audioPromptAdaln, &m.caVideoScaleShift,
+    for (auto* ada : {&m.timeEmbed, &m.audioTimeEmbed, &m.promptAdaln, &m.audioPromptAdaln, &m.caVideoScaleShift,
              &m.caAudioScaleShift, &m.caVideoGate, &m.caAudioGate})
-        for (const auto* l : {&ada->linear1, &ada->linear2, &ada->linear})
+        for (auto* l : {&ada->linear1, &ada->linear2, &ada->linear})
             f(*l);
-    for (const auto& b : m.blocks) {
-        for (const auto* at : {&b.attn1, &b.audioAttn1, &b.attn2, &b.audioAttn2, &b.audioToVideo, &b.videoToAudio})
-            for (const auto* l : {&at->toQ, &at->toK, &at->toV, &at->toOut, &at->toGateLogits, &at->fused})
+    for (auto& b : m.blocks) {
+        for (auto* at : {&b.attn1, &b.audioAttn1, &b.attn2, &b.audioAttn2, &b.audioToVideo, &b.videoToAudio})
+            for (auto* l : {&at->toQ, &at->toK, &at->toV, &at->toOut, &at->toGateLogits, &at->fused})
                 f(*l);
-        for (const auto* ff : {&b.ff, &b.audioFf}) {
+        for (auto* ff : {&b.ff, &b.audioFf}) {
             f(ff->proj);
             f(ff->out);
         }

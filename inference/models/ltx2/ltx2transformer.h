@@ -22,6 +22,8 @@ struct TensorSet;
 }
 namespace vireo::nn {
 struct Linear;
+struct LinearPart;
+struct LoraDelta;
 }
 
 namespace vireo::ltx2 {
@@ -99,10 +101,19 @@ public:
     std::map<std::string, int> matmulPaths() const;
     bool offloadsBlocks() const;
 
+    // Every canonical linear layer (diffusers name, rows), the projections fused into one GEMM
+    // listed one by one, with each layer's input width: what a LoRA can aim at.
+    std::vector<nn::LinearPart> loraTargets(std::vector<std::int64_t>* inFeatures = nullptr) const;
+    // Replaces every layer's LoRA adapters by these (none: the plain model), without touching
+    // a weight; fails without changing anything when a delta names no layer or does not fit.
+    // Returns the bytes the adapters hold.
+    Result<std::int64_t> setLoraDeltas(const std::vector<nn::LoraDelta>& deltas);
+
 private:
     struct Impl;
     explicit Transformer(std::unique_ptr<Impl> impl);
     void visitLinears(const std::function<void(const nn::Linear&)>& f) const;
+    void visitLinearsMutable(const std::function<void(nn::Linear&)>& f);
     std::unique_ptr<Impl> m_impl;
 };
 

@@ -196,6 +196,33 @@ std::string ltxCoreToDiffusersTransformer(const std::string& key)
     return name;
 }
 
+std::string diffusersToLtxCoreTransformer(const std::string& key)
+{
+    static const std::pair<std::string_view, std::string_view> kPrefixes[] = {
+        {"time_embed.", "adaln_single."},
+        {"audio_time_embed.", "audio_adaln_single."},
+        {"prompt_adaln.", "prompt_adaln_single."},
+        {"audio_prompt_adaln.", "audio_prompt_adaln_single."},
+        {"proj_in.", "patchify_proj."},
+        {"audio_proj_in.", "audio_patchify_proj."},
+        {"av_cross_attn_video_scale_shift.", "av_ca_video_scale_shift_adaln_single."},
+        {"av_cross_attn_audio_scale_shift.", "av_ca_audio_scale_shift_adaln_single."},
+        {"av_cross_attn_video_a2v_gate.", "av_ca_a2v_gate_adaln_single."},
+        {"av_cross_attn_audio_v2a_gate.", "av_ca_v2a_gate_adaln_single."},
+    };
+    // Module names (no ".weight") are matched as prefixes with the dot they would have. Layer
+    // names only: the scale-shift tables a LoRA never targets keep their diffusers names.
+    std::string name = key + ".";
+    for (const auto& [from, to] : kPrefixes)
+        if (startsWith(name, from)) {
+            name = std::string(to) + name.substr(from.size());
+            break;
+        }
+    replaceAll(name, ".norm_q.", ".q_norm.");
+    replaceAll(name, ".norm_k.", ".k_norm.");
+    return name.substr(0, name.size() - 1);
+}
+
 std::string ltxCoreToDiffusersConnector(const std::string& key)
 {
     static const std::pair<std::string_view, std::string_view> kPrefixes[] = {

@@ -37,6 +37,8 @@ struct SourceTensor {
 
 // Canonical (diffusers) name of an ltx-core DiT key with `model.diffusion_model.` removed.
 std::string ltxCoreToDiffusersTransformer(const std::string& name);
+// The inverse, for names a LoRA trained against ltx-core checkpoints uses.
+std::string diffusersToLtxCoreTransformer(const std::string& name);
 // Canonical name of an ltx-core connector or text-projection key (prefix removed).
 std::string ltxCoreToDiffusersConnector(const std::string& name);
 // ltx-core's flat VAE lists to diffusers' nested blocks (`vae.` removed): decoder

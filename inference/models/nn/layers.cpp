@@ -10,18 +10,96 @@
 
 namespace vireo::nn {
 
+namespace {
+
+void addLora(const LoraAdapter& lora, const at::Tensor& x, at::Tensor& y)
+{
+    const auto x2 = x.reshape({-1, x.size(-1)});
+    // One GEMM into the stacked rank for every part and LoRA, then one per part.
+    const auto h = at::mm(x2.scalar_type() == lora.down.scalar_type() ? x2 : x2.to(lora.down.scalar_type()), lora.down.t());
+    if (!y.is_contiguous())
+        y = y.contiguous();
+    auto y2 = y.view({-1, y.size(-1)});
+    for (const auto& s : lora.slices) {
+        auto rows = y2.narrow(1, s.rowOffset, s.rows);
+        const auto d = at::mm(h.narrow(1, s.rankOffset, s.rank), s.up.t());
+        rows.add_(d.scalar_type() == rows.scalar_type() ? d : d.to(rows.scalar_type()));
+    }
+}
+
+} // namespace
+
 at::Tensor Linear::operator()(const at::Tensor& x) const
 {
     auto y = weight.linear(x, bias);
     if (!y)
         throw ForwardError(name + ": " + y.error().message, y.error().code == ErrorCode::InvalidArgument ? ErrorCode::Unsupported : y.error().code);
+    if (lora)
+        addLora(*lora, x, *y);
     return std::move(*y);
+}
+
+std::vector<LinearPart> Linear::computedParts() const
+{
+    if (!parts.empty())
+        return parts;
+    if (!weight.defined())
+        return {};
+    return {LinearPart{name, 0, outFeatures()}};
+}
+
+Linear Linear::withWeights(quant::QuantizedWeight w, std::optional<at::Tensor> b) const
+{
+    Linear out = *this;
+    out.weight = std::move(w);
+    out.bias = std::move(b);
+    return out;
+}
+
+std::int64_t LoraAdapter::bytes() const
+{
+    std::int64_t n = down.defined() ? down.numel() * down.element_size() : 0;
+    for (const auto& s : slices)
+        n += s.up.numel() * s.up.element_size();
+    return n;
+}
+
+std::shared_ptr<const LoraAdapter> buildLoraAdapter(const Linear& layer, const std::vector<const LoraDelta*>& deltas)
+{
+    if (deltas.empty())
+        return nullptr;
+    auto adapter = std::make_shared<LoraAdapter>();
+    std::vector<at::Tensor> downs;
+    std::int64_t rank = 0;
+    // Grouped by part, so each slice reads one contiguous rank range.
+    for (const auto& part : layer.computedParts()) {
+        std::vector<at::Tensor> ups;
+        const auto start = rank;
+        for (const auto* d : deltas) {
+            if (d->target != part.name)
+                continue;
+            TORCH_CHECK(d->down.dim() == 2 && d->up.dim() == 2 && d->down.size(0) == d->up.size(1), d->target,
+                ": LoRA down ", d->down.sizes(), " and up ", d->up.sizes(), " do not pair");
+            TORCH_CHECK(d->down.size(1) == layer.inFeatures() && d->up.size(0) == part.rows, d->target, ": LoRA [",
+                d->up.size(0), " x ", d->down.size(1), "] does not fit the layer's [", part.rows, " x ", layer.inFeatures(), "]");
+            downs.push_back(d->down);
+            ups.push_back(d->up);
+            rank += d->down.size(0);
+        }
+        if (!ups.empty())
+            adapter->slices.push_back({part.rowOffset, part.rows, start, rank - start, ups.size() == 1 ? ups[0] : at::cat(ups, 1)});
+    }
+    if (downs.empty())
+        return nullptr;
+    adapter->down = downs.size() == 1 ? downs[0] : at::cat(downs, 0);
+    return adapter;
 }
 
 at::Tensor Linear::withGeluTanh(const at::Tensor& x) const
 {
     const auto& w = weight.data();
-    const bool epilogue = x.is_cuda() && weight.representation() == quant::Representation::Dense && bias && w.device() == x.device()
+    // A LoRA adds to the pre-activation, which the fused epilogue never exposes.
+    const bool epilogue = !lora && x.is_cuda() && weight.representation() == quant::Representation::Dense && bias && w.device() == x.device()
         && w.scalar_type() == x.scalar_type() && bias->scalar_type() == x.scalar_type() && w.dim() == 2 && x.size(-1) == w.size(1)
         && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf || x.scalar_type() == at::kFloat);
     if (!epilogue)
@@ -39,6 +117,8 @@ std::int64_t Linear::residentBytes() const
     std::int64_t bytes = weight.defined() ? weight.residentBytes() : 0;
     if (bias)
         bytes += bias->numel() * bias->element_size();
+    if (lora)
+        bytes += lora->bytes();
     return bytes;
 }
 

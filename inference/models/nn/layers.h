@@ -9,9 +9,11 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace vireo::nn {
 
@@ -22,10 +24,40 @@ struct ForwardError : std::runtime_error {
     ErrorCode code;
 };
 
+// A canonical layer computed by a Linear: itself, or one of the projections fused into its
+// rows (q/k/v and gates run as one GEMM).
+struct LinearPart {
+    std::string name;
+    std::int64_t rowOffset = 0, rows = 0;
+};
+
+// Low-rank updates applied at run time (LoRA, unfused): y[rows of a part] += up (down x).
+// down stacks every contributing LoRA's A for every part ([R, in]); each slice reads its own
+// rank range of (down x) and writes its own rows of y. Strength and alpha / rank are folded
+// into up, so a quantized base is never touched and changing a LoRA costs no reload.
+struct LoraSlice {
+    std::int64_t rowOffset = 0, rows = 0;
+    std::int64_t rankOffset = 0, rank = 0;
+    at::Tensor up;  // [rows, rank], compute dtype
+};
+struct LoraAdapter {
+    at::Tensor down;  // [R, in], compute dtype
+    std::vector<LoraSlice> slices;
+    std::int64_t bytes() const;
+};
+// One LoRA module's contribution to a canonical layer, ready to apply: up already scaled.
+struct LoraDelta {
+    std::string target;  // canonical (diffusers) layer name
+    at::Tensor down;     // [r, in]
+    at::Tensor up;       // [out, r]
+};
+
 struct Linear {
     std::string name;                  // canonical name, for errors
     quant::QuantizedWeight weight;
     std::optional<at::Tensor> bias;
+    std::vector<LinearPart> parts;     // empty: the layer is `name` itself
+    std::shared_ptr<const LoraAdapter> lora;
 
     bool defined() const { return weight.defined(); }
     std::int64_t inFeatures() const { return weight.shape().at(1); }
@@ -34,7 +66,15 @@ struct Linear {
     // geluTanh((*this)(x)); on CUDA a dense layer applies bias and GELU in the GEMM epilogue.
     at::Tensor withGeluTanh(const at::Tensor& x) const;
     std::int64_t residentBytes() const;
+    // The canonical layers this one computes, with their rows.
+    std::vector<LinearPart> computedParts() const;
+    // The same layer with new weights (moved to a device, pinned), its parts and LoRA kept.
+    Linear withWeights(quant::QuantizedWeight w, std::optional<at::Tensor> b) const;
 };
+
+// The adapter for a layer from the deltas aimed at its parts (several LoRAs may hit one part),
+// on the deltas' device and dtype; nullptr when none is aimed at it. Shapes are checked.
+std::shared_ptr<const LoraAdapter> buildLoraAdapter(const Linear& layer, const std::vector<const LoraDelta*>& deltas);
 
 // diffusers' RMSNorm without affine: the variance in float32, the result back in x's dtype.
 at::Tensor rmsNorm(const at::Tensor& x, double eps);

@@ -1,0 +1,517 @@
+#include "inference/lora/lora.h"
+
+#include "inference/models/nn/layers.h"
+#include "inference/quant/weightloader.h"
+#include "inference/tensorfile/modelsource.h"
+#include "inference/util/format.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace vireo::lora {
+
+namespace {
+
+using json = nlohmann::json;
+
+bool startsWith(const std::string& s, std::string_view p)
+{
+    return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+}
+
+bool endsWith(const std::string& s, std::string_view p)
+{
+    return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+enum class Role { Down, Up, Alpha, Dora, Mid, FullPatch, LoHa, LoKr, Other };
+
+struct Classified {
+    Role role = Role::Other;
+    std::string module;
+};
+
+// The spellings ComfyUI's loader accepts for a pair, longest first so ".lora_A.weight" is not
+// read as ".weight".
+Classified classify(const std::string& name)
+{
+    static const std::pair<std::string_view, Role> kSuffixes[] = {
+        {".lora_A.default.weight", Role::Down}, {".lora_B.default.weight", Role::Up},
+        {".lora_linear_layer.down.weight", Role::Down}, {".lora_linear_layer.up.weight", Role::Up},
+        {".lora_A.weight", Role::Down}, {".lora_B.weight", Role::Up},
+        {".lora_down.weight", Role::Down}, {".lora_up.weight", Role::Up},
+        {".lora.down.weight", Role::Down}, {".lora.up.weight", Role::Up},
+        {"_lora.down.weight", Role::Down}, {"_lora.up.weight", Role::Up},
+        {".lora_A", Role::Down}, {".lora_B", Role::Up}, {".lora_a", Role::Down}, {".lora_b", Role::Up},
+        {".alpha", Role::Alpha},
+        {".lora_mid.weight", Role::Mid},
+        {".dora_scale", Role::Dora},
+        {".lora_magnitude_vector.default.weight", Role::Dora}, {".lora_magnitude_vector.weight", Role::Dora},
+        {".lora_magnitude_vector", Role::Dora},
+        {".diff_b", Role::FullPatch}, {".diff", Role::FullPatch}, {".set_weight", Role::FullPatch},
+        {".reshape_weight", Role::FullPatch}, {".w_norm", Role::FullPatch}, {".b_norm", Role::FullPatch},
+    };
+    for (const auto& [suffix, role] : kSuffixes)
+        if (endsWith(name, suffix))
+            return {role, name.substr(0, name.size() - suffix.size())};
+    for (const char* marker : {".hada_", "_hada_"})
+        if (const auto at = name.find(marker); at != std::string::npos)
+            return {Role::LoHa, name.substr(0, at)};
+    for (const char* marker : {".lokr_", "_lokr_"})
+        if (const auto at = name.find(marker); at != std::string::npos)
+            return {Role::LoKr, name.substr(0, at)};
+    return {Role::Other, name};
+}
+
+const char* refusalReason(Role role)
+{
+    switch (role) {
+    case Role::Dora:
+        return "DoRA (weight-decomposed LoRA) modules are not supported";
+    case Role::Mid:
+        return "LoCon modules with a Tucker core (lora_mid) are not supported";
+    case Role::FullPatch:
+        return "full-weight patches (diff, set_weight, norm patches) are not supported";
+    case Role::LoHa:
+        return "LyCORIS LoHa (Hadamard product) modules are not supported";
+    case Role::LoKr:
+        return "LyCORIS LoKr (Kronecker product) modules are not supported";
+    default:
+        return "not a LoRA tensor";
+    }
+}
+
+struct Module {
+    std::string key;
+    std::string down, up, alpha;  // tensor names
+    std::set<Role> other;         // anything that makes it more than a plain pair
+    std::int64_t keys = 0;
+};
+
+struct Naming {
+    std::string name;  // prefix removed
+    bool underscored = false;
+    std::string refusal;  // a component this version does not apply LoRAs to
+    std::string prefix;
+};
+
+Naming normalise(const std::string& key)
+{
+    Naming n{key, false, {}, {}};
+    for (std::string_view te : {"lora_te_", "lora_te1_", "lora_te2_", "lora_te3_", "text_encoder.", "text_encoders.", "text_encoder_2."})
+        if (startsWith(key, te)) {
+            n.refusal = "text-encoder modules (LoRAs are applied to the transformer)";
+            return n;
+        }
+    std::string name = key;
+    for (std::string_view p : {"base_model.model.", "transformer.", "model.diffusion_model.", "diffusion_model."})
+        if (startsWith(name, p)) {
+            n.prefix += std::string(p);
+            name = name.substr(p.size());
+        }
+    for (std::string_view c : {"text_embedding_projection.", "connectors."})
+        if (startsWith(name, c)) {
+            n.refusal = "text-connector modules (this version applies LoRAs to the transformer only)";
+            return n;
+        }
+    for (std::string_view p : {"lora_unet_", "lycoris_", "lora_transformer_"})
+        if (startsWith(name, p)) {
+            n.prefix += std::string(p);
+            name = name.substr(p.size());
+            n.underscored = true;
+        }
+    n.name = name;
+    return n;
+}
+
+// PEFT's LoraConfig as diffusers stores it with the weights: default rank and alpha, and
+// per-module exceptions (keys are module names or their trailing parts).
+struct PeftConfig {
+    std::optional<double> r, alpha;
+    bool rslora = false;
+    std::vector<std::pair<std::string, double>> rankPattern, alphaPattern;
+};
+
+std::optional<PeftConfig> peftConfig(const tensorfile::Checkpoint& cp, std::string* problem)
+{
+    const auto it = cp.metadata.find("lora_adapter_metadata");
+    if (it == cp.metadata.end())
+        return std::nullopt;
+    const auto j = json::parse(it->second, nullptr, false);
+    if (!j.is_object()) {
+        *problem = "its lora_adapter_metadata is not a JSON object";
+        return std::nullopt;
+    }
+    PeftConfig c;
+    auto number = [](const json& v) -> std::optional<double> {
+        return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt;
+    };
+    if (j.contains("r"))
+        c.r = number(j["r"]);
+    if (j.contains("lora_alpha"))
+        c.alpha = number(j["lora_alpha"]);
+    if (j.contains("use_rslora") && j["use_rslora"].is_boolean())
+        c.rslora = j["use_rslora"].get<bool>();
+    for (const auto& [field, out] : {std::pair{"rank_pattern", &c.rankPattern}, std::pair{"alpha_pattern", &c.alphaPattern}})
+        if (j.contains(field) && j[field].is_object())
+            for (const auto& [k, v] : j[field].items())
+                if (v.is_number() && out->size() < 100000)
+                    out->emplace_back(k, v.get<double>());
+    return c;
+}
+
+bool patternMatches(const std::string& pattern, const std::string& module)
+{
+    // PEFT matches `(.*\.)?<key>$`; keys are taken literally here.
+    return module == pattern || endsWith(module, "." + pattern);
+}
+
+std::optional<double> scalarOf(const tensorfile::Checkpoint& cp, const std::string& name)
+{
+    auto w = quant::loadWeight(cp, name);
+    if (!w)
+        return std::nullopt;
+    auto t = w->dequantize(c10::kFloat);
+    if (!t || t->numel() != 1)
+        return std::nullopt;
+    const double v = t->item<double>();
+    return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
+
+void addRefusal(std::vector<Refusal>& refused, const std::string& reason, const std::string& example, std::int64_t keys)
+{
+    for (auto& r : refused)
+        if (r.reason == reason) {
+            r.keys += keys;
+            if (r.examples.size() < 5)
+                r.examples.push_back(example);
+            return;
+        }
+    refused.push_back({reason, keys, {example}});
+}
+
+std::string countOf(std::int64_t n, const char* one, const char* many)
+{
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string shapeText(std::int64_t out, std::int64_t in)
+{
+    return "[" + std::to_string(out) + " x " + std::to_string(in) + "]";
+}
+
+} // namespace
+
+std::string underscored(const std::string& name)
+{
+    std::string s = name;
+    for (auto& c : s)
+        if (c == '.')
+            c = '_';
+    return s;
+}
+
+int MatchReport::matched() const
+{
+    int n = 0;
+    for (const auto& m : modules)
+        n += m.state == ModuleState::Matched;
+    return n;
+}
+
+int MatchReport::unmatched() const
+{
+    return static_cast<int>(modules.size()) - matched();
+}
+
+std::int64_t MatchReport::refusedKeys() const
+{
+    std::int64_t n = 0;
+    for (const auto& r : refused)
+        n += r.keys;
+    return n;
+}
+
+std::string MatchReport::status() const
+{
+    if (matched() == 0) {
+        std::string why;
+        if (!modules.empty())
+            why = countOf(static_cast<std::int64_t>(modules.size()), "module matches", "modules match") + " no layer of this model" + (trainedFor.empty() ? "" : " (" + trainedFor + ")");
+        else if (!refused.empty())
+            why = refused.front().reason;
+        else
+            why = "the file holds no LoRA module";
+        return "refused: " + why;
+    }
+    if (unmatched() == 0 && refused.empty())
+        return "applied";
+    std::string s = "partial: ";
+    if (unmatched() > 0)
+        s += std::to_string(unmatched()) + " of " + std::to_string(modules.size()) + " modules unmatched";
+    if (!refused.empty())
+        s += std::string(unmatched() > 0 ? ", " : "") + countOf(refusedKeys(), "key", "keys") + " refused (" + refused.front().reason + ")";
+    return s;
+}
+
+std::string MatchReport::toJson() const
+{
+    json mods = json::array();
+    std::map<std::int64_t, int> ranks;
+    for (const auto& m : modules) {
+        json j{{"key", m.key}, {"target", m.target}, {"rank", m.rank}, {"in", m.in}, {"out", m.out}, {"scale", m.scale},
+            {"state", m.state == ModuleState::Matched ? "matched" : m.state == ModuleState::NoSuchLayer ? "no such layer" : "shape"}};
+        if (m.alpha)
+            j["alpha"] = *m.alpha;
+        if (!m.reason.empty())
+            j["reason"] = m.reason;
+        mods.push_back(std::move(j));
+        ++ranks[m.rank];
+    }
+    json ref = json::array();
+    for (const auto& r : refused)
+        ref.push_back({{"reason", r.reason}, {"keys", r.keys}, {"examples", r.examples}});
+    json rankJson = json::object();
+    for (const auto& [r, n] : ranks)
+        rankJson[std::to_string(r)] = n;
+    return json{{"file", file.string()}, {"layout", layout}, {"tensors", tensors}, {"bytes", tensorBytes}, {"matched", matched()},
+        {"unmatched", unmatched()}, {"refused_keys", refusedKeys()}, {"status", status()}, {"trained_for", trainedFor},
+        {"ranks", rankJson}, {"modules", mods}, {"refused", ref}}
+        .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string MatchReport::toText() const
+{
+    std::ostringstream o;
+    o << file.string() << "\n  layout " << layout << ", " << tensors << " tensors, " << humanBytes(static_cast<std::uint64_t>(tensorBytes))
+      << "\n  " << status() << "\n";
+    std::map<std::int64_t, int> ranks;
+    std::map<double, int> scales;
+    for (const auto& m : modules)
+        if (m.state == ModuleState::Matched) {
+            ++ranks[m.rank];
+            ++scales[m.scale];
+        }
+    if (!ranks.empty()) {
+        o << "  " << countOf(matched(), "module", "modules") << " matched; rank";
+        for (const auto& [r, n] : ranks)
+            o << " " << r << " (" << n << ")";
+        o << "; scale";
+        for (const auto& [s, n] : scales)
+            o << " " << s << " (" << n << ")";
+        o << "\n";
+    }
+    if (!trainedFor.empty())
+        o << "  trained for " << trainedFor << "\n";
+    int listed = 0;
+    for (const auto& m : modules)
+        if (m.state != ModuleState::Matched && listed++ < 50)
+            o << "  unmatched " << m.key << ": " << m.reason << "\n";
+    if (unmatched() > 50)
+        o << "  ... and " << unmatched() - 50 << " more unmatched\n";
+    for (const auto& r : refused) {
+        o << "  refused " << countOf(r.keys, "key", "keys") << ": " << r.reason << " (e.g. " << r.examples.front() << ")\n";
+    }
+    return o.str();
+}
+
+Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector<Target>& targets)
+{
+    auto source = tensorfile::ModelSource::open(file);
+    if (!source)
+        return source.error();
+    if (source->checkpoints.size() != 1)
+        return makeError(ErrorCode::InvalidFormat, file.string() + ": a LoRA is one .safetensors or .gguf file, not a folder of " +
+                std::to_string(source->checkpoints.size()) + " checkpoints");
+    const auto& cp = source->checkpoints.front();
+    MatchReport report;
+    report.file = file;
+    report.tensors = static_cast<std::int64_t>(cp.tensors.size());
+    report.tensorBytes = static_cast<std::int64_t>(cp.tensorBytes());
+
+    std::map<std::string, Module> modules;
+    for (const auto& t : cp.tensors) {
+        const auto c = classify(t.name);
+        if (c.role == Role::Other) {
+            // A GGUF adapter's own bookkeeping is not a stray tensor.
+            addRefusal(report.refused, refusalReason(Role::Other), t.name, 1);
+            continue;
+        }
+        auto& m = modules[c.module];
+        m.key = c.module;
+        ++m.keys;
+        if (c.role == Role::Down)
+            m.down = t.name;
+        else if (c.role == Role::Up)
+            m.up = t.name;
+        else if (c.role == Role::Alpha)
+            m.alpha = t.name;
+        else
+            m.other.insert(c.role);
+    }
+
+    std::string peftProblem;
+    const auto peft = peftConfig(cp, &peftProblem);
+    if (!peftProblem.empty())
+        return makeError(ErrorCode::InvalidFormat, file.string() + ": " + peftProblem);
+
+    // Every target under its own name and its aliases, and their '.'-collapsed forms (kohya).
+    std::unordered_map<std::string, const Target*> byName, byUnderscored;
+    for (const auto& t : targets) {
+        byName.emplace(t.name, &t);
+        byUnderscored.emplace(underscored(t.name), &t);
+        for (const auto& a : t.aliases) {
+            byName.emplace(a, &t);
+            byUnderscored.emplace(underscored(a), &t);
+        }
+    }
+
+    std::set<std::string> prefixes;
+    std::map<std::int64_t, int> mismatchedIn;
+    for (auto& [key, m] : modules) {
+        const auto naming = normalise(key);
+        if (!naming.refusal.empty()) {
+            addRefusal(report.refused, naming.refusal, key, m.keys);
+            continue;
+        }
+        if (!m.other.empty()) {
+            addRefusal(report.refused, refusalReason(*m.other.begin()), key, m.keys);
+            continue;
+        }
+        if (m.down.empty() || m.up.empty()) {
+            if (m.down.empty() && m.up.empty())
+                addRefusal(report.refused, "an alpha without its LoRA pair", key, m.keys);
+            else
+                addRefusal(report.refused, "half a LoRA pair (down without up, or up without down)", key, m.keys);
+            continue;
+        }
+        const auto* d = cp.find(m.down);
+        const auto* u = cp.find(m.up);
+        if (d->shape.size() != 2 || u->shape.size() != 2) {
+            addRefusal(report.refused, d->shape.size() == 4 || u->shape.size() == 4 ? "convolution LoRA modules (LoCon) are not supported"
+                                                                                   : "LoRA tensors that are not matrices",
+                key, m.keys);
+            continue;
+        }
+        if (d->shape[0] != u->shape[1] || d->shape[0] <= 0 || d->shape[0] > 4096) {
+            addRefusal(report.refused, "down and up of different ranks", key, m.keys);
+            continue;
+        }
+        prefixes.insert(naming.prefix);
+        ModuleReport r;
+        r.key = key;
+        r.rank = d->shape[0];
+        r.in = d->shape[1];
+        r.out = u->shape[0];
+        if (!m.alpha.empty()) {
+            r.alpha = scalarOf(cp, m.alpha);
+            if (!r.alpha) {
+                addRefusal(report.refused, "an alpha that is not a finite number", key, m.keys);
+                continue;
+            }
+        }
+        // The scale each convention gives (alpha / rank; no alpha: 1, as the Lightricks trainer,
+        // ComfyUI and PEFT without metadata all apply it; alpha 0 means "rank", as kohya reads it).
+        if (r.alpha && *r.alpha != 0)
+            r.scale = *r.alpha / static_cast<double>(r.rank);
+        const Target* target = nullptr;
+        if (naming.underscored) {
+            if (const auto it = byUnderscored.find(naming.name); it != byUnderscored.end())
+                target = it->second;
+        } else if (const auto it = byName.find(naming.name); it != byName.end()) {
+            target = it->second;
+        }
+        r.target = target ? target->name : naming.name;
+        if (peft && !r.alpha) {
+            double alpha = peft->alpha.value_or(static_cast<double>(r.rank));
+            for (const auto& [pattern, value] : peft->alphaPattern)
+                if (patternMatches(pattern, r.target) || patternMatches(pattern, naming.name))
+                    alpha = value;
+            r.alpha = alpha;
+            r.scale = peft->rslora ? alpha / std::sqrt(static_cast<double>(r.rank)) : alpha / static_cast<double>(r.rank);
+        }
+        if (!target) {
+            r.state = ModuleState::NoSuchLayer;
+            r.reason = "no such layer in this model";
+        } else if (r.in != target->in || r.out != target->out) {
+            r.state = ModuleState::ShapeMismatch;
+            r.reason = "LoRA " + shapeText(r.out, r.in) + " does not fit the layer's " + shapeText(target->out, target->in);
+            ++mismatchedIn[r.in];
+        }
+        report.modules.push_back(std::move(r));
+    }
+    report.layout = prefixes.empty() ? "none"
+        : prefixes.size() > 1        ? "mixed"
+        : prefixes.begin()->find("lora_unet_") != std::string::npos || prefixes.begin()->find("lycoris_") != std::string::npos ? "kohya"
+        : prefixes.begin()->find("diffusion_model.") != std::string::npos ? "comfy"
+        : prefixes.begin()->find("transformer.") != std::string::npos     ? "peft"
+                                                                           : "bare";
+    if (!mismatchedIn.empty()) {
+        auto most = mismatchedIn.begin();
+        for (auto it = mismatchedIn.begin(); it != mismatchedIn.end(); ++it)
+            if (it->second > most->second)
+                most = it;
+        report.trainedFor = "layers " + std::to_string(most->first) +
+            " wide where this model's differ: a LoRA for another model size or version (LTX-2.0 and 2.3 differ)";
+    }
+    return report;
+}
+
+Result<std::vector<nn::LoraDelta>> loadDeltas(const MatchReport& report, double strength, c10::ScalarType dtype, c10::Device device)
+{
+    auto source = tensorfile::ModelSource::open(report.file);
+    if (!source)
+        return source.error();
+    if (source->checkpoints.size() != 1)
+        return makeError(ErrorCode::InvalidFormat, report.file.string() + ": not a single LoRA file");
+    const auto& cp = source->checkpoints.front();
+    // The pairs by module key, found again (the report keeps the key, not the spelling).
+    std::unordered_map<std::string, std::pair<std::string, std::string>> pairs;
+    for (const auto& t : cp.tensors) {
+        const auto c = classify(t.name);
+        if (c.role == Role::Down)
+            pairs[c.module].first = t.name;
+        else if (c.role == Role::Up)
+            pairs[c.module].second = t.name;
+    }
+    std::vector<nn::LoraDelta> out;
+    try {
+        for (const auto& m : report.modules) {
+            if (m.state != ModuleState::Matched)
+                continue;
+            const auto it = pairs.find(m.key);
+            if (it == pairs.end() || it->second.first.empty() || it->second.second.empty())
+                return makeError(ErrorCode::InvalidFormat, report.file.string() + ": module " + m.key + " changed since it was inspected");
+            auto d = quant::loadWeight(cp, it->second.first);
+            auto u = quant::loadWeight(cp, it->second.second);
+            if (!d)
+                return d.error();
+            if (!u)
+                return u.error();
+            auto df = d->dequantize(c10::kFloat);
+            auto uf = u->dequantize(c10::kFloat);
+            if (!df)
+                return df.error();
+            if (!uf)
+                return uf.error();
+            if (df->sizes() != at::IntArrayRef{m.rank, m.in} || uf->sizes() != at::IntArrayRef{m.out, m.rank})
+                return makeError(ErrorCode::InvalidFormat, report.file.string() + ": module " + m.key + " changed since it was inspected");
+            // The scale in float32 before the cast, as the references compute the delta.
+            auto scaled = *uf * (m.scale * strength);
+            if (!at::isfinite(*df).all().item<bool>() || !at::isfinite(scaled).all().item<bool>())
+                return makeError(ErrorCode::InvalidFormat, report.file.string() + ": module " + m.key + " holds NaN or infinite values");
+            out.push_back({m.target, df->to(device, dtype).contiguous(), scaled.to(device, dtype).contiguous()});
+        }
+    } catch (const c10::Error& e) {
+        return makeError(ErrorCode::Internal, report.file.string() + ": " + e.what_without_backtrace());
+    }
+    return out;
+}
+
+} // namespace vireo::lora
