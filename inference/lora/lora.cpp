@@ -152,17 +152,24 @@ std::optional<PeftConfig> peftConfig(const tensorfile::Checkpoint& cp, std::stri
     auto number = [](const json& v) -> std::optional<double> {
         return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt;
     };
-    if (j.contains("r"))
-        c.r = number(j["r"]);
-    if (j.contains("lora_alpha"))
-        c.alpha = number(j["lora_alpha"]);
-    if (j.contains("use_rslora") && j["use_rslora"].is_boolean())
-        c.rslora = j["use_rslora"].get<bool>();
-    for (const auto& [field, out] : {std::pair{"rank_pattern", &c.rankPattern}, std::pair{"alpha_pattern", &c.alphaPattern}})
-        if (j.contains(field) && j[field].is_object())
-            for (const auto& [k, v] : j[field].items())
-                if (v.is_number() && out->size() < 100000)
-                    out->emplace_back(k, v.get<double>());
+    // diffusers writes the keys under the component ("transformer.lora_alpha"); PEFT bare.
+    auto field = [&](const std::string& name) -> const json* {
+        for (const auto& key : {"transformer." + name, name})
+            if (j.contains(key))
+                return &j[key];
+        return nullptr;
+    };
+    if (const auto* v = field("r"))
+        c.r = number(*v);
+    if (const auto* v = field("lora_alpha"))
+        c.alpha = number(*v);
+    if (const auto* v = field("use_rslora"); v && v->is_boolean())
+        c.rslora = v->get<bool>();
+    for (const auto& [name, out] : {std::pair{"rank_pattern", &c.rankPattern}, std::pair{"alpha_pattern", &c.alphaPattern}})
+        if (const auto* v = field(name); v && v->is_object())
+            for (const auto& [k, value] : v->items())
+                if (value.is_number() && out->size() < 100000)
+                    out->emplace_back(k, value.get<double>());
     return c;
 }
 
@@ -512,6 +519,38 @@ Result<std::vector<nn::LoraDelta>> loadDeltas(const MatchReport& report, double 
         return makeError(ErrorCode::Internal, report.file.string() + ": " + e.what_without_backtrace());
     }
     return out;
+}
+
+std::vector<Outcome> prepare(const std::vector<Request>& requests, const std::vector<Target>& targets, c10::ScalarType dtype,
+                             c10::Device device, std::vector<nn::LoraDelta>* deltas)
+{
+    std::vector<Outcome> outcomes;
+    for (const auto& l : requests) {
+        Outcome o{l.path, l.strength, {}, 0, 0, 0, 0, {}};
+        auto report = inspect(l.path, targets);
+        if (!report) {
+            o.status = "refused: " + report.error().message;
+        } else {
+            o.report = report->toText();
+            o.matched = report->matched();
+            o.unmatched = report->unmatched();
+            o.refusedKeys = report->refusedKeys();
+            o.status = report->status();
+            if (report->usable()) {
+                auto loaded = loadDeltas(*report, l.strength, dtype, device);
+                if (!loaded) {
+                    o.status = "refused: " + loaded.error().message;
+                    o.matched = 0;
+                } else {
+                    for (const auto& d : *loaded)
+                        o.deviceBytes += d.down.numel() * d.down.element_size() + d.up.numel() * d.up.element_size();
+                    deltas->insert(deltas->end(), std::make_move_iterator(loaded->begin()), std::make_move_iterator(loaded->end()));
+                }
+            }
+        }
+        outcomes.push_back(std::move(o));
+    }
+    return outcomes;
 }
 
 } // namespace vireo::lora

@@ -80,6 +80,28 @@ Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector
 // up; a module whose tensors cannot be read fails the whole LoRA.
 Result<std::vector<nn::LoraDelta>> loadDeltas(const MatchReport& report, double strength, c10::ScalarType dtype, c10::Device device);
 
+// A LoRA a generation asks for, and what became of it.
+struct Request {
+    std::filesystem::path path;
+    double strength = 1.0;
+    bool operator==(const Request&) const = default;
+};
+struct Outcome {
+    std::filesystem::path path;
+    double strength = 1.0;
+    std::string status;    // "applied", "partial: ...", "refused: ..."
+    int matched = 0, unmatched = 0;
+    std::int64_t refusedKeys = 0;
+    std::int64_t deviceBytes = 0;
+    std::string report;    // MatchReport::toText
+};
+
+// Every requested LoRA inspected against the targets and loaded: the deltas of those that can
+// be applied appended to *deltas, one outcome each (a file that cannot be read is refused in
+// its outcome, never fails the others).
+std::vector<Outcome> prepare(const std::vector<Request>& requests, const std::vector<Target>& targets, c10::ScalarType dtype,
+                             c10::Device device, std::vector<nn::LoraDelta>* deltas);
+
 // "lora_unet_transformer_blocks_0_attn1_to_q" style names as they collapse ('.' -> '_').
 std::string underscored(const std::string& name);
 

@@ -159,62 +159,19 @@ void Ltx2Pipeline::Impl::loadTransformer(const std::function<void(const Ltx2Prog
 
 std::vector<lora::Target> Ltx2Pipeline::Impl::loraTargets() const
 {
-    std::vector<lora::Target> out;
-    auto add = [&](const std::string& name, std::int64_t in, std::int64_t rows) {
-        lora::Target t{name, {}, in, rows};
-        if (auto core = ltx2::diffusersToLtxCoreTransformer(name); core != name)
-            t.aliases.push_back(std::move(core));
-        out.push_back(std::move(t));
-    };
-    if (transformer) {
-        std::vector<std::int64_t> in;
-        const auto parts = transformer->loraTargets(&in);
-        for (std::size_t i = 0; i < parts.size(); ++i)
-            add(parts[i].name, in[i], parts[i].rows);
-        return out;
-    }
-    // From headers: every 2-D weight of the transformer is a linear layer.
-    for (const auto& [name, src] : weights.tensors(ltx2::Part::Transformer)) {
-        if (name.size() < 7 || name.compare(name.size() - 7, 7, ".weight") != 0)
-            continue;
-        const auto shape = weights.shape(ltx2::Part::Transformer, name);
-        if (shape && shape->size() == 2)
-            add(name.substr(0, name.size() - 7), (*shape)[1], (*shape)[0]);
-    }
-    return out;
+    return transformer ? transformer->loraTargets() : ltx2::loraTargetsFromHeaders(weights);
 }
 
 std::vector<Ltx2LoraOutcome> Ltx2Pipeline::Impl::applyLoras(const std::vector<Ltx2Lora>& loras)
 {
-    const auto targets = loraTargets();
-    std::vector<Ltx2LoraOutcome> outcomes;
+    std::vector<lora::Request> requests;
+    for (const auto& l : loras)
+        requests.push_back({l.path, l.strength});
     std::vector<nn::LoraDelta> all;
-    std::vector<std::size_t> firstDelta;
-    for (const auto& l : loras) {
-        Ltx2LoraOutcome o{l.path, l.strength, {}, 0, 0, 0, 0, {}};
-        auto report = lora::inspect(l.path, targets);
-        if (!report) {
-            o.status = "refused: " + report.error().message;
-        } else {
-            o.report = report->toText();
-            o.matched = report->matched();
-            o.unmatched = report->unmatched();
-            o.refusedKeys = report->refusedKeys();
-            o.status = report->status();
-            if (report->usable()) {
-                auto deltas = lora::loadDeltas(*report, l.strength, options.dtype, options.device);
-                if (!deltas) {
-                    o.status = "refused: " + deltas.error().message;
-                    o.matched = 0;
-                } else {
-                    for (const auto& d : *deltas)
-                        o.deviceBytes += (d.down.numel() * d.down.element_size()) + (d.up.numel() * d.up.element_size());
-                    all.insert(all.end(), std::make_move_iterator(deltas->begin()), std::make_move_iterator(deltas->end()));
-                }
-            }
-        }
-        outcomes.push_back(std::move(o));
-    }
+    const auto prepared = lora::prepare(requests, loraTargets(), options.dtype, options.device, &all);
+    std::vector<Ltx2LoraOutcome> outcomes;
+    for (const auto& o : prepared)
+        outcomes.push_back({o.path, o.strength, o.status, o.matched, o.unmatched, o.refusedKeys, o.deviceBytes, o.report});
     // The old adapters go first, so a swap never holds both sets.
     (void)transformer->setLoraDeltas({});
     auto set = transformer->setLoraDeltas(all);

@@ -1,5 +1,7 @@
 #include "inference/models/ltx2/ltx2transformer.h"
 
+#include "inference/lora/lora.h"
+
 #include "inference/util/device.h"
 
 #include "inference/models/ltx2/ltx2layers.h"
@@ -613,16 +615,39 @@ void Transformer::visitLinears(const std::function<void(const nn::Linear&)>& f) 
     const_cast<Transformer*>(this)->visitLinearsMutable([&](nn::Linear& l) { f(l); });
 }
 
-std::vector<nn::LinearPart> Transformer::loraTargets(std::vector<std::int64_t>* inFeatures) const
+namespace {
+
+lora::Target loraTarget(const std::string& name, std::int64_t in, std::int64_t out)
 {
-    std::vector<nn::LinearPart> out;
+    lora::Target t{name, {}, in, out};
+    if (auto core = diffusersToLtxCoreTransformer(name); core != name)
+        t.aliases.push_back(std::move(core));
+    return t;
+}
+
+} // namespace
+
+std::vector<lora::Target> Transformer::loraTargets() const
+{
+    std::vector<lora::Target> out;
     visitLinears([&](const nn::Linear& l) {
-        for (auto& p : l.computedParts()) {
-            out.push_back(std::move(p));
-            if (inFeatures)
-                inFeatures->push_back(l.inFeatures());
-        }
+        for (const auto& p : l.computedParts())
+            out.push_back(loraTarget(p.name, l.inFeatures(), p.rows));
     });
+    return out;
+}
+
+std::vector<lora::Target> loraTargetsFromHeaders(const Ltx2Weights& weights)
+{
+    // Every 2-D weight of the transformer is a linear layer.
+    std::vector<lora::Target> out;
+    for (const auto& [name, src] : weights.tensors(Part::Transformer)) {
+        if (name.size() < 7 || name.compare(name.size() - 7, 7, ".weight") != 0)
+            continue;
+        const auto shape = weights.shape(Part::Transformer, name);
+        if (shape && shape->size() == 2)
+            out.push_back(loraTarget(name.substr(0, name.size() - 7), (*shape)[1], (*shape)[0]));
+    }
     return out;
 }
 

@@ -20,9 +20,11 @@
 namespace vireo::tensorfile {
 struct TensorSet;
 }
+namespace vireo::lora {
+struct Target;
+}
 namespace vireo::nn {
 struct Linear;
-struct LinearPart;
 struct LoraDelta;
 }
 
@@ -80,6 +82,9 @@ struct TransformerLoadOptions {
 // the tensor shapes), checked against the shapes in the headers. No weight bytes are read.
 Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& weights, const std::optional<TransformerConfig>& override);
 
+// The same targets from the checkpoint's headers, before (or without) loading it.
+std::vector<lora::Target> loraTargetsFromHeaders(const Ltx2Weights& weights);
+
 class Transformer {
 public:
     ~Transformer();
@@ -101,9 +106,9 @@ public:
     std::map<std::string, int> matmulPaths() const;
     bool offloadsBlocks() const;
 
-    // Every canonical linear layer (diffusers name, rows), the projections fused into one GEMM
-    // listed one by one, with each layer's input width: what a LoRA can aim at.
-    std::vector<nn::LinearPart> loraTargets(std::vector<std::int64_t>* inFeatures = nullptr) const;
+    // Every canonical linear layer (diffusers name with its ltx-core alias, shape), the
+    // projections fused into one GEMM listed one by one: what a LoRA can aim at.
+    std::vector<lora::Target> loraTargets() const;
     // Replaces every layer's LoRA adapters by these (none: the plain model), without touching
     // a weight; fails without changing anything when a delta names no layer or does not fit.
     // Returns the bytes the adapters hold.
