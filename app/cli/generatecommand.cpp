@@ -45,7 +45,7 @@ int usage(const std::string& message)
         "         [--negative TEXT] [--frames N] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
         "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
-        "         [--force] [--json] [--repeat N] [--no-gallery]\n"
+        "         [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
         "  --repeat N runs the request N times in one process (timings of warm runs); the video of the last is written\n"
         "  --force runs although the memory plan says the model does not fit\n"
@@ -115,6 +115,17 @@ int runGenerate(const std::vector<std::string>& args)
             req.negativePrompt = v;
         else if (a == "--out")
             out = v;
+        else if (a == "--lora") {
+            // FILE or FILE:STRENGTH; a path may itself hold ':' so only a trailing number splits.
+            vireo::facade::LoraRequest l{v, 1.0};
+            if (const auto colon = v.rfind(':'); colon != std::string::npos && colon + 1 < v.size()) {
+                if (auto n = parseNumber<double>(v.substr(colon + 1), -100, 100)) {
+                    l.path = v.substr(0, colon);
+                    l.strength = *n;
+                }
+            }
+            req.loras.push_back(std::move(l));
+        }
         else if (a == "--frames")
             frames = integer(1, 1025);
         else if (a == "--width")
@@ -182,6 +193,11 @@ int runGenerate(const std::vector<std::string>& args)
             std::fprintf(stderr, "vireo-cli: %s: no such file or folder\n", p.c_str());
             return 1;
         }
+    for (const auto& l : req.loras)
+        if (::stat(l.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+            std::fprintf(stderr, "vireo-cli: %s: no such LoRA file\n", l.path.c_str());
+            return 1;
+        }
 
     int argc = 1;
     char name[] = "vireo-cli";
@@ -216,6 +232,7 @@ int runGenerate(const std::vector<std::string>& args)
     base.guidanceRescale = rescale.value_or(guidance ? 0.0 : base.guidanceRescale);
     base.seed = seed.value_or(defaults->randomSeed ? static_cast<std::int64_t>(std::random_device{}() & 0x7fffffff) : defaults->seed);
     base.previewEvery = 0;
+    base.loras = req.loras;
     if (base.width % 32 || base.height % 32)
         return usage("--width and --height must be multiples of 32");
     if ((base.frames - 1) % 8)
@@ -307,6 +324,15 @@ int runGenerate(const std::vector<std::string>& args)
         runs.push_back(phases);
     }
     const auto last = engine.job(ids.back());
+    // Every LoRA's fate, applied or not: a refused one is never a silent no-op.
+    nlohmann::json loras = nlohmann::json::array();
+    for (const auto& l : last->recipe.loras) {
+        loras.push_back({{"path", l.path}, {"strength", l.strength}, {"status", l.status}, {"sha256", l.sha256}});
+        if (!asJson)
+            std::printf("LoRA %s x %g: %s\n", l.path.c_str(), l.strength, l.status.c_str());
+        else if (l.status != "applied")
+            std::fprintf(stderr, "vireo-cli: LoRA %s: %s\n", l.path.c_str(), l.status.c_str());
+    }
     if (recordInGallery) {
         // The studio notices the new row within seconds; a gallery that cannot be written is
         // a warning, the video itself is done.
@@ -324,7 +350,7 @@ int runGenerate(const std::vector<std::string>& args)
         const auto resident = engine.resident();
         std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
             {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
-            {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}}
+            {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras}}
                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                                 .c_str());
         return 0;

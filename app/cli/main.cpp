@@ -1,6 +1,7 @@
 // vireo-cli: the headless front end. Parses arguments and wires the layers; the work lives
 // in inference/ (and core/ for Hub commands).
 #include "app/cli/ditcommands.h"
+#include "app/cli/loracommands.h"
 #ifdef VIREO_HAS_CORE
 #include <QCoreApplication>
 
@@ -57,8 +58,14 @@ commands:
                                run the LTX-2 transformer once on named input tensors
                                (see --help of the command for options)
   generate --model PATH --prompt TEXT --out FILE.mp4 [--frames N --width W --height H
-           --steps S --seed N --schedule distilled|dev ...]
+           --steps S --seed N --schedule distilled|dev --lora FILE[:STRENGTH] ...]
                                text to video with sound (LTX-2 / LTX-2.3); Ctrl-C stops it
+  lora inspect FILE --model PATH [--json]
+                               a LoRA matched against a model before it is applied: modules
+                               matched and unmatched, refusals, rank and alpha
+  bench lora --model PATH [--rank R] [--swap-mb MB] [--device cpu|cuda] [--json]
+                               an unfused LoRA's cost per transformer forward, and the time
+                               to swap one for another
   bench dit [--python PY] [--layers N] [--tokens N] [--repeat N] [--json]
                                one LTX-2.3 transformer forward on CPU against diffusers on
                                the same weights; resident bytes as bf16, FP8 and Q4_K
@@ -267,6 +274,8 @@ int runBench(const std::vector<std::string>& args, const char* self)
     }
     if (!args.empty() && args[0] == "dequant")
         return runBenchDequant(args);
+    if (!args.empty() && args[0] == "lora")
+        return runBenchLora(args);
     if (!args.empty() && args[0] == "download")
         return runBenchDownload(args, self);
     if (!args.empty() && args[0] == "dit")
@@ -355,6 +364,8 @@ int main(int argc, char** argv)
         return runTensor(args);
     if (command == "dit-forward")
         return runDitForward(args);
+    if (command == "lora")
+        return runLora(args);
 #ifdef VIREO_HAS_CORE
     if (command == "generate")
         return runGenerate(args);

@@ -15,7 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <sys/stat.h>
 
 namespace vireo::output {
@@ -48,6 +50,20 @@ std::string fileSha256(const std::filesystem::path& path)
         if (real.parent_path().filename() == "blobs" && isLowerHex64(real.filename().string()))
             return real.filename().string();
     }
+    // Local weights and LoRAs are hashed once per version of the file (same size and mtime),
+    // not for every clip.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        return {};
+    const std::string key = path.string() + "|" + std::to_string(st.st_size) + "|" + std::to_string(st.st_mtim.tv_sec) + "."
+        + std::to_string(st.st_mtim.tv_nsec);
+    static std::mutex cacheMutex;
+    static std::map<std::string, std::string> cache;
+    {
+        std::lock_guard lock(cacheMutex);
+        if (const auto it = cache.find(key); it != cache.end())
+            return it->second;
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in)
         return {};
@@ -64,7 +80,12 @@ std::string fileSha256(const std::filesystem::path& path)
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned n = 0;
     EVP_DigestFinal_ex(ctx.get(), digest, &n);
-    return hex(digest, n);
+    auto digestHex = hex(digest, n);
+    std::lock_guard lock(cacheMutex);
+    if (cache.size() > 4096)
+        cache.clear();
+    cache[key] = digestHex;
+    return digestHex;
 }
 
 std::vector<WeightFile> describeWeightFiles(const std::vector<std::filesystem::path>& paths)

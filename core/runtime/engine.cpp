@@ -302,8 +302,11 @@ QStringList Engine::filesInUse() const
     if (m_impl->residentInfo)
         add(m_impl->residentInfo->model);
     for (const auto& [_, j] : m_impl->jobs)
-        if ((j->status.state == JobState::Queued || j->status.state == JobState::Running) && j->status.kind != JobKind::Unload)
+        if ((j->status.state == JobState::Queued || j->status.state == JobState::Running) && j->status.kind != JobKind::Unload) {
             add(j->model);
+            for (const auto& l : j->generate.request.loras)
+                out << QString::fromStdString(l.path.string());
+        }
     out.removeDuplicates();
     return out;
 }
@@ -623,6 +626,10 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     recipe.dtype = generator->memoryPlan().dtype;
     recipe.placement = std::string(facade::placementName(generator->memoryPlan().placement));
     recipe.secondsPerPhase = result->secondsPerPhase;
+    // Every LoRA asked for, applied or not, with the reason when not: never dropped in silence.
+    for (const auto& l : result->loras)
+        recipe.loras.push_back({l.path.string(), QFileInfo::exists(QString::fromStdString(l.path.string())) ? output::fileSha256(l.path) : std::string(),
+            l.strength, l.status});
     recipe.created = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
 
     Result<std::filesystem::path> path = std::filesystem::path(g.outputPath.toStdString());

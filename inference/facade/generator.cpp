@@ -1,4 +1,7 @@
 #include "inference/facade/generator.h"
+#include "inference/models/ltx2/ltx2weights.h"
+#include "inference/models/ltx2/ltx2transformer.h"
+#include "inference/lora/lora.h"
 
 #include "inference/models/nn/layers.h"
 #include "inference/pipelines/ltx2pipeline.h"
@@ -521,17 +524,15 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
 
 Result<std::string> Generator::inspectLora(const LoadPlan& plan, const std::filesystem::path& lora, bool asJson)
 {
-    auto device = parseDevice(plan.device);
-    if (!device)
-        return device.error();
-    auto dtype = parseDtype(plan.dtype, *device);
-    if (!dtype)
-        return dtype.error();
     try {
-        auto pipeline = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, *device, *dtype, Placement::AllResident));
-        if (!pipeline)
-            return pipeline.error();
-        return pipeline->inspectLora(lora, asJson);
+        // The transformer's headers are all a match needs: no pipeline, no weights read.
+        auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
+        if (!weights)
+            return weights.error();
+        auto report = lora::inspect(lora, ltx2::loraTargetsFromHeaders(*weights));
+        if (!report)
+            return report.error();
+        return asJson ? report->toJson() : report->toText();
     } catch (const std::exception& e) {
         return errorFromException(e, lora.string());
     }

@@ -459,7 +459,12 @@ Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector
         : prefixes.begin()->find("diffusion_model.") != std::string::npos ? "comfy"
         : prefixes.begin()->find("transformer.") != std::string::npos     ? "peft"
                                                                            : "bare";
-    if (!mismatchedIn.empty()) {
+    int mismatched = 0;
+    for (const auto& [in, n] : mismatchedIn)
+        mismatched += n;
+    // Most modules of the wrong width: the LoRA was made for another model, and saying so
+    // helps more than a list of shapes.
+    if (mismatched > 0 && mismatched >= report.matched()) {
         auto most = mismatchedIn.begin();
         for (auto it = mismatchedIn.begin(); it != mismatchedIn.end(); ++it)
             if (it->second > most->second)

@@ -298,6 +298,22 @@ if "dequant" not in skip and not DRY:
     else:
         log(f"gpu-dequant FAILED: {p.stderr.strip()[-800:]}")
 
+lora = {}
+if "lora" not in skip and not DRY:
+    # An unfused rank-32 LoRA on every linear of the bf16 and FP8 models, and the swap time.
+    for kind in ("bf16", "fp8"):
+        if kind not in files:
+            continue
+        p = subprocess.run([args.cli, "bench", "lora", "--model", str(files[kind]), "--device", "cuda", "--dtype", "bf16",
+                            "--tokens", str(F * H * W), "--json"], capture_output=True, text=True)
+        if p.returncode == 0:
+            lora[kind] = json.loads(p.stdout.strip().splitlines()[-1])
+            r = lora[kind]
+            log(f"lora {kind}: forward {r['forward_seconds'] * 1e3:.2f} ms, with rank-32 LoRA {r['forward_lora_seconds'] * 1e3:.2f} ms "
+                f"(ratio {r['ratio']:.3f}, goal < 1.10); swap {r['swap_file_bytes'] / 1e6:.0f} MB in {r['swap_seconds']:.3f} s")
+        else:
+            log(f"lora {kind} FAILED: {p.stderr.strip()[-800:]}")
+
 if args.compile:
     t0 = time.perf_counter()
     model = model.to(dev)
@@ -326,7 +342,7 @@ for key, r in results.items():
           f"{r['resident_bytes'] / 2**30:9.2f} {r['rel_video']:9.2e}")
 report = {"layers": args.layers, "device": DEVICE_NAME, "torch": torch.__version__,
           "diffusers": diffusers.__version__, "eager_seconds": eager_s, "eager_peak_bytes": eager_peak,
-          "compiled_seconds": compiled_s, "vireo": results, "gpu_dequant": dequant, "extrapolation_factor": scale,
+          "compiled_seconds": compiled_s, "vireo": results, "gpu_dequant": dequant, "lora": lora, "extrapolation_factor": scale,
           "total_seconds": time.perf_counter() - t_start}
 if args.report:
     Path(args.report).write_text(json.dumps(report, indent=2))

@@ -1,0 +1,9 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+// vireo-cli lora inspect FILE --model PATH: the match report of a LoRA against a model.
+int runLora(const std::vector<std::string>& args);
+// vireo-cli bench lora: an unfused LoRA's cost per transformer forward, and the swap time.
+int runBenchLora(const std::vector<std::string>& args);
