@@ -3,10 +3,12 @@
 #include "core/catalog/catalog.h"
 #include "core/studio/studio.h"
 #include "core/hub/downloadmanager.h"
+#include "core/hub/hfcache.h"
 #include "core/settings/studiosettings.h"
 #include "ui/pages/catalogpanel.h"
 #include "ui/pages/downloadspage.h"
 #include "ui/pages/generatepage.h"
+#include "ui/pages/lorapanel.h"
 #include "ui/pages/modelspage.h"
 #include "ui/pages/settingspage.h"
 #include "ui/pages/gallerypage.h"
@@ -111,6 +113,41 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
         if (!m_generate->applyRecipe(recipe, vary, &why))
             statusBar()->showMessage(why, 15000);
         showPage(Page::Generate);
+    });
+    // A LoRA from the Hub: planned and downloaded like a model (the Downloads page asks for the
+    // approval a repo outside the catalog's publishers needs); its weight files join the LoRA
+    // panel when the download is done.
+    connect(m_generate->loraPanel(), &LoraPanel::hubLoraRequested, this, [this](const QString& repo) {
+        QString error;
+        auto* task = m_manager->openRepo(repo, &error);
+        if (!task) {
+            statusBar()->showMessage(error, 15000);
+            return;
+        }
+        m_downloads->showTask(task->spec().key);
+        showPage(Page::Downloads);
+        const auto key = task->spec().key;
+        connect(task, &hub::DownloadTask::stateChanged, this, [this, key, repo](hub::DownloadTask::State state) {
+            if (state != hub::DownloadTask::State::Done)
+                return;
+            const auto ready = m_manager->readyFiles(key);
+            const auto cache = m_manager->hfCache();
+            if (!ready || !cache)
+                return;
+            int added = 0;
+            for (const auto& src : *ready) {
+                auto dir = cache->repoDir(src.repo);
+                if (!dir)
+                    continue;
+                for (const auto& f : src.files)
+                    if (QString::fromStdString(f.path).endsWith(QStringLiteral(".safetensors"))) {
+                        m_generate->loraPanel()->addLora(QString::fromStdString((*dir / "snapshots" / src.commit / f.path).string()));
+                        ++added;
+                    }
+            }
+            statusBar()->showMessage(added ? tr("%1: %2 added to the LoRAs").arg(repo).arg(added)
+                                           : tr("%1 holds no .safetensors file to use as a LoRA").arg(repo), 15000);
+        });
     });
     connect(m_gallery, &GalleryPage::message, this, [this](const QString& text) { statusBar()->showMessage(text, 8000); });
     connect(m_models, &ModelsPage::taskOpened, this, [this](const QString& key) {

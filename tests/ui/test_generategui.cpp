@@ -7,6 +7,7 @@
 #include "core/studio/studio.h"
 #include "tests/ui/studiowindow.h"
 #include "ui/pages/generatepage.h"
+#include "ui/pages/lorapanel.h"
 #include "ui/theme.h"
 
 #include <QApplication>
@@ -21,6 +22,7 @@
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QProgressBar>
+#include <QScrollArea>
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
@@ -223,6 +225,61 @@ private slots:
         QVERIFY(clock.elapsed() < 1000);
         QTRY_VERIFY(child<QLabel>(page, "phase")->text().contains(QStringLiteral("nothing was written")));
         QCOMPARE(QDir(outputs()).entryList(QDir::Files | QDir::Hidden).size(), before);
+    }
+
+    void lorasAreCheckedAppliedAndRestored()
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1280, 820);
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto* page = w->generatePage();
+        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
+        auto* panel = page->loraPanel();
+        const QString loras = qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline/v23/loras/");
+        panel->addLora(loras + QStringLiteral("style.safetensors"), 0.8);
+        panel->addLora(loras + QStringLiteral("loha.safetensors"));
+        panel->addLora(loras + QStringLiteral("style.safetensors"));  // the same file twice is one entry
+        QCOMPARE(panel->entries().size(), 2);
+        // Checked against the chosen model before anything runs.
+        QTRY_COMPARE_WITH_TIMEOUT(panel->pendingChecks(), 0, 10000);
+        QTRY_COMPARE(panel->entries()[0].status, QStringLiteral("applied"));
+        QVERIFY2(panel->entries()[1].status.startsWith(QStringLiteral("refused: LyCORIS LoHa")), qPrintable(panel->entries()[1].status));
+        QVERIFY(child<QLabel>(page, "loraStatus1")->text().startsWith(QStringLiteral("refused")));
+
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a paper boat drifts down a rain gutter"));
+        child<QSpinBox>(page, "width")->setValue(96);
+        child<QSpinBox>(page, "height")->setValue(64);
+        child<QSpinBox>(page, "frames")->setValue(9);
+        QTRY_VERIFY(page->canGenerate());
+        const auto id = page->generate();
+        QVERIFY(id);
+        auto* engine = w->studio()->engine();
+        QTRY_VERIFY_WITH_TIMEOUT(engine->job(id)->state != vireo::runtime::JobState::Queued
+                                     && engine->job(id)->state != vireo::runtime::JobState::Running, 120000);
+        const auto job = engine->job(id);
+        QVERIFY2(job->state == vireo::runtime::JobState::Done, qPrintable(job->error));
+        // Both are in the recipe: the applied one with its hash and strength, the refused one with why.
+        const auto& used = job->recipe.loras;
+        QCOMPARE(used.size(), std::size_t(2));
+        QCOMPARE(used[0].status, std::string("applied"));
+        QCOMPARE(used[0].strength, 0.8);
+        QCOMPARE(used[0].sha256.size(), std::size_t(64));
+        QVERIFY(used[1].status.rfind("refused", 0) == 0);
+        QTRY_COMPARE(panel->entries()[0].status, QStringLiteral("applied"));
+
+        // Generate again restores them.
+        panel->clear();
+        QVERIFY(page->applyRecipe(job->recipe, false));
+        QCOMPARE(panel->entries().size(), 2);
+        QCOMPARE(panel->entries()[0].strength, 0.8);
+        QCOMPARE(QFileInfo(panel->entries()[1].path).fileName(), QStringLiteral("loha.safetensors"));
+        // The panel in view for the screenshot.
+        if (auto* scroll = qobject_cast<QScrollArea*>(panel->parentWidget()->parentWidget()->parentWidget()))
+            scroll->ensureWidgetVisible(panel);
+        QTest::qWait(100);
+        saveScreenshot(w.get(), QStringLiteral("generate-loras.png"));
     }
 
 private:

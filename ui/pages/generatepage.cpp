@@ -1,5 +1,6 @@
 #include "ui/pages/generatepage.h"
 
+#include "ui/pages/lorapanel.h"
 #include "ui/widgets/videoview.h"
 
 #include "core/runtime/defaults.h"
@@ -40,6 +41,8 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include <functional>
+
 namespace vireo::ui {
 
 namespace {
@@ -69,6 +72,21 @@ QFrame* card(QFormLayout*& form, const QString& title)
     outer->addLayout(form);
     return frame;
 }
+
+// Calls back whenever a widget's layout asks for a new size.
+class LayoutWatcher : public QObject {
+public:
+    LayoutWatcher(QObject* parent, std::function<void()> f) : QObject(parent), m_f(std::move(f)) {}
+    bool eventFilter(QObject*, QEvent* e) override
+    {
+        if (e->type() == QEvent::LayoutRequest)
+            m_f();
+        return false;
+    }
+
+private:
+    std::function<void()> m_f;
+};
 
 QLabel* errorLabel(const QString& name)
 {
@@ -108,7 +126,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
       m_preview(new QLabel), m_phase(new QLabel), m_progress(new QProgressBar), m_eta(new QLabel), m_video(new VideoView),
       m_player(nullptr), m_audio(nullptr), m_play(new QPushButton(tr("Play"))), m_position(new QSlider(Qt::Horizontal)),
       m_result(new QLabel), m_openFolder(new QPushButton(tr("Show in folder"))), m_queue(new QListWidget),
-      m_cancelSelected(new QPushButton(tr("Cancel selected"))), m_planTimer(new QTimer(this))
+      m_cancelSelected(new QPushButton(tr("Cancel selected"))), m_planTimer(new QTimer(this)), m_loras(new LoraPanel)
 {
     m_model->setObjectName(QStringLiteral("model"));
     m_prompt->setObjectName(QStringLiteral("prompt"));
@@ -223,6 +241,8 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_notes->setObjectName(QStringLiteral("notes"));
     form->addRow(m_notes);
 
+    left->addWidget(m_loras);
+
     left->addWidget(card(form, tr("Memory")));
     m_placement->addItem(tr("Automatic (fastest that fits)"), QStringLiteral("auto"));
     m_placement->addItem(tr("Everything on the device"), QStringLiteral("all-resident"));
@@ -239,8 +259,13 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
     scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    // Wide enough for the inputs and the scroll bar: nothing is cut off on the right.
-    scroll->setMinimumWidth(std::max(420, inputs->minimumSizeHint().width() + scroll->verticalScrollBar()->sizeHint().width() + 6));
+    // Wide enough for the inputs and the scroll bar: nothing is cut off on the right, also when
+    // the content grows after construction (the style's metrics, LoRA rows, longer notes).
+    auto fit = [scroll, inputs] {
+        scroll->setMinimumWidth(std::max(420, inputs->minimumSizeHint().width() + scroll->verticalScrollBar()->sizeHint().width() + 6));
+    };
+    fit();
+    inputs->installEventFilter(new LayoutWatcher(inputs, fit));
 
     // ---- right: progress, result, queue
     auto* output = new QWidget;
@@ -471,6 +496,7 @@ void GeneratePage::onModelChanged()
     } else {
         m_modelStatus->setText(QString::fromStdString(r.error().message));
     }
+    m_loras->setModel(m_resolved ? std::optional<facade::LoadPlan>(m_resolved->plan) : std::nullopt);
     // The family's defaults when the user picks another model, not when the list refreshes.
     if (key != m_defaultsFor) {
         m_defaultsFor = key;
@@ -575,6 +601,7 @@ facade::GenerateRequest GeneratePage::request() const
     r.audioGuidance = m_audioGuidance->value();
     r.guidanceRescale = m_rescale->value();
     r.seed = m_seed->value();
+    r.loras = m_loras->requests();
     return r;
 }
 
@@ -699,6 +726,7 @@ void GeneratePage::onJobFinished(quint64 id)
         m_eta->clear();
         m_lastOutput = s->outputPath;
         m_result->setText(tr("Saved %1 · seed %2").arg(s->outputPath).arg(s->recipe.seed));
+        m_loras->showOutcomes(s->recipe.loras);
         if (m_noAudioDevice)
             m_result->setText(m_result->text() + QStringLiteral("\n") + tr("No audio output device: playing without sound."));
         m_openFolder->setEnabled(true);
@@ -806,6 +834,7 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     m_guidance->setValue(r.guidance);
     m_audioGuidance->setValue(r.audioGuidance);
     m_rescale->setValue(r.guidanceRescale);
+    m_loras->setFromRecipe(r.loras);
     m_randomSeed->setChecked(vary);
     if (!vary && (r.seed < 0 || r.seed > m_seed->maximum())) {
         // Never a silently different seed: the same seed or a clear word.

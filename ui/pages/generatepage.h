@@ -26,6 +26,7 @@ class Studio;
 
 namespace vireo::ui {
 
+class LoraPanel;
 class VideoView;
 
 // Prompt, settings and live progress: the page that makes videos. It queues jobs on the
@@ -48,6 +49,7 @@ public:
     quint64 currentJob() const { return m_job; }
     QString lastOutput() const { return m_lastOutput; }
     QMediaPlayer* player() const { return m_player; }
+    LoraPanel* loraPanel() const { return m_loras; }
 
 public slots:
     // Queues a generation of the current inputs; returns the job id (0 when invalid). Cancel
@@ -119,6 +121,7 @@ private:
     QListWidget* m_queue;
     QPushButton* m_cancelSelected;
     QTimer* m_planTimer;
+    LoraPanel* m_loras;
 
     quint64 m_job = 0;           // the job the status area shows: the running one
     QSet<quint64> m_pageJobs;    // jobs queued from this page
