@@ -113,6 +113,58 @@ VT_TEST(fp8LinearWithBiasInEveryDtype)
     }
 }
 
+VT_TEST(loraOnCudaLayersInEveryPath)
+{
+    // The adapter on the device's GEMM paths: a dense bf16 layer (and its GELU epilogue,
+    // which gives way), an FP8 tensor-core layer, and fused FP8 q/k/v rows.
+    VT_CHECK(at::cuda::is_available());
+    c10::InferenceMode guard;
+    at::manual_seed(5);
+    const auto cuda = c10::Device(at::kCUDA);
+    auto check = [&](const char* what, nn::Linear layer, const at::Tensor& dense, double tol) {
+        const auto in = layer.inFeatures();
+        std::vector<nn::LoraDelta> deltas;
+        std::vector<const nn::LoraDelta*> pointers;
+        for (const auto& part : layer.computedParts())
+            deltas.push_back({part.name, (at::randn({16, in}) * 0.1).to(cuda, at::kBFloat16), (at::randn({part.rows, 16}) * 0.1).to(cuda, at::kBFloat16)});
+        for (const auto& d : deltas)
+            pointers.push_back(&d);
+        layer.lora = nn::buildLoraAdapter(layer, pointers);
+        const auto x = at::randn({3, 40, in});
+        auto w = dense.to(at::kDouble).clone();
+        for (std::size_t i = 0; i < deltas.size(); ++i) {
+            const auto& p = layer.computedParts()[i];
+            w.narrow(0, p.rowOffset, p.rows).add_(at::mm(deltas[i].up.cpu().to(at::kDouble), deltas[i].down.cpu().to(at::kDouble)));
+        }
+        const auto reference = at::linear(x.to(at::kDouble), w, layer.bias ? layer.bias->cpu().to(at::kDouble) : at::Tensor());
+        const auto y = layer(x.to(cuda, at::kBFloat16));
+        const auto err = relNorm(y, reference);
+        const auto gelu = relNorm(layer.withGeluTanh(x.to(cuda, at::kBFloat16)), at::gelu(reference, "tanh"));
+        std::printf("   LoRA on %s: rel %.3g, with GELU %.3g\n", what, err, gelu);
+        VT_CHECK_MSG(err < tol && gelu < tol, what << ": " << err << " / " << gelu);
+    };
+    {
+        const auto dense = at::randn({256, 128}) * 0.05;
+        nn::Linear layer{"ff.net.0.proj", QuantizedWeight::dense(dense.to(cuda, at::kBFloat16)), at::randn({256}).to(cuda, at::kBFloat16), {}, nullptr};
+        check("dense bf16", layer, dense.to(at::kBFloat16).to(at::kFloat), 2e-2);
+    }
+    {
+        auto w = must(fp8Weight(256, 128, true, false).to(cuda));
+        const auto dense = must(w.dequantize(at::kFloat)).cpu();
+        nn::Linear layer{"ff.net.2", w, at::randn({256}).to(cuda, at::kBFloat16), {}, nullptr};
+        check("fp8 tensor cores", layer, dense, 6e-2);
+    }
+    {
+        std::vector<QuantizedWeight> parts{must(fp8Weight(128, 128, false, false).to(cuda)), must(fp8Weight(64, 128, false, false).to(cuda)),
+            must(fp8Weight(64, 128, true, false).to(cuda))};
+        const auto fused = must(QuantizedWeight::fuseRows({&parts[0], &parts[1], &parts[2]}));
+        nn::Linear layer{"attn1.to_qkv", fused, at::randn({256}).to(cuda, at::kBFloat16), {}, nullptr};
+        layer.parts = {{"attn1.to_q", 0, 128}, {"attn1.to_k", 128, 64}, {"attn1.to_v", 192, 64}};
+        check("fused fp8 q/k/v", layer, must(fused.dequantize(at::kFloat)).cpu(), 6e-2);
+    }
+    VT_CHECK(deviceHealthy());
+}
+
 VT_TEST(fusedFp8RowsEqualSeparateLinears)
 {
     VT_CHECK(at::cuda::is_available());
