@@ -10,6 +10,7 @@
 #include "core/studio/studio.h"
 #include "tests/core/mediafixtures.h"
 #include "tests/ui/studiowindow.h"
+#include "tests/ui/uitest.h"
 #include "ui/models/gallerymodel.h"
 #include "ui/pages/gallerypage.h"
 #include "ui/pages/generatepage.h"
@@ -49,30 +50,12 @@ using vireo::ui::GalleryPage;
 using vireo::ui::GeneratePage;
 using vireo::ui::MainWindow;
 
+using vireo::test::child;
+using vireo::test::saveScreenshot;
+using vireo::test::tinyModel;
+
 namespace {
 
-QString tinyModel()
-{
-    return qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline/v23/diffusers");
-}
-
-template <typename T>
-T* child(QWidget* page, const char* name)
-{
-    auto* w = page->findChild<T*>(QString::fromLatin1(name));
-    if (!w)
-        qFatal("no widget %s", name);
-    return w;
-}
-
-void saveScreenshot(QWidget* window, const QString& name)
-{
-    const auto dir = qEnvironmentVariable("VIREO_SCREENSHOT_DIR");
-    if (dir.isEmpty())
-        return;
-    QDir().mkpath(dir);
-    window->grab().save(QDir(dir).filePath(name));
-}
 
 // The recipe "Generate again" must reproduce: every field away from the page's defaults.
 vireo::output::Recipe fullRecipe()

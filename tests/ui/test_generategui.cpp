@@ -6,6 +6,7 @@
 #include "core/gallery/gallery.h"
 #include "core/studio/studio.h"
 #include "tests/ui/studiowindow.h"
+#include "tests/ui/uitest.h"
 #include "ui/pages/generatepage.h"
 #include "ui/pages/lorapanel.h"
 #include "ui/theme.h"
@@ -33,32 +34,10 @@
 using vireo::ui::GeneratePage;
 using vireo::ui::MainWindow;
 
-namespace {
+using vireo::test::child;
+using vireo::test::saveScreenshot;
+using vireo::test::tinyModel;
 
-QString tinyModel()
-{
-    return qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline/v23/diffusers");
-}
-
-template <typename T>
-T* child(QWidget* page, const char* name)
-{
-    auto* w = page->findChild<T*>(QString::fromLatin1(name));
-    if (!w)
-        qFatal("no widget %s", name);
-    return w;
-}
-
-void saveScreenshot(QWidget* window, const QString& name)
-{
-    const auto dir = qEnvironmentVariable("VIREO_SCREENSHOT_DIR");
-    if (dir.isEmpty())
-        return;
-    QDir().mkpath(dir);
-    window->grab().save(QDir(dir).filePath(name));
-}
-
-} // namespace
 
 class TestGenerateGui : public QObject {
     Q_OBJECT

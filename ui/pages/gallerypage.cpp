@@ -562,25 +562,8 @@ void GalleryPage::ensurePlayer()
     // Created on first use: the media backend costs start-up time the window does not need.
     if (m_player)
         return;
-    m_player = new QMediaPlayer(this);
-    m_player->setVideoSink(m_video->videoSink());
-    // Qt 6.4's FFmpeg backend crashes writing to a missing audio device: play silently then.
-    if (!QMediaDevices::defaultAudioOutput().isNull()) {
-        m_audio = new QAudioOutput(this);
-        m_player->setAudioOutput(m_audio);
-    } else {
-        m_noAudioDevice = true;
-    }
-    m_player->setLoops(QMediaPlayer::Infinite);
-    connect(m_player, &QMediaPlayer::playbackStateChanged, this, [this](QMediaPlayer::PlaybackState s) {
-        m_play->setText(s == QMediaPlayer::PlayingState ? tr("Pause") : tr("Play"));
-    });
-    connect(m_player, &QMediaPlayer::durationChanged, this, [this](qint64 d) { m_position->setRange(0, static_cast<int>(d)); });
-    connect(m_player, &QMediaPlayer::positionChanged, this, [this](qint64 p) {
-        const QSignalBlocker block(m_position);
-        m_position->setValue(static_cast<int>(p));
-        updatePosition(p);
-    });
+    m_player = makeClipPlayer(m_video, m_play, m_position, this, &m_noAudioDevice);
+    connect(m_player, &QMediaPlayer::positionChanged, this, &GalleryPage::updatePosition);
     connect(m_player, &QMediaPlayer::errorOccurred, this, [this](QMediaPlayer::Error, const QString& message) {
         m_detailProblem->setText(tr("Playback: %1").arg(message));
     });

@@ -109,7 +109,6 @@ private:
     QPushButton* m_locate;
     QPushButton* m_forget;
     QMediaPlayer* m_player = nullptr;
-    QAudioOutput* m_audio = nullptr;
     bool m_noAudioDevice = false;
     double m_fps = 24;
     QElapsedTimer m_lastRescan;

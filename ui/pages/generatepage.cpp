@@ -124,7 +124,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
       m_rescale(new QDoubleSpinBox), m_randomSeed(new QCheckBox(tr("New seed each time"))), m_seed(new QSpinBox), m_placement(new QComboBox),
       m_memory(new QLabel), m_notes(new QLabel), m_generate(new QPushButton(tr("Generate"))), m_cancel(new QPushButton(tr("Cancel"))),
       m_preview(new QLabel), m_phase(new QLabel), m_progress(new QProgressBar), m_eta(new QLabel), m_video(new VideoView),
-      m_player(nullptr), m_audio(nullptr), m_play(new QPushButton(tr("Play"))), m_position(new QSlider(Qt::Horizontal)),
+      m_player(nullptr), m_play(new QPushButton(tr("Play"))), m_position(new QSlider(Qt::Horizontal)),
       m_result(new QLabel), m_openFolder(new QPushButton(tr("Show in folder"))), m_queue(new QListWidget),
       m_cancelSelected(new QPushButton(tr("Cancel selected"))), m_planTimer(new QTimer(this)), m_loras(new LoraPanel)
 {
@@ -412,25 +412,7 @@ void GeneratePage::ensurePlayer()
     // Created on first use: the media backend costs start-up time the window does not need.
     if (m_player)
         return;
-    m_player = new QMediaPlayer(this);
-    m_player->setVideoSink(m_video->videoSink());
-    // Qt 6.4's FFmpeg backend writes to a null device when no audio output exists (a crash):
-    // without one, the clip plays silently and the page says why.
-    if (!QMediaDevices::defaultAudioOutput().isNull()) {
-        m_audio = new QAudioOutput(this);
-        m_player->setAudioOutput(m_audio);
-    } else {
-        m_noAudioDevice = true;
-    }
-    m_player->setLoops(QMediaPlayer::Infinite);
-    connect(m_player, &QMediaPlayer::playbackStateChanged, this, [this](QMediaPlayer::PlaybackState s) {
-        m_play->setText(s == QMediaPlayer::PlayingState ? tr("Pause") : tr("Play"));
-    });
-    connect(m_player, &QMediaPlayer::durationChanged, this, [this](qint64 d) { m_position->setRange(0, static_cast<int>(d)); });
-    connect(m_player, &QMediaPlayer::positionChanged, this, [this](qint64 p) {
-        const QSignalBlocker block(m_position);
-        m_position->setValue(static_cast<int>(p));
-    });
+    m_player = makeClipPlayer(m_video, m_play, m_position, this, &m_noAudioDevice);
     connect(m_player, &QMediaPlayer::errorOccurred, this, [this](QMediaPlayer::Error, const QString& message) {
         m_result->setText(m_result->text() + QStringLiteral("\n") + tr("Playback: %1").arg(message));
     });

@@ -113,7 +113,6 @@ private:
     QLabel* m_eta;
     VideoView* m_video;
     QMediaPlayer* m_player;
-    QAudioOutput* m_audio;
     QPushButton* m_play;
     QSlider* m_position;
     QLabel* m_result;

@@ -3,6 +3,9 @@
 #include <QImage>
 #include <QWidget>
 
+class QMediaPlayer;
+class QPushButton;
+class QSlider;
 class QVideoSink;
 
 namespace vireo::ui {
@@ -27,5 +30,10 @@ private:
     QVideoSink* m_sink;
     QImage m_frame;
 };
+
+// A looping player painting into `view`, with a play/pause button and a position slider kept
+// in step. Qt 6.4's FFmpeg backend crashes writing to a missing audio device, so without one
+// the clip plays silently and *silent says so (the page tells the user why).
+QMediaPlayer* makeClipPlayer(VideoView* view, QPushButton* play, QSlider* position, QObject* parent, bool* silent);
 
 } // namespace vireo::ui
