@@ -149,6 +149,13 @@ private slots:
         models->setCurrentIndex(models->findData(QStringLiteral("LTX-2.3 · Distilled FP8")));
         QCOMPARE(page->filter()->rowCount(), 3);
         models->setCurrentIndex(0);
+        // By date: the clips' recipes date them in November; the one from the CLI (today) comes later.
+        auto* when = child<QComboBox>(page, "dateFilter");
+        when->setCurrentIndex(when->findData(7));
+        QCOMPARE(page->filter()->rowCount(), std::count_if(w->studio()->gallery()->items().begin(), w->studio()->gallery()->items().end(),
+            [](const auto& i) { return i.created >= QDateTime(QDate::currentDate().addDays(-6), QTime(0, 0)); }));
+        when->setCurrentIndex(0);
+        QCOMPARE(page->filter()->rowCount(), 9);
         auto* sort = child<QComboBox>(page, "sort");
         sort->setCurrentIndex(1);  // oldest first
         QCOMPARE(page->filter()->index(0, 0).data(GalleryModel::PromptRole).toString(), QString::fromLatin1(kPrompts[0]));

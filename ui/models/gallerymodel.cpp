@@ -182,6 +182,14 @@ void GalleryFilter::setModelTitle(const QString& title)
     invalidateFilter();
 }
 
+void GalleryFilter::setSince(const QDateTime& since)
+{
+    if (since == m_since)
+        return;
+    m_since = since;
+    invalidateFilter();
+}
+
 void GalleryFilter::setOrder(Order order)
 {
     if (order == m_order)
@@ -194,6 +202,8 @@ bool GalleryFilter::filterAcceptsRow(int row, const QModelIndex& parent) const
 {
     const auto i = sourceModel()->index(row, 0, parent);
     if (!m_model.isEmpty() && i.data(GalleryModel::ModelRole).toString() != m_model)
+        return false;
+    if (m_since.isValid() && i.data(GalleryModel::CreatedRole).toDateTime() < m_since)
         return false;
     if (m_text.isEmpty())
         return true;

@@ -6,6 +6,7 @@
 // 10,000 rows: no per-row widgets, uniform tile sizes, incremental inserts and removals.
 
 #include <QAbstractListModel>
+#include <QDateTime>
 #include <QSortFilterProxyModel>
 #include <QStyledItemDelegate>
 
@@ -56,6 +57,7 @@ public:
 
     void setText(const QString& text);
     void setModelTitle(const QString& title);  // empty: every model
+    void setSince(const QDateTime& since);     // invalid: any date
     void setOrder(Order order);
 
 protected:
@@ -64,6 +66,7 @@ protected:
 
 private:
     QString m_text, m_model;
+    QDateTime m_since;
     Order m_order = Order::Newest;
 };
 

@@ -167,6 +167,12 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
     m_modelFilter = new QComboBox;
     m_modelFilter->setObjectName(QStringLiteral("modelFilter"));
     m_modelFilter->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    auto* when = new QComboBox;
+    when->setObjectName(QStringLiteral("dateFilter"));
+    when->addItem(tr("Any time"), 0);
+    when->addItem(tr("Today"), 1);
+    when->addItem(tr("Last 7 days"), 7);
+    when->addItem(tr("Last 30 days"), 30);
     m_sort = new QComboBox;
     m_sort->setObjectName(QStringLiteral("sort"));
     m_sort->addItem(tr("Newest first"), static_cast<int>(GalleryFilter::Order::Newest));
@@ -180,6 +186,7 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
     import->setToolTip(tr("List the videos and images of a folder here; files made by Vireo get their recipe back"));
     bar->addWidget(m_search, 1);
     bar->addWidget(m_modelFilter);
+    bar->addWidget(when);
     bar->addWidget(m_sort);
     bar->addWidget(m_count);
     bar->addWidget(import);
@@ -324,6 +331,12 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
     });
     connect(m_modelFilter, &QComboBox::currentIndexChanged, this, [this] {
         m_filter->setModelTitle(m_modelFilter->currentData().toString());
+        updateCount();
+    });
+    connect(when, &QComboBox::currentIndexChanged, this, [this, when] {
+        const int days = when->currentData().toInt();
+        // Calendar days in local time: "today" starts at midnight, not 24 hours ago.
+        m_filter->setSince(days == 0 ? QDateTime() : QDateTime(QDate::currentDate().addDays(1 - days), QTime(0, 0)));
         updateCount();
     });
     connect(m_sort, &QComboBox::currentIndexChanged, this,
