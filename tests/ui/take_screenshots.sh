@@ -2,7 +2,7 @@
 # Screenshots of the studio window under Xvfb (a real X server, so fonts, the Fusion style
 # and the theme render as on a desktop) against the local test Hub, mid-download:
 # docs/screenshots/{model-picker,download-panel,settings}.png; and of the Generate page on the
-# tiny LTX-2.3 checkpoint mid-run and done: docs/screenshots/generate-{running,done}.png; and of
+# tiny LTX-2.3 checkpoint mid-run, done and with LoRAs: docs/screenshots/generate-{running,done,loras}.png; and of
 # the Gallery over real clips: docs/screenshots/gallery-{grid,detail}.png.
 #   tests/ui/take_screenshots.sh [BUILD_DIR] [OUT_DIR]
 set -euo pipefail
@@ -17,7 +17,7 @@ VIREO_SOURCE_DIR="$ROOT" VIREO_PYTHON="$ROOT/.venv/bin/python" VIREO_SCREENSHOT_
   xvfb-run -a -s "-screen 0 1600x1000x24" "$BUILD/tests/ui/test_downloadsgui" screenshots
 VIREO_SOURCE_DIR="$ROOT" VIREO_FIXTURES_ROOT="$BUILD/tests/fixtures" VIREO_SCREENSHOT_DIR="$OUT" QT_QPA_PLATFORM=xcb \
   QT_MEDIA_BACKEND=ffmpeg xvfb-run -a -s "-screen 0 1600x1000x24" "$BUILD/tests/ui/test_generategui" \
-  generatesAVideoFromThePage cancelStopsTheRunAndTheQueueShowsIt
+  generatesAVideoFromThePage cancelStopsTheRunAndTheQueueShowsIt lorasAreCheckedAppliedAndRestored
 VIREO_SOURCE_DIR="$ROOT" VIREO_FIXTURES_ROOT="$BUILD/tests/fixtures" VIREO_SCREENSHOT_DIR="$OUT" QT_QPA_PLATFORM=xcb \
   QT_MEDIA_BACKEND=ffmpeg xvfb-run -a -s "-screen 0 1600x1000x24" "$BUILD/tests/ui/test_gallerygui" \
   gridAdoptsFiltersAndSorts detailPlaysStepsAndGeneratesAgain
