@@ -1,6 +1,7 @@
 #include "inference/tensorfile/modelsource.h"
 
 #include "inference/tensorfile/safetensors.h"
+#include "inference/util/jsonlimits.h"
 
 #include <nlohmann/json.hpp>
 
@@ -97,12 +98,10 @@ Result<Checkpoint> openSharded(const fs::path& indexPath, std::string component)
     auto text = readSmallText(indexPath);
     if (!text)
         return text.error();
-    nlohmann::json index;
-    try {
-        index = nlohmann::json::parse(*text);
-    } catch (const nlohmann::json::exception& e) {
-        return makeError(ErrorCode::InvalidFormat, fileError(indexPath, std::string("is not valid JSON (") + e.what() + ")"));
-    }
+    auto parsed = jsonutil::parseUntrusted(*text, "the shard index");
+    if (!parsed)
+        return makeError(parsed.error().code, fileError(indexPath, parsed.error().message));
+    const nlohmann::json& index = *parsed;
     const auto weightMap = index.find("weight_map");
     if (!index.is_object() || weightMap == index.end() || !weightMap->is_object())
         return makeError(ErrorCode::InvalidFormat, fileError(indexPath, "has no weight_map object"));
@@ -150,8 +149,10 @@ Result<Checkpoint> openSharded(const fs::path& indexPath, std::string component)
     }
     if (!missingShards.empty()) {
         std::string list;
-        for (const auto& s : missingShards)
-            list += (list.empty() ? "" : ", ") + s;
+        for (std::size_t i = 0; i < missingShards.size() && i < 8; ++i)
+            list += (list.empty() ? "" : ", ") + missingShards[i];
+        if (missingShards.size() > 8)
+            list += " and " + std::to_string(missingShards.size() - 8) + " more";
         return makeError(ErrorCode::NotFound,
             fileError(indexPath, "shard files missing: " + list + "; download the missing shards (or use Repair)"));
     }
@@ -271,13 +272,10 @@ Result<void> openDiffusers(const fs::path& folder, ModelSource& source)
     if (!text)
         return text.error();
     source.modelIndexJson = *text;
-    nlohmann::json index;
-    try {
-        index = nlohmann::json::parse(*text);
-    } catch (const nlohmann::json::exception& e) {
-        return makeError(ErrorCode::InvalidFormat,
-            fileError(folder / "model_index.json", std::string("is not valid JSON (") + e.what() + ")"));
-    }
+    auto parsed = jsonutil::parseUntrusted(*text, "model_index.json");
+    if (!parsed)
+        return makeError(parsed.error().code, fileError(folder, parsed.error().message));
+    const nlohmann::json& index = *parsed;
     if (!index.is_object())
         return makeError(ErrorCode::InvalidFormat, fileError(folder / "model_index.json", "is not a JSON object"));
     for (const auto& [key, value] : index.items()) {
