@@ -583,7 +583,8 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
     if (options.config) {
         config = *options.config;
     } else if (auto it = source.configs.find(component); it != source.configs.end()) {
-        const auto folder = component.empty() ? (fs::is_directory(source.root) ? source.root : source.root.parent_path())
+        std::error_code ec;
+        const auto folder = component.empty() ? (fs::is_directory(source.root, ec) ? source.root : source.root.parent_path())
                                               : source.root / component;
         auto parsed = parseTextConfig(it->second, (folder / "config.json").string());
         if (!parsed)
