@@ -13,6 +13,7 @@
 #include "inference/models/ltx2/ltx2vocoder.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/tensorfile/gguf.h"
+#include "inference/tensorfile/modelsource.h"
 #include "inference/tensorfile/safetensors.h"
 #include "inference/text/tokenizer.h"
 #include "inference/util/jsonlimits.h"
@@ -379,6 +380,21 @@ VT_TEST(inspectOutputSurvivesHostileNamesAndStrings)
     auto r = inspect::inspectPath(st);
     VT_CHECK(r.ok());
     VT_CHECK(json::parse(inspect::toJson(*r), nullptr, false).is_object());
+}
+
+VT_TEST(aSymlinkLoopBesideTheWeightsIsNoThrow)
+{
+    // std::filesystem::exists() throws on ELOOP: a config.json that links to itself used to
+    // abort `vireo-cli inspect` and any loader.
+    Scratch scratch;
+    const auto model = scratch.write("loop/model.safetensors", safetensors({{"w", {2}}}));
+    const auto link = model.parent_path() / "config.json";
+    VT_CHECK(::symlink("config.json", link.c_str()) == 0);
+    auto asFile = tensorfile::ModelSource::open(model);
+    VT_CHECK_MSG(asFile.ok(), (asFile.ok() ? "" : asFile.error().message));
+    auto asFolder = tensorfile::ModelSource::open(model.parent_path());
+    VT_CHECK_MSG(asFolder.ok(), (asFolder.ok() ? "" : asFolder.error().message));
+    ::unlink(link.c_str());
 }
 
 VT_TEST(terminalTextHasNoControlsOrOverrides)
