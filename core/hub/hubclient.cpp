@@ -95,23 +95,6 @@ size_t onHeader(char* data, size_t size, size_t count, void* user)
     return size * count;
 }
 
-// "bytes 100-199/1000" -> {100, 199, 1000}; nullopt for anything else ("*/1000", garbage).
-std::optional<HubClient::RangeRequest> parseContentRange(const std::string& value)
-{
-    if (value.rfind("bytes ", 0) != 0)
-        return std::nullopt;
-    const auto dash = value.find('-', 6);
-    const auto slash = value.find('/', 6);
-    if (dash == std::string::npos || slash == std::string::npos || slash < dash)
-        return std::nullopt;
-    const auto first = parseByteCount(std::string_view(value).substr(6, dash - 6));
-    const auto last = parseByteCount(std::string_view(value).substr(dash + 1, slash - dash - 1));
-    const auto total = parseByteCount(std::string_view(value).substr(slash + 1));
-    if (!first || !last || !total)
-        return std::nullopt;
-    return HubClient::RangeRequest{*first, *last, *total};
-}
-
 // The answer to a ranged GET must be the range asked for before a byte of it reaches the
 // sink: a 200 (the server ignored the range) or another Content-Range would be written at
 // the wrong offset.

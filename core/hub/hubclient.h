@@ -1,5 +1,6 @@
 #pragma once
 
+#include "core/hub/hubjson.h"
 #include "core/hub/hubtypes.h"
 
 #include <atomic>
@@ -82,9 +83,7 @@ public:
 
     // Bytes [first, last] of a file of `total` bytes; a 200 with the whole file is accepted
     // only when that is what was asked (first 0, last total - 1).
-    struct RangeRequest {
-        std::uint64_t first = 0, last = 0, total = 0;
-    };
+    using RangeRequest = ByteRange;
 
 private:
     enum class Method { Get, Head };

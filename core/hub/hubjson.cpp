@@ -57,6 +57,22 @@ std::optional<std::uint64_t> parseByteCount(std::string_view text)
     return value;
 }
 
+std::optional<ByteRange> parseContentRange(std::string_view value)
+{
+    if (value.substr(0, 6) != "bytes ")
+        return std::nullopt;
+    const auto dash = value.find('-', 6);
+    const auto slash = value.find('/', 6);
+    if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash)
+        return std::nullopt;
+    const auto first = parseByteCount(value.substr(6, dash - 6));
+    const auto last = parseByteCount(value.substr(dash + 1, slash - dash - 1));
+    const auto total = parseByteCount(value.substr(slash + 1));
+    if (!first || !last || !total || *last < *first || *last >= *total)
+        return std::nullopt;
+    return ByteRange{*first, *last, *total};
+}
+
 HubResult<RepoInfo> parseRepoInfo(std::string_view body, const std::string& repo)
 {
     auto parsed = parse(body, repo + ": the Hub's repository info");

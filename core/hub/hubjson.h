@@ -24,6 +24,14 @@ inline constexpr std::size_t kMaxListedFiles = 1'000'000;
 // A decimal byte count ("Content-Length", "X-Linked-Size"): digits only, at most kMaxFileBytes.
 std::optional<std::uint64_t> parseByteCount(std::string_view text);
 
+// Bytes [first, last] of a file of `total` bytes.
+struct ByteRange {
+    std::uint64_t first = 0, last = 0, total = 0;
+};
+// "bytes 100-199/1000" -> {100, 199, 1000}; nullopt for anything else ("bytes */1000", a
+// range that ends before it starts or past the total, garbage).
+std::optional<ByteRange> parseContentRange(std::string_view value);
+
 // GET /api/models/{repo}/revision/{rev}.
 HubResult<RepoInfo> parseRepoInfo(std::string_view body, const std::string& repo);
 
