@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
 #include <thread>
@@ -19,6 +22,122 @@ namespace vireo::hub {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Writes and hashes on its own thread what the network thread receives: the transfer never
+// waits on the disk or on SHA-256, and the file gets large writes (curl hands over 16 KB at a
+// time on a fast link). Write-back is started as it goes (sync_file_range), so the fsync
+// before the file is verified only has the tail left to flush.
+class FileWriter {
+public:
+    using Written = std::function<void(std::uint64_t bytes)>;
+
+    FileWriter(int fd, std::uint64_t offset, Digest& hash, Written onWritten)
+        : m_fd(fd), m_offset(offset), m_synced(offset), m_hash(hash), m_onWritten(std::move(onWritten))
+    {
+        m_current.reserve(kBlock);
+        m_thread = std::thread([this] { run(); });
+    }
+    ~FileWriter() { finish(); }
+    FileWriter(const FileWriter&) = delete;
+    FileWriter& operator=(const FileWriter&) = delete;
+
+    // Copies the bytes in; false once a write has failed (the transfer should stop).
+    bool add(const char* data, std::size_t n)
+    {
+        while (n > 0) {
+            if (m_failed)
+                return false;
+            const auto take = std::min(n, kBlock - m_current.size());
+            m_current.insert(m_current.end(), data, data + take);
+            data += take;
+            n -= take;
+            // Large writes on a fast link; on a slow one the bytes still reach the file (and the
+            // progress bar, and a resume after a cancel) within a fraction of a second.
+            if (m_current.size() == kBlock || (!m_current.empty() && Clock::now() - m_handed >= kHandEvery))
+                hand(false);
+        }
+        return !m_failed;
+    }
+
+    // Writes what is buffered and waits for the thread; true when every byte reached the file.
+    bool finish()
+    {
+        if (m_thread.joinable()) {
+            hand(true);
+            m_thread.join();
+        }
+        return !m_failed;
+    }
+
+    int error() const { return m_errno; }
+
+private:
+    static constexpr std::size_t kBlock = 8u << 20;
+    static constexpr std::size_t kQueued = 4;           // 32 MiB in flight at most
+    static constexpr std::uint64_t kSyncEvery = 64u << 20;
+    static constexpr auto kHandEvery = std::chrono::milliseconds(100);
+
+    void hand(bool last)
+    {
+        std::unique_lock lock(m_mutex);
+        m_space.wait(lock, [&] { return m_queue.size() < kQueued || m_failed; });
+        if (!m_current.empty() && !m_failed)
+            m_queue.push_back(std::move(m_current));
+        m_current = std::vector<char>();
+        if (!last)
+            m_current.reserve(kBlock);
+        m_done = m_done || last;
+        m_handed = Clock::now();
+        m_ready.notify_one();
+    }
+
+    void run()
+    {
+        for (;;) {
+            std::vector<char> block;
+            {
+                std::unique_lock lock(m_mutex);
+                m_ready.wait(lock, [&] { return !m_queue.empty() || m_done; });
+                if (m_queue.empty())
+                    return;
+                block = std::move(m_queue.front());
+                m_queue.pop_front();
+                m_space.notify_one();
+            }
+            if (!safefs::writeAll(m_fd, block.data(), block.size(), m_offset)) {
+                // The bytes before the failure that reached the file are valid: the partial
+                // keeps them, and its size says where a resume starts.
+                m_errno = errno;
+                std::lock_guard lock(m_mutex);
+                m_failed = true;
+                m_queue.clear();
+                m_space.notify_all();
+                return;
+            }
+            m_hash.add(block.data(), block.size());
+            m_offset += block.size();
+            if (m_offset - m_synced >= kSyncEvery) {
+                ::sync_file_range(m_fd, static_cast<off_t>(m_synced), static_cast<off_t>(m_offset - m_synced), SYNC_FILE_RANGE_WRITE);
+                m_synced = m_offset;
+            }
+            m_onWritten(block.size());
+        }
+    }
+
+    int m_fd;
+    std::uint64_t m_offset, m_synced;
+    Digest& m_hash;
+    Written m_onWritten;
+    std::vector<char> m_current;                 // filled by the network thread
+    Clock::time_point m_handed = Clock::now();   // network thread only
+    std::mutex m_mutex;
+    std::condition_variable m_ready, m_space;
+    std::deque<std::vector<char>> m_queue;
+    bool m_done = false;
+    std::atomic<bool> m_failed{false};
+    int m_errno = 0;
+    std::thread m_thread;
+};
 
 QString q(const std::filesystem::path& p)
 {
@@ -255,15 +374,8 @@ HubResult<void> PlanDownload::fetch(Job& job, bool& damaged)
     }
     report(job, true);
 
-    bool diskFull = false;
-    std::uint64_t written = offset;
-    const auto sink = [&](const char* data, std::size_t n) {
-        if (!safefs::writeAll(fd, data, n, written)) {
-            diskFull = errno == ENOSPC || errno == EDQUOT;
-            return false;
-        }
-        written += n;
-        hash.add(data, n);
+    // Progress counts bytes in the file (written by the writer thread), never bytes in flight.
+    FileWriter writer(fd, offset, hash, [&](std::uint64_t n) {
         {
             std::lock_guard lock(m_mutex);
             job.status.bytesDone = std::min(job.status.size, job.status.bytesDone + n);
@@ -280,8 +392,8 @@ HubResult<void> PlanDownload::fetch(Job& job, bool& damaged)
                 job.status.state = FileState::Downloading;
         }
         report(job, false);
-        return true;
-    };
+    });
+    const auto sink = [&](const char* data, std::size_t n) { return writer.add(data, n); };
     const auto onRetry = [&](int attempt, int maxAttempts, const std::string& why) {
         {
             std::lock_guard lock(m_mutex);
@@ -295,8 +407,13 @@ HubResult<void> PlanDownload::fetch(Job& job, bool& damaged)
         report(job, true);
     };
     auto got = m_client.download(repo, m_plan.commit, file.path, offset, file.size, sink, &job.cancel, onRetry);
+    const bool writesOk = writer.finish();
+    const bool diskFull = !writesOk && (writer.error() == ENOSPC || writer.error() == EDQUOT);
     ::fsync(fd);
-    written = safefs::statFd(fd).size;
+    const auto written = safefs::statFd(fd).size;
+    if (got && !writesOk)
+        got = HubError{HubErrorKind::Io, 0, repo + ": " + file.path + ": writing the downloaded bytes failed ("
+                + std::strerror(writer.error()) + ")"};
     if (!got) {
         auto error = got.error();
         if (diskFull || error.kind == HubErrorKind::Io) {
