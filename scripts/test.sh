@@ -2,7 +2,9 @@
 # Installs what is missing, builds everything and runs the whole test suite: the main build
 # (with CUDA kernels compiled when nvcc is present), then the file readers, the CPU
 # dequantization kernels, the model ports and the MP4 writer again under AddressSanitizer
-# and UndefinedBehaviorSanitizer.
+# and UndefinedBehaviorSanitizer, then a short fuzzing run of every parser of untrusted input
+# (VIREO_FUZZ_SECONDS per target, default 30; 0 skips it; longer runs by hand with
+# scripts/fuzz.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${VIREO_TEST_JOBS:-2}
@@ -12,5 +14,12 @@ JOBS=${VIREO_TEST_JOBS:-2}
 ctest --test-dir "$ROOT/build" --output-on-failure -j "$JOBS" -LE gpu
 
 VIREO_CMAKE_ARGS="-DVIREO_GUI=OFF -DVIREO_CUDA=OFF -DVIREO_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" \
-  "$ROOT/scripts/bootstrap.sh" "$ROOT/build-asan" -- test_tensorfiles test_badcorpus test_inspect test_quant test_lora test_fp8dequant test_ltx2dit test_gemma3 test_mp4writer
+  "$ROOT/scripts/bootstrap.sh" "$ROOT/build-asan" -- test_tensorfiles test_badcorpus test_inspect test_hostilefiles test_quant test_lora \
+    test_fp8dequant test_ltx2dit test_gemma3 test_mp4writer \
+    replay_safetensors replay_gguf replay_hubjson replay_config replay_tokenizer replay_inspect
 ctest --test-dir "$ROOT/build-asan" --output-on-failure -j "$JOBS" -L asan
+
+FUZZ_SECONDS=${VIREO_FUZZ_SECONDS:-30}
+if [ "$FUZZ_SECONDS" != 0 ]; then
+  VIREO_FUZZ_JOBS=$JOBS "$ROOT/scripts/fuzz.sh" "$FUZZ_SECONDS"
+fi

@@ -7,6 +7,10 @@
 #include "core/hub/downloadmanager.h"
 #include "core/hub/plandownload.h"
 #include "core/settings/studiosettings.h"
+#include "inference/util/jsonlimits.h"
+#include "inference/util/text.h"
+
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <csignal>
@@ -35,9 +39,20 @@ struct HubArgs {
     std::string variant; // family/variant from the catalog
 };
 
+// Repo ids, file names and server messages go to a terminal: made safe first.
+std::string safe(const std::string& text)
+{
+    return vireo::terminalSafe(text);
+}
+
+std::string safe(const QString& text)
+{
+    return vireo::terminalSafe(text.toStdString());
+}
+
 int usage(const std::string& message)
 {
-    std::fprintf(stderr, "vireo-cli: %s\n", message.c_str());
+    std::fprintf(stderr, "vireo-cli: %s\n", safe(message).c_str());
     std::fprintf(stderr, "usage: vireo-cli plan|download REPO [--revision R] [--include GLOB]... [--exclude GLOB]...\n"
                          "                 [--diffusers [--component NAME]... [--weight-variant V]] [--parallel N] [--json]\n");
     return 2;
@@ -45,7 +60,7 @@ int usage(const std::string& message)
 
 int fail(const HubError& e)
 {
-    std::fprintf(stderr, "vireo-cli: %s\n", e.message.c_str());
+    std::fprintf(stderr, "vireo-cli: %s\n", safe(e.message).c_str());
     return e.kind == HubErrorKind::Cancelled ? 130 : 1;
 }
 
@@ -100,30 +115,32 @@ HfCache cacheFromEnvironment()
     return HfCache(vireo::core::HubPaths::fromEnvironment().cacheDir.toStdString());
 }
 
+// The plan as JSON, built by the JSON library: a file named `x", "path": "/etc/passwd` is one
+// string value, never a forged key (and invalid UTF-8 becomes U+FFFD instead of a throw).
+nlohmann::json planJson(const FilePlan& plan, const Preflight& check)
+{
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : plan.files)
+        files.push_back({{"path", f.file.path}, {"size", f.file.size}, {"sha256", f.file.sha256}, {"git_oid", f.file.gitOid},
+            {"present", f.present || f.blobPresent}, {"partial_bytes", f.partialBytes}});
+    return {{"repo", plan.repo}, {"revision", plan.revision}, {"commit", plan.commit}, {"total_bytes", plan.totalBytes()},
+        {"present_bytes", plan.presentBytes()}, {"free_bytes", check.freeBytes}, {"needed_bytes", check.neededBytes},
+        {"fits", check.fits}, {"volume", check.volume}, {"files", files}};
+}
+
 void printPlan(const FilePlan& plan, const Preflight& check, bool json)
 {
     if (json) {
-        std::printf("{\"repo\": \"%s\", \"revision\": \"%s\", \"commit\": \"%s\", \"total_bytes\": %llu, \"present_bytes\": %llu, "
-                    "\"free_bytes\": %llu, \"needed_bytes\": %llu, \"fits\": %s, \"volume\": \"%s\", \"files\": [",
-            plan.repo.c_str(), plan.revision.c_str(), plan.commit.c_str(), static_cast<unsigned long long>(plan.totalBytes()),
-            static_cast<unsigned long long>(plan.presentBytes()), static_cast<unsigned long long>(check.freeBytes),
-            static_cast<unsigned long long>(check.neededBytes), check.fits ? "true" : "false", check.volume.c_str());
-        for (std::size_t i = 0; i < plan.files.size(); ++i) {
-            const auto& f = plan.files[i];
-            std::printf("%s{\"path\": \"%s\", \"size\": %llu, \"sha256\": \"%s\", \"git_oid\": \"%s\", \"present\": %s, \"partial_bytes\": %llu}",
-                i ? ", " : "", f.file.path.c_str(), static_cast<unsigned long long>(f.file.size), f.file.sha256.c_str(),
-                f.file.gitOid.c_str(), (f.present || f.blobPresent) ? "true" : "false", static_cast<unsigned long long>(f.partialBytes));
-        }
-        std::printf("]}\n");
+        std::printf("%s\n", vireo::jsonutil::safeDump(planJson(plan, check)).c_str());
         return;
     }
-    std::printf("%s @ %s (commit %s)\n", plan.repo.c_str(), plan.revision.c_str(), plan.commit.c_str());
+    std::printf("%s @ %s (commit %s)\n", safe(plan.repo).c_str(), safe(plan.revision).c_str(), plan.commit.c_str());
     for (const auto& f : plan.files)
         std::printf("  %-10s %10s  %s\n", (f.present || f.blobPresent) ? "cached" : f.partialBytes ? "partial" : "",
-            humanSize(f.file.size).c_str(), f.file.path.c_str());
+            humanSize(f.file.size).c_str(), safe(f.file.path).c_str());
     std::printf("  %zu files, %s in all, %s already here\n", plan.files.size(), humanSize(plan.totalBytes()).c_str(),
         humanSize(plan.presentBytes()).c_str());
-    std::printf("  disk: %s\n", check.message.c_str());
+    std::printf("  disk: %s\n", safe(check.message).c_str());
 }
 
 } // namespace
@@ -165,7 +182,7 @@ int runPlan(const std::vector<std::string>& args)
         if (!plan)
             return fail(plan.error());
         if (!source.role.empty() && !a.json)
-            std::printf("[%s]\n", source.role.c_str());
+            std::printf("[%s]\n", safe(source.role).c_str());
         printPlan(*plan, preflight(*plan, cache), a.json);
     }
     return 0;
@@ -192,7 +209,7 @@ int runDownload(const std::vector<std::string>& args)
         std::fprintf(stderr,
             "vireo-cli: %s is not from a catalog publisher and was not approved. Review what it holds (vireo-cli plan %s), "
             "then approve it with `vireo-cli trust add %s` or on the studio's Downloads page.\n",
-            source.repo.c_str(), source.repo.c_str(), source.repo.c_str());
+            safe(source.repo).c_str(), safe(source.repo).c_str(), safe(source.repo).c_str());
         return 1;
     }
     HubClient client(HubClientOptions::fromEnvironment());
@@ -216,7 +233,7 @@ int runTrust(const std::vector<std::string>& args)
         if (repos.isEmpty())
             std::printf("no repos approved beyond the catalog's publishers\n");
         for (const auto& r : repos)
-            std::printf("%s\n", r.toUtf8().constData());
+            std::printf("%s\n", safe(r).c_str());
         return 0;
     }
     if (args.size() != 2 || (args[0] != "add" && args[0] != "remove"))
@@ -226,10 +243,10 @@ int runTrust(const std::vector<std::string>& args)
         return usage("trust: '" + args[1] + "' is not a repo id (org/name)");
     if (args[0] == "add") {
         settings.trustRepo(repo);
-        std::printf("approved %s for download and loading\n", args[1].c_str());
+        std::printf("approved %s for download and loading\n", safe(args[1]).c_str());
     } else {
         settings.revokeRepo(repo);
-        std::printf("revoked %s\n", args[1].c_str());
+        std::printf("revoked %s\n", safe(args[1]).c_str());
     }
     return 0;
 }
@@ -254,12 +271,12 @@ int runCache(const std::vector<std::string>& args)
     CacheManager cache(&downloads, [] { return QStringList{}; });
     auto size = [](qint64 b) { return humanSize(static_cast<std::uint64_t>(std::max<qint64>(0, b))); };
     if (verb == "list") {
-        std::printf("%s\n", settings.cacheFolder().toUtf8().constData());
+        std::printf("%s\n", safe(settings.cacheFolder()).c_str());
         for (const auto& r : cache.repos())
-            std::printf("  %-44s %10s  %d files%s%s\n", r.repo.toUtf8().constData(), size(r.bytes).c_str(), r.files,
-                r.variants.isEmpty() ? "" : "  used by ", r.variants.join(QStringLiteral(", ")).toUtf8().constData());
+            std::printf("  %-44s %10s  %d files%s%s\n", safe(r.repo).c_str(), size(r.bytes).c_str(), r.files,
+                r.variants.isEmpty() ? "" : "  used by ", safe(r.variants.join(QStringLiteral(", "))).c_str());
         for (const auto& v : cache.variants())
-            std::printf("  variant %-36s %10s  (%s its own)\n", v.id.toUtf8().constData(), size(v.bytes).c_str(), size(v.ownBytes).c_str());
+            std::printf("  variant %-36s %10s  (%s its own)\n", safe(v.id).c_str(), size(v.bytes).c_str(), size(v.ownBytes).c_str());
         return 0;
     }
     CachePlan plan;
@@ -272,22 +289,22 @@ int runCache(const std::vector<std::string>& args)
     else
         return usage("cache [list | delete-variant FAMILY/VARIANT | delete-repo REPO | clean] [--yes]");
     for (const auto& b : plan.blockers)
-        std::fprintf(stderr, "vireo-cli: %s\n", b.toUtf8().constData());
+        std::fprintf(stderr, "vireo-cli: %s\n", safe(b).c_str());
     if (!plan.blockers.isEmpty())
         return 1;
-    std::printf("%s: %lld entries, frees %s\n", plan.what.toUtf8().constData(), static_cast<long long>(plan.remove.size()), size(plan.freedBytes).c_str());
+    std::printf("%s: %lld entries, frees %s\n", safe(plan.what).c_str(), static_cast<long long>(plan.remove.size()), size(plan.freedBytes).c_str());
     for (const auto& k : plan.kept)
-        std::printf("  note: %s\n", k.toUtf8().constData());
+        std::printf("  note: %s\n", safe(k).c_str());
     if (!yes) {
         for (const auto& p : plan.remove)
-            std::printf("  would remove %s\n", p.toUtf8().constData());
+            std::printf("  would remove %s\n", safe(p).c_str());
         std::printf("nothing was removed; run again with --yes to do it\n");
         return 0;
     }
     QString error;
     const auto freed = cache.execute(plan, &error);
     if (freed < 0) {
-        std::fprintf(stderr, "vireo-cli: %s\n", error.toUtf8().constData());
+        std::fprintf(stderr, "vireo-cli: %s\n", safe(error).c_str());
         return 1;
     }
     std::printf("freed %s\n", size(freed).c_str());
@@ -310,7 +327,8 @@ int downloadPlan(const HubClient& client, const HfCache& cache, FilePlan plan, i
         lastLine = now;
         const double percent = p.totalBytes ? 100.0 * static_cast<double>(p.bytesDone) / static_cast<double>(p.totalBytes) : 100.0;
         if (stateChange)
-            std::printf("  %-16s %s%s%s\n", fileStateName(f.state), f.path.c_str(), f.message.empty() ? "" : ": ", f.message.c_str());
+            std::printf("  %-16s %s%s%s\n", fileStateName(f.state), safe(f.path).c_str(), f.message.empty() ? "" : ": ",
+                safe(f.message).c_str());
         std::printf("[%5.1f%%] %s / %s  %s/s  ETA %s\n", percent, humanSize(p.bytesDone).c_str(), humanSize(p.totalBytes).c_str(),
             humanSize(static_cast<std::uint64_t>(p.bytesPerSecond)).c_str(),
             p.etaSeconds < 0 ? "-" : (std::to_string(static_cast<long long>(p.etaSeconds)) + " s").c_str());

@@ -13,6 +13,7 @@
 #include "inference/inspect/modelinspector.h"
 #include "inference/util/format.h"
 #include "inference/util/heap.h"
+#include "inference/util/text.h"
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
 
@@ -25,7 +26,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -93,13 +96,15 @@ folder (model_index.json), a Hugging Face cache folder (models--org--name) or a 
 
 int usageError(const std::string& message)
 {
-    std::fprintf(stderr, "vireo-cli: %s\n\n%s", message.c_str(), kUsage);
+    std::fprintf(stderr, "vireo-cli: %s\n\n%s", vireo::terminalSafe(message).c_str(), kUsage);
     return 2;
 }
 
 int fail(const vireo::Error& error)
 {
-    std::fprintf(stderr, "vireo-cli: %s\n", error.message.c_str());
+    // Messages carry file, tensor and key names from the files: no escape sequence may reach
+    // the terminal, and the error stays one line.
+    std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(error.message).c_str());
     return 1;
 }
 
@@ -338,28 +343,12 @@ int runBench(const std::vector<std::string>& args, const char* self)
     return 0;
 }
 
-} // namespace
-
-int main(int argc, char** argv)
+int runCommand(const std::string& command, std::vector<std::string>& args, const char* self)
 {
-    vireo::heap::keepLargeAllocationsInTheHeap();
-#ifdef VIREO_HAS_CORE
-    // The studio's settings (trust approvals, local models) are shared with the window.
-    QCoreApplication::setOrganizationName(QStringLiteral("Vireo"));
-    QCoreApplication::setApplicationName(QStringLiteral("vireo"));
-    QCoreApplication::setApplicationVersion(QStringLiteral(VIREO_VERSION));
-#endif
-    std::vector<std::string> args(argv + 1, argv + argc);
-    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
-        std::fputs(kUsage, args.empty() ? stderr : stdout);
-        return args.empty() ? 2 : 0;
-    }
-    const std::string command = args[0];
-    args.erase(args.begin());
     if (command == "inspect")
         return runInspect(args);
     if (command == "bench")
-        return runBench(args, argv[0]);
+        return runBench(args, self);
     if (command == "tensor")
         return runTensor(args);
     if (command == "dit-forward")
@@ -391,4 +380,39 @@ int main(int argc, char** argv)
         return 0;
     }
     return usageError("unknown command '" + command + "'");
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    vireo::heap::keepLargeAllocationsInTheHeap();
+#ifdef VIREO_HAS_CORE
+    // The studio's settings (trust approvals, local models) are shared with the window.
+    QCoreApplication::setOrganizationName(QStringLiteral("Vireo"));
+    QCoreApplication::setApplicationName(QStringLiteral("vireo"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(VIREO_VERSION));
+#endif
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+        std::fputs(kUsage, args.empty() ? stderr : stdout);
+        return args.empty() ? 2 : 0;
+    }
+    const std::string command = args[0];
+    args.erase(args.begin());
+    // Nothing a command meets (a hostile file, a full disk, a bug) may abort the process: any
+    // exception that escapes one ends that command with one line and exit status 1.
+    try {
+        return runCommand(command, args, argv[0]);
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "vireo-cli: %s: out of memory; close other programs or use a smaller model or variant\n",
+            vireo::terminalSafe(command).c_str());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "vireo-cli: %s: internal error: %s; please report it with the command you ran\n",
+            vireo::terminalSafe(command).c_str(), vireo::terminalSafe(e.what()).c_str());
+    } catch (...) {
+        std::fprintf(stderr, "vireo-cli: %s: internal error; please report it with the command you ran\n",
+            vireo::terminalSafe(command).c_str());
+    }
+    return 1;
 }

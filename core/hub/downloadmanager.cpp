@@ -251,7 +251,7 @@ bool DownloadManager::manifestPresent(const QString& key) const
             const auto fo = f.toObject();
             RepoFile file;
             file.path = fo.value(QStringLiteral("path")).toString().toStdString();
-            file.size = static_cast<std::uint64_t>(fo.value(QStringLiteral("size")).toInteger());
+            file.size = static_cast<std::uint64_t>(std::max<qint64>(0, fo.value(QStringLiteral("size")).toInteger()));
             file.sha256 = fo.value(QStringLiteral("sha256")).toString().toStdString();
             file.gitOid = fo.value(QStringLiteral("oid")).toString().toStdString();
             if (!c->hasFile(repo, commit, file))
@@ -291,9 +291,11 @@ QList<DownloadManager::CachedRepo> DownloadManager::scanCache() const
         CachedRepo r;
         const auto parts = entry.fileName().mid(8).split(QStringLiteral("--"));
         r.repo = parts.join(QLatin1Char('/'));
-        QDirIterator blobs(entry.filePath() + QStringLiteral("/blobs"), QDir::Files);
+        // Only the blobs themselves: a link planted in blobs/ is no content (and may point at
+        // anything on the disk).
+        QDirIterator blobs(entry.filePath() + QStringLiteral("/blobs"), QDir::Files | QDir::NoSymLinks);
         while (blobs.hasNext())
-            r.bytes += static_cast<quint64>(QFileInfo(blobs.next()).size());
+            r.bytes += static_cast<quint64>(std::max<qint64>(0, QFileInfo(blobs.next()).size()));
         r.snapshots = static_cast<int>(QDir(entry.filePath() + QStringLiteral("/snapshots")).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size());
         out.append(r);
     }

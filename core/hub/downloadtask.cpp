@@ -195,21 +195,30 @@ void DownloadTask::plan()
         std::vector<FilePlan> plans;
         HubError error;
         bool failed = false;
-        for (const auto& source : spec.sources) {
-            if (m_cancelAll)
-                break;
-            auto rule = source.rule;
-            if (source.autoRule)
-                rule.mode = PlanRule::Mode::Diffusers;
-            auto planned = makePlan(*client, *cache, source.repo, source.revision, rule);
-            if (!planned && source.autoRule && planned.error().kind == HubErrorKind::EntryNotFound)
-                planned = makePlan(*client, *cache, source.repo, source.revision, weightsRule());
-            if (!planned) {
-                error = planned.error();
-                failed = true;
-                break;
+        // Whatever goes wrong in here fails this plan, never the process.
+        try {
+            for (const auto& source : spec.sources) {
+                if (m_cancelAll)
+                    break;
+                auto rule = source.rule;
+                if (source.autoRule)
+                    rule.mode = PlanRule::Mode::Diffusers;
+                auto planned = makePlan(*client, *cache, source.repo, source.revision, rule, &m_cancelAll);
+                if (!planned && source.autoRule && planned.error().kind == HubErrorKind::EntryNotFound)
+                    planned = makePlan(*client, *cache, source.repo, source.revision, weightsRule(), &m_cancelAll);
+                if (!planned) {
+                    error = planned.error();
+                    failed = true;
+                    break;
+                }
+                plans.push_back(std::move(*planned));
             }
-            plans.push_back(std::move(*planned));
+        } catch (const std::exception& e) {
+            error = {HubErrorKind::Io, 0, "planning failed: internal error (" + std::string(e.what()) + ")"};
+            failed = true;
+        } catch (...) {
+            error = {HubErrorKind::Io, 0, "planning failed: internal error"};
+            failed = true;
         }
         auto verdict = preflightOf(plans, *cache, headroom);
         QMetaObject::invokeMethod(this, [this, plans = std::move(plans), verdict, error, failed]() mutable {
@@ -301,36 +310,55 @@ void DownloadTask::start(std::optional<int> onlyRow)
                     cancelled = true;
                     return;
                 }
-                auto plan = plans[s];
-                refreshPresence(plan, *cache);
                 const int source = static_cast<int>(s);
-                PlanDownload download(*client, *cache, plan, options, [this, source](const FileStatus& file, const PlanStatus&) {
-                    QMetaObject::invokeMethod(this, [this, source, file]() { applyProgress(source, file); }, Qt::QueuedConnection);
-                });
-                {
-                    std::lock_guard lock(m_mutex);
-                    m_running.emplace_back(source, &download);
-                    for (const auto& [src, path] : m_cancelledPaths)
-                        if (src == source)
-                            download.cancelFile(path);
-                    if (m_cancelAll)
-                        download.cancelAll();
-                }
-                auto result = download.run();
-                {
-                    std::lock_guard lock(m_mutex);
-                    std::erase_if(m_running, [&](const auto& r) { return r.second == &download; });
-                }
-                // The last statuses, so the rows end in their final state even if a throttled
-                // report was skipped.
-                for (const auto& st : download.fileStatuses())
-                    QMetaObject::invokeMethod(this, [this, source, st]() { applyProgress(source, st); }, Qt::QueuedConnection);
-                if (!result) {
+                try {
+                    auto plan = plans[s];
+                    // On this worker, blobs another tool wrote since the plan are hashed once.
+                    refreshPresence(plan, *cache, HfCache::Verify::Hash, &m_cancelAll);
+                    PlanDownload download(*client, *cache, plan, options, [this, source](const FileStatus& file, const PlanStatus&) {
+                        QMetaObject::invokeMethod(this, [this, source, file]() { applyProgress(source, file); }, Qt::QueuedConnection);
+                    });
+                    {
+                        std::lock_guard lock(m_mutex);
+                        m_running.emplace_back(source, &download);
+                        for (const auto& [src, path] : m_cancelledPaths)
+                            if (src == source)
+                                download.cancelFile(path);
+                        if (m_cancelAll)
+                            download.cancelAll();
+                    }
+                    HubResult<void> result;
+                    try {
+                        result = download.run();
+                    } catch (...) {
+                        std::lock_guard lock(m_mutex);
+                        std::erase_if(m_running, [&](const auto& r) { return r.second == &download; });
+                        throw;
+                    }
+                    {
+                        std::lock_guard lock(m_mutex);
+                        std::erase_if(m_running, [&](const auto& r) { return r.second == &download; });
+                    }
+                    // The last statuses, so the rows end in their final state even if a throttled
+                    // report was skipped.
+                    for (const auto& st : download.fileStatuses())
+                        QMetaObject::invokeMethod(this, [this, source, st]() { applyProgress(source, st); }, Qt::QueuedConnection);
+                    if (!result) {
+                        std::lock_guard lock(resultMutex);
+                        if (result.error().kind == HubErrorKind::Cancelled)
+                            cancelled = true;
+                        else if (failure.isEmpty())
+                            failure = QString::fromStdString(result.error().message);
+                    }
+                } catch (const std::exception& e) {
+                    // A bug fails this download, not the studio (std::thread would terminate).
                     std::lock_guard lock(resultMutex);
-                    if (result.error().kind == HubErrorKind::Cancelled)
-                        cancelled = true;
-                    else if (failure.isEmpty())
-                        failure = QString::fromStdString(result.error().message);
+                    if (failure.isEmpty())
+                        failure = tr("The download stopped on an internal error (%1); try again").arg(QString::fromUtf8(e.what()));
+                } catch (...) {
+                    std::lock_guard lock(resultMutex);
+                    if (failure.isEmpty())
+                        failure = tr("The download stopped on an internal error; try again");
                 }
             });
         }

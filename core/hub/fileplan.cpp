@@ -1,8 +1,8 @@
 #include "core/hub/fileplan.h"
 
+#include "core/hub/hubjson.h"
 #include "inference/util/format.h"
-
-#include <nlohmann/json.hpp>
+#include "inference/util/text.h"
 
 #include <QDir>
 #include <QFileInfo>
@@ -16,6 +16,12 @@
 namespace vireo::hub {
 
 namespace {
+
+std::uint64_t addSaturating(std::uint64_t a, std::uint64_t b)
+{
+    std::uint64_t out = 0;
+    return __builtin_add_overflow(a, b, &out) ? UINT64_MAX : out;
+}
 
 bool endsWith(const std::string& s, std::string_view suffix)
 {
@@ -65,16 +71,14 @@ std::string variantOf(const std::string& path)
 HubResult<std::vector<std::string>> diffusersFiles(const HubClient& client, const std::string& repo, const std::string& commit,
                                                    const std::vector<RepoFile>& all, const PlanRule& rule)
 {
-    auto text = client.fetchText(repo, commit, "model_index.json");
+    auto text = client.fetchText(repo, commit, "model_index.json", 16ull << 20);
     if (!text)
         return text.error();
-    const auto index = nlohmann::json::parse(*text, nullptr, false);
-    if (!index.is_object())
-        return HubError{HubErrorKind::Protocol, 0, repo + ": model_index.json is not a JSON object"};
+    auto components = parseModelIndexComponents(*text, repo);
+    if (!components)
+        return components.error();
     std::vector<std::string> selected{"model_index.json"};
-    for (const auto& [component, value] : index.items()) {
-        if (component.empty() || component[0] == '_' || !value.is_array() || value.size() != 2 || value[0].is_null())
-            continue;
+    for (const auto& component : *components) {
         if (!rule.components.empty()
             && std::find(rule.components.begin(), rule.components.end(), component) == rule.components.end())
             continue;
@@ -95,13 +99,12 @@ HubResult<std::vector<std::string>> diffusersFiles(const HubClient& client, cons
             auto indexText = client.fetchText(repo, commit, chosenIndex->path);
             if (!indexText)
                 return indexText.error();
-            const auto shardIndex = nlohmann::json::parse(*indexText, nullptr, false);
-            if (!shardIndex.is_object() || !shardIndex.contains("weight_map") || !shardIndex["weight_map"].is_object())
-                return HubError{HubErrorKind::Protocol, 0, repo + ": " + chosenIndex->path + " has no weight_map"};
+            auto shards = parseShardIndex(*indexText, repo, chosenIndex->path);
+            if (!shards)
+                return shards.error();
             weights.insert(chosenIndex->path);
-            for (const auto& [tensor, shard] : shardIndex["weight_map"].items())
-                if (shard.is_string())
-                    weights.insert(prefix + shard.get<std::string>());
+            for (const auto& shard : *shards)
+                weights.insert(prefix + shard);
         } else {
             for (const auto* f : files)
                 if (isWeightFile(f->path) && variantOf(f->path) == rule.weightVariant
@@ -115,7 +118,7 @@ HubResult<std::vector<std::string>> diffusersFiles(const HubClient& client, cons
         }
         for (const auto& w : weights)
             if (std::none_of(files.begin(), files.end(), [&](const RepoFile* f) { return f->path == w; }))
-                return HubError{HubErrorKind::Protocol, 0, repo + ": " + w + " is named by an index but not in the repository"};
+                return HubError{HubErrorKind::Protocol, 0, repo + ": " + terminalSafe(w) + " is named by an index but not in the repository"};
     }
     return selected;
 }
@@ -136,7 +139,7 @@ std::uint64_t FilePlan::totalBytes() const
 {
     std::uint64_t n = 0;
     for (const auto& f : files)
-        n += f.file.size;
+        n = addSaturating(n, f.file.size);
     return n;
 }
 
@@ -144,25 +147,21 @@ std::uint64_t FilePlan::presentBytes() const
 {
     std::uint64_t n = 0;
     for (const auto& f : files)
-        n += (f.present || f.blobPresent) ? f.file.size : std::min(f.partialBytes, f.file.size);
+        n = addSaturating(n, (f.present || f.blobPresent) ? f.file.size : std::min(f.partialBytes, f.file.size));
     return n;
 }
 
-void refreshPresence(FilePlan& plan, const HfCache& cache)
+void refreshPresence(FilePlan& plan, const HfCache& cache, HfCache::Verify verify, const std::atomic<bool>* cancel)
 {
     for (auto& f : plan.files) {
-        f.present = cache.hasFile(plan.repo, plan.commit, f.file);
-        f.blobPresent = f.present || cache.hasBlob(plan.repo, f.file);
-        f.partialBytes = 0;
-        if (!f.blobPresent) {
-            if (auto partial = cache.partialPath(plan.repo, f.file.etag()))
-                f.partialBytes = static_cast<std::uint64_t>(std::max<qint64>(0, QFileInfo(QString::fromStdString(partial->string())).size()));
-        }
+        f.present = cache.hasFile(plan.repo, plan.commit, f.file, verify, cancel);
+        f.blobPresent = f.present || cache.hasBlob(plan.repo, f.file, verify, cancel);
+        f.partialBytes = f.blobPresent ? 0 : cache.partialBytes(plan.repo, f.file.etag());
     }
 }
 
 HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, const std::string& repo,
-                             const std::string& revision, const PlanRule& rule)
+                             const std::string& revision, const PlanRule& rule, const std::atomic<bool>* cancel)
 {
     FilePlan plan;
     plan.repo = repo;
@@ -182,7 +181,8 @@ HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, cons
         return all.error();
     for (const auto& f : *all)
         if (!HfCache::isSafeRepoPath(f.path))
-            return HubError{HubErrorKind::Unsafe, 0, repo + ": the Hub lists a file named '" + f.path + "', which would leave the cache; refusing the plan"};
+            return HubError{HubErrorKind::Unsafe, 0, repo + ": the Hub lists a file named '" + terminalSafe(f.path)
+                    + "', which would leave the cache; refusing the plan"};
 
     std::set<std::string> chosen;
     if (rule.mode == PlanRule::Mode::Diffusers) {
@@ -199,6 +199,9 @@ HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, cons
     }
     if (plan.files.empty())
         return HubError{HubErrorKind::EntryNotFound, 0, repo + ": no file of the repository matches the variant's rules"};
+    if (plan.totalBytes() > kMaxPlanBytes)
+        return HubError{HubErrorKind::Protocol, 0, repo + ": the planned files add up to " + humanSize(plan.totalBytes())
+                + ", more than any model; the Hub's listing is broken or hostile"};
     // A gated repo lists its files to anyone; only the download is refused. Probe one file
     // so a missing token or licence shows now, not after the user pressed Start.
     if (!info->gated.empty() && info->gated != "false") {
@@ -206,7 +209,9 @@ HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, cons
         if (!probe)
             return probe.error();
     }
-    refreshPresence(plan, cache);
+    refreshPresence(plan, cache, HfCache::Verify::Hash, cancel);
+    if (cancel && cancel->load())
+        return HubError{HubErrorKind::Cancelled, 0, repo + ": cancelled while checking the files already in the cache"};
     return plan;
 }
 
@@ -218,8 +223,10 @@ Preflight preflight(const FilePlan& plan, const HfCache& cache, std::uint64_t he
     std::uint64_t remaining = 0;
     for (const auto& f : plan.files)
         if (!f.blobPresent && counted.insert(f.file.etag()).second)
-            remaining += f.file.size - std::min(f.partialBytes, f.file.size);
-    p.neededBytes = remaining == 0 ? 0 : remaining + headroomBytes;
+            remaining = addSaturating(remaining, f.file.size - std::min(f.partialBytes, f.file.size));
+    // Saturating: sizes near 2^64 (from a plan not made by makePlan) make a need no disk
+    // meets, never a small wrapped-around one that "fits".
+    p.neededBytes = remaining == 0 ? 0 : addSaturating(remaining, headroomBytes);
     // The cache folder may not exist yet: measure the nearest existing parent.
     QString dir = QString::fromStdString(cache.root().string());
     while (!QFileInfo::exists(dir) && dir != QDir::rootPath() && !dir.isEmpty())

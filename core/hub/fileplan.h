@@ -32,6 +32,7 @@ struct FilePlan {
     std::string commit;
     std::vector<PlannedFile> files;
 
+    // Sums never overflow: makePlan refuses a plan above kMaxPlanBytes, and these saturate.
     std::uint64_t totalBytes() const;
     // Bytes already in the cache (complete blobs) plus resumable partial bytes, clamped to
     // each file's size: the same number the progress starts from.
@@ -40,20 +41,26 @@ struct FilePlan {
 };
 
 struct Preflight {
-    std::uint64_t neededBytes = 0;   // remaining plan + headroom
+    std::uint64_t neededBytes = 0;   // remaining plan + headroom (saturating: an absurd need never "fits")
     std::uint64_t freeBytes = 0;
     std::string volume;              // the folder whose volume was measured
     bool fits = false;
     std::string message;             // "needs 93.1 GB, 12.4 GB free on /home; free space or ..."
 };
 
+// A plan of more than 1 PiB is a hostile or broken listing, not a model.
+inline constexpr std::uint64_t kMaxPlanBytes = 1ull << 50;
+
 // Lists the repo at the revision's commit and applies the rule. Diffusers mode reads
 // model_index.json and each component's shard index, so duplicate shard sets, other
-// precisions and root single-file checkpoints are left out.
+// precisions and root single-file checkpoints are left out. Presence is checked with
+// HfCache::Verify::Hash (blobs another tool wrote are hashed once); cancel stops that.
 HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, const std::string& repo,
-                             const std::string& revision, const PlanRule& rule);
-// Recomputes presence (after a download, or when another tool filled the cache).
-void refreshPresence(FilePlan& plan, const HfCache& cache);
+                             const std::string& revision, const PlanRule& rule, const std::atomic<bool>* cancel = nullptr);
+// Recomputes presence (after a download, or when another tool filled the cache). Cheap by
+// default: it may run on the GUI thread.
+void refreshPresence(FilePlan& plan, const HfCache& cache, HfCache::Verify verify = HfCache::Verify::Cheap,
+                     const std::atomic<bool>* cancel = nullptr);
 // The cache's volume must hold the plan's remaining bytes plus headroom.
 Preflight preflight(const FilePlan& plan, const HfCache& cache, std::uint64_t headroomBytes = 2ull << 30);
 

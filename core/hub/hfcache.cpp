@@ -1,31 +1,37 @@
 #include "core/hub/hfcache.h"
 
-#include <QDir>
-#include <QFile>
-#include <QFileInfo>
-#include <QSaveFile>
+#include "core/hub/digest.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
 
-// File operations here go through Qt: the torch wheel's libtorch.so exports its own copies
-// of several std::filesystem functions, and the process resolves to them (remove_all
-// crashes). Paths stay std::filesystem::path values at the API.
+// File operations here are POSIX calls through safefs: Qt's follow links, and the torch
+// wheel's libtorch.so exports its own copies of several std::filesystem functions that the
+// process resolves to (remove_all crashes). Paths stay std::filesystem::path values at the API.
 
 namespace vireo::hub {
 
 namespace {
 
-QString q(const std::filesystem::path& p)
-{
-    return QString::fromStdString(p.string());
-}
+constexpr const char* kPartialFolder = ".vireo-partial";
+constexpr const char* kVerifiedFolder = ".vireo-verified";
 
 bool isHex(const std::string& s, std::size_t length)
 {
     return s.size() == length && std::all_of(s.begin(), s.end(), [](char c) {
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
     });
+}
+
+bool isEtag(const std::string& s)
+{
+    return isHex(s, 64) || isHex(s, 40);
 }
 
 bool isSafeName(const std::string& s)
@@ -43,9 +49,57 @@ HubError unsafe(const std::string& what)
     return {HubErrorKind::Unsafe, 0, what + " would leave the model cache; refusing it"};
 }
 
-HubError ioError(const std::string& what)
+HubError fsError(const std::string& message)
 {
-    return {HubErrorKind::Io, 0, what};
+    // A planted link is a safety matter, not a disk problem.
+    return {message.find("symbolic link") != std::string::npos ? HubErrorKind::Unsafe : HubErrorKind::Io, 0, message};
+}
+
+// "a/b/c" -> ("a/b", "c").
+std::pair<std::string, std::string> splitLast(const std::string& path)
+{
+    const auto slash = path.rfind('/');
+    if (slash == std::string::npos)
+        return {std::string(), path};
+    return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+// Lexically resolves `link` as seen from the folder `from` (components); empty when it climbs
+// above the start.
+std::optional<std::vector<std::string>> resolveLexically(std::vector<std::string> from, const std::string& link)
+{
+    for (const auto& part : safefs::splitPath(link)) {
+        if (part == ".")
+            continue;
+        if (part == "..") {
+            if (from.empty())
+                return std::nullopt;
+            from.pop_back();
+        } else {
+            from.push_back(part);
+        }
+    }
+    return from;
+}
+
+// A file of at most 256 bytes, never through a link, and never blocking (a FIFO planted as
+// refs/main must not hang the planner).
+std::optional<std::string> readSmall(int dir, const std::string& name)
+{
+    auto fd = safefs::openAt(dir, name, O_RDONLY | O_NONBLOCK);
+    if (!fd.valid() || !safefs::statFd(fd.get()).file)
+        return std::nullopt;
+    char buffer[256];
+    const auto n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0)
+        return std::nullopt;
+    return std::string(buffer, static_cast<std::size_t>(n));
+}
+
+std::string recordText(const safefs::Entry& e)
+{
+    return "v1 " + std::to_string(e.size) + " " + std::to_string(e.mtimeNs) + " " + std::to_string(e.inode) + " "
+        + std::to_string(e.device) + "\n";
 }
 
 } // namespace
@@ -88,7 +142,7 @@ HubResult<std::filesystem::path> HfCache::repoDir(const std::string& repo) const
 
 HubResult<std::filesystem::path> HfCache::blobPath(const std::string& repo, const std::string& etag) const
 {
-    if (!isHex(etag, 64) && !isHex(etag, 40))
+    if (!isEtag(etag))
         return unsafe("blob name '" + etag + "'");
     auto dir = repoDir(repo);
     if (!dir)
@@ -114,37 +168,108 @@ HubResult<std::filesystem::path> HfCache::partialPath(const std::string& repo, c
     auto blob = blobPath(repo, etag);
     if (!blob)
         return blob.error();
-    return blob->parent_path().parent_path() / ".vireo-partial" / (etag + ".part");
+    return blob->parent_path().parent_path() / kPartialFolder / (etag + ".part");
 }
 
-bool HfCache::hasFile(const std::string& repo, const std::string& commit, const RepoFile& file) const
+bool HfCache::blobVerified(const std::string& repo, const std::string& folder, const RepoFile& file, Verify verify,
+                           const std::atomic<bool>* cancel) const
 {
-    auto path = snapshotPath(repo, commit, file.path);
-    if (!path)
+    const auto root = m_root.string();
+    const auto& etag = file.etag();
+    auto blobs = safefs::openDir(root, folder + "/blobs", false, nullptr);
+    if (!blobs.valid())
         return false;
-    const QFileInfo info(q(*path)); // follows the symlink
-    return info.exists() && info.isFile() && static_cast<std::uint64_t>(info.size()) == file.size;
+    const auto entry = safefs::statAt(blobs.get(), etag);
+    if (!entry.file || entry.size != file.size)
+        return false;  // absent, a link, a folder, a FIFO, or the wrong size
+    std::optional<std::string> record;
+    if (auto verified = safefs::openDir(root, folder + "/" + kVerifiedFolder, false, nullptr); verified.valid())
+        record = readSmall(verified.get(), etag);
+    if (record && *record == recordText(entry))
+        return true;
+    if (verify == Verify::Cheap)
+        return !record;  // never verified by Vireo (another tool wrote it): counted by its size
+
+    auto fd = safefs::openAt(blobs.get(), etag, O_RDONLY | O_NONBLOCK);
+    if (!fd.valid())
+        return false;
+    const auto opened = safefs::statFd(fd.get());
+    if (!opened.file || opened.inode != entry.inode || opened.size != file.size)
+        return false;  // replaced between the look and the open
+    Digest digest(file.lfs(), file.size);
+    std::vector<char> buffer(8 << 20);
+    for (std::uint64_t offset = 0; offset < file.size;) {
+        if (cancel && cancel->load())
+            return false;
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), file.size - offset));
+        if (!safefs::readAll(fd.get(), buffer.data(), n, offset))
+            return false;
+        digest.add(buffer.data(), n);
+        offset += n;
+    }
+    if (digest.hex() == etag) {
+        if (auto verified = safefs::openDir(root, folder + "/" + kVerifiedFolder, true, nullptr); verified.valid())
+            safefs::writeFileAt(verified.get(), etag, recordText(safefs::statFd(fd.get())), nullptr);
+        return true;
+    }
+    // Damaged content is never present: set aside where cleanup finds it, so the next
+    // download fetches the blob again.
+    if (auto partial = safefs::openDir(root, folder + "/" + kPartialFolder, true, nullptr); partial.valid())
+        ::renameat(blobs.get(), etag.c_str(), partial.get(), (etag + ".part.rejected").c_str());
+    std::fprintf(stderr, "vireo: %s: blob %s failed its hash check and was moved aside\n", repo.c_str(), etag.c_str());
+    return false;
 }
 
-bool HfCache::hasBlob(const std::string& repo, const RepoFile& file) const
+bool HfCache::hasFile(const std::string& repo, const std::string& commit, const RepoFile& file, Verify verify,
+                      const std::atomic<bool>* cancel) const
 {
-    auto blob = blobPath(repo, file.etag());
-    if (!blob)
+    const auto folder = repoFolderName(repo);
+    if (!folder || !isHex(commit, 40) || !isSafeRepoPath(file.path) || !isEtag(file.etag()))
         return false;
-    const QFileInfo info(q(*blob));
-    return info.isFile() && static_cast<std::uint64_t>(info.size()) == file.size;
+    const auto [dirs, name] = splitLast(file.path);
+    auto dir = safefs::openDir(m_root.string(), *folder + "/snapshots/" + commit + "/" + dirs, false, nullptr);
+    if (!dir.valid())
+        return false;
+    std::string target;
+    if (!safefs::readLinkAt(dir.get(), name, target))
+        return false;  // absent, or a plain file no cache tool writes
+    // The link must lead to this repo's blob of this file, whatever text spells it.
+    bool intoBlob = false;
+    if (!target.empty() && target.front() == '/') {
+        const auto resolved = resolveLexically({}, target);
+        const auto expected = resolveLexically({}, m_root.string() + "/" + *folder + "/blobs/" + file.etag());
+        intoBlob = resolved && expected && *resolved == *expected;
+    } else {
+        std::vector<std::string> from{"snapshots", commit};
+        for (const auto& d : safefs::splitPath(dirs))
+            from.push_back(d);
+        const auto resolved = resolveLexically(from, target);
+        intoBlob = resolved && *resolved == std::vector<std::string>{"blobs", file.etag()};
+    }
+    return intoBlob && blobVerified(repo, *folder, file, verify, cancel);
+}
+
+bool HfCache::hasBlob(const std::string& repo, const RepoFile& file, Verify verify, const std::atomic<bool>* cancel) const
+{
+    const auto folder = repoFolderName(repo);
+    return folder && isEtag(file.etag()) && blobVerified(repo, *folder, file, verify, cancel);
 }
 
 std::optional<std::string> HfCache::readRef(const std::string& repo, const std::string& revision) const
 {
-    auto dir = repoDir(repo);
-    if (!dir || !isHfRefName(revision))
+    const auto folder = repoFolderName(repo);
+    if (!folder || !isHfRefName(revision))
         return std::nullopt;
-    QFile file(q(*dir / "refs" / revision));
-    if (!file.open(QIODevice::ReadOnly))
+    const auto [dirs, name] = splitLast(revision);
+    auto dir = safefs::openDir(m_root.string(), *folder + "/refs/" + dirs, false, nullptr);
+    if (!dir.valid())
         return std::nullopt;
-    const auto commit = file.read(128).trimmed().toStdString();
-    return isHex(commit, 40) ? std::optional<std::string>(commit) : std::nullopt;
+    auto text = readSmall(dir.get(), name);
+    if (!text)
+        return std::nullopt;
+    while (!text->empty() && (text->back() == '\n' || text->back() == '\r' || text->back() == ' '))
+        text->pop_back();
+    return isHex(*text, 40) ? text : std::nullopt;
 }
 
 bool HfCache::isHfRefName(const std::string& revision)
@@ -158,15 +283,85 @@ HubResult<void> HfCache::writeRef(const std::string& repo, const std::string& re
         return {}; // a commit needs no ref
     if (!isHfRefName(revision) || !isHex(commit, 40))
         return unsafe("ref '" + revision + "'");
-    auto dir = repoDir(repo);
-    if (!dir)
-        return dir.error();
-    const auto path = *dir / "refs" / revision;
-    QDir().mkpath(q(path.parent_path()));
-    QSaveFile file(q(path));
-    if (!file.open(QIODevice::WriteOnly) || file.write(QByteArray::fromStdString(commit)) != static_cast<qint64>(commit.size())
-        || !file.commit())
-        return ioError(path.string() + ": cannot write the ref (" + file.errorString().toStdString() + ")");
+    const auto folder = repoFolderName(repo);
+    if (!folder)
+        return folder.error();
+    const auto [dirs, name] = splitLast(revision);
+    std::string error;
+    auto dir = safefs::openDir(m_root.string(), *folder + "/refs/" + dirs, true, &error);
+    if (!dir.valid())
+        return fsError(error + "; cannot write the ref '" + revision + "'");
+    if (!safefs::writeFileAt(dir.get(), name, commit, &error))
+        return fsError((m_root / *folder / "refs" / revision).string() + ": cannot write the ref (" + error + ")");
+    return {};
+}
+
+HubResult<safefs::Fd> HfCache::openPartial(const std::string& repo, const std::string& etag) const
+{
+    auto path = partialPath(repo, etag);
+    if (!path)
+        return path.error();
+    std::string error;
+    auto dir = safefs::openDir(m_root.string(), *repoFolderName(repo) + "/" + kPartialFolder, true, &error);
+    if (!dir.valid())
+        return fsError(error);
+    const auto name = etag + ".part";
+    // The folder is Vireo's own: anything but a regular file there is not a partial download
+    // (a planted link, a FIFO) and is replaced, never written through.
+    if (const auto e = safefs::statAt(dir.get(), name); e.exists && !e.file) {
+        if (::unlinkat(dir.get(), name.c_str(), e.dir ? AT_REMOVEDIR : 0) != 0)
+            return fsError(path->string() + " is not a regular file and cannot be removed; remove it");
+    }
+    auto fd = safefs::openAt(dir.get(), name, O_RDWR | O_CREAT | O_NONBLOCK);
+    if (!fd.valid() || !safefs::statFd(fd.get()).file)
+        return fsError(path->string() + ": cannot open the partial file (" + std::strerror(errno) + ")");
+    return fd;
+}
+
+std::uint64_t HfCache::partialBytes(const std::string& repo, const std::string& etag) const
+{
+    const auto folder = repoFolderName(repo);
+    if (!folder || !isEtag(etag))
+        return 0;
+    auto dir = safefs::openDir(m_root.string(), *folder + "/" + kPartialFolder, false, nullptr);
+    if (!dir.valid())
+        return 0;
+    const auto e = safefs::statAt(dir.get(), etag + ".part");
+    return e.file ? e.size : 0;
+}
+
+HubResult<void> HfCache::writeJournal(const std::string& repo, const std::string& etag, const std::string& json) const
+{
+    auto path = partialPath(repo, etag);
+    if (!path)
+        return path.error();
+    std::string error;
+    auto dir = safefs::openDir(m_root.string(), *repoFolderName(repo) + "/" + kPartialFolder, true, &error);
+    if (!dir.valid() || !safefs::writeFileAt(dir.get(), etag + ".part.json", json, &error))
+        return fsError(path->string() + ".json: " + error);
+    return {};
+}
+
+void HfCache::removeJournal(const std::string& repo, const std::string& etag) const
+{
+    const auto folder = repoFolderName(repo);
+    if (!folder || !isEtag(etag))
+        return;
+    if (auto dir = safefs::openDir(m_root.string(), *folder + "/" + kPartialFolder, false, nullptr); dir.valid())
+        ::unlinkat(dir.get(), (etag + ".part.json").c_str(), 0);
+}
+
+HubResult<void> HfCache::rejectPartial(const std::string& repo, const std::string& etag) const
+{
+    auto path = partialPath(repo, etag);
+    if (!path)
+        return path.error();
+    std::string error;
+    auto dir = safefs::openDir(m_root.string(), *repoFolderName(repo) + "/" + kPartialFolder, false, &error);
+    if (!dir.valid())
+        return fsError(error);
+    if (::renameat(dir.get(), (etag + ".part").c_str(), dir.get(), (etag + ".part.rejected").c_str()) != 0 && errno != ENOENT)
+        return fsError(path->string() + ": cannot set the damaged download aside (" + std::strerror(errno) + ")");
     return {};
 }
 
@@ -178,36 +373,43 @@ HubResult<void> HfCache::linkSnapshot(const std::string& repo, const std::string
         return blob.error();
     if (!entry)
         return entry.error();
-    QDir().mkpath(q(entry->parent_path()));
+    const auto [dirs, name] = splitLast(file.path);
+    std::string error;
+    auto dir = safefs::openDir(m_root.string(), *repoFolderName(repo) + "/snapshots/" + commit + "/" + dirs, true, &error);
+    if (!dir.valid())
+        return fsError(error);
     // Relative, as huggingface_hub writes it: ../../blobs/<etag> plus one ../ per sub-folder.
     std::string target = "../../";
     for (char c : file.path)
         if (c == '/')
             target += "../";
     target += "blobs/" + file.etag();
-    const QString link = q(*entry);
-    const QString temp = link + QStringLiteral(".vireo-link");
-    QFile::remove(temp);
-    if (!QFile::link(QString::fromStdString(target), temp))
-        return ioError(entry->string() + ": cannot create the snapshot link");
-    if (::rename(temp.toLocal8Bit().constData(), link.toLocal8Bit().constData()) != 0) {
-        QFile::remove(temp);
-        return ioError(entry->string() + ": cannot place the snapshot link");
-    }
+    if (!safefs::replaceLinkAt(dir.get(), name, target, &error))
+        return fsError(entry->string() + ": " + error);
     return {};
 }
 
-HubResult<void> HfCache::commitPartial(const std::string& repo, const std::string& commit, const RepoFile& file,
-                                       const std::filesystem::path& partial) const
+HubResult<void> HfCache::commitPartial(const std::string& repo, const std::string& commit, const RepoFile& file) const
 {
     auto blob = blobPath(repo, file.etag());
     if (!blob)
         return blob.error();
-    QDir().mkpath(q(blob->parent_path()));
-    if (hasBlob(repo, file)) {
-        QFile::remove(q(partial)); // another download (or Python) finished it first
-    } else if (::rename(partial.c_str(), blob->c_str()) != 0) {
-        return ioError(blob->string() + ": cannot move the verified download into the cache");
+    const auto folder = *repoFolderName(repo);
+    std::string error;
+    auto partial = safefs::openDir(m_root.string(), folder + "/" + kPartialFolder, false, &error);
+    if (!partial.valid())
+        return fsError(error);
+    auto blobs = safefs::openDir(m_root.string(), folder + "/blobs", true, &error);
+    if (!blobs.valid())
+        return fsError(error);
+    // Over whatever is there: the bytes just verified win over a blob that another tool wrote
+    // (or a link someone planted), and a reader of the old file keeps its open descriptor.
+    if (::renameat(partial.get(), (file.etag() + ".part").c_str(), blobs.get(), file.etag().c_str()) != 0)
+        return fsError(blob->string() + ": cannot move the verified download into the cache (" + std::strerror(errno) + ")");
+    if (auto verified = safefs::openDir(m_root.string(), folder + "/" + kVerifiedFolder, true, nullptr); verified.valid()) {
+        const auto e = safefs::statAt(blobs.get(), file.etag());
+        if (e.file)
+            safefs::writeFileAt(verified.get(), file.etag(), recordText(e), nullptr);
     }
     return linkSnapshot(repo, commit, file);
 }

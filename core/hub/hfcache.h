@@ -1,7 +1,9 @@
 #pragma once
 
 #include "core/hub/hubtypes.h"
+#include "core/hub/safefs.h"
 
+#include <atomic>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -14,6 +16,12 @@ namespace vireo::hub {
 //   <root>/models--org--name/refs/<revision>            (the commit)
 // Vireo's partial downloads live in models--org--name/.vireo-partial/, a folder
 // huggingface_hub neither reads nor cleans, on the same volume so the final move is atomic.
+// models--org--name/.vireo-verified/<etag> remembers (size, mtime, inode) of a blob whose
+// hash was checked, so a 40 GB file is hashed once, not on every look.
+//
+// Nothing below the root is reached through a link the cache did not create (safefs.h): a
+// blob must be a regular file, a snapshot entry must be a link into the repo's own blobs/,
+// and a partial, journal, ref or record is opened without following links.
 class HfCache {
 public:
     explicit HfCache(std::filesystem::path root);
@@ -32,22 +40,46 @@ public:
     HubResult<std::filesystem::path> snapshotPath(const std::string& repo, const std::string& commit, const std::string& path) const;
     HubResult<std::filesystem::path> partialPath(const std::string& repo, const std::string& etag) const;
 
-    // The file is usable from this snapshot: its snapshot entry resolves to a file of the
-    // expected size.
-    bool hasFile(const std::string& repo, const std::string& commit, const RepoFile& file) const;
+    // How much a presence check may cost. Cheap: structure and size, and a blob whose recorded
+    // verification no longer matches (modified since) is absent; a blob never verified (written
+    // by another tool) counts by its size. Hash: a blob without a valid record is hashed now;
+    // a match is recorded, a mismatch is moved aside as .vireo-partial/<etag>.part.rejected.
+    // Planning uses Hash (on a worker thread); views and the GUI thread use Cheap.
+    enum class Verify { Cheap, Hash };
+
+    // The file is usable from this snapshot: its entry is a link to the repo's own blob, which
+    // is a regular file of the expected size (and verified, per `verify`).
+    bool hasFile(const std::string& repo, const std::string& commit, const RepoFile& file, Verify verify = Verify::Cheap,
+                 const std::atomic<bool>* cancel = nullptr) const;
     // The blob is already in the cache (perhaps for another commit or path).
-    bool hasBlob(const std::string& repo, const RepoFile& file) const;
+    bool hasBlob(const std::string& repo, const RepoFile& file, Verify verify = Verify::Cheap,
+                 const std::atomic<bool>* cancel = nullptr) const;
 
     std::optional<std::string> readRef(const std::string& repo, const std::string& revision) const;
     HubResult<void> writeRef(const std::string& repo, const std::string& revision, const std::string& commit) const;
 
-    // Moves a verified partial into blobs/ (atomically) and links the snapshot entry.
-    HubResult<void> commitPartial(const std::string& repo, const std::string& commit, const RepoFile& file,
-                                  const std::filesystem::path& partial) const;
+    // The partial download of a blob, opened read-write (created when absent), never through
+    // a link.
+    HubResult<safefs::Fd> openPartial(const std::string& repo, const std::string& etag) const;
+    // Bytes of a resumable partial (0 when there is none, or it is not a regular file).
+    std::uint64_t partialBytes(const std::string& repo, const std::string& etag) const;
+    // The journal beside the partial (which file it belongs to), written atomically.
+    HubResult<void> writeJournal(const std::string& repo, const std::string& etag, const std::string& json) const;
+    void removeJournal(const std::string& repo, const std::string& etag) const;
+    // Moves a partial that failed verification aside (.part.rejected, replacing an older one);
+    // the next attempt starts from byte 0.
+    HubResult<void> rejectPartial(const std::string& repo, const std::string& etag) const;
+
+    // Moves the verified partial into blobs/ (atomically, over whatever was there: a blob
+    // that failed its check, or a link), records it as verified, and links the snapshot entry.
+    HubResult<void> commitPartial(const std::string& repo, const std::string& commit, const RepoFile& file) const;
     // Links snapshots/<commit>/<path> to an existing blob.
     HubResult<void> linkSnapshot(const std::string& repo, const std::string& commit, const RepoFile& file) const;
 
 private:
+    bool blobVerified(const std::string& repo, const std::string& folder, const RepoFile& file, Verify verify,
+                      const std::atomic<bool>* cancel) const;
+
     std::filesystem::path m_root;
 };
 

@@ -1,15 +1,20 @@
 #include "core/hub/hubclient.h"
 
+#include "core/hub/hubjson.h"
 #include "core/hub/hubpaths.h"
+#include "inference/util/text.h"
 
 #include <curl/curl.h>
-#include <nlohmann/json.hpp>
 
 #include <QFile>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace vireo::hub {
@@ -71,8 +76,11 @@ struct Transfer {
     const HubClient::Sink* sink;
     const std::atomic<bool>* cancel;
     std::uint64_t maxBody;
+    const HubClient::RangeRequest* range = nullptr;
+    std::function<bool(const std::string& ip)> addressAllowed;
     bool sinkFailed = false;
     bool tooLarge = false;
+    bool checkedRange = false;
 };
 
 size_t onHeader(char* data, size_t size, size_t count, void* user)
@@ -87,6 +95,28 @@ size_t onHeader(char* data, size_t size, size_t count, void* user)
     return size * count;
 }
 
+// The answer to a ranged GET must be the range asked for before a byte of it reaches the
+// sink: a 200 (the server ignored the range) or another Content-Range would be written at
+// the wrong offset.
+std::string rangeProblem(const HubClient::Response& r, long status, const HubClient::RangeRequest& want)
+{
+    const std::string asked = "bytes " + std::to_string(want.first) + "-" + std::to_string(want.last);
+    if (status == 200) {
+        if (want.first == 0 && want.last + 1 == want.total)
+            return {};
+        return "the server ignores byte ranges (HTTP 200 for " + asked + ")";
+    }
+    const auto it = r.headers.find("content-range");
+    const auto got = it == r.headers.end() ? std::nullopt : parseContentRange(it->second);
+    if (!got)
+        return "the server answered " + asked + " without a usable Content-Range"
+            + (it == r.headers.end() ? std::string() : " ('" + terminalSafe(it->second.substr(0, 80)) + "')");
+    if (got->first != want.first || got->last != want.last || got->total != want.total)
+        return "the server sent bytes " + std::to_string(got->first) + "-" + std::to_string(got->last) + " of "
+            + std::to_string(got->total) + " for " + asked + " of " + std::to_string(want.total);
+    return {};
+}
+
 size_t onBody(char* data, size_t size, size_t count, void* user)
 {
     auto* t = static_cast<Transfer*>(user);
@@ -95,6 +125,15 @@ size_t onBody(char* data, size_t size, size_t count, void* user)
     curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
     // Only a successful answer's body goes to the sink; an error page is kept as text.
     if (t->sink && (status == 200 || status == 206)) {
+        if (t->range && !t->checkedRange) {
+            t->checkedRange = true;
+            auto problem = rangeProblem(*t->response, status, *t->range);
+            if (!problem.empty()) {
+                t->response->refused = std::move(problem);
+                t->response->rangeRefused = true;
+                return 0;
+            }
+        }
         if (!(*t->sink)(data, n)) {
             t->sinkFailed = true;
             return 0;
@@ -113,6 +152,16 @@ int onProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t)
 {
     auto* t = static_cast<Transfer*>(user);
     return t->cancel && t->cancel->load() ? 1 : 0;
+}
+
+// Runs once a connection is up (new or reused), before the request is sent: the address
+// actually connected is what matters, whatever the name resolved to a moment earlier.
+int onConnected(void* user, char* primaryIp, char*, int, int)
+{
+    auto* t = static_cast<Transfer*>(user);
+    if (!t->addressAllowed || t->addressAllowed(primaryIp ? primaryIp : ""))
+        return CURL_PREREQFUNC_OK;
+    return CURL_PREREQFUNC_ABORT;
 }
 
 std::string errorCode(const HubClient::Response& r)
@@ -162,7 +211,69 @@ const char* hubErrorKindName(HubErrorKind kind)
     return "?";
 }
 
+AddressKind classifyAddress(const std::string& ip)
+{
+    unsigned char v6[16];
+    in_addr v4{};
+    std::uint32_t a = 0;
+    if (inet_pton(AF_INET, ip.c_str(), &v4) == 1) {
+        a = ntohl(v4.s_addr);
+    } else if (inet_pton(AF_INET6, ip.c_str(), v6) == 1) {
+        static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+        if (std::memcmp(v6, mapped, 12) == 0) {
+            a = (std::uint32_t{v6[12]} << 24) | (std::uint32_t{v6[13]} << 16) | (std::uint32_t{v6[14]} << 8) | v6[15];
+        } else {
+            static const unsigned char zero[16] = {};
+            if (std::memcmp(v6, zero, 15) == 0)
+                return v6[15] == 1 ? AddressKind::Loopback : AddressKind::Special;  // ::1, ::
+            if ((v6[0] & 0xFE) == 0xFC)
+                return AddressKind::Private;  // fc00::/7
+            if (v6[0] == 0xFE && (v6[1] & 0xC0) == 0x80)
+                return AddressKind::LinkLocal;  // fe80::/10
+            if (v6[0] == 0xFF)
+                return AddressKind::Special;  // multicast
+            return AddressKind::Public;
+        }
+    } else {
+        return AddressKind::Special;  // not an address at all
+    }
+    const auto in = [&](std::uint32_t net, int bits) { return (a >> (32 - bits)) == (net >> (32 - bits)); };
+    if (in(0x7F000000, 8))
+        return AddressKind::Loopback;
+    if (in(0x0A000000, 8) || in(0xAC100000, 12) || in(0xC0A80000, 16) || in(0x64400000, 10))
+        return AddressKind::Private;  // RFC 1918, and carrier-grade NAT
+    if (in(0xA9FE0000, 16))
+        return AddressKind::LinkLocal;  // 169.254/16, where cloud metadata services answer
+    if (in(0x00000000, 8) || a >= 0xE0000000u)
+        return AddressKind::Special;  // "this network", multicast, reserved, broadcast
+    return AddressKind::Public;
+}
+
+const char* addressKindName(AddressKind kind)
+{
+    switch (kind) {
+    case AddressKind::Public: return "a public address";
+    case AddressKind::Loopback: return "a loopback address (this machine)";
+    case AddressKind::Private: return "a private network address";
+    case AddressKind::LinkLocal: return "a link-local address";
+    case AddressKind::Special: return "a reserved address";
+    }
+    return "?";
+}
+
+struct HubClient::AddressBook {
+    std::mutex mutex;
+    std::set<std::string> endpointIps;
+    bool endpointPrivate = false;
+};
+
 namespace {
+
+bool isHttpUrl(const std::string& url)
+{
+    const auto l = lower(url.substr(0, 8));
+    return l.rfind("http://", 0) == 0 || l.rfind("https://", 0) == 0;
+}
 
 // RFC 3986 unreserved characters pass; keepSlash leaves path separators readable.
 std::string percentEncode(const std::string& text, bool keepSlash)
@@ -212,11 +323,18 @@ HubClientOptions HubClientOptions::fromEnvironment()
     return o;
 }
 
-HubClient::HubClient(HubClientOptions options) : m_options(std::move(options))
+HubClient::HubClient(HubClientOptions options) : m_options(std::move(options)), m_addresses(std::make_shared<AddressBook>())
 {
     initCurlOnce();
     while (!m_options.endpoint.empty() && m_options.endpoint.back() == '/')
         m_options.endpoint.pop_back();
+    // A token goes into a header line: a CR or LF in it would end the header and let whatever
+    // follows become another one. Tokens are printable ASCII without spaces.
+    if (m_options.token
+        && (m_options.token->empty()
+            || std::any_of(m_options.token->begin(), m_options.token->end(), [](unsigned char c) { return c <= 0x20 || c >= 0x7F; })))
+        m_tokenProblem = "the access token contains a line break, a space or another character a Hugging Face token never has; "
+                         "paste it again in Settings (or fix HF_TOKEN / the token file)";
 }
 
 std::string HubClient::resolveUrl(const std::string& repo, const std::string& revision, const std::string& path) const
@@ -230,16 +348,40 @@ bool HubClient::sendsTokenTo(const std::string& url) const
 }
 
 HubClient::Response HubClient::request(Method method, const std::string& url, const std::vector<std::string>& extraHeaders,
-                                       const Sink* sink, const std::atomic<bool>* cancel, std::uint64_t maxBody) const
+                                       const Sink* sink, const std::atomic<bool>* cancel, std::uint64_t maxBody,
+                                       const RangeRequest* range) const
 {
     Response response;
+    if (!isHttpUrl(url)) {
+        response.curlCode = CURLE_UNSUPPORTED_PROTOCOL;
+        response.refused = "'" + terminalSafe(url.substr(0, 120)) + "' is neither an http nor an https address";
+        return response;
+    }
     CURL* curl = curl_easy_init();
     if (!curl) {
         response.curlCode = CURLE_FAILED_INIT;
         response.curlError = "cannot start a connection";
         return response;
     }
-    Transfer transfer{curl, &response, sink, cancel, maxBody};
+    Transfer transfer{curl, &response, sink, cancel, maxBody, range};
+    const bool toEndpoint = origin(url) == origin(m_options.endpoint);
+    const auto book = m_addresses;
+    transfer.addressAllowed = [&response, book, toEndpoint](const std::string& ip) {
+        const auto kind = classifyAddress(ip);
+        std::lock_guard lock(book->mutex);
+        if (toEndpoint) {
+            // The endpoint is the user's choice, wherever it is; what it points to is not.
+            book->endpointIps.insert(ip);
+            book->endpointPrivate = book->endpointPrivate || kind != AddressKind::Public;
+            return true;
+        }
+        if (kind == AddressKind::Public || book->endpointIps.count(ip)
+            || (kind == AddressKind::Private && book->endpointPrivate))
+            return true;
+        response.refused = "the Hub sent the transfer to " + ip + ", " + addressKindName(kind)
+            + "; a Hub must not point downloads at this machine or its local network, so it is refused";
+        return false;
+    };
     curl_slist* headers = nullptr;
     headers = curl_slist_append(headers, "Accept-Encoding: identity");
     for (const auto& h : extraHeaders)
@@ -254,13 +396,20 @@ HubClient::Response HubClient::request(Method method, const std::string& url, co
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_USERAGENT, m_options.userAgent.c_str());
     curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L); // redirects are followed by hand, without the token
+    // Defence in depth: even a URL that slipped past isHttpUrl speaks nothing else.
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_PREREQFUNCTION, onConnected);
+    curl_easy_setopt(curl, CURLOPT_PREREQDATA, &transfer);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024); // fewer, larger writes into the sink
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, static_cast<long>(m_options.connectTimeout.count()));
-    // The stall watchdog: under 1 byte/s for stallTimeout aborts the transfer, which the
-    // caller retries at the current offset.
-    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    // The stall watchdog: under minBytesPerSecond for stallTimeout aborts the transfer, which
+    // the caller retries at the current offset.
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(std::max<std::uint64_t>(1, m_options.minBytesPerSecond)));
     curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, static_cast<long>(m_options.stallTimeout.count()));
+    if (!sink)  // an API answer is small: a server that dribbles it out forever is cut off
+        curl_easy_setopt(curl, CURLOPT_TIMEOUT, static_cast<long>(m_options.apiTimeout.count()));
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errorBuffer);
@@ -277,11 +426,12 @@ HubClient::Response HubClient::request(Method method, const std::string& url, co
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
     response.curlCode = static_cast<int>(code);
     if (code != CURLE_OK) {
-        response.curlError = transfer.sinkFailed ? "local write failed"
-            : transfer.tooLarge                  ? "answer larger than expected"
-            : cancel && cancel->load()           ? "cancelled"
-            : errorBuffer[0]                      ? errorBuffer
-                                                  : curl_easy_strerror(code);
+        response.curlError = !response.refused.empty() ? response.refused
+            : transfer.sinkFailed                      ? "local write failed"
+            : transfer.tooLarge                        ? "answer larger than expected"
+            : cancel && cancel->load()                 ? "cancelled"
+            : errorBuffer[0]                           ? errorBuffer
+                                                       : curl_easy_strerror(code);
     }
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
@@ -291,6 +441,8 @@ HubClient::Response HubClient::request(Method method, const std::string& url, co
 HubError HubClient::errorFor(const Response& r, const std::string& what) const
 {
     const auto code = errorCode(r);
+    if (!r.refused.empty())
+        return {HubErrorKind::Unsafe, static_cast<int>(r.status), what + ": " + r.refused};
     if (r.status == 0)
         return {HubErrorKind::Network, 0, what + ": cannot reach " + m_options.endpoint + " (" + r.curlError
                 + (m_options.endpoint == HubClientOptions{}.endpoint
@@ -316,22 +468,36 @@ HubError HubClient::errorFor(const Response& r, const std::string& what) const
     return {HubErrorKind::Http, static_cast<int>(r.status), what + ": the Hub answered HTTP " + std::to_string(r.status)};
 }
 
-HubResult<HubClient::Response> HubClient::requestWithRetry(Method method, const std::string& url, const std::string& what) const
+HubResult<HubClient::Response> HubClient::requestWithRetry(Method method, const std::string& url, const std::string& what,
+                                                          const std::atomic<bool>* cancel) const
 {
     if (m_options.offline)
         return HubError{HubErrorKind::Offline, 0, what + ": offline mode is on, nothing is fetched"};
+    if (!m_tokenProblem.empty())
+        return HubError{HubErrorKind::Unauthorized, 0, what + ": " + m_tokenProblem};
     Response r;
     for (int attempt = 0; attempt < m_options.maxAttempts; ++attempt) {
-        r = request(method, url, {}, nullptr, nullptr, 64ull << 20);
-        // A name that does not resolve will not resolve in a second either: fail fast.
+        r = request(method, url, {}, nullptr, cancel, 64ull << 20);
+        if (cancel && cancel->load())
+            return HubError{HubErrorKind::Cancelled, 0, what + ": cancelled"};
+        // A name that does not resolve will not resolve in a second either: fail fast. A
+        // refused address or scheme will not change either.
         const bool unreachable = r.curlCode == CURLE_COULDNT_RESOLVE_HOST || r.curlCode == CURLE_COULDNT_RESOLVE_PROXY;
-        const bool transient = !unreachable && ((r.status == 0 && r.curlCode != CURLE_OK) || retryableStatus(r.status));
+        const bool transient = !unreachable && r.refused.empty()
+            && ((r.status == 0 && r.curlCode != CURLE_OK) || retryableStatus(r.status));
         if (!transient)
             break;
-        if (attempt + 1 < m_options.maxAttempts)
-            std::this_thread::sleep_for(backoff(m_options, attempt, r));
+        if (attempt + 1 < m_options.maxAttempts) {
+            // In short slices: a Retry-After of minutes must not outlive a cancel.
+            const auto wakeAt = std::chrono::steady_clock::now() + backoff(m_options, attempt, r);
+            while (std::chrono::steady_clock::now() < wakeAt) {
+                if (cancel && cancel->load())
+                    return HubError{HubErrorKind::Cancelled, 0, what + ": cancelled"};
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            }
+        }
     }
-    if (r.status >= 200 && r.status < 400)
+    if (r.refused.empty() && r.status >= 200 && r.status < 400)
         return r;
     return errorFor(r, what);
 }
@@ -342,42 +508,30 @@ HubResult<RepoInfo> HubClient::repoInfo(const std::string& repo, const std::stri
     auto r = requestWithRetry(Method::Get, url, repo);
     if (!r)
         return r.error();
-    auto json = nlohmann::json::parse(r->body, nullptr, false);
-    if (!json.is_object() || !json.contains("sha") || !json["sha"].is_string())
-        return HubError{HubErrorKind::Protocol, static_cast<int>(r->status), repo + ": the Hub's repository info has no commit"};
-    RepoInfo info;
-    info.repo = repo;
-    info.commit = json["sha"].get<std::string>();
-    if (json.contains("gated") && json["gated"].is_string())
-        info.gated = json["gated"].get<std::string>();
-    info.isPrivate = json.value("private", false);
+    auto info = parseRepoInfo(r->body, repo);
+    if (!info)
+        return HubError{info.error().kind, static_cast<int>(r->status), info.error().message};
     return info;
 }
 
 HubResult<std::vector<RepoFile>> HubClient::listFiles(const std::string& repo, const std::string& commit) const
 {
     std::vector<RepoFile> files;
+    std::set<std::string> paths;
+    std::set<std::string> pages;
     std::string url = m_options.endpoint + "/api/models/" + repo + "/tree/" + encodeRevision(commit) + "?recursive=true&expand=false";
-    for (int page = 0; !url.empty(); ++page) {
-        if (page > 100000)
-            return HubError{HubErrorKind::Protocol, 0, repo + ": the file listing does not end"};
+    while (!url.empty()) {
+        // A Link that points back at a page already read would loop forever.
+        if (!pages.insert(url).second)
+            return HubError{HubErrorKind::Protocol, 0, repo + ": the file listing links back to a page it already gave (page "
+                    + std::to_string(pages.size() + 1) + "); the Hub's answer is broken, try again later"};
+        if (pages.size() > 10000)
+            return HubError{HubErrorKind::Protocol, 0, repo + ": the file listing does not end after 10000 pages"};
         auto r = requestWithRetry(Method::Get, url, repo);
         if (!r)
             return r.error();
-        auto json = nlohmann::json::parse(r->body, nullptr, false);
-        if (!json.is_array())
-            return HubError{HubErrorKind::Protocol, static_cast<int>(r->status), repo + ": the file listing is not a JSON array"};
-        for (const auto& e : json) {
-            if (!e.is_object() || e.value("type", "") != "file")
-                continue;
-            RepoFile f;
-            f.path = e.value("path", "");
-            f.size = e.value("size", std::uint64_t{0});
-            f.gitOid = e.value("oid", "");
-            if (e.contains("lfs") && e["lfs"].is_object())
-                f.sha256 = e["lfs"].value("oid", "");
-            files.push_back(std::move(f));
-        }
+        if (auto page = parseTreePage(r->body, repo, files, paths); !page)
+            return HubError{page.error().kind, static_cast<int>(r->status), page.error().message};
         url.clear();
         // RFC 5988: Link: <url>; rel="next"
         if (const auto it = r->headers.find("link"); it != r->headers.end()) {
@@ -385,21 +539,27 @@ HubResult<std::vector<RepoFile>> HubClient::listFiles(const std::string& repo, c
             const auto rel = link.find("rel=\"next\"");
             if (rel != std::string::npos) {
                 const auto open = link.rfind('<', rel);
-                const auto close = link.find('>', open);
+                const auto close = open == std::string::npos ? std::string::npos : link.find('>', open);
                 if (open != std::string::npos && close != std::string::npos)
                     url = link.substr(open + 1, close - open - 1);
             }
         }
+        // The next page is the Hub's own: a Link elsewhere would send the token's requests
+        // (and this client) wherever the answer says.
+        if (!url.empty() && origin(url) != origin(m_options.endpoint))
+            return HubError{HubErrorKind::Unsafe, 0, repo + ": the file listing's next page is on '" + terminalSafe(origin(url))
+                    + "', not on the Hub (" + m_options.endpoint + "); refusing it"};
     }
     return files;
 }
 
-HubResult<FileMetadata> HubClient::fileMetadata(const std::string& repo, const std::string& commit, const std::string& path) const
+HubResult<FileMetadata> HubClient::fileMetadata(const std::string& repo, const std::string& commit, const std::string& path,
+                                                const std::atomic<bool>* cancel) const
 {
     std::string url = resolveUrl(repo, commit, path);
-    const std::string what = repo + ": " + path;
+    const std::string what = repo + ": " + terminalSafe(path);
     for (int hop = 0; hop < 5; ++hop) {
-        auto r = requestWithRetry(Method::Head, url, what);
+        auto r = requestWithRetry(Method::Head, url, what, cancel);
         if (!r)
             return r.error();
         const auto& h = r->headers;
@@ -419,8 +579,17 @@ HubResult<FileMetadata> HubClient::fileMetadata(const std::string& repo, const s
         if (m.commit.empty() || m.etag.empty() || size.empty())
             return HubError{HubErrorKind::Protocol, static_cast<int>(r->status),
                 what + ": the server's answer lacks X-Repo-Commit, ETag or size; is HF_ENDPOINT a Hugging Face Hub (or is a proxy rewriting it)?"};
-        m.size = std::stoull(size);
+        const auto bytes = parseByteCount(size);
+        if (!bytes)
+            return HubError{HubErrorKind::Protocol, static_cast<int>(r->status),
+                what + ": the server gives the size as '" + terminalSafe(size.substr(0, 40))
+                    + "', not a whole number of bytes up to 1 PiB; is HF_ENDPOINT a Hugging Face Hub?"};
+        m.size = *bytes;
         m.location = location.empty() ? url : (location[0] == '/' ? m_options.endpoint + location : location);
+        if (!isHttpUrl(m.location))
+            return HubError{HubErrorKind::Unsafe, static_cast<int>(r->status),
+                what + ": the Hub sends the download to '" + terminalSafe(m.location.substr(0, 120))
+                    + "', which is neither http nor https; refusing it"};
         return m;
     }
     return HubError{HubErrorKind::Protocol, 0, what + ": too many redirects"};
@@ -449,12 +618,12 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
                                     std::uint64_t offset, std::uint64_t size, const Sink& sink,
                                     const std::atomic<bool>* cancel, const RetryNotice& onRetry) const
 {
-    const std::string what = repo + ": " + path;
+    const std::string what = repo + ": " + terminalSafe(path);
     if (m_options.offline)
         return HubError{HubErrorKind::Offline, 0, what + ": offline mode is on, nothing is fetched"};
     if (offset >= size)
         return {};
-    auto meta = fileMetadata(repo, commit, path);
+    auto meta = fileMetadata(repo, commit, path, cancel);
     if (!meta)
         return meta.error();
     if (meta->size != size)
@@ -463,6 +632,10 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
     std::string location = meta->location;
     int attempt = 0;
     std::string lastProblem;
+    // Progress that earns back the retry budget: a completed chunk, or at least this much in
+    // one attempt. A server that sends a byte and drops the connection must run out of
+    // attempts, not retry forever.
+    constexpr std::uint64_t kProgressBytes = 1ull << 20;
     while (offset < size) {
         if (cancel && cancel->load())
             return HubError{HubErrorKind::Cancelled, 0, what + ": cancelled"};
@@ -479,36 +652,44 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
             received += n;
             return true;
         };
+        const RangeRequest range{offset, end - 1, size};
         Response r = request(Method::Get, location,
-            {"Range: bytes=" + std::to_string(offset) + "-" + std::to_string(end - 1)}, &counting, cancel, 1 << 20);
+            {"Range: bytes=" + std::to_string(offset) + "-" + std::to_string(end - 1)}, &counting, cancel, 1 << 20, &range);
         offset += received;
         if (cancel && cancel->load())
             return HubError{HubErrorKind::Cancelled, 0, what + ": cancelled"};
+        if (r.rangeRefused)
+            return HubError{HubErrorKind::Integrity, static_cast<int>(r.status), what + ": " + r.refused
+                    + "; nothing of that answer was written"};
+        if (!r.refused.empty())
+            return HubError{HubErrorKind::Unsafe, static_cast<int>(r.status), what + ": " + r.refused};
         if (overflow)
             return HubError{HubErrorKind::Protocol, static_cast<int>(r.status), what + ": the server sent more bytes than the range asked for"};
         if (r.curlCode == CURLE_WRITE_ERROR && r.curlError == "local write failed")
             return HubError{HubErrorKind::Io, 0, what + ": writing the downloaded bytes failed"};
         const bool complete = r.curlCode == CURLE_OK && (r.status == 206 || r.status == 200) && offset == end;
         if (complete) {
-            if (received > 0)
-                attempt = 0; // progress resets the retry budget
+            attempt = 0; // a whole chunk is progress
             continue;
         }
-        if (r.status == 416 && offset == size)
-            break;
+        if (r.status == 416)
+            // The bytes kept are past what the server has: the file changed, or the partial
+            // is not this file. Retrying the same range cannot help.
+            return HubError{HubErrorKind::Integrity, 416, what + ": the server says bytes " + std::to_string(offset)
+                    + "- lie beyond the end of the file (HTTP 416); the partial download does not match the file on the Hub"};
         if (r.status == 403 && origin(location) != origin(m_options.endpoint)) {
             lastProblem = "the signed download link expired";
-        } else if (r.status >= 400 && !retryableStatus(r.status) && r.status != 416) {
+        } else if (r.status >= 400 && !retryableStatus(r.status)) {
             return errorFor(r, what);
         } else if (r.curlCode != CURLE_OK) {
-            lastProblem = r.curlCode == CURLE_OPERATION_TIMEDOUT ? "no data for " + std::to_string(m_options.stallTimeout.count()) + " s"
-                                                                : r.curlError;
-        } else if (r.status == 200 && offset > 0 && received == 0) {
-            return HubError{HubErrorKind::Protocol, 200, what + ": the server ignores byte ranges; cannot resume"};
+            lastProblem = r.curlCode == CURLE_OPERATION_TIMEDOUT
+                ? "no data (or under " + std::to_string(m_options.minBytesPerSecond) + " bytes/s) for "
+                    + std::to_string(m_options.stallTimeout.count()) + " s"
+                : r.curlError;
         } else {
             lastProblem = "HTTP " + std::to_string(r.status);
         }
-        if (received > 0)
+        if (received >= kProgressBytes)
             attempt = 0;
         if (++attempt >= m_options.maxAttempts)
             return HubError{HubErrorKind::Network, static_cast<int>(r.status),
@@ -523,9 +704,12 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
         // A fresh metadata call gives a fresh signed URL (and notices a file that changed).
-        auto fresh = fileMetadata(repo, commit, path);
+        auto fresh = fileMetadata(repo, commit, path, cancel);
         if (!fresh)
             return fresh.error();
+        if (fresh->size != size)
+            return HubError{HubErrorKind::Integrity, 0, what + ": the Hub now reports " + std::to_string(fresh->size)
+                    + " bytes, the plan expected " + std::to_string(size) + "; plan the download again"};
         location = fresh->location;
     }
     return {};

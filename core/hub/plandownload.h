@@ -41,11 +41,15 @@ struct DownloadOptions {
     int parallelFiles = 4;
     std::uint64_t headroomBytes = 2ull << 30;
     std::chrono::milliseconds progressInterval{100}; // per file; state changes always report
+    // A file that fails verification (hash or size after a resume, a 416, a wrong range) is
+    // fetched again from byte 0 this many times before it fails for the user to Repair.
+    int autoRefetches = 2;
 };
 
 // Runs a plan: per-file jobs with bounded parallelism, Range resume from partial files,
 // size and hash verification, atomic moves into the cache. Progress arrives on worker
-// threads through the callback (a GUI marshals it to its own thread).
+// threads through the callback (a GUI marshals it to its own thread). A job that throws
+// (it should not) fails that file only, with the reason in its status.
 class PlanDownload {
 public:
     using ProgressFn = std::function<void(const FileStatus& file, const PlanStatus& plan)>;
@@ -67,6 +71,7 @@ public:
 private:
     struct Job;
     HubResult<void> runJob(Job& job);
+    HubResult<void> fetch(Job& job, bool& damaged);
     void report(Job& job, bool force);
     PlanStatus planStatusLocked() const;
 

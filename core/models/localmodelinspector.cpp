@@ -25,7 +25,16 @@ void LocalModelInspector::inspect(const QString& path)
     emit started(path);
     LocalModelInspector* self = this;
     m_pool.start([self, path, generation]() {
-        auto result = vireo::inspect::inspectPath(path.toStdString());
+        // A throw here would end the process from a pool thread: it fails this inspection.
+        Result<ModelReport> result = makeError(ErrorCode::Internal, path.toStdString() + ": inspection stopped on an internal error");
+        try {
+            result = vireo::inspect::inspectPath(path.toStdString());
+        } catch (const std::bad_alloc&) {
+            result = makeError(ErrorCode::OutOfMemory, path.toStdString() + ": out of memory while reading the headers");
+        } catch (const std::exception& e) {
+            result = makeError(ErrorCode::Internal, path.toStdString() + ": inspection stopped on an internal error (" + e.what() + ")");
+        } catch (...) {
+        }
         auto deliver = [self, path, generation, result = std::move(result)]() {
             --self->m_pending;
             if (generation != self->m_generation)

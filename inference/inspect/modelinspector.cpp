@@ -2,6 +2,8 @@
 
 #include "inference/tensorfile/modelsource.h"
 #include "inference/util/format.h"
+#include "inference/util/jsonlimits.h"
+#include "inference/util/text.h"
 
 #include <nlohmann/json.hpp>
 
@@ -75,12 +77,12 @@ public:
         std::set<int> seen;
         for (auto it = m_map.lower_bound(std::string(prefix)); it != m_map.end() && startsWith(it->first, prefix); ++it) {
             const auto rest = std::string_view(it->first).substr(prefix.size());
-            int n = 0;
             std::size_t i = 0;
             while (i < rest.size() && rest[i] >= '0' && rest[i] <= '9')
-                n = n * 10 + (rest[i++] - '0');
-            if (i > 0 && i < rest.size() && rest[i] == '.')
-                seen.insert(n);
+                ++i;
+            // Up to 9 digits fit an int; a longer index is no block of a real model.
+            if (i > 0 && i <= 9 && i < rest.size() && rest[i] == '.')
+                seen.insert(std::stoi(std::string(rest.substr(0, i))));
         }
         return static_cast<int>(seen.size());
     }
@@ -269,9 +271,11 @@ void scanFp8(const Names& n, Fp8Scan& scan)
 json metadataValue(const std::string& text)
 {
     if (!text.empty() && (text.front() == '{' || text.front() == '[')) {
-        auto parsed = json::parse(text, nullptr, false);
-        if (!parsed.is_discarded())
-            return parsed;
+        // Embedded JSON is shown parsed when it is sane; a hostile one (nested 100,000 deep)
+        // stays the string it is.
+        auto parsed = jsonutil::parseUntrusted(text, "metadata");
+        if (parsed)
+            return std::move(*parsed);
     }
     return text;
 }
@@ -344,7 +348,7 @@ ModelReport describe(const ModelSource& source)
         if (!m.empty())
             metadata[relativeName(source, cp.path)] = std::move(m);
     }
-    report.metadataJson = metadata.dump();
+    report.metadataJson = jsonutil::safeDump(metadata);
 
     bool ltxDit = false, audio = false, ideogram = false;
     VersionVotes votes;
@@ -525,19 +529,23 @@ std::string toJson(const ModelReport& r, int indent)
         files.push_back({{"path", f.path}, {"format", f.format}, {"component", f.component}, {"tensors", f.tensors},
             {"bytes", f.bytes}});
     j["files"] = files;
-    j["metadata"] = json::parse(r.metadataJson, nullptr, false);
-    return j.dump(indent);
+    auto metadata = jsonutil::parseUntrusted(r.metadataJson, "metadata", {256ull << 20, 80, 64ull << 20, false});
+    j["metadata"] = metadata ? std::move(*metadata) : json::object();
+    // GGUF strings and file names need not be UTF-8: replaced, never a type_error.
+    return jsonutil::safeDump(j, indent);
 }
 
 std::string toText(const ModelReport& r)
 {
     std::ostringstream out;
-    auto row = [&](const char* label, const std::string& value) {
+    // Names, metadata and paths come from the files: each value is made terminal-safe, so no
+    // escape sequence reaches the terminal and no newline in a name forges a line.
+    auto row = [&](const std::string& label, const std::string& value, bool preformatted = false) {
         char buf[40];
-        std::snprintf(buf, sizeof buf, "  %-22s", label);
-        out << buf << value << '\n';
+        std::snprintf(buf, sizeof buf, "  %-22s", terminalSafe(label).c_str());
+        out << buf << (preformatted ? value : terminalSafe(value)) << '\n';
     };
-    out << r.path << '\n';
+    out << terminalSafe(r.path) << '\n';
     row("format", r.format + " (" + std::to_string(r.files.size()) + (r.files.size() == 1 ? " file)" : " files)"));
     row("tensors", std::to_string(r.tensors) + ", " + humanBytes(r.bytes) + " on disk");
     std::string types;
@@ -580,18 +588,19 @@ std::string toText(const ModelReport& r)
         quant += "; " + std::to_string(q.quantizedTensors) + " quantized tensors, " + std::to_string(q.denseTensors) + " dense";
     row("quantization", quant);
     for (const auto& [k, v] : r.facts)
-        row(k.c_str(), v);
-    const auto metadata = json::parse(r.metadataJson, nullptr, false);
+        row(k, v);
+    const auto parsed = jsonutil::parseUntrusted(r.metadataJson, "metadata", {256ull << 20, 80, 64ull << 20, false});
+    const auto metadata = parsed ? *parsed : json();
     if (metadata.is_object()) {
         for (const auto& [file, m] : metadata.items()) {
             std::string keys;
             for (const auto& [k, v] : m.items()) {
-                std::string shown = v.is_string() ? v.get<std::string>() : v.is_object() ? "{...}" : v.dump();
+                std::string shown = v.is_string() ? v.get<std::string>() : v.is_object() ? "{...}" : jsonutil::shortDump(v);
                 if (shown.size() > 60)
                     shown = shown.substr(0, 57) + "...";
-                keys += "\n      " + k + " = " + shown;
+                keys += "\n      " + terminalSafe(k) + " = " + terminalSafe(shown);
             }
-            row("metadata", file + keys);
+            row("metadata", terminalSafe(file) + keys, true);
         }
     }
     if (r.files.size() > 1)

@@ -3,6 +3,8 @@
 #include "inference/tensorfile/modelsource.h"
 #include "inference/tensorfile/tensorview.h"
 
+#include "inference/util/jsonlimits.h"
+
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
@@ -43,12 +45,30 @@ Result<QuantizedWeight> loadNf4(const Checkpoint& cp, const std::string& name, c
         return state.error();
     const auto bytes = state->contiguous();
     const std::string text(static_cast<const char*>(bytes.data_ptr()), static_cast<std::size_t>(bytes.numel()));
-    nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+    auto parsed = jsonutil::parseUntrusted(text, "bitsandbytes quant state", {1u << 20, 8, 4096, false});
+    if (!parsed)
+        return loadError(cp, stateName, parsed.error().message);
+    const nlohmann::json& json = *parsed;
     if (!json.is_object() || !json.contains("blocksize") || !json.contains("shape"))
         return loadError(cp, stateName, "bitsandbytes quant state is not the expected JSON object");
-    const auto blockSize = json["blocksize"].get<std::int64_t>();
-    const auto shape = json["shape"].get<std::vector<std::int64_t>>();
-    const std::string dtypeName = json.value("dtype", "bfloat16");
+    std::int64_t blockSize = 0, nestedBlock = 256;
+    std::vector<std::int64_t> shape;
+    std::string dtypeName = "bfloat16";
+    float nestedOffset = 0;
+    try {
+        jsonutil::readField(json, "blocksize", blockSize);
+        jsonutil::readField(json, "shape", shape);
+        jsonutil::readField(json, "dtype", dtypeName);
+        jsonutil::readField(json, "nested_blocksize", nestedBlock);
+        jsonutil::readField(json, "nested_offset", nestedOffset);
+    } catch (const jsonutil::FieldError& e) {
+        return loadError(cp, stateName, std::string("bitsandbytes quant state: ") + e.what());
+    }
+    // bitsandbytes uses blocks of 32 .. 4096; the shape must describe a real weight.
+    if (blockSize < 1 || blockSize > (1 << 16) || nestedBlock < 1 || nestedBlock > (1 << 16) || shape.empty() || shape.size() > 8
+        || std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0 || d > (std::int64_t{1} << 40); }))
+        return loadError(cp, stateName, "bitsandbytes quant state has block size " + std::to_string(blockSize) + " / "
+                + std::to_string(nestedBlock) + " or a shape of " + std::to_string(shape.size()) + " dims that no weight has");
     const auto dtype = dtypeName == "float16" ? at::kHalf : dtypeName == "float32" ? at::kFloat : at::kBFloat16;
 
     auto packed = view(cp, name);
@@ -64,12 +84,10 @@ Result<QuantizedWeight> loadNf4(const Checkpoint& cp, const std::string& name, c
         auto nestedMap = view(cp, name + ".nested_quant_map");
         if (!nestedAbsmax || !nestedMap || !json.contains("nested_offset"))
             return loadError(cp, name, "double-quantized NF4 lacks .nested_quant_map or nested_offset");
-        const auto nestedBlock = json.value("nested_blocksize", std::int64_t{256});
         const auto idx = absmax->to(at::kLong).reshape({-1});
         const auto n = idx.numel();
         const auto perBlock = nestedAbsmax->to(at::kFloat).reshape({-1}).repeat_interleave(nestedBlock).narrow(0, 0, n);
-        const float offset = json["nested_offset"].get<float>();
-        absmaxF32 = nestedMap->to(at::kFloat).reshape({-1}).index_select(0, idx) * perBlock + offset;
+        absmaxF32 = nestedMap->to(at::kFloat).reshape({-1}).index_select(0, idx) * perBlock + nestedOffset;
     } else {
         absmaxF32 = absmax->to(at::kFloat).reshape({-1});
     }
@@ -125,9 +143,10 @@ Result<QuantizedWeight> loadWeight(const Checkpoint& cp, const std::string& name
             std::string format = "?";
             if (q) {
                 const auto c = q->contiguous();
-                auto json = nlohmann::json::parse(std::string(static_cast<const char*>(c.data_ptr()), c.numel()), nullptr, false);
-                if (json.is_object())
-                    format = json.value("format", "?");
+                auto json = jsonutil::parseUntrusted(std::string(static_cast<const char*>(c.data_ptr()), static_cast<std::size_t>(c.numel())),
+                    "comfy_quant", {1u << 20, 8, 4096, false});
+                if (json)
+                    format = jsonutil::stringOr(*json, "format", "?");
             }
             if (format != "float8_e4m3fn" && format != "float8_e5m2")
                 return makeError(ErrorCode::Unsupported, cp.path.string() + ": tensor '" + name + "' uses ComfyUI quant format '"

@@ -12,6 +12,9 @@ namespace {
 constexpr std::uint32_t kMagic = 0x46554747; // "GGUF" read as little-endian u32
 constexpr std::uint64_t kMaxStringBytes = 1ull << 30;
 constexpr int kMaxArrayDepth = 8;
+// Every metadata value becomes a ~48-byte node: a 1 GB array of u8 would need 48 GB. Real
+// files hold about a million (a 262k-token vocabulary with scores, types and merges).
+constexpr std::uint64_t kMaxMetadataValues = 16ull << 20;
 
 struct ParseError {
     ErrorCode code;
@@ -85,8 +88,11 @@ GgufValueType checkType(std::uint32_t raw, const std::string& key)
     return static_cast<GgufValueType>(raw);
 }
 
-GgufValue readValue(Cursor& in, GgufValueType type, const std::string& key, int depth)
+GgufValue readValue(Cursor& in, GgufValueType type, const std::string& key, int depth, std::uint64_t& values)
 {
+    if (++values > kMaxMetadataValues)
+        throw ParseError{ErrorCode::InvalidFormat, "metadata holds more than " + std::to_string(kMaxMetadataValues)
+                + " values (at key '" + key + "'); no real GGUF file does, so it is damaged or hostile"};
     GgufValue v;
     v.type = type;
     switch (type) {
@@ -119,10 +125,14 @@ GgufValue readValue(Cursor& in, GgufValueType type, const std::string& key, int 
             throw ParseError{ErrorCode::InvalidFormat,
                 "key '" + key + "' claims an array of " + std::to_string(count) + " elements, more than the "
                     + std::to_string(in.remaining()) + " bytes left in the file can hold"};
+        if (count > kMaxMetadataValues - values)
+            throw ParseError{ErrorCode::InvalidFormat, "key '" + key + "' claims an array of " + std::to_string(count)
+                    + " elements; with the values before it that is more than the " + std::to_string(kMaxMetadataValues)
+                    + " a GGUF file may hold, so it is damaged or hostile"};
         std::vector<GgufValue> items;
         items.reserve(count);
         for (std::uint64_t i = 0; i < count; ++i)
-            items.push_back(readValue(in, v.elementType, key, depth + 1));
+            items.push_back(readValue(in, v.elementType, key, depth + 1, values));
         v.value = std::move(items);
         break;
     }
@@ -197,6 +207,7 @@ Result<GgufFile> GgufFile::parse(const std::filesystem::path& path, const std::b
                 "header claims " + std::to_string(tensorCount) + " tensors, more than the file can hold"};
 
         std::unordered_set<std::string> keys;
+        std::uint64_t values = 0;
         result.metadata.reserve(kvCount);
         for (std::uint64_t i = 0; i < kvCount; ++i) {
             auto key = in.readString("metadata key");
@@ -205,7 +216,7 @@ Result<GgufFile> GgufFile::parse(const std::filesystem::path& path, const std::b
             if (!keys.insert(key).second)
                 throw ParseError{ErrorCode::InvalidFormat, "metadata key '" + key + "' appears twice"};
             const auto type = checkType(in.read<std::uint32_t>("value type"), key);
-            auto value = readValue(in, type, key, 0);
+            auto value = readValue(in, type, key, 0, values);
             if (key == "general.alignment") {
                 if (type != GgufValueType::U32)
                     throw ParseError{ErrorCode::InvalidFormat, "general.alignment is not a u32"};

@@ -1,6 +1,7 @@
 #include "inference/tensorfile/modelsource.h"
 
 #include "inference/tensorfile/safetensors.h"
+#include "inference/util/jsonlimits.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,23 @@ constexpr std::uintmax_t kMaxJsonBytes = 64ull << 20;
 bool endsWith(const std::string& s, std::string_view suffix)
 {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The non-throwing forms only: a symlink loop or an overlong name inside a model folder is a
+// damaged folder to report, not a filesystem_error to unwind through the caller.
+bool existsNoThrow(const fs::path& p)
+{
+    std::error_code ec;
+    return fs::exists(p, ec);
+}
+
+// Directory listings without the throwing operator++ that a range-for uses (an entry that
+// vanishes or an I/O error mid-listing ends the listing with ec set instead).
+template <typename Fn>
+void forEachEntry(const fs::path& folder, std::error_code& ec, Fn fn)
+{
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
+        fn(*it);
 }
 
 bool isIndexFile(const fs::path& p)
@@ -97,12 +115,10 @@ Result<Checkpoint> openSharded(const fs::path& indexPath, std::string component)
     auto text = readSmallText(indexPath);
     if (!text)
         return text.error();
-    nlohmann::json index;
-    try {
-        index = nlohmann::json::parse(*text);
-    } catch (const nlohmann::json::exception& e) {
-        return makeError(ErrorCode::InvalidFormat, fileError(indexPath, std::string("is not valid JSON (") + e.what() + ")"));
-    }
+    auto parsed = jsonutil::parseUntrusted(*text, "the shard index");
+    if (!parsed)
+        return makeError(parsed.error().code, fileError(indexPath, parsed.error().message));
+    const nlohmann::json& index = *parsed;
     const auto weightMap = index.find("weight_map");
     if (!index.is_object() || weightMap == index.end() || !weightMap->is_object())
         return makeError(ErrorCode::InvalidFormat, fileError(indexPath, "has no weight_map object"));
@@ -127,7 +143,7 @@ Result<Checkpoint> openSharded(const fs::path& indexPath, std::string component)
     std::vector<std::string> missingShards;
     for (auto& [name, idx] : shardIndex) {
         const auto shardPath = indexPath.parent_path() / name;
-        if (!fs::exists(shardPath)) {
+        if (!existsNoThrow(shardPath)) {
             missingShards.push_back(name);
             continue;
         }
@@ -150,8 +166,10 @@ Result<Checkpoint> openSharded(const fs::path& indexPath, std::string component)
     }
     if (!missingShards.empty()) {
         std::string list;
-        for (const auto& s : missingShards)
-            list += (list.empty() ? "" : ", ") + s;
+        for (std::size_t i = 0; i < missingShards.size() && i < 8; ++i)
+            list += (list.empty() ? "" : ", ") + missingShards[i];
+        if (missingShards.size() > 8)
+            list += " and " + std::to_string(missingShards.size() - 8) + " more";
         return makeError(ErrorCode::NotFound,
             fileError(indexPath, "shard files missing: " + list + "; download the missing shards (or use Repair)"));
     }
@@ -189,15 +207,16 @@ Result<std::vector<Checkpoint>> openWeightsIn(const fs::path& folder, const std:
 {
     std::vector<fs::path> indexes, singles;
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(folder, ec)) {
-        if (!entry.is_regular_file(ec))
-            continue;
+    forEachEntry(folder, ec, [&](const fs::directory_entry& entry) {
+        std::error_code typeError;
+        if (!entry.is_regular_file(typeError))
+            return;
         const auto name = entry.path().filename().string();
         if (isIndexFile(entry.path()))
             indexes.push_back(entry.path());
         else if (endsWith(name, ".safetensors") || endsWith(name, ".gguf"))
             singles.push_back(entry.path());
-    }
+    });
     if (ec)
         return makeError(ErrorCode::Io, fileError(folder, "cannot list: " + ec.message()));
     std::sort(indexes.begin(), indexes.end());
@@ -226,14 +245,14 @@ Result<std::vector<Checkpoint>> openWeightsIn(const fs::path& folder, const std:
 
 Result<void> scanFolder(const fs::path& root, const fs::path& folder, int depth, ModelSource& source)
 {
-    const auto rel = fs::relative(folder, root).generic_string();
+    const auto rel = folder.lexically_relative(root).generic_string();
     const std::string component = rel == "." ? std::string() : rel;
     auto checkpoints = openWeightsIn(folder, component);
     if (!checkpoints)
         return checkpoints.error();
     for (auto& cp : *checkpoints)
         source.checkpoints.push_back(std::move(cp));
-    if (fs::exists(folder / "config.json")) {
+    if (existsNoThrow(folder / "config.json")) {
         auto text = readSmallText(folder / "config.json");
         if (text)
             source.configs[component] = std::move(*text);
@@ -242,9 +261,11 @@ Result<void> scanFolder(const fs::path& root, const fs::path& folder, int depth,
         return {};
     std::vector<fs::path> subfolders;
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(folder, ec))
-        if (entry.is_directory(ec) && entry.path().filename().string().rfind('.', 0) != 0)
+    forEachEntry(folder, ec, [&](const fs::directory_entry& entry) {
+        std::error_code typeError;
+        if (entry.is_directory(typeError) && entry.path().filename().string().rfind('.', 0) != 0)
             subfolders.push_back(entry.path());
+    });
     std::sort(subfolders.begin(), subfolders.end());
     for (const auto& sub : subfolders) {
         auto r = scanFolder(root, sub, depth + 1, source);
@@ -259,9 +280,12 @@ bool folderHasFiles(const fs::path& folder)
     std::error_code ec;
     if (!fs::is_directory(folder, ec))
         return false;
-    for (const auto& entry : fs::recursive_directory_iterator(folder, ec))
-        if (entry.is_regular_file(ec))
+    for (fs::recursive_directory_iterator it(folder, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
+         it.increment(ec)) {
+        std::error_code typeError;
+        if (it->is_regular_file(typeError))
             return true;
+    }
     return false;
 }
 
@@ -271,13 +295,10 @@ Result<void> openDiffusers(const fs::path& folder, ModelSource& source)
     if (!text)
         return text.error();
     source.modelIndexJson = *text;
-    nlohmann::json index;
-    try {
-        index = nlohmann::json::parse(*text);
-    } catch (const nlohmann::json::exception& e) {
-        return makeError(ErrorCode::InvalidFormat,
-            fileError(folder / "model_index.json", std::string("is not valid JSON (") + e.what() + ")"));
-    }
+    auto parsed = jsonutil::parseUntrusted(*text, "model_index.json");
+    if (!parsed)
+        return makeError(parsed.error().code, fileError(folder, parsed.error().message));
+    const nlohmann::json& index = *parsed;
     if (!index.is_object())
         return makeError(ErrorCode::InvalidFormat, fileError(folder / "model_index.json", "is not a JSON object"));
     for (const auto& [key, value] : index.items()) {
@@ -295,7 +316,7 @@ Result<void> openDiffusers(const fs::path& folder, ModelSource& source)
                 return checkpoints.error();
             for (auto& cp : *checkpoints)
                 source.checkpoints.push_back(std::move(cp));
-            if (fs::exists(folder / key / "config.json")) {
+            if (existsNoThrow(folder / key / "config.json")) {
                 auto config = readSmallText(folder / key / "config.json");
                 if (config)
                     source.configs[key] = std::move(*config);
@@ -380,7 +401,7 @@ Result<fs::path> resolveHubCacheFolder(const fs::path& folder)
     if (name.rfind("models--", 0) != 0 || !fs::is_directory(folder / "snapshots", ec))
         return folder;
     std::string commit;
-    if (fs::exists(folder / "refs" / "main")) {
+    if (existsNoThrow(folder / "refs" / "main")) {
         auto ref = readSmallText(folder / "refs" / "main");
         if (!ref)
             return ref.error();
@@ -392,9 +413,11 @@ Result<fs::path> resolveHubCacheFolder(const fs::path& folder)
                 fileError(folder / "refs" / "main", "does not hold a commit hash; the cache entry is damaged"));
     } else {
         std::vector<std::string> snapshots;
-        for (const auto& entry : fs::directory_iterator(folder / "snapshots", ec))
-            if (entry.is_directory(ec))
+        forEachEntry(folder / "snapshots", ec, [&](const fs::directory_entry& entry) {
+            std::error_code typeError;
+            if (entry.is_directory(typeError))
                 snapshots.push_back(entry.path().filename().string());
+        });
         if (snapshots.size() != 1)
             return makeError(ErrorCode::InvalidArgument,
                 fileError(folder, "has " + std::to_string(snapshots.size())
@@ -425,7 +448,7 @@ Result<ModelSource> ModelSource::open(const fs::path& path)
         source.kind = isIndexFile(path) ? SourceKind::ShardedSafetensors
             : cp->format == FileFormat::Gguf ? SourceKind::GgufFile
                                              : SourceKind::SafetensorsFile;
-        if (fs::exists(path.parent_path() / "config.json")) {
+        if (existsNoThrow(path.parent_path() / "config.json")) {
             auto text = readSmallText(path.parent_path() / "config.json");
             if (text)
                 source.configs[""] = std::move(*text);
@@ -440,7 +463,7 @@ Result<ModelSource> ModelSource::open(const fs::path& path)
     if (!root)
         return root.error();
     source.root = *root;
-    if (fs::exists(source.root / "model_index.json")) {
+    if (existsNoThrow(source.root / "model_index.json")) {
         source.kind = SourceKind::DiffusersPipeline;
         auto r = openDiffusers(source.root, source);
         if (!r)

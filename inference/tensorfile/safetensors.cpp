@@ -1,10 +1,11 @@
 #include "inference/tensorfile/safetensors.h"
 
+#include "inference/util/jsonlimits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 namespace vireo::tensorfile {
 
@@ -54,28 +55,22 @@ Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path
     if (headerBytes < 2 || static_cast<char>(data[8]) != '{')
         return formatError(path, std::string("header is not a JSON object") + kRedownload);
 
-    const char* begin = reinterpret_cast<const char*>(data + 8);
-    const char* end = begin + headerBytes;
-    std::set<std::string> seenKeys;
-    std::string duplicate;
-    auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        if (depth == 1 && event == nlohmann::json::parse_event_t::key && duplicate.empty()) {
-            auto key = parsed.get<std::string>();
-            if (!seenKeys.insert(key).second)
-                duplicate = std::move(key);
-        }
-        return true;
-    };
-    nlohmann::json header;
-    try {
-        header = nlohmann::json::parse(begin, end, callback, /*allow_exceptions=*/true);
-    } catch (const nlohmann::json::exception& e) {
-        return formatError(path, std::string("header is not valid JSON (") + e.what() + ")" + kRedownload);
+    const std::string_view text(reinterpret_cast<const char*>(data + 8), headerBytes);
+    // Duplicate keys are refused as the reference does (serde), in linear time: real headers
+    // hold up to a few hundred thousand tensors.
+    jsonutil::JsonLimits limits;
+    limits.maxBytes = kSafetensorsMaxHeaderBytes;
+    limits.rejectDuplicateTopLevelKeys = true;
+    auto parsed = jsonutil::parseUntrusted(text, "header", limits);
+    if (!parsed) {
+        std::string message = parsed.error().message;
+        if (message.find("not valid JSON") != std::string::npos)
+            message += kRedownload;
+        return formatError(path, message);
     }
+    const nlohmann::json& header = *parsed;
     if (!header.is_object())
         return formatError(path, std::string("header is not a JSON object") + kRedownload);
-    if (!duplicate.empty())
-        return formatError(path, "header names '" + duplicate + "' twice");
 
     SafetensorsFile result;
     result.headerBytes = headerBytes;

@@ -4,6 +4,8 @@
 // tokenizer/normalizer.rs split behaviours, processors/template.rs) and transformers 5.24
 // (tokenization_utils_tokenizers.py TokenizersBackend, models/gemma/tokenization_gemma.py).
 
+#include "inference/util/jsonlimits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -135,8 +137,17 @@ struct LoadFailure {
 
 std::string shortJson(const json& j)
 {
-    auto s = j.dump();
-    return s.size() > 120 ? s.substr(0, 117) + "..." : s;
+    return jsonutil::shortDump(j);  // never walks a whole vocabulary, never throws
+}
+
+// Gemma 3's tokenizer.json is 33 MB with about two million values; these bounds leave room
+// for any real tokenizer and refuse what would exhaust memory.
+jsonutil::JsonLimits tokenizerLimits()
+{
+    jsonutil::JsonLimits limits;
+    limits.maxBytes = 256ull << 20;
+    limits.maxValues = 32ull << 20;
+    return limits;
 }
 
 // ------------------------------------------------------------------ pipeline pieces
@@ -458,6 +469,11 @@ void splitInto(const std::string& s, const SplitStep& step, std::vector<std::str
 
 std::string readFile(const fs::path& path)
 {
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (!ec && size > tokenizerLimits().maxBytes)
+        fail(ErrorCode::InvalidFormat, path.string() + ": is " + std::to_string(size) + " bytes, more than any tokenizer file; "
+                "it is damaged or not a tokenizer");
     std::ifstream in(path, std::ios::binary);
     if (!in)
         fail(ErrorCode::Io, path.string() + ": cannot be read");
@@ -468,11 +484,10 @@ std::string readFile(const fs::path& path)
 
 json parseJson(const std::string& text, const std::string& where)
 {
-    try {
-        return json::parse(text);
-    } catch (const json::exception& e) {
-        fail(ErrorCode::InvalidFormat, where + ": is not valid JSON (" + e.what() + ")");
-    }
+    auto parsed = jsonutil::parseUntrusted(text, where + ":", tokenizerLimits());
+    if (!parsed)
+        fail(parsed.error().code, parsed.error().message);
+    return std::move(*parsed);
 }
 
 } // namespace
@@ -511,6 +526,20 @@ struct Tokenizer::Impl {
         if (auto it = vocab.find(token); it != vocab.end())
             return it->second;
         return std::nullopt;
+    }
+    // The id belongs to the model vocabulary or an added token (a linear scan: it runs for
+    // the few ids of a post-processor template).
+    bool knowsId(std::int64_t id) const
+    {
+        if (id < 0)
+            return false;
+        for (const auto& a : added)
+            if (a.id == id)
+                return true;
+        for (const auto& [token, i] : vocab)
+            if (i == id)
+                return true;
+        return false;
     }
 
     void normalize(std::string& s) const;
@@ -1070,16 +1099,23 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
             bool seenA = false;
             for (const auto& piece : pp["single"]) {
                 if (piece.contains("Sequence")) {
-                    if (piece["Sequence"].value("id", std::string()) != "A" || seenA)
+                    if (jsonutil::stringOr(piece["Sequence"], "id") != "A" || seenA)
                         fail(ErrorCode::InvalidFormat, where + ": the single template must hold sequence A exactly once: " + shortJson(pp["single"]));
                     seenA = true;
                 } else if (piece.contains("SpecialToken")) {
-                    const auto id = piece["SpecialToken"].value("id", std::string());
+                    const auto id = jsonutil::stringOr(piece["SpecialToken"], "id");
                     if (!pp.contains("special_tokens") || !pp["special_tokens"].contains(id)
                         || !pp["special_tokens"][id].contains("ids") || !pp["special_tokens"][id]["ids"].is_array())
                         fail(ErrorCode::InvalidFormat, where + ": template special token '" + id + "' has no ids");
-                    for (const auto& v : pp["special_tokens"][id]["ids"])
-                        (seenA ? impl->suffixIds : impl->prefixIds).push_back(v.get<std::int64_t>());
+                    for (const auto& v : pp["special_tokens"][id]["ids"]) {
+                        // The ids index the text encoder's embedding table: only ids the
+                        // vocabulary defines may pass.
+                        const auto tokenId = v.is_number_integer() ? v.get<std::int64_t>() : std::int64_t{-1};
+                        if (!impl->knowsId(tokenId))
+                            fail(ErrorCode::InvalidFormat, where + ": template special token '" + id + "' has id " + shortJson(v)
+                                    + ", which is not in the vocabulary");
+                        (seenA ? impl->suffixIds : impl->prefixIds).push_back(tokenId);
+                    }
                 } else {
                     fail(ErrorCode::InvalidFormat, where + ": unknown template piece " + shortJson(piece));
                 }

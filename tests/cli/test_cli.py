@@ -211,7 +211,132 @@ def test_trust_gate():
     check("trust add refuses what is not a repo id", cli("trust", "add", "../etc").returncode == 2)
 
 
+def le64(v):
+    return v.to_bytes(8, "little")
+
+
+def gguf_with_strings(pairs):
+    """A tensor-free GGUF v3 whose metadata holds the given (key bytes, value bytes) strings."""
+    out = b"GGUF" + (3).to_bytes(4, "little") + le64(0) + le64(len(pairs))
+    for key, value in pairs:
+        out += le64(len(key)) + key + (8).to_bytes(4, "little") + le64(len(value)) + value
+    return out
+
+
+def test_hostile_files():
+    """Files built to hurt the reader end in one line and exit 1, or in a report; never in a
+    crash, and nothing printed carries an escape sequence."""
+    import tempfile
+    work = Path(tempfile.mkdtemp(prefix="vireo-cli-hostile-"))
+    # A config.json beside the weights that is a symlink loop used to abort the process
+    # (std::filesystem::exists threw).
+    model = work / "loop"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes((FIXTURES / "tensorfiles/st_all_dtypes.safetensors").read_bytes())
+    os.symlink("config.json", model / "config.json")
+    for target in (model, model / "model.safetensors"):
+        p = run("inspect", target)
+        check(f"inspect beside a symlink loop ({target.name})", p.returncode in (0, 1) and (p.returncode == 0 or len(p.stderr.strip().splitlines()) == 1),
+              f"rc={p.returncode} stderr={p.stderr[-300:]!r}")
+    # Escape sequences and invalid UTF-8 in GGUF keys and strings.
+    evil = work / "evil.gguf"
+    evil.write_bytes(gguf_with_strings([(b"general.architecture", b"ltxv\xff"),
+                                        (b"evil\x1b[2J\nrecognized", b"\x1b]0;owned\x07\xe2\x80\xaeabc")]))
+    p = run("inspect", evil)
+    check("inspect text output carries no control characters", p.returncode == 0 and "\x1b" not in p.stdout
+          and "\x07" not in p.stdout and "\u202e" not in p.stdout and "\nrecognized" not in p.stdout, repr(p.stdout[-400:]))
+    p = run("inspect", evil, "--json")
+    ok = p.returncode == 0
+    if ok:
+        j = json.loads(p.stdout)
+        ok = j["quantization"]["gguf_architecture"] == "ltxv\ufffd"
+    check("inspect --json with invalid UTF-8 in the file is valid JSON", ok, p.stderr or p.stdout[:300])
+    # A safetensors header nested 100,000 deep in __metadata__.
+    header = b'{"__metadata__":{"x":' + b"[" * 100000 + b"]" * 100000 + b'}}'
+    deep = work / "deep.safetensors"
+    deep.write_bytes(le64(len(header)) + header)
+    p = run("inspect", deep)
+    check("inspect of a header nested 100,000 deep", p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1
+          and "deeper than 64" in p.stderr, p.stderr[-300:])
+
+
+class TestHub:
+    """tests/hub/hubserver.py for the plan and download commands."""
+
+    def __init__(self, work):
+        sys.path.insert(0, str(SOURCE / "tests/hub"))
+        import specs
+        spec = work / "spec.json"
+        spec.write_text(json.dumps(specs.add_hashes(specs.make_spec())))
+        ready = work / "ready.json"
+        self.proc = subprocess.Popen([sys.executable, str(SOURCE / "tests/hub/hubserver.py"), "--repos", str(spec),
+                                      "--ready-file", str(ready)], stderr=subprocess.DEVNULL)
+        import time
+        deadline = time.time() + 60
+        while not ready.exists():
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError("hubserver did not start")
+            time.sleep(0.05)
+        self.url = json.loads(ready.read_text())["hub"]
+
+    def fault(self, rule):
+        import urllib.request
+        req = urllib.request.Request(f"{self.url}/_control/faults", data=json.dumps([rule]).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=10).read()
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def test_hostile_hub():
+    """plan and download against a Hub that lies: the JSON stays JSON, the terminal stays clean,
+    and every refusal is one line with exit status 1."""
+    import tempfile
+    work = Path(tempfile.mkdtemp(prefix="vireo-cli-hub-"))
+    hub = TestHub(work)
+    env = dict(os.environ, XDG_CONFIG_HOME=str(work / "config"), HF_HUB_CACHE=str(work / "cache"), HF_ENDPOINT=hub.url,
+               no_proxy="127.0.0.1,localhost", NO_PROXY="127.0.0.1,localhost")
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        env.pop(var, None)
+
+    def cli(*a):
+        return subprocess.run([CLI, *map(str, a)], capture_output=True, text=True, timeout=120, env=env)
+
+    try:
+        spoof = ['q"uote", "path": "/etc/passwd', "\u202egnp.safetensors", "\u009b31mred.txt", "caf\u00e9.json"]
+        p = cli("plan", "tiny/spoof", "--json")
+        ok = p.returncode == 0
+        if ok:
+            j = json.loads(p.stdout)
+            ok = sorted(f["path"] for f in j["files"]) == sorted(spoof) and j["repo"] == "tiny/spoof" and set(j) == {
+                "repo", "revision", "commit", "total_bytes", "present_bytes", "free_bytes", "needed_bytes", "fits", "volume", "files"}
+        check("plan --json: a file name cannot forge a key", ok, p.stderr or p.stdout[:400])
+        p = cli("plan", "tiny/spoof")
+        check("plan: names with bidi overrides and C1 controls are printed safely",
+              p.returncode == 0 and "\u202e" not in p.stdout and "\u009b" not in p.stdout and "caf\u00e9.json" in p.stdout, repr(p.stdout))
+        p = cli("plan", "tiny/hostile")
+        check("plan: a listing with '../' names is refused", p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1
+              and "would leave the cache" in p.stderr, p.stderr)
+        cli("trust", "add", "tiny/plain")
+        hub.fault({"match": r"small\.safetensors", "server": "hub", "times": -1,
+                   "action": {"kind": "redirect", "to": "gopher://127.0.0.1:70/x"}})
+        p = cli("download", "tiny/plain", "--include", "small.safetensors")
+        lines = [l for l in p.stderr.strip().splitlines() if l.startswith("vireo-cli:")]
+        check("download: a redirect to gopher:// is refused", p.returncode == 1 and len(lines) == 1
+              and "neither http nor https" in lines[0], p.stderr[-400:])
+        hub.fault({"match": r"/tree/", "server": "hub", "times": -1,
+                   "action": {"kind": "header", "name": "Link", "value": '<{self}>; rel="next"'}})
+        p = cli("plan", "tiny/plain")
+        check("plan: a self-referencing Link ends", p.returncode == 1 and "links back" in p.stderr, p.stderr)
+    finally:
+        hub.stop()
+
+
 test_bad_corpus()
+test_hostile_files()
+test_hostile_hub()
 test_trust_gate()
 test_tensor_dequant()
 test_json_keys()

@@ -62,7 +62,7 @@ MSG_GATED_NOT_ALLOWED = ("Access to model {repo} is restricted and you are not i
 MSG_EXPIRED = "Request has expired"
 
 FAULT_KINDS = {"status", "retry_after", "drop", "truncate", "corrupt", "stall", "expire",
-               "range_not_satisfiable", "slow"}
+               "range_not_satisfiable", "slow", "header", "body", "redirect", "ignore_range"}
 API_KEYWORDS = {"revision", "tree", "refs", "paths-info"}
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
@@ -313,6 +313,12 @@ class FaultRule:
                 raise ValueError(f"{kind} needs a numeric '{key}'")
         if kind == "slow" and action["bytes_per_second"] <= 0:
             raise ValueError("slow needs bytes_per_second > 0")
+        if kind == "header" and not (isinstance(action.get("name"), str) and isinstance(action.get("value"), str)):
+            raise ValueError("header needs string 'name' and 'value'")
+        if kind == "body" and not (isinstance(action.get("text"), str) or isinstance(action.get("hex"), str)):
+            raise ValueError("body needs a string 'text' or 'hex'")
+        if kind == "redirect" and not isinstance(action.get("to"), str):
+            raise ValueError("redirect needs a string 'to'")
 
     def matches(self, server, method, path):
         return ((self.server == "*" or self.server == server)
@@ -338,6 +344,7 @@ class HubState:
                     self.blobs[e.sha256] = e
         self.hub_url = None
         self.cdn_url = None
+        self.cdn_alias_url = None
         self.lock = threading.Lock()
         self.rules = []
         self.next_rule_id = 1
@@ -380,9 +387,16 @@ class HubState:
         expires = int(time.time()) + int(lifetime)
         return f"{self.cdn_url}/blobs/{sha256}?{urlencode({'expires': expires, 'sig': self.sign(sha256, expires)})}"
 
+    def expand(self, template, request_url="", signed=""):
+        """Placeholders of header, body and redirect faults: {self} (this request's URL),
+        {hub}, {cdn}, {cdn_alias} and {signed} (a valid signed CDN path and query)."""
+        return (template.replace("{self}", request_url).replace("{hub}", self.hub_url or "")
+                .replace("{cdn_alias}", self.cdn_alias_url or "").replace("{cdn}", self.cdn_url or "")
+                .replace("{signed}", signed))
+
     def info(self):
         return {
-            "hub": self.hub_url, "cdn": self.cdn_url,
+            "hub": self.hub_url, "cdn": self.cdn_url, "cdn_alias": self.cdn_alias_url,
             "repos": {rid: {
                 "commit": r.commit, "branches": sorted(r.branches), "gated": r.gated, "private": r.private,
                 "files": {p: {"size": e.size, "lfs": e.lfs, "sha256": e.sha256, "oid": e.oid,
@@ -543,13 +557,25 @@ class Handler(BaseHTTPRequestHandler):
         if self._fault("range_not_satisfiable") and status < 400:
             total = self.resource_size or 0
             status, headers, body, content = 416, [("Content-Range", f"bytes */{total}")], b"", None
+        base = self.state.hub_url if self.kind == "hub" else self.state.cdn_url
+        for a in self.faults:
+            if a["kind"] == "header":
+                # Replaces (or adds) one header: absurd sizes, a wrong Content-Range, a Link loop.
+                name = a["name"]
+                headers = [(k, v) for k, v in headers if k.lower() != name.lower()]
+                headers.append((name, self.state.expand(a["value"], f"{base}{self.path}")))
+            elif a["kind"] == "body" and status < 400:
+                # Raw bytes ("hex") reach the client as they are: non-UTF-8 names, wrong JSON types.
+                body = bytes.fromhex(a["hex"]) if "hex" in a else self.state.expand(a["text"], f"{base}{self.path}").encode()
+                content = None
         if content is None:
             length = len(body)
         self.rec["status"] = status
         self.send_response(status)
         for k, v in headers:
             self.send_header(k, v)
-        self.send_header("Content-Length", str(length))
+        if not any(a["kind"] == "header" and a["name"].lower() == "content-length" for a in self.faults):
+            self.send_header("Content-Length", str(length))
         if self.state.stopping.is_set():
             self.send_header("Connection", "close")
             self.close_connection = True
@@ -814,6 +840,17 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(404, "EntryNotFound", MSG_ENTRY_NOT_FOUND, [("X-Repo-Commit", commit)])
         self.resource_size = e.size
         base = [("X-Repo-Commit", commit), ("Accept-Ranges", "bytes"), ("ETag", f'"{e.etag}"')]
+        a = self._fault("redirect")
+        if a:
+            # Where a hostile Hub may send a download: another scheme, a private address.
+            signed = self.state.signed_url(e.sha256, self.state.url_lifetime)
+            signed = signed[len(self.state.cdn_url):]
+            location = self.state.expand(a["to"], signed=signed)
+            self.rec["location"] = location
+            self._send(302, base + [("Location", location), ("X-Linked-Etag", f'"{e.etag}"'),
+                                    ("X-Linked-Size", str(e.size)), ("Content-Type", "text/plain; charset=utf-8")],
+                       f"Found. Redirecting to {location}".encode())
+            return
         if e.lfs:
             a = self._fault("expire")
             lifetime = a.get("lifetime", -60) if a else self.state.url_lifetime
@@ -833,7 +870,7 @@ class Handler(BaseHTTPRequestHandler):
     def _serve_content(self, content, etag, headers):
         size = content.size
         self.resource_size = size
-        rng = self.headers.get("Range")
+        rng = None if self._fault("ignore_range") else self.headers.get("Range")
         if_range = self.headers.get("If-Range")
         if rng and if_range is not None and strip_etag(if_range) != etag:
             rng = None  # representation changed: RFC 9110 says send it all
@@ -910,9 +947,9 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 64
 
 
-def make_server(kind, port, state, verbose):
+def make_server(kind, port, state, verbose, host="127.0.0.1"):
     handler = type(f"{kind.capitalize()}Handler", (Handler,), {"kind": kind, "state": state, "verbose": verbose})
-    return Server(("127.0.0.1", port), handler)
+    return Server((host, port), handler)
 
 
 def write_ready(path, payload):
@@ -936,6 +973,9 @@ def main(argv=None):
     ap.add_argument("--cdn-name", default="127.0.0.1",
                     help="host name put in CDN URLs (still bound to 127.0.0.1), e.g. localhost")
     ap.add_argument("--secret", help="HMAC key for CDN URLs (default: random per run)")
+    ap.add_argument("--cdn-alias", metavar="ADDRESS",
+                    help="also serve the CDN on this loopback address (e.g. 127.0.0.2), named cdn_alias in the "
+                         "ready file: a target the client must refuse, being on this machine but not the Hub's address")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
     if args.page_size < 1:
@@ -954,6 +994,11 @@ def main(argv=None):
     cdn = make_server("cdn", args.cdn_port, state, args.verbose)
     state.hub_url = f"http://127.0.0.1:{hub.server_address[1]}"
     state.cdn_url = f"http://{args.cdn_name}:{cdn.server_address[1]}"
+    servers = [hub, cdn]
+    if args.cdn_alias:
+        alias = make_server("cdn", 0, state, args.verbose, host=args.cdn_alias)
+        state.cdn_alias_url = f"http://{args.cdn_alias}:{alias.server_address[1]}"
+        servers.append(alias)
 
     stop = threading.Event()
 
@@ -963,10 +1008,13 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     threads = [threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-               for s in (hub, cdn)]
+               for s in servers]
     for t in threads:
         t.start()
-    write_ready(args.ready_file, {"hub": state.hub_url, "cdn": state.cdn_url, "pid": os.getpid()})
+    ready = {"hub": state.hub_url, "cdn": state.cdn_url, "pid": os.getpid()}
+    if state.cdn_alias_url:
+        ready["cdn_alias"] = state.cdn_alias_url
+    write_ready(args.ready_file, ready)
     print(f"hubserver: hub {state.hub_url} cdn {state.cdn_url} "
           f"({len(repos)} repos, {sum(len(r.files) for r in repos.values())} files)", file=sys.stderr, flush=True)
     try:
@@ -974,7 +1022,7 @@ def main(argv=None):
             pass
     finally:
         state.stopping.set()
-        for s in (hub, cdn):
+        for s in servers:
             s.shutdown()
             s.server_close()
         try:

@@ -64,7 +64,7 @@ class Hub:
     def __init__(self, workdir, spec_path, verbose):
         self.ready = os.path.join(workdir, "ready.json")
         cmd = [sys.executable, os.path.join(HERE, "hubserver.py"), "--repos", spec_path,
-               "--ready-file", self.ready, "--page-size", str(PAGE_SIZE)]
+               "--ready-file", self.ready, "--page-size", str(PAGE_SIZE), "--cdn-alias", "127.0.0.2"]
         if verbose:
             cmd.append("--verbose")
         self.proc = subprocess.Popen(cmd, stderr=None if verbose else subprocess.DEVNULL)
@@ -75,7 +75,7 @@ class Hub:
             time.sleep(0.05)
         with open(self.ready) as f:
             info = json.load(f)
-        self.url, self.cdn = info["hub"], info["cdn"]
+        self.url, self.cdn, self.cdn_alias = info["hub"], info["cdn"], info.get("cdn_alias")
         expect(info["pid"] == self.proc.pid, "ready file pid mismatch")
         self.info = self.control("GET", "info")
 
@@ -569,6 +569,45 @@ def main(argv=None):
         _, _, h = curl("-r", "0-9", cdn_large)
         expect(last_status(h) == 416 and header(h, "Content-Range") == f"bytes */{large['size']}", f"{h}")
 
+    def fault_header():
+        hub.reset()
+        hub.fault(match=r"large\.safetensors", server="hub", method="HEAD",
+                  action={"kind": "header", "name": "X-Linked-Size", "value": "99999999999999999999"})
+        _, _, h = curl("-I", resolve("tiny/plain", "large.safetensors"))
+        expect(header(h, "X-Linked-Size") == "99999999999999999999", f"{h}")
+        hub.reset()
+        hub.fault(match=r"/tree/", server="hub", action={"kind": "header", "name": "Link", "value": '<{self}>; rel="next"'})
+        _, _, h = curl(f"{hub.url}/api/models/tiny/plain/tree/main?recursive=true")
+        expect(header(h, "Link") == f'<{hub.url}/api/models/tiny/plain/tree/main?recursive=true>; rel="next"', f"{h}")
+
+    def fault_body():
+        hub.reset()
+        hub.fault(match=r"/tree/", server="hub", action={"kind": "body", "hex": "5b7b2270617468223a2261ff227d5d"})
+        rc, out, h = curl(f"{hub.url}/api/models/tiny/plain/tree/main")
+        expect(out == bytes.fromhex("5b7b2270617468223a2261ff227d5d") and header(h, "Content-Length") == str(len(out)), f"{out}")
+        hub.reset()
+        hub.fault(match=r"/revision/", server="hub", action={"kind": "body", "text": '{"sha": 5}'})
+        _, out, _ = curl(f"{hub.url}/api/models/tiny/plain/revision/main")
+        expect(out == b'{"sha": 5}', f"{out}")
+
+    def fault_redirect():
+        hub.reset()
+        hub.fault(match=r"large\.safetensors", server="hub", times=1, action={"kind": "redirect", "to": "gopher://example.invalid/x"})
+        _, _, h = curl("-I", resolve("tiny/plain", "large.safetensors"))
+        expect(last_status(h) == 302 and header(h, "Location") == "gopher://example.invalid/x", f"{h}")
+        expect(header(h, "X-Linked-Size") == str(large["size"]), "X-Linked-Size kept")
+        expect(hub.cdn_alias and hub.cdn_alias.startswith("http://127.0.0.2:"), f"alias {hub.cdn_alias}")
+        hub.fault(match=r"large\.safetensors", server="hub", action={"kind": "redirect", "to": "{cdn_alias}{signed}"})
+        rc, out, h = curl("-L", "-r", "0-9", resolve("tiny/plain", "large.safetensors"))
+        expect(rc == 0 and last_status(h) == 206 and out == expected_bytes(spec, "tiny/plain", "large.safetensors", 0, 10),
+               "the alias serves the CDN")
+
+    def fault_ignore_range():
+        hub.reset()
+        hub.fault(match=r"^/blobs/", server="cdn", action={"kind": "ignore_range"})
+        _, out, h = curl("-r", "100-199", cdn_large)
+        expect(last_status(h) == 200 and len(out) == large["size"], f"{last_status(h)} {len(out)}")
+
     def control_api():
         hub.reset()
         bad = hub.control("POST", "faults", [{"match": "x", "action": {"kind": "explode"}}])
@@ -600,6 +639,10 @@ def main(argv=None):
     ck.run("fault expire on the hub (expired signed URL)", fault_expire_hub)
     ck.run("fault expire on the CDN", fault_expire_cdn)
     ck.run("fault range_not_satisfiable", fault_416)
+    ck.run("fault header (absurd size, self-referencing Link)", fault_header)
+    ck.run("fault body (raw bytes, wrong JSON types)", fault_body)
+    ck.run("fault redirect (other scheme, the CDN on another loopback address)", fault_redirect)
+    ck.run("fault ignore_range (200 for a range)", fault_ignore_range)
     ck.run("control API: validation, unlimited rules, clearing, log", control_api)
 
     def clean_shutdown():

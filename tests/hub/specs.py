@@ -145,6 +145,18 @@ def tiny_hostile():
     return r.build()
 
 
+def tiny_spoof():
+    """Names that are safe paths but hostile text: a quote that would forge a key in
+    hand-assembled JSON, a right-to-left override and a C1 control that would reorder or
+    recolour a terminal line, and a legitimate non-ASCII name next to them."""
+    r = RepoBuilder("tiny/spoof", 1)
+    r.text('q"uote", "path": "/etc/passwd', "forged key\n")
+    r.text("\u202egnp.safetensors", "right-to-left override\n")
+    r.text("\u009b31mred.txt", "C1 control sequence introducer\n")
+    r.text("caf\u00e9.json", "{}\n")
+    return r.build()
+
+
 def ltx2(scale):
     r = RepoBuilder("Lightricks/LTX-2", scale)
     r.common("Lightricks/LTX-2")
@@ -287,6 +299,7 @@ def make_spec(scale=DEFAULT_SCALE):
         "gated/model": gated_model(),
         "tiny/private": tiny_private(),
         "tiny/hostile": tiny_hostile(),
+        "tiny/spoof": tiny_spoof(),
         "Lightricks/LTX-2": ltx2(scale),
         "Lightricks/LTX-2.3": ltx23(scale),
         "Lightricks/LTX-2.3-fp8": ltx23_fp8(scale),

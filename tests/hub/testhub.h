@@ -50,6 +50,7 @@ public:
         const auto urls = QJsonDocument::fromJson(readyFile.readAll()).object();
         m_hub = urls.value(QStringLiteral("hub")).toString();
         m_cdn = urls.value(QStringLiteral("cdn")).toString();
+        m_cdnAlias = urls.value(QStringLiteral("cdn_alias")).toString();
         return !m_hub.isEmpty() && !m_cdn.isEmpty() ? true : fail(error, QStringLiteral("the ready file names no URLs"));
     }
 
@@ -64,6 +65,8 @@ public:
 
     const QString& hubUrl() const { return m_hub; }
     const QString& cdnUrl() const { return m_cdn; }
+    // The CDN again on another loopback address (--cdn-alias), empty unless asked for.
+    const QString& cdnAliasUrl() const { return m_cdnAlias; }
     const QJsonObject& spec() const { return m_spec; }
 
     QJsonDocument control(const QByteArray& verb, const QString& path, const QByteArray& body = {})
@@ -93,7 +96,7 @@ private:
     }
 
     QProcess m_server;
-    QString m_hub, m_cdn;
+    QString m_hub, m_cdn, m_cdnAlias;
     QJsonObject m_spec;
     QNetworkAccessManager m_net;
 };

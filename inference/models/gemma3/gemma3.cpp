@@ -5,6 +5,7 @@
 #include "inference/models/nn/layers.h"
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
+#include "inference/util/jsonlimits.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -58,12 +59,11 @@ std::int64_t intField(const json& j, const char* key, std::int64_t fallback, con
 {
     if (!j.contains(key))
         return fallback;
-    const auto& v = j[key];
-    if (v.is_number_integer())
-        return v.get<std::int64_t>();
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
-        return static_cast<std::int64_t>(v.get<double>());
-    configFail(where + ": '" + key + "' must be an integer, got " + v.dump());
+    try {
+        return jsonutil::fieldAs<std::int64_t>(j[key], key);  // 3.0 counts, 1e30 does not
+    } catch (const jsonutil::FieldError& e) {
+        configFail(where + ": " + e.what());
+    }
 }
 
 double numberField(const json& j, const char* key, double fallback, const std::string& where)
@@ -71,7 +71,7 @@ double numberField(const json& j, const char* key, double fallback, const std::s
     if (!j.contains(key) || j[key].is_null())
         return fallback;
     if (!j[key].is_number())
-        configFail(where + ": '" + key + "' must be a number, got " + j[key].dump());
+        configFail(where + ": '" + key + "' must be a number, got " + jsonutil::shortDump(j[key]));
     return j[key].get<double>();
 }
 
@@ -80,14 +80,14 @@ bool boolField(const json& j, const char* key, bool fallback, const std::string&
     if (!j.contains(key) || j[key].is_null())
         return fallback;
     if (!j[key].is_boolean())
-        configFail(where + ": '" + key + "' must be true or false, got " + j[key].dump());
+        configFail(where + ": '" + key + "' must be true or false, got " + jsonutil::shortDump(j[key]));
     return j[key].get<bool>();
 }
 
 RopeConfig ropeFrom(const json& p, const char* layerType, const std::string& where)
 {
     if (!p.is_object())
-        configFail(where + ": rope_parameters." + layerType + " must be an object, got " + p.dump());
+        configFail(where + ": rope_parameters." + layerType + " must be an object, got " + jsonutil::shortDump(p));
     RopeConfig r;
     r.theta = numberField(p, "rope_theta", 0.0, where);
     std::string type = "default";
@@ -96,7 +96,7 @@ RopeConfig ropeFrom(const json& p, const char* layerType, const std::string& whe
     else if (p.contains("type") && p["type"].is_string())
         type = p["type"].get<std::string>();
     if (p.contains("partial_rotary_factor") && numberField(p, "partial_rotary_factor", 1.0, where) != 1.0)
-        configFail(where + ": partial_rotary_factor " + p["partial_rotary_factor"].dump() + " for " + layerType
+        configFail(where + ": partial_rotary_factor " + jsonutil::shortDump(p["partial_rotary_factor"]) + " for " + layerType
                 + " is not supported by this version");
     if (type == "linear") {
         r.linearFactor = numberField(p, "factor", 0.0, where);
@@ -149,7 +149,12 @@ TextConfig parseText(const json& top, const std::string& where)
     c.attentionBias = boolField(tc, "attention_bias", false, where);
     c.tieLastHiddenStates = boolField(tc, "tie_last_hidden_states", true, where);
     if (c.vocabSize <= 0 || c.hiddenSize <= 0 || c.intermediateSize <= 0 || c.layers <= 0 || c.heads <= 0 || c.kvHeads <= 0
-        || c.headDim <= 0 || c.heads % c.kvHeads != 0 || c.headDim % 2 != 0 || !(c.queryPreAttnScalar > 0))
+        || c.headDim <= 0 || c.heads % c.kvHeads != 0 || c.headDim % 2 != 0 || !(c.queryPreAttnScalar > 0)
+        // Far beyond any Gemma (12B: 262208 x 3840, 48 layers of 16 x 256); the loader loops,
+        // allocates and multiplies by these.
+        || c.vocabSize > (1 << 24) || c.hiddenSize > (1 << 16) || c.intermediateSize > (1 << 20) || c.layers > 1024
+        || c.heads > 1024 || c.kvHeads > 1024 || c.headDim > 4096 || !(c.rmsNormEps > 0 && c.rmsNormEps < 1)
+        || !std::isfinite(c.queryPreAttnScalar))
         configFail(where + ": inconsistent sizes (vocab " + std::to_string(c.vocabSize) + ", hidden " + std::to_string(c.hiddenSize)
                 + ", layers " + std::to_string(c.layers) + ", heads " + std::to_string(c.heads) + "/" + std::to_string(c.kvHeads)
                 + ", head_dim " + std::to_string(c.headDim) + ")");
@@ -168,7 +173,7 @@ TextConfig parseText(const json& top, const std::string& where)
     if (tc.contains("attn_logit_softcapping") && !tc["attn_logit_softcapping"].is_null())
         // transformers 5.24's Gemma3Attention never passes it on (its SDPA path would even
         // reject it), and Gemma 3 checkpoints leave it null; refuse rather than guess.
-        configFail(where + ": attn_logit_softcapping " + tc["attn_logit_softcapping"].dump()
+        configFail(where + ": attn_logit_softcapping " + jsonutil::shortDump(tc["attn_logit_softcapping"])
                 + " is set; transformers 5.24 ignores it for Gemma 3 and this port does not implement it");
 
     // Layer types: layer_types, else the legacy sliding_window_pattern (default 6).
@@ -176,7 +181,7 @@ TextConfig parseText(const json& top, const std::string& where)
         if (!tc["layer_types"].is_array() || static_cast<std::int64_t>(tc["layer_types"].size()) != c.layers)
             configFail(where + ": layer_types must list " + std::to_string(c.layers) + " layer types");
         for (const auto& t : tc["layer_types"]) {
-            const auto name = t.is_string() ? t.get<std::string>() : t.dump();
+            const auto name = t.is_string() ? t.get<std::string>() : jsonutil::shortDump(t);
             if (name == "sliding_attention")
                 c.layerTypes.push_back(LayerType::Sliding);
             else if (name == "full_attention")
@@ -207,7 +212,7 @@ TextConfig parseText(const json& top, const std::string& where)
     if (!rp.is_object())
         configFail(where + ": rope_parameters is not an object");
     if (!rp.empty() && !rp.contains("full_attention") && !rp.contains("sliding_attention"))
-        configFail(where + ": rope_parameters is not keyed by layer type (full_attention / sliding_attention): " + rp.dump());
+        configFail(where + ": rope_parameters is not keyed by layer type (full_attention / sliding_attention): " + jsonutil::shortDump(rp));
     if (!rp.contains("full_attention") || rp["full_attention"].is_null())
         rp["full_attention"] = json{{"rope_type", "default"}};
     if (!rp.contains("sliding_attention") || rp["sliding_attention"].is_null())
@@ -472,7 +477,10 @@ TextConfig TextConfig::gemma3_12b()
 Result<TextConfig> parseTextConfig(const std::string& configJson, const std::string& origin)
 {
     try {
-        return parseText(json::parse(configJson), origin);
+        auto parsed = jsonutil::parseUntrusted(configJson, origin);
+        if (!parsed)
+            return parsed.error();
+        return parseText(*parsed, origin);
     } catch (const json::exception& e) {
         return makeError(ErrorCode::InvalidFormat, origin + ": not a usable Gemma 3 config (" + e.what() + ")");
     } catch (const ConfigError& e) {
@@ -575,7 +583,8 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
     if (options.config) {
         config = *options.config;
     } else if (auto it = source.configs.find(component); it != source.configs.end()) {
-        const auto folder = component.empty() ? (fs::is_directory(source.root) ? source.root : source.root.parent_path())
+        std::error_code ec;
+        const auto folder = component.empty() ? (fs::is_directory(source.root, ec) ? source.root : source.root.parent_path())
                                               : source.root / component;
         auto parsed = parseTextConfig(it->second, (folder / "config.json").string());
         if (!parsed)

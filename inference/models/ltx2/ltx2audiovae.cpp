@@ -2,7 +2,9 @@
 
 #include "inference/util/device.h"
 
+#include "inference/models/ltx2/ltx2config.h"
 #include "inference/models/ltx2/ltx2weights.h"
+#include "inference/util/jsonlimits.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -36,8 +38,17 @@ std::string shapeText(const std::vector<std::int64_t>& shape)
 template <typename T>
 void read(const Json& j, const char* key, T& out)
 {
-    if (const auto it = j.find(key); it != j.end() && !it->is_null())
-        out = it->get<T>();
+    jsonutil::readField(j, key, out);
+}
+
+Result<Json> parseObject(const std::string& text, const std::string& what)
+{
+    auto j = jsonutil::parseUntrusted(text, what);
+    if (!j)
+        return j.error();
+    if (!j->is_object())
+        return makeError(ErrorCode::InvalidFormat, what + " is not a JSON object");
+    return j;
 }
 
 const Json* object(const Json& j, const char* key)
@@ -89,9 +100,10 @@ std::int64_t AudioVaeConfig::melFrames(std::int64_t latentFrames) const
 
 Result<AudioVaeConfig> audioVaeConfigFromDiffusers(const std::string& text)
 {
-    const auto j = Json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-        return makeError(ErrorCode::InvalidFormat, std::string(kDiffusersName) + " is not a JSON object");
+    const auto parsed = parseObject(text, kDiffusersName);
+    if (!parsed)
+        return parsed.error();
+    const Json& j = *parsed;
     try {
         AudioVaeConfig c;
         read(j, "base_channels", c.baseChannels);
@@ -113,16 +125,17 @@ Result<AudioVaeConfig> audioVaeConfigFromDiffusers(const std::string& text)
                     + ": mel_bins null is not supported (the pipeline needs it to unpack the latents)");
         read(j, "mel_bins", c.melBins);
         return c;
-    } catch (const Json::exception& e) {
+    } catch (const std::exception& e) {  // jsonutil's FieldError names the key
         return makeError(ErrorCode::InvalidFormat, std::string(kDiffusersName) + ": " + e.what());
     }
 }
 
 Result<AudioVaeConfig> audioVaeConfigFromLtxCore(const std::string& text)
 {
-    const auto root = Json::parse(text, nullptr, false);
-    if (root.is_discarded() || !root.is_object())
-        return makeError(ErrorCode::InvalidFormat, "the checkpoint's embedded config is not a JSON object");
+    const auto parsed = parseObject(text, "the checkpoint's embedded config");
+    if (!parsed)
+        return parsed.error();
+    const Json& root = *parsed;
     const auto* section = object(root, "audio_vae");
     if (!section)
         return makeError(ErrorCode::NotFound, "the checkpoint's embedded config has no \"audio_vae\" section");
@@ -167,7 +180,7 @@ Result<AudioVaeConfig> audioVaeConfigFromLtxCore(const std::string& text)
             return makeError(ErrorCode::InvalidFormat, std::string(kLtxCoreName) + " names no mel_bins");
         c.melBins = melBins;
         return c;
-    } catch (const Json::exception& e) {
+    } catch (const std::exception& e) {  // jsonutil's FieldError names the key
         return makeError(ErrorCode::InvalidFormat, std::string(kLtxCoreName) + ": " + e.what());
     }
 }
@@ -216,6 +229,21 @@ Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::op
         return unsupported("a mid-block attention layer (mid_block_add_attention)");
     if (c.chMult.empty() || c.numResBlocks < 1 || c.baseChannels < 1 || c.latentChannels < 1 || c.outputChannels < 1)
         return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config has empty ch_mult or non-positive widths");
+    // Bounds before the shifts and products below (the published model: 3 levels, 2 blocks).
+    ConfigBounds bounds(files + ": the audio VAE config");
+    bounds.range("ch_mult entries", static_cast<std::int64_t>(c.chMult.size()), 1, 16)
+        .range("num_res_blocks", c.numResBlocks, 1, kMaxBlocks)
+        .range("base_channels", c.baseChannels, 1, kMaxChannels)
+        .range("latent_channels", c.latentChannels, 1, kMaxChannels)
+        .range("output_channels", c.outputChannels, 1, kMaxChannels)
+        .range("resolution", c.resolution, 1, 1 << 20)
+        .range("mel_bins", c.melBins, 1, 1 << 16)
+        .range("sample_rate", c.sampleRate, 1, 1 << 20)
+        .range("mel_hop_length", c.melHopLength, 1, 1 << 20);
+    for (const auto m : c.chMult)
+        bounds.range("ch_mult", m, 1, 64);
+    if (auto ok = bounds.result(); !ok)
+        return ok.error();
     const auto levels = static_cast<std::int64_t>(c.chMult.size());
     for (std::int64_t level = 0; level < levels; ++level) {
         // The decoder's curr_res at each level, as diffusers computes it.
@@ -231,11 +259,17 @@ Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::op
         return mismatch(std::to_string(c.latentChannels) + " latent channels into " + std::to_string(top), "decoder.conv_in.conv.weight", *convIn);
     if (*convOut != std::vector<std::int64_t>{c.outputChannels, c.baseChannels * c.chMult.front(), 3, 3})
         return mismatch(std::to_string(c.outputChannels) + " output channels", "decoder.conv_out.conv.weight", *convOut);
-    if (w.indexCount(Part::AudioVae, "decoder.up.") != levels)
+    const auto levelCount = w.indexCount(Part::AudioVae, "decoder.up.");
+    if (!levelCount)
+        return levelCount.error();
+    if (*levelCount != levels)
         return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config says " + std::to_string(levels) + " decoder levels but decoder.up has "
-                + std::to_string(w.indexCount(Part::AudioVae, "decoder.up.")));
+                + std::to_string(*levelCount));
     for (std::int64_t level = 0; level < levels; ++level) {
-        const auto blocks = w.indexCount(Part::AudioVae, "decoder.up." + std::to_string(level) + ".block.");
+        const auto blockCount = w.indexCount(Part::AudioVae, "decoder.up." + std::to_string(level) + ".block.");
+        if (!blockCount)
+            return blockCount.error();
+        const auto blocks = *blockCount;
         if (blocks != c.numResBlocks + 1)
             return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config says " + std::to_string(c.numResBlocks + 1)
                     + " blocks per decoder level but decoder.up." + std::to_string(level) + " has " + std::to_string(blocks));

@@ -1,7 +1,10 @@
 #include "inference/models/ltx2/ltx2config.h"
 
+#include "inference/util/jsonlimits.h"
+
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <stdexcept>
 
 namespace vireo::ltx2 {
@@ -10,17 +13,33 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Products of values not yet range-checked (a bounds chain evaluates all its arguments, and
+// the embedded config derives widths before validation): never an overflow.
+std::int64_t mulOrMax(std::int64_t a, std::int64_t b)
+{
+    std::int64_t out = 0;
+    return __builtin_mul_overflow(a, b, &out) ? INT64_MAX : out;
+}
+
+// A present, non-null key must hold a T; jsonutil's error names the key.
 template <typename T>
 void read(const Json& j, const char* key, T& out)
 {
-    if (const auto it = j.find(key); it != j.end() && !it->is_null()) {
-        try {
-            out = it->get<T>();
-        } catch (const Json::exception& e) {
-            // nlohmann's message names the type, not the key; the user needs the key.
-            throw std::invalid_argument("\"" + std::string(key) + "\" is " + it->dump() + ": " + e.what());
-        }
-    }
+    jsonutil::readField(j, key, out);
+}
+
+// A fixed-length list of integers ("vae_scale_factors": [8, 32, 32]).
+template <std::size_t N>
+bool readInts(const Json& j, const char* key, std::array<std::int64_t, N>& out)
+{
+    std::vector<std::int64_t> v;
+    if (!jsonutil::readField(j, key, v))
+        return false;
+    if (v.size() != N)
+        throw jsonutil::FieldError("'" + std::string(key) + "' has " + std::to_string(v.size()) + " entries, expected "
+            + std::to_string(N));
+    std::copy(v.begin(), v.end(), out.begin());
+    return true;
 }
 
 void readRope(const Json& j, const char* key, bool& split)
@@ -31,8 +50,10 @@ void readRope(const Json& j, const char* key, bool& split)
 
 Result<Json> parseObject(const std::string& text, const char* what)
 {
-    auto j = Json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
+    auto j = jsonutil::parseUntrusted(text, what);
+    if (!j)
+        return j.error();
+    if (!j->is_object())
         return makeError(ErrorCode::InvalidFormat, std::string(what) + " is not a JSON object");
     return j;
 }
@@ -86,8 +107,7 @@ Result<TransformerConfig> transformerConfigFromDiffusers(const std::string& text
         read(j, "rope_double_precision", c.ropeDoublePrecision);
         readRope(j, "rope_type", c.ropeSplit);
         read(j, "causal_offset", c.causalOffset);
-        if (const auto it = j.find("vae_scale_factors"); it != j.end() && it->is_array() && it->size() == 3)
-            c.vaeScaleFactors = {(*it)[0].get<std::int64_t>(), (*it)[1].get<std::int64_t>(), (*it)[2].get<std::int64_t>()};
+        readInts(j, "vae_scale_factors", c.vaeScaleFactors);
         read(j, "pos_embed_max_pos", c.posEmbedMaxPos);
         read(j, "base_height", c.baseHeight);
         read(j, "base_width", c.baseWidth);
@@ -97,10 +117,14 @@ Result<TransformerConfig> transformerConfigFromDiffusers(const std::string& text
         read(j, "audio_hop_length", c.audioHopLength);
         read(j, "timestep_scale_multiplier", c.timestepScaleMultiplier);
         read(j, "cross_attn_timestep_scale_multiplier", c.crossAttnTimestepScaleMultiplier);
-        if (j.value("use_keyframes_abs_pos_embedding", false))
+        bool keyframes = false;
+        read(j, "use_keyframes_abs_pos_embedding", keyframes);
+        if (keyframes)
             return makeError(ErrorCode::Unsupported, "transformer/config.json: LTX-2.5 keyframe embeddings are not supported by this version");
-        if (j.value("activation_fn", std::string("gelu-approximate")) != "gelu-approximate")
-            return makeError(ErrorCode::Unsupported, "transformer/config.json: activation_fn '" + j["activation_fn"].get<std::string>() + "' is not supported");
+        std::string activation = "gelu-approximate";
+        read(j, "activation_fn", activation);
+        if (activation != "gelu-approximate")
+            return makeError(ErrorCode::Unsupported, "transformer/config.json: activation_fn '" + activation + "' is not supported");
         return c;
     } catch (const std::exception& e) {  // JSON errors, and read()'s naming the key
         return makeError(ErrorCode::InvalidFormat, std::string("transformer/config.json: ") + e.what());
@@ -141,7 +165,9 @@ Result<ConnectorConfig> connectorConfigFromDiffusers(const std::string& text)
         read(j, "video_hidden_dim", c.videoHiddenDim);
         read(j, "audio_hidden_dim", c.audioHiddenDim);
         read(j, "proj_bias", c.projBias);
-        if (j.value("causal_temporal_positioning", false))
+        bool causalPositions = false;
+        read(j, "causal_temporal_positioning", causalPositions);
+        if (causalPositions)
             return makeError(ErrorCode::Unsupported, "connectors/config.json: causal_temporal_positioning is not supported");
         return c;
     } catch (const std::exception& e) {  // JSON errors, and read()'s naming the key
@@ -176,10 +202,10 @@ Result<std::pair<TransformerConfig, ConnectorConfig>> configsFromLtxCore(const s
         read(j, "cross_attention_dim", t.crossAttentionDim);
         read(j, "norm_eps", t.normEps);
         read(j, "positional_embedding_theta", t.ropeTheta);
-        if (const auto p = j.find("positional_embedding_max_pos"); p != j.end() && p->is_array() && p->size() == 3) {
-            t.posEmbedMaxPos = (*p)[0].get<std::int64_t>();
-            t.baseHeight = (*p)[1].get<std::int64_t>();
-            t.baseWidth = (*p)[2].get<std::int64_t>();
+        if (std::array<std::int64_t, 3> maxPos{}; readInts(j, "positional_embedding_max_pos", maxPos)) {
+            t.posEmbedMaxPos = maxPos[0];
+            t.baseHeight = maxPos[1];
+            t.baseWidth = maxPos[2];
         }
         read(j, "timestep_scale_multiplier", t.timestepScaleMultiplier);
         // ltx-core multiplies the cross-modal gate sigma by this factor, and its code default is 1.
@@ -191,8 +217,8 @@ Result<std::pair<TransformerConfig, ConnectorConfig>> configsFromLtxCore(const s
         t.audioOutChannels = t.audioInChannels;
         read(j, "audio_out_channels", t.audioOutChannels);
         read(j, "audio_cross_attention_dim", t.audioCrossAttentionDim);
-        if (const auto p = j.find("audio_positional_embedding_max_pos"); p != j.end() && p->is_array() && p->size() == 1)
-            t.audioPosEmbedMaxPos = (*p)[0].get<std::int64_t>();
+        if (std::array<std::int64_t, 1> maxPos{}; readInts(j, "audio_positional_embedding_max_pos", maxPos))
+            t.audioPosEmbedMaxPos = maxPos[0];
         if (const auto p = j.find("frequencies_precision"); p != j.end() && p->is_string())
             t.ropeDoublePrecision = c.ropeDoublePrecision = *p == "float64";
         bool gated = false, adaln = false, projBefore = false;
@@ -206,8 +232,8 @@ Result<std::pair<TransformerConfig, ConnectorConfig>> configsFromLtxCore(const s
 
         c.captionChannels = t.captionChannels;
         c.perModalityProjections = c.projBias = projBefore;
-        c.videoHiddenDim = t.dim();
-        c.audioHiddenDim = t.audioDim();
+        c.videoHiddenDim = mulOrMax(t.heads, t.headDim);
+        c.audioHiddenDim = mulOrMax(t.audioHeads, t.audioHeadDim);
         read(j, "connector_num_attention_heads", c.videoHeads);
         read(j, "connector_attention_head_dim", c.videoHeadDim);
         read(j, "connector_num_layers", c.videoLayers);
@@ -220,14 +246,100 @@ Result<std::pair<TransformerConfig, ConnectorConfig>> configsFromLtxCore(const s
         read(j, "audio_connector_attention_head_dim", c.audioHeadDim);
         read(j, "audio_connector_num_layers", c.audioLayers);
         read(j, "audio_connector_num_learnable_registers", c.audioRegisters);
-        if (const auto p = j.find("connector_positional_embedding_max_pos"); p != j.end() && p->is_array() && p->size() == 1)
-            c.ropeBaseSeqLen = (*p)[0].get<std::int64_t>();
+        if (std::array<std::int64_t, 1> maxPos{}; readInts(j, "connector_positional_embedding_max_pos", maxPos))
+            c.ropeBaseSeqLen = maxPos[0];
         read(j, "connector_apply_gated_attention", c.videoGated);
         c.audioGated = c.videoGated;
         return std::pair{t, c};
     } catch (const std::exception& e) {  // JSON errors, and read()'s naming the key
         return makeError(ErrorCode::InvalidFormat, std::string("the checkpoint's embedded config: ") + e.what());
     }
+}
+
+ConfigBounds& ConfigBounds::range(const char* key, std::int64_t value, std::int64_t lo, std::int64_t hi)
+{
+    if (!m_problem && (value < lo || value > hi))
+        m_problem = m_where + ": " + key + " is " + std::to_string(value) + ", expected " + std::to_string(lo) + " .. "
+            + std::to_string(hi) + "; the config is damaged or not for this model";
+    return *this;
+}
+
+ConfigBounds& ConfigBounds::positive(const char* key, double value, double hi)
+{
+    if (!m_problem && !(std::isfinite(value) && value > 0 && value <= hi))
+        m_problem = m_where + ": " + key + " is " + std::to_string(value) + ", expected a positive number; the config is damaged";
+    return *this;
+}
+
+ConfigBounds& ConfigBounds::finite(const char* key, double value)
+{
+    if (!m_problem && !std::isfinite(value))
+        m_problem = m_where + ": " + key + " is not a finite number; the config is damaged";
+    return *this;
+}
+
+Result<void> ConfigBounds::result() const
+{
+    if (m_problem)
+        return makeError(ErrorCode::InvalidFormat, *m_problem);
+    return {};
+}
+
+Result<void> validate(const TransformerConfig& c, const std::string& where)
+{
+    ConfigBounds b(where);
+    b.range("in_channels", c.inChannels, 1, kMaxChannels)
+        .range("out_channels", c.outChannels, 1, kMaxChannels)
+        .range("num_attention_heads", c.heads, 1, kMaxHeads)
+        .range("attention_head_dim", c.headDim, 1, kMaxHeadDim)
+        .range("cross_attention_dim", c.crossAttentionDim, 1, kMaxChannels)
+        .range("audio_in_channels", c.audioInChannels, 1, kMaxChannels)
+        .range("audio_out_channels", c.audioOutChannels, 1, kMaxChannels)
+        .range("audio_num_attention_heads", c.audioHeads, 1, kMaxHeads)
+        .range("audio_attention_head_dim", c.audioHeadDim, 1, kMaxHeadDim)
+        .range("audio_cross_attention_dim", c.audioCrossAttentionDim, 1, kMaxChannels)
+        .range("num_layers", c.layers, 1, kMaxBlocks)
+        .range("caption_channels", c.captionChannels, 1, kMaxChannels)
+        .positive("norm_eps", c.normEps, 1.0)
+        .positive("rope_theta", c.ropeTheta)
+        .range("causal_offset", c.causalOffset, 0, 1024)
+        .range("vae_scale_factors[0]", c.vaeScaleFactors[0], 1, 1024)
+        .range("vae_scale_factors[1]", c.vaeScaleFactors[1], 1, 1024)
+        .range("vae_scale_factors[2]", c.vaeScaleFactors[2], 1, 1024)
+        .range("pos_embed_max_pos", c.posEmbedMaxPos, 1, 1 << 20)
+        .range("base_height", c.baseHeight, 1, 1 << 20)
+        .range("base_width", c.baseWidth, 1, 1 << 20)
+        .range("audio_scale_factor", c.audioScaleFactor, 1, 1024)
+        .range("audio_pos_embed_max_pos", c.audioPosEmbedMaxPos, 1, 1 << 20)
+        .range("audio_sampling_rate", c.audioSamplingRate, 1, 1 << 20)
+        .range("audio_hop_length", c.audioHopLength, 1, 1 << 20)
+        .finite("timestep_scale_multiplier", c.timestepScaleMultiplier)
+        .finite("cross_attn_timestep_scale_multiplier", c.crossAttnTimestepScaleMultiplier)
+        .range("num_attention_heads x attention_head_dim", mulOrMax(c.heads, c.headDim), 1, kMaxChannels)
+        .range("audio_num_attention_heads x audio_attention_head_dim", mulOrMax(c.audioHeads, c.audioHeadDim), 1, kMaxChannels);
+    return b.result();
+}
+
+Result<void> validate(const ConnectorConfig& c, const std::string& where)
+{
+    ConfigBounds b(where);
+    b.range("caption_channels", c.captionChannels, 1, kMaxChannels)
+        .range("text_proj_in_factor", c.textProjInFactor, 1, 1024)
+        .range("video_connector_num_attention_heads", c.videoHeads, 1, kMaxHeads)
+        .range("video_connector_attention_head_dim", c.videoHeadDim, 1, kMaxHeadDim)
+        .range("video_connector_num_layers", c.videoLayers, 1, kMaxBlocks)
+        .range("video_connector_num_learnable_registers", c.videoRegisters, 0, 1 << 16)
+        .range("audio_connector_num_attention_heads", c.audioHeads, 1, kMaxHeads)
+        .range("audio_connector_attention_head_dim", c.audioHeadDim, 1, kMaxHeadDim)
+        .range("audio_connector_num_layers", c.audioLayers, 1, kMaxBlocks)
+        .range("audio_connector_num_learnable_registers", c.audioRegisters, 0, 1 << 16)
+        .range("connector_rope_base_seq_len", c.ropeBaseSeqLen, 1, 1 << 24)
+        .positive("rope_theta", c.ropeTheta)
+        .range("video_hidden_dim", c.videoHiddenDim, 1, kMaxChannels)
+        .range("audio_hidden_dim", c.audioHiddenDim, 1, kMaxChannels)
+        .range("video heads x head dim", mulOrMax(c.videoHeads, c.videoHeadDim), 1, kMaxChannels)
+        .range("audio heads x head dim", mulOrMax(c.audioHeads, c.audioHeadDim), 1, kMaxChannels);
+    return b.result();
 }
 
 std::string toJson(const TransformerConfig& c)

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace vireo::ltx2 {
@@ -55,6 +56,32 @@ struct ConnectorConfig {
 
     std::string version() const { return perModalityProjections ? "2.3" : "2.0"; }
 };
+
+// Limits no published model comes near; loaders allocate, loop, divide and shift by these
+// hyper-parameters, so a value outside them (0 heads, 10^9 layers) fails before any of that.
+inline constexpr std::int64_t kMaxChannels = 1 << 16;
+inline constexpr std::int64_t kMaxBlocks = 1024;
+inline constexpr std::int64_t kMaxHeads = 1024;
+inline constexpr std::int64_t kMaxHeadDim = 4096;
+
+// Collects the first out-of-range hyper-parameter: "<where>: num_attention_heads is 0, expected
+// 1 .. 1024".
+class ConfigBounds {
+public:
+    explicit ConfigBounds(std::string where) : m_where(std::move(where)) {}
+    ConfigBounds& range(const char* key, std::int64_t value, std::int64_t lo, std::int64_t hi);
+    ConfigBounds& positive(const char* key, double value, double hi = 1e12);  // finite, > 0, <= hi
+    ConfigBounds& finite(const char* key, double value);
+    Result<void> result() const;
+
+private:
+    std::string m_where;
+    std::optional<std::string> m_problem;
+};
+
+// Every size and count of the config in range (and heads x head width within kMaxChannels).
+Result<void> validate(const TransformerConfig& config, const std::string& where);
+Result<void> validate(const ConnectorConfig& config, const std::string& where);
 
 // diffusers config.json text -> config (absent keys keep diffusers' defaults).
 Result<TransformerConfig> transformerConfigFromDiffusers(const std::string& json);

@@ -58,22 +58,27 @@ Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::
 {
     const auto part = Part::Connectors;
     const auto files = w.describeFiles();
-    const auto v20 = w.shape(part, "text_proj_in.weight");
-    const auto v23 = w.shape(part, "video_text_proj_in.weight");
-    const auto audio23 = w.shape(part, "audio_text_proj_in.weight");
+    const auto v20 = w.shape(part, "text_proj_in.weight", 2);
+    const auto v23 = w.shape(part, "video_text_proj_in.weight", 2);
+    const auto audio23 = w.shape(part, "audio_text_proj_in.weight", 2);
     if (!v20 && !v23)
         return makeError(ErrorCode::NotFound, files + ": the LTX-2 text projection (text_embedding_projection.* / text_proj_in) is missing; "
                 "for a GGUF transformer, add the text projection file that comes with it");
-    const auto videoLayers = w.indexCount(Part::Connectors, "video_connector.transformer_blocks.");
-    const auto audioLayers = w.indexCount(Part::Connectors, "audio_connector.transformer_blocks.");
+    const auto videoCount = w.indexCount(Part::Connectors, "video_connector.transformer_blocks.");
+    if (!videoCount)
+        return videoCount.error();
+    const auto audioCount = w.indexCount(Part::Connectors, "audio_connector.transformer_blocks.");
+    if (!audioCount)
+        return audioCount.error();
+    const auto videoLayers = *videoCount, audioLayers = *audioCount;
     if (videoLayers == 0 || audioLayers == 0)
         return makeError(ErrorCode::NotFound, files + ": the LTX-2 video/audio embeddings connectors are missing");
-    const auto videoGate = w.shape(part, "video_connector.transformer_blocks.0.attn1.to_gate_logits.weight");
-    const auto audioGate = w.shape(part, "audio_connector.transformer_blocks.0.attn1.to_gate_logits.weight");
-    const auto videoQ = w.shape(part, "video_connector.transformer_blocks.0.attn1.to_q.weight");
-    const auto audioQ = w.shape(part, "audio_connector.transformer_blocks.0.attn1.to_q.weight");
+    const auto videoGate = w.shape(part, "video_connector.transformer_blocks.0.attn1.to_gate_logits.weight", 2);
+    const auto audioGate = w.shape(part, "audio_connector.transformer_blocks.0.attn1.to_gate_logits.weight", 2);
+    const auto videoQ = w.shape(part, "video_connector.transformer_blocks.0.attn1.to_q.weight", 2);
+    const auto audioQ = w.shape(part, "audio_connector.transformer_blocks.0.attn1.to_q.weight", 2);
     if (!videoQ || !audioQ)
-        return makeError(ErrorCode::InvalidFormat, files + ": connector attention weights are missing");
+        return makeError(ErrorCode::InvalidFormat, files + ": connector attention weights (2-D attn1.to_q) are missing");
     const auto projIn = v23 ? (*v23)[1] : (*v20)[1];
 
     auto given = checkpointConfig(w, part, override, connectorConfigFromDiffusers, [&](const std::string& json) -> Result<ConnectorConfig> {
@@ -81,7 +86,7 @@ Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::
         if (!parsed)
             return parsed.error();
         auto fromCore = parsed->second;
-        fromCore.textProjInFactor = fromCore.captionChannels ? projIn / fromCore.captionChannels : 0;
+        fromCore.textProjInFactor = fromCore.captionChannels > 0 ? projIn / fromCore.captionChannels : 0;
         return fromCore;
     });
     if (!given)
@@ -106,19 +111,21 @@ Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::
         const auto vdim = (*videoQ)[0], adim = (*audioQ)[0];
         c.videoHeads = videoGate ? (*videoGate)[0] : vdim / 128;
         c.audioHeads = audioGate ? (*audioGate)[0] : adim / 128;
-        if (c.videoHeads == 0 || c.audioHeads == 0 || vdim % c.videoHeads || adim % c.audioHeads)
+        if (c.videoHeads <= 0 || c.audioHeads <= 0 || vdim % c.videoHeads || adim % c.audioHeads)
             return makeError(ErrorCode::InvalidFormat, files + ": cannot infer the connector heads; pass a connector config");
         c.videoHeadDim = vdim / c.videoHeads;
         c.audioHeadDim = adim / c.audioHeads;
         c.videoLayers = videoLayers;
         c.audioLayers = audioLayers;
-        const auto vr = w.shape(part, "video_connector.learnable_registers");
-        const auto ar = w.shape(part, "audio_connector.learnable_registers");
+        const auto vr = w.shape(part, "video_connector.learnable_registers", 2);
+        const auto ar = w.shape(part, "audio_connector.learnable_registers", 2);
         c.videoRegisters = vr ? (*vr)[0] : 0;
         c.audioRegisters = ar ? (*ar)[0] : 0;
         c.videoHiddenDim = vdim;
         c.audioHiddenDim = adim;
     }
+    if (auto valid = validate(c, files + ": the connectors' hyper-parameters"); !valid)
+        return valid.error();
     auto mismatch = [&](const std::string& what, const std::string& tensor) {
         return makeError(ErrorCode::InvalidFormat, files + ": the connector config says " + what + " but " + tensor + " disagrees");
     };

@@ -115,19 +115,23 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
 {
     const auto part = Part::Transformer;
     const auto files = w.describeFiles();
-    const auto projIn = w.shape(part, "proj_in.weight");
-    const auto audioProjIn = w.shape(part, "audio_proj_in.weight");
-    const auto table = w.shape(part, "transformer_blocks.0.scale_shift_table");
-    if (!projIn || !audioProjIn || !table || projIn->size() != 2 || audioProjIn->size() != 2 || table->size() != 2)
-        return makeError(ErrorCode::InvalidFormat, files + ": not an LTX-2 audio-video transformer (no proj_in / audio_proj_in / "
+    const auto projIn = w.shape(part, "proj_in.weight", 2);
+    const auto audioProjIn = w.shape(part, "audio_proj_in.weight", 2);
+    const auto table = w.shape(part, "transformer_blocks.0.scale_shift_table", 2);
+    if (!projIn || !audioProjIn || !table)
+        return makeError(ErrorCode::InvalidFormat, files + ": not an LTX-2 audio-video transformer (no 2-D proj_in / audio_proj_in / "
                 "transformer_blocks.0.scale_shift_table)");
     // What the headers say, independent of any config.
     const auto dim = (*projIn)[0], audioDim = (*audioProjIn)[0];
-    const auto layers = w.indexCount(part, "transformer_blocks.");
+    const auto layerCount = w.indexCount(part, "transformer_blocks.");
+    if (!layerCount)
+        return layerCount.error();
+    const auto layers = *layerCount;
     const bool crossAttnMod = (*table)[0] == 9;
     const bool gated = w.find(part, "transformer_blocks.0.attn1.to_gate_logits.weight") != nullptr;
     const bool audioGated = w.find(part, "transformer_blocks.0.audio_attn1.to_gate_logits.weight") != nullptr;
-    const bool audioCrossAttnMod = w.shape(part, "transformer_blocks.0.audio_scale_shift_table").value_or(std::vector<std::int64_t>{0})[0] == 9;
+    const auto audioTable = w.shape(part, "transformer_blocks.0.audio_scale_shift_table", 2);
+    const bool audioCrossAttnMod = audioTable && (*audioTable)[0] == 9;
     const bool captionProjection = w.find(part, "caption_projection.linear_1.weight") != nullptr;
 
     auto given = checkpointConfig(w, part, override, transformerConfigFromDiffusers, [](const std::string& json) -> Result<TransformerConfig> {
@@ -147,15 +151,21 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
         c.ropeSplit = true;
         c.inChannels = (*projIn)[1];
         c.audioInChannels = (*audioProjIn)[1];
-        c.outChannels = w.shape(part, "proj_out.weight").value_or(std::vector<std::int64_t>{c.inChannels})[0];
-        c.audioOutChannels = w.shape(part, "audio_proj_out.weight").value_or(std::vector<std::int64_t>{c.audioInChannels})[0];
-        if (auto gate = w.shape(part, "transformer_blocks.0.attn1.to_gate_logits.weight"))
+        const auto projOut = w.shape(part, "proj_out.weight", 2);
+        const auto audioProjOut = w.shape(part, "audio_proj_out.weight", 2);
+        c.outChannels = projOut ? (*projOut)[0] : c.inChannels;
+        c.audioOutChannels = audioProjOut ? (*audioProjOut)[0] : c.audioInChannels;
+        if (auto gate = w.shape(part, "transformer_blocks.0.attn1.to_gate_logits.weight", 2))
             c.heads = (*gate)[0];
         else if (dim % 128 == 0)
             c.heads = dim / 128;
         else
             return makeError(ErrorCode::InvalidFormat, files + ": cannot infer the attention heads of a " + std::to_string(dim)
                     + "-wide transformer without a config; pass one");
+        // A zero-width projection or gate would make the divisions below divide by zero.
+        if (c.heads <= 0 || c.heads > kMaxHeads || dim <= 0 || audioDim <= 0)
+            return makeError(ErrorCode::InvalidFormat, files + ": widths " + std::to_string(dim) + "/" + std::to_string(audioDim) + " and "
+                    + std::to_string(c.heads) + " attention heads (from proj_in / to_gate_logits) are not a transformer's; the file is damaged");
         c.audioHeads = c.heads;
         if (dim % c.heads || audioDim % c.heads)
             return makeError(ErrorCode::InvalidFormat, files + ": widths " + std::to_string(dim) + "/" + std::to_string(audioDim)
@@ -170,15 +180,17 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
         c.perturbedAttn = crossAttnMod;
         c.usePromptEmbeddings = captionProjection;
         c.usePromptAdalnSingle = w.find(part, "prompt_adaln.linear.weight") != nullptr;
-        if (auto caption = w.shape(part, "caption_projection.linear_1.weight"))
+        if (auto caption = w.shape(part, "caption_projection.linear_1.weight", 2))
             c.captionChannels = (*caption)[1];
-        if (auto k = w.shape(part, "transformer_blocks.0.attn2.to_k.weight"))
+        if (auto k = w.shape(part, "transformer_blocks.0.attn2.to_k.weight", 2))
             c.crossAttentionDim = (*k)[1];
-        if (auto k = w.shape(part, "transformer_blocks.0.audio_attn2.to_k.weight"))
+        if (auto k = w.shape(part, "transformer_blocks.0.audio_attn2.to_k.weight", 2))
             c.audioCrossAttentionDim = (*k)[1];
         c.ffBias = w.find(part, "transformer_blocks.0.ff.net.0.proj.bias") != nullptr;
         c.audioFfBias = w.find(part, "transformer_blocks.0.audio_ff.net.0.proj.bias") != nullptr;
     }
+    if (auto valid = validate(c, files + ": the transformer's hyper-parameters"); !valid)
+        return valid.error();
     // The config must describe these tensors; a mismatch means the wrong config or file.
     auto mismatch = [&](const std::string& what, const std::string& tensor, const std::string& found) {
         return makeError(ErrorCode::InvalidFormat, files + ": the config says " + what + " but " + tensor + " " + found);

@@ -2,7 +2,9 @@
 
 #include "inference/util/device.h"
 
+#include "inference/models/ltx2/ltx2config.h"
 #include "inference/models/ltx2/ltx2weights.h"
+#include "inference/util/jsonlimits.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -40,8 +42,15 @@ bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.s
 template <typename T>
 void read(const Json& j, const char* key, T& out)
 {
-    if (const auto it = j.find(key); it != j.end() && !it->is_null())
-        out = it->get<T>();
+    jsonutil::readField(j, key, out);
+}
+
+// The key's value when present, else fallback; a value of the wrong type throws FieldError.
+template <typename T>
+T valueOr(const Json& j, const char* key, T fallback)
+{
+    jsonutil::readField(j, key, fallback);
+    return fallback;
 }
 
 // diffusers accepts a bool for these and widens it to one entry per block.
@@ -53,7 +62,7 @@ void readFlags(const Json& j, const char* key, std::vector<bool>& out, std::size
     if (it->is_boolean())
         out.assign(count, it->get<bool>());
     else
-        out = it->get<std::vector<bool>>();
+        out = jsonutil::fieldAs<std::vector<bool>>(*it, key);
 }
 
 template <typename T>
@@ -111,14 +120,29 @@ Result<Plan> planDecoder(const VideoVaeConfig& c)
     };
     if (n == 0)
         return bad("decoder_block_out_channels is empty");
+    // Real decoders have 3 or 4 up blocks; the bounds keep the products below from overflowing
+    // and the tensor list from growing without end.
+    if (n > 16)
+        return bad("decoder_block_out_channels has " + std::to_string(n) + " entries; at most 16 up blocks are supported");
+    for (const auto v : c.decoderBlockOutChannels)
+        if (v < 1 || v > kMaxChannels)
+            return bad("decoder_block_out_channels holds " + std::to_string(v) + ", expected 1 .. " + std::to_string(kMaxChannels));
+    for (const auto v : c.decoderLayersPerBlock)
+        if (v < 0 || v > kMaxBlocks)
+            return bad("decoder_layers_per_block holds " + std::to_string(v) + ", expected 0 .. " + std::to_string(kMaxBlocks));
+    for (const auto v : c.upsampleFactor)
+        if (v < 1 || v > 64)
+            return bad("upsample_factor holds " + std::to_string(v) + ", expected 1 .. 64");
     for (const auto& e : {count("decoder_layers_per_block", c.decoderLayersPerBlock.size(), n + 1),
              count("decoder_spatio_temporal_scaling", c.decoderSpatioTemporalScaling.size(), n),
              count("decoder_inject_noise", c.decoderInjectNoise.size(), n + 1), count("upsample_type", c.upsampleType.size(), n),
              count("upsample_residual", c.upsampleResidual.size(), n), count("upsample_factor", c.upsampleFactor.size(), n)})
         if (e)
             return *e;
-    if (c.latentChannels <= 0 || c.outChannels <= 0 || c.patchSize <= 0)
-        return bad("latent_channels, out_channels and patch_size must be positive");
+    if (c.latentChannels <= 0 || c.outChannels <= 0 || c.patchSize <= 0 || c.latentChannels > kMaxChannels
+        || c.outChannels > kMaxChannels || c.patchSize > 64)
+        return bad("latent_channels, out_channels and patch_size must be positive (and at most " + std::to_string(kMaxChannels)
+            + ", " + std::to_string(kMaxChannels) + " and 64)");
     if (c.patchSizeT != 1)
         return makeError(ErrorCode::Unsupported, "video VAE patch_size_t " + std::to_string(c.patchSizeT)
                 + " is not supported (every LTX-2 VAE uses 1)");
@@ -253,15 +277,23 @@ Result<void> checkAgainstTensors(const Ltx2Weights& w, const VideoVaeConfig& c, 
                 + "; the config does not describe this checkpoint (give the vae/config.json that came with it)");
     };
     const auto upBlocks = w.indexCount(Part::VideoVae, "decoder.up_blocks.");
-    if (upBlocks != c.upBlocks())
-        return mismatch("has " + std::to_string(c.upBlocks()) + " up blocks but the checkpoint has " + std::to_string(upBlocks)
+    if (!upBlocks)
+        return upBlocks.error();
+    if (*upBlocks != c.upBlocks())
+        return mismatch("has " + std::to_string(c.upBlocks()) + " up blocks but the checkpoint has " + std::to_string(*upBlocks)
             + " (decoder.up_blocks.*)");
-    if (const auto mid = w.indexCount(Part::VideoVae, "decoder.mid_block.resnets."); mid != p.midLayers)
-        return mismatch("has " + std::to_string(p.midLayers) + " mid-block resnets but the checkpoint has " + std::to_string(mid)
+    const auto mid = w.indexCount(Part::VideoVae, "decoder.mid_block.resnets.");
+    if (!mid)
+        return mid.error();
+    if (*mid != p.midLayers)
+        return mismatch("has " + std::to_string(p.midLayers) + " mid-block resnets but the checkpoint has " + std::to_string(*mid)
             + " (decoder.mid_block.resnets.*)");
     for (std::size_t i = 0; i < p.blocks.size(); ++i) {
         const auto prefix = "decoder.up_blocks." + std::to_string(i) + ".resnets.";
-        if (const auto n = w.indexCount(Part::VideoVae, prefix); n != p.blocks[i].layers)
+        const auto counted = w.indexCount(Part::VideoVae, prefix);
+        if (!counted)
+            return counted.error();
+        if (const auto n = *counted; n != p.blocks[i].layers)
             return mismatch("has " + std::to_string(p.blocks[i].layers) + " resnets in up block " + std::to_string(i)
                 + " but the checkpoint has " + std::to_string(n) + " (" + prefix + "*)");
     }
@@ -300,14 +332,23 @@ Result<VideoVaeConfig> inferFromShapes(const Ltx2Weights& w)
     c.patchSize = static_cast<std::int64_t>(std::lround(std::sqrt(static_cast<double>(patchArea))));
     if (patchArea * 3 != (*convOut)[0] || c.patchSize * c.patchSize != patchArea)
         return cannot("conv_out's " + std::to_string((*convOut)[0]) + " outputs are not 3 x a square patch");
-    const auto n = w.indexCount(Part::VideoVae, "decoder.up_blocks.");
-    std::vector<std::int64_t> boc, layers{w.indexCount(Part::VideoVae, "decoder.mid_block.resnets.")}, factors;
+    const auto upCount = w.indexCount(Part::VideoVae, "decoder.up_blocks.");
+    if (!upCount)
+        return upCount.error();
+    const auto midCount = w.indexCount(Part::VideoVae, "decoder.mid_block.resnets.");
+    if (!midCount)
+        return midCount.error();
+    const auto n = *upCount;
+    std::vector<std::int64_t> boc, layers{*midCount}, factors;
     std::vector<bool> scaling;
     std::vector<std::string> types;
     std::int64_t channels = (*convIn)[0];
     for (std::int64_t i = 0; i < n; ++i) {
         const auto prefix = "decoder.up_blocks." + std::to_string(i) + ".";
-        const auto resnets = w.indexCount(Part::VideoVae, prefix + "resnets.");
+        const auto resnetCount = w.indexCount(Part::VideoVae, prefix + "resnets.");
+        if (!resnetCount)
+            return resnetCount.error();
+        const auto resnets = *resnetCount;
         const auto res0 = shape(prefix + "resnets.0.conv1.conv.weight");
         const auto up = shape(prefix + "upsamplers.0.conv.conv.weight");
         if (resnets == 0 || !res0 || res0->size() != 5)
@@ -315,7 +356,9 @@ Result<VideoVaeConfig> inferFromShapes(const Ltx2Weights& w)
         const auto out = (*res0)[0];
         std::int64_t factor = 1;
         if (up) {
-            if (up->size() != 5 || out <= 0 || (*up)[1] % out != 0)
+            // Zero or absurd widths would divide by zero or overflow below.
+            if (up->size() != 5 || out <= 0 || out > kMaxChannels || (*up)[0] <= 0 || (*up)[0] > 64 * kMaxChannels
+                || (*up)[1] <= 0 || (*up)[1] > 64 * kMaxChannels || (*up)[1] % out != 0)
                 return cannot("up block " + std::to_string(i) + "'s upsampler shape " + shapeText(*up) + " is not understood");
             factor = (*up)[1] / out;
             const auto prod = (*up)[0] * factor / (*up)[1];
@@ -352,8 +395,10 @@ Result<VideoVaeConfig> inferFromShapes(const Ltx2Weights& w)
 
 Result<Json> parseObject(const std::string& text, const std::string& what)
 {
-    auto j = Json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
+    auto j = jsonutil::parseUntrusted(text, what);
+    if (!j)
+        return j.error();
+    if (!j->is_object())
         return makeError(ErrorCode::InvalidFormat, what + " is not a JSON object");
     return j;
 }
@@ -379,12 +424,12 @@ Result<VideoVaeConfig> parseDiffusers(const Json& j, const std::string& what)
         read(j, "timestep_conditioning", c.timestepConditioning);
         read(j, "resnet_norm_eps", c.resnetNormEps);
         read(j, "scaling_factor", c.scalingFactor);
-        if (const auto it = j.find("spatial_compression_ratio"); it != j.end() && !it->is_null())
-            c.spatialCompressionRatio = it->get<std::int64_t>();
-        if (const auto it = j.find("temporal_compression_ratio"); it != j.end() && !it->is_null())
-            c.temporalCompressionRatio = it->get<std::int64_t>();
+        if (std::int64_t ratio = 0; jsonutil::readField(j, "spatial_compression_ratio", ratio))
+            c.spatialCompressionRatio = ratio;
+        if (std::int64_t ratio = 0; jsonutil::readField(j, "temporal_compression_ratio", ratio))
+            c.temporalCompressionRatio = ratio;
         return c;
-    } catch (const Json::exception& e) {
+    } catch (const std::exception& e) {  // jsonutil's FieldError names the key
         return makeError(ErrorCode::InvalidFormat, what + ": " + e.what());
     }
 }
@@ -420,27 +465,31 @@ Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
     // latent_channels times every upsampler's multiplier, and each upsampler divides it.
     try {
         VideoVaeConfig c;
-        c.latentChannels = v.value("latent_channels", std::int64_t{128});
-        c.outChannels = v.value("out_channels", std::int64_t{3});
-        c.patchSize = v.value("patch_size", std::int64_t{4});
+        c.latentChannels = valueOr<std::int64_t>(v, "latent_channels", 128);
+        c.outChannels = valueOr<std::int64_t>(v, "out_channels", 3);
+        c.patchSize = valueOr<std::int64_t>(v, "patch_size", 4);
         c.patchSizeT = 1;
-        c.decoderCausal = v.value("causal_decoder", false);
-        c.timestepConditioning = v.value("timestep_conditioning", true);  // ltx-core's default
-        c.scalingFactor = v.value("scaling_factor", 1.0);
+        c.decoderCausal = valueOr(v, "causal_decoder", false);
+        c.timestepConditioning = valueOr(v, "timestep_conditioning", true);  // ltx-core's default
+        c.scalingFactor = valueOr(v, "scaling_factor", 1.0);
         // ltx-core reads decoder_spatial_padding_mode (default reflect). The 2.3 file names only
         // spatial_padding_mode ("zeros"), which is what diffusers' 2.3 config gives the decoder.
-        c.decoderSpatialPaddingMode = v.value("decoder_spatial_padding_mode", v.value("spatial_padding_mode", std::string("reflect")));
-        if (v.value("dims", 3) != 3)
+        c.decoderSpatialPaddingMode = valueOr(v, "decoder_spatial_padding_mode", valueOr<std::string>(v, "spatial_padding_mode", "reflect"));
+        if (valueOr<std::int64_t>(v, "dims", 3) != 3)
             return makeError(ErrorCode::Unsupported, what + ": only 3-D video VAEs are supported");
-        if (const auto norm = v.value("norm_layer", std::string("pixel_norm")); norm != "pixel_norm")
+        if (const auto norm = valueOr<std::string>(v, "norm_layer", "pixel_norm"); norm != "pixel_norm")
             return makeError(ErrorCode::Unsupported, what + ": norm_layer '" + norm + "' is not supported (pixel_norm)");
         struct Block {
             std::string name;
             Json params;
         };
         std::vector<Block> run;
-        for (const auto& entry : v.at("decoder_blocks")) {
-            if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string())
+        const auto& blocks = v.at("decoder_blocks");
+        if (!blocks.is_array() || blocks.size() > 64)
+            return makeError(ErrorCode::InvalidFormat, what + ": decoder_blocks must be a list of at most 64 [name, parameters] entries");
+        for (const auto& entry : blocks) {
+            if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string()
+                || !(entry[1].is_number_integer() || entry[1].is_object()))
                 return makeError(ErrorCode::InvalidFormat, what + ": decoder_blocks entries must be [name, parameters]");
             Json params = entry[1].is_number_integer() ? Json{{"num_layers", entry[1]}} : entry[1];
             run.push_back({entry[0].get<std::string>(), params});
@@ -448,8 +497,8 @@ Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
         std::reverse(run.begin(), run.end());
         if (run.empty() || run[0].name != "res_x")
             return makeError(ErrorCode::Unsupported, what + ": the decoder must start with a res_x block (the mid block)");
-        std::vector<std::int64_t> layers{run[0].params.value("num_layers", std::int64_t{0})}, factors;
-        std::vector<bool> inject{run[0].params.value("inject_noise", false)}, residual;
+        std::vector<std::int64_t> layers{valueOr<std::int64_t>(run[0].params, "num_layers", 0)}, factors;
+        std::vector<bool> inject{valueOr(run[0].params, "inject_noise", false)}, residual;
         std::vector<std::string> types;
         for (std::size_t i = 1; i < run.size(); ++i) {
             const auto& b = run[i];
@@ -459,11 +508,11 @@ Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
                 return makeError(ErrorCode::Unsupported, what + ": decoder block '" + b.name + "' at position " + std::to_string(i)
                         + " is not supported (res_x after compress_all / compress_time / compress_space)");
             types.push_back(type);
-            factors.push_back(b.params.value("multiplier", std::int64_t{1}));
-            residual.push_back(b.name == "compress_all" && b.params.value("residual", false));  // ltx-core reads it there only
+            factors.push_back(valueOr<std::int64_t>(b.params, "multiplier", 1));
+            residual.push_back(b.name == "compress_all" && valueOr(b.params, "residual", false));  // ltx-core reads it there only
             if (i + 1 < run.size() && run[i + 1].name == "res_x") {
-                layers.push_back(run[i + 1].params.value("num_layers", std::int64_t{0}));
-                inject.push_back(run[i + 1].params.value("inject_noise", false));
+                layers.push_back(valueOr<std::int64_t>(run[i + 1].params, "num_layers", 0));
+                inject.push_back(valueOr(run[i + 1].params, "inject_noise", false));
                 ++i;
             } else {
                 layers.push_back(0);
@@ -472,7 +521,9 @@ Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
         }
         std::int64_t width = c.latentChannels;
         for (const auto f : factors)
-            width *= f;
+            if (f < 1 || f > 64 || __builtin_mul_overflow(width, f, &width) || width > kMaxChannels)
+                return makeError(ErrorCode::InvalidFormat, what + ": latent_channels and the upsampler multipliers give a width beyond "
+                        + std::to_string(kMaxChannels) + " (multiplier " + std::to_string(f) + ")");
         std::vector<std::int64_t> boc;
         for (const auto f : factors) {
             if (f <= 0 || width % f != 0)
@@ -489,7 +540,7 @@ Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
         c.upsampleResidual = reversed(residual);
         c.upsampleFactor = reversed(factors);
         return c;
-    } catch (const Json::exception& e) {
+    } catch (const std::exception& e) {  // jsonutil's FieldError names the key
         return makeError(ErrorCode::InvalidFormat, what + ": " + e.what());
     }
 }

@@ -2,7 +2,9 @@
 
 #include "inference/util/device.h"
 
+#include "inference/models/ltx2/ltx2config.h"
 #include "inference/models/ltx2/ltx2weights.h"
+#include "inference/util/jsonlimits.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -56,13 +58,35 @@ at::Tensor convTranspose1d(const at::Tensor& x, const at::Tensor& w, const std::
 template <typename T>
 void read(const Json& j, const std::string& key, T& out)
 {
-    if (const auto it = j.find(key); it != j.end() && !it->is_null())
-        out = it->get<T>();
+    jsonutil::readField(j, key, out);
 }
 
+template <typename T>
+T valueOr(const Json& j, const char* key, T fallback)
+{
+    jsonutil::readField(j, key, fallback);
+    return fallback;
+}
+
+Result<Json> parseObject(const std::string& text, const std::string& what)
+{
+    auto j = jsonutil::parseUntrusted(text, what);
+    if (!j)
+        return j.error();
+    if (!j->is_object())
+        return makeError(ErrorCode::InvalidFormat, what + " is not a JSON object");
+    return j;
+}
+
+// Factors are checked to be 1 .. 64 and at most 16 of them before this is trusted; the
+// saturation keeps a config that was not from overflowing on the way to that check.
 std::int64_t product(const std::vector<std::int64_t>& v)
 {
-    return std::accumulate(v.begin(), v.end(), std::int64_t{1}, std::multiplies<>());
+    std::int64_t out = 1;
+    for (const auto x : v)
+        if (__builtin_mul_overflow(out, x, &out))
+            return INT64_MAX;
+    return out;
 }
 
 const char* activationName(VocoderActivation a)
@@ -115,8 +139,7 @@ Result<void> readStageDiffusers(const Json& j, const std::string& p, VocoderStag
     read(j, p + "antialias_ratio", s.antialiasRatio);
     read(j, p + "antialias_kernel_size", s.antialiasKernelSize);
     read(j, p + "final_bias", s.finalBias);
-    if (const auto it = j.find(p + "act_fn"); it != j.end() && !it->is_null()) {
-        const auto act = it->get<std::string>();
+    if (std::string act; jsonutil::readField(j, p + "act_fn", act)) {
         if (act == "leaky_relu")
             s.act = VocoderActivation::LeakyRelu;
         else if (act == "snake")
@@ -127,7 +150,7 @@ Result<void> readStageDiffusers(const Json& j, const std::string& p, VocoderStag
             return makeError(ErrorCode::Unsupported, std::string(kDiffusersName) + ": " + p + "act_fn '" + act + "' is not supported (diffusers rejects it too)");
     }
     if (const auto it = j.find(p + "final_act_fn"); it != j.end()) {
-        const auto act = it->is_null() ? std::string() : it->get<std::string>();
+        const auto act = it->is_null() ? std::string() : jsonutil::fieldAs<std::string>(*it, p + "final_act_fn");
         if (act.empty())
             s.finalAct = VocoderFinalActivation::None;
         else if (act == "tanh")
@@ -154,14 +177,14 @@ Result<VocoderStageConfig> readStageLtxCore(const Json& j, bool applyFinalActiva
     read(j, "upsample_kernel_sizes", s.upsampleKernelSizes);
     read(j, "resblock_kernel_sizes", s.resnetKernelSizes);
     read(j, "resblock_dilation_sizes", s.resnetDilations);
-    if (j.value("stereo", true) != true)
+    if (!valueOr(j, "stereo", true))
         return makeError(ErrorCode::Unsupported, where + ": a mono vocoder (stereo false) is not supported");
-    const auto resblock = j.value("resblock", std::string("1"));
+    const auto resblock = valueOr<std::string>(j, "resblock", "1");
     if (resblock == "1") {
         s.act = VocoderActivation::LeakyRelu;
         s.antialias = false;
     } else if (resblock == "AMP1") {
-        const auto act = j.value("activation", std::string("snake"));
+        const auto act = valueOr<std::string>(j, "activation", "snake");
         if (act != "snake" && act != "snakebeta")
             return makeError(ErrorCode::Unsupported, where + ": activation '" + act + "' is not supported");
         s.act = act == "snake" ? VocoderActivation::Snake : VocoderActivation::SnakeBeta;
@@ -183,11 +206,12 @@ std::int64_t VocoderStageConfig::samplesPerFrame() const { return product(upsamp
 
 Result<VocoderConfig> vocoderConfigFromDiffusers(const std::string& text)
 {
-    const auto j = Json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-        return makeError(ErrorCode::InvalidFormat, std::string(kDiffusersName) + " is not a JSON object");
+    const auto parsed = parseObject(text, kDiffusersName);
+    if (!parsed)
+        return parsed.error();
+    const Json& j = *parsed;
     try {
-        const auto cls = j.value("_class_name", std::string());
+        const auto cls = valueOr<std::string>(j, "_class_name", "");
         const bool bwe = cls == "LTX2VocoderWithBWE" || j.contains("bwe_hidden_channels") || j.contains("hop_length");
         if (!bwe && !cls.empty() && cls != "LTX2Vocoder")
             return makeError(ErrorCode::Unsupported, std::string(kDiffusersName) + ": class '" + cls + "' is not an LTX-2 vocoder");
@@ -209,16 +233,17 @@ Result<VocoderConfig> vocoderConfigFromDiffusers(const std::string& text)
             read(j, "output_sampling_rate", c.vocoder.outputSamplingRate);
         }
         return c;
-    } catch (const Json::exception& e) {
+    } catch (const std::exception& e) {  // jsonutil's FieldError names the key
         return makeError(ErrorCode::InvalidFormat, std::string(kDiffusersName) + ": " + e.what());
     }
 }
 
 Result<VocoderConfig> vocoderConfigFromLtxCore(const std::string& text)
 {
-    const auto root = Json::parse(text, nullptr, false);
-    if (root.is_discarded() || !root.is_object())
-        return makeError(ErrorCode::InvalidFormat, "the checkpoint's embedded config is not a JSON object");
+    const auto parsed = parseObject(text, "the checkpoint's embedded config");
+    if (!parsed)
+        return parsed.error();
+    const Json& root = *parsed;
     const auto it = root.find("vocoder");
     if (it == root.end() || !it->is_object())
         return makeError(ErrorCode::NotFound, "the checkpoint's embedded config has no \"vocoder\" section");
@@ -235,7 +260,8 @@ Result<VocoderConfig> vocoderConfigFromLtxCore(const std::string& text)
             return c;
         }
         const auto& bwe = section["bwe"];
-        const Json& base = section.contains("vocoder") ? section["vocoder"] : Json::object();
+        const Json empty = Json::object();
+        const Json& base = section.contains("vocoder") ? section["vocoder"] : empty;
         if (!bwe.is_object() || !base.is_object())
             return makeError(ErrorCode::InvalidFormat, std::string(kLtxCoreName) + ": \"vocoder\" / \"bwe\" are not objects");
         for (const char* key : {"input_sampling_rate", "output_sampling_rate", "hop_length", "n_fft", "num_mels"})
@@ -261,7 +287,7 @@ Result<VocoderConfig> vocoderConfigFromLtxCore(const std::string& text)
         c.vocoder.outputSamplingRate = c.inputSamplingRate;
         c.bweGenerator.outputSamplingRate = c.outputSamplingRate;
         return c;
-    } catch (const Json::exception& e) {
+    } catch (const std::exception& e) {  // jsonutil's FieldError names the key
         return makeError(ErrorCode::InvalidFormat, std::string(kLtxCoreName) + ": " + e.what());
     }
 }
@@ -335,6 +361,30 @@ Result<VocoderConfig> resolveVocoderConfig(const Ltx2Weights& w, const std::opti
             return invalid(p + "conv_in.weight is missing or not 3-D");
         if (s.inChannels == 0)
             s.inChannels = (*shape)[1];
+        // Bounds before the shifts, products and per-stage allocations below (the published
+        // vocoders: 5 or 6 stages of x2 .. x6, 3 resnets of 3 dilations).
+        ConfigBounds bounds(files + ": the vocoder config (" + (p.empty() ? std::string("vocoder") : p) + ")");
+        bounds.range("in_channels", s.inChannels, 1, kMaxChannels)
+            .range("hidden_channels", s.hiddenChannels, 1, kMaxChannels)
+            .range("out_channels", s.outChannels, 1, kMaxChannels)
+            .range("upsample stages", static_cast<std::int64_t>(s.upsampleFactors.size()), 1, 16)
+            .range("resnet kernels", static_cast<std::int64_t>(s.resnetKernelSizes.size()), 1, 16)
+            .range("antialias_ratio", s.antialiasRatio, 1, 64)
+            .range("antialias_kernel_size", s.antialiasKernelSize, 1, 1024)
+            .range("output_sampling_rate", s.outputSamplingRate, 1, 1 << 20);
+        for (const auto f : s.upsampleFactors)
+            bounds.range("upsample_factors", f, 1, 64);
+        for (const auto k : s.upsampleKernelSizes)
+            bounds.range("upsample_kernel_sizes", k, 1, 1024);
+        for (const auto k : s.resnetKernelSizes)
+            bounds.range("resnet_kernel_sizes", k, 1, 1024);
+        for (const auto& d : s.resnetDilations) {
+            bounds.range("resnet_dilations entries", static_cast<std::int64_t>(d.size()), 0, 16);
+            for (const auto x : d)
+                bounds.range("resnet_dilations", x, 1, 1024);
+        }
+        if (auto ok = bounds.result(); !ok)
+            return ok.error();
         const auto stages = s.upsampleFactors.size();
         if (stages == 0 || stages != s.upsampleKernelSizes.size())
             return invalid(p + "upsample_factors and upsample_kernel_sizes differ in length (or are empty)");
@@ -359,6 +409,15 @@ Result<VocoderConfig> resolveVocoderConfig(const Ltx2Weights& w, const std::opti
     if (c.bwe) {
         if (auto r = checkStage(c.bweGenerator, "bwe_generator."); !r)
             return r.error();
+        ConfigBounds rates(files + ": the vocoder config");
+        rates.range("input_sampling_rate", c.inputSamplingRate, 1, 1 << 20)
+            .range("output_sampling_rate", c.outputSamplingRate, 1, 1 << 20)
+            .range("filter_length", c.filterLength, 1, 1 << 16)
+            .range("window_length", c.windowLength, 1, 1 << 16)
+            .range("hop_length", c.hopLength, 1, 1 << 16)
+            .range("num_mel_channels", c.numMelChannels, 1, 1 << 12);
+        if (auto ok = rates.result(); !ok)
+            return ok.error();
         if (c.inputSamplingRate <= 0 || c.outputSamplingRate % c.inputSamplingRate)
             return makeError(ErrorCode::Unsupported, files + ": the bandwidth extension from " + std::to_string(c.inputSamplingRate) + " Hz to "
                     + std::to_string(c.outputSamplingRate) + " Hz is not an integer ratio");

@@ -1,6 +1,8 @@
 #include "inference/models/ltx2/ltx2weights.h"
 
+#include "inference/models/ltx2/ltx2config.h"
 #include "inference/tensorfile/tensorview.h"
+#include "inference/util/jsonlimits.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -58,6 +60,14 @@ std::pair<Owner, std::string> classifyTopLevel(const std::string& stored)
     return {Owner::Transformer, ltxCoreToDiffusersTransformer(name)};
 }
 
+// config.json's "_class_name", or "" when the text is no JSON object or names no class (a
+// number there is no class either; the part's own config reader reports the damage).
+std::string classNameOf(const std::string& configText)
+{
+    const auto json = jsonutil::parseUntrusted(configText, "config.json");
+    return json ? jsonutil::stringOr(*json, "_class_name") : std::string();
+}
+
 // A diffusers component folder given on its own (".../vocoder", ".../audio_vae") holds that
 // component's names without the folder prefix, so key prefixes cannot place them: the 2.3
 // vocoder's own names start with "vocoder." and the audio VAE's carry no marker at all. Its
@@ -67,8 +77,7 @@ std::optional<Owner> ownerFromClass(const std::map<std::string, std::string>& co
     const auto it = configs.find("");
     if (it == configs.end())
         return std::nullopt;
-    const auto json = nlohmann::json::parse(it->second, nullptr, false);
-    const auto cls = json.is_object() ? json.value("_class_name", std::string()) : std::string();
+    const auto cls = classNameOf(it->second);
     if (cls == "LTX2VideoTransformer3DModel")
         return Owner::Transformer;
     if (cls == "LTX2TextConnectors")
@@ -131,7 +140,10 @@ std::string ltxCoreToDiffusersVideoVae(const std::string& key)
     if (startsWith(name, "decoder.up_blocks.")) {
         const auto rest = name.substr(18);
         const auto dot = rest.find('.');
-        try {
+        // Only a plain index of a few digits is renamed; anything else keeps its name and
+        // fails the load as an unknown tensor.
+        if (dot != std::string::npos && dot > 0 && dot <= 4
+            && std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(dot), [](char ch) { return ch >= '0' && ch <= '9'; })) {
             const int k = std::stoi(rest.substr(0, dot));
             const auto tail = rest.substr(dot);
             if (k == 0)
@@ -139,7 +151,6 @@ std::string ltxCoreToDiffusersVideoVae(const std::string& key)
             if (k % 2 == 1)
                 return "decoder.up_blocks." + std::to_string((k - 1) / 2) + ".upsamplers.0" + tail;
             return "decoder.up_blocks." + std::to_string((k - 2) / 2) + tail;
-        } catch (const std::exception&) {
         }
     }
     return name;
@@ -330,9 +341,17 @@ const std::map<std::string, SourceTensor>& Ltx2Weights::tensors(Part part) const
     return m_parts[static_cast<int>(part)];
 }
 
-std::int64_t Ltx2Weights::indexCount(Part part, const std::string& prefix) const
+std::optional<std::vector<std::int64_t>> Ltx2Weights::shape(Part part, const std::string& name, std::size_t rank) const
 {
-    std::int64_t count = 0;
+    auto s = shape(part, name);
+    if (!s || s->size() != rank)
+        return std::nullopt;
+    return s;
+}
+
+Result<std::int64_t> Ltx2Weights::indexCount(Part part, const std::string& prefix) const
+{
+    std::vector<const SourceTensor*> firstOf;  // per block index, the first tensor naming it
     for (const auto& [name, t] : tensors(part)) {
         if (!startsWith(name, prefix))
             continue;
@@ -341,9 +360,25 @@ std::int64_t Ltx2Weights::indexCount(Part part, const std::string& prefix) const
         if (dot == 0 || dot == std::string_view::npos
             || !std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(dot), [](char ch) { return ch >= '0' && ch <= '9'; }))
             continue;
-        count = std::max<std::int64_t>(count, std::stoll(std::string(rest.substr(0, dot))) + 1);
+        std::int64_t index = 0;
+        for (const char ch : rest.substr(0, dot)) {
+            index = index * 10 + (ch - '0');
+            if (index >= kMaxBlocks)
+                return makeError(ErrorCode::InvalidFormat, describeFiles() + ": tensor '" + t.name + "' names block "
+                        + std::string(rest.substr(0, std::min<std::size_t>(dot, 24))) + " of " + prefix + "*; at most "
+                        + std::to_string(kMaxBlocks) + " blocks are supported, so the file is damaged or not an LTX-2 checkpoint");
+        }
+        if (static_cast<std::size_t>(index) >= firstOf.size())
+            firstOf.resize(static_cast<std::size_t>(index) + 1, nullptr);
+        if (!firstOf[static_cast<std::size_t>(index)])
+            firstOf[static_cast<std::size_t>(index)] = &t;
     }
-    return count;
+    for (std::size_t i = 0; i < firstOf.size(); ++i)
+        if (!firstOf[i])
+            return makeError(ErrorCode::InvalidFormat, describeFiles() + ": " + prefix + std::to_string(i) + ".* is missing but '"
+                    + firstOf.back()->name + "' names block " + std::to_string(firstOf.size() - 1)
+                    + "; blocks must run from 0 without a gap (a damaged or partial checkpoint)");
+    return static_cast<std::int64_t>(firstOf.size());
 }
 
 std::optional<std::string> Ltx2Weights::diffusersConfig(Part part) const
@@ -355,8 +390,7 @@ std::optional<std::string> Ltx2Weights::diffusersConfig(Part part) const
             return it->second;
         // A component folder given on its own (".../transformer") keeps its config at the top.
         if (const auto it = source.configs.find(""); it != source.configs.end()) {
-            const auto json = nlohmann::json::parse(it->second, nullptr, false);
-            const auto cls = json.is_object() ? json.value("_class_name", std::string()) : std::string();
+            const auto cls = classNameOf(it->second);
             if (cls == className || (part == Part::Vocoder && cls == "LTX2VocoderWithBWE"))
                 return it->second;
         }

@@ -59,9 +59,14 @@ public:
 
     const SourceTensor* find(Part part, const std::string& name) const;
     std::optional<std::vector<std::int64_t>> shape(Part part, const std::string& name) const;
+    // The shape when the tensor exists with exactly `rank` dims; nullopt otherwise, so a
+    // caller may index it up to rank - 1.
+    std::optional<std::vector<std::int64_t>> shape(Part part, const std::string& name, std::size_t rank) const;
     const std::map<std::string, SourceTensor>& tensors(Part part) const;
-    // Largest N + 1 over names "<prefix>N.<rest>" of a part (0 when none): block counts.
-    std::int64_t indexCount(Part part, const std::string& prefix) const;
+    // Block counts: N + 1 over names "<prefix>N.<rest>" of a part (0 when none). The indices
+    // must run 0 .. N without a gap and stay below kMaxBlocks; an error names the tensor (a
+    // header naming block 999999999 must not make a loader plan 10^9 blocks).
+    Result<std::int64_t> indexCount(Part part, const std::string& prefix) const;
     // Keys that belong to no LTX-2 component: they fail every load.
     const std::vector<std::string>& unknown() const { return m_unknown; }
 
