@@ -75,6 +75,8 @@ int writerLoop(const QString& database, const QString& folder)
         std::fprintf(stderr, "%s\n", store.error().message.c_str());
         return 1;
     }
+    std::printf("opened\n");
+    std::fflush(stdout);
     QByteArray blob(48 * 1024, '\0');
     for (int i = 0;; ++i) {
         const QString path = QDir(folder).filePath(QStringLiteral("out-%1-%2.mp4").arg(QCoreApplication::applicationPid()).arg(i));
@@ -323,14 +325,21 @@ private slots:
             writer.setProcessEnvironment(env);
             writer.start(QCoreApplication::applicationFilePath(), {});
             QVERIFY(writer.waitForStarted());
-            // Anywhere from opening the database to deep in a run of commits.
-            QTest::qWait(static_cast<int>(QRandomGenerator::global()->bounded(20, 400)));
+            // Timed from the open, not from the start: a loaded machine can take longer than
+            // the whole window to start a process. Then anywhere from just after opening the
+            // database to deep in a run of commits.
+            QByteArray out;
+            while (!out.contains("opened\n") && writer.waitForReadyRead(20000))
+                out += writer.readAllStandardOutput();
+            QVERIFY2(out.contains("opened\n"), qPrintable(QString::fromUtf8(writer.readAllStandardError())));
+            QTest::qWait(static_cast<int>(QRandomGenerator::global()->bounded(0, 380)));
             const bool wasRunning = writer.state() == QProcess::Running;
             writer.kill();
             QVERIFY(writer.waitForFinished(10000));
             kills += wasRunning ? 1 : 0;
             QVERIFY2(wasRunning, qPrintable(QString::fromUtf8(writer.readAllStandardError())));
-            for (const auto& line : QString::fromUtf8(writer.readAllStandardOutput()).split(QLatin1Char('\n'))) {
+            out += writer.readAllStandardOutput();
+            for (const auto& line : QString::fromUtf8(out).split(QLatin1Char('\n'))) {
                 // A line cut by the kill was never completed: only whole lines count.
                 if (line.startsWith(QStringLiteral("committed ")) && line.endsWith(QStringLiteral(".mp4")))
                     committed.insert(line.mid(10));
