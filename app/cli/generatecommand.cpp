@@ -22,8 +22,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -45,7 +47,7 @@ int usage(const std::string& message)
         "         [--negative TEXT] [--frames N] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
         "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
-        "         [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
+        "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
         "  --repeat N runs the request N times in one process (timings of warm runs); the video of the last is written\n"
         "  --force runs although the memory plan says the model does not fit\n"
@@ -157,7 +159,12 @@ int runGenerate(const std::vector<std::string>& args)
             load.device = v;
         else if (a == "--dtype")
             load.dtype = v;
-        else if (a == "--placement") {
+        else if (a == "--speed") {
+            auto m = vireo::facade::parseSpeedMode(v);
+            if (!m)
+                return usage("--speed is quality, balanced or fast");
+            req.speed = std::string(vireo::facade::speedModeName(*m));
+        } else if (a == "--placement") {
             auto p = vireo::facade::parsePlacement(v);
             if (!p)
                 return usage("--placement is auto, all-resident, text-encoder-on-cpu or offload-transformer-blocks");
@@ -233,6 +240,7 @@ int runGenerate(const std::vector<std::string>& args)
     base.seed = seed.value_or(defaults->randomSeed ? static_cast<std::int64_t>(std::random_device{}() & 0x7fffffff) : defaults->seed);
     base.previewEvery = 0;
     base.loras = req.loras;
+    base.speed = req.speed;
     if (base.width % 32 || base.height % 32)
         return usage("--width and --height must be multiples of 32");
     if ((base.frames - 1) % 8)
@@ -350,11 +358,15 @@ int runGenerate(const std::vector<std::string>& args)
         const auto resident = engine.resident();
         std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
             {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
-            {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras}}
+            {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
+            {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}}
                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                                 .c_str());
         return 0;
     }
+    if (last->recipe.stepsSkipped > 0)
+        std::printf("speed %s: %d of %d denoise steps reused the transformer's previous work\n", last->recipe.speed.c_str(),
+            last->recipe.stepsSkipped, last->recipe.steps);
     std::printf("[%7.2f s] wrote %s (%lld frames)\n", total, out.c_str(), static_cast<long long>(last->recipe.frames));
     return 0;
 }
@@ -520,5 +532,151 @@ int runBenchStartup(const std::vector<std::string>& args, const char* self)
     std::sort(seconds.begin(), seconds.end());
     std::printf("bench startup: %s to a usable window, median of %d: %.3f s (min %.3f, max %.3f; goal < 1.5 s: %s)\n", vireo.c_str(), repeat,
         seconds[seconds.size() / 2], seconds.front(), seconds.back(), seconds[seconds.size() / 2] < 1.5 ? "met" : "NOT met");
+    return 0;
+}
+
+int runBenchSpeed(const std::vector<std::string>& args)
+{
+    using vireo::cli::parseNumber;
+    vireo::facade::LoadPlan plan;
+    std::int64_t width = 256, height = 256, frames = 33;
+    int repeat = 3;
+    bool asJson = false;
+    std::string schedule = "distilled";
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        const auto& a = args[i];
+        if (a == "--json") {
+            asJson = true;
+            continue;
+        }
+        if (i + 1 >= args.size())
+            return usage("bench speed: " + a + " needs a value");
+        const auto& v = args[++i];
+        if (a == "--model")
+            plan.modelPaths.emplace_back(v);
+        else if (a == "--text-encoder")
+            plan.textEncoderPath = v;
+        else if (a == "--device")
+            plan.device = v;
+        else if (a == "--schedule") {
+            schedule = vireo::cli::lower(v);
+            if (schedule != "distilled" && schedule != "dev")
+                return usage("bench speed: --schedule is distilled or dev");
+        } else if (a == "--size") {
+            const auto x1 = v.find('x'), x2 = v.find('x', x1 + 1);
+            auto w = parseNumber<std::int64_t>(v.substr(0, x1), 32, 4096);
+            auto h = x1 == std::string::npos ? w : parseNumber<std::int64_t>(v.substr(x1 + 1, x2 - x1 - 1), 32, 4096);
+            auto f = x2 == std::string::npos ? vireo::Result<std::int64_t>(frames) : parseNumber<std::int64_t>(v.substr(x2 + 1), 1, 1025);
+            if (!w || !h || !f || *w % 32 || *h % 32 || (*f - 1) % 8)
+                return usage("bench speed: --size is WxHxF with W and H multiples of 32 and F = 8k + 1, e.g. 256x256x33");
+            width = *w, height = *h, frames = *f;
+        } else if (a == "--repeat") {
+            auto n = parseNumber<int>(v, 1, 100);
+            if (!n)
+                return usage("bench speed: --repeat " + n.error().message);
+            repeat = *n;
+        } else
+            return usage("bench speed: unexpected argument " + a);
+    }
+    if (plan.modelPaths.empty())
+        return usage("bench speed: --model PATH is required (e.g. the tiny pipeline fixture)");
+    auto memory = vireo::facade::Generator::planMemory(plan, {width, height, frames, schedule == "dev"});
+    if (!memory) {
+        std::fprintf(stderr, "vireo-cli: %s\n", memory.error().message.c_str());
+        return 1;
+    }
+    auto generator = vireo::facade::Generator::load(plan, *memory, {}, {});
+    if (!generator) {
+        std::fprintf(stderr, "vireo-cli: %s\n", generator.error().message.c_str());
+        return 1;
+    }
+    vireo::facade::GenerateRequest req;
+    req.prompt = "waves crash on black rocks at dusk, gulls calling";
+    req.width = width;
+    req.height = height;
+    req.frames = frames;
+    req.schedule = schedule;
+    req.guidance = schedule == "dev" ? 4.0 : 1.0;
+    req.audioGuidance = req.guidance;
+    req.seed = 11;
+    req.previewEvery = 0;
+
+    struct Row {
+        std::string mode;
+        double denoise = 0, total = 0, psnr = 0;
+        int skipped = 0, steps = 0;
+    };
+    std::vector<Row> rows;
+    std::vector<std::uint8_t> reference;
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    using Clock = std::chrono::steady_clock;
+    // A warm-up run first: the first generation pays one-time costs none of the modes should.
+    if (auto warm = (*generator)->generate(req, {}, {}); !warm) {
+        std::fprintf(stderr, "vireo-cli: %s\n", warm.error().message.c_str());
+        return 1;
+    }
+    // Round-robin over the modes, so drift in the machine's speed (another process, clocks)
+    // falls on every mode alike.
+    const std::vector<vireo::facade::SpeedMode> modes{vireo::facade::SpeedMode::Quality, vireo::facade::SpeedMode::Balanced,
+        vireo::facade::SpeedMode::Fast};
+    std::vector<std::vector<double>> denoise(modes.size()), total(modes.size());
+    for (const auto mode : modes)
+        rows.push_back(Row{std::string(vireo::facade::speedModeName(mode))});
+    for (int r = 0; r < repeat; ++r) {
+        for (std::size_t m = 0; m < modes.size(); ++m) {
+            auto& row = rows[m];
+            req.speed = row.mode;
+            const auto t0 = Clock::now();
+            auto out = (*generator)->generate(req, {}, {});
+            if (!out) {
+                std::fprintf(stderr, "vireo-cli: %s\n", out.error().message.c_str());
+                return 1;
+            }
+            total[m].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+            denoise[m].push_back(out->secondsPerPhase.count("denoise") ? out->secondsPerPhase.at("denoise") : 0.0);
+            row.skipped = out->stepsSkipped;
+            row.steps = static_cast<int>(out->sigmas.size()) - 1;
+            if (m == 0)
+                reference = out->rgb;
+            if (r == 0) {
+                // PSNR of the decoded frames against quality mode, over every pixel of the clip.
+                double se = 0;
+                const auto n = std::min(reference.size(), out->rgb.size());
+                for (std::size_t k = 0; k < n; ++k) {
+                    const double d = static_cast<double>(reference[k]) - static_cast<double>(out->rgb[k]);
+                    se += d * d;
+                }
+                const double mse = n ? se / static_cast<double>(n) : 0.0;
+                row.psnr = mse > 0 ? 10.0 * std::log10(255.0 * 255.0 / mse) : std::numeric_limits<double>::infinity();
+            }
+        }
+    }
+    for (std::size_t m = 0; m < modes.size(); ++m) {
+        rows[m].denoise = median(denoise[m]);
+        rows[m].total = median(total[m]);
+    }
+    const double base = rows.front().denoise;
+    if (asJson) {
+        nlohmann::json modes = nlohmann::json::array();
+        for (const auto& r : rows)
+            modes.push_back({{"speed", r.mode}, {"denoise_seconds", r.denoise}, {"total_seconds", r.total}, {"steps", r.steps},
+                {"steps_skipped", r.skipped}, {"denoise_speedup", r.denoise > 0 ? base / r.denoise : 0.0},
+                {"psnr_db_vs_quality", std::isfinite(r.psnr) ? nlohmann::json(r.psnr) : nlohmann::json("inf")}});
+        std::printf("%s\n", nlohmann::json{{"bench", "speed"}, {"size", {width, height, frames}}, {"schedule", schedule}, {"repeat", repeat},
+                                   {"device", (*generator)->memoryPlan().device}, {"modes", modes}}
+                                   .dump()
+                                   .c_str());
+        return 0;
+    }
+    std::printf("bench speed: %lldx%lldx%lld, %s schedule on %s, median of %d runs after a warm-up\n", static_cast<long long>(width),
+        static_cast<long long>(height), static_cast<long long>(frames), schedule.c_str(), (*generator)->memoryPlan().device.c_str(), repeat);
+    std::printf("  %-9s %11s %9s %8s %10s %18s\n", "speed", "denoise s", "speedup", "steps", "reused", "PSNR vs quality");
+    for (const auto& r : rows)
+        std::printf("  %-9s %11.3f %8.2fx %8d %10d %15.1f dB\n", r.mode.c_str(), r.denoise, r.denoise > 0 ? base / r.denoise : 0.0, r.steps,
+            r.skipped, r.psnr);
+    std::printf("  (random or tiny weights say nothing about quality; real checkpoints do)\n");
     return 0;
 }

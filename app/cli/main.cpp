@@ -52,6 +52,9 @@ commands:
                                next to a device copy of the same output
   bench runtime --model PATH [--size WxHxF] [--repeat N] [--json]
                                the studio's engine against calling the pipeline directly
+  bench speed --model PATH [--size WxHxF] [--schedule distilled|dev] [--device D] [--json]
+                               quality, balanced and fast speed modes: denoise time, steps
+                               reused, PSNR of the decoded frames against quality
   bench startup [--vireo PATH] [--repeat N]
                                the window's cold start to a usable window
   bench gpu [--python PY] [...]
@@ -61,7 +64,8 @@ commands:
                                run the LTX-2 transformer once on named input tensors
                                (see --help of the command for options)
   generate --model PATH --prompt TEXT --out FILE.mp4 [--frames N --width W --height H
-           --steps S --seed N --schedule distilled|dev --lora FILE[:STRENGTH] ...]
+           --steps S --seed N --schedule distilled|dev --speed quality|balanced|fast
+           --lora FILE[:STRENGTH] ...]
                                text to video with sound (LTX-2 / LTX-2.3); Ctrl-C stops it
   lora inspect FILE --model PATH [--json]
                                a LoRA matched against a model before it is applied: modules
@@ -262,6 +266,8 @@ int runBench(const std::vector<std::string>& args, const char* self)
 #ifdef VIREO_HAS_CORE
     if (!args.empty() && args[0] == "runtime")
         return runBenchRuntime(args);
+    if (!args.empty() && args[0] == "speed")
+        return runBenchSpeed(args);
     if (!args.empty() && args[0] == "startup")
         return runBenchStartup(args, self);
 #endif

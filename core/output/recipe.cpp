@@ -44,8 +44,8 @@ const std::set<std::string>& knownKeys()
 {
     static const std::set<std::string> keys{"recipe_version", "app", "kind", "pipeline", "family", "variant", "model_version", "repo",
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
-        "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "loras",
-        "seconds", "created"};
+        "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
+        "steps_skipped", "loras", "seconds", "created"};
     return keys;
 }
 
@@ -163,6 +163,8 @@ std::string Recipe::toJson() const
     j["device"] = device;
     j["dtype"] = dtype;
     j["placement"] = placement;
+    j["speed"] = speed;
+    j["steps_skipped"] = stepsSkipped;
     j["loras"] = loras_;
     j["seconds"] = secondsPerPhase;
     j["created"] = created;
@@ -233,6 +235,8 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
     rd.get("device", r.device);
     rd.get("dtype", r.dtype);
     rd.get("placement", r.placement);
+    rd.get("speed", r.speed);
+    rd.get("steps_skipped", r.stepsSkipped);
     rd.get("created", r.created);
     if (!rd.error.empty())
         return makeError(ErrorCode::InvalidFormat, rd.error);

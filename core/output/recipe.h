@@ -50,6 +50,8 @@ struct Recipe {
     std::int64_t width = 0, height = 0, frames = 0;
     double fps = 24.0;
     std::string device, dtype, placement;
+    std::string speed = "quality";   // quality | balanced | fast
+    int stepsSkipped = 0;            // denoise steps the step cache served (balanced, fast)
     std::vector<LoraUse> loras;
     std::map<std::string, double> secondsPerPhase;
     std::string created;             // ISO 8601 UTC

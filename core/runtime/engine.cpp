@@ -625,6 +625,8 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     recipe.device = generator->memoryPlan().device;
     recipe.dtype = generator->memoryPlan().dtype;
     recipe.placement = std::string(facade::placementName(generator->memoryPlan().placement));
+    recipe.speed = result->speed;
+    recipe.stepsSkipped = result->stepsSkipped;
     recipe.secondsPerPhase = result->secondsPerPhase;
     // Every LoRA asked for, applied or not, with the reason when not: never dropped in silence.
     for (const auto& l : result->loras)

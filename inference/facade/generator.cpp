@@ -142,6 +142,37 @@ std::optional<Placement> parsePlacement(std::string_view name)
     return std::nullopt;
 }
 
+std::string_view speedModeName(SpeedMode mode)
+{
+    switch (mode) {
+    case SpeedMode::Quality: return "quality";
+    case SpeedMode::Balanced: return "balanced";
+    case SpeedMode::Fast: return "fast";
+    }
+    return "quality";
+}
+
+std::optional<SpeedMode> parseSpeedMode(std::string_view name)
+{
+    const auto l = lower(name);
+    for (auto m : {SpeedMode::Quality, SpeedMode::Balanced, SpeedMode::Fast})
+        if (l == speedModeName(m))
+            return m;
+    return std::nullopt;
+}
+
+StepCacheSettings stepCacheSettings(SpeedMode mode)
+{
+    // The thresholds peers ship for first-block caches on DiTs (0.05-0.12 relative L1);
+    // `vireo-cli bench speed` measures what they cost on a given model.
+    switch (mode) {
+    case SpeedMode::Quality: return {0.0, 1};
+    case SpeedMode::Balanced: return {0.05, 1};
+    case SpeedMode::Fast: return {0.12, 2};
+    }
+    return {};
+}
+
 std::string_view phaseName(Phase phase)
 {
     switch (phase) {
@@ -444,7 +475,13 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
         return makeError(ErrorCode::InvalidArgument, "schedule '" + r.schedule + "' is neither distilled nor dev");
     if (!(r.fps > 0.5 && r.fps <= 240))
         return makeError(ErrorCode::InvalidArgument, "fps must be between 0.5 and 240");
+    const auto speed = parseSpeedMode(r.speed);
+    if (!speed)
+        return makeError(ErrorCode::InvalidArgument, "speed mode '" + r.speed + "' is none of quality, balanced, fast");
     pipelines::Ltx2Request req;
+    const auto cacheSettings = stepCacheSettings(*speed);
+    req.stepCacheThreshold = cacheSettings.threshold;
+    req.stepCacheMaxConsecutive = cacheSettings.maxConsecutive;
     req.prompt = r.prompt;
     req.negativePrompt = r.negativePrompt;
     req.width = r.width;
@@ -514,6 +551,8 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
         v.sigmas = out->sigmas;
         v.secondsPerPhase = out->secondsPerPhase;
         v.loras = outcomesOf(out->loras);
+        v.speed = std::string(speedModeName(*speed));
+        v.stepsSkipped = out->stepsSkipped;
         return v;
     } catch (const std::exception& e) {
         if (stop.stop_requested())

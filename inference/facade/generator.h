@@ -28,6 +28,20 @@ enum class Placement {
     OffloadTransformerBlocks,  // also the transformer's blocks in host memory, streamed one by one
 };
 std::string_view placementName(Placement placement);
+
+// What a generation may trade for speed. Quality computes every step in full (the reference's
+// result). Balanced and Fast skip the transformer's blocks after the first on steps where the
+// first block's residual barely changed (a first-block step cache, reset for every clip and
+// judged per guidance branch): Balanced at a small change and never two steps in a row, Fast
+// at a larger one and up to two in a row. The first and last steps always compute.
+enum class SpeedMode { Quality, Balanced, Fast };
+std::string_view speedModeName(SpeedMode mode);
+std::optional<SpeedMode> parseSpeedMode(std::string_view name);  // case-insensitive
+struct StepCacheSettings {
+    double threshold = 0.0;  // relative L1 change of the first block's residual
+    int maxConsecutive = 1;
+};
+StepCacheSettings stepCacheSettings(SpeedMode mode);
 std::optional<Placement> parsePlacement(std::string_view name);  // case-insensitive
 
 struct LoadPlan {
@@ -111,6 +125,7 @@ struct GenerateRequest {
     int previewWidth = 256;
     // Applied unfused at run time: changing them between generations reloads nothing.
     std::vector<LoraRequest> loras;
+    std::string speed = "quality";  // quality | balanced | fast (see SpeedMode)
 };
 
 enum class Phase { LoadTextEncoder, EncodePrompt, LoadTransformer, Denoise, LoadDecoders, DecodeVideo, DecodeAudio, Vocoder };
@@ -142,6 +157,8 @@ struct VideoResult {
     std::vector<double> sigmas;
     std::map<std::string, double> secondsPerPhase;
     std::vector<LoraOutcome> loras;
+    std::string speed;              // the speed mode's name
+    int stepsSkipped = 0;           // denoise steps the step cache served
 };
 
 // Process-wide state a load may change, so unloading can put the process back as a fresh one

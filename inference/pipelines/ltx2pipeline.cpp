@@ -453,9 +453,16 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     in.fps = req.fps;
     in.useCrossTimestep = true;  // the pipeline's default
     in.stop = stop;
+    // A new cache per clip: nothing of another request's clip is ever reused.
+    ltx2::StepCache stepCache;
+    stepCache.threshold = req.stepCacheThreshold;
+    stepCache.maxConsecutive = std::max(1, req.stepCacheMaxConsecutive);
+    if (req.stepCacheThreshold > 0)
+        in.stepCache = &stepCache;
     report(Ltx2Phase::Denoise, 0, steps);
     for (int i = 0; i < steps; ++i) {
         checkStop();
+        stepCache.allowSkip = i > 0 && i + 1 < steps;
         // The scheduler keeps sigmas in float32; the DiT gets sigma * 1000 in float32.
         const float sigma = static_cast<float>(schedule.sigmas[static_cast<std::size_t>(i)]);
         const float sigmaNext = static_cast<float>(schedule.sigmas[static_cast<std::size_t>(i) + 1]);
@@ -465,6 +472,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         in.timestep = t;
         in.sigma = t;
         auto pred = take(transformer->forward(in));
+        if (in.stepCache)
+            out.stepChanges.push_back(stepCache.change);
         auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
         const auto sigmaT = at::scalar_tensor(sigma, f32);
         at::Tensor x0, ax0;
@@ -501,6 +510,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
             progress({Ltx2Phase::Denoise, i + 1, steps,
                 x0.reshape({1, latentFrames, latentH, latentW, tc.inChannels}).permute({0, 4, 1, 2, 3})});
     }
+    out.stepsSkipped = stepCache.skips;
     out.finalVideoLatents = latents;
     out.finalAudioLatents = audioLatents;
     timed("denoise", start);

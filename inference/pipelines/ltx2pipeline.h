@@ -90,6 +90,10 @@ struct Ltx2Request {
     // Applied unfused to the transformer for this request; the same list as the previous
     // request costs nothing, another one a swap of the adapters (no reload of the base).
     std::vector<Ltx2Lora> loras;
+    // First-block step cache (see ltx2::StepCache): 0 computes every block of every step.
+    // The first and last steps always compute.
+    double stepCacheThreshold = 0.0;
+    int stepCacheMaxConsecutive = 1;
 };
 
 enum class Ltx2Phase { LoadText, Encode, LoadTransformer, Denoise, DecodeVideo, DecodeAudio, Vocoder, LoadDecoders };
@@ -114,6 +118,10 @@ struct Ltx2Output {
     at::Tensor finalVideoLatents, finalAudioLatents, video, mel, rawWaveform;
     std::map<std::string, double> secondsPerPhase;
     std::vector<Ltx2LoraOutcome> loras;
+    // The step cache: steps whose blocks after the first were skipped, and the first block's
+    // relative change at every step (-1 where there was nothing to compare with).
+    int stepsSkipped = 0;
+    std::vector<double> stepChanges;
 };
 
 class Ltx2Pipeline {

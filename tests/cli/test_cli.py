@@ -142,7 +142,7 @@ def test_generate(tmp_dir="/tmp"):
     if out.exists():
         out.unlink()
     p = run("generate", "--model", root / "diffusers", "--prompt", "a red fox runs through the snow at night",
-            "--frames", 17, "--width", 96, "--height", 64, "--fps", 24, "--seed", 7, "--out", out)
+            "--frames", 17, "--width", 96, "--height", 64, "--fps", 24, "--seed", 7, "--speed", "Fast", "--out", out)
     ok = p.returncode == 0 and "denoise            8/8" in p.stdout and "vocoder" in p.stdout and out.exists()
     check("generate writes an MP4", ok, p.stderr or p.stdout)
     if ok:
@@ -156,7 +156,8 @@ def test_generate(tmp_dir="/tmp"):
               and abs(float(streams["audio"]["duration"]) - 17 / 24) < 1024 / 48000 + 1e-3
               and recipe["seed"] == 7 and recipe["steps"] == 8 and len(recipe["sigmas"]) == 9
               and recipe["prompt"].startswith("a red fox") and recipe["model_version"] == "2.3"
-              and all(len(f["sha256"]) == 64 for f in recipe["files"]) and recipe["frames"] == 17)
+              and all(len(f["sha256"]) == 64 for f in recipe["files"]) and recipe["frames"] == 17
+              and recipe["speed"] == "fast" and 0 <= recipe["steps_skipped"] <= 6)
         check("generate: ffprobe reads both streams, 17 frames, 0.708 s and the recipe", ok, probe.stdout[:600])
         # The studio's gallery lists it with its recipe (the window notices the row by polling).
         import sqlite3
@@ -165,6 +166,8 @@ def test_generate(tmp_dir="/tmp"):
             if db.exists() else []
         check("generate lists the video in the gallery", len(rows) == 1 and rows[0][0] == 7 and rows[0][1] == 17
               and json.loads(rows[0][2])["prompt"].startswith("a red fox"), f"{db}: {rows}")
+    p = run("generate", "--model", root / "diffusers", "--prompt", "x", "--speed", "turbo", "--out", out)
+    check("generate: an unknown speed mode is a usage error", p.returncode == 2 and "quality, balanced or fast" in p.stderr, p.stderr)
     p = run("generate", "--model", root / "diffusers", "--prompt", "again", "--frames", 9, "--width", 96, "--height", 64, "--out", out)
     check("generate never overwrites an output", p.returncode == 1 and "exists" in p.stderr, p.stderr)
     out.unlink(missing_ok=True)

@@ -317,3 +317,107 @@ VT_TEST(chunkedAttentionEqualsOneShot)
 }
 
 VT_MAIN("TestLtx2Dit")
+
+namespace {
+
+// Every batched input twice along the batch: two guidance branches of the same request.
+ltx2::TransformerInputs doubledBatch(ltx2::TransformerInputs in)
+{
+    auto twice = [](at::Tensor& t) {
+        if (t.defined())
+            t = at::cat({t, t}, 0);
+    };
+    auto twiceOpt = [&](std::optional<at::Tensor>& t) {
+        if (t)
+            twice(*t);
+    };
+    twice(in.hiddenStates);
+    twice(in.audioHiddenStates);
+    twice(in.encoderHiddenStates);
+    twice(in.audioEncoderHiddenStates);
+    twice(in.timestep);
+    for (auto* t : {&in.audioTimestep, &in.sigma, &in.audioSigma, &in.encoderAttentionMask, &in.audioEncoderAttentionMask,
+             &in.videoCoords, &in.audioCoords, &in.perturbationMask})
+        twiceOpt(*t);
+    return in;
+}
+
+} // namespace
+
+VT_TEST(firstBlockStepCacheSkipsOnlyWhatBarelyChanged)
+{
+    auto set = tensorfile::readTensorSet(versionDir("23") / "case_base.safetensors");
+    VT_CHECK(set.ok());
+    auto in = ltx2::transformerInputsFrom(*set);
+    VT_CHECK(in.ok());
+    const auto& model = transformer("23", "diffusers");
+    const auto plain = model.forward(*in);
+    VT_CHECK(plain.ok());
+
+    // Threshold 0: every call computes in full, bit for bit the plain forward.
+    ltx2::StepCache cache;
+    in->stepCache = &cache;
+    for (int i = 0; i < 2; ++i) {
+        auto out = model.forward(*in);
+        VT_CHECK(out.ok() && !cache.skipped);
+        VT_CHECK(at::equal(out->video, plain->video) && at::equal(out->audio, plain->audio));
+    }
+    VT_COMPARE(cache.computed, 2);
+    VT_COMPARE(cache.skips, 0);
+    VT_CHECK(cache.change == 0.0);  // the same inputs: the first block's residual did not move
+
+    // Unchanged inputs under a threshold: the rest is reused, and gives the plain output up to
+    // the rounding of one addition.
+    cache.threshold = 0.5;
+    cache.reset();
+    VT_CHECK(cache.threshold == 0.5 && !cache.firstVideo.defined());
+    auto first = model.forward(*in);
+    VT_CHECK(first.ok() && !cache.skipped && cache.change == -1.0);
+    auto second = model.forward(*in);
+    VT_CHECK(second.ok() && cache.skipped);
+    const double reuseErr = std::max(maxAbsDiff(second->video, plain->video), maxAbsDiff(second->audio, plain->audio));
+    std::printf("   a reused step against the full forward: max abs %.2e\n", reuseErr);
+    VT_CHECK(reuseErr <= 1e-5);
+    // One skip in a row at most (maxConsecutive 1): the next call computes.
+    auto third = model.forward(*in);
+    VT_CHECK(third.ok() && !cache.skipped);
+    // The caller can forbid a skip (first and last steps).
+    cache.allowSkip = false;
+    VT_CHECK(model.forward(*in).ok() && !cache.skipped);
+    cache.allowSkip = true;
+    VT_COMPARE(cache.skips, 1);
+
+    // A real change is computed, and measured.
+    auto moved = *in;
+    moved.hiddenStates = in->hiddenStates + 0.5 * at::randn_like(in->hiddenStates, at::TensorOptions().dtype(in->hiddenStates.dtype()));
+    cache.threshold = 1e-3;
+    VT_CHECK(model.forward(moved).ok() && !cache.skipped && cache.change > 1e-3);
+
+    // Guidance branches in one batch: every row must be under the threshold. Half the rows
+    // changed gives the same change as all of them (the largest row), not half of it.
+    ltx2::StepCache all, half;
+    auto batch = doubledBatch(*in);
+    const auto rows = in->hiddenStates.size(0);
+    const auto noise = 0.5 * at::randn_like(in->hiddenStates, at::TensorOptions().dtype(in->hiddenStates.dtype()));
+    auto allMoved = batch, halfMoved = batch;
+    allMoved.hiddenStates = batch.hiddenStates + at::cat({noise, noise}, 0);
+    halfMoved.hiddenStates = batch.hiddenStates + at::cat({at::zeros_like(noise), noise}, 0);
+    for (auto [c, moved2] : {std::pair{&all, &allMoved}, std::pair{&half, &halfMoved}}) {
+        c->threshold = 1e9;
+        batch.stepCache = c;
+        VT_CHECK(model.forward(batch).ok());
+        moved2->stepCache = c;
+        c->threshold = 1e-3;
+        VT_CHECK(model.forward(*moved2).ok() && !c->skipped);
+    }
+    std::printf("   relative change, all %lld rows moved %.4f; half of them %.4f\n", static_cast<long long>(2 * rows), all.change, half.change);
+    VT_CHECK(std::abs(all.change - half.change) <= 1e-6 * all.change);
+
+    // Another batch size never reuses what was cached for this one.
+    ltx2::StepCache shapes;
+    shapes.threshold = 1e9;
+    in->stepCache = &shapes;
+    VT_CHECK(model.forward(*in).ok());
+    batch.stepCache = &shapes;
+    VT_CHECK(model.forward(batch).ok() && !shapes.skipped && shapes.change == -1.0);
+}

@@ -9,6 +9,8 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include <tuple>
 
 using namespace vireo;
@@ -266,3 +268,42 @@ VT_TEST(cancelDuringEachDecodePhaseStopsThere)
 }
 
 VT_MAIN("TestLtx2Pipeline")
+
+// The step cache of the balanced and fast speed modes: a cache per clip (two runs of the same
+// request give the same video), never on the first or last step, and counted.
+VT_TEST(stepCacheSkipsMiddleStepsAndStartsAfreshEachClip)
+{
+    auto run = tensorfile::readTensorSet(dir("23") / "run_distilled.safetensors");
+    VT_CHECK(run.ok());
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    auto quality = pipeline->generate(requestFrom(*run));
+    VT_CHECK(quality.ok());
+    VT_COMPARE(quality->stepsSkipped, 0);
+    VT_CHECK(quality->stepChanges.empty());
+
+    auto request = requestFrom(*run);
+    request.stepCacheThreshold = std::numeric_limits<double>::infinity();  // skip wherever allowed
+    request.stepCacheMaxConsecutive = 1;
+    auto fast = pipeline->generate(request);
+    VT_CHECK_MSG(fast.ok(), (fast.ok() ? "" : fast.error().message));
+    const auto steps = static_cast<int>(fast->sigmas.size()) - 1;
+    VT_COMPARE(static_cast<int>(fast->stepChanges.size()), steps);
+    VT_CHECK(fast->stepChanges.front() == -1.0);
+    // 8 steps: compute, skip, compute, skip, compute, skip, compute, compute (the last).
+    VT_COMPARE(fast->stepsSkipped, (steps - 1) / 2);
+    VT_CHECK(at::isfinite(fast->finalVideoLatents).all().item<bool>());
+    const double distance = relErr(fast->finalVideoLatents, quality->finalVideoLatents);
+    std::printf("   %d of %d steps reused: final video latents %.3f relative to quality\n", fast->stepsSkipped, steps, distance);
+    VT_CHECK(distance > 0);
+
+    request.stepCacheMaxConsecutive = 2;
+    auto faster = pipeline->generate(request);
+    VT_CHECK(faster.ok());
+    VT_COMPARE(faster->stepsSkipped, 4);  // compute, skip, skip, compute, skip, skip, compute, compute
+
+    request.stepCacheMaxConsecutive = 1;
+    auto again = pipeline->generate(request);
+    VT_CHECK(again.ok());
+    VT_CHECK(at::equal(again->frames, fast->frames) && at::equal(again->finalVideoLatents, fast->finalVideoLatents));
+}

@@ -83,6 +83,8 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
     row(QStringLiteral("Seed"), QString::number(r.seed));
     row(QStringLiteral("Schedule"), QStringLiteral("%1, %2 steps").arg(esc(r.schedule)).arg(r.steps));
     row(QStringLiteral("Guidance"), QStringLiteral("video %1, audio %2, rescale %3").arg(r.guidance).arg(r.audioGuidance).arg(r.guidanceRescale));
+    row(QStringLiteral("Speed"), r.stepsSkipped > 0 ? QStringLiteral("%1, %2 of %3 steps reused").arg(esc(r.speed)).arg(r.stepsSkipped).arg(r.steps)
+                                                    : esc(r.speed));
     row(QStringLiteral("Ran on"), esc(r.device + (r.dtype.empty() ? std::string() : ", " + r.dtype)
                                       + (r.placement.empty() ? std::string() : ", " + r.placement)));
     if (!r.secondsPerPhase.empty()) {

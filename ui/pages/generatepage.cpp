@@ -121,7 +121,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
       m_promptError(errorLabel(QStringLiteral("promptError"))), m_preset(new QComboBox), m_width(new QSpinBox), m_height(new QSpinBox),
       m_frames(new QSpinBox), m_fps(new QDoubleSpinBox), m_duration(new QLabel), m_sizeError(errorLabel(QStringLiteral("sizeError"))),
       m_schedule(new QComboBox), m_steps(new QSpinBox), m_guidance(new QDoubleSpinBox), m_audioGuidance(new QDoubleSpinBox),
-      m_rescale(new QDoubleSpinBox), m_randomSeed(new QCheckBox(tr("New seed each time"))), m_seed(new QSpinBox), m_placement(new QComboBox),
+      m_rescale(new QDoubleSpinBox), m_speed(new QComboBox), m_randomSeed(new QCheckBox(tr("New seed each time"))), m_seed(new QSpinBox), m_placement(new QComboBox),
       m_memory(new QLabel), m_notes(new QLabel), m_generate(new QPushButton(tr("Generate"))), m_cancel(new QPushButton(tr("Cancel"))),
       m_preview(new QLabel), m_phase(new QLabel), m_progress(new QProgressBar), m_eta(new QLabel), m_video(new VideoView),
       m_player(nullptr), m_play(new QPushButton(tr("Play"))), m_position(new QSlider(Qt::Horizontal)),
@@ -141,6 +141,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_guidance->setObjectName(QStringLiteral("guidance"));
     m_audioGuidance->setObjectName(QStringLiteral("audioGuidance"));
     m_rescale->setObjectName(QStringLiteral("rescale"));
+    m_speed->setObjectName(QStringLiteral("speed"));
     m_randomSeed->setObjectName(QStringLiteral("randomSeed"));
     m_seed->setObjectName(QStringLiteral("seed"));
     m_placement->setObjectName(QStringLiteral("placement"));
@@ -233,6 +234,12 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     form->addRow(tr("Guidance"), m_guidance);
     form->addRow(tr("Audio guidance"), m_audioGuidance);
     form->addRow(tr("Guidance rescale"), m_rescale);
+    m_speed->addItem(tr("Quality (every step in full)"), QStringLiteral("quality"));
+    m_speed->addItem(tr("Balanced (skip steps that barely change)"), QStringLiteral("balanced"));
+    m_speed->addItem(tr("Fast (skip more, up to two steps in a row)"), QStringLiteral("fast"));
+    m_speed->setToolTip(tr("Balanced and Fast reuse the transformer's work on denoising steps where its first block "
+                           "sees almost no change. The first and last steps always run in full; the recipe records how many were reused."));
+    form->addRow(tr("Speed"), m_speed);
     auto* seedRow = new QHBoxLayout;
     seedRow->addWidget(m_seed, 1);
     seedRow->addWidget(m_randomSeed);
@@ -582,6 +589,7 @@ facade::GenerateRequest GeneratePage::request() const
     r.guidance = m_guidance->value();
     r.audioGuidance = m_audioGuidance->value();
     r.guidanceRescale = m_rescale->value();
+    r.speed = m_speed->currentData().toString().toStdString();
     r.seed = m_seed->value();
     r.loras = m_loras->requests();
     return r;
@@ -816,6 +824,8 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     m_guidance->setValue(r.guidance);
     m_audioGuidance->setValue(r.audioGuidance);
     m_rescale->setValue(r.guidanceRescale);
+    // Case-insensitive, as everywhere speed modes are named; an unknown one is Quality.
+    m_speed->setCurrentIndex(std::max(0, m_speed->findData(QString::fromStdString(r.speed).toLower())));
     m_loras->setFromRecipe(r.loras);
     m_randomSeed->setChecked(vary);
     if (!vary && (r.seed < 0 || r.seed > m_seed->maximum())) {

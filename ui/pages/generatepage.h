@@ -99,6 +99,7 @@ private:
     QDoubleSpinBox* m_guidance;
     QDoubleSpinBox* m_audioGuidance;
     QDoubleSpinBox* m_rescale;
+    QComboBox* m_speed;
     QCheckBox* m_randomSeed;
     QSpinBox* m_seed;
     QComboBox* m_placement;

@@ -81,7 +81,49 @@ std::vector<at::Tensor> modParams(const at::Tensor& table, const at::Tensor& tem
     return values.unbind(2);
 }
 
+// Per batch row: mean |now - before| / mean |before|, in float32.
+at::Tensor relativeChange(const at::Tensor& now, const at::Tensor& before)
+{
+    const auto n = now.to(at::kFloat).flatten(1), b = before.to(at::kFloat).flatten(1);
+    return (n - b).abs().mean(1) / b.abs().mean(1).clamp_min(1e-12);
+}
+
+// Decides a step of the first-block cache from the first block's residuals; on a skip adds
+// the other blocks' residual of the last full step to x and a.
+bool reuseRest(StepCache& cache, const at::Tensor& firstVideo, const at::Tensor& firstAudio, at::Tensor& x, at::Tensor& a)
+{
+    const bool comparable = cache.firstVideo.defined() && cache.restVideo.defined()
+        && cache.firstVideo.sizes() == firstVideo.sizes() && cache.firstAudio.sizes() == firstAudio.sizes()
+        && cache.firstVideo.device() == firstVideo.device();
+    cache.change = -1.0;
+    if (comparable) {
+        auto change = relativeChange(firstVideo, cache.firstVideo);
+        if (firstAudio.numel() > 0)
+            change = at::maximum(change, relativeChange(firstAudio, cache.firstAudio));
+        cache.change = change.max().item<double>();
+    }
+    if (comparable && cache.allowSkip && cache.consecutive < cache.maxConsecutive && cache.change >= 0
+        && cache.change < cache.threshold) {
+        x = x + cache.restVideo;
+        a = a + cache.restAudio;
+        cache.skipped = true;
+        ++cache.consecutive;
+        ++cache.skips;
+        return true;
+    }
+    cache.firstVideo = firstVideo;
+    cache.firstAudio = firstAudio;
+    cache.consecutive = 0;
+    ++cache.computed;
+    return false;
+}
+
 } // namespace
+
+void StepCache::reset()
+{
+    *this = StepCache{threshold, maxConsecutive, allowSkip};
+}
 
 struct Transformer::Impl {
     TransformerConfig config;
@@ -440,9 +482,19 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
         allPerturbed = (perturbation == 0).all().item<bool>();
     }
     const double eps = c.normEps;
+    StepCache* cache = blocks.size() > 1 ? in.stepCache : nullptr;
+    at::Tensor xIn = x, aIn = a, xFirst, aFirst;
+    if (cache)
+        cache->skipped = false;
     for (std::size_t i = 0; i < blocks.size(); ++i) {
         if (in.stop.stop_requested())
             throw std::runtime_error("cancelled");
+        if (cache && i == 1) {
+            if (reuseRest(*cache, x - xIn, a - aIn, x, a))
+                break;
+            xFirst = x;
+            aFirst = a;
+        }
         Block staged;
         if (offload)
             staged = mapBlock(blocks[i], [&](const nn::Linear& l) { return linearTo(l, device, true); },
@@ -505,6 +557,11 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
         a = at::addcmul(a, b.audioFf(h), aMod[5]);
         if (in.onBlock)
             in.onBlock(static_cast<int>(i), x, a);
+    }
+
+    if (cache && !cache->skipped) {
+        cache->restVideo = x - xFirst;
+        cache->restAudio = a - aFirst;
     }
 
     // 6. Output

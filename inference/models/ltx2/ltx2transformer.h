@@ -32,6 +32,28 @@ namespace vireo::ltx2 {
 
 class Ltx2Weights;
 
+// The first-block step cache of the "balanced" and "fast" speed modes: when the first block's
+// residual barely changed since the last fully computed step, the other blocks are skipped
+// and the residual they added then is added again. The reference residual moves only on a
+// full step, so small changes cannot add up unseen. With classifier-free guidance in one
+// batch, every branch (batch row) must be under the threshold for a step to be skipped. One
+// cache serves one clip: the pipeline makes a new one per request.
+struct StepCache {
+    double threshold = 0.0;   // relative L1 change of the first block's residual; 0: never skip
+    int maxConsecutive = 1;   // skipped steps in a row before a full step is forced
+    bool allowSkip = true;    // set per step by the caller (the first and last steps compute)
+
+    // What the last call decided; counts over the clip.
+    bool skipped = false;
+    double change = -1.0;     // -1: nothing to compare with
+    int skips = 0, computed = 0;
+
+    at::Tensor firstVideo, firstAudio;  // first block's residual at the last full step
+    at::Tensor restVideo, restAudio;    // what the other blocks added at that step
+    int consecutive = 0;
+    void reset();
+};
+
 struct TransformerInputs {
     at::Tensor hiddenStates;              // [B, Tv, in_channels], tokens f-major then h, w
     at::Tensor audioHiddenStates;         // [B, Ta, audio_in_channels]
@@ -53,6 +75,7 @@ struct TransformerInputs {
     std::vector<int> stgBlocks;             // spatio-temporal guidance: self-attention -> values
     std::optional<at::Tensor> perturbationMask;  // [B], 0 = perturbed; default all perturbed
     std::stop_token stop;                   // checked between blocks
+    StepCache* stepCache = nullptr;         // none: every block runs
     std::function<void(int block, const at::Tensor& video, const at::Tensor& audio)> onBlock;
 };
 
