@@ -263,7 +263,10 @@ VT_TEST(blockIndicesAreRangeCheckedAndContiguous)
     VT_CHECK_MSG(n.error().message.find("transformer_blocks.1.* is missing") != std::string::npos, n.error().message);
     auto fine = open("fine.safetensors", {{"transformer_blocks.1.ff.net.0.proj.weight", {1}}});
     VT_CHECK(fine.ok());
-    VT_COMPARE(*fine->indexCount(ltx2::Part::Transformer, "transformer_blocks."), std::int64_t{2});
+    // Held by value: VT_COMPARE keeps references, which must outlive the Result they point into.
+    const auto blocks = fine->indexCount(ltx2::Part::Transformer, "transformer_blocks.");
+    VT_CHECK(blocks.ok());
+    VT_COMPARE(*blocks, std::int64_t{2});
 }
 
 VT_TEST(zeroWidthShapesNeverReachADivision)
