@@ -1,0 +1,145 @@
+// Ideogram-4's transformer (both DiTs), FLUX.2 VAE decoder and pipeline against diffusers 0.42.1
+// at tiny sizes (tests/fixtures/make_ideogram4_fixtures.py).
+#include "tests/harness/vireotest.h"
+#include "tests/inference/fixtures.h"
+
+#include "inference/models/ideogram4/ideogram4transformer.h"
+#include "inference/tensorfile/tensorset.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+#include <stop_token>
+
+#include <unistd.h>
+
+using namespace vireo;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr double kTolerance = 1e-4;
+constexpr std::int64_t kGridH = 3, kGridW = 4;
+
+fs::path ditDir() { return test::fixturesDir() / "transformer"; }
+
+bool mentions(const std::string& message, std::initializer_list<const char*> words)
+{
+    for (const char* w : words)
+        if (message.find(w) == std::string::npos)
+            return false;
+    return true;
+}
+
+const ideogram4::Transformer& dit(const std::string& layout, const std::string& component)
+{
+    static std::map<std::string, ideogram4::Transformer> cache;
+    const auto key = layout + "/" + component;
+    if (auto it = cache.find(key); it != cache.end())
+        return it->second;
+    ideogram4::TransformerLoadOptions o;
+    o.component = component;
+    auto m = ideogram4::Transformer::load(ditDir() / layout, o);
+    if (!m)
+        throw std::runtime_error(key + ": " + m.error().message);
+    return cache.emplace(key, std::move(*m)).first->second;
+}
+
+double maxAbs(const at::Tensor& a, const at::Tensor& b)
+{
+    return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+// Both DiTs of a layout against its case file: {cond error, uncond error}.
+std::pair<double, double> runCase(const std::string& layout)
+{
+    auto set = tensorfile::readTensorSet(ditDir() / ("case_" + layout + ".safetensors"));
+    if (!set)
+        throw std::runtime_error(set.error().message);
+    const auto& latents = *set->find("latents");
+    const auto& text = *set->find("text_features");
+    const double t = set->find("timestep")->item<double>();
+    const auto& cond = dit(layout, "transformer");
+    const auto& uncond = dit(layout, "unconditional_transformer");
+    auto vc = cond.forward(latents, text, t, kGridH, kGridW);
+    VT_CHECK_MSG(vc.ok(), (vc.ok() ? "" : vc.error().message));
+    // The unconditional branch: image tokens only.
+    auto vu = uncond.forward(latents, at::zeros({0, uncond.config().llmFeaturesDim}), t, kGridH, kGridW);
+    VT_CHECK_MSG(vu.ok(), (vu.ok() ? "" : vu.error().message));
+    const double ec = maxAbs(*vc, *set->find("expected.cond")), eu = maxAbs(*vu, *set->find("expected.uncond"));
+    const auto bytes = cond.bytesByRepresentation();
+    std::string reps;
+    for (const auto& [r, n] : bytes)
+        reps += " " + r + "=" + std::to_string(n);
+    std::printf("   %-9s cond max abs error %.2e (|v| max %.2f), uncond %.2e (|v| max %.2f);%s%s\n", layout.c_str(), ec,
+        set->find("expected.cond")->abs().max().item<double>(), eu, set->find("expected.uncond")->abs().max().item<double>(),
+        cond.fusedQkv() ? " fused qkv;" : "", reps.c_str());
+    return {ec, eu};
+}
+
+} // namespace
+
+VT_TEST(transformerMatchesDiffusersInEveryLayout)
+{
+    for (const char* layout : {"diffusers", "fp8", "nf4"}) {
+        const auto [ec, eu] = runCase(layout);
+        VT_CHECK_MSG(ec <= kTolerance && eu <= kTolerance, layout << ": max abs error " << ec << " / " << eu << " above 1e-4");
+    }
+    VT_CHECK(dit("fp8", "transformer").fusedQkv() && !dit("diffusers", "transformer").fusedQkv());
+    VT_CHECK(dit("fp8", "transformer").bytesByRepresentation().count("fp8-scaled"));
+    VT_CHECK(dit("nf4", "transformer").bytesByRepresentation().count("nf4"));
+}
+
+VT_TEST(badLayoutsAreNamedLoadErrors)
+{
+    ideogram4::TransformerLoadOptions o;
+    auto bad = ideogram4::Transformer::load(ditDir() / "bad_qkv", o);
+    VT_CHECK_MSG(!bad.ok() && mentions(bad.error().message, {"attention.qkv.weight", "3 x"}), (bad.ok() ? "loaded" : bad.error().message));
+    std::printf("   refused: %s\n", bad.error().message.c_str());
+
+    const auto dir = fs::temp_directory_path() / ("vireo_ideogram4_strict_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    { std::ofstream(dir / "config.json") << test::readText(ditDir() / "diffusers" / "transformer" / "config.json"); }
+    auto full = tensorfile::readTensorSet(ditDir() / "diffusers" / "transformer" / "diffusion_pytorch_model.safetensors");
+    VT_CHECK(full.ok());
+    auto tryLoad = [&](const std::map<std::string, at::Tensor>& tensors) {
+        VT_CHECK(tensorfile::writeSafetensors(dir / "diffusion_pytorch_model.safetensors", tensors, full->metadata).ok());
+        return ideogram4::Transformer::load(dir / "diffusion_pytorch_model.safetensors", o);
+    };
+    auto missing = full->tensors;
+    missing.erase("layers.1.feed_forward.w3.weight");
+    auto r = tryLoad(missing);
+    VT_CHECK_MSG(!r.ok() && mentions(r.error().message, {"layers.1.feed_forward.w3.weight", "missing"}), (r.ok() ? "loaded" : r.error().message));
+    auto extra = full->tensors;
+    extra.emplace("layers.1.attention.to_added.weight", at::zeros({4, 4}));
+    r = tryLoad(extra);
+    VT_CHECK_MSG(!r.ok() && mentions(r.error().message, {"layers.1.attention.to_added.weight"}), (r.ok() ? "loaded" : r.error().message));
+    auto wrong = full->tensors;
+    wrong["final_layer.linear.weight"] = at::zeros({64, 64});
+    r = tryLoad(wrong);
+    VT_CHECK_MSG(!r.ok() && mentions(r.error().message, {"final_layer.linear.weight", "[64, 64]"}), (r.ok() ? "loaded" : r.error().message));
+    ::unlink((dir / "diffusion_pytorch_model.safetensors").c_str());
+    ::unlink((dir / "config.json").c_str());
+    ::rmdir(dir.c_str());
+
+    const auto& m = dit("diffusers", "transformer");
+    const auto lat = at::zeros({kGridH * kGridW, m.config().inChannels});
+    VT_CHECK(!m.forward(lat, at::zeros({2, 7}), 0.5, kGridH, kGridW).ok());
+    VT_CHECK(!m.forward(lat, at::zeros({0, m.config().llmFeaturesDim}), 0.5, kGridH + 1, kGridW).ok());
+    std::stop_source stop;
+    stop.request_stop();
+    auto cancelled = m.forward(lat, at::zeros({0, m.config().llmFeaturesDim}), 0.5, kGridH, kGridW, stop.get_token());
+    VT_CHECK(!cancelled.ok() && cancelled.error().code == ErrorCode::Cancelled);
+
+    auto cfg = ideogram4::parseTransformerConfig(R"({"_class_name":"Ideogram4Transformer2DModel","num_layers":1e30})", "x/config.json");
+    VT_CHECK(!cfg.ok() && mentions(cfg.error().message, {"x/config.json"}));
+    cfg = ideogram4::parseTransformerConfig(R"({"_class_name":"Ideogram4Transformer2DModel","mrope_section":[24,80,20]})", "x/config.json");
+    VT_CHECK(!cfg.ok() && mentions(cfg.error().message, {"mrope_section"}));
+    cfg = ideogram4::parseTransformerConfig(R"({"_class_name":"Ideogram4Transformer2DModel"})", "x/config.json");
+    VT_CHECK(cfg.ok() && cfg->hidden() == 4608 && cfg->llmFeaturesDim == 53248);
+}
+
+VT_MAIN("test_ideogram4")
