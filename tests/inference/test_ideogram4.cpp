@@ -3,6 +3,7 @@
 #include "tests/harness/vireotest.h"
 #include "tests/inference/fixtures.h"
 
+#include "inference/models/flux2/flux2vae.h"
 #include "inference/models/ideogram4/ideogram4transformer.h"
 #include "inference/tensorfile/tensorset.h"
 
@@ -140,6 +141,31 @@ VT_TEST(badLayoutsAreNamedLoadErrors)
     VT_CHECK(!cfg.ok() && mentions(cfg.error().message, {"mrope_section"}));
     cfg = ideogram4::parseTransformerConfig(R"({"_class_name":"Ideogram4Transformer2DModel"})", "x/config.json");
     VT_CHECK(cfg.ok() && cfg->hidden() == 4608 && cfg->llmFeaturesDim == 53248);
+}
+
+// ================================================================ VAE
+
+VT_TEST(vaeDecoderMatchesDiffusers)
+{
+    const auto dir = test::fixturesDir() / "vae";
+    auto vae = flux2::VaeDecoder::load(dir / "vae");
+    VT_CHECK_MSG(vae.ok(), (vae.ok() ? "" : vae.error().message));
+    auto set = tensorfile::readTensorSet(dir / "case.safetensors");
+    VT_CHECK(set.ok());
+    auto out = vae->decode(*set->find("z"));
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    const auto& expected = *set->find("expected.decoded");
+    VT_COMPARE(out->sizes().vec(), expected.sizes().vec());
+    const double e = maxAbs(*out, expected);
+    std::printf("   decoded %lld x %lld: max abs error %.2e (|x| max %.2f)\n", static_cast<long long>(expected.size(2)),
+        static_cast<long long>(expected.size(3)), e, expected.abs().max().item<double>());
+    VT_CHECK_MSG(e <= kTolerance, "max abs error " << e << " above 1e-4");
+    // The latent statistics: bn's running mean and sqrt(running_var + eps), 128 packed channels.
+    auto stored = tensorfile::readTensorSet(dir / "vae" / "diffusion_pytorch_model.safetensors");
+    VT_CHECK(stored.ok());
+    VT_CHECK(maxAbs(vae->latentMean(), *stored->find("bn.running_mean")) == 0.0);
+    VT_CHECK(maxAbs(vae->latentStd(), at::sqrt(*stored->find("bn.running_var") + 1e-4)) < 1e-7);
+    VT_COMPARE(vae->latentMean().size(0), std::int64_t{128});
 }
 
 VT_MAIN("test_ideogram4")
