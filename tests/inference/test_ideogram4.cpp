@@ -5,6 +5,7 @@
 
 #include "inference/models/flux2/flux2vae.h"
 #include "inference/models/ideogram4/ideogram4transformer.h"
+#include "inference/pipelines/ideogram4pipeline.h"
 #include "inference/tensorfile/tensorset.h"
 
 #include <ATen/ATen.h>
@@ -166,6 +167,80 @@ VT_TEST(vaeDecoderMatchesDiffusers)
     VT_CHECK(maxAbs(vae->latentMean(), *stored->find("bn.running_mean")) == 0.0);
     VT_CHECK(maxAbs(vae->latentStd(), at::sqrt(*stored->find("bn.running_var") + 1e-4)) < 1e-7);
     VT_COMPARE(vae->latentMean().size(0), std::int64_t{128});
+}
+
+// ================================================================ pipeline
+
+VT_TEST(scheduleAndGuidanceAsTheReference)
+{
+    // 1024 x 1024, mu 0, std 1.5, 48 steps (worked values of the reference notes).
+    const auto s = pipelines::ideogram4Sigmas(48, 1024, 1024, 0.0, 1.5);
+    VT_COMPARE(s.size(), std::size_t{49});
+    std::printf("   sigmas[0..2] %.6f %.6f %.6f, [45..47] %.6f %.6f %.6f, last %.1f\n", s[0], s[1], s[2], s[45], s[46], s[47], s[48]);
+    VT_CHECK(std::abs(s[0] - 0.999877) < 1e-6 && std::abs(s[47] - 0.086108) < 1e-6 && s[48] == 0.0f);
+    pipelines::Ideogram4Request r;
+    auto g = pipelines::ideogram4Guidance(r);
+    VT_CHECK(g.ok() && g->size() == 48 && (*g)[44] == 7.0 && (*g)[45] == 3.0);
+    r.steps = 20;
+    VT_CHECK(!pipelines::ideogram4Guidance(r).ok());
+    r.guidanceScale = 4.0;
+    g = pipelines::ideogram4Guidance(r);
+    VT_CHECK(g.ok() && g->size() == 20 && (*g)[19] == 4.0);
+    r.guidanceSchedule = std::vector<double>(20, 7.0);
+    VT_CHECK(!pipelines::ideogram4Guidance(r).ok());
+}
+
+VT_TEST(pipelineMatchesDiffusersWithInjectedNoise)
+{
+    const auto dir = test::fixturesDir() / "pipeline";
+    pipelines::Ideogram4PipelineOptions o;
+    o.modelPath = dir / "model";
+    auto pipe = pipelines::Ideogram4Pipeline::load(o);
+    VT_CHECK_MSG(pipe.ok(), (pipe.ok() ? "" : pipe.error().message));
+    auto set = tensorfile::readTensorSet(dir / "case.safetensors");
+    VT_CHECK(set.ok());
+    const auto settings = json::parse(set->metadata.at("settings"));
+    pipelines::Ideogram4Request r;
+    r.prompt = set->metadata.at("prompt");
+    r.height = settings["height"].get<std::int64_t>();
+    r.width = settings["width"].get<std::int64_t>();
+    r.steps = settings["num_inference_steps"].get<int>();
+    r.guidanceSchedule = settings["guidance_schedule"].get<std::vector<double>>();
+    r.mu = settings["mu"].get<double>();
+    r.std = settings["std"].get<double>();
+    r.maxSequenceLength = settings["max_sequence_length"].get<std::int64_t>();
+    r.noise = *set->find("noise");
+    int steps = 0;
+    auto out = pipe->generate(r, [&](const pipelines::Ideogram4Progress& p) { steps += p.phase == "denoise" ? 1 : 0; });
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    VT_CHECK(steps == r.steps + 1);
+    const auto& sigmas = *set->find("sigmas");
+    for (std::int64_t i = 0; i < sigmas.size(0); ++i)
+        VT_CHECK_MSG(static_cast<float>(out->sigmas[static_cast<std::size_t>(i)]) == sigmas[i].item<float>(), "sigma " << i);
+    const auto& expected = *set->find("expected.latents");
+    const double abs = maxAbs(out->finalLatents, expected);
+    const double rel = abs / expected.abs().max().item<double>();
+    const auto& image = *set->find("expected.image");
+    const double imageAbs = maxAbs(out->decoded, image);
+    const double imageMean = (out->decoded.to(at::kDouble) - image.to(at::kDouble)).abs().mean().item<double>();
+    std::printf("   final latents: max abs error %.2e, relative %.2e (|z| max %.2f); image max abs %.2e, mean %.2e (1/255 = %.2e)\n", abs,
+        rel, expected.abs().max().item<double>(), imageAbs, imageMean, 1.0 / 255);
+    VT_CHECK_MSG(rel <= 1e-3, "final latents: relative error " << rel << " above 1e-3");
+    VT_CHECK_MSG(imageMean <= 1.0 / 255, "decoded image: mean abs error " << imageMean << " above 1/255");
+    VT_COMPARE(out->image.sizes().vec(), (std::vector<std::int64_t>{r.height, r.width, 3}));
+
+    // Requests the reference refuses are refused here too.
+    auto bad = r;
+    bad.width = 50;
+    VT_CHECK(!pipe->generate(bad).ok());
+    bad = r;
+    bad.maxSequenceLength = 8;
+    auto tooLong = pipe->generate(bad);
+    VT_CHECK(!tooLong.ok() && mentions(tooLong.error().message, {"tokens"}));
+    std::stop_source stop;
+    stop.request_stop();
+    auto cancelled = pipe->generate(r, {}, stop.get_token());
+    VT_CHECK(!cancelled.ok() && cancelled.error().code == ErrorCode::Cancelled);
 }
 
 VT_MAIN("test_ideogram4")
