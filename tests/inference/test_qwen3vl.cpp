@@ -31,15 +31,18 @@ constexpr double kTolerance = 1e-4;
 // diffusers' QWEN3_VL_ACTIVATION_LAYERS.
 const std::vector<std::int64_t> kTaps{0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 35};
 
-const qwen3vl::TextEncoder& encoder(const std::string& folder)
+const qwen3vl::TextEncoder& encoder(const std::string& folder, c10::ScalarType dtype = c10::kFloat)
 {
     static std::map<std::string, qwen3vl::TextEncoder> cache;
-    if (auto it = cache.find(folder); it != cache.end())
+    const auto key = folder + "/" + c10::toString(dtype);
+    if (auto it = cache.find(key); it != cache.end())
         return it->second;
-    auto m = qwen3vl::TextEncoder::load(textDir() / folder);
+    qwen3vl::TextEncoderLoadOptions o;
+    o.dtype = dtype;
+    auto m = qwen3vl::TextEncoder::load(textDir() / folder, o);
     if (!m)
         throw std::runtime_error(folder + ": " + m.error().message);
-    return cache.emplace(folder, std::move(*m)).first->second;
+    return cache.emplace(key, std::move(*m)).first->second;
 }
 
 // Max abs error of every prompt's features in a case file; the ids are checked against the
@@ -222,6 +225,15 @@ VT_TEST(vendorFp8TextEncoderMatches)
     VT_CHECK(model.residentBytes() < encoder("model").residentBytes());
     const double e = compareFeatures(model, textDir() / "case_fp8.safetensors", "fp8");
     VT_CHECK_MSG(e <= kTolerance, "fp8: max abs error " << e << " above 1e-4");
+}
+
+VT_TEST(bfloat16ComputeFollowsTheReference)
+{
+    // transformers with dtype=bfloat16, each prompt unpadded (the reference's own result moves by
+    // up to 1.35 at |f| ~35 when it is padded, so only the unpadded run is a sharp reference). One
+    // bf16 step at 32 is 0.25; a missing cast point (norm order, RoPE table dtype) is far more.
+    const double e = compareFeatures(encoder("model", at::kBFloat16), textDir() / "case_bf16.safetensors", "bf16");
+    VT_CHECK_MSG(e <= 0.25, "bf16: max abs error " << e << " above 0.25");
 }
 
 VT_TEST(everyTensorIsAccountedForAndInputsAreChecked)
