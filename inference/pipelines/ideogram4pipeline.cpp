@@ -177,9 +177,14 @@ Result<Ideogram4Output> Ideogram4Pipeline::generate(const Ideogram4Request& requ
         || request.width > 8192)
         return makeError(ErrorCode::InvalidArgument, "Ideogram-4: " + std::to_string(request.width) + " x " + std::to_string(request.height)
                 + " is not a size this model makes (multiples of " + std::to_string(scale) + ", at most 8192)");
+    if (!std::isfinite(request.mu) || !std::isfinite(request.std) || !(request.std > 0))
+        return makeError(ErrorCode::InvalidArgument, "Ideogram-4: the schedule's mu and std must be finite and std positive");
     auto guidance = ideogram4Guidance(request);
     if (!guidance)
         return guidance.error();
+    for (double g : *guidance)
+        if (!std::isfinite(g) || std::abs(g) > 1000)
+            return makeError(ErrorCode::InvalidArgument, "Ideogram-4: guidance " + std::to_string(g) + " is not a usable weight");
     const auto gridH = request.height / scale, gridW = request.width / scale, tokens = gridH * gridW;
     const auto channels = m.cond->config().inChannels;
     Ideogram4Output out;

@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -308,6 +309,12 @@ VT_TEST(badRequestsAndCancelAreErrors)
     VT_CHECK(!tooLong.ok() && mentions(tooLong.error().message, {"tokens"}));
     bad = run.request;
     bad.noise = at::zeros({5, 128});
+    VT_CHECK(!pipe.generate(bad).ok());
+    bad = run.request;
+    bad.std = 0.0;
+    VT_CHECK(!pipe.generate(bad).ok());
+    bad = run.request;
+    bad.guidanceSchedule[2] = std::nan("");
     VT_CHECK(!pipe.generate(bad).ok());
     std::stop_source stop;
     stop.request_stop();

@@ -89,7 +89,9 @@ struct Attention {
         const auto b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
         const auto t = norm(x).view({b, c, h * w}).transpose(1, 2);
         const auto qq = at::linear(t, q, qb).unsqueeze(1), kk = at::linear(t, k, kb).unsqueeze(1), vv = at::linear(t, v, vb).unsqueeze(1);
-        const auto a = at::scaled_dot_product_attention(qq, kk, vv).squeeze(1);
+        // One head over every latent pixel (65536 at 2048 x 2048, head dim 512, which the flash
+        // kernels do not take): nn::attention bounds the score matrix by chunking the queries.
+        const auto a = nn::attention(qq, kk, vv, std::nullopt).squeeze(1);
         return at::linear(a, o, ob).transpose(1, 2).reshape({b, c, h, w}) + x;
     }
 };

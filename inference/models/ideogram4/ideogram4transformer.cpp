@@ -242,6 +242,17 @@ Result<Transformer> Transformer::load(const fs::path& path, const TransformerLoa
                 b.q = w.linear(p + "attention.to_q", h, h, false);
                 b.k = w.linear(p + "attention.to_k", h, h, false);
                 b.v = w.linear(p + "attention.to_v", h, h, false);
+                // Dense or FP8 projections of one input run as one GEMM, as the vendor layout does.
+                if (b.q.defined() && b.k.defined() && b.v.defined()) {
+                    auto fused = quant::QuantizedWeight::fuseRows({&b.q.weight, &b.k.weight, &b.v.weight});
+                    if (fused) {
+                        b.qkv.name = p + "attention.qkv";
+                        b.qkv.weight = std::move(*fused);
+                        for (int k = 0; k < 3; ++k)
+                            b.qkv.parts.push_back({p + "attention.to_" + std::string(1, "qkv"[k]), k * h, h});
+                        b.q = b.k = b.v = nn::Linear();
+                    }
+                }
             }
             b.out = w.linear(p + "attention.to_out.0", h, h, false);
             b.normQ = w.dense(p + "attention.norm_q.weight", {c.headDim}, dt);
