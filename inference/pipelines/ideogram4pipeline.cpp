@@ -71,6 +71,12 @@ std::vector<float> ideogram4Sigmas(int steps, std::int64_t height, std::int64_t 
     return out;
 }
 
+at::Tensor ideogram4Noise(std::int64_t seed, std::int64_t tokens, std::int64_t channels)
+{
+    auto gen = at::detail::createCPUGenerator(static_cast<std::uint64_t>(seed));
+    return at::randn({1, tokens, channels}, gen, at::TensorOptions().dtype(at::kFloat))[0];
+}
+
 Result<std::vector<double>> ideogram4Guidance(const Ideogram4Request& r)
 {
     if (r.steps <= 0 || r.steps > 1000)
@@ -218,8 +224,7 @@ Result<Ideogram4Output> Ideogram4Pipeline::generate(const Ideogram4Request& requ
                         + std::to_string(channels) + "]");
             latents = request.noise->to(m.options.device, at::kFloat).clone();
         } else {
-            auto gen = at::detail::createCPUGenerator(static_cast<std::uint64_t>(request.seed));
-            latents = at::randn({1, tokens, channels}, gen, at::TensorOptions().dtype(at::kFloat))[0].to(m.options.device);
+            latents = ideogram4Noise(request.seed, tokens, channels).to(m.options.device);
         }
         const auto sigmaTensor = at::tensor(std::vector<float>(sigmas.begin(), sigmas.end()), at::TensorOptions().dtype(at::kFloat));
         const auto timesteps = sigmaTensor * 1000.0f;  // scheduler.timesteps = sigmas * num_train_timesteps

@@ -62,6 +62,9 @@ struct Ideogram4Output {
 // The resolution-aware logit-normal sigmas, noisiest first, N values then the terminal 0,
 // rounded to float32 as the reference hands them to its scheduler.
 std::vector<float> ideogram4Sigmas(int steps, std::int64_t height, std::int64_t width, double mu, double std);
+// The start state for a seed: [tokens, channels] float32 on the CPU, the values of diffusers'
+// randn_tensor with torch.Generator("cpu").manual_seed(seed) (a CUDA generator draws others).
+at::Tensor ideogram4Noise(std::int64_t seed, std::int64_t tokens, std::int64_t channels);
 // The guidance weights a request resolves to (errors name the mismatch).
 Result<std::vector<double>> ideogram4Guidance(const Ideogram4Request& request);
 

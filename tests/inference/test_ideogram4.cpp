@@ -236,6 +236,11 @@ VT_TEST(scheduleAndGuidanceAsTheReference)
     VT_CHECK(g.ok() && g->size() == 20 && (*g)[19] == 4.0);
     r.guidanceSchedule = std::vector<double>(20, 7.0);
     VT_CHECK(!pipelines::ideogram4Guidance(r).ok());
+    // A seed draws what diffusers' randn_tensor draws with a CPU generator of that seed.
+    auto set = tensorfile::readTensorSet(test::fixturesDir() / "pipeline" / "case.safetensors");
+    VT_CHECK(set.ok());
+    const auto& seeded = *set->find("seeded_noise_1234");
+    VT_CHECK(at::equal(pipelines::ideogram4Noise(1234, seeded.size(0), seeded.size(1)), seeded));
 }
 
 struct PipelineRun {
