@@ -2,8 +2,10 @@
 
 // Reference: tokenizers 0.23 (tokenizer/added_vocabulary.rs, models/bpe/{model,word}.rs,
 // tokenizer/normalizer.rs split behaviours, processors/template.rs) and transformers 5.24
-// (tokenization_utils_tokenizers.py TokenizersBackend, models/gemma/tokenization_gemma.py).
+// (tokenization_utils_tokenizers.py TokenizersBackend, models/gemma/tokenization_gemma.py,
+// models/qwen2/tokenization_qwen2.py).
 
+#include "inference/text/unicode.h"
 #include "inference/util/jsonlimits.h"
 
 #include <nlohmann/json.hpp>
@@ -155,7 +157,7 @@ jsonutil::JsonLimits tokenizerLimits()
 enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
 
 struct NormalizerStep {
-    enum class Kind { Replace, Prepend, Strip } kind = Kind::Replace;
+    enum class Kind { Replace, Prepend, Strip, Nfc } kind = Kind::Replace;
     std::string pattern;  // Replace: literal to find; Prepend: the prefix
     std::string content;  // Replace: replacement
     bool left = false, right = false;
@@ -165,6 +167,11 @@ struct SplitStep {
     std::string pattern;
     SplitBehavior behavior = SplitBehavior::Isolated;
     bool invert = false;
+    // The Qwen2 regex instead of the literal pattern (the only regex this version runs).
+    bool qwen2Regex = false;
+    // Not a split: tokenizers' ByteLevel pre-tokenizer without its own regex (each byte becomes
+    // its GPT-2 printable character).
+    bool byteLevel = false;
 };
 
 struct AddedToken {
@@ -362,6 +369,10 @@ void parseNormalizer(const json& j, const std::string& where, std::vector<Normal
             fail(ErrorCode::InvalidFormat, where + ": Prepend normalizer without a string 'prepend'");
         s.pattern = j["prepend"].get<std::string>();
         out.push_back(std::move(s));
+    } else if (type == "NFC") {
+        NormalizerStep s;
+        s.kind = NormalizerStep::Kind::Nfc;
+        out.push_back(std::move(s));
     } else if (type == "Strip") {
         NormalizerStep s;
         s.kind = NormalizerStep::Kind::Strip;
@@ -369,10 +380,10 @@ void parseNormalizer(const json& j, const std::string& where, std::vector<Normal
         s.right = flag(j, "strip_right", false);
         out.push_back(std::move(s));
     } else {
-        // NFC/NFD/NFKC/NFKD, Lowercase, StripAccents, BertNormalizer, Precompiled, ByteLevel...
-        // all need Unicode tables or charmaps this version does not carry.
+        // NFD/NFKC/NFKD, Lowercase, StripAccents, BertNormalizer, Precompiled, ByteLevel...
+        // need tables or charmaps this version does not carry.
         fail(ErrorCode::Unsupported, where + ": the '" + type + "' normalizer is not supported by this version "
-                "(supported: Replace with a String pattern, Prepend, Strip, Sequence)");
+                "(supported: Replace with a String pattern, Prepend, Strip, NFC, Sequence)");
     }
 }
 
@@ -388,13 +399,27 @@ void parsePreTokenizer(const json& j, const std::string& where, std::vector<Spli
             parsePreTokenizer(p, where, out);
     } else if (type == "Split") {
         SplitStep s;
-        s.pattern = stringPattern(j.value("pattern", json()), where, "the Split pre-tokenizer");
+        const auto pattern = j.value("pattern", json());
+        if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()
+            && pattern["Regex"].get<std::string>() == unicode::kQwen2Pattern)
+            s.qwen2Regex = true;
+        else
+            s.pattern = stringPattern(pattern, where, "the Split pre-tokenizer");
         s.behavior = splitBehavior(j.value("behavior", json()), where);
         s.invert = flag(j, "invert", false);
         out.push_back(std::move(s));
+    } else if (type == "ByteLevel") {
+        // With use_regex the step would split by GPT-2's own pattern first; with add_prefix_space
+        // it would prepend a space to each piece. Neither is what Qwen's files use.
+        if (flag(j, "use_regex", true) || flag(j, "add_prefix_space", true))
+            fail(ErrorCode::Unsupported, where + ": the ByteLevel pre-tokenizer with use_regex or add_prefix_space ("
+                    + shortJson(j) + ") is not supported by this version");
+        SplitStep s;
+        s.byteLevel = true;
+        out.push_back(std::move(s));
     } else {
         fail(ErrorCode::Unsupported, where + ": the '" + type + "' pre-tokenizer is not supported by this version "
-                "(supported: Split with a String pattern, Sequence)");
+                "(supported: Split with a String pattern or the Qwen2 regex, ByteLevel without its regex, Sequence)");
     }
 }
 
@@ -405,9 +430,34 @@ void splitInto(const std::string& s, const SplitStep& step, std::vector<std::str
         std::size_t begin, end;
         bool flag;
     };
+    if (step.byteLevel) {
+        std::string mapped;
+        mapped.reserve(s.size() * 2);
+        for (unsigned char b : s)
+            unicode::appendUtf8(mapped, unicode::byteLevelChar(b));
+        out.push_back(std::move(mapped));
+        return;
+    }
     std::vector<Span> matches;
     if (s.empty()) {
         matches.push_back({0, 0, false});
+    } else if (step.qwen2Regex) {
+        // Code point spans to byte offsets; the gaps between matches are pieces of their own.
+        const auto cps = unicode::decodeUtf8(s);
+        std::vector<std::size_t> offset(cps.size() + 1, 0);
+        for (std::size_t k = 0; k < cps.size(); ++k) {
+            const auto c = cps[k];
+            offset[k + 1] = offset[k] + (c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4);
+        }
+        std::size_t prev = 0;
+        for (const auto& [b, e] : unicode::qwen2Matches(cps)) {
+            if (prev != offset[b])
+                matches.push_back({prev, offset[b], false});
+            matches.push_back({offset[b], offset[e], true});
+            prev = offset[e];
+        }
+        if (prev != s.size())
+            matches.push_back({prev, s.size(), false});
     } else {
         std::size_t prev = 0;
         for (auto pos = s.find(step.pattern); pos != std::string::npos; pos = s.find(step.pattern, prev)) {
@@ -494,6 +544,10 @@ json parseJson(const std::string& text, const std::string& where)
 
 // ====================================================================== the tokenizer
 
+// transformers classes whose __init__ rebuilds the pipeline, taking only the vocabulary, the
+// merges and the post-processor from tokenizer.json.
+enum class Rebuild { None, Gemma, Qwen2 };
+
 struct Tokenizer::Impl {
     std::string origin;  // file names for errors
     std::string description;
@@ -548,7 +602,7 @@ struct Tokenizer::Impl {
     std::vector<std::int64_t> run(std::string_view text) const;
 
     // Loading
-    void loadBpe(const json& model, const std::string& where, bool rebuildAsGemma, const std::optional<std::string>& gemmaUnk);
+    void loadBpe(const json& model, const std::string& where, Rebuild rebuild, const std::optional<std::string>& gemmaUnk);
     void addToken(AddedToken token);
     void buildTries();
 };
@@ -570,6 +624,9 @@ void Tokenizer::Impl::normalize(std::string& s) const
             s = std::move(out);
             break;
         }
+        case NormalizerStep::Kind::Nfc:
+            s = unicode::nfc(s);
+            break;
         case NormalizerStep::Kind::Prepend:
             if (!s.empty())
                 s = n.pattern + s;
@@ -765,7 +822,7 @@ std::vector<std::int64_t> Tokenizer::Impl::run(std::string_view text) const
     return ids;
 }
 
-void Tokenizer::Impl::loadBpe(const json& model, const std::string& where, bool rebuildAsGemma,
+void Tokenizer::Impl::loadBpe(const json& model, const std::string& where, Rebuild rebuild,
                               const std::optional<std::string>& gemmaUnk)
 {
     const auto type = typeOf(model);
@@ -778,7 +835,14 @@ void Tokenizer::Impl::loadBpe(const json& model, const std::string& where, bool 
             fail(ErrorCode::InvalidFormat, where + ": vocab entry '" + token + "' has an invalid id " + shortJson(id));
         vocab.emplace(token, id.get<std::int64_t>());
     }
-    if (rebuildAsGemma) {
+    if (rebuild == Rebuild::Qwen2) {
+        // transformers' Qwen2Tokenizer: BPE(vocab, merges, unk_token=None, fuse_unk=False,
+        // byte_fallback=False, dropout=None).
+        unkToken.reset();
+        byteFallback = false;
+        fuseUnk = false;
+        ignoreMerges = false;
+    } else if (rebuild == Rebuild::Gemma) {
         // transformers' GemmaTokenizer: BPE(vocab, merges, fuse_unk=True, unk_token, dropout=None,
         // byte_fallback=True); the file's flags are not used.
         unkToken = gemmaUnk;
@@ -949,9 +1013,11 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
         const std::string cls = config.contains("tokenizer_class") && config["tokenizer_class"].is_string()
             ? config["tokenizer_class"].get<std::string>() : std::string();
         const bool gemma = cls == "GemmaTokenizer" || cls == "GemmaTokenizerFast";
-        if (!cls.empty() && !gemma && cls != "PreTrainedTokenizerFast" && cls != "TokenizersBackend")
+        const bool qwen2 = cls == "Qwen2Tokenizer" || cls == "Qwen2TokenizerFast";
+        const bool rebuilt = gemma || qwen2;
+        if (!cls.empty() && !rebuilt && cls != "PreTrainedTokenizerFast" && cls != "TokenizersBackend")
             fail(ErrorCode::Unsupported, origin + ": tokenizer_class '" + cls + "' is rebuilt by transformers from its own class "
-                    "definition, which this version does not replicate (supported: GemmaTokenizer, GemmaTokenizerFast, "
+                    "definition, which this version does not replicate (supported: GemmaTokenizer(Fast), Qwen2Tokenizer(Fast), "
                     "PreTrainedTokenizerFast)");
         const std::string where = origin;
 
@@ -961,9 +1027,13 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
         std::map<std::string, SpecialSetting> specials;
         for (const char* n : names) {
             auto s = specialSetting(config, n, where);
-            if (!s.present && gemma) {
-                const std::map<std::string, std::string> defaults = {
-                    {"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"unk_token", "<unk>"}, {"pad_token", "<pad>"}, {"mask_token", "<mask>"}};
+            if (!s.present && rebuilt) {
+                // Qwen2Tokenizer's signature: unk, eos and pad <|endoftext|>, no bos.
+                const std::map<std::string, std::string> defaults = gemma
+                    ? std::map<std::string, std::string>{{"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"unk_token", "<unk>"},
+                          {"pad_token", "<pad>"}, {"mask_token", "<mask>"}}
+                    : std::map<std::string, std::string>{{"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"},
+                          {"pad_token", "<|endoftext|>"}};
                 if (auto it = defaults.find(n); it != defaults.end()) {
                     s.present = true;
                     s.content = it->second;
@@ -978,12 +1048,24 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
             // transformers' GemmaTokenizer.__init__ pipeline, whatever the file declares.
             impl->normalizers.push_back({NormalizerStep::Kind::Replace, " ", "\u2581", false, false});
             impl->preTokenizers.push_back({" ", SplitBehavior::MergedWithPrevious, false});
-            impl->loadBpe(model, where, true, specials["unk_token"].content);
+            impl->loadBpe(model, where, Rebuild::Gemma, specials["unk_token"].content);
+        } else if (qwen2) {
+            impl->description = cls + " (rebuilt as transformers does: NFC, the Qwen2 split regex, byte-level BPE)";
+            // transformers' Qwen2Tokenizer.__init__ pipeline, whatever the file declares.
+            impl->normalizers.push_back({NormalizerStep::Kind::Nfc, {}, {}, false, false});
+            SplitStep split;
+            split.qwen2Regex = true;
+            split.behavior = SplitBehavior::Isolated;
+            impl->preTokenizers.push_back(split);
+            SplitStep byteLevel;
+            byteLevel.byteLevel = true;
+            impl->preTokenizers.push_back(byteLevel);
+            impl->loadBpe(model, where, Rebuild::Qwen2, std::nullopt);
         } else {
             impl->description = cls.empty() ? std::string("tokenizer.json") : cls + " (tokenizer.json as written)";
             parseNormalizer(tj.value("normalizer", json()), where, impl->normalizers);
             parsePreTokenizer(tj.value("pre_tokenizer", json()), where, impl->preTokenizers);
-            impl->loadBpe(model, where, false, std::nullopt);
+            impl->loadBpe(model, where, Rebuild::None, std::nullopt);
         }
 
         // Added tokens. GemmaTokenizer builds its backend from scratch and adds the tokens of
@@ -1007,12 +1089,19 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
             }
             std::sort(fromConfig.begin(), fromConfig.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
         }
-        if (gemma) {
+        if (rebuilt) {
             if (!hasDecoder)
                 fail(ErrorCode::Unsupported, where + ": tokenizer_config.json has no added_tokens_decoder; transformers 5.24 then "
-                        "rebuilds GemmaTokenizer's added tokens from legacy files, which this version does not replicate");
-            for (const auto& [id, t] : fromConfig)
+                        "rebuilds " + cls + "'s added tokens from legacy files, which this version does not replicate");
+            for (const auto& [id, t] : fromConfig) {
                 impl->addToken(t);
+                // Tokens outside the vocabulary take the next free ids; transformers fills gaps
+                // with placeholders, which this version does not.
+                if (const auto got = impl->added[impl->addedIndex.at(t.content)].id; got != id)
+                    fail(ErrorCode::Unsupported, where + ": added token '" + t.content + "' has id " + std::to_string(id)
+                            + " in tokenizer_config.json but resolves to " + std::to_string(got)
+                            + " (the added ids are not contiguous after the vocabulary)");
+            }
         } else {
             if (tj.contains("added_tokens") && !tj["added_tokens"].is_null()) {
                 if (!tj["added_tokens"].is_array())
@@ -1089,7 +1178,8 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
         // Post-processor: tokenizer.json's. transformers drops add_bos_token / add_eos_token from
         // tokenizer_config.json whenever a tokenizer.json exists, so they change nothing; a file
         // without a post-processor then gets an empty template (no BOS).
-        if (tj.contains("post_processor") && !tj["post_processor"].is_null()) {
+        // A ByteLevel post-processor only trims offsets: it adds no ids.
+        if (tj.contains("post_processor") && !tj["post_processor"].is_null() && typeOf(tj["post_processor"]) != "ByteLevel") {
             const auto& pp = tj["post_processor"];
             if (typeOf(pp) != "TemplateProcessing")
                 fail(ErrorCode::Unsupported, where + ": the '" + typeOf(pp) + "' post-processor is not supported by this version "

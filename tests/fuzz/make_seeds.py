@@ -92,6 +92,26 @@ GEMMA_CONFIG = {"tokenizer_class": "GemmaTokenizerFast", "added_tokens_decoder":
     "2": {"content": "<bos>", "special": True, "normalized": False, "lstrip": False, "rstrip": False, "single_word": False}},
     "pad_token": "<pad>", "bos_token": "<bos>", "eos_token": "<pad>", "unk_token": "<unk>"}
 
+QWEN2_REGEX = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+QWEN_ADDED = [{"id": 5, "content": "<|endoftext|>", "special": True, "normalized": False, "lstrip": False, "rstrip": False,
+               "single_word": False},
+              {"id": 6, "content": "<|im_start|>", "special": True, "normalized": False, "lstrip": False, "rstrip": False,
+               "single_word": False}]
+# Qwen2 / Qwen3 layout: NFC, the Qwen2 Split regex, ByteLevel without its regex, byte-level BPE.
+QWEN_TOKENIZER = {
+    "version": "1.0", "truncation": None, "padding": None, "added_tokens": QWEN_ADDED,
+    "normalizer": {"type": "NFC"},
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": QWEN2_REGEX}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]},
+    "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+    "model": {"type": "BPE", "dropout": None, "unk_token": None, "byte_fallback": False, "fuse_unk": False,
+              "vocab": {"a": 0, "b": 1, "\u0120": 2, "ab": 3, "\u0120a": 4}, "merges": [["a", "b"], ["\u0120", "a"]]},
+}
+QWEN_CONFIG = {"tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
+               "added_tokens_decoder": {str(a["id"]): {k: v for k, v in a.items() if k != "id"} for a in QWEN_ADDED}}
+QWEN_PLAIN_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "<|endoftext|>"}
+
 
 def entry(path, size, lfs=True):
     e = {"type": "file", "oid": "%040x" % (size * 7919), "size": size, "path": path}
@@ -141,6 +161,8 @@ def seeds():
             "bpe": json.dumps(TOKENIZER).encode() + b"\0" + json.dumps(TOKENIZER_CONFIG).encode(),
             "gemma": json.dumps(TOKENIZER).encode() + b"\0" + json.dumps(GEMMA_CONFIG).encode(),
             "no_config": json.dumps(TOKENIZER).encode(),
+            "qwen2": json.dumps(QWEN_TOKENIZER).encode() + b"\0" + json.dumps(QWEN_CONFIG).encode(),
+            "qwen2_plain": json.dumps(QWEN_TOKENIZER).encode() + b"\0" + json.dumps(QWEN_PLAIN_CONFIG).encode(),
         },
     }
     return out

@@ -9,6 +9,6 @@ set(VIREO_FUZZ_SOURCES_safetensors ${VIREO_FUZZ_TENSORFILE} inference/tensorfile
 set(VIREO_FUZZ_SOURCES_gguf ${VIREO_FUZZ_TENSORFILE} inference/tensorfile/gguf.cpp)
 set(VIREO_FUZZ_SOURCES_hubjson core/hub/hubjson.cpp)
 set(VIREO_FUZZ_SOURCES_config inference/models/ltx2/ltx2config.cpp)
-set(VIREO_FUZZ_SOURCES_tokenizer inference/text/tokenizer.cpp)
+set(VIREO_FUZZ_SOURCES_tokenizer inference/text/tokenizer.cpp inference/text/unicode.cpp)
 set(VIREO_FUZZ_SOURCES_inspect ${VIREO_FUZZ_TENSORFILE} inference/tensorfile/safetensors.cpp inference/tensorfile/gguf.cpp
   inference/tensorfile/modelsource.cpp inference/inspect/modelinspector.cpp)

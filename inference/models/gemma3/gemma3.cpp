@@ -3,6 +3,7 @@
 #include "inference/util/device.h"
 
 #include "inference/models/nn/layers.h"
+#include "inference/models/nn/strictweights.h"
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
 #include "inference/util/jsonlimits.h"
@@ -26,23 +27,8 @@ bool startsWith(const std::string& s, std::string_view prefix)
     return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
-std::string listNames(const std::vector<std::string>& names, std::size_t shown = 6)
-{
-    std::string s;
-    for (std::size_t i = 0; i < names.size() && i < shown; ++i)
-        s += (i ? ", " : "") + names[i];
-    if (names.size() > shown)
-        s += ", ... (" + std::to_string(names.size() - shown) + " more)";
-    return s;
-}
-
-std::string shapeText(const std::vector<std::int64_t>& shape)
-{
-    std::string s = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i)
-        s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
+using nn::listNames;
+using nn::shapeText;
 
 // ------------------------------------------------------------------ config
 
@@ -241,179 +227,22 @@ const char* const kIgnoredPrefixes[] = {"vision_tower.", "model.vision_tower.", 
 // Tried in order; the first under which embed_tokens.weight exists names the language model.
 const char* const kLanguageModelPrefixes[] = {"model.language_model.", "language_model.model.", "model.", ""};
 
-struct Stored {
-    const tensorfile::Checkpoint* checkpoint = nullptr;
-    std::string name;
-};
+using nn::Embedding;
+using nn::StoredTensor;
+using Stored = nn::StoredTensor;
 
-// Hands out the language model's weights under Gemma3TextModel's own names and keeps the
-// books: a weight asked for and absent, or a stored tensor never asked for, fails finish().
-class Taker {
+// Gemma's weights with Gemma3RMSNorm's (1 + w) scale, in float32 as the reference computes it.
+class Taker : public nn::StrictWeights {
 public:
     Taker(std::map<std::string, Stored> index, quant::LoadOptions options, c10::ScalarType dtype, std::string origin)
-        : m_index(std::move(index)), m_options(std::move(options)), m_dtype(dtype), m_origin(std::move(origin))
+        : nn::StrictWeights(std::move(index), std::move(options), dtype, std::move(origin), "Gemma 3", "language model")
     {
     }
 
-    std::optional<quant::QuantizedWeight> raw(const std::string& name, const std::vector<std::int64_t>& shape)
-    {
-        const auto it = m_index.find(name);
-        if (it == m_index.end()) {
-            m_missing.push_back(name);
-            return std::nullopt;
-        }
-        m_taken.insert(name);
-        auto w = quant::loadWeight(*it->second.checkpoint, it->second.name, m_options);
-        if (!w) {
-            m_failed.push_back(it->second.name + ": " + w.error().message);
-            return std::nullopt;
-        }
-        if (w->shape() != shape) {
-            m_failed.push_back(it->second.name + " is " + shapeText(w->shape()) + ", the config implies " + shapeText(shape));
-            return std::nullopt;
-        }
-        return std::move(*w);
-    }
-
-    // Dense weights are converted to the compute dtype once; quantized ones stay as stored.
-    quant::QuantizedWeight weight(const std::string& name, const std::vector<std::int64_t>& shape)
-    {
-        auto w = raw(name, shape);
-        if (!w)
-            return {};
-        if (w->representation() != quant::Representation::Dense)
-            return std::move(*w);
-        auto dense = w->dequantize(m_dtype);
-        if (!dense) {
-            m_failed.push_back(name + ": " + dense.error().message);
-            return {};
-        }
-        return quant::QuantizedWeight::dense(dense->to(m_options.device));
-    }
-
-    nn::Linear linear(const std::string& name, std::int64_t out, std::int64_t in, bool bias)
-    {
-        nn::Linear l;
-        l.name = name;
-        l.weight = weight(name + ".weight", {out, in});
-        if (bias)
-            l.bias = dense(name + ".bias", {out}, m_dtype);
-        return l;
-    }
-
-    at::Tensor dense(const std::string& name, const std::vector<std::int64_t>& shape, c10::ScalarType dtype)
-    {
-        auto w = raw(name, shape);
-        if (!w)
-            return {};
-        auto d = w->dequantize(dtype);
-        if (!d) {
-            m_failed.push_back(name + ": " + d.error().message);
-            return {};
-        }
-        return d->to(m_options.device).contiguous();
-    }
-
-    // Gemma3RMSNorm's scale (1 + w), in float32 as the reference computes it.
     at::Tensor norm(const std::string& name, std::int64_t size)
     {
         auto w = dense(name, {size}, at::kFloat);
         return w.defined() ? (w + 1.0).contiguous() : w;
-    }
-
-    Result<void> finish() const
-    {
-        if (!m_failed.empty())
-            return makeError(ErrorCode::InvalidFormat, m_origin + ": " + std::to_string(m_failed.size())
-                    + " Gemma 3 weight(s) could not be loaded: " + listNames(m_failed, 4));
-        if (!m_missing.empty())
-            return makeError(ErrorCode::InvalidFormat, m_origin + ": the Gemma 3 language model is incomplete, "
-                    + std::to_string(m_missing.size()) + " weight(s) missing: " + listNames(m_missing)
-                    + "; the download may be partial or config.json describes another model");
-        std::vector<std::string> unused;
-        for (const auto& [name, stored] : m_index)
-            if (!m_taken.count(name))
-                unused.push_back(stored.name);
-        if (!unused.empty())
-            return makeError(ErrorCode::InvalidFormat, m_origin + ": " + std::to_string(unused.size())
-                    + " language-model tensor(s) match no Gemma 3 parameter of this config: " + listNames(unused)
-                    + "; config.json may describe another model");
-        return {};
-    }
-
-private:
-    std::map<std::string, Stored> m_index;
-    quant::LoadOptions m_options;
-    c10::ScalarType m_dtype;
-    std::string m_origin;
-    std::set<std::string> m_taken;
-    std::vector<std::string> m_missing, m_failed;
-};
-
-// The rows of an embedding table, dequantized, without expanding the whole table when the
-// representation allows it (dense, FP8 per-tensor / per-row, int8, GGUF).
-struct Embedding {
-    quant::QuantizedWeight weight;  // dense in the compute dtype, or as stored
-    at::Tensor table;               // a full dequantized copy when rows cannot be taken directly
-
-    static bool rowsGatherable(const quant::QuantizedWeight& w)
-    {
-        switch (w.representation()) {
-        case quant::Representation::Dense:
-        case quant::Representation::Int8:
-        case quant::Representation::Gguf:
-            return true;
-        case quant::Representation::Fp8Scaled:
-            return w.scale().numel() == 1 || (w.scale().dim() == 1 && w.scale().size(0) == w.shape()[0]);
-        case quant::Representation::Nf4:
-            return false;
-        }
-        return false;
-    }
-
-    at::Tensor lookup(const at::Tensor& ids, c10::ScalarType dtype) const
-    {
-        if (table.defined())
-            return at::embedding(table, ids);
-        if (weight.representation() == quant::Representation::Dense)
-            return at::embedding(weight.data(), ids);
-        const auto flat = ids.reshape({-1}).to(weight.device());
-        const auto rows = weight.shape()[0];
-        Result<quant::QuantizedWeight> picked = quant::QuantizedWeight();
-        switch (weight.representation()) {
-        case quant::Representation::Fp8Scaled: {
-            const auto& data = weight.data();
-            const auto bytes = data.view(at::kByte).index_select(0, flat).view(data.scalar_type());
-            const auto scale = weight.scale().numel() == 1 ? weight.scale() : weight.scale().index_select(0, flat);
-            picked = quant::QuantizedWeight::fp8(bytes, scale);
-            break;
-        }
-        case quant::Representation::Int8:
-            picked = quant::QuantizedWeight::int8(weight.data().index_select(0, flat), weight.scale().index_select(0, flat));
-            break;
-        case quant::Representation::Gguf: {
-            const auto& blocks = weight.data();
-            TORCH_CHECK(blocks.numel() % rows == 0, "GGUF embedding: ", blocks.numel(), " bytes do not split into ", rows, " rows");
-            const auto pickedBlocks = blocks.reshape({rows, -1}).index_select(0, flat).reshape({-1});
-            picked = quant::QuantizedWeight::gguf(pickedBlocks, weight.ggmlType(), {flat.numel(), weight.shape()[1]});
-            break;
-        }
-        default:
-            TORCH_CHECK(false, "embedding rows cannot be taken from a ", weight.describe(), " weight");
-        }
-        if (!picked)
-            throw nn::ForwardError("embed_tokens: " + picked.error().message);
-        auto values = picked->dequantize(dtype);
-        if (!values)
-            throw nn::ForwardError("embed_tokens: " + values.error().message);
-        auto sizes = ids.sizes().vec();
-        sizes.push_back(weight.shape()[1]);
-        return values->view(sizes);
-    }
-
-    std::int64_t residentBytes() const
-    {
-        return table.defined() ? table.numel() * table.element_size() : weight.residentBytes();
     }
 };
 
@@ -616,15 +445,9 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
         lo.device = options.device;
         Taker w(std::move(index), lo, options.dtype, origin);
         const auto d = c.hiddenSize, qd = c.heads * c.headDim, kvd = c.kvHeads * c.headDim;
-        impl->embed.weight = w.weight("embed_tokens.weight", {c.vocabSize, d});
-        if (impl->embed.weight.defined() && !Embedding::rowsGatherable(impl->embed.weight)) {
-            // NF4 or block-scaled FP8 tables: rows are not separable, so expand once here.
-            auto table = impl->embed.weight.dequantize(options.dtype);
-            if (!table)
-                return makeError(ErrorCode::InvalidFormat, origin + ": embed_tokens: " + table.error().message);
-            impl->embed.table = table->to(options.device);
-            impl->embed.weight = quant::QuantizedWeight();
-        }
+        // NF4 or block-scaled FP8 tables: rows are not separable, so they are expanded once.
+        if (auto set = impl->embed.set(w.weight("embed_tokens.weight", {c.vocabSize, d}), options.dtype, options.device); !set)
+            return makeError(ErrorCode::InvalidFormat, origin + ": embed_tokens: " + set.error().message);
         for (std::int64_t i = 0; i < c.layers; ++i) {
             const auto p = "layers." + std::to_string(i) + ".";
             Layer l;
