@@ -191,21 +191,29 @@ VT_TEST(jsonFieldsOfTheWrongTypeNameTheKey)
 
 VT_TEST(safetensorsHeadersWithManyTensorsParseInLinearTime)
 {
+    // Growth, not speed: 6.7x the tensors must cost about 6.7x the time (the old duplicate-key
+    // check was quadratic, 44x here: 13 s for 30,000). A ratio of the best of two runs holds on
+    // a loaded machine and under the sanitizers, where absolute times mean nothing.
+    std::vector<double> best;
     for (const std::size_t count : {30000u, 200000u}) {
         std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors;
         for (std::size_t i = 0; i < count; ++i)
             tensors.push_back({"blocks." + std::to_string(i) + ".weight", {1}});
         const auto bytes = safetensors(tensors);
-        const auto start = std::chrono::steady_clock::now();
-        auto r = parseSafetensors(bytes);
-        const double seconds = secondsSince(start);
-        VT_CHECK_MSG(r.ok(), (r.ok() ? "" : r.error().message));
-        VT_COMPARE(r->tensors.size(), count);
-        std::printf("   %zu tensors (%zu-byte header): %.3f s\n", count, bytes.size(), seconds);
-        // The old duplicate-key callback took 13 s for 30,000; linear parsing takes well under
-        // a second even under the sanitizers.
-        VT_CHECK_MSG(seconds < 10.0, count << " tensors took " << seconds << " s");
+        double fastest = 1e30;
+        for (int run = 0; run < 2; ++run) {
+            const auto start = std::chrono::steady_clock::now();
+            auto r = parseSafetensors(bytes);
+            fastest = std::min(fastest, secondsSince(start));
+            VT_CHECK_MSG(r.ok(), (r.ok() ? "" : r.error().message));
+            VT_COMPARE(r->tensors.size(), count);
+        }
+        std::printf("   %zu tensors (%zu-byte header): %.3f s\n", count, bytes.size(), fastest);
+        best.push_back(fastest);
     }
+    const double growth = best[1] / std::max(best[0], 1e-6);
+    std::printf("   6.7x the tensors took %.1fx the time (linear 6.7x, quadratic 44x)\n", growth);
+    VT_CHECK_MSG(growth < 20.0, "parsing time grew " << growth << "x for 6.7x the tensors");
     // A duplicate among many is still found, and named.
     std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors;
     for (int i = 0; i < 50000; ++i)
