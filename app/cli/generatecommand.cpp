@@ -43,12 +43,14 @@ extern "C" void onInterrupt(int)
 int usage(const std::string& message)
 {
     std::fprintf(stderr, "vireo-cli generate: %s\n"
-        "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4\n"
+        "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4|FILE.png\n"
         "         [--negative TEXT] [--frames N] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
         "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
+        "  Video models (LTX-2) write FILE.mp4; image models (an Ideogram-4 folder) write FILE.png and take\n"
+        "  --width, --height (multiples of 16), --steps, --guidance and --seed (48 steps at 45 x 7.0 then 3 x 3.0 unless given)\n"
         "  --repeat N runs the request N times in one process (timings of warm runs); the video of the last is written\n"
         "  --force runs although the memory plan says the model does not fit\n"
         "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n", message.c_str());
@@ -75,7 +77,7 @@ int runGenerate(const std::vector<std::string>& args)
     std::optional<std::int64_t> width, height, frames, seed;
     std::optional<double> fps, guidance, audioGuidance, rescale;
     std::optional<int> steps;
-    bool asJson = false, force = false, recordInGallery = true;
+    bool asJson = false, force = false, recordInGallery = true, speedGiven = false;
     int repeat = 1;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
@@ -164,6 +166,7 @@ int runGenerate(const std::vector<std::string>& args)
             if (!m)
                 return usage("--speed is quality, balanced or fast");
             req.speed = std::string(vireo::facade::speedModeName(*m));
+            speedGiven = true;
         } else if (a == "--placement") {
             auto p = vireo::facade::parsePlacement(v);
             if (!p)
@@ -181,6 +184,45 @@ int runGenerate(const std::vector<std::string>& args)
     req.negativePrompt = vireo::output::sanitizedText(req.negativePrompt);
     if (req.prompt.find_first_not_of(" \t\n") == std::string::npos)
         return usage("--prompt is empty");
+    // What the model makes decides the file: checked from the folder layout before anything loads.
+    const auto kind = vireo::facade::detectModelKind(load.modelPaths);
+    const bool image = kind == vireo::facade::ModelKind::Image;
+    {
+        auto extension = vireo::cli::lower(std::filesystem::path(out).extension().string());
+        if (image && extension != ".png")
+            return usage(load.modelPaths.front().string() + " is an image model (Ideogram-4): --out must name a .png file, not " + out);
+        if (!image && extension != ".mp4")
+            return usage("this is a video model: --out must name a .mp4 file, not " + out);
+    }
+    if (image) {
+        std::vector<std::string> given;
+        if (frames)
+            given.push_back("--frames");
+        if (fps)
+            given.push_back("--fps");
+        if (audioGuidance)
+            given.push_back("--audio-guidance");
+        if (rescale)
+            given.push_back("--rescale");
+        if (!schedule.empty())
+            given.push_back("--schedule");
+        if (speedGiven)
+            given.push_back("--speed");
+        if (!req.negativePrompt.empty())
+            given.push_back("--negative");
+        if (!req.loras.empty())
+            given.push_back("--lora");
+        if (load.textEncoderPath)
+            given.push_back("--text-encoder");
+        if (!given.empty()) {
+            std::string list;
+            for (const auto& g : given)
+                list += (list.empty() ? "" : ", ") + g;
+            return usage(list + (given.size() == 1 ? " does" : " do") + " not apply to an image model (Ideogram-4)");
+        }
+        if ((width && *width % 16) || (height && *height % 16))
+            return usage("--width and --height must be multiples of 16 for Ideogram-4");
+    }
     struct stat st {};
     if (::lstat(out.c_str(), &st) == 0) {
         std::fprintf(stderr, "vireo-cli: %s exists; choose another name (outputs are never overwritten)\n", out.c_str());
@@ -218,9 +260,9 @@ int runGenerate(const std::vector<std::string>& args)
         std::fprintf(stderr, "vireo-cli: the built-in catalog is damaged: %s\n", catalog.error().message.c_str());
         return 1;
     }
-    if (schedule.empty())
+    if (schedule.empty() && !image)
         schedule = (guidance && *guidance > 1) || (steps && *steps != 8) ? "dev" : "distilled";
-    auto defaults = vireo::runtime::defaultsForVersion(*catalog, versionOf(load.modelPaths), schedule);
+    auto defaults = vireo::runtime::defaultsForVersion(*catalog, image ? std::string("4") : versionOf(load.modelPaths), schedule);
     if (!defaults) {
         std::fprintf(stderr, "vireo-cli: %s\n", defaults.error().message.c_str());
         return 1;
@@ -228,12 +270,12 @@ int runGenerate(const std::vector<std::string>& args)
     auto base = vireo::runtime::requestFrom(*defaults);
     base.prompt = req.prompt;
     base.negativePrompt = req.negativePrompt;
-    base.schedule = schedule;
+    base.schedule = image ? defaults->schedule : schedule;
     base.width = width.value_or(base.width);
     base.height = height.value_or(base.height);
     base.frames = frames.value_or(base.frames);
     base.fps = fps.value_or(base.fps);
-    base.steps = steps.value_or(schedule == "distilled" ? 8 : base.steps);
+    base.steps = steps.value_or(!image && schedule == "distilled" ? 8 : base.steps);
     base.guidance = guidance.value_or(base.guidance);
     base.audioGuidance = audioGuidance.value_or(guidance.value_or(base.audioGuidance));
     base.guidanceRescale = rescale.value_or(guidance ? 0.0 : base.guidanceRescale);
@@ -241,10 +283,19 @@ int runGenerate(const std::vector<std::string>& args)
     base.previewEvery = 0;
     base.loras = req.loras;
     base.speed = req.speed;
-    if (base.width % 32 || base.height % 32)
-        return usage("--width and --height must be multiples of 32");
-    if ((base.frames - 1) % 8)
-        return usage("--frames must be 8k + 1 (1, 9, 17, ..., 121)");
+    if (image) {
+        base.frames = 1;
+        base.guidanceSchedule.clear();
+        // The reference's schedule of weights belongs to its 48 steps at its guidance; a
+        // guidance or a step count of one's own means that guidance at every step.
+        if (!guidance && base.steps == defaults->steps && static_cast<int>(defaults->guidanceSchedule.size()) == base.steps)
+            base.guidanceSchedule = defaults->guidanceSchedule;
+    } else {
+        if (base.width % 32 || base.height % 32)
+            return usage("--width and --height must be multiples of 32");
+        if ((base.frames - 1) % 8)
+            return usage("--frames must be 8k + 1 (1, 9, 17, ..., 121)");
+    }
     if (!asJson)
         for (const auto& note : defaults->notApplied)
             std::fprintf(stderr, "vireo-cli: note: %s\n", note.c_str());
@@ -274,7 +325,12 @@ int runGenerate(const std::vector<std::string>& args)
             job.outputPath = QString::fromStdString(out);
         ids.push_back(engine.enqueueGenerate(job));
     }
-    if (!asJson)
+    if (!asJson && image)
+        std::printf("%s, %lldx%lld image, %d steps, guidance %s, seed %lld\n", model.title.toUtf8().constData(), static_cast<long long>(base.width),
+            static_cast<long long>(base.height), base.steps,
+            base.guidanceSchedule.empty() ? QString::number(base.guidance).toUtf8().constData() : "45 x 7.0 then 3 x 3.0 (the reference's)",
+            static_cast<long long>(base.seed));
+    else if (!asJson)
         std::printf("%s, %lldx%lld, %lld frames at %g fps, seed %lld\n", model.title.toUtf8().constData(), static_cast<long long>(base.width),
             static_cast<long long>(base.height), static_cast<long long>(base.frames), base.fps, static_cast<long long>(base.seed));
     std::fflush(stdout);
@@ -353,13 +409,14 @@ int runGenerate(const std::vector<std::string>& args)
     const double total = std::chrono::duration<double>(Clock::now() - started).count();
     if (asJson) {
         nlohmann::json phases = last->recipe.secondsPerPhase;
-        phases["mux"] = last->writeSeconds;
+        phases[image ? "write" : "mux"] = last->writeSeconds;
         runs.back() = phases;
         const auto resident = engine.resident();
         std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
             {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
             {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
-            {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}}
+            {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"kind", last->recipe.kind},
+            {"width", last->recipe.width}, {"height", last->recipe.height}}
                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                                 .c_str());
         return 0;
@@ -367,7 +424,11 @@ int runGenerate(const std::vector<std::string>& args)
     if (last->recipe.stepsSkipped > 0)
         std::printf("speed %s: %d of %d denoise steps reused the transformer's previous work\n", last->recipe.speed.c_str(),
             last->recipe.stepsSkipped, last->recipe.steps);
-    std::printf("[%7.2f s] wrote %s (%lld frames)\n", total, out.c_str(), static_cast<long long>(last->recipe.frames));
+    if (image)
+        std::printf("[%7.2f s] wrote %s (%lldx%lld image)\n", total, out.c_str(), static_cast<long long>(last->recipe.width),
+            static_cast<long long>(last->recipe.height));
+    else
+        std::printf("[%7.2f s] wrote %s (%lld frames)\n", total, out.c_str(), static_cast<long long>(last->recipe.frames));
     return 0;
 }
 

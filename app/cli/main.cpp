@@ -63,10 +63,11 @@ commands:
   dit-forward --model PATH --inputs IN.safetensors --out OUT.safetensors
                                run the LTX-2 transformer once on named input tensors
                                (see --help of the command for options)
-  generate --model PATH --prompt TEXT --out FILE.mp4 [--frames N --width W --height H
+  generate --model PATH --prompt TEXT --out FILE.mp4|FILE.png [--frames N --width W --height H
            --steps S --seed N --schedule distilled|dev --speed quality|balanced|fast
            --lora FILE[:STRENGTH] ...]
-                               text to video with sound (LTX-2 / LTX-2.3); Ctrl-C stops it
+                               text to video with sound (LTX-2 / LTX-2.3, FILE.mp4) or to an
+                               image (Ideogram-4, FILE.png); Ctrl-C stops it
   lora inspect FILE --model PATH [--json]
                                a LoRA matched against a model before it is applied: modules
                                matched and unmatched, refusals, rank and alpha
@@ -76,9 +77,10 @@ commands:
   bench dit [--python PY] [--layers N] [--tokens N] [--repeat N] [--json]
                                one LTX-2.3 transformer forward on CPU against diffusers on
                                the same weights; resident bytes as bf16, FP8 and Q4_K
-  bench generate [--python PY] [--small] [--json]
-                               each LTX-2 phase timed next to diffusers' pipeline on the
-                               same weights (tiny and medium configurations), as ratios
+  bench generate [--python PY] [--small] [--ideogram] [--json]
+                               each LTX-2 phase (Ideogram-4 with --ideogram) timed next to
+                               diffusers' pipeline on the same weights (tiny and medium
+                               configurations), as ratios
   plan REPO [rules] [--json]   the files a download would fetch, sizes, cache and disk
   download REPO [rules]        download them into the Hugging Face cache (Ctrl-C
                                cancels; running it again resumes); a repo outside the
@@ -292,16 +294,18 @@ int runBench(const std::vector<std::string>& args, const char* self)
     if (!args.empty() && args[0] == "dit")
         return runBenchDit(args, self);
     if (!args.empty() && args[0] == "generate") {
-        std::string python = "python3", extra;
+        std::string python = "python3", extra, script = "bench_generate.py";
         for (std::size_t i = 1; i < args.size(); ++i) {
             if (args[i] == "--python" && i + 1 < args.size())
                 python = args[++i];
             else if (args[i] == "--json" || args[i] == "--small")
                 extra += " " + args[i];
+            else if (args[i] == "--ideogram")
+                script = "bench_generate_ideogram.py";
             else
                 return usageError("bench generate: unexpected argument " + args[i]);
         }
-        const std::string command = "\"" + python + "\" \"" VIREO_SOURCE_DIR "/tests/bench/bench_generate.py\" \"" + std::string(self) + "\"" + extra;
+        const std::string command = "\"" + python + "\" \"" VIREO_SOURCE_DIR "/tests/bench/" + script + "\" \"" + std::string(self) + "\"" + extra;
         return std::system(command.c_str()) == 0 ? 0 : 1;
     }
     if (args.empty() || args[0] != "read")

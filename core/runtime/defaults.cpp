@@ -9,7 +9,10 @@ namespace {
 Result<GenerationDefaults> parse(const std::string& json, const std::string& pipeline, const std::string& origin)
 {
     GenerationDefaults d;
-    d.schedule = pipeline == "ltx2-dev" ? "dev" : "distilled";
+    const bool image = pipeline == "ideogram4";
+    d.schedule = image ? "logit-normal" : pipeline == "ltx2-dev" ? "dev" : "distilled";
+    if (image)
+        d.frames = 1;
     const auto j = nlohmann::json::parse(json, nullptr, false);
     if (j.is_discarded() || !j.is_object())
         return makeError(ErrorCode::InvalidFormat, origin + ": the defaults are not a JSON object");
@@ -38,6 +41,28 @@ Result<GenerationDefaults> parse(const std::string& json, const std::string& pip
         return makeError(ErrorCode::InvalidFormat, error);
     d.randomSeed = seed < 0;
     d.seed = d.randomSeed ? 0 : static_cast<std::int64_t>(seed);
+    // [[count, weight], ...] runs, noisiest first: Ideogram-4's 45 x 7.0 then 3 x 3.0.
+    if (j.contains("guidance_schedule")) {
+        const auto& runs = j.at("guidance_schedule");
+        bool ok = runs.is_array();
+        if (ok)
+            for (const auto& run : runs) {
+                if (!run.is_array() || run.size() != 2 || !run[0].is_number_integer() || !run[1].is_number() || run[0].get<int>() < 1
+                    || run[0].get<int>() > 1000 || !(run[1].get<double>() >= 0 && run[1].get<double>() <= 100)) {
+                    ok = false;
+                    break;
+                }
+                d.guidanceSchedule.insert(d.guidanceSchedule.end(), run[0].get<std::size_t>(), run[1].get<double>());
+            }
+        if (!ok || static_cast<int>(d.guidanceSchedule.size()) != d.steps)
+            return makeError(ErrorCode::InvalidFormat, origin + ": default 'guidance_schedule' must be [[steps, weight], ...] covering the "
+                    + std::to_string(d.steps) + " default steps");
+    }
+    if (image)
+        for (const auto& [key, neutral] : {std::pair<const char*, double>{"schedule_mu", 0.0}, {"schedule_std", 1.5}})
+            if (j.contains(key) && j.at(key).is_number() && j.at(key).get<double>() != neutral)
+                d.notApplied.push_back(std::string(key) + " " + j.at(key).dump() + " is not applied by this version (it uses the reference's "
+                    + std::to_string(neutral) + ")");
     // The distilled models run their 8 trained sigmas whatever a family default says.
     if (d.schedule == "distilled")
         d.steps = 8;
@@ -64,10 +89,16 @@ Result<GenerationDefaults> defaultsForVariant(const catalog::Catalog& catalog, c
 
 Result<GenerationDefaults> defaultsForVersion(const catalog::Catalog& catalog, const std::string& version, const std::string& schedule)
 {
-    const std::string family = version == "2.0" ? "ltx-2" : "ltx-2.3";
+    const std::string family = version == "4" ? "ideogram-4" : version == "2.0" ? "ltx-2" : "ltx-2.3";
     const auto* f = catalog.family(family);
     if (!f)
         return makeError(ErrorCode::NotFound, "the catalog has no " + family + " family");
+    if (family == "ideogram-4") {
+        if (f->variants.empty())
+            return makeError(ErrorCode::NotFound, "the catalog has no variant of ideogram-4");
+        const auto& v = f->variants.front();
+        return parse(v.defaultsJson, v.pipeline, family + "/" + v.id);
+    }
     const std::string pipeline = schedule == "dev" ? "ltx2-dev" : "ltx2-distilled";
     for (const auto& v : f->variants)
         if (v.pipeline == pipeline)
@@ -88,6 +119,7 @@ facade::GenerateRequest requestFrom(const GenerationDefaults& d)
     r.audioGuidance = d.audioGuidance;
     r.guidanceRescale = d.guidanceRescale;
     r.seed = d.seed;
+    r.guidanceSchedule = d.guidanceSchedule;
     return r;
 }
 

@@ -19,6 +19,9 @@ struct GenerationDefaults {
     std::string schedule = "distilled";
     int steps = 8;
     double guidance = 1.0, audioGuidance = 1.0, guidanceRescale = 0.0;
+    // Images: the guidance weight of each step when steps and guidance are the defaults
+    // (Ideogram-4's 45 x 7.0 then 3 x 3.0); empty for video families.
+    std::vector<double> guidanceSchedule;
     bool randomSeed = true;
     std::int64_t seed = 0;
     // Defaults this version cannot honour, said out loud ("spatio-temporal guidance (stg_scale 1)
@@ -30,7 +33,7 @@ struct GenerationDefaults {
 // schedule. Fields of the wrong type are an error naming them.
 Result<GenerationDefaults> defaultsForVariant(const catalog::Catalog& catalog, const std::string& familySlashVariant);
 // For a model from outside the catalog: the family of its version ("2.0" -> ltx-2, "2.3" ->
-// ltx-2.3), its distilled variant unless the schedule says dev.
+// ltx-2.3, "4" -> ideogram-4), its distilled variant unless the schedule says dev.
 Result<GenerationDefaults> defaultsForVersion(const catalog::Catalog& catalog, const std::string& version, const std::string& schedule);
 
 // A request with the defaults applied.

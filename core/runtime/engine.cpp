@@ -10,6 +10,7 @@
 #include <QPointer>
 #include <QThreadPool>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -124,6 +125,10 @@ struct Engine::Impl {
     void run(const std::shared_ptr<Job>& job);
     void ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef& model, const facade::SizeRequest& size, bool force);
     void generate(const std::shared_ptr<Job>& job);
+    void generateImage(const std::shared_ptr<Job>& job);
+    output::Recipe recipeBase(const GenerateJob& g) const;
+    std::filesystem::path outputPathFor(const GenerateJob& g, const std::string& extension) const;
+    void finishJob(const std::shared_ptr<Job>& job, const std::filesystem::path& path, const output::Recipe& recipe, Clock::time_point generated);
     void unload();
     void progress(const std::shared_ptr<Job>& job, const QString& phase, qint64 done, qint64 total, double eta, bool force);
     void emitChanged(quint64 id) { QMetaObject::invokeMethod(self, [s = self, id]() { emit s->jobChanged(id); }, Qt::QueuedConnection); }
@@ -546,6 +551,59 @@ void Engine::Impl::ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef&
     QMetaObject::invokeMethod(self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
 }
 
+// The recipe's fields every output shares: the exact files by hash, the model and the request.
+output::Recipe Engine::Impl::recipeBase(const GenerateJob& g) const
+{
+    output::Recipe recipe;
+    recipe.app = options.appName.toStdString();
+    recipe.family = g.model.family.toStdString();
+    recipe.variant = g.model.variant.toStdString();
+    recipe.modelVersion = generator->version();
+    recipe.repo = g.model.repos.isEmpty() ? std::string() : g.model.repos.join(QLatin1Char(',')).toStdString();
+    recipe.commit = g.model.commit.toStdString();
+    recipe.modelTitle = g.model.title.toStdString();
+    recipe.modelKey = g.model.key.toStdString();
+    recipe.files = output::describeWeightFiles(generator->files());
+    recipe.prompt = g.request.prompt;
+    recipe.seed = g.request.seed;
+    recipe.guidance = g.request.guidance;
+    recipe.device = generator->memoryPlan().device;
+    recipe.dtype = generator->memoryPlan().dtype;
+    recipe.placement = std::string(facade::placementName(generator->memoryPlan().placement));
+    recipe.created = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
+    return recipe;
+}
+
+std::filesystem::path Engine::Impl::outputPathFor(const GenerateJob& g, const std::string& extension) const
+{
+    if (g.outputPath.isEmpty()) {
+        auto path = output::freshOutputPath(g.outputFolder.toStdString(), g.request.prompt, extension);
+        if (!path)
+            throw JobError{path.error().code, q(path.error().message)};
+        return *path;
+    }
+    if (QFileInfo::exists(g.outputPath) || QFileInfo(g.outputPath).isSymLink())
+        throw JobError{ErrorCode::InvalidArgument, Engine::tr("%1 exists; choose another name (outputs are never overwritten)").arg(g.outputPath)};
+    if (!g.outputPath.endsWith(QLatin1Char('.') + q(extension), Qt::CaseInsensitive))
+        throw JobError{ErrorCode::InvalidArgument, Engine::tr("%1: this model makes %2 files; name the output .%3")
+                .arg(g.outputPath, extension == "png" ? Engine::tr("image (PNG)") : Engine::tr("video (MP4)"), q(extension))};
+    return std::filesystem::path(g.outputPath.toStdString());
+}
+
+void Engine::Impl::finishJob(const std::shared_ptr<Job>& job, const std::filesystem::path& path, const output::Recipe& recipe,
+                             Clock::time_point generated)
+{
+    {
+        std::lock_guard lock(mutex);
+        job->status.outputPath = QString::fromStdString(path.string());
+        job->status.writeSeconds = std::chrono::duration<double>(Clock::now() - generated).count();
+        job->status.recipe = recipe;
+        job->status.phase = QStringLiteral("done");
+        job->status.done = job->status.total;
+    }
+    spdlog::info("engine: wrote {}", path.string());
+}
+
 void Engine::Impl::generate(const std::shared_ptr<Job>& job)
 {
     const auto& g = job->generate;
@@ -558,6 +616,14 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     const auto stop = job->stop.get_token();
     if (stop.stop_requested())
         throw JobError{ErrorCode::Cancelled, Engine::tr("cancelled")};
+    const bool image = generator->kind() == facade::ModelKind::Image;
+    // A named output of the wrong kind (or one that exists) fails now, not after the work.
+    if (g.writeOutput && !g.outputPath.isEmpty())
+        (void)outputPathFor(g, image ? "png" : "mp4");
+    if (image) {
+        generateImage(job);
+        return;
+    }
 
     const auto key = etaKey(g.model, g.request);
     const int steps = g.request.steps > 0 ? g.request.steps : (g.request.schedule == "dev" ? 40 : 8);
@@ -596,35 +662,20 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     }
 
     // The recipe: the exact files by hash, and everything the request said.
-    output::Recipe recipe;
-    recipe.app = options.appName.toStdString();
+    progress(job, QStringLiteral("mux"), 0, g.request.frames + 1, tracker.update(QStringLiteral("mux"), 0, g.request.frames + 1, now()), true);
+    output::Recipe recipe = recipeBase(g);
     recipe.kind = "video";
     recipe.pipeline = "ltx2";
-    recipe.family = g.model.family.toStdString();
-    recipe.variant = g.model.variant.toStdString();
-    recipe.modelVersion = generator->version();
-    recipe.repo = g.model.repos.isEmpty() ? std::string() : g.model.repos.join(QLatin1Char(',')).toStdString();
-    recipe.commit = g.model.commit.toStdString();
-    recipe.modelTitle = g.model.title.toStdString();
-    recipe.modelKey = g.model.key.toStdString();
-    progress(job, QStringLiteral("mux"), 0, g.request.frames + 1, tracker.update(QStringLiteral("mux"), 0, g.request.frames + 1, now()), true);
-    recipe.files = output::describeWeightFiles(generator->files());
-    recipe.prompt = g.request.prompt;
     recipe.negativePrompt = g.request.negativePrompt;
-    recipe.seed = g.request.seed;
     recipe.schedule = result->schedule;
     recipe.sigmas = result->sigmas;
     recipe.steps = static_cast<int>(result->sigmas.size()) - 1;
-    recipe.guidance = g.request.guidance;
     recipe.audioGuidance = g.request.audioGuidance;
     recipe.guidanceRescale = g.request.guidanceRescale;
     recipe.width = result->width;
     recipe.height = result->height;
     recipe.frames = result->frameCount;
     recipe.fps = result->fps;
-    recipe.device = generator->memoryPlan().device;
-    recipe.dtype = generator->memoryPlan().dtype;
-    recipe.placement = std::string(facade::placementName(generator->memoryPlan().placement));
     recipe.speed = result->speed;
     recipe.stepsSkipped = result->stepsSkipped;
     recipe.secondsPerPhase = result->secondsPerPhase;
@@ -632,16 +683,9 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     for (const auto& l : result->loras)
         recipe.loras.push_back({l.path.string(), QFileInfo::exists(QString::fromStdString(l.path.string())) ? output::fileSha256(l.path) : std::string(),
             l.strength, l.status});
-    recipe.created = QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
 
-    Result<std::filesystem::path> path = std::filesystem::path(g.outputPath.toStdString());
-    if (g.outputPath.isEmpty())
-        path = output::freshOutputPath(g.outputFolder.toStdString(), g.request.prompt, "mp4");
-    else if (QFileInfo::exists(g.outputPath) || QFileInfo(g.outputPath).isSymLink())
-        throw JobError{ErrorCode::InvalidArgument, Engine::tr("%1 exists; choose another name (outputs are never overwritten)").arg(g.outputPath)};
-    if (!path)
-        throw JobError{path.error().code, q(path.error().message)};
-    auto written = output::writeVideo(*path, *result, recipe,
+    const auto path = outputPathFor(g, "mp4");
+    auto written = output::writeVideo(path, *result, recipe,
         [&](std::int64_t done, std::int64_t total) {
             progress(job, QStringLiteral("mux"), done, total, tracker.update(QStringLiteral("mux"), done, total, now()), false);
         },
@@ -650,15 +694,71 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
         throw JobError{written.error().code, q(written.error().message)};
     tracker.commit(eta, now());
     eta.save();
+    finishJob(job, path, recipe, generated);
+}
+
+void Engine::Impl::generateImage(const std::shared_ptr<Job>& job)
+{
+    const auto& g = job->generate;
+    const auto stop = job->stop.get_token();
+    const auto key = etaKey(g.model, g.request);
+    const int steps = g.request.steps > 0 ? g.request.steps : 48;
+    EtaTracker tracker(&eta, key,
+        {{QStringLiteral("encode prompt"), 1}, {QStringLiteral("denoise"), steps}, {QStringLiteral("decode image"), 1},
+            {QStringLiteral("write"), 1}});
+    QElapsedTimer clock;
+    clock.start();
+    auto now = [&] { return static_cast<double>(clock.nsecsElapsed()) / 1e9; };
+    const auto started = Clock::now();
+    auto result = generator->generateImage(
+        g.request,
+        [&](const facade::Progress& p) {
+            const auto phase = q(std::string(facade::phaseName(p.phase)));
+            progress(job, phase, p.done, p.total, tracker.update(phase, p.done, p.total, now()), false);
+        },
+        stop);
+    if (!result)
+        throw JobError{result.error().code, q(result.error().message)};
+    const auto generated = Clock::now();
     {
         std::lock_guard lock(mutex);
-        job->status.outputPath = QString::fromStdString(path->string());
-        job->status.writeSeconds = std::chrono::duration<double>(Clock::now() - generated).count();
-        job->status.recipe = recipe;
-        job->status.phase = QStringLiteral("done");
-        job->status.done = job->status.total;
+        job->status.generateSeconds = std::chrono::duration<double>(generated - started).count();
     }
-    spdlog::info("engine: wrote {}", path->string());
+    if (!g.writeOutput) {
+        tracker.commit(eta, now());
+        return;
+    }
+    progress(job, QStringLiteral("write"), 0, 1, tracker.update(QStringLiteral("write"), 0, 1, now()), true);
+    output::Recipe recipe = recipeBase(g);
+    recipe.kind = "image";
+    recipe.pipeline = "ideogram4";
+    recipe.schedule = "logit-normal";
+    recipe.sigmas = result->sigmas;
+    recipe.steps = static_cast<int>(result->sigmas.size()) - 1;
+    // A constant weight is `guidance`; a schedule (the reference's 45 x 7 then 3 x 3) is kept
+    // whole, since `guidance` alone would not make the image again.
+    if (!result->guidance.empty())
+        recipe.guidance = result->guidance.front();
+    if (!g.request.guidanceSchedule.empty()) {
+        nlohmann::json extra = nlohmann::json::object();
+        extra["guidance_schedule"] = g.request.guidanceSchedule;
+        recipe.extraJson = extra.dump();
+    }
+    recipe.audioGuidance = 1.0;
+    recipe.width = result->width;
+    recipe.height = result->height;
+    recipe.frames = 1;
+    recipe.fps = 0;
+    recipe.secondsPerPhase = result->secondsPerPhase;
+    const auto path = outputPathFor(g, "png");
+    const QImage image(result->rgb.data(), result->width, result->height, result->width * 3, QImage::Format_RGB888);
+    auto written = output::writeImage(path, image.copy(), recipe);
+    if (!written)
+        throw JobError{written.error().code, q(written.error().message)};
+    progress(job, QStringLiteral("write"), 1, 1, 0, true);
+    tracker.commit(eta, now());
+    eta.save();
+    finishJob(job, path, recipe, generated);
 }
 
 } // namespace vireo::runtime

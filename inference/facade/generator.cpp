@@ -4,18 +4,24 @@
 #include "inference/lora/lora.h"
 
 #include "inference/models/nn/layers.h"
+#include "inference/pipelines/ideogram4pipeline.h"
 #include "inference/pipelines/ltx2pipeline.h"
+#include "inference/tensorfile/safetensors.h"
 #include "inference/quant/quantizedweight.h"
 #include "inference/util/device.h"
 #include "inference/util/format.h"
 #include "inference/util/heap.h"
+#include "inference/util/jsonlimits.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -120,7 +126,181 @@ Phase phaseOf(pipelines::Ltx2Phase p)
     return Phase::Denoise;
 }
 
+// A small JSON file of a model folder, bounded; nullopt when absent or unreadable.
+std::optional<nlohmann::json> smallJson(const std::filesystem::path& file)
+{
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec) || std::filesystem::file_size(file, ec) > (1u << 20))
+        return std::nullopt;
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto parsed = jsonutil::parseUntrusted(text.str(), file.string());
+    if (!parsed || !parsed->is_object())
+        return std::nullopt;
+    return *parsed;
+}
+
+std::string className(const std::filesystem::path& file)
+{
+    const auto j = smallJson(file);
+    return j && j->contains("_class_name") && (*j)["_class_name"].is_string() ? (*j)["_class_name"].get<std::string>() : std::string();
+}
+
+// Ideogram-4's components and what their tensors hold as stored, from the safetensors headers
+// (validated, nothing read beyond them).
+struct IdeogramSizes {
+    std::map<std::string, std::int64_t> componentBytes;
+    std::int64_t hidden = 0, layers = 0, textHidden = 0;
+};
+
+Result<IdeogramSizes> ideogramSizes(const std::filesystem::path& root)
+{
+    IdeogramSizes out;
+    for (const char* component : {"text_encoder", "transformer", "unconditional_transformer", "vae"}) {
+        const auto folder = root / component;
+        std::error_code ec;
+        if (!std::filesystem::is_directory(folder, ec))
+            return makeError(ErrorCode::NotFound, folder.string() + ": missing; an Ideogram-4 folder holds text_encoder/, transformer/, "
+                    "unconditional_transformer/, vae/ and tokenizer/ (download the model again or use Repair)");
+        std::int64_t bytes = 0;
+        int files = 0;
+        for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+            if (entry.path().extension() != ".safetensors")
+                continue;
+            auto file = tensorfile::SafetensorsFile::open(entry.path());
+            if (!file)
+                return file.error();
+            for (const auto& t : file->tensors)
+                bytes += static_cast<std::int64_t>(t.bytes);
+            ++files;
+        }
+        if (files == 0)
+            return makeError(ErrorCode::NotFound, folder.string() + ": no .safetensors weights");
+        out.componentBytes[component] = bytes;
+    }
+    if (const auto c = smallJson(root / "transformer" / "config.json")) {
+        auto num = [&](const char* key) { return c->contains(key) && (*c)[key].is_number_integer() ? (*c)[key].get<std::int64_t>() : 0; };
+        out.hidden = num("attention_head_dim") * num("num_attention_heads");
+        out.layers = num("num_layers");
+    }
+    if (const auto c = smallJson(root / "text_encoder" / "config.json")) {
+        const auto& t = c->contains("text_config") && (*c)["text_config"].is_object() ? (*c)["text_config"] : *c;
+        if (t.contains("hidden_size") && t["hidden_size"].is_number_integer())
+            out.textHidden = t["hidden_size"].get<std::int64_t>();
+    }
+    return out;
+}
+
+Result<MemoryPlan> planIdeogram(const LoadPlan& plan, c10::Device device, c10::ScalarType dtype, const SizeRequest& size,
+                                const std::optional<MemoryBudget>& budgetIn)
+{
+    if (plan.modelPaths.size() != 1)
+        return makeError(ErrorCode::InvalidArgument, "an Ideogram-4 model is one folder; " + std::to_string(plan.modelPaths.size()) + " paths were given");
+    if (plan.textEncoderPath)
+        return makeError(ErrorCode::InvalidArgument, "an Ideogram-4 folder brings its own text encoder; --text-encoder does not apply");
+    if (plan.placement != Placement::Auto && plan.placement != Placement::AllResident)
+        return makeError(ErrorCode::Unsupported, "Ideogram-4 runs with every component resident on one device for now; placement "
+                + std::string(placementName(plan.placement)) + " is not available for it (choose auto or all-resident, or the CPU)");
+    const auto& root = plan.modelPaths.front();
+    auto sizes = ideogramSizes(root);
+    if (!sizes)
+        return sizes.error();
+    MemoryPlan m;
+    m.pipeline = "ideogram4";
+    m.version = "4";
+    m.kind = ModelKind::Image;
+    m.device = device.str();
+    m.dtype = dtypeName(dtype);
+    m.budget = budgetIn ? *budgetIn : measureBudget(plan.device);
+    m.placement = Placement::AllResident;
+    m.forced = plan.placement != Placement::Auto;
+    const std::int64_t bytesPerValue = dtype == c10::kFloat ? 4 : 2;
+    // Working memory from the shapes: image tokens (16 x 16 pixels each) through a block of
+    // the conditional DiT with up to 2048 text tokens beside them (activations, the MLP's
+    // 4x hidden, attention outputs); the text tower over the prompt keeping its 13 taps; the
+    // VAE decoder's widest full-resolution stage (128 channels, a few live at once).
+    const auto tokens = (size.height / 16) * (size.width / 16) + 2048;
+    const auto hidden = std::max<std::int64_t>(sizes->hidden, 1);
+    m.activationBytes = tokens * hidden * 16 * bytesPerValue + tokens * 128 * 4 * 4;
+    m.encodeBytes = 2048 * std::max<std::int64_t>(sizes->textHidden, 1) * (13 + 8) * bytesPerValue + (64ll << 20);
+    m.decodeBytes = size.height * size.width * 128 * 6 * bytesPerValue + size.height * size.width * 3 * 4;
+    const auto& b = sizes->componentBytes;
+    const std::int64_t text = b.at("text_encoder"), cond = b.at("transformer"), uncond = b.at("unconditional_transformer"), vae = b.at("vae");
+    const std::int64_t weights = text + cond + uncond + vae;
+    const std::int64_t margin = 512ll << 20;
+    const auto work = std::max({m.activationBytes, m.encodeBytes, m.decodeBytes});
+    if (device.is_cpu()) {
+        m.hostWeightBytes = weights;
+        m.hostPeakBytes = weights + work;
+        m.fits = m.hostPeakBytes <= m.budget.hostAvailableBytes;
+        m.shortfallBytes = m.fits ? 0 : m.hostPeakBytes - m.budget.hostAvailableBytes;
+    } else {
+        m.deviceWeightBytes = weights;
+        m.devicePeakBytes = weights + work + margin;
+        m.fits = m.devicePeakBytes <= m.budget.deviceFreeBytes;
+        m.shortfallBytes = m.fits ? 0 : m.devicePeakBytes - m.budget.deviceFreeBytes;
+    }
+    const auto dev = m.device;
+    m.components = {
+        {"text_encoder", text, dev},
+        {"transformer", cond, dev},
+        {"unconditional_transformer", uncond, dev},
+        {"vae", vae, dev},
+    };
+    std::ostringstream e;
+    e << "Ideogram-4 in " << m.dtype << " on " << dev << ": weights " << humanBytes(weights) << " (transformer " << humanBytes(cond)
+      << ", unconditional transformer " << humanBytes(uncond) << ", text encoder " << humanBytes(text) << ", VAE " << humanBytes(vae)
+      << "); at " << size.width << "x" << size.height << " the transformers need about " << humanBytes(m.activationBytes)
+      << " of working memory and the decoder " << humanBytes(m.decodeBytes) << ". ";
+    if (device.is_cpu())
+        e << "Everything runs in RAM: peak " << humanBytes(m.hostPeakBytes) << " of " << humanBytes(m.budget.hostAvailableBytes) << " available.";
+    else
+        e << "Placement all-resident: " << humanBytes(m.devicePeakBytes) << " peak on the GPU (" << humanBytes(m.budget.deviceFreeBytes)
+          << " free of " << humanBytes(m.budget.deviceTotalBytes) << ").";
+    if (!m.fits) {
+        e << " It does not fit: " << humanBytes(m.shortfallBytes) << " short.";
+        if (!device.is_cpu()) {
+            // Both DiTs one after the other (each moved in for its pass) would need this much;
+            // said so the user can judge, but this version does not run that placement yet.
+            const auto sequential = text + std::max(cond, uncond) + vae + work + margin;
+            e << " Running the two transformers one after the other would need about " << humanBytes(sequential)
+              << " on the GPU; this version keeps both resident.";
+        }
+        e << " Choose a smaller size, a quantized variant (FP8 or NF4), the CPU, or free memory.";
+    }
+    m.explanation = e.str();
+    return m;
+}
+
+Phase ideogramPhase(const std::string& phase)
+{
+    return phase == "encode" ? Phase::EncodePrompt : phase == "denoise" ? Phase::Denoise : Phase::DecodeImage;
+}
+
 } // namespace
+
+std::string_view modelKindName(ModelKind kind)
+{
+    return kind == ModelKind::Image ? "image" : "video";
+}
+
+ModelKind detectModelKind(const std::vector<std::filesystem::path>& paths)
+{
+    if (paths.size() != 1)
+        return ModelKind::Video;
+    const auto& root = paths.front();
+    std::error_code ec;
+    if (!std::filesystem::is_directory(root, ec))
+        return ModelKind::Video;
+    if (className(root / "model_index.json") == "Ideogram4Pipeline")
+        return ModelKind::Image;
+    // The unconditional transformer beside the transformer is Ideogram-4's signature (a
+    // download of only the components the pipeline reads may lack model_index.json).
+    if (std::filesystem::is_directory(root / "unconditional_transformer", ec) && std::filesystem::is_directory(root / "transformer", ec))
+        return ModelKind::Image;
+    return ModelKind::Video;
+}
 
 std::string_view placementName(Placement placement)
 {
@@ -184,6 +364,7 @@ std::string_view phaseName(Phase phase)
     case Phase::DecodeVideo: return "decode video";
     case Phase::DecodeAudio: return "decode audio";
     case Phase::Vocoder: return "vocoder";
+    case Phase::DecodeImage: return "decode image";
     }
     return "?";
 }
@@ -268,6 +449,8 @@ Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest
     if (size.width <= 0 || size.height <= 0 || size.frames <= 0)
         return makeError(ErrorCode::InvalidArgument, "the size to plan for must be positive");
     try {
+        if (detectModelKind(plan.modelPaths) == ModelKind::Image)
+            return planIdeogram(plan, *device, *dtype, size, budgetIn);
         auto pipeline = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, *device, *dtype, Placement::AllResident));
         if (!pipeline)
             return pipeline.error();
@@ -405,11 +588,13 @@ struct Generator::Impl {
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
     std::optional<pipelines::Ltx2Pipeline> pipeline;
+    std::optional<pipelines::Ideogram4Pipeline> image;  // instead of `pipeline` for Ideogram-4
     ProcessSettings before, wanted;
 
     ~Impl()
     {
         pipeline.reset();
+        image.reset();
         heap::releaseFreeMemory();
         releaseCachedDeviceMemory();
         before.apply();
@@ -445,6 +630,25 @@ Result<std::unique_ptr<Generator>> Generator::load(const LoadPlan& plan, const M
     impl->wanted = wanted;
     try {
         c10::InferenceMode inference;
+        if (memory.kind == ModelKind::Image || detectModelKind(plan.modelPaths) == ModelKind::Image) {
+            if (plan.modelPaths.size() != 1)
+                return makeError(ErrorCode::InvalidArgument, "an Ideogram-4 model is one folder");
+            pipelines::Ideogram4PipelineOptions o;
+            o.modelPath = plan.modelPaths.front();
+            o.device = *device;
+            o.dtype = *dtype;
+            if (progress)
+                progress({Phase::LoadTransformer, 0, 1, {}});
+            auto loaded = pipelines::Ideogram4Pipeline::load(o, stop);
+            if (!loaded)
+                return loaded.error();
+            impl->image.emplace(std::move(*loaded));
+            if (progress)
+                progress({Phase::LoadTransformer, 1, 1, {}});
+            if (stop.stop_requested())
+                return makeError(ErrorCode::Cancelled, "cancelled");
+            return std::unique_ptr<Generator>(new Generator(std::move(impl)));
+        }
         auto opened = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, *device, *dtype, memory.placement));
         if (!opened)
             return opened.error();  // impl's destructor restores the settings
@@ -467,9 +671,73 @@ Result<std::unique_ptr<Generator>> Generator::load(const LoadPlan& plan, const M
     return std::unique_ptr<Generator>(new Generator(std::move(impl)));
 }
 
+ModelKind Generator::kind() const
+{
+    return m_impl->image ? ModelKind::Image : ModelKind::Video;
+}
+
+Result<ImageResult> Generator::generateImage(const GenerateRequest& r, const ProgressFn& progress, std::stop_token stop)
+{
+    auto& m = *m_impl;
+    if (!m.image)
+        return makeError(ErrorCode::InvalidArgument, "the loaded model makes videos; generate() makes them");
+    if (!r.loras.empty())
+        return makeError(ErrorCode::Unsupported, "LoRAs are not supported for Ideogram-4 yet; remove them from the request");
+    pipelines::Ideogram4Request req;
+    req.prompt = r.prompt;
+    req.width = r.width;
+    req.height = r.height;
+    req.steps = r.steps > 0 ? r.steps : 48;
+    if (!r.guidanceSchedule.empty())
+        req.guidanceSchedule = r.guidanceSchedule;
+    else
+        req.guidanceScale = r.guidance;
+    req.seed = r.seed;
+    using Clock = std::chrono::steady_clock;
+    std::map<std::string, double> seconds;
+    std::string phase;
+    auto phaseStart = Clock::now();
+    try {
+        c10::InferenceMode inference;
+        auto out = m.image->generate(
+            req,
+            [&](const pipelines::Ideogram4Progress& p) {
+                if (p.phase != phase) {
+                    const auto now = Clock::now();
+                    if (!phase.empty())
+                        seconds[phase] += std::chrono::duration<double>(now - phaseStart).count();
+                    phase = p.phase;
+                    phaseStart = now;
+                }
+                if (progress)
+                    progress({ideogramPhase(p.phase), p.done, p.total, {}});
+            },
+            stop);
+        if (!out)
+            return out.error();
+        if (!phase.empty())
+            seconds[phase] += std::chrono::duration<double>(Clock::now() - phaseStart).count();
+        ImageResult image;
+        const auto rgb = out->image.contiguous().cpu();  // uint8 [H, W, 3]
+        image.height = static_cast<int>(rgb.size(0));
+        image.width = static_cast<int>(rgb.size(1));
+        image.rgb.assign(rgb.data_ptr<std::uint8_t>(), rgb.data_ptr<std::uint8_t>() + rgb.numel());
+        image.sigmas = out->sigmas;
+        image.guidance = out->guidance;
+        image.secondsPerPhase = seconds;
+        return image;
+    } catch (const std::exception& e) {
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        return errorFromException(e, "generating");
+    }
+}
+
 Result<VideoResult> Generator::generate(const GenerateRequest& r, const ProgressFn& progress, std::stop_token stop)
 {
     auto& m = *m_impl;
+    if (!m.pipeline)
+        return makeError(ErrorCode::InvalidArgument, "the loaded model makes images; generateImage() makes them");
     const auto schedule = lower(r.schedule);
     if (schedule != "distilled" && schedule != "dev")
         return makeError(ErrorCode::InvalidArgument, "schedule '" + r.schedule + "' is neither distilled nor dev");
@@ -563,6 +831,8 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
 
 Result<std::string> Generator::inspectLora(const LoadPlan& plan, const std::filesystem::path& lora, bool asJson)
 {
+    if (detectModelKind(plan.modelPaths) == ModelKind::Image)
+        return makeError(ErrorCode::Unsupported, "LoRAs are not supported for Ideogram-4 yet");
     try {
         // The transformer's headers are all a match needs: no pipeline, no weights read.
         auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
@@ -579,6 +849,8 @@ Result<std::string> Generator::inspectLora(const LoadPlan& plan, const std::file
 
 Result<std::vector<LoraOutcome>> Generator::applyLoras(const std::vector<LoraRequest>& loras)
 {
+    if (!m_impl->pipeline)
+        return makeError(ErrorCode::Unsupported, "LoRAs are not supported for Ideogram-4 yet");
     std::vector<pipelines::Ltx2Lora> list;
     for (const auto& l : loras)
         list.push_back({l.path, l.strength});
@@ -600,13 +872,22 @@ void Generator::reapplyProcessSettings(const ProcessSettings& restoreOnDestructi
 }
 
 const MemoryPlan& Generator::memoryPlan() const { return m_impl->memory; }
-std::string Generator::version() const { return m_impl->pipeline->version(); }
-std::vector<std::filesystem::path> Generator::files() const { return m_impl->pipeline->files(); }
-std::map<std::string, std::int64_t> Generator::residentBytes() const { return m_impl->pipeline->componentBytes(); }
+std::string Generator::version() const { return m_impl->pipeline ? m_impl->pipeline->version() : m_impl->memory.version; }
+std::vector<std::filesystem::path> Generator::files() const { return m_impl->pipeline ? m_impl->pipeline->files() : m_impl->plan.modelPaths; }
+
+std::map<std::string, std::int64_t> Generator::residentBytes() const
+{
+    if (m_impl->pipeline)
+        return m_impl->pipeline->componentBytes();
+    std::map<std::string, std::int64_t> out;
+    for (const auto& c : m_impl->memory.components)
+        out[c.name] = c.bytes;
+    return out;
+}
 
 std::map<std::string, int> Generator::matmulPaths() const
 {
-    return m_impl->pipeline->matmulPaths();
+    return m_impl->pipeline ? m_impl->pipeline->matmulPaths() : std::map<std::string, int>{};
 }
 
 } // namespace vireo::facade

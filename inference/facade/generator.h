@@ -44,6 +44,14 @@ struct StepCacheSettings {
 StepCacheSettings stepCacheSettings(SpeedMode mode);
 std::optional<Placement> parsePlacement(std::string_view name);  // case-insensitive
 
+// What a model makes, from its folder layout alone (no weight byte is read): a diffusers
+// Ideogram-4 folder (model_index.json naming Ideogram4Pipeline, or transformer/ with
+// unconditional_transformer/ beside it) makes images;
+// everything else is an LTX-2 video model, which its loader then checks.
+enum class ModelKind { Video, Image };
+std::string_view modelKindName(ModelKind kind);  // "video" | "image"
+ModelKind detectModelKind(const std::vector<std::filesystem::path>& modelPaths);
+
 struct LoadPlan {
     // A diffusers folder, a Lightricks single file, or a GGUF transformer with its companions.
     std::vector<std::filesystem::path> modelPaths;
@@ -71,14 +79,17 @@ struct MemoryBudget {
 MemoryBudget measureBudget(const std::string& device);
 
 struct ComponentPlacement {
-    std::string name;        // text_encoder, connectors, transformer, video_vae, audio_vae, vocoder
+    // text_encoder, connectors, transformer, video_vae, audio_vae, vocoder (LTX-2);
+    // text_encoder, transformer, unconditional_transformer, vae (Ideogram-4)
+    std::string name;
     std::int64_t bytes = 0;  // as stored (quantized weights at their quantized size)
     std::string where;       // "cuda:0", "cpu", "cpu, streamed to cuda:0 block by block"
 };
 
 struct MemoryPlan {
-    std::string pipeline;           // "ltx2"
-    std::string version;            // "2.0", "2.3"
+    std::string pipeline;           // "ltx2", "ideogram4"
+    std::string version;            // "2.0", "2.3"; "4" for Ideogram-4
+    ModelKind kind = ModelKind::Video;
     std::string device, dtype;      // resolved
     Placement placement = Placement::AllResident;  // the one chosen (never Auto)
     bool forced = false;            // the user's placement, kept though it does not fit
@@ -126,9 +137,14 @@ struct GenerateRequest {
     // Applied unfused at run time: changing them between generations reloads nothing.
     std::vector<LoraRequest> loras;
     std::string speed = "quality";  // quality | balanced | fast (see SpeedMode)
+    // Images (Ideogram-4): the guidance weight per denoise step, noisiest first (as many as
+    // steps); empty: `guidance` at every step. The catalog's defaults fill in the reference's
+    // 45 x 7.0 then 3 x 3.0 for 48 steps. Frames, fps, the negative prompt, the audio
+    // guidance, the schedule, the speed mode and LoRAs do not apply to images.
+    std::vector<double> guidanceSchedule;
 };
 
-enum class Phase { LoadTextEncoder, EncodePrompt, LoadTransformer, Denoise, LoadDecoders, DecodeVideo, DecodeAudio, Vocoder };
+enum class Phase { LoadTextEncoder, EncodePrompt, LoadTransformer, Denoise, LoadDecoders, DecodeVideo, DecodeAudio, Vocoder, DecodeImage };
 std::string_view phaseName(Phase phase);
 
 // The current clean estimate of the video, every few denoise steps: a strip of small RGB
@@ -161,6 +177,15 @@ struct VideoResult {
     int stepsSkipped = 0;           // denoise steps the step cache served
 };
 
+// An image model's output: one RGB picture and how it was made.
+struct ImageResult {
+    int width = 0, height = 0;
+    std::vector<std::uint8_t> rgb;   // height x width x 3
+    std::vector<double> sigmas;      // steps + 1, noisiest first, the last 0
+    std::vector<double> guidance;    // the weight of each step
+    std::map<std::string, double> secondsPerPhase;
+};
+
 // Process-wide state a load may change, so unloading can put the process back as a fresh one
 // would be: the attention kernel choice, FP8 accumulation, TF32, and the intra-op threads of
 // the thread that loads (OpenMP keeps that count per thread).
@@ -190,7 +215,12 @@ public:
     static Result<std::unique_ptr<Generator>> load(const LoadPlan& plan, const MemoryPlan& memory, const ProgressFn& progress,
                                                    std::stop_token stop);
 
+    // What the loaded model makes: generate() for video models, generateImage() for image
+    // models; each refuses the other kind with an error that says which to call.
+    ModelKind kind() const;
     Result<VideoResult> generate(const GenerateRequest& request, const ProgressFn& progress, std::stop_token stop);
+    // Steps 0 means the reference's 48. No previews yet (the progress reports carry none).
+    Result<ImageResult> generateImage(const GenerateRequest& request, const ProgressFn& progress, std::stop_token stop);
 
     // Puts this generator's process settings in force again (after another generator that
     // was destroyed restored its own), and says what to restore when this one goes.

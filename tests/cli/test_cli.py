@@ -191,6 +191,108 @@ def test_generate(tmp_dir="/tmp"):
           and "decode video" not in rest_out, f"rc={proc.returncode} err={err!r} out={rest_out[-300:]!r}")
 
 
+def png_chunks(path):
+    """The chunks of a PNG as (type, data), after checking the signature."""
+    import struct
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG signature"
+    chunks, at = [], 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at:at + 4])
+        chunks.append((data[at + 4:at + 8], data[at + 8:at + 8 + length]))
+        at += 12 + length
+    return chunks
+
+
+def png_text(chunks):
+    """Every tEXt, zTXt and iTXt entry of a PNG as a dict."""
+    import zlib
+    out = {}
+    for kind, body in chunks:
+        if kind == b"tEXt":
+            key, _, value = body.partition(b"\0")
+            out[key.decode("latin-1")] = value.decode("latin-1")
+        elif kind == b"zTXt":
+            key, _, rest = body.partition(b"\0")
+            out[key.decode("latin-1")] = zlib.decompress(rest[1:]).decode("latin-1")
+        elif kind == b"iTXt":
+            key, _, rest = body.partition(b"\0")
+            compressed, rest = rest[0], rest[2:]
+            _, _, rest = rest.partition(b"\0")  # language tag
+            _, _, text = rest.partition(b"\0")  # translated keyword
+            out[key.decode("latin-1")] = (zlib.decompress(text) if compressed else text).decode("utf-8")
+    return out
+
+
+def png_pixels(chunks):
+    """Width, height and the decoded scanlines' byte count of an 8-bit RGB PNG (None otherwise)."""
+    import struct
+    import zlib
+    ihdr = next(body for kind, body in chunks if kind == b"IHDR")
+    width, height, depth, color = struct.unpack(">IIBB", ihdr[:10])
+    if depth != 8 or color not in (2, 6):
+        return width, height, None
+    raw = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
+    return width, height, len(raw) == height * (1 + width * (3 if color == 2 else 4))
+
+
+def test_generate_image(tmp_dir="/tmp"):
+    """vireo-cli generate on a tiny Ideogram-4 folder: a PNG that decodes at the requested size,
+    with the recipe (kind image, pipeline ideogram4) in a text chunk, listed in the gallery;
+    numbers and the output's extension are checked before anything loads."""
+    model = FIXTURES / "ideogram4" / "pipeline" / "model"
+    out = Path(tmp_dir) / f"vireo-cli-image-{os.getpid()}.png"
+    out.unlink(missing_ok=True)
+    p = run("generate", "--model", model, "--prompt", "A photo of a cat holding a sign that says hello world",
+            "--width", 64, "--height", 48, "--steps", 5, "--guidance", 3.5, "--seed", 1234, "--out", out)
+    ok = p.returncode == 0 and "denoise            5/5" in p.stdout and "decode image" in p.stdout and out.exists()
+    check("generate (Ideogram-4) writes a PNG", ok, p.stderr or p.stdout)
+    if ok:
+        chunks = png_chunks(out)
+        width, height, pixels_ok = png_pixels(chunks)
+        check("generate (Ideogram-4): the PNG decodes at 64x48", width == 64 and height == 48 and pixels_ok,
+              f"{width}x{height} pixels_ok={pixels_ok}")
+        text = png_text(chunks)
+        recipe = json.loads(text.get("vireo_recipe", "{}"))
+        ok = (recipe.get("kind") == "image" and recipe.get("pipeline") == "ideogram4" and recipe.get("seed") == 1234
+              and recipe.get("steps") == 5 and len(recipe.get("sigmas", [])) == 6 and recipe.get("guidance_scale") == 3.5
+              and recipe.get("width") == 64 and recipe.get("height") == 48 and recipe.get("model_version") == "4"
+              and recipe.get("prompt", "").startswith("A photo of a cat")
+              and len(recipe.get("files", [])) > 0 and all(len(f["sha256"]) == 64 for f in recipe["files"]))
+        check("generate (Ideogram-4): the recipe chunk says how it was made", ok, str(text)[:600])
+        import sqlite3
+        db = Path(os.environ["XDG_DATA_HOME"]) / "Vireo" / "vireo" / "gallery.sqlite"
+        rows = sqlite3.connect(db).execute("SELECT kind, seed, recipe FROM outputs WHERE path = ?", (str(out.resolve()),)).fetchall() \
+            if db.exists() else []
+        check("generate (Ideogram-4) lists the image in the gallery", len(rows) == 1 and rows[0][0] == "image" and rows[0][1] == 1234
+              and json.loads(rows[0][2])["pipeline"] == "ideogram4", f"{db}: {rows}")
+    # The reference's defaults: 48 steps with 45 x 7.0 then 3 x 3.0 (kept in the recipe).
+    out2 = Path(tmp_dir) / f"vireo-cli-image-default-{os.getpid()}.png"
+    out2.unlink(missing_ok=True)
+    p = run("generate", "--model", model, "--prompt", "a lighthouse", "--width", 32, "--height", 32, "--seed", 3, "--no-gallery", "--out", out2)
+    ok = p.returncode == 0 and "48 steps" in p.stdout and "denoise            48/48" in p.stdout and out2.exists()
+    if ok:
+        recipe = json.loads(png_text(png_chunks(out2)).get("vireo_recipe", "{}"))
+        ok = recipe.get("steps") == 48 and recipe.get("guidance_schedule") == [7.0] * 45 + [3.0] * 3
+    check("generate (Ideogram-4): unset steps and guidance are the reference's 48 and its schedule", ok, p.stderr or p.stdout[-400:])
+    out2.unlink(missing_ok=True)
+
+    bad = Path(tmp_dir) / f"vireo-cli-image-bad-{os.getpid()}"
+    p = run("generate", "--model", model, "--prompt", "x", "--out", str(bad) + ".mp4")
+    check("generate: an image model with --out .mp4 is a usage error", p.returncode == 2 and "must name a .png" in p.stderr
+          and not Path(str(bad) + ".mp4").exists(), p.stderr)
+    p = run("generate", "--model", FIXTURES / "ltx2pipeline" / "v23" / "diffusers", "--prompt", "x", "--out", str(bad) + ".png")
+    check("generate: a video model with --out .png is a usage error", p.returncode == 2 and "must name a .mp4" in p.stderr, p.stderr)
+    p = run("generate", "--model", model, "--prompt", "x", "--frames", 9, "--out", str(bad) + ".png")
+    check("generate: --frames does not apply to an image model", p.returncode == 2 and "--frames does not apply" in p.stderr, p.stderr)
+    p = run("generate", "--model", model, "--prompt", "x", "--width", 72, "--out", str(bad) + ".png")
+    check("generate: an image width off the 16-pixel grid is refused before loading", p.returncode == 2 and "multiples of 16" in p.stderr,
+          p.stderr)
+    p = run("generate", "--model", model, "--prompt", "x", "--steps", 0, "--out", str(bad) + ".png")
+    check("generate: image steps are validated", p.returncode == 2 and "--steps" in p.stderr, p.stderr)
+    check("generate: nothing written by refused image requests", not Path(str(bad) + ".png").exists())
+
+
 def test_trust_gate():
     """download refuses a repo outside the catalog's publishers until it is approved (the same
     record the studio's trust gate keeps); approvals are listed and revocable."""
@@ -346,5 +448,6 @@ test_json_keys()
 test_text_and_usage()
 test_dit_forward()
 test_generate()
+test_generate_image()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)

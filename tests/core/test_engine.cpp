@@ -1,11 +1,20 @@
 // The studio's runtime against the tiny LTX-2 checkpoints: queue order, the arbiter's waits,
 // cancel latency in every phase, memory after failed loads, out-of-memory recovery, the trust
-// gate at load time, and process settings restored by an unload.
+// gate at load time, and process settings restored by an unload. And the tiny Ideogram-4
+// folder: its memory plan, an image job written as a PNG with its recipe, in the gallery.
 #include "core/runtime/engine.h"
+
+#include "core/gallery/gallery.h"
+#include "core/gallery/gallerystore.h"
+#include "core/studio/studio.h"
 
 #include "inference/facade/generator.h"
 
+#include <QCoreApplication>
 #include <QDir>
+#include <QImage>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
@@ -36,6 +45,28 @@ runtime::ModelRef tinyModel(const QString& version = QStringLiteral("v23"))
     m.plan.modelPaths = {QString(fixtures() + QLatin1Char('/') + version + QStringLiteral("/diffusers")).toStdString()};
     m.plan.device = "cpu";
     return m;
+}
+
+runtime::ModelRef tinyIdeogram()
+{
+    runtime::ModelRef m;
+    m.key = QStringLiteral("local:tiny-ideogram4");
+    m.title = QStringLiteral("tiny Ideogram-4");
+    m.plan.modelPaths = {QString(qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ideogram4/pipeline/model")).toStdString()};
+    m.plan.device = "cpu";
+    return m;
+}
+
+facade::GenerateRequest imageRequest()
+{
+    facade::GenerateRequest r;
+    r.prompt = "A photo of a cat holding a sign that says hello world";
+    r.width = 64;
+    r.height = 48;
+    r.steps = 5;
+    r.guidance = 3.5;
+    r.seed = 1234;
+    return r;
 }
 
 facade::GenerateRequest smallRequest(std::int64_t size = 64, std::int64_t frames = 9)
@@ -329,6 +360,107 @@ private slots:
         QCOMPARE(e.job(a)->state, JobState::Done);
         e.clearFinished();
         QVERIFY(e.jobs().isEmpty());
+    }
+
+    void ideogramIsPlannedAsAnImageModel()
+    {
+        const auto model = tinyIdeogram();
+        QCOMPARE(facade::detectModelKind(model.plan.modelPaths), facade::ModelKind::Image);
+        QCOMPARE(facade::detectModelKind(tinyModel().plan.modelPaths), facade::ModelKind::Video);
+        auto plan = facade::Generator::planMemory(model.plan, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40});
+        QVERIFY2(plan, plan ? "" : plan.error().message.c_str());
+        QCOMPARE(plan->pipeline, std::string("ideogram4"));
+        QCOMPARE(plan->kind, facade::ModelKind::Image);
+        QVERIFY(plan->fits);
+        // Both DiTs, the text tower and the VAE, at their stored bytes (the tiny DiTs are twins).
+        std::map<std::string, std::int64_t> bytes;
+        for (const auto& c : plan->components)
+            bytes[c.name] = c.bytes;
+        QCOMPARE(bytes.size(), std::size_t(4));
+        for (const char* name : {"text_encoder", "transformer", "unconditional_transformer", "vae"})
+            QVERIFY2(bytes[name] > 0, name);
+        QCOMPARE(bytes["transformer"], bytes["unconditional_transformer"]);
+        QCOMPARE(plan->hostWeightBytes, bytes["text_encoder"] + bytes["transformer"] + bytes["unconditional_transformer"] + bytes["vae"]);
+        // Too little memory: it says so, with the shortfall.
+        auto tight = facade::Generator::planMemory(model.plan, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1024});
+        QVERIFY(tight);
+        QVERIFY(!tight->fits);
+        QVERIFY(tight->shortfallBytes > 0);
+        QVERIFY(tight->explanation.find("does not fit") != std::string::npos);
+        // Placements it cannot run are refused, not silently replaced.
+        auto offload = model.plan;
+        offload.placement = facade::Placement::OffloadTransformerBlocks;
+        auto refused = facade::Generator::planMemory(offload, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40});
+        QVERIFY(!refused);
+        QCOMPARE(refused.error().code, ErrorCode::Unsupported);
+    }
+
+    void imageJobWritesAPngThatLandsInTheGallery()
+    {
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName(QStringLiteral("VireoTest"));
+        QCoreApplication::setApplicationName(QStringLiteral("vireo-engine-test"));
+        QSettings().clear();
+        for (const auto* suffix : {"", "-wal", "-shm"})
+            QFile::remove(core::Studio::galleryDatabaseFile() + QString::fromLatin1(suffix));
+        QSettings().setValue(QStringLiteral("hub/cacheDir"), m_out.filePath(QStringLiteral("cache")));
+        QSettings().setValue(QStringLiteral("hub/offline"), true);
+        QSettings().setValue(QStringLiteral("studio/device"), QStringLiteral("cpu"));
+        const QString outputs = m_out.filePath(QStringLiteral("images"));
+        QSettings().setValue(QStringLiteral("studio/outputsFolder"), outputs);
+        auto studio = core::Studio::create();
+        QVERIFY2(studio, studio ? "" : studio.error().message.c_str());
+        auto* e = (*studio)->engine(QStringLiteral("cpu"));
+        QVERIFY((*studio)->gallery()->isOpen());
+
+        runtime::GenerateJob job;
+        job.model = tinyIdeogram();
+        job.request = imageRequest();
+        job.outputFolder = outputs;
+        QStringList phases;
+        connect(e, &Engine::jobProgress, this, [&](quint64, const QString& p, qint64, qint64, double) {
+            if (phases.isEmpty() || phases.last() != p)
+                phases << p;
+        });
+        const auto id = e->enqueueGenerate(job);
+        QVERIFY(waitFinished(*e, id));
+        const auto s = e->job(id);
+        QVERIFY2(s->state == JobState::Done, qPrintable(s->error));
+        QVERIFY(s->outputPath.startsWith(outputs));
+        QVERIFY(s->outputPath.endsWith(QStringLiteral(".png")));
+        for (const auto& p : {QStringLiteral("encode prompt"), QStringLiteral("denoise"), QStringLiteral("decode image"), QStringLiteral("write")})
+            QVERIFY2(phases.contains(p), qPrintable(phases.join(QStringLiteral(", "))));
+        const QImage image(s->outputPath);
+        QCOMPARE(image.size(), QSize(64, 48));
+        QCOMPARE(s->recipe.kind, std::string("image"));
+        QCOMPARE(s->recipe.pipeline, std::string("ideogram4"));
+        QCOMPARE(s->recipe.steps, 5);
+        QCOMPARE(s->recipe.sigmas.size(), std::size_t(6));
+        // The recipe travels inside the PNG.
+        const auto embedded = gallery::readEmbeddedRecipe(s->outputPath);
+        QVERIFY(embedded);
+        QCOMPARE(embedded->kind, std::string("image"));
+        QCOMPARE(embedded->pipeline, std::string("ideogram4"));
+        QCOMPARE(embedded->seed, std::int64_t(1234));
+        QCOMPARE(embedded->guidance, 3.5);
+        QCOMPARE(embedded->width, std::int64_t(64));
+        QCOMPARE(embedded->height, std::int64_t(48));
+        QVERIFY(!embedded->files.empty());
+        // The studio's gallery lists it as an image, with its recipe and a thumbnail it can make.
+        auto* gallery = (*studio)->gallery();
+        QTRY_VERIFY_WITH_TIMEOUT(std::any_of(gallery->items().begin(), gallery->items().end(), [&](const auto& i) {
+            return i.path == s->outputPath && i.hasRecipe && i.kind == QStringLiteral("image") && i.width == 64 && i.height == 48;
+        }), 5000);
+        QVERIFY(gallery::makeThumbnail(s->outputPath));
+
+        // An image model asked for an MP4 fails before anything is written, naming the fix.
+        runtime::GenerateJob wrong = job;
+        wrong.outputPath = m_out.filePath(QStringLiteral("image.mp4"));
+        const auto bad = e->enqueueGenerate(wrong);
+        QVERIFY(waitFinished(*e, bad));
+        QCOMPARE(e->job(bad)->state, JobState::Failed);
+        QVERIFY2(e->job(bad)->error.contains(QStringLiteral(".png")), qPrintable(e->job(bad)->error));
+        QVERIFY(!QFile::exists(wrong.outputPath));
     }
 
 private:

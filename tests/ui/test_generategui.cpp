@@ -12,6 +12,9 @@
 #include "ui/theme.h"
 
 #include <QApplication>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QImage>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QJsonArray>
@@ -259,6 +262,68 @@ private slots:
             scroll->ensureWidgetVisible(panel);
         QTest::qWait(100);
         saveScreenshot(w.get(), QStringLiteral("generate-loras.png"));
+    }
+
+    void generatesAnImageWithAnIdeogramModel()
+    {
+        const QString ideogram = qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ideogram4/pipeline/model");
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel(), ideogram});
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1280, 820);
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto* page = w->generatePage();
+        QVERIFY(page->selectModel(QStringLiteral("local:") + ideogram));
+        // Image controls: sizes, steps, guidance, seed; nothing of video or sound.
+        QTRY_VERIFY(page->imageMode());
+        for (const char* hidden : {"frames", "fps", "audioGuidance", "schedule", "speed", "negative"})
+            QVERIFY2(!child<QWidget>(page, hidden)->isVisible(), hidden);
+        for (const char* shown : {"width", "height", "steps", "guidance", "seed", "sizePreset"})
+            QVERIFY2(child<QWidget>(page, shown)->isVisible(), shown);
+        QVERIFY(!page->loraPanel()->isVisible());
+        auto* presets = child<QComboBox>(page, "sizePreset");
+        QVERIFY(presets->findData(QSize(1024, 1024)) >= 0);
+        QVERIFY(presets->findData(QSize(768, 512)) < 0);
+        // The reference's defaults from the catalog: 1024², 48 steps, guidance 7.
+        QCOMPARE(child<QSpinBox>(page, "steps")->value(), 48);
+        QCOMPARE(child<QDoubleSpinBox>(page, "guidance")->value(), 7.0);
+        QTRY_VERIFY(child<QLabel>(page, "memoryPlan")->text().contains(QStringLiteral("unconditional transformer")));
+
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("A photo of a cat holding a sign that says hello world"));
+        child<QSpinBox>(page, "width")->setValue(72);  // off the 16-pixel grid
+        QTRY_VERIFY(child<QLabel>(page, "sizeError")->isVisible());
+        QVERIFY(!child<QPushButton>(page, "generate")->isEnabled());
+        child<QSpinBox>(page, "width")->setValue(64);
+        child<QSpinBox>(page, "height")->setValue(48);
+        child<QSpinBox>(page, "steps")->setValue(5);
+        child<QDoubleSpinBox>(page, "guidance")->setValue(3.5);
+        auto* generate = child<QPushButton>(page, "generate");
+        QTRY_VERIFY(generate->isEnabled());
+        QTest::mouseClick(generate, Qt::LeftButton);
+        auto* phase = child<QLabel>(page, "phase");
+        QTRY_VERIFY_WITH_TIMEOUT(page->lastOutput().endsWith(QStringLiteral(".png")) || phase->text().startsWith(QStringLiteral("Failed")), 120000);
+        QVERIFY2(page->lastOutput().endsWith(QStringLiteral(".png")), qPrintable(child<QLabel>(page, "result")->text()));
+        const QString out = page->lastOutput();
+        QVERIFY(out.startsWith(outputs()));
+        QCOMPARE(QImage(out).size(), QSize(64, 48));
+        // Shown in place, not in the player.
+        auto* shownImage = child<QLabel>(page, "resultImage");
+        QVERIFY(shownImage->isVisible());
+        QVERIFY(!shownImage->pixmap().isNull());
+        QVERIFY(!child<QWidget>(page, "player")->isVisible());
+        // In the gallery as an image with its recipe.
+        auto* gallery = w->studio()->gallery();
+        QTRY_VERIFY_WITH_TIMEOUT(std::any_of(gallery->items().begin(), gallery->items().end(), [&](const auto& i) {
+            return i.path == out && i.hasRecipe && i.kind == QStringLiteral("image");
+        }), 5000);
+        saveScreenshot(w.get(), QStringLiteral("generate-image.png"));
+
+        // Back to the video model: the video controls return.
+        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
+        QTRY_VERIFY(!page->imageMode());
+        QVERIFY(child<QWidget>(page, "frames")->isVisible());
+        QVERIFY(child<QWidget>(page, "player")->isVisible());
     }
 
 private:

@@ -22,6 +22,7 @@
 #include <QFormLayout>
 #include <QFrame>
 #include <QHBoxLayout>
+#include <QImage>
 #include <QLabel>
 #include <QListWidget>
 #include <QMediaDevices>
@@ -55,6 +56,12 @@ struct Preset {
 const Preset kPresets[] = {
     {"768 × 512 (landscape)", 768, 512}, {"512 × 768 (portrait)", 512, 768}, {"1216 × 704 (landscape HD)", 1216, 704},
     {"704 × 1216 (portrait HD)", 704, 1216}, {"512 × 512 (square)", 512, 512}, {"960 × 544 (landscape)", 960, 544},
+};
+// Ideogram-4's sizes are multiples of 16 (8x VAE, 2x2 patches); its reference default is 2048².
+const Preset kImagePresets[] = {
+    {"1024 × 1024 (square)", 1024, 1024}, {"2048 × 2048 (square, the reference's default)", 2048, 2048},
+    {"1344 × 768 (landscape)", 1344, 768}, {"768 × 1344 (portrait)", 768, 1344}, {"1152 × 896 (landscape)", 1152, 896},
+    {"896 × 1152 (portrait)", 896, 1152}, {"512 × 512 (square, quick)", 512, 512},
 };
 
 QFrame* card(QFormLayout*& form, const QString& title)
@@ -126,8 +133,9 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
       m_preview(new QLabel), m_phase(new QLabel), m_progress(new QProgressBar), m_eta(new QLabel), m_video(new VideoView),
       m_player(nullptr), m_play(new QPushButton(tr("Play"))), m_position(new QSlider(Qt::Horizontal)),
       m_result(new QLabel), m_openFolder(new QPushButton(tr("Show in folder"))), m_queue(new QListWidget),
-      m_cancelSelected(new QPushButton(tr("Cancel selected"))), m_planTimer(new QTimer(this)), m_loras(new LoraPanel)
+      m_cancelSelected(new QPushButton(tr("Cancel selected"))), m_planTimer(new QTimer(this)), m_loras(new LoraPanel), m_image(new QLabel)
 {
+    m_image->setObjectName(QStringLiteral("resultImage"));
     m_model->setObjectName(QStringLiteral("model"));
     m_prompt->setObjectName(QStringLiteral("prompt"));
     m_negative->setObjectName(QStringLiteral("negative"));
@@ -160,7 +168,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(28, 24, 28, 16);
-    addPageHeader(layout, tr("Generate"), tr("Video with sound from a prompt. Jobs run one after another on the chosen device."));
+    addPageHeader(layout, tr("Generate"), tr("Video with sound, or images, from a prompt. Jobs run one after another on the chosen device."));
 
     // ---- left: the inputs
     auto* inputs = new QWidget;
@@ -188,11 +196,11 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     form->addRow(m_prompt);
     form->addRow(m_promptError);
     form->addRow(tr("Negative"), m_negative);
+    m_promptForm = form;
 
     left->addWidget(card(form, tr("Size")));
-    for (const auto& p : kPresets)
-        m_preset->addItem(QString::fromUtf8(p.name), QSize(p.width, p.height));
-    m_preset->addItem(tr("Custom"), QSize());
+    m_sizeForm = form;
+    fillPresets(false);
     for (auto* s : {m_width, m_height}) {
         s->setRange(32, 4096);
         s->setSingleStep(32);
@@ -214,10 +222,12 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     fr->addWidget(m_fps);
     fr->addWidget(new QLabel(tr("fps")));
     form->addRow(tr("Frames"), fr);
+    m_framesRow = fr;
     form->addRow(QString(), m_duration);
     form->addRow(m_sizeError);
 
     left->addWidget(card(form, tr("Sampling")));
+    m_samplingForm = form;
     m_schedule->addItem(tr("Distilled (8 trained steps)"), QStringLiteral("distilled"));
     m_schedule->addItem(tr("Dev (any number of steps, guidance)"), QStringLiteral("dev"));
     m_steps->setRange(1, 200);
@@ -300,7 +310,12 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     right->addWidget(m_progress);
     m_video->setMinimumSize(320, 200);
     right->addWidget(m_video, 3);
+    m_image->setAlignment(Qt::AlignCenter);
+    m_image->setMinimumSize(320, 200);
+    m_image->hide();
+    right->addWidget(m_image, 3);
     auto* transport = new QHBoxLayout;
+    m_transport = transport;
     m_play->setEnabled(false);
     transport->addWidget(m_play);
     transport->addWidget(m_position, 1);
@@ -368,6 +383,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
         validate();
         m_planTimer->start();
     });
+    connect(m_steps, &QSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_audioGuidance, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_prompt, &QPlainTextEdit::textChanged, this, [this] { validate(); });
     connect(m_randomSeed, &QCheckBox::toggled, m_seed, [this](bool random) { m_seed->setEnabled(!random); });
@@ -485,7 +501,8 @@ void GeneratePage::onModelChanged()
     } else {
         m_modelStatus->setText(QString::fromStdString(r.error().message));
     }
-    m_loras->setModel(m_resolved ? std::optional<facade::LoadPlan>(m_resolved->plan) : std::nullopt);
+    setImageMode(modelMakesImages());
+    m_loras->setModel(m_resolved && !m_imageMode ? std::optional<facade::LoadPlan>(m_resolved->plan) : std::nullopt);
     // The family's defaults when the user picks another model, not when the list refreshes.
     if (key != m_defaultsFor) {
         m_defaultsFor = key;
@@ -503,9 +520,12 @@ void GeneratePage::applyDefaults()
     if (key.startsWith(QStringLiteral("catalog:")))
         d = runtime::defaultsForVariant(catalog, key.mid(8).toStdString());
     else
-        d = runtime::defaultsForVersion(catalog, "2.3", m_schedule->currentData().toString().toStdString());
+        d = runtime::defaultsForVersion(catalog, m_imageMode ? "4" : "2.3", m_schedule->currentData().toString().toStdString());
     if (!d)
         return;
+    m_defaultGuidanceSchedule = d->guidanceSchedule;
+    m_defaultSteps = d->steps;
+    m_defaultGuidance = d->guidance;
     const QSignalBlocker a(m_width), b(m_height), c(m_frames), e(m_fps), f(m_steps), g(m_guidance), h(m_audioGuidance), i(m_rescale),
         j(m_schedule), k(m_preset);
     m_width->setValue(static_cast<int>(d->width));
@@ -516,7 +536,8 @@ void GeneratePage::applyDefaults()
     m_guidance->setValue(d->guidance);
     m_audioGuidance->setValue(d->audioGuidance);
     m_rescale->setValue(d->guidanceRescale);
-    m_schedule->setCurrentIndex(m_schedule->findData(QString::fromStdString(d->schedule)));
+    if (!m_imageMode)
+        m_schedule->setCurrentIndex(m_schedule->findData(QString::fromStdString(d->schedule)));
     int preset = m_preset->count() - 1;
     for (int p = 0; p + 1 < m_preset->count(); ++p)
         if (m_preset->itemData(p).toSize() == QSize(m_width->value(), m_height->value()))
@@ -541,22 +562,32 @@ bool GeneratePage::validate()
     }
     setError(m_promptError, prompt);
     QStringList size;
-    if (m_width->value() % 32 || m_height->value() % 32)
+    if (m_imageMode) {
+        if (m_width->value() % 16 || m_height->value() % 16)
+            size << tr("Width and height must be multiples of 16 (Ideogram-4 works on 16-pixel patches).");
+    } else if (m_width->value() % 32 || m_height->value() % 32)
         size << tr("Width and height must be multiples of 32 (LTX-2 works on 32-pixel latent cells).");
-    if ((m_frames->value() - 1) % 8)
+    if (!m_imageMode && (m_frames->value() - 1) % 8)
         size << tr("Frames must be 8k + 1 (1, 9, 17, … 121, …): %1 or %2 would do.")
                     .arg((m_frames->value() - 1) / 8 * 8 + 1)
                     .arg(((m_frames->value() - 1) / 8 + 1) * 8 + 1);
     setError(m_sizeError, size.join(QLatin1Char('\n')));
     ok = ok && size.isEmpty();
-    const bool dev = m_schedule->currentData().toString() == QStringLiteral("dev");
+    const bool dev = m_imageMode || m_schedule->currentData().toString() == QStringLiteral("dev");
     m_steps->setEnabled(dev);
     if (!dev && m_steps->value() != 8) {
         const QSignalBlocker block(m_steps);
         m_steps->setValue(8);
     }
     const bool guided = m_guidance->value() > 1.0 || m_audioGuidance->value() > 1.0;
-    m_negative->setEnabled(guided);
+    m_negative->setEnabled(guided && !m_imageMode);
+    if (m_imageMode) {
+        const bool reference = !m_defaultGuidanceSchedule.empty() && m_steps->value() == m_defaultSteps && m_guidance->value() == m_defaultGuidance;
+        m_notes->setText(reference ? tr("Guidance follows the reference's schedule at %1 steps: %2 then lower for the last steps.")
+                                         .arg(m_defaultSteps).arg(m_defaultGuidance)
+                                   : tr("Guidance %1 at every step.").arg(m_guidance->value()));
+        m_notes->setVisible(true);
+    }
     updateDuration();
     const bool ready = m_resolved.has_value();
     m_generate->setEnabled(ok && ready);
@@ -569,6 +600,67 @@ bool GeneratePage::canGenerate() const
     return m_generate->isEnabled();
 }
 
+bool GeneratePage::modelMakesImages() const
+{
+    const auto key = m_model->currentData().toString();
+    if (key.startsWith(QStringLiteral("catalog:"))) {
+        const auto* v = m_studio->downloads()->catalog().find(key.mid(8).toStdString());
+        return v && v->pipeline == "ideogram4";
+    }
+    return m_resolved && facade::detectModelKind(m_resolved->plan.modelPaths) == facade::ModelKind::Image;
+}
+
+void GeneratePage::fillPresets(bool image)
+{
+    const QSignalBlocker block(m_preset);
+    m_preset->clear();
+    if (image)
+        for (const auto& p : kImagePresets)
+            m_preset->addItem(QString::fromUtf8(p.name), QSize(p.width, p.height));
+    else
+        for (const auto& p : kPresets)
+            m_preset->addItem(QString::fromUtf8(p.name), QSize(p.width, p.height));
+    m_preset->addItem(tr("Custom"), QSize());
+    int match = m_preset->count() - 1;
+    for (int i = 0; i + 1 < m_preset->count(); ++i)
+        if (m_preset->itemData(i).toSize() == QSize(m_width->value(), m_height->value()))
+            match = i;
+    m_preset->setCurrentIndex(match);
+}
+
+void GeneratePage::setImageMode(bool image)
+{
+    if (image == m_imageMode)
+        return;
+    m_imageMode = image;
+    fillPresets(image);
+    for (auto* s : {m_width, m_height})
+        s->setSingleStep(image ? 16 : 32);
+    // Frames, fps, the schedule, audio guidance, rescale, speed, the negative prompt and LoRAs
+    // mean nothing to an image model: hidden rather than ignored.
+    m_promptForm->setRowVisible(m_negative, !image);
+    m_sizeForm->setRowVisible(m_framesRow, !image);
+    m_sizeForm->setRowVisible(m_duration, !image);
+    for (QWidget* w : {static_cast<QWidget*>(m_schedule), static_cast<QWidget*>(m_audioGuidance), static_cast<QWidget*>(m_rescale),
+             static_cast<QWidget*>(m_speed)})
+        m_samplingForm->setRowVisible(w, !image);
+    m_loras->setVisible(!image);
+    m_steps->setRange(1, image ? 1000 : 200);
+    m_prompt->setPlaceholderText(image ? tr("What the picture shows, its style, any text it holds")
+                                       : tr("What happens, what it looks like, and what it sounds like"));
+    if (!m_job)
+        m_preview->setText(image ? tr("The image appears here when it is done.") : tr("Previews of the video appear here while it denoises."));
+    m_video->setVisible(!image);
+    for (int i = 0; i < m_transport->count(); ++i)
+        if (auto* w = m_transport->itemAt(i)->widget(); w && w != m_openFolder)
+            w->setVisible(!image);
+    m_image->setVisible(image);
+    if (image && m_player)
+        m_player->stop();
+    if (!image)
+        m_notes->setVisible(!m_notes->text().isEmpty());
+}
+
 void GeneratePage::updateDuration()
 {
     const double s = static_cast<double>(m_frames->value()) / std::max(0.01, m_fps->value());
@@ -579,6 +671,18 @@ facade::GenerateRequest GeneratePage::request() const
 {
     facade::GenerateRequest r;
     r.prompt = m_prompt->toPlainText().toStdString();
+    if (m_imageMode) {
+        r.width = m_width->value();
+        r.height = m_height->value();
+        r.frames = 1;
+        r.steps = m_steps->value();
+        r.guidance = m_guidance->value();
+        if (!m_defaultGuidanceSchedule.empty() && r.steps == m_defaultSteps && r.guidance == m_defaultGuidance
+            && static_cast<int>(m_defaultGuidanceSchedule.size()) == r.steps)
+            r.guidanceSchedule = m_defaultGuidanceSchedule;
+        r.seed = m_seed->value();
+        return r;
+    }
     r.negativePrompt = m_negative->isEnabled() ? m_negative->toPlainText().toStdString() : std::string();
     r.width = m_width->value();
     r.height = m_height->value();
@@ -601,7 +705,7 @@ void GeneratePage::requestPlan()
         m_memory->setText(QString());
         return;
     }
-    facade::SizeRequest size{m_width->value(), m_height->value(), m_frames->value(), m_guidance->value() > 1.0};
+    facade::SizeRequest size{m_width->value(), m_height->value(), m_imageMode ? 1 : m_frames->value(), m_guidance->value() > 1.0};
     auto placement = facade::parsePlacement(m_placement->currentData().toString().toStdString()).value_or(facade::Placement::Auto);
     auto* e = engine();
     watch(e);
@@ -716,6 +820,20 @@ void GeneratePage::onJobFinished(quint64 id)
         m_eta->clear();
         m_lastOutput = s->outputPath;
         m_result->setText(tr("Saved %1 · seed %2").arg(s->outputPath).arg(s->recipe.seed));
+        m_openFolder->setEnabled(true);
+        if (s->recipe.kind == "image") {
+            QImage picture(s->outputPath);
+            if (picture.isNull()) {
+                m_image->setText(tr("The image cannot be read back."));
+            } else {
+                const auto box = m_image->size().expandedTo(QSize(320, 200));
+                m_image->setPixmap(QPixmap::fromImage(picture.size().width() > box.width() || picture.size().height() > box.height()
+                        ? picture.scaled(box, Qt::KeepAspectRatio, Qt::SmoothTransformation) : picture));
+            }
+            m_image->setToolTip(tr("%1 × %2").arg(picture.width()).arg(picture.height()));
+            emit outputFinished(s->outputPath);
+            break;
+        }
         m_loras->showOutcomes(s->recipe.loras);
         if (m_noAudioDevice)
             m_result->setText(m_result->text() + QStringLiteral("\n") + tr("No audio output device: playing without sound."));
@@ -817,9 +935,11 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     m_negative->setPlainText(QString::fromStdString(r.negativePrompt));
     m_width->setValue(static_cast<int>(r.width));
     m_height->setValue(static_cast<int>(r.height));
-    m_frames->setValue(static_cast<int>(r.frames));
-    m_fps->setValue(r.fps);
-    m_schedule->setCurrentIndex(std::max(0, m_schedule->findData(QString::fromStdString(r.schedule))));
+    if (r.kind != "image") {
+        m_frames->setValue(static_cast<int>(r.frames));
+        m_fps->setValue(r.fps);
+        m_schedule->setCurrentIndex(std::max(0, m_schedule->findData(QString::fromStdString(r.schedule))));
+    }
     m_steps->setValue(r.steps);
     m_guidance->setValue(r.guidance);
     m_audioGuidance->setValue(r.audioGuidance);

@@ -6,8 +6,11 @@
 #include <QSet>
 #include <QWidget>
 
+#include <vector>
+
 class QAudioOutput;
 class QCheckBox;
+class QFormLayout;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -50,6 +53,8 @@ public:
     QString lastOutput() const { return m_lastOutput; }
     QMediaPlayer* player() const { return m_player; }
     LoraPanel* loraPanel() const { return m_loras; }
+    // Whether the chosen model makes images (Ideogram-4): the page then shows image controls.
+    bool imageMode() const { return m_imageMode; }
 
 public slots:
     // Queues a generation of the current inputs; returns the job id (0 when invalid). Cancel
@@ -78,6 +83,9 @@ private:
     facade::GenerateRequest request() const;
     void addLocalModel();
     void ensurePlayer();
+    void setImageMode(bool image);
+    bool modelMakesImages() const;
+    void fillPresets(bool image);
 
     core::Studio* m_studio;
     QComboBox* m_model;
@@ -132,6 +140,16 @@ private:
     bool m_noAudioDevice = false;
     std::optional<runtime::ModelRef> m_resolved;
     QList<runtime::Engine*> m_watched;
+    QLabel* m_image;                        // a finished image
+    QFormLayout* m_promptForm = nullptr;
+    QFormLayout* m_sizeForm = nullptr;
+    QFormLayout* m_samplingForm = nullptr;
+    QLayout* m_framesRow = nullptr;
+    QLayout* m_transport = nullptr;
+    bool m_imageMode = false;
+    std::vector<double> m_defaultGuidanceSchedule;  // the reference's, at the default steps and guidance
+    int m_defaultSteps = 0;
+    double m_defaultGuidance = 0;
 };
 
 } // namespace vireo::ui
