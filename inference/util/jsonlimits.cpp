@@ -175,4 +175,38 @@ void throwField(std::string_view key, const json& value, const char* expected)
 
 } // namespace detail
 
+void configFail(std::string message)
+{
+    throw ConfigError{std::move(message)};
+}
+
+std::int64_t intField(const json& j, const char* key, std::int64_t fallback, const std::string& where)
+{
+    if (!j.contains(key) || j[key].is_null())
+        return fallback;
+    try {
+        return fieldAs<std::int64_t>(j[key], key);  // 3.0 counts, 1e30 does not
+    } catch (const FieldError& e) {
+        configFail(where + ": " + e.what());
+    }
+}
+
+double numberField(const json& j, const char* key, double fallback, const std::string& where)
+{
+    if (!j.contains(key) || j[key].is_null())
+        return fallback;
+    if (!j[key].is_number())
+        configFail(where + ": '" + key + "' must be a number, got " + shortDump(j[key]));
+    return j[key].get<double>();
+}
+
+bool boolField(const json& j, const char* key, bool fallback, const std::string& where)
+{
+    if (!j.contains(key) || j[key].is_null())
+        return fallback;
+    if (!j[key].is_boolean())
+        configFail(where + ": '" + key + "' must be true or false, got " + shortDump(j[key]));
+    return j[key].get<bool>();
+}
+
 } // namespace vireo::jsonutil

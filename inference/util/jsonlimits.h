@@ -137,4 +137,14 @@ const nlohmann::json* objectField(const nlohmann::json& j, std::string_view key)
 // reader only compares against known values).
 std::string stringOr(const nlohmann::json& j, std::string_view key, const std::string& fallback = {});
 
+// Model configs: a value of the wrong type or range fails the load with the file (where) and
+// the key; absent or null keys take the default. Model readers catch ConfigError once.
+struct ConfigError {
+    std::string message;
+};
+[[noreturn]] void configFail(std::string message);
+std::int64_t intField(const nlohmann::json& j, const char* key, std::int64_t fallback, const std::string& where);
+double numberField(const nlohmann::json& j, const char* key, double fallback, const std::string& where);
+bool boolField(const nlohmann::json& j, const char* key, bool fallback, const std::string& where);
+
 } // namespace vireo::jsonutil

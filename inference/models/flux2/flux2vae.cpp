@@ -19,15 +19,11 @@ using nlohmann::json;
 
 namespace {
 
-struct ConfigError {
-    std::string message;
-};
-
-[[noreturn]] void configFail(std::string message)
-{
-    throw ConfigError{std::move(message)};
-}
-
+using jsonutil::ConfigError;
+using jsonutil::configFail;
+using jsonutil::intField;
+using jsonutil::numberField;
+using jsonutil::boolField;
 std::vector<std::int64_t> intList(const json& j, const char* key, std::vector<std::int64_t> fallback, const std::string& where)
 {
     if (!j.contains(key) || j[key].is_null())
@@ -41,17 +37,6 @@ std::vector<std::int64_t> intList(const json& j, const char* key, std::vector<st
         out.push_back(v.get<std::int64_t>());
     }
     return out;
-}
-
-std::int64_t intField(const json& j, const char* key, std::int64_t fallback, const std::string& where)
-{
-    if (!j.contains(key) || j[key].is_null())
-        return fallback;
-    try {
-        return jsonutil::fieldAs<std::int64_t>(j[key], key);
-    } catch (const jsonutil::FieldError& e) {
-        configFail(where + ": " + e.what());
-    }
 }
 
 struct Conv {

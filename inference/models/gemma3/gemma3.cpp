@@ -32,44 +32,11 @@ using nn::shapeText;
 
 // ------------------------------------------------------------------ config
 
-struct ConfigError {
-    std::string message;
-};
-
-[[noreturn]] void configFail(std::string message)
-{
-    throw ConfigError{std::move(message)};
-}
-
-std::int64_t intField(const json& j, const char* key, std::int64_t fallback, const std::string& where)
-{
-    if (!j.contains(key))
-        return fallback;
-    try {
-        return jsonutil::fieldAs<std::int64_t>(j[key], key);  // 3.0 counts, 1e30 does not
-    } catch (const jsonutil::FieldError& e) {
-        configFail(where + ": " + e.what());
-    }
-}
-
-double numberField(const json& j, const char* key, double fallback, const std::string& where)
-{
-    if (!j.contains(key) || j[key].is_null())
-        return fallback;
-    if (!j[key].is_number())
-        configFail(where + ": '" + key + "' must be a number, got " + jsonutil::shortDump(j[key]));
-    return j[key].get<double>();
-}
-
-bool boolField(const json& j, const char* key, bool fallback, const std::string& where)
-{
-    if (!j.contains(key) || j[key].is_null())
-        return fallback;
-    if (!j[key].is_boolean())
-        configFail(where + ": '" + key + "' must be true or false, got " + jsonutil::shortDump(j[key]));
-    return j[key].get<bool>();
-}
-
+using jsonutil::ConfigError;
+using jsonutil::configFail;
+using jsonutil::intField;
+using jsonutil::numberField;
+using jsonutil::boolField;
 RopeConfig ropeFrom(const json& p, const char* layerType, const std::string& where)
 {
     if (!p.is_object())

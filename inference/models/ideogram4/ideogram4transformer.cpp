@@ -22,35 +22,11 @@ namespace {
 
 constexpr std::int64_t kImagePositionOffset = 65536;  // IMAGE_POSITION_OFFSET
 
-struct ConfigError {
-    std::string message;
-};
-
-[[noreturn]] void configFail(std::string message)
-{
-    throw ConfigError{std::move(message)};
-}
-
-std::int64_t intField(const json& j, const char* key, std::int64_t fallback, const std::string& where)
-{
-    if (!j.contains(key) || j[key].is_null())
-        return fallback;
-    try {
-        return jsonutil::fieldAs<std::int64_t>(j[key], key);
-    } catch (const jsonutil::FieldError& e) {
-        configFail(where + ": " + e.what());
-    }
-}
-
-double numberField(const json& j, const char* key, double fallback, const std::string& where)
-{
-    if (!j.contains(key) || j[key].is_null())
-        return fallback;
-    if (!j[key].is_number())
-        configFail(where + ": '" + key + "' must be a number, got " + jsonutil::shortDump(j[key]));
-    return j[key].get<double>();
-}
-
+using jsonutil::ConfigError;
+using jsonutil::configFail;
+using jsonutil::intField;
+using jsonutil::numberField;
+using jsonutil::boolField;
 // diffusers' RMSNorm with a weight: the variance in float32, x * rsqrt in float32, cast to the
 // weight's dtype (a half type), times the weight.
 at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps)

@@ -26,35 +26,11 @@ bool startsWith(const std::string& s, std::string_view prefix)
     return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
-struct ConfigError {
-    std::string message;
-};
-
-[[noreturn]] void configFail(std::string message)
-{
-    throw ConfigError{std::move(message)};
-}
-
-std::int64_t intField(const json& j, const char* key, std::int64_t fallback, const std::string& where)
-{
-    if (!j.contains(key) || j[key].is_null())
-        return fallback;
-    try {
-        return jsonutil::fieldAs<std::int64_t>(j[key], key);
-    } catch (const jsonutil::FieldError& e) {
-        configFail(where + ": " + e.what());
-    }
-}
-
-double numberField(const json& j, const char* key, double fallback, const std::string& where)
-{
-    if (!j.contains(key) || j[key].is_null())
-        return fallback;
-    if (!j[key].is_number())
-        configFail(where + ": '" + key + "' must be a number, got " + jsonutil::shortDump(j[key]));
-    return j[key].get<double>();
-}
-
+using jsonutil::ConfigError;
+using jsonutil::configFail;
+using jsonutil::intField;
+using jsonutil::numberField;
+using jsonutil::boolField;
 TextConfig parseText(const json& top, const std::string& where)
 {
     if (!top.is_object())
