@@ -432,6 +432,25 @@ int runGenerate(const std::vector<std::string>& args)
     return 0;
 }
 
+namespace {
+
+// WxHxF, WxH or W (a square of the current frame count); false when any part is no number in
+// range, leaving the values as they were.
+bool parseClipSize(const std::string& v, std::int64_t& width, std::int64_t& height, std::int64_t& frames)
+{
+    using vireo::cli::parseNumber;
+    const auto x1 = v.find('x'), x2 = x1 == std::string::npos ? std::string::npos : v.find('x', x1 + 1);
+    auto w = parseNumber<std::int64_t>(v.substr(0, x1), 32, 4096);
+    auto h = x1 == std::string::npos ? w : parseNumber<std::int64_t>(v.substr(x1 + 1, x2 - x1 - 1), 32, 4096);
+    auto f = x2 == std::string::npos ? vireo::Result<std::int64_t>(frames) : parseNumber<std::int64_t>(v.substr(x2 + 1), 1, 1025);
+    if (!w || !h || !f)
+        return false;
+    width = *w, height = *h, frames = *f;
+    return true;
+}
+
+} // namespace
+
 int runBenchRuntime(const std::vector<std::string>& args)
 {
     using vireo::cli::parseNumber;
@@ -451,13 +470,8 @@ int runBenchRuntime(const std::vector<std::string>& args)
         if (a == "--model")
             models.emplace_back(v);
         else if (a == "--size") {
-            const auto x1 = v.find('x'), x2 = v.find('x', x1 + 1);
-            auto w = parseNumber<std::int64_t>(v.substr(0, x1), 32, 4096);
-            auto h = x1 == std::string::npos ? w : parseNumber<std::int64_t>(v.substr(x1 + 1, x2 - x1 - 1), 32, 4096);
-            auto f = x2 == std::string::npos ? vireo::Result<std::int64_t>(frames) : parseNumber<std::int64_t>(v.substr(x2 + 1), 1, 1025);
-            if (!w || !h || !f)
+            if (!parseClipSize(v, width, height, frames))
                 return usage("bench runtime: --size is WxHxF, e.g. 256x256x33");
-            width = *w, height = *h, frames = *f;
         } else if (a == "--repeat") {
             auto n = parseNumber<int>(v, 2, 100);
             if (!n)
@@ -624,13 +638,8 @@ int runBenchSpeed(const std::vector<std::string>& args)
             if (schedule != "distilled" && schedule != "dev")
                 return usage("bench speed: --schedule is distilled or dev");
         } else if (a == "--size") {
-            const auto x1 = v.find('x'), x2 = v.find('x', x1 + 1);
-            auto w = parseNumber<std::int64_t>(v.substr(0, x1), 32, 4096);
-            auto h = x1 == std::string::npos ? w : parseNumber<std::int64_t>(v.substr(x1 + 1, x2 - x1 - 1), 32, 4096);
-            auto f = x2 == std::string::npos ? vireo::Result<std::int64_t>(frames) : parseNumber<std::int64_t>(v.substr(x2 + 1), 1, 1025);
-            if (!w || !h || !f || *w % 32 || *h % 32 || (*f - 1) % 8)
+            if (!parseClipSize(v, width, height, frames) || width % 32 || height % 32 || (frames - 1) % 8)
                 return usage("bench speed: --size is WxHxF with W and H multiples of 32 and F = 8k + 1, e.g. 256x256x33");
-            width = *w, height = *h, frames = *f;
         } else if (a == "--repeat") {
             auto n = parseNumber<int>(v, 1, 100);
             if (!n)
