@@ -2,7 +2,7 @@
 # rpm) and in the relocatable archive, and every library path the programs follow is relative
 # to the program ($ORIGIN), so nothing points back at the build machine:
 #   bin/                               vireo, vireo-cli
-#   lib/vireo-studio/                  libvireo_kernels.so                  (application package)
+#   lib/vireo-studio/app/              libvireo_kernels.so                  (application package)
 #   lib/vireo-studio/<runtime id>/     libtorch and the NVIDIA libraries    (runtime package)
 #   share/                             desktop file, metainfo, icons, MIME types, licences
 # The runtime id names the torch build (torch2.11.0-cu130): runtimes of different torch
@@ -12,7 +12,9 @@ execute_process(COMMAND "${VIREO_PYTHON}" "${PROJECT_SOURCE_DIR}/packaging/colle
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${VIREO_TORCH_PREFIX}/../../version.py")
 
 set(VIREO_INSTALL_BINDIR bin)
-set(VIREO_INSTALL_LIBDIR lib/vireo-studio)
-set(VIREO_INSTALL_RUNTIMEDIR ${VIREO_INSTALL_LIBDIR}/${VIREO_RUNTIME_ID})
+# Not lib/vireo-studio itself: CPack's .deb runs ldconfig from maintainer scripts for any
+# library directly below lib/<folder>, and private libraries need no ldconfig cache.
+set(VIREO_INSTALL_LIBDIR lib/vireo-studio/app)
+set(VIREO_INSTALL_RUNTIMEDIR lib/vireo-studio/${VIREO_RUNTIME_ID})
 set(VIREO_INSTALL_RPATH_BIN "$ORIGIN/../${VIREO_INSTALL_LIBDIR}" "$ORIGIN/../${VIREO_INSTALL_RUNTIMEDIR}")
-set(VIREO_INSTALL_RPATH_LIB "$ORIGIN" "$ORIGIN/${VIREO_RUNTIME_ID}")
+set(VIREO_INSTALL_RPATH_LIB "$ORIGIN/../${VIREO_RUNTIME_ID}")
