@@ -38,6 +38,10 @@ DLOPENED = {
     "libnvrtc.so.13": ["libnvrtc-builtins.so.13.0"],
 }
 
+# Opened with dlopen() but deliberately not shipped: libtorch_cuda.so opens
+# libtorch_cuda_linalg.so (and through it cuSOLVER, about 300 MB) only for linear algebra on
+# CUDA tensors; Vireo runs none (its one solve, the preview projection, runs on the CPU).
+
 # The NVIDIA driver's libraries: installed with the driver, never shipped, absent on machines
 # without an NVIDIA GPU (Vireo then runs on the CPU).
 DRIVER = {"libcuda.so.1", "libnvidia-ml.so.1"}

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the installer packages from a configured and built folder (`ninja` done) into
-# BUILD_DIR/packages:
-# the application and the runtime (libtorch + NVIDIA libraries), each as .deb, .rpm and .tar.gz.
+# BUILD_DIR/packages (or --out DIR): the application and the runtime (libtorch + NVIDIA
+# libraries), each as .deb, .rpm and .tar.gz.
 #
-#   packaging/make-packages.sh [BUILD_DIR] [--fast] [--generators "DEB;RPM;TGZ"]
+#   packaging/make-packages.sh [BUILD_DIR] [--fast] [--generators "DEB;RPM;TGZ"] [--out DIR]
 #
 # --fast compresses quickly (the packaging test); without it the .deb is xz and the .rpm
 # zstd-19, which takes minutes for the 3 GB runtime but saves download size.
@@ -11,19 +11,22 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build
 GENERATORS="DEB;RPM;TGZ"
+OUT=
 export VIREO_PACKAGE_COMPRESSION=release
 while [ $# -gt 0 ]; do
   case "$1" in
     --fast) VIREO_PACKAGE_COMPRESSION=fast ;;
     --generators) GENERATORS=$2; shift ;;
+    --out) OUT=$2; shift ;;
     -*) echo "make-packages: unknown option $1" >&2; exit 2 ;;
     *) BUILD=$(cd "$1" && pwd) ;;
   esac
   shift
 done
 [ -f "$BUILD/CPackRuntimeConfig.cmake" ] || { echo "make-packages: $BUILD is not a configured build with the GUI" >&2; exit 2; }
-OUT=$BUILD/packages
+OUT=${OUT:-$BUILD/packages}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 
 # cpack builds nothing with Ninja: build first. Each cpack gets its own folder, because
 # CPack clears its staging tree on start, and each runtime generator runs in its own cpack so
