@@ -11,12 +11,14 @@ Run with the environment's Python (it reads the wheels' metadata, it does not im
   collect_runtime.py version                     print torch's version, e.g. 2.11.0
   collect_runtime.py sonames                     print every library name the wheels provide
   collect_runtime.py libdirs                     print the wheels' library folders
-  collect_runtime.py collect CMAKE_OUT COPYRIGHT_OUT
+  collect_runtime.py collect CMAKE_OUT COPYRIGHT_OUT LIBDIR STRIP STRIPPED_DIR
       write a CMake list of the files to install and the package's copyright file, and print
-      what was collected and why
+      what was collected and why; libraries that still carry a symbol table are installed
+      from a copy in STRIPPED_DIR made by `STRIP --strip-unneeded` (kept between runs)
 """
 import hashlib
 import importlib.metadata
+import os
 import re
 import runpy
 import subprocess
@@ -120,6 +122,42 @@ def collect():
     return chosen, external
 
 
+def stripped(path, strip, folder):
+    """PATH, or a copy without its symbol table when it has one (Debian policy 10.1; lintian
+    calls an unstripped library an error). Several cpack runs may ask at once: each writes its
+    own temporary file and renames it into place."""
+    sections = subprocess.run(["readelf", "-SW", str(path)], capture_output=True, text=True, check=True).stdout
+    if not re.search(r"\]\s+\.symtab\s", sections):
+        return path
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / path.name
+    if out.exists() and out.stat().st_mtime >= path.stat().st_mtime:
+        return out
+    tmp = folder / f".{path.name}.{os.getpid()}"
+    subprocess.run([strip, "--strip-unneeded", "-o", str(tmp), str(path)], check=True)
+    os.replace(tmp, out)
+    return out
+
+
+# Full licence texts Debian keeps in /usr/share/common-licenses (lintian: a copyright file must
+# point there rather than repeat them). The package ships them beside the copyright file too,
+# for the .rpm and .tar.gz.
+COMMON = [
+    ("Apache-2.0", "the Apache License 2.0",
+     re.compile(r"[ \t]*Apache License\s+Version 2\.0, January 2004.*?END OF TERMS AND CONDITIONS", re.S)),
+    ("GPL-3", "the GNU General Public License version 3",
+     re.compile(r"[ \t]*GNU GENERAL PUBLIC LICENSE\s+Version 3, 29 June 2007.*?END OF TERMS AND CONDITIONS", re.S)),
+]
+
+
+def point_to_common(text):
+    for name, title, pattern in COMMON:
+        text = pattern.sub(f"[The full text of {title}: /usr/share/common-licenses/{name} on Debian systems,"
+                           f" and {name.replace('GPL-3', 'GPL-3.0')}.txt beside this file.]", text)
+    return text
+
+
 def dep5_text(text):
     lines = text.replace("\t", "    ").splitlines()
     return "\n".join(" " + l.rstrip() if l.strip() else " ." for l in lines)
@@ -134,14 +172,15 @@ def write_copyright(chosen, out, libdir):
         groups.setdefault(owner[path][:2], [[], owner[path][2]])[0].append(name)
     parts = ["Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/",
              "Comment: libtorch and the NVIDIA libraries it loads, copied unmodified (apart from",
-             " their RUNPATH) from the Python wheels named below.", ""]
+             " their RUNPATH and, where they had one, their symbol table) from the Python wheels",
+             " named below.", ""]
     texts = {}
     for (dist, version), (names, licences) in sorted(groups.items()):
         gomp = [n for n in names if n.startswith("libgomp")]
         names = [n for n in names if n not in gomp]
         if not licences:
             sys.exit(f"collect_runtime: the {dist} wheel has no licence file")
-        body = "\n\n".join(p.read_text(errors="replace").strip() for p in licences)
+        body = point_to_common("\n\n".join(p.read_text(errors="replace").strip() for p in licences))
         texts.setdefault(body, "LicenseRef-wheel-" + hashlib.sha256(body.encode()).hexdigest()[:12])
         if names:
             parts += [f"Files: {' '.join(f'{libdir}/{n}' for n in names)}",
@@ -158,7 +197,8 @@ def write_copyright(chosen, out, libdir):
     licences = Path(__file__).resolve().parent.parent / "LICENSES"
     parts += ["License: GPL-3+ with GCC-exception-3.1",
               dep5_text((licences / "GCC-exception-3.1.txt").read_text() + "\n\n"
-                        + (licences / "GPL-3.0.txt").read_text()), ""]
+                        + "The full text of the GNU General Public License version 3: "
+                        + "/usr/share/common-licenses/GPL-3 on Debian systems, and GPL-3.0.txt beside this file."), ""]
     Path(out).write_text("\n".join(parts))
 
 
@@ -173,10 +213,10 @@ def main():
         print("\n".join(sorted({p.name for d in wheel_lib_dirs() for p in d.iterdir() if ".so" in p.name})))
     elif command == "libdirs":
         print("\n".join(str(d) for d in wheel_lib_dirs()))
-    elif command == "collect" and len(sys.argv) == 5:
+    elif command == "collect" and len(sys.argv) == 7:
         chosen, external = collect()
-        cmake_out, copyright_out, libdir = sys.argv[2:5]
-        files = ";".join(str(path) for path, _ in chosen.values())
+        cmake_out, copyright_out, libdir, strip, stripped_dir = sys.argv[2:7]
+        files = ";".join(str(stripped(path, strip, stripped_dir)) for path, _ in chosen.values())
         Path(cmake_out).write_text(f'set(VIREO_RUNTIME_FILES "{files}")\n')
         write_copyright(chosen, copyright_out, libdir)
         total = 0
