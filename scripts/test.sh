@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs the whole test suite: the main build
-# (with CUDA kernels compiled when nvcc is present), then the file readers, the CPU
-# dequantization kernels, the model ports and the MP4 writer again under AddressSanitizer
-# and UndefinedBehaviorSanitizer, then a short fuzzing run of every parser of untrusted input
-# (VIREO_FUZZ_SECONDS per target, default 30; 0 skips it; longer runs by hand with
-# scripts/fuzz.sh).
+# (with CUDA kernels compiled when nvcc is present; its tests include test_packages, which
+# builds the installer packages from build/ and runs them unpacked), then the file readers,
+# the CPU dequantization kernels, the model ports and the MP4 writer again under
+# AddressSanitizer and UndefinedBehaviorSanitizer, then a short fuzzing run of every parser of
+# untrusted input (VIREO_FUZZ_SECONDS per target, default 30; 0 skips it; longer runs by hand
+# with scripts/fuzz.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${VIREO_TEST_JOBS:-2}
