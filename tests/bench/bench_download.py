@@ -109,6 +109,8 @@ try:
 finally:
     server.send_signal(signal.SIGTERM)
     server.wait(timeout=10)
+    # Several copies of a file of --mb MiB: never left behind.
+    shutil.rmtree(work, ignore_errors=True)
 
 if args.json:
     print(json.dumps(report, indent=2))

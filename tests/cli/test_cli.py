@@ -9,6 +9,13 @@ from pathlib import Path
 CLI = sys.argv[1]
 SOURCE = Path(os.environ["VIREO_SOURCE_DIR"])
 FIXTURES = Path(os.environ["VIREO_FIXTURES_ROOT"])
+# Every temporary file and folder of this run lives in one folder, removed at exit.
+import atexit
+import shutil
+import tempfile
+RUN_TMP = tempfile.mkdtemp(prefix="vireo-cli-test-")
+tempfile.tempdir = RUN_TMP
+atexit.register(shutil.rmtree, RUN_TMP, True)
 results = {"passed": 0, "failed": 0}
 
 
@@ -133,7 +140,7 @@ def test_dit_forward(tmp="/tmp/vireo-cli-dit.safetensors"):
         os.remove(tmp)
 
 
-def test_generate(tmp_dir="/tmp"):
+def test_generate(tmp_dir=RUN_TMP):
     """vireo-cli generate on a tiny LTX-2.3 pipeline: an MP4 ffprobe reads with both streams,
     the requested frame count and duration, and the recipe; Ctrl-C stops it cleanly."""
     import signal
@@ -236,7 +243,7 @@ def png_pixels(chunks):
     return width, height, len(raw) == height * (1 + width * (3 if color == 2 else 4))
 
 
-def test_generate_image(tmp_dir="/tmp"):
+def test_generate_image(tmp_dir=RUN_TMP):
     """vireo-cli generate on a tiny Ideogram-4 folder: a PNG that decodes at the requested size,
     with the recipe (kind image, pipeline ideogram4) in a text chunk, listed in the gallery;
     numbers and the output's extension are checked before anything loads."""
