@@ -69,7 +69,7 @@ def test_text_and_usage():
     check("bench read --json", ok, p.stderr or p.stdout)
 
 
-def test_tensor_dequant(tmp="/tmp/vireo-cli-tensor.f32"):
+def test_tensor_dequant(tmp=os.path.join(RUN_TMP, "tensor.f32")):
     root = FIXTURES / "tensorfiles"
     manifest = json.loads((root / "manifest.json").read_text())
     expected = (root / "expected.bin").read_bytes()
@@ -94,7 +94,7 @@ def test_tensor_dequant(tmp="/tmp/vireo-cli-tensor.f32"):
     check("bench dequant --small --json", ok, p.stderr[-2000:] or p.stdout[:400])
 
 
-def test_dit_forward(tmp="/tmp/vireo-cli-dit.safetensors"):
+def test_dit_forward(tmp=os.path.join(RUN_TMP, "dit.safetensors")):
     """dit-forward on the checkpoints users have, checked against diffusers' outputs."""
     import torch
     from safetensors.torch import load_file
