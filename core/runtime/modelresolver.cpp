@@ -140,8 +140,12 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
         if (!dir)
             return makeError(ErrorCode::InvalidArgument, dir.error().message);
         const auto snapshot = *dir / "snapshots" / src.commit;
-        if (role == "spatial_upscaler")
-            continue;  // the two-stage path does not exist yet
+        if (role == "spatial_upscaler") {
+            for (const auto& f : src.files)
+                if (isWeightFile(f.path))
+                    m.plan.spatialUpsamplerPath = snapshot / f.path;
+            continue;
+        }
         if (role == "text_encoder") {
             m.plan.textEncoderPath = snapshot / "text_encoder";
             continue;

@@ -365,8 +365,48 @@ std::string_view phaseName(Phase phase)
     case Phase::DecodeAudio: return "decode audio";
     case Phase::Vocoder: return "vocoder";
     case Phase::DecodeImage: return "decode image";
+    case Phase::EncodeConditions: return "encode conditions";
+    case Phase::UpsampleLatents: return "upsample latents";
+    case Phase::Refine: return "refine";
     }
     return "?";
+}
+
+Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request)
+{
+    StagePlan out;
+    out.firstWidth = request.width;
+    out.firstHeight = request.height;
+    if (request.stages != "auto" && request.stages != "single" && request.stages != "two")
+        return makeError(ErrorCode::InvalidArgument, "stages \"" + request.stages + "\": use auto, single or two");
+    // Why the two-stage path cannot run, or empty when it can. Stage 1 runs at half size, so
+    // each half must still be a whole number of 32-pixel latent cells.
+    std::string blocker;
+    if (detectModelKind(plan.modelPaths) != ModelKind::Video)
+        blocker = "image models have one stage";
+    else if (!plan.spatialUpsamplerPath)
+        blocker = "no spatial upsampler is loaded with this model";
+    else if (request.schedule != "distilled")
+        blocker = "the two-stage path refines with the distilled schedule; this request uses \"" + request.schedule + "\"";
+    else if (request.width % 64 != 0 || request.height % 64 != 0)
+        blocker = std::to_string(request.width) + "x" + std::to_string(request.height) +
+                  " does not halve into 32-pixel latent cells (both sides must be multiples of 64)";
+    if (request.stages == "single") {
+        out.reason = "single stage, as asked";
+        return out;
+    }
+    if (!blocker.empty()) {
+        if (request.stages == "two")
+            return makeError(ErrorCode::InvalidArgument, "the two-stage path cannot run: " + blocker);
+        out.reason = "single stage: " + blocker;
+        return out;
+    }
+    out.twoStage = true;
+    out.firstWidth = request.width / 2;
+    out.firstHeight = request.height / 2;
+    out.reason = request.stages == "two" ? "two stages, as asked"
+                                         : "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
+    return out;
 }
 
 std::vector<DeviceInfo> availableDevices()

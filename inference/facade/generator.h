@@ -63,6 +63,10 @@ struct LoadPlan {
     std::string attentionKernel = "default";
     bool fp8FastAccumulation = false;
     int cpuThreads = 0;  // 0: leave as is
+    // The latent spatial upsampler of the two-stage path (a Lightricks single file such as
+    // ltx-2-spatial-upscaler-x2-1.0.safetensors, or a diffusers latent_upsampler/ folder).
+    // None: only single-stage generation.
+    std::optional<std::filesystem::path> spatialUpsamplerPath;
 };
 
 // The request shape the memory plan sizes activations and decoding for.
@@ -123,6 +127,28 @@ struct LoraOutcome {
     std::string report;       // the match report as text (unmatched modules listed)
 };
 
+// A still or a clip the video must show at a given frame (image-to-video, keyframes), as
+// decoded pixels: the caller (engine, CLI) decodes the file, fits it to the output's size and
+// applies the training-time H.264 re-compression (media::prepareConditionImage), so the
+// inference layer never parses an image file.
+struct ConditionInput {
+    std::int64_t frame = 0;          // the output frame it starts at: 0, or 8k + 1 up to the last
+    double strength = 1.0;           // 1: kept exactly; lower: followed more loosely (0..1)
+    int width = 0, height = 0;       // equal to the request's size
+    int frames = 1;                  // a still: 1; a clip: 8k + 1
+    std::vector<std::uint8_t> rgb;   // frames x height x width x 3
+    std::string source;              // the file it came from, for errors and the recipe
+    std::string sha256;              // of the file's bytes, for the recipe
+};
+
+// Which path an LTX request takes: one pass at full size, or the two-stage distilled path
+// (half size, latent upsample x2, three refining steps at full size).
+struct StagePlan {
+    bool twoStage = false;
+    std::string reason;              // one sentence for the UI
+    std::int64_t firstWidth = 0, firstHeight = 0;  // stage 1's size (the full size when single)
+};
+
 struct GenerateRequest {
     std::string prompt, negativePrompt;
     std::int64_t width = 768, height = 512, frames = 121;
@@ -142,9 +168,23 @@ struct GenerateRequest {
     // 45 x 7.0 then 3 x 3.0 for 48 steps. Frames, fps, the negative prompt, the audio
     // guidance, the schedule, the speed mode and LoRAs do not apply to images.
     std::vector<double> guidanceSchedule;
+    // Video models: conditioning stills and clips (empty: text-to-video), and the path:
+    // "auto" (two-stage where the schedule is distilled, an upsampler was loaded and the size
+    // halves cleanly), "single" or "two" (an error when it cannot run).
+    std::vector<ConditionInput> conditions;
+    std::string stages = "auto";
 };
 
-enum class Phase { LoadTextEncoder, EncodePrompt, LoadTransformer, Denoise, LoadDecoders, DecodeVideo, DecodeAudio, Vocoder, DecodeImage };
+// The path a request would take with this load plan, and why; an error for "two" when the
+// two-stage path cannot run (no upsampler, dev schedule, size that does not halve).
+Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request);
+
+enum class Phase {
+    LoadTextEncoder, EncodePrompt, LoadTransformer, Denoise, LoadDecoders, DecodeVideo, DecodeAudio, Vocoder, DecodeImage,
+    EncodeConditions,  // the conditioning stills and clips through the video VAE encoder
+    UpsampleLatents,   // two-stage: stage 1's latents x2 in space
+    Refine,            // two-stage: the refining steps at full size
+};
 std::string_view phaseName(Phase phase);
 
 // The current clean estimate of the video, every few denoise steps: a strip of small RGB
@@ -175,6 +215,7 @@ struct VideoResult {
     std::vector<LoraOutcome> loras;
     std::string speed;              // the speed mode's name
     int stepsSkipped = 0;           // denoise steps the step cache served
+    StagePlan stages;               // the path that ran
 };
 
 // An image model's output: one RGB picture and how it was made.
