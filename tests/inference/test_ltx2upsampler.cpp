@@ -235,6 +235,11 @@ VT_TEST(probeReadsTheSameConfigFromEveryLayout)
     const auto bare = rewrite(dir.path, "x075-noconfig.safetensors", single.tensors, {});
     const auto guessed = ltx2::probeLatentUpsampler(bare);
     VT_CHECK(guessed.ok() && guessed->rationalSpatialScale == 1.5);
+    // The diffusers weights file alone still reads its folder's config.json.
+    const auto file = ltx2::probeLatentUpsampler(layoutPath("x075", "diffusers") / "diffusion_pytorch_model.safetensors");
+    VT_CHECK(file.ok() && file->rationalSpatialScale == 0.75);
+    const auto m = loadOrThrow(layoutPath("x075", "diffusers") / "diffusion_pytorch_model.safetensors");
+    VT_COMPARE(m.spatialScale(), 0.75);
 }
 
 VT_TEST(probeRefusesOtherModels)

@@ -326,7 +326,7 @@ Result<Inspected> inspect(const fs::path& path)
         auto parsedJson = jsonutil::parseUntrusted(it->second, "config.json");
         const bool ours = parsedJson && jsonutil::stringOr(*parsedJson, "_class_name") == kDiffusersClass;
         if (!file || ours) {
-            const auto where = (file ? target.parent_path() : target) / "config.json";
+            const auto where = (fs::is_directory(target, ec) ? target : target.parent_path()) / "config.json";
             auto parsed = parseConfig(it->second, where.string(), false);
             if (!parsed)
                 return parsed.error();
