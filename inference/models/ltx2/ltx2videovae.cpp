@@ -22,7 +22,7 @@ namespace {
 using Json = nlohmann::json;
 using Shape = std::vector<std::int64_t>;
 
-// Thrown inside a decode when the stop token fires; decode() turns it into Cancelled.
+// Thrown inside a decode or encode when the stop token fires; decode() / encode() turn it into Cancelled.
 struct Stopped {};
 
 enum class Padding { Zeros, Reflect, Replicate };
@@ -1524,7 +1524,7 @@ at::Tensor VideoEncoder::Impl::run(const at::Tensor& video, bool causal, const s
     // Patchify: channels (c, p_t, p_w, p_h), diffusers' permute(0, 1, 3, 7, 5, 2, 4, 6).
     const auto p = config.patchSize, pt = config.patchSizeT;
     const auto b = video.size(0), c = video.size(1), f = video.size(2) / pt, hh = video.size(3) / p, ww = video.size(4) / p;
-    auto x = video.reshape({b, c, f, pt, hh, p, ww, p}).permute({0, 1, 3, 7, 5, 2, 4, 6}).reshape({b, c * pt * p * p, f, hh, ww});
+    auto x = video.to(device, dtype).reshape({b, c, f, pt, hh, p, ww, p}).permute({0, 1, 3, 7, 5, 2, 4, 6}).reshape({b, c * pt * p * p, f, hh, ww});
     x = conv(x, convIn, causal);
     for (const auto& d : downs) {
         for (const auto& r : d.resnets) {
@@ -1562,7 +1562,7 @@ at::Tensor VideoEncoder::Impl::tiled(const at::Tensor& video, const std::vector<
     }
     const auto frames = (video.size(2) - 1) / plan.temporalScale + 1;
     auto out = at::empty({video.size(0), config.latentChannels, frames, rows.back().start + rows.back().size,
-                             cols.back().start + cols.back().size}, video.options());
+                             cols.back().start + cols.back().size}, at::TensorOptions().dtype(dtype).device(device));
     std::vector<at::Tensor> above(cols.size());
     for (std::size_t i = 0; i < rows.size(); ++i) {
         at::Tensor left;
@@ -1626,8 +1626,8 @@ Result<at::Tensor> VideoEncoder::Impl::encode(const at::Tensor& video, const Vid
     std::int64_t done = 0;
     if (o.stop.stop_requested())
         throw Stopped{};
-    const auto x = video.to(device, dtype);
-
+    // The video stays where it is; tiles move to the encoder's device one by one.
+    const auto& x = video;
     at::Tensor means;
     if (chunks.size() == 1) {
         means = tiled(x, rows, cols, o.tileOverlap, causal, o, done, total);
@@ -1635,7 +1635,8 @@ Result<at::Tensor> VideoEncoder::Impl::encode(const at::Tensor& video, const Vid
         // diffusers' _temporal_tiled_encode: a chunk from latent frame a encodes frames t a ..;
         // a later chunk drops its first latent and blends the next overlap - 1 into the
         // previous chunk's (blended) tail; each chunk keeps the latents up to the next one's.
-        means = at::empty({batch, config.latentChannels, latentFrames, height / s, width / s}, x.options());
+        means = at::empty({batch, config.latentChannels, latentFrames, height / s, width / s},
+            at::TensorOptions().dtype(dtype).device(device));
         at::Tensor previous;
         for (std::size_t k = 0; k < chunks.size(); ++k) {
             const auto& chunk = chunks[k];
