@@ -611,6 +611,20 @@ VT_TEST(theEncoderLoadNeedsExactlyTheEncoderTensors)
     VT_CHECK_MSG(!r.ok() && r.error().message.find("encoder.down_blocks.2.downsamplers.0.conv.conv.weight") != std::string::npos,
         (r.ok() ? "" : r.error().message));
 
+    // encoder_blocks this port cannot map fail the encoder, naming the block, but not the decoder.
+    auto metadata = full.metadata;
+    auto& config = metadata.at("config");
+    const auto at = config.find("compress_time_res");
+    VT_CHECK(at != std::string::npos);
+    config.replace(at, std::string("compress_time_res").size(), "compress_all_x_y");
+    written.push_back(dir / "oddencoder.safetensors");
+    VT_CHECK(tensorfile::writeSafetensors(written.back(), full.tensors, metadata).ok());
+    const auto odd = openWeights({written.back()});
+    r = ltx2::VideoEncoder::load(odd);
+    VT_CHECK(!r.ok() && r.error().code == ErrorCode::Unsupported);
+    VT_CHECK_MSG(!r.ok() && r.error().message.find("compress_all_x_y") != std::string::npos, (r.ok() ? "" : r.error().message));
+    VT_CHECK(ltx2::VideoDecoder::load(odd).ok());
+
     for (const auto& f : written)
         ::unlink(f.c_str());
     ::rmdir(dir.c_str());
