@@ -554,12 +554,24 @@ VT_TEST(encoderCancellationAndBadInputsAreErrors)
 
 VT_TEST(theEncoderLoadNeedsExactlyTheEncoderTensors)
 {
+    auto full = readCase(versionDir("23") / "single.safetensors");
     const auto dir = fs::temp_directory_path() / ("vireo_ltx2vae_enc_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    auto full = readCase(versionDir("23") / "single.safetensors");
-    std::vector<fs::path> written;
+    // Removed however the test ends (a failed load throws out of encodeOrThrow). Not with
+    // fs::remove_all: the process may bind it to libtorch's copy, which crashes.
+    struct Cleanup {
+        fs::path dir;
+        ~Cleanup()
+        {
+            std::vector<fs::path> files;
+            for (const auto& e : fs::directory_iterator(dir))
+                files.push_back(e.path());
+            for (const auto& f : files)
+                ::unlink(f.c_str());
+            ::rmdir(dir.c_str());
+        }
+    } cleanup{dir};
     auto write = [&](const char* name, const std::map<std::string, at::Tensor>& tensors, bool metadata = true) {
-        written.push_back(dir / name);
         VT_CHECK(tensorfile::writeSafetensors(dir / name, tensors, metadata ? full.metadata : std::map<std::string, std::string>{}).ok());
         return openWeights({dir / name});
     };
@@ -617,17 +629,12 @@ VT_TEST(theEncoderLoadNeedsExactlyTheEncoderTensors)
     const auto at = config.find("compress_time_res");
     VT_CHECK(at != std::string::npos);
     config.replace(at, std::string("compress_time_res").size(), "compress_all_x_y");
-    written.push_back(dir / "oddencoder.safetensors");
-    VT_CHECK(tensorfile::writeSafetensors(written.back(), full.tensors, metadata).ok());
-    const auto odd = openWeights({written.back()});
+    VT_CHECK(tensorfile::writeSafetensors(dir / "oddencoder.safetensors", full.tensors, metadata).ok());
+    const auto odd = openWeights({dir / "oddencoder.safetensors"});
     r = ltx2::VideoEncoder::load(odd);
     VT_CHECK(!r.ok() && r.error().code == ErrorCode::Unsupported);
     VT_CHECK_MSG(!r.ok() && r.error().message.find("compress_all_x_y") != std::string::npos, (r.ok() ? "" : r.error().message));
     VT_CHECK(ltx2::VideoDecoder::load(odd).ok());
-
-    for (const auto& f : written)
-        ::unlink(f.c_str());
-    ::rmdir(dir.c_str());
 }
 
 VT_TEST(encoderConfigsThatDoNotFitAreRefused)
