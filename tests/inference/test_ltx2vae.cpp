@@ -1,4 +1,4 @@
-// LTX-2 / LTX-2.3 video VAE decoder against diffusers 0.42.1 at tiny sizes
+// LTX-2 / LTX-2.3 video VAE decoder and encoder against diffusers 0.42.1 at tiny sizes
 // (tests/fixtures/make_ltx2_vae_fixtures.py): the diffusers folder, the Lightricks single file
 // (ltx-core names and config) and the same file without a config.
 #include "tests/harness/vireotest.h"
@@ -59,6 +59,18 @@ const ltx2::VideoDecoder& decoder(const std::string& v, const std::string& layou
     return cache.emplace(key, std::move(*model)).first->second;
 }
 
+const ltx2::VideoEncoder& encoder(const std::string& v, const std::string& layout)
+{
+    static std::map<std::string, ltx2::VideoEncoder> cache;
+    const auto key = v + "/" + layout;
+    if (auto it = cache.find(key); it != cache.end())
+        return it->second;
+    auto model = ltx2::VideoEncoder::load(openWeights(layoutPaths(v, layout)));
+    if (!model)
+        throw std::runtime_error(key + ": " + model.error().message);
+    return cache.emplace(key, std::move(*model)).first->second;
+}
+
 tensorfile::TensorSet readCase(const fs::path& file)
 {
     auto set = tensorfile::readTensorSet(file);
@@ -93,6 +105,40 @@ at::Tensor decodeOrThrow(const ltx2::VideoDecoder& d, const at::Tensor& latents,
     if (!out)
         throw std::runtime_error(out.error().message);
     return *out;
+}
+
+at::Tensor encodeOrThrow(const ltx2::VideoEncoder& e, const at::Tensor& video, const ltx2::VideoEncodeOptions& options = {})
+{
+    auto out = e.encode(video, options);
+    if (!out)
+        throw std::runtime_error(out.error().message);
+    return *out;
+}
+
+void checkEncodeCases(const std::string& v)
+{
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(versionDir(v)))
+        if (e.path().filename().string().rfind("encode_", 0) == 0)
+            files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    VT_COMPARE(files.size(), std::size_t{5});
+    for (const auto& file : files) {
+        const auto set = readCase(file);
+        const auto& video = tensorOf(set, "video");
+        const auto& expected = tensorOf(set, "expected.latents");
+        ltx2::VideoEncodeOptions options;
+        options.causal = set.metadata.at("causal") == "1";
+        for (const char* layout : kLayouts) {
+            const auto out = encodeOrThrow(encoder(v, layout), video, options);
+            VT_COMPARE(out.sizes().vec(), expected.sizes().vec());
+            VT_CHECK(out.scalar_type() == at::kFloat);
+            const double err = maxAbsDiff(out, expected);
+            std::printf("   %s %-28s %-9s max abs %.2e (|z| max %.3f)\n", v.c_str(), file.filename().c_str(), layout, err,
+                expected.abs().max().item<double>());
+            VT_CHECK_MSG(err <= kTolerance, file << " (" << layout << "): max abs error " << err << " above 1e-4");
+        }
+    }
 }
 
 void checkCases(const std::string& v)
@@ -358,6 +404,298 @@ VT_TEST(cancellationAndBadInputsAreErrors)
     sliver.tileSize = 1;
     out = decoder("20", "diffusers").decode(latents, sliver);
     VT_CHECK(!out.ok() && out.error().message.find("reflection") != std::string::npos);
+}
+
+VT_TEST(ltx20EncoderMatchesDiffusersInEveryLayout) { checkEncodeCases("20"); }
+VT_TEST(ltx23EncoderMatchesDiffusersInEveryLayout) { checkEncodeCases("23"); }
+
+VT_TEST(encoderLayoutsResolveTheSameConfig)
+{
+    for (const std::string v : {"20", "23"}) {
+        const auto& reference = encoder(v, "diffusers");
+        for (const char* layout : kLayouts) {
+            VT_COMPARE(ltx2::toJson(encoder(v, layout).config()), ltx2::toJson(reference.config()));
+            // The decoder reads the same config, encoder half included.
+            VT_COMPARE(ltx2::toJson(decoder(v, layout).config()), ltx2::toJson(reference.config()));
+        }
+        const auto& c = reference.config();
+        VT_COMPARE(reference.spatialScale(), std::int64_t{32});
+        VT_COMPARE(reference.temporalScale(), std::int64_t{8});
+        VT_CHECK(c.encoderCausal);
+        VT_COMPARE(c.encoderSpatialPaddingMode, std::string("zeros"));
+        VT_CHECK((c.encoderBlockOutChannels == std::vector<std::int64_t>{8, 8, 16, 16}));
+        VT_CHECK((c.downsampleType == std::vector<std::string>{"spatial", "temporal", "spatiotemporal", "spatiotemporal"}));
+        // ltx-core's flat encoder list lands on diffusers' nested names.
+        const auto single = openWeights(layoutPaths(v, "single"));
+        const auto* mid = single.find(ltx2::Part::VideoVae, "encoder.mid_block.resnets.0.conv1.conv.weight");
+        VT_CHECK(mid && mid->name == "vae.encoder.down_blocks.8.res_blocks.0.conv1.conv.weight");
+        const auto* down = single.find(ltx2::Part::VideoVae, "encoder.down_blocks.3.downsamplers.0.conv.conv.weight");
+        VT_CHECK(down && down->name == "vae.encoder.down_blocks.7.conv.conv.weight");
+        // Same float32 weights under two naming schemes: bit-identical outputs.
+        const auto set = readCase(versionDir(v) / "encode_video.safetensors");
+        VT_CHECK(at::equal(encodeOrThrow(encoder(v, "diffusers"), tensorOf(set, "video")),
+            encodeOrThrow(encoder(v, "single"), tensorOf(set, "video"))));
+        std::printf("   v%s encoder resident %lld bytes\n", v.c_str(), static_cast<long long>(reference.residentBytes()));
+        VT_CHECK(reference.residentBytes() > 0);
+    }
+}
+
+VT_TEST(tiledAndChunkedEncodingMatchDiffusers)
+{
+    for (const std::string v : {"20", "23"}) {
+        const auto set = readCase(versionDir(v) / "encode_tiling.safetensors");
+        const auto& video = tensorOf(set, "video");
+        const auto& untiled = tensorOf(set, "expected.latents");
+        const auto& e = encoder(v, "single");
+        auto meta = [&](const char* key) { return std::stoll(set.metadata.at(key)); };
+        std::vector<std::pair<std::int64_t, std::int64_t>> progress;
+        auto record = [&](std::int64_t done, std::int64_t total) { progress.emplace_back(done, total); };
+
+        const auto plain = encodeOrThrow(e, video);
+        const double plainErr = maxAbsDiff(plain, untiled);
+
+        ltx2::VideoEncodeOptions tiles;
+        tiles.tileSize = meta("tile_latent");
+        tiles.tileOverlap = meta("tile_overlap");
+        tiles.onProgress = record;
+        const auto tiled = encodeOrThrow(e, video, tiles);
+        // 6 x 6 latent cells in tiles of 5 overlapping by 2: 2 x 2 tiles, reported one by one.
+        VT_COMPARE(progress.size(), std::size_t{4});
+        for (std::size_t i = 0; i < progress.size(); ++i)
+            VT_CHECK(progress[i].first == static_cast<std::int64_t>(i + 1) && progress[i].second == 4);
+
+        ltx2::VideoEncodeOptions chunks;
+        chunks.chunkFrames = meta("chunk_frames");
+        chunks.chunkOverlap = meta("chunk_overlap");
+        const auto chunked = encodeOrThrow(e, video, chunks);
+
+        auto both = tiles;
+        both.chunkFrames = chunks.chunkFrames;
+        both.chunkOverlap = chunks.chunkOverlap;
+        progress.clear();
+        const auto tiledChunked = encodeOrThrow(e, video, both);
+        // 6 latent frames in chunks of 5 overlapping by 3: 2 chunks of 4 tiles.
+        VT_COMPARE(progress.size(), std::size_t{8});
+        VT_CHECK(progress.back() == (std::pair<std::int64_t, std::int64_t>{8, 8}));
+
+        const double tiledErr = maxAbsDiff(tiled, tensorOf(set, "expected.tiled"));
+        const double chunkedErr = maxAbsDiff(chunked, tensorOf(set, "expected.chunked"));
+        const double bothErr = maxAbsDiff(tiledChunked, tensorOf(set, "expected.tiled_chunked"));
+        std::printf("   %s encode vs diffusers: untiled %.2e, tiles %.2e (tiled_encode), chunks %.2e (_temporal_tiled_encode), both %.2e\n",
+            v.c_str(), plainErr, tiledErr, chunkedErr, bothErr);
+        VT_CHECK(plainErr <= kTolerance && tiledErr <= kTolerance && chunkedErr <= kTolerance && bothErr <= kTolerance);
+        std::printf("   %s encode vs untiled (mean / max): tiles %.4f / %.3f, chunks %.4f / %.3f, both %.4f / %.3f (|z| max %.3f)\n",
+            v.c_str(), meanAbsDiff(tiled, untiled), maxAbsDiff(tiled, untiled), meanAbsDiff(chunked, untiled),
+            maxAbsDiff(chunked, untiled), meanAbsDiff(tiledChunked, untiled), maxAbsDiff(tiledChunked, untiled),
+            untiled.abs().max().item<double>());
+        // The case must exercise the blending: each variant differs from untiled.
+        VT_CHECK(maxAbsDiff(tiled, untiled) > 1e-3 && maxAbsDiff(chunked, untiled) > 1e-3);
+
+        // Tiles and chunks as large as the latent are one plain encode.
+        ltx2::VideoEncodeOptions whole;
+        whole.tileSize = 64;
+        whole.tileOverlap = 8;
+        whole.chunkFrames = 64;
+        whole.chunkOverlap = 8;
+        VT_CHECK(at::equal(encodeOrThrow(e, video, whole), plain));
+    }
+}
+
+VT_TEST(encoderCancellationAndBadInputsAreErrors)
+{
+    const auto set = readCase(versionDir("23") / "encode_tiling.safetensors");
+    const auto& video = tensorOf(set, "video");
+    const auto& e = encoder("23", "diffusers");
+
+    std::stop_source before;
+    before.request_stop();
+    ltx2::VideoEncodeOptions options;
+    options.stop = before.get_token();
+    auto out = e.encode(video, options);
+    VT_CHECK(!out.ok() && out.error().code == ErrorCode::Cancelled);
+
+    std::stop_source during;
+    int calls = 0;
+    options.stop = during.get_token();
+    options.tileSize = 5;
+    options.tileOverlap = 2;
+    options.onProgress = [&](std::int64_t, std::int64_t) {
+        ++calls;
+        during.request_stop();
+    };
+    out = e.encode(video, options);
+    VT_CHECK(!out.ok() && out.error().code == ErrorCode::Cancelled);
+    VT_COMPARE(calls, 1);
+
+    auto expectInvalid = [&](const at::Tensor& input, const std::string& words, const ltx2::VideoEncodeOptions& o = {}) {
+        const auto r = e.encode(input, o);
+        VT_CHECK(!r.ok() && r.error().code == ErrorCode::InvalidArgument);
+        if (!r.ok()) {
+            std::printf("   %s\n", r.error().message.c_str());
+            VT_CHECK_MSG(r.error().message.find(words) != std::string::npos, r.error().message);
+        }
+    };
+    const auto clip = video.narrow(2, 0, 9).narrow(3, 0, 64).narrow(4, 0, 64);
+    expectInvalid(clip.narrow(2, 0, 8), "8 frames");                  // F not 8k + 1
+    expectInvalid(clip.narrow(3, 0, 48), "48 x 64 pixels");           // H not a multiple of 32
+    expectInvalid(clip.narrow(4, 0, 40), "64 x 40 pixels");
+    expectInvalid(at::cat({clip, clip.narrow(1, 0, 1)}, 1), "4 channels");
+    expectInvalid(clip.squeeze(0).narrow(1, 0, 1).squeeze(1), "[B, C, F, H, W]");
+    expectInvalid(clip.to(at::kInt), "floating point");
+    ltx2::VideoEncodeOptions badChunks;
+    badChunks.chunkFrames = 3;
+    badChunks.chunkOverlap = 0;
+    expectInvalid(clip, "chunk overlap", badChunks);
+    ltx2::VideoEncodeOptions badTiles;
+    badTiles.tileSize = 2;
+    badTiles.tileOverlap = 2;
+    expectInvalid(clip, "tile overlap", badTiles);
+}
+
+VT_TEST(theEncoderLoadNeedsExactlyTheEncoderTensors)
+{
+    auto full = readCase(versionDir("23") / "single.safetensors");
+    const auto dir = fs::temp_directory_path() / ("vireo_ltx2vae_enc_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    // Removed however the test ends (a failed load throws out of encodeOrThrow). Not with
+    // fs::remove_all: the process may bind it to libtorch's copy, which crashes.
+    struct Cleanup {
+        fs::path dir;
+        ~Cleanup()
+        {
+            std::vector<fs::path> files;
+            for (const auto& e : fs::directory_iterator(dir))
+                files.push_back(e.path());
+            for (const auto& f : files)
+                ::unlink(f.c_str());
+            ::rmdir(dir.c_str());
+        }
+    } cleanup{dir};
+    auto write = [&](const char* name, const std::map<std::string, at::Tensor>& tensors, bool metadata = true) {
+        VT_CHECK(tensorfile::writeSafetensors(dir / name, tensors, metadata ? full.metadata : std::map<std::string, std::string>{}).ok());
+        return openWeights({dir / name});
+    };
+    const auto set = readCase(versionDir("23") / "encode_video.safetensors");
+    const auto reference = encodeOrThrow(encoder("23", "single"), tensorOf(set, "video"));
+
+    // A decoder-only file decodes but cannot encode, and says why.
+    std::map<std::string, at::Tensor> decoderOnly, encoderOnly;
+    for (const auto& [name, t] : full.tensors)
+        (name.rfind("vae.encoder.", 0) == 0 ? encoderOnly : decoderOnly).emplace(name, t);
+    auto r = ltx2::VideoEncoder::load(write("decoder.safetensors", decoderOnly));
+    VT_CHECK(!r.ok() && r.error().code == ErrorCode::NotFound);
+    VT_CHECK_MSG(!r.ok() && r.error().message.find("holds no video VAE encoder") != std::string::npos
+            && r.error().message.find("image-to-video needs the full VAE") != std::string::npos,
+        (r.ok() ? "" : r.error().message));
+    VT_CHECK(ltx2::VideoDecoder::load(openWeights({dir / "decoder.safetensors"})).ok());
+
+    // The encoder (with the statistics) needs no decoder, with or without the config.
+    for (const auto& [name, t] : full.tensors)
+        if (name.rfind("vae.per_channel_statistics.", 0) == 0)
+            encoderOnly.emplace(name, t);
+    for (const bool metadata : {true, false}) {
+        r = ltx2::VideoEncoder::load(write(metadata ? "encoder.safetensors" : "encoder_noconfig.safetensors", encoderOnly, metadata));
+        VT_CHECK_MSG(r.ok(), (r.ok() ? "" : r.error().message));
+        if (r.ok())
+            VT_CHECK(at::equal(encodeOrThrow(*r, tensorOf(set, "video")), reference));
+    }
+
+    // A missing encoder tensor fails the load and is named in diffusers' name.
+    auto missing = full.tensors;
+    VT_CHECK(missing.erase("vae.encoder.down_blocks.8.res_blocks.0.conv2.conv.bias") == 1);
+    r = ltx2::VideoEncoder::load(write("missing.safetensors", missing));
+    VT_CHECK(!r.ok());
+    VT_CHECK_MSG(!r.ok() && r.error().message.find("encoder.mid_block.resnets.0.conv2.conv.bias") != std::string::npos,
+        (r.ok() ? "" : r.error().message));
+    // An unknown encoder key fails it too, and the decoder does not care.
+    auto extra = full.tensors;
+    extra.emplace("vae.encoder.down_blocks.2.res_blocks.0.conv3.conv.weight", at::zeros({8, 8, 3, 3, 3}));
+    r = ltx2::VideoEncoder::load(write("extra.safetensors", extra));
+    VT_CHECK(!r.ok());
+    VT_CHECK_MSG(!r.ok() && r.error().message.find("encoder.down_blocks.1.resnets.0.conv3.conv.weight") != std::string::npos,
+        (r.ok() ? "" : r.error().message));
+    VT_CHECK(ltx2::VideoDecoder::load(openWeights({dir / "extra.safetensors"})).ok());
+    // A mis-shaped downsampler is caught before any weight is read.
+    auto misshaped = full.tensors;
+    misshaped["vae.encoder.down_blocks.5.conv.conv.weight"] = at::zeros({4, 8, 3, 3, 3});
+    r = ltx2::VideoEncoder::load(write("misshaped.safetensors", misshaped));
+    VT_CHECK(!r.ok() && r.error().code == ErrorCode::InvalidFormat);
+    VT_CHECK_MSG(!r.ok() && r.error().message.find("encoder.down_blocks.2.downsamplers.0.conv.conv.weight") != std::string::npos,
+        (r.ok() ? "" : r.error().message));
+
+    // encoder_blocks this port cannot map fail the encoder, naming the block, but not the decoder.
+    auto metadata = full.metadata;
+    auto& config = metadata.at("config");
+    const auto at = config.find("compress_time_res");
+    VT_CHECK(at != std::string::npos);
+    config.replace(at, std::string("compress_time_res").size(), "compress_all_x_y");
+    VT_CHECK(tensorfile::writeSafetensors(dir / "oddencoder.safetensors", full.tensors, metadata).ok());
+    const auto odd = openWeights({dir / "oddencoder.safetensors"});
+    r = ltx2::VideoEncoder::load(odd);
+    VT_CHECK(!r.ok() && r.error().code == ErrorCode::Unsupported);
+    VT_CHECK_MSG(!r.ok() && r.error().message.find("compress_all_x_y") != std::string::npos, (r.ok() ? "" : r.error().message));
+    VT_CHECK(ltx2::VideoDecoder::load(odd).ok());
+}
+
+VT_TEST(encoderConfigsThatDoNotFitAreRefused)
+{
+    const auto weights = openWeights(layoutPaths("20", "single"));
+    const auto reference = encoder("20", "diffusers").config();
+    ltx2::VideoEncoderLoadOptions options;
+    auto refused = [&](const ltx2::VideoVaeConfig& c, ErrorCode code, const std::string& words) {
+        options.config = c;
+        const auto r = ltx2::VideoEncoder::load(weights, options);
+        VT_CHECK(!r.ok() && r.error().code == code);
+        VT_CHECK_MSG(!r.ok() && r.error().message.find(words) != std::string::npos, (r.ok() ? "" : r.error().message));
+    };
+    auto c = reference;
+    c.encoderLayersPerBlock[1] += 1;  // one more resnet in down block 1 than stored
+    refused(c, ErrorCode::InvalidFormat, "encoder.down_blocks.1.resnets");
+    c = reference;
+    c.encoderBlockOutChannels[2] = 12;  // a width the spatiotemporal downsampler cannot group
+    refused(c, ErrorCode::InvalidFormat, "inconsistent");
+    c = reference;
+    c.downsampleType[0] = "temporal";  // the stored downsampler writes 2 channels, a temporal one 4
+    c.spatialCompressionRatio.reset();  // (else the changed compression is refused first)
+    c.temporalCompressionRatio.reset();
+    refused(c, ErrorCode::InvalidFormat, "encoder.down_blocks.0.downsamplers.0.conv.conv.weight");
+    c = reference;
+    c.downsampleType[0] = "conv";
+    refused(c, ErrorCode::Unsupported, "conv");
+    c = reference;
+    c.encoderSpatialPaddingMode = "circular";
+    refused(c, ErrorCode::Unsupported, "circular");
+
+    // Non-causal and reflection-padded encodes follow the config (no diffusers reference for
+    // the padding: the published encoders all pad with zeros).
+    const auto set = readCase(versionDir("20") / "encode_video.safetensors");
+    const auto& video = tensorOf(set, "video");
+    const auto causal = encodeOrThrow(encoder("20", "diffusers"), video);
+    c = reference;
+    c.encoderCausal = false;
+    options.config = c;
+    auto r = ltx2::VideoEncoder::load(weights, options);
+    VT_CHECK(r.ok());
+    ltx2::VideoEncodeOptions explicitCausal;
+    explicitCausal.causal = true;
+    VT_CHECK(r.ok() && at::equal(encodeOrThrow(*r, video, explicitCausal), causal));
+    VT_CHECK(r.ok() && maxAbsDiff(encodeOrThrow(*r, video), causal) > 1e-3);
+}
+
+VT_TEST(bfloat16EncodeStaysClose)
+{
+    const auto set = readCase(versionDir("23") / "encode_video.safetensors");
+    ltx2::VideoEncoderLoadOptions options;
+    options.dtype = at::kBFloat16;
+    auto e = ltx2::VideoEncoder::load(openWeights(layoutPaths("23", "diffusers")), options);
+    VT_CHECK_MSG(e.ok(), (e.ok() ? "" : e.error().message));
+    if (!e.ok())
+        return;
+    const auto out = encodeOrThrow(*e, tensorOf(set, "video"));
+    VT_CHECK(out.scalar_type() == at::kFloat);
+    const double err = maxAbsDiff(out, tensorOf(set, "expected.latents"));
+    std::printf("   bf16 encode max abs %.2e (|z| max %.3f)\n", err, tensorOf(set, "expected.latents").abs().max().item<double>());
+    VT_CHECK(err <= 0.05);
 }
 
 VT_MAIN("TestLtx2Vae")

@@ -22,7 +22,7 @@ namespace {
 using Json = nlohmann::json;
 using Shape = std::vector<std::int64_t>;
 
-// Thrown inside a decode when the stop token fires; decode() turns it into Cancelled.
+// Thrown inside a decode or encode when the stop token fires; decode() / encode() turn it into Cancelled.
 struct Stopped {};
 
 enum class Padding { Zeros, Reflect, Replicate };
@@ -393,6 +393,281 @@ Result<VideoVaeConfig> inferFromShapes(const Ltx2Weights& w)
     return c;
 }
 
+// ----------------------------------------------------------------------------- encoder structure
+
+struct DownPlan {
+    std::int64_t in = 0, out = 0;  // LTX2VideoDownBlock3D's in_channels / out_channels
+    std::int64_t layers = 0;       // resnets, all of width `in`
+    bool downsample = false;
+    std::array<std::int64_t, 3> stride{1, 1, 1};
+    std::int64_t convOut = 0;      // the downsampler conv's width: out / (s_t s_h s_w)
+    std::int64_t group = 1;        // channels its residual averages: in s_t s_h s_w / out
+};
+
+// The encoder as LTX2VideoEncoder3d builds it from a config, in execution order.
+struct EncoderPlan {
+    std::int64_t patchIn = 0;      // conv_in input: in_channels * patch_size^2
+    std::vector<DownPlan> blocks;
+    std::int64_t width = 0;        // the mid block's, and conv_out's input
+    std::int64_t midLayers = 0;
+    std::int64_t spatialScale = 1, temporalScale = 1;
+    Padding padding = Padding::Zeros;
+};
+
+std::optional<Padding> paddingMode(const std::string& mode)
+{
+    if (mode == "zeros")
+        return Padding::Zeros;
+    if (mode == "reflect")
+        return Padding::Reflect;
+    if (mode == "replicate")
+        return Padding::Replicate;
+    return std::nullopt;
+}
+
+Result<EncoderPlan> planEncoder(const VideoVaeConfig& c)
+{
+    auto bad = [](const std::string& what) {
+        return makeError(ErrorCode::InvalidFormat, "the video VAE encoder config is inconsistent: " + what);
+    };
+    const auto n = c.encoderBlockOutChannels.size();
+    if (n == 0)
+        return bad("block_out_channels is empty");
+    if (n > 16)
+        return bad("block_out_channels has " + std::to_string(n) + " entries; at most 16 down blocks are supported");
+    const auto count = [&](const char* key, std::size_t have, std::size_t want) -> std::optional<Error> {
+        if (have == want)
+            return std::nullopt;
+        return bad(std::string(key) + " has " + std::to_string(have) + " entries but " + std::to_string(n) + " down blocks need "
+            + std::to_string(want));
+    };
+    for (const auto& e : {count("layers_per_block", c.encoderLayersPerBlock.size(), n + 1),
+             count("down_block_types", c.downBlockTypes.size(), n), count("spatio_temporal_scaling", c.spatioTemporalScaling.size(), n),
+             count("downsample_type", c.downsampleType.size(), n)})
+        if (e)
+            return *e;
+    for (const auto v : c.encoderBlockOutChannels)
+        if (v < 1 || v > kMaxChannels)
+            return bad("block_out_channels holds " + std::to_string(v) + ", expected 1 .. " + std::to_string(kMaxChannels));
+    for (const auto v : c.encoderLayersPerBlock)
+        if (v < 0 || v > kMaxBlocks)
+            return bad("layers_per_block holds " + std::to_string(v) + ", expected 0 .. " + std::to_string(kMaxBlocks));
+    if (c.latentChannels <= 0 || c.latentChannels >= kMaxChannels || c.inChannels <= 0 || c.inChannels > 64 || c.patchSize <= 0
+        || c.patchSize > 64)
+        return bad("latent_channels, in_channels and patch_size must be positive (and below " + std::to_string(kMaxChannels)
+            + ", at most 64 and 64)");
+    if (c.patchSizeT != 1)
+        return makeError(ErrorCode::Unsupported, "video VAE patch_size_t " + std::to_string(c.patchSizeT)
+                + " is not supported (every LTX-2 VAE uses 1)");
+    EncoderPlan p;
+    const auto padding = paddingMode(c.encoderSpatialPaddingMode);
+    if (!padding)
+        return makeError(ErrorCode::Unsupported, "video VAE encoder_spatial_padding_mode '" + c.encoderSpatialPaddingMode
+                + "' is not supported (zeros, reflect, replicate)");
+    p.padding = *padding;
+    p.patchIn = c.inChannels * c.patchSize * c.patchSize;
+    p.spatialScale = c.patchSize;
+    p.temporalScale = c.patchSizeT;
+    std::int64_t width = c.latentChannels;  // diffusers' conv_in writes latent_channels
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto where = "down block " + std::to_string(i);
+        if (c.downBlockTypes[i] != "LTX2VideoDownBlock3D")
+            return makeError(ErrorCode::Unsupported, "video VAE down block type '" + c.downBlockTypes[i]
+                    + "' is not supported (LTX2VideoDownBlock3D)");
+        DownPlan b;
+        b.in = width;
+        b.out = c.encoderBlockOutChannels[i];
+        b.layers = c.encoderLayersPerBlock[i];
+        b.downsample = c.spatioTemporalScaling[i];
+        if (b.downsample) {
+            const auto& type = c.downsampleType[i];
+            if (type == "conv")
+                return makeError(ErrorCode::Unsupported, "video VAE downsample_type 'conv' (a strided convolution) is not supported; "
+                        "every published LTX-2 VAE uses space-to-depth downsamplers (spatial, temporal, spatiotemporal)");
+            b.stride = upsampleStride(type);  // the same three strides, run backwards
+            if (b.stride[0] == 0)
+                return makeError(ErrorCode::Unsupported, "video VAE downsample_type '" + type
+                        + "' is not supported (spatial, temporal, spatiotemporal)");
+            const auto prod = b.stride[0] * b.stride[1] * b.stride[2];
+            // diffusers' LTX2VideoDownsampler3d averages groups of in * prod / out channels of
+            // its space-to-depth input and adds them to the conv's out / prod channels, rearranged.
+            if (b.out % prod != 0 || (b.in * prod) % b.out != 0)
+                return bad(where + " goes from " + std::to_string(b.in) + " to " + std::to_string(b.out) + " channels, which its "
+                    + type + " downsampler cannot group (diffusers cannot run this config either)");
+            b.convOut = b.out / prod;
+            b.group = b.in * prod / b.out;
+            p.spatialScale *= b.stride[1];
+            p.temporalScale *= b.stride[0];
+            width = b.out;
+        } else if (b.out != b.in) {
+            return bad(where + " has no downsampler, so it keeps its " + std::to_string(b.in) + " channels, but block_out_channels says "
+                + std::to_string(b.out) + " (diffusers cannot run this config either)");
+        }
+        p.blocks.push_back(b);
+    }
+    p.width = width;
+    p.midLayers = c.encoderLayersPerBlock[n];
+    if (c.spatialCompressionRatio && *c.spatialCompressionRatio != p.spatialScale)
+        return bad("spatial_compression_ratio " + std::to_string(*c.spatialCompressionRatio) + " but the down blocks scale by "
+            + std::to_string(p.spatialScale));
+    if (c.temporalCompressionRatio && *c.temporalCompressionRatio != p.temporalScale)
+        return bad("temporal_compression_ratio " + std::to_string(*c.temporalCompressionRatio) + " but the down blocks scale by "
+            + std::to_string(p.temporalScale));
+    return p;
+}
+
+// Every tensor the encoder reads, with the shape the config implies (diffusers names).
+std::vector<std::pair<std::string, Shape>> encoderTensors(const VideoVaeConfig& c, const EncoderPlan& p)
+{
+    std::vector<std::pair<std::string, Shape>> out;
+    auto conv = [&](const std::string& name, std::int64_t o, std::int64_t i) {
+        out.push_back({name + ".weight", {o, i, 3, 3, 3}});
+        out.push_back({name + ".bias", {o}});
+    };
+    auto resnet = [&](const std::string& prefix, std::int64_t width) {
+        conv(prefix + ".conv1.conv", width, width);
+        conv(prefix + ".conv2.conv", width, width);
+    };
+    conv("encoder.conv_in.conv", c.latentChannels, p.patchIn);
+    for (std::size_t i = 0; i < p.blocks.size(); ++i) {
+        const auto& b = p.blocks[i];
+        const auto prefix = "encoder.down_blocks." + std::to_string(i);
+        for (std::int64_t l = 0; l < b.layers; ++l)
+            resnet(prefix + ".resnets." + std::to_string(l), b.in);
+        if (b.downsample)
+            conv(prefix + ".downsamplers.0.conv.conv", b.convOut, b.in);
+    }
+    for (std::int64_t l = 0; l < p.midLayers; ++l)
+        resnet("encoder.mid_block.resnets." + std::to_string(l), p.width);
+    conv("encoder.conv_out.conv", c.latentChannels + 1, p.width);
+    out.push_back({"latents_mean", {c.latentChannels}});
+    out.push_back({"latents_std", {c.latentChannels}});
+    return out;
+}
+
+Result<void> checkEncoderAgainstTensors(const Ltx2Weights& w, const VideoVaeConfig& c, const EncoderPlan& p)
+{
+    const auto files = w.describeFiles();
+    auto mismatch = [&](const std::string& what) {
+        return makeError(ErrorCode::InvalidFormat, files + ": the video VAE config " + what
+                + "; the config does not describe this checkpoint's encoder (give the vae/config.json that came with it)");
+    };
+    const auto downBlocks = w.indexCount(Part::VideoVae, "encoder.down_blocks.");
+    if (!downBlocks)
+        return downBlocks.error();
+    if (*downBlocks != c.downBlocks())
+        return mismatch("has " + std::to_string(c.downBlocks()) + " down blocks but the checkpoint has " + std::to_string(*downBlocks)
+            + " (encoder.down_blocks.*)");
+    const auto mid = w.indexCount(Part::VideoVae, "encoder.mid_block.resnets.");
+    if (!mid)
+        return mid.error();
+    if (*mid != p.midLayers)
+        return mismatch("has " + std::to_string(p.midLayers) + " mid-block resnets but the checkpoint has " + std::to_string(*mid)
+            + " (encoder.mid_block.resnets.*)");
+    for (std::size_t i = 0; i < p.blocks.size(); ++i) {
+        const auto prefix = "encoder.down_blocks." + std::to_string(i) + ".resnets.";
+        const auto counted = w.indexCount(Part::VideoVae, prefix);
+        if (!counted)
+            return counted.error();
+        if (*counted != p.blocks[i].layers)
+            return mismatch("has " + std::to_string(p.blocks[i].layers) + " resnets in down block " + std::to_string(i)
+                + " but the checkpoint has " + std::to_string(*counted) + " (" + prefix + "*)");
+    }
+    for (const auto& [name, shape] : encoderTensors(c, p)) {
+        const auto stored = w.shape(Part::VideoVae, name);
+        if (stored && *stored != shape) {
+            const auto* t = w.find(Part::VideoVae, name);
+            return mismatch("gives " + name + " the shape " + shapeText(shape) + " but the checkpoint stores " + shapeText(*stored)
+                + (t->name != name ? " (as " + t->name + ")" : std::string()));
+        }
+    }
+    return {};
+}
+
+// The encoder half from the tensor shapes alone (the rest of `base` kept). The padding mode
+// leaves no trace in the weights; it is zeros for every published encoder, whose downsamplers
+// run spatial, temporal, spatiotemporal, spatiotemporal (LTX-2.0, 2.3 and 2.5 alike), and
+// anything else needs a config.
+Result<VideoVaeConfig> inferEncoderFromShapes(const Ltx2Weights& w, VideoVaeConfig c)
+{
+    const auto files = w.describeFiles();
+    auto shape = [&](const std::string& name) { return w.shape(Part::VideoVae, name, 5); };
+    auto cannot = [&](const std::string& why) {
+        return makeError(ErrorCode::InvalidFormat, files + ": no video VAE config (vae/config.json or the embedded \"vae\" section "
+                "with encoder_blocks) and " + why + "; give the vae/config.json that came with this checkpoint");
+    };
+    const auto convIn = shape("encoder.conv_in.conv.weight");
+    const auto convOut = shape("encoder.conv_out.conv.weight");
+    if (!convIn || !convOut)
+        return cannot("the encoder's conv_in / conv_out are missing or not 3-D convolutions");
+    const auto latent = (*convIn)[0];
+    if (latent < 1 || latent >= kMaxChannels || (*convOut)[0] != latent + 1)
+        return cannot("the encoder's conv_out writes " + std::to_string((*convOut)[0]) + " channels, not conv_in's "
+            + std::to_string(latent) + " + 1 (the means and one shared log-variance)");
+    const auto patchArea = (*convIn)[1] / 3;
+    const auto patch = static_cast<std::int64_t>(std::lround(std::sqrt(static_cast<double>(std::max<std::int64_t>(patchArea, 0)))));
+    if (patchArea * 3 != (*convIn)[1] || patch < 1 || patch * patch != patchArea)
+        return cannot("the encoder's conv_in takes " + std::to_string((*convIn)[1]) + " channels, not 3 x a square patch");
+    const auto blockCount = w.indexCount(Part::VideoVae, "encoder.down_blocks.");
+    if (!blockCount)
+        return blockCount.error();
+    const auto midCount = w.indexCount(Part::VideoVae, "encoder.mid_block.resnets.");
+    if (!midCount)
+        return midCount.error();
+    const auto n = *blockCount;
+    // The width each stage (down blocks, then the mid block) takes, from its first resnet or,
+    // without one, from what reads its input next.
+    std::vector<std::int64_t> widths, layers;
+    for (std::int64_t i = 0; i <= n; ++i) {
+        const auto prefix = i < n ? "encoder.down_blocks." + std::to_string(i) + "." : std::string("encoder.mid_block.");
+        const auto counted = w.indexCount(Part::VideoVae, prefix + "resnets.");
+        if (!counted)
+            return counted.error();
+        layers.push_back(*counted);
+        const auto res0 = shape(prefix + "resnets.0.conv1.conv.weight");
+        const auto down = i < n ? shape(prefix + "downsamplers.0.conv.conv.weight") : std::nullopt;
+        const auto width = res0 ? (*res0)[1] : down ? (*down)[1] : i == n ? (*convOut)[1] : 0;
+        if (width < 1 || width > kMaxChannels)
+            return cannot((i < n ? "down block " + std::to_string(i) : std::string("the mid block")) + " has no resnets or downsampler "
+                "of a sensible width to read its width from");
+        widths.push_back(width);
+    }
+    std::vector<std::int64_t> boc;
+    std::vector<bool> scaling;
+    std::vector<std::string> types;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const auto down = shape("encoder.down_blocks." + std::to_string(i) + ".downsamplers.0.conv.conv.weight");
+        const auto out = widths[static_cast<std::size_t>(i) + 1];
+        if (down) {
+            const auto convWidth = (*down)[0];
+            const auto prod = convWidth > 0 && out % convWidth == 0 ? out / convWidth : 0;
+            types.push_back(prod == 4 ? "spatial" : prod == 2 ? "temporal" : prod == 8 ? "spatiotemporal" : "?");
+            if (types.back() == "?")
+                return cannot("down block " + std::to_string(i) + "'s downsampler writes " + std::to_string(convWidth) + " channels for a "
+                    + std::to_string(out) + "-channel output, which no space-to-depth stride gives");
+        } else {
+            types.push_back("spatiotemporal");  // unused without a downsampler
+        }
+        boc.push_back(out);
+        scaling.push_back(down.has_value());
+    }
+    if (types != std::vector<std::string>{"spatial", "temporal", "spatiotemporal", "spatiotemporal"}
+        || !std::all_of(scaling.begin(), scaling.end(), [](bool b) { return b; }))
+        return cannot("its downsamplers match no published LTX-2 encoder's, so its padding mode is unknown");
+    c.inChannels = 3;
+    c.latentChannels = latent;
+    c.patchSize = patch;
+    c.patchSizeT = 1;
+    c.encoderBlockOutChannels = boc;
+    c.encoderLayersPerBlock = layers;
+    c.downBlockTypes.assign(static_cast<std::size_t>(n), "LTX2VideoDownBlock3D");
+    c.spatioTemporalScaling = scaling;
+    c.downsampleType = types;
+    c.encoderCausal = true;
+    c.encoderSpatialPaddingMode = "zeros";
+    return c;
+}
+
 Result<Json> parseObject(const std::string& text, const std::string& what)
 {
     auto j = jsonutil::parseUntrusted(text, what);
@@ -422,6 +697,15 @@ Result<VideoVaeConfig> parseDiffusers(const Json& j, const std::string& what)
         read(j, "decoder_causal", c.decoderCausal);
         read(j, "decoder_spatial_padding_mode", c.decoderSpatialPaddingMode);
         read(j, "timestep_conditioning", c.timestepConditioning);
+        read(j, "in_channels", c.inChannels);
+        read(j, "block_out_channels", c.encoderBlockOutChannels);
+        read(j, "layers_per_block", c.encoderLayersPerBlock);
+        read(j, "down_block_types", c.downBlockTypes);
+        const auto encoderBlocks = c.encoderLayersPerBlock.size();
+        readFlags(j, "spatio_temporal_scaling", c.spatioTemporalScaling, encoderBlocks ? encoderBlocks - 1 : 0);
+        read(j, "downsample_type", c.downsampleType);
+        read(j, "encoder_causal", c.encoderCausal);
+        read(j, "encoder_spatial_padding_mode", c.encoderSpatialPaddingMode);
         read(j, "resnet_norm_eps", c.resnetNormEps);
         read(j, "scaling_factor", c.scalingFactor);
         if (std::int64_t ratio = 0; jsonutil::readField(j, "spatial_compression_ratio", ratio))
@@ -429,6 +713,72 @@ Result<VideoVaeConfig> parseDiffusers(const Json& j, const std::string& what)
         if (std::int64_t ratio = 0; jsonutil::readField(j, "temporal_compression_ratio", ratio))
             c.temporalCompressionRatio = ratio;
         return c;
+    } catch (const std::exception& e) {  // jsonutil's FieldError names the key
+        return makeError(ErrorCode::InvalidFormat, what + ": " + e.what());
+    }
+}
+
+// ltx-core's encoder_blocks (ltx_core/model/video_vae/video_vae.py: VideoEncoder,
+// _make_encoder_block) in diffusers' terms: a res_x and a space-to-depth compressor per down
+// block (what convert_ltx2_to_diffusers.py maps to down_blocks.m and its downsampler), the mid
+// block's res_x last. The conv_in width is latent_channels; each compressor multiplies it.
+// NotFound when the section has no encoder_blocks.
+Result<void> readLtxCoreEncoder(const Json& v, VideoVaeConfig& c, const std::string& what)
+{
+    const auto it = v.find("encoder_blocks");
+    if (it == v.end() || it->is_null())
+        return makeError(ErrorCode::NotFound, what + " does not describe the encoder (no encoder_blocks)");
+    try {
+        const auto& blocks = *it;
+        if (!blocks.is_array() || blocks.size() > 65)
+            return makeError(ErrorCode::InvalidFormat, what + ": encoder_blocks must be a list of at most 65 [name, parameters] entries");
+        const auto unsupported = [&](const std::string& why) {
+            return makeError(ErrorCode::Unsupported, what + ": encoder_blocks " + why + "; only res_x blocks alternating with "
+                    "compress_space_res / compress_time_res / compress_all_res, starting and ending with res_x (every LTX-2 / 2.3 "
+                    "VAE), are supported");
+        };
+        if (blocks.size() % 2 == 0)
+            return unsupported("has " + std::to_string(blocks.size()) + " entries");
+        std::vector<std::int64_t> widths, layers;
+        std::vector<std::string> types;
+        std::int64_t width = c.latentChannels;
+        for (std::size_t i = 0; i < blocks.size(); ++i) {
+            const auto& entry = blocks[i];
+            if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string()
+                || !(entry[1].is_number_integer() || entry[1].is_object()))
+                return makeError(ErrorCode::InvalidFormat, what + ": encoder_blocks entries must be [name, parameters]");
+            const auto name = entry[0].get<std::string>();
+            const Json params = entry[1].is_number_integer() ? Json{{"num_layers", entry[1]}} : entry[1];
+            if (i % 2 == 0) {
+                if (name != "res_x")
+                    return unsupported("has '" + name + "' at position " + std::to_string(i));
+                layers.push_back(valueOr<std::int64_t>(params, "num_layers", 0));
+                continue;
+            }
+            const std::string type = name == "compress_space_res" ? "spatial" : name == "compress_time_res" ? "temporal"
+                : name == "compress_all_res" ? "spatiotemporal" : "";
+            if (type.empty())
+                return unsupported("has '" + name + "' at position " + std::to_string(i));
+            const auto multiplier = valueOr<std::int64_t>(params, "multiplier", 2);  // ltx-core's default
+            if (multiplier < 1 || multiplier > 64 || __builtin_mul_overflow(width, multiplier, &width) || width > kMaxChannels)
+                return makeError(ErrorCode::InvalidFormat, what + ": latent_channels and the encoder multipliers give a width beyond "
+                        + std::to_string(kMaxChannels) + " (multiplier " + std::to_string(multiplier) + ")");
+            widths.push_back(width);
+            types.push_back(type);
+        }
+        if (const auto logVar = valueOr<std::string>(v, "latent_log_var", "uniform"); logVar != "uniform")
+            return makeError(ErrorCode::Unsupported, what + ": latent_log_var '" + logVar + "' is not supported (uniform: "
+                    "128 means and one shared log-variance, as in every LTX-2 VAE)");
+        c.inChannels = valueOr<std::int64_t>(v, "in_channels", 3);
+        c.encoderBlockOutChannels = widths;
+        c.encoderLayersPerBlock = layers;
+        c.downBlockTypes.assign(widths.size(), "LTX2VideoDownBlock3D");
+        c.spatioTemporalScaling.assign(widths.size(), true);
+        c.downsampleType = types;
+        c.encoderCausal = true;  // ltx-core's encoder convolutions are always causal
+        // ltx-core's own order (_prepare_video_encoder_kwargs).
+        c.encoderSpatialPaddingMode = valueOr(v, "spatial_padding_mode", valueOr<std::string>(v, "encoder_spatial_padding_mode", "zeros"));
+        return {};
     } catch (const std::exception& e) {  // jsonutil's FieldError names the key
         return makeError(ErrorCode::InvalidFormat, what + ": " + e.what());
     }
@@ -539,6 +889,10 @@ Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
         c.upsampleType = types;
         c.upsampleResidual = reversed(residual);
         c.upsampleFactor = reversed(factors);
+        // The decoder does not use the encoder half, so encoder_blocks that do not map leave
+        // it at the defaults here; resolveVideoEncoderConfig reads them strictly.
+        if (auto withEncoder = c; readLtxCoreEncoder(v, withEncoder, what).ok())
+            c = withEncoder;
         return c;
     } catch (const std::exception& e) {  // jsonutil's FieldError names the key
         return makeError(ErrorCode::InvalidFormat, what + ": " + e.what());
@@ -553,7 +907,11 @@ std::string toJson(const VideoVaeConfig& c)
         {"decoder_inject_noise", c.decoderInjectNoise}, {"upsample_type", c.upsampleType}, {"upsample_residual", c.upsampleResidual},
         {"upsample_factor", c.upsampleFactor}, {"decoder_causal", c.decoderCausal},
         {"decoder_spatial_padding_mode", c.decoderSpatialPaddingMode}, {"timestep_conditioning", c.timestepConditioning},
-        {"resnet_norm_eps", c.resnetNormEps}, {"scaling_factor", c.scalingFactor}};
+        {"resnet_norm_eps", c.resnetNormEps}, {"scaling_factor", c.scalingFactor}, {"in_channels", c.inChannels},
+        {"block_out_channels", c.encoderBlockOutChannels}, {"layers_per_block", c.encoderLayersPerBlock},
+        {"down_block_types", c.downBlockTypes}, {"spatio_temporal_scaling", c.spatioTemporalScaling},
+        {"downsample_type", c.downsampleType}, {"encoder_causal", c.encoderCausal},
+        {"encoder_spatial_padding_mode", c.encoderSpatialPaddingMode}};
     j["spatial_compression_ratio"] = c.spatialCompressionRatio ? Json(*c.spatialCompressionRatio) : Json();
     j["temporal_compression_ratio"] = c.temporalCompressionRatio ? Json(*c.temporalCompressionRatio) : Json();
     return j.dump();
@@ -576,6 +934,11 @@ Result<VideoVaeConfig> resolveVideoVaeConfig(const Ltx2Weights& w, const std::op
         if (!inferred)
             return inferred.error();
         c = *inferred;
+        // For config() only: an encoder whose shapes are not understood is the encoder
+        // loader's error to report, not the decoder's.
+        if (w.find(Part::VideoVae, "encoder.conv_in.conv.weight"))
+            if (auto withEncoder = inferEncoderFromShapes(w, c))
+                c = *withEncoder;
     }
     if (c.timestepConditioning)
         return makeError(ErrorCode::Unsupported, files + ": the video VAE config asks for timestep conditioning, which this decoder "
@@ -588,6 +951,117 @@ Result<VideoVaeConfig> resolveVideoVaeConfig(const Ltx2Weights& w, const std::op
         return makeError(plan.error().code, files + ": " + plan.error().message
                 + (override ? "; fix the config passed in" : "; give the vae/config.json that came with this checkpoint"));
     if (auto ok = checkAgainstTensors(w, c, *plan); !ok)
+        return ok.error();
+    c.spatialCompressionRatio = plan->spatialScale;
+    c.temporalCompressionRatio = plan->temporalScale;
+    return c;
+}
+
+namespace {
+
+// The encoder half the checkpoint's own config gives: diffusers' config.json, else the
+// embedded "vae" section (diffusers' keys, or ltx-core's encoder_blocks). nullopt when
+// neither describes the encoder.
+Result<std::optional<VideoVaeConfig>> describedEncoder(const Ltx2Weights& w)
+{
+    const auto named = [&](const Error& e) { return makeError(e.code, w.describeFiles() + ": " + e.message); };
+    if (auto json = w.diffusersConfig(Part::VideoVae)) {
+        auto parsed = videoVaeConfigFromDiffusers(*json);
+        if (!parsed)
+            return named(parsed.error());
+        return std::optional<VideoVaeConfig>(*parsed);
+    }
+    const auto json = w.ltxCoreConfig();
+    if (!json)
+        return std::optional<VideoVaeConfig>();
+    const std::string what = "the embedded config's \"vae\" section";
+    auto parsed = parseObject(*json, "the embedded config");
+    if (!parsed)
+        return named(parsed.error());
+    const auto it = parsed->find("vae");
+    if (it == parsed->end() || !it->is_object())
+        return std::optional<VideoVaeConfig>();
+    const Json& v = *it;
+    if (v.contains("block_out_channels") || v.contains("layers_per_block") || v.contains("downsample_type")) {
+        auto c = parseDiffusers(v, what);
+        if (!c)
+            return named(c.error());
+        return std::optional<VideoVaeConfig>(*c);
+    }
+    try {
+        VideoVaeConfig c;
+        c.latentChannels = valueOr<std::int64_t>(v, "latent_channels", 128);
+        c.patchSize = valueOr<std::int64_t>(v, "patch_size", 4);
+        c.scalingFactor = valueOr(v, "scaling_factor", 1.0);
+        if (valueOr<std::int64_t>(v, "dims", 3) != 3)
+            return named(makeError(ErrorCode::Unsupported, what + ": only 3-D video VAEs are supported"));
+        if (const auto norm = valueOr<std::string>(v, "norm_layer", "pixel_norm"); norm != "pixel_norm")
+            return named(makeError(ErrorCode::Unsupported, what + ": norm_layer '" + norm + "' is not supported (pixel_norm)"));
+        if (auto read = readLtxCoreEncoder(v, c, what); !read) {
+            if (read.error().code == ErrorCode::NotFound)
+                return std::optional<VideoVaeConfig>();
+            return named(read.error());
+        }
+        return std::optional<VideoVaeConfig>(c);
+    } catch (const std::exception& e) {  // jsonutil's FieldError names the key
+        return named(makeError(ErrorCode::InvalidFormat, what + ": " + e.what()));
+    }
+}
+
+// What the encoder reads of a config: its half and the fields both halves share.
+void takeEncoderHalf(VideoVaeConfig& to, const VideoVaeConfig& from)
+{
+    to.inChannels = from.inChannels;
+    to.latentChannels = from.latentChannels;
+    to.patchSize = from.patchSize;
+    to.patchSizeT = from.patchSizeT;
+    to.scalingFactor = from.scalingFactor;
+    to.encoderBlockOutChannels = from.encoderBlockOutChannels;
+    to.encoderLayersPerBlock = from.encoderLayersPerBlock;
+    to.downBlockTypes = from.downBlockTypes;
+    to.spatioTemporalScaling = from.spatioTemporalScaling;
+    to.downsampleType = from.downsampleType;
+    to.encoderCausal = from.encoderCausal;
+    to.encoderSpatialPaddingMode = from.encoderSpatialPaddingMode;
+    if (from.spatialCompressionRatio)
+        to.spatialCompressionRatio = from.spatialCompressionRatio;
+    if (from.temporalCompressionRatio)
+        to.temporalCompressionRatio = from.temporalCompressionRatio;
+}
+
+} // namespace
+
+Result<VideoVaeConfig> resolveVideoEncoderConfig(const Ltx2Weights& w, const std::optional<VideoVaeConfig>& override)
+{
+    const auto files = w.describeFiles();
+    if (!w.find(Part::VideoVae, "encoder.conv_in.conv.weight"))
+        return makeError(ErrorCode::NotFound, files + " holds no video VAE encoder (encoder.conv_in, or vae.encoder.* in a Lightricks "
+                "file); image-to-video needs the full VAE: add the diffusers vae/ folder or a single file that holds the encoder too");
+    VideoVaeConfig c;
+    std::optional<VideoVaeConfig> described = override;
+    if (!override) {
+        // The decoder half, for config() only; the encoder's compression must match it.
+        if (w.find(Part::VideoVae, "decoder.conv_in.conv.weight"))
+            if (auto full = resolveVideoVaeConfig(w, std::nullopt))
+                c = *full;
+        auto given = describedEncoder(w);
+        if (!given)
+            return given.error();
+        described = *given;
+    }
+    if (described) {
+        takeEncoderHalf(c, *described);
+    } else {
+        auto inferred = inferEncoderFromShapes(w, c);
+        if (!inferred)
+            return inferred.error();
+        c = *inferred;
+    }
+    auto plan = planEncoder(c);
+    if (!plan)
+        return makeError(plan.error().code, files + ": " + plan.error().message
+                + (override ? "; fix the config passed in" : "; give the vae/config.json that came with this checkpoint"));
+    if (auto ok = checkEncoderAgainstTensors(w, c, *plan); !ok)
         return ok.error();
     c.spatialCompressionRatio = plan->spatialScale;
     c.temporalCompressionRatio = plan->temporalScale;
@@ -683,48 +1157,28 @@ void blendInto(const at::Tensor& a, const at::Tensor& b, std::int64_t extent, in
     head.copy_(a.narrow(dim, a.size(dim) - e, e) * (1 - w) + head * w);
 }
 
-} // namespace
+Conv takeConv(WeightTaker& w, const std::string& name) { return {w.tensor(name + ".weight"), w.tensor(name + ".bias")}; }
 
-struct VideoDecoder::Impl {
-    VideoVaeConfig config;
-    Plan plan;
-    c10::Device device = c10::Device(c10::kCPU);
-    c10::ScalarType dtype = c10::kFloat;
-    Conv convIn, convOut;
-    std::vector<ResBlock> mid;
-    std::vector<UpBlock> ups;
-    at::Tensor mean, std;  // float32 [latent_channels]
-
-    static Conv loadConv(WeightTaker& w, const std::string& name) { return {w.tensor(name + ".weight"), w.tensor(name + ".bias")}; }
-    static ResBlock loadResBlock(WeightTaker& w, const std::string& prefix, bool widthChanges);
-
-    at::Tensor conv(const at::Tensor& x, const Conv& c, bool causal) const;
-    at::Tensor resnet(const ResBlock& r, const at::Tensor& x, bool causal) const;
-    at::Tensor upsample(const UpBlock& u, const at::Tensor& x, bool causal) const;
-    at::Tensor run(const at::Tensor& z, bool causal, const std::stop_token& stop) const;
-    Result<at::Tensor> decode(const at::Tensor& latents, const VideoDecodeOptions& options) const;
-};
-
-ResBlock VideoDecoder::Impl::loadResBlock(WeightTaker& w, const std::string& prefix, bool widthChanges)
+ResBlock takeResBlock(WeightTaker& w, const std::string& prefix, bool widthChanges)
 {
     ResBlock r;
-    r.conv1 = loadConv(w, prefix + ".conv1.conv");
-    r.conv2 = loadConv(w, prefix + ".conv2.conv");
+    r.conv1 = takeConv(w, prefix + ".conv1.conv");
+    r.conv2 = takeConv(w, prefix + ".conv2.conv");
     if (widthChanges) {
         r.norm3Weight = w.tensor(prefix + ".norm3.weight");
         r.norm3Bias = w.tensor(prefix + ".norm3.bias");
-        r.shortcut = loadConv(w, prefix + ".conv_shortcut");
+        r.shortcut = takeConv(w, prefix + ".conv_shortcut");
     }
     return r;
 }
 
-// LTX2VideoCausalConv3d: time is padded by repeating edge frames (causal: the first frame
-// twice in front; else once at each end), height and width by the config's padding mode.
-at::Tensor VideoDecoder::Impl::conv(const at::Tensor& x, const Conv& c, bool causal) const
+// LTX2VideoCausalConv3d (3x3x3, stride 1): time is padded by repeating edge frames (causal: the
+// first frame twice in front; else once at each end), height and width by the padding mode.
+at::Tensor causalConv(const at::Tensor& x, const Conv& c, bool causal, Padding padding)
 {
     const auto first = x.narrow(2, 0, 1);
     auto h = causal ? at::cat({first, first, x}, 2) : at::cat({first, x, x.narrow(2, x.size(2) - 1, 1)}, 2);
-    switch (plan.padding) {
+    switch (padding) {
     case Padding::Zeros:
         return at::conv3d(h, c.weight, c.bias, {1, 1, 1}, {0, 1, 1});
     case Padding::Reflect:
@@ -737,14 +1191,44 @@ at::Tensor VideoDecoder::Impl::conv(const at::Tensor& x, const Conv& c, bool cau
     return at::conv3d(h, c.weight, c.bias);
 }
 
-at::Tensor VideoDecoder::Impl::resnet(const ResBlock& r, const at::Tensor& x, bool causal) const
+// LTX2VideoResnetBlock3d without timestep conditioning or noise.
+at::Tensor resnetBlock(const ResBlock& r, const at::Tensor& x, bool causal, Padding padding, double eps)
 {
-    auto h = conv(normAct(x), r.conv1, causal);
-    h = conv(normAct(h), r.conv2, causal);
+    auto h = causalConv(normAct(x), r.conv1, causal, padding);
+    h = causalConv(normAct(h), r.conv2, causal, padding);
     if (!r.norm3Weight.defined())
         return h.add_(x);
-    auto skip = at::layer_norm(x.movedim(1, -1), {x.size(1)}, r.norm3Weight, r.norm3Bias, config.resnetNormEps).movedim(-1, 1);
+    auto skip = at::layer_norm(x.movedim(1, -1), {x.size(1)}, r.norm3Weight, r.norm3Bias, eps).movedim(-1, 1);
     return h.add_(at::conv3d(skip, r.shortcut.weight, r.shortcut.bias));
+}
+
+} // namespace
+
+struct VideoDecoder::Impl {
+    VideoVaeConfig config;
+    Plan plan;
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;
+    Conv convIn, convOut;
+    std::vector<ResBlock> mid;
+    std::vector<UpBlock> ups;
+    at::Tensor mean, std;  // float32 [latent_channels]
+
+    at::Tensor conv(const at::Tensor& x, const Conv& c, bool causal) const;
+    at::Tensor resnet(const ResBlock& r, const at::Tensor& x, bool causal) const;
+    at::Tensor upsample(const UpBlock& u, const at::Tensor& x, bool causal) const;
+    at::Tensor run(const at::Tensor& z, bool causal, const std::stop_token& stop) const;
+    Result<at::Tensor> decode(const at::Tensor& latents, const VideoDecodeOptions& options) const;
+};
+
+at::Tensor VideoDecoder::Impl::conv(const at::Tensor& x, const Conv& c, bool causal) const
+{
+    return causalConv(x, c, causal, plan.padding);
+}
+
+at::Tensor VideoDecoder::Impl::resnet(const ResBlock& r, const at::Tensor& x, bool causal) const
+{
+    return resnetBlock(r, x, causal, plan.padding, config.resnetNormEps);
 }
 
 // LTX2VideoUpsampler3d: conv to C * s_t * s_h * s_w / factor channels, depth-to-space, and the
@@ -932,22 +1416,22 @@ Result<VideoDecoder> VideoDecoder::load(const Ltx2Weights& weights, const VideoD
         w.ignorePrefix("encoder.");
         w.ignorePrefix("per_channel_statistics.");
         w.ignorePrefix("latents_");
-        impl->convIn = Impl::loadConv(w, "decoder.conv_in.conv");
+        impl->convIn = takeConv(w, "decoder.conv_in.conv");
         for (std::int64_t l = 0; l < plan->midLayers; ++l)
-            impl->mid.push_back(Impl::loadResBlock(w, "decoder.mid_block.resnets." + std::to_string(l), false));
+            impl->mid.push_back(takeResBlock(w, "decoder.mid_block.resnets." + std::to_string(l), false));
         for (std::size_t i = 0; i < plan->blocks.size(); ++i) {
             const auto prefix = "decoder.up_blocks." + std::to_string(i);
             UpBlock u;
             u.plan = plan->blocks[i];
             if (u.plan.convIn)
-                u.convIn = Impl::loadResBlock(w, prefix + ".conv_in", true);
+                u.convIn = takeResBlock(w, prefix + ".conv_in", true);
             if (u.plan.upsample)
-                u.upsampler = Impl::loadConv(w, prefix + ".upsamplers.0.conv.conv");
+                u.upsampler = takeConv(w, prefix + ".upsamplers.0.conv.conv");
             for (std::int64_t l = 0; l < u.plan.layers; ++l)
-                u.resnets.push_back(Impl::loadResBlock(w, prefix + ".resnets." + std::to_string(l), false));
+                u.resnets.push_back(takeResBlock(w, prefix + ".resnets." + std::to_string(l), false));
             impl->ups.push_back(std::move(u));
         }
-        impl->convOut = Impl::loadConv(w, "decoder.conv_out.conv");
+        impl->convOut = takeConv(w, "decoder.conv_out.conv");
         if (auto done = w.finish(); !done)
             return done.error();
         WeightTaker statistics(weights, Part::VideoVae, options.device, at::kFloat);
@@ -973,6 +1457,288 @@ Result<at::Tensor> VideoDecoder::decode(const at::Tensor& latents, const VideoDe
                 + "; decode in smaller tiles (tileSize) or temporal chunks (chunkFrames)");
     } catch (const c10::Error& e) {
         return errorFromException(e, "LTX-2 video VAE");
+    }
+}
+
+// ----------------------------------------------------------------------------- the encoder
+
+namespace {
+
+struct DownBlock {
+    DownPlan plan;
+    std::vector<ResBlock> resnets;
+    Conv downsampler;
+};
+
+// [B, C, F s_t, H s_h, W s_w] -> [B, C s_t s_h s_w, F, H, W], channels (c, s_t, s_h, s_w): the
+// rearrangement of LTX2VideoDownsampler3d (unflatten, permute(0, 1, 3, 5, 7, 2, 4, 6)).
+at::Tensor spaceToDepth(const at::Tensor& x, const std::array<std::int64_t, 3>& s)
+{
+    const auto b = x.size(0), c = x.size(1), f = x.size(2) / s[0], h = x.size(3) / s[1], w = x.size(4) / s[2];
+    return x.reshape({b, c, f, s[0], h, s[1], w, s[2]}).permute({0, 1, 3, 5, 7, 2, 4, 6}).reshape({b, c * s[0] * s[1] * s[2], f, h, w});
+}
+
+} // namespace
+
+struct VideoEncoder::Impl {
+    VideoVaeConfig config;
+    EncoderPlan plan;
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;
+    Conv convIn, convOut;
+    std::vector<DownBlock> downs;
+    std::vector<ResBlock> mid;
+    at::Tensor mean, std;  // float32 [latent_channels]
+
+    at::Tensor conv(const at::Tensor& x, const Conv& c, bool causal) const { return causalConv(x, c, causal, plan.padding); }
+    at::Tensor resnet(const ResBlock& r, const at::Tensor& x, bool causal) const
+    {
+        return resnetBlock(r, x, causal, plan.padding, config.resnetNormEps);
+    }
+    at::Tensor downsample(const DownBlock& d, const at::Tensor& x, bool causal) const;
+    at::Tensor run(const at::Tensor& video, bool causal, const std::stop_token& stop) const;
+    at::Tensor tiled(const at::Tensor& video, const std::vector<Span>& rows, const std::vector<Span>& cols, std::int64_t overlap,
+                     bool causal, const VideoEncodeOptions& o, std::int64_t& done, std::int64_t total) const;
+    Result<at::Tensor> encode(const at::Tensor& video, const VideoEncodeOptions& options) const;
+};
+
+// LTX2VideoDownsampler3d: the first s_t - 1 frames repeated in front (so 2F + 1 frames become
+// F + 1), then space-to-depth of the conv's output plus, as the residual, space-to-depth of
+// the input averaged over groups of channels.
+at::Tensor VideoEncoder::Impl::downsample(const DownBlock& d, const at::Tensor& x, bool causal) const
+{
+    const auto& s = d.plan.stride;
+    const auto h = s[0] > 1 ? at::cat({x.narrow(2, 0, s[0] - 1), x}, 2) : x;
+    auto residual = spaceToDepth(h, s);
+    residual = residual.reshape({residual.size(0), d.plan.out, d.plan.group, residual.size(2), residual.size(3), residual.size(4)}).mean(2);
+    return spaceToDepth(conv(h, d.downsampler, causal), s).add_(residual);
+}
+
+// LTX2VideoEncoder3d.forward, keeping only the means (the mode vae.encode's argmax takes).
+at::Tensor VideoEncoder::Impl::run(const at::Tensor& video, bool causal, const std::stop_token& stop) const
+{
+    auto check = [&] {
+        if (stop.stop_requested())
+            throw Stopped{};
+    };
+    // Patchify: channels (c, p_t, p_w, p_h), diffusers' permute(0, 1, 3, 7, 5, 2, 4, 6).
+    const auto p = config.patchSize, pt = config.patchSizeT;
+    const auto b = video.size(0), c = video.size(1), f = video.size(2) / pt, hh = video.size(3) / p, ww = video.size(4) / p;
+    auto x = video.to(device, dtype).reshape({b, c, f, pt, hh, p, ww, p}).permute({0, 1, 3, 7, 5, 2, 4, 6}).reshape({b, c * pt * p * p, f, hh, ww});
+    x = conv(x, convIn, causal);
+    for (const auto& d : downs) {
+        for (const auto& r : d.resnets) {
+            check();
+            x = resnet(r, x, causal);
+        }
+        if (d.plan.downsample)
+            x = downsample(d, x, causal);
+    }
+    for (const auto& r : mid) {
+        check();
+        x = resnet(r, x, causal);
+    }
+    x = conv(normAct(x), convOut, causal);
+    return x.narrow(1, 0, config.latentChannels);  // the last channel is the shared log-variance
+}
+
+// diffusers' tiled_encode over the given latent cells: each tile encoded alone, blended into
+// its upper and left neighbours (in place, as blend_v / blend_h leave them, so a tile blends
+// with its neighbours' blended values), and cropped to where the next tile starts.
+at::Tensor VideoEncoder::Impl::tiled(const at::Tensor& video, const std::vector<Span>& rows, const std::vector<Span>& cols,
+                                     std::int64_t overlap, bool causal, const VideoEncodeOptions& o, std::int64_t& done,
+                                     std::int64_t total) const
+{
+    const auto s = plan.spatialScale;
+    const auto step = [&] {
+        ++done;
+        if (o.onProgress)
+            o.onProgress(done, total);
+    };
+    if (rows.size() == 1 && cols.size() == 1) {
+        auto out = run(video, causal, o.stop);
+        step();
+        return out;
+    }
+    const auto frames = (video.size(2) - 1) / plan.temporalScale + 1;
+    auto out = at::empty({video.size(0), config.latentChannels, frames, rows.back().start + rows.back().size,
+                             cols.back().start + cols.back().size}, at::TensorOptions().dtype(dtype).device(device));
+    std::vector<at::Tensor> above(cols.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        at::Tensor left;
+        for (std::size_t j = 0; j < cols.size(); ++j) {
+            if (o.stop.stop_requested())
+                throw Stopped{};
+            auto tile = run(video.narrow(3, rows[i].start * s, rows[i].size * s).narrow(4, cols[j].start * s, cols[j].size * s), causal, o.stop);
+            if (i > 0)
+                blendInto(above[j], tile, overlap, 3);
+            if (j > 0)
+                blendInto(left, tile, overlap, 4);
+            const auto keepRows = i + 1 < rows.size() ? rows[i + 1].start - rows[i].start : tile.size(3);
+            const auto keepCols = j + 1 < cols.size() ? cols[j + 1].start - cols[j].start : tile.size(4);
+            out.narrow(3, rows[i].start, keepRows).narrow(4, cols[j].start, keepCols).copy_(tile.narrow(3, 0, keepRows).narrow(4, 0, keepCols));
+            left = tile;
+            above[j] = tile;
+            step();
+        }
+    }
+    return out;
+}
+
+Result<at::Tensor> VideoEncoder::Impl::encode(const at::Tensor& video, const VideoEncodeOptions& o) const
+{
+    auto invalid = [](const std::string& what) { return makeError(ErrorCode::InvalidArgument, "LTX-2 video VAE encoder: " + what); };
+    if (!video.defined() || video.dim() != 5)
+        return invalid("the video must be [B, C, F, H, W], got " + (video.defined() ? std::to_string(video.dim()) + "-D" : std::string("nothing")));
+    if (!video.is_floating_point())
+        return invalid("the video must be floating point in [-1, 1], got " + std::string(c10::toString(video.scalar_type())));
+    const auto batch = video.size(0), frames = video.size(2), height = video.size(3), width = video.size(4);
+    if (video.size(1) != config.inChannels)
+        return invalid("the video has " + std::to_string(video.size(1)) + " channels, the VAE takes " + std::to_string(config.inChannels));
+    const auto s = plan.spatialScale, t = plan.temporalScale;
+    if (batch < 1 || frames < 1 || height < 1 || width < 1)
+        return invalid("the video " + shapeText(video.sizes().vec()) + " is empty");
+    if ((frames - 1) % t != 0)
+        return invalid("the video has " + std::to_string(frames) + " frames; the encoder takes " + std::to_string(t) + "k + 1 (1, "
+            + std::to_string(t + 1) + ", " + std::to_string(2 * t + 1) + ", ...)");
+    if (height % s != 0 || width % s != 0)
+        return invalid("the video is " + std::to_string(height) + " x " + std::to_string(width) + " pixels; height and width must be "
+            "multiples of " + std::to_string(s));
+    if (o.tileSize < 0 || (o.tileSize > 0 && (o.tileOverlap < 0 || o.tileOverlap >= o.tileSize)))
+        return invalid("tile overlap " + std::to_string(o.tileOverlap) + " must be at least 0 and below the tile size " + std::to_string(o.tileSize));
+    if (o.chunkFrames < 0 || (o.chunkFrames > 0 && (o.chunkOverlap < 1 || o.chunkOverlap >= o.chunkFrames)))
+        return invalid("chunk overlap " + std::to_string(o.chunkOverlap) + " must be at least 1 latent frame (a chunk's first latent, "
+            "which its first frame alone encodes to, is dropped) and below the chunk length " + std::to_string(o.chunkFrames));
+    const auto latentFrames = (frames - 1) / t + 1;
+    const auto rows = tileSpans(height / s, o.tileSize, o.tileOverlap);
+    const auto cols = tileSpans(width / s, o.tileSize, o.tileOverlap);
+    const auto chunks = tileSpans(latentFrames, o.chunkFrames, o.chunkOverlap);
+    if (plan.padding == Padding::Reflect) {
+        for (const auto& spans : {rows, cols})
+            for (const auto& span : spans)
+                if (span.size < 2)
+                    return invalid("this encoder pads by reflection, which needs at least 2 latent cells per tile side; the video is "
+                        + std::to_string(height / s) + " x " + std::to_string(width / s) + " cells" + (o.tileSize > 0 ? " and a tile "
+                        "would be 1 cell wide; choose another tile size or overlap" : std::string()));
+    }
+    const bool causal = o.causal.value_or(config.encoderCausal);
+    const auto total = static_cast<std::int64_t>(chunks.size() * rows.size() * cols.size());
+    std::int64_t done = 0;
+    if (o.stop.stop_requested())
+        throw Stopped{};
+    // The video stays where it is; tiles move to the encoder's device one by one.
+    const auto& x = video;
+    at::Tensor means;
+    if (chunks.size() == 1) {
+        means = tiled(x, rows, cols, o.tileOverlap, causal, o, done, total);
+    } else {
+        // diffusers' _temporal_tiled_encode: a chunk from latent frame a encodes frames t a ..;
+        // a later chunk drops its first latent and blends the next overlap - 1 into the
+        // previous chunk's (blended) tail; each chunk keeps the latents up to the next one's.
+        means = at::empty({batch, config.latentChannels, latentFrames, height / s, width / s},
+            at::TensorOptions().dtype(dtype).device(device));
+        at::Tensor previous;
+        for (std::size_t k = 0; k < chunks.size(); ++k) {
+            const auto& chunk = chunks[k];
+            auto latents = tiled(x.narrow(2, t * chunk.start, t * (chunk.size - 1) + 1), rows, cols, o.tileOverlap, causal, o, done, total);
+            if (k > 0) {
+                latents = latents.narrow(2, 1, latents.size(2) - 1);
+                blendInto(previous, latents, o.chunkOverlap - 1, 2);
+            }
+            const auto first = k == 0 ? 0 : chunk.start + 1;
+            const auto keep = k + 1 < chunks.size() ? chunks[k + 1].start + 1 - first : latents.size(2);
+            means.narrow(2, first, keep).copy_(latents.narrow(2, 0, keep));
+            previous = latents;
+        }
+    }
+    // _normalize_latents: (x - mean) * scaling_factor / std, in float32.
+    const auto stats = [&](const at::Tensor& v) { return v.view({1, -1, 1, 1, 1}); };
+    return (means.to(at::kFloat) - stats(mean)) * config.scalingFactor / stats(std);
+}
+
+VideoEncoder::VideoEncoder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+VideoEncoder::~VideoEncoder() = default;
+VideoEncoder::VideoEncoder(VideoEncoder&&) noexcept = default;
+VideoEncoder& VideoEncoder::operator=(VideoEncoder&&) noexcept = default;
+const VideoVaeConfig& VideoEncoder::config() const { return m_impl->config; }
+c10::Device VideoEncoder::device() const { return m_impl->device; }
+c10::ScalarType VideoEncoder::dtype() const { return m_impl->dtype; }
+std::int64_t VideoEncoder::spatialScale() const { return m_impl->plan.spatialScale; }
+std::int64_t VideoEncoder::temporalScale() const { return m_impl->plan.temporalScale; }
+
+std::int64_t VideoEncoder::residentBytes() const
+{
+    const auto& m = *m_impl;
+    std::int64_t total = bytesOf(m.convIn) + bytesOf(m.convOut) + bytesOf(m.mean) + bytesOf(m.std);
+    for (const auto& d : m.downs) {
+        total += bytesOf(d.downsampler);
+        for (const auto& r : d.resnets)
+            total += bytesOf(r);
+    }
+    for (const auto& r : m.mid)
+        total += bytesOf(r);
+    return total;
+}
+
+Result<VideoEncoder> VideoEncoder::load(const Ltx2Weights& weights, const VideoEncoderLoadOptions& options)
+{
+    auto config = resolveVideoEncoderConfig(weights, options.config);
+    if (!config)
+        return config.error();
+    auto plan = planEncoder(*config);
+    if (!plan)
+        return plan.error();
+    auto impl = std::make_unique<Impl>();
+    impl->config = *config;
+    impl->plan = *plan;
+    impl->device = options.device;
+    impl->dtype = options.dtype;
+    try {
+        WeightTaker w(weights, Part::VideoVae, options.device, options.dtype);
+        // The decoder and ltx-core's spare statistics belong to no encoder module; the two
+        // statistics the encoder uses are taken in float32 below.
+        w.ignorePrefix("decoder.");
+        w.ignorePrefix("per_channel_statistics.");
+        w.ignorePrefix("latents_");
+        impl->convIn = takeConv(w, "encoder.conv_in.conv");
+        for (std::size_t i = 0; i < plan->blocks.size(); ++i) {
+            const auto prefix = "encoder.down_blocks." + std::to_string(i);
+            DownBlock d;
+            d.plan = plan->blocks[i];
+            for (std::int64_t l = 0; l < d.plan.layers; ++l)
+                d.resnets.push_back(takeResBlock(w, prefix + ".resnets." + std::to_string(l), false));
+            if (d.plan.downsample)
+                d.downsampler = takeConv(w, prefix + ".downsamplers.0.conv.conv");
+            impl->downs.push_back(std::move(d));
+        }
+        for (std::int64_t l = 0; l < plan->midLayers; ++l)
+            impl->mid.push_back(takeResBlock(w, "encoder.mid_block.resnets." + std::to_string(l), false));
+        impl->convOut = takeConv(w, "encoder.conv_out.conv");
+        if (auto done = w.finish(); !done)
+            return done.error();
+        WeightTaker statistics(weights, Part::VideoVae, options.device, at::kFloat);
+        statistics.ignorePrefix("");  // everything else was accounted for above
+        impl->mean = statistics.tensor("latents_mean");
+        impl->std = statistics.tensor("latents_std");
+        if (auto done = statistics.finish(); !done)
+            return done.error();
+    } catch (const c10::Error& e) {
+        return errorFromException(e, weights.describeFiles() + ": loading the LTX-2 video VAE encoder failed", ErrorCode::Internal);
+    }
+    return VideoEncoder(std::move(impl));
+}
+
+Result<at::Tensor> VideoEncoder::encode(const at::Tensor& video, const VideoEncodeOptions& options) const
+{
+    try {
+        return m_impl->encode(video, options);
+    } catch (const Stopped&) {
+        return makeError(ErrorCode::Cancelled, "video encode cancelled");
+    } catch (const c10::OutOfMemoryError& e) {
+        return makeError(ErrorCode::OutOfMemory, std::string("LTX-2 video VAE encoder ran out of memory: ") + e.what_without_backtrace()
+                + "; encode in smaller tiles (tileSize) or temporal chunks (chunkFrames)");
+    } catch (const c10::Error& e) {
+        return errorFromException(e, "LTX-2 video VAE encoder");
     }
 }
 

@@ -156,6 +156,48 @@ std::string ltxCoreToDiffusersVideoVae(const std::string& key)
     return name;
 }
 
+Result<void> mapLtxCoreVideoEncoder(std::map<std::string, SourceTensor>& part)
+{
+    constexpr std::string_view kStored = "vae.encoder.down_blocks.";
+    constexpr std::string_view kCanonical = "encoder.down_blocks.";
+    // ltx-core index of each tensor to rename; -1: not a plain index, the name stays (and the
+    // load fails on it as an unknown tensor).
+    auto indexOf = [&](const std::string& canonical, const SourceTensor& t) -> int {
+        if (!startsWith(t.name, kStored) || !startsWith(canonical, kCanonical))
+            return -1;
+        const auto rest = std::string_view(canonical).substr(kCanonical.size());
+        const auto dot = rest.find('.');
+        if (dot == std::string_view::npos || dot == 0 || dot > 4
+            || !std::all_of(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(dot), [](char ch) { return ch >= '0' && ch <= '9'; }))
+            return -1;
+        return std::stoi(std::string(rest.substr(0, dot)));
+    };
+    int last = -1;
+    for (const auto& [name, t] : part)
+        last = std::max(last, indexOf(name, t));
+    if (last < 0)
+        return {};
+    std::map<std::string, SourceTensor> mapped;
+    for (auto& [name, t] : part) {
+        std::string canonical = name;
+        if (const int k = indexOf(name, t); k >= 0) {
+            const auto tail = name.substr(name.find('.', kCanonical.size()));
+            if (k == last && k % 2 == 0)
+                canonical = "encoder.mid_block" + tail;
+            else if (k % 2 == 1)
+                canonical = "encoder.down_blocks." + std::to_string((k - 1) / 2) + ".downsamplers.0" + tail;
+            else
+                canonical = "encoder.down_blocks." + std::to_string(k / 2) + tail;
+        }
+        if (auto [it, inserted] = mapped.emplace(canonical, t); !inserted)
+            return makeError(ErrorCode::InvalidFormat, "'" + canonical + "' is stored twice: as '" + it->second.name + "' in "
+                    + it->second.checkpoint->path.string() + " and as '" + t.name + "' in " + t.checkpoint->path.string()
+                    + "; give each LTX-2 component once");
+    }
+    part = std::move(mapped);
+    return {};
+}
+
 std::string ltxCoreToDiffusersAudioVae(const std::string& key)
 {
     if (key == "per_channel_statistics.mean-of-means")
@@ -313,6 +355,8 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
             }
         }
     }
+    if (auto mapped = mapLtxCoreVideoEncoder(w.m_parts[static_cast<int>(Part::VideoVae)]); !mapped)
+        return mapped.error();
     bool any = false;
     for (const auto& part : w.m_parts)
         any = any || !part.empty();

@@ -44,8 +44,13 @@ std::string ltxCoreToDiffusersConnector(const std::string& name);
 // ltx-core's flat VAE lists to diffusers' nested blocks (`vae.` removed): decoder
 // up_blocks.0 = mid_block, 2m+1 = up_blocks.m.upsamplers.0, 2m+2 = up_blocks.m; res_blocks =
 // resnets; per_channel_statistics.{mean,std}-of-means = latents_{mean,std}. Encoder keys keep
-// their ltx-core indices (only the decoder is used for generation).
+// their ltx-core indices here: their mid block is the list's last entry, so
+// mapLtxCoreVideoEncoder renames them once all names are known.
 std::string ltxCoreToDiffusersVideoVae(const std::string& name);
+// The encoder half of the map over a whole video VAE part, for tensors stored as
+// `vae.encoder.down_blocks.K.*`: 2m = down_blocks.m, 2m+1 = down_blocks.m.downsamplers.0, the
+// last (even) K = mid_block. Fails when a renamed tensor collides with a stored one.
+Result<void> mapLtxCoreVideoEncoder(std::map<std::string, SourceTensor>& part);
 // `audio_vae.` removed: only the statistics are renamed.
 std::string ltxCoreToDiffusersAudioVae(const std::string& name);
 // `vocoder.` removed: ups/resblocks/conv_pre/conv_post/act_post/downsample.lowpass renamed.
