@@ -94,6 +94,19 @@ std::vector<LoraOutcome> outcomesOf(const std::vector<pipelines::Ltx2LoraOutcome
     return out;
 }
 
+// The plan's upsampler, else the latent_upsampler/ folder of a diffusers model folder (where
+// Lightricks' diffusers repos keep it).
+std::optional<std::filesystem::path> upsamplerOf(const LoadPlan& plan)
+{
+    if (plan.spatialUpsamplerPath)
+        return plan.spatialUpsamplerPath;
+    std::error_code ec;
+    for (const auto& p : plan.modelPaths)
+        if (std::filesystem::is_regular_file(p / "latent_upsampler" / "config.json", ec))
+            return p / "latent_upsampler";
+    return std::nullopt;
+}
+
 pipelines::Ltx2PipelineOptions pipelineOptions(const LoadPlan& plan, c10::Device device, c10::ScalarType dtype, Placement placement)
 {
     pipelines::Ltx2PipelineOptions o;
@@ -107,6 +120,7 @@ pipelines::Ltx2PipelineOptions pipelineOptions(const LoadPlan& plan, c10::Device
     if (placement == Placement::TextEncoderOnCpu || placement == Placement::OffloadTransformerBlocks)
         o.textEncoderDevice = c10::Device(c10::kCPU);
     o.offloadTransformerBlocks = placement == Placement::OffloadTransformerBlocks;
+    o.spatialUpsamplerPath = upsamplerOf(plan);
     return o;
 }
 
@@ -122,6 +136,9 @@ Phase phaseOf(pipelines::Ltx2Phase p)
     case P::DecodeVideo: return Phase::DecodeVideo;
     case P::DecodeAudio: return Phase::DecodeAudio;
     case P::Vocoder: return Phase::Vocoder;
+    case P::EncodeConditions: return Phase::EncodeConditions;
+    case P::UpsampleLatents: return Phase::UpsampleLatents;
+    case P::Refine: return Phase::Refine;
     }
     return Phase::Denoise;
 }
@@ -384,7 +401,7 @@ Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& reques
     std::string blocker;
     if (detectModelKind(plan.modelPaths) != ModelKind::Video)
         blocker = "image models have one stage";
-    else if (!plan.spatialUpsamplerPath)
+    else if (!upsamplerOf(plan))
         blocker = "no spatial upsampler is loaded with this model";
     else if (request.schedule != "distilled")
         blocker = "the two-stage path refines with the distilled schedule; this request uses \"" + request.schedule + "\"";
@@ -515,7 +532,10 @@ Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest
         const auto& b = sizes.componentBytes;
         auto bytesOf = [&](const char* name) { return b.count(name) ? b.at(name) : 0; };
         const std::int64_t text = bytesOf("text_encoder"), transformer = bytesOf("transformer");
-        const std::int64_t rest = bytesOf("connectors") + bytesOf("video_vae") + bytesOf("audio_vae") + bytesOf("vocoder");
+        // The encoder joins the resident set with the first conditioned request, the upsampler
+        // with the load: both are planned for, so neither can tip a running studio over.
+        const std::int64_t rest = bytesOf("connectors") + bytesOf("video_vae") + bytesOf("audio_vae") + bytesOf("vocoder")
+                                  + bytesOf("video_encoder") + bytesOf("spatial_upsampler");
         const std::int64_t margin = 512ll << 20;  // CUDA context, cuBLAS workspaces, fragmentation
 
         struct Candidate {
@@ -597,6 +617,10 @@ Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest
             {"audio_vae", bytesOf("audio_vae"), dev},
             {"vocoder", bytesOf("vocoder"), dev},
         };
+        if (bytesOf("video_encoder"))
+            m.components.push_back({"video_encoder", bytesOf("video_encoder"), dev + ", loaded by the first image or video condition"});
+        if (upsamplerOf(plan))
+            m.components.push_back({"spatial_upsampler", bytesOf("spatial_upsampler"), dev + ", the two-stage path"});
         std::ostringstream e;
         e << "LTX-" << m.version << " in " << m.dtype << " on " << dev << ": weights " << humanBytes(text + transformer + rest)
           << " (transformer " << humanBytes(transformer) << ", text encoder " << humanBytes(text) << "); at " << size.width << "x"
@@ -808,6 +832,35 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
             return makeError(ErrorCode::InvalidArgument, l.path.string() + ": a LoRA strength must be between -100 and 100");
         req.loras.push_back({l.path, l.strength});
     }
+    auto stages = planStages(m.plan, r);
+    if (!stages)
+        return stages.error();
+    req.twoStage = stages->twoStage;
+    const std::int64_t latentFrames = (r.frames - 1) / 8 + 1;
+    for (const auto& c : r.conditions) {
+        const auto name = c.source.empty() ? std::string("a condition") : c.source;
+        if (c.width != r.width || c.height != r.height)
+            return makeError(ErrorCode::InvalidArgument, name + " is " + std::to_string(c.width) + "x" + std::to_string(c.height)
+                    + ", the video " + std::to_string(r.width) + "x" + std::to_string(r.height) + "; fit it to the video's size first");
+        if (c.frames < 1 || (c.frames - 1) % 8)
+            return makeError(ErrorCode::InvalidArgument, name + ": a conditioning clip must have 8k + 1 frames (1 for a still), got "
+                    + std::to_string(c.frames));
+        if (c.rgb.size() != static_cast<std::size_t>(c.frames) * static_cast<std::size_t>(c.width) * static_cast<std::size_t>(c.height) * 3)
+            return makeError(ErrorCode::InvalidArgument, name + ": the pixel buffer does not hold frames x height x width x 3 bytes");
+        if (c.frame < 0 || c.frame >= r.frames || (c.frame != 0 && (c.frame - 1) % 8 != 0))
+            return makeError(ErrorCode::InvalidArgument, name + ": frame " + std::to_string(c.frame)
+                    + " is not 0 or 8k + 1 inside the clip's " + std::to_string(r.frames) + " frames (1, 9, 17, ...)");
+        if (!(c.strength >= 0.0 && c.strength <= 1.0))
+            return makeError(ErrorCode::InvalidArgument, name + ": strength must be between 0 and 1");
+        pipelines::Ltx2Condition pc;
+        // Frame 8 (k - 1) + 1 is latent frame k: the reference's keyframe placement.
+        pc.latentIndex = c.frame == 0 ? 0 : (c.frame - 1) / 8 + 1;
+        if (pc.latentIndex >= latentFrames)
+            return makeError(ErrorCode::InvalidArgument, name + ": frame " + std::to_string(c.frame) + " is past the clip's end");
+        pc.strength = c.strength;
+        pc.pixels = at::from_blob(const_cast<std::uint8_t*>(c.rgb.data()), {c.frames, c.height, c.width, 3}, at::kByte).clone();
+        req.conditions.push_back(std::move(pc));
+    }
     try {
         c10::InferenceMode inference;
         at::Tensor projection;
@@ -861,6 +914,7 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
         v.loras = outcomesOf(out->loras);
         v.speed = std::string(speedModeName(*speed));
         v.stepsSkipped = out->stepsSkipped;
+        v.stages = *stages;
         return v;
     } catch (const std::exception& e) {
         if (stop.stop_requested())

@@ -7,6 +7,7 @@
 #include "inference/models/ltx2/ltx2audiovae.h"
 #include "inference/models/ltx2/ltx2connectors.h"
 #include "inference/models/ltx2/ltx2transformer.h"
+#include "inference/models/ltx2/ltx2upsampler.h"
 #include "inference/models/ltx2/ltx2videovae.h"
 #include "inference/models/ltx2/ltx2vocoder.h"
 #include "inference/models/ltx2/ltx2weights.h"
@@ -83,6 +84,9 @@ const char* phaseName(Ltx2Phase phase)
     case Ltx2Phase::DecodeAudio: return "decode audio";
     case Ltx2Phase::Vocoder: return "vocoder";
     case Ltx2Phase::LoadDecoders: return "load decoders";
+    case Ltx2Phase::EncodeConditions: return "encode conditions";
+    case Ltx2Phase::UpsampleLatents: return "upsample latents";
+    case Ltx2Phase::Refine: return "refine";
     }
     return "?";
 }
@@ -101,6 +105,8 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::VideoDecoder> videoDecoder;
     std::optional<ltx2::AudioDecoder> audioDecoder;
     std::optional<ltx2::Vocoder> vocoder;
+    std::optional<ltx2::VideoEncoder> videoEncoder;        // loaded by the first conditioned request
+    std::optional<ltx2::LatentUpsampler> upsampler;         // loaded with the rest when a path is set
     at::Tensor previewProjection;
     // The LoRAs on the transformer now, and what became of them.
     std::vector<Ltx2Lora> appliedLoras;
@@ -112,6 +118,31 @@ struct Ltx2Pipeline::Impl {
     void loadText(const std::function<void(const Ltx2Progress&)>& progress);
     void loadTransformer(const std::function<void(const Ltx2Progress&)>& progress);
     void loadDecoders(const std::function<void(const Ltx2Progress&)>& progress);
+    void loadUpsampler();
+
+    // A condition through the video VAE encoder, at the size of the pass it conditions.
+    struct EncodedCondition {
+        at::Tensor packed;            // [1, tokens, C], normalized
+        at::Tensor unpacked;          // [1, C, f, h, w]
+        std::int64_t latentIndex = 0, pixelFrames = 1;
+        double strength = 1.0;
+    };
+    // One denoising pass: its grid, start state and what keeps the conditioned tokens.
+    struct Pass {
+        std::int64_t latentFrames = 0, latentH = 0, latentW = 0, baseTokens = 0;
+        at::Tensor latents, audioLatents;  // packed start states ([1, T + K, C], [1, La, C_a])
+        at::Tensor mask;                   // [1, T + K] conditioning strength; undefined: none
+        at::Tensor clean;                  // [1, T + K, C] the conditioned tokens' clean values
+        at::Tensor extraCoords;            // [1, 3, K, 2] keyframe tokens' RoPE bounds; undefined: none
+        sched::FlowSchedule schedule;
+        Ltx2Phase phase = Ltx2Phase::Denoise;
+    };
+    std::vector<EncodedCondition> encodeConditions(const Ltx2Request& req, std::int64_t width, std::int64_t height,
+                                                   const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop);
+    // Puts the conditions into a pass whose base latents ([1, T, C]) are set: first-frame ones
+    // replace tokens, keyframes are appended; then noise to noiseScale where not conditioned.
+    void applyConditions(Pass& pass, const std::vector<EncodedCondition>& conditions, double fps, const at::Tensor& noise,
+                         double noiseScale) const;
     c10::Device textDevice() const { return options.textEncoderDevice.value_or(options.device); }
 };
 
@@ -208,6 +239,129 @@ void Ltx2Pipeline::Impl::loadDecoders(const std::function<void(const Ltx2Progres
         progress({Ltx2Phase::LoadDecoders, 3, 3, {}});
 }
 
+void Ltx2Pipeline::Impl::loadUpsampler()
+{
+    if (upsampler || !options.spatialUpsamplerPath)
+        return;
+    ltx2::LatentUpsamplerLoadOptions o;
+    o.device = options.device;
+    o.dtype = options.dtype;
+    upsampler = take(ltx2::LatentUpsampler::load(*options.spatialUpsamplerPath, o));
+}
+
+std::vector<Ltx2Pipeline::Impl::EncodedCondition> Ltx2Pipeline::Impl::encodeConditions(
+    const Ltx2Request& req, std::int64_t width, std::int64_t height, const std::function<void(const Ltx2Progress&)>& progress,
+    std::stop_token stop)
+{
+    std::vector<EncodedCondition> out;
+    if (req.conditions.empty())
+        return out;
+    if (progress)
+        progress({Ltx2Phase::EncodeConditions, 0, static_cast<std::int64_t>(req.conditions.size()), {}});
+    if (!videoEncoder)
+        videoEncoder = take(ltx2::VideoEncoder::load(weights, onDevice<ltx2::VideoEncoderLoadOptions>(options.device, options.dtype)));
+    const auto& tc = transformerConfig;
+    const auto temporal = tc.vaeScaleFactors[0];
+    for (std::size_t i = 0; i < req.conditions.size(); ++i) {
+        const auto& c = req.conditions[i];
+        EncodedCondition e;
+        e.latentIndex = c.latentIndex;
+        e.strength = c.strength;
+        // [F, H, W, 3] uint8 -> [F, 3, H, W] float in 0..255, resized for a half-size pass as
+        // diffusers resizes conditions (bilinear, no antialiasing: the original code's
+        // F.interpolate), then to the VAE's [-1, 1].
+        auto pixels = c.pixels.to(at::kFloat).permute({0, 3, 1, 2});
+        // The clip cannot run past the video's end; trimmed to 8k + 1 frames as the reference does.
+        const auto start = std::max<std::int64_t>((c.latentIndex - 1) * temporal + 1, 0);
+        auto n = std::min<std::int64_t>(pixels.size(0), req.frames - start);
+        n = (n - 1) / temporal * temporal + 1;
+        pixels = pixels.narrow(0, 0, n);
+        e.pixelFrames = n;
+        if (pixels.size(2) != height || pixels.size(3) != width) {
+            const double scale = std::max(double(height) / double(pixels.size(2)), double(width) / double(pixels.size(3)));
+            const auto newH = static_cast<std::int64_t>(std::ceil(double(pixels.size(2)) * scale));
+            const auto newW = static_cast<std::int64_t>(std::ceil(double(pixels.size(3)) * scale));
+            pixels = at::upsample_bilinear2d(pixels, {newH, newW}, false);
+            pixels = pixels.narrow(2, (newH - height) / 2, height).narrow(3, (newW - width) / 2, width);
+        }
+        auto video = (pixels / 127.5 - 1.0).permute({1, 0, 2, 3}).unsqueeze(0).contiguous();  // [1, 3, n, H, W]
+        ltx2::VideoEncodeOptions eo;
+        eo.stop = stop;
+        // A still encodes whole (as the reference does); a clip at more than 512 px in tiles
+        // and chunks, as decoding does, so a 1080p clip fits in bounded memory.
+        if (n > 1 && (height / 32 > 16 || width / 32 > 16)) {
+            eo.tileSize = 16;
+            eo.tileOverlap = 2;
+        }
+        if (n > 1 && (n - 1) / temporal + 1 > 8) {
+            eo.chunkFrames = 8;
+            eo.chunkOverlap = 2;
+        }
+        e.unpacked = take(videoEncoder->encode(video.to(options.device, options.dtype), eo)).to(at::kFloat);
+        e.packed = e.unpacked.permute({0, 2, 3, 4, 1}).reshape({1, -1, e.unpacked.size(1)});
+        out.push_back(std::move(e));
+        if (progress)
+            progress({Ltx2Phase::EncodeConditions, static_cast<std::int64_t>(i) + 1, static_cast<std::int64_t>(req.conditions.size()), {}});
+    }
+    return out;
+}
+
+void Ltx2Pipeline::Impl::applyConditions(Pass& pass, const std::vector<EncodedCondition>& conditions, double fps,
+                                         const at::Tensor& noise, double noiseScale) const
+{
+    const auto& tc = transformerConfig;
+    auto latents = pass.latents;
+    const auto f32 = latents.options();
+    const auto channels = latents.size(2);
+    auto mask = at::zeros({1, latents.size(1)}, f32);
+    auto clean = at::zeros_like(latents);
+    std::vector<at::Tensor> extraTokens, extraMask, extraCoords;
+    for (const auto& c : conditions) {
+        const auto tokens = c.packed.to(f32);
+        if (c.latentIndex == 0) {
+            // LTX2ConditionPipeline.apply_first_frame_conditioning: overwrite the first tokens.
+            const auto n = tokens.size(1);
+            latents.narrow(1, 0, n).copy_(tokens);
+            mask.narrow(1, 0, n).fill_(c.strength);
+            clean.narrow(1, 0, n).copy_(tokens);
+            continue;
+        }
+        // A keyframe: extra tokens with their own RoPE bounds, in pixel space without the
+        // causal first-frame shift, at pixel frame 8 (k - 1) + 1 (_prepare_keyframe_coords).
+        const auto f = c.unpacked.size(2), h = c.unpacked.size(3), w = c.unpacked.size(4);
+        const auto grid = at::stack(at::meshgrid({at::arange(f, f32), at::arange(h, f32), at::arange(w, f32)}, "ij"), 0);
+        auto coords = at::stack({grid, grid + 1}, -1).flatten(1, 3).unsqueeze(0);  // [1, 3, n, 2]
+        const auto scale = at::tensor(std::vector<float>{float(tc.vaeScaleFactors[0]), float(tc.vaeScaleFactors[1]), float(tc.vaeScaleFactors[2])}, f32);
+        coords = coords * scale.view({1, 3, 1, 1});
+        auto t = coords.select(1, 0);
+        t.add_(double((c.latentIndex - 1) * tc.vaeScaleFactors[0] + 1));
+        if (c.pixelFrames == 1)
+            t.select(2, 1).copy_(t.select(2, 0) + 1);
+        t.div_(fps);
+        extraTokens.push_back(tokens);
+        extraMask.push_back(at::full({1, tokens.size(1)}, c.strength, f32));
+        extraCoords.push_back(coords);
+    }
+    if (!extraTokens.empty()) {
+        const auto kf = at::cat(extraTokens, 1);
+        latents = at::cat({latents, kf}, 1);
+        clean = at::cat({clean, kf}, 1);
+        mask = at::cat({mask, at::cat(extraMask, 1)}, 1);
+        pass.extraCoords = at::cat(extraCoords, 2);
+    }
+    if (noise.sizes() != latents.sizes())
+        throw makeError(ErrorCode::InvalidArgument, "video noise must be [1, " + std::to_string(latents.size(1)) + ", "
+                + std::to_string(channels) + "] (keyframe tokens included)");
+    // Noise to noiseScale where nothing is conditioned, less where a condition holds the token
+    // (the reference's expression, so the unconditioned tokens get the noise bit for bit).
+    const auto scaled = ((1 - mask) * noiseScale).unsqueeze(-1);
+    pass.latents = noise.to(f32) * scaled + latents * (1 - scaled);
+    if (!conditions.empty()) {
+        pass.mask = mask;
+        pass.clean = clean;
+    }
+}
+
 Ltx2Pipeline::Ltx2Pipeline(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 Ltx2Pipeline::~Ltx2Pipeline() = default;
 Ltx2Pipeline::Ltx2Pipeline(Ltx2Pipeline&&) noexcept = default;
@@ -265,6 +419,10 @@ std::map<std::string, std::int64_t> Ltx2Pipeline::componentBytes() const
         out["audio_vae"] = m.audioDecoder->residentBytes();
     if (m.vocoder)
         out["vocoder"] = m.vocoder->residentBytes();
+    if (m.videoEncoder)
+        out["video_encoder"] = m.videoEncoder->residentBytes();
+    if (m.upsampler)
+        out["spatial_upsampler"] = m.upsampler->residentBytes();
     return out;
 }
 
@@ -311,6 +469,14 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
         missing.push_back("vocoder (" + v.error().message + ")");
     if (impl->textEncoderPath.empty() || !isDir(impl->textEncoderPath))
         missing.push_back("Gemma 3 text encoder (give its folder; a diffusers folder has it in text_encoder/)");
+    if (options.spatialUpsamplerPath) {
+        auto up = ltx2::probeLatentUpsampler(*options.spatialUpsamplerPath);
+        if (!up)
+            missing.push_back("spatial upsampler (" + up.error().message + ")");
+        else if (transformer && up->inChannels != transformer->inChannels)
+            missing.push_back("spatial upsampler matching the model (" + options.spatialUpsamplerPath->filename().string() + " works on "
+                    + std::to_string(up->inChannels) + " latent channels, the model has " + std::to_string(transformer->inChannels) + ")");
+    }
     if (!missing.empty()) {
         std::string text;
         for (const auto& m : missing)
@@ -350,6 +516,35 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         throw makeError(ErrorCode::InvalidArgument, "fps must be positive");
     const bool cfg = req.guidanceScale > 1.0 || req.audioGuidanceScale > 1.0;
 
+    // Conditions and the path are checked before any heavy work.
+    const std::int64_t latentFrames = (req.frames - 1) / 8 + 1;
+    for (std::size_t i = 0; i < req.conditions.size(); ++i) {
+        const auto& c = req.conditions[i];
+        const auto name = "condition " + std::to_string(i + 1);
+        if (!c.pixels.defined() || c.pixels.dim() != 4 || c.pixels.size(3) != 3 || c.pixels.scalar_type() != at::kByte)
+            throw makeError(ErrorCode::InvalidArgument, name + ": pixels must be uint8 [frames, height, width, 3]");
+        if (c.pixels.size(1) != req.height || c.pixels.size(2) != req.width)
+            throw makeError(ErrorCode::InvalidArgument, name + " is " + std::to_string(c.pixels.size(2)) + "x" + std::to_string(c.pixels.size(1))
+                    + ", the video " + std::to_string(req.width) + "x" + std::to_string(req.height) + "; fit it to the video's size first");
+        if (c.pixels.size(0) < 1 || (c.pixels.size(0) - 1) % 8)
+            throw makeError(ErrorCode::InvalidArgument, name + ": a clip must have 8k + 1 frames, got " + std::to_string(c.pixels.size(0)));
+        if (c.latentIndex < 0 || c.latentIndex >= latentFrames)
+            throw makeError(ErrorCode::InvalidArgument, name + ": latent index " + std::to_string(c.latentIndex) + " is outside the clip's "
+                    + std::to_string(latentFrames) + " latent frames");
+        if (!(c.strength >= 0.0 && c.strength <= 1.0))
+            throw makeError(ErrorCode::InvalidArgument, name + ": strength must be in [0, 1]");
+    }
+    if (req.twoStage) {
+        if (!options.spatialUpsamplerPath)
+            throw makeError(ErrorCode::InvalidArgument, "the two-stage path needs the spatial upsampler; none was given with the model");
+        if (req.width % 64 || req.height % 64)
+            throw makeError(ErrorCode::InvalidArgument, "the two-stage path runs stage 1 at half size: width and height must be multiples of 64, got "
+                    + std::to_string(req.width) + "x" + std::to_string(req.height));
+        if (req.schedule != Ltx2Schedule::Distilled || req.sigmas || cfg)
+            throw makeError(ErrorCode::InvalidArgument, "the two-stage path is the distilled model's: distilled schedule, no guidance");
+    }
+    out.twoStage = req.twoStage;
+
     // 1. Prompt -> Gemma hidden states -> connectors.
     auto start = Clock::now();
     loadText(progress);
@@ -382,54 +577,78 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     timed("encode prompt", start);
     checkStop();
 
-    // 2. Latents: seeded like torch.randn with a CPU generator (video first, then audio),
-    // packed as the pipeline packs them.
-    const std::int64_t latentFrames = (req.frames - 1) / 8 + 1, latentH = req.height / 32, latentW = req.width / 32;
-    const auto videoTokens = latentFrames * latentH * latentW;
+    // 2. Stage 1's start state, seeded like torch.randn with a CPU generator (video first, then
+    // keyframe tokens, then audio), packed as the pipeline packs them.
+    const std::int64_t stageW = req.twoStage ? req.width / 2 : req.width, stageH = req.twoStage ? req.height / 2 : req.height;
+    Pass pass;
+    pass.latentFrames = latentFrames;
+    pass.latentH = stageH / 32;
+    pass.latentW = stageW / 32;
+    pass.baseTokens = latentFrames * pass.latentH * pass.latentW;
     const double duration = static_cast<double>(req.frames) / req.fps;
     const double audioLatentsPerSecond = static_cast<double>(audioConfig.sampleRate) / static_cast<double>(audioConfig.melHopLength) / 4.0;
     const auto audioFrames = static_cast<std::int64_t>(std::nearbyint(duration * audioLatentsPerSecond));
     const auto melBins = audioConfig.latentMelBins();
     auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed));
-    at::Tensor latents, audioLatents;
+    const auto cpuF32 = at::TensorOptions().dtype(at::kFloat);
+    start = Clock::now();
+    auto conditions = encodeConditions(req, stageW, stageH, progress, stop);
+    if (!conditions.empty()) {
+        out.conditionLatents = conditions.front().unpacked;
+        timed("encode conditions", start);
+    }
+    checkStop();
+    std::int64_t keyframeTokens = 0;
+    for (const auto& c : conditions)
+        if (c.latentIndex > 0)
+            keyframeTokens += c.packed.size(1);
+    at::Tensor videoNoise;
     if (req.videoNoise) {
-        latents = req.videoNoise->to(f32);
+        videoNoise = req.videoNoise->to(f32);
     } else {
-        const auto noise = at::randn({1, tc.inChannels, latentFrames, latentH, latentW}, generator, at::TensorOptions().dtype(at::kFloat));
-        latents = noise.permute({0, 2, 3, 4, 1}).reshape({1, videoTokens, tc.inChannels}).to(f32);
+        const auto noise = at::randn({1, tc.inChannels, latentFrames, pass.latentH, pass.latentW}, generator, cpuF32);
+        videoNoise = noise.permute({0, 2, 3, 4, 1}).reshape({1, pass.baseTokens, tc.inChannels});
+        if (keyframeTokens)
+            videoNoise = at::cat({videoNoise, at::randn({1, keyframeTokens, tc.inChannels}, generator, cpuF32)}, 1);
+        videoNoise = videoNoise.to(f32);
     }
     if (req.audioNoise) {
-        audioLatents = req.audioNoise->to(f32);
+        pass.audioLatents = req.audioNoise->to(f32);
     } else {
-        const auto noise = at::randn({1, audioConfig.latentChannels, audioFrames, melBins}, generator, at::TensorOptions().dtype(at::kFloat));
-        audioLatents = noise.transpose(1, 2).flatten(2, 3).to(f32);
+        const auto noise = at::randn({1, audioConfig.latentChannels, audioFrames, melBins}, generator, cpuF32);
+        pass.audioLatents = noise.transpose(1, 2).flatten(2, 3).to(f32);
     }
-    if (latents.sizes() != at::IntArrayRef({1, videoTokens, tc.inChannels}))
-        throw makeError(ErrorCode::InvalidArgument, "video noise must be [1, " + std::to_string(videoTokens) + ", " + std::to_string(tc.inChannels) + "]");
-    if (audioLatents.sizes() != at::IntArrayRef({1, audioFrames, audioConfig.packedWidth()}))
+    if (videoNoise.sizes() != at::IntArrayRef({1, pass.baseTokens + keyframeTokens, tc.inChannels}))
+        throw makeError(ErrorCode::InvalidArgument, "video noise must be [1, " + std::to_string(pass.baseTokens + keyframeTokens) + ", "
+                + std::to_string(tc.inChannels) + "]");
+    if (pass.audioLatents.sizes() != at::IntArrayRef({1, audioFrames, audioConfig.packedWidth()}))
         throw makeError(ErrorCode::InvalidArgument, "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
 
     // 3. Schedule.
-    sched::FlowSchedule schedule;
     if (req.sigmas) {
-        schedule.sigmas = *req.sigmas;
-        if (schedule.sigmas.size() < 2 || schedule.sigmas.back() != 0.0)
+        pass.schedule.sigmas = *req.sigmas;
+        if (pass.schedule.sigmas.size() < 2 || pass.schedule.sigmas.back() != 0.0)
             throw makeError(ErrorCode::InvalidArgument, "explicit sigmas must end in 0");
     } else if (req.schedule == Ltx2Schedule::Distilled) {
         if (req.steps && req.steps != 8)
             throw makeError(ErrorCode::InvalidArgument, "the distilled model runs its 8 trained steps (got " + std::to_string(req.steps)
                     + "); use the dev schedule or explicit sigmas for other counts");
-        schedule = sched::ltx2DistilledSchedule();
+        pass.schedule = sched::ltx2DistilledSchedule();
     } else {
         sched::Ltx2DevScheduleOptions o;
         o.steps = req.steps ? req.steps : 40;
-        o.tokens = videoTokens;  // diffusers derives mu from the video token count
-        schedule = take(sched::ltx2DevSchedule(o));
+        o.tokens = pass.baseTokens + keyframeTokens;  // diffusers derives mu from the packed sequence length
+        pass.schedule = take(sched::ltx2DevSchedule(o));
     }
-    out.sigmas = schedule.sigmas;
-    const int steps = schedule.steps();
+    out.sigmas = pass.schedule.sigmas;
+    if (conditions.empty()) {
+        pass.latents = videoNoise;  // bit for bit the draw, as the text-to-video reference starts
+    } else {
+        pass.latents = at::zeros({1, pass.baseTokens, tc.inChannels}, f32);
+        applyConditions(pass, conditions, req.fps, videoNoise, pass.schedule.sigmas.front());
+    }
 
-    // 4. Denoising loop.
+    // 4. Denoising.
     start = Clock::now();
     loadTransformer(progress);
     timed("load transformer", start);
@@ -446,77 +665,161 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     in.audioEncoderHiddenStates = ctx.audio;
     in.encoderAttentionMask = ctx.mask;
     in.audioEncoderAttentionMask = ctx.mask;
-    in.numFrames = latentFrames;
-    in.height = latentH;
-    in.width = latentW;
     in.audioNumFrames = audioFrames;
     in.fps = req.fps;
     in.useCrossTimestep = true;  // the pipeline's default
     in.stop = stop;
-    // A new cache per clip: nothing of another request's clip is ever reused.
-    ltx2::StepCache stepCache;
-    stepCache.threshold = req.stepCacheThreshold;
-    stepCache.maxConsecutive = std::max(1, req.stepCacheMaxConsecutive);
-    if (req.stepCacheThreshold > 0)
-        in.stepCache = &stepCache;
-    report(Ltx2Phase::Denoise, 0, steps);
-    for (int i = 0; i < steps; ++i) {
-        checkStop();
-        stepCache.allowSkip = i > 0 && i + 1 < steps;
-        // The scheduler keeps sigmas in float32; the DiT gets sigma * 1000 in float32.
-        const float sigma = static_cast<float>(schedule.sigmas[static_cast<std::size_t>(i)]);
-        const float sigmaNext = static_cast<float>(schedule.sigmas[static_cast<std::size_t>(i) + 1]);
-        const auto t = at::full({batch}, sigma * 1000.0f, f32);
-        in.hiddenStates = (cfg ? at::cat({latents, latents}, 0) : latents).to(dtype);
-        in.audioHiddenStates = (cfg ? at::cat({audioLatents, audioLatents}, 0) : audioLatents).to(dtype);
-        in.timestep = t;
-        in.sigma = t;
-        auto pred = take(transformer->forward(in));
-        if (in.stepCache)
-            out.stepChanges.push_back(stepCache.change);
-        auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
-        const auto sigmaT = at::scalar_tensor(sigma, f32);
-        at::Tensor x0, ax0;
-        if (cfg) {
-            const auto vc = v.chunk(2), ac = a.chunk(2);
-            x0 = latents - vc[1] * sigmaT;
-            const auto x0u = latents - vc[0] * sigmaT;
-            ax0 = audioLatents - ac[1] * sigmaT;
-            const auto ax0u = audioLatents - ac[0] * sigmaT;
-            auto x0g = x0 + (req.guidanceScale - 1) * (x0 - x0u);
-            auto ax0g = ax0 + (req.audioGuidanceScale - 1) * (ax0 - ax0u);
-            if (req.guidanceRescale > 0) {
-                x0g = rescaleGuided(x0g, x0, req.guidanceRescale);
-                ax0g = rescaleGuided(ax0g, ax0, req.guidanceRescale);
+    // The loop of LTX2Pipeline / LTX2ConditionPipeline, in place on `p`.
+    auto denoise = [&](Pass& p) {
+        in.numFrames = p.latentFrames;
+        in.height = p.latentH;
+        in.width = p.latentW;
+        in.extraVideoCoords.reset();
+        if (p.extraCoords.defined())
+            in.extraVideoCoords = cfg ? at::cat({p.extraCoords, p.extraCoords}, 0) : p.extraCoords;
+        const auto mask = p.mask.defined() ? std::optional<at::Tensor>(cfg ? at::cat({p.mask, p.mask}, 0) : p.mask) : std::nullopt;
+        // A new cache per pass: nothing of another clip or stage is ever reused.
+        ltx2::StepCache stepCache;
+        stepCache.threshold = req.stepCacheThreshold;
+        stepCache.maxConsecutive = std::max(1, req.stepCacheMaxConsecutive);
+        in.stepCache = req.stepCacheThreshold > 0 ? &stepCache : nullptr;
+        auto& latents = p.latents;
+        auto& audioLatents = p.audioLatents;
+        const int steps = p.schedule.steps();
+        report(p.phase, 0, steps);
+        for (int i = 0; i < steps; ++i) {
+            checkStop();
+            stepCache.allowSkip = i > 0 && i + 1 < steps;
+            // The scheduler keeps sigmas in float32; the DiT gets sigma * 1000 in float32.
+            const float sigma = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i)]);
+            const float sigmaNext = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i) + 1]);
+            const auto t = at::full({batch}, sigma * 1000.0f, f32);
+            in.hiddenStates = (cfg ? at::cat({latents, latents}, 0) : latents).to(dtype);
+            in.audioHiddenStates = (cfg ? at::cat({audioLatents, audioLatents}, 0) : audioLatents).to(dtype);
+            // Conditioned tokens see a lower noise level: timestep * (1 - strength), per token.
+            in.timestep = mask ? t.unsqueeze(-1) * (1 - *mask) : t;
+            in.audioTimestep = t;
+            in.sigma = t;
+            auto pred = take(transformer->forward(in));
+            if (in.stepCache)
+                out.stepChanges.push_back(stepCache.change);
+            auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
+            const auto sigmaT = at::scalar_tensor(sigma, f32);
+            at::Tensor x0, ax0;
+            if (cfg) {
+                const auto vc = v.chunk(2), ac = a.chunk(2);
+                x0 = latents - vc[1] * sigmaT;
+                const auto x0u = latents - vc[0] * sigmaT;
+                ax0 = audioLatents - ac[1] * sigmaT;
+                const auto ax0u = audioLatents - ac[0] * sigmaT;
+                auto x0g = x0 + (req.guidanceScale - 1) * (x0 - x0u);
+                auto ax0g = ax0 + (req.audioGuidanceScale - 1) * (ax0 - ax0u);
+                if (req.guidanceRescale > 0) {
+                    x0g = rescaleGuided(x0g, x0, req.guidanceRescale);
+                    ax0g = rescaleGuided(ax0g, ax0, req.guidanceRescale);
+                }
+                x0 = x0g;
+                ax0 = ax0g;
+            } else {
+                x0 = latents - v * sigmaT;
+                ax0 = audioLatents - a * sigmaT;
+                // The reference rescales even without CFG (x0 against itself: the identity up to rounding).
+                if (req.guidanceRescale > 0) {
+                    x0 = rescaleGuided(x0, x0, req.guidanceRescale);
+                    ax0 = rescaleGuided(ax0, ax0, req.guidanceRescale);
+                }
             }
-            x0 = x0g;
-            ax0 = ax0g;
-        } else {
-            x0 = latents - v * sigmaT;
-            ax0 = audioLatents - a * sigmaT;
-            // The reference rescales even without CFG (x0 against itself: the identity up to rounding).
-            if (req.guidanceRescale > 0) {
-                x0 = rescaleGuided(x0, x0, req.guidanceRescale);
-                ax0 = rescaleGuided(ax0, ax0, req.guidanceRescale);
+            // Conditioned tokens are pulled to their clean values in sample space (a strength-1
+            // token gets a zero velocity and never moves).
+            if (p.mask.defined()) {
+                const auto m = p.mask.unsqueeze(-1);
+                x0 = x0 * (1 - m) + p.clean * m;
             }
+            // Back to a velocity and one Euler step, as the pipeline and scheduler do.
+            v = (latents - x0) / sigmaT;
+            a = (audioLatents - ax0) / sigmaT;
+            const auto dt = at::scalar_tensor(sigmaNext, f32) - sigmaT;
+            latents = latents + dt * v;
+            audioLatents = audioLatents + dt * a;
+            if (progress)
+                progress({p.phase, i + 1, steps,
+                    x0.narrow(1, 0, p.baseTokens).reshape({1, p.latentFrames, p.latentH, p.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3})});
         }
-        // Back to a velocity and one Euler step, as the pipeline and scheduler do.
-        v = (latents - x0) / sigmaT;
-        a = (audioLatents - ax0) / sigmaT;
-        const auto dt = at::scalar_tensor(sigmaNext, f32) - sigmaT;
-        latents = latents + dt * v;
-        audioLatents = audioLatents + dt * a;
-        if (progress)
-            progress({Ltx2Phase::Denoise, i + 1, steps,
-                x0.reshape({1, latentFrames, latentH, latentW, tc.inChannels}).permute({0, 4, 1, 2, 3})});
-    }
-    out.stepsSkipped = stepCache.skips;
-    out.finalVideoLatents = latents;
-    out.finalAudioLatents = audioLatents;
+        out.stepsSkipped += stepCache.skips;
+        in.stepCache = nullptr;
+        // Keyframe tokens are dropped once the loop is done.
+        latents = latents.narrow(1, 0, p.baseTokens).contiguous();
+    };
+    denoise(pass);
     timed("denoise", start);
     checkStop();
 
-    // 5. Decode video.
+    if (req.twoStage) {
+        // 5. Upsample stage 1's latents x2 in space (on the VAE's own scale, as the upsampler
+        // was trained), then refine at full size from them noised to the first stage-2 sigma.
+        out.stage1VideoLatents = pass.latents;
+        out.stage1AudioLatents = pass.audioLatents;
+        start = Clock::now();
+        report(Ltx2Phase::UpsampleLatents, 0, 1);
+        loadUpsampler();
+        if (!videoDecoder)
+            videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(device, dtype)));
+        const auto low = pass.latents.reshape({1, pass.latentFrames, pass.latentH, pass.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3});
+        auto up = take(upsampler->upsampleNormalized(low, videoDecoder->latentsMean(), videoDecoder->latentsStd(), stop)).to(f32);
+        out.upsampledLatents = up;
+        report(Ltx2Phase::UpsampleLatents, 1, 1);
+        timed("upsample latents", start);
+        checkStop();
+
+        start = Clock::now();
+        Pass refine;
+        refine.phase = Ltx2Phase::Refine;
+        refine.latentFrames = up.size(2);
+        refine.latentH = up.size(3);
+        refine.latentW = up.size(4);
+        if (refine.latentFrames != latentFrames || refine.latentH != req.height / 32 || refine.latentW != req.width / 32)
+            throw makeError(ErrorCode::InvalidArgument, "the spatial upsampler turned a " + std::to_string(pass.latentH) + "x" + std::to_string(pass.latentW)
+                    + " latent into " + std::to_string(refine.latentH) + "x" + std::to_string(refine.latentW) + "; the two-stage path needs an x2 spatial upsampler");
+        refine.baseTokens = refine.latentFrames * refine.latentH * refine.latentW;
+        refine.schedule = sched::ltx2Stage2DistilledSchedule();
+        const double noiseScale = refine.schedule.sigmas.front();
+        // Conditions again at full size, so stage 2 holds the real image, not stage 1's estimate.
+        auto fullConditions = encodeConditions(req, req.width, req.height, progress, stop);
+        if (!fullConditions.empty())
+            out.conditionLatents = fullConditions.front().unpacked;
+        std::int64_t fullKeyframeTokens = 0;
+        for (const auto& c : fullConditions)
+            if (c.latentIndex > 0)
+                fullKeyframeTokens += c.packed.size(1);
+        at::Tensor noise2, audioNoise2;
+        if (req.stage2VideoNoise)
+            noise2 = req.stage2VideoNoise->to(f32);
+        else
+            noise2 = at::randn({1, refine.baseTokens + fullKeyframeTokens, tc.inChannels}, generator, cpuF32).to(f32);
+        if (req.stage2AudioNoise)
+            audioNoise2 = req.stage2AudioNoise->to(f32);
+        else
+            audioNoise2 = at::randn({1, audioFrames, audioConfig.packedWidth()}, generator, cpuF32).to(f32);
+        if (audioNoise2.sizes() != pass.audioLatents.sizes())
+            throw makeError(ErrorCode::InvalidArgument, "stage-2 audio noise must be [1, " + std::to_string(audioFrames) + ", "
+                    + std::to_string(audioConfig.packedWidth()) + "]");
+        refine.latents = up.permute({0, 2, 3, 4, 1}).reshape({1, refine.baseTokens, tc.inChannels});
+        applyConditions(refine, fullConditions, req.fps, noise2, noiseScale);
+        refine.audioLatents = audioNoise2 * noiseScale + pass.audioLatents * (1 - noiseScale);
+        timed("encode conditions", start);
+        start = Clock::now();
+        denoise(refine);
+        timed("refine", start);
+        checkStop();
+        pass = std::move(refine);
+    }
+    out.finalVideoLatents = pass.latents;
+    out.finalAudioLatents = pass.audioLatents;
+    const auto& latents = pass.latents;
+    const auto& audioLatents = pass.audioLatents;
+    const auto latentH = pass.latentH, latentW = pass.latentW;
+
+    // 6. Decode video.
     start = Clock::now();
     if (!videoDecoder)
         videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(device, dtype)));
@@ -550,7 +853,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     timed("decode video", start);
     checkStop();
 
-    // 6. Audio.
+    // 7. Audio.
     start = Clock::now();
     report(Ltx2Phase::DecodeAudio, 0, 1);
     if (!audioDecoder) {
@@ -592,6 +895,7 @@ Result<void> Ltx2Pipeline::load(const std::function<void(const Ltx2Progress&)>& 
         if (stop.stop_requested())
             return makeError(ErrorCode::Cancelled, "cancelled");
         m_impl->loadDecoders(progress);
+        m_impl->loadUpsampler();
     } catch (const Error& e) {
         release();
         if (stop.stop_requested())
@@ -620,6 +924,8 @@ void Ltx2Pipeline::release()
     m.videoDecoder.reset();
     m.audioDecoder.reset();
     m.vocoder.reset();
+    m.videoEncoder.reset();
+    m.upsampler.reset();
     m.previewProjection = at::Tensor();
     heap::releaseFreeMemory();
     releaseCachedDeviceMemory();
@@ -669,10 +975,20 @@ Ltx2StoredSizes Ltx2Pipeline::storedSizes() const
     out.componentBytes["video_vae"] = partBytes(ltx2::Part::VideoVae);
     out.componentBytes["audio_vae"] = partBytes(ltx2::Part::AudioVae);
     out.componentBytes["vocoder"] = partBytes(ltx2::Part::Vocoder);
-    // The video VAE encoder is never loaded for generation.
+    // The video VAE encoder is loaded only for conditioned requests.
     for (const auto& [name, t] : m.weights.tensors(ltx2::Part::VideoVae))
-        if (name.rfind("encoder.", 0) == 0)
+        if (name.rfind("encoder.", 0) == 0) {
             out.componentBytes["video_vae"] -= static_cast<std::int64_t>(t.info->bytes);
+            out.componentBytes["video_encoder"] += static_cast<std::int64_t>(t.info->bytes);
+        }
+    if (m.options.spatialUpsamplerPath) {
+        std::int64_t bytes = 0;
+        if (auto source = tensorfile::ModelSource::open(*m.options.spatialUpsamplerPath))
+            for (const auto& cp : source->checkpoints)
+                for (const auto& t : cp.tensors)
+                    bytes += static_cast<std::int64_t>(t.bytes);
+        out.componentBytes["spatial_upsampler"] = bytes;
+    }
     std::map<std::string, std::int64_t> blockBytes;
     for (const auto& [name, t] : m.weights.tensors(ltx2::Part::Transformer)) {
         if (name.rfind("transformer_blocks.", 0) != 0)

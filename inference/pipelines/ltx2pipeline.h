@@ -40,6 +40,9 @@ struct Ltx2PipelineOptions {
     std::optional<c10::Device> textEncoderDevice;
     // Transformer blocks in host memory, copied to the device one at a time.
     bool offloadTransformerBlocks = false;
+    // The latent spatial upsampler of the two-stage path (a Lightricks single file or a
+    // diffusers latent_upsampler/ folder); checked by open(), loaded by load().
+    std::optional<std::filesystem::path> spatialUpsamplerPath;
 };
 
 // What each component holds as stored, read from headers before anything loads.
@@ -69,6 +72,16 @@ struct Ltx2LoraOutcome {
     std::string report;    // the match report, as text
 };
 
+// A still or a clip the video must show, following diffusers' LTX2ConditionPipeline (a still at
+// latent index 0 is LTX2ImageToVideoPipeline's image): encoded by the video VAE, it replaces the
+// first latent frames (index 0) or is appended as keyframe tokens placed at pixel frame
+// 8 (index - 1) + 1 (index > 0); its tokens are kept at `strength` (1: exactly) through the loop.
+struct Ltx2Condition {
+    at::Tensor pixels;             // uint8 [F, H, W, 3] at the request's size; F = 1 or 8k + 1
+    std::int64_t latentIndex = 0;  // < the clip's latent frames
+    double strength = 1.0;         // in [0, 1]
+};
+
 struct Ltx2Request {
     std::string prompt;
     std::string negativePrompt;
@@ -94,9 +107,19 @@ struct Ltx2Request {
     // The first and last steps always compute.
     double stepCacheThreshold = 0.0;
     int stepCacheMaxConsecutive = 1;
+    std::vector<Ltx2Condition> conditions;
+    // The two-stage distilled path: the distilled schedule at half size, the spatial upsampler
+    // x2 on the latents, then the three stage-2 sigmas at full size from the upsampled latents
+    // (and stage 1's audio) noised to 0.909375, without guidance. Needs the upsampler and a
+    // size whose halves are multiples of 32.
+    bool twoStage = false;
+    // Injected stage-2 draws (checks against a reference): packed [1, tokens (+ keyframe
+    // tokens), C] and [1, audio tokens, C_a].
+    std::optional<at::Tensor> stage2VideoNoise, stage2AudioNoise;
 };
 
-enum class Ltx2Phase { LoadText, Encode, LoadTransformer, Denoise, DecodeVideo, DecodeAudio, Vocoder, LoadDecoders };
+enum class Ltx2Phase { LoadText, Encode, LoadTransformer, Denoise, DecodeVideo, DecodeAudio, Vocoder, LoadDecoders,
+                       EncodeConditions, UpsampleLatents, Refine };
 const char* phaseName(Ltx2Phase phase);
 
 struct Ltx2Progress {
@@ -122,6 +145,11 @@ struct Ltx2Output {
     // relative change at every step (-1 where there was nothing to compare with).
     int stepsSkipped = 0;
     std::vector<double> stepChanges;
+    // Conditioned and two-stage runs, for checks: the first condition's normalized encoding
+    // [1, C, f, h, w] (at the final size), stage 1's final packed latents and the upsampler's
+    // output (normalized, [1, C, F, 2h, 2w]).
+    bool twoStage = false;
+    at::Tensor conditionLatents, stage1VideoLatents, stage1AudioLatents, upsampledLatents;
 };
 
 class Ltx2Pipeline {

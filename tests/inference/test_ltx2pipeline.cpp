@@ -4,6 +4,7 @@
 #include "tests/harness/vireotest.h"
 #include "tests/inference/fixtures.h"
 
+#include "inference/facade/generator.h"
 #include "inference/pipelines/ltx2pipeline.h"
 #include "inference/tensorfile/tensorset.h"
 
@@ -306,4 +307,201 @@ VT_TEST(stepCacheSkipsMiddleStepsAndStartsAfreshEachClip)
     auto again = pipeline->generate(request);
     VT_CHECK(again.ok());
     VT_CHECK(at::equal(again->frames, fast->frames) && at::equal(again->finalVideoLatents, fast->finalVideoLatents));
+}
+
+namespace {
+
+// The packed layout of a 5-D video draw [1, C, F, H, W] and a 4-D audio draw [1, C, L, M].
+at::Tensor packVideo(const at::Tensor& x) { return x.permute({0, 2, 3, 4, 1}).reshape({1, -1, x.size(1)}); }
+at::Tensor packAudio(const at::Tensor& x) { return x.dim() == 3 ? x : x.transpose(1, 2).flatten(2, 3); }
+
+// Image-to-video, keyframes and the two-stage path against the diffusers pipelines that make
+// them (LTX2ImageToVideoPipeline, LTX2ConditionPipeline, LTX2Pipeline + LTX2LatentUpsamplePipeline),
+// every random draw injected: the conditions' encodings, the final latents and the frames.
+void checkConditioned(const std::string& v, const std::string& runName, const std::string& layout)
+{
+    auto run = tensorfile::readTensorSet(dir(v) / ("run_" + runName + ".safetensors"));
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    const auto& m = r.metadata;
+    auto options = optionsFor(v, layout);
+    const bool twoStage = runName == "two_stage";
+    if (twoStage)
+        options.spatialUpsamplerPath = dir(v) / "diffusers" / "latent_upsampler";
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    pipelines::Ltx2Request q;
+    q.prompt = m.at("prompt");
+    q.width = std::stoll(m.at("width"));
+    q.height = std::stoll(m.at("height"));
+    q.frames = std::stoll(m.at("num_frames"));
+    q.fps = std::stod(m.at("frame_rate"));
+    q.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
+    q.videoNoise = runName == "keyframes" ? *r.find("noise_0") : packVideo(*r.find("noise_0"));
+    q.audioNoise = packAudio(*r.find("noise_1"));
+    if (const auto* image = r.find("image"))
+        q.conditions.push_back({image->unsqueeze(0), 0, 1.0});
+    if (const auto* key = r.find("keyframe_image"))
+        q.conditions.push_back({key->unsqueeze(0), std::stoll(m.at("keyframe_index")), std::stod(m.at("keyframe_strength"))});
+    if (twoStage) {
+        q.twoStage = true;
+        q.stage2VideoNoise = *r.find("noise_2");
+        q.stage2AudioNoise = *r.find("noise_3");
+    }
+    std::vector<pipelines::Ltx2Phase> phases;
+    auto out = pipeline->generate(q, [&](const pipelines::Ltx2Progress& p) {
+        if (phases.empty() || phases.back() != p.phase)
+            phases.push_back(p.phase);
+    });
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+
+    // The reference's final state as the decoder received it, normalized back with the VAE's statistics.
+    auto stats = tensorfile::readTensorSet(dir(v) / "diffusers" / "vae" / "diffusion_pytorch_model.safetensors");
+    VT_CHECK(stats.ok());
+    const auto mean = stats->find("latents_mean")->view({1, -1, 1, 1, 1}), std = stats->find("latents_std")->view({1, -1, 1, 1, 1});
+    const auto normalize = [&](const at::Tensor& x) { return (x.to(at::kDouble) - mean.to(at::kDouble)) / std.to(at::kDouble); };
+    const auto ref = normalize(*r.find("decoder_latents"));
+    const auto ours = out->finalVideoLatents.cpu().reshape({1, ref.size(2), ref.size(3), ref.size(4), ref.size(1)}).permute({0, 4, 1, 2, 3});
+    const double video = relErr(ours, ref);
+    const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
+    double condition = 0, stage1 = 0, upsampled = 0;
+    if (const auto* c = r.find("condition_latents"))
+        condition = absErr(out->conditionLatents, *c);
+    if (twoStage) {
+        stage1 = relErr(out->stage1VideoLatents, *r.find("stage1_final_video_latents"));
+        upsampled = relErr(out->upsampledLatents, normalize(*r.find("upsampled_latents")));
+    }
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out->frames.sizes(), refFrames.sizes());
+    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
+    std::printf("   v%s %-10s %-9s condition abs %.2e | stage 1 rel %.2e, upsampled rel %.2e | final rel video %.2e audio %.2e | frames max %d/255\n",
+        v.c_str(), runName.c_str(), layout.c_str(), condition, stage1, upsampled, video, audio, frameDiff);
+    VT_CHECK_MSG(condition <= 1e-4, "the condition's encoding differs from the reference");
+    VT_CHECK_MSG(stage1 <= 1e-3 && upsampled <= 1e-3, "the two-stage intermediates differ");
+    VT_CHECK_MSG(video <= 1e-3 && audio <= 1e-3, "final latents relative error above 1e-3");
+    VT_CHECK_MSG(frameDiff <= 1, "frames differ");
+    VT_CHECK(out->twoStage == twoStage);
+    if (!q.conditions.empty())
+        VT_CHECK(std::find(phases.begin(), phases.end(), pipelines::Ltx2Phase::EncodeConditions) != phases.end());
+    if (twoStage) {
+        VT_CHECK(std::find(phases.begin(), phases.end(), pipelines::Ltx2Phase::UpsampleLatents) != phases.end());
+        VT_CHECK(std::find(phases.begin(), phases.end(), pipelines::Ltx2Phase::Refine) != phases.end());
+        VT_CHECK(pipeline->componentBytes().count("spatial_upsampler") == 1);
+    }
+}
+
+} // namespace
+
+VT_TEST(imageToVideoMatchesDiffusers)
+{
+    for (const std::string v : {"20", "23"})
+        for (const std::string layout : {"diffusers", "single"})
+            checkConditioned(v, "i2v", layout);
+    // Quantized layouts against the reference run on their own dequantized weights.
+    checkConditioned("23", "i2v_gguf", "gguf");
+    checkConditioned("23", "i2v_fp8", "fp8");
+    checkConditioned("20", "i2v_fp8", "fp8");
+}
+
+VT_TEST(keyframeConditionsMatchDiffusers)
+{
+    for (const std::string v : {"20", "23"})
+        checkConditioned(v, "keyframes", "diffusers");
+}
+
+VT_TEST(twoStageDistilledMatchesDiffusers)
+{
+    for (const std::string v : {"20", "23"})
+        checkConditioned(v, "two_stage", "diffusers");
+}
+
+// What cannot run is refused before anything heavy, with the reason.
+VT_TEST(conditionAndTwoStageRequestsAreValidated)
+{
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    pipelines::Ltx2Request q;
+    q.prompt = "a fox";
+    q.width = 96;
+    q.height = 64;
+    q.frames = 9;
+    q.maxSequenceLength = 32;
+    auto expectError = [&](const pipelines::Ltx2Request& bad, const std::string& needle) {
+        auto out = pipeline->generate(bad);
+        VT_CHECK(!out.ok());
+        VT_CHECK_MSG(out.error().message.find(needle) != std::string::npos, out.error().message);
+    };
+    auto wrongSize = q;
+    wrongSize.conditions.push_back({at::zeros({1, 32, 32, 3}, at::kByte), 0, 1.0});
+    expectError(wrongSize, "fit it to the video's size");
+    auto badFrames = q;
+    badFrames.conditions.push_back({at::zeros({4, 64, 96, 3}, at::kByte), 0, 1.0});
+    expectError(badFrames, "8k + 1 frames");
+    auto pastEnd = q;
+    pastEnd.conditions.push_back({at::zeros({1, 64, 96, 3}, at::kByte), 2, 1.0});
+    expectError(pastEnd, "outside the clip");
+    auto strength = q;
+    strength.conditions.push_back({at::zeros({1, 64, 96, 3}, at::kByte), 0, 1.5});
+    expectError(strength, "strength");
+    auto twoStage = q;
+    twoStage.twoStage = true;
+    expectError(twoStage, "needs the spatial upsampler");
+    // A file that is no upsampler is refused by open(), naming it.
+    auto options = optionsFor("23", "diffusers");
+    options.spatialUpsamplerPath = dir("23") / "diffusers" / "vae";
+    auto wrong = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK(!wrong.ok());
+    VT_CHECK_MSG(wrong.error().message.find("spatial upsampler") != std::string::npos, wrong.error().message);
+}
+
+// The path a request takes, and why, before anything loads; the memory plan counts the
+// upsampler and the encoder.
+VT_TEST(stagePlanSaysWhichPathRunsAndWhy)
+{
+    facade::LoadPlan plan;
+    plan.modelPaths = {dir("23") / "single" / "ltx-2.3-tiny.safetensors"};
+    plan.textEncoderPath = dir("23") / "single" / "gemma";
+    facade::GenerateRequest r;
+    r.width = 192;
+    r.height = 128;
+    r.frames = 9;
+    auto single = facade::planStages(plan, r);
+    VT_CHECK(single.ok() && !single->twoStage);
+    VT_CHECK_MSG(single->reason.find("no spatial upsampler") != std::string::npos, single->reason);
+    plan.spatialUpsamplerPath = dir("23") / "diffusers" / "latent_upsampler";
+    auto two = facade::planStages(plan, r);
+    // A diffusers folder brings its own latent_upsampler/.
+    facade::LoadPlan folder;
+    folder.modelPaths = {dir("23") / "diffusers"};
+    auto found = facade::planStages(folder, r);
+    VT_CHECK(found.ok() && found->twoStage);
+    VT_CHECK(two.ok() && two->twoStage && two->firstWidth == 96 && two->firstHeight == 64);
+    r.schedule = "dev";
+    auto dev = facade::planStages(plan, r);
+    VT_CHECK(dev.ok() && !dev->twoStage && dev->reason.find("distilled") != std::string::npos);
+    r.stages = "two";
+    VT_CHECK(!facade::planStages(plan, r).ok());
+    r.schedule = "distilled";
+    r.width = 96;
+    VT_CHECK(!facade::planStages(plan, r).ok());
+    r.stages = "auto";
+    auto odd = facade::planStages(plan, r);
+    VT_CHECK(odd.ok() && !odd->twoStage && odd->reason.find("multiples of 64") != std::string::npos);
+    r.stages = "single";
+    r.width = 192;
+    auto asked = facade::planStages(plan, r);
+    VT_CHECK(asked.ok() && !asked->twoStage);
+    r.stages = "sideways";
+    VT_CHECK(!facade::planStages(plan, r).ok());
+
+    facade::MemoryBudget budget;
+    budget.hostAvailableBytes = 64ll << 30;
+    auto memory = facade::Generator::planMemory(plan, {192, 128, 9, false}, budget);
+    VT_CHECK_MSG(memory.ok(), (memory.ok() ? "" : memory.error().message));
+    bool upsampler = false, encoder = false;
+    for (const auto& c : memory->components) {
+        upsampler = upsampler || (c.name == "spatial_upsampler" && c.bytes > 0);
+        encoder = encoder || (c.name == "video_encoder" && c.bytes > 0);
+    }
+    VT_CHECK(upsampler && encoder);
 }

@@ -407,6 +407,12 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
 
     // 1. RoPE
     at::Tensor vCoords = in.videoCoords ? in.videoCoords->to(f32) : videoCoords(batch, in.numFrames, in.height, in.width, in.fps);
+    if (in.extraVideoCoords) {
+        const auto extra = in.extraVideoCoords->to(f32);
+        TORCH_CHECK(extra.dim() == 4 && extra.size(0) == batch && extra.size(1) == 3 && extra.size(3) == 2,
+            "extra video coordinates must be [", batch, ", 3, K, 2], got ", extra.sizes());
+        vCoords = at::cat({vCoords, extra}, 2);
+    }
     at::Tensor aCoords = in.audioCoords ? in.audioCoords->to(f32) : audioCoords(batch, in.audioNumFrames);
     TORCH_CHECK(vCoords.size(2) == x.size(1), "video grid ", in.numFrames, "x", in.height, "x", in.width, " has ", vCoords.size(2),
         " cells but there are ", x.size(1), " video tokens");

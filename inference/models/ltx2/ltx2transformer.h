@@ -69,6 +69,9 @@ struct TransformerInputs {
     std::int64_t audioNumFrames = 0;
     double fps = 24.0;
     std::optional<at::Tensor> videoCoords;  // [B, 3, Tv, 2] pixel-space bounds, instead of the grid
+    // Tokens appended after the grid's (keyframe conditions): their [B, 3, K, 2] bounds, added
+    // to the grid's coordinates (or to videoCoords).
+    std::optional<at::Tensor> extraVideoCoords;
     std::optional<at::Tensor> audioCoords;  // [B, 1, Ta, 2]
     bool isolateModalities = false;         // no audio<->video cross-attention (modality guidance)
     bool useCrossTimestep = false;          // cross-modal modulation from the other modality's sigma

@@ -1446,6 +1446,9 @@ Result<VideoDecoder> VideoDecoder::load(const Ltx2Weights& weights, const VideoD
     return VideoDecoder(std::move(impl));
 }
 
+const at::Tensor& VideoDecoder::latentsMean() const { return m_impl->mean; }
+const at::Tensor& VideoDecoder::latentsStd() const { return m_impl->std; }
+
 Result<at::Tensor> VideoDecoder::decode(const at::Tensor& latents, const VideoDecodeOptions& options) const
 {
     try {

@@ -125,6 +125,10 @@ public:
     std::int64_t spatialScale() const;   // 32 for the real models
     std::int64_t temporalScale() const;  // 8
     std::int64_t residentBytes() const;
+    // The per-channel latent statistics ([latent_channels], float32, on the decoder's device):
+    // diffusion runs on (x - mean) / std.
+    const at::Tensor& latentsMean() const;
+    const at::Tensor& latentsStd() const;
 
 private:
     struct Impl;
