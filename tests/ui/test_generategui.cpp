@@ -385,6 +385,8 @@ private slots:
         QApplication::sendEvent(slot, &drop);
         QCOMPARE(page->conditionImage(), second);
         QVERIFY(error->isHidden());
+        QVERIFY(child<QLabel>(page, "imageName")->text().contains(QStringLiteral("second.jpg")));
+        saveScreenshot(w.get(), QStringLiteral("generate-start-image.png"));
 
         // A keyframe must sit on 8k + 1 inside the clip; the reason shows beside the field.
         auto* frame = child<QSpinBox>(page, "imageFrame");
@@ -438,7 +440,6 @@ private slots:
         child<QComboBox>(page, "schedule")->setCurrentIndex(child<QComboBox>(page, "schedule")->findData(QStringLiteral("dev")));
         QVERIFY2(line->text().contains(QStringLiteral("distilled schedule")), qPrintable(line->text()));
         QVERIFY(!page->canGenerate());
-        saveScreenshot(w.get(), QStringLiteral("generate-start-image.png"));
     }
 
     void startImageRunsAndComesBackFromTheRecipe()

@@ -259,6 +259,8 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_imageName->setWordWrap(true);
     m_imageName->setTextInteractionFlags(Qt::TextSelectableByMouse);
     form->addRow(m_imageName);
+    m_conditionForm = form;
+    form->setRowVisible(m_imageName, false);
     m_imageFrame = new QSpinBox;
     m_imageFrame->setObjectName(QStringLiteral("imageFrame"));
     m_imageFrame->setRange(0, 1024);
@@ -278,6 +280,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     form->addRow(tr("At frame"), frameRow);
     m_imageError = errorLabel(QStringLiteral("imageError"));
     form->addRow(m_imageError);
+    form->setRowVisible(m_imageError, false);
     m_audioSlot = new QPushButton(tr("Audio input…"));
     m_audioSlot->setObjectName(QStringLiteral("audioSlot"));
     m_audioSlot->setEnabled(false);
@@ -691,8 +694,9 @@ bool GeneratePage::validate()
     setError(m_sizeError, size.join(QLatin1Char('\n')));
     ok = ok && size.isEmpty();
     if (!m_imageMode && !m_conditionPath.isEmpty()) {
+        updateConditionThumbnail();
         const auto problem = runtime::conditionProblem(m_imageFrame->value(), 1, m_imageStrength->value(), m_conditionCrf, m_frames->value());
-        setError(m_imageError, problem.empty() ? QString() : tr("The start image: %1.").arg(QString::fromStdString(problem)));
+        setImageError(problem.empty() ? QString() : tr("The start image: %1.").arg(QString::fromStdString(problem)));
         ok = ok && problem.empty();
     }
     updateStages(&ok);
@@ -1168,19 +1172,19 @@ bool GeneratePage::setConditionImage(const QString& path, QString* error)
     auto preview = runtime::conditionPreview(path, 480);
     if (!preview) {
         const auto message = QString::fromStdString(preview.error().message);
-        setError(m_imageError, message);
+        setImageError(message);
         if (error)
             *error = message;
         return false;
     }
     m_conditionPath = QFileInfo(path).absoluteFilePath();
     m_conditionCrf = runtime::kDefaultConditionCrf;
-    const QSize box(std::max(176, m_imageSlot->width() - 4), std::max(99, m_imageSlot->height() - 4));
-    m_imageSlot->setPixmap(QPixmap::fromImage(preview->scaled(box, Qt::KeepAspectRatio, Qt::SmoothTransformation)));
+    m_conditionPreview = *preview;
     m_imageSlot->setToolTip(m_conditionPath);
-    m_imageName->setText(tr("%1 · scaled to cover the video's size and cropped in the centre").arg(QFileInfo(path).fileName()));
+    m_conditionForm->setRowVisible(m_imageName, true);
+    updateConditionThumbnail();
     m_clearImage->setEnabled(true);
-    setError(m_imageError, QString());
+    setImageError(QString());
     validate();
     return true;
 }
@@ -1188,14 +1192,43 @@ bool GeneratePage::setConditionImage(const QString& path, QString* error)
 void GeneratePage::clearConditionImage()
 {
     m_conditionPath.clear();
+    m_conditionPreview = QImage();
     m_conditionCrf = runtime::kDefaultConditionCrf;
     m_imageSlot->clear();
     m_imageSlot->setToolTip(QString());
     m_imageSlot->setText(tr("Drop a picture here, or choose one: the video starts from it"));
     m_imageName->clear();
+    m_conditionForm->setRowVisible(m_imageName, false);
     m_clearImage->setEnabled(false);
-    setError(m_imageError, QString());
+    setImageError(QString());
     validate();
+}
+
+void GeneratePage::setImageError(const QString& text)
+{
+    // The row goes with the text, leaving no gap in the card.
+    setError(m_imageError, text);
+    m_conditionForm->setRowVisible(m_imageError, !text.isEmpty());
+}
+
+void GeneratePage::updateConditionThumbnail()
+{
+    if (m_conditionPreview.isNull())
+        return;
+    // What the video starts from: the picture's centre at the output's aspect (media::fitToSize).
+    const QSize out(m_width->value(), m_height->value());
+    QRect crop = m_conditionPreview.rect();
+    if (static_cast<double>(crop.width()) / crop.height() > static_cast<double>(out.width()) / out.height())
+        crop.setWidth(std::max(1, qRound(crop.height() * static_cast<double>(out.width()) / out.height())));
+    else
+        crop.setHeight(std::max(1, qRound(crop.width() * static_cast<double>(out.height()) / out.width())));
+    crop.moveCenter(m_conditionPreview.rect().center());
+    const QSize box(std::max(176, m_imageSlot->width() - 4), std::max(99, m_imageSlot->height() - 4));
+    m_imageSlot->setPixmap(QPixmap::fromImage(m_conditionPreview.copy(crop).scaled(box, Qt::KeepAspectRatio, Qt::SmoothTransformation)));
+    m_imageName->setText(tr("%1 · its centre at %2 × %3 (scaled to cover the video and cropped)")
+                             .arg(QFileInfo(m_conditionPath).fileName())
+                             .arg(out.width())
+                             .arg(out.height()));
 }
 
 QString GeneratePage::stagePlanText() const

@@ -3,6 +3,7 @@
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
 
+#include <QImage>
 #include <QSet>
 #include <QWidget>
 
@@ -100,6 +101,8 @@ private:
     bool keyMakesImages(const QString& key) const;
     void fillPresets(bool image);
     void updateStages(bool* ok);
+    void updateConditionThumbnail();
+    void setImageError(const QString& text);
 
     core::Studio* m_studio;
     QComboBox* m_model;
@@ -131,6 +134,7 @@ private:
     QPushButton* m_cancel;
 
     QWidget* m_conditionCard = nullptr;
+    QFormLayout* m_conditionForm = nullptr;
     QLabel* m_imageSlot = nullptr;      // thumbnail; accepts a dropped file
     QLabel* m_imageName = nullptr;
     QPushButton* m_chooseImage = nullptr;
@@ -143,6 +147,7 @@ private:
     QComboBox* m_stages = nullptr;
     QLabel* m_stagePlan = nullptr;
     QString m_conditionPath;
+    QImage m_conditionPreview;          // decoded once; the thumbnail shows its crop at the output's aspect
     int m_conditionCrf = 33;            // the recipe's, for Generate again; the reference's otherwise
 
     QLabel* m_preview;
