@@ -49,7 +49,8 @@ int usage(const std::string& message)
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
         "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
-        "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--stages auto|single|two] [--two-stage]\n"
+        "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] ...]\n"
+        "         [--stages auto|single|two] [--two-stage]\n"
         "         [--upsampler FILE]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
         "  Video models (LTX-2) write FILE.mp4; image models (an Ideogram-4 folder) write FILE.png and take\n"
@@ -59,6 +60,8 @@ int usage(const std::string& message)
         "  --image conditions the video on a still (image-to-video; with --image-frame 8k + 1, a keyframe); the options\n"
         "  after it (frame 0, strength 1, CRF 33: the H.264 round trip LTX-2 was trained with; 0 skips it) are its own.\n"
         "  The picture is scaled to cover the output and cropped in the centre; a copy is kept beside the video.\n"
+        "  --clip conditions on the first --clip-frames (8k + 1, default 9) frames of a video; --image-frame and\n"
+        "  --image-strength after it are its own.\n"
         "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
         "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow\n"
         "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n", message.c_str());
@@ -126,7 +129,7 @@ int runGenerate(const std::vector<std::string>& args)
         // --image-frame, --image-strength and --image-crf belong to the --image before them.
         auto lastImage = [&]() -> vireo::runtime::ConditionFile* {
             if (conditions.empty())
-                error = a + " belongs to an --image given before it";
+                error = a + " belongs to an --image or --clip given before it";
             return conditions.empty() ? nullptr : &conditions.back();
         };
         if (a == "--model")
@@ -135,6 +138,18 @@ int runGenerate(const std::vector<std::string>& args)
             vireo::runtime::ConditionFile c;
             c.path = QString::fromStdString(v);
             conditions.push_back(c);
+        } else if (a == "--clip") {
+            vireo::runtime::ConditionFile c;
+            c.path = QString::fromStdString(v);
+            c.clipFrames = 9;
+            c.crf = 0;  // the reference re-compresses single frames only
+            conditions.push_back(c);
+        } else if (a == "--clip-frames") {
+            auto* c = lastImage();
+            if (c && c->clipFrames == 0)
+                error = "--clip-frames belongs to a --clip, not an --image";
+            else if (auto n = c ? integer(1, 1025) : std::nullopt)
+                c->clipFrames = static_cast<int>(*n);
         } else if (a == "--image-frame") {
             auto* c = lastImage();
             if (auto n = c ? integer(0, 1024) : std::nullopt)
@@ -145,7 +160,9 @@ int runGenerate(const std::vector<std::string>& args)
                 c->strength = *n;
         } else if (a == "--image-crf") {
             auto* c = lastImage();
-            if (auto n = c ? integer(0, 51) : std::nullopt)
+            if (c && c->clipFrames > 0)
+                error = "--image-crf belongs to an --image: clips are not re-compressed";
+            else if (auto n = c ? integer(0, 51) : std::nullopt)
                 c->crf = static_cast<int>(*n);
         } else if (a == "--audio") {
             return usage("--audio: audio-to-video is not supported: none of the reference pipelines (diffusers 0.42.1) encode an audio "
@@ -262,7 +279,7 @@ int runGenerate(const std::vector<std::string>& args)
         if (load.textEncoderPath)
             given.push_back("--text-encoder");
         if (!conditions.empty())
-            given.push_back("--image");
+            given.push_back(conditions.front().clipFrames > 0 ? "--clip" : "--image");
         if (stagesGiven)
             given.push_back("--stages");
         if (load.spatialUpsamplerPath)
@@ -306,7 +323,7 @@ int runGenerate(const std::vector<std::string>& args)
     }
     for (const auto& c : conditions)
         if (::stat(c.path.toUtf8().constData(), &st) != 0 || !S_ISREG(st.st_mode)) {
-            std::fprintf(stderr, "vireo-cli: %s: no such image file\n", c.path.toUtf8().constData());
+            std::fprintf(stderr, "vireo-cli: %s: no such %s file\n", c.path.toUtf8().constData(), c.clipFrames > 0 ? "video" : "image");
             return 1;
         }
 
@@ -362,14 +379,16 @@ int runGenerate(const std::vector<std::string>& args)
         auto stages = vireo::facade::planStages(load, base);
         if (!stages)
             return usage(stages.error().message + (load.spatialUpsamplerPath ? "" : " (give the upsampler with --upsampler FILE)"));
-        if (!asJson)
+        if (!asJson) {
             std::printf("stages: %s\n", stages->reason.c_str());
+            std::fflush(stdout);
+        }
         // Every image decodes and sits on a frame the clip has, checked the way the engine
         // will read it.
         for (const auto& c : conditions) {
-            const auto problem = vireo::runtime::conditionProblem(c.frame, 1, c.strength, c.crf, base.frames);
+            const auto problem = vireo::runtime::conditionProblem(c.frame, std::max(1, c.clipFrames), c.strength, c.crf, base.frames);
             if (!problem.empty())
-                return usage("--image " + c.path.toStdString() + ": " + problem);
+                return usage((c.clipFrames > 0 ? "--clip " : "--image ") + c.path.toStdString() + ": " + problem);
             auto prepared = vireo::runtime::prepareCondition(c, static_cast<int>(base.width), static_cast<int>(base.height), base.frames);
             if (!prepared) {
                 std::fprintf(stderr, "vireo-cli: %s\n", prepared.error().message.c_str());
@@ -482,9 +501,10 @@ int runGenerate(const std::vector<std::string>& args)
     nlohmann::json conditionsJson = nlohmann::json::array();
     for (const auto& c : last->recipe.conditions) {
         conditionsJson.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
-            {"crf", c.crf}});
+            {"crf", c.crf}, {"frames", c.frames}});
         if (!asJson)
-            std::printf("image %s at frame %lld, strength %g, CRF %d%s\n", c.source.c_str(), static_cast<long long>(c.frame), c.strength, c.crf,
+            std::printf("%s %s at frame %lld, strength %g%s%s\n", c.frames > 1 ? "clip" : "image", c.source.c_str(), static_cast<long long>(c.frame),
+                c.strength, c.frames > 1 ? (", " + std::to_string(c.frames) + " frames").c_str() : (", CRF " + std::to_string(c.crf)).c_str(),
                 c.copy.empty() ? " (no copy could be kept beside the video)" : (", kept as " + c.copy).c_str());
     }
     if (recordInGallery) {

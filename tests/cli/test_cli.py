@@ -239,7 +239,7 @@ def test_generate_image_conditioning(tmp_dir=RUN_TMP):
     refused("a frame past the clip", ["--image", picture, "--image-frame", 17], 2, "past the last frame")
     refused("a strength above 1", ["--image", picture, "--image-strength", 1.5], 2, "--image-strength")
     refused("a CRF above 51", ["--image", picture, "--image-crf", 60], 2, "--image-crf")
-    refused("--image-frame before any --image", ["--image-frame", 9], 2, "belongs to an --image")
+    refused("--image-frame before any --image", ["--image-frame", 9], 2, "belongs to an --image or --clip")
     refused("an unknown stage path", ["--stages", "three"], 2, "auto, single or two")
     refused("two stages without an upsampler", ["--two-stage"], 2, "two-stage path cannot run", "--upsampler")
     upsampler = root / "diffusers" / "transformer" / "config.json"  # any file: the plan reads no byte of it
@@ -271,9 +271,25 @@ def test_generate_image_conditioning(tmp_dir=RUN_TMP):
         j = json.loads(p.stdout)
         check("generate --image --json reports the conditions and the path", j["conditions"][0]["sha256"] == sha and j["stages"] == "single",
               p.stdout[-400:])
-        out.unlink()
-        if copy:
-            copy.unlink(missing_ok=True)
+
+        # That video's first frames as a clip to continue from: checked, then run.
+        clip = Path(tmp_dir) / "clip to continue.mp4"
+        out.rename(clip)
+        refused("a clip length that is not 8k + 1", ["--clip", clip, "--clip-frames", 10], 2, "8k + 1")
+        refused("a clip that runs past the end", ["--clip", clip, "--clip-frames", 9, "--image-frame", 9], 2, "runs past the last frame")
+        refused("--image-crf on a clip", ["--clip", clip, "--image-crf", 20], 2, "clips are not re-compressed")
+        refused("a clip longer than its video", ["--clip", clip, "--clip-frames", 25, "--frames", 33], 1, "has 17 decodable frames")
+        refused("a picture as a clip", ["--clip", notes], 1, "notes.png")
+        p = run(*base, "--clip", clip, "--clip-frames", 9, "--image-frame", 1, "--no-gallery", "--json")
+        ok = p.returncode == 0 and out.exists()
+        if ok:
+            c = json.loads(p.stdout)["conditions"]
+            ok = (len(c) == 1 and c[0]["frames"] == 9 and c[0]["frame"] == 1 and c[0]["crf"] == 0
+                  and c[0]["sha256"] == hashlib.sha256(clip.read_bytes()).hexdigest() and c[0]["copy"] == out.stem + ".cond0.mp4")
+        check("generate --clip: the recipe has the clip's SHA-256, its frames and where it starts", ok, p.stderr[-600:] or p.stdout[-400:])
+        for f in (out, clip, out.parent / (out.stem + ".cond0.mp4"), copy):
+            if f:
+                f.unlink(missing_ok=True)
 
 
 def png_chunks(path):

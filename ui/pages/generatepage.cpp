@@ -1117,7 +1117,13 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
         m_stages->setCurrentIndex(std::max(0, m_stages->findData(stages.isEmpty() ? QStringLiteral("auto") : stages)));
     }
     clearConditionImage();
-    if (!r.conditions.empty()) {
+    if (!r.conditions.empty() && r.conditions.front().frames > 1) {
+        const auto problem = tr("The recipe starts from a clip (%1); this page holds a still: vireo-cli generate --clip makes it again.")
+                                 .arg(QString::fromStdString(r.conditions.front().source));
+        m_modelStatus->setText(problem);
+        if (why)
+            *why = problem;
+    } else if (!r.conditions.empty()) {
         // The copy kept beside the output first (the gallery gives its full path), then the
         // original; the one whose bytes the recipe hashed.
         const auto& c = r.conditions.front();
