@@ -8,10 +8,15 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include "media/imageops.h"
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <optional>
 
 namespace vireo::media {
 
@@ -46,9 +51,15 @@ using FormatPtr = std::unique_ptr<AVFormatContext, FormatCloser>;
 Result<FormatPtr> openInput(const std::filesystem::path& path)
 {
     AVFormatContext* raw = nullptr;
-    if (const int e = avformat_open_input(&raw, path.c_str(), nullptr, nullptr); e < 0)
-        return mediaError(path, "cannot be opened as a media file (" + avError(e) + ")",
-            e == AVERROR(ENOENT) ? ErrorCode::NotFound : ErrorCode::InvalidFormat);
+    // A path is a local file, never a URL or another protocol ("concat:", "http:" ...),
+    // whatever its name looks like.
+    AVDictionary* options = nullptr;
+    av_dict_set(&options, "protocol_whitelist", "file", 0);
+    const int opened = avformat_open_input(&raw, path.c_str(), nullptr, &options);
+    av_dict_free(&options);
+    if (opened < 0)
+        return mediaError(path, "cannot be opened as a media file (" + avError(opened) + ")",
+            opened == AVERROR(ENOENT) ? ErrorCode::NotFound : ErrorCode::InvalidFormat);
     FormatPtr format(raw);
     if (const int e = avformat_find_stream_info(format.get(), nullptr); e < 0)
         return mediaError(path, "the streams cannot be read (" + avError(e) + "; truncated or damaged?)", ErrorCode::Truncated);
@@ -96,6 +107,82 @@ std::string mp4Truncation(const std::filesystem::path& path)
         offset += static_cast<long long>(boxSize);
     }
     return {};
+}
+
+// A decoded frame as packed RGB24 at w x h (scaled with `flags`); empty when its pixel
+// format cannot be converted.
+std::optional<RgbImage> toRgb(const AVFrame* frame, int w, int h, int flags)
+{
+    SwsContext* sws = sws_getContext(frame->width, frame->height, static_cast<AVPixelFormat>(frame->format), w, h, AV_PIX_FMT_RGB24, flags,
+        nullptr, nullptr, nullptr);
+    if (!sws)
+        return std::nullopt;
+    RgbImage image;
+    image.width = w;
+    image.height = h;
+    // swscale's SIMD may write a little past a row: pad the buffer, trim after.
+    std::vector<std::uint8_t> padded(static_cast<std::size_t>(w) * 3 * h + 64);
+    std::uint8_t* dst[4] = {padded.data(), nullptr, nullptr, nullptr};
+    int dstStride[4] = {w * 3, 0, 0, 0};
+    sws_scale(sws, frame->data, frame->linesize, 0, frame->height, dst, dstStride);
+    sws_freeContext(sws);
+    padded.resize(static_cast<std::size_t>(w) * 3 * h);
+    image.rgb = std::move(padded);
+    return image;
+}
+
+// A frame the decoder itself marked as damaged (a truncated JPEG's grey bottom, a PNG chunk
+// with a wrong CRC) is not a picture to condition a video on.
+bool damaged(const AVFrame* frame)
+{
+    return (frame->flags & AV_FRAME_FLAG_CORRUPT) || frame->decode_error_flags != 0;
+}
+
+std::string pixels(std::int64_t w, std::int64_t h)
+{
+    return std::to_string(w) + "x" + std::to_string(h) + " pixels";
+}
+
+// Reads a file held in memory for libavformat (custom I/O: no protocol, no file name).
+struct MemoryInput {
+    const std::vector<std::uint8_t>* bytes = nullptr;
+    std::int64_t at = 0;
+
+    static int read(void* opaque, std::uint8_t* buffer, int size)
+    {
+        auto* self = static_cast<MemoryInput*>(opaque);
+        const auto left = static_cast<std::int64_t>(self->bytes->size()) - self->at;
+        if (left <= 0)
+            return AVERROR_EOF;
+        const int n = static_cast<int>(std::min<std::int64_t>(left, size));
+        std::memcpy(buffer, self->bytes->data() + self->at, static_cast<std::size_t>(n));
+        self->at += n;
+        return n;
+    }
+    static std::int64_t seek(void* opaque, std::int64_t offset, int whence)
+    {
+        auto* self = static_cast<MemoryInput*>(opaque);
+        const auto size = static_cast<std::int64_t>(self->bytes->size());
+        std::int64_t to = 0;
+        switch (whence & ~AVSEEK_FORCE) {
+        case AVSEEK_SIZE: return size;
+        case SEEK_SET: to = offset; break;
+        case SEEK_CUR: to = self->at + offset; break;
+        case SEEK_END: to = size + offset; break;
+        default: return AVERROR(EINVAL);
+        }
+        if (to < 0 || to > size)
+            return AVERROR(EINVAL);
+        self->at = to;
+        return to;
+    }
+};
+
+// The demuxers that read one picture (or a sequence of them) rather than a container.
+bool imageDemuxer(const char* name)
+{
+    const std::string n = name ? name : "";
+    return n.ends_with("_pipe") || n == "gif";
 }
 
 } // namespace
@@ -215,22 +302,238 @@ Result<RgbImage> frameAt(const std::filesystem::path& path, double seconds, int 
         h = std::max(2, static_cast<int>(std::lround(static_cast<double>(h) * maxWidth / w)) / 2 * 2);
         w = maxWidth / 2 * 2;
     }
-    SwsContext* sws = sws_getContext(best->width, best->height, static_cast<AVPixelFormat>(best->format), w, h, AV_PIX_FMT_RGB24,
-        SWS_AREA, nullptr, nullptr, nullptr);
-    if (!sws)
+    auto image = toRgb(best.get(), w, h, SWS_AREA);
+    if (!image)
         return mediaError(path, "its pixel format cannot be converted", ErrorCode::Unsupported);
-    RgbImage image;
-    image.width = w;
-    image.height = h;
-    // swscale's SIMD may write a little past a row: pad the buffer, trim after.
-    std::vector<std::uint8_t> padded(static_cast<std::size_t>(w) * 3 * h + 64);
-    std::uint8_t* dst[4] = {padded.data(), nullptr, nullptr, nullptr};
-    int dstStride[4] = {w * 3, 0, 0, 0};
-    sws_scale(sws, best->data, best->linesize, 0, best->height, dst, dstStride);
-    sws_freeContext(sws);
-    padded.resize(static_cast<std::size_t>(w) * 3 * h);
-    image.rgb = std::move(padded);
-    return image;
+    return std::move(*image);
+}
+
+Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPixels)
+{
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(status))
+        return mediaError(path, "no such file", ErrorCode::NotFound);
+    if (!std::filesystem::is_regular_file(status))
+        return mediaError(path, "is not a file", ErrorCode::InvalidArgument);
+    const auto size = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
+    if (ec)
+        return mediaError(path, "cannot be read (" + ec.message() + ")", ErrorCode::Io);
+    if (size == 0)
+        return mediaError(path, "not an image FFmpeg can decode (the file is empty)");
+    if (size > kMaxImageFileBytes)
+        return mediaError(path, "is " + std::to_string(size >> 20) + " MiB; a still image may be at most " + std::to_string(kMaxImageFileBytes >> 20)
+            + " MiB", ErrorCode::InvalidArgument);
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
+    {
+        std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+        if (!file)
+            return mediaError(path, "cannot be opened (" + std::string(std::strerror(errno)) + ")",
+                errno == EACCES ? ErrorCode::PermissionDenied : ErrorCode::Io);
+        if (std::fread(bytes.data(), 1, bytes.size(), file.get()) != bytes.size())
+            return mediaError(path, "cannot be read to the end (changed while reading?)", ErrorCode::Io);
+    }
+
+    MemoryInput input{&bytes, 0};
+    constexpr int kBufferBytes = 64 << 10;
+    auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBufferBytes));
+    if (!buffer)
+        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
+    AVIOContext* io = avio_alloc_context(buffer, kBufferBytes, 0, &input, &MemoryInput::read, nullptr, &MemoryInput::seek);
+    if (!io) {
+        av_free(buffer);
+        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
+    }
+    // The format context goes first: it reads through `io`, which it does not own.
+    struct IoCloser {
+        AVIOContext* io;
+        ~IoCloser()
+        {
+            av_freep(&io->buffer);
+            avio_context_free(&io);
+        }
+    } ioCloser{io};
+    // The decoders' own complaints ("CRC mismatch in chunk") would reach the terminal beside
+    // the error this function returns, which says the same for the file by name.
+    if (av_log_get_level() > AV_LOG_FATAL)
+        av_log_set_level(AV_LOG_FATAL);
+    const AVInputFormat* demuxer = nullptr;
+    const int score = av_probe_input_buffer2(io, &demuxer, "", nullptr, 0, 0);
+    if (score < 0 || !demuxer)
+        return mediaError(path, "not an image FFmpeg can decode (" + (score < 0 ? avError(score) : std::string("unknown format")) + ")");
+    // A guess this weak (noise that might be MP3) is no format at all.
+    if (score < AVPROBE_SCORE_RETRY)
+        return mediaError(path, "not an image FFmpeg can decode (unknown format)");
+    // Only picture formats are parsed further: a still that is really a playlist or a
+    // container is refused before any of its headers are read.
+    if (!imageDemuxer(demuxer->name))
+        return mediaError(path, std::string("not an image FFmpeg can decode (it looks like ") + (demuxer->long_name ? demuxer->long_name : demuxer->name)
+            + ", not a picture)");
+    AVFormatContext* raw = avformat_alloc_context();
+    if (!raw)
+        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
+    raw->pb = io;
+    raw->flags |= AVFMT_FLAG_CUSTOM_IO;
+    if (const int e = avformat_open_input(&raw, "", demuxer, nullptr); e < 0)
+        return mediaError(path, "not an image FFmpeg can decode (" + avError(e) + ")");
+    FormatPtr format(raw);
+    if (format->nb_streams < 1 || format->streams[0]->codecpar->codec_type != AVMEDIA_TYPE_VIDEO)
+        return mediaError(path, "not an image FFmpeg can decode (no picture in it)");
+    const AVCodecParameters* par = format->streams[0]->codecpar;
+    if (par->width > 0 && par->height > 0 && static_cast<std::int64_t>(par->width) * par->height > maxPixels)
+        return mediaError(path, "is " + pixels(par->width, par->height) + "; at most " + std::to_string(maxPixels) + " pixels are read",
+            ErrorCode::InvalidArgument);
+    const AVCodec* codec = avcodec_find_decoder(par->codec_id);
+    if (!codec)
+        return mediaError(path, std::string("not an image FFmpeg can decode (this FFmpeg has no ") + avcodec_get_name(par->codec_id) + " decoder)",
+            ErrorCode::Unsupported);
+    std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(codec));
+    if (!decoder || avcodec_parameters_to_context(decoder.get(), par) < 0)
+        return mediaError(path, "the image decoder cannot be set up", ErrorCode::Internal);
+    decoder->thread_count = 1;
+    // The decoder refuses a header that declares more pixels before allocating them.
+    decoder->max_pixels = maxPixels;
+    decoder->err_recognition = AV_EF_CRCCHECK | AV_EF_BITSTREAM | AV_EF_EXPLODE;
+    if (const int e = avcodec_open2(decoder.get(), codec, nullptr); e < 0)
+        return mediaError(path, "not an image FFmpeg can decode (the decoder refused it: " + avError(e) + ")");
+
+    std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
+    std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
+    if (!packet || !frame)
+        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
+    std::string problem;
+    bool have = false;
+    for (int packets = 0; !have && packets < 64; ++packets) {
+        const int r = av_read_frame(format.get(), packet.get());
+        int sent = 0;
+        if (r < 0) {
+            sent = avcodec_send_packet(decoder.get(), nullptr);
+        } else {
+            if (packet->stream_index == 0)
+                sent = avcodec_send_packet(decoder.get(), packet.get());
+            av_packet_unref(packet.get());
+        }
+        int failure = sent < 0 && sent != AVERROR_EOF && sent != AVERROR(EAGAIN) ? sent : 0;
+        if (!failure) {
+            const int d = avcodec_receive_frame(decoder.get(), frame.get());
+            if (d == 0)
+                have = true;
+            else if (d != AVERROR(EAGAIN) && d != AVERROR_EOF)
+                failure = d;
+            else if (d == AVERROR_EOF)
+                break;
+        }
+        if (failure) {
+            // A header over max_pixels is refused with EINVAL before the decoder says its size.
+            problem = failure == AVERROR(EINVAL) ? "its header declares more than " + std::to_string(maxPixels) + " pixels, or is damaged"
+                                                 : avError(failure) + "; truncated or damaged?";
+            break;
+        }
+        if (r < 0)
+            break;
+    }
+    if (decoder->width > 0 && decoder->height > 0 && static_cast<std::int64_t>(decoder->width) * decoder->height > maxPixels)
+        return mediaError(path, "is " + pixels(decoder->width, decoder->height) + "; at most " + std::to_string(maxPixels) + " pixels are read",
+            ErrorCode::InvalidArgument);
+    if (!have)
+        return mediaError(path, "not an image FFmpeg can decode (" + (problem.empty() ? std::string("no picture in it; truncated?") : problem) + ")",
+            ErrorCode::InvalidFormat);
+    if (damaged(frame.get()))
+        return mediaError(path, "not an image FFmpeg can decode (the picture is damaged or cut short)");
+    if (!sane(frame->width, frame->height) || static_cast<std::int64_t>(frame->width) * frame->height > maxPixels)
+        return mediaError(path, "decoded a picture of " + pixels(frame->width, frame->height), ErrorCode::InvalidArgument);
+    auto image = toRgb(frame.get(), frame->width, frame->height, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT);
+    if (!image)
+        return mediaError(path, std::string("its pixel format (") + av_get_pix_fmt_name(static_cast<AVPixelFormat>(frame->format))
+            + ") cannot be converted to RGB", ErrorCode::Unsupported);
+    return std::move(*image);
+}
+
+Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, int count, int fitWidth, int fitHeight, std::int64_t maxPixels)
+{
+    if (count < 1 || count > 1025)
+        return mediaError(path, "a clip of " + std::to_string(count) + " frames was asked for (1 to 1025)", ErrorCode::InvalidArgument);
+    auto format = openInput(path);
+    if (!format)
+        return format.error();
+    AVFormatContext* f = format->get();
+    const int index = av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+    if (index < 0)
+        return mediaError(path, "has no video stream");
+    const AVStream* stream = f->streams[index];
+    const AVCodec* codec = avcodec_find_decoder(stream->codecpar->codec_id);
+    if (!codec)
+        return mediaError(path, "its video codec cannot be decoded by this FFmpeg", ErrorCode::Unsupported);
+    std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(codec));
+    if (!decoder || avcodec_parameters_to_context(decoder.get(), stream->codecpar) < 0)
+        return mediaError(path, "the video decoder cannot be set up", ErrorCode::Internal);
+    decoder->thread_count = 1;
+    decoder->max_pixels = maxPixels;
+    if (const int e = avcodec_open2(decoder.get(), codec, nullptr); e < 0)
+        return mediaError(path, "the video decoder cannot be opened (" + avError(e) + ")");
+    if (!sane(decoder->width, decoder->height) || static_cast<std::int64_t>(decoder->width) * decoder->height > maxPixels)
+        return mediaError(path, "declares a video of " + pixels(decoder->width, decoder->height), ErrorCode::InvalidArgument);
+    const bool fit = fitWidth > 0 && fitHeight > 0;
+    // Unfitted frames are kept whole: refuse a clip whose frames would not fit in memory.
+    if (!fit && static_cast<std::int64_t>(decoder->width) * decoder->height * 3 * count > (4ll << 30))
+        return mediaError(path, std::to_string(count) + " frames of " + pixels(decoder->width, decoder->height) + " are more than 4 GiB",
+            ErrorCode::InvalidArgument);
+
+    std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
+    std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
+    if (!packet || !frame)
+        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
+    std::vector<RgbImage> frames;
+    std::string problem;
+    int width = 0, height = 0;
+    bool done = false;
+    for (int packets = 0; !done && packets < 200000; ++packets) {
+        const int r = av_read_frame(f, packet.get());
+        if (r < 0) {
+            avcodec_send_packet(decoder.get(), nullptr);  // drain
+        } else if (packet->stream_index != index) {
+            av_packet_unref(packet.get());
+            continue;
+        } else {
+            avcodec_send_packet(decoder.get(), packet.get());
+            av_packet_unref(packet.get());
+        }
+        while (!done) {
+            const int d = avcodec_receive_frame(decoder.get(), frame.get());
+            if (d == AVERROR(EAGAIN))
+                break;
+            if (d < 0) {
+                done = true;
+                break;
+            }
+            if (frames.empty()) {
+                width = frame->width;
+                height = frame->height;
+            }
+            if (frame->width != width || frame->height != height) {
+                problem = "its frames change size (" + pixels(width, height) + ", then " + pixels(frame->width, frame->height) + ")";
+                done = true;
+            } else if (!sane(frame->width, frame->height) || static_cast<std::int64_t>(frame->width) * frame->height > maxPixels) {
+                problem = "decoded a frame of " + pixels(frame->width, frame->height);
+                done = true;
+            } else if (auto rgb = toRgb(frame.get(), frame->width, frame->height, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT); !rgb) {
+                problem = "its pixel format cannot be converted to RGB";
+                done = true;
+            } else {
+                frames.push_back(fit ? fitToSize(*rgb, fitWidth, fitHeight) : std::move(*rgb));
+                done = static_cast<int>(frames.size()) == count;
+            }
+            av_frame_unref(frame.get());
+        }
+        if (r < 0)
+            break;
+    }
+    if (!problem.empty())
+        return mediaError(path, problem);
+    if (static_cast<int>(frames.size()) < count)
+        return mediaError(path, "has " + std::to_string(frames.size()) + " decodable frames; " + std::to_string(count) + " are needed",
+            frames.empty() ? ErrorCode::Truncated : ErrorCode::InvalidArgument);
+    return frames;
 }
 
 } // namespace vireo::media

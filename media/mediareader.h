@@ -38,4 +38,21 @@ struct RgbImage {
 // most maxWidth (aspect kept, even sizes).
 Result<RgbImage> frameAt(const std::filesystem::path& path, double seconds, int maxWidth);
 
+// The largest picture readImage and readClipFrames decode unless told otherwise (8192 x 8192).
+inline constexpr std::int64_t kMaxImagePixels = 8192ll * 8192;
+// The largest still file readImage reads (it is decoded from memory).
+inline constexpr std::int64_t kMaxImageFileBytes = 256ll << 20;
+
+// A still picture as RGB24: PNG, JPEG, WebP, BMP, TIFF, the first frame of a GIF, whatever
+// FFmpeg's image demuxers read. The file is read into memory and decoded from there (no
+// protocol, no file-name pattern), a picture over maxPixels is refused before its pixels are
+// allocated, and the alpha channel, if any, is dropped (as PIL's convert("RGB") does).
+Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPixels = kMaxImagePixels);
+
+// The first `count` frames of a video (conditioning clips) as RGB24: at the stream's size, or
+// each fitted to fitWidth x fitHeight as it is decoded (fitToSize) when both are given.
+// Fewer frames than asked, or frames that change size, are an error naming the file.
+Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, int count, int fitWidth = 0, int fitHeight = 0,
+                                             std::int64_t maxPixels = kMaxImagePixels);
+
 } // namespace vireo::media

@@ -108,6 +108,12 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
     connect(m_generate, &GeneratePage::outputFinished, this, [this](const QString& path) {
         statusBar()->showMessage(tr("Saved %1").arg(path), 10000);
     });
+    connect(m_gallery, &GalleryPage::startImageRequested, this, [this](const QString& path) {
+        QString why;
+        if (!m_generate->useAsStartImage(path, &why))
+            statusBar()->showMessage(why, 15000);
+        showPage(Page::Generate);
+    });
     connect(m_gallery, &GalleryPage::generateRequested, this, [this](const output::Recipe& recipe, bool vary) {
         QString why;
         if (!m_generate->applyRecipe(recipe, vary, &why))

@@ -6,6 +6,7 @@
 #include "core/catalog/catalog.h"
 #include "core/gallery/gallerystore.h"
 #include "core/output/recipe.h"
+#include "core/runtime/conditioning.h"
 #include "core/runtime/defaults.h"
 #include "core/runtime/engine.h"
 #include "core/studio/studio.h"
@@ -48,11 +49,21 @@ int usage(const std::string& message)
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
         "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
+        "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] ...]\n"
+        "         [--stages auto|single|two] [--two-stage]\n"
+        "         [--upsampler FILE]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
         "  Video models (LTX-2) write FILE.mp4; image models (an Ideogram-4 folder) write FILE.png and take\n"
         "  --width, --height (multiples of 16), --steps, --guidance and --seed (48 steps at 45 x 7.0 then 3 x 3.0 unless given)\n"
         "  --repeat N runs the request N times in one process (timings of warm runs); the video of the last is written\n"
         "  --force runs although the memory plan says the model does not fit\n"
+        "  --image conditions the video on a still (image-to-video; with --image-frame 8k + 1, a keyframe); the options\n"
+        "  after it (frame 0, strength 1, CRF 33: the H.264 round trip LTX-2 was trained with; 0 skips it) are its own.\n"
+        "  The picture is scaled to cover the output and cropped in the centre; a copy is kept beside the video.\n"
+        "  --clip conditions on the first --clip-frames (8k + 1, default 9) frames of a video; --image-frame and\n"
+        "  --image-strength after it are its own.\n"
+        "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
+        "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow\n"
         "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n", message.c_str());
     return 2;
 }
@@ -77,8 +88,9 @@ int runGenerate(const std::vector<std::string>& args)
     std::optional<std::int64_t> width, height, frames, seed;
     std::optional<double> fps, guidance, audioGuidance, rescale;
     std::optional<int> steps;
-    bool asJson = false, force = false, recordInGallery = true, speedGiven = false;
+    bool asJson = false, force = false, recordInGallery = true, speedGiven = false, stagesGiven = false;
     int repeat = 1;
+    std::vector<vireo::runtime::ConditionFile> conditions;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
         if (a == "--json") {
@@ -91,6 +103,11 @@ int runGenerate(const std::vector<std::string>& args)
         }
         if (a == "--force") {
             force = true;
+            continue;
+        }
+        if (a == "--two-stage") {
+            req.stages = "two";
+            stagesGiven = true;
             continue;
         }
         if (i + 1 >= args.size())
@@ -109,8 +126,55 @@ int runGenerate(const std::vector<std::string>& args)
                 error = a + ": " + n.error().message;
             return n ? std::optional<double>(*n) : std::nullopt;
         };
+        // --image-frame, --image-strength and --image-crf belong to the --image before them.
+        auto lastImage = [&]() -> vireo::runtime::ConditionFile* {
+            if (conditions.empty())
+                error = a + " belongs to an --image or --clip given before it";
+            return conditions.empty() ? nullptr : &conditions.back();
+        };
         if (a == "--model")
             load.modelPaths.emplace_back(v);
+        else if (a == "--image") {
+            vireo::runtime::ConditionFile c;
+            c.path = QString::fromStdString(v);
+            conditions.push_back(c);
+        } else if (a == "--clip") {
+            vireo::runtime::ConditionFile c;
+            c.path = QString::fromStdString(v);
+            c.clipFrames = 9;
+            c.crf = 0;  // the reference re-compresses single frames only
+            conditions.push_back(c);
+        } else if (a == "--clip-frames") {
+            auto* c = lastImage();
+            if (c && c->clipFrames == 0)
+                error = "--clip-frames belongs to a --clip, not an --image";
+            else if (auto n = c ? integer(1, 1025) : std::nullopt)
+                c->clipFrames = static_cast<int>(*n);
+        } else if (a == "--image-frame") {
+            auto* c = lastImage();
+            if (auto n = c ? integer(0, 1024) : std::nullopt)
+                c->frame = *n;
+        } else if (a == "--image-strength") {
+            auto* c = lastImage();
+            if (auto n = c ? real(0, 1) : std::nullopt)
+                c->strength = *n;
+        } else if (a == "--image-crf") {
+            auto* c = lastImage();
+            if (c && c->clipFrames > 0)
+                error = "--image-crf belongs to an --image: clips are not re-compressed";
+            else if (auto n = c ? integer(0, 51) : std::nullopt)
+                c->crf = static_cast<int>(*n);
+        } else if (a == "--audio") {
+            return usage("--audio: audio-to-video is not supported: none of the reference pipelines (diffusers 0.42.1) encode an audio "
+                         "input, so there is nothing to check a port against; generate the video from the prompt (it makes its own sound)");
+        } else if (a == "--stages") {
+            const auto st = vireo::cli::lower(v);
+            if (st != "auto" && st != "single" && st != "two")
+                return usage("--stages is auto, single or two");
+            req.stages = st;
+            stagesGiven = true;
+        } else if (a == "--upsampler")
+            load.spatialUpsamplerPath = v;
         else if (a == "--text-encoder")
             load.textEncoderPath = v;
         else if (a == "--prompt")
@@ -214,6 +278,12 @@ int runGenerate(const std::vector<std::string>& args)
             given.push_back("--lora");
         if (load.textEncoderPath)
             given.push_back("--text-encoder");
+        if (!conditions.empty())
+            given.push_back(conditions.front().clipFrames > 0 ? "--clip" : "--image");
+        if (stagesGiven)
+            given.push_back("--stages");
+        if (load.spatialUpsamplerPath)
+            given.push_back("--upsampler");
         if (!given.empty()) {
             std::string list;
             for (const auto& g : given)
@@ -245,6 +315,15 @@ int runGenerate(const std::vector<std::string>& args)
     for (const auto& l : req.loras)
         if (::stat(l.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
             std::fprintf(stderr, "vireo-cli: %s: no such LoRA file\n", l.path.c_str());
+            return 1;
+        }
+    if (load.spatialUpsamplerPath && ::stat(load.spatialUpsamplerPath->c_str(), &st) != 0) {
+        std::fprintf(stderr, "vireo-cli: %s: no such spatial upsampler\n", load.spatialUpsamplerPath->c_str());
+        return 1;
+    }
+    for (const auto& c : conditions)
+        if (::stat(c.path.toUtf8().constData(), &st) != 0 || !S_ISREG(st.st_mode)) {
+            std::fprintf(stderr, "vireo-cli: %s: no such %s file\n", c.path.toUtf8().constData(), c.clipFrames > 0 ? "video" : "image");
             return 1;
         }
 
@@ -295,6 +374,27 @@ int runGenerate(const std::vector<std::string>& args)
             return usage("--width and --height must be multiples of 32");
         if ((base.frames - 1) % 8)
             return usage("--frames must be 8k + 1 (1, 9, 17, ..., 121)");
+        base.stages = req.stages;
+        // Which path runs and why, before anything loads; "two" that cannot run is refused here.
+        auto stages = vireo::facade::planStages(load, base);
+        if (!stages)
+            return usage(stages.error().message + (load.spatialUpsamplerPath ? "" : " (give the upsampler with --upsampler FILE)"));
+        if (!asJson) {
+            std::printf("stages: %s\n", stages->reason.c_str());
+            std::fflush(stdout);
+        }
+        // Every image decodes and sits on a frame the clip has, checked the way the engine
+        // will read it.
+        for (const auto& c : conditions) {
+            const auto problem = vireo::runtime::conditionProblem(c.frame, std::max(1, c.clipFrames), c.strength, c.crf, base.frames);
+            if (!problem.empty())
+                return usage((c.clipFrames > 0 ? "--clip " : "--image ") + c.path.toStdString() + ": " + problem);
+            auto prepared = vireo::runtime::prepareCondition(c, static_cast<int>(base.width), static_cast<int>(base.height), base.frames);
+            if (!prepared) {
+                std::fprintf(stderr, "vireo-cli: %s\n", prepared.error().message.c_str());
+                return 1;
+            }
+        }
     }
     if (!asJson)
         for (const auto& note : defaults->notApplied)
@@ -319,6 +419,7 @@ int runGenerate(const std::vector<std::string>& args)
         vireo::runtime::GenerateJob job;
         job.model = model;
         job.request = base;
+        job.conditions = conditions;
         job.forcePlacement = force;
         job.writeOutput = r + 1 == repeat;
         if (job.writeOutput)
@@ -397,6 +498,15 @@ int runGenerate(const std::vector<std::string>& args)
         else if (l.status != "applied")
             std::fprintf(stderr, "vireo-cli: LoRA %s: %s\n", l.path.c_str(), l.status.c_str());
     }
+    nlohmann::json conditionsJson = nlohmann::json::array();
+    for (const auto& c : last->recipe.conditions) {
+        conditionsJson.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
+            {"crf", c.crf}, {"frames", c.frames}});
+        if (!asJson)
+            std::printf("%s %s at frame %lld, strength %g%s%s\n", c.frames > 1 ? "clip" : "image", c.source.c_str(), static_cast<long long>(c.frame),
+                c.strength, c.frames > 1 ? (", " + std::to_string(c.frames) + " frames").c_str() : (", CRF " + std::to_string(c.crf)).c_str(),
+                c.copy.empty() ? " (no copy could be kept beside the video)" : (", kept as " + c.copy).c_str());
+    }
     if (recordInGallery) {
         // The studio notices the new row within seconds; a gallery that cannot be written is
         // a warning, the video itself is done.
@@ -416,7 +526,8 @@ int runGenerate(const std::vector<std::string>& args)
             {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
             {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
             {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"kind", last->recipe.kind},
-            {"width", last->recipe.width}, {"height", last->recipe.height}}
+            {"width", last->recipe.width}, {"height", last->recipe.height}, {"stages", last->recipe.stages},
+            {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                                 .c_str());
         return 0;

@@ -7,6 +7,7 @@
 #include <QBuffer>
 #include <QDir>
 #include <QDirIterator>
+#include <QRegularExpression>
 #include <QFileInfo>
 #include <QImage>
 #include <QImageReader>
@@ -92,7 +93,11 @@ Fields fieldsFrom(const output::Recipe& r)
 bool isOutputFile(const QString& path)
 {
     const auto s = QFileInfo(path).suffix().toLower();
-    return s == QStringLiteral("mp4") || s == QStringLiteral("png");
+    if (s != QStringLiteral("mp4") && s != QStringLiteral("png"))
+        return false;
+    // "<stem>.cond0.png": the conditioning image kept beside a video for its recipe, not an output.
+    static const QRegularExpression conditionCopy(QStringLiteral("\\.cond\\d+(-\\d+)?\\.[^.]+$"));
+    return !conditionCopy.match(QFileInfo(path).fileName()).hasMatch();
 }
 
 GalleryItem itemFrom(const QSqlQuery& q)

@@ -45,7 +45,7 @@ const std::set<std::string>& knownKeys()
     static const std::set<std::string> keys{"recipe_version", "app", "kind", "pipeline", "family", "variant", "model_version", "repo",
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
-        "steps_skipped", "loras", "seconds", "created"};
+        "steps_skipped", "loras", "conditions", "stages", "stages_requested", "stages_reason", "seconds", "created"};
     return keys;
 }
 
@@ -166,6 +166,14 @@ std::string Recipe::toJson() const
     j["speed"] = speed;
     j["steps_skipped"] = stepsSkipped;
     j["loras"] = loras_;
+    json conditions_ = json::array();
+    for (const auto& c : conditions)
+        conditions_.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
+            {"crf", c.crf}, {"frames", c.frames}});
+    j["conditions"] = conditions_;
+    j["stages"] = stages;
+    j["stages_requested"] = stagesRequested;
+    j["stages_reason"] = stagesReason;
     j["seconds"] = secondsPerPhase;
     j["created"] = created;
     // Invalid UTF-8 in any string (a prompt from a file, a path) is replaced, never thrown.
@@ -238,6 +246,9 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
     rd.get("speed", r.speed);
     rd.get("steps_skipped", r.stepsSkipped);
     rd.get("created", r.created);
+    rd.get("stages", r.stages);
+    rd.get("stages_requested", r.stagesRequested);
+    rd.get("stages_reason", r.stagesReason);
     if (!rd.error.empty())
         return makeError(ErrorCode::InvalidFormat, rd.error);
     auto arrayOf = [&](const char* key) -> const json* {
@@ -285,6 +296,28 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
             if (!lr.error.empty())
                 return makeError(ErrorCode::InvalidFormat, "loras: " + lr.error);
             r.loras.push_back(std::move(u));
+        }
+    }
+    if (const auto* a = arrayOf("conditions")) {
+        if (!a->is_array())
+            return makeError(ErrorCode::InvalidFormat, "recipe field 'conditions' is not a list");
+        if (a->size() > 64)
+            return makeError(ErrorCode::InvalidFormat, "recipe field 'conditions' lists " + std::to_string(a->size()) + " conditions (at most 64)");
+        for (const auto& c : *a) {
+            if (!c.is_object())
+                return makeError(ErrorCode::InvalidFormat, "an entry of recipe field 'conditions' is not an object");
+            ConditionUse u;
+            Reader cr{c, {}};
+            cr.get("source", u.source);
+            cr.get("copy", u.copy);
+            cr.get("sha256", u.sha256);
+            cr.get("frame", u.frame);
+            cr.get("strength", u.strength);
+            cr.get("crf", u.crf);
+            cr.get("frames", u.frames);
+            if (!cr.error.empty())
+                return makeError(ErrorCode::InvalidFormat, "conditions: " + cr.error);
+            r.conditions.push_back(std::move(u));
         }
     }
     if (const auto* s = arrayOf("seconds"); s && s->is_object())

@@ -29,6 +29,17 @@ struct LoraUse {
     std::string status;  // "applied", "partial: 3 keys unmatched", "refused: ..."
 };
 
+// A still or clip the video was conditioned on (image-to-video, keyframes).
+struct ConditionUse {
+    std::string source;        // the file as given
+    std::string copy;          // its copy beside the output ("<stem>.cond0.png"), by name; empty if none was kept
+    std::string sha256;        // of the file's bytes
+    std::int64_t frame = 0;    // the output frame it shows at
+    double strength = 1.0;
+    int crf = 0;               // the H.264 round trip's CRF (stills); 0: none
+    int frames = 1;            // 1: a still; a clip: its frame count
+};
+
 struct Recipe {
     static constexpr int kVersion = 1;
     int version = kVersion;
@@ -53,6 +64,10 @@ struct Recipe {
     std::string speed = "quality";   // quality | balanced | fast
     int stepsSkipped = 0;            // denoise steps the step cache served (balanced, fast)
     std::vector<LoraUse> loras;
+    std::vector<ConditionUse> conditions;  // empty: text only
+    std::string stages;              // the path that ran: "single" | "two"; empty for images and older recipes
+    std::string stagesRequested;     // "auto" | "single" | "two"
+    std::string stagesReason;        // why that path, as the UI said it
     std::map<std::string, double> secondsPerPhase;
     std::string created;             // ISO 8601 UTC
     std::string extraJson = "{}";    // keys this version does not know, kept as they were

@@ -70,7 +70,7 @@ bool ModelRef::sameLoadAs(const ModelRef& o) const
     const auto& b = o.plan;
     return key == o.key && a.modelPaths == b.modelPaths && a.textEncoderPath == b.textEncoderPath && a.device == b.device
         && a.dtype == b.dtype && a.placement == b.placement && a.attentionKernel == b.attentionKernel
-        && a.fp8FastAccumulation == b.fp8FastAccumulation && a.cpuThreads == b.cpuThreads;
+        && a.fp8FastAccumulation == b.fp8FastAccumulation && a.cpuThreads == b.cpuThreads && a.spatialUpsamplerPath == b.spatialUpsamplerPath;
 }
 
 QString etaKey(const ModelRef& model, const facade::GenerateRequest& r)
@@ -302,6 +302,8 @@ QStringList Engine::filesInUse() const
             out << QString::fromStdString(p.string());
         if (m.plan.textEncoderPath)
             out << QString::fromStdString(m.plan.textEncoderPath->string());
+        if (m.plan.spatialUpsamplerPath)
+            out << QString::fromStdString(m.plan.spatialUpsamplerPath->string());
     };
     std::lock_guard lock(m_impl->mutex);
     if (m_impl->residentInfo)
@@ -607,6 +609,30 @@ void Engine::Impl::finishJob(const std::shared_ptr<Job>& job, const std::filesys
 void Engine::Impl::generate(const std::shared_ptr<Job>& job)
 {
     const auto& g = job->generate;
+    // What can be refused without the model is refused before it loads: a two-stage request
+    // that cannot run, a conditioning file that is gone or does not decode.
+    auto request = g.request;
+    const bool imageModel = facade::detectModelKind(g.model.plan.modelPaths) == facade::ModelKind::Image;
+    if (!imageModel) {
+        if (auto stages = facade::planStages(g.model.plan, request); !stages)
+            throw JobError{stages.error().code, q(stages.error().message)};
+    }
+    if (!g.conditions.empty()) {
+        if (imageModel)
+            throw JobError{ErrorCode::InvalidArgument,
+                Engine::tr("%1 makes images: a start image or keyframe needs a video model (LTX-2)").arg(g.model.title)};
+        const auto total = static_cast<qint64>(g.conditions.size());
+        for (std::size_t i = 0; i < g.conditions.size(); ++i) {
+            progress(job, QStringLiteral("read conditions"), static_cast<qint64>(i), total, -1, i == 0);
+            if (job->stop.stop_requested())
+                throw JobError{ErrorCode::Cancelled, Engine::tr("cancelled")};
+            auto c = prepareCondition(g.conditions[i], static_cast<int>(request.width), static_cast<int>(request.height), request.frames);
+            if (!c)
+                throw JobError{c.error().code, q(c.error().message)};
+            request.conditions.push_back(std::move(*c));
+        }
+        progress(job, QStringLiteral("read conditions"), total, total, -1, true);
+    }
     const auto loadStart = Clock::now();
     ensureLoaded(job, g.model, job->size, job->force);
     {
@@ -636,7 +662,7 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
 
     const auto loadDone = Clock::now();
     auto result = generator->generate(
-        g.request,
+        request,
         [&](const facade::Progress& p) {
             const auto phase = q(std::string(facade::phaseName(p.phase)));
             const double eta = tracker.update(phase, p.done, p.total, now());
@@ -684,14 +710,40 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
         recipe.loras.push_back({l.path.string(), QFileInfo::exists(QString::fromStdString(l.path.string())) ? output::fileSha256(l.path) : std::string(),
             l.strength, l.status});
 
+    recipe.stages = result->stages.twoStage ? "two" : "single";
+    recipe.stagesRequested = g.request.stages;
+    recipe.stagesReason = result->stages.reason;
+
     const auto path = outputPathFor(g, "mp4");
+    // Each conditioning file is kept beside the video, so "Generate again" finds it after the
+    // original moved; a copy that cannot be made costs the reproduction, not the video.
+    std::vector<std::filesystem::path> copies;
+    const std::size_t given = g.request.conditions.size();  // decoded by the caller: no file, CRF unknown
+    for (std::size_t i = 0; i < request.conditions.size(); ++i) {
+        const auto& c = request.conditions[i];
+        const int crf = i >= given && c.frames == 1 ? g.conditions[i - given].crf : 0;
+        output::ConditionUse use{c.source, {}, c.sha256, c.frame, c.strength, crf, c.frames};
+        if (i >= given) {
+            if (auto copy = copyConditionBeside(c.source, path, static_cast<int>(i)); copy) {
+                use.copy = copy->filename().string();
+                copies.push_back(*copy);
+            } else {
+                spdlog::warn("engine: {}", copy.error().message);
+            }
+        }
+        recipe.conditions.push_back(std::move(use));
+    }
     auto written = output::writeVideo(path, *result, recipe,
         [&](std::int64_t done, std::int64_t total) {
             progress(job, QStringLiteral("mux"), done, total, tracker.update(QStringLiteral("mux"), done, total, now()), false);
         },
         stop);
-    if (!written)
+    if (!written) {
+        std::error_code ec;
+        for (const auto& c : copies)
+            std::filesystem::remove(c, ec);
         throw JobError{written.error().code, q(written.error().message)};
+    }
     tracker.commit(eta, now());
     eta.save();
     finishJob(job, path, recipe, generated);

@@ -10,6 +10,7 @@
 // generation that ran out of memory leaves the engine ready for the next job.
 
 #include "core/output/recipe.h"
+#include "core/runtime/conditioning.h"
 #include "inference/facade/generator.h"
 
 #include <QImage>
@@ -39,6 +40,10 @@ struct ModelRef {
 struct GenerateJob {
     ModelRef model;
     facade::GenerateRequest request;
+    // Stills and clips to condition the video on, read on the engine's thread right before the
+    // model loads (a file that is missing or does not decode fails this job, with its name),
+    // and copied beside the output so the recipe can make it again.
+    std::vector<ConditionFile> conditions;
     QString outputFolder;        // the MP4 gets a fresh name there
     QString outputPath;          // or exactly this name, which must not exist
     bool writeOutput = true;     // false: generate only (warm-up and timing runs)

@@ -35,9 +35,10 @@ ModelResolver::ModelResolver(hub::DownloadManager* downloads, core::StudioSettin
     connect(m_settings, &core::StudioSettings::changed, this, &ModelResolver::choicesChanged);
 }
 
-QString ModelResolver::localKey(const QStringList& modelPaths, const QString& textEncoder)
+QString ModelResolver::localKey(const QStringList& modelPaths, const QString& textEncoder, const QString& spatialUpsampler)
 {
-    return QStringLiteral("local:") + modelPaths.join(QLatin1Char('|')) + (textEncoder.isEmpty() ? QString() : QStringLiteral("|te=") + textEncoder);
+    return QStringLiteral("local:") + modelPaths.join(QLatin1Char('|')) + (textEncoder.isEmpty() ? QString() : QStringLiteral("|te=") + textEncoder)
+        + (spatialUpsampler.isEmpty() ? QString() : QStringLiteral("|up=") + spatialUpsampler);
 }
 
 bool ModelResolver::trusted(const QString& repo) const
@@ -100,6 +101,8 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
         for (const auto& p : parts) {
             if (p.startsWith(QStringLiteral("te=")))
                 m.plan.textEncoderPath = p.mid(3).toStdString();
+            else if (p.startsWith(QStringLiteral("up=")))
+                m.plan.spatialUpsamplerPath = p.mid(3).toStdString();
             else
                 m.plan.modelPaths.emplace_back(p.toStdString());
         }
@@ -108,6 +111,8 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
         for (const auto& p : m.plan.modelPaths)
             if (!QFileInfo::exists(QString::fromStdString(p.string())))
                 return makeError(ErrorCode::NotFound, p.string() + " does not exist (moved or deleted?)");
+        if (m.plan.spatialUpsamplerPath && !QFileInfo::exists(QString::fromStdString(m.plan.spatialUpsamplerPath->string())))
+            return makeError(ErrorCode::NotFound, "the spatial upsampler " + m.plan.spatialUpsamplerPath->string() + " does not exist (moved or deleted?)");
         m.title = localTitle(QString::fromStdString(m.plan.modelPaths.front().string()));
         return m;
     }

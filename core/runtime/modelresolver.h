@@ -40,8 +40,9 @@ public:
     // Whether every Hub repo of a model is trusted (catalog publisher or approved).
     bool trusted(const QString& repo) const;
 
-    // "local:" entries: model paths joined by '|', optionally "|te=<text encoder folder>".
-    static QString localKey(const QStringList& modelPaths, const QString& textEncoder = {});
+    // "local:" entries: model paths joined by '|', optionally "|te=<text encoder folder>" and
+    // "|up=<spatial upsampler>" (the two-stage path's latent upsampler).
+    static QString localKey(const QStringList& modelPaths, const QString& textEncoder = {}, const QString& spatialUpsampler = {});
 
 signals:
     void choicesChanged();

@@ -129,7 +129,7 @@ struct LoraOutcome {
 
 // A still or a clip the video must show at a given frame (image-to-video, keyframes), as
 // decoded pixels: the caller (engine, CLI) decodes the file, fits it to the output's size and
-// applies the training-time H.264 re-compression (media::prepareConditionImage), so the
+// applies the training-time H.264 re-compression (runtime::prepareConditionImage), so the
 // inference layer never parses an image file.
 struct ConditionInput {
     std::int64_t frame = 0;          // the output frame it starts at: 0, or 8k + 1 up to the last

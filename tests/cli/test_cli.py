@@ -198,6 +198,100 @@ def test_generate(tmp_dir=RUN_TMP):
           and "decode video" not in rest_out, f"rc={proc.returncode} err={err!r} out={rest_out[-300:]!r}")
 
 
+def write_png(path, width, height, pixel):
+    """An 8-bit RGB PNG written here (zlib only), pixel(x, y) -> (r, g, b)."""
+    import struct
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+    raw = b"".join(b"\0" + bytes(c for x in range(width) for c in pixel(x, y)) for y in range(height))
+    Path(path).write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+                          + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def test_generate_image_conditioning(tmp_dir=RUN_TMP):
+    """generate --image: every option checked before anything loads (the file decodes, the frame is 0
+    or 8k + 1 inside the clip, the strength in 0..1, the stage path possible), --audio refused with
+    the reason; then a run on the tiny pipeline whose recipe names the picture by its SHA-256 and
+    keeps a copy of it beside the video."""
+    import hashlib
+    root = FIXTURES / "ltx2pipeline" / "v23"
+    model = root / "diffusers"
+    picture = Path(tmp_dir) / "start picture.png"
+    write_png(picture, 80, 48, lambda x, y: (40 + 2 * x, 30 + 3 * y, 128))
+    notes = Path(tmp_dir) / "notes.png"
+    notes.write_text("not a picture\n")
+    out = Path(tmp_dir) / f"vireo-cli-i2v-{os.getpid()}.mp4"
+    out.unlink(missing_ok=True)
+    base = ["generate", "--model", model, "--prompt", "a fox", "--frames", 17, "--width", 96, "--height", 64, "--out", out]
+
+    def refused(name, extra, code, *words):
+        p = run(*base, *extra)
+        ok = p.returncode == code and all(w in p.stderr for w in words) and not out.exists() and "denoise" not in p.stdout
+        check(f"generate --image: {name}", ok, f"rc={p.returncode} stderr={p.stderr[-500:]!r}")
+        return p
+
+    refused("--audio is refused with the reason", ["--audio", picture], 2, "audio-to-video is not supported", "diffusers 0.42.1")
+    refused("a missing image", ["--image", Path(tmp_dir) / "absent.png"], 1, "absent.png", "no such image file")
+    refused("a file that is not a picture", ["--image", notes], 1, "notes.png", "not an image FFmpeg can decode")
+    refused("a frame that is not 0 or 8k + 1", ["--image", picture, "--image-frame", 8], 2, "8k + 1")
+    refused("a frame past the clip", ["--image", picture, "--image-frame", 17], 2, "past the last frame")
+    refused("a strength above 1", ["--image", picture, "--image-strength", 1.5], 2, "--image-strength")
+    refused("a CRF above 51", ["--image", picture, "--image-crf", 60], 2, "--image-crf")
+    refused("--image-frame before any --image", ["--image-frame", 9], 2, "belongs to an --image or --clip")
+    refused("an unknown stage path", ["--stages", "three"], 2, "auto, single or two")
+    refused("two stages without an upsampler", ["--two-stage"], 2, "two-stage path cannot run", "--upsampler")
+    upsampler = root / "diffusers" / "transformer" / "config.json"  # any file: the plan reads no byte of it
+    refused("two stages at a size that does not halve", ["--stages", "two", "--upsampler", upsampler, "--width", 96, "--height", 96], 2,
+            "multiples of 64")
+    p = refused("the path is said before the picture is read", ["--upsampler", upsampler, "--width", 128, "--image", notes], 1, "notes.png")
+    check("generate --image: auto picks two stages where the distilled schedule, an upsampler and the size allow",
+          "stages: two stages: the distilled model's default" in p.stdout, p.stdout)
+    image_model = FIXTURES / "ideogram4" / "pipeline" / "model"
+    p = run("generate", "--model", image_model, "--prompt", "x", "--image", picture, "--out", str(out)[:-4] + ".png")
+    check("generate --image: an image model takes no --image", p.returncode == 2 and "--image does not apply" in p.stderr, p.stderr)
+
+    # A run: the recipe names the picture by hash, frame, strength and CRF, and a copy is kept.
+    p = run(*base, "--image", picture, "--image-strength", 0.8, "--stages", "single", "--seed", 5, "--no-gallery", "--json")
+    ok = p.returncode == 0 and out.exists()
+    check("generate --image writes an MP4", ok, p.stderr[-800:] or p.stdout[-400:])
+    if ok:
+        sha = hashlib.sha256(picture.read_bytes()).hexdigest()
+        probe = subprocess.run(["ffprobe", "-v", "error", "-show_format", "-of", "json", str(out)], capture_output=True, text=True)
+        recipe = json.loads(json.loads(probe.stdout)["format"]["tags"]["vireo_recipe"])
+        conditions = recipe.get("conditions", [])
+        ok = (len(conditions) == 1 and conditions[0]["sha256"] == sha and conditions[0]["frame"] == 0
+              and conditions[0]["strength"] == 0.8 and conditions[0]["crf"] == 33 and conditions[0]["source"] == str(picture)
+              and recipe.get("stages") == "single" and recipe.get("stages_requested") == "single")
+        check("generate --image: the recipe has the picture's SHA-256, frame, strength and CRF", ok, json.dumps(conditions))
+        copy = out.parent / conditions[0]["copy"] if conditions else None
+        check("generate --image: a copy of the picture is kept beside the video",
+              copy is not None and copy.name == out.stem + ".cond0.png" and copy.read_bytes() == picture.read_bytes(), str(copy))
+        j = json.loads(p.stdout)
+        check("generate --image --json reports the conditions and the path", j["conditions"][0]["sha256"] == sha and j["stages"] == "single",
+              p.stdout[-400:])
+
+        # That video's first frames as a clip to continue from: checked, then run.
+        clip = Path(tmp_dir) / "clip to continue.mp4"
+        out.rename(clip)
+        refused("a clip length that is not 8k + 1", ["--clip", clip, "--clip-frames", 10], 2, "8k + 1")
+        refused("a clip that runs past the end", ["--clip", clip, "--clip-frames", 9, "--image-frame", 9], 2, "runs past the last frame")
+        refused("--image-crf on a clip", ["--clip", clip, "--image-crf", 20], 2, "clips are not re-compressed")
+        refused("a clip longer than its video", ["--clip", clip, "--clip-frames", 25, "--frames", 33], 1, "has 17 decodable frames")
+        refused("a picture as a clip", ["--clip", notes], 1, "notes.png")
+        p = run(*base, "--clip", clip, "--clip-frames", 9, "--image-frame", 1, "--no-gallery", "--json")
+        ok = p.returncode == 0 and out.exists()
+        if ok:
+            c = json.loads(p.stdout)["conditions"]
+            ok = (len(c) == 1 and c[0]["frames"] == 9 and c[0]["frame"] == 1 and c[0]["crf"] == 0
+                  and c[0]["sha256"] == hashlib.sha256(clip.read_bytes()).hexdigest() and c[0]["copy"] == out.stem + ".cond0.mp4")
+        check("generate --clip: the recipe has the clip's SHA-256, its frames and where it starts", ok, p.stderr[-600:] or p.stdout[-400:])
+        for f in (out, clip, out.parent / (out.stem + ".cond0.mp4"), copy):
+            if f:
+                f.unlink(missing_ok=True)
+
+
 def png_chunks(path):
     """The chunks of a PNG as (type, data), after checking the signature."""
     import struct
@@ -456,5 +550,6 @@ test_text_and_usage()
 test_dit_forward()
 test_generate()
 test_generate_image()
+test_generate_image_conditioning()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)

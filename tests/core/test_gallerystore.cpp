@@ -136,6 +136,41 @@ private slots:
         QCOMPARE(again->toJson(), v1->toJson());
         QCOMPARE(again->prompt, v1->prompt);
 
+        // Recipes older than conditioning have none, and no stage path.
+        QVERIFY(v0->conditions.empty() && v1->conditions.empty());
+        QVERIFY(v1->stages.empty() && v1->stagesReason.empty());
+
+        // Conditions and the stage path round-trip.
+        auto withImage = *v1;
+        withImage.conditions.push_back({"/home/ana/Pictures/harbour at dawn.jpg", "2026-11-30_21-14-03_a-lighthouse.cond0.jpg",
+            std::string(64, 'a'), 0, 1.0, 33, 1});
+        withImage.conditions.push_back({"/home/ana/keyframe.png", "", std::string(64, 'b'), 57, 0.65, 0, 1});
+        withImage.stages = "two";
+        withImage.stagesRequested = "auto";
+        withImage.stagesReason = "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
+        auto back = output::Recipe::fromJson(withImage.toJson());
+        QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
+        QCOMPARE(back->conditions.size(), std::size_t(2));
+        QCOMPARE(back->conditions[0].source, withImage.conditions[0].source);
+        QCOMPARE(back->conditions[0].copy, withImage.conditions[0].copy);
+        QCOMPARE(back->conditions[0].sha256, std::string(64, 'a'));
+        QCOMPARE(back->conditions[0].crf, 33);
+        QCOMPARE(back->conditions[1].frame, std::int64_t(57));
+        QCOMPARE(back->conditions[1].strength, 0.65);
+        QCOMPARE(back->conditions[1].crf, 0);
+        QCOMPARE(back->conditions[1].frames, 1);
+        QCOMPARE(back->stages, std::string("two"));
+        QCOMPARE(back->stagesRequested, std::string("auto"));
+        QCOMPARE(back->stagesReason, withImage.stagesReason);
+        QCOMPARE(back->toJson(), withImage.toJson());
+        // The new keys are known keys, not kept twice as unknown ones.
+        QVERIFY(!nlohmann::json::parse(back->extraJson).contains("conditions"));
+        for (const char* badCondition : {R"({"conditions":{"frame":1}})", R"({"conditions":[7]})", R"({"conditions":[{"frame":"nine"}]})",
+                 R"({"conditions":[{"strength":"full"}]})"}) {
+            auto refused = output::Recipe::fromJson(badCondition);
+            QVERIFY2(!refused.ok() && QString::fromStdString(refused.error().message).contains(QStringLiteral("conditions")), badCondition);
+        }
+
         // Wrong types name the field; hostile nesting is refused before parsing.
         auto bad = output::Recipe::fromJson(R"({"recipe_version":1,"seed":"seven"})");
         QVERIFY(!bad.ok());
@@ -261,6 +296,9 @@ private slots:
         QFile notes(outputs + QStringLiteral("/notes.txt"));
         QVERIFY(notes.open(QIODevice::WriteOnly));
         notes.close();
+        // The start image kept beside a video for its recipe is not an output of its own.
+        QVERIFY(image.save(outputs + QStringLiteral("/with-recipe.cond0.png")));
+        QVERIFY(image.save(outputs + QStringLiteral("/with-recipe.cond1-2.png")));
         writeClip(dir.filePath(QStringLiteral("elsewhere.mp4")), std::nullopt);
         QVERIFY(QFile::link(dir.filePath(QStringLiteral("elsewhere.mp4")), outputs + QStringLiteral("/link.mp4")));
 

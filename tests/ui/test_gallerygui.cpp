@@ -6,6 +6,7 @@
 // Screenshots of the grid and the detail view when VIREO_SCREENSHOT_DIR is set.
 #include "core/gallery/gallery.h"
 #include "core/gallery/gallerystore.h"
+#include "core/output/outputfile.h"
 #include "core/settings/studiosettings.h"
 #include "core/studio/studio.h"
 #include "tests/core/mediafixtures.h"
@@ -21,6 +22,7 @@
 #include <QBuffer>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QCryptographicHash>
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
@@ -327,6 +329,71 @@ private slots:
         QVERIFY(page->forgetCurrent());
         QCOMPARE(page->model()->rowCount(), rows - 1);
         QVERIFY(QFileInfo::exists(elsewhere));
+    }
+
+    void startImagesAndGenerateAgainWithOne()
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1280, 820);
+        w->show();
+        w->showPage(MainWindow::Page::Gallery);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto* page = w->galleryPage();
+        auto* gallery = w->studio()->gallery();
+        auto* gen = w->generatePage();
+
+        // A video whose recipe started from a picture kept beside it, and an image output.
+        const QString cond = QDir(outputs()).filePath(QStringLiteral("harbour.cond0.png"));
+        QImage start = vireo::test::renderScene(120, 80, 0, 2);
+        QVERIFY(start.save(cond));
+        QFile condFile(cond);
+        QVERIFY(condFile.open(QIODevice::ReadOnly));
+        auto r = fullRecipe();
+        r.prompt = "the harbour wakes up, gulls and ropes";
+        r.conditions.push_back({"/somewhere/else/harbour.png", "harbour.cond0.png",
+            QCryptographicHash::hash(condFile.readAll(), QCryptographicHash::Sha256).toHex().toStdString(), 9, 0.6, 33, 1});
+        r.stages = "single";
+        r.stagesRequested = "single";
+        vireo::test::writeClip(QDir(outputs()).filePath(QStringLiteral("harbour.mp4")), r, 25, 160, 96, 25, 1);
+        auto still = fullRecipe();
+        still.kind = "image";
+        still.pipeline = "ideogram4";
+        still.frames = 1;
+        const QString png = QDir(outputs()).filePath(QStringLiteral("poster.png"));
+        QVERIFY(vireo::output::writeImage(png.toStdString(), vireo::test::renderScene(64, 48, 0, 1), still).ok());
+        gallery->rescan();
+        QTRY_VERIFY_WITH_TIMEOUT(idOf(gallery, QStringLiteral("harbour.mp4")) > 0 && idOf(gallery, QStringLiteral("poster.png")) > 0, 10000);
+        // The kept picture is not an output of its own.
+        QCOMPARE(idOf(gallery, QStringLiteral("harbour.cond0.png")), qint64(0));
+
+        // Generate again: the start image comes back from the copy beside the video.
+        QVERIFY(page->openItem(idOf(gallery, QStringLiteral("harbour.mp4"))));
+        QVERIFY(child<QTextBrowser>(page, "recipe")->toPlainText().contains(QStringLiteral("harbour.png")));
+        QTest::mouseClick(child<QPushButton>(page, "generateAgain"), Qt::LeftButton);
+        QCOMPARE(w->currentPage(), MainWindow::Page::Generate);
+        QCOMPARE(gen->conditionImage(), cond);
+        QCOMPARE(child<QSpinBox>(gen, "imageFrame")->value(), 9);
+        QCOMPARE(child<QDoubleSpinBox>(gen, "imageStrength")->value(), 0.6);
+        QCOMPARE(child<QComboBox>(gen, "stages")->currentData().toString(), QStringLiteral("single"));
+
+        // "Animate this image": an image output becomes the start image.
+        w->showPage(MainWindow::Page::Gallery);
+        QVERIFY(page->openItem(idOf(gallery, QStringLiteral("poster.png"))));
+        auto* use = child<QPushButton>(page, "useAsStartImage");
+        QCOMPARE(use->text(), QStringLiteral("Animate this image"));
+        QTest::mouseClick(use, Qt::LeftButton);
+        QCOMPARE(w->currentPage(), MainWindow::Page::Generate);
+        QCOMPARE(gen->conditionImage(), png);
+
+        // A video's first frame, saved as a PNG, does too.
+        w->showPage(MainWindow::Page::Gallery);
+        QVERIFY(page->openItem(idOf(gallery, QStringLiteral("harbour.mp4"))));
+        QCOMPARE(use->text(), QStringLiteral("Use first frame as start image"));
+        QTest::mouseClick(use, Qt::LeftButton);
+        QCOMPARE(w->currentPage(), MainWindow::Page::Generate);
+        QVERIFY2(gen->conditionImage().endsWith(QStringLiteral("harbour.first-frame.png")), qPrintable(gen->conditionImage()));
+        QCOMPARE(QImage(gen->conditionImage()).size(), QSize(160, 96));
+        QFile::remove(gen->conditionImage());
     }
 
     void tenThousandRowsBenchmark()

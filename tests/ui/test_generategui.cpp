@@ -23,6 +23,10 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QMediaPlayer>
+#include <QMimeData>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QUrl>
 #include <QPlainTextEdit>
 #include <QProcess>
 #include <QProgressBar>
@@ -324,6 +328,170 @@ private slots:
         QTRY_VERIFY(!page->imageMode());
         QVERIFY(child<QWidget>(page, "frames")->isVisible());
         QVERIFY(child<QWidget>(page, "player")->isVisible());
+    }
+
+    void startImageSlotStagesAndAudio()
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1280, 820);
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto* page = w->generatePage();
+        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a lighthouse at dusk"));
+        child<QSpinBox>(page, "width")->setValue(96);
+        child<QSpinBox>(page, "height")->setValue(64);
+        child<QSpinBox>(page, "frames")->setValue(17);
+        QTRY_VERIFY(page->canGenerate());
+
+        // A picture written by Qt: taken, with a thumbnail and a clear button.
+        const QString png = m_work.filePath(QStringLiteral("harbour.png"));
+        QImage picture(120, 80, QImage::Format_RGB888);
+        picture.fill(QColor(30, 90, 160));
+        QVERIFY(picture.save(png));
+        auto* slot = child<QLabel>(page, "imageSlot");
+        auto* clear = child<QPushButton>(page, "clearImage");
+        auto* error = child<QLabel>(page, "imageError");
+        QVERIFY(!clear->isEnabled());
+        QString why;
+        QVERIFY2(page->setConditionImage(png, &why), qPrintable(why));
+        QCOMPARE(page->conditionImage(), png);
+        QVERIFY(!slot->pixmap().isNull());
+        QVERIFY(clear->isEnabled());
+        QVERIFY(error->isHidden());
+        QVERIFY(page->canGenerate());
+
+        // Not a picture: refused beside the slot, naming the file; the slot keeps the last one.
+        const QString notes = m_work.filePath(QStringLiteral("notes.png"));
+        QFile text(notes);
+        QVERIFY(text.open(QIODevice::WriteOnly));
+        text.write("shopping list: milk, eggs\n");
+        text.close();
+        QVERIFY(!page->setConditionImage(notes, &why));
+        QVERIFY(error->isVisible());
+        QVERIFY2(error->text().contains(QStringLiteral("notes.png")) && error->text().contains(QStringLiteral("not an image")), qPrintable(error->text()));
+        QCOMPARE(page->conditionImage(), png);
+
+        // Dropped on the slot, as from a file manager.
+        const QString second = m_work.filePath(QStringLiteral("second.jpg"));
+        QVERIFY(picture.save(second, "JPG"));
+        QMimeData mime;
+        mime.setUrls({QUrl::fromLocalFile(second)});
+        QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(slot, &enter);
+        QVERIFY(enter.isAccepted());
+        QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(slot, &drop);
+        QCOMPARE(page->conditionImage(), second);
+        QVERIFY(error->isHidden());
+        QVERIFY(child<QLabel>(page, "imageName")->text().contains(QStringLiteral("second.jpg")));
+        saveScreenshot(w.get(), QStringLiteral("generate-start-image.png"));
+
+        // A keyframe must sit on 8k + 1 inside the clip; the reason shows beside the field.
+        auto* frame = child<QSpinBox>(page, "imageFrame");
+        frame->setValue(8);
+        QVERIFY(error->isVisible() && error->text().contains(QStringLiteral("8k + 1")));
+        QVERIFY(!page->canGenerate());
+        frame->setValue(17);
+        QVERIFY2(error->text().contains(QStringLiteral("past the last frame")), qPrintable(error->text()));
+        QVERIFY(!page->canGenerate());
+        frame->setValue(9);
+        QVERIFY(error->isHidden());
+        QVERIFY(page->canGenerate());
+        QTest::mouseClick(clear, Qt::LeftButton);
+        QVERIFY(page->conditionImage().isEmpty());
+        QVERIFY(slot->pixmap().isNull());
+        QVERIFY(!clear->isEnabled());
+
+        // Audio in: visibly off, and the page says why.
+        auto* audio = child<QPushButton>(page, "audioSlot");
+        QVERIFY(audio->isVisible() && !audio->isEnabled());
+        QVERIFY(audio->toolTip().contains(QStringLiteral("diffusers 0.42.1")));
+        QVERIFY(child<QLabel>(page, "audioNote")->isVisible());
+        QVERIFY(child<QLabel>(page, "audioNote")->text().contains(QStringLiteral("not supported"), Qt::CaseInsensitive));
+
+        // The path line: without an upsampler one stage, whatever the size.
+        auto* line = child<QLabel>(page, "stagePlan");
+        QVERIFY(line->isVisible());
+        QVERIFY2(line->text().contains(QStringLiteral("no spatial upsampler")), qPrintable(line->text()));
+        // With one (a local model's "up=" part; the plan reads no byte of it), the size decides.
+        const QString upsampler = tinyModel() + QStringLiteral("/transformer/config.json");
+        const QString entry = tinyModel() + QStringLiteral("|up=") + upsampler;
+        w->studio()->settings()->addLocalModel(entry);
+        page->refreshModels();
+        QVERIFY(page->selectModel(QStringLiteral("local:") + entry));
+        child<QSpinBox>(page, "width")->setValue(128);
+        child<QSpinBox>(page, "height")->setValue(64);
+        QTRY_VERIFY2(line->text().contains(QStringLiteral("Two stages")), qPrintable(line->text()));
+        QVERIFY2(line->text().contains(QStringLiteral("Stage 1 at 64 × 32")), qPrintable(line->text()));
+        const QString twoStages = page->stagePlanText();
+        child<QSpinBox>(page, "width")->setValue(96);
+        QVERIFY2(line->text() != twoStages && line->text().contains(QStringLiteral("multiples of 64")), qPrintable(line->text()));
+        QVERIFY(page->canGenerate());
+        // Asking for two stages where they cannot run is marked and blocks Generate.
+        auto* stages = child<QComboBox>(page, "stages");
+        stages->setCurrentIndex(stages->findData(QStringLiteral("two")));
+        QVERIFY2(line->text().contains(QStringLiteral("cannot run")), qPrintable(line->text()));
+        QVERIFY(!page->canGenerate());
+        child<QSpinBox>(page, "width")->setValue(128);
+        QVERIFY2(line->text().contains(QStringLiteral("as asked")), qPrintable(line->text()));
+        QVERIFY(page->canGenerate());
+        child<QComboBox>(page, "schedule")->setCurrentIndex(child<QComboBox>(page, "schedule")->findData(QStringLiteral("dev")));
+        QVERIFY2(line->text().contains(QStringLiteral("distilled schedule")), qPrintable(line->text()));
+        QVERIFY(!page->canGenerate());
+    }
+
+    void startImageRunsAndComesBackFromTheRecipe()
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1280, 820);
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        auto* page = w->generatePage();
+        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("the harbour wakes up"));
+        child<QSpinBox>(page, "width")->setValue(96);
+        child<QSpinBox>(page, "height")->setValue(64);
+        child<QSpinBox>(page, "frames")->setValue(9);
+        const QString png = m_work.filePath(QStringLiteral("dawn.png"));
+        QImage picture(64, 96, QImage::Format_RGB888);
+        picture.fill(QColor(200, 120, 40));
+        QVERIFY(picture.save(png));
+        QVERIFY(page->setConditionImage(png));
+        child<QDoubleSpinBox>(page, "imageStrength")->setValue(0.75);
+        QTRY_VERIFY(page->canGenerate());
+        const auto id = page->generate();
+        QVERIFY(id);
+        auto* engine = w->studio()->engine();
+        QTRY_VERIFY_WITH_TIMEOUT(engine->job(id)->state != vireo::runtime::JobState::Queued
+                && engine->job(id)->state != vireo::runtime::JobState::Running, 120000);
+        const auto s = engine->job(id);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QCOMPARE(s->recipe.conditions.size(), std::size_t(1));
+        QCOMPARE(s->recipe.conditions[0].strength, 0.75);
+        QCOMPARE(s->recipe.conditions[0].source, png.toStdString());
+        const QString copy = QFileInfo(s->outputPath).dir().filePath(QString::fromStdString(s->recipe.conditions[0].copy));
+        QVERIFY(QFile::exists(copy));
+
+        // The original moves away; the recipe (as the gallery hands it over, with the copy's
+        // full path) brings the start image back from the copy beside the video.
+        QVERIFY(QFile::rename(png, png + QStringLiteral(".moved")));
+        page->clearConditionImage();
+        auto r = s->recipe;
+        r.conditions[0].copy = copy.toStdString();
+        QString why;
+        page->applyRecipe(r, false, &why);
+        QCOMPARE(page->conditionImage(), copy);
+        QCOMPARE(child<QDoubleSpinBox>(page, "imageStrength")->value(), 0.75);
+        // A copy whose bytes changed is not taken for the picture the recipe hashed.
+        QFile tampered(copy);
+        QVERIFY(tampered.open(QIODevice::Append));
+        tampered.write("x");
+        tampered.close();
+        page->applyRecipe(r, false, &why);
+        QVERIFY(page->conditionImage().isEmpty());
+        QVERIFY2(why.contains(QStringLiteral("gone or changed")), qPrintable(why));
     }
 
 private:

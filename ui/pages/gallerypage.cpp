@@ -1,6 +1,7 @@
 #include "ui/pages/gallerypage.h"
 
 #include "core/gallery/gallery.h"
+#include "core/runtime/conditioning.h"
 #include "inference/util/format.h"
 #include "ui/models/gallerymodel.h"
 #include "ui/pages/pagehelpers.h"
@@ -11,6 +12,7 @@
 #include <QClipboard>
 #include <QComboBox>
 #include <QDateTime>
+#include <QDir>
 #include <QDBusConnection>
 #include <QDBusMessage>
 #include <QDesktopServices>
@@ -26,12 +28,14 @@
 #include <QLocale>
 #include <QMediaDevices>
 #include <QMediaPlayer>
+#include <QMenu>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QShortcut>
 #include <QSlider>
 #include <QSplitter>
 #include <QStackedWidget>
+#include <QStandardPaths>
 #include <QTextBrowser>
 #include <QTimer>
 #include <QUrl>
@@ -83,6 +87,22 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
     row(QStringLiteral("Seed"), QString::number(r.seed));
     row(QStringLiteral("Schedule"), QStringLiteral("%1, %2 steps").arg(esc(r.schedule)).arg(r.steps));
     row(QStringLiteral("Guidance"), QStringLiteral("video %1, audio %2, rescale %3").arg(r.guidance).arg(r.audioGuidance).arg(r.guidanceRescale));
+    if (!r.stages.empty()) {
+        const QString path = r.stages == "two" ? QStringLiteral("two stages (half size, latent upsample ×2, refine)") : QStringLiteral("one stage");
+        row(QStringLiteral("Path"), r.stagesReason.empty() ? path : path + QStringLiteral("<br>") + esc(r.stagesReason));
+    }
+    if (!r.conditions.empty()) {
+        QStringList c;
+        for (const auto& cond : r.conditions)
+            c << QStringLiteral("%1 at frame %2, strength %3%4<br><span style='color:#8a93a3'>sha256 %5…%6</span>")
+                     .arg(esc(QFileInfo(QString::fromStdString(cond.source)).fileName().toStdString()))
+                     .arg(cond.frame)
+                     .arg(cond.strength)
+                     .arg(cond.frames > 1 ? QStringLiteral(", %1 frames").arg(cond.frames) : QStringLiteral(", CRF %1").arg(cond.crf))
+                     .arg(esc(cond.sha256.substr(0, 16)))
+                     .arg(cond.copy.empty() ? QStringLiteral(" · no copy kept") : QStringLiteral(" · kept as ") + esc(cond.copy));
+        row(r.conditions.size() == 1 ? QStringLiteral("Start image") : QStringLiteral("Conditioning images"), c.join(QStringLiteral("<br>")));
+    }
     row(QStringLiteral("Speed"), r.stepsSkipped > 0 ? QStringLiteral("%1, %2 of %3 steps reused").arg(esc(r.speed)).arg(r.stepsSkipped).arg(r.steps)
                                                     : esc(r.speed));
     row(QStringLiteral("Ran on"), esc(r.device + (r.dtype.empty() ? std::string() : ", " + r.dtype)
@@ -320,6 +340,9 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
     actions->addWidget(m_reveal, 1, 1);
     actions->addWidget(m_export, 2, 0);
     actions->addWidget(m_delete, 2, 1);
+    m_startImage = new QPushButton(tr("Use as start image"));
+    m_startImage->setObjectName(QStringLiteral("useAsStartImage"));
+    actions->addWidget(m_startImage, 3, 0, 1, 2);
     rightLayout->addLayout(actions);
     split->addWidget(right);
     split->setStretchFactor(0, 3);
@@ -380,13 +403,50 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
             updatePosition(ms);
         }
     });
-    connect(m_again, &QPushButton::clicked, this, [this] {
+    // The conditioning images kept beside the output ("<stem>.cond0.png", by name in the
+    // recipe) by their full path, so the Generate page finds them wherever the output is now.
+    auto withCopies = [this] {
+        auto r = *m_recipe;
+        const auto item = m_gallery->item(m_current);
+        for (auto& c : r.conditions) {
+            const auto name = QString::fromStdString(c.copy);
+            // A plain file name only: a recipe is read from files anyone may have written.
+            const bool plain = !name.isEmpty() && !name.contains(QLatin1Char('/')) && name != QStringLiteral("..") && name != QStringLiteral(".");
+            c.copy = item && plain ? QFileInfo(item->path).dir().filePath(name).toStdString() : std::string();
+        }
+        return r;
+    };
+    connect(m_again, &QPushButton::clicked, this, [this, withCopies] {
         if (m_recipe)
-            emit generateRequested(*m_recipe, false);
+            emit generateRequested(withCopies(), false);
     });
-    connect(m_vary, &QPushButton::clicked, this, [this] {
+    connect(m_vary, &QPushButton::clicked, this, [this, withCopies] {
         if (m_recipe)
-            emit generateRequested(*m_recipe, true);
+            emit generateRequested(withCopies(), true);
+    });
+    connect(m_startImage, &QPushButton::clicked, this, [this] {
+        QString error;
+        if (!useAsStartImage(m_current, &error))
+            QMessageBox::warning(this, tr("Start image"), error);
+    });
+    m_grid->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(m_grid, &QListView::customContextMenuRequested, this, [this](const QPoint& at) {
+        const auto index = m_grid->indexAt(at);
+        if (!index.isValid())
+            return;
+        const qint64 id = index.data(GalleryModel::IdRole).toLongLong();
+        const auto item = m_gallery->item(id);
+        if (!item)
+            return;
+        QMenu menu(this);
+        menu.addAction(tr("Open"), this, [this, id] { openItem(id); });
+        const bool image = item->kind == QStringLiteral("image");
+        menu.addAction(image ? tr("Animate this image") : tr("Use first frame as start image"), this, [this, id] {
+            QString error;
+            if (!useAsStartImage(id, &error))
+                QMessageBox::warning(this, tr("Start image"), error);
+        });
+        menu.exec(m_grid->viewport()->mapToGlobal(at));
     });
     connect(m_copyPrompt, &QPushButton::clicked, this, [this] {
         if (const auto item = m_gallery->item(m_current)) {
@@ -523,6 +583,9 @@ void GalleryPage::showDetail()
                                         "<p>%1</p>").arg(item->path.toHtmlEscaped()));
     m_again->setEnabled(m_recipe.has_value());
     m_vary->setEnabled(m_recipe.has_value());
+    m_startImage->setText(item->kind == QStringLiteral("image") ? tr("Animate this image") : tr("Use first frame as start image"));
+    m_startImage->setToolTip(tr("Fill the Generate page's start image with it, to make a video that starts from it"));
+    m_startImage->setEnabled(QFileInfo::exists(item->path) && item->thumbnailState != 2);
     m_copyPrompt->setEnabled(!item->prompt.isEmpty());
     const bool present = QFileInfo::exists(item->path);
     if (present == item->missing)
@@ -570,6 +633,31 @@ void GalleryPage::showDetail()
         m_detailProblem->setText(tr("No audio output device: the clip plays without its sound."));
     m_player->setSource(QUrl::fromLocalFile(item->path));
     m_player->play();
+}
+
+bool GalleryPage::useAsStartImage(qint64 id, QString* error)
+{
+    const auto item = m_gallery->item(id);
+    if (!item || !QFileInfo::exists(item->path)) {
+        if (error)
+            *error = item ? tr("%1 is gone (moved or deleted).").arg(item->path) : tr("That output is no longer in the gallery.");
+        return false;
+    }
+    if (item->kind == QStringLiteral("image")) {
+        emit startImageRequested(item->path);
+        return true;
+    }
+    if (m_player)
+        m_player->pause();
+    const auto folder = QDir(QStandardPaths::writableLocation(QStandardPaths::CacheLocation)).filePath(QStringLiteral("start-images"));
+    auto frame = runtime::saveFirstFrame(item->path, folder);
+    if (!frame) {
+        if (error)
+            *error = QString::fromStdString(frame.error().message);
+        return false;
+    }
+    emit startImageRequested(*frame);
+    return true;
 }
 
 void GalleryPage::ensurePlayer()

@@ -52,10 +52,15 @@ public:
     bool locateCurrent(const QString& newPath, QString* error = nullptr);
     bool forgetCurrent();
     void stepFrames(int frames);
+    // Sends an output to the Generate page's start image: an image as it is, a video's first
+    // frame saved as a PNG; false (with the reason) when it cannot be read.
+    bool useAsStartImage(qint64 id, QString* error = nullptr);
 
 signals:
     // "Generate again" (the same seed) and "Vary" (a new one): the window fills the Generate page.
     void generateRequested(const output::Recipe& recipe, bool vary);
+    // "Animate this image" / "Use first frame as start image": a picture to start a video from.
+    void startImageRequested(const QString& path);
     void message(const QString& text);
 
 protected:
@@ -108,6 +113,7 @@ private:
     QPushButton* m_delete;
     QPushButton* m_locate;
     QPushButton* m_forget;
+    QPushButton* m_startImage;
     QMediaPlayer* m_player = nullptr;
     bool m_noAudioDevice = false;
     double m_fps = 24;

@@ -3,6 +3,8 @@
 #include "ui/pages/lorapanel.h"
 #include "ui/widgets/videoview.h"
 
+#include "core/output/outputfile.h"
+#include "core/runtime/conditioning.h"
 #include "core/runtime/defaults.h"
 #include "core/runtime/engine.h"
 #include "core/settings/studiosettings.h"
@@ -16,6 +18,9 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDesktopServices>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QMimeData>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -111,6 +116,34 @@ void setError(QLabel* label, const QString& text)
     label->setVisible(!text.isEmpty());
 }
 
+// The start image's slot: a thumbnail that takes a file dropped on it.
+class ImageSlot : public QLabel {
+public:
+    explicit ImageSlot(std::function<void(const QString&)> dropped) : m_dropped(std::move(dropped)) { setAcceptDrops(true); }
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* e) override
+    {
+        if (e->mimeData()->hasUrls() && e->mimeData()->urls().value(0).isLocalFile())
+            e->acceptProposedAction();
+    }
+    void dropEvent(QDropEvent* e) override
+    {
+        const auto url = e->mimeData()->urls().value(0);
+        if (url.isLocalFile()) {
+            e->acceptProposedAction();
+            m_dropped(url.toLocalFile());
+        }
+    }
+
+private:
+    std::function<void(const QString&)> m_dropped;
+};
+
+const char* kNoAudioInput = QT_TRANSLATE_NOOP("vireo::ui::GeneratePage",
+    "Audio-to-video is not supported yet: none of the reference pipelines (diffusers 0.42.1) encode an audio input, so there "
+    "is nothing to check a port against. The video makes its own sound from the prompt.");
+
 QString seconds(double s)
 {
     if (s < 0)
@@ -198,6 +231,70 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     form->addRow(tr("Negative"), m_negative);
     m_promptForm = form;
 
+    m_conditionCard = card(form, tr("Start image"));
+    left->addWidget(m_conditionCard);
+    m_imageSlot = new ImageSlot([this](const QString& path) { setConditionImage(path); });
+    m_imageSlot->setObjectName(QStringLiteral("imageSlot"));
+    m_imageSlot->setMinimumSize(176, 99);
+    m_imageSlot->setMaximumHeight(140);
+    m_imageSlot->setAlignment(Qt::AlignCenter);
+    m_imageSlot->setWordWrap(true);
+    m_imageSlot->setFrameShape(QFrame::StyledPanel);
+    m_imageSlot->setText(tr("Drop a picture here, or choose one: the video starts from it"));
+    m_chooseImage = new QPushButton(tr("Choose…"));
+    m_chooseImage->setObjectName(QStringLiteral("chooseImage"));
+    m_clearImage = new QPushButton(tr("Clear"));
+    m_clearImage->setObjectName(QStringLiteral("clearImage"));
+    m_clearImage->setEnabled(false);
+    auto* slotButtons = new QVBoxLayout;
+    slotButtons->addWidget(m_chooseImage);
+    slotButtons->addWidget(m_clearImage);
+    slotButtons->addStretch(1);
+    auto* slotRow = new QHBoxLayout;
+    slotRow->addWidget(m_imageSlot, 1);
+    slotRow->addLayout(slotButtons);
+    form->addRow(slotRow);
+    m_imageName = new QLabel;
+    m_imageName->setObjectName(QStringLiteral("imageName"));
+    m_imageName->setWordWrap(true);
+    m_imageName->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    form->addRow(m_imageName);
+    m_conditionForm = form;
+    form->setRowVisible(m_imageName, false);
+    m_imageFrame = new QSpinBox;
+    m_imageFrame->setObjectName(QStringLiteral("imageFrame"));
+    m_imageFrame->setRange(0, 1024);
+    m_imageFrame->setSingleStep(8);
+    m_imageFrame->setToolTip(tr("0: the video starts from the picture. 8k + 1 (9, 17, …): the video passes through it there (a keyframe)."));
+    m_imageStrength = new QDoubleSpinBox;
+    m_imageStrength->setObjectName(QStringLiteral("imageStrength"));
+    m_imageStrength->setRange(0, 1);
+    m_imageStrength->setSingleStep(0.05);
+    m_imageStrength->setDecimals(2);
+    m_imageStrength->setValue(1.0);
+    m_imageStrength->setToolTip(tr("1 keeps the picture exactly; lower values let the video drift from it."));
+    auto* frameRow = new QHBoxLayout;
+    frameRow->addWidget(m_imageFrame);
+    frameRow->addWidget(new QLabel(tr("strength")));
+    frameRow->addWidget(m_imageStrength);
+    form->addRow(tr("At frame"), frameRow);
+    m_imageError = errorLabel(QStringLiteral("imageError"));
+    form->addRow(m_imageError);
+    form->setRowVisible(m_imageError, false);
+    m_audioSlot = new QPushButton(tr("Audio input…"));
+    m_audioSlot->setObjectName(QStringLiteral("audioSlot"));
+    m_audioSlot->setEnabled(false);
+    m_audioSlot->setToolTip(tr(kNoAudioInput));
+    m_audioNote = new QLabel(tr("Not supported yet: none of the reference pipelines encode an audio input."));
+    m_audioNote->setObjectName(QStringLiteral("audioNote"));
+    m_audioNote->setWordWrap(true);
+    m_audioNote->setToolTip(tr(kNoAudioInput));
+    m_audioNote->setStyleSheet(QStringLiteral("color: #8a93a3;"));
+    auto* audioRow = new QHBoxLayout;
+    audioRow->addWidget(m_audioSlot);
+    audioRow->addWidget(m_audioNote, 1);
+    form->addRow(tr("Audio"), audioRow);
+
     left->addWidget(card(form, tr("Size")));
     m_sizeForm = form;
     fillPresets(false);
@@ -240,6 +337,18 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_rescale->setSingleStep(0.05);
     m_seed->setRange(0, std::numeric_limits<int>::max());
     form->addRow(tr("Schedule"), m_schedule);
+    m_stages = new QComboBox;
+    m_stages->setObjectName(QStringLiteral("stages"));
+    m_stages->addItem(tr("Automatic"), QStringLiteral("auto"));
+    m_stages->addItem(tr("One stage at full size"), QStringLiteral("single"));
+    m_stages->addItem(tr("Two stages (half size, upsample ×2, refine)"), QStringLiteral("two"));
+    m_stages->setToolTip(tr("The distilled models' two-stage path denoises at half size, upsamples the latents ×2 with the spatial "
+                            "upsampler and refines them in three steps at full size: faster at large sizes."));
+    m_stagePlan = new QLabel;
+    m_stagePlan->setObjectName(QStringLiteral("stagePlan"));
+    m_stagePlan->setWordWrap(true);
+    form->addRow(tr("Stages"), m_stages);
+    form->addRow(m_stagePlan);
     form->addRow(tr("Steps"), m_steps);
     form->addRow(tr("Guidance"), m_guidance);
     form->addRow(tr("Audio guidance"), m_audioGuidance);
@@ -384,6 +493,17 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
         m_planTimer->start();
     });
     connect(m_steps, &QSpinBox::valueChanged, this, [this] { validate(); });
+    connect(m_stages, &QComboBox::currentIndexChanged, this, [this] { validate(); });
+    connect(m_imageFrame, &QSpinBox::valueChanged, this, [this] { validate(); });
+    connect(m_imageStrength, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
+    connect(m_clearImage, &QPushButton::clicked, this, &GeneratePage::clearConditionImage);
+    connect(m_chooseImage, &QPushButton::clicked, this, [this] {
+        const auto path = QFileDialog::getOpenFileName(this, tr("A picture to start the video from"),
+            m_conditionPath.isEmpty() ? QString() : QFileInfo(m_conditionPath).absolutePath(),
+            tr("Pictures (*.png *.jpg *.jpeg *.webp *.bmp *.tif *.tiff *.gif);;All files (*)"));
+        if (!path.isEmpty())
+            setConditionImage(path);
+    });
     connect(m_audioGuidance, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_prompt, &QPlainTextEdit::textChanged, this, [this] { validate(); });
     connect(m_randomSeed, &QCheckBox::toggled, m_seed, [this](bool random) { m_seed->setEnabled(!random); });
@@ -573,6 +693,13 @@ bool GeneratePage::validate()
                     .arg(((m_frames->value() - 1) / 8 + 1) * 8 + 1);
     setError(m_sizeError, size.join(QLatin1Char('\n')));
     ok = ok && size.isEmpty();
+    if (!m_imageMode && !m_conditionPath.isEmpty()) {
+        updateConditionThumbnail();
+        const auto problem = runtime::conditionProblem(m_imageFrame->value(), 1, m_imageStrength->value(), m_conditionCrf, m_frames->value());
+        setImageError(problem.empty() ? QString() : tr("The start image: %1.").arg(QString::fromStdString(problem)));
+        ok = ok && problem.empty();
+    }
+    updateStages(&ok);
     const bool dev = m_imageMode || m_schedule->currentData().toString() == QStringLiteral("dev");
     m_steps->setEnabled(dev);
     if (!dev && m_steps->value() != 8) {
@@ -610,6 +737,35 @@ bool GeneratePage::modelMakesImages() const
     return m_resolved && facade::detectModelKind(m_resolved->plan.modelPaths) == facade::ModelKind::Image;
 }
 
+bool GeneratePage::keyMakesImages(const QString& key) const
+{
+    if (key.startsWith(QStringLiteral("catalog:"))) {
+        const auto* v = m_studio->downloads()->catalog().find(key.mid(8).toStdString());
+        return v && v->pipeline == "ideogram4";
+    }
+    const auto r = m_studio->models()->resolve(key);
+    return !r || facade::detectModelKind(r->plan.modelPaths) == facade::ModelKind::Image;
+}
+
+bool GeneratePage::useAsStartImage(const QString& path, QString* why)
+{
+    if (m_imageMode) {
+        for (int i = 0; i < m_model->count(); ++i)
+            if (m_model->itemData(i, Qt::UserRole + 1).toBool() && !keyMakesImages(m_model->itemData(i).toString())) {
+                m_model->setCurrentIndex(i);
+                break;
+            }
+    }
+    if (!setConditionImage(path, why))
+        return false;
+    if (m_imageMode) {
+        if (why)
+            *why = tr("No video model is ready to animate it: download an LTX-2 model on the Models page or add a local one.");
+        return false;
+    }
+    return true;
+}
+
 void GeneratePage::fillPresets(bool image)
 {
     const QSignalBlocker block(m_preset);
@@ -645,6 +801,9 @@ void GeneratePage::setImageMode(bool image)
              static_cast<QWidget*>(m_speed)})
         m_samplingForm->setRowVisible(w, !image);
     m_loras->setVisible(!image);
+    m_conditionCard->setVisible(!image);
+    m_samplingForm->setRowVisible(m_stages, !image);
+    m_samplingForm->setRowVisible(m_stagePlan, !image);
     m_steps->setRange(1, image ? 1000 : 200);
     m_prompt->setPlaceholderText(image ? tr("What the picture shows, its style, any text it holds")
                                        : tr("What happens, what it looks like, and what it sounds like"));
@@ -696,6 +855,7 @@ facade::GenerateRequest GeneratePage::request() const
     r.speed = m_speed->currentData().toString().toStdString();
     r.seed = m_seed->value();
     r.loras = m_loras->requests();
+    r.stages = m_stages->currentData().toString().toStdString();
     return r;
 }
 
@@ -754,6 +914,8 @@ quint64 GeneratePage::generate()
     job.request = request();
     job.outputFolder = m_studio->settings()->outputsFolder();
     job.forcePlacement = !m_planFits;
+    if (!m_imageMode && !m_conditionPath.isEmpty())
+        job.conditions.push_back({m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf, 0});
     auto* e = engine();
     watch(e);
     const auto id = e->enqueueGenerate(job);
@@ -905,7 +1067,8 @@ bool GeneratePage::selectModelFor(const output::Recipe& r, QString* why)
         const auto entry = key.mid(6);
         bool present = true;
         for (const auto& part : entry.split(QLatin1Char('|'), Qt::SkipEmptyParts))
-            present = present && QFileInfo::exists(part.startsWith(QStringLiteral("te=")) ? part.mid(3) : part);
+            present = present
+                && QFileInfo::exists(part.startsWith(QStringLiteral("te=")) || part.startsWith(QStringLiteral("up=")) ? part.mid(3) : part);
         if (!present)
             continue;
         m_studio->settings()->addLocalModel(entry);
@@ -947,6 +1110,50 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     // Case-insensitive, as everywhere speed modes are named; an unknown one is Quality.
     m_speed->setCurrentIndex(std::max(0, m_speed->findData(QString::fromStdString(r.speed).toLower())));
     m_loras->setFromRecipe(r.loras);
+    {
+        // The path that ran, so the same one runs again; older recipes: automatic.
+        const QSignalBlocker block(m_stages);
+        const auto stages = QString::fromStdString(r.stages.empty() ? r.stagesRequested : r.stages);
+        m_stages->setCurrentIndex(std::max(0, m_stages->findData(stages.isEmpty() ? QStringLiteral("auto") : stages)));
+    }
+    clearConditionImage();
+    if (!r.conditions.empty() && r.conditions.front().frames > 1) {
+        const auto problem = tr("The recipe starts from a clip (%1); this page holds a still: vireo-cli generate --clip makes it again.")
+                                 .arg(QString::fromStdString(r.conditions.front().source));
+        m_modelStatus->setText(problem);
+        if (why)
+            *why = problem;
+    } else if (!r.conditions.empty()) {
+        // The copy kept beside the output first (the gallery gives its full path), then the
+        // original; the one whose bytes the recipe hashed.
+        const auto& c = r.conditions.front();
+        QString chosen;
+        for (const auto& candidate : {QString::fromStdString(c.copy), QString::fromStdString(c.source)})
+            if (!candidate.isEmpty() && QFileInfo(candidate).isAbsolute() && QFileInfo(candidate).isFile()
+                && (c.sha256.empty() || output::fileSha256(candidate.toStdString()) == c.sha256)) {
+                chosen = candidate;
+                break;
+            }
+        QString problem;
+        if (chosen.isEmpty())
+            problem = tr("The start image %1 is gone or changed since (its SHA-256 differs): choose it again to make this video again.")
+                          .arg(QString::fromStdString(c.source));
+        else if (!setConditionImage(chosen, &problem))
+            chosen.clear();
+        if (chosen.isEmpty()) {
+            m_modelStatus->setText(problem);
+            if (why)
+                *why = problem;
+        } else {
+            const QSignalBlocker a2(m_imageFrame), b2(m_imageStrength);
+            m_imageFrame->setValue(static_cast<int>(c.frame));
+            m_imageStrength->setValue(c.strength);
+            m_conditionCrf = c.frames == 1 ? c.crf : runtime::kDefaultConditionCrf;
+            if (r.conditions.size() > 1 && why)
+                *why = tr("The recipe has %1 conditioning images; this page holds the first (vireo-cli generate takes them all).")
+                           .arg(r.conditions.size());
+        }
+    }
     m_randomSeed->setChecked(vary);
     if (!vary && (r.seed < 0 || r.seed > m_seed->maximum())) {
         // Never a silently different seed: the same seed or a clear word.
@@ -964,6 +1171,100 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     validate();
     m_planTimer->start();
     return found;
+}
+
+bool GeneratePage::setConditionImage(const QString& path, QString* error)
+{
+    auto preview = runtime::conditionPreview(path, 480);
+    if (!preview) {
+        const auto message = QString::fromStdString(preview.error().message);
+        setImageError(message);
+        if (error)
+            *error = message;
+        return false;
+    }
+    m_conditionPath = QFileInfo(path).absoluteFilePath();
+    m_conditionCrf = runtime::kDefaultConditionCrf;
+    m_conditionPreview = *preview;
+    m_imageSlot->setToolTip(m_conditionPath);
+    m_conditionForm->setRowVisible(m_imageName, true);
+    updateConditionThumbnail();
+    m_clearImage->setEnabled(true);
+    setImageError(QString());
+    validate();
+    return true;
+}
+
+void GeneratePage::clearConditionImage()
+{
+    m_conditionPath.clear();
+    m_conditionPreview = QImage();
+    m_conditionCrf = runtime::kDefaultConditionCrf;
+    m_imageSlot->clear();
+    m_imageSlot->setToolTip(QString());
+    m_imageSlot->setText(tr("Drop a picture here, or choose one: the video starts from it"));
+    m_imageName->clear();
+    m_conditionForm->setRowVisible(m_imageName, false);
+    m_clearImage->setEnabled(false);
+    setImageError(QString());
+    validate();
+}
+
+void GeneratePage::setImageError(const QString& text)
+{
+    // The row goes with the text, leaving no gap in the card.
+    setError(m_imageError, text);
+    m_conditionForm->setRowVisible(m_imageError, !text.isEmpty());
+}
+
+void GeneratePage::updateConditionThumbnail()
+{
+    if (m_conditionPreview.isNull())
+        return;
+    // What the video starts from: the picture's centre at the output's aspect (media::fitToSize).
+    const QSize out(m_width->value(), m_height->value());
+    QRect crop = m_conditionPreview.rect();
+    if (static_cast<double>(crop.width()) / crop.height() > static_cast<double>(out.width()) / out.height())
+        crop.setWidth(std::max(1, qRound(crop.height() * static_cast<double>(out.width()) / out.height())));
+    else
+        crop.setHeight(std::max(1, qRound(crop.width() * static_cast<double>(out.height()) / out.width())));
+    crop.moveCenter(m_conditionPreview.rect().center());
+    const QSize box(std::max(176, m_imageSlot->width() - 4), std::max(99, m_imageSlot->height() - 4));
+    m_imageSlot->setPixmap(QPixmap::fromImage(m_conditionPreview.copy(crop).scaled(box, Qt::KeepAspectRatio, Qt::SmoothTransformation)));
+    m_imageName->setText(tr("%1 · its centre at %2 × %3 (scaled to cover the video and cropped)")
+                             .arg(QFileInfo(m_conditionPath).fileName())
+                             .arg(out.width())
+                             .arg(out.height()));
+}
+
+QString GeneratePage::stagePlanText() const
+{
+    return m_stagePlan->text();
+}
+
+void GeneratePage::updateStages(bool* ok)
+{
+    if (m_imageMode || !m_resolved) {
+        m_stagePlan->setText(m_imageMode ? QString() : tr("Choose a model to see which path runs."));
+        m_stagePlan->setStyleSheet(QString());
+        return;
+    }
+    const auto plan = facade::planStages(m_resolved->plan, request());
+    if (!plan) {
+        m_stagePlan->setText(QString::fromStdString(plan.error().message));
+        m_stagePlan->setStyleSheet(QStringLiteral("color: #ff8a80;"));
+        *ok = false;
+        return;
+    }
+    QString text = QString::fromStdString(plan->reason);
+    if (!text.isEmpty())
+        text[0] = text[0].toUpper();
+    if (plan->twoStage)
+        text += tr(". Stage 1 at %1 × %2, then %3 × %4.").arg(plan->firstWidth).arg(plan->firstHeight).arg(m_width->value()).arg(m_height->value());
+    else
+        text += QLatin1Char('.');
+    m_stagePlan->setText(text);
+    m_stagePlan->setStyleSheet(QStringLiteral("color: #8a93a3;"));
 }
 
 } // namespace vireo::ui

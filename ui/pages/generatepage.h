@@ -3,6 +3,7 @@
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
 
+#include <QImage>
 #include <QSet>
 #include <QWidget>
 
@@ -55,6 +56,18 @@ public:
     LoraPanel* loraPanel() const { return m_loras; }
     // Whether the chosen model makes images (Ideogram-4): the page then shows image controls.
     bool imageMode() const { return m_imageMode; }
+    // The start image (image-to-video; a keyframe when its frame is 8k + 1): decoded by the
+    // same reader the generation uses, so a file it would refuse is refused here, with the
+    // reason shown beside the slot; false (and the slot unchanged) then.
+    bool setConditionImage(const QString& path, QString* error = nullptr);
+    void clearConditionImage();
+    // From the gallery: the start image, with a video model chosen (the first ready one) when
+    // an image model is; false with the reason when the picture is refused or no video model
+    // is ready.
+    bool useAsStartImage(const QString& path, QString* why = nullptr);
+    QString conditionImage() const { return m_conditionPath; }
+    // The line that says which path runs (one stage, or half size + upsample + refine) and why.
+    QString stagePlanText() const;
 
 public slots:
     // Queues a generation of the current inputs; returns the job id (0 when invalid). Cancel
@@ -85,7 +98,11 @@ private:
     void ensurePlayer();
     void setImageMode(bool image);
     bool modelMakesImages() const;
+    bool keyMakesImages(const QString& key) const;
     void fillPresets(bool image);
+    void updateStages(bool* ok);
+    void updateConditionThumbnail();
+    void setImageError(const QString& text);
 
     core::Studio* m_studio;
     QComboBox* m_model;
@@ -115,6 +132,23 @@ private:
     QLabel* m_notes;
     QPushButton* m_generate;
     QPushButton* m_cancel;
+
+    QWidget* m_conditionCard = nullptr;
+    QFormLayout* m_conditionForm = nullptr;
+    QLabel* m_imageSlot = nullptr;      // thumbnail; accepts a dropped file
+    QLabel* m_imageName = nullptr;
+    QPushButton* m_chooseImage = nullptr;
+    QPushButton* m_clearImage = nullptr;
+    QSpinBox* m_imageFrame = nullptr;
+    QDoubleSpinBox* m_imageStrength = nullptr;
+    QLabel* m_imageError = nullptr;
+    QPushButton* m_audioSlot = nullptr;
+    QLabel* m_audioNote = nullptr;
+    QComboBox* m_stages = nullptr;
+    QLabel* m_stagePlan = nullptr;
+    QString m_conditionPath;
+    QImage m_conditionPreview;          // decoded once; the thumbnail shows its crop at the output's aspect
+    int m_conditionCrf = 33;            // the recipe's, for Generate again; the reference's otherwise
 
     QLabel* m_preview;
     QLabel* m_phase;

@@ -1,0 +1,193 @@
+#include "core/runtime/conditioning.h"
+
+#include "core/output/outputfile.h"
+#include "media/imageops.h"
+#include "media/mediareader.h"
+#include "media/mp4writer.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QSaveFile>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <unistd.h>
+
+namespace vireo::runtime {
+
+namespace {
+
+std::string number(double v)
+{
+    std::string s = std::to_string(v);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.')
+        s.pop_back();
+    return s;
+}
+
+Result<std::string> hashOf(const std::filesystem::path& path)
+{
+    auto sha = output::fileSha256(path);
+    if (sha.empty())
+        return makeError(ErrorCode::Io, path.string() + ": cannot be read to hash it");
+    return sha;
+}
+
+} // namespace
+
+std::string conditionProblem(std::int64_t frame, int conditionFrames, double strength, int crf, std::int64_t frames)
+{
+    if (!(strength >= 0.0 && strength <= 1.0))
+        return "the strength " + number(strength) + " is outside 0 .. 1";
+    if (crf < 0 || crf > 51)
+        return "the CRF " + std::to_string(crf) + " is outside 0 .. 51 (0: no re-compression)";
+    if (frame < 0 || (frame != 0 && (frame - 1) % 8 != 0))
+        return "frame " + std::to_string(frame) + " is not 0 or 8k + 1 (1, 9, 17, ...): conditions start on a latent frame";
+    if (conditionFrames < 1 || (conditionFrames - 1) % 8 != 0)
+        return "a clip of " + std::to_string(conditionFrames) + " frames is not 8k + 1 (1, 9, 17, ...)";
+    if (frame >= frames)
+        return "frame " + std::to_string(frame) + " is past the last frame of a " + std::to_string(frames) + "-frame video";
+    if (frame + conditionFrames > frames)
+        return "a clip of " + std::to_string(conditionFrames) + " frames from frame " + std::to_string(frame) + " runs past the last frame of a "
+            + std::to_string(frames) + "-frame video";
+    return {};
+}
+
+Result<facade::ConditionInput> prepareConditionImage(const std::filesystem::path& path, int width, int height, std::int64_t frame,
+                                                     double strength, int crf)
+{
+    if (width < 1 || height < 1)
+        return makeError(ErrorCode::InvalidArgument, "the output size " + std::to_string(width) + "x" + std::to_string(height) + " is empty");
+    auto image = media::readImage(path);
+    if (!image)
+        return image.error();
+    // The reference (ltx-pipelines' load_image_and_preprocess, diffusers' image-to-video
+    // pipelines) re-compresses the picture as loaded and resizes it afterwards.
+    auto compressed = media::recompressH264(*image, crf);
+    if (!compressed)
+        return makeError(compressed.error().code, path.string() + ": " + compressed.error().message);
+    auto fitted = media::fitToSize(*compressed, width, height);
+    if (fitted.rgb.empty())
+        return makeError(ErrorCode::Internal, path.string() + ": the picture could not be scaled to " + std::to_string(width) + "x"
+            + std::to_string(height));
+    auto sha = hashOf(path);
+    if (!sha)
+        return sha.error();
+    facade::ConditionInput c;
+    c.frame = frame;
+    c.strength = strength;
+    c.width = width;
+    c.height = height;
+    c.frames = 1;
+    c.rgb = std::move(fitted.rgb);
+    c.source = path.string();
+    c.sha256 = *sha;
+    return c;
+}
+
+Result<facade::ConditionInput> prepareConditionClip(const std::filesystem::path& path, int width, int height, std::int64_t frame,
+                                                    double strength, int frames)
+{
+    if (width < 1 || height < 1)
+        return makeError(ErrorCode::InvalidArgument, "the output size " + std::to_string(width) + "x" + std::to_string(height) + " is empty");
+    auto clip = media::readClipFrames(path, frames, width, height);
+    if (!clip)
+        return clip.error();
+    auto sha = hashOf(path);
+    if (!sha)
+        return sha.error();
+    facade::ConditionInput c;
+    c.frame = frame;
+    c.strength = strength;
+    c.width = width;
+    c.height = height;
+    c.frames = frames;
+    c.rgb.reserve(static_cast<std::size_t>(width) * height * 3 * static_cast<std::size_t>(frames));
+    for (const auto& f : *clip)
+        c.rgb.insert(c.rgb.end(), f.rgb.begin(), f.rgb.end());
+    c.source = path.string();
+    c.sha256 = *sha;
+    return c;
+}
+
+Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int width, int height, std::int64_t outputFrames)
+{
+    const std::filesystem::path path = file.path.toStdString();
+    const int frames = file.clipFrames > 0 ? file.clipFrames : 1;
+    if (const auto problem = conditionProblem(file.frame, frames, file.strength, file.crf, outputFrames); !problem.empty())
+        return makeError(ErrorCode::InvalidArgument, path.string() + ": " + problem);
+    if (file.clipFrames > 0)
+        return prepareConditionClip(path, width, height, file.frame, file.strength, file.clipFrames);
+    return prepareConditionImage(path, width, height, file.frame, file.strength, file.crf);
+}
+
+Result<QImage> conditionPreview(const QString& path, int maxSide)
+{
+    auto image = media::readImage(path.toStdString());
+    if (!image)
+        return image.error();
+    const QImage view(image->rgb.data(), image->width, image->height, image->width * 3, QImage::Format_RGB888);
+    if (maxSide > 0 && (image->width > maxSide || image->height > maxSide))
+        return view.scaled(maxSide, maxSide, Qt::KeepAspectRatio, Qt::SmoothTransformation);
+    return view.copy();
+}
+
+Result<QString> saveFirstFrame(const QString& video, const QString& folder)
+{
+    auto frame = media::frameAt(video.toStdString(), 0, 0);
+    if (!frame)
+        return frame.error();
+    if (!QDir().mkpath(folder))
+        return makeError(ErrorCode::Io, folder.toStdString() + ": the folder cannot be created");
+    const QString path = QDir(folder).filePath(QFileInfo(video).completeBaseName() + QStringLiteral(".first-frame.png"));
+    const QImage image(frame->rgb.data(), frame->width, frame->height, frame->width * 3, QImage::Format_RGB888);
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly) || !image.save(&file, "PNG") || !file.commit())
+        return makeError(ErrorCode::Io, path.toStdString() + ": cannot be written (" + file.errorString().toStdString() + ")");
+    return path;
+}
+
+Result<std::filesystem::path> copyConditionBeside(const std::filesystem::path& source, const std::filesystem::path& output, int index)
+{
+    auto sha = hashOf(source);
+    if (!sha)
+        return sha.error();
+    const auto folder = output.parent_path().empty() ? std::filesystem::path(".") : output.parent_path();
+    std::string extension = source.extension().string();
+    std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (extension.size() > 8 || extension.find_first_not_of(".abcdefghijklmnopqrstuvwxyz0123456789") != std::string::npos)
+        extension = ".img";
+    const auto stem = output.stem().string() + ".cond" + std::to_string(index);
+    // Written under a hidden temporary name (the gallery ignores those) and moved into place.
+    const auto temporary = folder / ("." + stem + ".part-" + std::to_string(::getpid()));
+    std::error_code ec;
+    std::filesystem::remove(temporary, ec);
+    if (!std::filesystem::copy_file(source, temporary, ec))
+        return makeError(ErrorCode::Io, temporary.string() + ": cannot copy " + source.string() + " here (" + ec.message() + ")");
+    if (output::fileSha256(temporary) != *sha) {
+        std::filesystem::remove(temporary, ec);
+        return makeError(ErrorCode::Io, source.string() + " changed while it was copied");
+    }
+    for (int attempt = 1; attempt <= 20; ++attempt) {
+        const auto target = folder / (stem + (attempt == 1 ? std::string() : "-" + std::to_string(attempt)) + extension);
+        const int e = media::moveWithoutReplacing(temporary, target);
+        if (e == 0)
+            return target;
+        if (e != EEXIST) {
+            std::filesystem::remove(temporary, ec);
+            return makeError(ErrorCode::Io, target.string() + ": " + std::strerror(e));
+        }
+        if (output::fileSha256(target) == *sha) {
+            std::filesystem::remove(temporary, ec);
+            return target;
+        }
+    }
+    std::filesystem::remove(temporary, ec);
+    return makeError(ErrorCode::Io, (folder / (stem + extension)).string() + " and 19 other names are taken");
+}
+
+} // namespace vireo::runtime

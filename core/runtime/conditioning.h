@@ -1,0 +1,64 @@
+#pragma once
+
+// Conditioning files (image-to-video, keyframes, clips) turned into the facade's decoded
+// inputs: the studio's runtime and the CLI read the file, re-compress a still the way LTX-2
+// saw its conditioning frames in training, fit it to the output's size and hash the file, so
+// the inference layer never parses an image. Here rather than in media/, which knows nothing
+// of the facade's types.
+
+#include "inference/facade/generator.h"
+#include "inference/util/result.h"
+
+#include <QImage>
+#include <QString>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace vireo::runtime {
+
+// The x264 CRF of conditioning stills for LTX-2 and LTX-2.3 (diffusers' DEFAULT_IMAGE_CRF).
+inline constexpr int kDefaultConditionCrf = 33;
+
+// A conditioning file as a job carries it; decoded on the engine's thread.
+struct ConditionFile {
+    QString path;
+    std::int64_t frame = 0;          // the output frame it shows at: 0 or 8k + 1
+    double strength = 1.0;           // 0 .. 1
+    int crf = kDefaultConditionCrf;  // stills: the H.264 round trip's CRF; 0: none
+    int clipFrames = 0;              // 0: a still; else the first clipFrames (8k + 1) frames of a video
+    bool operator==(const ConditionFile&) const = default;
+};
+
+// What is wrong with a condition for an output of `frames` frames, as a sentence; empty when
+// it can run. Frames are 0 or 8k + 1 (a latent frame boundary) and the condition must end by
+// the last frame.
+std::string conditionProblem(std::int64_t frame, int conditionFrames, double strength, int crf, std::int64_t frames);
+
+// A still, decoded, through the H.264 round trip at its own size (the reference re-compresses
+// before it resizes), then fitted to width x height (media::fitToSize: cover and centre-crop),
+// with the SHA-256 of the file's bytes.
+Result<facade::ConditionInput> prepareConditionImage(const std::filesystem::path& path, int width, int height, std::int64_t frame,
+                                                     double strength, int crf);
+// The first `frames` frames of a video, each fitted (no re-compression: the reference applies
+// it to single frames only).
+Result<facade::ConditionInput> prepareConditionClip(const std::filesystem::path& path, int width, int height, std::int64_t frame,
+                                                    double strength, int frames);
+// Either of the above, checked against the output's frame count first.
+Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int width, int height, std::int64_t outputFrames);
+
+// A still decoded by the same reader the generation uses, scaled to fit maxSide, for a
+// thumbnail (and to refuse what the generation would refuse before it is queued).
+Result<QImage> conditionPreview(const QString& path, int maxSide);
+
+// The first frame of a video saved as "<folder>/<video stem>.first-frame.png" (replacing an
+// earlier one of that name), to start another video from; the PNG's path.
+Result<QString> saveFirstFrame(const QString& video, const QString& folder);
+
+// "<output stem>.cond<index><source extension>" beside the output: a copy of the source, so
+// the output can be made again after the original moves. Never replaces another file; a file
+// of that name with the same bytes is kept as it is.
+Result<std::filesystem::path> copyConditionBeside(const std::filesystem::path& source, const std::filesystem::path& output, int index);
+
+} // namespace vireo::runtime

@@ -1,0 +1,350 @@
+// Stills and clips read for conditioning a video: PNG, JPEG, BMP and WebP written here by
+// FFmpeg's own encoders decode back; damaged, truncated, foreign and oversized files are
+// refused with their name; fitToSize keeps the aspect and the centre; the H.264 round trip
+// changes the pixels a little (PSNR printed) and CRF 0 changes nothing.
+#include "tests/harness/vireotest.h"
+
+#include "media/imageops.h"
+#include "media/mediareader.h"
+#include "media/mp4writer.h"
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavutil/frame.h>
+#include <libswscale/swscale.h>
+}
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace vireo;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every file of this run in one folder, removed at exit.
+struct TempDir {
+    fs::path path = fs::temp_directory_path() / ("vireo_imageio_" + std::to_string(::getpid()));
+    TempDir() { fs::create_directories(path); }
+    ~TempDir() { fs::remove_all(path); }
+} g_temp;
+
+fs::path tempDir()
+{
+    return g_temp.path;
+}
+
+// Smooth content (what photos mostly are): gradients and a gentle wave.
+media::RgbImage smooth(int w, int h)
+{
+    media::RgbImage im{w, h, std::vector<std::uint8_t>(static_cast<std::size_t>(w) * h * 3)};
+    for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) {
+            auto* p = &im.rgb[(static_cast<std::size_t>(y) * w + x) * 3];
+            p[0] = static_cast<std::uint8_t>(40 + 170 * x / std::max(1, w - 1));
+            p[1] = static_cast<std::uint8_t>(30 + 180 * y / std::max(1, h - 1));
+            p[2] = static_cast<std::uint8_t>(128 + 60 * std::sin(x * 0.15) * std::cos(y * 0.11));
+        }
+    return im;
+}
+
+media::RgbImage flat(int w, int h, std::uint8_t r, std::uint8_t g, std::uint8_t b)
+{
+    media::RgbImage im{w, h, {}};
+    for (int i = 0; i < w * h; ++i)
+        im.rgb.insert(im.rgb.end(), {r, g, b});
+    return im;
+}
+
+double psnr(const media::RgbImage& a, const media::RgbImage& b)
+{
+    if (a.rgb.size() != b.rgb.size() || a.rgb.empty())
+        return -1;
+    double se = 0;
+    for (std::size_t i = 0; i < a.rgb.size(); ++i) {
+        const double d = static_cast<double>(a.rgb[i]) - b.rgb[i];
+        se += d * d;
+    }
+    const double mse = se / static_cast<double>(a.rgb.size());
+    return mse == 0 ? 99.0 : 10 * std::log10(255.0 * 255.0 / mse);
+}
+
+// One picture through one of FFmpeg's image encoders, as the bytes of a file.
+std::vector<std::uint8_t> encodeStill(const char* encoderName, AVPixelFormat format, const media::RgbImage& im)
+{
+    const AVCodec* codec = avcodec_find_encoder_by_name(encoderName);
+    if (!codec)
+        return {};
+    AVCodecContext* c = avcodec_alloc_context3(codec);
+    c->width = im.width;
+    c->height = im.height;
+    c->pix_fmt = format;
+    c->time_base = AVRational{1, 25};
+    if (std::string(encoderName) == "mjpeg") {
+        c->flags |= AV_CODEC_FLAG_QSCALE;
+        c->global_quality = FF_QP2LAMBDA * 2;
+        c->color_range = AVCOL_RANGE_JPEG;
+    }
+    std::vector<std::uint8_t> out;
+    if (avcodec_open2(c, codec, nullptr) == 0) {
+        AVFrame* f = av_frame_alloc();
+        f->format = format;
+        f->width = im.width;
+        f->height = im.height;
+        av_frame_get_buffer(f, 0);
+        SwsContext* sws = sws_getContext(im.width, im.height, AV_PIX_FMT_RGB24, im.width, im.height, format, SWS_BICUBIC, nullptr, nullptr, nullptr);
+        const std::uint8_t* src[4] = {im.rgb.data(), nullptr, nullptr, nullptr};
+        const int stride[4] = {im.width * 3, 0, 0, 0};
+        sws_scale(sws, src, stride, 0, im.height, f->data, f->linesize);
+        sws_freeContext(sws);
+        f->pts = 0;
+        AVPacket* p = av_packet_alloc();
+        avcodec_send_frame(c, f);
+        avcodec_send_frame(c, nullptr);
+        while (avcodec_receive_packet(c, p) == 0) {
+            out.insert(out.end(), p->data, p->data + p->size);
+            av_packet_unref(p);
+        }
+        av_packet_free(&p);
+        av_frame_free(&f);
+    }
+    avcodec_free_context(&c);
+    return out;
+}
+
+std::uint32_t crc32(const std::uint8_t* data, std::size_t n)
+{
+    std::uint32_t c = 0xFFFFFFFFu;
+    for (std::size_t i = 0; i < n; ++i) {
+        c ^= data[i];
+        for (int k = 0; k < 8; ++k)
+            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+fs::path writeFile(const std::string& name, const std::vector<std::uint8_t>& bytes)
+{
+    const auto path = tempDir() / name;
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    return path;
+}
+
+// The refusal names the file and says what is wrong.
+void expectRefused(const fs::path& path, const std::string& words, std::int64_t maxPixels = media::kMaxImagePixels)
+{
+    auto r = media::readImage(path, maxPixels);
+    VT_CHECK_MSG(!r.ok(), path.string() + " was decoded");
+    const auto& m = r.error().message;
+    std::printf("    %s -> %s\n", path.filename().c_str(), m.c_str());
+    VT_CHECK_MSG(m.find(path.string()) != std::string::npos && m.find(words) != std::string::npos, m);
+}
+
+} // namespace
+
+VT_TEST(pngDecodesExactly)
+{
+    const auto im = smooth(67, 45);  // odd sides
+    const auto bytes = encodeStill("png", AV_PIX_FMT_RGB24, im);
+    VT_CHECK(!bytes.empty());
+    auto r = media::readImage(writeFile("smooth.png", bytes));
+    VT_CHECK_MSG(r.ok(), r.error().message);
+    VT_COMPARE(r->width, 67);
+    VT_COMPARE(r->height, 45);
+    VT_CHECK(r->rgb == im.rgb);
+    // With an alpha channel (dropped, as PIL's convert("RGB") does) and as 16-bit RGB.
+    auto rgba = encodeStill("png", AV_PIX_FMT_RGBA, im);
+    auto a = media::readImage(writeFile("alpha.png", rgba));
+    VT_CHECK_MSG(a.ok() && a->rgb == im.rgb, (a.ok() ? "pixels differ" : a.error().message));
+    auto deep = media::readImage(writeFile("deep.png", encodeStill("png", AV_PIX_FMT_RGB48BE, im)));
+    VT_CHECK_MSG(deep.ok() && psnr(*deep, im) > 45, (deep.ok() ? std::to_string(psnr(*deep, im)) : deep.error().message));
+}
+
+VT_TEST(jpegBmpAndWebpDecode)
+{
+    const auto im = smooth(80, 60);
+    struct Case {
+        const char* encoder;
+        AVPixelFormat format;
+        const char* file;
+        double minPsnr;
+    };
+    for (const auto& c : {Case{"mjpeg", AV_PIX_FMT_YUVJ444P, "photo.jpg", 30}, Case{"bmp", AV_PIX_FMT_BGR24, "plain.bmp", 99},
+             Case{"libwebp", AV_PIX_FMT_YUV420P, "web.webp", 26}}) {
+        const auto bytes = encodeStill(c.encoder, c.format, im);
+        if (bytes.empty() && std::string(c.encoder) == "libwebp") {
+            std::printf("    (no WebP encoder in this FFmpeg: WebP decoding not checked)\n");
+            continue;
+        }
+        VT_CHECK_MSG(!bytes.empty(), c.encoder);
+        // A misleading extension changes nothing: the bytes say what the file is.
+        for (const auto& name : {std::string(c.file), std::string(c.file) + ".png"}) {
+            auto r = media::readImage(writeFile(name, bytes));
+            VT_CHECK_MSG(r.ok(), r.error().message);
+            VT_COMPARE(r->width, 80);
+            VT_COMPARE(r->height, 60);
+            const double p = psnr(*r, im);
+            std::printf("    %s: PSNR %.1f dB against the original\n", name.c_str(), p);
+            VT_CHECK_MSG(p >= c.minPsnr, name + ": PSNR " + std::to_string(p));
+        }
+    }
+}
+
+VT_TEST(damagedAndForeignFilesAreRefusedWithTheirName)
+{
+    const auto im = smooth(64, 48);
+    const auto png = encodeStill("png", AV_PIX_FMT_RGB24, im);
+    const auto jpg = encodeStill("mjpeg", AV_PIX_FMT_YUVJ420P, im);
+    std::mt19937 random(3);
+    std::vector<std::uint8_t> noise(5000);
+    for (auto& b : noise)
+        b = static_cast<std::uint8_t>(random());
+    expectRefused(writeFile("noise.png", noise), "not an image FFmpeg can decode");
+    expectRefused(writeFile("half.png", {png.begin(), png.begin() + static_cast<std::ptrdiff_t>(png.size() / 2)}), "not an image FFmpeg can decode");
+    expectRefused(writeFile("header-only.png", {png.begin(), png.begin() + 40}), "not an image FFmpeg can decode");
+    expectRefused(writeFile("half.jpg", {jpg.begin(), jpg.begin() + static_cast<std::ptrdiff_t>(jpg.size() / 2)}), "not an image FFmpeg can decode");
+    // A flipped bit inside the pixel data: the PNG's CRC says so.
+    auto flipped = png;
+    flipped[flipped.size() - 30] ^= 0x10;
+    expectRefused(writeFile("flipped.png", flipped), "not an image FFmpeg can decode");
+    const std::string text = "# not a picture\nhello\n";
+    expectRefused(writeFile("notes.png", {text.begin(), text.end()}), "not an image FFmpeg can decode");
+    expectRefused(writeFile("empty.png", {}), "empty");
+    expectRefused(tempDir() / "absent.png", "no such file");
+    expectRefused(tempDir(), "not a file");
+    // A video is not a still.
+    {
+        const auto clip = (tempDir() / "clip.mp4").string();
+        auto w = media::Mp4Writer::open(clip, {64, 48, 24.0}, std::nullopt, {});
+        VT_CHECK(w.ok());
+        for (int f = 0; f < 3; ++f)
+            VT_CHECK((*w)->writeFrame(im.rgb.data(), 64 * 3).ok());
+        VT_CHECK((*w)->finish().ok());
+        expectRefused(clip, "not a picture");
+    }
+    // Over the pixel limit: refused, also when the header lies about a huge size.
+    expectRefused(writeFile("big.png", png), "pixels", 1000);
+    // IHDR claims 16000 x 16000 (with a correct CRC): refused before 1 GB is allocated.
+    auto huge = png;
+    const std::uint8_t side[4] = {0x00, 0x00, 0x3E, 0x80};
+    std::copy(side, side + 4, huge.begin() + 16);
+    std::copy(side, side + 4, huge.begin() + 20);
+    const auto crc = crc32(huge.data() + 12, 17);  // "IHDR" and its 13 bytes
+    for (int i = 0; i < 4; ++i)
+        huge[29 + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(crc >> (24 - 8 * i));
+    expectRefused(writeFile("huge.png", huge), "more than " + std::to_string(media::kMaxImagePixels) + " pixels");
+}
+
+VT_TEST(fitToSizeCoversAndCropsTheCentre)
+{
+    // Three vertical bands, red | green | blue, 3:1: a square keeps the green middle.
+    media::RgbImage bands{300, 100, {}};
+    for (int y = 0; y < 100; ++y)
+        for (int x = 0; x < 300; ++x)
+            bands.rgb.insert(bands.rgb.end(), {static_cast<std::uint8_t>(x < 100 ? 255 : 0), static_cast<std::uint8_t>(x >= 100 && x < 200 ? 255 : 0),
+                                                  static_cast<std::uint8_t>(x >= 200 ? 255 : 0)});
+    for (const int side : {50, 100, 160}) {  // shrinking, the crop's own size, enlarging
+        const auto out = media::fitToSize(bands, side, side);
+        VT_COMPARE(out.width, side);
+        VT_COMPARE(out.height, side);
+        VT_COMPARE(out.rgb.size(), static_cast<std::size_t>(side) * side * 3);
+        // The inner columns are pure green; only the border columns may blend with neighbours.
+        int off = 0;
+        for (int y = 0; y < side; ++y)
+            for (int x = 2; x < side - 2; ++x) {
+                const auto* p = &out.rgb[(static_cast<std::size_t>(y) * side + x) * 3];
+                off += p[0] > 3 || p[1] < 252 || p[2] > 3;
+            }
+        VT_CHECK_MSG(off == 0, std::to_string(off) + " pixels are not the green centre at " + std::to_string(side));
+    }
+    // Portrait into landscape: the middle rows, never a squashed picture.
+    media::RgbImage rows{90, 270, {}};
+    for (int y = 0; y < 270; ++y)
+        for (int x = 0; x < 90; ++x)
+            rows.rgb.insert(rows.rgb.end(), {static_cast<std::uint8_t>(y < 112 ? 200 : 10), static_cast<std::uint8_t>(y >= 112 && y < 158 ? 200 : 10),
+                                                static_cast<std::uint8_t>(y >= 158 ? 200 : 10)});
+    const auto wide = media::fitToSize(rows, 192, 96);  // 2:1, the crop is rows 112..157
+    VT_COMPARE(wide.width, 192);
+    VT_COMPARE(wide.height, 96);
+    const auto* centre = &wide.rgb[(48 * 192 + 96) * 3];
+    VT_CHECK_MSG(centre[1] > 190 && centre[0] < 20 && centre[2] < 20, "the centre is not the middle band");
+    // Flat colour stays the same colour through both filters.
+    for (const auto& [w, h] : {std::pair{33, 17}, std::pair{640, 480}}) {
+        const auto out = media::fitToSize(flat(160, 120, 12, 200, 99), w, h);
+        int worst = 0;
+        for (std::size_t i = 0; i < out.rgb.size(); i += 3)
+            worst = std::max({worst, std::abs(out.rgb[i] - 12), std::abs(out.rgb[i + 1] - 200), std::abs(out.rgb[i + 2] - 99)});
+        VT_CHECK_MSG(worst <= 1, "flat colour changed by " + std::to_string(worst) + " at " + std::to_string(w) + "x" + std::to_string(h));
+    }
+    // Scaled down and back, smooth content survives (the filter is not nearest-neighbour).
+    const auto im = smooth(256, 192);
+    const auto back = media::fitToSize(media::fitToSize(im, 128, 96), 256, 192);
+    std::printf("    smooth 256x192 -> 128x96 -> 256x192: PSNR %.1f dB\n", psnr(back, im));
+    VT_CHECK(psnr(back, im) > 33);
+    VT_CHECK(media::fitToSize(im, 0, 10).rgb.empty());
+    VT_CHECK(media::fitToSize(media::RgbImage{}, 10, 10).rgb.empty());
+}
+
+VT_TEST(h264RecompressionIsSlightAndCrfZeroIsIdentity)
+{
+    const auto im = smooth(96, 64);
+    auto same = media::recompressH264(im, 0);
+    VT_CHECK(same.ok() && same->rgb == im.rgb && same->width == 96);
+    auto r = media::recompressH264(im, media::kLtxConditionCrf);
+    VT_CHECK_MSG(r.ok(), r.error().message);
+    VT_COMPARE(r->width, 96);
+    VT_COMPARE(r->height, 64);
+    const double p = psnr(*r, im);
+    std::printf("    CRF %d: PSNR %.2f dB against the original\n", media::kLtxConditionCrf, p);
+    VT_CHECK_MSG(r->rgb != im.rgb, "CRF 33 left every pixel as it was");
+    VT_CHECK_MSG(p > 28, "PSNR " + std::to_string(p));
+    // A higher CRF loses more; the same input gives the same output.
+    auto worse = media::recompressH264(im, 51);
+    VT_CHECK(worse.ok() && psnr(*worse, im) < p);
+    auto again = media::recompressH264(im, media::kLtxConditionCrf);
+    VT_CHECK(again.ok() && again->rgb == r->rgb);
+    // Odd sides lose their last row and column, as the reference's crop does.
+    auto odd = media::recompressH264(smooth(97, 65), media::kLtxConditionCrf);
+    VT_CHECK(odd.ok() && odd->width == 96 && odd->height == 64);
+    VT_CHECK(!media::recompressH264(im, 52).ok());
+    VT_CHECK(!media::recompressH264(im, -1).ok());
+    VT_CHECK(!media::recompressH264(media::RgbImage{1, 1, {1, 2, 3}}, 33).ok());
+}
+
+VT_TEST(clipFramesAreTheFirstOnes)
+{
+    const auto clip = (tempDir() / "moving.mp4").string();
+    {
+        auto w = media::Mp4Writer::open(clip, {64, 48, 24.0, 10}, std::nullopt, {});
+        VT_CHECK(w.ok());
+        for (int f = 0; f < 9; ++f) {
+            const auto im = flat(64, 48, static_cast<std::uint8_t>(20 * f + 20), 100, 100);
+            VT_CHECK((*w)->writeFrame(im.rgb.data(), 64 * 3).ok());
+        }
+        VT_CHECK((*w)->finish().ok());
+    }
+    auto frames = media::readClipFrames(clip, 5);
+    VT_CHECK_MSG(frames.ok(), frames.error().message);
+    VT_COMPARE(frames->size(), std::size_t(5));
+    for (int f = 0; f < 5; ++f) {
+        const auto& fr = (*frames)[static_cast<std::size_t>(f)];
+        VT_CHECK(fr.width == 64 && fr.height == 48);
+        const int red = fr.rgb[(24 * 64 + 32) * 3];
+        VT_CHECK_MSG(std::abs(red - (20 * f + 20)) <= 6, "frame " + std::to_string(f) + " red " + std::to_string(red));
+    }
+    auto fitted = media::readClipFrames(clip, 9, 32, 32);
+    VT_CHECK(fitted.ok() && fitted->size() == 9 && fitted->back().width == 32 && fitted->back().height == 32);
+    auto tooMany = media::readClipFrames(clip, 17);
+    VT_CHECK(!tooMany.ok() && tooMany.error().message.find(clip) != std::string::npos
+             && tooMany.error().message.find("has 9 decodable frames") != std::string::npos);
+    auto notAClip = media::readClipFrames(tempDir() / "absent.mp4", 1);
+    VT_CHECK(!notAClip.ok() && notAClip.error().message.find("absent.mp4") != std::string::npos);
+}
+
+VT_MAIN("TestImageIo")
