@@ -378,7 +378,8 @@ int runGenerate(const std::vector<std::string>& args)
         // Which path runs and why, before anything loads; "two" that cannot run is refused here.
         auto stages = vireo::facade::planStages(load, base);
         if (!stages)
-            return usage(stages.error().message + (load.spatialUpsamplerPath ? "" : " (give the upsampler with --upsampler FILE)"));
+            return usage(stages.error().message
+                         + (stages.error().message.find("no spatial upsampler") != std::string::npos ? " (give the upsampler with --upsampler FILE)" : ""));
         if (!asJson) {
             std::printf("stages: %s\n", stages->reason.c_str());
             std::fflush(stdout);

@@ -183,7 +183,7 @@ def test_generate(tmp_dir=RUN_TMP):
 
     # Ctrl-C during the denoising loop: exit 130, nothing written, no temporary left.
     proc = subprocess.Popen([CLI, "generate", "--model", str(root / "diffusers"), "--prompt", "fox", "--frames", "97",
-                             "--width", "768", "--height", "768", "--out", str(out)],
+                             "--width", "768", "--height", "768", "--stages", "single", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     interrupted = False
     for line in proc.stdout:
@@ -241,7 +241,12 @@ def test_generate_image_conditioning(tmp_dir=RUN_TMP):
     refused("a CRF above 51", ["--image", picture, "--image-crf", 60], 2, "--image-crf")
     refused("--image-frame before any --image", ["--image-frame", 9], 2, "belongs to an --image or --clip")
     refused("an unknown stage path", ["--stages", "three"], 2, "auto, single or two")
-    refused("two stages without an upsampler", ["--two-stage"], 2, "two-stage path cannot run", "--upsampler")
+    p = run("generate", "--model", root / "single" / "ltx-2.3-tiny.safetensors", "--text-encoder", root / "single" / "gemma",
+            *base[3:], "--two-stage")
+    check("generate --image: two stages without an upsampler",
+          p.returncode == 2 and "no spatial upsampler" in p.stderr and "--upsampler" in p.stderr and not out.exists(), p.stderr[-500:])
+    refused("two stages at a size that does not halve (the folder's own latent_upsampler/)", ["--two-stage"], 2,
+            "multiples of 64")
     upsampler = root / "diffusers" / "transformer" / "config.json"  # any file: the plan reads no byte of it
     refused("two stages at a size that does not halve", ["--stages", "two", "--upsampler", upsampler, "--width", 96, "--height", 96], 2,
             "multiples of 64")
@@ -290,6 +295,24 @@ def test_generate_image_conditioning(tmp_dir=RUN_TMP):
         for f in (out, clip, out.parent / (out.stem + ".cond0.mp4"), copy):
             if f:
                 f.unlink(missing_ok=True)
+
+    # The two-stage path end to end from the folder's latent_upsampler/, with a start image: half
+    # size, latent upsample, refine; the video at full size and the recipe saying so.
+    p = run(*base, "--width", 128, "--height", 64, "--image", picture, "--two-stage", "--no-gallery", "--json")
+    ok = p.returncode == 0 and out.exists()
+    if ok:
+        j = json.loads(p.stdout)
+        probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=width,height",
+                                "-show_format", "-of", "json", str(out)], capture_output=True, text=True)
+        info = json.loads(probe.stdout)
+        recipe = json.loads(info["format"]["tags"]["vireo_recipe"])
+        ok = (j["stages"] == "two" and recipe.get("stages") == "two" and "refine" in j.get("phases", {})
+              and "upsample latents" in j.get("phases", {})
+              and (info["streams"][0]["width"], info["streams"][0]["height"]) == (128, 64))
+    check("generate --two-stage --image: stage 1 at half size, upsampled, refined; recorded as two stages", ok,
+          p.stderr[-600:] or p.stdout[-600:])
+    for f in (out, out.parent / (out.stem + ".cond0.png")):
+        f.unlink(missing_ok=True)
 
 
 def png_chunks(path):
