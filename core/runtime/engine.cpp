@@ -73,15 +73,17 @@ bool ModelRef::sameLoadAs(const ModelRef& o) const
         && a.fp8FastAccumulation == b.fp8FastAccumulation && a.cpuThreads == b.cpuThreads && a.spatialUpsamplerPath == b.spatialUpsamplerPath;
 }
 
-QString etaKey(const ModelRef& model, const facade::GenerateRequest& r)
+// Two stages or conditions change every phase's time, so they are part of what is remembered.
+QString etaKey(const ModelRef& model, const facade::GenerateRequest& r, bool twoStage)
 {
-    return model.key + QStringLiteral("|%1x%2x%3|%4|%5|%6|%7|cfg%8")
+    return model.key + QStringLiteral("|%1x%2x%3|%4|%5|%6|%7|cfg%8|%9")
                            .arg(r.width)
                            .arg(r.height)
                            .arg(r.frames)
                            .arg(q(model.plan.device), q(model.plan.dtype), q(r.schedule))
                            .arg(r.steps)
-                           .arg(r.guidance > 1.0 || r.audioGuidance > 1.0 ? 1 : 0);
+                           .arg(r.guidance > 1.0 || r.audioGuidance > 1.0 ? 1 : 0)
+                           .arg(QStringLiteral("%1c%2").arg(twoStage ? QStringLiteral("two") : QStringLiteral("one")).arg(r.conditions.size()));
 }
 
 struct Engine::Impl {
@@ -651,11 +653,22 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
         return;
     }
 
-    const auto key = etaKey(g.model, g.request);
+    const auto stages = facade::planStages(g.model.plan, request);
+    const bool twoStage = stages && stages->twoStage;
+    const auto key = etaKey(g.model, request, twoStage);
     const int steps = g.request.steps > 0 ? g.request.steps : (g.request.schedule == "dev" ? 40 : 8);
-    EtaTracker tracker(&eta, key,
-        {{QStringLiteral("encode prompt"), 1}, {QStringLiteral("denoise"), steps}, {QStringLiteral("decode video"), 1},
-            {QStringLiteral("decode audio"), 1}, {QStringLiteral("vocoder"), 1}, {QStringLiteral("mux"), g.request.frames + 1}});
+    std::vector<std::pair<QString, qint64>> phases{{QStringLiteral("encode prompt"), 1}};
+    if (!request.conditions.empty())
+        phases.push_back({QStringLiteral("encode conditions"), static_cast<qint64>(request.conditions.size())});
+    phases.push_back({QStringLiteral("denoise"), steps});
+    if (twoStage) {
+        phases.push_back({QStringLiteral("upsample latents"), 1});
+        phases.push_back({QStringLiteral("refine"), 3});
+    }
+    for (const auto& [name, units] : std::initializer_list<std::pair<QString, qint64>>{{QStringLiteral("decode video"), 1},
+             {QStringLiteral("decode audio"), 1}, {QStringLiteral("vocoder"), 1}, {QStringLiteral("mux"), g.request.frames + 1}})
+        phases.push_back({name, units});
+    EtaTracker tracker(&eta, key, phases);
     QElapsedTimer clock;
     clock.start();
     auto now = [&] { return static_cast<double>(clock.nsecsElapsed()) / 1e9; };
@@ -753,7 +766,7 @@ void Engine::Impl::generateImage(const std::shared_ptr<Job>& job)
 {
     const auto& g = job->generate;
     const auto stop = job->stop.get_token();
-    const auto key = etaKey(g.model, g.request);
+    const auto key = etaKey(g.model, g.request, false);
     const int steps = g.request.steps > 0 ? g.request.steps : 48;
     EtaTracker tracker(&eta, key,
         {{QStringLiteral("encode prompt"), 1}, {QStringLiteral("denoise"), steps}, {QStringLiteral("decode image"), 1},
