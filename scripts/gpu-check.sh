@@ -9,8 +9,10 @@
 #      builds the inference layer without Qt or FFmpeg against that machine's PyTorch, runs
 #      every test labelled gpu (CUDA kernels, CUDA layers, the LTX-2 pipeline's parity on the
 #      device), the GPU benchmark (tests/bench/bench_gpu.py) and compute-sanitizer memcheck
-#      on the kernel, layer and pipeline tests. Logs go to $OUT (or build-gpu/out) as they
-#      are written, so a run cut short still returns what it did.
+#      on the kernel, layer and pipeline tests, then the encoder/upsampler stage benchmark
+#      (tests/bench/bench_gpu_stages.py) when the budget allows. Logs go to $OUT (or
+#      build-gpu/out) as they are written, so a run cut short still returns what it did.
+#      scripts/gpu-check.sh --stages builds vireo-cli and runs only the stage benchmark.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build-gpu"
@@ -38,11 +40,13 @@ if [[ "${1:-}" == "--stage" ]]; then
 fi
 
 # --quick: no benchmark; --bench: only the benchmarks (ops, forward with kernel profiles,
-# torch.compile baseline), no tests.
+# torch.compile baseline), no tests; --stages: only the encoder/upsampler stage benchmark.
 QUICK=0
 BENCH_ONLY=0
+STAGES_ONLY=0
 [[ "${1:-}" == "--quick" ]] && QUICK=1
 [[ "${1:-}" == "--bench" ]] && BENCH_ONLY=1
+[[ "${1:-}" == "--stages" ]] && STAGES_ONLY=1 && BENCH_ONLY=1
 OUTDIR=${OUT:-$BUILD/out}
 mkdir -p "$OUTDIR"
 SUMMARY="$OUTDIR/summary.txt"
@@ -65,7 +69,8 @@ fi
 # 1. Build (sm_90 native code; the inference layer, its tests and vireo-cli).
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON \
   -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUTDIR/build.log" 2>&1 \
-  && if [[ $BENCH_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli vireo_kernels; \
+  && if [[ $STAGES_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli; \
+     elif [[ $BENCH_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli vireo_kernels; \
      else ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline vireo-cli; fi \
      >>"$OUTDIR/build.log" 2>&1
 build_rc=$?
@@ -76,6 +81,27 @@ note "build: rc $build_rc at $(elapsed) s"
 [[ $BENCH_ONLY -eq 1 ]] || ctest --test-dir "$BUILD" -L gpu -FA '.*' --output-on-failure -V --timeout 300 >"$OUTDIR/ctest.log" 2>&1
 [[ $BENCH_ONLY -eq 1 ]] || note "ctest -L gpu: rc $? at $(elapsed) s"
 [[ $BENCH_ONLY -eq 1 ]] || grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]" "$OUTDIR/ctest.log" | grep -v "PASS" | tail -60 | tee -a "$SUMMARY"
+
+# The video VAE encoder (a still, a tiled and chunked clip) and the x2 latent upsampler at
+# 768x512x121, Vireo against diffusers on real-config random weights (a minute or two expected).
+# After the tests, the transformer benchmark and memcheck, in what budget they leave.
+stage_bench() {
+  local left=$((BUDGET - $(elapsed))) limit=$1
+  if [[ $left -lt 90 ]]; then note "bench gpu stages: skipped (budget spent)"; return; fi
+  [[ $limit -gt $((left - 10)) ]] && limit=$((left - 10))
+  PYTHONUNBUFFERED=1 timeout "$limit" "$PYTHON" "$ROOT/tests/bench/bench_gpu_stages.py" "$BUILD/app/vireo-cli" --repeat 3 \
+    --work /tmp/vireo-bench-stages --report "$OUTDIR/stages.json" >"$OUTDIR/stages.log" 2>&1
+  local rc=$?
+  note "bench gpu stages: rc $rc$([[ $rc -eq 124 ]] && echo ' (timed out)') at $(elapsed) s"
+  sed -n '/== bench gpu stages/,$p' "$OUTDIR/stages.log" | tee -a "$SUMMARY"
+  grep -E "FAILED|Error|error" "$OUTDIR/stages.log" | head -20 | tee -a "$SUMMARY"
+  rm -rf /tmp/vireo-bench-stages
+}
+if [[ $STAGES_ONLY -eq 1 ]]; then
+  stage_bench 240
+  note "gpu-check: done in $(elapsed) s"
+  exit 0
+fi
 
 # 3. The GPU benchmark.
 if [[ $QUICK -eq 0 ]]; then
@@ -119,4 +145,6 @@ elif command -v compute-sanitizer >/dev/null; then
 else
   note "compute-sanitizer: not found"
 fi
+# 5. The stage benchmark.
+[[ $QUICK -eq 0 ]] && stage_bench 180
 note "gpu-check: done in $(elapsed) s"

@@ -1,5 +1,6 @@
 // vireo-cli: the headless front end. Parses arguments and wires the layers; the work lives
 // in inference/ (and core/ for Hub commands).
+#include "app/cli/args.h"
 #include "app/cli/ditcommands.h"
 #include "app/cli/loracommands.h"
 #ifdef VIREO_HAS_CORE
@@ -10,6 +11,7 @@
 #include "inference/bench/dequantbench.h"
 #include "inference/bench/gpubench.h"
 #include "inference/bench/readbench.h"
+#include "inference/bench/stagebench.h"
 #include "inference/inspect/modelinspector.h"
 #include "inference/util/format.h"
 #include "inference/util/heap.h"
@@ -50,6 +52,10 @@ commands:
   bench gpu-dequant [--rows R] [--cols C] [--repeat N] [--json]
                                every representation dequantized on the CUDA device
                                next to a device copy of the same output
+  bench stages --vae PATH --upsampler PATH [--size WxHxF] [--device cpu|cuda]
+               [--dtype bf16|f32] [--repeat N] [--seed N] [--out FILE.safetensors] [--json]
+                               the LTX-2 video VAE encoder (a still, a tiled clip) and the
+                               x2 latent upsampler: time and peak memory (default 768x512x121)
   bench runtime --model PATH [--size WxHxF] [--repeat N] [--json]
                                the studio's engine against calling the pipeline directly
   bench speed --model PATH [--size WxHxF] [--schedule distilled|dev] [--device D] [--json]
@@ -59,7 +65,8 @@ commands:
                                the window's cold start to a usable window
   bench gpu [--python PY] [...]
                                the GPU benchmark: real-width LTX-2.3 transformer against
-                               diffusers, VAE decode, dequantization (bench_gpu.py --help)
+                               diffusers, VAE decode, dequantization (bench_gpu.py --help);
+                               the encoder and upsampler: tests/bench/bench_gpu_stages.py
   dit-forward --model PATH --inputs IN.safetensors --out OUT.safetensors
                                run the LTX-2 transformer once on named input tensors
                                (see --help of the command for options)
@@ -261,10 +268,66 @@ int runBenchGpuDequant(const std::vector<std::string>& args)
     return 0;
 }
 
+int runBenchStages(const std::vector<std::string>& args)
+{
+    vireo::bench::StageBenchOptions options;
+    bool asJson = false;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        const auto& a = args[i];
+        const bool hasValue = i + 1 < args.size();
+        if (a == "--vae" && hasValue)
+            options.vaePath = args[++i];
+        else if (a == "--upsampler" && hasValue)
+            options.upsamplerPath = args[++i];
+        else if (a == "--size" && hasValue) {
+            const auto& v = args[++i];
+            const auto x1 = v.find('x'), x2 = v.find('x', x1 == std::string::npos ? x1 : x1 + 1);
+            if (x1 == std::string::npos || x2 == std::string::npos)
+                return usageError("bench stages: --size is WxHxF, e.g. 768x512x121");
+            auto w = vireo::cli::parseNumber<std::int64_t>(std::string_view(v).substr(0, x1), 1, 8192);
+            auto h = vireo::cli::parseNumber<std::int64_t>(std::string_view(v).substr(x1 + 1, x2 - x1 - 1), 1, 8192);
+            auto f = vireo::cli::parseNumber<std::int64_t>(std::string_view(v).substr(x2 + 1), 1, 2049);
+            if (!w || !h || !f)
+                return usageError("bench stages: --size is WxHxF, e.g. 768x512x121 (W, H up to 8192, F up to 2049)");
+            options.width = *w;
+            options.height = *h;
+            options.frames = *f;
+        } else if (a == "--device" && hasValue)
+            options.device = args[++i];
+        else if (a == "--dtype" && hasValue)
+            options.dtype = args[++i];
+        else if (a == "--repeat" && hasValue) {
+            auto n = vireo::cli::parseNumber<int>(args[++i], 1, 1000);
+            if (!n)
+                return usageError("bench stages: --repeat " + n.error().message);
+            options.repeats = *n;
+        } else if (a == "--seed" && hasValue) {
+            auto n = vireo::cli::parseNumber<std::uint64_t>(args[++i], 0, 1ULL << 62);
+            if (!n)
+                return usageError("bench stages: --seed " + n.error().message);
+            options.seed = *n;
+        } else if (a == "--out" && hasValue)
+            options.outputsPath = args[++i];
+        else if (a == "--json")
+            asJson = true;
+        else
+            return usageError("bench stages: unexpected argument " + a);
+    }
+    if (options.vaePath.empty() || options.upsamplerPath.empty())
+        return usageError("bench stages: --vae PATH and --upsampler PATH are required");
+    auto r = vireo::bench::benchStages(options);
+    if (!r)
+        return fail(r.error());
+    std::fputs((asJson ? vireo::bench::stageBenchJson(*r) + "\n" : vireo::bench::formatStageBench(*r)).c_str(), stdout);
+    return 0;
+}
+
 int runBench(const std::vector<std::string>& args, const char* self)
 {
     if (!args.empty() && args[0] == "gpu-dequant")
         return runBenchGpuDequant(args);
+    if (!args.empty() && args[0] == "stages")
+        return runBenchStages(args);
 #ifdef VIREO_HAS_CORE
     if (!args.empty() && args[0] == "runtime")
         return runBenchRuntime(args);
@@ -309,7 +372,7 @@ int runBench(const std::vector<std::string>& args, const char* self)
         return std::system(command.c_str()) == 0 ? 0 : 1;
     }
     if (args.empty() || args[0] != "read")
-        return usageError("bench: 'bench read FILE', 'bench dequant', 'bench download' or 'bench dit'");
+        return usageError("bench: 'bench read FILE', 'bench dequant', 'bench download', 'bench dit' or 'bench stages'");
     std::string path;
     int repeats = 3;
     bool asJson = false;

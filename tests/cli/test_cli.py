@@ -315,6 +315,48 @@ def test_generate_image_conditioning(tmp_dir=RUN_TMP):
         f.unlink(missing_ok=True)
 
 
+def test_bench_stages(tmp=os.path.join(RUN_TMP, "stages.safetensors")):
+    """bench stages on the tiny 2.3 pipeline: its outputs are diffusers' on the same seeded inputs."""
+    import torch
+    from diffusers.models.autoencoders.autoencoder_kl_ltx2 import AutoencoderKLLTX2Video
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+    from safetensors.torch import load_file
+
+    root = FIXTURES / "ltx2pipeline" / "v23" / "diffusers"
+    W, H, F, seed = 128, 64, 9, 77
+    p = run("bench", "stages", "--vae", root / "vae", "--upsampler", root / "latent_upsampler", "--size", f"{W}x{H}x{F}",
+            "--dtype", "f32", "--repeat", "1", "--seed", seed, "--out", tmp, "--json")
+    ok = p.returncode == 0
+    detail = p.stderr or p.stdout[:400]
+    if ok:
+        b = json.loads(p.stdout)
+        ok = [s["name"] for s in b["stages"]] == ["encode_still", "encode_clip", "upsample"] \
+            and all(s["finite"] and s["median_seconds"] > 0 and len(s["seconds"]) == 1 for s in b["stages"])
+    if ok:
+        with torch.no_grad():
+            vae = AutoencoderKLLTX2Video.from_pretrained(root / "vae", torch_dtype=torch.float32).eval()
+            up = LTX2LatentUpsamplerModel.from_pretrained(root / "latent_upsampler", torch_dtype=torch.float32).eval()
+            mean, std = (t.float().view(1, -1, 1, 1, 1) for t in (vae.latents_mean, vae.latents_std))
+            u = lambda shape, k: torch.rand(shape, generator=torch.Generator().manual_seed(seed + k)) * 2 - 1  # noqa: E731
+            ref = {
+                "encode_still": (vae.encode(u((1, 3, 1, H, W), 0)).latent_dist.mode() - mean) / std,
+                "encode_clip": (vae.encode(u((1, 3, F, H, W), 1)).latent_dist.mode() - mean) / std,
+                "upsample": (up(torch.randn((1, mean.numel(), 2, H // 64, W // 64), generator=torch.Generator().manual_seed(seed + 2))
+                                * std + mean) - mean) / std,
+            }
+        got = load_file(tmp)
+        errs = {k: float((got[k] - v).norm() / v.norm()) for k, v in ref.items()}
+        print(f"        bench stages outputs against diffusers, rel err: {errs}")
+        ok = all(e < 1e-4 for e in errs.values())
+        detail = str(errs)
+    check("bench stages --json --out matches diffusers on the same inputs", ok, detail)
+    p = run("bench", "stages", "--vae", root / "vae", "--upsampler", root / "latent_upsampler", "--size", "96x64x9")
+    check("bench stages refuses a size stage 1 cannot halve", p.returncode == 1 and "multiples of 64" in p.stderr
+          and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    p = run("bench", "stages", "--vae", root / "vae", "--upsampler", root / "vae")
+    check("bench stages refuses a VAE as the upsampler", p.returncode == 1 and "not an LTX-2 latent upsampler" in p.stderr, p.stderr)
+
+
 def png_chunks(path):
     """The chunks of a PNG as (type, data), after checking the signature."""
     import struct
@@ -574,5 +616,6 @@ test_dit_forward()
 test_generate()
 test_generate_image()
 test_generate_image_conditioning()
+test_bench_stages()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)

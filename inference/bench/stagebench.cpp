@@ -1,0 +1,330 @@
+#include "inference/bench/stagebench.h"
+
+#include "inference/models/ltx2/ltx2upsampler.h"
+#include "inference/models/ltx2/ltx2videovae.h"
+#include "inference/models/ltx2/ltx2weights.h"
+#include "inference/tensorfile/tensorset.h"
+#include "inference/util/device.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace vireo::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// /proc/self/status fields in kB, as bytes; -1 when unreadable.
+std::int64_t procStatusBytes(const char* field)
+{
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    const std::string key = std::string(field) + ":";
+    while (std::getline(in, line))
+        if (line.rfind(key, 0) == 0)
+            return std::atoll(line.c_str() + key.size()) * 1024;
+    return -1;
+}
+
+// Writing 5 to clear_refs resets VmHWM to the current RSS (Linux 4.0+).
+bool resetPeakRss()
+{
+    std::ofstream out("/proc/self/clear_refs");
+    out << "5";
+    out.flush();
+    return static_cast<bool>(out);
+}
+
+std::vector<std::int64_t> shapeOf(const at::Tensor& t)
+{
+    return std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end());
+}
+
+std::string shapeText(const std::vector<std::int64_t>& shape)
+{
+    std::string s;
+    for (auto d : shape)
+        s += (s.empty() ? "" : "x") + std::to_string(d);
+    return s;
+}
+
+// The bench's random inputs, drawn in float32 on the CPU from their own generators so a Python
+// driver gets the same values from torch.Generator().manual_seed(seed + k) and torch.rand/randn.
+at::Tensor uniformVideo(std::vector<std::int64_t> shape, std::uint64_t seed)
+{
+    auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+    return at::rand(shape, g, at::TensorOptions().dtype(at::kFloat)) * 2 - 1;
+}
+
+at::Tensor normalLatent(std::vector<std::int64_t> shape, std::uint64_t seed)
+{
+    auto g = at::make_generator<at::CPUGeneratorImpl>(seed);
+    return at::randn(shape, g, at::TensorOptions().dtype(at::kFloat));
+}
+
+struct Measured {
+    at::Tensor output;  // of the last run
+    std::string failure;
+};
+
+// One warm-up, then `repeats` runs, each synchronized on both ends. Only one output lives at a
+// time, so the peak is one run's.
+Measured measure(StageRow& row, c10::Device device, int repeats, const std::function<Result<at::Tensor>()>& op)
+{
+    Measured m;
+    const bool cuda = device.is_cuda();
+    deviceSynchronize(device);
+    std::int64_t base = 0;
+    bool rss = false;
+    if (cuda) {
+        cudaResetPeakMemory(device);
+        base = cudaAllocatedMemory(device);
+    } else if (resetPeakRss()) {
+        base = procStatusBytes("VmRSS");
+        rss = base >= 0;
+    }
+    for (int i = -1; i < repeats; ++i) {
+        m.output = at::Tensor();
+        deviceSynchronize(device);
+        const auto start = Clock::now();
+        auto out = op();
+        deviceSynchronize(device);
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        if (!out) {
+            m.failure = out.error().message;
+            return m;
+        }
+        m.output = std::move(*out);
+        if (i >= 0)
+            row.seconds.push_back(s);
+        else if (rss) {
+            const auto peak = procStatusBytes("VmHWM");
+            row.peakBytes = peak >= 0 ? std::max<std::int64_t>(0, peak - base) : -1;
+            row.peakTotalBytes = peak;
+        }
+    }
+    if (cuda) {
+        row.peakTotalBytes = cudaPeakMemory(device);
+        row.peakBytes = row.peakTotalBytes - base;
+    }
+    auto sorted = row.seconds;
+    std::sort(sorted.begin(), sorted.end());
+    row.medianSeconds = sorted[sorted.size() / 2];
+    const auto f = m.output.to(at::kFloat);
+    row.outputShape = shapeOf(f);
+    row.finite = at::isfinite(f).all().item<bool>();
+    row.sum = f.sum(at::kDouble).item<double>();
+    row.absMean = f.abs().mean(at::kDouble).item<double>();
+    return m;
+}
+
+} // namespace
+
+Result<StageBenchResult> benchStages(const StageBenchOptions& options)
+{
+    StageBenchResult r;
+    c10::Device device(c10::kCPU);
+    try {
+        device = c10::Device(options.device);
+    } catch (const c10::Error&) {
+        return makeError(ErrorCode::InvalidArgument, "bench stages: unknown device '" + options.device + "' (cpu or cuda)");
+    }
+    if (device.is_cuda() && !cudaAvailable())
+        return makeError(ErrorCode::Unsupported, "bench stages: --device " + options.device + " but this process sees no CUDA device");
+    if (!device.is_cuda() && !device.is_cpu())
+        return makeError(ErrorCode::Unsupported, "bench stages: runs on cpu or cuda, not " + options.device);
+    c10::ScalarType dtype;
+    if (options.dtype == "bf16")
+        dtype = at::kBFloat16;
+    else if (options.dtype == "f32")
+        dtype = at::kFloat;
+    else
+        return makeError(ErrorCode::InvalidArgument, "bench stages: --dtype is bf16 or f32, not " + options.dtype);
+    if (options.repeats < 1 || options.width < 1 || options.height < 1 || options.frames < 1)
+        return makeError(ErrorCode::InvalidArgument, "bench stages: size and repeats must be positive");
+    r.device = device.is_cuda() ? cudaDeviceSummary() : "cpu (" + std::to_string(at::get_num_threads()) + " threads)";
+    r.dtype = options.dtype;
+    r.memoryMethod = device.is_cuda() ? "CUDA caching allocator, peak above the allocation before the op"
+                                      : "peak RSS growth over the warm-up run (lower bound)";
+    r.width = options.width;
+    r.height = options.height;
+    r.frames = options.frames;
+    r.repeats = options.repeats;
+
+    try {
+        auto weights = ltx2::Ltx2Weights::open({options.vaePath});
+        if (!weights)
+            return weights.error();
+        auto start = Clock::now();
+        ltx2::VideoEncoderLoadOptions encoderOptions;
+        encoderOptions.device = device;
+        encoderOptions.dtype = dtype;
+        auto encoder = ltx2::VideoEncoder::load(*weights, encoderOptions);
+        if (!encoder)
+            return encoder.error();
+        deviceSynchronize(device);
+        r.encoderLoadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+        r.encoderResidentBytes = encoder->residentBytes();
+        // The per-channel statistics upsampleNormalized works with, as the decoder reads them.
+        ltx2::WeightTaker statistics(*weights, ltx2::Part::VideoVae, device, at::kFloat);
+        statistics.ignorePrefix("");
+        const auto latentMean = statistics.tensor("latents_mean");
+        const auto latentStd = statistics.tensor("latents_std");
+        if (auto done = statistics.finish(); !done)
+            return done.error();
+
+        start = Clock::now();
+        ltx2::LatentUpsamplerLoadOptions upOptions;
+        upOptions.device = device;
+        upOptions.dtype = dtype;
+        auto upsampler = ltx2::LatentUpsampler::load(options.upsamplerPath, upOptions);
+        if (!upsampler)
+            return upsampler.error();
+        deviceSynchronize(device);
+        r.upsamplerLoadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+        r.upsamplerResidentBytes = upsampler->residentBytes();
+        r.upsampler = ltx2::describeLatentUpsampler(upsampler->config());
+
+        const auto channels = encoder->config().latentChannels;
+        const auto spatial = encoder->spatialScale();
+        const auto temporal = encoder->temporalScale();
+        if (upsampler->config().inChannels != channels)
+            return makeError(ErrorCode::InvalidArgument, "bench stages: the upsampler works on " + std::to_string(upsampler->config().inChannels)
+                    + " latent channels, the VAE has " + std::to_string(channels));
+        if (upsampler->spatialScale() != 2.0 || upsampler->temporalScale() != 1)
+            return makeError(ErrorCode::InvalidArgument, "bench stages: the two-stage path needs an x2 spatial upsampler, not "
+                    + r.upsampler);
+        if (options.width % (2 * spatial) || options.height % (2 * spatial) || (options.frames - 1) % temporal)
+            return makeError(ErrorCode::InvalidArgument, "bench stages: --size needs W and H multiples of " + std::to_string(2 * spatial)
+                    + " (stage 1 runs at half size) and F = " + std::to_string(temporal) + "k + 1");
+        const auto latentFrames = (options.frames - 1) / temporal + 1;
+        const auto cellsH = options.height / spatial, cellsW = options.width / spatial;
+
+        std::map<std::string, at::Tensor> outputs;
+        auto run = [&](StageRow row, const at::Tensor& input, const std::function<Result<at::Tensor>(const at::Tensor&)>& op) -> Result<void> {
+            row.inputShape = shapeOf(input);
+            auto m = measure(row, device, options.repeats, [&] { return op(input); });
+            if (!m.failure.empty())
+                return makeError(ErrorCode::Internal, "bench stages: " + row.name + ": " + m.failure);
+            if (!options.outputsPath.empty())
+                outputs[row.name] = m.output.to(at::kCPU, at::kFloat).contiguous();
+            r.rows.push_back(std::move(row));
+            return {};
+        };
+
+        // 1. Image-to-video's condition: one still at full size, encoded whole.
+        {
+            StageRow row;
+            row.name = "encode_still";
+            row.layout = "whole";
+            const auto still = uniformVideo({1, 3, 1, options.height, options.width}, options.seed).to(device, dtype);
+            if (auto done = run(row, still, [&](const at::Tensor& x) { return encoder->encode(x); }); !done)
+                return done.error();
+        }
+        // 2. A clip, in the tiles and chunks Ltx2Pipeline's encodeConditions picks.
+        {
+            StageRow row;
+            row.name = "encode_clip";
+            ltx2::VideoEncodeOptions eo;
+            if (options.frames > 1 && (cellsH > 16 || cellsW > 16)) {
+                eo.tileSize = 16;
+                eo.tileOverlap = 2;
+            }
+            if (options.frames > 1 && latentFrames > 8) {
+                eo.chunkFrames = 8;
+                eo.chunkOverlap = 2;
+            }
+            row.layout = eo.tileSize ? "tiles 16/2 cells" : "whole frames";
+            row.layout += eo.chunkFrames ? ", chunks 8/2 latents" : ", all frames";
+            const auto clip = uniformVideo({1, 3, options.frames, options.height, options.width}, options.seed + 1).to(device, dtype);
+            if (auto done = run(row, clip, [&](const at::Tensor& x) { return encoder->encode(x, eo); }); !done)
+                return done.error();
+        }
+        // 3. The two-stage path's x2 upsampling of the half-size stage-1 latent.
+        {
+            StageRow row;
+            row.name = "upsample";
+            row.layout = "whole";
+            const auto low = normalLatent({1, channels, latentFrames, cellsH / 2, cellsW / 2}, options.seed + 2).to(device);
+            if (auto done = run(row, low, [&](const at::Tensor& x) { return upsampler->upsampleNormalized(x, latentMean, latentStd); }); !done)
+                return done.error();
+        }
+        const std::vector<std::vector<std::int64_t>> expected{{1, channels, 1, cellsH, cellsW},
+            {1, channels, latentFrames, cellsH, cellsW}, {1, channels, latentFrames, cellsH, cellsW}};
+        for (std::size_t i = 0; i < r.rows.size(); ++i)
+            if (r.rows[i].outputShape != expected[i])
+                return makeError(ErrorCode::Internal, "bench stages: " + r.rows[i].name + " gave " + shapeText(r.rows[i].outputShape)
+                        + ", expected " + shapeText(expected[i]));
+        if (!options.outputsPath.empty())
+            if (auto w = tensorfile::writeSafetensors(options.outputsPath, outputs); !w)
+                return w.error();
+    } catch (const std::exception& e) {
+        return errorFromException(e, "bench stages", ErrorCode::Internal);
+    }
+    return r;
+}
+
+std::string formatStageBench(const StageBenchResult& r)
+{
+    std::ostringstream s;
+    char line[320];
+    std::snprintf(line, sizeof line, "bench stages: %lldx%lldx%lld, %s on %s, median of %d after a warm-up\n",
+        static_cast<long long>(r.width), static_cast<long long>(r.height), static_cast<long long>(r.frames), r.dtype.c_str(),
+        r.device.c_str(), r.repeats);
+    s << line;
+    std::snprintf(line, sizeof line, "  encoder loaded in %.2f s (%.1f MiB), upsampler in %.2f s (%.1f MiB): %s\n", r.encoderLoadSeconds,
+        static_cast<double>(r.encoderResidentBytes) / 1048576.0, r.upsamplerLoadSeconds,
+        static_cast<double>(r.upsamplerResidentBytes) / 1048576.0, r.upsampler.c_str());
+    s << line;
+    s << "  memory: " << r.memoryMethod << "\n";
+    std::snprintf(line, sizeof line, "  %-13s %-20s %-20s %10s %11s %-38s %s\n", "stage", "input", "output", "median s", "peak MiB",
+        "layout", "output check");
+    s << line;
+    for (const auto& row : r.rows) {
+        char peak[32];
+        if (row.peakBytes >= 0)
+            std::snprintf(peak, sizeof peak, "%.1f", static_cast<double>(row.peakBytes) / 1048576.0);
+        else
+            std::snprintf(peak, sizeof peak, "n/a");
+        std::snprintf(line, sizeof line, "  %-13s %-20s %-20s %10.4f %11s %-38s %s, sum %.6g, mean |x| %.6g\n", row.name.c_str(),
+            shapeText(row.inputShape).c_str(), shapeText(row.outputShape).c_str(), row.medianSeconds, peak, row.layout.c_str(),
+            row.finite ? "finite" : "NOT FINITE", row.sum, row.absMean);
+        s << line;
+    }
+    return s.str();
+}
+
+std::string stageBenchJson(const StageBenchResult& r)
+{
+    nlohmann::json j;
+    j["bench"] = "stages";
+    j["device"] = r.device;
+    j["dtype"] = r.dtype;
+    j["size"] = {r.width, r.height, r.frames};
+    j["repeats"] = r.repeats;
+    j["memory_method"] = r.memoryMethod;
+    j["encoder_load_seconds"] = r.encoderLoadSeconds;
+    j["upsampler_load_seconds"] = r.upsamplerLoadSeconds;
+    j["encoder_resident_bytes"] = r.encoderResidentBytes;
+    j["upsampler_resident_bytes"] = r.upsamplerResidentBytes;
+    j["upsampler"] = r.upsampler;
+    j["stages"] = nlohmann::json::array();
+    for (const auto& row : r.rows)
+        j["stages"].push_back({{"name", row.name}, {"input_shape", row.inputShape}, {"output_shape", row.outputShape},
+            {"layout", row.layout}, {"median_seconds", row.medianSeconds}, {"seconds", row.seconds}, {"peak_bytes", row.peakBytes},
+            {"peak_total_bytes", row.peakTotalBytes}, {"finite", row.finite}, {"sum", row.sum}, {"abs_mean", row.absMean}});
+    return j.dump();
+}
+
+} // namespace vireo::bench
