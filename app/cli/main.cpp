@@ -84,10 +84,11 @@ commands:
   bench dit [--python PY] [--layers N] [--tokens N] [--repeat N] [--json]
                                one LTX-2.3 transformer forward on CPU against diffusers on
                                the same weights; resident bytes as bf16, FP8 and Q4_K
-  bench generate [--python PY] [--small] [--ideogram] [--json]
+  bench generate [--python PY] [--small] [--ideogram] [--two-stage] [--json]
                                each LTX-2 phase (Ideogram-4 with --ideogram) timed next to
                                diffusers' pipeline on the same weights (tiny and medium
-                               configurations), as ratios
+                               configurations), as ratios; --two-stage: the two-stage
+                               distilled path against diffusers' three pipeline calls
   plan REPO [rules] [--json]   the files a download would fetch, sizes, cache and disk
   download REPO [rules]        download them into the Hugging Face cache (Ctrl-C
                                cancels; running it again resumes); a repo outside the
@@ -361,7 +362,7 @@ int runBench(const std::vector<std::string>& args, const char* self)
         for (std::size_t i = 1; i < args.size(); ++i) {
             if (args[i] == "--python" && i + 1 < args.size())
                 python = args[++i];
-            else if (args[i] == "--json" || args[i] == "--small")
+            else if (args[i] == "--json" || args[i] == "--small" || args[i] == "--two-stage")
                 extra += " " + args[i];
             else if (args[i] == "--ideogram")
                 script = "bench_generate_ideogram.py";

@@ -696,6 +696,12 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
         job->status.generateSeconds = std::chrono::duration<double>(generated - loadDone).count();
     }
     if (!g.writeOutput) {
+        // Nothing is written, but how long each phase took is still worth reporting (--repeat).
+        {
+            std::lock_guard lock(mutex);
+            job->status.recipe.secondsPerPhase = result->secondsPerPhase;
+            job->status.recipe.stages = result->stages.twoStage ? "two" : "single";
+        }
         tracker.commit(eta, now());
         return;
     }

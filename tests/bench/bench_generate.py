@@ -350,6 +350,97 @@ def bench_config(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> 
     }
 
 
+# =========================================================================== two stages
+
+# The medium model at 512x320 (stage 1 at 256x160), with a latent upsampler narrower than the real
+# one (mid 256, 2 + 2 blocks; the real one is 1024 wide, 4 + 4) so the file stays small.
+TWO_STAGE = dict(width=512, height=320, frames=25)
+
+
+def two_stage_upsampler(seed: int, channels: int):
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+
+    torch.manual_seed(seed)
+    up = LTX2LatentUpsamplerModel(in_channels=channels, mid_channels=256,
+                                  num_blocks_per_stage=2, dims=3, spatial_upsample=True, use_rational_resampler=False)
+    return mm.randomize_(up.float().eval(), seed * 100 + 77, std=0.02)
+
+
+def diffusers_two_stage(pipe: LTX2Pipeline, upsampler, cfg: dict) -> dict:
+    from diffusers.pipelines.ltx2 import LTX2LatentUpsamplePipeline
+    from diffusers.pipelines.ltx2.utils import STAGE_2_DISTILLED_SIGMA_VALUES
+
+    common = dict(prompt=PROMPT, negative_prompt=None, num_frames=cfg["frames"], frame_rate=FPS, guidance_scale=1.0,
+                  audio_guidance_scale=1.0, stg_scale=0.0, audio_stg_scale=0.0, modality_scale=1.0, audio_modality_scale=1.0,
+                  guidance_rescale=0.0, audio_guidance_rescale=0.0, spatio_temporal_guidance_blocks=None,
+                  use_cross_timestep=True, return_dict=False, max_sequence_length=MAX_SEQUENCE_LENGTH,
+                  generator=torch.Generator().manual_seed(SEED))
+    ups = LTX2LatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=upsampler)
+    ups.set_progress_bar_config(disable=True)
+    t0 = time.perf_counter()
+    video, audio = pipe(height=cfg["height"] // 2, width=cfg["width"] // 2, num_inference_steps=len(DISTILLED_SIGMA_VALUES),
+                        sigmas=list(DISTILLED_SIGMA_VALUES), output_type="latent", **common)
+    t1 = time.perf_counter()
+    up = ups(latents=video, output_type="latent", return_dict=False)[0]
+    t2 = time.perf_counter()
+    frames, _ = pipe(latents=up, audio_latents=audio, height=cfg["height"], width=cfg["width"],
+                     num_inference_steps=len(STAGE_2_DISTILLED_SIGMA_VALUES), sigmas=list(STAGE_2_DISTILLED_SIGMA_VALUES),
+                     noise_scale=STAGE_2_DISTILLED_SIGMA_VALUES[0], output_type="np", **common)
+    t3 = time.perf_counter()
+    assert frames.shape[1:4] == (cfg["frames"], cfg["height"], cfg["width"]), frames.shape
+    return {"stage 1": t1 - t0, "upsample": t2 - t1, "stage 2": t3 - t2, "total": t3 - t0}
+
+
+def bench_two_stage(cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
+    cfg = TWO_STAGE
+    folder = tmp / "two_stage"
+    parts = medium_parts(SEED)
+    params = write_pipeline(folder, parts, tok_src)
+    upsampler = two_stage_upsampler(SEED, parts["vae"].config.latent_channels)
+    upsampler.save_pretrained(folder / "latent_upsampler", safe_serialization=True)
+    params["latent_upsampler"] = sum(p.numel() for p in upsampler.parameters())
+
+    pipe, _ = load_pipeline(folder)
+    diffusers_two_stage(pipe, upsampler, cfg)  # warm-up
+    d_runs = [diffusers_two_stage(pipe, upsampler, cfg) for _ in range(repeat)]
+    del pipe
+
+    cmd = [cli, "generate", "--model", str(folder), "--prompt", PROMPT, "--frames", str(cfg["frames"]),
+           "--width", str(cfg["width"]), "--height", str(cfg["height"]), "--fps", f"{FPS:g}", "--seed", str(SEED),
+           "--stages", "two", "--out", str(tmp / "two-stage-vireo.mp4"), "--json", "--repeat", str(repeat + 1)]
+    report = benchcli.run_json("bench generate --two-stage", cmd)
+    if report.get("stages") != "two":
+        sys.exit(f"bench generate --two-stage: vireo did not run two stages: {json.dumps(report)[:400]}")
+    v_runs = []
+    for p in report["runs"][1:]:
+        stage1 = p.get("encode prompt", 0.0) + p.get("denoise", 0.0)
+        up = p.get("upsample latents", 0.0)
+        stage2 = sum(p.get(k, 0.0) for k in ("refine", "decode video", "decode audio", "vocoder"))
+        v_runs.append({"stage 1": stage1, "upsample": up, "stage 2": stage2, "total": stage1 + up + stage2})
+    rows = []
+    notes = {"stage 1": "encode prompt + 8 distilled steps at half size (diffusers: the first __call__, output_type='latent')",
+             "upsample": "latent upsampler on the VAE's scale (diffusers: LTX2LatentUpsamplePipeline, output_type='latent')",
+             "stage 2": "3 refining steps at full size + decode video, audio, vocoder (diffusers: the second __call__, "
+                        "which encodes the prompt again)",
+             "total": "the three together"}
+    for k in ("stage 1", "upsample", "stage 2", "total"):
+        ds, vs = min(r[k] for r in d_runs), min(r[k] for r in v_runs)
+        rows.append({"phase": k, "diffusers": ds, "vireo": vs, "ratio": vs / ds if ds else None, "measures": notes[k]})
+    return {"config": "two_stage", "width": cfg["width"], "height": cfg["height"], "frames": cfg["frames"],
+            "parameters": params, "rows": rows, "diffusers_runs": d_runs, "vireo_runs": v_runs,
+            "vireo_phases": report["runs"][1:]}
+
+
+def print_two_stage(r: dict, repeat: int) -> None:
+    print(f"\n== two stages: {r['width']}x{r['height']}, {r['frames']} frames (stage 1 at {r['width'] // 2}x{r['height'] // 2}), "
+          f"8 + 3 distilled steps, no guidance; upsampler {r['parameters']['latent_upsampler'] / 1e6:.1f} M parameters")
+    print(f"   {'part':12s}{'diffusers s':>12s}{'vireo s':>11s}{'ratio':>9s}   measures")
+    for row in r["rows"]:
+        ratio = f"{row['ratio']:8.2f}x" if row["ratio"] is not None else f"{'-':>9s}"
+        print(f"   {row['phase']:12s}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 11)}{ratio}   {row['measures']}")
+    print(f"   best of {repeat} (diffusers after a warm-up run; vireo: one process, after a warm-up run)")
+
+
 def fmt(x, width=10, digits=3):
     return f"{x:{width}.{digits}f}" if x is not None else f"{'n/a':>{width}}"
 
@@ -386,6 +477,7 @@ def main() -> int:
     ap.add_argument("--small", action="store_true", help="only the tiny configuration")
     ap.add_argument("--repeat", type=int, default=2, help="best of N (default 2)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--two-stage", action="store_true", help="only the two-stage distilled path (medium model)")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
@@ -406,12 +498,17 @@ def main() -> int:
         tmp = Path(tmp)
         tok_src = tmp / "tokenizer_src"
         fx.tiny_tokenizer(tok_src)
-        for name in names:
+        for name in ([] if args.two_stage else names):
             r = bench_config(name, args.cli, args.repeat, tmp, tok_src)
             results.append(r)
             if not args.json:
                 print_config(r, args.repeat)
                 sys.stdout.flush()
+        if args.two_stage:
+            r = bench_two_stage(args.cli, args.repeat, tmp, tok_src)
+            results.append(r)
+            if not args.json:
+                print_two_stage(r, args.repeat)
     total = time.perf_counter() - start
     load_after = os.getloadavg()[0]
     cores = os.cpu_count() or 1
