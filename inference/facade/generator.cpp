@@ -216,9 +216,9 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, c10::Device device, c10::S
         return makeError(ErrorCode::InvalidArgument, "an Ideogram-4 model is one folder; " + std::to_string(plan.modelPaths.size()) + " paths were given");
     if (plan.textEncoderPath)
         return makeError(ErrorCode::InvalidArgument, "an Ideogram-4 folder brings its own text encoder; --text-encoder does not apply");
-    if (plan.placement != Placement::Auto && plan.placement != Placement::AllResident)
-        return makeError(ErrorCode::Unsupported, "Ideogram-4 runs with every component resident on one device for now; placement "
-                + std::string(placementName(plan.placement)) + " is not available for it (choose auto or all-resident, or the CPU)");
+    if (plan.placement == Placement::TextEncoderOnCpu)
+        return makeError(ErrorCode::Unsupported, "Ideogram-4 keeps its text tower on the device; placement text-encoder-on-cpu is not "
+                "available for it (choose auto, all-resident or offload-transformer-blocks)");
     const auto& root = plan.modelPaths.front();
     auto sizes = ideogramSizes(root);
     if (!sizes)
@@ -247,22 +247,43 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, c10::Device device, c10::S
     const std::int64_t weights = text + cond + uncond + vae;
     const std::int64_t margin = 512ll << 20;
     const auto work = std::max({m.activationBytes, m.encodeBytes, m.decodeBytes});
+    // Streamed: each DiT keeps what runs once per forward on the device and its blocks in host
+    // memory, two blocks of each in flight (the one running and the one being copied in).
+    const auto layers = std::max<std::int64_t>(sizes->layers, 1);
+    const auto condBlocks = cond * 95 / 100, uncondBlocks = uncond * 95 / 100;  // the blocks hold nearly every weight
+    const std::int64_t streamedDevice = text + vae + (cond - condBlocks) + (uncond - uncondBlocks) + 2 * (condBlocks + uncondBlocks) / layers;
     if (device.is_cpu()) {
         m.hostWeightBytes = weights;
         m.hostPeakBytes = weights + work;
         m.fits = m.hostPeakBytes <= m.budget.hostAvailableBytes;
         m.shortfallBytes = m.fits ? 0 : m.hostPeakBytes - m.budget.hostAvailableBytes;
     } else {
-        m.deviceWeightBytes = weights;
-        m.devicePeakBytes = weights + work + margin;
-        m.fits = m.devicePeakBytes <= m.budget.deviceFreeBytes;
-        m.shortfallBytes = m.fits ? 0 : m.devicePeakBytes - m.budget.deviceFreeBytes;
+        auto place = [&](Placement p) {
+            m.placement = p;
+            const bool streamed = p == Placement::OffloadTransformerBlocks;
+            m.deviceWeightBytes = streamed ? streamedDevice : weights;
+            m.hostWeightBytes = streamed ? condBlocks + uncondBlocks : 0;
+            m.devicePeakBytes = m.deviceWeightBytes + work + margin;
+            m.hostPeakBytes = m.hostWeightBytes;
+            m.fits = m.devicePeakBytes <= m.budget.deviceFreeBytes && m.hostPeakBytes <= m.budget.hostAvailableBytes;
+            const auto deviceShort = m.devicePeakBytes - m.budget.deviceFreeBytes, hostShort = m.hostPeakBytes - m.budget.hostAvailableBytes;
+            m.shortfallBytes = m.fits ? 0 : std::max<std::int64_t>({0, deviceShort, hostShort});
+        };
+        if (plan.placement == Placement::Auto) {
+            place(Placement::AllResident);
+            if (!m.fits)
+                place(Placement::OffloadTransformerBlocks);
+        } else {
+            place(plan.placement);
+        }
     }
     const auto dev = m.device;
+    const bool streamed = m.placement == Placement::OffloadTransformerBlocks;
+    const std::string dit = streamed ? "cpu, streamed to " + dev + " block by block" : dev;
     m.components = {
         {"text_encoder", text, dev},
-        {"transformer", cond, dev},
-        {"unconditional_transformer", uncond, dev},
+        {"transformer", cond, dit},
+        {"unconditional_transformer", uncond, dit},
         {"vae", vae, dev},
     };
     std::ostringstream e;
@@ -273,17 +294,13 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, c10::Device device, c10::S
     if (device.is_cpu())
         e << "Everything runs in RAM: peak " << humanBytes(m.hostPeakBytes) << " of " << humanBytes(m.budget.hostAvailableBytes) << " available.";
     else
-        e << "Placement all-resident: " << humanBytes(m.devicePeakBytes) << " peak on the GPU (" << humanBytes(m.budget.deviceFreeBytes)
-          << " free of " << humanBytes(m.budget.deviceTotalBytes) << ").";
+        e << "Placement " << placementName(m.placement) << ": " << humanBytes(m.devicePeakBytes) << " peak on the GPU ("
+          << humanBytes(m.budget.deviceFreeBytes) << " free of " << humanBytes(m.budget.deviceTotalBytes) << ")"
+          << (streamed ? ", both transformers' blocks in RAM (" + humanBytes(m.hostWeightBytes) + "), copied in one by one: slower" : "")
+          << ".";
     if (!m.fits) {
-        e << " It does not fit: " << humanBytes(m.shortfallBytes) << " short.";
-        if (!device.is_cpu()) {
-            // Both DiTs one after the other (each moved in for its pass) would need this much;
-            // said so the user can judge, but this version does not run that placement yet.
-            const auto sequential = text + std::max(cond, uncond) + vae + work + margin;
-            e << " Running the two transformers one after the other would need about " << humanBytes(sequential)
-              << " on the GPU; this version keeps both resident.";
-        }
+        e << " It does not fit: " << humanBytes(m.shortfallBytes) << " short"
+          << (!device.is_cpu() && !m.forced ? " even with the transformers streamed from RAM" : "") << ".";
         e << " Choose a smaller size, a quantized variant (FP8 or NF4), the CPU, or free memory.";
     }
     m.explanation = e.str();
@@ -701,6 +718,7 @@ Result<std::unique_ptr<Generator>> Generator::load(const LoadPlan& plan, const M
             o.modelPath = plan.modelPaths.front();
             o.device = *device;
             o.dtype = *dtype;
+            o.offloadTransformerBlocks = memory.placement == Placement::OffloadTransformerBlocks;
             if (progress)
                 progress({Phase::LoadTransformer, 0, 1, {}});
             auto loaded = pipelines::Ideogram4Pipeline::load(o, stop);

@@ -140,6 +140,7 @@ Result<Ideogram4Pipeline> Ideogram4Pipeline::load(const Ideogram4PipelineOptions
         o.device = options.device;
         o.dtype = options.dtype;
         o.component = component;
+        o.offloadBlocks = options.offloadTransformerBlocks;
         auto m = ideogram4::Transformer::load(root, o);
         if (!m)
             return m.error();

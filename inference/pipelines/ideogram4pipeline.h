@@ -29,6 +29,9 @@ struct Ideogram4PipelineOptions {
     std::filesystem::path modelPath;
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
+    // Both transformers' blocks in host memory, streamed to the device one at a time: for a
+    // GPU that cannot hold the two DiTs together (slower, the PCIe copies dominate).
+    bool offloadTransformerBlocks = false;
 };
 
 struct Ideogram4Request {

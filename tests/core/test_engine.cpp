@@ -388,12 +388,18 @@ private slots:
         QVERIFY(!tight->fits);
         QVERIFY(tight->shortfallBytes > 0);
         QVERIFY(tight->explanation.find("does not fit") != std::string::npos);
-        // Placements it cannot run are refused, not silently replaced.
-        auto offload = model.plan;
-        offload.placement = facade::Placement::OffloadTransformerBlocks;
-        auto refused = facade::Generator::planMemory(offload, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40});
+        // Placements it cannot run are refused, not silently replaced; streaming both DiTs'
+        // blocks is one it runs (on a GPU; on the CPU everything is in RAM anyway).
+        auto textOnCpu = model.plan;
+        textOnCpu.placement = facade::Placement::TextEncoderOnCpu;
+        auto refused = facade::Generator::planMemory(textOnCpu, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40});
         QVERIFY(!refused);
         QCOMPARE(refused.error().code, ErrorCode::Unsupported);
+        auto offload = model.plan;
+        offload.placement = facade::Placement::OffloadTransformerBlocks;
+        auto streamed = facade::Generator::planMemory(offload, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40});
+        QVERIFY2(streamed, streamed ? "" : streamed.error().message.c_str());
+        QVERIFY(streamed->fits && streamed->forced);
     }
 
     void imageJobWritesAPngThatLandsInTheGallery()

@@ -328,3 +328,27 @@ VT_TEST(badRequestsAndCancelAreErrors)
 }
 
 VT_MAIN("test_ideogram4")
+
+// Streaming the blocks from host memory (for a GPU that cannot hold both DiTs) computes what
+// the resident model does; on the CPU there is nothing to stream and the option is ignored.
+VT_TEST(streamedBlocksMatchResidentBlocks)
+{
+    auto set = tensorfile::readTensorSet(ditDir() / "case_diffusers.safetensors");
+    VT_CHECK(set.ok());
+    ideogram4::TransformerLoadOptions o;
+    o.component = "unconditional_transformer";
+    o.device = testDevice();
+    o.offloadBlocks = true;
+    auto streamed = ideogram4::Transformer::load(ditDir() / "diffusers", o);
+    VT_CHECK_MSG(streamed.ok(), (streamed.ok() ? "" : streamed.error().message));
+    VT_CHECK(streamed->offloadsBlocks() == !o.device.is_cpu());
+    const auto& latents = *set->find("latents");
+    const double t = set->find("timestep")->item<double>();
+    const auto& resident = dit("diffusers", "unconditional_transformer");
+    auto a = resident.forward(latents, at::zeros({0, resident.config().llmFeaturesDim}), t, kGridH, kGridW);
+    auto b = streamed->forward(latents, at::zeros({0, resident.config().llmFeaturesDim}), t, kGridH, kGridW);
+    VT_CHECK(a.ok() && b.ok());
+    const double diff = maxAbs(*a, *b);
+    std::printf("   streamed blocks on %s: max abs difference from resident %.2e\n", o.device.str().c_str(), diff);
+    VT_CHECK(diff == 0.0);
+}

@@ -51,6 +51,18 @@ struct Block {
     at::Tensor normQ, normK, attentionNorm1, attentionNorm2, ffnNorm1, ffnNorm2;
 };
 
+// The block with every linear and tensor mapped (to a device, to page-locked memory).
+template <typename LinearFn, typename TensorFn>
+Block mapBlock(const Block& b, LinearFn&& linear, TensorFn&& tensor)
+{
+    Block out = b;
+    for (auto* l : {&out.qkv, &out.q, &out.k, &out.v, &out.out, &out.w1, &out.w2, &out.w3, &out.adaln})
+        *l = linear(*l);
+    for (auto* t : {&out.normQ, &out.normK, &out.attentionNorm1, &out.attentionNorm2, &out.ffnNorm1, &out.ffnNorm2})
+        *t = tensor(*t);
+    return out;
+}
+
 std::int64_t bytesOf(const at::Tensor& t)
 {
     return t.defined() ? t.numel() * t.element_size() : 0;
@@ -113,6 +125,7 @@ struct Transformer::Impl {
     c10::ScalarType dtype = c10::kFloat;
     std::string origin;
     bool fused = false;
+    bool offload = false;  // blocks in host memory, streamed to `device` one by one
     nn::Linear inputProj, llmCondProj, tMlpIn, tMlpOut, adalnProj, finalAdaln, finalLinear;
     at::Tensor llmCondNorm, imageIndicator;  // [F], [2, H]
     std::vector<Block> blocks;
@@ -131,6 +144,7 @@ const TransformerConfig& Transformer::config() const { return m_impl->config; }
 c10::Device Transformer::device() const { return m_impl->device; }
 c10::ScalarType Transformer::dtype() const { return m_impl->dtype; }
 bool Transformer::fusedQkv() const { return m_impl->fused; }
+bool Transformer::offloadsBlocks() const { return m_impl->offload; }
 
 Result<Transformer> Transformer::load(const fs::path& path, const TransformerLoadOptions& options)
 {
@@ -181,11 +195,14 @@ Result<Transformer> Transformer::load(const fs::path& path, const TransformerLoa
     impl->dtype = options.dtype;
     impl->origin = origin;
     impl->fused = index.count("layers.0.attention.qkv.weight") != 0;
+    impl->offload = options.offloadBlocks && !options.device.is_cpu();
     const auto& c = impl->config;
     const auto h = c.hidden(), a = c.adalnDim;
     try {
         quant::LoadOptions lo;
-        lo.device = options.device;
+        // Streamed blocks are read into host memory; what runs once per forward moves to the
+        // device after the load.
+        lo.device = impl->offload ? c10::Device(c10::kCPU) : options.device;
         nn::StrictWeights w(std::move(index), lo, options.dtype, origin, "Ideogram-4 transformer", "transformer");
         const auto dt = options.dtype;
         impl->inputProj = w.linear("input_proj", h, c.inChannels, true);
@@ -245,9 +262,20 @@ Result<Transformer> Transformer::load(const fs::path& path, const TransformerLoa
         }
         if (auto done = w.finish(); !done)
             return done.error();
+        if (impl->offload) {
+            auto& m = *impl;
+            for (auto* l : {&m.inputProj, &m.llmCondProj, &m.tMlpIn, &m.tMlpOut, &m.adalnProj, &m.finalAdaln, &m.finalLinear})
+                *l = l->on(options.device, false);
+            m.llmCondNorm = m.llmCondNorm.to(options.device);
+            m.imageIndicator = m.imageIndicator.to(options.device);
+            for (auto& b : m.blocks)
+                b = mapBlock(b, [](const nn::Linear& l) { return l.pinned(); }, nn::pinnedIfCuda);
+        }
         // Ideogram4MRoPE: 1 / base^(arange(0, head_dim, 2) / head_dim) in float32.
         const auto exponent = at::arange(0, c.headDim, 2, at::TensorOptions().dtype(at::kFloat)) / static_cast<double>(c.headDim);
         impl->invFreq = at::reciprocal(at::pow(at::Scalar(c.ropeTheta), exponent)).to(options.device);
+    } catch (const nn::ForwardError& e) {
+        return makeError(e.code, origin + ": moving the Ideogram-4 transformer to " + options.device.str() + " failed: " + e.what());
     } catch (const c10::Error& e) {
         return errorFromException(e, origin + ": loading the Ideogram-4 transformer failed", ErrorCode::Internal);
     }
@@ -306,11 +334,16 @@ at::Tensor Transformer::Impl::run(const at::Tensor& latentsIn, const at::Tensor&
     const auto cos = emb.cos().to(dtype).view({1, len, 1, c.headDim});
     const auto sin = emb.sin().to(dtype).view({1, len, 1, c.headDim});
 
-    for (const auto& b : blocks) {
+    for (const auto& stored : blocks) {
         if (stop.stop_requested()) {
             cancelled = true;
             return {};
         }
+        Block staged;
+        if (offload)
+            staged = mapBlock(stored, [&](const nn::Linear& l) { return l.on(device, true); },
+                [&](const at::Tensor& t) { return t.defined() ? t.to(device, true) : t; });
+        const auto& b = offload ? staged : stored;
         const auto mod = b.adaln(adalnInput).chunk(4, -1);
         const auto scaleMsa = 1.0 + mod[0], gateMsa = at::tanh(mod[1]), scaleMlp = 1.0 + mod[2], gateMlp = at::tanh(mod[3]);
         const auto u = rmsNorm(x, b.attentionNorm1, c.normEps) * scaleMsa;

@@ -52,6 +52,9 @@ struct TransformerLoadOptions {
     std::optional<TransformerConfig> config;
     // The sub-folder read when the path is a pipeline (or any folder of components).
     std::string component = "transformer";
+    // The blocks stay in (page-locked) host memory and are copied to the device one at a
+    // time during a forward: two transformers that do not fit the GPU together still run.
+    bool offloadBlocks = false;
 };
 
 class Transformer {
@@ -73,7 +76,8 @@ public:
     const TransformerConfig& config() const;
     c10::Device device() const;
     c10::ScalarType dtype() const;
-    bool fusedQkv() const;  // loaded from the vendor layout
+    bool fusedQkv() const;
+    bool offloadsBlocks() const;  // loaded from the vendor layout
     std::int64_t residentBytes() const;
     std::map<std::string, std::int64_t> bytesByRepresentation() const;
 

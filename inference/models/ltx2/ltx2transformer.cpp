@@ -34,25 +34,6 @@ struct Block {
     at::Tensor videoA2vTable, audioA2vTable;
 };
 
-// The block with every weight on `device` (offloading copies a host-resident block in before
-// it runs; from page-locked memory the copies are asynchronous on the current stream).
-nn::Linear linearTo(const nn::Linear& l, c10::Device device, bool nonBlocking)
-{
-    if (!l.defined())
-        return l;
-    auto w = l.weight.to(device, nonBlocking);
-    if (!w)
-        throw nn::ForwardError(l.name + ": " + w.error().message, w.error().code);
-    return l.withWeights(std::move(*w), l.bias ? std::optional<at::Tensor>(l.bias->to(device, nonBlocking)) : std::nullopt);
-}
-
-nn::Linear linearPinned(const nn::Linear& l)
-{
-    if (!l.defined())
-        return l;
-    return l.withWeights(l.weight.pinned(), l.bias ? std::optional<at::Tensor>(at::hasCUDA() ? l.bias->pin_memory() : *l.bias) : std::nullopt);
-}
-
 template <typename LinearFn, typename TensorFn>
 Block mapBlock(const Block& b, LinearFn&& linear, TensorFn&& tensor)
 {
@@ -317,7 +298,7 @@ Result<Transformer> Transformer::load(const Ltx2Weights& weights, const Transfor
             b.videoA2vTable = w.tensor(p + "video_a2v_cross_attn_scale_shift_table");
             b.audioA2vTable = w.tensor(p + "audio_a2v_cross_attn_scale_shift_table");
             if (impl->offload)
-                b = mapBlock(b, linearPinned, [](const at::Tensor& t) { return t.defined() && at::hasCUDA() ? t.pin_memory() : t; });
+                b = mapBlock(b, [](const nn::Linear& l) { return l.pinned(); }, nn::pinnedIfCuda);
             impl->blocks.push_back(std::move(b));
         }
         if (auto done = w.finish(); !done)
@@ -503,7 +484,7 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
         }
         Block staged;
         if (offload)
-            staged = mapBlock(blocks[i], [&](const nn::Linear& l) { return linearTo(l, device, true); },
+            staged = mapBlock(blocks[i], [&](const nn::Linear& l) { return l.on(device, true); },
                 [&](const at::Tensor& t) { return t.defined() ? t.to(device, true) : t; });
         const auto& b = offload ? staged : blocks[i];
         const bool perturbed = stg.count(static_cast<int>(i)) > 0;

@@ -56,6 +56,28 @@ Linear Linear::withWeights(quant::QuantizedWeight w, std::optional<at::Tensor> b
     return out;
 }
 
+Linear Linear::on(c10::Device device, bool nonBlocking) const
+{
+    if (!defined())
+        return *this;
+    auto w = weight.to(device, nonBlocking);
+    if (!w)
+        throw ForwardError(name + ": " + w.error().message, w.error().code);
+    return withWeights(std::move(*w), bias ? std::optional<at::Tensor>(bias->to(device, nonBlocking)) : std::nullopt);
+}
+
+Linear Linear::pinned() const
+{
+    if (!defined())
+        return *this;
+    return withWeights(weight.pinned(), bias ? std::optional<at::Tensor>(pinnedIfCuda(*bias)) : std::nullopt);
+}
+
+at::Tensor pinnedIfCuda(const at::Tensor& t)
+{
+    return t.defined() && at::hasCUDA() ? t.pin_memory() : t;
+}
+
 std::int64_t LoraAdapter::bytes() const
 {
     std::int64_t n = down.defined() ? down.numel() * down.element_size() : 0;

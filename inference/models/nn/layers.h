@@ -70,7 +70,16 @@ struct Linear {
     std::vector<LinearPart> computedParts() const;
     // The same layer with new weights (moved to a device, pinned), its parts and LoRA kept.
     Linear withWeights(quant::QuantizedWeight w, std::optional<at::Tensor> b) const;
+    // A copy on `device` (throws ForwardError when the weight cannot move). Block streaming
+    // copies host-resident layers in before they run; from page-locked memory the copies are
+    // asynchronous on the current stream when nonBlocking.
+    Linear on(c10::Device device, bool nonBlocking) const;
+    // A copy in page-locked host memory (where CUDA is available; as is otherwise).
+    Linear pinned() const;
 };
+
+// A dense tensor in page-locked host memory where CUDA is available (undefined stays so).
+at::Tensor pinnedIfCuda(const at::Tensor& t);
 
 // The adapter for a layer from the deltas aimed at its parts (several LoRAs may hit one part),
 // on the deltas' device and dtype; nullptr when none is aimed at it. Shapes are checked.
