@@ -350,5 +350,7 @@ VT_TEST(streamedBlocksMatchResidentBlocks)
     VT_CHECK(a.ok() && b.ok());
     const double diff = maxAbs(*a, *b);
     std::printf("   streamed blocks on %s: max abs difference from resident %.2e\n", o.device.str().c_str(), diff);
-    VT_CHECK(diff == 0.0);
+    // The same kernels on the same numbers; on a GPU the library may pick another GEMM for
+    // weights that arrive by copy, hence a hair of slack there.
+    VT_CHECK(diff <= (o.device.is_cpu() ? 0.0 : 1e-5));
 }
