@@ -133,6 +133,8 @@ struct Engine::Impl {
     void finishJob(const std::shared_ptr<Job>& job, const std::filesystem::path& path, const output::Recipe& recipe, Clock::time_point generated);
     void unload();
     void progress(const std::shared_ptr<Job>& job, const QString& phase, qint64 done, qint64 total, double eta, bool force);
+    // A denoising preview (a strip of frames for video, one picture for an image) to the page.
+    void preview(const std::shared_ptr<Job>& job, const facade::Preview& preview);
     void emitChanged(quint64 id) { QMetaObject::invokeMethod(self, [s = self, id]() { emit s->jobChanged(id); }, Qt::QueuedConnection); }
     void afterFailure(ErrorCode code);
 };
@@ -680,12 +682,8 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
             const auto phase = q(std::string(facade::phaseName(p.phase)));
             const double eta = tracker.update(phase, p.done, p.total, now());
             progress(job, phase, p.done, p.total, eta, false);
-            if (p.preview) {
-                auto strip = stripImage(*p.preview);
-                const auto id = job->status.id;
-                const int step = p.preview->step;
-                QMetaObject::invokeMethod(self, [s = self, id, strip, step] { emit s->previewReady(id, strip, step); }, Qt::QueuedConnection);
-            }
+            if (p.preview)
+                preview(job, *p.preview);
         },
         stop);
     if (!result)
@@ -768,6 +766,14 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     finishJob(job, path, recipe, generated);
 }
 
+void Engine::Impl::preview(const std::shared_ptr<Job>& job, const facade::Preview& preview)
+{
+    auto strip = stripImage(preview);
+    const auto id = job->status.id;
+    const int step = preview.step;
+    QMetaObject::invokeMethod(self, [s = self, id, strip, step] { emit s->previewReady(id, strip, step); }, Qt::QueuedConnection);
+}
+
 void Engine::Impl::generateImage(const std::shared_ptr<Job>& job)
 {
     const auto& g = job->generate;
@@ -786,6 +792,8 @@ void Engine::Impl::generateImage(const std::shared_ptr<Job>& job)
         [&](const facade::Progress& p) {
             const auto phase = q(std::string(facade::phaseName(p.phase)));
             progress(job, phase, p.done, p.total, tracker.update(phase, p.done, p.total, now()), false);
+            if (p.preview)
+                preview(job, *p.preview);
         },
         stop);
     if (!result)

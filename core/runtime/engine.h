@@ -121,6 +121,7 @@ signals:
     // The same progress as values: every phase's first and last report, others throttled.
     void jobProgress(quint64 id, const QString& phase, qint64 done, qint64 total, double etaSeconds);
     void jobFinished(quint64 id);
+    // The clean estimate after `step` denoise steps: the latent frames side by side (one for an image).
     void previewReady(quint64 id, const QImage& strip, int step);
     void residentChanged();
     void memoryPlanReady(quint64 ticket);

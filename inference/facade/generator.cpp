@@ -6,6 +6,7 @@
 #include "inference/models/nn/layers.h"
 #include "inference/pipelines/ideogram4pipeline.h"
 #include "inference/pipelines/ltx2pipeline.h"
+#include "inference/pipelines/previewprojection.h"
 #include "inference/tensorfile/safetensors.h"
 #include "inference/quant/quantizedweight.h"
 #include "inference/util/device.h"
@@ -310,6 +311,42 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, c10::Device device, c10::S
 Phase ideogramPhase(const std::string& phase)
 {
     return phase == "encode" ? Phase::EncodePrompt : phase == "denoise" ? Phase::Denoise : Phase::DecodeImage;
+}
+
+
+// The pipeline's preview map when this request wants previews (undefined otherwise, or when it
+// cannot be fitted: previews are a convenience, never a reason to fail).
+template <class Pipeline>
+at::Tensor previewProjectionFor(Pipeline& pipeline, const GenerateRequest& r, const ProgressFn& progress)
+{
+    if (r.previewEvery <= 0 || !progress)
+        return {};
+    auto p = pipeline.previewProjection();
+    return p ? *p : at::Tensor();
+}
+
+bool previewDue(const GenerateRequest& r, std::int64_t done, std::int64_t total)
+{
+    return r.previewEvery > 0 && (done % r.previewEvery == 0 || done == total);
+}
+
+// Latent frames [F, h, w, C] -> small RGB frames through the fitted map, area-averaged down to
+// at most maxWidth wide (0: as they are).
+std::shared_ptr<const Preview> makePreview(const at::Tensor& projection, const at::Tensor& frames, std::int64_t step, int maxWidth)
+{
+    auto rgb = pipelines::projectPreview(projection, frames).clamp(-1, 1);  // [F, h, w, 3]
+    if (maxWidth > 0 && rgb.size(2) > maxWidth) {
+        const auto height = std::max<std::int64_t>(1, rgb.size(1) * maxWidth / rgb.size(2));
+        rgb = at::adaptive_avg_pool2d(rgb.permute({0, 3, 1, 2}), {height, maxWidth}).permute({0, 2, 3, 1});
+    }
+    rgb = rgb.add(1).mul(127.5).round().to(at::kByte).contiguous();
+    auto preview = std::make_shared<Preview>();
+    preview->frames = static_cast<int>(rgb.size(0));
+    preview->height = static_cast<int>(rgb.size(1));
+    preview->width = static_cast<int>(rgb.size(2));
+    preview->step = static_cast<int>(step);
+    preview->rgb.assign(rgb.data_ptr<std::uint8_t>(), rgb.data_ptr<std::uint8_t>() + rgb.numel());
+    return preview;
 }
 
 } // namespace
@@ -781,6 +818,7 @@ Result<ImageResult> Generator::generateImage(const GenerateRequest& r, const Pro
     auto phaseStart = Clock::now();
     try {
         c10::InferenceMode inference;
+        const auto projection = previewProjectionFor(*m.image, r, progress);
         auto out = m.image->generate(
             req,
             [&](const pipelines::Ideogram4Progress& p) {
@@ -791,8 +829,13 @@ Result<ImageResult> Generator::generateImage(const GenerateRequest& r, const Pro
                     phase = p.phase;
                     phaseStart = now;
                 }
-                if (progress)
-                    progress({ideogramPhase(p.phase), p.done, p.total, {}});
+                if (!progress)
+                    return;
+                Progress report{ideogramPhase(p.phase), p.done, p.total, {}};
+                // [1, C, h, w] -> one frame [1, h, w, C].
+                if (p.estimate.defined() && projection.defined() && previewDue(r, p.done, p.total))
+                    report.preview = makePreview(projection, p.estimate[0].permute({1, 2, 0}).unsqueeze(0), p.done, r.previewWidth);
+                progress(report);
             },
             stop);
         if (!out)
@@ -881,33 +924,16 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
     }
     try {
         c10::InferenceMode inference;
-        at::Tensor projection;
-        if (r.previewEvery > 0 && progress) {
-            auto p = m.pipeline->previewProjection();
-            if (p)
-                projection = *p;
-        }
+        const auto projection = previewProjectionFor(*m.pipeline, r, progress);
         auto out = m.pipeline->generate(
             req,
             [&](const pipelines::Ltx2Progress& p) {
                 if (!progress)
                     return;
                 Progress report{phaseOf(p.phase), p.done, p.total, {}};
-                if (p.videoEstimate.defined() && projection.defined() && r.previewEvery > 0
-                    && (p.done % r.previewEvery == 0 || p.done == p.total)) {
-                    // [1, C, F, H, W] -> per latent frame [H, W, 3] through the fitted map.
-                    const auto x = p.videoEstimate[0].permute({1, 2, 3, 0}).to(at::kFloat).cpu();  // [F, H, W, C]
-                    auto rgb = at::addmm(projection[projection.size(0) - 1], x.flatten(0, 2),
-                                         projection.narrow(0, 0, projection.size(0) - 1));
-                    rgb = rgb.view({x.size(0), x.size(1), x.size(2), 3}).clamp(-1, 1).add(1).mul(127.5).round().to(at::kByte).contiguous();
-                    auto preview = std::make_shared<Preview>();
-                    preview->frames = static_cast<int>(x.size(0));
-                    preview->height = static_cast<int>(x.size(1));
-                    preview->width = static_cast<int>(x.size(2));
-                    preview->step = static_cast<int>(p.done);
-                    preview->rgb.assign(rgb.data_ptr<std::uint8_t>(), rgb.data_ptr<std::uint8_t>() + rgb.numel());
-                    report.preview = std::move(preview);
-                }
+                // [1, C, F, H, W] -> one frame per latent frame [F, H, W, C].
+                if (p.videoEstimate.defined() && projection.defined() && previewDue(r, p.done, p.total))
+                    report.preview = makePreview(projection, p.videoEstimate[0].permute({1, 2, 3, 0}), p.done, r.previewWidth);
                 progress(report);
             },
             stop);

@@ -159,7 +159,7 @@ struct GenerateRequest {
     std::int64_t seed = 0;
     std::int64_t maxSequenceLength = 1024;
     int previewEvery = 2;  // denoise steps between previews; 0: none
-    int previewWidth = 256;
+    int previewWidth = 256;  // previews wider than this are scaled down to it
     // Applied unfused at run time: changing them between generations reloads nothing.
     std::vector<LoraRequest> loras;
     std::string speed = "quality";  // quality | balanced | fast (see SpeedMode)
@@ -187,8 +187,9 @@ enum class Phase {
 };
 std::string_view phaseName(Phase phase);
 
-// The current clean estimate of the video, every few denoise steps: a strip of small RGB
-// frames (latents projected to RGB by a linear map derived from the model's own decoder).
+// The current clean estimate of the video or image, every few denoise steps: a strip of small
+// RGB frames, one for an image (latents projected to RGB by a linear map derived from the
+// model's own decoder).
 struct Preview {
     int width = 0, height = 0, frames = 0;
     std::vector<std::uint8_t> rgb;  // frames x height x width x 3
@@ -260,7 +261,7 @@ public:
     // models; each refuses the other kind with an error that says which to call.
     ModelKind kind() const;
     Result<VideoResult> generate(const GenerateRequest& request, const ProgressFn& progress, std::stop_token stop);
-    // Steps 0 means the reference's 48. No previews yet (the progress reports carry none).
+    // Steps 0 means the reference's 48. Previews every previewEvery denoise steps: one frame.
     Result<ImageResult> generateImage(const GenerateRequest& request, const ProgressFn& progress, std::stop_token stop);
 
     // Puts this generator's process settings in force again (after another generator that

@@ -3,11 +3,13 @@
 #include "inference/models/flux2/flux2vae.h"
 #include "inference/models/ideogram4/ideogram4transformer.h"
 #include "inference/models/qwen3vl/qwen3vltext.h"
+#include "inference/pipelines/previewprojection.h"
 #include "inference/text/tokenizer.h"
 #include "inference/util/device.h"
 #include "inference/util/jsonlimits.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
@@ -99,12 +101,32 @@ Result<std::vector<double>> ideogram4Guidance(const Ideogram4Request& r)
     return g;
 }
 
+at::Tensor ideogram4DecoderLatents(const at::Tensor& packed, std::int64_t gridH, std::int64_t gridW, const at::Tensor& mean,
+                                   const at::Tensor& std)
+{
+    const auto c = packed.size(1) / (kPatch * kPatch);
+    TORCH_CHECK(packed.dim() == 2 && packed.size(0) == gridH * gridW && packed.size(1) == c * kPatch * kPatch
+            && mean.numel() == packed.size(1) && std.numel() == packed.size(1),
+        "Ideogram-4 latents: [", packed.sizes(), "] is not [", gridH * gridW, ", 4 C] with ", mean.numel(), " statistics");
+    const auto z = packed * std.to(packed.device()).view({1, -1}) + mean.to(packed.device()).view({1, -1});
+    return z.view({1, gridH, gridW, kPatch, kPatch, c}).permute({0, 5, 1, 3, 2, 4}).reshape({1, c, gridH * kPatch, gridW * kPatch});
+}
+
+at::Tensor ideogram4Patchify(const at::Tensor& spatial)
+{
+    TORCH_CHECK(spatial.dim() == 4 && spatial.size(0) == 1 && spatial.size(2) % kPatch == 0 && spatial.size(3) % kPatch == 0,
+        "Ideogram-4 latents: [", spatial.sizes(), "] is not [1, C, 2 gridH, 2 gridW]");
+    const auto c = spatial.size(1), gridH = spatial.size(2) / kPatch, gridW = spatial.size(3) / kPatch;
+    return spatial.view({1, c, gridH, kPatch, gridW, kPatch}).permute({0, 2, 4, 3, 5, 1}).reshape({gridH * gridW, kPatch * kPatch * c});
+}
+
 struct Ideogram4Pipeline::Impl {
     Ideogram4PipelineOptions options;
     std::optional<text::Tokenizer> tokenizer;
     std::optional<qwen3vl::TextEncoder> textEncoder;
     std::optional<ideogram4::Transformer> cond, uncond;
     std::optional<flux2::VaeDecoder> vae;
+    at::Tensor previewProjection;
 };
 
 Ideogram4Pipeline::Ideogram4Pipeline(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -175,9 +197,9 @@ Result<Ideogram4Output> Ideogram4Pipeline::generate(const Ideogram4Request& requ
                                                     std::stop_token stop) const
 {
     const auto& m = *m_impl;
-    const auto report = [&](const char* phase, std::int64_t done, std::int64_t total) {
+    const auto report = [&](const char* phase, std::int64_t done, std::int64_t total, at::Tensor estimate = {}) {
         if (progress)
-            progress({phase, done, total});
+            progress({phase, done, total, std::move(estimate)});
     };
     const auto scale = m.vae->config().scaleFactor() * kPatch;
     if (request.height <= 0 || request.width <= 0 || request.height % scale || request.width % scale || request.height > 8192
@@ -232,10 +254,12 @@ Result<Ideogram4Output> Ideogram4Pipeline::generate(const Ideogram4Request& requ
         const auto noText = at::zeros({0, m.uncond->config().llmFeaturesDim}, at::TensorOptions().dtype(m.options.dtype));
 
         // 3. Denoise: t = 1 - timestep / 1000 in float32, then the compute dtype (in forward).
+        const auto& vaeMean = m.vae->latentMean();
+        const auto& vaeStd = m.vae->latentStd();
+        report("denoise", 0, request.steps);
         for (int i = 0; i < request.steps; ++i) {
             if (stop.stop_requested())
                 return makeError(ErrorCode::Cancelled, "Ideogram-4 generation was cancelled");
-            report("denoise", i, request.steps);
             const float tModel = 1.0f - timesteps[i].item<float>() / 1000.0f;
             const auto x = latents.to(m.options.dtype);
             auto vc = m.cond->forward(x, text, tModel, gridH, gridW, stop);
@@ -252,17 +276,20 @@ Result<Ideogram4Output> Ideogram4Pipeline::generate(const Ideogram4Request& requ
                 const auto gt = at::scalar_tensor(g, at::TensorOptions().dtype(at::kFloat));
                 v = gt * vc->to(at::kFloat) + (1.0 - gt) * vu->to(at::kFloat);
             }
+            // The clean estimate is the Euler step to sigma 0, so the last one is bit for bit the
+            // final latents (sigma_next = 0 below).
+            at::Tensor estimate;
+            if (progress)
+                estimate = ideogram4DecoderLatents(latents - sigmaTensor[i].to(latents.device()) * (-v), gridH, gridW, vaeMean, vaeStd);
             // FlowMatchEulerDiscreteScheduler.step(-v): x + (sigma_next - sigma) * (-v), float32.
             latents = latents + (sigmaTensor[i + 1] - sigmaTensor[i]).to(latents.device()) * (-v);
+            report("denoise", i + 1, request.steps, std::move(estimate));
         }
-        report("denoise", request.steps, request.steps);
         out.finalLatents = latents.to(at::kCPU);
 
         // 4. De-normalize with the VAE's bn statistics (token channel (ph, pw, c)), unpatchify, decode.
         report("decode", 0, 1);
-        const auto c = m.vae->config().latentChannels;
-        auto z = latents * m.vae->latentStd().to(latents.device()).view({1, -1}) + m.vae->latentMean().to(latents.device()).view({1, -1});
-        z = z.view({1, gridH, gridW, kPatch, kPatch, c}).permute({0, 5, 1, 3, 2, 4}).reshape({1, c, gridH * kPatch, gridW * kPatch});
+        const auto z = ideogram4DecoderLatents(latents, gridH, gridW, vaeMean, vaeStd);
         auto decoded = m.vae->decode(z.to(m.options.dtype), stop);
         if (!decoded)
             return decoded.error();
@@ -274,6 +301,33 @@ Result<Ideogram4Output> Ideogram4Pipeline::generate(const Ideogram4Request& requ
         return errorFromException(e, "Ideogram-4 generation");
     }
     return out;
+}
+
+Result<at::Tensor> Ideogram4Pipeline::previewProjection()
+{
+    auto& m = *m_impl;
+    if (m.previewProjection.defined())
+        return m.previewProjection;
+    try {
+        // 32 x 32 latent cells (256 x 256 pixels at FLUX.2's scale): 1024 samples for 33
+        // unknowns. A fixed generator: the same model always gets the same projection.
+        constexpr std::int64_t kGrid = 16;
+        auto generator = at::make_generator<at::CPUGeneratorImpl>(20261201);
+        const auto c = m.vae->config().latentChannels;
+        // Normalized latents as the transformer makes them: unit variance per channel and
+        // smooth, as real ones are (the decoder blurs white noise's cells into each other).
+        auto s = at::randn({1, c, kGrid, kGrid}, generator, at::TensorOptions().dtype(at::kFloat));
+        s = at::upsample_bilinear2d(s, {2 * kGrid, 2 * kGrid}, false);
+        s = s / at::std(s, {2, 3}, true, true);
+        const auto z = ideogram4DecoderLatents(ideogram4Patchify(s), kGrid, kGrid, m.vae->latentMean(), m.vae->latentStd());
+        auto decoded = m.vae->decode(z.to(m.options.device, m.options.dtype));  // [1, 3, 256, 256]
+        if (!decoded)
+            return decoded.error();
+        m.previewProjection = fitPreviewProjection(z[0], (*decoded)[0]);
+        return m.previewProjection;
+    } catch (const c10::Error& e) {
+        return errorFromException(e, "Ideogram-4 preview projection");
+    }
 }
 
 } // namespace vireo::pipelines

@@ -52,6 +52,11 @@ struct Ideogram4Request {
 struct Ideogram4Progress {
     std::string phase;  // "encode", "denoise", "decode"
     std::int64_t done = 0, total = 0;
+    // After each denoise step (done = 1..total): the current clean estimate, the reference's
+    // x0 = x - sigma * (-v) (the Euler step to sigma 0), as the VAE decoder takes it:
+    // de-normalized and unpatchified, float32 [1, C, 2 gridH, 2 gridW] on the compute device.
+    // The last step's is the latent the image decodes from. Empty in other reports.
+    at::Tensor estimate;
 };
 
 struct Ideogram4Output {
@@ -70,6 +75,13 @@ std::vector<float> ideogram4Sigmas(int steps, std::int64_t height, std::int64_t 
 at::Tensor ideogram4Noise(std::int64_t seed, std::int64_t tokens, std::int64_t channels);
 // The guidance weights a request resolves to (errors name the mismatch).
 Result<std::vector<double>> ideogram4Guidance(const Ideogram4Request& request);
+// Packed latents [gridH * gridW, C * 4] (bn-normalized, token channel (ph, pw, c)) -> what the
+// FLUX.2 decoder takes: [1, C, 2 gridH, 2 gridW], de-normalized with bn's mean and std
+// ([C * 4], VaeDecoder::latentMean / latentStd).
+at::Tensor ideogram4DecoderLatents(const at::Tensor& packed, std::int64_t gridH, std::int64_t gridW, const at::Tensor& mean,
+                                   const at::Tensor& std);
+// The token layout of a spatial latent, no normalization: [1, C, 2 gridH, 2 gridW] -> [tokens, C * 4].
+at::Tensor ideogram4Patchify(const at::Tensor& spatial);
 
 class Ideogram4Pipeline {
 public:
@@ -80,6 +92,11 @@ public:
     static Result<Ideogram4Pipeline> load(const Ideogram4PipelineOptions& options, std::stop_token stop = {});
     Result<Ideogram4Output> generate(const Ideogram4Request& request, const std::function<void(const Ideogram4Progress&)>& progress = {},
                                      std::stop_token stop = {}) const;
+    // A linear map from the decoder's latent channels to RGB in [-1, 1] ([C + 1, 3], the last
+    // row the offset), fitted by ridge regression to what this model's FLUX.2 decoder makes of
+    // a smooth random latent: previews of Ideogram4Progress::estimate at the cost of a matrix
+    // product. Computed once.
+    Result<at::Tensor> previewProjection();
 
 private:
     struct Impl;

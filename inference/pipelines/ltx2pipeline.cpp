@@ -1,4 +1,5 @@
 #include "inference/pipelines/ltx2pipeline.h"
+#include "inference/pipelines/previewprojection.h"
 
 #include "inference/lora/lora.h"
 #include "inference/models/nn/layers.h"
@@ -944,14 +945,7 @@ Result<at::Tensor> Ltx2Pipeline::previewProjection()
         auto generator = at::make_generator<at::CPUGeneratorImpl>(20261201);
         const auto z = at::randn({1, channels, 1, kCells, kCells}, generator, at::TensorOptions().dtype(at::kFloat));
         auto decoded = take(m.videoDecoder->decode(z.to(m.options.device, m.options.dtype)));  // [1, 3, 1, 32 n, 32 n]
-        const auto pooled = at::adaptive_avg_pool2d(decoded[0].select(1, 0).to(at::kDouble).cpu(), {kCells, kCells});  // [3, n, n]
-        const auto y = pooled.flatten(1).t();                                                     // [cells, 3]
-        const auto x = at::cat({z[0].select(1, 0).flatten(1).t().to(at::kDouble), at::ones({kCells * kCells, 1}, at::kDouble)}, 1);
-        // Ridge regression: the fit stays sane with as many unknowns as samples.
-        const auto xtx = x.t().matmul(x);
-        const double lambda = 1e-2 * xtx.diagonal().mean().item<double>();
-        const auto a = at::linalg_solve(xtx + lambda * at::eye(xtx.size(0), at::kDouble), x.t().matmul(y));
-        m.previewProjection = a.to(at::kFloat);
+        m.previewProjection = fitPreviewProjection(z[0].select(1, 0), decoded[0].select(1, 0));
         return m.previewProjection;
     } catch (const Error& e) {
         return e;

@@ -26,6 +26,7 @@
 #include <fstream>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <vector>
 
 using namespace vireo;
 using runtime::Engine;
@@ -429,10 +430,20 @@ private slots:
             if (phases.isEmpty() || phases.last() != p)
                 phases << p;
         });
+        // Previews of the estimate every second step and after the last: one picture each.
+        std::vector<int> previewSteps;
+        QSize previewSize;
+        connect(e, &Engine::previewReady, this, [&](quint64, const QImage& picture, int step) {
+            previewSteps.push_back(step);
+            previewSize = picture.size();
+        });
         const auto id = e->enqueueGenerate(job);
         QVERIFY(waitFinished(*e, id));
         const auto s = e->job(id);
         QVERIFY2(s->state == JobState::Done, qPrintable(s->error));
+        QTRY_COMPARE(previewSteps, (std::vector<int>{2, 4, 5}));
+        QVERIFY(!previewSize.isEmpty());
+        QCOMPARE(previewSize.width() * 48, previewSize.height() * 64);  // the image's shape, not a strip
         QVERIFY(s->outputPath.startsWith(outputs));
         QVERIFY(s->outputPath.endsWith(QStringLiteral(".png")));
         for (const auto& p : {QStringLiteral("encode prompt"), QStringLiteral("denoise"), QStringLiteral("decode image"), QStringLiteral("write")})

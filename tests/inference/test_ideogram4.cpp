@@ -6,9 +6,11 @@
 #include "inference/models/flux2/flux2vae.h"
 #include "inference/models/ideogram4/ideogram4transformer.h"
 #include "inference/pipelines/ideogram4pipeline.h"
+#include "inference/pipelines/previewprojection.h"
 #include "inference/tensorfile/tensorset.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -299,6 +301,98 @@ VT_TEST(pipelineMatchesDiffusersWithInjectedNoise)
         VT_CHECK_MSG(run.relative <= 1e-3, layout << ": final latents relative error " << run.relative << " above 1e-3");
         VT_CHECK_MSG(run.imageMean <= 1.0 / 255, layout << ": decoded image mean abs error " << run.imageMean << " above 1/255");
     }
+}
+
+VT_TEST(progressCarriesTheCleanEstimateForPreviews)
+{
+    auto run = runPipeline("model", "case");
+    auto& pipe = *run.pipe;
+    const auto& r = run.request;
+    flux2::VaeLoadOptions vo;
+    vo.device = testDevice();
+    auto vae = flux2::VaeDecoder::load(test::fixturesDir() / "pipeline" / "model", vo);
+    VT_CHECK_MSG(vae.ok(), (vae.ok() ? "" : vae.error().message));
+    const auto c = vae->config().latentChannels, scale = vae->config().scaleFactor();
+    auto projection = pipe.previewProjection();
+    VT_CHECK_MSG(projection.ok(), (projection.ok() ? "" : projection.error().message));
+    VT_COMPARE(projection->sizes().vec(), (std::vector<std::int64_t>{c + 1, 3}));
+    VT_CHECK(projection->isfinite().all().item<bool>());
+
+    // One estimate per step, after it, as the decoder takes it; nothing in other reports.
+    std::vector<at::Tensor> estimates;
+    std::vector<std::int64_t> done;
+    bool stray = false;
+    auto out = pipe.generate(r, [&](const pipelines::Ideogram4Progress& p) {
+        if (p.phase == "denoise" && p.estimate.defined()) {
+            estimates.push_back(p.estimate.cpu());
+            done.push_back(p.done);
+        } else if (p.estimate.defined()) {
+            stray = true;
+        }
+    });
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    VT_CHECK(!stray);
+    VT_COMPARE(estimates.size(), static_cast<std::size_t>(r.steps));
+    const auto h = r.height / scale, w = r.width / scale;
+    for (std::size_t i = 0; i < estimates.size(); ++i) {
+        VT_COMPARE(done[i], static_cast<std::int64_t>(i + 1));
+        VT_COMPARE(estimates[i].sizes().vec(), (std::vector<std::int64_t>{1, c, h, w}));
+        const auto rgb = pipelines::projectPreview(*projection, estimates[i][0].permute({1, 2, 0}));
+        VT_COMPARE(rgb.sizes().vec(), (std::vector<std::int64_t>{h, w, 3}));
+        VT_CHECK_MSG(rgb.isfinite().all().item<bool>(), "step " << i + 1 << ": the projected preview is not finite");
+    }
+    // The last estimate is the latent the image decodes from; earlier ones are not yet.
+    const auto gridH = r.height / (scale * 2), gridW = r.width / (scale * 2);
+    const auto decoderFinal = pipelines::ideogram4DecoderLatents(out->finalLatents, gridH, gridW, vae->latentMean().cpu(), vae->latentStd().cpu());
+    const double lastRel = maxAbs(estimates.back(), decoderFinal) / decoderFinal.abs().max().item<double>();
+    const double firstRel = maxAbs(estimates.front(), decoderFinal) / decoderFinal.abs().max().item<double>();
+    std::printf("   last estimate vs final decoder latents: relative error %.2e (first step's %.2e)\n", lastRel, firstRel);
+    VT_CHECK_MSG(lastRel <= 1e-6, "the last estimate is off the final latents by " << lastRel);
+    VT_CHECK(firstRel > 1e-3);
+
+    // The map against the decoder's own output of a smooth random latent it was not fitted to.
+    // This tiny decoder has random weights and is far from linear (a least-squares map explains
+    // little of it even on its own fitting data), so the bound is only that the map is no
+    // worse than the best constant colour by much; previewMapFitRecoversALinearDecoder checks
+    // the fit itself.
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(7);
+    constexpr std::int64_t kH = 6, kW = 8;  // packed tokens
+    auto smooth = at::randn({1, c, kH, kW}, generator, at::TensorOptions().dtype(at::kFloat));
+    smooth = at::upsample_bilinear2d(smooth, {2 * kH, 2 * kW}, false);
+    smooth = smooth / at::std(smooth, {2, 3}, true, true);
+    const auto z = pipelines::ideogram4DecoderLatents(pipelines::ideogram4Patchify(smooth), kH, kW, vae->latentMean().cpu(),
+                                                      vae->latentStd().cpu());
+    auto decoded = vae->decode(z.to(testDevice()));
+    VT_CHECK_MSG(decoded.ok(), (decoded.ok() ? "" : decoded.error().message));
+    const auto target = at::adaptive_avg_pool2d((*decoded)[0].cpu().to(at::kDouble), {2 * kH, 2 * kW});  // [3, h, w]
+    const auto predicted = pipelines::projectPreview(*projection, z[0].permute({1, 2, 0})).permute({2, 0, 1}).to(at::kDouble);
+    const double rmse = (predicted - target).pow(2).mean().sqrt().item<double>();
+    const double constant = (target - target.mean({1, 2}, true)).pow(2).mean().sqrt().item<double>();
+    std::printf("   preview map on a held-out smooth latent: rms error %.3f, best constant colour %.3f (decoded |x| max %.2f)\n", rmse,
+        constant, target.abs().max().item<double>());
+    VT_CHECK_MSG(std::isfinite(rmse) && rmse < 1.25 * constant, "the preview map's rms error " << rmse << " is far worse than a constant's "
+            << constant);
+}
+
+// The fit on a decoder that is exactly linear per latent cell (each cell an 8 x 8 block of one
+// colour): the map comes back but for the ridge's small shrinkage, offset row included.
+VT_TEST(previewMapFitRecoversALinearDecoder)
+{
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(11);
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    constexpr std::int64_t kC = 32, kH = 24, kW = 20;
+    const auto latents = at::randn({kC, kH, kW}, generator, f32) * 1.5 + 0.3;
+    const auto truth = at::randn({kC + 1, 3}, generator, f32) * 0.2;
+    const auto cells = pipelines::projectPreview(truth, latents.permute({1, 2, 0})).permute({2, 0, 1});  // [3, h, w]
+    const auto decoded = at::upsample_nearest2d(cells.unsqueeze(0), {kH * 8, kW * 8})[0];
+    const auto fitted = pipelines::fitPreviewProjection(latents, decoded);
+    VT_COMPARE(fitted.sizes().vec(), (std::vector<std::int64_t>{kC + 1, 3}));
+    const double relative = maxAbs(fitted, truth) / truth.abs().max().item<double>();
+    const auto back = pipelines::projectPreview(fitted, latents.permute({1, 2, 0})).permute({2, 0, 1});
+    const double rms = (back - cells).pow(2).mean().sqrt().item<double>(), spread = cells.std().item<double>();
+    std::printf("   linear decoder: map relative error %.2e, reconstruction rms %.2e (cells' std %.2f)\n", relative, rms, spread);
+    VT_CHECK_MSG(relative < 0.05, "the fitted map is off by " << relative);
+    VT_CHECK(rms < 0.05 * spread);
 }
 
 VT_TEST(badRequestsAndCancelAreErrors)

@@ -311,6 +311,8 @@ private slots:
         const QString out = page->lastOutput();
         QVERIFY(out.startsWith(outputs()));
         QCOMPARE(QImage(out).size(), QSize(64, 48));
+        // The estimate was previewed while it denoised.
+        QVERIFY(!child<QLabel>(page, "preview")->pixmap().isNull());
         // Shown in place, not in the player.
         auto* shownImage = child<QLabel>(page, "resultImage");
         QVERIFY(shownImage->isVisible());

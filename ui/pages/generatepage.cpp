@@ -808,7 +808,7 @@ void GeneratePage::setImageMode(bool image)
     m_prompt->setPlaceholderText(image ? tr("What the picture shows, its style, any text it holds")
                                        : tr("What happens, what it looks like, and what it sounds like"));
     if (!m_job)
-        m_preview->setText(image ? tr("The image appears here when it is done.") : tr("Previews of the video appear here while it denoises."));
+        m_preview->setText(image ? tr("A preview of the image appears here while it denoises.") : tr("Previews of the video appear here while it denoises."));
     m_video->setVisible(!image);
     for (int i = 0; i < m_transport->count(); ++i)
         if (auto* w = m_transport->itemAt(i)->widget(); w && w != m_openFolder)
