@@ -10,9 +10,11 @@
 #      every test labelled gpu (CUDA kernels, CUDA layers, the LTX-2 pipeline's parity on the
 #      device), the GPU benchmark (tests/bench/bench_gpu.py) and compute-sanitizer memcheck
 #      on the kernel, layer and pipeline tests, then the encoder/upsampler stage benchmark
-#      (tests/bench/bench_gpu_stages.py) when the budget allows. Logs go to $OUT (or
+#      (tests/bench/bench_gpu_stages.py) and the Ideogram-4 step benchmark
+#      (tests/bench/bench_gpu_ideogram.py) when the budget allows. Logs go to $OUT (or
 #      build-gpu/out) as they are written, so a run cut short still returns what it did.
-#      scripts/gpu-check.sh --stages builds vireo-cli and runs only the stage benchmark.
+#      scripts/gpu-check.sh --stages builds vireo-cli and runs only the stage benchmark,
+#      --ideogram only the Ideogram-4 one.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build-gpu"
@@ -40,13 +42,16 @@ if [[ "${1:-}" == "--stage" ]]; then
 fi
 
 # --quick: no benchmark; --bench: only the benchmarks (ops, forward with kernel profiles,
-# torch.compile baseline), no tests; --stages: only the encoder/upsampler stage benchmark.
+# torch.compile baseline), no tests; --stages: only the encoder/upsampler stage benchmark;
+# --ideogram: only the Ideogram-4 step benchmark.
 QUICK=0
 BENCH_ONLY=0
 STAGES_ONLY=0
+IDEOGRAM_ONLY=0
 [[ "${1:-}" == "--quick" ]] && QUICK=1
 [[ "${1:-}" == "--bench" ]] && BENCH_ONLY=1
 [[ "${1:-}" == "--stages" ]] && STAGES_ONLY=1 && BENCH_ONLY=1
+[[ "${1:-}" == "--ideogram" ]] && IDEOGRAM_ONLY=1 && BENCH_ONLY=1
 OUTDIR=${OUT:-$BUILD/out}
 mkdir -p "$OUTDIR"
 SUMMARY="$OUTDIR/summary.txt"
@@ -69,7 +74,7 @@ fi
 # 1. Build (sm_90 native code; the inference layer, its tests and vireo-cli).
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON \
   -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUTDIR/build.log" 2>&1 \
-  && if [[ $STAGES_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli; \
+  && if [[ $STAGES_ONLY -eq 1 || $IDEOGRAM_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli; \
      elif [[ $BENCH_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli vireo_kernels; \
      else ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline vireo-cli; fi \
      >>"$OUTDIR/build.log" 2>&1
@@ -97,8 +102,38 @@ stage_bench() {
   grep -E "FAILED|Error|error" "$OUTDIR/stages.log" | head -20 | tee -a "$SUMMARY"
   rm -rf /tmp/vireo-bench-stages
 }
+# One Ideogram-4 DiT step (4 of 34 layers at the real width, 1024x1024, 512 text tokens),
+# conditional and unconditional, Vireo bf16 and FP8 against diffusers eager bf16 (about a minute
+# expected: most of it writing the 2.5 GiB of random weights and four loads of them). The device
+# tool brings back at most 8 files and the full run already writes 8, so there its log goes into
+# the summary; with --ideogram it gets its own log and JSON report.
+ideogram_bench() {
+  local left=$((BUDGET - $(elapsed))) limit=$1 log=/tmp/vireo-bench-ideogram.log report=()
+  if [[ $left -lt 90 ]]; then note "bench gpu ideogram: skipped (budget spent)"; return; fi
+  [[ $limit -gt $((left - 10)) ]] && limit=$((left - 10))
+  [[ $IDEOGRAM_ONLY -eq 1 ]] && log="$OUTDIR/ideogram.log" && report=(--report "$OUTDIR/ideogram.json")
+  PYTHONUNBUFFERED=1 timeout "$limit" "$PYTHON" "$ROOT/tests/bench/bench_gpu_ideogram.py" "$BUILD/app/vireo-cli" --layers 4 \
+    --repeat 5 --work /tmp/vireo-bench-ideogram "${report[@]}" >"$log" 2>&1
+  local rc=$?
+  note "bench gpu ideogram: rc $rc$([[ $rc -eq 124 ]] && echo ' (timed out)') at $(elapsed) s"
+  if [[ $IDEOGRAM_ONLY -eq 1 ]]; then
+    sed -n '/== bench gpu ideogram/,$p' "$log" | tee -a "$SUMMARY"
+    grep -E "FAILED|Error|error|skipped" "$log" | head -20 | tee -a "$SUMMARY"
+  else
+    tail -c 20000 "$log" >>"$SUMMARY"
+    sed -n '/== bench gpu ideogram/,$p' "$log"
+    grep -E "FAILED|Error|error|skipped" "$log" | head -20
+    rm -f "$log"
+  fi
+  rm -rf /tmp/vireo-bench-ideogram
+}
 if [[ $STAGES_ONLY -eq 1 ]]; then
   stage_bench 240
+  note "gpu-check: done in $(elapsed) s"
+  exit 0
+fi
+if [[ $IDEOGRAM_ONLY -eq 1 ]]; then
+  ideogram_bench 240
   note "gpu-check: done in $(elapsed) s"
   exit 0
 fi
@@ -145,6 +180,7 @@ elif command -v compute-sanitizer >/dev/null; then
 else
   note "compute-sanitizer: not found"
 fi
-# 5. The stage benchmark.
+# 5. The stage benchmark, then the Ideogram-4 step.
 [[ $QUICK -eq 0 ]] && stage_bench 180
+[[ $QUICK -eq 0 ]] && ideogram_bench 150
 note "gpu-check: done in $(elapsed) s"

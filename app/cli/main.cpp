@@ -10,6 +10,7 @@
 #endif
 #include "inference/bench/dequantbench.h"
 #include "inference/bench/gpubench.h"
+#include "inference/bench/ideogrambench.h"
 #include "inference/bench/readbench.h"
 #include "inference/bench/stagebench.h"
 #include "inference/inspect/modelinspector.h"
@@ -56,6 +57,12 @@ commands:
                [--dtype bf16|f32] [--repeat N] [--seed N] [--out FILE.safetensors] [--json]
                                the LTX-2 video VAE encoder (a still, a tiled clip) and the
                                x2 latent upsampler: time and peak memory (default 768x512x121)
+  bench ideogram-step --model PATH [--component transformer|unconditional_transformer]
+               [--size WxH] [--text-tokens N] [--device cpu|cuda] [--dtype bf16|f32]
+               [--repeat N] [--seed N] [--out FILE.safetensors] [--json]
+                               one Ideogram-4 DiT forward on seeded random inputs: time,
+                               peak memory, weight bytes (default 1024x1024, 512 text
+                               tokens; the unconditional DiT gets none)
   bench runtime --model PATH [--size WxHxF] [--repeat N] [--json]
                                the studio's engine against calling the pipeline directly
   bench speed --model PATH [--size WxHxF] [--schedule distilled|dev] [--device D] [--json]
@@ -66,7 +73,8 @@ commands:
   bench gpu [--python PY] [...]
                                the GPU benchmark: real-width LTX-2.3 transformer against
                                diffusers, VAE decode, dequantization (bench_gpu.py --help);
-                               the encoder and upsampler: tests/bench/bench_gpu_stages.py
+                               the encoder and upsampler: tests/bench/bench_gpu_stages.py;
+                               Ideogram-4's step: tests/bench/bench_gpu_ideogram.py
   dit-forward --model PATH --inputs IN.safetensors --out OUT.safetensors
                                run the LTX-2 transformer once on named input tensors
                                (see --help of the command for options)
@@ -323,12 +331,71 @@ int runBenchStages(const std::vector<std::string>& args)
     return 0;
 }
 
+int runBenchIdeogramStep(const std::vector<std::string>& args)
+{
+    vireo::bench::IdeogramStepBenchOptions options;
+    bool asJson = false;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        const auto& a = args[i];
+        const bool hasValue = i + 1 < args.size();
+        if (a == "--model" && hasValue)
+            options.modelPath = args[++i];
+        else if (a == "--component" && hasValue)
+            options.component = args[++i];
+        else if (a == "--size" && hasValue) {
+            const auto& v = args[++i];
+            const auto x = v.find('x');
+            if (x == std::string::npos)
+                return usageError("bench ideogram-step: --size is WxH, e.g. 1024x1024");
+            auto w = vireo::cli::parseNumber<std::int64_t>(std::string_view(v).substr(0, x), 16, 8192);
+            auto h = vireo::cli::parseNumber<std::int64_t>(std::string_view(v).substr(x + 1), 16, 8192);
+            if (!w || !h)
+                return usageError("bench ideogram-step: --size is WxH, e.g. 1024x1024 (W and H from 16 to 8192)");
+            options.width = *w;
+            options.height = *h;
+        } else if (a == "--text-tokens" && hasValue) {
+            auto n = vireo::cli::parseNumber<std::int64_t>(args[++i], 0, 2048);
+            if (!n)
+                return usageError("bench ideogram-step: --text-tokens " + n.error().message);
+            options.textTokens = *n;
+        } else if (a == "--device" && hasValue)
+            options.device = args[++i];
+        else if (a == "--dtype" && hasValue)
+            options.dtype = args[++i];
+        else if (a == "--repeat" && hasValue) {
+            auto n = vireo::cli::parseNumber<int>(args[++i], 1, 1000);
+            if (!n)
+                return usageError("bench ideogram-step: --repeat " + n.error().message);
+            options.repeats = *n;
+        } else if (a == "--seed" && hasValue) {
+            auto n = vireo::cli::parseNumber<std::uint64_t>(args[++i], 0, 1ULL << 62);
+            if (!n)
+                return usageError("bench ideogram-step: --seed " + n.error().message);
+            options.seed = *n;
+        } else if (a == "--out" && hasValue)
+            options.outputPath = args[++i];
+        else if (a == "--json")
+            asJson = true;
+        else
+            return usageError("bench ideogram-step: unexpected argument " + a);
+    }
+    if (options.modelPath.empty())
+        return usageError("bench ideogram-step: --model PATH is required");
+    auto r = vireo::bench::benchIdeogramStep(options);
+    if (!r)
+        return fail(r.error());
+    std::fputs((asJson ? vireo::bench::ideogramStepBenchJson(*r) + "\n" : vireo::bench::formatIdeogramStepBench(*r)).c_str(), stdout);
+    return 0;
+}
+
 int runBench(const std::vector<std::string>& args, const char* self)
 {
     if (!args.empty() && args[0] == "gpu-dequant")
         return runBenchGpuDequant(args);
     if (!args.empty() && args[0] == "stages")
         return runBenchStages(args);
+    if (!args.empty() && args[0] == "ideogram-step")
+        return runBenchIdeogramStep(args);
 #ifdef VIREO_HAS_CORE
     if (!args.empty() && args[0] == "runtime")
         return runBenchRuntime(args);
@@ -373,7 +440,7 @@ int runBench(const std::vector<std::string>& args, const char* self)
         return std::system(command.c_str()) == 0 ? 0 : 1;
     }
     if (args.empty() || args[0] != "read")
-        return usageError("bench: 'bench read FILE', 'bench dequant', 'bench download', 'bench dit' or 'bench stages'");
+        return usageError("bench: 'bench read FILE', 'bench dequant', 'bench download', 'bench dit', 'bench stages' or 'bench ideogram-step'");
     std::string path;
     int repeats = 3;
     bool asJson = false;

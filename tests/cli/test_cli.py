@@ -357,6 +357,54 @@ def test_bench_stages(tmp=os.path.join(RUN_TMP, "stages.safetensors")):
     check("bench stages refuses a VAE as the upsampler", p.returncode == 1 and "not an LTX-2 latent upsampler" in p.stderr, p.stderr)
 
 
+def test_bench_ideogram_step(tmp=os.path.join(RUN_TMP, "ideogram-step.safetensors")):
+    """bench ideogram-step on the tiny Ideogram-4 DiTs: its velocity is diffusers' on the same seeded inputs."""
+    import torch
+    from diffusers.models.transformers.transformer_ideogram4 import Ideogram4Transformer2DModel
+    from diffusers.pipelines.ideogram4.pipeline_ideogram4 import Ideogram4Pipeline
+    from safetensors.torch import load_file
+
+    root = FIXTURES / "ideogram4" / "transformer" / "diffusers"
+    W, H, n_text, seed = 64, 48, 5, 91
+    gh, gw = H // 16, W // 16
+    errs = {}
+    for comp in ("transformer", "unconditional_transformer"):
+        cond = comp == "transformer"
+        p = run("bench", "ideogram-step", "--model", root, "--component", comp, "--size", f"{W}x{H}", "--dtype", "f32",
+                "--repeat", "1", "--seed", seed, "--out", tmp, "--json", *(["--text-tokens", n_text] if cond else []))
+        ok = p.returncode == 0
+        detail = p.stderr or p.stdout[:400]
+        if ok:
+            b = json.loads(p.stdout)
+            ok = b["finite"] and b["median_seconds"] > 0 and len(b["seconds"]) == 1 and b["image_tokens"] == gh * gw \
+                and b["text_tokens"] == (n_text if cond else 0) and b["resident_bytes"] == sum(b["bytes_by_representation"].values())
+        if ok:
+            with torch.no_grad():
+                model = Ideogram4Transformer2DModel.from_pretrained(root / comp, torch_dtype=torch.float32).eval()
+                g = lambda k: torch.Generator().manual_seed(seed + k)  # noqa: E731
+                latents = torch.randn((gh * gw, model.config.in_channels), generator=g(0))
+                text = torch.randn((n_text, model.config.llm_features_dim), generator=g(1))
+                t = torch.rand((1,), generator=g(2))
+                m = n_text if cond else 0
+                pos, seg, ind = Ideogram4Pipeline._prepare_ids([m], gh, gw, m, torch.device("cpu"))
+                feats = torch.zeros(1, m + gh * gw, model.config.llm_features_dim)
+                feats[0, :m] = text[:m]
+                z = torch.cat([torch.zeros(m, model.config.in_channels), latents]).unsqueeze(0)
+                ref = model(hidden_states=z, timestep=t, encoder_hidden_states=feats, position_ids=pos, segment_ids=seg,
+                            indicator=ind, return_dict=False)[0][0, m:]
+            got = load_file(tmp)["velocity"]
+            errs[comp] = float((got - ref).norm() / ref.norm()) if got.shape == ref.shape else float("inf")
+            ok = errs[comp] < 1e-4
+            detail = str(errs)
+        check(f"bench ideogram-step --component {comp} --json --out matches diffusers on the same inputs", ok, detail)
+    print(f"        bench ideogram-step velocity against diffusers, rel err: {errs}")
+    p = run("bench", "ideogram-step", "--model", root, "--component", "unconditional_transformer", "--text-tokens", "3")
+    check("bench ideogram-step refuses text tokens for the unconditional DiT", p.returncode == 1 and "without text tokens" in p.stderr
+          and len(p.stderr.strip().splitlines()) == 1, p.stderr)
+    p = run("bench", "ideogram-step", "--model", root, "--size", "40x48")
+    check("bench ideogram-step refuses a size off the 16-pixel grid", p.returncode == 1 and "multiples of 16" in p.stderr, p.stderr)
+
+
 def png_chunks(path):
     """The chunks of a PNG as (type, data), after checking the signature."""
     import struct
@@ -617,5 +665,6 @@ test_generate()
 test_generate_image()
 test_generate_image_conditioning()
 test_bench_stages()
+test_bench_ideogram_step()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)
