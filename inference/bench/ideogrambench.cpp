@@ -3,6 +3,7 @@
 #include "inference/models/ideogram4/ideogram4transformer.h"
 #include "inference/tensorfile/tensorset.h"
 #include "inference/util/device.h"
+#include "inference/util/heap.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -24,27 +25,6 @@ using Clock = std::chrono::steady_clock;
 // The conditional step's text length when none is given: a long descriptive prompt in
 // Qwen3-VL's chat template (the pipeline allows up to 2048).
 constexpr std::int64_t kDefaultTextTokens = 512;
-
-// /proc/self/status fields in kB, as bytes; -1 when unreadable.
-std::int64_t procStatusBytes(const char* field)
-{
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    const std::string key = std::string(field) + ":";
-    while (std::getline(in, line))
-        if (line.rfind(key, 0) == 0)
-            return std::atoll(line.c_str() + key.size()) * 1024;
-    return -1;
-}
-
-// Writing 5 to clear_refs resets VmHWM to the current RSS (Linux 4.0+).
-bool resetPeakRss()
-{
-    std::ofstream out("/proc/self/clear_refs");
-    out << "5";
-    out.flush();
-    return static_cast<bool>(out);
-}
 
 at::Tensor seeded(bool normal, std::vector<std::int64_t> shape, std::uint64_t seed)
 {
@@ -134,8 +114,8 @@ Result<IdeogramStepBenchResult> benchIdeogramStep(const IdeogramStepBenchOptions
         if (cuda) {
             cudaResetPeakMemory(device);
             base = cudaAllocatedMemory(device);
-        } else if (resetPeakRss()) {
-            base = procStatusBytes("VmRSS");
+        } else if (heap::resetPeakResident()) {
+            base = heap::residentBytes();
             rss = base >= 0;
         }
         at::Tensor output;
@@ -152,7 +132,7 @@ Result<IdeogramStepBenchResult> benchIdeogramStep(const IdeogramStepBenchOptions
             if (i >= 0) {
                 r.seconds.push_back(s);
             } else if (rss) {
-                const auto peak = procStatusBytes("VmHWM");
+                const auto peak = heap::peakResidentBytes();
                 r.peakBytes = peak >= 0 ? std::max<std::int64_t>(0, peak - base) : -1;
                 r.peakTotalBytes = peak;
             }

@@ -5,6 +5,7 @@
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/tensorfile/tensorset.h"
 #include "inference/util/device.h"
+#include "inference/util/heap.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -24,27 +25,6 @@ namespace vireo::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// /proc/self/status fields in kB, as bytes; -1 when unreadable.
-std::int64_t procStatusBytes(const char* field)
-{
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    const std::string key = std::string(field) + ":";
-    while (std::getline(in, line))
-        if (line.rfind(key, 0) == 0)
-            return std::atoll(line.c_str() + key.size()) * 1024;
-    return -1;
-}
-
-// Writing 5 to clear_refs resets VmHWM to the current RSS (Linux 4.0+).
-bool resetPeakRss()
-{
-    std::ofstream out("/proc/self/clear_refs");
-    out << "5";
-    out.flush();
-    return static_cast<bool>(out);
-}
 
 std::vector<std::int64_t> shapeOf(const at::Tensor& t)
 {
@@ -90,8 +70,8 @@ Measured measure(StageRow& row, c10::Device device, int repeats, const std::func
     if (cuda) {
         cudaResetPeakMemory(device);
         base = cudaAllocatedMemory(device);
-    } else if (resetPeakRss()) {
-        base = procStatusBytes("VmRSS");
+    } else if (heap::resetPeakResident()) {
+        base = heap::residentBytes();
         rss = base >= 0;
     }
     for (int i = -1; i < repeats; ++i) {
@@ -109,7 +89,7 @@ Measured measure(StageRow& row, c10::Device device, int repeats, const std::func
         if (i >= 0)
             row.seconds.push_back(s);
         else if (rss) {
-            const auto peak = procStatusBytes("VmHWM");
+            const auto peak = heap::peakResidentBytes();
             row.peakBytes = peak >= 0 ? std::max<std::int64_t>(0, peak - base) : -1;
             row.peakTotalBytes = peak;
         }

@@ -1,5 +1,9 @@
 #include "inference/util/heap.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -26,6 +30,33 @@ void releaseFreeMemory()
 #if defined(__GLIBC__)
     malloc_trim(0);
 #endif
+}
+
+namespace {
+
+// A /proc/self/status field given in kB, as bytes; -1 when unreadable.
+std::int64_t procStatusBytes(const char* field)
+{
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    const std::string key = std::string(field) + ":";
+    while (std::getline(in, line))
+        if (line.rfind(key, 0) == 0)
+            return std::atoll(line.c_str() + key.size()) * 1024;
+    return -1;
+}
+
+} // namespace
+
+std::int64_t residentBytes() { return procStatusBytes("VmRSS"); }
+std::int64_t peakResidentBytes() { return procStatusBytes("VmHWM"); }
+
+bool resetPeakResident()
+{
+    std::ofstream out("/proc/self/clear_refs");
+    out << "5";
+    out.flush();
+    return static_cast<bool>(out);
 }
 
 } // namespace vireo::heap
