@@ -277,10 +277,56 @@ int runBenchGpuDequant(const std::vector<std::string>& args)
     return 0;
 }
 
+// The options the device benches share: --device, --dtype, --repeat, --seed, --json. 1: args[i]
+// (and its value) was one and is consumed; 0: not one of them; -1: a bad value, said in error.
+struct BenchRunArgs {
+    std::string* device;
+    std::string* dtype;
+    int* repeats;
+    std::uint64_t* seed;
+    bool* json;
+};
+
+int takeBenchRunArg(const std::string& bench, const std::vector<std::string>& args, std::size_t& i, const BenchRunArgs& o,
+                    std::string& error)
+{
+    const auto& a = args[i];
+    const bool hasValue = i + 1 < args.size();
+    if (a == "--json") {
+        *o.json = true;
+        return 1;
+    }
+    if (!hasValue)
+        return 0;
+    if (a == "--device" || a == "--dtype") {
+        *(a == "--device" ? o.device : o.dtype) = args[++i];
+        return 1;
+    }
+    if (a == "--repeat") {
+        auto n = vireo::cli::parseNumber<int>(args[++i], 1, 1000);
+        if (!n)
+            error = bench + ": --repeat " + n.error().message;
+        else
+            *o.repeats = *n;
+        return n ? 1 : -1;
+    }
+    if (a == "--seed") {
+        auto n = vireo::cli::parseNumber<std::uint64_t>(args[++i], 0, 1ULL << 62);
+        if (!n)
+            error = bench + ": --seed " + n.error().message;
+        else
+            *o.seed = *n;
+        return n ? 1 : -1;
+    }
+    return 0;
+}
+
 int runBenchStages(const std::vector<std::string>& args)
 {
     vireo::bench::StageBenchOptions options;
     bool asJson = false;
+    std::string error;
+    const BenchRunArgs run{&options.device, &options.dtype, &options.repeats, &options.seed, &asJson};
     for (std::size_t i = 1; i < args.size(); ++i) {
         const auto& a = args[i];
         const bool hasValue = i + 1 < args.size();
@@ -301,25 +347,11 @@ int runBenchStages(const std::vector<std::string>& args)
             options.width = *w;
             options.height = *h;
             options.frames = *f;
-        } else if (a == "--device" && hasValue)
-            options.device = args[++i];
-        else if (a == "--dtype" && hasValue)
-            options.dtype = args[++i];
-        else if (a == "--repeat" && hasValue) {
-            auto n = vireo::cli::parseNumber<int>(args[++i], 1, 1000);
-            if (!n)
-                return usageError("bench stages: --repeat " + n.error().message);
-            options.repeats = *n;
-        } else if (a == "--seed" && hasValue) {
-            auto n = vireo::cli::parseNumber<std::uint64_t>(args[++i], 0, 1ULL << 62);
-            if (!n)
-                return usageError("bench stages: --seed " + n.error().message);
-            options.seed = *n;
         } else if (a == "--out" && hasValue)
             options.outputsPath = args[++i];
-        else if (a == "--json")
-            asJson = true;
-        else
+        else if (const int taken = takeBenchRunArg("bench stages", args, i, run, error); taken < 0)
+            return usageError(error);
+        else if (taken == 0)
             return usageError("bench stages: unexpected argument " + a);
     }
     if (options.vaePath.empty() || options.upsamplerPath.empty())
@@ -335,6 +367,8 @@ int runBenchIdeogramStep(const std::vector<std::string>& args)
 {
     vireo::bench::IdeogramStepBenchOptions options;
     bool asJson = false;
+    std::string error;
+    const BenchRunArgs run{&options.device, &options.dtype, &options.repeats, &options.seed, &asJson};
     for (std::size_t i = 1; i < args.size(); ++i) {
         const auto& a = args[i];
         const bool hasValue = i + 1 < args.size();
@@ -358,25 +392,11 @@ int runBenchIdeogramStep(const std::vector<std::string>& args)
             if (!n)
                 return usageError("bench ideogram-step: --text-tokens " + n.error().message);
             options.textTokens = *n;
-        } else if (a == "--device" && hasValue)
-            options.device = args[++i];
-        else if (a == "--dtype" && hasValue)
-            options.dtype = args[++i];
-        else if (a == "--repeat" && hasValue) {
-            auto n = vireo::cli::parseNumber<int>(args[++i], 1, 1000);
-            if (!n)
-                return usageError("bench ideogram-step: --repeat " + n.error().message);
-            options.repeats = *n;
-        } else if (a == "--seed" && hasValue) {
-            auto n = vireo::cli::parseNumber<std::uint64_t>(args[++i], 0, 1ULL << 62);
-            if (!n)
-                return usageError("bench ideogram-step: --seed " + n.error().message);
-            options.seed = *n;
         } else if (a == "--out" && hasValue)
             options.outputPath = args[++i];
-        else if (a == "--json")
-            asJson = true;
-        else
+        else if (const int taken = takeBenchRunArg("bench ideogram-step", args, i, run, error); taken < 0)
+            return usageError(error);
+        else if (taken == 0)
             return usageError("bench ideogram-step: unexpected argument " + a);
     }
     if (options.modelPath.empty())

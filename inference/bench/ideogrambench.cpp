@@ -2,6 +2,7 @@
 
 #include "inference/models/ideogram4/ideogram4transformer.h"
 #include "inference/tensorfile/tensorset.h"
+#include "inference/bench/benchdevice.h"
 #include "inference/util/device.h"
 #include "inference/util/heap.h"
 
@@ -38,23 +39,10 @@ at::Tensor seeded(bool normal, std::vector<std::int64_t> shape, std::uint64_t se
 Result<IdeogramStepBenchResult> benchIdeogramStep(const IdeogramStepBenchOptions& options)
 {
     IdeogramStepBenchResult r;
-    c10::Device device(c10::kCPU);
-    try {
-        device = c10::Device(options.device);
-    } catch (const c10::Error&) {
-        return makeError(ErrorCode::InvalidArgument, "bench ideogram-step: unknown device '" + options.device + "' (cpu or cuda)");
-    }
-    if (device.is_cuda() && !cudaAvailable())
-        return makeError(ErrorCode::Unsupported, "bench ideogram-step: --device " + options.device + " but this process sees no CUDA device");
-    if (!device.is_cuda() && !device.is_cpu())
-        return makeError(ErrorCode::Unsupported, "bench ideogram-step: runs on cpu or cuda, not " + options.device);
-    c10::ScalarType dtype;
-    if (options.dtype == "bf16")
-        dtype = at::kBFloat16;
-    else if (options.dtype == "f32")
-        dtype = at::kFloat;
-    else
-        return makeError(ErrorCode::InvalidArgument, "bench ideogram-step: --dtype is bf16 or f32, not " + options.dtype);
+    auto resolved = benchDeviceAndDtype("bench ideogram-step", options.device, options.dtype);
+    if (!resolved)
+        return resolved.error();
+    const auto [device, dtype] = *resolved;
     const bool conditional = options.component == "transformer";
     if (!conditional && options.component != "unconditional_transformer")
         return makeError(ErrorCode::InvalidArgument, "bench ideogram-step: --component is transformer or unconditional_transformer, not "

@@ -4,6 +4,7 @@
 #include "inference/models/ltx2/ltx2videovae.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/tensorfile/tensorset.h"
+#include "inference/bench/benchdevice.h"
 #include "inference/util/device.h"
 #include "inference/util/heap.h"
 
@@ -114,23 +115,10 @@ Measured measure(StageRow& row, c10::Device device, int repeats, const std::func
 Result<StageBenchResult> benchStages(const StageBenchOptions& options)
 {
     StageBenchResult r;
-    c10::Device device(c10::kCPU);
-    try {
-        device = c10::Device(options.device);
-    } catch (const c10::Error&) {
-        return makeError(ErrorCode::InvalidArgument, "bench stages: unknown device '" + options.device + "' (cpu or cuda)");
-    }
-    if (device.is_cuda() && !cudaAvailable())
-        return makeError(ErrorCode::Unsupported, "bench stages: --device " + options.device + " but this process sees no CUDA device");
-    if (!device.is_cuda() && !device.is_cpu())
-        return makeError(ErrorCode::Unsupported, "bench stages: runs on cpu or cuda, not " + options.device);
-    c10::ScalarType dtype;
-    if (options.dtype == "bf16")
-        dtype = at::kBFloat16;
-    else if (options.dtype == "f32")
-        dtype = at::kFloat;
-    else
-        return makeError(ErrorCode::InvalidArgument, "bench stages: --dtype is bf16 or f32, not " + options.dtype);
+    auto resolved = benchDeviceAndDtype("bench stages", options.device, options.dtype);
+    if (!resolved)
+        return resolved.error();
+    const auto [device, dtype] = *resolved;
     if (options.repeats < 1 || options.width < 1 || options.height < 1 || options.frames < 1)
         return makeError(ErrorCode::InvalidArgument, "bench stages: size and repeats must be positive");
     r.device = device.is_cuda() ? cudaDeviceSummary() : "cpu (" + std::to_string(at::get_num_threads()) + " threads)";
