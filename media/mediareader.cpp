@@ -15,6 +15,7 @@ extern "C" {
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -185,6 +186,76 @@ bool imageDemuxer(const char* name)
     return n.ends_with("_pipe") || n == "gif";
 }
 
+// The best video stream of an opened file with its decoder ready (one thread; FFmpeg refuses
+// frames above maxPixels when it is given), refusing a size that is absurd or above maxPixels.
+struct VideoStream {
+    int index = -1;
+    const AVStream* stream = nullptr;
+    std::unique_ptr<AVCodecContext, CodecCloser> decoder;
+};
+
+Result<VideoStream> openVideoStream(const std::filesystem::path& path, AVFormatContext* f, std::int64_t maxPixels)
+{
+    VideoStream v;
+    v.index = av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+    if (v.index < 0)
+        return mediaError(path, "has no video stream");
+    v.stream = f->streams[v.index];
+    const AVCodec* codec = avcodec_find_decoder(v.stream->codecpar->codec_id);
+    if (!codec)
+        return mediaError(path, "its video codec cannot be decoded by this FFmpeg", ErrorCode::Unsupported);
+    v.decoder.reset(avcodec_alloc_context3(codec));
+    if (!v.decoder || avcodec_parameters_to_context(v.decoder.get(), v.stream->codecpar) < 0)
+        return mediaError(path, "the video decoder cannot be set up", ErrorCode::Internal);
+    v.decoder->thread_count = 1;
+    if (maxPixels > 0)
+        v.decoder->max_pixels = maxPixels;
+    if (const int e = avcodec_open2(v.decoder.get(), codec, nullptr); e < 0)
+        return mediaError(path, "the video decoder cannot be opened (" + avError(e) + ")");
+    const auto w = v.decoder->width, h = v.decoder->height;
+    if (!sane(w, h) || (maxPixels > 0 && static_cast<std::int64_t>(w) * h > maxPixels))
+        return mediaError(path, "declares a video of " + pixels(w, h), maxPixels > 0 ? ErrorCode::InvalidArgument : ErrorCode::InvalidFormat);
+    return v;
+}
+
+// Decodes the stream's frames in order and hands each to onFrame (which must not keep it),
+// until onFrame says it has enough, the stream ends (the decoder drained) or a frame is
+// broken, within maxPackets packets. False when out of memory.
+bool decodeFrames(AVFormatContext* f, VideoStream& v, int maxPackets, const std::function<bool(AVFrame*)>& onFrame)
+{
+    std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
+    std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
+    if (!packet || !frame)
+        return false;
+    bool done = false;
+    for (int packets = 0; !done && packets < maxPackets; ++packets) {
+        const int r = av_read_frame(f, packet.get());
+        if (r < 0) {
+            avcodec_send_packet(v.decoder.get(), nullptr);  // drain
+        } else if (packet->stream_index != v.index) {
+            av_packet_unref(packet.get());
+            continue;
+        } else {
+            avcodec_send_packet(v.decoder.get(), packet.get());
+            av_packet_unref(packet.get());
+        }
+        while (!done) {
+            const int d = avcodec_receive_frame(v.decoder.get(), frame.get());
+            if (d == AVERROR(EAGAIN))
+                break;
+            if (d < 0) {
+                done = true;  // end of stream or a broken frame: keep what we have
+                break;
+            }
+            done = onFrame(frame.get());
+            av_frame_unref(frame.get());
+        }
+        if (r < 0)
+            break;
+    }
+    return true;
+}
+
 } // namespace
 
 Result<MediaInfo> probeMedia(const std::filesystem::path& path)
@@ -231,68 +302,27 @@ Result<RgbImage> frameAt(const std::filesystem::path& path, double seconds, int 
     if (!format)
         return format.error();
     AVFormatContext* f = format->get();
-    const int index = av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
-    if (index < 0)
-        return mediaError(path, "has no video stream");
-    const AVStream* stream = f->streams[index];
-    const AVCodec* codec = avcodec_find_decoder(stream->codecpar->codec_id);
-    if (!codec)
-        return mediaError(path, "its video codec cannot be decoded by this FFmpeg", ErrorCode::Unsupported);
-    std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(codec));
-    if (!decoder || avcodec_parameters_to_context(decoder.get(), stream->codecpar) < 0)
-        return mediaError(path, "the video decoder cannot be set up", ErrorCode::Internal);
-    decoder->thread_count = 1;
-    if (const int e = avcodec_open2(decoder.get(), codec, nullptr); e < 0)
-        return mediaError(path, "the video decoder cannot be opened (" + avError(e) + ")");
-    if (!sane(decoder->width, decoder->height))
-        return mediaError(path, "declares a video of " + std::to_string(decoder->width) + "x" + std::to_string(decoder->height) + " pixels");
-
+    auto video = openVideoStream(path, f, 0);
+    if (!video)
+        return video.error();
     std::int64_t target = 0;
-    if (seconds > 0 && stream->time_base.num > 0) {
-        target = static_cast<std::int64_t>(seconds / av_q2d(stream->time_base));
+    if (seconds > 0 && video->stream->time_base.num > 0) {
+        target = static_cast<std::int64_t>(seconds / av_q2d(video->stream->time_base));
         // The nearest key frame before the target, then decode forward to it.
-        av_seek_frame(f, index, target, AVSEEK_FLAG_BACKWARD);
-        avcodec_flush_buffers(decoder.get());
+        av_seek_frame(f, video->index, target, AVSEEK_FLAG_BACKWARD);
+        avcodec_flush_buffers(video->decoder.get());
     }
-    std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
-    std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
     std::unique_ptr<AVFrame, FrameCloser> best(av_frame_alloc());
-    if (!packet || !frame || !best)
-        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
     bool have = false;
-    auto take = [&]() -> bool {
-        // The first frame at or after the target; the last one decoded otherwise.
+    // The first frame at or after the target; the last one decoded otherwise.
+    const bool decoded = best && decodeFrames(f, *video, 100000, [&](AVFrame* frame) {
         av_frame_unref(best.get());
-        av_frame_ref(best.get(), frame.get());
+        av_frame_ref(best.get(), frame);
         have = true;
         return frame->best_effort_timestamp != AV_NOPTS_VALUE && frame->best_effort_timestamp >= target;
-    };
-    bool done = false;
-    for (int packets = 0; !done && packets < 100000; ++packets) {
-        const int r = av_read_frame(f, packet.get());
-        if (r < 0) {
-            avcodec_send_packet(decoder.get(), nullptr);  // drain
-        } else if (packet->stream_index != index) {
-            av_packet_unref(packet.get());
-            continue;
-        } else {
-            avcodec_send_packet(decoder.get(), packet.get());
-            av_packet_unref(packet.get());
-        }
-        while (!done) {
-            const int d = avcodec_receive_frame(decoder.get(), frame.get());
-            if (d == AVERROR(EAGAIN))
-                break;
-            if (d < 0) {
-                done = true;  // end of stream or a broken frame: keep what we have
-                break;
-            }
-            done = take();
-            av_frame_unref(frame.get());
-        }
-        if (r < 0)
-            break;
-    }
+    });
+    if (!decoded)
+        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
     if (!have)
         return mediaError(path, "no video frame could be decoded (truncated or damaged?)", ErrorCode::Truncated);
     if (!sane(best->width, best->height))
@@ -457,77 +487,42 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
     if (!format)
         return format.error();
     AVFormatContext* f = format->get();
-    const int index = av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
-    if (index < 0)
-        return mediaError(path, "has no video stream");
-    const AVStream* stream = f->streams[index];
-    const AVCodec* codec = avcodec_find_decoder(stream->codecpar->codec_id);
-    if (!codec)
-        return mediaError(path, "its video codec cannot be decoded by this FFmpeg", ErrorCode::Unsupported);
-    std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(codec));
-    if (!decoder || avcodec_parameters_to_context(decoder.get(), stream->codecpar) < 0)
-        return mediaError(path, "the video decoder cannot be set up", ErrorCode::Internal);
-    decoder->thread_count = 1;
-    decoder->max_pixels = maxPixels;
-    if (const int e = avcodec_open2(decoder.get(), codec, nullptr); e < 0)
-        return mediaError(path, "the video decoder cannot be opened (" + avError(e) + ")");
-    if (!sane(decoder->width, decoder->height) || static_cast<std::int64_t>(decoder->width) * decoder->height > maxPixels)
-        return mediaError(path, "declares a video of " + pixels(decoder->width, decoder->height), ErrorCode::InvalidArgument);
+    auto video = openVideoStream(path, f, maxPixels);
+    if (!video)
+        return video.error();
+    const auto& decoder = video->decoder;
     const bool fit = fitWidth > 0 && fitHeight > 0;
     // Unfitted frames are kept whole: refuse a clip whose frames would not fit in memory.
     if (!fit && static_cast<std::int64_t>(decoder->width) * decoder->height * 3 * count > (4ll << 30))
         return mediaError(path, std::to_string(count) + " frames of " + pixels(decoder->width, decoder->height) + " are more than 4 GiB",
             ErrorCode::InvalidArgument);
 
-    std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
-    std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
-    if (!packet || !frame)
-        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
     std::vector<RgbImage> frames;
     std::string problem;
     int width = 0, height = 0;
-    bool done = false;
-    for (int packets = 0; !done && packets < 200000; ++packets) {
-        const int r = av_read_frame(f, packet.get());
-        if (r < 0) {
-            avcodec_send_packet(decoder.get(), nullptr);  // drain
-        } else if (packet->stream_index != index) {
-            av_packet_unref(packet.get());
-            continue;
-        } else {
-            avcodec_send_packet(decoder.get(), packet.get());
-            av_packet_unref(packet.get());
+    const bool decoded = decodeFrames(f, *video, 200000, [&](AVFrame* frame) {
+        if (frames.empty()) {
+            width = frame->width;
+            height = frame->height;
         }
-        while (!done) {
-            const int d = avcodec_receive_frame(decoder.get(), frame.get());
-            if (d == AVERROR(EAGAIN))
-                break;
-            if (d < 0) {
-                done = true;
-                break;
-            }
-            if (frames.empty()) {
-                width = frame->width;
-                height = frame->height;
-            }
-            if (frame->width != width || frame->height != height) {
-                problem = "its frames change size (" + pixels(width, height) + ", then " + pixels(frame->width, frame->height) + ")";
-                done = true;
-            } else if (!sane(frame->width, frame->height) || static_cast<std::int64_t>(frame->width) * frame->height > maxPixels) {
-                problem = "decoded a frame of " + pixels(frame->width, frame->height);
-                done = true;
-            } else if (auto rgb = toRgb(frame.get(), frame->width, frame->height, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT); !rgb) {
-                problem = "its pixel format cannot be converted to RGB";
-                done = true;
-            } else {
-                frames.push_back(fit ? fitToSize(*rgb, fitWidth, fitHeight) : std::move(*rgb));
-                done = static_cast<int>(frames.size()) == count;
-            }
-            av_frame_unref(frame.get());
+        if (frame->width != width || frame->height != height) {
+            problem = "its frames change size (" + pixels(width, height) + ", then " + pixels(frame->width, frame->height) + ")";
+            return true;
         }
-        if (r < 0)
-            break;
-    }
+        if (!sane(frame->width, frame->height) || static_cast<std::int64_t>(frame->width) * frame->height > maxPixels) {
+            problem = "decoded a frame of " + pixels(frame->width, frame->height);
+            return true;
+        }
+        auto rgb = toRgb(frame, frame->width, frame->height, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT);
+        if (!rgb) {
+            problem = "its pixel format cannot be converted to RGB";
+            return true;
+        }
+        frames.push_back(fit ? fitToSize(*rgb, fitWidth, fitHeight) : std::move(*rgb));
+        return static_cast<int>(frames.size()) == count;
+    });
+    if (!decoded)
+        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
     if (!problem.empty())
         return mediaError(path, problem);
     if (static_cast<int>(frames.size()) < count)
