@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace vireo::test {
 
 // Folders CTest passes in: generated fixtures (build tree) and committed data (source tree).
@@ -41,5 +43,36 @@ inline std::string readText(const std::filesystem::path& path)
     const auto bytes = readAll(path);
     return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
+
+// Removes a folder and what it holds with unlink / rmdir: in the test programs
+// std::filesystem::remove_all binds to a copy inside libtorch that crashes.
+inline void removeTree(const std::filesystem::path& dir)
+{
+    std::error_code ec;
+    std::vector<std::filesystem::path> entries;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        entries.push_back(it->path());
+    for (const auto& e : entries) {
+        if (std::filesystem::is_directory(e, ec))
+            removeTree(e);
+        else
+            ::unlink(e.c_str());
+    }
+    ::rmdir(dir.c_str());
+}
+
+// A scratch folder in TMPDIR (prefix + process id), empty at the start and removed on every
+// exit path (a failed check throws).
+struct ScratchDir {
+    std::filesystem::path path;
+    explicit ScratchDir(const std::string& prefix) : path(std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid())))
+    {
+        removeTree(path);
+        std::filesystem::create_directories(path);
+    }
+    ~ScratchDir() { removeTree(path); }
+    ScratchDir(const ScratchDir&) = delete;
+    ScratchDir& operator=(const ScratchDir&) = delete;
+};
 
 } // namespace vireo::test

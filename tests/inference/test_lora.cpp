@@ -47,24 +47,11 @@ at::Tensor tensor(const tensorfile::Checkpoint& cp, const std::string& name)
     return must(tensorfile::readTensor(cp, *cp.find(name)));
 }
 
-// One flat folder per run, emptied at exit (by unlink and rmdir: libtorch's interposed
-// std::filesystem::remove_all crashes).
-struct ScratchDir {
-    std::filesystem::path dir = std::filesystem::temp_directory_path() / ("vireo-test-lora-" + std::to_string(::getpid()));
-    ScratchDir() { std::filesystem::create_directories(dir); }
-    ~ScratchDir()
-    {
-        std::error_code ec;
-        for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-            ::unlink(e.path().c_str());
-        ::rmdir(dir.c_str());
-    }
-};
-
 std::filesystem::path scratch(const std::string& name)
 {
-    static ScratchDir s;
-    return s.dir / name;
+    // One folder per run, removed at exit.
+    static test::ScratchDir s("vireo-test-lora-");
+    return s.path / name;
 }
 
 float maxRelative(const at::Tensor& got, const at::Tensor& want)

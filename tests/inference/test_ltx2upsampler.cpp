@@ -53,32 +53,9 @@ fs::path layoutPath(const std::string& variant, const std::string& layout)
     return dir / (layout + ".safetensors");
 }
 
-// fs::remove_all binds to a copy inside libtorch that crashes; files go with unlink / rmdir.
-void removeTree(const fs::path& dir)
-{
-    std::error_code ec;
-    std::vector<fs::path> entries;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-        entries.push_back(it->path());
-    for (const auto& e : entries) {
-        if (fs::is_directory(e, ec))
-            removeTree(e);
-        else
-            ::unlink(e.c_str());
-    }
-    ::rmdir(dir.c_str());
-}
-
-// A scratch folder removed on every exit path (a failed check throws).
-struct ScratchDir {
-    fs::path path;
-    explicit ScratchDir(const std::string& tag)
-        : path(fs::temp_directory_path() / ("vireo_ltx2upsampler_" + tag + "_" + std::to_string(::getpid())))
-    {
-        removeTree(path);
-        fs::create_directories(path);
-    }
-    ~ScratchDir() { removeTree(path); }
+// A scratch folder per test, removed on every exit path.
+struct ScratchDir : test::ScratchDir {
+    explicit ScratchDir(const std::string& tag) : test::ScratchDir("vireo_ltx2upsampler_" + tag + "_") {}
 };
 
 void copyFile(const fs::path& from, const fs::path& to)

@@ -21,29 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A folder in TMPDIR for files a test writes, removed however the test ends (a failed check
-// or load throws). Not with fs::remove_all: the process may bind it to libtorch's copy, which
-// crashes.
-struct ScratchDir {
-    fs::path path;
-    explicit ScratchDir(const std::string& prefix) : path(fs::temp_directory_path() / (prefix + std::to_string(::getpid())))
-    {
-        fs::create_directories(path);
-    }
-    ~ScratchDir()
-    {
-        std::vector<fs::path> files;
-        std::error_code ec;
-        for (const auto& e : fs::directory_iterator(path, ec))
-            files.push_back(e.path());
-        for (const auto& f : files)
-            ::unlink(f.c_str());
-        ::rmdir(path.c_str());
-    }
-    ScratchDir(const ScratchDir&) = delete;
-    ScratchDir& operator=(const ScratchDir&) = delete;
-};
-
 constexpr double kTolerance = 1e-4;
 // Tiled / chunked against untiled, mean absolute error. The tiny random decoders see far
 // beyond a 3-cell tile, so their seams are large (max errors are of the order of |y|);
@@ -301,7 +278,7 @@ VT_TEST(scalingFactorDividesTheNormalizedLatents)
 
 VT_TEST(theLoadTakesExactlyTheDecoderTensors)
 {
-    const ScratchDir scratch("vireo_ltx2vae_");
+    const test::ScratchDir scratch("vireo_ltx2vae_");
     const auto& dir = scratch.path;
     auto full = readCase(versionDir("20") / "single.safetensors");
     auto write = [&](const char* name, const std::map<std::string, at::Tensor>& tensors) {
@@ -574,7 +551,7 @@ VT_TEST(encoderCancellationAndBadInputsAreErrors)
 VT_TEST(theEncoderLoadNeedsExactlyTheEncoderTensors)
 {
     auto full = readCase(versionDir("23") / "single.safetensors");
-    const ScratchDir scratch("vireo_ltx2vae_enc_");
+    const test::ScratchDir scratch("vireo_ltx2vae_enc_");
     const auto& dir = scratch.path;
     auto write = [&](const char* name, const std::map<std::string, at::Tensor>& tensors, bool metadata = true) {
         VT_CHECK(tensorfile::writeSafetensors(dir / name, tensors, metadata ? full.metadata : std::map<std::string, std::string>{}).ok());
