@@ -477,6 +477,10 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
         else if (transformer && up->inChannels != transformer->inChannels)
             missing.push_back("spatial upsampler matching the model (" + options.spatialUpsamplerPath->filename().string() + " works on "
                     + std::to_string(up->inChannels) + " latent channels, the model has " + std::to_string(transformer->inChannels) + ")");
+        else if (!up->spatialUpsample || up->temporalUpsample || (up->useRationalResampler && up->rationalSpatialScale != 2.0))
+            // The two-stage path halves the size for stage 1: only an x2 spatial upsampler brings it back.
+            missing.push_back("x2 spatial upsampler (" + options.spatialUpsamplerPath->filename().string() + " is "
+                    + ltx2::describeLatentUpsampler(*up) + ")");
     }
     if (!missing.empty()) {
         std::string text;

@@ -452,6 +452,17 @@ VT_TEST(conditionAndTwoStageRequestsAreValidated)
     auto wrong = pipelines::Ltx2Pipeline::open(options);
     VT_CHECK(!wrong.ok());
     VT_CHECK_MSG(wrong.error().message.find("spatial upsampler") != std::string::npos, wrong.error().message);
+    // An upsampler of another scale cannot undo stage 1's halving: refused before anything
+    // loads, not after stage 1 (the CUDA run carries only this fixture's files).
+    const auto x15 = test::envPath("VIREO_FIXTURES_ROOT") / "ltx2upsampler" / "x15" / "diffusers" / "latent_upsampler";
+    if (std::filesystem::exists(x15)) {
+        options.spatialUpsamplerPath = x15;
+        auto scaled = pipelines::Ltx2Pipeline::open(options);
+        VT_CHECK(!scaled.ok());
+        VT_CHECK_MSG(scaled.error().message.find("x2 spatial upsampler") != std::string::npos
+                         && scaled.error().message.find("x1.5") != std::string::npos,
+            scaled.error().message);
+    }
 }
 
 // The path a request takes, and why, before anything loads; the memory plan counts the
