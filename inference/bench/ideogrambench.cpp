@@ -95,43 +95,14 @@ Result<IdeogramStepBenchResult> benchIdeogramStep(const IdeogramStepBenchOptions
         const auto text = seeded(true, {textTokens, c.llmFeaturesDim}, options.seed + 1).to(device, dtype);
         r.timestep = seeded(false, {1}, options.seed + 2).item<float>();
 
-        const bool cuda = device.is_cuda();
-        deviceSynchronize(device);
-        std::int64_t base = 0;
-        bool rss = false;
-        if (cuda) {
-            cudaResetPeakMemory(device);
-            base = cudaAllocatedMemory(device);
-        } else if (heap::resetPeakResident()) {
-            base = heap::residentBytes();
-            rss = base >= 0;
-        }
-        at::Tensor output;
-        for (int i = -1; i < options.repeats; ++i) {
-            output = at::Tensor();  // only one output lives at a time, so the peak is one run's
-            deviceSynchronize(device);
-            start = Clock::now();
-            auto out = model->forward(latents, text, r.timestep, r.gridH, r.gridW);
-            deviceSynchronize(device);
-            const double s = std::chrono::duration<double>(Clock::now() - start).count();
-            if (!out)
-                return out.error();
-            output = std::move(*out);
-            if (i >= 0) {
-                r.seconds.push_back(s);
-            } else if (rss) {
-                const auto peak = heap::peakResidentBytes();
-                r.peakBytes = peak >= 0 ? std::max<std::int64_t>(0, peak - base) : -1;
-                r.peakTotalBytes = peak;
-            }
-        }
-        if (cuda) {
-            r.peakTotalBytes = cudaPeakMemory(device);
-            r.peakBytes = r.peakTotalBytes - base;
-        }
-        auto sorted = r.seconds;
-        std::sort(sorted.begin(), sorted.end());
-        r.medianSeconds = sorted[sorted.size() / 2];
+        auto timed = timeRuns(device, options.repeats, [&] { return model->forward(latents, text, r.timestep, r.gridH, r.gridW); });
+        if (!timed)
+            return timed.error();
+        r.seconds = timed->seconds;
+        r.medianSeconds = timed->medianSeconds;
+        r.peakBytes = timed->peakBytes;
+        r.peakTotalBytes = timed->peakTotalBytes;
+        const auto& output = timed->output;
         const auto f = output.to(at::kCPU, at::kFloat).contiguous();
         r.outputShape.assign(f.sizes().begin(), f.sizes().end());
         if (r.outputShape != std::vector<std::int64_t>{r.imageTokens, c.inChannels})

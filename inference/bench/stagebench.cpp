@@ -59,49 +59,20 @@ struct Measured {
     std::string failure;
 };
 
-// One warm-up, then `repeats` runs, each synchronized on both ends. Only one output lives at a
-// time, so the peak is one run's.
+// The op timed (timeRuns) into its row, with the checks of its last output.
 Measured measure(StageRow& row, c10::Device device, int repeats, const std::function<Result<at::Tensor>()>& op)
 {
     Measured m;
-    const bool cuda = device.is_cuda();
-    deviceSynchronize(device);
-    std::int64_t base = 0;
-    bool rss = false;
-    if (cuda) {
-        cudaResetPeakMemory(device);
-        base = cudaAllocatedMemory(device);
-    } else if (heap::resetPeakResident()) {
-        base = heap::residentBytes();
-        rss = base >= 0;
+    auto t = timeRuns(device, repeats, op);
+    if (!t) {
+        m.failure = t.error().message;
+        return m;
     }
-    for (int i = -1; i < repeats; ++i) {
-        m.output = at::Tensor();
-        deviceSynchronize(device);
-        const auto start = Clock::now();
-        auto out = op();
-        deviceSynchronize(device);
-        const double s = std::chrono::duration<double>(Clock::now() - start).count();
-        if (!out) {
-            m.failure = out.error().message;
-            return m;
-        }
-        m.output = std::move(*out);
-        if (i >= 0)
-            row.seconds.push_back(s);
-        else if (rss) {
-            const auto peak = heap::peakResidentBytes();
-            row.peakBytes = peak >= 0 ? std::max<std::int64_t>(0, peak - base) : -1;
-            row.peakTotalBytes = peak;
-        }
-    }
-    if (cuda) {
-        row.peakTotalBytes = cudaPeakMemory(device);
-        row.peakBytes = row.peakTotalBytes - base;
-    }
-    auto sorted = row.seconds;
-    std::sort(sorted.begin(), sorted.end());
-    row.medianSeconds = sorted[sorted.size() / 2];
+    row.seconds = t->seconds;
+    row.medianSeconds = t->medianSeconds;
+    row.peakBytes = t->peakBytes;
+    row.peakTotalBytes = t->peakTotalBytes;
+    m.output = std::move(t->output);
     const auto f = m.output.to(at::kFloat);
     row.outputShape = shapeOf(f);
     row.finite = at::isfinite(f).all().item<bool>();
