@@ -617,9 +617,12 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     // that cannot run, a conditioning file that is gone or does not decode.
     auto request = g.request;
     const bool imageModel = facade::detectModelKind(g.model.plan.modelPaths) == facade::ModelKind::Image;
+    bool twoStage = false;
     if (!imageModel) {
-        if (auto stages = facade::planStages(g.model.plan, request); !stages)
+        auto stages = facade::planStages(g.model.plan, request);
+        if (!stages)
             throw JobError{stages.error().code, q(stages.error().message)};
+        twoStage = stages->twoStage;
     }
     if (!g.conditions.empty()) {
         if (imageModel)
@@ -655,8 +658,6 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
         return;
     }
 
-    const auto stages = facade::planStages(g.model.plan, request);
-    const bool twoStage = stages && stages->twoStage;
     const auto key = etaKey(g.model, request, twoStage);
     const int steps = g.request.steps > 0 ? g.request.steps : (g.request.schedule == "dev" ? 40 : 8);
     std::vector<std::pair<QString, qint64>> phases{{QStringLiteral("encode prompt"), 1}};
