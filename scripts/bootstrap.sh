@@ -44,11 +44,18 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.requirements.sha256" 2>/dev/n
   echo "$stamp" > "$VENV/.requirements.sha256"
 fi
 
-# 3. Configure once, then build. CUDA kernels build when nvcc is found.
-export PATH="$PATH:/usr/local/cuda/bin"
 # Compiler cache hits across clones (CI builds a fresh clone in another folder).
 export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
+
+# 3. The private FFmpeg the media layer links (Debian 12's source, built once per version).
+"$ROOT/scripts/ffmpeg.sh"
+
+# 4. Configure once (again if the build took the system's FFmpeg before the private one was
+#    there), then build. CUDA kernels build when nvcc is found.
+export PATH="$PATH:/usr/local/cuda/bin"
 if [ ! -f "$BUILD/build.ninja" ]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DVIREO_PYTHON="$VENV/bin/python" ${VIREO_CMAKE_ARGS:-}
+elif ! grep -q '^VIREO_FFMPEG_KIND_USED:INTERNAL=private$' "$BUILD/CMakeCache.txt"; then
+  cmake "$BUILD" > /dev/null
 fi
 ninja -C "$BUILD" "$@"
