@@ -2,6 +2,8 @@
 // and writes its output once; row kernels give one thread block per token.
 #include "kernels/fusedops.h"
 
+#include "kernels/opcheck.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -10,6 +12,7 @@
 
 #include <cstdint>
 #include <cuda_fp8.h>
+#include <tuple>
 #include <type_traits>
 
 namespace vireo::kernels {
@@ -298,6 +301,154 @@ at::Tensor rmsNormModulateCuda(const at::Tensor& xIn, const at::Tensor& scaleIn,
     return out;
 }
 
+// ---- gated_residual_rms_norm_modulate -----------------------------------------------------
+
+struct GatedRows {
+    const void *x, *delta, *gate, *scale, *shift;
+    RowStrides xs, ds, gs, ss, hs;
+};
+
+// y = x + delta * gate is rounded to T before the norm reads it, as the unfused addcmul writes
+// a tensor of T; the norm and the modulation then round as rmsNormModulateKernel does. Each
+// thread reads back only the values of y it wrote itself.
+template <typename T>
+__global__ void gatedResidualRmsNormModulateKernel(GatedRows in, T* __restrict__ sum, T* __restrict__ out, std::int64_t tokens,
+    std::int64_t channels, float eps)
+{
+    const std::int64_t row = blockIdx.x;
+    const std::int64_t b = row / tokens, t = row - b * tokens;
+    const T* xr = static_cast<const T*>(in.x) + b * in.xs.batch + t * in.xs.token;
+    const T* dr = static_cast<const T*>(in.delta) + b * in.ds.batch + t * in.ds.token;
+    const T* gr = static_cast<const T*>(in.gate) + b * in.gs.batch + t * in.gs.token;
+    const T* sr = static_cast<const T*>(in.scale) + b * in.ss.batch + t * in.ss.token;
+    const T* hr = static_cast<const T*>(in.shift) + b * in.hs.batch + t * in.hs.token;
+    T* yrow = sum + row * channels;
+    T* orow = out + row * channels;
+    float squares = 0.0f;
+    for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+        const T y = static_cast<T>(static_cast<float>(xr[c]) + static_cast<float>(dr[c]) * static_cast<float>(gr[c]));
+        yrow[c] = y;
+        const float v = static_cast<float>(y);
+        squares += v * v;
+    }
+    const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
+    for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+        const float normed = roundTo<T>(static_cast<float>(yrow[c]) * rstd);
+        const float factor = roundTo<T>(1.0f + static_cast<float>(sr[c]));
+        orow[c] = static_cast<T>(static_cast<float>(hr[c]) + normed * factor);
+    }
+}
+
+// 16-bit values eight at a time, y held in registers between the sum of squares and the
+// modulation: VPT vectors of eight per thread, C = 8 * VPT * blockDim at most.
+template <typename T, int VPT>
+__global__ void gatedResidualRmsNormModulateVecKernel(GatedRows in, T* __restrict__ sum, T* __restrict__ out, std::int64_t tokens,
+    std::int64_t channels, float eps)
+{
+    const std::int64_t row = blockIdx.x;
+    const std::int64_t b = row / tokens, t = row - b * tokens;
+    const auto* xr = reinterpret_cast<const uint4*>(static_cast<const T*>(in.x) + b * in.xs.batch + t * in.xs.token);
+    const auto* dr = reinterpret_cast<const uint4*>(static_cast<const T*>(in.delta) + b * in.ds.batch + t * in.ds.token);
+    const auto* gr = reinterpret_cast<const uint4*>(static_cast<const T*>(in.gate) + b * in.gs.batch + t * in.gs.token);
+    const auto* sr = reinterpret_cast<const uint4*>(static_cast<const T*>(in.scale) + b * in.ss.batch + t * in.ss.token);
+    const auto* hr = reinterpret_cast<const uint4*>(static_cast<const T*>(in.shift) + b * in.hs.batch + t * in.hs.token);
+    auto* yrow = reinterpret_cast<uint4*>(sum + row * channels);
+    auto* orow = reinterpret_cast<uint4*>(out + row * channels);
+    const int vectors = static_cast<int>(channels / 8);
+    uint4 held[VPT];
+    float squares = 0.0f;
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < vectors) {
+            const uint4 xraw = xr[i], draw = dr[i], graw = gr[i];
+            const T* xv = reinterpret_cast<const T*>(&xraw);
+            const T* dv = reinterpret_cast<const T*>(&draw);
+            const T* gv = reinterpret_cast<const T*>(&graw);
+            T* y = reinterpret_cast<T*>(&held[k]);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                y[e] = static_cast<T>(static_cast<float>(xv[e]) + static_cast<float>(dv[e]) * static_cast<float>(gv[e]));
+                const float f = static_cast<float>(y[e]);
+                squares += f * f;
+            }
+            yrow[i] = held[k];
+        }
+    }
+    const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < vectors) {
+            const uint4 sraw = sr[i], hraw = hr[i];
+            const T* y = reinterpret_cast<const T*>(&held[k]);
+            const T* sv = reinterpret_cast<const T*>(&sraw);
+            const T* hv = reinterpret_cast<const T*>(&hraw);
+            uint4 result;
+            T* o = reinterpret_cast<T*>(&result);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const float normed = roundTo<T>(static_cast<float>(y[e]) * rstd);
+                const float factor = roundTo<T>(1.0f + static_cast<float>(sv[e]));
+                o[e] = static_cast<T>(static_cast<float>(hv[e]) + normed * factor);
+            }
+            orow[i] = result;
+        }
+    }
+}
+
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCuda(const at::Tensor& xIn, const at::Tensor& deltaIn,
+    const at::Tensor& gateIn, const at::Tensor& scaleIn, const at::Tensor& shiftIn, double eps)
+{
+    detail::checkGatedResidualRmsNormModulateArgs(xIn, deltaIn, gateIn, scaleIn, shiftIn);
+    const c10::cuda::CUDAGuard guard(xIn.device());
+    auto lastContiguous = [](const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); };
+    const auto x = lastContiguous(xIn), delta = lastContiguous(deltaIn), gate = lastContiguous(gateIn);
+    const auto scale = lastContiguous(scaleIn), shift = lastContiguous(shiftIn);
+    const auto options = x.options().memory_format(at::MemoryFormat::Contiguous);
+    auto sum = at::empty(x.sizes(), options), out = at::empty(x.sizes(), options);
+    const auto rows = x.size(0) * x.size(1), channels = x.size(2);
+    if (rows == 0 || channels == 0)
+        return {sum, out};
+    const GatedRows in{x.data_ptr(), delta.data_ptr(), gate.data_ptr(), scale.data_ptr(), shift.data_ptr(), rowStrides(x),
+        rowStrides(delta), rowStrides(gate), rowStrides(scale), rowStrides(shift)};
+    const bool vector = x.element_size() == 2 && channels % 8 == 0 && channels <= 8 * 4 * kRowThreads && rowsAligned16(x)
+        && rowsAligned16(delta) && rowsAligned16(gate) && rowsAligned16(scale) && rowsAligned16(shift);
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    auto launch = [&](auto zero) {
+        using T = decltype(zero);
+        if constexpr (sizeof(T) == 2) {
+            if (vector) {
+                const auto vectors = channels / 8;
+                const int threads = static_cast<int>(std::min<std::int64_t>(kRowThreads, (vectors + 31) / 32 * 32));
+                const int perThread = static_cast<int>((vectors + threads - 1) / threads);
+                auto run = [&](auto vpt) {
+                    gatedResidualRmsNormModulateVecKernel<T, decltype(vpt)::value><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+                        in, sum.data_ptr<T>(), out.data_ptr<T>(), x.size(1), channels, static_cast<float>(eps));
+                };
+                if (perThread == 1)
+                    run(std::integral_constant<int, 1>{});
+                else if (perThread == 2)
+                    run(std::integral_constant<int, 2>{});
+                else
+                    run(std::integral_constant<int, 4>{});
+                return;
+            }
+        }
+        gatedResidualRmsNormModulateKernel<T><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(in, sum.data_ptr<T>(),
+            out.data_ptr<T>(), x.size(1), channels, static_cast<float>(eps));
+    };
+    // The dtype check above admits exactly these three.
+    if (x.scalar_type() == at::kFloat)
+        launch(float{});
+    else if (x.scalar_type() == at::kBFloat16)
+        launch(at::BFloat16{});
+    else
+        launch(at::Half{});
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return {sum, out};
+}
+
 // ---- rms_norm_rope ------------------------------------------------------------------------
 
 template <typename T, typename W>
@@ -452,6 +603,7 @@ TORCH_LIBRARY_IMPL(vireo, CUDA, m)
     m.impl("quantize_fp8", &quantizeFp8Cuda);
     m.impl("gelu_quantize_fp8", &geluQuantizeFp8Cuda);
     m.impl("rms_norm_modulate", &rmsNormModulateCuda);
+    m.impl("gated_residual_rms_norm_modulate", &gatedResidualRmsNormModulateCuda);
     m.impl("rms_norm_rope", &rmsNormRopeCuda);
 }
 

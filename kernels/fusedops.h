@@ -6,6 +6,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
+
 namespace vireo::kernels {
 
 // float8_e4m3fn(clamp(float(x) * (1 / scale), -448, 448)); scale is a float32 scalar tensor on
@@ -17,6 +19,12 @@ at::Tensor geluQuantizeFp8(const at::Tensor& x, const at::Tensor& scale);
 // shift + rms_norm(x) * (1 + scale) over the last dim (AdaLN after an RMSNorm without
 // weight). x [B, T, C]; scale and shift [B, T or 1, C] in x's dtype, any strides.
 at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps);
+// The gated residual add of a sublayer and the next norm of the stream in one pass:
+// (y, rmsNormModulate(y, scale, shift, eps)) with y = x + delta * gate in x's dtype. x and
+// delta [B, T, C]; gate, scale and shift [B, T or 1, C]; one floating dtype (float32, bfloat16
+// or float16) and one device for all.
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+    const at::Tensor& scale, const at::Tensor& shift, double eps);
 
 // Split-layout rotary embedding of rms_norm(x, weight): x [B, T, C] (C = H * 2r, last dim
 // contiguous, rows may be strided, as a view into a fused projection), weight [C],

@@ -2,6 +2,8 @@
 // CUDA kernels existed, op for op, so CPU parity with the references is untouched.
 #include "kernels/fusedops.h"
 
+#include "kernels/opcheck.h"
+
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -53,6 +55,15 @@ at::Tensor rmsNormModulateCpu(const at::Tensor& x, const at::Tensor& scale, cons
     return at::addcmul(shift, at::rms_norm(x, {x.size(-1)}, std::nullopt, eps), 1 + scale);
 }
 
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCpu(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+    const at::Tensor& scale, const at::Tensor& shift, double eps)
+{
+    detail::checkGatedResidualRmsNormModulateArgs(x, delta, gate, scale, shift);
+    auto sum = at::addcmul(x, delta, gate);
+    auto normed = rmsNormModulateCpu(sum, scale, shift, eps);
+    return {std::move(sum), std::move(normed)};
+}
+
 at::Tensor rmsNormRopeCpu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
 {
     detail::checkRmsNormRopeArgs(x, weight, cos, sin);
@@ -89,6 +100,16 @@ at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const a
     return op.call(x, scale, shift, eps);
 }
 
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+    const at::Tensor& scale, const at::Tensor& shift, double eps)
+{
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gated_residual_rms_norm_modulate", "")
+        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+            const at::Tensor&, double)>();
+    auto [sum, normed] = op.call(x, delta, gate, scale, shift, eps);
+    return {std::move(sum), std::move(normed)};
+}
+
 at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
 {
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_rope", "")
@@ -101,6 +122,7 @@ TORCH_LIBRARY_IMPL(vireo, CPU, m)
     m.impl("quantize_fp8", &quantizeFp8Cpu);
     m.impl("gelu_quantize_fp8", &geluQuantizeFp8Cpu);
     m.impl("rms_norm_modulate", &rmsNormModulateCpu);
+    m.impl("gated_residual_rms_norm_modulate", &gatedResidualRmsNormModulateCpu);
     m.impl("rms_norm_rope", &rmsNormRopeCpu);
 }
 

@@ -8,6 +8,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <utility>
+
 namespace vireo::kernels::detail {
 
 inline void checkFloatOutput(const char* op, c10::ScalarType dtype)
@@ -60,6 +62,26 @@ inline std::int64_t checkNf4Args(const at::Tensor& packed, const at::Tensor& abs
     TORCH_CHECK(packed.device() == absmax.device() && packed.device() == code.device(),
         "dequantize_nf4: packed, absmax and code must be on one device");
     return numel;
+}
+
+} // namespace vireo::kernels::detail
+
+namespace vireo::kernels::detail {
+
+inline void checkGatedResidualRmsNormModulateArgs(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+                                                  const at::Tensor& scale, const at::Tensor& shift)
+{
+    constexpr const char* op = "gated_residual_rms_norm_modulate";
+    TORCH_CHECK(x.dim() == 3, op, ": x must be [B, T, C], got ", x.sizes());
+    TORCH_CHECK(delta.sizes() == x.sizes(), op, ": delta must have x's shape ", x.sizes(), ", got ", delta.sizes());
+    checkFloatOutput(op, x.scalar_type());
+    const std::pair<const char*, const at::Tensor*> operands[] = {{"delta", &delta}, {"gate", &gate}, {"scale", &scale}, {"shift", &shift}};
+    for (const auto& [name, t] : operands) {
+        TORCH_CHECK(t->dim() == 3 && t->size(0) == x.size(0) && (t->size(1) == x.size(1) || t->size(1) == 1) && t->size(2) == x.size(2),
+            op, ": ", name, " must be [", x.size(0), ", ", x.size(1), " or 1, ", x.size(2), "], got ", t->sizes());
+        TORCH_CHECK(t->scalar_type() == x.scalar_type(), op, ": ", name, " is ", t->scalar_type(), " but x is ", x.scalar_type());
+        TORCH_CHECK(t->device() == x.device(), op, ": ", name, " is on ", t->device(), " but x is on ", x.device());
+    }
 }
 
 } // namespace vireo::kernels::detail

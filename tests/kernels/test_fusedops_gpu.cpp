@@ -100,6 +100,48 @@ VT_TEST(rmsNormModulateMatchesTheComposition)
     }
 }
 
+VT_TEST(gatedResidualRmsNormModulateMatchesTheComposition)
+{
+    VT_CHECK(at::cuda::is_available());
+    at::manual_seed(7);
+    for (const auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        for (const bool perToken : {false, true}) {
+            // 6144 takes the four-vectors-per-thread path, 120 one warp, 33 the scalar kernel.
+            for (const std::int64_t c : {4096, 2048, 6144, 120, 33}) {
+                // Rows: gate/scale/shift are rows of one modulation tensor (as the model's) and
+                // the vector path may run. Strided: they step over channels and delta is an
+                // unaligned slice of a wider tensor, so the kernel gets copies or scalar loads.
+                for (const bool strided : {false, true}) {
+                    const std::int64_t tokens = 33, modTokens = perToken ? tokens : 1;
+                    const auto x = at::randn({2, tokens, c}).to(dtype);
+                    const auto wide = at::randn({2, tokens, c + 3}).to(dtype);
+                    const auto delta = strided ? wide.narrow(-1, 1, c) : wide.narrow(-1, 0, c).contiguous();
+                    const auto modAll = ((strided ? at::randn({2, modTokens, c, 3}) : at::randn({2, modTokens, 3, c})) * 0.3).to(dtype);
+                    const int partDim = strided ? 3 : 2;
+                    const auto mod = modAll.unbind(partDim), modGpu = modAll.cuda().unbind(partDim);
+                    VT_CHECK(strided ? mod[0].stride(-1) == 3 : !mod[0].is_contiguous());
+                    const auto [cpuSum, cpuOut] = kernels::gatedResidualRmsNormModulate(x, delta, mod[2], mod[1], mod[0], 1e-6);
+                    // The same views, taken on the device copies.
+                    const auto deltaGpu = strided ? wide.cuda().narrow(-1, 1, c) : delta.cuda();
+                    const auto [gpuSum, gpuOut] = kernels::gatedResidualRmsNormModulate(x.cuda(), deltaGpu, modGpu[2], modGpu[1],
+                        modGpu[0], 1e-6);
+                    VT_CHECK(gpuSum.is_cuda() && gpuOut.is_cuda() && gpuSum.is_contiguous() && gpuOut.is_contiguous());
+                    const auto sumDiffer = (gpuSum.cpu() != cpuSum).sum().item<std::int64_t>();
+                    const auto sumErr = maxRel(gpuSum, cpuSum), outErr = maxRel(gpuOut, cpuOut);
+                    std::printf("   gated_residual_rms_norm_modulate %s per-token %d C=%lld %s: residual %lld differ (max rel %.3g), "
+                                "norm max rel %.3g\n",
+                        c10::toString(dtype), perToken, static_cast<long long>(c), strided ? "strided" : "rows",
+                        static_cast<long long>(sumDiffer), sumErr, outErr);
+                    // The residual is one rounding of x + delta * gate on both sides (a CPU build
+                    // that fuses the multiply-add may land one step apart).
+                    VT_CHECK_MSG(sumErr <= tolerance(dtype) / 2, dtype << " C " << c << ": residual " << sumErr);
+                    VT_CHECK_MSG(outErr <= tolerance(dtype), dtype << " per-token " << perToken << " C " << c << ": " << outErr);
+                }
+            }
+        }
+    }
+}
+
 VT_TEST(rmsNormRopeMatchesTheComposition)
 {
     VT_CHECK(at::cuda::is_available());
@@ -140,6 +182,14 @@ VT_TEST(fusedOpsRejectWhatTheyCannotTake)
         (void)kernels::quantizeFp8(at::randn({8}, at::kCUDA), at::ones({}));
     } catch (const c10::Error& e) {
         threw = std::string(e.what()).find("scale on cpu") != std::string::npos;
+    }
+    VT_CHECK(threw);
+    threw = false;
+    try {
+        const auto x = at::randn({1, 4, 8}, at::kCUDA);
+        (void)kernels::gatedResidualRmsNormModulate(x, x, at::ones({1, 1, 8}), x, x, 1e-6);
+    } catch (const c10::Error& e) {
+        threw = std::string(e.what()).find("gate is on cpu but x is on cuda") != std::string::npos;
     }
     VT_CHECK(threw);
 }

@@ -62,6 +62,50 @@ std::vector<at::Tensor> modParams(const at::Tensor& table, const at::Tensor& tem
     return values.unbind(2);
 }
 
+// A residual stream whose latest gated update is held until the next norm reads the stream,
+// so that on CUDA the add and the norm are one pass over the activations. Every other read
+// settles the update first; on the CPU each stream sees the same ops as unfused, so its results
+// are bit-identical.
+class ResidualStream {
+public:
+    explicit ResidualStream(at::Tensor x) : m_x(std::move(x)) {}
+
+    // x + delta * gate, applied where the stream is next read.
+    void addGated(at::Tensor delta, at::Tensor gate)
+    {
+        settle();
+        m_delta = std::move(delta);
+        m_gate = std::move(gate);
+    }
+    at::Tensor normModulate(const at::Tensor& scale, const at::Tensor& shift, double eps)
+    {
+        if (!m_delta.defined())
+            return nn::rmsNormModulate(m_x, scale, shift, eps);
+        auto [x, h] = nn::gatedResidualRmsNormModulate(m_x, m_delta, m_gate, scale, shift, eps);
+        m_x = std::move(x);
+        m_delta = m_gate = at::Tensor();
+        return h;
+    }
+    void add(const at::Tensor& delta)
+    {
+        auto& x = settle();
+        x = x + delta;
+    }
+    at::Tensor& value() { return settle(); }
+
+private:
+    at::Tensor& settle()
+    {
+        if (m_delta.defined()) {
+            m_x = at::addcmul(m_x, m_delta, m_gate);
+            m_delta = m_gate = at::Tensor();
+        }
+        return m_x;
+    }
+
+    at::Tensor m_x, m_delta, m_gate;
+};
+
 // Per batch row: mean |now - before| / mean |before|, in float32.
 at::Tensor relativeChange(const at::Tensor& now, const at::Tensor& before)
 {
@@ -473,14 +517,18 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
     at::Tensor xIn = x, aIn = a, xFirst, aFirst;
     if (cache)
         cache->skipped = false;
+    // Each gated residual add waits for the norm that next reads its stream, across blocks too.
+    ResidualStream video(std::move(x)), audio(std::move(a));
     for (std::size_t i = 0; i < blocks.size(); ++i) {
         if (in.stop.stop_requested())
             throw std::runtime_error("cancelled");
         if (cache && i == 1) {
-            if (reuseRest(*cache, x - xIn, a - aIn, x, a))
+            auto& xNow = video.value();
+            auto& aNow = audio.value();
+            if (reuseRest(*cache, xNow - xIn, aNow - aIn, xNow, aNow))
                 break;
-            xFirst = x;
-            aFirst = a;
+            xFirst = xNow;
+            aFirst = aNow;
         }
         Block staged;
         if (offload)
@@ -493,11 +541,11 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
 
         // 5.1 self-attention
         const auto vMod = modParams(b.scaleShiftTable, temb);
-        auto h = nn::rmsNormModulate(x, vMod[1], vMod[0], eps);
-        x = at::addcmul(x, b.attn1(h, nullptr, std::nullopt, &videoRope, nullptr, pm, ap), vMod[2]);
+        auto h = video.normModulate(vMod[1], vMod[0], eps);
+        video.addGated(b.attn1(h, nullptr, std::nullopt, &videoRope, nullptr, pm, ap), vMod[2]);
         const auto aMod = modParams(b.audioScaleShiftTable, tembAudio);
-        h = nn::rmsNormModulate(a, aMod[1], aMod[0], eps);
-        a = at::addcmul(a, b.audioAttn1(h, nullptr, std::nullopt, &audioRope, nullptr, pm, ap), aMod[2]);
+        h = audio.normModulate(aMod[1], aMod[0], eps);
+        audio.addGated(b.audioAttn1(h, nullptr, std::nullopt, &audioRope, nullptr, pm, ap), aMod[2]);
 
         // 5.2 text cross-attention
         at::Tensor ctx = context, actx = audioContext;
@@ -513,12 +561,18 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
             ctx = nn::modulate(context, kv[1], kv[0]);
             actx = nn::modulate(audioContext, akv[1], akv[0]);
         }
-        h = c.crossAttnMod ? nn::rmsNormModulate(x, vMod[7], vMod[6], eps) : nn::rmsNorm(x, eps);
+        h = c.crossAttnMod ? video.normModulate(vMod[7], vMod[6], eps) : nn::rmsNorm(video.value(), eps);
         auto attn = b.attn2(h, &ctx, textMask, nullptr, nullptr);
-        x = c.crossAttnMod ? at::addcmul(x, attn, vMod[8]) : x + attn;
-        h = c.audioCrossAttnMod ? nn::rmsNormModulate(a, aMod[7], aMod[6], eps) : nn::rmsNorm(a, eps);
+        if (c.crossAttnMod)
+            video.addGated(attn, vMod[8]);
+        else
+            video.add(attn);
+        h = c.audioCrossAttnMod ? audio.normModulate(aMod[7], aMod[6], eps) : nn::rmsNorm(audio.value(), eps);
         attn = b.audioAttn2(h, &actx, audioTextMask, nullptr, nullptr);
-        a = c.audioCrossAttnMod ? at::addcmul(a, attn, aMod[8]) : a + attn;
+        if (c.audioCrossAttnMod)
+            audio.addGated(attn, aMod[8]);
+        else
+            audio.add(attn);
 
         // 5.3 audio <-> video cross-attention, both from the states before either update
         if (!in.isolateModalities) {
@@ -527,24 +581,26 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
             const auto aCa = modParams(b.audioA2vTable.narrow(0, 0, 4), caAudioScaleShiftT);
             const auto aGate = modParams(b.audioA2vTable.narrow(0, 4, 1), caAudioGateT)[0];
             // rows: 0 scale(a2v), 1 shift(a2v), 2 scale(v2a), 3 shift(v2a)
-            auto q = nn::rmsNormModulate(x, vCa[0], vCa[1], eps);
-            auto kv = nn::rmsNormModulate(a, aCa[0], aCa[1], eps);
+            auto q = video.normModulate(vCa[0], vCa[1], eps);
+            auto kv = audio.normModulate(aCa[0], aCa[1], eps);
             const auto a2v = b.audioToVideo(q, &kv, std::nullopt, &crossVideoRope, &crossAudioRope);
-            q = nn::rmsNormModulate(a, aCa[2], aCa[3], eps);
-            kv = nn::rmsNormModulate(x, vCa[2], vCa[3], eps);
+            q = audio.normModulate(aCa[2], aCa[3], eps);
+            kv = video.normModulate(vCa[2], vCa[3], eps);
             const auto v2a = b.videoToAudio(q, &kv, std::nullopt, &crossAudioRope, &crossVideoRope);
-            x = at::addcmul(x, vGate, a2v);
-            a = at::addcmul(a, aGate, v2a);
+            video.addGated(a2v, vGate);
+            audio.addGated(v2a, aGate);
         }
 
         // 5.4 feed-forward
-        h = nn::rmsNormModulate(x, vMod[4], vMod[3], eps);
-        x = at::addcmul(x, b.ff(h), vMod[5]);
-        h = nn::rmsNormModulate(a, aMod[4], aMod[3], eps);
-        a = at::addcmul(a, b.audioFf(h), aMod[5]);
+        h = video.normModulate(vMod[4], vMod[3], eps);
+        video.addGated(b.ff(h), vMod[5]);
+        h = audio.normModulate(aMod[4], aMod[3], eps);
+        audio.addGated(b.audioFf(h), aMod[5]);
         if (in.onBlock)
-            in.onBlock(static_cast<int>(i), x, a);
+            in.onBlock(static_cast<int>(i), video.value(), audio.value());
     }
+    x = std::move(video.value());
+    a = std::move(audio.value());
 
     if (cache && !cache->skipped) {
         cache->restVideo = x - xFirst;

@@ -162,6 +162,16 @@ at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const a
     return modulate(rmsNorm(x, eps), scale, shift);
 }
 
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+                                                               const at::Tensor& scale, const at::Tensor& shift, double eps)
+{
+    if (x.dim() == 3 && gate.dim() == 3 && scale.dim() == 3 && shift.dim() == 3)
+        return kernels::gatedResidualRmsNormModulate(x, delta, gate, scale, shift, eps);
+    auto sum = at::addcmul(x, delta, gate);
+    auto normed = rmsNormModulate(sum, scale, shift, eps);
+    return {std::move(sum), std::move(normed)};
+}
+
 at::Tensor rmsNormWeighted(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps)
 {
     return at::rms_norm(x, {x.size(-1)}, weight, eps);

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace vireo::nn {
@@ -92,6 +93,11 @@ at::Tensor modulate(const at::Tensor& x, const at::Tensor& scale, const at::Tens
 // modulate(rmsNorm(x, eps), scale, shift) as one pass on CUDA (kernels/fusedops.h); the
 // same ops on the CPU.
 at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps);
+// (x + delta * gate, rmsNormModulate(x + delta * gate, scale, shift, eps)): a gated residual
+// add and the next norm of the stream as one pass on CUDA (kernels/fusedops.h); the same ops on
+// the CPU.
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+                                                               const at::Tensor& scale, const at::Tensor& shift, double eps);
 // torch.nn.RMSNorm with an optional weight (q/k norms across heads).
 at::Tensor rmsNormWeighted(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
 at::Tensor layerNormNoAffine(const at::Tensor& x, double eps);
