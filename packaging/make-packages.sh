@@ -24,6 +24,11 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ -f "$BUILD/CPackRuntimeConfig.cmake" ] || { echo "make-packages: $BUILD is not a configured build with the GUI" >&2; exit 2; }
+# Programs linked against this distribution's FFmpeg would run on this distribution only.
+if ! grep -q '^VIREO_FFMPEG_KIND_USED:INTERNAL=private$' "$BUILD/CMakeCache.txt"; then
+  echo "make-packages: $BUILD links the system's FFmpeg; packages need the private one (scripts/ffmpeg.sh, then configure again)" >&2
+  exit 2
+fi
 OUT=${OUT:-$BUILD/packages}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)

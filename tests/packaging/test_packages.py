@@ -22,6 +22,16 @@ PIPELINE = FIXTURES / "ltx2pipeline" / "v23" / "diffusers"
 # Where a library may come from: the package's own folder or the distribution's.
 SYSTEM_DIRS = ("/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/")
 ICON_SIZES = (16, 22, 24, 32, 48, 64, 128, 256, 512)
+# The libraries the packaged files may take from the distribution: those with the same soname,
+# and symbol versions that exist, on Debian 12, Ubuntu 24.04 and Fedora 40 to 43 (glibc's
+# compatibility sonames included). FFmpeg, spdlog and fmt change sonames between them and are
+# compiled in; libcurl has versioned symbols on Debian and Ubuntu only, so the programs ask
+# for none of its versions.
+PORTABLE_SONAMES = re.compile(r"(ld-linux-x86-64\.so\.2|lib[cm]\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1"
+                              r"|libutil\.so\.1|libresolv\.so\.2|libgcc_s\.so\.1|libstdc\+\+\.so\.6"
+                              r"|libz\.so\.1|libcurl\.so\.4|lib(crypto|ssl)\.so\.3|libQt6[A-Za-z]+\.so\.6)$")
+PORTABLE_VERSIONS = re.compile(r"(GLIBC_2\.[0-9.]+|GLIBCXX_3\.4(\.[0-9]+)?|CXXABI_1\.3(\.[0-9]+)?|GCC_[0-9.]+|Qt_6(\.[0-9]+)?"
+                               r"|OPENSSL_3\.0\.0)$")
 results = {"passed": 0, "failed": 0}
 START = time.monotonic()
 
@@ -86,6 +96,44 @@ def check_ldd(prefix, env, label):
           "\n         ".join(bad[:20]) or f"only {count} ELF files")
 
 
+def dynamic_needs(elf):
+    """(NEEDED sonames, {soname: symbol versions asked of it}) of one ELF file."""
+    dyn = run(["readelf", "-dW", elf]).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dyn)
+    versions = {}
+    current = None
+    for line in run(["readelf", "-VW", elf]).stdout.splitlines():
+        m = re.search(r"File: (\S+)\s+Cnt:", line)
+        if m:
+            current = versions.setdefault(m.group(1), set())
+        m = re.search(r"Name: (\S+)\s+Flags:", line)
+        if m and current is not None:
+            current.add(m.group(1))
+    return needed, versions
+
+
+def check_portable(prefix, label):
+    """What the installed files take from the system exists on every distribution the
+    packages are for: portable sonames, portable symbol versions."""
+    own = {elf.name for elf in elf_files(prefix)}
+    bad, glibc = [], "2.0"
+    for elf in elf_files(prefix):
+        needed, versions = dynamic_needs(elf)
+        for soname in needed:
+            if soname not in own and not PORTABLE_SONAMES.match(soname):
+                bad.append(f"{elf.name}: {soname}")
+        for soname, names in versions.items():
+            if soname in own:
+                continue
+            for v in sorted(names):
+                if not PORTABLE_VERSIONS.match(v):
+                    bad.append(f"{elf.name}: {soname} version {v}")
+                elif v.startswith("GLIBC_2.") and [int(x) for x in v[6:].split(".")] > [int(x) for x in glibc.split(".")]:
+                    glibc = v[6:]
+    check(f"{label}: the system libraries the programs need have the same soname and symbol versions on Debian 12, "
+          f"Ubuntu 24.04 and Fedora (glibc >= {glibc})", not bad, "\n         ".join(sorted(set(bad))[:20]))
+
+
 def loaded_paths(debug_prefix):
     """The files the dynamic loader opened (LD_DEBUG=libs, dlopen() included)."""
     paths = set()
@@ -116,6 +164,7 @@ def run_installed(prefix, work, label):
     gui = prefix / "bin" / "vireo"
     check(f"{label}: vireo and vireo-cli installed", cli.is_file() and gui.is_file(), str(prefix))
     check_ldd(prefix, env, label)
+    check_portable(prefix, label)
 
     debug = work / "ld-debug"
     p = run([cli, "--version"], env=dict(env, LD_DEBUG="libs", LD_DEBUG_OUTPUT=str(debug)), cwd=home)
@@ -182,13 +231,14 @@ def check_debs(pkgs, work):
     runtime_version = run(["dpkg-deb", "-f", runtime, "Version"]).stdout.strip()
     check("deb: the application depends on its runtime at the version built",
           f"{runtime_name} (>= {runtime_version})" in depends, ", ".join(depends))
-    wanted = ("libqt6core6", "libqt6widgets6", "libqt6multimedia6", "libqt6sql6-sqlite", "libavcodec", "libavformat",
-              "libcurl4", "libssl3", "libspdlog")
+    wanted = ("libqt6core6", "libqt6widgets6", "libqt6multimedia6", "libqt6sql6-sqlite", "libcurl4", "libssl3", "zlib1g")
     missing = [w for w in wanted if not any(d.startswith(w) for d in depends)]
-    # spdlog's shlibs name libspdlog1.10-fmt9, a virtual package whose name is the ABI: no version.
-    unversioned = [d for d in depends if "(>=" not in d and not d.startswith("libspdlog")]
-    check("deb: Qt, FFmpeg, curl, OpenSSL and spdlog are dependencies with minimum versions",
+    unversioned = [d for d in depends if "(>=" not in d]
+    check("deb: Qt, curl, OpenSSL and zlib are dependencies with minimum versions",
           not missing and not unversioned, f"missing {missing}, unversioned {unversioned}")
+    # Compiled in: the distributions' own would tie the package to one of them.
+    compiled_in = [d for d in depends if re.match(r"lib(av|sw|postproc|x264|spdlog|fmt)", d)]
+    check("deb: FFmpeg, x264, spdlog and fmt are compiled in, not dependencies", not compiled_in, ", ".join(compiled_in))
     for deb in (app, runtime):
         files = [l.split()[-1] for l in run(["dpkg-deb", "-c", deb]).stdout.splitlines()]
         outside = [f for f in files if not f.startswith("./usr/")]
@@ -263,6 +313,16 @@ def main():
             requires = run(["rpm", "-qpR", rpm]).stdout.split("\n")
             bad = [r for r in requires if r.split("(")[0] in private]
             check(f"rpm: {rpm.name} requires none of the private libraries by name", len(requires) > 3 and not bad, " ".join(bad[:10]))
+            # Every library requirement is one Fedora can meet: a portable soname asked for
+            # with portable symbol versions (Fedora's libcurl has none).
+            foreign = []
+            for r in requires:
+                m = re.match(r"([^()\s]+\.so[^()\s]*)\((.*?)\)\(64bit\)$", r.strip())
+                if m and m.group(1) not in private and (not PORTABLE_SONAMES.match(m.group(1))
+                                                        or (m.group(2) and not PORTABLE_VERSIONS.match(m.group(2)))):
+                    foreign.append(r.strip())
+            check(f"rpm: {rpm.name} requires only libraries Fedora provides under the same name and version",
+                  not foreign, " ".join(foreign[:10]))
 
         step("checking the .deb packages")
         app, runtime = check_debs(pkgs, tmp)
