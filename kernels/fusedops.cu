@@ -169,6 +169,45 @@ struct RowStrides {
     std::int64_t batch, token;
 };
 
+// The second pass of the RMSNorm + modulation kernels: shift + normed * (1 + scale) for one
+// row, rounded where the unfused ops round (the norm's output and 1 + scale are tensors of T).
+template <typename T>
+__device__ __forceinline__ void modulateRow(const T* __restrict__ v, float rstd, const T* __restrict__ sr, const T* __restrict__ hr,
+    T* __restrict__ orow, std::int64_t channels)
+{
+    for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+        const float normed = roundTo<T>(static_cast<float>(v[c]) * rstd);
+        const float factor = roundTo<T>(1.0f + static_cast<float>(sr[c]));
+        orow[c] = static_cast<T>(static_cast<float>(hr[c]) + normed * factor);
+    }
+}
+
+// The same for the vectorized kernels, from the row values each thread holds in registers.
+template <typename T, int VPT>
+__device__ __forceinline__ void modulateHeldRow(const uint4 (&held)[VPT], float rstd, const uint4* __restrict__ sr,
+    const uint4* __restrict__ hr, uint4* __restrict__ orow, int vectors)
+{
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < vectors) {
+            const uint4 sraw = sr[i], hraw = hr[i];
+            const T* v = reinterpret_cast<const T*>(&held[k]);
+            const T* sv = reinterpret_cast<const T*>(&sraw);
+            const T* hv = reinterpret_cast<const T*>(&hraw);
+            uint4 result;
+            T* o = reinterpret_cast<T*>(&result);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const float normed = roundTo<T>(static_cast<float>(v[e]) * rstd);
+                const float factor = roundTo<T>(1.0f + static_cast<float>(sv[e]));
+                o[e] = static_cast<T>(static_cast<float>(hv[e]) + normed * factor);
+            }
+            orow[i] = result;
+        }
+    }
+}
+
 template <typename T>
 __global__ void rmsNormModulateKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ shift,
     T* __restrict__ out, std::int64_t tokens, std::int64_t channels, RowStrides xs, RowStrides ss, RowStrides hs, float eps)
@@ -185,12 +224,7 @@ __global__ void rmsNormModulateKernel(const T* __restrict__ x, const T* __restri
         squares += v * v;
     }
     const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
-    // Rounded where the unfused ops round: the norm's output and 1 + scale are tensors of T.
-    for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
-        const float normed = roundTo<T>(static_cast<float>(xr[c]) * rstd);
-        const float factor = roundTo<T>(1.0f + static_cast<float>(sr[c]));
-        orow[c] = static_cast<T>(static_cast<float>(hr[c]) + normed * factor);
-    }
+    modulateRow(xr, rstd, sr, hr, orow, channels);
 }
 
 // The same with 16-bit values moved eight at a time and each row held in registers (one read
@@ -222,25 +256,7 @@ __global__ void rmsNormModulateVecKernel(const T* __restrict__ x, const T* __res
         }
     }
     const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
-#pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < vectors) {
-            const uint4 sraw = sr[i], hraw = hr[i];
-            const T* v = reinterpret_cast<const T*>(&held[k]);
-            const T* sv = reinterpret_cast<const T*>(&sraw);
-            const T* hv = reinterpret_cast<const T*>(&hraw);
-            uint4 result;
-            T* o = reinterpret_cast<T*>(&result);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                const float normed = roundTo<T>(static_cast<float>(v[e]) * rstd);
-                const float factor = roundTo<T>(1.0f + static_cast<float>(sv[e]));
-                o[e] = static_cast<T>(static_cast<float>(hv[e]) + normed * factor);
-            }
-            orow[i] = result;
-        }
-    }
+    modulateHeldRow<T, VPT>(held, rstd, sr, hr, orow, vectors);
 }
 
 RowStrides rowStrides(const at::Tensor& t)
@@ -332,11 +348,7 @@ __global__ void gatedResidualRmsNormModulateKernel(GatedRows in, T* __restrict__
         squares += v * v;
     }
     const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
-    for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
-        const float normed = roundTo<T>(static_cast<float>(yrow[c]) * rstd);
-        const float factor = roundTo<T>(1.0f + static_cast<float>(sr[c]));
-        orow[c] = static_cast<T>(static_cast<float>(hr[c]) + normed * factor);
-    }
+    modulateRow(static_cast<const T*>(yrow), rstd, sr, hr, orow, channels);
 }
 
 // 16-bit values eight at a time, y held in registers between the sum of squares and the
@@ -376,25 +388,7 @@ __global__ void gatedResidualRmsNormModulateVecKernel(GatedRows in, T* __restric
         }
     }
     const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
-#pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < vectors) {
-            const uint4 sraw = sr[i], hraw = hr[i];
-            const T* y = reinterpret_cast<const T*>(&held[k]);
-            const T* sv = reinterpret_cast<const T*>(&sraw);
-            const T* hv = reinterpret_cast<const T*>(&hraw);
-            uint4 result;
-            T* o = reinterpret_cast<T*>(&result);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                const float normed = roundTo<T>(static_cast<float>(y[e]) * rstd);
-                const float factor = roundTo<T>(1.0f + static_cast<float>(sv[e]));
-                o[e] = static_cast<T>(static_cast<float>(hv[e]) + normed * factor);
-            }
-            orow[i] = result;
-        }
-    }
+    modulateHeldRow<T, VPT>(held, rstd, sr, hr, orow, vectors);
 }
 
 std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCuda(const at::Tensor& xIn, const at::Tensor& deltaIn,
