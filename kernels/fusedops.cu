@@ -169,23 +169,44 @@ struct RowStrides {
     std::int64_t batch, token;
 };
 
+// Where a row of the RMSNorm + modulation kernels goes: a tensor of T, or (Fp8) the
+// float8_e4m3fn input of an FP8 GEMM, quantized from the T values exactly as quantizeFp8 of
+// the T tensor would be (inverse = 1 / its scale).
+template <typename T, bool Fp8>
+__device__ __forceinline__ void* outputRow(void* out, std::int64_t row, std::int64_t channels)
+{
+    if constexpr (Fp8)
+        return static_cast<std::uint8_t*>(out) + row * channels;
+    else
+        return static_cast<T*>(out) + row * channels;
+}
+
+__device__ __forceinline__ float quantizeInverse(const float* qscale)
+{
+    return qscale ? 1.0f / *qscale : 1.0f;
+}
+
 // The second pass of the RMSNorm + modulation kernels: shift + normed * (1 + scale) for one
 // row, rounded where the unfused ops round (the norm's output and 1 + scale are tensors of T).
-template <typename T>
+template <typename T, bool Fp8>
 __device__ __forceinline__ void modulateRow(const T* __restrict__ v, float rstd, const T* __restrict__ sr, const T* __restrict__ hr,
-    T* __restrict__ orow, std::int64_t channels)
+    void* __restrict__ orow, std::int64_t channels, float inverse)
 {
     for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
         const float normed = roundTo<T>(static_cast<float>(v[c]) * rstd);
         const float factor = roundTo<T>(1.0f + static_cast<float>(sr[c]));
-        orow[c] = static_cast<T>(static_cast<float>(hr[c]) + normed * factor);
+        const T value = static_cast<T>(static_cast<float>(hr[c]) + normed * factor);
+        if constexpr (Fp8)
+            static_cast<c10::Float8_e4m3fn*>(orow)[c] = c10::Float8_e4m3fn(toFp8Range(static_cast<float>(value), inverse));
+        else
+            static_cast<T*>(orow)[c] = value;
     }
 }
 
 // The same for the vectorized kernels, from the row values each thread holds in registers.
-template <typename T, int VPT>
+template <typename T, int VPT, bool Fp8>
 __device__ __forceinline__ void modulateHeldRow(const uint4 (&held)[VPT], float rstd, const uint4* __restrict__ sr,
-    const uint4* __restrict__ hr, uint4* __restrict__ orow, int vectors)
+    const uint4* __restrict__ hr, void* __restrict__ orow, int vectors, float inverse)
 {
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
@@ -203,42 +224,57 @@ __device__ __forceinline__ void modulateHeldRow(const uint4 (&held)[VPT], float 
                 const float factor = roundTo<T>(1.0f + static_cast<float>(sv[e]));
                 o[e] = static_cast<T>(static_cast<float>(hv[e]) + normed * factor);
             }
-            orow[i] = result;
+            if constexpr (Fp8) {
+                // Eight e4m3 values in one 8-byte store, converted as quantizeFp8VecKernel does.
+                std::uint16_t pairs[4];
+#pragma unroll
+                for (int p = 0; p < 4; ++p)
+                    pairs[p] = __nv_cvt_float2_to_fp8x2(make_float2(toFp8Range(static_cast<float>(o[2 * p]), inverse),
+                        toFp8Range(static_cast<float>(o[2 * p + 1]), inverse)), __NV_SATFINITE, __NV_E4M3);
+                uint2 packed;
+                packed.x = static_cast<unsigned>(pairs[0]) | (static_cast<unsigned>(pairs[1]) << 16);
+                packed.y = static_cast<unsigned>(pairs[2]) | (static_cast<unsigned>(pairs[3]) << 16);
+                static_cast<uint2*>(orow)[i] = packed;
+            } else {
+                static_cast<uint4*>(orow)[i] = result;
+            }
         }
     }
 }
 
-template <typename T>
+template <typename T, bool Fp8>
 __global__ void rmsNormModulateKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ shift,
-    T* __restrict__ out, std::int64_t tokens, std::int64_t channels, RowStrides xs, RowStrides ss, RowStrides hs, float eps)
+    void* __restrict__ out, const float* __restrict__ qscale, std::int64_t tokens, std::int64_t channels, RowStrides xs, RowStrides ss,
+    RowStrides hs, float eps)
 {
     const std::int64_t row = blockIdx.x;
     const std::int64_t b = row / tokens, t = row - b * tokens;
     const T* xr = x + b * xs.batch + t * xs.token;
     const T* sr = scale + b * ss.batch + t * ss.token;
     const T* hr = shift + b * hs.batch + t * hs.token;
-    T* orow = out + row * channels;
+    void* orow = outputRow<T, Fp8>(out, row, channels);
     float squares = 0.0f;
     for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
         const float v = static_cast<float>(xr[c]);
         squares += v * v;
     }
     const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
-    modulateRow(xr, rstd, sr, hr, orow, channels);
+    modulateRow<T, Fp8>(xr, rstd, sr, hr, orow, channels, quantizeInverse(qscale));
 }
 
 // The same with 16-bit values moved eight at a time and each row held in registers (one read
 // of x): VPT vectors of eight per thread, C = 8 * VPT * blockDim at most.
-template <typename T, int VPT>
+template <typename T, int VPT, bool Fp8>
 __global__ void rmsNormModulateVecKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ shift,
-    T* __restrict__ out, std::int64_t tokens, std::int64_t channels, RowStrides xs, RowStrides ss, RowStrides hs, float eps)
+    void* __restrict__ out, const float* __restrict__ qscale, std::int64_t tokens, std::int64_t channels, RowStrides xs, RowStrides ss,
+    RowStrides hs, float eps)
 {
     const std::int64_t row = blockIdx.x;
     const std::int64_t b = row / tokens, t = row - b * tokens;
     const auto* xr = reinterpret_cast<const uint4*>(x + b * xs.batch + t * xs.token);
     const auto* sr = reinterpret_cast<const uint4*>(scale + b * ss.batch + t * ss.token);
     const auto* hr = reinterpret_cast<const uint4*>(shift + b * hs.batch + t * hs.token);
-    auto* orow = reinterpret_cast<uint4*>(out + row * channels);
+    void* orow = outputRow<T, Fp8>(out, row, channels);
     const int vectors = static_cast<int>(channels / 8);
     uint4 held[VPT];
     float squares = 0.0f;
@@ -256,7 +292,7 @@ __global__ void rmsNormModulateVecKernel(const T* __restrict__ x, const T* __res
         }
     }
     const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
-    modulateHeldRow<T, VPT>(held, rstd, sr, hr, orow, vectors);
+    modulateHeldRow<T, VPT, Fp8>(held, rstd, sr, hr, orow, vectors, quantizeInverse(qscale));
 }
 
 RowStrides rowStrides(const at::Tensor& t)
@@ -272,49 +308,86 @@ bool rowsAligned16(const at::Tensor& t)
     return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0 && rs.batch % elementsPer16 == 0 && rs.token % elementsPer16 == 0;
 }
 
-at::Tensor rmsNormModulateCuda(const at::Tensor& xIn, const at::Tensor& scaleIn, const at::Tensor& shiftIn, double eps)
+// The scale an FP8 output is quantized with: one float32 value on x's device.
+void checkQuantizeScale(const at::Tensor& x, const at::Tensor& qscale, const char* op)
+{
+    TORCH_CHECK(qscale.numel() == 1 && qscale.scalar_type() == at::kFloat, op, ": the quantization scale must be one float32 value");
+    TORCH_CHECK(qscale.device() == x.device(), op, ": x is on ", x.device(), " and the quantization scale on ", qscale.device());
+}
+
+// Calls run(std::integral_constant<int, VPT>) with the vectors each thread holds (1, 2 or 4).
+template <typename Run>
+void withVectorsPerThread(std::int64_t vectors, int& threads, Run&& run)
+{
+    threads = static_cast<int>(std::min<std::int64_t>(kRowThreads, (vectors + 31) / 32 * 32));
+    const int perThread = static_cast<int>((vectors + threads - 1) / threads);
+    if (perThread == 1)
+        run(std::integral_constant<int, 1>{});
+    else if (perThread == 2)
+        run(std::integral_constant<int, 2>{});
+    else
+        run(std::integral_constant<int, 4>{});
+}
+
+// qscale: null for an output of x's dtype, else the scale of a float8_e4m3fn output.
+at::Tensor rmsNormModulateLaunch(const at::Tensor& xIn, const at::Tensor& scaleIn, const at::Tensor& shiftIn, double eps,
+    const at::Tensor* qscale)
 {
     detail::checkRmsNormModulateArgs(xIn, scaleIn, shiftIn);
     TORCH_CHECK(scaleIn.scalar_type() == xIn.scalar_type() && shiftIn.scalar_type() == xIn.scalar_type(),
         "rms_norm_modulate: scale and shift must have x's dtype ", xIn.scalar_type());
     TORCH_CHECK(scaleIn.device() == xIn.device() && shiftIn.device() == xIn.device(), "rms_norm_modulate: tensors on different devices");
+    if (qscale)
+        checkQuantizeScale(xIn, *qscale, "rms_norm_modulate_fp8");
     const c10::cuda::CUDAGuard guard(xIn.device());
     auto lastContiguous = [](const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); };
     const auto x = lastContiguous(xIn), scale = lastContiguous(scaleIn), shift = lastContiguous(shiftIn);
-    auto out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+    auto options = x.options().memory_format(at::MemoryFormat::Contiguous);
+    auto out = at::empty(x.sizes(), qscale ? options.dtype(at::kFloat8_e4m3fn) : options);
     const auto rows = x.size(0) * x.size(1);
     if (rows == 0 || x.size(2) == 0)
         return out;
     const auto channels = x.size(2);
+    const float* q = qscale ? qscale->data_ptr<float>() : nullptr;
     const bool vector = x.element_size() == 2 && channels % 8 == 0 && channels <= 8 * 4 * kRowThreads && rowsAligned16(x)
         && rowsAligned16(scale) && rowsAligned16(shift);
+    const auto stream = at::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "rms_norm_modulate_cuda", [&] {
-        if constexpr (sizeof(scalar_t) == 2) {
-            if (vector) {
-                const auto vectors = channels / 8;
-                const int threads = static_cast<int>(std::min<std::int64_t>(kRowThreads, (vectors + 31) / 32 * 32));
-                const int perThread = static_cast<int>((vectors + threads - 1) / threads);
-                auto launch = [&](auto vpt) {
-                    rmsNormModulateVecKernel<scalar_t, decltype(vpt)::value>
-                        <<<static_cast<unsigned>(rows), threads, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<scalar_t>(),
-                            scale.data_ptr<scalar_t>(), shift.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), x.size(1), channels,
-                            rowStrides(x), rowStrides(scale), rowStrides(shift), static_cast<float>(eps));
-                };
-                if (perThread == 1)
-                    launch(std::integral_constant<int, 1>{});
-                else if (perThread == 2)
-                    launch(std::integral_constant<int, 2>{});
-                else
-                    launch(std::integral_constant<int, 4>{});
-                return;
+        auto launch = [&](auto fp8) {
+            constexpr bool Fp8 = decltype(fp8)::value;
+            if constexpr (sizeof(scalar_t) == 2) {
+                if (vector) {
+                    int threads = 0;
+                    withVectorsPerThread(channels / 8, threads, [&](auto vpt) {
+                        rmsNormModulateVecKernel<scalar_t, decltype(vpt)::value, Fp8><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+                            x.data_ptr<scalar_t>(), scale.data_ptr<scalar_t>(), shift.data_ptr<scalar_t>(), out.data_ptr(), q, x.size(1),
+                            channels, rowStrides(x), rowStrides(scale), rowStrides(shift), static_cast<float>(eps));
+                    });
+                    return;
+                }
             }
-        }
-        rmsNormModulateKernel<scalar_t><<<static_cast<unsigned>(rows), kRowThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-            x.data_ptr<scalar_t>(), scale.data_ptr<scalar_t>(), shift.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), x.size(1),
-            x.size(2), rowStrides(x), rowStrides(scale), rowStrides(shift), static_cast<float>(eps));
+            rmsNormModulateKernel<scalar_t, Fp8><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x.data_ptr<scalar_t>(),
+                scale.data_ptr<scalar_t>(), shift.data_ptr<scalar_t>(), out.data_ptr(), q, x.size(1), channels, rowStrides(x),
+                rowStrides(scale), rowStrides(shift), static_cast<float>(eps));
+        };
+        if (qscale)
+            launch(std::true_type{});
+        else
+            launch(std::false_type{});
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
+}
+
+at::Tensor rmsNormModulateCuda(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
+{
+    return rmsNormModulateLaunch(x, scale, shift, eps, nullptr);
+}
+
+at::Tensor rmsNormModulateFp8Cuda(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps,
+    const at::Tensor& qscale)
+{
+    return rmsNormModulateLaunch(x, scale, shift, eps, &qscale);
 }
 
 // ---- gated_residual_rms_norm_modulate -----------------------------------------------------
@@ -327,9 +400,9 @@ struct GatedRows {
 // y = x + delta * gate is rounded to T before the norm reads it, as the unfused addcmul writes
 // a tensor of T; the norm and the modulation then round as rmsNormModulateKernel does. Each
 // thread reads back only the values of y it wrote itself.
-template <typename T>
-__global__ void gatedResidualRmsNormModulateKernel(GatedRows in, T* __restrict__ sum, T* __restrict__ out, std::int64_t tokens,
-    std::int64_t channels, float eps)
+template <typename T, bool Fp8>
+__global__ void gatedResidualRmsNormModulateKernel(GatedRows in, T* __restrict__ sum, void* __restrict__ out,
+    const float* __restrict__ qscale, std::int64_t tokens, std::int64_t channels, float eps)
 {
     const std::int64_t row = blockIdx.x;
     const std::int64_t b = row / tokens, t = row - b * tokens;
@@ -339,7 +412,7 @@ __global__ void gatedResidualRmsNormModulateKernel(GatedRows in, T* __restrict__
     const T* sr = static_cast<const T*>(in.scale) + b * in.ss.batch + t * in.ss.token;
     const T* hr = static_cast<const T*>(in.shift) + b * in.hs.batch + t * in.hs.token;
     T* yrow = sum + row * channels;
-    T* orow = out + row * channels;
+    void* orow = outputRow<T, Fp8>(out, row, channels);
     float squares = 0.0f;
     for (std::int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
         const T y = static_cast<T>(static_cast<float>(xr[c]) + static_cast<float>(dr[c]) * static_cast<float>(gr[c]));
@@ -348,14 +421,14 @@ __global__ void gatedResidualRmsNormModulateKernel(GatedRows in, T* __restrict__
         squares += v * v;
     }
     const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
-    modulateRow(static_cast<const T*>(yrow), rstd, sr, hr, orow, channels);
+    modulateRow<T, Fp8>(static_cast<const T*>(yrow), rstd, sr, hr, orow, channels, quantizeInverse(qscale));
 }
 
 // 16-bit values eight at a time, y held in registers between the sum of squares and the
 // modulation: VPT vectors of eight per thread, C = 8 * VPT * blockDim at most.
-template <typename T, int VPT>
-__global__ void gatedResidualRmsNormModulateVecKernel(GatedRows in, T* __restrict__ sum, T* __restrict__ out, std::int64_t tokens,
-    std::int64_t channels, float eps)
+template <typename T, int VPT, bool Fp8>
+__global__ void gatedResidualRmsNormModulateVecKernel(GatedRows in, T* __restrict__ sum, void* __restrict__ out,
+    const float* __restrict__ qscale, std::int64_t tokens, std::int64_t channels, float eps)
 {
     const std::int64_t row = blockIdx.x;
     const std::int64_t b = row / tokens, t = row - b * tokens;
@@ -365,7 +438,7 @@ __global__ void gatedResidualRmsNormModulateVecKernel(GatedRows in, T* __restric
     const auto* sr = reinterpret_cast<const uint4*>(static_cast<const T*>(in.scale) + b * in.ss.batch + t * in.ss.token);
     const auto* hr = reinterpret_cast<const uint4*>(static_cast<const T*>(in.shift) + b * in.hs.batch + t * in.hs.token);
     auto* yrow = reinterpret_cast<uint4*>(sum + row * channels);
-    auto* orow = reinterpret_cast<uint4*>(out + row * channels);
+    void* orow = outputRow<T, Fp8>(out, row, channels);
     const int vectors = static_cast<int>(channels / 8);
     uint4 held[VPT];
     float squares = 0.0f;
@@ -388,59 +461,74 @@ __global__ void gatedResidualRmsNormModulateVecKernel(GatedRows in, T* __restric
         }
     }
     const float rstd = rsqrtf(blockSum(squares) / static_cast<float>(channels) + eps);
-    modulateHeldRow<T, VPT>(held, rstd, sr, hr, orow, vectors);
+    modulateHeldRow<T, VPT, Fp8>(held, rstd, sr, hr, orow, vectors, quantizeInverse(qscale));
 }
 
-std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCuda(const at::Tensor& xIn, const at::Tensor& deltaIn,
-    const at::Tensor& gateIn, const at::Tensor& scaleIn, const at::Tensor& shiftIn, double eps)
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateLaunch(const at::Tensor& xIn, const at::Tensor& deltaIn,
+    const at::Tensor& gateIn, const at::Tensor& scaleIn, const at::Tensor& shiftIn, double eps, const at::Tensor* qscale)
 {
     detail::checkGatedResidualRmsNormModulateArgs(xIn, deltaIn, gateIn, scaleIn, shiftIn);
+    if (qscale)
+        checkQuantizeScale(xIn, *qscale, "gated_residual_rms_norm_modulate_fp8");
     const c10::cuda::CUDAGuard guard(xIn.device());
     auto lastContiguous = [](const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); };
     const auto x = lastContiguous(xIn), delta = lastContiguous(deltaIn), gate = lastContiguous(gateIn);
     const auto scale = lastContiguous(scaleIn), shift = lastContiguous(shiftIn);
     const auto options = x.options().memory_format(at::MemoryFormat::Contiguous);
-    auto sum = at::empty(x.sizes(), options), out = at::empty(x.sizes(), options);
+    auto sum = at::empty(x.sizes(), options);
+    auto out = at::empty(x.sizes(), qscale ? options.dtype(at::kFloat8_e4m3fn) : options);
     const auto rows = x.size(0) * x.size(1), channels = x.size(2);
     if (rows == 0 || channels == 0)
         return {sum, out};
     const GatedRows in{x.data_ptr(), delta.data_ptr(), gate.data_ptr(), scale.data_ptr(), shift.data_ptr(), rowStrides(x),
         rowStrides(delta), rowStrides(gate), rowStrides(scale), rowStrides(shift)};
+    const float* q = qscale ? qscale->data_ptr<float>() : nullptr;
     const bool vector = x.element_size() == 2 && channels % 8 == 0 && channels <= 8 * 4 * kRowThreads && rowsAligned16(x)
         && rowsAligned16(delta) && rowsAligned16(gate) && rowsAligned16(scale) && rowsAligned16(shift);
     const auto stream = at::cuda::getCurrentCUDAStream();
-    auto launch = [&](auto zero) {
+    auto launch = [&](auto zero, auto fp8) {
         using T = decltype(zero);
+        constexpr bool Fp8 = decltype(fp8)::value;
         if constexpr (sizeof(T) == 2) {
             if (vector) {
-                const auto vectors = channels / 8;
-                const int threads = static_cast<int>(std::min<std::int64_t>(kRowThreads, (vectors + 31) / 32 * 32));
-                const int perThread = static_cast<int>((vectors + threads - 1) / threads);
-                auto run = [&](auto vpt) {
-                    gatedResidualRmsNormModulateVecKernel<T, decltype(vpt)::value><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-                        in, sum.data_ptr<T>(), out.data_ptr<T>(), x.size(1), channels, static_cast<float>(eps));
-                };
-                if (perThread == 1)
-                    run(std::integral_constant<int, 1>{});
-                else if (perThread == 2)
-                    run(std::integral_constant<int, 2>{});
-                else
-                    run(std::integral_constant<int, 4>{});
+                int threads = 0;
+                withVectorsPerThread(channels / 8, threads, [&](auto vpt) {
+                    gatedResidualRmsNormModulateVecKernel<T, decltype(vpt)::value, Fp8><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+                        in, sum.data_ptr<T>(), out.data_ptr(), q, x.size(1), channels, static_cast<float>(eps));
+                });
                 return;
             }
         }
-        gatedResidualRmsNormModulateKernel<T><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(in, sum.data_ptr<T>(),
-            out.data_ptr<T>(), x.size(1), channels, static_cast<float>(eps));
+        gatedResidualRmsNormModulateKernel<T, Fp8><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(in, sum.data_ptr<T>(),
+            out.data_ptr(), q, x.size(1), channels, static_cast<float>(eps));
+    };
+    auto withOutput = [&](auto zero) {
+        if (qscale)
+            launch(zero, std::true_type{});
+        else
+            launch(zero, std::false_type{});
     };
     // The dtype check above admits exactly these three.
     if (x.scalar_type() == at::kFloat)
-        launch(float{});
+        withOutput(float{});
     else if (x.scalar_type() == at::kBFloat16)
-        launch(at::BFloat16{});
+        withOutput(at::BFloat16{});
     else
-        launch(at::Half{});
+        withOutput(at::Half{});
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return {sum, out};
+}
+
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCuda(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+    const at::Tensor& scale, const at::Tensor& shift, double eps)
+{
+    return gatedResidualRmsNormModulateLaunch(x, delta, gate, scale, shift, eps, nullptr);
+}
+
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8Cuda(const at::Tensor& x, const at::Tensor& delta,
+    const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
+{
+    return gatedResidualRmsNormModulateLaunch(x, delta, gate, scale, shift, eps, &qscale);
 }
 
 // ---- rms_norm_rope ------------------------------------------------------------------------
@@ -598,6 +686,8 @@ TORCH_LIBRARY_IMPL(vireo, CUDA, m)
     m.impl("gelu_quantize_fp8", &geluQuantizeFp8Cuda);
     m.impl("rms_norm_modulate", &rmsNormModulateCuda);
     m.impl("gated_residual_rms_norm_modulate", &gatedResidualRmsNormModulateCuda);
+    m.impl("rms_norm_modulate_fp8", &rmsNormModulateFp8Cuda);
+    m.impl("gated_residual_rms_norm_modulate_fp8", &gatedResidualRmsNormModulateFp8Cuda);
     m.impl("rms_norm_rope", &rmsNormRopeCuda);
 }
 

@@ -25,6 +25,12 @@ at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const a
 // or float16) and one device for all.
 std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
     const at::Tensor& scale, const at::Tensor& shift, double eps);
+// The same two with the normed output quantized for an FP8 GEMM with a static input scale:
+// quantizeFp8(rmsNormModulate(...), qscale) in one pass (qscale: one float32 value on x's
+// device), so the GEMM's input is written once, as one byte per value.
+at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale);
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+    const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale);
 
 // Split-layout rotary embedding of rms_norm(x, weight): x [B, T, C] (C = H * 2r, last dim
 // contiguous, rows may be strided, as a view into a fused projection), weight [C],

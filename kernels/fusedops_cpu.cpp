@@ -64,6 +64,19 @@ std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCpu(const at::Ten
     return {std::move(sum), std::move(normed)};
 }
 
+at::Tensor rmsNormModulateFp8Cpu(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps,
+    const at::Tensor& qscale)
+{
+    return quantizeFp8Cpu(rmsNormModulateCpu(x, scale, shift, eps), qscale);
+}
+
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8Cpu(const at::Tensor& x, const at::Tensor& delta,
+    const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
+{
+    auto [sum, normed] = gatedResidualRmsNormModulateCpu(x, delta, gate, scale, shift, eps);
+    return {std::move(sum), quantizeFp8Cpu(normed, qscale)};
+}
+
 at::Tensor rmsNormRopeCpu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
 {
     detail::checkRmsNormRopeArgs(x, weight, cos, sin);
@@ -110,6 +123,23 @@ std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor&
     return {std::move(sum), std::move(normed)};
 }
 
+at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
+{
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_modulate_fp8", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, const at::Tensor&)>();
+    return op.call(x, scale, shift, eps, qscale);
+}
+
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+    const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
+{
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gated_residual_rms_norm_modulate_fp8", "")
+        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+            const at::Tensor&, double, const at::Tensor&)>();
+    auto [sum, quantized] = op.call(x, delta, gate, scale, shift, eps, qscale);
+    return {std::move(sum), std::move(quantized)};
+}
+
 at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
 {
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_rope", "")
@@ -123,6 +153,8 @@ TORCH_LIBRARY_IMPL(vireo, CPU, m)
     m.impl("gelu_quantize_fp8", &geluQuantizeFp8Cpu);
     m.impl("rms_norm_modulate", &rmsNormModulateCpu);
     m.impl("gated_residual_rms_norm_modulate", &gatedResidualRmsNormModulateCpu);
+    m.impl("rms_norm_modulate_fp8", &rmsNormModulateFp8Cpu);
+    m.impl("gated_residual_rms_norm_modulate_fp8", &gatedResidualRmsNormModulateFp8Cpu);
     m.impl("rms_norm_rope", &rmsNormRopeCpu);
 }
 

@@ -94,4 +94,28 @@ VT_TEST(gatedResidualRmsNormModulateRefusesWhatItCannotTake)
     }
 }
 
+// The FP8-output variants are quantize_fp8 of the norms' output, and refuse a scale that is
+// not one float32 value.
+VT_TEST(normsQuantizedForFp8AreQuantizeOfTheirOutput)
+{
+    at::manual_seed(11);
+    auto bytes = [](const at::Tensor& t) { return t.view(at::kByte); };
+    for (const auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        const auto x = at::randn({2, 5, 48}).to(dtype), delta = at::randn({2, 5, 48}).to(dtype);
+        const auto mod = (at::randn({2, 1, 3, 48}) * 0.3).to(dtype).unbind(2);
+        const auto qs = at::full({}, 0.004, at::kFloat);
+        const auto q = kernels::rmsNormModulateFp8(x, mod[1], mod[0], 1e-6, qs);
+        const auto [sum, qGated] = kernels::gatedResidualRmsNormModulateFp8(x, delta, mod[2], mod[1], mod[0], 1e-6, qs);
+        const auto [refSum, refGated] = kernels::gatedResidualRmsNormModulate(x, delta, mod[2], mod[1], mod[0], 1e-6);
+        VT_CHECK(q.scalar_type() == at::kFloat8_e4m3fn && qGated.scalar_type() == at::kFloat8_e4m3fn);
+        VT_CHECK(at::equal(bytes(q), bytes(kernels::quantizeFp8(kernels::rmsNormModulate(x, mod[1], mod[0], 1e-6), qs))));
+        VT_CHECK(at::equal(bytes(qGated), bytes(kernels::quantizeFp8(refGated, qs))) && at::equal(sum, refSum));
+        // Some values saturate at this scale: the clamp is part of what is compared.
+        VT_CHECK((q.to(at::kFloat).abs() == 448).any().item<bool>());
+    }
+    const auto x = at::randn({1, 2, 8}), mod = at::zeros({1, 1, 8});
+    const auto got = errorOf([&] { (void)kernels::rmsNormModulateFp8(x, mod, mod, 1e-6, at::ones({2}, at::kFloat)); });
+    VT_CHECK_MSG(got.find("scale must be one float32 value") != std::string::npos, got);
+}
+
 VT_MAIN("TestFusedOps")

@@ -142,6 +142,57 @@ VT_TEST(gatedResidualRmsNormModulateMatchesTheComposition)
     }
 }
 
+// The norms with an FP8 output (the input of an FP8 GEMM with a static input scale) write
+// exactly the bytes quantize_fp8 writes for the norms' own output on the device, with a
+// scale that fits the values and one that saturates a quarter of them.
+VT_TEST(normsQuantizedForFp8AreQuantizeOfTheirOutput)
+{
+    VT_CHECK(at::cuda::is_available());
+    at::manual_seed(9);
+    auto bytes = [](const at::Tensor& t) { return t.cpu().view(at::kByte); };
+    for (const auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        for (const bool perToken : {false, true}) {
+            for (const std::int64_t c : {4096, 6144, 120, 33}) {
+                const std::int64_t tokens = 17;
+                const auto x = at::randn({2, tokens, c}, at::kCUDA).to(dtype);
+                const auto delta = at::randn({2, tokens, c}, at::kCUDA).to(dtype);
+                const auto mod = (at::randn({2, perToken ? tokens : 1, 3, c}, at::kCUDA) * 0.3).to(dtype).unbind(2);
+                const auto normed = kernels::rmsNormModulate(x, mod[1], mod[0], 1e-6);
+                const auto [sum, gatedNormed] = kernels::gatedResidualRmsNormModulate(x, delta, mod[2], mod[1], mod[0], 1e-6);
+                const double amax = normed.abs().max().item<double>();
+                for (const double fit : {1.1, 0.25}) {
+                    const auto qs = at::full({}, amax * fit / 448.0, at::TensorOptions(at::kFloat).device(at::kCUDA));
+                    const auto q = kernels::rmsNormModulateFp8(x, mod[1], mod[0], 1e-6, qs);
+                    const auto [qSum, qGated] = kernels::gatedResidualRmsNormModulateFp8(x, delta, mod[2], mod[1], mod[0], 1e-6, qs);
+                    VT_CHECK(q.scalar_type() == at::kFloat8_e4m3fn && qGated.scalar_type() == at::kFloat8_e4m3fn && q.is_contiguous());
+                    const auto differ = (bytes(q) != bytes(kernels::quantizeFp8(normed, qs))).sum().item<std::int64_t>();
+                    const auto gatedDiffer = (bytes(qGated) != bytes(kernels::quantizeFp8(gatedNormed, qs))).sum().item<std::int64_t>();
+                    const bool sumSame = at::equal(qSum, sum);
+                    // Against the CPU reference: the norm's reduction order may move a value by
+                    // one step of x's dtype, and so its byte by one e4m3 step.
+                    const auto cpu = kernels::rmsNormModulateFp8(x.cpu(), mod[1].cpu(), mod[0].cpu(), 1e-6, qs.cpu());
+                    const double err = maxRel(q.to(at::kFloat) * qs, cpu.to(at::kFloat) * qs.cpu());
+                    std::printf("   rms_norm_modulate_fp8 %s per-token %d C=%lld scale x%.2f: %lld / %lld bytes differ from "
+                                "quantize_fp8, gated %lld (residual same %d); max rel against the CPU %.3g\n",
+                        c10::toString(dtype), perToken, static_cast<long long>(c), fit, static_cast<long long>(differ),
+                        static_cast<long long>(q.numel()), static_cast<long long>(gatedDiffer), sumSame, err);
+                    VT_CHECK_MSG(differ == 0 && gatedDiffer == 0 && sumSame, dtype << " C " << c << " scale x" << fit);
+                    VT_CHECK_MSG(err <= 0.15, dtype << " C " << c << ": " << err);
+                }
+            }
+        }
+    }
+    // The scale must be one float32 value on x's device.
+    const auto x = at::randn({1, 4, 64}, at::kCUDA), mod = at::zeros({1, 1, 64}, at::kCUDA);
+    bool threw = false;
+    try {
+        kernels::rmsNormModulateFp8(x, mod, mod, 1e-6, at::ones({}, at::kFloat));
+    } catch (const c10::Error& e) {
+        threw = std::string(e.what()).find("quantization scale") != std::string::npos;
+    }
+    VT_CHECK_MSG(threw, "a quantization scale on the CPU was accepted for a CUDA x");
+}
+
 VT_TEST(rmsNormRopeMatchesTheComposition)
 {
     VT_CHECK(at::cuda::is_available());

@@ -145,50 +145,76 @@ at::Tensor Attention::operator()(const at::Tensor& x, const at::Tensor* context,
                                  bool allPerturbed) const
 {
     const at::Tensor& ctx = context ? *context : x;
-    at::Tensor gateLogits, query, key, value;
+    Projections p;
     if (fused.defined() && fusedSelf && !context) {
-        const auto y = fused(x);
-        const auto inner = normQ.size(0), kvInner = normK.size(0);
-        query = y.narrow(-1, 0, inner);
-        key = y.narrow(-1, inner, kvInner);
-        value = y.narrow(-1, inner + kvInner, kvInner);
-        if (gated)
-            gateLogits = y.narrow(-1, inner + 2 * kvInner, heads);
+        p = splitSelf(fused(x));
     } else if (fused.defined() && !fusedSelf) {
         const auto y = fused(ctx);
         const auto kvInner = normK.size(0);
-        key = y.narrow(-1, 0, kvInner);
-        value = y.narrow(-1, kvInner, kvInner);
+        p.key = y.narrow(-1, 0, kvInner);
+        p.value = y.narrow(-1, kvInner, kvInner);
         if (!allPerturbed)
-            query = toQ(x);
+            p.query = toQ(x);
         if (gated)
-            gateLogits = toGateLogits(x);
+            p.gateLogits = toGateLogits(x);
     } else {
         TORCH_CHECK(!fused.defined(), "fused self-attention projections used as cross-attention");
         if (gated)
-            gateLogits = toGateLogits(x);
-        value = toV(ctx);
+            p.gateLogits = toGateLogits(x);
+        p.value = toV(ctx);
         if (!allPerturbed) {
-            query = toQ(x);
-            key = toK(ctx);
+            p.query = toQ(x);
+            p.key = toK(ctx);
         }
     }
+    return attend(p, mask, queryRope, keyRope, perturbation, allPerturbed);
+}
+
+std::optional<at::Tensor> Attention::fp8InputScale(const at::Tensor& x) const
+{
+    if (!fused.defined() || !fusedSelf)
+        return std::nullopt;
+    return fused.fp8InputScale(x);
+}
+
+at::Tensor Attention::onQuantized(const at::Tensor& xq, c10::ScalarType dtype, const Rope* rope, const at::Tensor* perturbation,
+                                  bool allPerturbed) const
+{
+    TORCH_CHECK(fused.defined() && fusedSelf, "a quantized input reaches only fused self-attention projections");
+    return attend(splitSelf(fused.onQuantized(xq, dtype)), std::nullopt, rope, nullptr, perturbation, allPerturbed);
+}
+
+Attention::Projections Attention::splitSelf(const at::Tensor& y) const
+{
+    Projections p;
+    const auto inner = normQ.size(0), kvInner = normK.size(0);
+    p.query = y.narrow(-1, 0, inner);
+    p.key = y.narrow(-1, inner, kvInner);
+    p.value = y.narrow(-1, inner + kvInner, kvInner);
+    if (gated)
+        p.gateLogits = y.narrow(-1, inner + 2 * kvInner, heads);
+    return p;
+}
+
+at::Tensor Attention::attend(const Projections& p, const std::optional<at::Tensor>& mask, const Rope* queryRope, const Rope* keyRope,
+                             const at::Tensor* perturbation, bool allPerturbed) const
+{
     at::Tensor out;
     if (allPerturbed) {
-        out = value;
+        out = p.value;
     } else {
-        auto q = normAndRope(query, normQ, queryRope);
-        auto k = normAndRope(key, normK, queryRope ? (keyRope ? keyRope : queryRope) : nullptr);
+        auto q = normAndRope(p.query, normQ, queryRope);
+        auto k = normAndRope(p.key, normK, queryRope ? (keyRope ? keyRope : queryRope) : nullptr);
         const auto dtype = q.scalar_type();
         auto qh = q.unflatten(2, {heads, -1}).transpose(1, 2);
         auto kh = k.unflatten(2, {heads, -1}).transpose(1, 2);
-        auto vh = value.unflatten(2, {heads, -1}).transpose(1, 2);
+        auto vh = p.value.unflatten(2, {heads, -1}).transpose(1, 2);
         out = nn::attention(qh, kh, vh, mask).transpose(1, 2).flatten(2, 3).to(dtype);
         if (perturbation)
-            out = at::lerp(value, out, *perturbation);
+            out = at::lerp(p.value, out, *perturbation);
     }
-    if (gateLogits.defined()) {
-        const auto gates = 2.0 * at::sigmoid(gateLogits);
+    if (p.gateLogits.defined()) {
+        const auto gates = 2.0 * at::sigmoid(p.gateLogits);
         out = (out.unflatten(2, {heads, -1}) * gates.unsqueeze(-1)).flatten(2, 3);
     }
     return toOut(out);
@@ -211,19 +237,24 @@ FeedForward FeedForward::load(WeightTaker& w, const std::string& prefix, bool bi
 
 at::Tensor FeedForward::operator()(const at::Tensor& x) const
 {
+    // GELU in the projection's epilogue unless the hidden activation goes on quantized.
+    if (out.fp8InputScale(x))
+        return fromHidden(proj(x));
+    return out(proj.withGeluTanh(x));
+}
+
+at::Tensor FeedForward::onQuantized(const at::Tensor& xq, c10::ScalarType dtype) const
+{
+    return fromHidden(proj.onQuantized(xq, dtype));
+}
+
+at::Tensor FeedForward::fromHidden(const at::Tensor& hidden) const
+{
     // With an FP8 output projection that has a calibrated input scale, GELU and the
     // quantization of the hidden activation (the layer's widest tensor) are one pass.
-    const auto& w = out.weight;
-    // A LoRA on the output projection needs the hidden activation unquantized.
-    if (x.is_cuda() && !out.lora && w.representation() == quant::Representation::Fp8Scaled && w.inputScale()
-        && w.matmulPlan(x.device(), x.scalar_type()).path == quant::MatmulPath::Fp8TensorCores) {
-        const auto hidden = proj(x);
-        auto y = w.linearQuantizedInput(kernels::geluQuantizeFp8(hidden, w.inputScale()->reshape({})), out.bias, x.scalar_type());
-        if (!y)
-            throw nn::ForwardError(out.name + ": " + y.error().message, y.error().code);
-        return std::move(*y);
-    }
-    return out(proj.withGeluTanh(x));
+    if (const auto scale = out.fp8InputScale(hidden))
+        return out.onQuantized(kernels::geluQuantizeFp8(hidden, *scale), hidden.scalar_type());
+    return out(nn::geluTanh(hidden));
 }
 
 AdaLayerNormSingle AdaLayerNormSingle::load(WeightTaker& w, const std::string& prefix)

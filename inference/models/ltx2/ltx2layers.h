@@ -45,7 +45,21 @@ struct Attention {
     at::Tensor operator()(const at::Tensor& x, const at::Tensor* context, const std::optional<at::Tensor>& mask,
                           const Rope* queryRope, const Rope* keyRope, const at::Tensor* perturbation = nullptr,
                           bool allPerturbed = false) const;
+    // The input scale of the fused self-attention projection when it takes its input
+    // quantized by a fused norm (nn::Linear::fp8InputScale); empty otherwise.
+    std::optional<at::Tensor> fp8InputScale(const at::Tensor& x) const;
+    // Self-attention (no mask) of x given as xq = quantizeFp8(x, *fp8InputScale(x)); dtype is x's.
+    at::Tensor onQuantized(const at::Tensor& xq, c10::ScalarType dtype, const Rope* rope, const at::Tensor* perturbation = nullptr,
+                           bool allPerturbed = false) const;
     std::int64_t residentBytes() const;
+
+private:
+    struct Projections {
+        at::Tensor query, key, value, gateLogits;
+    };
+    Projections splitSelf(const at::Tensor& y) const;
+    at::Tensor attend(const Projections& p, const std::optional<at::Tensor>& mask, const Rope* queryRope, const Rope* keyRope,
+                      const at::Tensor* perturbation, bool allPerturbed) const;
 };
 
 struct FeedForward {
@@ -53,7 +67,12 @@ struct FeedForward {
 
     static FeedForward load(WeightTaker& w, const std::string& prefix, bool bias);
     at::Tensor operator()(const at::Tensor& x) const;
+    // The same for x quantized with proj.fp8InputScale(x) by a fused norm; the result in dtype.
+    at::Tensor onQuantized(const at::Tensor& xq, c10::ScalarType dtype) const;
     std::int64_t residentBytes() const { return proj.residentBytes() + out.residentBytes(); }
+
+private:
+    at::Tensor fromHidden(const at::Tensor& hidden) const;
 };
 
 // AdaLN-single: timestep -> 256 sinusoid features -> MLP = embedded timestep; then

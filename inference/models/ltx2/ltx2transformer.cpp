@@ -86,6 +86,18 @@ public:
         m_delta = m_gate = at::Tensor();
         return h;
     }
+    // normModulate quantized for an FP8 GEMM that takes its input with scale qscale.
+    at::Tensor normModulateFp8(const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
+    {
+        if (!m_delta.defined())
+            return nn::rmsNormModulateFp8(m_x, scale, shift, eps, qscale);
+        auto [x, h] = nn::gatedResidualRmsNormModulateFp8(m_x, m_delta, m_gate, scale, shift, eps, qscale);
+        m_x = std::move(x);
+        m_delta = m_gate = at::Tensor();
+        return h;
+    }
+    // The stream's tensor as last settled: its device and dtype, never its values.
+    const at::Tensor& peek() const { return m_x; }
     void add(const at::Tensor& delta)
     {
         auto& x = settle();
@@ -539,13 +551,28 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
         const at::Tensor* pm = perturbed ? &perturbation : nullptr;
         const bool ap = perturbed && allPerturbed;
 
+        // Self-attention and feed-forward: where their first GEMM runs in FP8 with a
+        // calibrated input scale, the norm writes its output already quantized.
+        auto selfAttention = [&](ResidualStream& s, const Attention& attn, const std::vector<at::Tensor>& mod, const Rope& rope) {
+            const auto dtype = s.peek().scalar_type();
+            if (const auto qs = attn.fp8InputScale(s.peek()))
+                s.addGated(attn.onQuantized(s.normModulateFp8(mod[1], mod[0], eps, *qs), dtype, &rope, pm, ap), mod[2]);
+            else
+                s.addGated(attn(s.normModulate(mod[1], mod[0], eps), nullptr, std::nullopt, &rope, nullptr, pm, ap), mod[2]);
+        };
+        auto feedForward = [&](ResidualStream& s, const FeedForward& ff, const std::vector<at::Tensor>& mod) {
+            const auto dtype = s.peek().scalar_type();
+            if (const auto qs = ff.proj.fp8InputScale(s.peek()))
+                s.addGated(ff.onQuantized(s.normModulateFp8(mod[4], mod[3], eps, *qs), dtype), mod[5]);
+            else
+                s.addGated(ff(s.normModulate(mod[4], mod[3], eps)), mod[5]);
+        };
+
         // 5.1 self-attention
         const auto vMod = modParams(b.scaleShiftTable, temb);
-        auto h = video.normModulate(vMod[1], vMod[0], eps);
-        video.addGated(b.attn1(h, nullptr, std::nullopt, &videoRope, nullptr, pm, ap), vMod[2]);
+        selfAttention(video, b.attn1, vMod, videoRope);
         const auto aMod = modParams(b.audioScaleShiftTable, tembAudio);
-        h = audio.normModulate(aMod[1], aMod[0], eps);
-        audio.addGated(b.audioAttn1(h, nullptr, std::nullopt, &audioRope, nullptr, pm, ap), aMod[2]);
+        selfAttention(audio, b.audioAttn1, aMod, audioRope);
 
         // 5.2 text cross-attention
         at::Tensor ctx = context, actx = audioContext;
@@ -561,7 +588,7 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
             ctx = nn::modulate(context, kv[1], kv[0]);
             actx = nn::modulate(audioContext, akv[1], akv[0]);
         }
-        h = c.crossAttnMod ? video.normModulate(vMod[7], vMod[6], eps) : nn::rmsNorm(video.value(), eps);
+        auto h = c.crossAttnMod ? video.normModulate(vMod[7], vMod[6], eps) : nn::rmsNorm(video.value(), eps);
         auto attn = b.attn2(h, &ctx, textMask, nullptr, nullptr);
         if (c.crossAttnMod)
             video.addGated(attn, vMod[8]);
@@ -592,10 +619,8 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
         }
 
         // 5.4 feed-forward
-        h = video.normModulate(vMod[4], vMod[3], eps);
-        video.addGated(b.ff(h), vMod[5]);
-        h = audio.normModulate(aMod[4], aMod[3], eps);
-        audio.addGated(b.audioFf(h), aMod[5]);
+        feedForward(video, b.ff, vMod);
+        feedForward(audio, b.audioFf, aMod);
         if (in.onBlock)
             in.onBlock(static_cast<int>(i), video.value(), audio.value());
     }

@@ -132,6 +132,22 @@ at::Tensor Linear::withGeluTanh(const at::Tensor& x) const
     return at::_addmm_activation(*bias, x.reshape({-1, w.size(1)}), w.t(), 1, 1, true).view(outShape);
 }
 
+std::optional<at::Tensor> Linear::fp8InputScale(const at::Tensor& x) const
+{
+    if (!x.is_cuda() || lora || weight.representation() != quant::Representation::Fp8Scaled || !weight.inputScale()
+        || weight.matmulPlan(x.device(), x.scalar_type()).path != quant::MatmulPath::Fp8TensorCores)
+        return std::nullopt;
+    return weight.inputScale()->reshape({});
+}
+
+at::Tensor Linear::onQuantized(const at::Tensor& xq, c10::ScalarType dtype) const
+{
+    auto y = weight.linearQuantizedInput(xq, bias, dtype);
+    if (!y)
+        throw ForwardError(name + ": " + y.error().message, y.error().code);
+    return std::move(*y);
+}
+
 std::int64_t Linear::residentBytes() const
 {
     if (!weight.defined())
@@ -170,6 +186,23 @@ std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor&
     auto sum = at::addcmul(x, delta, gate);
     auto normed = rmsNormModulate(sum, scale, shift, eps);
     return {std::move(sum), std::move(normed)};
+}
+
+at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
+{
+    if (x.dim() == 3 && scale.dim() == 3 && shift.dim() == 3)
+        return kernels::rmsNormModulateFp8(x, scale, shift, eps, qscale);
+    return kernels::quantizeFp8(rmsNormModulate(x, scale, shift, eps), qscale);
+}
+
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+                                                                  const at::Tensor& scale, const at::Tensor& shift, double eps,
+                                                                  const at::Tensor& qscale)
+{
+    if (x.dim() == 3 && gate.dim() == 3 && scale.dim() == 3 && shift.dim() == 3)
+        return kernels::gatedResidualRmsNormModulateFp8(x, delta, gate, scale, shift, eps, qscale);
+    auto [sum, normed] = gatedResidualRmsNormModulate(x, delta, gate, scale, shift, eps);
+    return {std::move(sum), kernels::quantizeFp8(normed, qscale)};
 }
 
 at::Tensor rmsNormWeighted(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps)

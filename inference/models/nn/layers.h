@@ -66,6 +66,12 @@ struct Linear {
     at::Tensor operator()(const at::Tensor& x) const;
     // geluTanh((*this)(x)); on CUDA a dense layer applies bias and GELU in the GEMM epilogue.
     at::Tensor withGeluTanh(const at::Tensor& x) const;
+    // The scale with which this layer's GEMM takes an input already quantized by a fused
+    // producer: an FP8 layer with a calibrated input scale on FP8 tensor cores, no LoRA (which
+    // needs the input unquantized), x on CUDA. Empty otherwise.
+    std::optional<at::Tensor> fp8InputScale(const at::Tensor& x) const;
+    // (*this)(x) for xq = quantizeFp8(x, *fp8InputScale(x)), in dtype (x's).
+    at::Tensor onQuantized(const at::Tensor& xq, c10::ScalarType dtype) const;
     std::int64_t residentBytes() const;
     // The canonical layers this one computes, with their rows.
     std::vector<LinearPart> computedParts() const;
@@ -98,6 +104,12 @@ at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const a
 // the CPU.
 std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
                                                                const at::Tensor& scale, const at::Tensor& shift, double eps);
+// The same two with the normed output as the FP8 input of a GEMM quantized with qscale
+// (Linear::fp8InputScale): one pass on CUDA.
+at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale);
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+                                                                  const at::Tensor& scale, const at::Tensor& shift, double eps,
+                                                                  const at::Tensor& qscale);
 // torch.nn.RMSNorm with an optional weight (q/k norms across heads).
 at::Tensor rmsNormWeighted(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
 at::Tensor layerNormNoAffine(const at::Tensor& x, double eps);
