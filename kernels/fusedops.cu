@@ -531,6 +531,70 @@ std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8Cuda(const at:
     return gatedResidualRmsNormModulateLaunch(x, delta, gate, scale, shift, eps, &qscale);
 }
 
+// ---- gate_heads ---------------------------------------------------------------------------
+
+// One element per thread step: its head's gate 2 sigmoid(logit) rounded to T as the unfused
+// sigmoid and product are, then x * gate rounded to T (and quantized for an FP8 output).
+template <typename T, bool Fp8>
+__global__ void gateHeadsKernel(const T* __restrict__ x, const T* __restrict__ logits, void* __restrict__ out,
+    const float* __restrict__ qscale, std::int64_t tokens, std::int64_t channels, std::int64_t headDim, RowStrides xs, RowStrides ls,
+    std::int64_t n)
+{
+    const float inverse = quantizeInverse(qscale);
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t row = i / channels, c = i - row * channels;
+        const std::int64_t b = row / tokens, t = row - b * tokens;
+        const float logit = static_cast<float>(logits[b * ls.batch + t * ls.token + c / headDim]);
+        const float gate = roundTo<T>(2.0f * roundTo<T>(1.0f / (1.0f + expf(-logit))));
+        const T value = static_cast<T>(static_cast<float>(x[b * xs.batch + t * xs.token + c]) * gate);
+        if constexpr (Fp8)
+            static_cast<c10::Float8_e4m3fn*>(out)[i] = c10::Float8_e4m3fn(toFp8Range(static_cast<float>(value), inverse));
+        else
+            static_cast<T*>(out)[i] = value;
+    }
+}
+
+at::Tensor gateHeadsLaunch(const at::Tensor& xIn, const at::Tensor& logitsIn, const at::Tensor* qscale)
+{
+    detail::checkGateHeadsArgs(xIn, logitsIn);
+    if (qscale)
+        checkQuantizeScale(xIn, *qscale, "gate_heads_fp8");
+    const c10::cuda::CUDAGuard guard(xIn.device());
+    auto lastContiguous = [](const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); };
+    const auto x = lastContiguous(xIn), logits = lastContiguous(logitsIn);
+    auto options = x.options().memory_format(at::MemoryFormat::Contiguous);
+    auto out = at::empty(x.sizes(), qscale ? options.dtype(at::kFloat8_e4m3fn) : options);
+    const auto n = x.numel();
+    if (n == 0)
+        return out;
+    const float* q = qscale ? qscale->data_ptr<float>() : nullptr;
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "gate_heads_cuda", [&] {
+        auto launch = [&](auto fp8) {
+            gateHeadsKernel<scalar_t, decltype(fp8)::value><<<streamingGrid(n, 256), 256, 0, stream>>>(x.data_ptr<scalar_t>(),
+                logits.data_ptr<scalar_t>(), out.data_ptr(), q, x.size(1), x.size(2), x.size(2) / logits.size(2), rowStrides(x),
+                rowStrides(logits), n);
+        };
+        if (qscale)
+            launch(std::true_type{});
+        else
+            launch(std::false_type{});
+    });
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+
+at::Tensor gateHeadsCuda(const at::Tensor& x, const at::Tensor& logits)
+{
+    return gateHeadsLaunch(x, logits, nullptr);
+}
+
+at::Tensor gateHeadsFp8Cuda(const at::Tensor& x, const at::Tensor& logits, const at::Tensor& qscale)
+{
+    return gateHeadsLaunch(x, logits, &qscale);
+}
+
 // ---- rms_norm_rope ------------------------------------------------------------------------
 
 template <typename T, typename W>
@@ -688,6 +752,8 @@ TORCH_LIBRARY_IMPL(vireo, CUDA, m)
     m.impl("gated_residual_rms_norm_modulate", &gatedResidualRmsNormModulateCuda);
     m.impl("rms_norm_modulate_fp8", &rmsNormModulateFp8Cuda);
     m.impl("gated_residual_rms_norm_modulate_fp8", &gatedResidualRmsNormModulateFp8Cuda);
+    m.impl("gate_heads", &gateHeadsCuda);
+    m.impl("gate_heads_fp8", &gateHeadsFp8Cuda);
     m.impl("rms_norm_rope", &rmsNormRopeCuda);
 }
 

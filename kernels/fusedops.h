@@ -32,6 +32,13 @@ at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, cons
 std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
     const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale);
 
+// The per-head output gates of gated attention: x * 2 sigmoid(logits) with one gate per head,
+// rounded as the unfused ops round. x [B, T, H * D] (last dim contiguous, rows may be
+// strided), logits [B, T, H] (the same); one dtype, one device.
+at::Tensor gateHeads(const at::Tensor& x, const at::Tensor& logits);
+// The same quantized for the output projection's FP8 GEMM: quantizeFp8(gateHeads(...), qscale).
+at::Tensor gateHeadsFp8(const at::Tensor& x, const at::Tensor& logits, const at::Tensor& qscale);
+
 // Split-layout rotary embedding of rms_norm(x, weight): x [B, T, C] (C = H * 2r, last dim
 // contiguous, rows may be strided, as a view into a fused projection), weight [C],
 // cos/sin float32 [B or 1, T, H, 1, r]. Each head's halves (a, b) become

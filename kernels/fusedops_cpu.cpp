@@ -77,6 +77,18 @@ std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8Cpu(const at::
     return {std::move(sum), quantizeFp8Cpu(normed, qscale)};
 }
 
+at::Tensor gateHeadsCpu(const at::Tensor& x, const at::Tensor& logits)
+{
+    detail::checkGateHeadsArgs(x, logits);
+    const auto gates = 2.0 * at::sigmoid(logits);
+    return (x.unflatten(2, {logits.size(2), -1}) * gates.unsqueeze(-1)).flatten(2, 3);
+}
+
+at::Tensor gateHeadsFp8Cpu(const at::Tensor& x, const at::Tensor& logits, const at::Tensor& qscale)
+{
+    return quantizeFp8Cpu(gateHeadsCpu(x, logits), qscale);
+}
+
 at::Tensor rmsNormRopeCpu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
 {
     detail::checkRmsNormRopeArgs(x, weight, cos, sin);
@@ -140,6 +152,20 @@ std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tens
     return {std::move(sum), std::move(quantized)};
 }
 
+at::Tensor gateHeads(const at::Tensor& x, const at::Tensor& logits)
+{
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gate_heads", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    return op.call(x, logits);
+}
+
+at::Tensor gateHeadsFp8(const at::Tensor& x, const at::Tensor& logits, const at::Tensor& qscale)
+{
+    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gate_heads_fp8", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+    return op.call(x, logits, qscale);
+}
+
 at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
 {
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_rope", "")
@@ -155,6 +181,8 @@ TORCH_LIBRARY_IMPL(vireo, CPU, m)
     m.impl("gated_residual_rms_norm_modulate", &gatedResidualRmsNormModulateCpu);
     m.impl("rms_norm_modulate_fp8", &rmsNormModulateFp8Cpu);
     m.impl("gated_residual_rms_norm_modulate_fp8", &gatedResidualRmsNormModulateFp8Cpu);
+    m.impl("gate_heads", &gateHeadsCpu);
+    m.impl("gate_heads_fp8", &gateHeadsFp8Cpu);
     m.impl("rms_norm_rope", &rmsNormRopeCpu);
 }
 

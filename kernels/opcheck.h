@@ -37,6 +37,19 @@ inline gguf::BlockTraits checkGgufArgs(const at::Tensor& blocks, std::int64_t gg
     return traits;
 }
 
+// x [B, T, C] with C = H * D, logits [B, T, H]: one dtype, one device.
+inline void checkGateHeadsArgs(const at::Tensor& x, const at::Tensor& logits)
+{
+    constexpr const char* op = "gate_heads";
+    TORCH_CHECK(x.dim() == 3, op, ": x must be [B, T, C], got ", x.sizes());
+    checkFloatOutput(op, x.scalar_type());
+    TORCH_CHECK(logits.dim() == 3 && logits.size(0) == x.size(0) && logits.size(1) == x.size(1) && logits.size(2) > 0
+            && x.size(2) % logits.size(2) == 0,
+        op, ": logits must be [", x.size(0), ", ", x.size(1), ", H] with H dividing ", x.size(2), ", got ", logits.sizes());
+    TORCH_CHECK(logits.scalar_type() == x.scalar_type(), op, ": logits are ", logits.scalar_type(), " but x is ", x.scalar_type());
+    TORCH_CHECK(logits.device() == x.device(), op, ": logits are on ", logits.device(), " but x is on ", x.device());
+}
+
 } // namespace vireo::kernels::detail
 
 namespace vireo::kernels::detail {

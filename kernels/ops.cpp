@@ -18,5 +18,7 @@ TORCH_LIBRARY(vireo, m)
     m.def("rms_norm_modulate_fp8(Tensor x, Tensor scale, Tensor shift, float eps, Tensor qscale) -> Tensor");
     m.def("gated_residual_rms_norm_modulate_fp8(Tensor x, Tensor delta, Tensor gate, Tensor scale, Tensor shift, float eps,"
           " Tensor qscale) -> (Tensor, Tensor)");
+    m.def("gate_heads(Tensor x, Tensor logits) -> Tensor");
+    m.def("gate_heads_fp8(Tensor x, Tensor logits, Tensor qscale) -> Tensor");
     m.def("rms_norm_rope(Tensor x, Tensor weight, Tensor cos, Tensor sin, float eps) -> Tensor");
 }

@@ -118,4 +118,31 @@ VT_TEST(normsQuantizedForFp8AreQuantizeOfTheirOutput)
     VT_CHECK_MSG(got.find("scale must be one float32 value") != std::string::npos, got);
 }
 
+// Gated attention's per-head gates: exactly the composition the attention ran before, strided
+// views included, and its FP8 variant is quantize_fp8 of it.
+VT_TEST(gateHeadsIsTheComposition)
+{
+    at::manual_seed(12);
+    for (const auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        // Both as views into one fused projection, as the attention has them.
+        const auto fused = (at::randn({2, 5, 4 * 16 + 4 + 3}) * 2).to(dtype);
+        const auto x = fused.narrow(-1, 0, 64), logits = fused.narrow(-1, 64, 4);
+        const auto ref = (x.unflatten(2, {4, -1}) * (2.0 * at::sigmoid(logits)).unsqueeze(-1)).flatten(2, 3);
+        const auto got = kernels::gateHeads(x, logits);
+        VT_CHECK(at::equal(got, ref));
+        const auto qs = at::full({}, 0.002, at::kFloat);
+        VT_CHECK(at::equal(kernels::gateHeadsFp8(x, logits, qs).view(at::kByte), kernels::quantizeFp8(ref, qs).view(at::kByte)));
+    }
+    const auto x = at::randn({2, 3, 12});
+    const struct {
+        std::string got, want;
+    } cases[] = {
+        {errorOf([&] { (void)kernels::gateHeads(x, at::randn({2, 3, 5})); }), "logits must be [2, 3, H] with H dividing 12, got [2, 3, 5]"},
+        {errorOf([&] { (void)kernels::gateHeads(x.view({6, 12}), at::randn({2, 3, 4})); }), "x must be [B, T, C], got [6, 12]"},
+        {errorOf([&] { (void)kernels::gateHeads(x, at::randn({2, 3, 4}).to(at::kHalf)); }), "logits are Half but x is Float"},
+    };
+    for (const auto& c : cases)
+        VT_CHECK_MSG(c.got.find("gate_heads: " + c.want) != std::string::npos, "expected \"" << c.want << "\", got: " << c.got);
+}
+
 VT_MAIN("TestFusedOps")

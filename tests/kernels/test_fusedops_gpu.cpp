@@ -193,6 +193,40 @@ VT_TEST(normsQuantizedForFp8AreQuantizeOfTheirOutput)
     VT_CHECK_MSG(threw, "a quantization scale on the CPU was accepted for a CUDA x");
 }
 
+// Gated attention's per-head gates on CUDA against the same composition on CUDA (sigmoid's exp
+// is the device's on both sides) and the CPU, as views into one fused projection and as
+// contiguous tensors; the FP8 variant writes the bytes quantize_fp8 writes for it.
+VT_TEST(gateHeadsMatchesTheComposition)
+{
+    VT_CHECK(at::cuda::is_available());
+    at::manual_seed(13);
+    for (const auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        for (const auto& [heads, dim] : {std::pair<std::int64_t, std::int64_t>{32, 128}, {32, 64}, {3, 5}}) {
+            for (const bool views : {true, false}) {
+                const auto fused = (at::randn({2, 37, heads * dim + heads + 1}, at::kCUDA) * 2).to(dtype);
+                auto x = fused.narrow(-1, 0, heads * dim), logits = fused.narrow(-1, heads * dim, heads);
+                if (!views) {
+                    x = x.contiguous();
+                    logits = logits.contiguous();
+                }
+                const auto ref = (x.unflatten(2, {heads, -1}) * (2.0 * at::sigmoid(logits)).unsqueeze(-1)).flatten(2, 3);
+                const auto got = kernels::gateHeads(x, logits);
+                const auto differ = (got != ref).sum().item<std::int64_t>();
+                const double err = maxRel(got, ref), cpuErr = maxRel(got, kernels::gateHeads(x.cpu(), logits.cpu()));
+                const auto qs = at::full({}, ref.abs().max().item<double>() / 448.0, at::TensorOptions(at::kFloat).device(at::kCUDA));
+                const auto qDiffer = (kernels::gateHeadsFp8(x, logits, qs).cpu().view(at::kByte)
+                    != kernels::quantizeFp8(got, qs).cpu().view(at::kByte)).sum().item<std::int64_t>();
+                std::printf("   gate_heads %s %lldx%lld %s: %lld differ from the CUDA composition (max rel %.3g), CPU max rel %.3g; "
+                            "fp8 %lld bytes differ\n",
+                    c10::toString(dtype), static_cast<long long>(heads), static_cast<long long>(dim), views ? "views" : "contiguous",
+                    static_cast<long long>(differ), err, cpuErr, static_cast<long long>(qDiffer));
+                VT_CHECK_MSG(err <= tolerance(dtype) / 2 && cpuErr <= tolerance(dtype), dtype << " " << heads << "x" << dim);
+                VT_CHECK_MSG(qDiffer == 0, dtype << " " << heads << "x" << dim << ": " << qDiffer << " fp8 bytes differ");
+            }
+        }
+    }
+}
+
 VT_TEST(rmsNormRopeMatchesTheComposition)
 {
     VT_CHECK(at::cuda::is_available());

@@ -214,8 +214,10 @@ at::Tensor Attention::attend(const Projections& p, const std::optional<at::Tenso
             out = at::lerp(p.value, out, *perturbation);
     }
     if (p.gateLogits.defined()) {
-        const auto gates = 2.0 * at::sigmoid(p.gateLogits);
-        out = (out.unflatten(2, {heads, -1}) * gates.unsqueeze(-1)).flatten(2, 3);
+        // One pass on CUDA, straight into the output GEMM's FP8 input where it takes one.
+        if (const auto scale = toOut.fp8InputScale(out))
+            return toOut.onQuantized(kernels::gateHeadsFp8(out, p.gateLogits, *scale), out.scalar_type());
+        out = kernels::gateHeads(out, p.gateLogits);
     }
     return toOut(out);
 }
