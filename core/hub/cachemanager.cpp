@@ -22,11 +22,6 @@ QString q(const std::string& s)
     return QString::fromStdString(s);
 }
 
-QString sizeText(qint64 bytes)
-{
-    return QString::fromStdString(humanBytes(static_cast<std::uint64_t>(std::max<qint64>(0, bytes))));
-}
-
 // One repo folder of the cache as it is on disk: regular blob files and the snapshot links
 // that point at them. Links that leave the repo's blobs/ are ignored (never followed).
 struct RepoScan {

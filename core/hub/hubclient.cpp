@@ -363,7 +363,7 @@ HubClient::Response HubClient::request(Method method, const std::string& url, co
         response.curlError = "cannot start a connection";
         return response;
     }
-    Transfer transfer{curl, &response, sink, cancel, maxBody, range};
+    Transfer transfer{curl, &response, sink, cancel, maxBody, range, {}};
     const bool toEndpoint = origin(url) == origin(m_options.endpoint);
     const auto book = m_addresses;
     transfer.addressAllowed = [&response, book, toEndpoint](const std::string& ip) {

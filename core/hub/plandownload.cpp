@@ -139,11 +139,6 @@ private:
     std::thread m_thread;
 };
 
-QString q(const std::filesystem::path& p)
-{
-    return QString::fromStdString(p.string());
-}
-
 } // namespace
 
 const char* fileStateName(FileState state)

@@ -159,7 +159,11 @@ bool reuseRest(StepCache& cache, const at::Tensor& firstVideo, const at::Tensor&
 
 void StepCache::reset()
 {
-    *this = StepCache{threshold, maxConsecutive, allowSkip};
+    StepCache fresh;
+    fresh.threshold = threshold;
+    fresh.maxConsecutive = maxConsecutive;
+    fresh.allowSkip = allowSkip;
+    *this = std::move(fresh);
 }
 
 struct Transformer::Impl {
