@@ -156,9 +156,10 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
             return makeError(ErrorCode::InvalidArgument, "bench stages: the two-stage path needs an x2 spatial upsampler, not "
                     + r.upsampler);
         if (decoder->config().latentChannels != channels || decoder->spatialScale() != spatial || decoder->temporalScale() != temporal)
-            return makeError(ErrorCode::InvalidArgument, "bench stages: the VAE's decoder takes " + std::to_string(decoder->config().latentChannels)
-                    + " channels at 1/" + std::to_string(decoder->spatialScale()) + " and 1/" + std::to_string(decoder->temporalScale())
-                    + ", its encoder gives " + std::to_string(channels) + " at 1/" + std::to_string(spatial) + " and 1/" + std::to_string(temporal));
+            return makeError(ErrorCode::InvalidArgument, "bench stages: the VAE's decoder takes "
+                    + std::to_string(decoder->config().latentChannels) + " channels at 1/" + std::to_string(decoder->spatialScale())
+                    + " and 1/" + std::to_string(decoder->temporalScale()) + ", its encoder gives " + std::to_string(channels)
+                    + " at 1/" + std::to_string(spatial) + " and 1/" + std::to_string(temporal));
         if (options.width % (2 * spatial) || options.height % (2 * spatial) || (options.frames - 1) % temporal)
             return makeError(ErrorCode::InvalidArgument, "bench stages: --size needs W and H multiples of " + std::to_string(2 * spatial)
                     + " (stage 1 runs at half size) and F = " + std::to_string(temporal) + "k + 1");
@@ -253,10 +254,10 @@ std::string formatStageBench(const StageBenchResult& r)
         static_cast<long long>(r.width), static_cast<long long>(r.height), static_cast<long long>(r.frames), r.dtype.c_str(),
         r.device.c_str(), r.repeats);
     s << line;
-    std::snprintf(line, sizeof line, "  encoder loaded in %.2f s (%.1f MiB), decoder in %.2f s (%.1f MiB), upsampler in %.2f s (%.1f MiB): %s\n",
-        r.encoderLoadSeconds, static_cast<double>(r.encoderResidentBytes) / 1048576.0, r.decoderLoadSeconds,
-        static_cast<double>(r.decoderResidentBytes) / 1048576.0, r.upsamplerLoadSeconds,
-        static_cast<double>(r.upsamplerResidentBytes) / 1048576.0, r.upsampler.c_str());
+    std::snprintf(line, sizeof line,
+        "  encoder loaded in %.2f s (%.1f MiB), decoder in %.2f s (%.1f MiB), upsampler in %.2f s (%.1f MiB): %s\n", r.encoderLoadSeconds,
+        static_cast<double>(r.encoderResidentBytes) / 1048576.0, r.decoderLoadSeconds, static_cast<double>(r.decoderResidentBytes) / 1048576.0,
+        r.upsamplerLoadSeconds, static_cast<double>(r.upsamplerResidentBytes) / 1048576.0, r.upsampler.c_str());
     s << line;
     s << "  memory: " << r.memoryMethod << "\n";
     std::snprintf(line, sizeof line, "  %-13s %-20s %-20s %10s %11s %-38s %s\n", "stage", "input", "output", "median s", "peak MiB",
