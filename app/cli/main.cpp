@@ -55,8 +55,9 @@ commands:
                                next to a device copy of the same output
   bench stages --vae PATH --upsampler PATH [--size WxHxF] [--device cpu|cuda]
                [--dtype bf16|f32] [--repeat N] [--seed N] [--out FILE.safetensors] [--json]
-                               the LTX-2 video VAE encoder (a still, a tiled clip) and the
-                               x2 latent upsampler: time and peak memory (default 768x512x121)
+                               the LTX-2 video VAE encoder (a still, a tiled clip), the x2
+                               latent upsampler and the tiled VAE decode: time and peak
+                               memory (default 768x512x121)
   bench ideogram-step --model PATH [--component transformer|unconditional_transformer]
                [--size WxH] [--text-tokens N] [--device cpu|cuda] [--dtype bf16|f32]
                [--repeat N] [--seed N] [--out FILE.safetensors] [--json]
@@ -72,8 +73,8 @@ commands:
                                the window's cold start to a usable window
   bench gpu [--python PY] [...]
                                the GPU benchmark: real-width LTX-2.3 transformer against
-                               diffusers, VAE decode, dequantization (bench_gpu.py --help);
-                               the encoder and upsampler: tests/bench/bench_gpu_stages.py;
+                               diffusers, dequantization (bench_gpu.py --help); the VAE
+                               encoder, decoder and upsampler: tests/bench/bench_gpu_stages.py;
                                Ideogram-4's step: tests/bench/bench_gpu_ideogram.py
   dit-forward --model PATH --inputs IN.safetensors --out OUT.safetensors
                                run the LTX-2 transformer once on named input tensors

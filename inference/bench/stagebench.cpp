@@ -135,6 +135,17 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
         r.upsamplerResidentBytes = upsampler->residentBytes();
         r.upsampler = ltx2::describeLatentUpsampler(upsampler->config());
 
+        start = Clock::now();
+        ltx2::VideoDecoderLoadOptions decoderOptions;
+        decoderOptions.device = device;
+        decoderOptions.dtype = dtype;
+        auto decoder = ltx2::VideoDecoder::load(*weights, decoderOptions);
+        if (!decoder)
+            return decoder.error();
+        deviceSynchronize(device);
+        r.decoderLoadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+        r.decoderResidentBytes = decoder->residentBytes();
+
         const auto channels = encoder->config().latentChannels;
         const auto spatial = encoder->spatialScale();
         const auto temporal = encoder->temporalScale();
@@ -144,6 +155,11 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
         if (upsampler->spatialScale() != 2.0 || upsampler->temporalScale() != 1)
             return makeError(ErrorCode::InvalidArgument, "bench stages: the two-stage path needs an x2 spatial upsampler, not "
                     + r.upsampler);
+        if (decoder->config().latentChannels != channels || decoder->spatialScale() != spatial || decoder->temporalScale() != temporal)
+            return makeError(ErrorCode::InvalidArgument, "bench stages: the VAE's decoder takes "
+                    + std::to_string(decoder->config().latentChannels) + " channels at 1/" + std::to_string(decoder->spatialScale())
+                    + " and 1/" + std::to_string(decoder->temporalScale()) + ", its encoder gives " + std::to_string(channels)
+                    + " at 1/" + std::to_string(spatial) + " and 1/" + std::to_string(temporal));
         if (options.width % (2 * spatial) || options.height % (2 * spatial) || (options.frames - 1) % temporal)
             return makeError(ErrorCode::InvalidArgument, "bench stages: --size needs W and H multiples of " + std::to_string(2 * spatial)
                     + " (stage 1 runs at half size) and F = " + std::to_string(temporal) + "k + 1");
@@ -199,8 +215,24 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
             if (auto done = run(row, low, [&](const at::Tensor& x) { return upsampler->upsampleNormalized(x, latentMean, latentStd); }); !done)
                 return done.error();
         }
+        // 4. The final latent decoded to the video, tiled as Ltx2Pipeline's decode step tiles it
+        //    (no temporal chunks there).
+        {
+            StageRow row;
+            row.name = "decode";
+            ltx2::VideoDecodeOptions dec;
+            if (cellsH > 16 || cellsW > 16) {
+                dec.tileSize = 16;
+                dec.tileOverlap = 2;
+            }
+            row.layout = dec.tileSize ? "tiles 16/2 cells, all frames" : "whole";
+            const auto latent = normalLatent({1, channels, latentFrames, cellsH, cellsW}, options.seed + 3).to(device, dtype);
+            if (auto done = run(row, latent, [&](const at::Tensor& x) { return decoder->decode(x, dec); }); !done)
+                return done.error();
+        }
         const std::vector<std::vector<std::int64_t>> expected{{1, channels, 1, cellsH, cellsW},
-            {1, channels, latentFrames, cellsH, cellsW}, {1, channels, latentFrames, cellsH, cellsW}};
+            {1, channels, latentFrames, cellsH, cellsW}, {1, channels, latentFrames, cellsH, cellsW},
+            {1, decoder->config().outChannels, options.frames, options.height, options.width}};
         for (std::size_t i = 0; i < r.rows.size(); ++i)
             if (r.rows[i].outputShape != expected[i])
                 return makeError(ErrorCode::Internal, "bench stages: " + r.rows[i].name + " gave " + shapeText(r.rows[i].outputShape)
@@ -222,9 +254,10 @@ std::string formatStageBench(const StageBenchResult& r)
         static_cast<long long>(r.width), static_cast<long long>(r.height), static_cast<long long>(r.frames), r.dtype.c_str(),
         r.device.c_str(), r.repeats);
     s << line;
-    std::snprintf(line, sizeof line, "  encoder loaded in %.2f s (%.1f MiB), upsampler in %.2f s (%.1f MiB): %s\n", r.encoderLoadSeconds,
-        static_cast<double>(r.encoderResidentBytes) / 1048576.0, r.upsamplerLoadSeconds,
-        static_cast<double>(r.upsamplerResidentBytes) / 1048576.0, r.upsampler.c_str());
+    std::snprintf(line, sizeof line,
+        "  encoder loaded in %.2f s (%.1f MiB), decoder in %.2f s (%.1f MiB), upsampler in %.2f s (%.1f MiB): %s\n", r.encoderLoadSeconds,
+        static_cast<double>(r.encoderResidentBytes) / 1048576.0, r.decoderLoadSeconds, static_cast<double>(r.decoderResidentBytes) / 1048576.0,
+        r.upsamplerLoadSeconds, static_cast<double>(r.upsamplerResidentBytes) / 1048576.0, r.upsampler.c_str());
     s << line;
     s << "  memory: " << r.memoryMethod << "\n";
     std::snprintf(line, sizeof line, "  %-13s %-20s %-20s %10s %11s %-38s %s\n", "stage", "input", "output", "median s", "peak MiB",
@@ -257,6 +290,8 @@ std::string stageBenchJson(const StageBenchResult& r)
     j["upsampler_load_seconds"] = r.upsamplerLoadSeconds;
     j["encoder_resident_bytes"] = r.encoderResidentBytes;
     j["upsampler_resident_bytes"] = r.upsamplerResidentBytes;
+    j["decoder_load_seconds"] = r.decoderLoadSeconds;
+    j["decoder_resident_bytes"] = r.decoderResidentBytes;
     j["upsampler"] = r.upsampler;
     j["stages"] = nlohmann::json::array();
     for (const auto& row : r.rows)

@@ -10,7 +10,7 @@
 namespace vireo::bench {
 
 struct StageBenchOptions {
-    std::filesystem::path vaePath;        // anything Ltx2Weights::open takes that holds the video VAE encoder
+    std::filesystem::path vaePath;        // anything Ltx2Weights::open takes that holds the full video VAE
     std::filesystem::path upsamplerPath;  // anything LatentUpsampler::load takes
     // The video: W and H multiples of twice the VAE's spatial scale (stage 1 runs at half
     // size), F = 8k + 1. Default: the anchor workload of the GPU benchmark.
@@ -19,11 +19,11 @@ struct StageBenchOptions {
     std::string dtype = "bf16";  // bf16 | f32
     int repeats = 3;             // timed runs after one warm-up; the median is the figure
     std::uint64_t seed = 1234;   // inputs are drawn on the CPU in float32 (see stageBenchInputs)
-    std::filesystem::path outputsPath;  // optional: the three outputs as float32 safetensors
+    std::filesystem::path outputsPath;  // optional: the four outputs as float32 safetensors
 };
 
 struct StageRow {
-    std::string name;  // encode_still | encode_clip | upsample
+    std::string name;  // encode_still | encode_clip | upsample | decode
     std::vector<std::int64_t> inputShape, outputShape;
     std::string layout;   // "whole" or the tiles and chunks the pipeline's rule picked
     double medianSeconds = 0;
@@ -40,16 +40,17 @@ struct StageBenchResult {
     std::string device, dtype, memoryMethod;
     std::int64_t width = 0, height = 0, frames = 0;
     int repeats = 0;
-    double encoderLoadSeconds = 0, upsamplerLoadSeconds = 0;
-    std::int64_t encoderResidentBytes = 0, upsamplerResidentBytes = 0;
+    double encoderLoadSeconds = 0, upsamplerLoadSeconds = 0, decoderLoadSeconds = 0;
+    std::int64_t encoderResidentBytes = 0, upsamplerResidentBytes = 0, decoderResidentBytes = 0;
     std::string upsampler;  // describeLatentUpsampler
     std::vector<StageRow> rows;
 };
 
 // The LTX-2 stages the denoiser does not cover, timed on random inputs as the pipeline runs
 // them: the video VAE encoder on one full-size still (image-to-video's condition) and on a clip
-// (tiled and chunked by the pipeline's rule), and the x2 latent upsampler on the stage-1
-// latent. Each op is timed to completion (device synchronized) after a warm-up.
+// (tiled and chunked by the pipeline's rule), the x2 latent upsampler on the stage-1 latent,
+// and the video VAE decoder on the full-size latent (tiled by the pipeline's rule). Each op is
+// timed to completion (device synchronized) after a warm-up.
 Result<StageBenchResult> benchStages(const StageBenchOptions& options);
 
 std::string formatStageBench(const StageBenchResult& result);

@@ -12,6 +12,17 @@ scripts/convert_ltx2_to_diffusers.py) and x2 latent upsampler (LTX2LatentUpsampl
     56/48 frames, framewise encoding on only when chunking;
   * upsample:     the two-stage path's step on the half-size stage-1 latent
     [1, 128, (F - 1) / 8 + 1, H / 64, W / 64]: denormalize, upsampler, normalize.
+  * decode:       the final latent [1, 128, (F - 1) / 8 + 1, H / 32, W / 32] (bf16, as the
+    pipelines hand it over) to the video [1, 3, F, H, W]: denormalize, vae.decode, with the tiling
+    Vireo's pipeline uses (tiles of 16 latent cells overlapping 2 when a side has more than 16,
+    all frames at once). LTX2Pipeline leaves diffusers' tiling off; this is vae.enable_tiling()
+    with its defaults (512/448 px) and framewise decoding off, as the example of diffusers'
+    LTX2LatentUpsamplePipeline calls it (LTX2Pipeline's own examples do not tile). Both denormalize in
+    float32 (the pipeline does it in bf16: a few elementwise ops, so only the inputs the decoders
+    see differ, not the timing). The outputs are compared over the whole video and over the part
+    where the two tilings agree (at 768x512 diffusers also decodes a sliver of latent rows 14-15,
+    which Vireo's one tile row already covers, so its last 64 pixel rows blend differently); the peak is
+    checked against issue #13's goal: decoder weights plus the decode's peak under 12 GB (12e9 bytes).
 diffusers is timed with CUDA events, Vireo (vireo-cli bench stages) with a synchronized clock;
 both report the median of --repeat after a warm-up, and the allocator's peak above what was
 allocated before the op. Both draw the same inputs (CPU float32 generators seeded seed + k), so
@@ -114,7 +125,7 @@ vae.save_pretrained(work / "vae", safe_serialization=True)
 up.save_pretrained(work / "latent_upsampler", safe_serialization=True)
 log(f"wrote the bf16 diffusers folders to {work}")
 
-# The inputs Vireo draws (stagebench.cpp): CPU float32 generators seeded seed, seed + 1, seed + 2.
+# The inputs Vireo draws (stagebench.cpp): CPU float32 generators seeded seed, seed + 1, seed + 2, seed + 3.
 def uniform(shape, seed):
     return torch.rand(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32) * 2 - 1
 
@@ -123,6 +134,8 @@ still = uniform((1, 3, 1, H, W), args.seed).to(dev, BF16)
 clip = uniform((1, 3, F, H, W), args.seed + 1).to(dev, BF16)
 low = torch.randn((1, C, LF, CELLS_H // 2, CELLS_W // 2), generator=torch.Generator().manual_seed(args.seed + 2),
                   dtype=torch.float32).to(dev)
+final = torch.randn((1, C, LF, CELLS_H, CELLS_W), generator=torch.Generator().manual_seed(args.seed + 3),
+                    dtype=torch.float32).to(dev, BF16)
 mean = vae.latents_mean.float().view(1, -1, 1, 1, 1).to(dev)
 std = vae.latents_std.float().view(1, -1, 1, 1, 1).to(dev)
 sf = float(vae.config.scaling_factor)
@@ -136,6 +149,11 @@ def encode(x):
 def upsample(z):
     # LTX2LatentUpsamplePipeline._denormalize_latents, the model, LTX2Pipeline._normalize_latents.
     return (up((z * std / sf + mean).to(BF16)).float() - mean) * sf / std
+
+
+def decode(z):
+    # LTX2Pipeline: _denormalize_latents, vae.decode(latents, None) (no timestep conditioning in 2.3).
+    return vae.decode((z.float() * std / sf + mean).to(BF16)).sample
 
 
 def measure(fn, x) -> dict:
@@ -183,7 +201,14 @@ log(f"diffusers encode_clip: {diff['encode_clip']['median_seconds']:.4f} s "
     f"({'tiles 512/448 px' if TILED else 'whole frames'}, {'chunks 56/48 frames' if CHUNKED else 'all frames'})")
 diff["upsample"] = measure(upsample, low)
 log(f"diffusers upsample: {diff['upsample']['median_seconds']:.4f} s")
-del vae, up, still, clip, low, mean, std
+# enable_tiling()'s defaults spelled out: the encoder stage above changed the frame settings.
+vae.enable_tiling(tile_sample_min_height=512, tile_sample_min_width=512, tile_sample_stride_height=448,
+                  tile_sample_stride_width=448, tile_sample_min_num_frames=16, tile_sample_stride_num_frames=8)
+vae.use_framewise_decoding = False
+diff["decode"] = measure(decode, final)
+dec_params = sum(p.numel() * p.element_size() for n, p in vae.named_parameters() if n.startswith("decoder."))
+log(f"diffusers decode: {diff['decode']['median_seconds']:.4f} s (enable_tiling defaults, 512/448 px, all frames)")
+del vae, up, still, clip, low, final, mean, std
 if not DRY:
     torch.cuda.empty_cache()
 
@@ -212,6 +237,20 @@ def gib(b):
     return "n/a" if b is None or b < 0 else f"{b / 2**30:.3f}"
 
 
+def agreed_extent(cells: int) -> int:
+    """Pixels from the start along one side where the decoders' tile layouts agree: up to the
+    first tile diffusers starts that Vireo has no tile for (a sliver inside Vireo's last tile)."""
+    tiled = CELLS_H > 16 or CELLS_W > 16  # diffusers' tiled_decode then tiles both sides
+    theirs = list(range(0, cells, 14)) if tiled else [0]
+    ours = [0] if cells <= 16 else [14 * k for k in range((cells - 16 + 13) // 14 + 1)]
+    extra = [t for t in theirs if t not in ours]
+    return 32 * (extra[0] if extra else cells)
+
+
+GOAL_BYTES = 12 * 10**9  # issue #13: the VAE decode's peak under 12 GB at 768x512x121
+AGREE_H, AGREE_W = agreed_extent(CELLS_H), agreed_extent(CELLS_W)
+
+
 rows = {}
 for name, d in diff.items():
     row = {"diffusers": {k: v for k, v in d.items() if k != "output"}}
@@ -222,14 +261,23 @@ for name, d in diff.items():
         if d["peak_bytes"] and v["peak_bytes"] >= 0:
             row["peak_ratio"] = v["peak_bytes"] / d["peak_bytes"]
         row["rel_err"] = rel(outs[name], d["output"]) if name in outs and outs[name].shape == d["output"].shape else None
+        if name == "decode" and row["rel_err"] is not None:
+            a, b = outs[name].double(), d["output"].double()
+            row["rel_err_whole"] = row["rel_err"]
+            row["max_abs_err_whole"] = float((a - b).abs().max())
+            a, b = a[..., :AGREE_H, :AGREE_W], b[..., :AGREE_H, :AGREE_W]
+            row["rel_err"] = rel(a, b)
+            row["max_abs_err"] = float((a - b).abs().max())
+            row["agreed_region"] = [AGREE_H, AGREE_W]
     rows[name] = row
 
-print(f"\n== bench gpu stages: LTX-2.3 video VAE encoder and x2 latent upsampler, {W}x{H}x{F}, bf16, median of {args.repeat}")
+print(f"\n== bench gpu stages: LTX-2.3 video VAE encoder, x2 latent upsampler and VAE decode, {W}x{H}x{F}, bf16, median of {args.repeat}")
 print(f"   device {DEVICE_NAME}, torch {torch.__version__}, diffusers {diffusers.__version__}"
       + (" (DRY RUN: tiny models on the CPU, figures mean nothing)" if DRY else ""))
 if vireo:
     print(f"   vireo: encoder {vireo['encoder_resident_bytes'] / 2**30:.3f} GiB loaded in {vireo['encoder_load_seconds']:.2f} s, "
-          f"upsampler {vireo['upsampler_resident_bytes'] / 2**30:.3f} GiB in {vireo['upsampler_load_seconds']:.2f} s; "
+          f"upsampler {vireo['upsampler_resident_bytes'] / 2**30:.3f} GiB in {vireo['upsampler_load_seconds']:.2f} s, "
+          f"decoder {vireo['decoder_resident_bytes'] / 2**30:.3f} GiB in {vireo['decoder_load_seconds']:.2f} s; "
           f"peak memory: {vireo['memory_method']}")
 print(f"   {'stage':13s} {'vireo s':>9s} {'diffusers s':>11s} {'x':>6s} {'vireo GiB':>9s} {'diff GiB':>9s} {'x':>6s} "
       f"{'rel err':>9s}  layout (vireo)")
@@ -245,10 +293,41 @@ for name, r in rows.items():
     print(f"   {name:13s} {v['median_seconds']:9.4f} {d['median_seconds']:11.4f} {r['time_ratio']:6.2f} "
           f"{gib(v['peak_bytes']):>9s} {gib(d['peak_bytes']):>9s} {pr} {re_}  {v['layout']}{ok}")
 print("   x: vireo / diffusers in this run; GiB: peak allocated above the op's inputs and weights;"
-      " rel err: |vireo - diffusers| / |diffusers| on the same inputs (the clip's tilings differ at the edges)")
+      " rel err: |vireo - diffusers| / |diffusers| on the same inputs (the clip's tilings differ at the edges,"
+      " decode's is where the tilings agree)")
+dr = rows["decode"]
+dd = dr["diffusers"]
+goal = {"goal_bytes": GOAL_BYTES, "diffusers_decoder_weight_bytes": dec_params}
+if dd["peak_bytes"] is not None:
+    goal["diffusers_bytes"] = dec_params + dd["peak_bytes"]
+if "vireo" in dr:
+    dv = dr["vireo"]
+    print(f"   decode time: vireo {dv['median_seconds']:.4f} s, diffusers {dd['median_seconds']:.4f} s, ratio vireo/diffusers "
+          f"{dr['time_ratio']:.3f}")
+    if dv["peak_bytes"] >= 0:
+        goal["vireo_bytes"] = vireo["decoder_resident_bytes"] + dv["peak_bytes"]
+    peak = (f"vireo {gib(dv['peak_bytes'])} GiB + {gib(vireo['decoder_resident_bytes'])} GiB of weights"
+            + (f", diffusers {gib(dd['peak_bytes'])} GiB + {gib(dec_params)} GiB, ratio vireo/diffusers {dr['peak_ratio']:.3f}"
+               if "peak_ratio" in dr else ", diffusers n/a"))
+    if DRY:
+        verdict = "not measured (dry run)"
+    elif "vireo_bytes" in goal:
+        goal["met"] = goal["vireo_bytes"] < GOAL_BYTES
+        verdict = f"{'MET' if goal['met'] else 'NOT MET'} ({goal['vireo_bytes'] / 1e9:.2f} GB)"
+    else:
+        verdict = "unknown (no peak)"
+    print(f"   decode peak: {peak}; goal weights + peak < 12 GB: {verdict}")
+    if dr["rel_err"] is not None:
+        print(f"   decode error: max abs {dr['max_abs_err']:.3e}, rel {dr['rel_err']:.3e} where the tilings agree "
+              f"({AGREE_H} of {H} rows, {AGREE_W} of {W} columns); whole video max abs {dr['max_abs_err_whole']:.3e}, "
+              f"rel {dr['rel_err_whole']:.3e}")
+    else:
+        print("   decode error: n/a (no vireo output of the right shape)")
+else:
+    print("   decode: vireo FAILED")
 report = {"size": [W, H, F], "repeat": args.repeat, "seed": args.seed, "device": DEVICE_NAME, "dry_run": DRY,
           "torch": torch.__version__, "diffusers": diffusers.__version__, "vae_config": VAE_CONFIG,
-          "upsampler_config": UPSAMPLER_CONFIG, "stages": rows, "vireo": vireo, "vireo_error": error,
+          "upsampler_config": UPSAMPLER_CONFIG, "stages": rows, "decode_memory_goal": goal, "vireo": vireo, "vireo_error": error,
           "total_seconds": time.perf_counter() - t_start}
 if args.report:
     Path(args.report).write_text(json.dumps(report, indent=2))

@@ -316,7 +316,7 @@ def test_generate_image_conditioning(tmp_dir=RUN_TMP):
 
 
 def test_bench_stages(tmp=os.path.join(RUN_TMP, "stages.safetensors")):
-    """bench stages on the tiny 2.3 pipeline: its outputs are diffusers' on the same seeded inputs."""
+    """bench stages on the tiny 2.3 pipeline: its outputs (decode included) are diffusers' on the same seeded inputs."""
     import torch
     from diffusers.models.autoencoders.autoencoder_kl_ltx2 import AutoencoderKLLTX2Video
     from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
@@ -330,19 +330,22 @@ def test_bench_stages(tmp=os.path.join(RUN_TMP, "stages.safetensors")):
     detail = p.stderr or p.stdout[:400]
     if ok:
         b = json.loads(p.stdout)
-        ok = [s["name"] for s in b["stages"]] == ["encode_still", "encode_clip", "upsample"] \
+        ok = [s["name"] for s in b["stages"]] == ["encode_still", "encode_clip", "upsample", "decode"] \
             and all(s["finite"] and s["median_seconds"] > 0 and len(s["seconds"]) == 1 for s in b["stages"])
     if ok:
         with torch.no_grad():
             vae = AutoencoderKLLTX2Video.from_pretrained(root / "vae", torch_dtype=torch.float32).eval()
             up = LTX2LatentUpsamplerModel.from_pretrained(root / "latent_upsampler", torch_dtype=torch.float32).eval()
             mean, std = (t.float().view(1, -1, 1, 1, 1) for t in (vae.latents_mean, vae.latents_std))
+            sf = vae.config.scaling_factor
             u = lambda shape, k: torch.rand(shape, generator=torch.Generator().manual_seed(seed + k)) * 2 - 1  # noqa: E731
             ref = {
                 "encode_still": (vae.encode(u((1, 3, 1, H, W), 0)).latent_dist.mode() - mean) / std,
                 "encode_clip": (vae.encode(u((1, 3, F, H, W), 1)).latent_dist.mode() - mean) / std,
                 "upsample": (up(torch.randn((1, mean.numel(), 2, H // 64, W // 64), generator=torch.Generator().manual_seed(seed + 2))
                                 * std + mean) - mean) / std,
+                "decode": vae.decode(torch.randn((1, mean.numel(), 2, H // 32, W // 32), generator=torch.Generator().manual_seed(seed + 3))
+                                     * std / sf + mean).sample,
             }
         got = load_file(tmp)
         errs = {k: float((got[k] - v).norm() / v.norm()) for k, v in ref.items()}
