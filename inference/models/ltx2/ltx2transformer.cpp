@@ -12,6 +12,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 
 namespace vireo::ltx2 {
@@ -155,6 +156,12 @@ bool reuseRest(StepCache& cache, const at::Tensor& firstVideo, const at::Tensor&
     return false;
 }
 
+std::uint64_t nextGeneration()
+{
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+}
+
 } // namespace
 
 void StepCache::reset()
@@ -171,6 +178,7 @@ struct Transformer::Impl {
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
     bool offload = false;
+    std::uint64_t generation = nextGeneration();
 
     nn::Linear projIn, audioProjIn, projOut, audioProjOut;
     nn::Linear captionLinear1, captionLinear2, audioCaptionLinear1, audioCaptionLinear2;
@@ -193,6 +201,7 @@ const TransformerConfig& Transformer::config() const { return m_impl->config; }
 bool Transformer::offloadsBlocks() const { return m_impl->offload; }
 c10::ScalarType Transformer::dtype() const { return m_impl->dtype; }
 c10::Device Transformer::device() const { return m_impl->device; }
+std::uint64_t Transformer::generation() const { return m_impl->generation; }
 
 Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const std::optional<TransformerConfig>& override)
 {
@@ -377,8 +386,11 @@ at::Tensor Transformer::Impl::videoCoords(std::int64_t batch, std::int64_t frame
     const auto grid = at::stack(at::meshgrid({at::arange(frames, f32), at::arange(height, f32), at::arange(width, f32)}, "ij"), 0);
     const auto ends = grid + 1;
     auto coords = at::stack({grid, ends}, -1).flatten(1, 3).unsqueeze(0).repeat({batch, 1, 1, 1});
-    const auto scale = at::tensor(std::vector<std::int64_t>(config.vaeScaleFactors.begin(), config.vaeScaleFactors.end()),
-        at::TensorOptions().dtype(at::kLong).device(device));
+    // Filled on the device, not copied from the host: the forward stays capturable in a CUDA graph.
+    std::vector<at::Tensor> factors;
+    for (const auto f : config.vaeScaleFactors)
+        factors.push_back(at::full({1}, static_cast<std::int64_t>(f), at::TensorOptions().dtype(at::kLong).device(device)));
+    const auto scale = at::cat(factors);
     auto pixel = coords * scale.view({1, -1, 1, 1});
     auto t = pixel.select(1, 0);
     t.copy_((t + config.causalOffset - config.vaeScaleFactors[0]).clamp_min(0));
@@ -526,7 +538,7 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
     if (!stg.empty()) {
         perturbation = in.perturbationMask ? in.perturbationMask->to(device, dtype) : at::zeros({batch}, f32.dtype(dtype));
         perturbation = perturbation.view({batch, 1, 1});
-        allPerturbed = (perturbation == 0).all().item<bool>();
+        allPerturbed = in.allPerturbed ? *in.allPerturbed : (perturbation == 0).all().item<bool>();
     }
     const double eps = c.normEps;
     StepCache* cache = blocks.size() > 1 ? in.stepCache : nullptr;
@@ -819,6 +831,7 @@ Result<std::int64_t> Transformer::setLoraDeltas(const std::vector<nn::LoraDelta>
         l->lora = std::move(adapter);
         bytes += l->lora ? l->lora->bytes() : 0;
     }
+    m_impl->generation = nextGeneration();
     return bytes;
 }
 

@@ -77,6 +77,9 @@ struct TransformerInputs {
     bool useCrossTimestep = false;          // cross-modal modulation from the other modality's sigma
     std::vector<int> stgBlocks;             // spatio-temporal guidance: self-attention -> values
     std::optional<at::Tensor> perturbationMask;  // [B], 0 = perturbed; default all perturbed
+    // Whether every row of perturbationMask is perturbed, when the caller knows: the forward
+    // then reads no mask value on the host (a device sync, which a CUDA graph cannot capture).
+    std::optional<bool> allPerturbed;
     std::stop_token stop;                   // checked between blocks
     StepCache* stepCache = nullptr;         // none: every block runs
     std::function<void(int block, const at::Tensor& video, const at::Tensor& audio)> onBlock;
@@ -131,6 +134,9 @@ public:
     // ("FP8 tensor-core GEMM", "dequantize + GEMM: <reason>", ...), known at load.
     std::map<std::string, int> matmulPaths() const;
     bool offloadsBlocks() const;
+    // Changes whenever what a forward reads from memory changes (a load, new LoRA adapters),
+    // unique across models: a captured CUDA graph holds the addresses it read.
+    std::uint64_t generation() const;
 
     // Every canonical linear layer (diffusers name with its ltx-core alias, shape), the
     // projections fused into one GEMM listed one by one: what a LoRA can aim at.
