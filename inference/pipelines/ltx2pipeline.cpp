@@ -7,6 +7,7 @@
 #include "inference/models/gemma3/gemma3.h"
 #include "inference/models/ltx2/ltx2audiovae.h"
 #include "inference/models/ltx2/ltx2connectors.h"
+#include "inference/models/ltx2/ltx2graphs.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2upsampler.h"
 #include "inference/models/ltx2/ltx2videovae.h"
@@ -688,6 +689,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         stepCache.threshold = req.stepCacheThreshold;
         stepCache.maxConsecutive = std::max(1, req.stepCacheMaxConsecutive);
         in.stepCache = req.stepCacheThreshold > 0 ? &stepCache : nullptr;
+        // Graphs per pass too: their memory is freed before the decoders run.
+        ltx2::GraphedForward graphed(*transformer, options.cudaGraphs);
         auto& latents = p.latents;
         auto& audioLatents = p.audioLatents;
         const int steps = p.schedule.steps();
@@ -705,7 +708,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
             in.timestep = mask ? t.unsqueeze(-1) * (1 - *mask) : t;
             in.audioTimestep = t;
             in.sigma = t;
-            auto pred = take(transformer->forward(in));
+            auto pred = take(graphed.forward(in));
             if (in.stepCache)
                 out.stepChanges.push_back(stepCache.change);
             auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
@@ -752,6 +755,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         }
         out.stepsSkipped += stepCache.skips;
         in.stepCache = nullptr;
+        out.cudaGraphs += (out.cudaGraphs.empty() ? "" : "; ") + std::string(p.phase == Ltx2Phase::Refine ? "refine: " : "denoise: ")
+            + graphed.summary();
         // Keyframe tokens are dropped once the loop is done.
         latents = latents.narrow(1, 0, p.baseTokens).contiguous();
     };

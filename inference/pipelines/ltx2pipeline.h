@@ -40,6 +40,10 @@ struct Ltx2PipelineOptions {
     std::optional<c10::Device> textEncoderDevice;
     // Transformer blocks in host memory, copied to the device one at a time.
     bool offloadTransformerBlocks = false;
+    // The transformer forward of each denoise step captured in a CUDA graph and replayed (see
+    // ltx2::GraphedForward): on a CUDA device without block offloading or the step cache;
+    // elsewhere the loop runs eagerly and Ltx2Output::cudaGraphs says why.
+    bool cudaGraphs = true;
     // The latent spatial upsampler of the two-stage path (a Lightricks single file or a
     // diffusers latent_upsampler/ folder); checked by open(), loaded by load().
     std::optional<std::filesystem::path> spatialUpsamplerPath;
@@ -145,6 +149,9 @@ struct Ltx2Output {
     // relative change at every step (-1 where there was nothing to compare with).
     int stepsSkipped = 0;
     std::vector<double> stepChanges;
+    // What became of the CUDA graphs, per denoise pass: "denoise: on: 1 captured, 6 of 8 forwards
+    // replayed", "denoise: off: <reason>", "refine: failed: <reason>" (also a warning in the log).
+    std::string cudaGraphs;
     // Conditioned and two-stage runs, for checks: the first condition's normalized encoding
     // [1, C, f, h, w] (at the final size), stage 1's final packed latents and the upsampler's
     // output (normalized, [1, C, F, 2h, 2w]).
