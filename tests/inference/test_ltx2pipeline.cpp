@@ -5,6 +5,11 @@
 #include "tests/inference/fixtures.h"
 
 #include "inference/facade/generator.h"
+#include "inference/lora/lora.h"
+#include "inference/models/ltx2/ltx2graphs.h"
+#include "inference/models/ltx2/ltx2transformer.h"
+#include "inference/models/ltx2/ltx2weights.h"
+#include "inference/models/nn/layers.h"
 #include "inference/pipelines/ltx2pipeline.h"
 #include "inference/tensorfile/tensorset.h"
 
@@ -515,4 +520,192 @@ VT_TEST(stagePlanSaysWhichPathRunsAndWhy)
         encoder = encoder || (c.name == "video_encoder" && c.bytes > 0);
     }
     VT_CHECK(upsampler && encoder);
+}
+
+// CUDA graphs over the denoise step (ltx2::GraphedForward). On a CUDA device: a warm-up, one
+// capture, then replays, every forward bit-identical to the eager one (a replay launches the
+// same kernels with the same arguments on the same data: any difference is a stale buffer or
+// a missed input, not rounding); new LoRA adapters and a new shape capture again; the step
+// cache, a per-block callback and offloading run eagerly and say why. On the CPU: eager, the
+// same results, and the reason.
+namespace {
+
+struct GraphCase {
+    ltx2::TransformerInputs in;
+    std::int64_t tokens = 0;
+};
+
+GraphCase graphCase(const ltx2::TransformerConfig& c, std::int64_t frames, at::Generator& g)
+{
+    GraphCase k;
+    auto& in = k.in;
+    const std::int64_t batch = 2, text = 7;
+    in.numFrames = frames;
+    in.height = 2;
+    in.width = 3;
+    in.audioNumFrames = 5;
+    in.fps = 24.0;
+    k.tokens = frames * in.height * in.width;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    in.encoderHiddenStates = at::randn({batch, text, c.usePromptEmbeddings ? c.captionChannels : c.crossAttentionDim}, g, f32);
+    in.audioEncoderHiddenStates = at::randn({batch, text, c.usePromptEmbeddings ? c.captionChannels : c.audioCrossAttentionDim}, g, f32);
+    auto mask = at::ones({batch, text}, at::TensorOptions().dtype(at::kLong));
+    mask.narrow(1, 5, 2).zero_();
+    in.encoderAttentionMask = mask;
+    in.audioEncoderAttentionMask = mask;
+    in.useCrossTimestep = true;
+    return k;
+}
+
+// One step's inputs: new latents and a new timestep (per token: conditioned tokens lower).
+void stepInputs(GraphCase& k, const ltx2::TransformerConfig& c, double sigma, bool perToken, at::Generator& g, c10::Device device)
+{
+    auto& in = k.in;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    in.hiddenStates = at::randn({2, k.tokens, c.inChannels}, g, f32).to(device);
+    in.audioHiddenStates = at::randn({2, in.audioNumFrames, c.audioInChannels}, g, f32).to(device);
+    const auto t = at::full({2}, sigma * 1000.0, f32).to(device);
+    in.timestep = perToken ? (t.unsqueeze(-1) * at::linspace(0.5, 1.0, k.tokens, f32).to(device).unsqueeze(0)).contiguous() : t;
+    in.audioTimestep = t;
+    in.sigma = t;
+}
+
+double maxAbs(const at::Tensor& a, const at::Tensor& b)
+{
+    return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+} // namespace
+
+VT_TEST(cudaGraphsReplayTheEagerForwardAndSayWhyNot)
+{
+    const auto device = testDevice();
+    auto weights = ltx2::Ltx2Weights::open({dir("23") / "diffusers"});
+    VT_CHECK_MSG(weights.ok(), (weights.ok() ? "" : weights.error().message));
+    ltx2::TransformerLoadOptions lo;
+    lo.device = device;
+    auto model = ltx2::Transformer::load(*weights, lo);
+    VT_CHECK_MSG(model.ok(), (model.ok() ? "" : model.error().message));
+    const auto& c = model->config();
+    auto g = at::make_generator<at::CPUGeneratorImpl>(7);
+    const bool cuda = device.is_cuda();
+
+    ltx2::GraphedForward graphed(*model);
+    double worst = 0.0;
+    bool identical = true;
+    // Steps with a new timestep each; two shapes (one per-token, as a conditioned pass calls it).
+    auto run = [&](GraphCase& k, bool perToken, const std::vector<double>& sigmas) {
+        for (const double sigma : sigmas) {
+            stepInputs(k, c, sigma, perToken, g, device);
+            auto eager = model->forward(k.in);
+            auto replayed = graphed.forward(k.in);
+            VT_CHECK_MSG(eager.ok() && replayed.ok(), (replayed.ok() ? (eager.ok() ? "" : eager.error().message) : replayed.error().message));
+            if (!eager.ok() || !replayed.ok())
+                return;
+            worst = std::max({worst, maxAbs(replayed->video, eager->video), maxAbs(replayed->audio, eager->audio)});
+            identical = identical && at::equal(replayed->video, eager->video) && at::equal(replayed->audio, eager->audio);
+        }
+    };
+    auto first = graphCase(c, 2, g);
+    run(first, false, {1.0, 0.9, 0.7, 0.4});
+    const auto afterFour = graphed.stats();
+    std::printf("   %s: 4 steps: %s\n", device.str().c_str(), graphed.summary().c_str());
+    if (cuda) {
+        VT_COMPARE(afterFour.captures, 1);
+        VT_COMPARE(afterFour.eager, 1);  // the warm-up
+        VT_COMPARE(afterFour.replays, 3);
+        VT_CHECK_MSG(afterFour.failure.empty(), afterFour.failure);
+    } else {
+        VT_COMPARE(afterFour.captures, 0);
+        VT_COMPARE(afterFour.eager, 4);
+        VT_CHECK_MSG(afterFour.blocked.find("not a CUDA device") != std::string::npos, afterFour.blocked);
+    }
+
+    // New adapters: the graph read the old ones' addresses, so the next forwards warm up and capture again.
+    const auto targets = model->loraTargets();
+    VT_CHECK(!targets.empty());
+    const auto& target = targets.front();
+    auto down = at::randn({4, target.in}, g) * 0.1, up = at::randn({target.out, 4}, g) * 0.1;
+    const auto generation = model->generation();
+    VT_CHECK(model->setLoraDeltas({nn::LoraDelta{target.name, down.to(device), up.to(device)}}).ok());
+    VT_CHECK(model->generation() != generation);
+    run(first, false, {0.3, 0.2, 0.1});
+    // A new shape (another frame, per-token timesteps): its own graph.
+    auto second = graphCase(c, 3, g);
+    run(second, true, {0.6, 0.5, 0.45});
+    const auto& s = graphed.stats();
+    std::printf("   %s: after a LoRA swap and a new shape: %s; graphed vs eager max abs %.3g (%s)\n", device.str().c_str(),
+        graphed.summary().c_str(), worst, identical ? "bit-identical" : "DIFFERENT");
+    VT_CHECK_MSG(identical, "graphed and eager outputs differ (max abs " << worst << ")");
+    if (cuda) {
+        VT_COMPARE(s.captures, 3);
+        VT_COMPARE(s.eager, 3);
+        VT_COMPARE(s.replays, 7);
+    } else {
+        VT_COMPARE(s.captures, 0);
+        VT_COMPARE(s.eager, 10);
+    }
+
+    // Paths that cannot be captured run eagerly and say why (the CPU says so first).
+    auto blockedBy = [&](ltx2::TransformerInputs in, const ltx2::Transformer* other = nullptr) {
+        ltx2::GraphedForward g2(other ? *other : *model);
+        for (int i = 0; i < 3; ++i)
+            VT_CHECK(g2.forward(in).ok());
+        VT_COMPARE(g2.stats().captures, 0);
+        VT_COMPARE(g2.stats().eager, 3);
+        return g2.summary();
+    };
+    ltx2::StepCache cache;
+    cache.threshold = 0.5;
+    auto withCache = first.in;
+    withCache.stepCache = &cache;
+    auto withCallback = first.in;
+    withCallback.onBlock = [](int, const at::Tensor&, const at::Tensor&) {};
+    const auto cacheReason = blockedBy(withCache);
+    const auto callbackReason = blockedBy(withCallback);
+    ltx2::GraphedForward off(*model, false);
+    VT_CHECK(off.forward(first.in).ok());
+    std::printf("   blocked: %s | %s | %s\n", cacheReason.c_str(), callbackReason.c_str(), off.summary().c_str());
+    VT_COMPARE(off.summary(), std::string("off: turned off"));
+    if (cuda) {
+        VT_CHECK_MSG(cacheReason.find("step cache") != std::string::npos, cacheReason);
+        VT_CHECK_MSG(callbackReason.find("per-block callback") != std::string::npos, callbackReason);
+        lo.offloadBlocks = true;
+        auto offloaded = ltx2::Transformer::load(*weights, lo);
+        VT_CHECK(offloaded.ok());
+        const auto offloadReason = blockedBy(first.in, &*offloaded);
+        std::printf("   blocked: %s\n", offloadReason.c_str());
+        VT_CHECK_MSG(offloadReason.find("offloaded") != std::string::npos, offloadReason);
+    } else {
+        VT_CHECK_MSG(cacheReason.find("not a CUDA device") != std::string::npos, cacheReason);
+    }
+}
+
+// The pipeline's option: the same final latents with graphs on and off; where they ran is reported.
+VT_TEST(cudaGraphsOptionKeepsThePipelineResults)
+{
+    auto run = tensorfile::readTensorSet(dir("23") / "run_distilled.safetensors");
+    VT_CHECK(run.ok());
+    auto results = std::vector<pipelines::Ltx2Output>{};
+    for (const bool graphs : {false, true}) {
+        auto o = optionsFor("23", "diffusers");
+        o.cudaGraphs = graphs;
+        auto pipeline = pipelines::Ltx2Pipeline::open(o);
+        VT_CHECK(pipeline.ok());
+        auto out = pipeline->generate(requestFrom(*run));
+        VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+        std::printf("   %s, graphs %s: %s\n", testDevice().str().c_str(), graphs ? "on" : "off", out->cudaGraphs.c_str());
+        results.push_back(std::move(*out));
+    }
+    VT_COMPARE(results[0].cudaGraphs, std::string("denoise: off: turned off"));
+    if (testDevice().is_cuda())
+        VT_CHECK_MSG(results[1].cudaGraphs.rfind("denoise: on: 1 captured", 0) == 0, results[1].cudaGraphs);
+    else
+        VT_CHECK_MSG(results[1].cudaGraphs.find("not a CUDA device") != std::string::npos, results[1].cudaGraphs);
+    const double video = maxAbs(results[1].finalVideoLatents.cpu(), results[0].finalVideoLatents.cpu());
+    const double audio = maxAbs(results[1].finalAudioLatents.cpu(), results[0].finalAudioLatents.cpu());
+    std::printf("   graphs on vs off: final latents max abs video %.3g audio %.3g\n", video, audio);
+    VT_CHECK(at::equal(results[1].finalVideoLatents, results[0].finalVideoLatents));
+    VT_CHECK(at::equal(results[1].finalAudioLatents, results[0].finalAudioLatents));
+    VT_CHECK(at::equal(results[1].frames, results[0].frames));
 }
