@@ -1,5 +1,6 @@
 #include "app/cli/ditcommands.h"
 
+#include "inference/models/ltx2/ltx2graphs.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/tensorfile/tensorset.h"
@@ -28,7 +29,9 @@ int usage(const std::string& message)
         "usage: vireo-cli dit-forward --model PATH [--model PATH ...] --inputs IN.safetensors --out OUT.safetensors\n"
         "         [--config CONFIG.json] [--dtype f32|bf16|f16] [--device cpu|cuda] [--isolate] [--cross-timestep]\n"
         "         [--stg I,J] [--blocks] [--repeat N] [--attention default|flash3|flash|cudnn|efficient]\n"
-        "         [--fp8-fast-accum] [--profile] [--json]\n"
+        "         [--fp8-fast-accum] [--profile] [--graphs] [--json]\n"
+        "  --graphs also times the forward replayed from a CUDA graph (after a warm-up and a capture) and prints\n"
+        "  its median against eager forwards timed right after, with the largest difference of their outputs\n"
         "       vireo-cli dit-forward --model PATH --load-only [--dtype ...] [--json]\n", message.c_str());
     return 2;
 }
@@ -50,6 +53,7 @@ int runDitForward(const std::vector<std::string>& args)
     c10::ScalarType dtype = c10::kFloat;
     c10::Device device(c10::kCPU);
     bool isolate = false, crossTimestep = false, blocks = false, loadOnly = false, asJson = false, profileKernels = false;
+    bool compareGraphs = false;
     int repeats = 1;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
@@ -95,6 +99,8 @@ int runDitForward(const std::vector<std::string>& args)
             vireo::nn::setAttentionKernel(*kernel);
         } else if (a == "--profile")
             profileKernels = true;
+        else if (a == "--graphs")
+            compareGraphs = true;
         else if (a == "--fp8-fast-accum")
             vireo::quant::setFp8FastAccumulation(true);
         else if (a == "--load-only")
@@ -206,6 +212,44 @@ int runDitForward(const std::vector<std::string>& args)
         }
     }
     const std::int64_t peakBytes = device.is_cuda() ? vireo::cudaPeakMemory(device) : 0;
+    // The same forward replayed from a CUDA graph, timed the same way; the first two calls are
+    // the warm-up and the capture. Where graphs cannot run, the summary says why.
+    std::vector<double> graphedTimes, eagerAgain;
+    std::string graphSummary;
+    double graphedDiff = -1.0;
+    if (compareGraphs) {
+        vireo::ltx2::GraphedForward graphed(*model);
+        vireo::Result<vireo::ltx2::TransformerOutputs> g = vireo::makeError(vireo::ErrorCode::Internal, "not run");
+        for (int r = 0; r < repeats + 2; ++r) {
+            vireo::deviceSynchronize(device);
+            const auto start = Clock::now();
+            g = graphed.forward(*inputs);
+            vireo::deviceSynchronize(device);
+            if (!g) {
+                std::fprintf(stderr, "vireo-cli: graphed: %s\n", g.error().message.c_str());
+                return 1;
+            }
+            if (r >= 2)
+                graphedTimes.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+        }
+        graphSummary = graphed.summary();
+        // Eager once more, right after: both medians from the same warm state.
+        for (int r = 0; r < repeats; ++r) {
+            vireo::deviceSynchronize(device);
+            const auto start = Clock::now();
+            auto e = model->forward(*inputs);
+            vireo::deviceSynchronize(device);
+            if (!e) {
+                std::fprintf(stderr, "vireo-cli: %s\n", e.error().message.c_str());
+                return 1;
+            }
+            eagerAgain.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+        }
+        std::sort(eagerAgain.begin(), eagerAgain.end());
+        graphedDiff = std::max((g->video.to(at::kDouble) - out->video.to(at::kDouble)).abs().max().item<double>(),
+            (g->audio.to(at::kDouble) - out->audio.to(at::kDouble)).abs().max().item<double>());
+        std::sort(graphedTimes.begin(), graphedTimes.end());
+    }
     // One more forward under the kernel profiler: where the device time goes.
     vireo::profile::Profile kernels;
     if (profileKernels && vireo::profile::startKernelProfile()) {
@@ -233,6 +277,12 @@ int runDitForward(const std::vector<std::string>& args)
             {"resident_bytes", model->residentBytes()}, {"peak_bytes", peakBytes},
             {"attention", std::string(vireo::nn::attentionKernelName(vireo::nn::attentionKernel()))},
             {"fp8_fast_accumulation", vireo::quant::fp8FastAccumulation()}};
+        if (compareGraphs) {
+            const double graphedMedian = graphedTimes[graphedTimes.size() / 2], eagerMedian = eagerAgain[eagerAgain.size() / 2];
+            j["cuda_graphs"] = {{"summary", graphSummary}, {"median_seconds", graphedMedian}, {"all_seconds", graphedTimes},
+                {"eager_median_seconds", eagerMedian}, {"eager_over_graphed", eagerMedian / graphedMedian},
+                {"max_abs_difference", graphedDiff}};
+        }
         for (const auto& [path, count] : model->matmulPaths())
             j["matmul_paths"][path] = count;
         for (std::size_t k = 0; k < kernels.kernels.size() && k < 60; ++k)
@@ -246,6 +296,11 @@ int runDitForward(const std::vector<std::string>& args)
         std::printf("LTX-%s forward: video %s, audio %s in %.3f s (best of %d, %d threads); wrote %s\n",
             model->config().version().c_str(), c10::str(out->video.sizes()).c_str(), c10::str(out->audio.sizes()).c_str(), best,
             repeats, at::get_num_threads(), outPath.c_str());
+    if (compareGraphs && !asJson) {
+        const double graphedMedian = graphedTimes[graphedTimes.size() / 2], eagerMedian = eagerAgain[eagerAgain.size() / 2];
+        std::printf("CUDA graphs %s: median %.3f ms graphed, %.3f ms eager (eager / graphed %.3f); outputs differ by at most %.3g\n",
+            graphSummary.c_str(), graphedMedian * 1e3, eagerMedian * 1e3, eagerMedian / graphedMedian, graphedDiff);
+    }
     return 0;
 }
 

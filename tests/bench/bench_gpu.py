@@ -232,7 +232,7 @@ def kernel_category(name: str) -> str:
     return "other elementwise"
 
 
-def vireo(path: Path, attention: str, fast_accum: bool = False, profile: bool = False) -> dict:
+def vireo(path: Path, attention: str, fast_accum: bool = False, profile: bool = False, graphs: bool = False) -> dict:
     out = work / "out.safetensors"
     cmd = [args.cli, "dit-forward", "--model", str(path), "--inputs", str(work / "inputs.safetensors"), "--out", str(out),
            "--device", dev.type, "--dtype", "bf16", "--repeat", str(args.repeat + 1), "--attention", attention, "--json"]
@@ -240,6 +240,8 @@ def vireo(path: Path, attention: str, fast_accum: bool = False, profile: bool = 
         cmd.append("--fp8-fast-accum")
     if profile:
         cmd.append("--profile")
+    if graphs:
+        cmd.append("--graphs")
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         return {"error": (p.stderr or p.stdout).strip()[-2000:]}
@@ -266,11 +268,16 @@ kernels = [k for k in args.attention.split(",") if k]
 for kind, path in files.items():
     for att in kernels if kind == "bf16" else kernels[:1]:
         key = f"{kind}/{att}"
-        results[key] = vireo(path, att, profile=(kind == "bf16" and att == kernels[0]))
+        first = kind == "bf16" and att == kernels[0]
+        results[key] = vireo(path, att, profile=first, graphs=first)
         r = results[key]
         if "error" in r:
             log(f"vireo {key}: FAILED {r['error'][:600]}")
             continue
+        if "cuda_graphs" in r:
+            g = r["cuda_graphs"]
+            log(f"vireo {key} CUDA graphs ({g['summary']}): median {g['median_seconds'] * 1e3:.2f} ms, eager / graphed "
+                f"{g['eager_over_graphed']:.3f}, outputs differ by at most {g['max_abs_difference']:.3g}")
         log(f"vireo {key}: median {r['median_seconds'] * 1e3:.2f} ms ({r['median_seconds'] / eager_s:.3f}x diffusers eager), "
             f"peak {r['peak_bytes'] / 2**30:.2f} GiB, resident {r['resident_bytes'] / 2**30:.2f} GiB, "
             f"rel err video {r['rel_video']:.2e} audio {r['rel_audio']:.2e}; paths {r.get('matmul_paths')}")
