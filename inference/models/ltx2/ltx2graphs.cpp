@@ -18,8 +18,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <type_traits>
 #include <set>
+#include <type_traits>
 #include <vector>
 
 namespace vireo::ltx2 {

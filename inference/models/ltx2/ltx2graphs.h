@@ -36,7 +36,7 @@ struct GraphStats {
 // (a replay cannot be interrupted).
 class GraphedForward {
 public:
-    GraphedForward(const Transformer& model, bool enabled = true);
+    explicit GraphedForward(const Transformer& model, bool enabled = true);
     ~GraphedForward();
     GraphedForward(GraphedForward&&) noexcept;
     GraphedForward& operator=(GraphedForward&&) noexcept;
