@@ -18,7 +18,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -114,6 +116,9 @@ std::string GraphedForward::blockedReason(const TransformerInputs& in) const
     const auto& m = *m_impl;
     if (!m.enabled)
         return "turned off";
+    // A switch for a GPU session that must tell a graph fault from a kernel fault without a rebuild.
+    if (const char* env = std::getenv("VIREO_CUDA_GRAPHS"); env && std::string(env) == "0")
+        return "turned off by VIREO_CUDA_GRAPHS=0";
     if (!m.model->device().is_cuda())
         return "the transformer runs on " + m.model->device().str() + ", not a CUDA device";
     if (m.model->offloadsBlocks())
