@@ -240,14 +240,26 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                 bool ran = false;
                 {
                     const c10::cuda::CUDAStreamGuard streamGuard(*side);
+                    bool capturing = false;
                     try {
                         // Thread-local: the application's other threads may use the device meanwhile.
                         graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+                        capturing = true;
                         r = model->forward(entry.statics);
                         ran = true;
+                        capturing = false;
                         graph->capture_end();
                     } catch (const c10::Error& e) {
                         failure = e.what_without_backtrace();
+                    }
+                    if (capturing) {
+                        // The forward threw mid-capture: end the capture (it reports the broken
+                        // capture, which is already the failure) so the side stream and the
+                        // allocator's pool routing are back to normal for the eager runs.
+                        try {
+                            graph->capture_end();
+                        } catch (const c10::Error&) {
+                        }
                     }
                 }
                 if (ran && !r)
