@@ -526,7 +526,8 @@ int runGenerate(const std::vector<std::string>& args)
         std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
             {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
             {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
-            {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"kind", last->recipe.kind},
+            {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs},
+            {"kind", last->recipe.kind},
             {"width", last->recipe.width}, {"height", last->recipe.height}, {"stages", last->recipe.stages},
             {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
@@ -536,6 +537,8 @@ int runGenerate(const std::vector<std::string>& args)
     if (last->recipe.stepsSkipped > 0)
         std::printf("speed %s: %d of %d denoise steps reused the transformer's previous work\n", last->recipe.speed.c_str(),
             last->recipe.stepsSkipped, last->recipe.steps);
+    if (!last->recipe.cudaGraphs.empty())
+        std::printf("CUDA graphs: %s\n", last->recipe.cudaGraphs.c_str());
     if (image)
         std::printf("[%7.2f s] wrote %s (%lldx%lld image)\n", total, out.c_str(), static_cast<long long>(last->recipe.width),
             static_cast<long long>(last->recipe.height));

@@ -165,6 +165,8 @@ std::string Recipe::toJson() const
     j["placement"] = placement;
     j["speed"] = speed;
     j["steps_skipped"] = stepsSkipped;
+    if (!cudaGraphs.empty())
+        j["cuda_graphs"] = cudaGraphs;
     j["loras"] = loras_;
     json conditions_ = json::array();
     for (const auto& c : conditions)
@@ -245,6 +247,7 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
     rd.get("placement", r.placement);
     rd.get("speed", r.speed);
     rd.get("steps_skipped", r.stepsSkipped);
+    rd.get("cuda_graphs", r.cudaGraphs);
     rd.get("created", r.created);
     rd.get("stages", r.stages);
     rd.get("stages_requested", r.stagesRequested);

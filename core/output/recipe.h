@@ -63,6 +63,7 @@ struct Recipe {
     std::string device, dtype, placement;
     std::string speed = "quality";   // quality | balanced | fast
     int stepsSkipped = 0;            // denoise steps the step cache served (balanced, fast)
+    std::string cudaGraphs;          // what became of the denoise passes' CUDA graphs; empty on the CPU
     std::vector<LoraUse> loras;
     std::vector<ConditionUse> conditions;  // empty: text only
     std::string stages;              // the path that ran: "single" | "two"; empty for images and older recipes

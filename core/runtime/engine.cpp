@@ -722,6 +722,7 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     recipe.fps = result->fps;
     recipe.speed = result->speed;
     recipe.stepsSkipped = result->stepsSkipped;
+    recipe.cudaGraphs = result->cudaGraphs;
     recipe.secondsPerPhase = result->secondsPerPhase;
     // Every LoRA asked for, applied or not, with the reason when not: never dropped in silence.
     for (const auto& l : result->loras)

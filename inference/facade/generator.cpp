@@ -958,6 +958,7 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
         v.loras = outcomesOf(out->loras);
         v.speed = std::string(speedModeName(*speed));
         v.stepsSkipped = out->stepsSkipped;
+        v.cudaGraphs = out->cudaGraphs;
         v.stages = *stages;
         return v;
     } catch (const std::exception& e) {

@@ -216,6 +216,7 @@ struct VideoResult {
     std::vector<LoraOutcome> loras;
     std::string speed;              // the speed mode's name
     int stepsSkipped = 0;           // denoise steps the step cache served
+    std::string cudaGraphs;         // what became of the denoise passes' CUDA graphs; empty on the CPU
     StagePlan stages;               // the path that ran
 };
 

@@ -755,8 +755,9 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         }
         out.stepsSkipped += stepCache.skips;
         in.stepCache = nullptr;
-        out.cudaGraphs += (out.cudaGraphs.empty() ? "" : "; ") + std::string(p.phase == Ltx2Phase::Refine ? "refine: " : "denoise: ")
-            + graphed.summary();
+        if (transformer->device().is_cuda())
+            out.cudaGraphs += (out.cudaGraphs.empty() ? "" : "; ") + std::string(p.phase == Ltx2Phase::Refine ? "refine: " : "denoise: ")
+                + graphed.summary();
         // Keyframe tokens are dropped once the loop is done.
         latents = latents.narrow(1, 0, p.baseTokens).contiguous();
     };

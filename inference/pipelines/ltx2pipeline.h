@@ -151,6 +151,7 @@ struct Ltx2Output {
     std::vector<double> stepChanges;
     // What became of the CUDA graphs, per denoise pass: "denoise: on: 1 captured, 6 of 8 forwards
     // replayed", "denoise: off: <reason>", "refine: failed: <reason>" (also a warning in the log).
+    // Empty on the CPU.
     std::string cudaGraphs;
     // Conditioned and two-stage runs, for checks: the first condition's normalized encoding
     // [1, C, f, h, w] (at the final size), stage 1's final packed latents and the upsampler's

@@ -163,6 +163,11 @@ private slots:
         QCOMPARE(back->stagesRequested, std::string("auto"));
         QCOMPARE(back->stagesReason, withImage.stagesReason);
         QCOMPARE(back->toJson(), withImage.toJson());
+        // What became of the CUDA graphs: absent from a CPU run's recipe, kept from a GPU run's.
+        QVERIFY(!nlohmann::json::parse(withImage.toJson()).contains("cuda_graphs"));
+        withImage.cudaGraphs = "denoise: on: 1 captured, 6 of 8 forwards replayed; refine: on: 1 captured, 1 of 3 forwards replayed";
+        auto graphs = output::Recipe::fromJson(withImage.toJson());
+        QVERIFY(graphs.ok() && graphs->cudaGraphs == withImage.cudaGraphs && graphs->toJson() == withImage.toJson());
         // The new keys are known keys, not kept twice as unknown ones.
         QVERIFY(!nlohmann::json::parse(back->extraJson).contains("conditions"));
         for (const char* badCondition : {R"({"conditions":{"frame":1}})", R"({"conditions":[7]})", R"({"conditions":[{"frame":"nine"}]})",

@@ -107,6 +107,8 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
                                                     : esc(r.speed));
     row(QStringLiteral("Ran on"), esc(r.device + (r.dtype.empty() ? std::string() : ", " + r.dtype)
                                       + (r.placement.empty() ? std::string() : ", " + r.placement)));
+    if (!r.cudaGraphs.empty())
+        row(QStringLiteral("CUDA graphs"), esc(r.cudaGraphs));
     if (!r.secondsPerPhase.empty()) {
         QStringList t;
         double total = 0;
