@@ -681,7 +681,8 @@ VT_TEST(cudaGraphsReplayTheEagerForwardAndSayWhyNot)
     }
 }
 
-// The pipeline's option: the same final latents with graphs on and off; where they ran is reported.
+// The pipeline's option: the same final latents with graphs on and off; where they ran is reported
+// (on a CUDA device).
 VT_TEST(cudaGraphsOptionKeepsThePipelineResults)
 {
     auto run = tensorfile::readTensorSet(dir("23") / "run_distilled.safetensors");
@@ -697,11 +698,13 @@ VT_TEST(cudaGraphsOptionKeepsThePipelineResults)
         std::printf("   %s, graphs %s: %s\n", testDevice().str().c_str(), graphs ? "on" : "off", out->cudaGraphs.c_str());
         results.push_back(std::move(*out));
     }
-    VT_COMPARE(results[0].cudaGraphs, std::string("denoise: off: turned off"));
-    if (testDevice().is_cuda())
+    // On the CPU there is nothing to report (GraphedForward's own reason is tested above).
+    if (testDevice().is_cuda()) {
+        VT_COMPARE(results[0].cudaGraphs, std::string("denoise: off: turned off"));
         VT_CHECK_MSG(results[1].cudaGraphs.rfind("denoise: on: 1 captured", 0) == 0, results[1].cudaGraphs);
-    else
-        VT_CHECK_MSG(results[1].cudaGraphs.find("not a CUDA device") != std::string::npos, results[1].cudaGraphs);
+    } else {
+        VT_CHECK_MSG(results[0].cudaGraphs.empty() && results[1].cudaGraphs.empty(), results[0].cudaGraphs + " | " + results[1].cudaGraphs);
+    }
     const double video = maxAbs(results[1].finalVideoLatents.cpu(), results[0].finalVideoLatents.cpu());
     const double audio = maxAbs(results[1].finalAudioLatents.cpu(), results[0].finalAudioLatents.cpu());
     std::printf("   graphs on vs off: final latents max abs video %.3g audio %.3g\n", video, audio);
