@@ -61,9 +61,11 @@ rm -rf "$src"
 tar -xJf "$orig" -C "$WORK"
 cc=gcc
 command -v ccache >/dev/null && cc="ccache gcc"
+# configure's scratch files stay in the work folder even when a run is interrupted.
+mkdir -p "$WORK/tmp"
 (
   cd "$src"
-  ./configure --prefix="$PREFIX" --cc="$cc" "${CONFIG[@]}" > "$WORK/configure.log" 2>&1 \
+  TMPDIR="$WORK/tmp" ./configure --prefix="$PREFIX" --cc="$cc" "${CONFIG[@]}" > "$WORK/configure.log" 2>&1 \
     || { tail -n 30 "$WORK/configure.log" >&2; exit 1; }
   make -s -j"$JOBS" > "$WORK/make.log" 2>&1 || { tail -n 40 "$WORK/make.log" >&2; exit 1; }
   rm -rf "$PREFIX"

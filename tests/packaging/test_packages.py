@@ -250,7 +250,8 @@ def check_debs(pkgs, work):
         # models (Hugging Face cache), the gallery or the settings in the user's home.
         check(f"deb: {deb.name} installs only under /usr, with no maintainer scripts",
               not outside and not scripts, f"outside: {outside[:5]} scripts: {scripts}")
-    p = run(["lintian", "--tag-display-limit", "0", app], timeout=300)
+    # lintian leaves its ELF cache files (mldbm-elf-*) in TMPDIR: this run's folder, removed at the end.
+    p = run(["lintian", "--tag-display-limit", "0", app], env=dict(os.environ, TMPDIR=str(work)), timeout=300)
     errors = [l for l in p.stdout.splitlines() if l.startswith("E:")]
     check(f"lintian {app.name}: no errors", not errors, "\n         ".join(errors))
     print("\n".join("         " + l for l in p.stdout.splitlines() if l.startswith(("W:", "E:"))))
