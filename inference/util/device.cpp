@@ -58,6 +58,18 @@ std::int64_t cudaAllocatedMemory(c10::Device device)
     return c10::cuda::CUDACachingAllocator::getDeviceStats(indexOf(device)).allocated_bytes[0].current;
 }
 
+std::int64_t cudaGraphPoolMemory(c10::Device device)
+{
+    if (!device.is_cuda() || !cudaAvailable())
+        return 0;
+    const auto index = indexOf(device);
+    std::int64_t bytes = 0;
+    for (const auto& segment : c10::cuda::CUDACachingAllocator::snapshot({0, 0}, false).segments)
+        if (segment.device == index && (segment.owner_private_pool_id.first != 0 || segment.owner_private_pool_id.second != 0))
+            bytes += static_cast<std::int64_t>(segment.total_size);
+    return bytes;
+}
+
 std::int64_t cudaPeakMemory(c10::Device device)
 {
     if (!device.is_cuda() || !cudaAvailable())

@@ -19,6 +19,8 @@ void deviceSynchronize(c10::Device device);
 // Bytes the CUDA caching allocator holds for tensors now, and the most since the last reset.
 std::int64_t cudaAllocatedMemory(c10::Device device);
 std::int64_t cudaPeakMemory(c10::Device device);
+// Bytes the caching allocator holds in private pools (CUDA graphs' working memory), in use or not.
+std::int64_t cudaGraphPoolMemory(c10::Device device);
 void cudaResetPeakMemory(c10::Device device);
 // Free and total bytes of the device as the driver sees them (0, 0 without CUDA).
 std::pair<std::int64_t, std::int64_t> cudaMemoryInfo(c10::Device device);

@@ -12,6 +12,7 @@
 #include "inference/models/nn/layers.h"
 #include "inference/pipelines/ltx2pipeline.h"
 #include "inference/tensorfile/tensorset.h"
+#include "inference/util/device.h"
 
 #include <ATen/ATen.h>
 
@@ -535,14 +536,14 @@ struct GraphCase {
     std::int64_t tokens = 0;
 };
 
-GraphCase graphCase(const ltx2::TransformerConfig& c, std::int64_t frames, at::Generator& g)
+GraphCase graphCase(const ltx2::TransformerConfig& c, std::int64_t frames, at::Generator& g, std::int64_t height = 2, std::int64_t width = 3)
 {
     GraphCase k;
     auto& in = k.in;
     const std::int64_t batch = 2, text = 7;
     in.numFrames = frames;
-    in.height = 2;
-    in.width = 3;
+    in.height = height;
+    in.width = width;
     in.audioNumFrames = 5;
     in.fps = 24.0;
     k.tokens = frames * in.height * in.width;
@@ -678,6 +679,62 @@ VT_TEST(cudaGraphsReplayTheEagerForwardAndSayWhyNot)
         VT_CHECK_MSG(offloadReason.find("offloaded") != std::string::npos, offloadReason);
     } else {
         VT_CHECK_MSG(cacheReason.find("not a CUDA device") != std::string::npos, cacheReason);
+    }
+}
+
+// A second key (a guidance branch, another frame rate) captures into the first graph's memory
+// pool instead of a pool of its own, and replays of the two interleaved still equal the eager
+// forward: each replay's outputs are copied out before the other graph can overwrite them.
+VT_TEST(cudaGraphsOfOneLoopShareOneMemoryPool)
+{
+    const auto device = testDevice();
+    auto weights = ltx2::Ltx2Weights::open({dir("23") / "diffusers"});
+    VT_CHECK_MSG(weights.ok(), (weights.ok() ? "" : weights.error().message));
+    ltx2::TransformerLoadOptions lo;
+    lo.device = device;
+    auto model = ltx2::Transformer::load(*weights, lo);
+    VT_CHECK_MSG(model.ok(), (model.ok() ? "" : model.error().message));
+    const auto& c = model->config();
+    auto g = at::make_generator<at::CPUGeneratorImpl>(11);
+    // 2 x 1536 tokens: a working set of tens of MiB, well above the allocator's segment sizes.
+    auto a = graphCase(c, 6, g, 16, 16);
+    stepInputs(a, c, 0.8, false, g, device);
+    auto b = a;
+    b.in.fps = 25.0;  // same shapes, another key
+    ltx2::GraphedForward graphed(*model);
+    std::int64_t poolAfterFirst = 0;
+    for (int i = 0; i < 2; ++i)  // warm-up, capture
+        VT_CHECK(graphed.forward(a.in).ok());
+    poolAfterFirst = cudaGraphPoolMemory(device);
+    for (int i = 0; i < 2; ++i)
+        VT_CHECK(graphed.forward(b.in).ok());
+    const auto poolAfterSecond = cudaGraphPoolMemory(device);
+    bool identical = true;
+    for (const double sigma : {0.7, 0.5, 0.3})
+        for (auto* k : {&a, &b, &b, &a}) {
+            stepInputs(*k, c, sigma, false, g, device);
+            auto eager = model->forward(k->in);
+            auto replayed = graphed.forward(k->in);
+            VT_CHECK(eager.ok() && replayed.ok());
+            if (!eager.ok() || !replayed.ok())
+                return;
+            identical = identical && at::equal(replayed->video, eager->video) && at::equal(replayed->audio, eager->audio);
+        }
+    std::printf("   %s: %s; graph pool after one capture %.1f MiB, after two %.1f MiB; interleaved replays %s\n",
+        device.str().c_str(), graphed.summary().c_str(), poolAfterFirst / 1048576.0, poolAfterSecond / 1048576.0,
+        identical ? "bit-identical to eager" : "DIFFERENT from eager");
+    VT_CHECK(identical);
+    if (device.is_cuda()) {
+        VT_COMPARE(graphed.stats().captures, 2);
+        VT_COMPARE(graphed.stats().replays, 14);
+        VT_CHECK(poolAfterFirst > 0);
+        // Pools of their own would double it.
+        VT_CHECK_MSG(poolAfterSecond < poolAfterFirst + poolAfterFirst / 4,
+            "the second graph took " << (poolAfterSecond - poolAfterFirst) << " bytes beside the first's " << poolAfterFirst);
+        VT_CHECK_MSG(graphed.summary().find("MiB of graph memory") != std::string::npos, graphed.summary());
+    } else {
+        VT_COMPARE(graphed.stats().captures, 0);
+        VT_COMPARE(poolAfterFirst, std::int64_t{0});
     }
 }
 

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -79,6 +80,11 @@ struct GraphedForward::Impl {
         bool warmed = false;          // a forward of this key ran on the side stream
     };
     std::vector<Entry> entries;      // newest last
+    // One memory pool for every graph of this loop. The graphs never run concurrently and their
+    // outputs are copied out right after each replay, so a later capture may reuse what an
+    // earlier graph only needs while it runs: guidance branches with their own keys then cost one
+    // working set, not one each. Reset whenever no graph is left, so a fresh pool starts clean.
+    std::optional<at::cuda::MempoolId_t> pool;
     std::uint64_t generation = 0;
     std::optional<c10::cuda::CUDAStream> side;
 
@@ -88,12 +94,17 @@ struct GraphedForward::Impl {
             log::info("LTX-2 transformer: CUDA graphs off: " + reason);
     }
     Entry& entryFor(const std::string& key, const TransformerInputs& in, bool allPerturbed);
+    void clear()
+    {
+        entries.clear();
+        pool.reset();
+    }
     Result<TransformerOutputs> graphed(const TransformerInputs& in);
     void fail(const std::string& reason)
     {
         stats.failure = reason;
         log::warn("LTX-2 transformer: CUDA graph capture failed, the denoise loop runs eagerly from here: " + reason);
-        entries.clear();
+        clear();
         (void)cudaGetLastError();
     }
 };
@@ -109,7 +120,7 @@ GraphedForward& GraphedForward::operator=(GraphedForward&&) noexcept = default;
 
 const GraphStats& GraphedForward::stats() const { return m_impl->stats; }
 
-void GraphedForward::reset() { m_impl->entries.clear(); }
+void GraphedForward::reset() { m_impl->clear(); }
 
 std::string GraphedForward::blockedReason(const TransformerInputs& in) const
 {
@@ -141,6 +152,8 @@ std::string GraphedForward::summary() const
         return s.blocked.empty() ? std::string("unused") : "off: " + s.blocked;
     std::string text = "on: " + std::to_string(s.captures) + " captured, " + std::to_string(s.replays) + " of "
         + std::to_string(s.replays + s.eager) + " forwards replayed";
+    if (s.poolBytes > 0)
+        text += ", " + std::to_string((s.poolBytes + (1 << 19)) >> 20) + " MiB of graph memory";
     if (!s.blocked.empty())
         text += " (some eager: " + s.blocked + ")";
     return text;
@@ -193,7 +206,7 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
     const c10::cuda::CUDAGuard deviceGuard(device.has_index() ? device.index() : c10::cuda::current_device());
     if (model->generation() != generation) {
         // New weights or adapters: the old graphs read memory that may be gone.
-        entries.clear();
+        clear();
         generation = model->generation();
     }
     // The one host read of a mask value, here rather than inside a capture.
@@ -237,13 +250,17 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                 // cannot reuse them, and both at once could need twice the working memory.
                 releaseCachedDeviceMemory();
                 auto graph = std::make_unique<at::cuda::CUDAGraph>();
+                if (entries.size() == 1)
+                    pool.reset();  // the only graph-to-be: nothing to share with
+                if (!pool)
+                    pool = at::cuda::graph_pool_handle();
                 bool ran = false;
                 {
                     const c10::cuda::CUDAStreamGuard streamGuard(*side);
                     bool capturing = false;
                     try {
                         // Thread-local: the application's other threads may use the device meanwhile.
-                        graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+                        graph->capture_begin(*pool, cudaStreamCaptureModeThreadLocal);
                         capturing = true;
                         r = model->forward(entry.statics);
                         ran = true;
@@ -268,6 +285,7 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                     entry.outputs = *r;
                     entry.graph = std::move(graph);
                     ++stats.captures;
+                    stats.poolBytes = cudaGraphPoolMemory(device);
                 }
             }
             at::cuda::CUDAEvent done;
