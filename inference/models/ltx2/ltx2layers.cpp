@@ -82,6 +82,42 @@ at::Tensor normAndRope(const at::Tensor& x, const at::Tensor& weight, const Rope
 
 } // namespace
 
+namespace {
+
+// One Linear computing the rows of several that read the same input: dense weights of one
+// dtype, or scaled FP8 with per-tensor or per-row scales (as one GEMM with row-wise scales).
+// Empty when any part lacks a bias or the weights do not fuse; the parts are left as they are.
+std::optional<nn::Linear> fuseProjections(const std::string& name, const std::vector<nn::Linear*>& parts)
+{
+    std::vector<const quant::QuantizedWeight*> weights;
+    std::vector<at::Tensor> biases;
+    for (const auto* l : parts) {
+        if (!l->defined() || !l->bias)
+            return std::nullopt;
+        weights.push_back(&l->weight);
+        biases.push_back(*l->bias);
+    }
+    auto weight = quant::QuantizedWeight::fuseRows(weights);
+    if (!weight)
+        return std::nullopt;
+    nn::Linear fused;
+    fused.name = name;
+    fused.weight = std::move(*weight);
+    fused.bias = at::cat(biases, 0);
+    // The projections it computes, so a LoRA aimed at one lands on its rows.
+    std::int64_t offset = 0;
+    for (const auto* l : parts) {
+        fused.parts.push_back({l->name, offset, l->outFeatures()});
+        offset += l->outFeatures();
+    }
+    return fused;
+}
+
+// The separate copy is no longer needed; its shape stays known through the fused one.
+void dropWeights(nn::Linear& l) { l = nn::Linear{l.name, quant::QuantizedWeight(), std::nullopt, {}, nullptr}; }
+
+} // namespace
+
 Attention Attention::load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated,
                           bool selfAttention)
 {
@@ -96,76 +132,49 @@ Attention Attention::load(WeightTaker& w, const std::string& prefix, std::int64_
     a.normK = w.tensor(prefix + ".norm_k.weight");
     if (gated)
         a.toGateLogits = w.linear(prefix + ".to_gate_logits", true);
-    std::vector<const nn::Linear*> parts;
     if (selfAttention) {
-        parts = {&a.toQ, &a.toK, &a.toV};
+        std::vector<nn::Linear*> parts{&a.toQ, &a.toK, &a.toV};
         if (gated)
             parts.push_back(&a.toGateLogits);
-    } else {
-        parts = {&a.toK, &a.toV};
-    }
-    bool fusable = true;
-    std::vector<const quant::QuantizedWeight*> weights;
-    for (const auto* l : parts) {
-        fusable = fusable && l->defined() && l->bias;
-        weights.push_back(&l->weight);
-    }
-    // Dense weights of one dtype, or scaled FP8 with per-tensor or per-row scales (as one
-    // GEMM with row-wise scales); anything else keeps one GEMM per projection.
-    auto fusedWeight = fusable ? quant::QuantizedWeight::fuseRows(weights)
-                               : Result<quant::QuantizedWeight>(makeError(ErrorCode::Unsupported, "not fusable"));
-    if (fusedWeight) {
-        std::vector<at::Tensor> biases;
-        for (const auto* l : parts)
-            biases.push_back(*l->bias);
-        a.fused.name = prefix + (selfAttention ? ".to_qkv" : ".to_kv");
-        a.fused.weight = std::move(*fusedWeight);
-        a.fused.bias = at::cat(biases, 0);
-        a.fusedSelf = selfAttention;
-        // The projections it computes, so a LoRA aimed at one lands on its rows.
-        std::int64_t offset = 0;
-        for (const auto* l : parts) {
-            a.fused.parts.push_back({l->name, offset, l->outFeatures()});
-            offset += l->outFeatures();
+        if (auto fused = fuseProjections(prefix + ".to_qkv", parts)) {
+            a.fused = std::move(*fused);
+            a.fusedSelf = true;
+            for (auto* l : parts)
+                dropWeights(*l);
         }
-        // The separate copies are no longer needed; their shapes stay known through the fused one.
-        for (auto* l : {&a.toK, &a.toV})
-            *l = nn::Linear{l->name, quant::QuantizedWeight(), std::nullopt, {}, nullptr};
-        if (selfAttention) {
-            a.toQ = nn::Linear{a.toQ.name, quant::QuantizedWeight(), std::nullopt, {}, nullptr};
-            if (gated)
-                a.toGateLogits = nn::Linear{a.toGateLogits.name, quant::QuantizedWeight(), std::nullopt, {}, nullptr};
+        return a;
+    }
+    if (auto fused = fuseProjections(prefix + ".to_kv", {&a.toK, &a.toV})) {
+        a.fused = std::move(*fused);
+        dropWeights(a.toK);
+        dropWeights(a.toV);
+    }
+    if (gated) {
+        if (auto fused = fuseProjections(prefix + ".to_q_gate", {&a.toQ, &a.toGateLogits})) {
+            a.fusedQuery = std::move(*fused);
+            dropWeights(a.toQ);
+            dropWeights(a.toGateLogits);
         }
     }
     return a;
+}
+
+std::array<nn::Linear*, 7> Attention::linears() { return {&toQ, &toK, &toV, &toOut, &toGateLogits, &fused, &fusedQuery}; }
+std::array<const nn::Linear*, 7> Attention::linears() const
+{
+    return {&toQ, &toK, &toV, &toOut, &toGateLogits, &fused, &fusedQuery};
 }
 
 at::Tensor Attention::operator()(const at::Tensor& x, const at::Tensor* context, const std::optional<at::Tensor>& mask,
                                  const Rope* queryRope, const Rope* keyRope, const at::Tensor* perturbation,
                                  bool allPerturbed) const
 {
-    const at::Tensor& ctx = context ? *context : x;
     Projections p;
     if (fused.defined() && fusedSelf && !context) {
         p = splitSelf(fused(x));
-    } else if (fused.defined() && !fusedSelf) {
-        const auto y = fused(ctx);
-        const auto kvInner = normK.size(0);
-        p.key = y.narrow(-1, 0, kvInner);
-        p.value = y.narrow(-1, kvInner, kvInner);
-        if (!allPerturbed)
-            p.query = toQ(x);
-        if (gated)
-            p.gateLogits = toGateLogits(x);
     } else {
-        TORCH_CHECK(!fused.defined(), "fused self-attention projections used as cross-attention");
-        if (gated)
-            p.gateLogits = toGateLogits(x);
-        p.value = toV(ctx);
-        if (!allPerturbed) {
-            p.query = toQ(x);
-            p.key = toK(ctx);
-        }
+        TORCH_CHECK(!fusedSelf, "fused self-attention projections used as cross-attention");
+        p = crossProjections({x, std::nullopt}, {context ? *context : x, std::nullopt}, !allPerturbed);
     }
     return attend(p, mask, queryRope, keyRope, perturbation, allPerturbed);
 }
@@ -182,6 +191,64 @@ at::Tensor Attention::onQuantized(const at::Tensor& xq, c10::ScalarType dtype, c
 {
     TORCH_CHECK(fused.defined() && fusedSelf, "a quantized input reaches only fused self-attention projections");
     return attend(splitSelf(fused.onQuantized(xq, dtype)), std::nullopt, rope, nullptr, perturbation, allPerturbed);
+}
+
+std::optional<at::Tensor> Attention::queryInputScale(const at::Tensor& x) const
+{
+    if (fusedSelf)
+        return std::nullopt;
+    if (fusedQuery.defined())
+        return fusedQuery.fp8InputScale(x);
+    // Without the fusion a gated query feeds two GEMMs, which one quantized input cannot serve.
+    return gated ? std::nullopt : toQ.fp8InputScale(x);
+}
+
+std::optional<at::Tensor> Attention::contextInputScale(const at::Tensor& context) const
+{
+    if (fusedSelf || !fused.defined())
+        return std::nullopt;
+    return fused.fp8InputScale(context);
+}
+
+at::Tensor Attention::cross(const Operand& x, const Operand& context, const std::optional<at::Tensor>& mask, const Rope* queryRope,
+                            const Rope* keyRope) const
+{
+    TORCH_CHECK(!fusedSelf, "fused self-attention projections used as cross-attention");
+    return attend(crossProjections(x, context, true), mask, queryRope, keyRope, nullptr, false);
+}
+
+Attention::Projections Attention::crossProjections(const Operand& x, const Operand& context, bool withQuery) const
+{
+    auto apply = [](const nn::Linear& l, const Operand& in) {
+        return in.quantizedFrom ? l.onQuantized(in.tensor, *in.quantizedFrom) : l(in.tensor);
+    };
+    Projections p;
+    if (fused.defined()) {
+        const auto y = apply(fused, context);
+        const auto kvInner = normK.size(0);
+        p.key = y.narrow(-1, 0, kvInner);
+        p.value = y.narrow(-1, kvInner, kvInner);
+    } else {
+        TORCH_CHECK(!context.quantizedFrom, "a quantized context reaches only fused key/value projections");
+        p.value = toV(context.tensor);
+        if (withQuery)
+            p.key = toK(context.tensor);
+    }
+    if (fusedQuery.defined()) {
+        // Rows: q, then one gate logit per head. allPerturbed needs only the gate.
+        const auto y = apply(fusedQuery, x);
+        const auto inner = normQ.size(0);
+        if (withQuery)
+            p.query = y.narrow(-1, 0, inner);
+        p.gateLogits = y.narrow(-1, inner, heads);
+    } else {
+        TORCH_CHECK(!x.quantizedFrom || !gated, "a quantized query reaches only one GEMM");
+        if (withQuery)
+            p.query = apply(toQ, x);
+        if (gated)
+            p.gateLogits = toGateLogits(x.tensor);
+    }
+    return p;
 }
 
 Attention::Projections Attention::splitSelf(const at::Tensor& y) const
@@ -224,8 +291,9 @@ at::Tensor Attention::attend(const Projections& p, const std::optional<at::Tenso
 
 std::int64_t Attention::residentBytes() const
 {
-    auto bytes = toQ.residentBytes() + toK.residentBytes() + toV.residentBytes() + toOut.residentBytes()
-        + toGateLogits.residentBytes() + fused.residentBytes();
+    std::int64_t bytes = 0;
+    for (const auto* l : linears())
+        bytes += l->residentBytes();
     for (const auto* t : {&normQ, &normK})
         if (t->defined())
             bytes += t->numel() * t->element_size();

@@ -8,6 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <optional>
 #include <string>
 
@@ -35,9 +36,16 @@ struct Attention {
     // self-attention, k and v for cross-attention. Fewer, larger matmuls are measurably faster.
     nn::Linear fused;
     bool fusedSelf = false;
+    // Cross-attention: q and the gate logits read the same queries, so they are one GEMM too
+    // (the gate alone is a 32-column GEMM that still reads every query).
+    nn::Linear fusedQuery;
 
     static Attention load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated,
                           bool selfAttention);
+
+    // Every projection (absent ones undefined), for code that maps or visits them all.
+    std::array<nn::Linear*, 7> linears();
+    std::array<const nn::Linear*, 7> linears() const;
 
     // x: queries [B, Tq, C]; context: keys/values (self-attention when null). mask is additive
     // and broadcastable to [B, H, Tq, Tk]. perturbation: [B, 1, 1], 0 = replace the attention
@@ -51,6 +59,20 @@ struct Attention {
     // Self-attention (no mask) of x given as xq = quantizeFp8(x, *fp8InputScale(x)); dtype is x's.
     at::Tensor onQuantized(const at::Tensor& xq, c10::ScalarType dtype, const Rope* rope, const at::Tensor* perturbation = nullptr,
                            bool allPerturbed = false) const;
+
+    // A cross-attention operand: a tensor, or (quantizedFrom set) its FP8 quantization by a
+    // fused norm with the scale queryInputScale / contextInputScale gave, and its dtype.
+    struct Operand {
+        at::Tensor tensor;
+        std::optional<c10::ScalarType> quantizedFrom;
+    };
+    // The FP8 input scales of the single GEMM that reads a cross-attention's queries (q and the
+    // gate logits), and of the one that reads its context (k and v); empty where there is none.
+    std::optional<at::Tensor> queryInputScale(const at::Tensor& x) const;
+    std::optional<at::Tensor> contextInputScale(const at::Tensor& context) const;
+    // operator() for a cross-attention whose operands may come quantized.
+    at::Tensor cross(const Operand& x, const Operand& context, const std::optional<at::Tensor>& mask, const Rope* queryRope,
+                     const Rope* keyRope) const;
     std::int64_t residentBytes() const;
 
 private:
@@ -58,6 +80,7 @@ private:
         at::Tensor query, key, value, gateLogits;
     };
     Projections splitSelf(const at::Tensor& y) const;
+    Projections crossProjections(const Operand& x, const Operand& context, bool withQuery) const;
     at::Tensor attend(const Projections& p, const std::optional<at::Tensor>& mask, const Rope* queryRope, const Rope* keyRope,
                       const at::Tensor* perturbation, bool allPerturbed) const;
 };

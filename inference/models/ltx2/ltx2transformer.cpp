@@ -40,7 +40,7 @@ Block mapBlock(const Block& b, LinearFn&& linear, TensorFn&& tensor)
 {
     Block out = b;
     for (auto* a : {&out.attn1, &out.audioAttn1, &out.attn2, &out.audioAttn2, &out.audioToVideo, &out.videoToAudio}) {
-        for (auto* l : {&a->toQ, &a->toK, &a->toV, &a->toOut, &a->toGateLogits, &a->fused})
+        for (auto* l : a->linears())
             *l = linear(*l);
         a->normQ = tensor(a->normQ);
         a->normK = tensor(a->normK);
@@ -604,18 +604,25 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
             ctx = nn::modulate(context, kv[1], kv[0]);
             actx = nn::modulate(audioContext, akv[1], akv[0]);
         }
-        auto h = c.crossAttnMod ? video.normModulate(vMod[7], vMod[6], eps) : nn::rmsNorm(video.value(), eps);
-        auto attn = b.attn2(h, &ctx, textMask, nullptr, nullptr);
-        if (c.crossAttnMod)
-            video.addGated(attn, vMod[8]);
-        else
-            video.add(attn);
-        h = c.audioCrossAttnMod ? audio.normModulate(aMod[7], aMod[6], eps) : nn::rmsNorm(audio.value(), eps);
-        attn = b.audioAttn2(h, &actx, audioTextMask, nullptr, nullptr);
-        if (c.audioCrossAttnMod)
-            audio.addGated(attn, aMod[8]);
-        else
-            audio.add(attn);
+        // Cross-attention operands: where the GEMM that reads a norm's output runs FP8 with a
+        // calibrated input scale, the norm writes it quantized.
+        auto normFor = [&](ResidualStream& s, const std::optional<at::Tensor>& qscale, const at::Tensor& scale, const at::Tensor& shift) {
+            const auto dtype = s.peek().scalar_type();
+            if (qscale)
+                return Attention::Operand{s.normModulateFp8(scale, shift, eps, *qscale), dtype};
+            return Attention::Operand{s.normModulate(scale, shift, eps), std::nullopt};
+        };
+        auto textCrossAttention = [&](ResidualStream& s, const Attention& attn, bool modulated, const std::vector<at::Tensor>& mod,
+                                      const at::Tensor& context, const std::optional<at::Tensor>& mask) {
+            if (!modulated) {
+                s.add(attn(nn::rmsNorm(s.value(), eps), &context, mask, nullptr, nullptr));
+                return;
+            }
+            const auto h = normFor(s, attn.queryInputScale(s.peek()), mod[7], mod[6]);
+            s.addGated(attn.cross(h, {context, std::nullopt}, mask, nullptr, nullptr), mod[8]);
+        };
+        textCrossAttention(video, b.attn2, c.crossAttnMod, vMod, ctx, textMask);
+        textCrossAttention(audio, b.audioAttn2, c.audioCrossAttnMod, aMod, actx, audioTextMask);
 
         // 5.3 audio <-> video cross-attention, both from the states before either update
         if (!in.isolateModalities) {
@@ -624,12 +631,14 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
             const auto aCa = modParams(b.audioA2vTable.narrow(0, 0, 4), caAudioScaleShiftT);
             const auto aGate = modParams(b.audioA2vTable.narrow(0, 4, 1), caAudioGateT)[0];
             // rows: 0 scale(a2v), 1 shift(a2v), 2 scale(v2a), 3 shift(v2a)
-            auto q = video.normModulate(vCa[0], vCa[1], eps);
-            auto kv = audio.normModulate(aCa[0], aCa[1], eps);
-            const auto a2v = b.audioToVideo(q, &kv, std::nullopt, &crossVideoRope, &crossAudioRope);
-            q = audio.normModulate(aCa[2], aCa[3], eps);
-            kv = video.normModulate(vCa[2], vCa[3], eps);
-            const auto v2a = b.videoToAudio(q, &kv, std::nullopt, &crossAudioRope, &crossVideoRope);
+            const auto& toVideo = b.audioToVideo;
+            const auto& toAudio = b.videoToAudio;
+            auto q = normFor(video, toVideo.queryInputScale(video.peek()), vCa[0], vCa[1]);
+            auto kv = normFor(audio, toVideo.contextInputScale(audio.peek()), aCa[0], aCa[1]);
+            const auto a2v = toVideo.cross(q, kv, std::nullopt, &crossVideoRope, &crossAudioRope);
+            q = normFor(audio, toAudio.queryInputScale(audio.peek()), aCa[2], aCa[3]);
+            kv = normFor(video, toAudio.contextInputScale(video.peek()), vCa[2], vCa[3]);
+            const auto v2a = toAudio.cross(q, kv, std::nullopt, &crossAudioRope, &crossVideoRope);
             video.addGated(a2v, vGate);
             audio.addGated(v2a, aGate);
         }
@@ -847,7 +856,7 @@ void Transformer::visitLinearsMutable(const std::function<void(nn::Linear&)>& f)
             f(*l);
     for (auto& b : m.blocks) {
         for (auto* at : {&b.attn1, &b.audioAttn1, &b.attn2, &b.audioAttn2, &b.audioToVideo, &b.videoToAudio})
-            for (auto* l : {&at->toQ, &at->toK, &at->toV, &at->toOut, &at->toGateLogits, &at->fused})
+            for (auto* l : at->linears())
                 f(*l);
         for (auto* ff : {&b.ff, &b.audioFf}) {
             f(ff->proj);
