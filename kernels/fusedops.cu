@@ -533,8 +533,9 @@ std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8Cuda(const at:
 
 // ---- gate_heads ---------------------------------------------------------------------------
 
-// One element per thread step: its head's gate 2 sigmoid(logit) rounded to T as the unfused
-// sigmoid and product are, then x * gate rounded to T (and quantized for an FP8 output).
+// One element per thread step (float32, and layouts the vector kernel cannot take): its head's
+// gate 2 sigmoid(logit) rounded to T as the unfused sigmoid and product are, then x * gate
+// rounded to T (and quantized for an FP8 output).
 template <typename T, bool Fp8>
 __global__ void gateHeadsKernel(const T* __restrict__ x, const T* __restrict__ logits, void* __restrict__ out,
     const float* __restrict__ qscale, std::int64_t tokens, std::int64_t channels, std::int64_t headDim, RowStrides xs, RowStrides ls,
@@ -555,6 +556,48 @@ __global__ void gateHeadsKernel(const T* __restrict__ x, const T* __restrict__ l
     }
 }
 
+// Eight channels of one head per thread step (headDim is a multiple of 8 and rows start on 16
+// bytes): one 16-byte load, one logit, one 16-byte (or, for FP8, 8-byte) store; the same
+// rounding as gateHeadsKernel, and for FP8 the conversion quantizeFp8VecKernel makes.
+template <typename T, bool Fp8>
+__global__ void gateHeadsVecKernel(const T* __restrict__ x, const T* __restrict__ logits, void* __restrict__ out,
+    const float* __restrict__ qscale, std::int64_t tokens, std::int64_t channels, std::int64_t headDim, RowStrides xs, RowStrides ls,
+    std::int64_t groups)
+{
+    const float inverse = quantizeInverse(qscale);
+    const std::int64_t perRow = channels / 8;
+    for (std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; g < groups;
+         g += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t row = g / perRow, c = (g - row * perRow) * 8;
+        const std::int64_t b = row / tokens, t = row - b * tokens;
+        const float logit = static_cast<float>(logits[b * ls.batch + t * ls.token + c / headDim]);
+        const float gate = roundTo<T>(2.0f * roundTo<T>(1.0f / (1.0f + expf(-logit))));
+        const uint4 raw = *reinterpret_cast<const uint4*>(x + b * xs.batch + t * xs.token + c);
+        const T* v = reinterpret_cast<const T*>(&raw);
+        if constexpr (Fp8) {
+            std::uint16_t pairs[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const float a = roundTo<T>(static_cast<float>(v[2 * k]) * gate);
+                const float b2 = roundTo<T>(static_cast<float>(v[2 * k + 1]) * gate);
+                pairs[k] = __nv_cvt_float2_to_fp8x2(make_float2(toFp8Range(a, inverse), toFp8Range(b2, inverse)), __NV_SATFINITE,
+                    __NV_E4M3);
+            }
+            uint2 packed;
+            packed.x = static_cast<unsigned>(pairs[0]) | (static_cast<unsigned>(pairs[1]) << 16);
+            packed.y = static_cast<unsigned>(pairs[2]) | (static_cast<unsigned>(pairs[3]) << 16);
+            reinterpret_cast<uint2*>(out)[g] = packed;
+        } else {
+            uint4 result;
+            T* r = reinterpret_cast<T*>(&result);
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                r[k] = static_cast<T>(static_cast<float>(v[k]) * gate);
+            reinterpret_cast<uint4*>(out)[g] = result;
+        }
+    }
+}
+
 at::Tensor gateHeadsLaunch(const at::Tensor& xIn, const at::Tensor& logitsIn, const at::Tensor* qscale)
 {
     detail::checkGateHeadsArgs(xIn, logitsIn);
@@ -570,11 +613,21 @@ at::Tensor gateHeadsLaunch(const at::Tensor& xIn, const at::Tensor& logitsIn, co
         return out;
     const float* q = qscale ? qscale->data_ptr<float>() : nullptr;
     const auto stream = at::cuda::getCurrentCUDAStream();
+    const auto channels = x.size(2), headDim = channels / logits.size(2);
+    const bool vector = x.element_size() == 2 && channels % 8 == 0 && headDim % 8 == 0 && rowsAligned16(x);
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "gate_heads_cuda", [&] {
         auto launch = [&](auto fp8) {
-            gateHeadsKernel<scalar_t, decltype(fp8)::value><<<streamingGrid(n, 256), 256, 0, stream>>>(x.data_ptr<scalar_t>(),
-                logits.data_ptr<scalar_t>(), out.data_ptr(), q, x.size(1), x.size(2), x.size(2) / logits.size(2), rowStrides(x),
-                rowStrides(logits), n);
+            constexpr bool Fp8 = decltype(fp8)::value;
+            if constexpr (sizeof(scalar_t) == 2) {
+                if (vector) {
+                    gateHeadsVecKernel<scalar_t, Fp8><<<streamingGrid(n / 8, 256), 256, 0, stream>>>(x.data_ptr<scalar_t>(),
+                        logits.data_ptr<scalar_t>(), out.data_ptr(), q, x.size(1), channels, headDim, rowStrides(x), rowStrides(logits),
+                        n / 8);
+                    return;
+                }
+            }
+            gateHeadsKernel<scalar_t, Fp8><<<streamingGrid(n, 256), 256, 0, stream>>>(x.data_ptr<scalar_t>(), logits.data_ptr<scalar_t>(),
+                out.data_ptr(), q, x.size(1), channels, headDim, rowStrides(x), rowStrides(logits), n);
         };
         if (qscale)
             launch(std::true_type{});

@@ -202,9 +202,15 @@ VT_TEST(gateHeadsMatchesTheComposition)
     at::manual_seed(13);
     for (const auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
         for (const auto& [heads, dim] : {std::pair<std::int64_t, std::int64_t>{32, 128}, {32, 64}, {3, 5}}) {
-            for (const bool views : {true, false}) {
-                const auto fused = (at::randn({2, 37, heads * dim + heads + 1}, at::kCUDA) * 2).to(dtype);
+            // Views into a fused projection whose rows are odd-sized (the scalar kernel) or start
+            // on 16 bytes as LTX-2's q/k/v/gate rows do (the vector kernel, for 16-bit types), and
+            // contiguous tensors.
+            for (const char* layout : {"odd views", "aligned views", "contiguous"}) {
+                const bool odd = layout[0] == 'o';
+                const auto width = heads * dim + heads, pad = odd ? 1 : (8 - width % 8) % 8;
+                const auto fused = (at::randn({2, 37, width + pad}, at::kCUDA) * 2).to(dtype);
                 auto x = fused.narrow(-1, 0, heads * dim), logits = fused.narrow(-1, heads * dim, heads);
+                const bool views = layout[0] != 'c';
                 if (!views) {
                     x = x.contiguous();
                     logits = logits.contiguous();
@@ -218,7 +224,7 @@ VT_TEST(gateHeadsMatchesTheComposition)
                     != kernels::quantizeFp8(got, qs).cpu().view(at::kByte)).sum().item<std::int64_t>();
                 std::printf("   gate_heads %s %lldx%lld %s: %lld differ from the CUDA composition (max rel %.3g), CPU max rel %.3g; "
                             "fp8 %lld bytes differ\n",
-                    c10::toString(dtype), static_cast<long long>(heads), static_cast<long long>(dim), views ? "views" : "contiguous",
+                    c10::toString(dtype), static_cast<long long>(heads), static_cast<long long>(dim), layout,
                     static_cast<long long>(differ), err, cpuErr, static_cast<long long>(qDiffer));
                 VT_CHECK_MSG(err <= tolerance(dtype) / 2 && cpuErr <= tolerance(dtype), dtype << " " << heads << "x" << dim);
                 VT_CHECK_MSG(qDiffer == 0, dtype << " " << heads << "x" << dim << ": " << qDiffer << " fp8 bytes differ");
