@@ -15,6 +15,8 @@
 #include "inference/util/device.h"
 
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 
 #include <limits>
 
@@ -736,6 +738,60 @@ VT_TEST(cudaGraphsOfOneLoopShareOneMemoryPool)
         VT_COMPARE(graphed.stats().captures, 0);
         VT_COMPARE(poolAfterFirst, std::int64_t{0});
     }
+}
+
+// Out of memory for a second key's warm-up beside a captured graph: the graphs give their memory
+// back, the loop goes on eagerly with the eager results, and the summary says why.
+VT_TEST(cudaGraphsGiveWayWhenMemoryRunsOut)
+{
+    const auto device = testDevice();
+    if (!device.is_cuda()) {
+        std::printf("   %s: nothing to capture (the CPU case of GraphedForward is tested above)\n", device.str().c_str());
+        return;
+    }
+    auto weights = ltx2::Ltx2Weights::open({dir("23") / "diffusers"});
+    VT_CHECK(weights.ok());
+    ltx2::TransformerLoadOptions lo;
+    lo.device = device;
+    auto model = ltx2::Transformer::load(*weights, lo);
+    VT_CHECK(model.ok());
+    const auto& c = model->config();
+    auto g = at::make_generator<at::CPUGeneratorImpl>(12);
+    // 2 x 8192 tokens: a working set far above the allocator's 20 MiB segments.
+    auto a = graphCase(c, 8, g, 32, 32);
+    stepInputs(a, c, 0.8, false, g, device);
+    auto b = a;
+    b.in.fps = 25.0;
+    auto reference = model->forward(b.in);
+    VT_CHECK(reference.ok());
+    ltx2::GraphedForward graphed(*model);
+    for (int i = 0; i < 2; ++i)
+        VT_CHECK(graphed.forward(a.in).ok());
+    VT_COMPARE(graphed.stats().captures, 1);
+    const auto pool = cudaGraphPoolMemory(device);
+    releaseCachedDeviceMemory();
+    const auto index = device.has_index() ? device.index() : c10::cuda::current_device();
+    const auto reserved = static_cast<std::int64_t>(c10::cuda::CUDACachingAllocator::getDeviceStats(index).reserved_bytes[0].current);
+    const auto total = cudaMemoryInfo(device).second;
+    // Room for half a working set more: the second key's eager warm-up cannot fit beside the
+    // first graph's pool, the eager forward fits once that pool is gone.
+    struct Limit {
+        c10::DeviceIndex index;
+        ~Limit() { c10::cuda::CUDACachingAllocator::setMemoryFraction(1.0, index); }
+    } limit{index};
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(static_cast<double>(reserved + pool / 2) / static_cast<double>(total), index);
+    auto got = graphed.forward(b.in);
+    VT_CHECK_MSG(got.ok(), (got.ok() ? "" : got.error().message));
+    auto next = graphed.forward(b.in);
+    VT_CHECK_MSG(next.ok(), (next.ok() ? "" : next.error().message));
+    std::printf("   %s: graph pool %.1f MiB, limit %.1f MiB above the %.1f MiB in use: %s\n", device.str().c_str(), pool / 1048576.0,
+        pool / 2 / 1048576.0, reserved / 1048576.0, graphed.summary().c_str());
+    VT_CHECK_MSG(graphed.summary().rfind("failed: out of device memory for another graph beside 1 captured", 0) == 0, graphed.summary());
+    if (got.ok() && next.ok()) {
+        VT_CHECK(at::equal(got->video, reference->video) && at::equal(got->audio, reference->audio));
+        VT_CHECK(at::equal(next->video, reference->video));
+    }
+    VT_COMPARE(cudaGraphPoolMemory(device), std::int64_t{0});
 }
 
 // The pipeline's option: the same final latents with graphs on and off; where they ran is reported

@@ -100,6 +100,18 @@ struct GraphedForward::Impl {
         pool.reset();
     }
     Result<TransformerOutputs> graphed(const TransformerInputs& in);
+    // Out of memory beside graphs already captured (a second guidance branch, say): their pool
+    // holds a working set this forward could have used. Gives all of it back, so that the loop
+    // goes on eagerly as it would have run without graphs; false when that cannot help.
+    bool yieldMemory(const Error& error)
+    {
+        const auto graphs = std::count_if(entries.begin(), entries.end(), [](const Entry& e) { return e.graph != nullptr; });
+        if (error.code != ErrorCode::OutOfMemory || graphs == 0)
+            return false;
+        fail("out of device memory for another graph beside " + std::to_string(graphs) + " captured (" + error.message + ")");
+        releaseCachedDeviceMemory();
+        return true;
+    }
     void fail(const std::string& reason)
     {
         stats.failure = reason;
@@ -173,8 +185,13 @@ Result<TransformerOutputs> GraphedForward::forward(const TransformerInputs& in)
     try {
         return m.graphed(in);
     } catch (const c10::Error& e) {
-        // Copies into the static buffers, a replay: nothing here is expected to fail but the device.
-        return errorFromException(e, "LTX-2 transformer (CUDA graph)");
+        // The static buffers, copies into them, a replay: nothing here is expected to fail but
+        // the device, or its memory.
+        auto error = errorFromException(e, "LTX-2 transformer (CUDA graph)");
+        if (!m.yieldMemory(error))
+            return error;
+        ++m.stats.eager;
+        return m.model->forward(in);
     }
 }
 
@@ -297,7 +314,8 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                 // A warm-up that did not finish (cancelled, bad inputs) warms nothing up.
                 const auto error = r.error();
                 entries.erase(std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == key; }));
-                return error;
+                if (!yieldMemory(error))
+                    return error;
             } else if (entry.graph) {
                 entry.graph->replay();
                 ++stats.replays;
