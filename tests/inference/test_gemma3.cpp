@@ -324,6 +324,21 @@ VT_TEST(everyTensorIsAccountedFor)
     wrongShape["language_model.model.layers.0.self_attn.k_proj.weight"] = at::zeros({16, 64});
     r = tryLoad(wrongShape);
     VT_CHECK_MSG(!r.ok() && mentions(r.error().message, {"k_proj.weight", "[16, 64]"}), (r.ok() ? "loaded" : r.error().message));
+    // llama.cpp's names, no language model at all, no config beside weights that are not 12B's.
+    auto ggufNames = full->tensors;
+    ggufNames.emplace("token_embd.weight", at::zeros({4, 4}));
+    r = tryLoad(ggufNames);
+    VT_CHECK_MSG(!r.ok() && r.error().code == ErrorCode::Unsupported && mentions(r.error().message, {"llama.cpp", "token_embd"}),
+        (r.ok() ? "loaded" : r.error().message));
+    auto noModel = full->tensors;
+    VT_CHECK(noModel.erase("language_model.model.embed_tokens.weight") == 1);
+    r = tryLoad(noModel);
+    VT_CHECK_MSG(!r.ok() && mentions(r.error().message, {"no Gemma 3 language model", "embed_tokens.weight", "no prefix"}),
+        (r.ok() ? "loaded" : r.error().message));
+    ::unlink((dir / "config.json").c_str());
+    r = tryLoad(full->tensors);
+    VT_CHECK_MSG(!r.ok() && r.error().code == ErrorCode::NotFound && mentions(r.error().message, {"config.json", "12B"}),
+        (r.ok() ? "loaded" : r.error().message));
     for (const char* f : {"model.safetensors", "config.json"})
         ::unlink((dir / f).c_str());
     ::rmdir(dir.c_str());

@@ -189,10 +189,10 @@ TextConfig parseText(const json& top, const std::string& where)
 
 // ------------------------------------------------------------------ weights
 
-const char* const kIgnoredPrefixes[] = {"vision_tower.", "model.vision_tower.", "multi_modal_projector.",
-                                        "model.multi_modal_projector.", "lm_head.", "language_model.lm_head."};
+const std::vector<std::string> kIgnoredPrefixes{"vision_tower.", "model.vision_tower.", "multi_modal_projector.",
+                                                 "model.multi_modal_projector.", "lm_head.", "language_model.lm_head."};
 // Tried in order; the first under which embed_tokens.weight exists names the language model.
-const char* const kLanguageModelPrefixes[] = {"model.language_model.", "language_model.model.", "model.", ""};
+const std::vector<std::string> kLanguageModelPrefixes{"model.language_model.", "language_model.model.", "model.", ""};
 
 using nn::Embedding;
 using nn::StoredTensor;
@@ -321,68 +321,24 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
     const auto& source = *opened;
     const std::string origin = path.string();
 
-    // Which component holds the text encoder.
-    std::string component;
-    if (source.kind == tensorfile::SourceKind::DiffusersPipeline) {
-        component = "text_encoder";
-    } else {
-        const bool top = std::any_of(source.checkpoints.begin(), source.checkpoints.end(), [](const auto& c) { return c.component.empty(); });
-        component = top ? "" : "text_encoder";
-    }
-    std::vector<const tensorfile::Checkpoint*> checkpoints;
-    for (const auto& c : source.checkpoints)
-        if (c.component == component)
-            checkpoints.push_back(&c);
-    if (checkpoints.empty())
-        return makeError(ErrorCode::NotFound, origin + (component.empty() ? ": holds no weights"
-                : ": has no text_encoder weights; point at the Gemma 3 text encoder folder or file"));
-
-    // Names: language model under one prefix; vision tower, projector and LM head ignored.
-    std::map<std::string, Stored> all;
-    for (const auto* cp : checkpoints)
-        for (const auto& t : cp->tensors)
-            all.emplace(t.name, Stored{cp, t.name});
-    if (all.count("token_embd.weight") || std::any_of(all.begin(), all.end(), [](const auto& kv) { return startsWith(kv.first, "blk."); }))
-        return makeError(ErrorCode::Unsupported, origin + ": uses llama.cpp's GGUF names (token_embd, blk.N.*), whose norms carry "
+    nn::LanguageModelLayout layout{"Gemma 3", kLanguageModelPrefixes, kIgnoredPrefixes, [&](const std::map<std::string, Stored>& all) {
+        std::optional<Error> refused;
+        if (all.count("token_embd.weight") || std::any_of(all.begin(), all.end(), [](const auto& kv) { return startsWith(kv.first, "blk."); }))
+            refused = makeError(ErrorCode::Unsupported, origin + ": uses llama.cpp's GGUF names (token_embd, blk.N.*), whose norms carry "
                 "Gemma's +1 baked in; this version reads Gemma 3 in transformers' layout only");
-    std::string prefix;
-    bool found = false;
-    for (const char* p : kLanguageModelPrefixes) {
-        if (all.count(std::string(p) + "embed_tokens.weight")) {
-            prefix = p;
-            found = true;
-            break;
-        }
-    }
+        return refused;
+    }};
+    auto found = nn::findLanguageModel(source, origin, layout);
     if (!found)
-        return makeError(ErrorCode::InvalidFormat, origin + ": no Gemma 3 language model here (looked for embed_tokens.weight under "
-                "language_model.model., model.language_model., model. or no prefix)");
-    std::map<std::string, Stored> index;
-    std::vector<std::string> unknown;
-    for (const auto& [name, stored] : all) {
-        if (std::any_of(std::begin(kIgnoredPrefixes), std::end(kIgnoredPrefixes), [&](const char* p) { return startsWith(name, p); }))
-            continue;
-        if (quant::isQuantizationSibling(name))
-            continue;  // read by loadWeight together with its weight
-        if (startsWith(name, prefix))
-            index.emplace(name.substr(prefix.size()), stored);
-        else
-            unknown.push_back(name);
-    }
-    if (!unknown.empty())
-        return makeError(ErrorCode::InvalidFormat, origin + ": " + std::to_string(unknown.size())
-                + " tensor(s) belong neither to the Gemma 3 language model (" + (prefix.empty() ? "no prefix" : prefix + "*")
-                + ") nor to its vision tower: " + listNames(unknown));
+        return found.error();
+    auto& index = found->index;
 
     // Config: the override, config.json, or Gemma 3 12B when the shapes are its.
     TextConfig config;
     if (options.config) {
         config = *options.config;
-    } else if (auto it = source.configs.find(component); it != source.configs.end()) {
-        std::error_code ec;
-        const auto folder = component.empty() ? (fs::is_directory(source.root, ec) ? source.root : source.root.parent_path())
-                                              : source.root / component;
-        auto parsed = parseTextConfig(it->second, (folder / "config.json").string());
+    } else if (found->configText) {
+        auto parsed = parseTextConfig(*found->configText, found->configPath);
         if (!parsed)
             return parsed.error();
         config = *parsed;

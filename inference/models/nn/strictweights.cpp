@@ -2,10 +2,75 @@
 
 #include "inference/tensorfile/modelsource.h"
 
+#include <algorithm>
+#include <filesystem>
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
 namespace vireo::nn {
+
+Result<LanguageModelWeights> findLanguageModel(const tensorfile::ModelSource& source, const std::string& origin,
+                                               const LanguageModelLayout& layout)
+{
+    LanguageModelWeights found;
+    if (source.kind != tensorfile::SourceKind::DiffusersPipeline) {
+        const bool top = std::any_of(source.checkpoints.begin(), source.checkpoints.end(), [](const auto& c) { return c.component.empty(); });
+        found.component = top ? "" : "text_encoder";
+    } else {
+        found.component = "text_encoder";
+    }
+    std::map<std::string, StoredTensor> all;
+    for (const auto& cp : source.checkpoints)
+        if (cp.component == found.component)
+            for (const auto& t : cp.tensors)
+                all.emplace(t.name, StoredTensor{&cp, t.name});
+    if (all.empty())
+        return makeError(ErrorCode::NotFound, origin + (found.component.empty() ? ": holds no weights"
+                : ": has no text_encoder weights; point at the " + layout.model + " text encoder folder or file"));
+    if (layout.reject)
+        if (auto refused = layout.reject(all))
+            return *refused;
+
+    const std::string* prefix = nullptr;
+    std::string tried;
+    for (const auto& p : layout.prefixes) {
+        if (all.count(p + "embed_tokens.weight")) {
+            prefix = &p;
+            break;
+        }
+        tried += (tried.empty() ? "" : ", ") + (p.empty() ? std::string("no prefix") : p);
+    }
+    if (!prefix)
+        return makeError(ErrorCode::InvalidFormat, origin + ": no " + layout.model + " language model here (looked for "
+                "embed_tokens.weight under " + tried + ")");
+    auto startsWith = [](const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; };
+    std::vector<std::string> unknown;
+    for (const auto& [name, stored] : all) {
+        if (std::any_of(layout.ignored.begin(), layout.ignored.end(), [&](const std::string& p) { return startsWith(name, p); }))
+            continue;
+        if (quant::isQuantizationSibling(name))
+            continue;  // read by loadWeight together with its weight
+        if (startsWith(name, *prefix))
+            found.index.emplace(name.substr(prefix->size()), stored);
+        else
+            unknown.push_back(name);
+    }
+    if (!unknown.empty())
+        return makeError(ErrorCode::InvalidFormat, origin + ": " + std::to_string(unknown.size()) + " tensor(s) belong neither to the "
+                + layout.model + " language model (" + (prefix->empty() ? "no prefix" : *prefix + "*") + ") nor to its vision tower: "
+                + listNames(unknown));
+
+    if (auto it = source.configs.find(found.component); it != source.configs.end()) {
+        std::error_code ec;
+        const auto folder = found.component.empty()
+            ? (std::filesystem::is_directory(source.root, ec) ? source.root : source.root.parent_path())
+            : source.root / found.component;
+        found.configText = it->second;
+        found.configPath = (folder / "config.json").string();
+    }
+    return found;
+}
 
 std::string shapeText(const std::vector<std::int64_t>& shape)
 {

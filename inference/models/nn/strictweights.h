@@ -13,6 +13,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -21,6 +22,7 @@
 
 namespace vireo::tensorfile {
 struct Checkpoint;
+struct ModelSource;
 }
 
 namespace vireo::nn {
@@ -63,6 +65,26 @@ private:
     std::set<std::string> m_taken;
     std::vector<std::string> m_missing, m_failed;
 };
+
+// A text encoder's language model in a model source: the component that holds it
+// ("text_encoder" in a diffusers pipeline, or where the files have no top-level weights), its
+// tensors by canonical name (the stored prefix removed; other parts' tensors and quantization
+// siblings left out), and the config.json beside it, if there is one.
+struct LanguageModelWeights {
+    std::string component;
+    std::map<std::string, StoredTensor> index;
+    std::optional<std::string> configText;
+    std::string configPath;  // where that config.json is, for errors
+};
+struct LanguageModelLayout {
+    std::string model;                  // "Gemma 3", in errors
+    std::vector<std::string> prefixes;  // tried in order: the first with embed_tokens.weight is the language model's
+    std::vector<std::string> ignored;   // parts a text encoder does not run (vision tower, projector, LM head)
+    // Checks every stored name before the search (a naming scheme this version does not read).
+    std::function<std::optional<Error>(const std::map<std::string, StoredTensor>& all)> reject;
+};
+Result<LanguageModelWeights> findLanguageModel(const tensorfile::ModelSource& source, const std::string& origin,
+                                               const LanguageModelLayout& layout);
 
 // The rows of an embedding table, dequantized, without expanding the whole table when the
 // representation allows it (dense, FP8 per-tensor / per-row, int8, GGUF).

@@ -21,11 +21,6 @@ using nlohmann::json;
 
 namespace {
 
-bool startsWith(const std::string& s, std::string_view prefix)
-{
-    return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
-}
-
 using jsonutil::ConfigError;
 using jsonutil::configFail;
 using jsonutil::intField;
@@ -144,8 +139,8 @@ at::Tensor repeatKv(const at::Tensor& x, std::int64_t n)
     return x.unsqueeze(2).expand({b, kv, n, t, d}).reshape({b, kv * n, t, d});
 }
 
-const char* const kIgnoredPrefixes[] = {"visual.", "model.visual.", "lm_head.", "model.lm_head."};
-const char* const kLanguageModelPrefixes[] = {"language_model.", "model.language_model.", "model.", ""};
+const std::vector<std::string> kIgnoredPrefixes{"visual.", "model.visual.", "lm_head.", "model.lm_head."};
+const std::vector<std::string> kLanguageModelPrefixes{"language_model.", "model.language_model.", "model.", ""};
 
 } // namespace
 
@@ -211,57 +206,16 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
     const auto& source = *opened;
     const std::string origin = path.string();
 
-    std::string component;
-    if (source.kind == tensorfile::SourceKind::DiffusersPipeline) {
-        component = "text_encoder";
-    } else {
-        const bool top = std::any_of(source.checkpoints.begin(), source.checkpoints.end(), [](const auto& c) { return c.component.empty(); });
-        component = top ? "" : "text_encoder";
-    }
-    std::map<std::string, nn::StoredTensor> all;
-    for (const auto& cp : source.checkpoints)
-        if (cp.component == component)
-            for (const auto& t : cp.tensors)
-                all.emplace(t.name, nn::StoredTensor{&cp, t.name});
-    if (all.empty())
-        return makeError(ErrorCode::NotFound, origin + (component.empty() ? ": holds no weights"
-                : ": has no text_encoder weights; point at the Qwen3-VL text encoder folder or file"));
-    std::string prefix;
-    bool found = false;
-    for (const char* p : kLanguageModelPrefixes)
-        if (all.count(std::string(p) + "embed_tokens.weight")) {
-            prefix = p;
-            found = true;
-            break;
-        }
+    auto found = nn::findLanguageModel(source, origin, {"Qwen3-VL", kLanguageModelPrefixes, kIgnoredPrefixes, {}});
     if (!found)
-        return makeError(ErrorCode::InvalidFormat, origin + ": no Qwen3-VL language model here (looked for embed_tokens.weight under "
-                "language_model., model.language_model., model. or no prefix)");
-    std::map<std::string, nn::StoredTensor> index;
-    std::vector<std::string> unknown;
-    for (const auto& [name, stored] : all) {
-        if (std::any_of(std::begin(kIgnoredPrefixes), std::end(kIgnoredPrefixes), [&](const char* p) { return startsWith(name, p); }))
-            continue;
-        if (quant::isQuantizationSibling(name))
-            continue;
-        if (startsWith(name, prefix))
-            index.emplace(name.substr(prefix.size()), stored);
-        else
-            unknown.push_back(name);
-    }
-    if (!unknown.empty())
-        return makeError(ErrorCode::InvalidFormat, origin + ": " + std::to_string(unknown.size())
-                + " tensor(s) belong neither to the Qwen3-VL language model (" + (prefix.empty() ? "no prefix" : prefix + "*")
-                + ") nor to its vision tower: " + nn::listNames(unknown));
+        return found.error();
+    auto& index = found->index;
 
     TextConfig config;
     if (options.config) {
         config = *options.config;
-    } else if (auto it = source.configs.find(component); it != source.configs.end()) {
-        std::error_code ec;
-        const auto folder = component.empty() ? (fs::is_directory(source.root, ec) ? source.root : source.root.parent_path())
-                                              : source.root / component;
-        auto parsed = parseTextConfig(it->second, (folder / "config.json").string());
+    } else if (found->configText) {
+        auto parsed = parseTextConfig(*found->configText, found->configPath);
         if (!parsed)
             return parsed.error();
         config = *parsed;
