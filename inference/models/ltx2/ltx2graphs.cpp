@@ -267,8 +267,10 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                 // cannot reuse them, and both at once could need twice the working memory.
                 releaseCachedDeviceMemory();
                 auto graph = std::make_unique<at::cuda::CUDAGraph>();
-                if (entries.size() == 1)
-                    pool.reset();  // the only graph-to-be: nothing to share with
+                // No graph left to share with (evicted or never captured): a fresh pool, since the
+                // allocator may already be retiring the old one.
+                if (std::none_of(entries.begin(), entries.end(), [](const Entry& e) { return e.graph != nullptr; }))
+                    pool.reset();
                 if (!pool)
                     pool = at::cuda::graph_pool_handle();
                 bool ran = false;
