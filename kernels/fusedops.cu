@@ -1,6 +1,7 @@
 // CUDA implementations of the fused ops (CPU: fusedops_cpu.cpp). Each reads its inputs once
 // and writes its output once; row kernels give one thread block per token.
 #include "kernels/fusedops.h"
+#include "kernels/fusedops_composed.h"
 
 #include "kernels/opcheck.h"
 
@@ -155,11 +156,15 @@ at::Tensor quantizeFp8Launch(const at::Tensor& xIn, const at::Tensor& scale, con
 
 at::Tensor quantizeFp8Cuda(const at::Tensor& x, const at::Tensor& scale)
 {
+    if (!composed::fusedKernelsEnabled())
+        return composed::quantizeFp8(x, scale);
     return quantizeFp8Launch<false>(x, scale, "quantize_fp8");
 }
 
 at::Tensor geluQuantizeFp8Cuda(const at::Tensor& x, const at::Tensor& scale)
 {
+    if (!composed::fusedKernelsEnabled())
+        return composed::geluQuantizeFp8(x, scale);
     return quantizeFp8Launch<true>(x, scale, "gelu_quantize_fp8");
 }
 
@@ -381,12 +386,16 @@ at::Tensor rmsNormModulateLaunch(const at::Tensor& xIn, const at::Tensor& scaleI
 
 at::Tensor rmsNormModulateCuda(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
+    if (!composed::fusedKernelsEnabled())
+        return composed::rmsNormModulate(x, scale, shift, eps);
     return rmsNormModulateLaunch(x, scale, shift, eps, nullptr);
 }
 
 at::Tensor rmsNormModulateFp8Cuda(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps,
     const at::Tensor& qscale)
 {
+    if (!composed::fusedKernelsEnabled())
+        return composed::rmsNormModulateFp8(x, scale, shift, eps, qscale);
     return rmsNormModulateLaunch(x, scale, shift, eps, &qscale);
 }
 
@@ -522,12 +531,16 @@ std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateLaunch(const at::
 std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCuda(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
     const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
+    if (!composed::fusedKernelsEnabled())
+        return composed::gatedResidualRmsNormModulate(x, delta, gate, scale, shift, eps);
     return gatedResidualRmsNormModulateLaunch(x, delta, gate, scale, shift, eps, nullptr);
 }
 
 std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8Cuda(const at::Tensor& x, const at::Tensor& delta,
     const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
 {
+    if (!composed::fusedKernelsEnabled())
+        return composed::gatedResidualRmsNormModulateFp8(x, delta, gate, scale, shift, eps, qscale);
     return gatedResidualRmsNormModulateLaunch(x, delta, gate, scale, shift, eps, &qscale);
 }
 
@@ -640,11 +653,15 @@ at::Tensor gateHeadsLaunch(const at::Tensor& xIn, const at::Tensor& logitsIn, co
 
 at::Tensor gateHeadsCuda(const at::Tensor& x, const at::Tensor& logits)
 {
+    if (!composed::fusedKernelsEnabled())
+        return composed::gateHeads(x, logits);
     return gateHeadsLaunch(x, logits, nullptr);
 }
 
 at::Tensor gateHeadsFp8Cuda(const at::Tensor& x, const at::Tensor& logits, const at::Tensor& qscale)
 {
+    if (!composed::fusedKernelsEnabled())
+        return composed::gateHeadsFp8(x, logits, qscale);
     return gateHeadsLaunch(x, logits, &qscale);
 }
 
@@ -749,6 +766,8 @@ __global__ void rmsNormRopeVecKernel(const T* __restrict__ x, const T* __restric
 
 at::Tensor rmsNormRopeCuda(const at::Tensor& xIn, const at::Tensor& weightIn, const at::Tensor& cosIn, const at::Tensor& sinIn, double eps)
 {
+    if (!composed::fusedKernelsEnabled())
+        return composed::rmsNormRope(xIn, weightIn, cosIn, sinIn, eps);
     detail::checkRmsNormRopeArgs(xIn, weightIn, cosIn, sinIn);
     TORCH_CHECK(weightIn.device() == xIn.device() && cosIn.device() == xIn.device() && sinIn.device() == xIn.device(),
         "rms_norm_rope: tensors on different devices");

@@ -10,6 +10,11 @@
 
 namespace vireo::kernels {
 
+// False when the environment says VIREO_FUSED_KERNELS=0: the CUDA implementations below then run
+// the torch compositions they replace (to tell a fault of these kernels from any other, and to
+// measure what they gain).
+bool fusedKernelsEnabled();
+
 // float8_e4m3fn(clamp(float(x) * (1 / scale), -448, 448)); scale is a float32 scalar tensor on
 // x's device. NaN stays NaN.
 at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale);

@@ -1,11 +1,15 @@
 // CPU implementations of the fused ops: the torch compositions the model code used before the
 // CUDA kernels existed, op for op, so CPU parity with the references is untouched.
 #include "kernels/fusedops.h"
+#include "kernels/fusedops_composed.h"
 
 #include "kernels/opcheck.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
+
+#include <cstdlib>
+#include <cstring>
 
 namespace vireo::kernels {
 
@@ -35,61 +39,70 @@ void checkRmsNormModulateArgs(const at::Tensor& x, const at::Tensor& scale, cons
 
 } // namespace detail
 
-namespace {
+namespace composed {
 
-at::Tensor quantizeFp8Cpu(const at::Tensor& x, const at::Tensor& scale)
+bool fusedKernelsEnabled()
+{
+    static const bool enabled = [] {
+        const char* env = std::getenv("VIREO_FUSED_KERNELS");
+        return !(env && std::strcmp(env, "0") == 0);
+    }();
+    return enabled;
+}
+
+at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale)
 {
     TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat, "quantize_fp8: scale must be one float32 value");
     // Times the float32 reciprocal, as the CUDA kernel does (one division per tensor).
     return (x.to(at::kFloat) * scale.reshape({}).reciprocal()).clamp(-448.0, 448.0).to(at::kFloat8_e4m3fn);
 }
 
-at::Tensor geluQuantizeFp8Cpu(const at::Tensor& x, const at::Tensor& scale)
+at::Tensor geluQuantizeFp8(const at::Tensor& x, const at::Tensor& scale)
 {
-    return quantizeFp8Cpu(at::gelu(x, "tanh"), scale);
+    return quantizeFp8(at::gelu(x, "tanh"), scale);
 }
 
-at::Tensor rmsNormModulateCpu(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
+at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
     detail::checkRmsNormModulateArgs(x, scale, shift);
     return at::addcmul(shift, at::rms_norm(x, {x.size(-1)}, std::nullopt, eps), 1 + scale);
 }
 
-std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCpu(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
     const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
     detail::checkGatedResidualRmsNormModulateArgs(x, delta, gate, scale, shift);
     auto sum = at::addcmul(x, delta, gate);
-    auto normed = rmsNormModulateCpu(sum, scale, shift, eps);
+    auto normed = rmsNormModulate(sum, scale, shift, eps);
     return {std::move(sum), std::move(normed)};
 }
 
-at::Tensor rmsNormModulateFp8Cpu(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps,
+at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps,
     const at::Tensor& qscale)
 {
-    return quantizeFp8Cpu(rmsNormModulateCpu(x, scale, shift, eps), qscale);
+    return quantizeFp8(rmsNormModulate(x, scale, shift, eps), qscale);
 }
 
-std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8Cpu(const at::Tensor& x, const at::Tensor& delta,
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta,
     const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
 {
-    auto [sum, normed] = gatedResidualRmsNormModulateCpu(x, delta, gate, scale, shift, eps);
-    return {std::move(sum), quantizeFp8Cpu(normed, qscale)};
+    auto [sum, normed] = gatedResidualRmsNormModulate(x, delta, gate, scale, shift, eps);
+    return {std::move(sum), quantizeFp8(normed, qscale)};
 }
 
-at::Tensor gateHeadsCpu(const at::Tensor& x, const at::Tensor& logits)
+at::Tensor gateHeads(const at::Tensor& x, const at::Tensor& logits)
 {
     detail::checkGateHeadsArgs(x, logits);
     const auto gates = 2.0 * at::sigmoid(logits);
     return (x.unflatten(2, {logits.size(2), -1}) * gates.unsqueeze(-1)).flatten(2, 3);
 }
 
-at::Tensor gateHeadsFp8Cpu(const at::Tensor& x, const at::Tensor& logits, const at::Tensor& qscale)
+at::Tensor gateHeadsFp8(const at::Tensor& x, const at::Tensor& logits, const at::Tensor& qscale)
 {
-    return quantizeFp8Cpu(gateHeadsCpu(x, logits), qscale);
+    return quantizeFp8(gateHeads(x, logits), qscale);
 }
 
-at::Tensor rmsNormRopeCpu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
+at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
 {
     detail::checkRmsNormRopeArgs(x, weight, cos, sin);
     const auto q = at::rms_norm(x, {x.size(-1)}, weight, eps);
@@ -102,7 +115,9 @@ at::Tensor rmsNormRopeCpu(const at::Tensor& x, const at::Tensor& weight, const a
     return out.reshape({b, t, -1}).to(x.scalar_type());
 }
 
-} // namespace
+} // namespace composed
+
+bool fusedKernelsEnabled() { return composed::fusedKernelsEnabled(); }
 
 at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale)
 {
@@ -175,15 +190,15 @@ at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::
 
 TORCH_LIBRARY_IMPL(vireo, CPU, m)
 {
-    m.impl("quantize_fp8", &quantizeFp8Cpu);
-    m.impl("gelu_quantize_fp8", &geluQuantizeFp8Cpu);
-    m.impl("rms_norm_modulate", &rmsNormModulateCpu);
-    m.impl("gated_residual_rms_norm_modulate", &gatedResidualRmsNormModulateCpu);
-    m.impl("rms_norm_modulate_fp8", &rmsNormModulateFp8Cpu);
-    m.impl("gated_residual_rms_norm_modulate_fp8", &gatedResidualRmsNormModulateFp8Cpu);
-    m.impl("gate_heads", &gateHeadsCpu);
-    m.impl("gate_heads_fp8", &gateHeadsFp8Cpu);
-    m.impl("rms_norm_rope", &rmsNormRopeCpu);
+    m.impl("quantize_fp8", &composed::quantizeFp8);
+    m.impl("gelu_quantize_fp8", &composed::geluQuantizeFp8);
+    m.impl("rms_norm_modulate", &composed::rmsNormModulate);
+    m.impl("gated_residual_rms_norm_modulate", &composed::gatedResidualRmsNormModulate);
+    m.impl("rms_norm_modulate_fp8", &composed::rmsNormModulateFp8);
+    m.impl("gated_residual_rms_norm_modulate_fp8", &composed::gatedResidualRmsNormModulateFp8);
+    m.impl("gate_heads", &composed::gateHeads);
+    m.impl("gate_heads_fp8", &composed::gateHeadsFp8);
+    m.impl("rms_norm_rope", &composed::rmsNormRope);
 }
 
 } // namespace vireo::kernels

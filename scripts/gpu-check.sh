@@ -102,9 +102,25 @@ note "build: rc $build_rc at $(elapsed) s"
 [[ $build_rc -eq 0 ]] || { tail -40 "$OUTDIR/build.log"; exit 1; }
 
 # 2. Every gpu-labelled test. -FA: the fixtures were carried in (their generators need diffusers).
-[[ $BENCH_ONLY -eq 1 ]] || ctest --test-dir "$BUILD" -L gpu "${exclude[@]}" -FA '.*' --output-on-failure -V --timeout 300 >"$OUTDIR/ctest.log" 2>&1
-[[ $BENCH_ONLY -eq 1 ]] || note "ctest -L gpu: rc $? at $(elapsed) s"
+gpu_rc=0
+[[ $BENCH_ONLY -eq 1 ]] || { ctest --test-dir "$BUILD" -L gpu "${exclude[@]}" -FA '.*' --output-on-failure -V --timeout 300 >"$OUTDIR/ctest.log" 2>&1; gpu_rc=$?; }
+[[ $BENCH_ONLY -eq 1 ]] || note "ctest -L gpu: rc $gpu_rc at $(elapsed) s"
 [[ $BENCH_ONLY -eq 1 ]] || grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]" "$OUTDIR/ctest.log" | grep -v "PASS" | tail -60 | tee -a "$SUMMARY"
+
+# A failure is diagnosed in the same run: the failed tests again with CUDA graphs off, then also
+# with the fused kernels replaced by their torch compositions. Passing only there names the
+# culprit without a second device session.
+failed_log="$BUILD/Testing/Temporary/LastTestsFailed.log"
+if [[ $BENCH_ONLY -eq 0 && $gpu_rc -ne 0 && -s "$failed_log" ]]; then
+  failed=$(cut -d: -f2 "$failed_log" | paste -sd'|')
+  for switches in "VIREO_CUDA_GRAPHS=0" "VIREO_CUDA_GRAPHS=0 VIREO_FUSED_KERNELS=0"; do
+    env $switches timeout 200 ctest --test-dir "$BUILD" -R "^($failed)\$" -FA '.*' --output-on-failure -V --timeout 180 \
+      >"$OUTDIR/ctest-rerun-${switches// /-}.log" 2>&1
+    rc=$?
+    note "failed tests again with $switches: rc $rc ($( [[ $rc -eq 0 ]] && echo 'all pass: the switched-off part is at fault' || echo 'still failing')) at $(elapsed) s"
+    grep -E "^[0-9]+: FAIL|tests passed|tests failed|\(Failed\)" "$OUTDIR/ctest-rerun-${switches// /-}.log" | tail -12 | tee -a "$SUMMARY"
+  done
+fi
 
 # The video VAE encoder (a still, a tiled and chunked clip), the x2 latent upsampler and the
 # tiled VAE decode at 768x512x121, Vireo against diffusers on real-config random weights (two or

@@ -9,6 +9,7 @@
 #include "inference/util/device.h"
 #include "inference/util/format.h"
 #include "inference/util/profile.h"
+#include "kernels/fusedops.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -276,7 +277,7 @@ int runDitForward(const std::vector<std::string>& args)
             {"all_seconds", times}, {"repeats", repeats}, {"threads", at::get_num_threads()}, {"load_seconds", loadSeconds},
             {"resident_bytes", model->residentBytes()}, {"peak_bytes", peakBytes},
             {"attention", std::string(vireo::nn::attentionKernelName(vireo::nn::attentionKernel()))},
-            {"fp8_fast_accumulation", vireo::quant::fp8FastAccumulation()}};
+            {"fp8_fast_accumulation", vireo::quant::fp8FastAccumulation()}, {"fused_kernels", vireo::kernels::fusedKernelsEnabled()}};
         if (compareGraphs) {
             const double graphedMedian = graphedTimes[graphedTimes.size() / 2], eagerMedian = eagerAgain[eagerAgain.size() / 2];
             j["cuda_graphs"] = {{"summary", graphSummary}, {"median_seconds", graphedMedian}, {"all_seconds", graphedTimes},

@@ -232,7 +232,8 @@ def kernel_category(name: str) -> str:
     return "other elementwise"
 
 
-def vireo(path: Path, attention: str, fast_accum: bool = False, profile: bool = False, graphs: bool = False) -> dict:
+def vireo(path: Path, attention: str, fast_accum: bool = False, profile: bool = False, graphs: bool = False,
+          fused: bool = True) -> dict:
     out = work / "out.safetensors"
     cmd = [args.cli, "dit-forward", "--model", str(path), "--inputs", str(work / "inputs.safetensors"), "--out", str(out),
            "--device", dev.type, "--dtype", "bf16", "--repeat", str(args.repeat + 1), "--attention", attention, "--json"]
@@ -242,7 +243,10 @@ def vireo(path: Path, attention: str, fast_accum: bool = False, profile: bool = 
         cmd.append("--profile")
     if graphs:
         cmd.append("--graphs")
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    if not fused:
+        env["VIREO_FUSED_KERNELS"] = "0"  # the torch compositions the fused kernels replace
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         return {"error": (p.stderr or p.stdout).strip()[-2000:]}
     r = json.loads(p.stdout.strip().splitlines()[-1])
@@ -281,9 +285,20 @@ for kind, path in files.items():
         log(f"vireo {key}: median {r['median_seconds'] * 1e3:.2f} ms ({r['median_seconds'] / eager_s:.3f}x diffusers eager), "
             f"peak {r['peak_bytes'] / 2**30:.2f} GiB, resident {r['resident_bytes'] / 2**30:.2f} GiB, "
             f"rel err video {r['rel_video']:.2e} audio {r['rel_audio']:.2e}; paths {r.get('matmul_paths')}")
+if "bf16" in files and "error" not in results.get(f"bf16/{kernels[0]}", {"error": 1}):
+    # What the fused kernels gain: the same forward with their torch compositions, same run.
+    fused_r = results[f"bf16/{kernels[0]}"]
+    r = results["bf16/unfused"] = vireo(files["bf16"], kernels[0], fused=False)
+    if "error" in r:
+        log(f"vireo bf16/unfused: FAILED {r['error'][:600]}")
+    else:
+        assert r.get("fused_kernels") is False, "VIREO_FUSED_KERNELS=0 did not reach vireo-cli"
+        r["fused_over_unfused"] = fused_r["median_seconds"] / r["median_seconds"]
+        log(f"vireo bf16 without the fused kernels: median {r['median_seconds'] * 1e3:.2f} ms; fused / unfused "
+            f"{r['fused_over_unfused']:.3f}, rel err video {r['rel_video']:.2e} (fused {fused_r['rel_video']:.2e})")
 if "fp8" in files:
     # The fastest bf16 attention kernel, with FP8 fast accumulation.
-    ok = {k: v for k, v in results.items() if k.startswith("bf16/") and "error" not in v}
+    ok = {k: v for k, v in results.items() if k.startswith("bf16/") and k != "bf16/unfused" and "error" not in v}
     best_att = min(ok, key=lambda k: ok[k]["median_seconds"]).split("/")[1] if ok else "default"
     for att, fast in ((best_att, False), (best_att, True)):
         key = f"fp8/{att}" + ("+fastaccum" if fast else "")

@@ -127,6 +127,24 @@ def test_dit_forward(tmp=os.path.join(RUN_TMP, "dit.safetensors")):
         err = (load_file(tmp)["sample"] - load_file(root / "v23/case_isolate.safetensors")["expected.video"]).abs().max().item()
         ok = err <= 1e-4
     check("dit-forward --isolate", ok, p.stderr)
+    # VIREO_FUSED_KERNELS=0 reaches the process (on CUDA it swaps the fused kernels for their
+    # torch compositions, which are the CPU implementation: here the outputs stay identical).
+    base = ["dit-forward", "--model", root / "v23/diffusers", "--inputs", root / "v23/case_base.safetensors", "--json"]
+    outs = {}
+    for fused in (True, False):
+        env = dict(os.environ)
+        env.pop("VIREO_FUSED_KERNELS", None)
+        if not fused:
+            env["VIREO_FUSED_KERNELS"] = "0"
+        out = tmp + (".fused" if fused else ".composed")
+        q = subprocess.run([CLI, *map(str, base + ["--out", out])], capture_output=True, text=True, timeout=120, env=env)
+        reported = json.loads(q.stdout.strip().splitlines()[-1]).get("fused_kernels") if q.returncode == 0 else None
+        outs[fused] = (reported, load_file(out)["sample"] if q.returncode == 0 else None, q.stderr)
+        if os.path.exists(out):
+            os.remove(out)
+    ok = outs[True][0] is True and outs[False][0] is False and outs[False][1] is not None \
+        and torch.equal(outs[True][1], outs[False][1])
+    check("dit-forward VIREO_FUSED_KERNELS=0", ok, f"{outs[True][0]} {outs[False][0]} {outs[False][2]}")
     p = run("dit-forward", "--model", root / "v23/single.safetensors", "--load-only", "--json")
     ok = p.returncode == 0 and json.loads(p.stdout)["version"] == "2.3" and json.loads(p.stdout)["layers"] == 3
     check("dit-forward --load-only --json", ok, p.stderr or p.stdout)
