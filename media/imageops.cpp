@@ -68,6 +68,37 @@ void toPlanes(const std::uint8_t* rgb, int stride, int w, int h, Planes& planes)
 
 } // namespace
 
+RgbImage exifUpright(const RgbImage& image, int orientation)
+{
+    const std::size_t w = static_cast<std::size_t>(image.width), h = static_cast<std::size_t>(image.height);
+    if (orientation < 2 || orientation > 8 || image.rgb.size() != w * h * 3)
+        return image;
+    const bool swap = orientation >= 5;
+    RgbImage out;
+    out.width = swap ? image.height : image.width;
+    out.height = swap ? image.width : image.height;
+    out.rgb.resize(image.rgb.size());
+    const std::size_t ow = static_cast<std::size_t>(out.width), oh = static_cast<std::size_t>(out.height);
+    for (std::size_t y = 0; y < oh; ++y) {
+        for (std::size_t x = 0; x < ow; ++x) {
+            // The stored pixel shown at (x, y).
+            std::size_t sx = x, sy = y;
+            switch (orientation) {
+            case 2: sx = w - 1 - x; break;                   // mirrored left to right
+            case 3: sx = w - 1 - x; sy = h - 1 - y; break;   // upside down
+            case 4: sy = h - 1 - y; break;                   // mirrored top to bottom
+            case 5: sx = y; sy = x; break;                   // transposed
+            case 6: sx = y; sy = h - 1 - x; break;           // turned a quarter clockwise to view
+            case 7: sx = w - 1 - y; sy = h - 1 - x; break;   // transversed
+            case 8: sx = w - 1 - y; sy = x; break;           // turned a quarter counter-clockwise to view
+            default: break;
+            }
+            std::memcpy(&out.rgb[(y * ow + x) * 3], &image.rgb[(sy * w + sx) * 3], 3);
+        }
+    }
+    return out;
+}
+
 RgbImage fitToSize(const RgbImage& image, int width, int height)
 {
     if (image.width < 1 || image.height < 1 || width < 1 || height < 1

@@ -21,6 +21,12 @@ inline constexpr int kLtxConditionCrf = 33;
 // An empty image or a size below 1 gives an empty image.
 RgbImage fitToSize(const RgbImage& image, int width, int height);
 
+// The picture as it is meant to be seen, given the EXIF orientation tag of its file (1 to 8:
+// where the stored first row and first column belong): what PIL's ImageOps.exif_transpose,
+// called by diffusers' load_image, makes of it. 5 to 8 swap width and height; 1 and any other
+// value return the image as it is.
+RgbImage exifUpright(const RgbImage& image, int orientation);
+
 // One frame through libx264 (CRF `crf`, preset veryfast, yuv420p) and decoded back, as
 // diffusers' apply_image_conditioning_crf (a port of ltx-pipelines' media_io.preprocess)
 // does: the picture is first cut to even sides (its last row or column dropped), RGB and

@@ -14,6 +14,7 @@ extern "C" {
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -256,6 +257,21 @@ bool decodeFrames(AVFormatContext* f, VideoStream& v, int maxPackets, const std:
     return true;
 }
 
+// The EXIF orientation tag the decoder reported (1 to 8), or 1 when there is none or it is
+// not a single number in range (a hostile file gets no transform at all).
+int exifOrientation(const AVFrame* frame)
+{
+    const AVDictionaryEntry* entry = av_dict_get(frame->metadata, "Orientation", nullptr, AV_DICT_MATCH_CASE);
+    if (!entry || !entry->value)
+        return 1;
+    char* end = nullptr;
+    errno = 0;
+    const long value = std::strtol(entry->value, &end, 10);
+    if (errno != 0 || end == entry->value || *end != '\0' || value < 1 || value > 8)
+        return 1;
+    return static_cast<int>(value);
+}
+
 } // namespace
 
 Result<MediaInfo> probeMedia(const std::filesystem::path& path)
@@ -476,6 +492,10 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     if (!image)
         return mediaError(path, std::string("its pixel format (") + av_get_pix_fmt_name(static_cast<AVPixelFormat>(frame->format))
             + ") cannot be converted to RGB", ErrorCode::Unsupported);
+    // A phone's portrait photo is stored sideways with an EXIF tag that says so; FFmpeg's JPEG
+    // and WebP decoders report the tag in the frame's metadata.
+    if (const int orientation = exifOrientation(frame.get()); orientation > 1)
+        return exifUpright(*image, orientation);
     return std::move(*image);
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -165,6 +166,139 @@ VT_TEST(jpegBmpAndWebpDecode)
             const double p = psnr(*r, im);
             std::printf("    %s: PSNR %.1f dB against the original\n", name.c_str(), p);
             VT_CHECK_MSG(p >= c.minPsnr, name + ": PSNR " + std::to_string(p));
+        }
+    }
+}
+
+namespace {
+
+// A TIFF structure holding one IFD entry, Orientation (0x0112, SHORT, count `count`), little-endian.
+std::vector<std::uint8_t> exifTiff(int orientation, int count = 1)
+{
+    const auto lo = static_cast<std::uint8_t>(orientation & 0xFF), hi = static_cast<std::uint8_t>(orientation >> 8);
+    return {'I', 'I', 0x2A, 0x00, 0x08, 0x00, 0x00, 0x00,               // header, IFD at 8
+            0x01, 0x00,                                                 // one entry
+            0x12, 0x01, 0x03, 0x00, static_cast<std::uint8_t>(count), 0x00, 0x00, 0x00, lo, hi, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x00};                                    // no next IFD
+}
+
+// The JPEG with an APP1 Exif segment right after its SOI marker.
+std::vector<std::uint8_t> jpegWithExif(const std::vector<std::uint8_t>& jpeg, const std::vector<std::uint8_t>& tiff)
+{
+    std::vector<std::uint8_t> app1{'E', 'x', 'i', 'f', 0, 0};
+    app1.insert(app1.end(), tiff.begin(), tiff.end());
+    const auto length = app1.size() + 2;
+    std::vector<std::uint8_t> out(jpeg.begin(), jpeg.begin() + 2);
+    out.insert(out.end(), {0xFF, 0xE1, static_cast<std::uint8_t>(length >> 8), static_cast<std::uint8_t>(length & 0xFF)});
+    out.insert(out.end(), app1.begin(), app1.end());
+    out.insert(out.end(), jpeg.begin() + 2, jpeg.end());
+    return out;
+}
+
+void putLe(std::vector<std::uint8_t>& v, std::uint32_t value, int bytes)
+{
+    for (int i = 0; i < bytes; ++i)
+        v.push_back(static_cast<std::uint8_t>(value >> (8 * i)));
+}
+
+// A simple (VP8 / VP8L) WebP rewritten as an extended one (VP8X) with an EXIF chunk after the image.
+std::vector<std::uint8_t> webpWithExif(const std::vector<std::uint8_t>& webp, int width, int height, const std::vector<std::uint8_t>& tiff)
+{
+    if (webp.size() < 20 || std::memcmp(webp.data() + 12, "VP8", 3) != 0 || webp[15] == 'X')
+        return {};
+    std::vector<std::uint8_t> body{'W', 'E', 'B', 'P', 'V', 'P', '8', 'X'};
+    putLe(body, 10, 4);
+    body.insert(body.end(), {0x08, 0, 0, 0});  // the EXIF flag
+    putLe(body, static_cast<std::uint32_t>(width - 1), 3);
+    putLe(body, static_cast<std::uint32_t>(height - 1), 3);
+    body.insert(body.end(), webp.begin() + 12, webp.end());
+    body.insert(body.end(), {'E', 'X', 'I', 'F'});
+    putLe(body, static_cast<std::uint32_t>(tiff.size()), 4);
+    body.insert(body.end(), tiff.begin(), tiff.end());
+    if (tiff.size() % 2)
+        body.push_back(0);
+    std::vector<std::uint8_t> out{'R', 'I', 'F', 'F'};
+    putLe(out, static_cast<std::uint32_t>(body.size()), 4);
+    out.insert(out.end(), body.begin(), body.end());
+    return out;
+}
+
+} // namespace
+
+// A phone stores a portrait photo sideways and says so in an EXIF orientation tag: the picture
+// comes out as it is meant to be seen, each corner where the EXIF specification puts it (which
+// is also what PIL's exif_transpose, called by diffusers' load_image, does). A tag that is not
+// one number from 1 to 8 changes nothing.
+VT_TEST(exifOrientationTurnsThePictureUpright)
+{
+    // Stored: red top-left, green top-right, blue bottom-left, white bottom-right.
+    media::RgbImage im;
+    im.width = 64;
+    im.height = 32;
+    im.rgb.resize(64 * 32 * 3);
+    const std::uint8_t colours[4][3] = {{230, 20, 20}, {20, 200, 20}, {20, 20, 230}, {240, 240, 240}};
+    const char names[4] = {'R', 'G', 'B', 'W'};
+    for (int y = 0; y < im.height; ++y)
+        for (int x = 0; x < im.width; ++x)
+            std::memcpy(&im.rgb[(y * im.width + x) * 3], colours[(y >= 16 ? 2 : 0) + (x >= 32 ? 1 : 0)], 3);
+    // Corners as seen (top-left, top-right, bottom-left, bottom-right), per orientation 1..8:
+    // where the stored 0th row / 0th column belong (top/left, top/right, bottom/right, bottom/left,
+    // left/top, right/top, right/bottom, left/bottom).
+    const char* const seen[9] = {"", "RGBW", "GRWB", "WBGR", "BWRG", "RBGW", "BRWG", "WGBR", "GWRB"};
+    auto corners = [&](const media::RgbImage& r) {
+        std::string out;
+        for (const auto& [x, y] : {std::pair{6, 6}, {r.width - 7, 6}, {6, r.height - 7}, {r.width - 7, r.height - 7}}) {
+            const auto* p = &r.rgb[(static_cast<std::size_t>(y) * r.width + x) * 3];
+            int best = 0, bestDistance = 1 << 30;
+            for (int c = 0; c < 4; ++c) {
+                int d = 0;
+                for (int k = 0; k < 3; ++k)
+                    d += (p[k] - colours[c][k]) * (p[k] - colours[c][k]);
+                if (d < bestDistance) {
+                    best = c;
+                    bestDistance = d;
+                }
+            }
+            out += names[best];
+        }
+        return out;
+    };
+    const auto jpeg = encodeStill("mjpeg", "yuvj444p", im);
+    VT_CHECK(!jpeg.empty());
+    const auto webp = encodeStill("libwebp", "yuv420p", im);
+    auto plain = media::readImage(writeFile("plain.jpg", jpeg));
+    VT_CHECK_MSG(plain.ok(), plain.error().message);
+    VT_COMPARE(corners(*plain), std::string("RGBW"));
+    for (int orientation = 1; orientation <= 8; ++orientation) {
+        std::vector<std::pair<std::string, std::vector<std::uint8_t>>> files{
+            {"exif" + std::to_string(orientation) + ".jpg", jpegWithExif(jpeg, exifTiff(orientation))}};
+        if (!webp.empty())
+            files.emplace_back("exif" + std::to_string(orientation) + ".webp", webpWithExif(webp, im.width, im.height, exifTiff(orientation)));
+        for (const auto& [name, bytes] : files) {
+            VT_CHECK_MSG(!bytes.empty(), name);
+            auto r = media::readImage(writeFile(name, bytes));
+            VT_CHECK_MSG(r.ok(), name + ": " + (r.ok() ? "" : r.error().message));
+            if (!r.ok())
+                continue;
+            const bool turned = orientation >= 5;
+            std::printf("    %s: %dx%d, corners %s (expected %s)\n", name.c_str(), r->width, r->height, corners(*r).c_str(), seen[orientation]);
+            VT_COMPARE(r->width, turned ? 32 : 64);
+            VT_COMPARE(r->height, turned ? 64 : 32);
+            VT_COMPARE(corners(*r), std::string(seen[orientation]));
+            if (orientation == 1 && name.ends_with(".jpg"))
+                VT_CHECK(r->rgb == plain->rgb);
+        }
+    }
+    if (webp.empty())
+        std::printf("    (the system ffmpeg has no WebP encoder: WebP orientation not checked)\n");
+    // Tags that are no orientation: out of range, or two values.
+    for (const auto& [name, tiff] : {std::pair{std::string("exif9.jpg"), exifTiff(9)}, {std::string("exif0.jpg"), exifTiff(0)},
+             {std::string("exif-two.jpg"), exifTiff(6, 2)}}) {
+        auto r = media::readImage(writeFile(name, jpegWithExif(jpeg, tiff)));
+        VT_CHECK_MSG(r.ok(), name + ": " + (r.ok() ? "" : r.error().message));
+        if (r.ok()) {
+            std::printf("    %s: %dx%d, corners %s\n", name.c_str(), r->width, r->height, corners(*r).c_str());
+            VT_COMPARE(corners(*r), std::string("RGBW"));
         }
     }
 }
