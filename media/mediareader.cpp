@@ -4,6 +4,7 @@ extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 #include <libavutil/dict.h>
+#include <libavutil/display.h>
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
 }
@@ -189,10 +190,43 @@ bool imageDemuxer(const char* name)
 
 // The best video stream of an opened file with its decoder ready (one thread; FFmpeg refuses
 // frames above maxPixels when it is given), refusing a size that is absurd or above maxPixels.
+// The turn or mirror a video stream's display matrix asks for, as an EXIF orientation (1 to 8,
+// see exifUpright): phones record portrait clips sideways and say so in the container. Read as
+// the ffmpeg program's autorotation reads it (and so imageio-ffmpeg, behind diffusers'
+// load_video): right angles, with the mirrors the matrix's signs imply. Any other angle is
+// left as stored.
+int displayOrientation(const AVStream* stream)
+{
+    std::size_t size = 0;
+    const auto* data = av_stream_get_side_data(stream, AV_PKT_DATA_DISPLAYMATRIX, &size);
+    if (!data || size < 9 * sizeof(std::int32_t))
+        return 1;
+    std::int32_t m[9];
+    std::memcpy(m, data, sizeof m);
+    const double counterClockwise = av_display_rotation_get(m);
+    if (!std::isfinite(counterClockwise))
+        return 1;
+    double theta = std::fmod(-std::round(counterClockwise), 360.0);
+    if (theta < 0)
+        theta += 360.0;
+    if (std::fabs(theta - 90) < 1.0)
+        return m[3] > 0 ? 5 : 6;  // transpose: cclock_flip, or clock
+    if (std::fabs(theta - 270) < 1.0)
+        return m[3] < 0 ? 7 : 8;  // transpose: clock_flip, or cclock
+    if (std::fabs(theta - 180) < 1.0) {
+        const bool h = m[0] < 0, v = m[4] < 0;
+        return h && v ? 3 : h ? 2 : v ? 4 : 1;
+    }
+    if (std::fabs(theta) < 1.0 || std::fabs(theta - 360) < 1.0)
+        return m[4] < 0 ? 4 : 1;
+    return 1;
+}
+
 struct VideoStream {
     int index = -1;
     const AVStream* stream = nullptr;
     std::unique_ptr<AVCodecContext, CodecCloser> decoder;
+    int orientation = 1;  // displayOrientation of the stream
 };
 
 Result<VideoStream> openVideoStream(const std::filesystem::path& path, AVFormatContext* f, std::int64_t maxPixels)
@@ -202,6 +236,7 @@ Result<VideoStream> openVideoStream(const std::filesystem::path& path, AVFormatC
     if (v.index < 0)
         return mediaError(path, "has no video stream");
     v.stream = f->streams[v.index];
+    v.orientation = displayOrientation(v.stream);
     const AVCodec* codec = avcodec_find_decoder(v.stream->codecpar->codec_id);
     if (!codec)
         return mediaError(path, "its video codec cannot be decoded by this FFmpeg", ErrorCode::Unsupported);
@@ -292,8 +327,10 @@ Result<MediaInfo> probeMedia(const std::filesystem::path& path)
         const AVCodecParameters* p = s->codecpar;
         if (p->codec_type == AVMEDIA_TYPE_VIDEO && !info.hasVideo) {
             info.hasVideo = true;
-            info.width = p->width;
-            info.height = p->height;
+            // As displayed: a clip recorded sideways with a quarter turn in its matrix is portrait.
+            const bool turned = displayOrientation(s) >= 5;
+            info.width = turned ? p->height : p->width;
+            info.height = turned ? p->width : p->height;
             const AVRational rate = s->avg_frame_rate.num ? s->avg_frame_rate : s->r_frame_rate;
             info.fps = rate.den ? av_q2d(rate) : 0;
             info.frames = s->nb_frames;
@@ -343,14 +380,18 @@ Result<RgbImage> frameAt(const std::filesystem::path& path, double seconds, int 
         return mediaError(path, "no video frame could be decoded (truncated or damaged?)", ErrorCode::Truncated);
     if (!sane(best->width, best->height))
         return mediaError(path, "decoded a frame of " + std::to_string(best->width) + "x" + std::to_string(best->height) + " pixels");
-    int w = best->width, h = best->height;
+    // maxWidth bounds the width as displayed, which is the stored height of a clip turned a quarter.
+    const bool turned = video->orientation >= 5;
+    int w = turned ? best->height : best->width, h = turned ? best->width : best->height;
     if (maxWidth > 0 && w > maxWidth) {
         h = std::max(2, static_cast<int>(std::lround(static_cast<double>(h) * maxWidth / w)) / 2 * 2);
         w = maxWidth / 2 * 2;
     }
-    auto image = toRgb(best.get(), w, h, SWS_AREA);
+    auto image = turned ? toRgb(best.get(), h, w, SWS_AREA) : toRgb(best.get(), w, h, SWS_AREA);
     if (!image)
         return mediaError(path, "its pixel format cannot be converted", ErrorCode::Unsupported);
+    if (video->orientation > 1)
+        return exifUpright(*image, video->orientation);
     return std::move(*image);
 }
 
@@ -538,6 +579,8 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
             problem = "its pixel format cannot be converted to RGB";
             return true;
         }
+        if (video->orientation > 1)
+            *rgb = exifUpright(*rgb, video->orientation);
         frames.push_back(fit ? fitToSize(*rgb, fitWidth, fitHeight) : std::move(*rgb));
         return static_cast<int>(frames.size()) == count;
     });

@@ -35,7 +35,9 @@ struct RgbImage {
 };
 
 // The first frame at or after `seconds` (clamped to the stream), scaled so its width is at
-// most maxWidth (aspect kept, even sizes).
+// most maxWidth (aspect kept, even sizes). Frames of videos, here and in readClipFrames, come
+// out as displayed: a turn or mirror in the stream's display matrix (a phone's portrait clip)
+// is applied, as the ffmpeg program's autorotation does; MediaInfo's size is the displayed one.
 Result<RgbImage> frameAt(const std::filesystem::path& path, double seconds, int maxWidth);
 
 // The largest picture readImage and readClipFrames decode unless told otherwise (8192 x 8192).

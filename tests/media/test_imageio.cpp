@@ -172,6 +172,41 @@ VT_TEST(jpegBmpAndWebpDecode)
 
 namespace {
 
+const std::uint8_t kQuadrantColours[4][3] = {{230, 20, 20}, {20, 200, 20}, {20, 20, 230}, {240, 240, 240}};
+
+// 64 x 32, stored as red top-left, green top-right, blue bottom-left, white bottom-right.
+media::RgbImage quadrants()
+{
+    media::RgbImage im{64, 32, std::vector<std::uint8_t>(64 * 32 * 3)};
+    for (int y = 0; y < im.height; ++y)
+        for (int x = 0; x < im.width; ++x)
+            std::memcpy(&im.rgb[(static_cast<std::size_t>(y) * im.width + x) * 3], kQuadrantColours[(y >= 16 ? 2 : 0) + (x >= 32 ? 1 : 0)], 3);
+    return im;
+}
+
+// The colours (R, G, B, W) seen at the top-left, top-right, bottom-left and bottom-right corners.
+std::string corners(const media::RgbImage& r)
+{
+    std::string out;
+    if (r.width < 14 || r.height < 14 || r.rgb.size() != static_cast<std::size_t>(r.width) * r.height * 3)
+        return "(no picture)";
+    for (const auto& [x, y] : {std::pair{6, 6}, {r.width - 7, 6}, {6, r.height - 7}, {r.width - 7, r.height - 7}}) {
+        const auto* p = &r.rgb[(static_cast<std::size_t>(y) * r.width + x) * 3];
+        int best = 0, bestDistance = 1 << 30;
+        for (int c = 0; c < 4; ++c) {
+            int d = 0;
+            for (int k = 0; k < 3; ++k)
+                d += (p[k] - kQuadrantColours[c][k]) * (p[k] - kQuadrantColours[c][k]);
+            if (d < bestDistance) {
+                best = c;
+                bestDistance = d;
+            }
+        }
+        out += "RGBW"[best];
+    }
+    return out;
+}
+
 // A TIFF structure holding one IFD entry, Orientation (0x0112, SHORT, count `count`), little-endian.
 std::vector<std::uint8_t> exifTiff(int orientation, int count = 1)
 {
@@ -231,38 +266,11 @@ std::vector<std::uint8_t> webpWithExif(const std::vector<std::uint8_t>& webp, in
 // one number from 1 to 8 changes nothing.
 VT_TEST(exifOrientationTurnsThePictureUpright)
 {
-    // Stored: red top-left, green top-right, blue bottom-left, white bottom-right.
-    media::RgbImage im;
-    im.width = 64;
-    im.height = 32;
-    im.rgb.resize(64 * 32 * 3);
-    const std::uint8_t colours[4][3] = {{230, 20, 20}, {20, 200, 20}, {20, 20, 230}, {240, 240, 240}};
-    const char names[4] = {'R', 'G', 'B', 'W'};
-    for (int y = 0; y < im.height; ++y)
-        for (int x = 0; x < im.width; ++x)
-            std::memcpy(&im.rgb[(y * im.width + x) * 3], colours[(y >= 16 ? 2 : 0) + (x >= 32 ? 1 : 0)], 3);
+    const auto im = quadrants();
     // Corners as seen (top-left, top-right, bottom-left, bottom-right), per orientation 1..8:
     // where the stored 0th row / 0th column belong (top/left, top/right, bottom/right, bottom/left,
     // left/top, right/top, right/bottom, left/bottom).
     const char* const seen[9] = {"", "RGBW", "GRWB", "WBGR", "BWRG", "RBGW", "BRWG", "WGBR", "GWRB"};
-    auto corners = [&](const media::RgbImage& r) {
-        std::string out;
-        for (const auto& [x, y] : {std::pair{6, 6}, {r.width - 7, 6}, {6, r.height - 7}, {r.width - 7, r.height - 7}}) {
-            const auto* p = &r.rgb[(static_cast<std::size_t>(y) * r.width + x) * 3];
-            int best = 0, bestDistance = 1 << 30;
-            for (int c = 0; c < 4; ++c) {
-                int d = 0;
-                for (int k = 0; k < 3; ++k)
-                    d += (p[k] - colours[c][k]) * (p[k] - colours[c][k]);
-                if (d < bestDistance) {
-                    best = c;
-                    bestDistance = d;
-                }
-            }
-            out += names[best];
-        }
-        return out;
-    };
     const auto jpeg = encodeStill("mjpeg", "yuvj444p", im);
     VT_CHECK(!jpeg.empty());
     const auto webp = encodeStill("libwebp", "yuv420p", im);
@@ -452,6 +460,59 @@ VT_TEST(clipFramesAreTheFirstOnes)
              && tooMany.error().message.find("has 9 decodable frames") != std::string::npos);
     auto notAClip = media::readClipFrames(tempDir() / "absent.mp4", 1);
     VT_CHECK(!notAClip.ok() && notAClip.error().message.find("absent.mp4") != std::string::npos);
+}
+
+// A phone records a portrait clip sideways and puts the turn in the container's display matrix:
+// its frames come out as the ffmpeg program shows them (autorotation, as imageio-ffmpeg behind
+// diffusers' load_video gets them), for clip conditions, thumbnails and the probed size.
+VT_TEST(turnedClipsComeOutAsTheFfmpegProgramShowsThem)
+{
+    const auto base = tempDir() / "upright.mp4";
+    {
+        auto w = media::Mp4Writer::open(base.string(), {64, 32, 24.0, 0}, std::nullopt, {});
+        VT_CHECK(w.ok());
+        const auto im = quadrants();
+        for (int f = 0; f < 9; ++f)
+            VT_CHECK((*w)->writeFrame(im.rgb.data(), 64 * 3).ok());
+        VT_CHECK((*w)->finish().ok());
+    }
+    for (const int rotate : {0, 90, 180, 270}) {
+        const auto turned = tempDir() / ("turned" + std::to_string(rotate) + ".mp4");
+        const auto ppm = tempDir() / ("turned" + std::to_string(rotate) + ".ppm");
+        const std::string remux = "ffmpeg -nostdin -v error -y -i '" + base.string() + "' -c copy -metadata:s:v:0 rotate="
+            + std::to_string(rotate) + " '" + turned.string() + "'";
+        const std::string shown = "ffmpeg -nostdin -v error -y -i '" + turned.string() + "' -frames:v 1 -c:v ppm -f image2 -update 1 '"
+            + ppm.string() + "'";
+        VT_CHECK_MSG(std::system(remux.c_str()) == 0 && std::system(shown.c_str()) == 0, remux);
+        // The program's picture: a binary PPM (P6, width, height, 255, then RGB).
+        std::ifstream in(ppm, std::ios::binary);
+        std::string magic;
+        int width = 0, height = 0, maxValue = 0;
+        in >> magic >> width >> height >> maxValue;
+        in.get();
+        media::RgbImage expected{width, height, std::vector<std::uint8_t>(static_cast<std::size_t>(std::max(0, width * height * 3)))};
+        in.read(reinterpret_cast<char*>(expected.rgb.data()), static_cast<std::streamsize>(expected.rgb.size()));
+        VT_CHECK_MSG(magic == "P6" && maxValue == 255 && in, ppm.string());
+        auto frames = media::readClipFrames(turned, 1);
+        auto thumb = media::frameAt(turned, 0, 16);
+        auto info = media::probeMedia(turned);
+        VT_CHECK_MSG(frames.ok() && thumb.ok() && info.ok(), (frames.ok() ? (thumb.ok() ? info.error().message : thumb.error().message) : frames.error().message));
+        if (!frames.ok() || !thumb.ok() || !info.ok())
+            continue;
+        const auto& got = frames->front();
+        std::printf("    rotate=%d: the program shows %dx%d %s; Vireo reads %dx%d %s, probes %dx%d, thumbnail %dx%d\n", rotate, width, height,
+            corners(expected).c_str(), got.width, got.height, corners(got).c_str(), info->width, info->height, thumb->width, thumb->height);
+        VT_COMPARE(got.width, width);
+        VT_COMPARE(got.height, height);
+        VT_COMPARE(corners(got), corners(expected));
+        VT_CHECK_MSG(psnr(got, expected) > 24, "PSNR " << psnr(got, expected));
+        VT_CHECK(info->width == width && info->height == height);
+        // The thumbnail's width is bounded as displayed; it is turned the same way.
+        VT_COMPARE(thumb->width, 16);
+        VT_COMPARE(thumb->height, 16 * height / width);
+        if (rotate == 90 || rotate == 270)
+            VT_CHECK_MSG(width == 32 && height == 64, "the program did not turn the clip: the test says nothing");
+    }
 }
 
 VT_MAIN("TestImageIo")
