@@ -316,6 +316,8 @@ Result<MediaInfo> probeMedia(const std::filesystem::path& path)
         return format.error();
     MediaInfo info;
     info.damage = mp4Truncation(path);
+    if ((*format)->iformat && (*format)->iformat->name)
+        info.container = (*format)->iformat->name;
     const AVDictionaryEntry* tag = nullptr;
     while ((tag = av_dict_get((*format)->metadata, "", tag, AV_DICT_IGNORE_SUFFIX)))
         if (tag->key && tag->value && info.tags.size() < 256)

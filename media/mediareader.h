@@ -23,6 +23,7 @@ struct MediaInfo {
     std::int64_t frames = 0;  // from the stream header when known, else duration x fps
     std::string videoCodec, audioCodec;
     int sampleRate = 0, channels = 0;
+    std::string container;  // the demuxer's name ("mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", ...)
     std::map<std::string, std::string> tags;  // container metadata ("comment", "vireo_recipe", ...)
     std::string damage;  // why the file is incomplete (an MP4 cut short); empty when whole
 };

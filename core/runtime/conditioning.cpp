@@ -136,6 +136,31 @@ Result<QImage> conditionPreview(const QString& path, int maxSide)
     return view.copy();
 }
 
+Result<ConditionSource> inspectCondition(const QString& path, int maxSide)
+{
+    auto still = conditionPreview(path, maxSide);
+    if (still)
+        return ConditionSource{*still, false, 1};
+    const std::filesystem::path file = path.toStdString();
+    auto info = media::probeMedia(file);
+    // Only containers that hold recorded video: FFmpeg also "reads" text as ANSI art.
+    static const char* const kVideoContainers[] = {"mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", "mpegts"};
+    if (!info || !info->hasVideo
+        || std::none_of(std::begin(kVideoContainers), std::end(kVideoContainers), [&](const char* c) { return info->container == c; }))
+        return still.error();
+    auto first = media::frameAt(file, 0, 0);
+    if (!first)
+        return first.error();
+    const QImage view(first->rgb.data(), first->width, first->height, first->width * 3, QImage::Format_RGB888);
+    ConditionSource source;
+    source.clip = true;
+    source.frames = std::max<std::int64_t>(0, info->frames);
+    source.preview = maxSide > 0 && (first->width > maxSide || first->height > maxSide)
+        ? view.scaled(maxSide, maxSide, Qt::KeepAspectRatio, Qt::SmoothTransformation)
+        : view.copy();
+    return source;
+}
+
 Result<QString> saveFirstFrame(const QString& video, const QString& folder)
 {
     auto frame = media::frameAt(video.toStdString(), 0, 0);

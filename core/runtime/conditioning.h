@@ -52,6 +52,16 @@ Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int w
 // thumbnail (and to refuse what the generation would refuse before it is queued).
 Result<QImage> conditionPreview(const QString& path, int maxSide);
 
+// What a file offered as a condition holds: a still (any picture conditionPreview takes), or a
+// video in a real container (MP4/MOV, Matroska/WebM, AVI, MPEG-TS) whose first frames a clip
+// condition uses. A file that is neither gets the still's error, which names it.
+struct ConditionSource {
+    QImage preview;           // the still, or the video's first frame as displayed, within maxSide
+    bool clip = false;
+    std::int64_t frames = 1;  // a video's frame count as its header says; 0: not said
+};
+Result<ConditionSource> inspectCondition(const QString& path, int maxSide);
+
 // The first frame of a video saved as "<folder>/<video stem>.first-frame.png" (replacing an
 // earlier one of that name), to start another video from; the PNG's path.
 Result<QString> saveFirstFrame(const QString& video, const QString& folder);

@@ -5,6 +5,7 @@
 #include "core/settings/studiosettings.h"
 #include "core/gallery/gallery.h"
 #include "core/studio/studio.h"
+#include "media/mp4writer.h"
 #include "tests/ui/studiowindow.h"
 #include "tests/ui/uitest.h"
 #include "ui/pages/generatepage.h"
@@ -495,6 +496,101 @@ private slots:
         page->applyRecipe(r, false, &why);
         QVERIFY(page->conditionImage().isEmpty());
         QVERIFY2(why.contains(QStringLiteral("gone or changed")), qPrintable(why));
+    }
+
+    // A video dropped on the start slot is a start clip: its first "Clip frames" frames (9 at
+    // first, at most what it has), checked against the output like a still; it runs, and the
+    // recipe brings it back with its frame count.
+    void startClipFromAVideo()
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1280, 820);
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto* page = w->generatePage();
+        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("the tide comes in"));
+        child<QSpinBox>(page, "width")->setValue(96);
+        child<QSpinBox>(page, "height")->setValue(64);
+        child<QSpinBox>(page, "frames")->setValue(17);
+        QTRY_VERIFY(page->canGenerate());
+        auto writeClip = [&](const QString& name, int frames) {
+            const QString path = m_work.filePath(name);
+            auto writer = vireo::media::Mp4Writer::open(path.toStdString(), {64, 48, 24.0, 18}, std::nullopt, {});
+            if (!writer.ok())
+                return QString();
+            std::vector<std::uint8_t> rgb(64 * 48 * 3);
+            for (int f = 0; f < frames; ++f) {
+                std::fill(rgb.begin(), rgb.end(), static_cast<std::uint8_t>(30 + 15 * f));
+                if (!(*writer)->writeFrame(rgb.data(), 64 * 3).ok())
+                    return QString();
+            }
+            return (*writer)->finish().ok() ? path : QString();
+        };
+        const QString clip = writeClip(QStringLiteral("tide.mp4"), 12);
+        QVERIFY(!clip.isEmpty());
+        auto* clipFrames = child<QSpinBox>(page, "clipFrames");
+        auto* error = child<QLabel>(page, "imageError");
+        QVERIFY(clipFrames->isHidden());
+        QString why;
+        QVERIFY2(page->setConditionImage(clip, &why), qPrintable(why));
+        QVERIFY(page->conditionIsClip());
+        QCOMPARE(page->conditionImage(), clip);
+        QVERIFY(clipFrames->isVisible());
+        QCOMPARE(clipFrames->value(), 9);
+        QCOMPARE(clipFrames->maximum(), 9);  // 12 frames hold 9 = 8k + 1 at most
+        QVERIFY(!child<QLabel>(page, "imageSlot")->pixmap().isNull());
+        QVERIFY2(child<QLabel>(page, "imageName")->text().contains(QStringLiteral("first 9 frames")),
+            qPrintable(child<QLabel>(page, "imageName")->text()));
+        QVERIFY(error->isHidden());
+        QVERIFY(page->canGenerate());
+        // Nine frames from frame 9 run past a 17-frame video: said beside the slot, Generate off.
+        auto* frame = child<QSpinBox>(page, "imageFrame");
+        frame->setValue(9);
+        QVERIFY2(error->isVisible() && error->text().contains(QStringLiteral("The start clip")) && error->text().contains(QStringLiteral("runs past")),
+            qPrintable(error->text()));
+        QVERIFY(!page->canGenerate());
+        frame->setValue(0);
+        QVERIFY(error->isHidden());
+        // Too short to keep 9 frames: refused with its length, the slot keeps the clip.
+        const QString shortClip = writeClip(QStringLiteral("blink.mp4"), 5);
+        QVERIFY(!page->setConditionImage(shortClip, &why));
+        QVERIFY2(why.contains(QStringLiteral("has 5 frames")), qPrintable(why));
+        QCOMPARE(page->conditionImage(), clip);
+        // A still after it: the clip row goes.
+        const QString png = m_work.filePath(QStringLiteral("shore.png"));
+        QImage picture(96, 64, QImage::Format_RGB888);
+        picture.fill(QColor(40, 80, 120));
+        QVERIFY(picture.save(png));
+        QVERIFY(page->setConditionImage(png));
+        QVERIFY(!page->conditionIsClip());
+        QVERIFY(clipFrames->isHidden());
+        QVERIFY(page->setConditionImage(clip));
+        QTRY_VERIFY(page->canGenerate());
+        // The plan for this size, not a stale one for the page's first size (whose "does not
+        // fit" under memory pressure would ask before generating).
+        auto* plan = child<QLabel>(page, "memoryPlan");
+        QTRY_VERIFY2(plan->text().contains(QStringLiteral("96x64x17")), qPrintable(plan->text()));
+
+        const auto id = page->generate();
+        QVERIFY(id);
+        auto* engine = w->studio()->engine();
+        QTRY_VERIFY_WITH_TIMEOUT(engine->job(id)->state != vireo::runtime::JobState::Queued
+                && engine->job(id)->state != vireo::runtime::JobState::Running, 120000);
+        const auto s = engine->job(id);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QCOMPARE(s->recipe.conditions.size(), std::size_t(1));
+        QCOMPARE(s->recipe.conditions[0].frames, 9);
+        QCOMPARE(s->recipe.conditions[0].source, clip.toStdString());
+        // Generate again from the recipe: the clip and its frame count come back.
+        page->clearConditionImage();
+        QVERIFY(clipFrames->isHidden());
+        page->applyRecipe(s->recipe, false, &why);
+        QCOMPARE(page->conditionImage(), clip);
+        QVERIFY(page->conditionIsClip());
+        QCOMPARE(clipFrames->value(), 9);
+        QVERIFY(clipFrames->isVisible());
     }
 
 private:

@@ -231,7 +231,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     form->addRow(tr("Negative"), m_negative);
     m_promptForm = form;
 
-    m_conditionCard = card(form, tr("Start image"));
+    m_conditionCard = card(form, tr("Start image or clip"));
     left->addWidget(m_conditionCard);
     m_imageSlot = new ImageSlot([this](const QString& path) { setConditionImage(path); });
     m_imageSlot->setObjectName(QStringLiteral("imageSlot"));
@@ -240,7 +240,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_imageSlot->setAlignment(Qt::AlignCenter);
     m_imageSlot->setWordWrap(true);
     m_imageSlot->setFrameShape(QFrame::StyledPanel);
-    m_imageSlot->setText(tr("Drop a picture here, or choose one: the video starts from it"));
+    m_imageSlot->setText(tr("Drop a picture or a video here, or choose one: the video starts from it"));
     m_chooseImage = new QPushButton(tr("Choose…"));
     m_chooseImage->setObjectName(QStringLiteral("chooseImage"));
     m_clearImage = new QPushButton(tr("Clear"));
@@ -278,6 +278,14 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     frameRow->addWidget(new QLabel(tr("strength")));
     frameRow->addWidget(m_imageStrength);
     form->addRow(tr("At frame"), frameRow);
+    m_clipFrames = new QSpinBox;
+    m_clipFrames->setObjectName(QStringLiteral("clipFrames"));
+    m_clipFrames->setRange(9, 1025);
+    m_clipFrames->setSingleStep(8);
+    m_clipFrames->setValue(9);
+    m_clipFrames->setToolTip(tr("How many of the clip's first frames the video keeps (8k + 1: 9, 17, …); it continues from them."));
+    form->addRow(tr("Clip frames"), m_clipFrames);
+    form->setRowVisible(m_clipFrames, false);
     m_imageError = errorLabel(QStringLiteral("imageError"));
     form->addRow(m_imageError);
     form->setRowVisible(m_imageError, false);
@@ -495,12 +503,14 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     connect(m_steps, &QSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_stages, &QComboBox::currentIndexChanged, this, [this] { validate(); });
     connect(m_imageFrame, &QSpinBox::valueChanged, this, [this] { validate(); });
+    connect(m_clipFrames, &QSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_imageStrength, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_clearImage, &QPushButton::clicked, this, &GeneratePage::clearConditionImage);
     connect(m_chooseImage, &QPushButton::clicked, this, [this] {
-        const auto path = QFileDialog::getOpenFileName(this, tr("A picture to start the video from"),
+        const auto path = QFileDialog::getOpenFileName(this, tr("A picture or a video to start the video from"),
             m_conditionPath.isEmpty() ? QString() : QFileInfo(m_conditionPath).absolutePath(),
-            tr("Pictures (*.png *.jpg *.jpeg *.webp *.bmp *.tif *.tiff *.gif);;All files (*)"));
+            tr("Pictures and videos (*.png *.jpg *.jpeg *.webp *.bmp *.tif *.tiff *.gif *.mp4 *.mov *.m4v *.mkv *.webm *.avi *.ts);;"
+               "Pictures (*.png *.jpg *.jpeg *.webp *.bmp *.tif *.tiff *.gif);;Videos (*.mp4 *.mov *.m4v *.mkv *.webm *.avi *.ts);;All files (*)"));
         if (!path.isEmpty())
             setConditionImage(path);
     });
@@ -695,8 +705,10 @@ bool GeneratePage::validate()
     ok = ok && size.isEmpty();
     if (!m_imageMode && !m_conditionPath.isEmpty()) {
         updateConditionThumbnail();
-        const auto problem = runtime::conditionProblem(m_imageFrame->value(), 1, m_imageStrength->value(), m_conditionCrf, m_frames->value());
-        setImageError(problem.empty() ? QString() : tr("The start image: %1.").arg(QString::fromStdString(problem)));
+        const auto problem = runtime::conditionProblem(m_imageFrame->value(), m_conditionClip ? m_clipFrames->value() : 1,
+            m_imageStrength->value(), m_conditionCrf, m_frames->value());
+        setImageError(problem.empty() ? QString()
+                                      : (m_conditionClip ? tr("The start clip: %1.") : tr("The start image: %1.")).arg(QString::fromStdString(problem)));
         ok = ok && problem.empty();
     }
     updateStages(&ok);
@@ -915,7 +927,8 @@ quint64 GeneratePage::generate()
     job.outputFolder = m_studio->settings()->outputsFolder();
     job.forcePlacement = !m_planFits;
     if (!m_imageMode && !m_conditionPath.isEmpty())
-        job.conditions.push_back({m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf, 0});
+        job.conditions.push_back({m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf,
+            m_conditionClip ? m_clipFrames->value() : 0});
     auto* e = engine();
     watch(e);
     const auto id = e->enqueueGenerate(job);
@@ -1117,13 +1130,7 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
         m_stages->setCurrentIndex(std::max(0, m_stages->findData(stages.isEmpty() ? QStringLiteral("auto") : stages)));
     }
     clearConditionImage();
-    if (!r.conditions.empty() && r.conditions.front().frames > 1) {
-        const auto problem = tr("The recipe starts from a clip (%1); this page holds a still: vireo-cli generate --clip makes it again.")
-                                 .arg(QString::fromStdString(r.conditions.front().source));
-        m_modelStatus->setText(problem);
-        if (why)
-            *why = problem;
-    } else if (!r.conditions.empty()) {
+    if (!r.conditions.empty()) {
         // The copy kept beside the output first (the gallery gives its full path), then the
         // original; the one whose bytes the recipe hashed.
         const auto& c = r.conditions.front();
@@ -1135,22 +1142,33 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
                 break;
             }
         QString problem;
+        const bool clip = c.frames > 1;
         if (chosen.isEmpty())
-            problem = tr("The start image %1 is gone or changed since (its SHA-256 differs): choose it again to make this video again.")
+            problem = (clip ? tr("The start clip %1 is gone or changed since (its SHA-256 differs): choose it again to make this video again.")
+                            : tr("The start image %1 is gone or changed since (its SHA-256 differs): choose it again to make this video again."))
                           .arg(QString::fromStdString(c.source));
         else if (!setConditionImage(chosen, &problem))
             chosen.clear();
+        else if (m_conditionClip != clip) {
+            problem = tr("%1 is not the %2 the recipe names.").arg(chosen, clip ? tr("clip") : tr("still"));
+            clearConditionImage();
+            chosen.clear();
+        }
         if (chosen.isEmpty()) {
             m_modelStatus->setText(problem);
             if (why)
                 *why = problem;
         } else {
-            const QSignalBlocker a2(m_imageFrame), b2(m_imageStrength);
+            const QSignalBlocker a2(m_imageFrame), b2(m_imageStrength), c2(m_clipFrames);
             m_imageFrame->setValue(static_cast<int>(c.frame));
             m_imageStrength->setValue(c.strength);
+            if (clip) {
+                m_clipFrames->setMaximum(std::max(m_clipFrames->maximum(), static_cast<int>(std::min<std::int64_t>(1025, c.frames))));
+                m_clipFrames->setValue(static_cast<int>(c.frames));
+            }
             m_conditionCrf = c.frames == 1 ? c.crf : runtime::kDefaultConditionCrf;
             if (r.conditions.size() > 1 && why)
-                *why = tr("The recipe has %1 conditioning images; this page holds the first (vireo-cli generate takes them all).")
+                *why = tr("The recipe has %1 conditions; this page holds the first (vireo-cli generate takes them all).")
                            .arg(r.conditions.size());
         }
     }
@@ -1175,9 +1193,13 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
 
 bool GeneratePage::setConditionImage(const QString& path, QString* error)
 {
-    auto preview = runtime::conditionPreview(path, 480);
-    if (!preview) {
-        const auto message = QString::fromStdString(preview.error().message);
+    auto source = runtime::inspectCondition(path, 480);
+    QString message;
+    if (!source)
+        message = QString::fromStdString(source.error().message);
+    else if (source->clip && source->frames > 0 && source->frames < 9)
+        message = tr("%1 has %2 frames; a start clip keeps at least 9 (8k + 1).").arg(QFileInfo(path).absoluteFilePath()).arg(source->frames);
+    if (!message.isEmpty()) {
         setImageError(message);
         if (error)
             *error = message;
@@ -1185,7 +1207,16 @@ bool GeneratePage::setConditionImage(const QString& path, QString* error)
     }
     m_conditionPath = QFileInfo(path).absoluteFilePath();
     m_conditionCrf = runtime::kDefaultConditionCrf;
-    m_conditionPreview = *preview;
+    m_conditionPreview = source->preview;
+    m_conditionClip = source->clip;
+    {
+        // The clip's own length bounds the field (8k + 1 at most); an unsaid length, the engine checks.
+        const QSignalBlocker block(m_clipFrames);
+        const int most = source->frames > 0 ? static_cast<int>(std::min<std::int64_t>(1025, (source->frames - 1) / 8 * 8 + 1)) : 1025;
+        m_clipFrames->setMaximum(std::max(9, most));
+        m_clipFrames->setValue(9);
+    }
+    m_conditionForm->setRowVisible(m_clipFrames, m_conditionClip);
     m_imageSlot->setToolTip(m_conditionPath);
     m_conditionForm->setRowVisible(m_imageName, true);
     updateConditionThumbnail();
@@ -1200,9 +1231,11 @@ void GeneratePage::clearConditionImage()
     m_conditionPath.clear();
     m_conditionPreview = QImage();
     m_conditionCrf = runtime::kDefaultConditionCrf;
+    m_conditionClip = false;
+    m_conditionForm->setRowVisible(m_clipFrames, false);
     m_imageSlot->clear();
     m_imageSlot->setToolTip(QString());
-    m_imageSlot->setText(tr("Drop a picture here, or choose one: the video starts from it"));
+    m_imageSlot->setText(tr("Drop a picture or a video here, or choose one: the video starts from it"));
     m_imageName->clear();
     m_conditionForm->setRowVisible(m_imageName, false);
     m_clearImage->setEnabled(false);
@@ -1231,10 +1264,11 @@ void GeneratePage::updateConditionThumbnail()
     crop.moveCenter(m_conditionPreview.rect().center());
     const QSize box(std::max(176, m_imageSlot->width() - 4), std::max(99, m_imageSlot->height() - 4));
     m_imageSlot->setPixmap(QPixmap::fromImage(m_conditionPreview.copy(crop).scaled(box, Qt::KeepAspectRatio, Qt::SmoothTransformation)));
-    m_imageName->setText(tr("%1 · its centre at %2 × %3 (scaled to cover the video and cropped)")
-                             .arg(QFileInfo(m_conditionPath).fileName())
-                             .arg(out.width())
-                             .arg(out.height()));
+    const auto name = QFileInfo(m_conditionPath).fileName();
+    m_imageName->setText(m_conditionClip
+            ? tr("%1 · its first %2 frames, their centre at %3 × %4 (scaled to cover the video and cropped)")
+                  .arg(name).arg(m_clipFrames->value()).arg(out.width()).arg(out.height())
+            : tr("%1 · its centre at %2 × %3 (scaled to cover the video and cropped)").arg(name).arg(out.width()).arg(out.height()));
 }
 
 QString GeneratePage::stagePlanText() const

@@ -58,8 +58,11 @@ public:
     bool imageMode() const { return m_imageMode; }
     // The start image (image-to-video; a keyframe when its frame is 8k + 1): decoded by the
     // same reader the generation uses, so a file it would refuse is refused here, with the
-    // reason shown beside the slot; false (and the slot unchanged) then.
+    // reason shown beside the slot; false (and the slot unchanged) then. A video (MP4/MOV,
+    // Matroska/WebM, AVI, MPEG-TS) is taken as a start clip: its first "Clip frames" frames
+    // (8k + 1, 9 at first, as vireo-cli's --clip-frames), shown by its first frame.
     bool setConditionImage(const QString& path, QString* error = nullptr);
+    bool conditionIsClip() const { return m_conditionClip; }
     void clearConditionImage();
     // From the gallery: the start image, with a video model chosen (the first ready one) when
     // an image model is; false with the reason when the picture is refused or no video model
@@ -140,6 +143,7 @@ private:
     QPushButton* m_chooseImage = nullptr;
     QPushButton* m_clearImage = nullptr;
     QSpinBox* m_imageFrame = nullptr;
+    QSpinBox* m_clipFrames = nullptr;   // a start clip's frames; its row shows for clips only
     QDoubleSpinBox* m_imageStrength = nullptr;
     QLabel* m_imageError = nullptr;
     QPushButton* m_audioSlot = nullptr;
@@ -149,6 +153,7 @@ private:
     QString m_conditionPath;
     QImage m_conditionPreview;          // decoded once; the thumbnail shows its crop at the output's aspect
     int m_conditionCrf = 33;            // the recipe's, for Generate again; the reference's otherwise
+    bool m_conditionClip = false;       // the condition is a video's first frames
 
     QLabel* m_preview;
     QLabel* m_phase;
