@@ -25,6 +25,8 @@
 #include <QListWidget>
 #include <QMediaPlayer>
 #include <QMimeData>
+#include <QTimer>
+#include <QMessageBox>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QUrl>
@@ -591,6 +593,56 @@ private slots:
         QVERIFY(page->conditionIsClip());
         QCOMPARE(clipFrames->value(), 9);
         QVERIFY(clipFrames->isVisible());
+    }
+
+    // "Generate anyway?" is asked on the plan for the inputs on the page only: a plan still on
+    // its way after a change (the page waits a quarter second before asking for one) asks
+    // nothing, and the engine, which plans again, decides.
+    void memoryPlanAsksOnlyForTheInputsItWasMadeFor()
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1280, 820);
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        auto* page = w->generatePage();
+        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a storm over the bay"));
+        auto* width = child<QSpinBox>(page, "width");
+        auto* height = child<QSpinBox>(page, "height");
+        auto* frames = child<QSpinBox>(page, "frames");
+        auto* plan = child<QLabel>(page, "memoryPlan");
+        width->setValue(4096);
+        height->setValue(4096);
+        frames->setValue(1025);
+        QTRY_VERIFY_WITH_TIMEOUT(plan->text().contains(QStringLiteral("4096x4096x1025")), 20000);
+        QVERIFY2(plan->styleSheet().contains(QStringLiteral("#ff8a80")), qPrintable(plan->text()));  // does not fit
+        QVERIFY(page->canGenerate());
+        // The question comes, and No queues nothing.
+        int asked = 0;
+        QTimer answer;
+        answer.setInterval(20);
+        connect(&answer, &QTimer::timeout, this, [&] {
+            if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+                ++asked;
+                box->button(QMessageBox::No)->click();
+            }
+        });
+        answer.start();
+        QCOMPARE(page->generate(), quint64(0));
+        QCOMPARE(asked, 1);
+        // A small size, generated at once: the shown plan is for the big one and asks nothing.
+        width->setValue(96);
+        height->setValue(64);
+        frames->setValue(9);
+        QVERIFY(!plan->text().contains(QStringLiteral("96x64x9")));
+        const auto id = page->generate();
+        QVERIFY(id);
+        QCOMPARE(asked, 1);
+        auto* engine = w->studio()->engine();
+        QTRY_VERIFY_WITH_TIMEOUT(engine->job(id)->state != vireo::runtime::JobState::Queued
+                && engine->job(id)->state != vireo::runtime::JobState::Running, 120000);
+        QVERIFY2(engine->job(id)->state == vireo::runtime::JobState::Done, qPrintable(engine->job(id)->error));
+        answer.stop();
     }
 
 private:

@@ -882,7 +882,19 @@ void GeneratePage::requestPlan()
     auto* e = engine();
     watch(e);
     m_planTicket = e->requestMemoryPlan(*m_resolved, size, placement);
+    m_planRequestedFor = planInputs();
     m_memory->setText(tr("Planning memory…"));
+}
+
+QString GeneratePage::planInputs() const
+{
+    return QStringLiteral("%1|%2x%3x%4|%5|%6")
+        .arg(m_model->currentData().toString())
+        .arg(m_width->value())
+        .arg(m_height->value())
+        .arg(m_imageMode ? 1 : m_frames->value())
+        .arg(m_guidance->value() > 1.0 ? 1 : 0)
+        .arg(m_placement->currentData().toString());
 }
 
 void GeneratePage::showPlan(quint64 ticket)
@@ -894,11 +906,13 @@ void GeneratePage::showPlan(quint64 ticket)
         return;
     if (!*plan) {
         m_planFits = false;
+        m_planShownFor = m_planRequestedFor;
         m_memory->setText(QString::fromStdString(plan->error().message));
         return;
     }
     const auto& p = plan->value();
     m_planFits = p.fits;
+    m_planShownFor = m_planRequestedFor;
     QString text = QString::fromStdString(p.explanation);
     QStringList where;
     for (const auto& c : p.components)
@@ -913,7 +927,11 @@ quint64 GeneratePage::generate()
 {
     if (!validate() || !m_resolved)
         return 0;
-    if (!m_planFits) {
+    // Only a plan for these very inputs may ask; one still on its way (the inputs changed a
+    // moment ago) decides nothing: the engine plans again before loading and refuses what does
+    // not fit, with the reason.
+    const bool planCurrent = !m_planShownFor.isEmpty() && m_planShownFor == planInputs();
+    if (planCurrent && !m_planFits) {
         const auto answer = QMessageBox::question(this, tr("Generate anyway?"),
             tr("The memory plan says this will not fit:\n\n%1\n\nRun it anyway? It may fail with “out of memory”.").arg(m_memory->text()));
         if (answer != QMessageBox::Yes)
@@ -925,7 +943,7 @@ quint64 GeneratePage::generate()
     job.model = *m_resolved;
     job.request = request();
     job.outputFolder = m_studio->settings()->outputsFolder();
-    job.forcePlacement = !m_planFits;
+    job.forcePlacement = planCurrent && !m_planFits;  // asked above, and answered yes
     if (!m_imageMode && !m_conditionPath.isEmpty())
         job.conditions.push_back({m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf,
             m_conditionClip ? m_clipFrames->value() : 0});

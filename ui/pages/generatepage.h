@@ -106,6 +106,8 @@ private:
     void updateStages(bool* ok);
     void updateConditionThumbnail();
     void setImageError(const QString& text);
+    // What a memory plan depends on (model, size, guidance, placement), as one comparable string.
+    QString planInputs() const;
 
     core::Studio* m_studio;
     QComboBox* m_model;
@@ -174,6 +176,7 @@ private:
     QSet<quint64> m_pageJobs;    // jobs queued from this page
     quint64 m_planTicket = 0;
     bool m_planFits = true;
+    QString m_planRequestedFor, m_planShownFor;  // planInputs() of the plan asked for, and of the one shown
     QString m_lastOutput;
     QString m_defaultsFor;
     bool m_noAudioDevice = false;
