@@ -17,7 +17,9 @@ extern "C" {
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -292,6 +294,37 @@ bool decodeFrames(AVFormatContext* f, VideoStream& v, int maxPackets, const std:
     return true;
 }
 
+// Seeks to the key frame at or before `count` frames plus `marginSeconds` from the stream's end,
+// so that decoding from there reaches its last `count` frames. False (nothing moved) when the
+// stream does not say how long it is, or that point is its start.
+bool seekBeforeEnd(AVFormatContext* f, VideoStream& v, int count, double marginSeconds)
+{
+    const AVStream* st = v.stream;
+    const AVRational rate = st->avg_frame_rate.num > 0 ? st->avg_frame_rate : st->r_frame_rate;
+    if (st->time_base.num <= 0 || st->time_base.den <= 0 || rate.num <= 0 || rate.den <= 0)
+        return false;
+    const std::int64_t start = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
+    std::int64_t duration = st->duration;
+    if (duration <= 0 && f->duration > 0)
+        duration = av_rescale_q(f->duration, AV_TIME_BASE_Q, st->time_base);
+    if (duration <= 0)
+        return false;
+    // In doubles first: a hostile header's rates and durations must not overflow the arithmetic.
+    const double backTicks = (count / av_q2d(rate) + marginSeconds) / av_q2d(st->time_base);
+    if (!(backTicks >= 0) || !(backTicks < static_cast<double>(duration)))
+        return false;
+    std::int64_t end = 0;
+    if (__builtin_add_overflow(start, duration, &end))
+        return false;
+    const std::int64_t target = end - static_cast<std::int64_t>(backTicks);
+    if (target <= start)
+        return false;
+    if (av_seek_frame(f, v.index, target, AVSEEK_FLAG_BACKWARD) < 0)
+        return false;
+    avcodec_flush_buffers(v.decoder.get());
+    return true;
+}
+
 // The EXIF orientation tag the decoder reported (1 to 8), or 1 when there is none or it is
 // not a single number in range (a hostile file gets no transform at all).
 int exifOrientation(const AVFrame* frame)
@@ -542,7 +575,8 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     return std::move(*image);
 }
 
-Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, int count, int fitWidth, int fitHeight, std::int64_t maxPixels)
+Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, int count, int fitWidth, int fitHeight, std::int64_t maxPixels,
+                                             bool fromEnd)
 {
     if (count < 1 || count > 1025)
         return mediaError(path, "a clip of " + std::to_string(count) + " frames was asked for (1 to 1025)", ErrorCode::InvalidArgument);
@@ -560,11 +594,12 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
         return mediaError(path, std::to_string(count) + " frames of " + pixels(decoder->width, decoder->height) + " are more than 4 GiB",
             ErrorCode::InvalidArgument);
 
-    std::vector<RgbImage> frames;
+    std::deque<RgbImage> frames;
     std::string problem;
     int width = 0, height = 0;
-    const bool decoded = decodeFrames(f, *video, 200000, [&](AVFrame* frame) {
-        if (frames.empty()) {
+    std::int64_t seen = 0;
+    auto onFrame = [&](AVFrame* frame) {
+        if (seen++ == 0) {
             width = frame->width;
             height = frame->height;
         }
@@ -584,8 +619,25 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
         if (video->orientation > 1)
             *rgb = exifUpright(*rgb, video->orientation);
         frames.push_back(fit ? fitToSize(*rgb, fitWidth, fitHeight) : std::move(*rgb));
-        return static_cast<int>(frames.size()) == count;
-    });
+        if (static_cast<int>(frames.size()) > count)
+            frames.pop_front();  // from the end: only the last `count` are kept
+        return !fromEnd && static_cast<int>(frames.size()) == count;
+    };
+    // From the end: start at the key frame before the last count frames (and two seconds more),
+    // not at the start of what may be a long recording; from the start when that falls short.
+    bool decoded = false;
+    if (fromEnd && seekBeforeEnd(f, *video, count, 2.0)) {
+        decoded = decodeFrames(f, *video, 4000000, onFrame);
+        if (decoded && problem.empty() && static_cast<int>(frames.size()) < count) {
+            frames.clear();
+            seen = 0;
+            av_seek_frame(f, video->index, video->stream->start_time != AV_NOPTS_VALUE ? video->stream->start_time : 0, AVSEEK_FLAG_BACKWARD);
+            avcodec_flush_buffers(video->decoder.get());
+            decoded = decodeFrames(f, *video, 4000000, onFrame);
+        }
+    } else {
+        decoded = decodeFrames(f, *video, fromEnd ? 4000000 : 200000, onFrame);
+    }
     if (!decoded)
         return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
     if (!problem.empty())
@@ -593,7 +645,7 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
     if (static_cast<int>(frames.size()) < count)
         return mediaError(path, "has " + std::to_string(frames.size()) + " decodable frames; " + std::to_string(count) + " are needed",
             frames.empty() ? ErrorCode::Truncated : ErrorCode::InvalidArgument);
-    return frames;
+    return std::vector<RgbImage>(std::make_move_iterator(frames.begin()), std::make_move_iterator(frames.end()));
 }
 
 } // namespace vireo::media

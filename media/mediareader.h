@@ -57,7 +57,9 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
 // The first `count` frames of a video (conditioning clips) as RGB24: at the stream's size, or
 // each fitted to fitWidth x fitHeight as it is decoded (fitToSize) when both are given.
 // Fewer frames than asked, or frames that change size, are an error naming the file.
+// fromEnd: the last `count` frames instead (to extend a clip from where it ends); the whole
+// stream is decoded, keeping only those.
 Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, int count, int fitWidth = 0, int fitHeight = 0,
-                                             std::int64_t maxPixels = kMaxImagePixels);
+                                             std::int64_t maxPixels = kMaxImagePixels, bool fromEnd = false);
 
 } // namespace vireo::media

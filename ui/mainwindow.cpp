@@ -114,6 +114,17 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
             statusBar()->showMessage(why, 15000);
         showPage(Page::Generate);
     });
+    connect(m_gallery, &GalleryPage::extendClipRequested, this, [this](const QString& path, const output::Recipe& recipe, bool hasRecipe) {
+        // The clip's own recipe with a new seed, then its last frames as the start.
+        QString why, refused;
+        if (hasRecipe)
+            m_generate->applyRecipe(recipe, true, &why);
+        if (!m_generate->extendClip(path, &refused))
+            why = refused;
+        if (!why.isEmpty())
+            statusBar()->showMessage(why, 15000);
+        showPage(Page::Generate);
+    });
     connect(m_gallery, &GalleryPage::generateRequested, this, [this](const output::Recipe& recipe, bool vary) {
         QString why;
         if (!m_generate->applyRecipe(recipe, vary, &why))

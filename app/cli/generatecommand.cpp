@@ -49,7 +49,7 @@ int usage(const std::string& message)
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
         "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
-        "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] ...]\n"
+        "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] [--clip-from-end] ...]\n"
         "         [--stages auto|single|two] [--two-stage]\n"
         "         [--upsampler FILE]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
@@ -60,8 +60,8 @@ int usage(const std::string& message)
         "  --image conditions the video on a still (image-to-video; with --image-frame 8k + 1, a keyframe); the options\n"
         "  after it (frame 0, strength 1, CRF 33: the H.264 round trip LTX-2 was trained with; 0 skips it) are its own.\n"
         "  The picture is scaled to cover the output and cropped in the centre; a copy is kept beside the video.\n"
-        "  --clip conditions on the first --clip-frames (8k + 1, default 9) frames of a video; --image-frame and\n"
-        "  --image-strength after it are its own.\n"
+        "  --clip conditions on the first --clip-frames (8k + 1, default 9) frames of a video (its last ones with\n"
+        "  --clip-from-end: at frame 0 the video extends the clip); --image-frame and --image-strength after it are its own.\n"
         "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
         "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow\n"
         "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n", message.c_str());
@@ -108,6 +108,13 @@ int runGenerate(const std::vector<std::string>& args)
         if (a == "--two-stage") {
             req.stages = "two";
             stagesGiven = true;
+            continue;
+        }
+        if (a == "--clip-from-end") {
+            // The last --clip-frames frames of the --clip before it: the video extends that clip.
+            if (conditions.empty() || conditions.back().clipFrames == 0)
+                return usage("--clip-from-end belongs to a --clip given before it");
+            conditions.back().clipFromEnd = true;
             continue;
         }
         if (i + 1 >= args.size())
@@ -502,10 +509,12 @@ int runGenerate(const std::vector<std::string>& args)
     nlohmann::json conditionsJson = nlohmann::json::array();
     for (const auto& c : last->recipe.conditions) {
         conditionsJson.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
-            {"crf", c.crf}, {"frames", c.frames}});
+            {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}});
         if (!asJson)
             std::printf("%s %s at frame %lld, strength %g%s%s\n", c.frames > 1 ? "clip" : "image", c.source.c_str(), static_cast<long long>(c.frame),
-                c.strength, c.frames > 1 ? (", " + std::to_string(c.frames) + " frames").c_str() : (", CRF " + std::to_string(c.crf)).c_str(),
+                c.strength,
+                c.frames > 1 ? (", " + std::string(c.fromEnd ? "last " : "first ") + std::to_string(c.frames) + " frames").c_str()
+                             : (", CRF " + std::to_string(c.crf)).c_str(),
                 c.copy.empty() ? " (no copy could be kept beside the video)" : (", kept as " + c.copy).c_str());
     }
     if (recordInGallery) {

@@ -171,7 +171,7 @@ std::string Recipe::toJson() const
     json conditions_ = json::array();
     for (const auto& c : conditions)
         conditions_.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
-            {"crf", c.crf}, {"frames", c.frames}});
+            {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}});
     j["conditions"] = conditions_;
     j["stages"] = stages;
     j["stages_requested"] = stagesRequested;
@@ -318,6 +318,7 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
             cr.get("strength", u.strength);
             cr.get("crf", u.crf);
             cr.get("frames", u.frames);
+            cr.get("from_end", u.fromEnd);
             if (!cr.error.empty())
                 return makeError(ErrorCode::InvalidFormat, "conditions: " + cr.error);
             r.conditions.push_back(std::move(u));

@@ -38,6 +38,7 @@ struct ConditionUse {
     double strength = 1.0;
     int crf = 0;               // the H.264 round trip's CRF (stills); 0: none
     int frames = 1;            // 1: a still; a clip: its frame count
+    bool fromEnd = false;      // a clip: its last `frames` frames (extending it), not its first
 };
 
 struct Recipe {

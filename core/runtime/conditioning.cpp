@@ -90,11 +90,11 @@ Result<facade::ConditionInput> prepareConditionImage(const std::filesystem::path
 }
 
 Result<facade::ConditionInput> prepareConditionClip(const std::filesystem::path& path, int width, int height, std::int64_t frame,
-                                                    double strength, int frames)
+                                                    double strength, int frames, bool fromEnd)
 {
     if (width < 1 || height < 1)
         return makeError(ErrorCode::InvalidArgument, "the output size " + std::to_string(width) + "x" + std::to_string(height) + " is empty");
-    auto clip = media::readClipFrames(path, frames, width, height);
+    auto clip = media::readClipFrames(path, frames, width, height, media::kMaxImagePixels, fromEnd);
     if (!clip)
         return clip.error();
     auto sha = hashOf(path);
@@ -121,7 +121,7 @@ Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int w
     if (const auto problem = conditionProblem(file.frame, frames, file.strength, file.crf, outputFrames); !problem.empty())
         return makeError(ErrorCode::InvalidArgument, path.string() + ": " + problem);
     if (file.clipFrames > 0)
-        return prepareConditionClip(path, width, height, file.frame, file.strength, file.clipFrames);
+        return prepareConditionClip(path, width, height, file.frame, file.strength, file.clipFrames, file.clipFromEnd);
     return prepareConditionImage(path, width, height, file.frame, file.strength, file.crf);
 }
 
@@ -159,6 +159,18 @@ Result<ConditionSource> inspectCondition(const QString& path, int maxSide)
         ? view.scaled(maxSide, maxSide, Qt::KeepAspectRatio, Qt::SmoothTransformation)
         : view.copy();
     return source;
+}
+
+Result<QImage> clipLastFrame(const QString& path, int maxSide)
+{
+    // frameAt gives the last frame when asked for one past the end.
+    auto last = media::frameAt(path.toStdString(), 1e12, 0);
+    if (!last)
+        return last.error();
+    const QImage view(last->rgb.data(), last->width, last->height, last->width * 3, QImage::Format_RGB888);
+    return maxSide > 0 && (last->width > maxSide || last->height > maxSide)
+        ? view.scaled(maxSide, maxSide, Qt::KeepAspectRatio, Qt::SmoothTransformation)
+        : view.copy();
 }
 
 Result<QString> saveFirstFrame(const QString& video, const QString& folder)

@@ -28,6 +28,7 @@ struct ConditionFile {
     double strength = 1.0;           // 0 .. 1
     int crf = kDefaultConditionCrf;  // stills: the H.264 round trip's CRF; 0: none
     int clipFrames = 0;              // 0: a still; else the first clipFrames (8k + 1) frames of a video
+    bool clipFromEnd = false;        // a clip's last clipFrames frames instead: the video extends it
     bool operator==(const ConditionFile&) const = default;
 };
 
@@ -41,10 +42,10 @@ std::string conditionProblem(std::int64_t frame, int conditionFrames, double str
 // with the SHA-256 of the file's bytes.
 Result<facade::ConditionInput> prepareConditionImage(const std::filesystem::path& path, int width, int height, std::int64_t frame,
                                                      double strength, int crf);
-// The first `frames` frames of a video, each fitted (no re-compression: the reference applies
-// it to single frames only).
+// The first `frames` frames of a video (its last ones with fromEnd), each fitted (no
+// re-compression: the reference applies it to single frames only).
 Result<facade::ConditionInput> prepareConditionClip(const std::filesystem::path& path, int width, int height, std::int64_t frame,
-                                                    double strength, int frames);
+                                                    double strength, int frames, bool fromEnd = false);
 // Either of the above, checked against the output's frame count first.
 Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int width, int height, std::int64_t outputFrames);
 
@@ -61,6 +62,8 @@ struct ConditionSource {
     std::int64_t frames = 1;  // a video's frame count as its header says; 0: not said
 };
 Result<ConditionSource> inspectCondition(const QString& path, int maxSide);
+// A video's last frame as displayed, within maxSide: what a clip condition from its end shows.
+Result<QImage> clipLastFrame(const QString& path, int maxSide);
 
 // The first frame of a video saved as "<folder>/<video stem>.first-frame.png" (replacing an
 // earlier one of that name), to start another video from; the PNG's path.

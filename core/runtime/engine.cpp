@@ -741,7 +741,8 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     for (std::size_t i = 0; i < request.conditions.size(); ++i) {
         const auto& c = request.conditions[i];
         const int crf = i >= given && c.frames == 1 ? g.conditions[i - given].crf : 0;
-        output::ConditionUse use{c.source, {}, c.sha256, c.frame, c.strength, crf, c.frames};
+        const bool fromEnd = i >= given && c.frames > 1 && g.conditions[i - given].clipFromEnd;
+        output::ConditionUse use{c.source, {}, c.sha256, c.frame, c.strength, crf, c.frames, fromEnd};
         if (i >= given) {
             if (auto copy = copyConditionBeside(c.source, path, static_cast<int>(i)); copy) {
                 use.copy = copy->filename().string();

@@ -310,6 +310,22 @@ def test_generate_image_conditioning(tmp_dir=RUN_TMP):
             ok = (len(c) == 1 and c[0]["frames"] == 9 and c[0]["frame"] == 1 and c[0]["crf"] == 0
                   and c[0]["sha256"] == hashlib.sha256(clip.read_bytes()).hexdigest() and c[0]["copy"] == out.stem + ".cond0.mp4")
         check("generate --clip: the recipe has the clip's SHA-256, its frames and where it starts", ok, p.stderr[-600:] or p.stdout[-400:])
+        # Its last frames instead (extending it): recorded, and a different start than its first.
+        kept = out.parent / (out.stem + ".cond0.mp4")
+        out.unlink(missing_ok=True)
+        kept.unlink(missing_ok=True)
+        refused("--clip-from-end after an --image", ["--image", picture, "--clip-from-end"], 2, "belongs to a --clip")
+        starts = {}
+        for tail in ([], ["--clip-from-end"]):
+            out.unlink(missing_ok=True)
+            kept.unlink(missing_ok=True)
+            p = run(*base, "--seed", 5, "--clip", clip, "--clip-frames", 9, *tail, "--no-gallery", "--json")
+            c = json.loads(p.stdout)["conditions"] if p.returncode == 0 and out.exists() else []
+            first = subprocess.run(["ffmpeg", "-v", "error", "-i", str(out), "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+                                   capture_output=True).stdout if c else b""
+            starts[bool(tail)] = (len(c) == 1 and c[0].get("from_end") is bool(tail) and c[0]["frames"] == 9, first, p.stderr[-400:])
+        ok = starts[False][0] and starts[True][0] and starts[False][1] and starts[True][1] and starts[False][1] != starts[True][1]
+        check("generate --clip --clip-from-end: the clip's last 9 frames, recorded as such", ok, starts[True][2] or starts[False][2])
         for f in (out, clip, out.parent / (out.stem + ".cond0.mp4"), copy):
             if f:
                 f.unlink(missing_ok=True)

@@ -145,12 +145,16 @@ private slots:
         withImage.conditions.push_back({"/home/ana/Pictures/harbour at dawn.jpg", "2026-11-30_21-14-03_a-lighthouse.cond0.jpg",
             std::string(64, 'a'), 0, 1.0, 33, 1});
         withImage.conditions.push_back({"/home/ana/keyframe.png", "", std::string(64, 'b'), 57, 0.65, 0, 1});
+        withImage.conditions.push_back({"/home/ana/Videos/pier.mp4", "", std::string(64, 'c'), 0, 1.0, 0, 17, true});
         withImage.stages = "two";
         withImage.stagesRequested = "auto";
         withImage.stagesReason = "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
         auto back = output::Recipe::fromJson(withImage.toJson());
         QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
-        QCOMPARE(back->conditions.size(), std::size_t(2));
+        QCOMPARE(back->conditions.size(), std::size_t(3));
+        QVERIFY(!back->conditions[0].fromEnd);
+        QCOMPARE(back->conditions[2].frames, 17);
+        QVERIFY(back->conditions[2].fromEnd);  // a clip extended from its end
         QCOMPARE(back->conditions[0].source, withImage.conditions[0].source);
         QCOMPARE(back->conditions[0].copy, withImage.conditions[0].copy);
         QCOMPARE(back->conditions[0].sha256, std::string(64, 'a'));
@@ -171,7 +175,7 @@ private slots:
         // The new keys are known keys, not kept twice as unknown ones.
         QVERIFY(!nlohmann::json::parse(back->extraJson).contains("conditions"));
         for (const char* badCondition : {R"({"conditions":{"frame":1}})", R"({"conditions":[7]})", R"({"conditions":[{"frame":"nine"}]})",
-                 R"({"conditions":[{"strength":"full"}]})"}) {
+                 R"({"conditions":[{"strength":"full"}]})", R"({"conditions":[{"from_end":"yes"}]})"}) {
             auto refused = output::Recipe::fromJson(badCondition);
             QVERIFY2(!refused.ok() && QString::fromStdString(refused.error().message).contains(QStringLiteral("conditions")), badCondition);
         }

@@ -460,6 +460,52 @@ VT_TEST(clipFramesAreTheFirstOnes)
              && tooMany.error().message.find("has 9 decodable frames") != std::string::npos);
     auto notAClip = media::readClipFrames(tempDir() / "absent.mp4", 1);
     VT_CHECK(!notAClip.ok() && notAClip.error().message.find("absent.mp4") != std::string::npos);
+    // From the end: the last ones (a clip shorter than the seek margin is read from its start).
+    auto last = media::readClipFrames(clip, 5, 0, 0, media::kMaxImagePixels, true);
+    VT_CHECK_MSG(last.ok(), last.error().message);
+    VT_COMPARE(last->size(), std::size_t(5));
+    for (int f = 0; f < 5; ++f) {
+        const int red = (*last)[static_cast<std::size_t>(f)].rgb[(24 * 64 + 32) * 3];
+        VT_CHECK_MSG(std::abs(red - (20 * (f + 4) + 20)) <= 6, "last frame " + std::to_string(f) + " red " + std::to_string(red));
+    }
+    auto lastTooMany = media::readClipFrames(clip, 17, 0, 0, media::kMaxImagePixels, true);
+    VT_CHECK(!lastTooMany.ok() && lastTooMany.error().message.find("has 9 decodable frames") != std::string::npos);
+}
+
+// The last frames of a five-second clip with a key frame every half second: read from a key
+// frame near the end, they are exactly the last ones, in order.
+VT_TEST(clipFramesFromTheEndOfALongerClip)
+{
+    const int frames = 120;
+    const auto raw = tempDir() / "ramp.rgb";
+    {
+        std::ofstream out(raw, std::ios::binary);
+        for (int f = 0; f < frames; ++f) {
+            const auto im = flat(64, 48, static_cast<std::uint8_t>(2 * f), 100, 100);
+            out.write(reinterpret_cast<const char*>(im.rgb.data()), static_cast<std::streamsize>(im.rgb.size()));
+        }
+    }
+    const auto clip = tempDir() / "ramp.mp4";
+    const std::string command = "ffmpeg -nostdin -v error -y -f rawvideo -pix_fmt rgb24 -s 64x48 -r 24 -i '" + raw.string()
+        + "' -c:v libx264 -g 12 -crf 8 -pix_fmt yuv444p '" + clip.string() + "'";
+    VT_CHECK_MSG(std::system(command.c_str()) == 0, command);
+    auto last = media::readClipFrames(clip, 9, 0, 0, media::kMaxImagePixels, true);
+    VT_CHECK_MSG(last.ok(), last.error().message);
+    VT_COMPARE(last->size(), std::size_t(9));
+    std::string reds;
+    bool ok = true;
+    for (int i = 0; i < 9; ++i) {
+        const int red = (*last)[static_cast<std::size_t>(i)].rgb[(24 * 64 + 32) * 3];
+        reds += std::to_string(red) + " ";
+        ok = ok && std::abs(red - 2 * (frames - 9 + i)) <= 5;
+    }
+    std::printf("    the last 9 of %d frames: red %s(expected %d to %d)\n", frames, reds.c_str(), 2 * (frames - 9), 2 * (frames - 1));
+    VT_CHECK_MSG(ok, reds);
+    // Fitted as the engine asks for them, and the first ones unchanged by any of this.
+    auto fitted = media::readClipFrames(clip, 9, 32, 32, media::kMaxImagePixels, true);
+    VT_CHECK(fitted.ok() && fitted->size() == 9 && fitted->front().width == 32);
+    auto first = media::readClipFrames(clip, 9);
+    VT_CHECK(first.ok() && std::abs(static_cast<int>(first->front().rgb[(24 * 64 + 32) * 3]) - 0) <= 5);
 }
 
 // A phone records a portrait clip sideways and puts the turn in the container's display matrix:

@@ -394,6 +394,30 @@ private slots:
         QVERIFY2(gen->conditionImage().endsWith(QStringLiteral("harbour.first-frame.png")), qPrintable(gen->conditionImage()));
         QCOMPARE(QImage(gen->conditionImage()).size(), QSize(160, 96));
         QFile::remove(gen->conditionImage());
+
+        // "Extend this clip": its recipe with a new seed, and its last 9 frames at frame 0 in
+        // place of the recipe's own start image.
+        w->showPage(MainWindow::Page::Gallery);
+        QVERIFY(page->openItem(idOf(gallery, QStringLiteral("harbour.mp4"))));
+        auto* extend = child<QPushButton>(page, "extendClip");
+        QVERIFY(extend->isVisible() && extend->isEnabled());
+        QTest::mouseClick(extend, Qt::LeftButton);
+        QCOMPARE(w->currentPage(), MainWindow::Page::Generate);
+        QCOMPARE(gen->conditionImage(), QDir(outputs()).filePath(QStringLiteral("harbour.mp4")));
+        QVERIFY(gen->conditionIsClip());
+        QVERIFY(gen->conditionFromEnd());
+        QCOMPARE(child<QSpinBox>(gen, "clipFrames")->value(), 9);
+        QCOMPARE(child<QSpinBox>(gen, "imageFrame")->value(), 0);
+        QCOMPARE(child<QPlainTextEdit>(gen, "prompt")->toPlainText(), QString::fromStdString(r.prompt));
+        QVERIFY2(child<QLabel>(gen, "imageName")->text().contains(QStringLiteral("last 9 frames")),
+            qPrintable(child<QLabel>(gen, "imageName")->text()));
+        // A picture has nothing to extend.
+        w->showPage(MainWindow::Page::Gallery);
+        QVERIFY(page->openItem(idOf(gallery, QStringLiteral("poster.png"))));
+        QVERIFY(extend->isHidden());
+        QString why;
+        QVERIFY(!page->extendClip(idOf(gallery, QStringLiteral("poster.png")), &why));
+        QVERIFY2(why.contains(QStringLiteral("only a clip")), qPrintable(why));
     }
 
     void tenThousandRowsBenchmark()

@@ -569,6 +569,13 @@ private slots:
         QVERIFY(!page->conditionIsClip());
         QVERIFY(clipFrames->isHidden());
         QVERIFY(page->setConditionImage(clip));
+        QVERIFY(!page->conditionFromEnd());
+        // Its last frames instead: the video extends it.
+        auto* part = child<QComboBox>(page, "clipPart");
+        part->setCurrentIndex(part->findData(QStringLiteral("last")));
+        QVERIFY(page->conditionFromEnd());
+        QVERIFY2(child<QLabel>(page, "imageName")->text().contains(QStringLiteral("last 9 frames")),
+            qPrintable(child<QLabel>(page, "imageName")->text()));
         QTRY_VERIFY(page->canGenerate());
         // The plan for this size, not a stale one for the page's first size (whose "does not
         // fit" under memory pressure would ask before generating).
@@ -585,12 +592,14 @@ private slots:
         QCOMPARE(s->recipe.conditions.size(), std::size_t(1));
         QCOMPARE(s->recipe.conditions[0].frames, 9);
         QCOMPARE(s->recipe.conditions[0].source, clip.toStdString());
-        // Generate again from the recipe: the clip and its frame count come back.
+        QVERIFY(s->recipe.conditions[0].fromEnd);
+        // Generate again from the recipe: the clip, its frame count and its end come back.
         page->clearConditionImage();
         QVERIFY(clipFrames->isHidden());
         page->applyRecipe(s->recipe, false, &why);
         QCOMPARE(page->conditionImage(), clip);
         QVERIFY(page->conditionIsClip());
+        QVERIFY(page->conditionFromEnd());
         QCOMPARE(clipFrames->value(), 9);
         QVERIFY(clipFrames->isVisible());
     }

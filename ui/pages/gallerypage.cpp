@@ -98,10 +98,13 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
                      .arg(esc(QFileInfo(QString::fromStdString(cond.source)).fileName().toStdString()))
                      .arg(cond.frame)
                      .arg(cond.strength)
-                     .arg(cond.frames > 1 ? QStringLiteral(", %1 frames").arg(cond.frames) : QStringLiteral(", CRF %1").arg(cond.crf))
+                     .arg(cond.frames > 1 ? (cond.fromEnd ? QStringLiteral(", its last %1 frames") : QStringLiteral(", its first %1 frames")).arg(cond.frames)
+                                          : QStringLiteral(", CRF %1").arg(cond.crf))
                      .arg(esc(cond.sha256.substr(0, 16)))
                      .arg(cond.copy.empty() ? QStringLiteral(" · no copy kept") : QStringLiteral(" · kept as ") + esc(cond.copy));
-        row(r.conditions.size() == 1 ? QStringLiteral("Start image") : QStringLiteral("Conditioning images"), c.join(QStringLiteral("<br>")));
+        const bool clip = r.conditions.size() == 1 && r.conditions.front().frames > 1;
+        row(r.conditions.size() == 1 ? (clip ? QStringLiteral("Start clip") : QStringLiteral("Start image")) : QStringLiteral("Conditions"),
+            c.join(QStringLiteral("<br>")));
     }
     row(QStringLiteral("Speed"), r.stepsSkipped > 0 ? QStringLiteral("%1, %2 of %3 steps reused").arg(esc(r.speed)).arg(r.stepsSkipped).arg(r.steps)
                                                     : esc(r.speed));
@@ -345,6 +348,10 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
     m_startImage = new QPushButton(tr("Use as start image"));
     m_startImage->setObjectName(QStringLiteral("useAsStartImage"));
     actions->addWidget(m_startImage, 3, 0, 1, 2);
+    m_extend = new QPushButton(tr("Extend this clip"));
+    m_extend->setObjectName(QStringLiteral("extendClip"));
+    m_extend->setToolTip(tr("Fill the Generate page with this recipe and a new seed, starting from this video's last 9 frames"));
+    actions->addWidget(m_extend, 4, 0, 1, 2);
     rightLayout->addLayout(actions);
     split->addWidget(right);
     split->setStretchFactor(0, 3);
@@ -431,6 +438,11 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
         if (!useAsStartImage(m_current, &error))
             QMessageBox::warning(this, tr("Start image"), error);
     });
+    connect(m_extend, &QPushButton::clicked, this, [this] {
+        QString error;
+        if (!extendClip(m_current, &error))
+            QMessageBox::warning(this, tr("Extend this clip"), error);
+    });
     m_grid->setContextMenuPolicy(Qt::CustomContextMenu);
     connect(m_grid, &QListView::customContextMenuRequested, this, [this](const QPoint& at) {
         const auto index = m_grid->indexAt(at);
@@ -448,6 +460,12 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
             if (!useAsStartImage(id, &error))
                 QMessageBox::warning(this, tr("Start image"), error);
         });
+        if (!image)
+            menu.addAction(tr("Extend this clip"), this, [this, id] {
+                QString error;
+                if (!extendClip(id, &error))
+                    QMessageBox::warning(this, tr("Extend this clip"), error);
+            });
         menu.exec(m_grid->viewport()->mapToGlobal(at));
     });
     connect(m_copyPrompt, &QPushButton::clicked, this, [this] {
@@ -588,6 +606,8 @@ void GalleryPage::showDetail()
     m_startImage->setText(item->kind == QStringLiteral("image") ? tr("Animate this image") : tr("Use first frame as start image"));
     m_startImage->setToolTip(tr("Fill the Generate page's start image with it, to make a video that starts from it"));
     m_startImage->setEnabled(QFileInfo::exists(item->path) && item->thumbnailState != 2);
+    m_extend->setVisible(item->kind != QStringLiteral("image"));
+    m_extend->setEnabled(QFileInfo::exists(item->path) && item->thumbnailState != 2);
     m_copyPrompt->setEnabled(!item->prompt.isEmpty());
     const bool present = QFileInfo::exists(item->path);
     if (present == item->missing)
@@ -635,6 +655,25 @@ void GalleryPage::showDetail()
         m_detailProblem->setText(tr("No audio output device: the clip plays without its sound."));
     m_player->setSource(QUrl::fromLocalFile(item->path));
     m_player->play();
+}
+
+bool GalleryPage::extendClip(qint64 id, QString* error)
+{
+    const auto item = m_gallery->item(id);
+    if (!item || item->kind == QStringLiteral("image") || !QFileInfo::exists(item->path) || item->thumbnailState == 2) {
+        if (error)
+            *error = !item ? tr("This item is no longer in the gallery.")
+                   : item->kind == QStringLiteral("image") ? tr("%1 is a picture: only a clip can be extended.").arg(item->path)
+                   : !QFileInfo::exists(item->path) ? tr("%1 is gone.").arg(item->path)
+                                                     : tr("%1 cannot be played: %2").arg(item->path, item->problem);
+        return false;
+    }
+    // The recipe without its own conditions: the clip replaces them.
+    const auto recipe = m_gallery->recipe(id);
+    output::Recipe r = recipe ? *recipe : output::Recipe{};
+    r.conditions.clear();
+    emit extendClipRequested(item->path, r, recipe.has_value());
+    return true;
 }
 
 bool GalleryPage::useAsStartImage(qint64 id, QString* error)

@@ -55,12 +55,17 @@ public:
     // Sends an output to the Generate page's start image: an image as it is, a video's first
     // frame saved as a PNG; false (with the reason) when it cannot be read.
     bool useAsStartImage(qint64 id, QString* error = nullptr);
+    // "Extend this clip" on a video: false with the reason when the file is gone or damaged.
+    bool extendClip(qint64 id, QString* error = nullptr);
 
 signals:
     // "Generate again" (the same seed) and "Vary" (a new one): the window fills the Generate page.
     void generateRequested(const output::Recipe& recipe, bool vary);
     // "Animate this image" / "Use first frame as start image": a picture to start a video from.
     void startImageRequested(const QString& path);
+    // "Extend this clip": the video's recipe (hasRecipe false: none) and the video, whose last
+    // frames the next video starts from.
+    void extendClipRequested(const QString& path, const output::Recipe& recipe, bool hasRecipe);
     void message(const QString& text);
 
 protected:
@@ -114,6 +119,7 @@ private:
     QPushButton* m_locate;
     QPushButton* m_forget;
     QPushButton* m_startImage;
+    QPushButton* m_extend;
     QMediaPlayer* m_player = nullptr;
     bool m_noAudioDevice = false;
     double m_fps = 24;

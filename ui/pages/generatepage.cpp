@@ -283,9 +283,18 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_clipFrames->setRange(9, 1025);
     m_clipFrames->setSingleStep(8);
     m_clipFrames->setValue(9);
-    m_clipFrames->setToolTip(tr("How many of the clip's first frames the video keeps (8k + 1: 9, 17, …); it continues from them."));
-    form->addRow(tr("Clip frames"), m_clipFrames);
-    form->setRowVisible(m_clipFrames, false);
+    m_clipFrames->setToolTip(tr("How many of the clip's frames the video keeps (8k + 1: 9, 17, …); it continues from them."));
+    m_clipPart = new QComboBox;
+    m_clipPart->setObjectName(QStringLiteral("clipPart"));
+    m_clipPart->addItem(tr("its first frames"), QStringLiteral("first"));
+    m_clipPart->addItem(tr("its last frames (extend it)"), QStringLiteral("last"));
+    m_clipPart->setToolTip(tr("The last frames at frame 0: the new video picks up where the clip ends."));
+    auto* clipRow = new QHBoxLayout;
+    clipRow->addWidget(m_clipFrames);
+    clipRow->addWidget(m_clipPart, 1);
+    m_clipRow = clipRow;
+    form->addRow(tr("Clip frames"), clipRow);
+    form->setRowVisible(clipRow, false);
     m_imageError = errorLabel(QStringLiteral("imageError"));
     form->addRow(m_imageError);
     form->setRowVisible(m_imageError, false);
@@ -504,6 +513,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     connect(m_stages, &QComboBox::currentIndexChanged, this, [this] { validate(); });
     connect(m_imageFrame, &QSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_clipFrames, &QSpinBox::valueChanged, this, [this] { validate(); });
+    connect(m_clipPart, &QComboBox::currentIndexChanged, this, [this] { setConditionFromEnd(conditionFromEnd()); });
     connect(m_imageStrength, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_clearImage, &QPushButton::clicked, this, &GeneratePage::clearConditionImage);
     connect(m_chooseImage, &QPushButton::clicked, this, [this] {
@@ -946,7 +956,7 @@ quint64 GeneratePage::generate()
     job.forcePlacement = planCurrent && !m_planFits;  // asked above, and answered yes
     if (!m_imageMode && !m_conditionPath.isEmpty())
         job.conditions.push_back({m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf,
-            m_conditionClip ? m_clipFrames->value() : 0});
+            m_conditionClip ? m_clipFrames->value() : 0, m_conditionClip && conditionFromEnd()});
     auto* e = engine();
     watch(e);
     const auto id = e->enqueueGenerate(job);
@@ -1183,6 +1193,7 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
             if (clip) {
                 m_clipFrames->setMaximum(std::max(m_clipFrames->maximum(), static_cast<int>(std::min<std::int64_t>(1025, c.frames))));
                 m_clipFrames->setValue(static_cast<int>(c.frames));
+                setConditionFromEnd(c.fromEnd);
             }
             m_conditionCrf = c.frames == 1 ? c.crf : runtime::kDefaultConditionCrf;
             if (r.conditions.size() > 1 && why)
@@ -1226,6 +1237,8 @@ bool GeneratePage::setConditionImage(const QString& path, QString* error)
     m_conditionPath = QFileInfo(path).absoluteFilePath();
     m_conditionCrf = runtime::kDefaultConditionCrf;
     m_conditionPreview = source->preview;
+    m_conditionFirst = source->preview;
+    m_conditionLast = QImage();
     m_conditionClip = source->clip;
     {
         // The clip's own length bounds the field (8k + 1 at most); an unsaid length, the engine checks.
@@ -1234,7 +1247,11 @@ bool GeneratePage::setConditionImage(const QString& path, QString* error)
         m_clipFrames->setMaximum(std::max(9, most));
         m_clipFrames->setValue(9);
     }
-    m_conditionForm->setRowVisible(m_clipFrames, m_conditionClip);
+    {
+        const QSignalBlocker block(m_clipPart);
+        m_clipPart->setCurrentIndex(0);
+    }
+    m_conditionForm->setRowVisible(m_clipRow, m_conditionClip);
     m_imageSlot->setToolTip(m_conditionPath);
     m_conditionForm->setRowVisible(m_imageName, true);
     updateConditionThumbnail();
@@ -1250,7 +1267,8 @@ void GeneratePage::clearConditionImage()
     m_conditionPreview = QImage();
     m_conditionCrf = runtime::kDefaultConditionCrf;
     m_conditionClip = false;
-    m_conditionForm->setRowVisible(m_clipFrames, false);
+    m_conditionFirst = m_conditionLast = QImage();
+    m_conditionForm->setRowVisible(m_clipRow, false);
     m_imageSlot->clear();
     m_imageSlot->setToolTip(QString());
     m_imageSlot->setText(tr("Drop a picture or a video here, or choose one: the video starts from it"));
@@ -1258,6 +1276,51 @@ void GeneratePage::clearConditionImage()
     m_conditionForm->setRowVisible(m_imageName, false);
     m_clearImage->setEnabled(false);
     setImageError(QString());
+    validate();
+}
+
+bool GeneratePage::extendClip(const QString& path, QString* why)
+{
+    if (!useAsStartImage(path, why))
+        return false;
+    if (!m_conditionClip) {
+        if (why)
+            *why = tr("%1 is not a video: only a clip can be extended.").arg(path);
+        clearConditionImage();
+        return false;
+    }
+    {
+        const QSignalBlocker a(m_imageFrame), b(m_imageStrength), c(m_clipFrames);
+        m_imageFrame->setValue(0);
+        m_imageStrength->setValue(1.0);
+        m_clipFrames->setValue(9);
+    }
+    setConditionFromEnd(true);
+    return true;
+}
+
+bool GeneratePage::conditionFromEnd() const
+{
+    return m_clipPart->currentData().toString() == QStringLiteral("last");
+}
+
+void GeneratePage::setConditionFromEnd(bool fromEnd)
+{
+    {
+        const QSignalBlocker block(m_clipPart);
+        m_clipPart->setCurrentIndex(fromEnd ? 1 : 0);
+    }
+    if (!m_conditionClip)
+        return;
+    // The thumbnail shows the frame the video continues from.
+    if (fromEnd && m_conditionLast.isNull()) {
+        if (auto last = runtime::clipLastFrame(m_conditionPath, 480))
+            m_conditionLast = *last;
+        else
+            setImageError(QString::fromStdString(last.error().message));
+    }
+    m_conditionPreview = fromEnd && !m_conditionLast.isNull() ? m_conditionLast : m_conditionFirst;
+    updateConditionThumbnail();
     validate();
 }
 
@@ -1284,7 +1347,8 @@ void GeneratePage::updateConditionThumbnail()
     m_imageSlot->setPixmap(QPixmap::fromImage(m_conditionPreview.copy(crop).scaled(box, Qt::KeepAspectRatio, Qt::SmoothTransformation)));
     const auto name = QFileInfo(m_conditionPath).fileName();
     m_imageName->setText(m_conditionClip
-            ? tr("%1 · its first %2 frames, their centre at %3 × %4 (scaled to cover the video and cropped)")
+            ? (conditionFromEnd() ? tr("%1 · its last %2 frames, their centre at %3 × %4 (scaled to cover the video and cropped)")
+                                  : tr("%1 · its first %2 frames, their centre at %3 × %4 (scaled to cover the video and cropped)"))
                   .arg(name).arg(m_clipFrames->value()).arg(out.width()).arg(out.height())
             : tr("%1 · its centre at %2 × %3 (scaled to cover the video and cropped)").arg(name).arg(out.width()).arg(out.height()));
 }

@@ -63,11 +63,18 @@ public:
     // (8k + 1, 9 at first, as vireo-cli's --clip-frames), shown by its first frame.
     bool setConditionImage(const QString& path, QString* error = nullptr);
     bool conditionIsClip() const { return m_conditionClip; }
+    // A clip condition from the clip's end (its last "Clip frames" frames): at frame 0 the video
+    // extends the clip. The Gallery's "Extend this clip" sets it.
+    bool conditionFromEnd() const;
+    void setConditionFromEnd(bool fromEnd);
     void clearConditionImage();
     // From the gallery: the start image, with a video model chosen (the first ready one) when
     // an image model is; false with the reason when the picture is refused or no video model
     // is ready.
     bool useAsStartImage(const QString& path, QString* why = nullptr);
+    // From the gallery: the video's last 9 frames at frame 0, so the next video picks up where
+    // it ends; false with the reason when the file is no video or no video model is ready.
+    bool extendClip(const QString& path, QString* why = nullptr);
     QString conditionImage() const { return m_conditionPath; }
     // The line that says which path runs (one stage, or half size + upsample + refine) and why.
     QString stagePlanText() const;
@@ -146,6 +153,9 @@ private:
     QPushButton* m_clearImage = nullptr;
     QSpinBox* m_imageFrame = nullptr;
     QSpinBox* m_clipFrames = nullptr;   // a start clip's frames; its row shows for clips only
+    QComboBox* m_clipPart = nullptr;    // its first or its last frames
+    QLayout* m_clipRow = nullptr;       // both, one form row
+    QImage m_conditionFirst, m_conditionLast;  // a clip's first frame, and its last once asked for
     QDoubleSpinBox* m_imageStrength = nullptr;
     QLabel* m_imageError = nullptr;
     QPushButton* m_audioSlot = nullptr;
