@@ -71,17 +71,9 @@ private slots:
 
     void generatesAVideoFromThePage()
     {
-        auto w = vireo::test::openStudioWindow();
-        w->resize(1280, 820);
-        w->show();
-        w->showPage(MainWindow::Page::Generate);
-        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto w = videoPage("a red fox runs through fresh snow at dusk, wind howling", 128, 96, 17);
+        QVERIFY(w);
         auto* page = w->generatePage();
-        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
-        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a red fox runs through fresh snow at dusk, wind howling"));
-        child<QSpinBox>(page, "width")->setValue(128);
-        child<QSpinBox>(page, "height")->setValue(96);
-        child<QSpinBox>(page, "frames")->setValue(17);
         auto* generate = child<QPushButton>(page, "generate");
         QTRY_VERIFY(generate->isEnabled());
         QTRY_VERIFY(child<QLabel>(page, "memoryPlan")->text().contains(QStringLiteral("Everything runs in RAM")));
@@ -175,17 +167,9 @@ private slots:
 
     void cancelStopsTheRunAndTheQueueShowsIt()
     {
-        auto w = vireo::test::openStudioWindow();
-        w->resize(1280, 820);
-        w->show();
-        w->showPage(MainWindow::Page::Generate);
-        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto w = videoPage("waves crash on black rocks, seagulls cry overhead", 768, 768, 97);
+        QVERIFY(w);
         auto* page = w->generatePage();
-        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
-        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("waves crash on black rocks, seagulls cry overhead"));
-        child<QSpinBox>(page, "width")->setValue(768);
-        child<QSpinBox>(page, "height")->setValue(768);
-        child<QSpinBox>(page, "frames")->setValue(97);
         QTRY_VERIFY(page->canGenerate());
         const auto before = QDir(outputs()).entryList(QDir::Files | QDir::Hidden).size();
         const auto first = page->generate();
@@ -337,17 +321,9 @@ private slots:
 
     void startImageSlotStagesAndAudio()
     {
-        auto w = vireo::test::openStudioWindow();
-        w->resize(1280, 820);
-        w->show();
-        w->showPage(MainWindow::Page::Generate);
-        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto w = videoPage("a lighthouse at dusk", 96, 64, 17);
+        QVERIFY(w);
         auto* page = w->generatePage();
-        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
-        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a lighthouse at dusk"));
-        child<QSpinBox>(page, "width")->setValue(96);
-        child<QSpinBox>(page, "height")->setValue(64);
-        child<QSpinBox>(page, "frames")->setValue(17);
         QTRY_VERIFY(page->canGenerate());
 
         // A picture written by Qt: taken, with a thumbnail and a clear button.
@@ -450,16 +426,9 @@ private slots:
 
     void startImageRunsAndComesBackFromTheRecipe()
     {
-        auto w = vireo::test::openStudioWindow();
-        w->resize(1280, 820);
-        w->show();
-        w->showPage(MainWindow::Page::Generate);
+        auto w = videoPage("the harbour wakes up", 96, 64, 9);
+        QVERIFY(w);
         auto* page = w->generatePage();
-        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
-        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("the harbour wakes up"));
-        child<QSpinBox>(page, "width")->setValue(96);
-        child<QSpinBox>(page, "height")->setValue(64);
-        child<QSpinBox>(page, "frames")->setValue(9);
         const QString png = m_work.filePath(QStringLiteral("dawn.png"));
         QImage picture(64, 96, QImage::Format_RGB888);
         picture.fill(QColor(200, 120, 40));
@@ -505,17 +474,9 @@ private slots:
     // recipe brings it back with its frame count.
     void startClipFromAVideo()
     {
-        auto w = vireo::test::openStudioWindow();
-        w->resize(1280, 820);
-        w->show();
-        w->showPage(MainWindow::Page::Generate);
-        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto w = videoPage("the tide comes in", 96, 64, 17);
+        QVERIFY(w);
         auto* page = w->generatePage();
-        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
-        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("the tide comes in"));
-        child<QSpinBox>(page, "width")->setValue(96);
-        child<QSpinBox>(page, "height")->setValue(64);
-        child<QSpinBox>(page, "frames")->setValue(17);
         QTRY_VERIFY(page->canGenerate());
         auto writeClip = [&](const QString& name, int frames) {
             const QString path = m_work.filePath(name);
@@ -655,6 +616,24 @@ private slots:
     }
 
 private:
+    // A studio window on the Generate page, the tiny LTX-2.3 model chosen, with a prompt and a
+    // size; null when the window or the model does not come up.
+    vireo::test::StudioWindow videoPage(const char* prompt, int width, int height, int frames)
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1280, 820);
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        auto* page = w->generatePage();
+        if (!QTest::qWaitForWindowExposed(w.get()) || !page->selectModel(QStringLiteral("local:") + tinyModel()))
+            return nullptr;
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QString::fromUtf8(prompt));
+        child<QSpinBox>(page, "width")->setValue(width);
+        child<QSpinBox>(page, "height")->setValue(height);
+        child<QSpinBox>(page, "frames")->setValue(frames);
+        return w;
+    }
+
     QString outputs() const { return m_work.filePath(QStringLiteral("outputs")); }
     QTemporaryDir m_work;
 };
