@@ -138,16 +138,20 @@ Result<QImage> conditionPreview(const QString& path, int maxSide)
 
 Result<ConditionSource> inspectCondition(const QString& path, int maxSide)
 {
-    auto still = conditionPreview(path, maxSide);
-    if (still)
-        return ConditionSource{*still, false, 1};
+    // The container first, from its headers: a video is never read whole into memory as a
+    // still would be. Only containers that hold recorded video count: FFmpeg also "reads" text
+    // as ANSI art, and a GIF is a still here.
+    static const char* const kVideoContainers[] = {"mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", "mpegts"};
     const std::filesystem::path file = path.toStdString();
     auto info = media::probeMedia(file);
-    // Only containers that hold recorded video: FFmpeg also "reads" text as ANSI art.
-    static const char* const kVideoContainers[] = {"mov,mp4,m4a,3gp,3g2,mj2", "matroska,webm", "avi", "mpegts"};
-    if (!info || !info->hasVideo
-        || std::none_of(std::begin(kVideoContainers), std::end(kVideoContainers), [&](const char* c) { return info->container == c; }))
-        return still.error();
+    const bool video = info && info->hasVideo
+        && std::any_of(std::begin(kVideoContainers), std::end(kVideoContainers), [&](const char* c) { return info->container == c; });
+    if (!video) {
+        auto still = conditionPreview(path, maxSide);
+        if (!still)
+            return still.error();
+        return ConditionSource{*still, false, 1};
+    }
     auto first = media::frameAt(file, 0, 0);
     if (!first)
         return first.error();
