@@ -364,10 +364,30 @@ private slots:
         QVERIFY(enter.isAccepted());
         QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
         QApplication::sendEvent(slot, &drop);
-        QCOMPARE(page->conditionImage(), second);
+        // Decoded on a worker thread: the window goes on meanwhile.
+        QTRY_COMPARE(page->conditionImage(), second);
         QVERIFY(error->isHidden());
         QVERIFY(child<QLabel>(page, "imageName")->text().contains(QStringLiteral("second.jpg")));
         saveScreenshot(w.get(), QStringLiteral("generate-start-image.png"));
+        // Two drops in a row, the second refused: the first is superseded unseen, the refusal
+        // shows beside the slot, and the slot keeps the picture it had.
+        QMimeData firstMime, refusedMime;
+        firstMime.setUrls({QUrl::fromLocalFile(png)});
+        refusedMime.setUrls({QUrl::fromLocalFile(notes)});
+        for (auto* m : {&firstMime, &refusedMime}) {
+            QDragEnterEvent enterAgain(QPoint(10, 10), Qt::CopyAction, m, Qt::LeftButton, Qt::NoModifier);
+            QApplication::sendEvent(slot, &enterAgain);
+            QVERIFY(enterAgain.isAccepted());
+            QDropEvent dropAgain(QPointF(10, 10), Qt::CopyAction, m, Qt::LeftButton, Qt::NoModifier);
+            QApplication::sendEvent(slot, &dropAgain);
+        }
+        QVERIFY2(child<QLabel>(page, "imageName")->text().contains(QStringLiteral("Reading notes.png")), qPrintable(child<QLabel>(page, "imageName")->text()));
+        QTRY_VERIFY(error->isVisible());
+        QVERIFY2(error->text().contains(QStringLiteral("notes.png")), qPrintable(error->text()));
+        QTest::qWait(200);  // the first drop's result, if it came, would land by now
+        QCOMPARE(page->conditionImage(), second);
+        QVERIFY(child<QLabel>(page, "imageName")->text().contains(QStringLiteral("second.jpg")));
+        QVERIFY(page->setConditionImage(second));
 
         // A keyframe must sit on 8k + 1 inside the clip; the reason shows beside the field.
         auto* frame = child<QSpinBox>(page, "imageFrame");

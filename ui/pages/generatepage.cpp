@@ -39,7 +39,10 @@
 #include <QRandomGenerator>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QCoreApplication>
+#include <QPointer>
 #include <QSignalBlocker>
+#include <QThreadPool>
 #include <QSlider>
 #include <QSpinBox>
 #include <QSplitter>
@@ -233,7 +236,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
 
     m_conditionCard = card(form, tr("Start image or clip"));
     left->addWidget(m_conditionCard);
-    m_imageSlot = new ImageSlot([this](const QString& path) { setConditionImage(path); });
+    m_imageSlot = new ImageSlot([this](const QString& path) { loadConditionImage(path); });
     m_imageSlot->setObjectName(QStringLiteral("imageSlot"));
     m_imageSlot->setMinimumSize(176, 99);
     m_imageSlot->setMaximumHeight(140);
@@ -522,7 +525,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
             tr("Pictures and videos (*.png *.jpg *.jpeg *.webp *.bmp *.tif *.tiff *.gif *.mp4 *.mov *.m4v *.mkv *.webm *.avi *.ts);;"
                "Pictures (*.png *.jpg *.jpeg *.webp *.bmp *.tif *.tiff *.gif);;Videos (*.mp4 *.mov *.m4v *.mkv *.webm *.avi *.ts);;All files (*)"));
         if (!path.isEmpty())
-            setConditionImage(path);
+            loadConditionImage(path);
     });
     connect(m_audioGuidance, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_prompt, &QPlainTextEdit::textChanged, this, [this] { validate(); });
@@ -1222,18 +1225,48 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
 
 bool GeneratePage::setConditionImage(const QString& path, QString* error)
 {
-    auto source = runtime::inspectCondition(path, 480);
+    ++m_conditionTicket;
+    return applyCondition(path, runtime::inspectCondition(path, 480), error);
+}
+
+void GeneratePage::loadConditionImage(const QString& path)
+{
+    const auto ticket = ++m_conditionTicket;
+    m_imageName->setText(tr("Reading %1…").arg(QFileInfo(path).fileName()));
+    m_conditionForm->setRowVisible(m_imageName, true);
+    QPointer<GeneratePage> self(this);
+    QThreadPool::globalInstance()->start([self, path, ticket] {
+        auto source = std::make_shared<Result<runtime::ConditionSource>>(runtime::inspectCondition(path, 480));
+        // Back on the GUI thread, where the page may be gone or a newer choice made.
+        QMetaObject::invokeMethod(qApp, [self, path, ticket, source] {
+            if (!self || ticket != self->m_conditionTicket)
+                return;
+            if (!self->applyCondition(path, *source, nullptr)) {
+                // Refused: the slot shows what it held before.
+                if (self->m_conditionPath.isEmpty())
+                    self->m_conditionForm->setRowVisible(self->m_imageName, false);
+                else
+                    self->updateConditionThumbnail();
+            }
+        }, Qt::QueuedConnection);
+    });
+}
+
+bool GeneratePage::applyCondition(const QString& path, const Result<runtime::ConditionSource>& source, QString* error)
+{
     QString message;
     if (!source)
         message = QString::fromStdString(source.error().message);
     else if (source->clip && source->frames > 0 && source->frames < 9)
         message = tr("%1 has %2 frames; a start clip keeps at least 9 (8k + 1).").arg(QFileInfo(path).absoluteFilePath()).arg(source->frames);
     if (!message.isEmpty()) {
-        setImageError(message);
+        m_conditionRefused = message;
+        setImageError(QString());
         if (error)
             *error = message;
         return false;
     }
+    m_conditionRefused.clear();
     m_conditionPath = QFileInfo(path).absoluteFilePath();
     m_conditionCrf = runtime::kDefaultConditionCrf;
     m_conditionPreview = source->preview;
@@ -1267,6 +1300,7 @@ void GeneratePage::clearConditionImage()
     m_conditionPreview = QImage();
     m_conditionCrf = runtime::kDefaultConditionCrf;
     m_conditionClip = false;
+    m_conditionRefused.clear();
     m_conditionFirst = m_conditionLast = QImage();
     m_conditionForm->setRowVisible(m_clipRow, false);
     m_imageSlot->clear();
@@ -1326,9 +1360,17 @@ void GeneratePage::setConditionFromEnd(bool fromEnd)
 
 void GeneratePage::setImageError(const QString& text)
 {
-    // The row goes with the text, leaving no gap in the card.
-    setError(m_imageError, text);
-    m_conditionForm->setRowVisible(m_imageError, !text.isEmpty());
+    // A refused file's reason stays beside the slot until the next choice, with the current
+    // condition's own problem (a frame past the end) below it. The row goes with the text,
+    // leaving no gap in the card.
+    QStringList lines;
+    if (!m_conditionRefused.isEmpty())
+        lines << m_conditionRefused;
+    if (!text.isEmpty() && text != m_conditionRefused)
+        lines << text;
+    const auto all = lines.join(QLatin1Char('\n'));
+    setError(m_imageError, all);
+    m_conditionForm->setRowVisible(m_imageError, !all.isEmpty());
 }
 
 void GeneratePage::updateConditionThumbnail()

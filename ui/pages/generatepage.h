@@ -62,6 +62,9 @@ public:
     // Matroska/WebM, AVI, MPEG-TS) is taken as a start clip: its first "Clip frames" frames
     // (8k + 1, 9 at first, as vireo-cli's --clip-frames), shown by its first frame.
     bool setConditionImage(const QString& path, QString* error = nullptr);
+    // The same, decoded on a worker thread so a large picture or video never stalls the window
+    // (a drop, Choose…); the slot says it is reading, and a newer choice supersedes it.
+    void loadConditionImage(const QString& path);
     bool conditionIsClip() const { return m_conditionClip; }
     // A clip condition from the clip's end (its last "Clip frames" frames): at frame 0 the video
     // extends the clip. The Gallery's "Extend this clip" sets it.
@@ -113,6 +116,7 @@ private:
     void updateStages(bool* ok);
     void updateConditionThumbnail();
     void setImageError(const QString& text);
+    bool applyCondition(const QString& path, const Result<runtime::ConditionSource>& source, QString* error);
     // What a memory plan depends on (model, size, guidance, placement), as one comparable string.
     QString planInputs() const;
 
@@ -166,6 +170,8 @@ private:
     QImage m_conditionPreview;          // decoded once; the thumbnail shows its crop at the output's aspect
     int m_conditionCrf = 33;            // the recipe's, for Generate again; the reference's otherwise
     bool m_conditionClip = false;       // the condition is a video's first frames
+    quint64 m_conditionTicket = 0;      // the latest choice; an older one decoding meanwhile is dropped
+    QString m_conditionRefused;         // why the last file offered was refused, until the next choice
 
     QLabel* m_preview;
     QLabel* m_phase;
