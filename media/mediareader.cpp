@@ -21,6 +21,7 @@ extern "C" {
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <string_view>
 #include <optional>
 
 namespace vireo::media {
@@ -190,8 +191,6 @@ bool imageDemuxer(const char* name)
     return n.ends_with("_pipe") || n == "gif";
 }
 
-// The best video stream of an opened file with its decoder ready (one thread; FFmpeg refuses
-// frames above maxPixels when it is given), refusing a size that is absurd or above maxPixels.
 // The turn or mirror a video stream's display matrix asks for, as an EXIF orientation (1 to 8,
 // see exifUpright): phones record portrait clips sideways and say so in the container. Read as
 // the ffmpeg program's autorotation reads it (and so imageio-ffmpeg, behind diffusers'
@@ -231,6 +230,8 @@ struct VideoStream {
     int orientation = 1;  // displayOrientation of the stream
 };
 
+// The best video stream of an opened file with its decoder ready (one thread; FFmpeg refuses
+// frames above maxPixels when it is given), refusing a size that is absurd or above maxPixels.
 Result<VideoStream> openVideoStream(const std::filesystem::path& path, AVFormatContext* f, std::int64_t maxPixels)
 {
     VideoStream v;
@@ -323,6 +324,67 @@ bool seekBeforeEnd(AVFormatContext* f, VideoStream& v, int count, double marginS
         return false;
     avcodec_flush_buffers(v.decoder.get());
     return true;
+}
+
+// The Orientation tag (0x0112) of a TIFF structure's first IFD, as EXIF stores it: 1 to 8, or
+// 1 when absent, malformed or out of range. Every offset is checked against the bytes given.
+int tiffOrientation(const std::uint8_t* data, std::size_t size)
+{
+    if (size < 8)
+        return 1;
+    const bool little = data[0] == 'I' && data[1] == 'I';
+    if (!little && !(data[0] == 'M' && data[1] == 'M'))
+        return 1;
+    auto u16 = [&](std::size_t at) {
+        return little ? static_cast<unsigned>(data[at] | (data[at + 1] << 8)) : static_cast<unsigned>((data[at] << 8) | data[at + 1]);
+    };
+    auto u32 = [&](std::size_t at) {
+        return little ? (std::uint32_t(data[at]) | (std::uint32_t(data[at + 1]) << 8) | (std::uint32_t(data[at + 2]) << 16) | (std::uint32_t(data[at + 3]) << 24))
+                      : ((std::uint32_t(data[at]) << 24) | (std::uint32_t(data[at + 1]) << 16) | (std::uint32_t(data[at + 2]) << 8) | std::uint32_t(data[at + 3]));
+    };
+    if (u16(2) != 42)
+        return 1;
+    const std::size_t ifd = u32(4);
+    if (ifd > size - 2)
+        return 1;
+    const std::size_t entries = u16(ifd);
+    if (entries > (size - ifd - 2) / 12)
+        return 1;
+    for (std::size_t i = 0; i < entries; ++i) {
+        const std::size_t e = ifd + 2 + 12 * i;
+        if (u16(e) == 0x0112) {
+            // SHORT, one value, stored in the entry itself.
+            if (u16(e + 2) != 3 || u32(e + 4) != 1)
+                return 1;
+            const unsigned value = u16(e + 8);
+            return value >= 1 && value <= 8 ? static_cast<int>(value) : 1;
+        }
+    }
+    return 1;
+}
+
+// A PNG's eXIf chunk orientation (FFmpeg 5.1's PNG decoder does not read that chunk; Pillow,
+// and so diffusers' load_image, does). Chunks are walked with their lengths checked; 1 when
+// there is none.
+int pngExifOrientation(const std::vector<std::uint8_t>& bytes)
+{
+    static const std::uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    if (bytes.size() < 8 || std::memcmp(bytes.data(), kSignature, 8) != 0)
+        return 1;
+    std::size_t at = 8;
+    while (bytes.size() - at >= 12) {
+        const std::uint32_t length = (std::uint32_t(bytes[at]) << 24) | (std::uint32_t(bytes[at + 1]) << 16) | (std::uint32_t(bytes[at + 2]) << 8)
+            | std::uint32_t(bytes[at + 3]);
+        if (length > bytes.size() - at - 12)
+            return 1;
+        const auto* type = &bytes[at + 4];
+        if (std::memcmp(type, "eXIf", 4) == 0)
+            return tiffOrientation(&bytes[at + 8], length);
+        if (std::memcmp(type, "IEND", 4) == 0)
+            return 1;
+        at += 12 + static_cast<std::size_t>(length);
+    }
+    return 1;
 }
 
 // The EXIF orientation tag the decoder reported (1 to 8), or 1 when there is none or it is
@@ -569,8 +631,11 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
         return mediaError(path, std::string("its pixel format (") + av_get_pix_fmt_name(static_cast<AVPixelFormat>(frame->format))
             + ") cannot be converted to RGB", ErrorCode::Unsupported);
     // A phone's portrait photo is stored sideways with an EXIF tag that says so; FFmpeg's JPEG
-    // and WebP decoders report the tag in the frame's metadata.
-    if (const int orientation = exifOrientation(frame.get()); orientation > 1)
+    // and WebP decoders report the tag in the frame's metadata, a PNG's eXIf chunk is read here.
+    int orientation = exifOrientation(frame.get());
+    if (orientation == 1 && std::string_view(demuxer->name) == "png_pipe")
+        orientation = pngExifOrientation(bytes);
+    if (orientation > 1)
         return exifUpright(*image, orientation);
     return std::move(*image);
 }

@@ -50,8 +50,9 @@ inline constexpr std::int64_t kMaxImageFileBytes = 256ll << 20;
 // FFmpeg's image demuxers read. The file is read into memory and decoded from there (no
 // protocol, no file-name pattern), a picture over maxPixels is refused before its pixels are
 // allocated, and the alpha channel, if any, is dropped (as PIL's convert("RGB") does). A
-// picture whose EXIF orientation tag says it is stored turned or mirrored (JPEG and WebP; a
-// phone's portrait photo) comes out upright, as diffusers' load_image makes it (exifUpright).
+// picture whose EXIF orientation tag says it is stored turned or mirrored (JPEG, WebP, a PNG's
+// eXIf chunk; a phone's portrait photo) comes out upright, as diffusers' load_image makes it
+// (exifUpright).
 Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPixels = kMaxImagePixels);
 
 // The first `count` frames of a video (conditioning clips) as RGB24: at the stream's size, or

@@ -236,6 +236,26 @@ void putLe(std::vector<std::uint8_t>& v, std::uint32_t value, int bytes)
         v.push_back(static_cast<std::uint8_t>(value >> (8 * i)));
 }
 
+// The PNG with an eXIf chunk (its CRC right) after IHDR.
+std::vector<std::uint8_t> pngWithExif(const std::vector<std::uint8_t>& png, const std::vector<std::uint8_t>& tiff)
+{
+    constexpr std::size_t kAfterIhdr = 8 + 12 + 13;
+    if (png.size() < kAfterIhdr)
+        return {};
+    std::vector<std::uint8_t> chunk;
+    for (int i = 3; i >= 0; --i)
+        chunk.push_back(static_cast<std::uint8_t>(tiff.size() >> (8 * i)));
+    chunk.insert(chunk.end(), {'e', 'X', 'I', 'f'});
+    chunk.insert(chunk.end(), tiff.begin(), tiff.end());
+    const std::uint32_t crc = crc32(chunk.data() + 4, chunk.size() - 4);
+    for (int i = 3; i >= 0; --i)
+        chunk.push_back(static_cast<std::uint8_t>(crc >> (8 * i)));
+    std::vector<std::uint8_t> out(png.begin(), png.begin() + kAfterIhdr);
+    out.insert(out.end(), chunk.begin(), chunk.end());
+    out.insert(out.end(), png.begin() + kAfterIhdr, png.end());
+    return out;
+}
+
 // A simple (VP8 / VP8L) WebP rewritten as an extended one (VP8X) with an EXIF chunk after the image.
 std::vector<std::uint8_t> webpWithExif(const std::vector<std::uint8_t>& webp, int width, int height, const std::vector<std::uint8_t>& tiff)
 {
@@ -274,6 +294,8 @@ VT_TEST(exifOrientationTurnsThePictureUpright)
     const auto jpeg = encodeStill("mjpeg", "yuvj444p", im);
     VT_CHECK(!jpeg.empty());
     const auto webp = encodeStill("libwebp", "yuv420p", im);
+    const auto png = encodeStill("png", "rgb24", im);
+    VT_CHECK(!png.empty());
     auto plain = media::readImage(writeFile("plain.jpg", jpeg));
     VT_CHECK_MSG(plain.ok(), plain.error().message);
     VT_COMPARE(corners(*plain), std::string("RGBW"));
@@ -282,6 +304,7 @@ VT_TEST(exifOrientationTurnsThePictureUpright)
             {"exif" + std::to_string(orientation) + ".jpg", jpegWithExif(jpeg, exifTiff(orientation))}};
         if (!webp.empty())
             files.emplace_back("exif" + std::to_string(orientation) + ".webp", webpWithExif(webp, im.width, im.height, exifTiff(orientation)));
+        files.emplace_back("exif" + std::to_string(orientation) + ".png", pngWithExif(png, exifTiff(orientation)));
         for (const auto& [name, bytes] : files) {
             VT_CHECK_MSG(!bytes.empty(), name);
             auto r = media::readImage(writeFile(name, bytes));
@@ -299,10 +322,17 @@ VT_TEST(exifOrientationTurnsThePictureUpright)
     }
     if (webp.empty())
         std::printf("    (the system ffmpeg has no WebP encoder: WebP orientation not checked)\n");
-    // Tags that are no orientation: out of range, or two values.
+    // Tags that are no orientation (out of range, two values), and EXIF data cut short or
+    // pointing past its end.
+    auto cut = exifTiff(6);
+    cut.resize(20);
+    auto astray = exifTiff(6);
+    astray[4] = 0xF0;  // the IFD offset past the end
     for (const auto& [name, tiff] : {std::pair{std::string("exif9.jpg"), exifTiff(9)}, {std::string("exif0.jpg"), exifTiff(0)},
-             {std::string("exif-two.jpg"), exifTiff(6, 2)}}) {
-        auto r = media::readImage(writeFile(name, jpegWithExif(jpeg, tiff)));
+             {std::string("exif-two.jpg"), exifTiff(6, 2)}, {std::string("exif-cut.png"), cut}, {std::string("exif-astray.png"), astray},
+             {std::string("exif9.png"), exifTiff(9)}}) {
+        const bool isPng = name.ends_with(".png");
+        auto r = media::readImage(writeFile(name, isPng ? pngWithExif(png, tiff) : jpegWithExif(jpeg, tiff)));
         VT_CHECK_MSG(r.ok(), name + ": " + (r.ok() ? "" : r.error().message));
         if (r.ok()) {
             std::printf("    %s: %dx%d, corners %s\n", name.c_str(), r->width, r->height, corners(*r).c_str());
