@@ -1,7 +1,6 @@
 // CUDA implementations of the fused ops (CPU: fusedops_cpu.cpp). Each reads its inputs once
 // and writes its output once; row kernels give one thread block per token.
 #include "kernels/fusedops.h"
-#include "kernels/fusedops_composed.h"
 
 #include "kernels/opcheck.h"
 
@@ -75,9 +74,22 @@ __device__ __forceinline__ float geluTanh(float x)
     return roundTo<T>(0.5f * x * (1.0f + tanhf(inner)));
 }
 
-// Eight values per thread: one 16-byte load of a 16-bit input, four two-value hardware
-// conversions (round to nearest even, saturating: the clamp already bounds the value), one
-// 8-byte store.
+// Eight values quantized with four two-value hardware conversions (round to nearest even,
+// saturating: the clamp already bounds the value), packed for one 8-byte store.
+__device__ __forceinline__ uint2 packFp8x8(const float (&values)[8], float inverse)
+{
+    std::uint16_t pairs[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+        pairs[k] = __nv_cvt_float2_to_fp8x2(make_float2(toFp8Range(values[2 * k], inverse), toFp8Range(values[2 * k + 1], inverse)),
+            __NV_SATFINITE, __NV_E4M3);
+    uint2 packed;
+    packed.x = static_cast<unsigned>(pairs[0]) | (static_cast<unsigned>(pairs[1]) << 16);
+    packed.y = static_cast<unsigned>(pairs[2]) | (static_cast<unsigned>(pairs[3]) << 16);
+    return packed;
+}
+
+// Eight values per thread: one 16-byte load of a 16-bit input, one 8-byte store.
 template <typename T, bool Gelu>
 __global__ void quantizeFp8VecKernel(const T* __restrict__ x, const float* __restrict__ scale, std::uint8_t* __restrict__ out,
     std::int64_t groups)
@@ -87,20 +99,11 @@ __global__ void quantizeFp8VecKernel(const T* __restrict__ x, const float* __res
          g += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
         const uint4 raw = reinterpret_cast<const uint4*>(x)[g];
         const T* v = reinterpret_cast<const T*>(&raw);
-        std::uint16_t pairs[4];
+        float values[8];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            float a = static_cast<float>(v[2 * k]), b = static_cast<float>(v[2 * k + 1]);
-            if constexpr (Gelu) {
-                a = geluTanh<T>(a);
-                b = geluTanh<T>(b);
-            }
-            pairs[k] = __nv_cvt_float2_to_fp8x2(make_float2(toFp8Range(a, inverse), toFp8Range(b, inverse)), __NV_SATFINITE, __NV_E4M3);
-        }
-        uint2 packed;
-        packed.x = static_cast<unsigned>(pairs[0]) | (static_cast<unsigned>(pairs[1]) << 16);
-        packed.y = static_cast<unsigned>(pairs[2]) | (static_cast<unsigned>(pairs[3]) << 16);
-        reinterpret_cast<uint2*>(out)[g] = packed;
+        for (int k = 0; k < 8; ++k)
+            values[k] = Gelu ? geluTanh<T>(static_cast<float>(v[k])) : static_cast<float>(v[k]);
+        reinterpret_cast<uint2*>(out)[g] = packFp8x8(values, inverse);
     }
 }
 
@@ -156,15 +159,11 @@ at::Tensor quantizeFp8Launch(const at::Tensor& xIn, const at::Tensor& scale, con
 
 at::Tensor quantizeFp8Cuda(const at::Tensor& x, const at::Tensor& scale)
 {
-    if (!composed::fusedKernelsEnabled())
-        return composed::quantizeFp8(x, scale);
     return quantizeFp8Launch<false>(x, scale, "quantize_fp8");
 }
 
 at::Tensor geluQuantizeFp8Cuda(const at::Tensor& x, const at::Tensor& scale)
 {
-    if (!composed::fusedKernelsEnabled())
-        return composed::geluQuantizeFp8(x, scale);
     return quantizeFp8Launch<true>(x, scale, "gelu_quantize_fp8");
 }
 
@@ -230,16 +229,12 @@ __device__ __forceinline__ void modulateHeldRow(const uint4 (&held)[VPT], float 
                 o[e] = static_cast<T>(static_cast<float>(hv[e]) + normed * factor);
             }
             if constexpr (Fp8) {
-                // Eight e4m3 values in one 8-byte store, converted as quantizeFp8VecKernel does.
-                std::uint16_t pairs[4];
+                // Eight e4m3 values in one 8-byte store, converted as quantize_fp8 converts them.
+                float values[8];
 #pragma unroll
-                for (int p = 0; p < 4; ++p)
-                    pairs[p] = __nv_cvt_float2_to_fp8x2(make_float2(toFp8Range(static_cast<float>(o[2 * p]), inverse),
-                        toFp8Range(static_cast<float>(o[2 * p + 1]), inverse)), __NV_SATFINITE, __NV_E4M3);
-                uint2 packed;
-                packed.x = static_cast<unsigned>(pairs[0]) | (static_cast<unsigned>(pairs[1]) << 16);
-                packed.y = static_cast<unsigned>(pairs[2]) | (static_cast<unsigned>(pairs[3]) << 16);
-                static_cast<uint2*>(orow)[i] = packed;
+                for (int e = 0; e < 8; ++e)
+                    values[e] = static_cast<float>(o[e]);
+                static_cast<uint2*>(orow)[i] = packFp8x8(values, inverse);
             } else {
                 static_cast<uint4*>(orow)[i] = result;
             }
@@ -386,16 +381,12 @@ at::Tensor rmsNormModulateLaunch(const at::Tensor& xIn, const at::Tensor& scaleI
 
 at::Tensor rmsNormModulateCuda(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
-    if (!composed::fusedKernelsEnabled())
-        return composed::rmsNormModulate(x, scale, shift, eps);
     return rmsNormModulateLaunch(x, scale, shift, eps, nullptr);
 }
 
 at::Tensor rmsNormModulateFp8Cuda(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps,
     const at::Tensor& qscale)
 {
-    if (!composed::fusedKernelsEnabled())
-        return composed::rmsNormModulateFp8(x, scale, shift, eps, qscale);
     return rmsNormModulateLaunch(x, scale, shift, eps, &qscale);
 }
 
@@ -531,16 +522,12 @@ std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateLaunch(const at::
 std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCuda(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
     const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
-    if (!composed::fusedKernelsEnabled())
-        return composed::gatedResidualRmsNormModulate(x, delta, gate, scale, shift, eps);
     return gatedResidualRmsNormModulateLaunch(x, delta, gate, scale, shift, eps, nullptr);
 }
 
 std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8Cuda(const at::Tensor& x, const at::Tensor& delta,
     const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
 {
-    if (!composed::fusedKernelsEnabled())
-        return composed::gatedResidualRmsNormModulateFp8(x, delta, gate, scale, shift, eps, qscale);
     return gatedResidualRmsNormModulateLaunch(x, delta, gate, scale, shift, eps, &qscale);
 }
 
@@ -571,7 +558,7 @@ __global__ void gateHeadsKernel(const T* __restrict__ x, const T* __restrict__ l
 
 // Eight channels of one head per thread step (headDim is a multiple of 8 and rows start on 16
 // bytes): one 16-byte load, one logit, one 16-byte (or, for FP8, 8-byte) store; the same
-// rounding as gateHeadsKernel, and for FP8 the conversion quantizeFp8VecKernel makes.
+// rounding as gateHeadsKernel, and for FP8 the conversion quantize_fp8 makes (packFp8x8).
 template <typename T, bool Fp8>
 __global__ void gateHeadsVecKernel(const T* __restrict__ x, const T* __restrict__ logits, void* __restrict__ out,
     const float* __restrict__ qscale, std::int64_t tokens, std::int64_t channels, std::int64_t headDim, RowStrides xs, RowStrides ls,
@@ -588,18 +575,11 @@ __global__ void gateHeadsVecKernel(const T* __restrict__ x, const T* __restrict_
         const uint4 raw = *reinterpret_cast<const uint4*>(x + b * xs.batch + t * xs.token + c);
         const T* v = reinterpret_cast<const T*>(&raw);
         if constexpr (Fp8) {
-            std::uint16_t pairs[4];
+            float values[8];
 #pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const float a = roundTo<T>(static_cast<float>(v[2 * k]) * gate);
-                const float b2 = roundTo<T>(static_cast<float>(v[2 * k + 1]) * gate);
-                pairs[k] = __nv_cvt_float2_to_fp8x2(make_float2(toFp8Range(a, inverse), toFp8Range(b2, inverse)), __NV_SATFINITE,
-                    __NV_E4M3);
-            }
-            uint2 packed;
-            packed.x = static_cast<unsigned>(pairs[0]) | (static_cast<unsigned>(pairs[1]) << 16);
-            packed.y = static_cast<unsigned>(pairs[2]) | (static_cast<unsigned>(pairs[3]) << 16);
-            reinterpret_cast<uint2*>(out)[g] = packed;
+            for (int k = 0; k < 8; ++k)
+                values[k] = roundTo<T>(static_cast<float>(v[k]) * gate);
+            reinterpret_cast<uint2*>(out)[g] = packFp8x8(values, inverse);
         } else {
             uint4 result;
             T* r = reinterpret_cast<T*>(&result);
@@ -653,15 +633,11 @@ at::Tensor gateHeadsLaunch(const at::Tensor& xIn, const at::Tensor& logitsIn, co
 
 at::Tensor gateHeadsCuda(const at::Tensor& x, const at::Tensor& logits)
 {
-    if (!composed::fusedKernelsEnabled())
-        return composed::gateHeads(x, logits);
     return gateHeadsLaunch(x, logits, nullptr);
 }
 
 at::Tensor gateHeadsFp8Cuda(const at::Tensor& x, const at::Tensor& logits, const at::Tensor& qscale)
 {
-    if (!composed::fusedKernelsEnabled())
-        return composed::gateHeadsFp8(x, logits, qscale);
     return gateHeadsLaunch(x, logits, &qscale);
 }
 
@@ -766,8 +742,6 @@ __global__ void rmsNormRopeVecKernel(const T* __restrict__ x, const T* __restric
 
 at::Tensor rmsNormRopeCuda(const at::Tensor& xIn, const at::Tensor& weightIn, const at::Tensor& cosIn, const at::Tensor& sinIn, double eps)
 {
-    if (!composed::fusedKernelsEnabled())
-        return composed::rmsNormRope(xIn, weightIn, cosIn, sinIn, eps);
     detail::checkRmsNormRopeArgs(xIn, weightIn, cosIn, sinIn);
     TORCH_CHECK(weightIn.device() == xIn.device() && cosIn.device() == xIn.device() && sinIn.device() == xIn.device(),
         "rms_norm_rope: tensors on different devices");

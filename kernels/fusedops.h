@@ -10,9 +10,9 @@
 
 namespace vireo::kernels {
 
-// False when the environment says VIREO_FUSED_KERNELS=0: the CUDA implementations below then run
-// the torch compositions they replace (to tell a fault of these kernels from any other, and to
-// measure what they gain).
+// False when the environment says VIREO_FUSED_KERNELS=0: the ops below then run the torch
+// compositions they replace on every device, to tell a fault of the CUDA kernels from any other
+// and to measure what they gain, without a rebuild.
 bool fusedKernelsEnabled();
 
 // float8_e4m3fn(clamp(float(x) * (1 / scale), -448, 448)); scale is a float32 scalar tensor on

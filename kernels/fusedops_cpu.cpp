@@ -1,7 +1,6 @@
 // CPU implementations of the fused ops: the torch compositions the model code used before the
 // CUDA kernels existed, op for op, so CPU parity with the references is untouched.
 #include "kernels/fusedops.h"
-#include "kernels/fusedops_composed.h"
 
 #include "kernels/opcheck.h"
 
@@ -39,16 +38,11 @@ void checkRmsNormModulateArgs(const at::Tensor& x, const at::Tensor& scale, cons
 
 } // namespace detail
 
-namespace composed {
+namespace {
 
-bool fusedKernelsEnabled()
-{
-    static const bool enabled = [] {
-        const char* env = std::getenv("VIREO_FUSED_KERNELS");
-        return !(env && std::strcmp(env, "0") == 0);
-    }();
-    return enabled;
-}
+// The torch compositions the fused ops replace, op for op: the CPU implementations, and what
+// every device runs when VIREO_FUSED_KERNELS=0 (fusedKernelsEnabled) turns the kernels off.
+namespace composed {
 
 at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale)
 {
@@ -117,10 +111,21 @@ at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::
 
 } // namespace composed
 
-bool fusedKernelsEnabled() { return composed::fusedKernelsEnabled(); }
+} // namespace
+
+bool fusedKernelsEnabled()
+{
+    static const bool enabled = [] {
+        const char* env = std::getenv("VIREO_FUSED_KERNELS");
+        return !(env && std::strcmp(env, "0") == 0);
+    }();
+    return enabled;
+}
 
 at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale)
 {
+    if (!fusedKernelsEnabled())
+        return composed::quantizeFp8(x, scale);
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::quantize_fp8", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     return op.call(x, scale);
@@ -128,6 +133,8 @@ at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale)
 
 at::Tensor geluQuantizeFp8(const at::Tensor& x, const at::Tensor& scale)
 {
+    if (!fusedKernelsEnabled())
+        return composed::geluQuantizeFp8(x, scale);
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gelu_quantize_fp8", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     return op.call(x, scale);
@@ -135,6 +142,8 @@ at::Tensor geluQuantizeFp8(const at::Tensor& x, const at::Tensor& scale)
 
 at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
+    if (!fusedKernelsEnabled())
+        return composed::rmsNormModulate(x, scale, shift, eps);
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_modulate", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
     return op.call(x, scale, shift, eps);
@@ -143,6 +152,10 @@ at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const a
 std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
     const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
+    if (!fusedKernelsEnabled()) {
+        auto [sum, out] = composed::gatedResidualRmsNormModulate(x, delta, gate, scale, shift, eps);
+        return {std::move(sum), std::move(out)};
+    }
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gated_residual_rms_norm_modulate", "")
         .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
             const at::Tensor&, double)>();
@@ -152,6 +165,8 @@ std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor&
 
 at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
 {
+    if (!fusedKernelsEnabled())
+        return composed::rmsNormModulateFp8(x, scale, shift, eps, qscale);
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_modulate_fp8", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, const at::Tensor&)>();
     return op.call(x, scale, shift, eps, qscale);
@@ -160,6 +175,10 @@ at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, cons
 std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
     const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
 {
+    if (!fusedKernelsEnabled()) {
+        auto [sum, out] = composed::gatedResidualRmsNormModulateFp8(x, delta, gate, scale, shift, eps, qscale);
+        return {std::move(sum), std::move(out)};
+    }
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gated_residual_rms_norm_modulate_fp8", "")
         .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
             const at::Tensor&, double, const at::Tensor&)>();
@@ -169,6 +188,8 @@ std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tens
 
 at::Tensor gateHeads(const at::Tensor& x, const at::Tensor& logits)
 {
+    if (!fusedKernelsEnabled())
+        return composed::gateHeads(x, logits);
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gate_heads", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     return op.call(x, logits);
@@ -176,6 +197,8 @@ at::Tensor gateHeads(const at::Tensor& x, const at::Tensor& logits)
 
 at::Tensor gateHeadsFp8(const at::Tensor& x, const at::Tensor& logits, const at::Tensor& qscale)
 {
+    if (!fusedKernelsEnabled())
+        return composed::gateHeadsFp8(x, logits, qscale);
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gate_heads_fp8", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
     return op.call(x, logits, qscale);
@@ -183,6 +206,8 @@ at::Tensor gateHeadsFp8(const at::Tensor& x, const at::Tensor& logits, const at:
 
 at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps)
 {
+    if (!fusedKernelsEnabled())
+        return composed::rmsNormRope(x, weight, cos, sin, eps);
     static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_rope", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
     return op.call(x, weight, cos, sin, eps);

@@ -662,9 +662,8 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
     std::deque<RgbImage> frames;
     std::string problem;
     int width = 0, height = 0;
-    std::int64_t seen = 0;
     auto onFrame = [&](AVFrame* frame) {
-        if (seen++ == 0) {
+        if (frames.empty()) {
             width = frame->width;
             height = frame->height;
         }
@@ -690,18 +689,14 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
     };
     // From the end: start at the key frame before the last count frames (and two seconds more),
     // not at the start of what may be a long recording; from the start when that falls short.
-    bool decoded = false;
-    if (fromEnd && seekBeforeEnd(f, *video, count, 2.0)) {
-        decoded = decodeFrames(f, *video, 4000000, onFrame);
-        if (decoded && problem.empty() && static_cast<int>(frames.size()) < count) {
-            frames.clear();
-            seen = 0;
-            av_seek_frame(f, video->index, video->stream->start_time != AV_NOPTS_VALUE ? video->stream->start_time : 0, AVSEEK_FLAG_BACKWARD);
-            avcodec_flush_buffers(video->decoder.get());
-            decoded = decodeFrames(f, *video, 4000000, onFrame);
-        }
-    } else {
-        decoded = decodeFrames(f, *video, fromEnd ? 4000000 : 200000, onFrame);
+    const int maxPackets = fromEnd ? 4000000 : 200000;
+    const bool sought = fromEnd && seekBeforeEnd(f, *video, count, 2.0);
+    bool decoded = decodeFrames(f, *video, maxPackets, onFrame);
+    if (sought && decoded && problem.empty() && static_cast<int>(frames.size()) < count) {
+        frames.clear();
+        av_seek_frame(f, video->index, video->stream->start_time != AV_NOPTS_VALUE ? video->stream->start_time : 0, AVSEEK_FLAG_BACKWARD);
+        avcodec_flush_buffers(video->decoder.get());
+        decoded = decodeFrames(f, *video, maxPackets, onFrame);
     }
     if (!decoded)
         return mediaError(path, "out of memory", ErrorCode::OutOfMemory);

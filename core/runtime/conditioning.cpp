@@ -37,6 +37,15 @@ Result<std::string> hashOf(const std::filesystem::path& path)
     return sha;
 }
 
+// A picture as a QImage of its own, scaled down to fit maxSide (0: as it is).
+QImage previewOf(const media::RgbImage& image, int maxSide)
+{
+    const QImage view(image.rgb.data(), image.width, image.height, image.width * 3, QImage::Format_RGB888);
+    if (maxSide > 0 && (image.width > maxSide || image.height > maxSide))
+        return view.scaled(maxSide, maxSide, Qt::KeepAspectRatio, Qt::SmoothTransformation);
+    return view.copy();
+}
+
 } // namespace
 
 std::string conditionProblem(std::int64_t frame, int conditionFrames, double strength, int crf, std::int64_t frames)
@@ -130,10 +139,7 @@ Result<QImage> conditionPreview(const QString& path, int maxSide)
     auto image = media::readImage(path.toStdString());
     if (!image)
         return image.error();
-    const QImage view(image->rgb.data(), image->width, image->height, image->width * 3, QImage::Format_RGB888);
-    if (maxSide > 0 && (image->width > maxSide || image->height > maxSide))
-        return view.scaled(maxSide, maxSide, Qt::KeepAspectRatio, Qt::SmoothTransformation);
-    return view.copy();
+    return previewOf(*image, maxSide);
 }
 
 Result<ConditionSource> inspectCondition(const QString& path, int maxSide)
@@ -155,14 +161,7 @@ Result<ConditionSource> inspectCondition(const QString& path, int maxSide)
     auto first = media::frameAt(file, 0, 0);
     if (!first)
         return first.error();
-    const QImage view(first->rgb.data(), first->width, first->height, first->width * 3, QImage::Format_RGB888);
-    ConditionSource source;
-    source.clip = true;
-    source.frames = std::max<std::int64_t>(0, info->frames);
-    source.preview = maxSide > 0 && (first->width > maxSide || first->height > maxSide)
-        ? view.scaled(maxSide, maxSide, Qt::KeepAspectRatio, Qt::SmoothTransformation)
-        : view.copy();
-    return source;
+    return ConditionSource{previewOf(*first, maxSide), true, std::max<std::int64_t>(0, info->frames)};
 }
 
 Result<QImage> clipLastFrame(const QString& path, int maxSide)
@@ -171,10 +170,7 @@ Result<QImage> clipLastFrame(const QString& path, int maxSide)
     auto last = media::frameAt(path.toStdString(), 1e12, 0);
     if (!last)
         return last.error();
-    const QImage view(last->rgb.data(), last->width, last->height, last->width * 3, QImage::Format_RGB888);
-    return maxSide > 0 && (last->width > maxSide || last->height > maxSide)
-        ? view.scaled(maxSide, maxSide, Qt::KeepAspectRatio, Qt::SmoothTransformation)
-        : view.copy();
+    return previewOf(*last, maxSide);
 }
 
 Result<QString> saveFirstFrame(const QString& video, const QString& folder)

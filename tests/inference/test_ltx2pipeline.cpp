@@ -19,6 +19,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 
 #include <limits>
+#include <optional>
 
 #include <tuple>
 
@@ -538,6 +539,34 @@ struct GraphCase {
     std::int64_t tokens = 0;
 };
 
+// The tiny LTX-2.3 transformer on `device`, with the weights it came from (kept alive beside it,
+// as a pipeline keeps them); error says why when model is empty.
+struct TinyTransformer {
+    std::optional<ltx2::Ltx2Weights> weights;
+    std::optional<ltx2::Transformer> model;
+    std::string error;
+};
+
+TinyTransformer tinyTransformer(c10::Device device, bool offloadBlocks = false)
+{
+    TinyTransformer t;
+    auto weights = ltx2::Ltx2Weights::open({dir("23") / "diffusers"});
+    if (!weights) {
+        t.error = weights.error().message;
+        return t;
+    }
+    t.weights = std::move(*weights);
+    ltx2::TransformerLoadOptions lo;
+    lo.device = device;
+    lo.offloadBlocks = offloadBlocks;
+    auto model = ltx2::Transformer::load(*t.weights, lo);
+    if (model)
+        t.model = std::move(*model);
+    else
+        t.error = model.error().message;
+    return t;
+}
+
 GraphCase graphCase(const ltx2::TransformerConfig& c, std::int64_t frames, at::Generator& g, std::int64_t height = 2, std::int64_t width = 3)
 {
     GraphCase k;
@@ -583,12 +612,9 @@ double maxAbs(const at::Tensor& a, const at::Tensor& b)
 VT_TEST(cudaGraphsReplayTheEagerForwardAndSayWhyNot)
 {
     const auto device = testDevice();
-    auto weights = ltx2::Ltx2Weights::open({dir("23") / "diffusers"});
-    VT_CHECK_MSG(weights.ok(), (weights.ok() ? "" : weights.error().message));
-    ltx2::TransformerLoadOptions lo;
-    lo.device = device;
-    auto model = ltx2::Transformer::load(*weights, lo);
-    VT_CHECK_MSG(model.ok(), (model.ok() ? "" : model.error().message));
+    auto tiny = tinyTransformer(device);
+    VT_CHECK_MSG(tiny.model, tiny.error);
+    auto& model = tiny.model;
     const auto& c = model->config();
     auto g = at::make_generator<at::CPUGeneratorImpl>(7);
     const bool cuda = device.is_cuda();
@@ -673,10 +699,9 @@ VT_TEST(cudaGraphsReplayTheEagerForwardAndSayWhyNot)
     if (cuda) {
         VT_CHECK_MSG(cacheReason.find("step cache") != std::string::npos, cacheReason);
         VT_CHECK_MSG(callbackReason.find("per-block callback") != std::string::npos, callbackReason);
-        lo.offloadBlocks = true;
-        auto offloaded = ltx2::Transformer::load(*weights, lo);
-        VT_CHECK(offloaded.ok());
-        const auto offloadReason = blockedBy(first.in, &*offloaded);
+        auto offloaded = tinyTransformer(device, true);
+        VT_CHECK_MSG(offloaded.model, offloaded.error);
+        const auto offloadReason = blockedBy(first.in, &*offloaded.model);
         std::printf("   blocked: %s\n", offloadReason.c_str());
         VT_CHECK_MSG(offloadReason.find("offloaded") != std::string::npos, offloadReason);
     } else {
@@ -690,12 +715,9 @@ VT_TEST(cudaGraphsReplayTheEagerForwardAndSayWhyNot)
 VT_TEST(cudaGraphsOfOneLoopShareOneMemoryPool)
 {
     const auto device = testDevice();
-    auto weights = ltx2::Ltx2Weights::open({dir("23") / "diffusers"});
-    VT_CHECK_MSG(weights.ok(), (weights.ok() ? "" : weights.error().message));
-    ltx2::TransformerLoadOptions lo;
-    lo.device = device;
-    auto model = ltx2::Transformer::load(*weights, lo);
-    VT_CHECK_MSG(model.ok(), (model.ok() ? "" : model.error().message));
+    auto tiny = tinyTransformer(device);
+    VT_CHECK_MSG(tiny.model, tiny.error);
+    auto& model = tiny.model;
     const auto& c = model->config();
     auto g = at::make_generator<at::CPUGeneratorImpl>(11);
     // 2 x 1536 tokens: a working set of tens of MiB, well above the allocator's segment sizes.
@@ -749,12 +771,9 @@ VT_TEST(cudaGraphsGiveWayWhenMemoryRunsOut)
         std::printf("   %s: nothing to capture (the CPU case of GraphedForward is tested above)\n", device.str().c_str());
         return;
     }
-    auto weights = ltx2::Ltx2Weights::open({dir("23") / "diffusers"});
-    VT_CHECK(weights.ok());
-    ltx2::TransformerLoadOptions lo;
-    lo.device = device;
-    auto model = ltx2::Transformer::load(*weights, lo);
-    VT_CHECK(model.ok());
+    auto tiny = tinyTransformer(device);
+    VT_CHECK_MSG(tiny.model, tiny.error);
+    auto& model = tiny.model;
     const auto& c = model->config();
     auto g = at::make_generator<at::CPUGeneratorImpl>(12);
     // 2 x 8192 tokens: a working set far above the allocator's 20 MiB segments.

@@ -229,8 +229,7 @@ private slots:
         const auto id = page->generate();
         QVERIFY(id);
         auto* engine = w->studio()->engine();
-        QTRY_VERIFY_WITH_TIMEOUT(engine->job(id)->state != vireo::runtime::JobState::Queued
-                                     && engine->job(id)->state != vireo::runtime::JobState::Running, 120000);
+        QTRY_VERIFY_WITH_TIMEOUT(finished(engine, id), 120000);
         const auto job = engine->job(id);
         QVERIFY2(job->state == vireo::runtime::JobState::Done, qPrintable(job->error));
         // Both are in the recipe: the applied one with its hash and strength, the refused one with why.
@@ -459,8 +458,7 @@ private slots:
         const auto id = page->generate();
         QVERIFY(id);
         auto* engine = w->studio()->engine();
-        QTRY_VERIFY_WITH_TIMEOUT(engine->job(id)->state != vireo::runtime::JobState::Queued
-                && engine->job(id)->state != vireo::runtime::JobState::Running, 120000);
+        QTRY_VERIFY_WITH_TIMEOUT(finished(engine, id), 120000);
         const auto s = engine->job(id);
         QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
         QCOMPARE(s->recipe.conditions.size(), std::size_t(1));
@@ -566,8 +564,7 @@ private slots:
         const auto id = page->generate();
         QVERIFY(id);
         auto* engine = w->studio()->engine();
-        QTRY_VERIFY_WITH_TIMEOUT(engine->job(id)->state != vireo::runtime::JobState::Queued
-                && engine->job(id)->state != vireo::runtime::JobState::Running, 120000);
+        QTRY_VERIFY_WITH_TIMEOUT(finished(engine, id), 120000);
         const auto s = engine->job(id);
         QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
         QCOMPARE(s->recipe.conditions.size(), std::size_t(1));
@@ -629,13 +626,19 @@ private slots:
         QVERIFY(id);
         QCOMPARE(asked, 1);
         auto* engine = w->studio()->engine();
-        QTRY_VERIFY_WITH_TIMEOUT(engine->job(id)->state != vireo::runtime::JobState::Queued
-                && engine->job(id)->state != vireo::runtime::JobState::Running, 120000);
+        QTRY_VERIFY_WITH_TIMEOUT(finished(engine, id), 120000);
         QVERIFY2(engine->job(id)->state == vireo::runtime::JobState::Done, qPrintable(engine->job(id)->error));
         answer.stop();
     }
 
 private:
+    // The job ran to its end (done, failed or cancelled).
+    static bool finished(vireo::runtime::Engine* engine, quint64 id)
+    {
+        const auto state = engine->job(id)->state;
+        return state != vireo::runtime::JobState::Queued && state != vireo::runtime::JobState::Running;
+    }
+
     // A studio window on the Generate page, the tiny LTX-2.3 model chosen, with a prompt and a
     // size; null when the window or the model does not come up.
     vireo::test::StudioWindow videoPage(const char* prompt, int width, int height, int frames)

@@ -660,12 +660,18 @@ void GalleryPage::showDetail()
 bool GalleryPage::extendClip(qint64 id, QString* error)
 {
     const auto item = m_gallery->item(id);
-    if (!item || item->kind == QStringLiteral("image") || !QFileInfo::exists(item->path) || item->thumbnailState == 2) {
+    QString refused;
+    if (!item)
+        refused = tr("This item is no longer in the gallery.");
+    else if (item->kind == QStringLiteral("image"))
+        refused = tr("%1 is a picture: only a clip can be extended.").arg(item->path);
+    else if (!QFileInfo::exists(item->path))
+        refused = tr("%1 is gone.").arg(item->path);
+    else if (item->thumbnailState == 2)
+        refused = tr("%1 cannot be played: %2").arg(item->path, item->problem);
+    if (!refused.isEmpty()) {
         if (error)
-            *error = !item ? tr("This item is no longer in the gallery.")
-                   : item->kind == QStringLiteral("image") ? tr("%1 is a picture: only a clip can be extended.").arg(item->path)
-                   : !QFileInfo::exists(item->path) ? tr("%1 is gone.").arg(item->path)
-                                                     : tr("%1 cannot be played: %2").arg(item->path, item->problem);
+            *error = refused;
         return false;
     }
     // The recipe without its own conditions: the clip replaces them.

@@ -1270,7 +1270,6 @@ bool GeneratePage::applyCondition(const QString& path, const Result<runtime::Con
     m_conditionPath = QFileInfo(path).absoluteFilePath();
     m_conditionCrf = runtime::kDefaultConditionCrf;
     m_conditionPreview = source->preview;
-    m_conditionFirst = source->preview;
     m_conditionLast = QImage();
     m_conditionClip = source->clip;
     {
@@ -1301,7 +1300,7 @@ void GeneratePage::clearConditionImage()
     m_conditionCrf = runtime::kDefaultConditionCrf;
     m_conditionClip = false;
     m_conditionRefused.clear();
-    m_conditionFirst = m_conditionLast = QImage();
+    m_conditionLast = QImage();
     m_conditionForm->setRowVisible(m_clipRow, false);
     m_imageSlot->clear();
     m_imageSlot->setToolTip(QString());
@@ -1346,15 +1345,14 @@ void GeneratePage::setConditionFromEnd(bool fromEnd)
     }
     if (!m_conditionClip)
         return;
-    // The thumbnail shows the frame the video continues from.
+    // The thumbnail (drawn by validate) shows the frame the video continues from; a clip whose
+    // last frame cannot be read says so until the next choice, as a refused file does.
     if (fromEnd && m_conditionLast.isNull()) {
         if (auto last = runtime::clipLastFrame(m_conditionPath, 480))
             m_conditionLast = *last;
         else
-            setImageError(QString::fromStdString(last.error().message));
+            m_conditionRefused = QString::fromStdString(last.error().message);
     }
-    m_conditionPreview = fromEnd && !m_conditionLast.isNull() ? m_conditionLast : m_conditionFirst;
-    updateConditionThumbnail();
     validate();
 }
 
@@ -1375,18 +1373,20 @@ void GeneratePage::setImageError(const QString& text)
 
 void GeneratePage::updateConditionThumbnail()
 {
-    if (m_conditionPreview.isNull())
+    // The frame the video continues from: a clip's last one when it is taken from its end.
+    const QImage& shown = m_conditionClip && conditionFromEnd() && !m_conditionLast.isNull() ? m_conditionLast : m_conditionPreview;
+    if (shown.isNull())
         return;
     // What the video starts from: the picture's centre at the output's aspect (media::fitToSize).
     const QSize out(m_width->value(), m_height->value());
-    QRect crop = m_conditionPreview.rect();
+    QRect crop = shown.rect();
     if (static_cast<double>(crop.width()) / crop.height() > static_cast<double>(out.width()) / out.height())
         crop.setWidth(std::max(1, qRound(crop.height() * static_cast<double>(out.width()) / out.height())));
     else
         crop.setHeight(std::max(1, qRound(crop.width() * static_cast<double>(out.height()) / out.width())));
-    crop.moveCenter(m_conditionPreview.rect().center());
+    crop.moveCenter(shown.rect().center());
     const QSize box(std::max(176, m_imageSlot->width() - 4), std::max(99, m_imageSlot->height() - 4));
-    m_imageSlot->setPixmap(QPixmap::fromImage(m_conditionPreview.copy(crop).scaled(box, Qt::KeepAspectRatio, Qt::SmoothTransformation)));
+    m_imageSlot->setPixmap(QPixmap::fromImage(shown.copy(crop).scaled(box, Qt::KeepAspectRatio, Qt::SmoothTransformation)));
     const auto name = QFileInfo(m_conditionPath).fileName();
     m_imageName->setText(m_conditionClip
             ? (conditionFromEnd() ? tr("%1 · its last %2 frames, their centre at %3 × %4 (scaled to cover the video and cropped)")

@@ -159,7 +159,6 @@ private:
     QSpinBox* m_clipFrames = nullptr;   // a start clip's frames; its row shows for clips only
     QComboBox* m_clipPart = nullptr;    // its first or its last frames
     QLayout* m_clipRow = nullptr;       // both, one form row
-    QImage m_conditionFirst, m_conditionLast;  // a clip's first frame, and its last once asked for
     QDoubleSpinBox* m_imageStrength = nullptr;
     QLabel* m_imageError = nullptr;
     QPushButton* m_audioSlot = nullptr;
@@ -167,11 +166,12 @@ private:
     QComboBox* m_stages = nullptr;
     QLabel* m_stagePlan = nullptr;
     QString m_conditionPath;
-    QImage m_conditionPreview;          // decoded once; the thumbnail shows its crop at the output's aspect
+    QImage m_conditionPreview;          // the still, or a clip's first frame: decoded once; the thumbnail shows its crop
+    QImage m_conditionLast;             // a clip's last frame, once a condition from its end asks for it
     int m_conditionCrf = 33;            // the recipe's, for Generate again; the reference's otherwise
     bool m_conditionClip = false;       // the condition is a video's first frames
     quint64 m_conditionTicket = 0;      // the latest choice; an older one decoding meanwhile is dropped
-    QString m_conditionRefused;         // why the last file offered was refused, until the next choice
+    QString m_conditionRefused;         // why the last file offered was refused (or cannot be read to its end), until the next choice
 
     QLabel* m_preview;
     QLabel* m_phase;

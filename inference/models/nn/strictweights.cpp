@@ -44,14 +44,13 @@ Result<LanguageModelWeights> findLanguageModel(const tensorfile::ModelSource& so
     if (!prefix)
         return makeError(ErrorCode::InvalidFormat, origin + ": no " + layout.model + " language model here (looked for "
                 "embed_tokens.weight under " + tried + ")");
-    auto startsWith = [](const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; };
     std::vector<std::string> unknown;
     for (const auto& [name, stored] : all) {
-        if (std::any_of(layout.ignored.begin(), layout.ignored.end(), [&](const std::string& p) { return startsWith(name, p); }))
+        if (std::any_of(layout.ignored.begin(), layout.ignored.end(), [&](const std::string& p) { return name.starts_with(p); }))
             continue;
         if (quant::isQuantizationSibling(name))
             continue;  // read by loadWeight together with its weight
-        if (startsWith(name, *prefix))
+        if (name.starts_with(*prefix))
             found.index.emplace(name.substr(prefix->size()), stored);
         else
             unknown.push_back(name);
