@@ -50,6 +50,8 @@ for t in "${TARGETS[@]}"; do
     | grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|#[0-9]+ +DONE)|ERROR|SUMMARY|artifact" || true
   if ls "$BUILD/artifacts/$t-"* >/dev/null 2>&1; then
     echo "fuzz: $t found a crash: $(ls "$BUILD/artifacts/$t-"*)" >&2
+    # The run's own output is filtered to its statistics; the replay shows where it crashed.
+    "$BUILD/fuzz_$t" -runs=0 "$BUILD/artifacts/$t-"* 2>&1 | grep -v "^INFO" | tail -40 >&2 || true
     echo "fuzz: copy it into tests/fuzz/regressions/$t/ and fix the reader" >&2
     exit 1
   fi

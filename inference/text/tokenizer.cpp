@@ -603,7 +603,9 @@ struct Tokenizer::Impl {
 
     // Loading
     void loadBpe(const json& model, const std::string& where, Rebuild rebuild, const std::optional<std::string>& gemmaUnk);
-    void addToken(AddedToken token);
+    // The id the token resolves to; none for an empty token, which tokenizers' AddedVocabulary
+    // skips as well.
+    std::optional<std::int64_t> addToken(AddedToken token);
     void buildTries();
 };
 
@@ -903,17 +905,17 @@ void Tokenizer::Impl::loadBpe(const json& model, const std::string& where, Rebui
 
 // AddedVocabulary::add_tokens for one token: the model's id when the content is in the
 // vocabulary, else the next free id; an existing entry with other flags is replaced.
-void Tokenizer::Impl::addToken(AddedToken token)
+std::optional<std::int64_t> Tokenizer::Impl::addToken(AddedToken token)
 {
     if (token.content.empty())
-        return;
+        return std::nullopt;
     if (token.singleWord)
         fail(ErrorCode::Unsupported, origin + ": added token '" + token.content + "' is single_word, which needs Unicode word "
                 "classes this version does not carry");
     if (auto it = addedIndex.find(token.content); it != addedIndex.end()) {
         token.id = added[it->second].id;
         added[it->second] = std::move(token);
-        return;
+        return added[it->second].id;
     }
     if (auto it = vocab.find(token.content); it != vocab.end()) {
         token.id = it->second;
@@ -922,8 +924,10 @@ void Tokenizer::Impl::addToken(AddedToken token)
         token.id = maxAddedId < 0 ? modelSize : (maxAddedId >= modelSize || modelSize == 0 ? maxAddedId + 1 : modelSize);
     }
     maxAddedId = std::max(maxAddedId, token.id);
+    const auto id = token.id;
     addedIndex.emplace(token.content, added.size());
     added.push_back(std::move(token));
+    return id;
 }
 
 void Tokenizer::Impl::buildTries()
@@ -1094,12 +1098,11 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
                 fail(ErrorCode::Unsupported, where + ": tokenizer_config.json has no added_tokens_decoder; transformers 5.24 then "
                         "rebuilds " + cls + "'s added tokens from legacy files, which this version does not replicate");
             for (const auto& [id, t] : fromConfig) {
-                impl->addToken(t);
                 // Tokens outside the vocabulary take the next free ids; transformers fills gaps
                 // with placeholders, which this version does not.
-                if (const auto got = impl->added[impl->addedIndex.at(t.content)].id; got != id)
+                if (const auto got = impl->addToken(t); got && *got != id)
                     fail(ErrorCode::Unsupported, where + ": added token '" + t.content + "' has id " + std::to_string(id)
-                            + " in tokenizer_config.json but resolves to " + std::to_string(got)
+                            + " in tokenizer_config.json but resolves to " + std::to_string(*got)
                             + " (the added ids are not contiguous after the vocabulary)");
             }
         } else {
@@ -1109,11 +1112,10 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
                 for (const auto& a : tj["added_tokens"]) {
                     auto t = addedTokenFrom(a, where + " added_tokens");
                     const auto declared = t.id;
-                    impl->addToken(t);
-                    const auto got = impl->added[impl->addedIndex.at(t.content)].id;
-                    if (declared >= 0 && declared != got)
+                    const auto got = impl->addToken(t);
+                    if (got && declared >= 0 && declared != *got)
                         fail(ErrorCode::InvalidFormat, where + ": added token '" + t.content + "' declares id " + std::to_string(declared)
-                                + " but resolves to " + std::to_string(got));
+                                + " but resolves to " + std::to_string(*got));
                 }
             }
             for (const auto& [id, t] : fromConfig) {

@@ -374,6 +374,26 @@ VT_TEST(tokenizerTemplateIdsMustBeInTheVocabulary)
     VT_CHECK_MSG(deep.error().message.find("deep/tokenizer.json") == 0, deep.error().message);
 }
 
+VT_TEST(tokenizerSkipsEmptyAddedTokens)
+{
+    // tokenizers' AddedVocabulary skips a token whose content is empty; it used to leave this
+    // loader looking up an index that was never made (found by fuzz_tokenizer).
+    const std::string tj = R"({"added_tokens": [
+          {"id": 5, "content": "<x>", "special": true, "normalized": false, "lstrip": false, "rstrip": false, "single_word": false},
+          {"id": 6, "content": "", "special": true, "normalized": false, "lstrip": false, "rstrip": false, "single_word": false}],
+        "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "ba": 4}, "merges": [["a", "b"]]}})";
+    auto t = text::Tokenizer::fromJson(tj, R"({"pad_token": "<x>"})", "empty/tokenizer.json");
+    VT_CHECK_MSG(t.ok(), (t.ok() ? "" : t.error().message));
+    if (!t.ok())
+        return;
+    VT_COMPARE(t->vocabSize(), std::int64_t{6});
+    // The ids tokenizers 0.23 gives "ab<x>a" with this file.
+    const auto ids = t->tokenize("ab<x>a");
+    VT_CHECK(ids.ok());
+    if (ids.ok())
+        VT_COMPARE(*ids, (std::vector<std::int64_t>{3, 5, 0}));
+}
+
 VT_TEST(inspectOutputSurvivesHostileNamesAndStrings)
 {
     Scratch scratch;
