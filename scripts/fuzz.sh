@@ -25,7 +25,7 @@ cmake --build "$BUILD" -j "$JOBS"
 
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(safetensors gguf hubjson config tokenizer inspect)
+  TARGETS=(safetensors gguf hubjson config tokenizer inspect recipe)
 fi
 mkdir -p "$BUILD/artifacts" "$BUILD/tmp"
 export TMPDIR="$BUILD/tmp"

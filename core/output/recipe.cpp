@@ -45,7 +45,7 @@ const std::set<std::string>& knownKeys()
     static const std::set<std::string> keys{"recipe_version", "app", "kind", "pipeline", "family", "variant", "model_version", "repo",
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
-        "steps_skipped", "loras", "conditions", "stages", "stages_requested", "stages_reason", "seconds", "created"};
+        "steps_skipped", "cuda_graphs", "loras", "conditions", "stages", "stages_requested", "stages_reason", "seconds", "created"};
     return keys;
 }
 
@@ -76,7 +76,8 @@ struct Reader {
             if (!v.is_number())
                 return fail(key, "a whole number");
             const double d = v.get<double>();
-            if (v.is_number_float() && (d != static_cast<double>(static_cast<long long>(d)) || d > 9.2e18 || d < -9.2e18))
+            // The range first: converting a double outside long long's range is undefined.
+            if (v.is_number_float() && (!(d < 9.2e18 && d > -9.2e18) || d != static_cast<double>(static_cast<long long>(d))))
                 return fail(key, "a whole number");
             if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
                 return fail(key, "a whole number in range");

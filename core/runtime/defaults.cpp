@@ -47,8 +47,8 @@ Result<GenerationDefaults> parse(const std::string& json, const std::string& pip
         bool ok = runs.is_array();
         if (ok)
             for (const auto& run : runs) {
-                if (!run.is_array() || run.size() != 2 || !run[0].is_number_integer() || !run[1].is_number() || run[0].get<int>() < 1
-                    || run[0].get<int>() > 1000 || !(run[1].get<double>() >= 0 && run[1].get<double>() <= 100)) {
+                if (!run.is_array() || run.size() != 2 || !run[0].is_number_integer() || !run[1].is_number() || run[0].get<std::int64_t>() < 1
+                    || run[0].get<std::int64_t>() > 1000 || !(run[1].get<double>() >= 0 && run[1].get<double>() <= 100)) {
                     ok = false;
                     break;
                 }

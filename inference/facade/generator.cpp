@@ -198,13 +198,21 @@ Result<IdeogramSizes> ideogramSizes(const std::filesystem::path& root)
         out.componentBytes[component] = bytes;
     }
     if (const auto c = smallJson(root / "transformer" / "config.json")) {
-        auto num = [&](const char* key) { return c->contains(key) && (*c)[key].is_number_integer() ? (*c)[key].get<std::int64_t>() : 0; };
+        // Sizes for an estimate, from a file anyone could have written: out of any real model's
+        // range counts as unknown, and the product below cannot overflow.
+        auto num = [&](const char* key) -> std::int64_t {
+            if (!c->contains(key) || !(*c)[key].is_number_integer())
+                return 0;
+            const auto v = (*c)[key].get<std::int64_t>();
+            return v > 0 && v <= (1 << 20) ? v : 0;
+        };
         out.hidden = num("attention_head_dim") * num("num_attention_heads");
         out.layers = num("num_layers");
     }
     if (const auto c = smallJson(root / "text_encoder" / "config.json")) {
         const auto& t = c->contains("text_config") && (*c)["text_config"].is_object() ? (*c)["text_config"] : *c;
-        if (t.contains("hidden_size") && t["hidden_size"].is_number_integer())
+        if (t.contains("hidden_size") && t["hidden_size"].is_number_integer() && t["hidden_size"].get<std::int64_t>() > 0
+            && t["hidden_size"].get<std::int64_t>() <= (1 << 20))
             out.textHidden = t["hidden_size"].get<std::int64_t>();
     }
     return out;

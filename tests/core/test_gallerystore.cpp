@@ -172,6 +172,7 @@ private slots:
         withImage.cudaGraphs = "denoise: on: 1 captured, 6 of 8 forwards replayed; refine: on: 1 captured, 1 of 3 forwards replayed";
         auto graphs = output::Recipe::fromJson(withImage.toJson());
         QVERIFY(graphs.ok() && graphs->cudaGraphs == withImage.cudaGraphs && graphs->toJson() == withImage.toJson());
+        QVERIFY(!nlohmann::json::parse(graphs->extraJson).contains("cuda_graphs"));
         // The new keys are known keys, not kept twice as unknown ones.
         QVERIFY(!nlohmann::json::parse(back->extraJson).contains("conditions"));
         for (const char* badCondition : {R"({"conditions":{"frame":1}})", R"({"conditions":[7]})", R"({"conditions":[{"frame":"nine"}]})",
@@ -185,6 +186,13 @@ private slots:
         QVERIFY(!bad.ok());
         QVERIFY2(QString::fromStdString(bad.error().message).contains(QStringLiteral("seed")), bad.error().message.c_str());
         QVERIFY(!output::Recipe::fromJson(std::string(5000, '[') + std::string(5000, ']')).ok());
+        // Whole numbers written as floats beyond any integer are refused, not converted (found by
+        // fuzz_recipe: the conversion itself was undefined).
+        for (const char* huge : {R"({"width": 7.68e30})", R"({"seed": -1e300})", R"({"steps": 1e10})"}) {
+            auto refused = output::Recipe::fromJson(huge);
+            QVERIFY2(!refused.ok(), huge);
+        }
+        QCOMPARE(output::Recipe::fromJson(R"({"width": 768.0})")->width, std::int64_t(768));
     }
 
     void migratesStoredV1Database()

@@ -120,6 +120,25 @@ def entry(path, size, lfs=True):
     return e
 
 
+# A recipe as the studio writes it into an output (core/output/recipe.cpp).
+RECIPE = {
+    "recipe_version": 1, "app": "vireo-studio 0.1.0", "kind": "video", "pipeline": "ltx2", "family": "ltx-2.3",
+    "variant": "distilled-fp8", "model_version": "2.3", "repo": "Lightricks/LTX-2.3", "commit": "c" * 40,
+    "model_title": "LTX-2.3 distilled (FP8)", "model_key": "catalog:ltx-2.3/distilled-fp8",
+    "files": [{"path": "transformer/diffusion_pytorch_model.safetensors", "bytes": 22630000, "sha256": "ab" * 32}],
+    "prompt": "a red fox trots across a frozen lake at dawn\u00e9", "negative_prompt": "blurry", "seed": 424242,
+    "schedule": "distilled", "steps": 8, "sigmas": [1.0, 0.99375, 0.9875, 0.98125, 0.975, 0.909375, 0.725, 0.421875, 0.0],
+    "guidance_scale": 1.0, "audio_guidance_scale": 1.0, "guidance_rescale": 0.0, "width": 768, "height": 512,
+    "frames": 121, "fps": 24.0, "device": "cuda:0", "dtype": "bf16", "placement": "resident", "speed": "fast",
+    "steps_skipped": 2, "cuda_graphs": "on: 1 captured, 7 of 8 forwards replayed",
+    "loras": [{"path": "/loras/style.safetensors", "sha256": "cd" * 32, "strength": 0.8, "status": "partial: 3 keys unmatched"}],
+    "conditions": [{"source": "/in/clip.mp4", "copy": "out.cond0.mp4", "sha256": "ef" * 32, "frame": 0, "strength": 1.0,
+                    "crf": 0, "frames": 9, "from_end": True}],
+    "stages": "two", "stages_requested": "auto", "stages_reason": "768x512 is above the one-pass size",
+    "seconds": {"denoise": 3.2, "decode video": 0.6}, "created": "2026-11-30T18:00:00Z", "future_key": {"nested": [1, 2]},
+}
+
+
 def seeds():
     f32 = struct.pack("<4f", 1, 2, 3, 4)
     st_plain = safetensors([("w", "F32", [2, 2], f32), ("b", "BF16", [2], b"\x80\x3f\x00\x40")],
@@ -163,6 +182,11 @@ def seeds():
             "no_config": json.dumps(TOKENIZER).encode(),
             "qwen2": json.dumps(QWEN_TOKENIZER).encode() + b"\0" + json.dumps(QWEN_CONFIG).encode(),
             "qwen2_plain": json.dumps(QWEN_TOKENIZER).encode() + b"\0" + json.dumps(QWEN_PLAIN_CONFIG).encode(),
+        },
+        "recipe": {
+            "full": json.dumps(RECIPE).encode(),
+            "oldest": json.dumps({"prompt": "a fox", "seed": 7, "width": 768.0, "height": 512, "frames": 121,
+                                  "sigmas": [1.0, 0.5, 0.0], "seconds": {"denoise": 3.5}, "made_by": {"x": [1, None]}}).encode(),
         },
     }
     return out
