@@ -1,5 +1,7 @@
 #include "core/output/recipe.h"
 
+#include "inference/util/jsonlimits.h"
+
 #include <nlohmann/json.hpp>
 
 #include <set>
@@ -185,32 +187,15 @@ std::string Recipe::toJson() const
 
 Result<Recipe> Recipe::fromJson(const std::string& text)
 {
-    if (text.size() > (16u << 20))
-        return makeError(ErrorCode::InvalidFormat, "recipe is larger than 16 MiB");
-    // Depth is bounded: nlohmann's parser recurses per nesting level.
-    int depth = 0, maxDepth = 0;
-    bool inString = false, escaped = false;
-    for (const char c : text) {
-        if (inString) {
-            if (escaped)
-                escaped = false;
-            else if (c == '\\')
-                escaped = true;
-            else if (c == '"')
-                inString = false;
-            continue;
-        }
-        if (c == '"')
-            inString = true;
-        else if (c == '{' || c == '[')
-            maxDepth = std::max(maxDepth, ++depth);
-        else if (c == '}' || c == ']')
-            --depth;
-    }
-    if (maxDepth > 64)
-        return makeError(ErrorCode::InvalidFormat, "recipe JSON is nested " + std::to_string(maxDepth) + " deep (at most 64)");
-    const json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
+    // Bounded in size, depth and node count: a recipe comes inside files anyone could have made.
+    jsonutil::JsonLimits limits;
+    limits.maxBytes = 16u << 20;
+    limits.maxValues = 1u << 20;
+    auto parsed = jsonutil::parseUntrusted(text, "recipe", limits);
+    if (!parsed)
+        return parsed.error();
+    const json& j = *parsed;
+    if (!j.is_object())
         return makeError(ErrorCode::InvalidFormat, "recipe is not a JSON object");
     Recipe r;
     Reader rd{j, {}};

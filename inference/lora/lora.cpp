@@ -4,6 +4,7 @@
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
 #include "inference/util/format.h"
+#include "inference/util/jsonlimits.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -143,11 +144,15 @@ std::optional<PeftConfig> peftConfig(const tensorfile::Checkpoint& cp, std::stri
     const auto it = cp.metadata.find("lora_adapter_metadata");
     if (it == cp.metadata.end())
         return std::nullopt;
-    const auto j = json::parse(it->second, nullptr, false);
-    if (!j.is_object()) {
-        *problem = "its lora_adapter_metadata is not a JSON object";
+    jsonutil::JsonLimits limits;
+    limits.maxBytes = 1u << 20;
+    limits.maxValues = 1u << 18;
+    const auto parsed = jsonutil::parseUntrusted(it->second, "its lora_adapter_metadata", limits);
+    if (!parsed || !parsed->is_object()) {
+        *problem = parsed ? "its lora_adapter_metadata is not a JSON object" : parsed.error().message;
         return std::nullopt;
     }
+    const json& j = *parsed;
     PeftConfig c;
     auto number = [](const json& v) -> std::optional<double> {
         return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt;

@@ -297,13 +297,26 @@ VT_TEST(whatCannotBeAppliedIsRefusedWithCounts)
         {{"lora_adapter_metadata", "{not json"}}));
     const auto m = lora::inspect(meta, targets);
     VT_CHECK(!m.ok() && m.error().message.find(meta.string()) != std::string::npos);
+    // Metadata that would become millions of JSON nodes is refused before it is built.
+    std::string many = "[";
+    for (int i = 0; i < 300000; ++i)
+        many += i ? ",[]" : "[]";
+    many += "]";
+    const auto bloated = scratch("bloated.safetensors");
+    must(tensorfile::writeSafetensors(bloated, {{"transformer.transformer_blocks.0.attn1.to_q.lora_A.weight", a},
+                                                   {"transformer.transformer_blocks.0.attn1.to_q.lora_B.weight", b}},
+        {{"lora_adapter_metadata", many}}));
+    const auto big = lora::inspect(bloated, targets);
+    VT_CHECK_MSG(!big.ok() && big.error().message.find(bloated.string()) != std::string::npos
+            && big.error().message.find("lora_adapter_metadata holds more than") != std::string::npos,
+        (big.ok() ? std::string("accepted") : big.error().message));
     VT_CHECK(!lora::inspect(scratch("absent.safetensors"), targets).ok());
 }
 
 VT_TEST(cleanup)
 {
     // libtorch ships its own std::filesystem::remove_all, which crashes: one file at a time.
-    for (const char* f : {"peft", "comfy", "kohya", "mixed", "loha", "nan", "meta"})
+    for (const char* f : {"peft", "comfy", "kohya", "mixed", "loha", "nan", "meta", "bloated"})
         ::unlink(scratch(std::string(f) + ".safetensors").c_str());
     VT_CHECK(::rmdir(scratch("x").parent_path().c_str()) == 0);
 }
