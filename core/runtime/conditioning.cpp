@@ -161,7 +161,12 @@ Result<ConditionSource> inspectCondition(const QString& path, int maxSide)
     auto first = media::frameAt(file, 0, 0);
     if (!first)
         return first.error();
-    return ConditionSource{previewOf(*first, maxSide), true, std::max<std::int64_t>(0, info->frames)};
+    ConditionSource source{previewOf(*first, maxSide), true, std::max<std::int64_t>(0, info->frames), {}, {}};
+    if (auto last = clipLastFrame(path, maxSide))
+        source.last = *last;
+    else
+        source.lastProblem = QString::fromStdString(last.error().message);
+    return source;
 }
 
 Result<QImage> clipLastFrame(const QString& path, int maxSide)

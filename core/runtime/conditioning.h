@@ -60,6 +60,11 @@ struct ConditionSource {
     QImage preview;           // the still, or the video's first frame as displayed, within maxSide
     bool clip = false;
     std::int64_t frames = 1;  // a video's frame count as its header says; 0: not said
+    // A clip's last frame as displayed, within maxSide: what it continues from when extended
+    // from its end. Read with the first, so a page never decodes on its own thread. When it
+    // cannot be read, why (the clip still serves from its start).
+    QImage last;
+    QString lastProblem;
 };
 Result<ConditionSource> inspectCondition(const QString& path, int maxSide);
 // A video's last frame as displayed, within maxSide: what a clip condition from its end shows.

@@ -41,6 +41,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cstdlib>
+
 using vireo::ui::GeneratePage;
 using vireo::ui::MainWindow;
 
@@ -549,10 +551,18 @@ private slots:
         QVERIFY(clipFrames->isHidden());
         QVERIFY(page->setConditionImage(clip));
         QVERIFY(!page->conditionFromEnd());
+        // The slot shows the frame the video continues from: grey 30 first, grey 195 last (both
+        // read when the clip was chosen; switching decodes nothing).
+        auto centreGrey = [&] {
+            const QImage shown = child<QLabel>(page, "imageSlot")->pixmap().toImage();
+            return shown.isNull() ? -1 : qGray(shown.pixel(shown.width() / 2, shown.height() / 2));
+        };
+        QVERIFY2(std::abs(centreGrey() - 30) < 12, qPrintable(QString::number(centreGrey())));
         // Its last frames instead: the video extends it.
         auto* part = child<QComboBox>(page, "clipPart");
         part->setCurrentIndex(part->findData(QStringLiteral("last")));
         QVERIFY(page->conditionFromEnd());
+        QVERIFY2(std::abs(centreGrey() - 195) < 12, qPrintable(QString::number(centreGrey())));
         QVERIFY2(child<QLabel>(page, "imageName")->text().contains(QStringLiteral("last 9 frames")),
             qPrintable(child<QLabel>(page, "imageName")->text()));
         QTRY_VERIFY(page->canGenerate());

@@ -723,6 +723,8 @@ bool GeneratePage::validate()
         setImageError(problem.empty() ? QString()
                                       : (m_conditionClip ? tr("The start clip: %1.") : tr("The start image: %1.")).arg(QString::fromStdString(problem)));
         ok = ok && problem.empty();
+        // A clip extended from an end that cannot be read would only fail in the engine.
+        ok = ok && !(m_conditionClip && conditionFromEnd() && m_conditionLast.isNull() && !m_conditionLastProblem.isEmpty());
     }
     updateStages(&ok);
     const bool dev = m_imageMode || m_schedule->currentData().toString() == QStringLiteral("dev");
@@ -1270,7 +1272,8 @@ bool GeneratePage::applyCondition(const QString& path, const Result<runtime::Con
     m_conditionPath = QFileInfo(path).absoluteFilePath();
     m_conditionCrf = runtime::kDefaultConditionCrf;
     m_conditionPreview = source->preview;
-    m_conditionLast = QImage();
+    m_conditionLast = source->last;
+    m_conditionLastProblem = source->lastProblem;
     m_conditionClip = source->clip;
     {
         // The clip's own length bounds the field (8k + 1 at most); an unsaid length, the engine checks.
@@ -1301,6 +1304,7 @@ void GeneratePage::clearConditionImage()
     m_conditionClip = false;
     m_conditionRefused.clear();
     m_conditionLast = QImage();
+    m_conditionLastProblem.clear();
     m_conditionForm->setRowVisible(m_clipRow, false);
     m_imageSlot->clear();
     m_imageSlot->setToolTip(QString());
@@ -1346,13 +1350,11 @@ void GeneratePage::setConditionFromEnd(bool fromEnd)
     if (!m_conditionClip)
         return;
     // The thumbnail (drawn by validate) shows the frame the video continues from; a clip whose
-    // last frame cannot be read says so until the next choice, as a refused file does.
-    if (fromEnd && m_conditionLast.isNull()) {
-        if (auto last = runtime::clipLastFrame(m_conditionPath, 480))
-            m_conditionLast = *last;
-        else
-            m_conditionRefused = QString::fromStdString(last.error().message);
-    }
+    // last frame cannot be read says so beside the slot while its end is the part chosen.
+    if (fromEnd && m_conditionLast.isNull() && !m_conditionLastProblem.isEmpty())
+        m_conditionRefused = m_conditionLastProblem;
+    else if (!fromEnd && !m_conditionRefused.isEmpty() && m_conditionRefused == m_conditionLastProblem)
+        m_conditionRefused.clear();
     validate();
 }
 

@@ -167,7 +167,8 @@ private:
     QLabel* m_stagePlan = nullptr;
     QString m_conditionPath;
     QImage m_conditionPreview;          // the still, or a clip's first frame: decoded once; the thumbnail shows its crop
-    QImage m_conditionLast;             // a clip's last frame, once a condition from its end asks for it
+    QImage m_conditionLast;             // a clip's last frame, read with its first
+    QString m_conditionLastProblem;     // why that frame could not be read
     int m_conditionCrf = 33;            // the recipe's, for Generate again; the reference's otherwise
     bool m_conditionClip = false;       // the condition is a video's first frames
     quint64 m_conditionTicket = 0;      // the latest choice; an older one decoding meanwhile is dropped
