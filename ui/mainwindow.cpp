@@ -18,12 +18,49 @@
 #include <QHBoxLayout>
 #include <QListWidget>
 #include <QMessageBox>
+#include <QPainter>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QStyle>
 
+#include <cmath>
+
 namespace vireo::ui {
+
+namespace {
+
+// The style's icons are drawn for light backgrounds: Fusion's play triangle is near black and
+// vanishes on the dark sidebar. An icon with less than a quarter of the text's contrast is shown
+// as its shape in the text colour; the others keep their own colours and inner lines.
+QIcon sidebarIcon(const QIcon& icon, const QColor& text, const QColor& background)
+{
+    const QImage probe = icon.pixmap(18, 18).toImage().convertToFormat(QImage::Format_ARGB32);
+    double sum = 0, weight = 0;
+    for (int y = 0; y < probe.height(); ++y)
+        for (int x = 0; x < probe.width(); ++x) {
+            const QColor c = probe.pixelColor(x, y);
+            sum += c.alphaF() * qGray(c.rgb());
+            weight += c.alphaF();
+        }
+    const double grey = weight > 0 ? sum / weight : 0;
+    if (std::abs(grey - qGray(background.rgb())) >= 0.25 * std::abs(qGray(text.rgb()) - qGray(background.rgb())))
+        return icon;
+    QIcon out;
+    for (const int side : {18, 36}) {
+        QPixmap shape = icon.pixmap(side, side);
+        if (shape.isNull())
+            continue;
+        QPainter painter(&shape);
+        painter.setCompositionMode(QPainter::CompositionMode_SourceIn);
+        painter.fillRect(shape.rect(), text);
+        painter.end();
+        out.addPixmap(shape);
+    }
+    return out;
+}
+
+} // namespace
 
 MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
     : QMainWindow(parent)
@@ -61,7 +98,9 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
     };
     int index = 0;
     for (const auto& e : entries) {
-        auto* item = new QListWidgetItem(style()->standardIcon(e.icon), e.label, m_navigation);
+        auto* item = new QListWidgetItem(sidebarIcon(style()->standardIcon(e.icon), m_navigation->palette().color(QPalette::Text),
+                                             m_navigation->palette().color(QPalette::Base)),
+            e.label, m_navigation);
         item->setToolTip(e.tip);
         m_pages->addWidget(e.page);
         auto* action = new QAction(this);

@@ -11,6 +11,8 @@
 #include <QTest>
 #include <QTreeWidget>
 
+#include <cmath>
+
 using vireo::ui::MainWindow;
 
 class TestMainWindow : public QObject {
@@ -42,6 +44,25 @@ private slots:
         QCOMPARE(window.currentPage(), MainWindow::Page::Settings);
         window.navigation()->setCurrentRow(0);
         QCOMPARE(window.currentPage(), MainWindow::Page::Models);
+        // Every area's icon stands out from the sidebar (Fusion's play triangle is drawn near
+        // black, for light themes): its visible pixels have a quarter of the text's contrast.
+        const QColor background = window.navigation()->palette().color(QPalette::Base);
+        const QColor text = window.navigation()->palette().color(QPalette::Text);
+        for (int i = 0; i < window.navigation()->count(); ++i) {
+            const QImage icon = window.navigation()->item(i)->icon().pixmap(18, 18).toImage().convertToFormat(QImage::Format_ARGB32);
+            double sum = 0, weight = 0;
+            for (int y = 0; y < icon.height(); ++y)
+                for (int x = 0; x < icon.width(); ++x) {
+                    const QColor c = icon.pixelColor(x, y);
+                    sum += c.alphaF() * qGray(c.rgb());
+                    weight += c.alphaF();
+                }
+            QVERIFY2(weight > 10, qPrintable(window.navigation()->item(i)->text()));
+            const double grey = sum / weight;
+            QVERIFY2(std::abs(grey - qGray(background.rgb())) >= 0.25 * std::abs(qGray(text.rgb()) - qGray(background.rgb())),
+                qPrintable(QStringLiteral("%1: icon grey %2, text %3, sidebar %4").arg(window.navigation()->item(i)->text())
+                               .arg(grey).arg(qGray(text.rgb())).arg(qGray(background.rgb()))));
+        }
     }
 
     void modelsPageShowsWhatAFileIs()
