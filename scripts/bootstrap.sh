@@ -50,7 +50,10 @@ export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
 # 3. The private FFmpeg the media layer links (Debian 12's source, built once per version).
 "$ROOT/scripts/ffmpeg.sh"
 
-# 4. Configure once (again if the build took the system's FFmpeg before the private one was
+# 4. The cuDNN frontend headers the FP8 attention kernel is built with (when CUDA is).
+"$ROOT/scripts/cudnn-frontend.sh"
+
+# 5. Configure once (again if the build took the system's FFmpeg before the private one was
 #    there), then build. CUDA kernels build when nvcc is found.
 export PATH="$PATH:/usr/local/cuda/bin"
 if [ ! -f "$BUILD/build.ninja" ]; then

@@ -41,6 +41,10 @@ if [[ "${1:-}" == "--stage" ]]; then
   mkdir -p "$BUILD/$staged" "$BUILD/third_party"
   cp -a "$source/." "$BUILD/$staged/"
   cp -a /usr/include/nlohmann "$BUILD/third_party/"
+  # The cuDNN frontend headers for FP8 attention, compressed (3 MB as text; the carry limit is
+  # 64 MiB and the fixtures take 56).
+  "$ROOT/scripts/cudnn-frontend.sh"
+  tar -C "$ROOT/.cache/cudnn-frontend" -cJf "$BUILD/third_party/cudnn-frontend.tar.xz" include .version
   # diffusers and gguf for the benchmark (pure Python; the GPU machine has their dependencies
   # except importlib_metadata).
   mkdir -p "$ROOT/.whl"
@@ -91,14 +95,20 @@ if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
 fi
 
 # 1. Build (sm_90 native code; the inference layer, its tests and vireo-cli).
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON \
+frontend=()
+if [[ -f "$BUILD/third_party/cudnn-frontend.tar.xz" ]]; then
+  mkdir -p "$BUILD/third_party/cudnn-frontend"
+  tar -C "$BUILD/third_party/cudnn-frontend" -xJf "$BUILD/third_party/cudnn-frontend.tar.xz"
+  frontend=(-DVIREO_CUDNN_FRONTEND_INCLUDE="$BUILD/third_party/cudnn-frontend/include")
+fi
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON "${frontend[@]}" \
   -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUTDIR/build.log" 2>&1 \
   && if [[ $STAGES_ONLY -eq 1 || $IDEOGRAM_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli; \
      elif [[ $BENCH_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli vireo_kernels; \
      else ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline test_ideogram4 vireo-cli; fi \
      >>"$OUTDIR/build.log" 2>&1
 build_rc=$?
-note "build: rc $build_rc at $(elapsed) s"
+note "build: rc $build_rc at $(elapsed) s; $(grep -m1 -E "FP8 attention" "$OUTDIR/build.log" || echo "FP8 attention: not reported")"
 [[ $build_rc -eq 0 ]] || { tail -40 "$OUTDIR/build.log"; exit 1; }
 
 # 2. Every gpu-labelled test. -FA: the fixtures were carried in (their generators need diffusers).
@@ -108,12 +118,13 @@ gpu_rc=0
 [[ $BENCH_ONLY -eq 1 ]] || grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]" "$OUTDIR/ctest.log" | grep -v "PASS" | tail -60 | tee -a "$SUMMARY"
 
 # A failure is diagnosed in the same run: the failed tests again with CUDA graphs off, then also
-# with the fused kernels replaced by their torch compositions. Passing only there names the
+# with FP8 attention off, then also with the fused kernels replaced by their torch compositions. Passing only there names the
 # culprit without a second device session.
 failed_log="$BUILD/Testing/Temporary/LastTestsFailed.log"
 if [[ $BENCH_ONLY -eq 0 && $gpu_rc -ne 0 && -s "$failed_log" ]]; then
   failed=$(cut -d: -f2 "$failed_log" | paste -sd'|')
-  for switches in "VIREO_CUDA_GRAPHS=0" "VIREO_CUDA_GRAPHS=0 VIREO_FUSED_KERNELS=0"; do
+  for switches in "VIREO_CUDA_GRAPHS=0" "VIREO_CUDA_GRAPHS=0 VIREO_FP8_ATTENTION=0" \
+      "VIREO_CUDA_GRAPHS=0 VIREO_FP8_ATTENTION=0 VIREO_FUSED_KERNELS=0"; do
     env $switches timeout 200 ctest --test-dir "$BUILD" -R "^($failed)\$" -FA '.*' --output-on-failure -V --timeout 180 \
       >"$OUTDIR/ctest-rerun-${switches// /-}.log" 2>&1
     rc=$?

@@ -233,7 +233,7 @@ def kernel_category(name: str) -> str:
 
 
 def vireo(path: Path, attention: str, fast_accum: bool = False, profile: bool = False, graphs: bool = False,
-          fused: bool = True) -> dict:
+          fused: bool = True, fp8_attention: bool = True) -> dict:
     out = work / "out.safetensors"
     cmd = [args.cli, "dit-forward", "--model", str(path), "--inputs", str(work / "inputs.safetensors"), "--out", str(out),
            "--device", dev.type, "--dtype", "bf16", "--repeat", str(args.repeat + 1), "--attention", attention, "--json"]
@@ -246,6 +246,8 @@ def vireo(path: Path, attention: str, fast_accum: bool = False, profile: bool = 
     env = dict(os.environ)
     if not fused:
         env["VIREO_FUSED_KERNELS"] = "0"  # the torch compositions the fused kernels replace
+    if not fp8_attention:
+        env["VIREO_FP8_ATTENTION"] = "0"  # an FP8 checkpoint's attention in bf16, as before FP8 attention
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         return {"error": (p.stderr or p.stdout).strip()[-2000:]}
@@ -310,6 +312,16 @@ if "fp8" in files:
             log(f"vireo {key}: FAILED {r['error'][:600]}")
         else:
             log(f"vireo {key}: median {r['median_seconds'] * 1e3:.2f} ms, rel err video {r['rel_video']:.2e}")
+    # What FP8 attention gains over bf16 attention on the same FP8 checkpoint, same run.
+    with_fp8 = results.get(f"fp8/{best_att}+fastaccum", {})
+    r = results[f"fp8/{best_att}+fastaccum+bf16attn"] = vireo(files["fp8"], best_att, True, fp8_attention=False)
+    if "error" in r:
+        log(f"vireo fp8 with bf16 attention: FAILED {r['error'][:600]}")
+    elif "error" not in with_fp8:
+        fp8_paths = [k for k in with_fp8.get("matmul_paths", {}) if k.startswith("self-attention")]
+        log(f"vireo fp8 attention {with_fp8['median_seconds'] * 1e3:.2f} ms vs bf16 attention {r['median_seconds'] * 1e3:.2f} ms: "
+            f"ratio {with_fp8['median_seconds'] / r['median_seconds']:.3f}; rel err video {with_fp8['rel_video']:.2e} vs "
+            f"{r['rel_video']:.2e}; path {fp8_paths}")
 
 dequant = None
 if "dequant" not in skip and not DRY:

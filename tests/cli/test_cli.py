@@ -145,6 +145,11 @@ def test_dit_forward(tmp=os.path.join(RUN_TMP, "dit.safetensors")):
     ok = outs[True][0] is True and outs[False][0] is False and outs[False][1] is not None \
         and torch.equal(outs[True][1], outs[False][1])
     check("dit-forward VIREO_FUSED_KERNELS=0", ok, f"{outs[True][0]} {outs[False][0]} {outs[False][2]}")
+    # Where attention runs is in the report beside the GEMM paths, with the reason when not FP8.
+    p = run("dit-forward", "--model", root / "v23/fp8.safetensors", "--inputs", root / "v23/case_fp8.safetensors", "--out", tmp, "--json")
+    paths = json.loads(p.stdout.strip().splitlines()[-1]).get("matmul_paths", {}) if p.returncode == 0 else {}
+    check("dit-forward reports the attention path", paths.get("self-attention: float32 SDPA (its GEMMs do not run FP8 here)") == 3,
+          p.stderr or str(paths))
     p = run("dit-forward", "--model", root / "v23/single.safetensors", "--load-only", "--json")
     ok = p.returncode == 0 and json.loads(p.stdout)["version"] == "2.3" and json.loads(p.stdout)["layers"] == 3
     check("dit-forward --load-only --json", ok, p.stderr or p.stdout)

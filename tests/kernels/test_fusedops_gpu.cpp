@@ -2,13 +2,16 @@
 // Needs a CUDA device (label gpu).
 #include "tests/harness/vireotest.h"
 
+#include "kernels/fp8attention.h"
 #include "kernels/fusedops.h"
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <string>
 
 using namespace vireo;
 
@@ -283,6 +286,86 @@ VT_TEST(fusedOpsRejectWhatTheyCannotTake)
         threw = std::string(e.what()).find("gate is on cpu but x is on cuda") != std::string::npos;
     }
     VT_CHECK(threw);
+}
+
+// FP8 attention against two references: float32 attention of its own rounding (q, k, v and the
+// probabilities rounded to e4m3 with the scales the kernel uses), which it must follow closely,
+// and float32 attention of the unrounded operands, from which that rounding alone puts it about
+// 8% (relative L2) on random operands. A wrong scale, layout or head split is off by the whole
+// output instead.
+VT_TEST(fp8AttentionIsCloseToFullPrecision)
+{
+    VT_CHECK(at::cuda::is_available());
+    const auto* props = at::cuda::getCurrentDeviceProperties();
+    const auto why = kernels::fp8AttentionUnavailable(c10::Device(c10::kCUDA, 0));
+    if (props->major < 9) {
+        VT_CHECK(!why.empty());
+        std::printf("fp8 attention not run: %s\n", why.c_str());
+        return;
+    }
+    VT_CHECK_MSG(why.empty(), why);  // Hopper and the staged cuDNN frontend: it must run
+    at::manual_seed(21);
+    struct Case {
+        std::int64_t b, heads, tq, tk, d;
+        bool views;      // q, k, v as views into one fused projection, rows strided
+        bool mayRefuse;  // a length cuDNN may have no FP8 engine for (the caller then runs bf16)
+    };
+    for (const auto& c : {Case{1, 32, 6144, 6144, 128, true, false}, Case{2, 4, 256, 256, 64, false, false},
+             Case{1, 3, 1000, 1000, 128, true, true}, Case{1, 8, 1024, 77, 64, false, true}}) {
+        for (const auto dtype : {at::kBFloat16, at::kHalf}) {
+            const auto opts = at::TensorOptions().dtype(dtype).device(at::kCUDA);
+            const auto width = c.heads * c.d;
+            at::Tensor q, k, v;
+            if (c.views && c.tq == c.tk) {
+                const auto fused = at::randn({c.b, c.tq, 3 * width + c.heads}, opts);
+                q = fused.narrow(-1, 0, width);
+                k = fused.narrow(-1, width, width) * 2;  // a different amax per operand
+                v = fused.narrow(-1, 2 * width, width);
+            } else {
+                q = at::randn({c.b, c.tq, width}, opts);
+                k = at::randn({c.b, c.tk, width}, opts) * 0.5;
+                v = at::randn({c.b, c.tk, width}, opts) * 3;
+            }
+            std::string refusal;
+            const auto got = kernels::fp8Attention(q, k, v, c.heads, &refusal);
+            if (!got.defined()) {
+                VT_CHECK_MSG(c.mayRefuse && refusal.find(std::to_string(c.tq) + " queries") != std::string::npos, refusal);
+                std::printf("fp8 attention refused, as the caller is told: %s\n", refusal.c_str());
+                continue;
+            }
+            VT_COMPARE(got.sizes().vec(), (std::vector<std::int64_t>{c.b, c.tq, width}));
+            VT_COMPARE(got.scalar_type(), dtype);
+            auto heads = [&](const at::Tensor& x) { return x.to(at::kFloat).unflatten(2, {c.heads, c.d}).transpose(1, 2); };
+            auto rounded = [](const at::Tensor& x, const at::Tensor& descale) {
+                return kernels::quantizeFp8(x.contiguous(), descale).to(at::kFloat) * descale;
+            };
+            auto amaxScale = [](const at::Tensor& x) { return (x.abs().max().to(at::kFloat) / 448.0).clamp_min(1e-12).reshape({1}); };
+            const auto sv = amaxScale(v);
+            const auto qr = heads(rounded(q, amaxScale(q))), kr = heads(rounded(k, amaxScale(k))), vr = heads(rounded(v, sv));
+            const auto scores = at::matmul(qr, kr.transpose(-1, -2)) / std::sqrt(static_cast<double>(c.d));
+            const auto p = (scores - std::get<0>(scores.max(-1, true))).exp();
+            const auto pr = rounded(p, at::full({1}, 1.0 / 448.0, p.options()));
+            const auto emulated = rounded((at::matmul(pr, vr) / p.sum(-1, true)).transpose(1, 2).flatten(2, 3), sv);
+            const auto exact = at::scaled_dot_product_attention(heads(q), heads(k), heads(v)).transpose(1, 2).flatten(2, 3);
+            auto relL2 = [&](const at::Tensor& want) { return ((got.to(at::kFloat) - want).norm() / want.norm()).item<double>(); };
+            const double toOwnRounding = relL2(emulated), toExact = relL2(exact);
+            VT_CHECK_MSG(toOwnRounding < 3e-2 && toExact < 0.15 && std::isfinite(toExact),
+                c.b << "x" << c.heads << " heads " << c.tq << "x" << c.tk << " d" << c.d << " " << dtype << ": relative L2 "
+                    << toOwnRounding << " from its own rounding, " << toExact << " from exact attention");
+            std::printf("fp8 attention %ldx%ld heads %ldx%ld d%ld %s: relative L2 %.3e from its rounding, %.3e from exact\n",
+                static_cast<long>(c.b), static_cast<long>(c.heads), static_cast<long>(c.tq), static_cast<long>(c.tk),
+                static_cast<long>(c.d), c10::toString(dtype), toOwnRounding, toExact);
+        }
+    }
+    // What it cannot take is refused with the shape, not run.
+    const auto odd = at::randn({1, 64, 4 * 24}, at::TensorOptions().dtype(at::kBFloat16).device(at::kCUDA));
+    bool refused = false;
+    try {
+        (void)kernels::fp8Attention(odd, odd, odd, 4);
+    } catch (const c10::Error& e) {
+        refused = std::string(e.what()).find("head size 24") != std::string::npos;
+    }
+    VT_CHECK(refused);
 }
 
 VT_MAIN("TestFusedOpsGpu")

@@ -1,11 +1,16 @@
 #include "inference/models/ltx2/ltx2layers.h"
 
 #include "inference/models/ltx2/ltx2weights.h"
+#include "inference/util/log.h"
+#include "kernels/fp8attention.h"
 #include "kernels/fusedops.h"
 
 #include <ATen/ATen.h>
 
+#include <mutex>
 #include <numbers>
+#include <set>
+#include <string>
 
 namespace vireo::ltx2 {
 
@@ -69,6 +74,17 @@ at::Tensor applyRope(const at::Tensor& x, const Rope& rope)
 }
 
 namespace {
+
+// Said once per shape cuDNN refuses (a resolution it has no FP8 engine for): that attention
+// then runs in the compute dtype, and the log says so.
+void warnFp8AttentionRefused(const std::string& refusal, c10::ScalarType dtype)
+{
+    static std::mutex mutex;
+    static std::set<std::string> said;
+    std::lock_guard lock(mutex);
+    if (said.insert(refusal).second)
+        log::warn("LTX-2 attention: " + refusal + "; that attention runs in " + std::string(c10::toString(dtype)) + " instead");
+}
 
 // The q/k RMSNorm followed by the rotary embedding; the split layout (every real LTX-2
 // checkpoint) runs as one fused op.
@@ -273,10 +289,18 @@ at::Tensor Attention::attend(const Projections& p, const std::optional<at::Tenso
         auto q = normAndRope(p.query, normQ, queryRope);
         auto k = normAndRope(p.key, normK, queryRope ? (keyRope ? keyRope : queryRope) : nullptr);
         const auto dtype = q.scalar_type();
-        auto qh = q.unflatten(2, {heads, -1}).transpose(1, 2);
-        auto kh = k.unflatten(2, {heads, -1}).transpose(1, 2);
-        auto vh = p.value.unflatten(2, {heads, -1}).transpose(1, 2);
-        out = nn::attention(qh, kh, vh, mask).transpose(1, 2).flatten(2, 3).to(dtype);
+        if (fp8Attention && !mask && q.is_cuda() && q.size(1) >= kFp8AttentionTokens) {
+            std::string refusal;
+            out = kernels::fp8Attention(q, k, p.value, heads, &refusal);
+            if (!out.defined())
+                warnFp8AttentionRefused(refusal, dtype);
+        }
+        if (!out.defined()) {
+            auto qh = q.unflatten(2, {heads, -1}).transpose(1, 2);
+            auto kh = k.unflatten(2, {heads, -1}).transpose(1, 2);
+            auto vh = p.value.unflatten(2, {heads, -1}).transpose(1, 2);
+            out = nn::attention(qh, kh, vh, mask).transpose(1, 2).flatten(2, 3).to(dtype);
+        }
         if (perturbation)
             out = at::lerp(p.value, out, *perturbation);
     }

@@ -39,6 +39,10 @@ struct Attention {
     // Cross-attention: q and the gate logits read the same queries, so they are one GEMM too
     // (the gate alone is a 32-column GEMM that still reads every query).
     nn::Linear fusedQuery;
+    // Unmasked attention of at least kFp8AttentionTokens queries runs with FP8 operands
+    // (kernels::fp8Attention); set by the transformer for an FP8 checkpoint on a GPU that takes it.
+    bool fp8Attention = false;
+    static constexpr std::int64_t kFp8AttentionTokens = 1024;
 
     static Attention load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated,
                           bool selfAttention);

@@ -6,6 +6,7 @@
 
 #include "inference/models/ltx2/ltx2layers.h"
 #include "inference/models/ltx2/ltx2weights.h"
+#include "kernels/fp8attention.h"
 #include "inference/tensorfile/tensorset.h"
 
 #include <ATen/ATen.h>
@@ -186,7 +187,10 @@ struct Transformer::Impl {
     AdaLayerNormSingle caVideoScaleShift, caAudioScaleShift, caVideoGate, caAudioGate;
     at::Tensor scaleShiftTable, audioScaleShiftTable;
     std::vector<Block> blocks;
+    // How the self-attentions run, for the load report: FP8, or the compute dtype and why.
+    std::string attentionPath;
 
+    void chooseAttention();
     TransformerOutputs run(const TransformerInputs& in) const;
     at::Tensor videoCoords(std::int64_t batch, std::int64_t frames, std::int64_t height, std::int64_t width, double fps) const;
     at::Tensor audioCoords(std::int64_t batch, std::int64_t frames) const;
@@ -372,10 +376,35 @@ Result<Transformer> Transformer::load(const Ltx2Weights& weights, const Transfor
         }
         if (auto done = w.finish(); !done)
             return done.error();
+        impl->chooseAttention();
     } catch (const c10::Error& e) {
         return errorFromException(e, weights.describeFiles() + ": loading the LTX-2 transformer failed", ErrorCode::Internal);
     }
     return Transformer(std::move(impl));
+}
+
+void Transformer::Impl::chooseAttention()
+{
+    // FP8 attention where the GEMMs beside it already run FP8: the stream then has that
+    // precision anyway, and attention is the largest part of the forward left in bf16.
+    std::string why;
+    bool fp8Gemms = false;
+    if (!blocks.empty())
+        for (const auto* l : blocks.front().attn1.linears())
+            fp8Gemms = fp8Gemms || (l->defined() && l->weight.matmulPlan(device, dtype).path == quant::MatmulPath::Fp8TensorCores);
+    const auto headSize = config.headDim;
+    if (!fp8Gemms)
+        why = "its GEMMs do not run FP8 here";
+    else if (!kernels::fp8AttentionEnabled())
+        why = "VIREO_FP8_ATTENTION=0";
+    else if (headSize % 16 != 0 || headSize > 256)
+        why = "head size " + std::to_string(headSize) + " (FP8 attention takes multiples of 16 up to 256)";
+    else
+        why = kernels::fp8AttentionUnavailable(device);
+    for (auto& b : blocks)
+        b.attn1.fp8Attention = b.audioAttn1.fp8Attention = why.empty();
+    const std::string dtypeName = dtype == at::kBFloat16 ? "bf16" : dtype == at::kHalf ? "fp16" : dtype == at::kFloat ? "float32" : c10::toString(dtype);
+    attentionPath = why.empty() ? "self-attention: FP8 flash attention (cuDNN)" : "self-attention: " + dtypeName + " SDPA (" + why + ")";
 }
 
 at::Tensor Transformer::Impl::videoCoords(std::int64_t batch, std::int64_t frames, std::int64_t height, std::int64_t width, double fps) const
@@ -769,6 +798,9 @@ std::map<std::string, int> Transformer::matmulPaths() const
             key += " (" + plan.reason + ")";
         ++out[key];
     });
+    // Attention is no GEMM here, but where it runs belongs in the same report.
+    if (!m_impl->attentionPath.empty())
+        out[m_impl->attentionPath] = static_cast<int>(m_impl->blocks.size());
     return out;
 }
 
