@@ -292,6 +292,19 @@ void Engine::clearFinished()
     });
 }
 
+QString Engine::Resident::pathsText() const
+{
+    QStringList gemms, others;
+    for (const auto& [path, count] : matmulPaths) {
+        // Attention names its path whole; GEMMs are counted.
+        if (path.rfind("self-attention", 0) == 0)
+            others << q(path);
+        else
+            gemms << QStringLiteral("%1 %2").arg(count).arg(q(path));
+    }
+    return (gemms + others).join(QStringLiteral("; "));
+}
+
 std::optional<Engine::Resident> Engine::resident() const
 {
     std::lock_guard lock(m_impl->mutex);
@@ -549,11 +562,13 @@ void Engine::Impl::ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef&
     r.plan = generator->memoryPlan();
     r.bytes = generator->residentBytes();
     r.matmulPaths = generator->matmulPaths();
+    const auto paths = r.pathsText().toStdString();
     {
         std::lock_guard lock(mutex);
         residentInfo = std::move(r);
     }
-    spdlog::info("engine: loaded {} in {:.1f} s", model.title.toStdString(), std::chrono::duration<double>(Clock::now() - started).count());
+    spdlog::info("engine: loaded {} in {:.1f} s; {}", model.title.toStdString(), std::chrono::duration<double>(Clock::now() - started).count(),
+        paths);
     QMetaObject::invokeMethod(self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
 }
 

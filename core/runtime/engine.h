@@ -100,6 +100,9 @@ public:
         facade::MemoryPlan plan;
         std::map<std::string, std::int64_t> bytes;
         std::map<std::string, int> matmulPaths;
+        // What runs where, in one line: "240 FP8 tensor-core GEMM, 8 dense GEMM; self-attention:
+        // FP8 flash attention (cuDNN)" (the log and the Generate page show it after a load).
+        QString pathsText() const;
     };
     std::optional<Resident> resident() const;
     // After a GPU fault that poisoned the device context: every later job on it fails with

@@ -95,6 +95,11 @@ private slots:
         QVERIFY2(!page->lastOutput().isEmpty(), qPrintable(child<QLabel>(page, "result")->text()));
         QCOMPARE(progress->value(), 1000);
         QVERIFY(phase->text().startsWith(QStringLiteral("Done")));
+        // Once loaded, the status says where the model runs and which paths it takes.
+        const QString status = child<QLabel>(page, "modelStatus")->text();
+        QVERIFY2(status.startsWith(QStringLiteral("Loaded on cpu")) && status.contains(QStringLiteral("dense GEMM"))
+                && status.contains(QStringLiteral("self-attention: float32 SDPA")),
+            qPrintable(status));
         for (const auto& p : {QStringLiteral("denoise"), QStringLiteral("decode video"), QStringLiteral("vocoder"), QStringLiteral("mux")})
             QVERIFY2(phases.contains(p), qPrintable(phases.join(QStringLiteral(", "))));
         QVERIFY(!child<QLabel>(page, "preview")->pixmap().isNull());

@@ -600,6 +600,19 @@ void GeneratePage::watch(runtime::Engine* e)
     connect(e, &runtime::Engine::jobAdded, this, &GeneratePage::refreshQueue);
     connect(e, &runtime::Engine::jobChanged, this, &GeneratePage::refreshQueue);
     connect(e, &runtime::Engine::memoryPlanReady, this, &GeneratePage::showPlan);
+    connect(e, &runtime::Engine::residentChanged, this, &GeneratePage::showResident);
+}
+
+void GeneratePage::showResident()
+{
+    // Once the chosen model is loaded, the status says what runs where (FP8 GEMMs or not,
+    // which attention), so nobody has to wonder which path a checkpoint took.
+    const auto r = engine()->resident();
+    if (!r || !m_resolved || r->model.key != m_model->currentData().toString())
+        return;
+    const auto paths = r->pathsText();
+    m_modelStatus->setText(tr("Loaded on %1 · %2").arg(QString::fromStdString(r->plan.device), paths));
+    m_modelStatus->setToolTip(paths);
 }
 
 void GeneratePage::refreshModels()
@@ -641,6 +654,8 @@ void GeneratePage::onModelChanged()
     } else if (auto r = m_studio->models()->resolve(key)) {
         m_resolved = *r;
         m_modelStatus->setText(tr("Ready · %1").arg(QString::fromStdString(r->plan.device)));
+        m_modelStatus->setToolTip(QString());
+        showResident();
     } else {
         m_modelStatus->setText(QString::fromStdString(r.error().message));
     }

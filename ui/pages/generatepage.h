@@ -94,6 +94,8 @@ signals:
     void outputFinished(const QString& path);
 
 private:
+    // The status line once the chosen model is loaded: where it runs and which paths it takes.
+    void showResident();
     void onModelChanged();
     void applyDefaults();
     bool validate();
