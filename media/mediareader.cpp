@@ -577,7 +577,10 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     decoder->thread_count = 1;
     // The decoder refuses a header that declares more pixels before allocating them.
     decoder->max_pixels = maxPixels;
-    decoder->err_recognition = AV_EF_CRCCHECK | AV_EF_BITSTREAM | AV_EF_EXPLODE;
+    // Damage is an error, not a picture with a grey end. Except for TIFF: its decoder then also
+    // refuses every tag it does not know, Orientation among them, which cameras and scanners all
+    // write; a strip cut short is still refused without it.
+    decoder->err_recognition = AV_EF_CRCCHECK | AV_EF_BITSTREAM | (codec->id == AV_CODEC_ID_TIFF ? 0 : AV_EF_EXPLODE);
     if (const int e = avcodec_open2(decoder.get(), codec, nullptr); e < 0)
         return mediaError(path, "not an image FFmpeg can decode (the decoder refused it: " + avError(e) + ")");
 
@@ -631,10 +634,14 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
         return mediaError(path, std::string("its pixel format (") + av_get_pix_fmt_name(static_cast<AVPixelFormat>(frame->format))
             + ") cannot be converted to RGB", ErrorCode::Unsupported);
     // A phone's portrait photo is stored sideways with an EXIF tag that says so; FFmpeg's JPEG
-    // and WebP decoders report the tag in the frame's metadata, a PNG's eXIf chunk is read here.
+    // and WebP decoders report the tag in the frame's metadata, a PNG's eXIf chunk and a TIFF's
+    // own Orientation tag (the same tag, in its first IFD; FFmpeg's TIFF decoder skips it) are
+    // read here.
     int orientation = exifOrientation(frame.get());
     if (orientation == 1 && std::string_view(demuxer->name) == "png_pipe")
         orientation = pngExifOrientation(bytes);
+    else if (orientation == 1 && std::string_view(demuxer->name) == "tiff_pipe")
+        orientation = tiffOrientation(bytes.data(), bytes.size());
     if (orientation > 1)
         return exifUpright(*image, orientation);
     return std::move(*image);

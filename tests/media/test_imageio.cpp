@@ -278,6 +278,40 @@ std::vector<std::uint8_t> webpWithExif(const std::vector<std::uint8_t>& webp, in
     return out;
 }
 
+// An uncompressed RGB TIFF of the picture whose first IFD says `orientation` (0x0112), as a
+// camera or a scanner writes it.
+std::vector<std::uint8_t> tiffWithOrientation(const media::RgbImage& im, int orientation)
+{
+    std::vector<std::uint8_t> out{'I', 'I', 0x2A, 0x00};
+    putLe(out, 8, 4);
+    constexpr std::uint32_t kEntries = 10, kBits = 8 + 2 + kEntries * 12 + 4, kData = kBits + 6;
+    putLe(out, kEntries, 2);
+    auto entry = [&](std::uint32_t tag, std::uint32_t type, std::uint32_t value) {
+        putLe(out, tag, 2);
+        putLe(out, type, 2);
+        putLe(out, tag == 258 ? 3 : 1, 4);
+        putLe(out, value, type == 3 && tag != 258 ? 2 : 4);
+        if (type == 3 && tag != 258)
+            putLe(out, 0, 2);
+    };
+    const auto w = static_cast<std::uint32_t>(im.width), h = static_cast<std::uint32_t>(im.height);
+    entry(256, 4, w);                  // ImageWidth
+    entry(257, 4, h);                  // ImageLength
+    entry(258, 3, kBits);              // BitsPerSample 8, 8, 8 (stored after the IFD)
+    entry(259, 3, 1);                  // no compression
+    entry(262, 3, 2);                  // RGB
+    entry(273, 4, kData);              // StripOffsets
+    entry(274, 3, static_cast<std::uint32_t>(orientation));
+    entry(277, 3, 3);                  // SamplesPerPixel
+    entry(278, 4, h);                  // RowsPerStrip
+    entry(279, 4, w * h * 3);          // StripByteCounts
+    putLe(out, 0, 4);                  // no next IFD
+    for (int i = 0; i < 3; ++i)
+        putLe(out, 8, 2);
+    out.insert(out.end(), im.rgb.begin(), im.rgb.end());
+    return out;
+}
+
 } // namespace
 
 // A phone stores a portrait photo sideways and says so in an EXIF orientation tag: the picture
@@ -305,6 +339,7 @@ VT_TEST(exifOrientationTurnsThePictureUpright)
         if (!webp.empty())
             files.emplace_back("exif" + std::to_string(orientation) + ".webp", webpWithExif(webp, im.width, im.height, exifTiff(orientation)));
         files.emplace_back("exif" + std::to_string(orientation) + ".png", pngWithExif(png, exifTiff(orientation)));
+        files.emplace_back("orientation" + std::to_string(orientation) + ".tif", tiffWithOrientation(im, orientation));
         for (const auto& [name, bytes] : files) {
             VT_CHECK_MSG(!bytes.empty(), name);
             auto r = media::readImage(writeFile(name, bytes));
@@ -354,6 +389,11 @@ VT_TEST(damagedAndForeignFilesAreRefusedWithTheirName)
     expectRefused(writeFile("half.png", {png.begin(), png.begin() + static_cast<std::ptrdiff_t>(png.size() / 2)}), "not an image FFmpeg can decode");
     expectRefused(writeFile("header-only.png", {png.begin(), png.begin() + 40}), "not an image FFmpeg can decode");
     expectRefused(writeFile("half.jpg", {jpg.begin(), jpg.begin() + static_cast<std::ptrdiff_t>(jpg.size() / 2)}), "not an image FFmpeg can decode");
+    // A TIFF is read without the decoder's strictness about tags it does not know, and a strip
+    // cut short is refused all the same.
+    const auto tiff = tiffWithOrientation(im, 1);
+    expectRefused(writeFile("half.tif", {tiff.begin(), tiff.begin() + static_cast<std::ptrdiff_t>(tiff.size() / 2)}),
+        "not an image FFmpeg can decode");
     // A flipped bit inside the pixel data: the PNG's CRC says so.
     auto flipped = png;
     flipped[flipped.size() - 30] ^= 0x10;
