@@ -184,6 +184,23 @@ struct MemoryInput {
     }
 };
 
+// The HEIF brand of an ISO media file ("heic", "mif1", "avif"...) from its ftyp box (major
+// brand or a compatible one), or empty when it is none. Bounded by the box's own size.
+std::string heifBrand(const std::vector<std::uint8_t>& bytes)
+{
+    if (bytes.size() < 16 || std::memcmp(bytes.data() + 4, "ftyp", 4) != 0)
+        return {};
+    const std::size_t box = (std::size_t(bytes[0]) << 24) | (std::size_t(bytes[1]) << 16) | (std::size_t(bytes[2]) << 8) | bytes[3];
+    const std::size_t end = std::min(bytes.size(), std::max<std::size_t>(box, 16));
+    static const char* const kBrands[] = {"heic", "heix", "heim", "heis", "hevc", "hevx", "hevm", "hevs", "mif1", "msf1", "avif", "avis"};
+    // The major brand at 8, then the compatible brands from 16 (the minor version sits at 12).
+    for (std::size_t at = 8; at + 4 <= end; at += at == 8 ? 8 : 4)
+        for (const char* b : kBrands)
+            if (std::memcmp(bytes.data() + at, b, 4) == 0)
+                return b;
+    return {};
+}
+
 // The demuxers that read one picture (or a sequence of them) rather than a container.
 bool imageDemuxer(const char* name)
 {
@@ -518,6 +535,14 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
             return mediaError(path, "cannot be read to the end (changed while reading?)", ErrorCode::Io);
     }
 
+    // HEIF pictures (HEIC, the iPhone's default; AVIF) are ISO media files to FFmpeg 5.1, which
+    // cannot read them: say what the file is and what to do, not that it "looks like a MOV".
+    if (const auto brand = heifBrand(bytes); brand == "avif" || brand == "avis")
+        return mediaError(path, "is a HEIF picture (AVIF), which this version cannot read: export it as JPEG or PNG", ErrorCode::Unsupported);
+    else if (!brand.empty())
+        return mediaError(path, "is a HEIF picture (HEIC, as iPhones save photos), which this version cannot read: export it as JPEG or PNG "
+                "(an iPhone saves JPEG with Settings, Camera, Formats, Most Compatible)",
+            ErrorCode::Unsupported);
     MemoryInput input{&bytes, 0};
     constexpr int kBufferBytes = 64 << 10;
     auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBufferBytes));

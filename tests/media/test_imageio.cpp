@@ -398,6 +398,15 @@ VT_TEST(damagedAndForeignFilesAreRefusedWithTheirName)
     auto flipped = png;
     flipped[flipped.size() - 30] ^= 0x10;
     expectRefused(writeFile("flipped.png", flipped), "not an image FFmpeg can decode");
+    // HEIF (an iPhone's HEIC, or AVIF): said what it is and what to do.
+    for (const auto& [name, brands] : {std::pair{std::string("photo.heic"), std::string("heic\0\0\0\0mif1heic", 16)},
+             std::pair{std::string("photo.avif"), std::string("avif\0\0\0\0mif1miaf", 16)},
+             std::pair{std::string("renamed.jpg"), std::string("mif1\0\0\0\0heicmiaf", 16)}}) {
+        std::vector<std::uint8_t> heif{0, 0, 0, 24, 'f', 't', 'y', 'p'};
+        heif.insert(heif.end(), brands.begin(), brands.end());
+        heif.resize(600, 0x11);
+        expectRefused(writeFile(name, heif), "is a HEIF picture");
+    }
     const std::string text = "# not a picture\nhello\n";
     expectRefused(writeFile("notes.png", {text.begin(), text.end()}), "not an image FFmpeg can decode");
     expectRefused(writeFile("empty.png", {}), "empty");
