@@ -115,7 +115,7 @@ note "build: rc $build_rc at $(elapsed) s; $(grep -m1 -E "FP8 attention" "$OUTDI
 gpu_rc=0
 [[ $BENCH_ONLY -eq 1 ]] || { ctest --test-dir "$BUILD" -L gpu "${exclude[@]}" -FA '.*' --output-on-failure -V --timeout 300 >"$OUTDIR/ctest.log" 2>&1; gpu_rc=$?; }
 [[ $BENCH_ONLY -eq 1 ]] || note "ctest -L gpu: rc $gpu_rc at $(elapsed) s"
-[[ $BENCH_ONLY -eq 1 ]] || grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]" "$OUTDIR/ctest.log" | grep -v "PASS" | tail -60 | tee -a "$SUMMARY"
+[[ $BENCH_ONLY -eq 1 ]] || grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]|fp8 attention" "$OUTDIR/ctest.log" | grep -v "PASS" | tail -60 | tee -a "$SUMMARY"
 
 # A failure is diagnosed in the same run: the failed tests again with CUDA graphs off, then also
 # with FP8 attention off, then also with the fused kernels replaced by their torch compositions. Passing only there names the
