@@ -536,6 +536,7 @@ int runGenerate(const std::vector<std::string>& args)
             {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
             {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
             {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs},
+            {"paths", last->recipe.paths},
             {"kind", last->recipe.kind},
             {"width", last->recipe.width}, {"height", last->recipe.height}, {"stages", last->recipe.stages},
             {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
@@ -546,6 +547,8 @@ int runGenerate(const std::vector<std::string>& args)
     if (last->recipe.stepsSkipped > 0)
         std::printf("speed %s: %d of %d denoise steps reused the transformer's previous work\n", last->recipe.speed.c_str(),
             last->recipe.stepsSkipped, last->recipe.steps);
+    if (!last->recipe.paths.empty())
+        std::printf("compute: %s\n", last->recipe.paths.c_str());
     if (!last->recipe.cudaGraphs.empty())
         std::printf("CUDA graphs: %s\n", last->recipe.cudaGraphs.c_str());
     if (image)

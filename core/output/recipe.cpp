@@ -47,7 +47,7 @@ const std::set<std::string>& knownKeys()
     static const std::set<std::string> keys{"recipe_version", "app", "kind", "pipeline", "family", "variant", "model_version", "repo",
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
-        "steps_skipped", "cuda_graphs", "loras", "conditions", "stages", "stages_requested", "stages_reason", "seconds", "created"};
+        "steps_skipped", "cuda_graphs", "paths", "loras", "conditions", "stages", "stages_requested", "stages_reason", "seconds", "created"};
     return keys;
 }
 
@@ -170,6 +170,8 @@ std::string Recipe::toJson() const
     j["steps_skipped"] = stepsSkipped;
     if (!cudaGraphs.empty())
         j["cuda_graphs"] = cudaGraphs;
+    if (!paths.empty())
+        j["paths"] = paths;
     j["loras"] = loras_;
     json conditions_ = json::array();
     for (const auto& c : conditions)
@@ -234,6 +236,7 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
     rd.get("speed", r.speed);
     rd.get("steps_skipped", r.stepsSkipped);
     rd.get("cuda_graphs", r.cudaGraphs);
+    rd.get("paths", r.paths);
     rd.get("created", r.created);
     rd.get("stages", r.stages);
     rd.get("stages_requested", r.stagesRequested);

@@ -65,6 +65,7 @@ struct Recipe {
     std::string speed = "quality";   // quality | balanced | fast
     int stepsSkipped = 0;            // denoise steps the step cache served (balanced, fast)
     std::string cudaGraphs;          // what became of the denoise passes' CUDA graphs; empty on the CPU
+    std::string paths;               // what ran where: GEMM paths and the attention; empty in older recipes
     std::vector<LoraUse> loras;
     std::vector<ConditionUse> conditions;  // empty: text only
     std::string stages;              // the path that ran: "single" | "two"; empty for images and older recipes

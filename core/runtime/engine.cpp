@@ -577,6 +577,9 @@ output::Recipe Engine::Impl::recipeBase(const GenerateJob& g) const
 {
     output::Recipe recipe;
     recipe.app = options.appName.toStdString();
+    // What ran where, as loaded (this runs on the engine thread, which owns residentInfo).
+    if (residentInfo)
+        recipe.paths = residentInfo->pathsText().toStdString();
     recipe.family = g.model.family.toStdString();
     recipe.variant = g.model.variant.toStdString();
     recipe.modelVersion = generator->version();

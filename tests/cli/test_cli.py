@@ -187,7 +187,9 @@ def test_generate(tmp_dir=RUN_TMP):
               and recipe["seed"] == 7 and recipe["steps"] == 8 and len(recipe["sigmas"]) == 9
               and recipe["prompt"].startswith("a red fox") and recipe["model_version"] == "2.3"
               and all(len(f["sha256"]) == 64 for f in recipe["files"]) and recipe["frames"] == 17
-              and recipe["speed"] == "fast" and 0 <= recipe["steps_skipped"] <= 6)
+              and recipe["speed"] == "fast" and 0 <= recipe["steps_skipped"] <= 6
+              and "dense GEMM" in recipe.get("paths", "") and "self-attention:" in recipe.get("paths", "")
+              and f"compute: {recipe.get('paths')}" in p.stdout)
         check("generate: ffprobe reads both streams, 17 frames, 0.708 s and the recipe", ok, probe.stdout[:600])
         # The studio's gallery lists it with its recipe (the window notices the row by polling).
         import sqlite3

@@ -173,6 +173,11 @@ private slots:
         auto graphs = output::Recipe::fromJson(withImage.toJson());
         QVERIFY(graphs.ok() && graphs->cudaGraphs == withImage.cudaGraphs && graphs->toJson() == withImage.toJson());
         QVERIFY(!nlohmann::json::parse(graphs->extraJson).contains("cuda_graphs"));
+        // What ran where: kept when said, absent from older recipes.
+        QVERIFY(v1->paths.empty() && !nlohmann::json::parse(withImage.toJson()).contains("paths"));
+        withImage.paths = "240 FP8 tensor-core GEMM; self-attention: FP8 flash attention (cuDNN)";
+        auto withPaths = output::Recipe::fromJson(withImage.toJson());
+        QVERIFY(withPaths.ok() && withPaths->paths == withImage.paths && !nlohmann::json::parse(withPaths->extraJson).contains("paths"));
         // The new keys are known keys, not kept twice as unknown ones.
         QVERIFY(!nlohmann::json::parse(back->extraJson).contains("conditions"));
         for (const char* badCondition : {R"({"conditions":{"frame":1}})", R"({"conditions":[7]})", R"({"conditions":[{"frame":"nine"}]})",

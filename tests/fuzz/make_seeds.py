@@ -131,6 +131,7 @@ RECIPE = {
     "guidance_scale": 1.0, "audio_guidance_scale": 1.0, "guidance_rescale": 0.0, "width": 768, "height": 512,
     "frames": 121, "fps": 24.0, "device": "cuda:0", "dtype": "bf16", "placement": "resident", "speed": "fast",
     "steps_skipped": 2, "cuda_graphs": "on: 1 captured, 7 of 8 forwards replayed",
+    "paths": "240 FP8 tensor-core GEMM; self-attention: FP8 flash attention (cuDNN)",
     "loras": [{"path": "/loras/style.safetensors", "sha256": "cd" * 32, "strength": 0.8, "status": "partial: 3 keys unmatched"}],
     "conditions": [{"source": "/in/clip.mp4", "copy": "out.cond0.mp4", "sha256": "ef" * 32, "frame": 0, "strength": 1.0,
                     "crf": 0, "frames": 9, "from_end": True}],

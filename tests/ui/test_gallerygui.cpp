@@ -80,6 +80,7 @@ vireo::output::Recipe fullRecipe()
     r.frames = 25;
     r.fps = 25;
     r.device = "cpu";
+    r.paths = "68 dense GEMM; self-attention: float32 SDPA (its GEMMs do not run FP8 here)";
     r.created = "2026-11-30T18:00:00Z";
     r.secondsPerPhase = {{"encode prompt", 0.4}, {"denoise", 3.2}, {"decode video", 0.6}, {"mux", 0.1}};
     r.files.push_back({QString(tinyModel() + QStringLiteral("/transformer/diffusion_pytorch_model.safetensors")).toStdString(), 22630400,
@@ -216,6 +217,9 @@ private slots:
         QVERIFY(recipe->toPlainText().contains(QStringLiteral("a red fox trots")));
         QVERIFY(recipe->toPlainText().contains(QStringLiteral("424242")));
         QVERIFY(recipe->toPlainText().contains(QStringLiteral("160 × 96")));
+        // What ran where, as the engine recorded it at load.
+        QVERIFY2(recipe->toPlainText().contains(QStringLiteral("Compute")) && recipe->toPlainText().contains(QStringLiteral("68 dense GEMM")),
+            qPrintable(recipe->toPlainText()));
 
         // Frame stepping pauses and lands in the middle of the next frame.
         QTest::mouseClick(child<QPushButton>(page, "nextFrame"), Qt::LeftButton);

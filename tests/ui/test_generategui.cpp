@@ -100,6 +100,10 @@ private slots:
         QVERIFY2(status.startsWith(QStringLiteral("Loaded on cpu")) && status.contains(QStringLiteral("dense GEMM"))
                 && status.contains(QStringLiteral("self-attention: float32 SDPA")),
             qPrintable(status));
+        // The recipe keeps it, for the Gallery's details.
+        const auto job = w->studio()->engine()->jobs().last();
+        QVERIFY2(QString::fromStdString(job.recipe.paths) == status.section(QStringLiteral(" · "), 1),
+            qPrintable(QString::fromStdString(job.recipe.paths) + QStringLiteral(" | ") + status));
         for (const auto& p : {QStringLiteral("denoise"), QStringLiteral("decode video"), QStringLiteral("vocoder"), QStringLiteral("mux")})
             QVERIFY2(phases.contains(p), qPrintable(phases.join(QStringLiteral(", "))));
         QVERIFY(!child<QLabel>(page, "preview")->pixmap().isNull());

@@ -110,6 +110,8 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
                                                     : esc(r.speed));
     row(QStringLiteral("Ran on"), esc(r.device + (r.dtype.empty() ? std::string() : ", " + r.dtype)
                                       + (r.placement.empty() ? std::string() : ", " + r.placement)));
+    if (!r.paths.empty())
+        row(QStringLiteral("Compute"), esc(r.paths));
     if (!r.cudaGraphs.empty())
         row(QStringLiteral("CUDA graphs"), esc(r.cudaGraphs));
     if (!r.secondsPerPhase.empty()) {
