@@ -277,7 +277,8 @@ Result<VideoStream> openVideoStream(const std::filesystem::path& path, AVFormatC
 // Decodes the stream's frames in order and hands each to onFrame (which must not keep it),
 // until onFrame says it has enough, the stream ends (the decoder drained) or a frame is
 // broken, within maxPackets packets. False when out of memory.
-bool decodeFrames(AVFormatContext* f, VideoStream& v, int maxPackets, const std::function<bool(AVFrame*)>& onFrame)
+bool decodeFrames(AVFormatContext* f, VideoStream& v, int maxPackets, const std::function<bool(AVFrame*)>& onFrame,
+                  std::string* stoppedEarly = nullptr)
 {
     std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
     std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
@@ -287,6 +288,9 @@ bool decodeFrames(AVFormatContext* f, VideoStream& v, int maxPackets, const std:
     for (int packets = 0; !done && packets < maxPackets; ++packets) {
         const int r = av_read_frame(f, packet.get());
         if (r < 0) {
+            // A container that ends in an error (mov's "partial file") was cut short.
+            if (r != AVERROR_EOF && stoppedEarly && stoppedEarly->empty())
+                *stoppedEarly = "its data stops early (" + avError(r) + ")";
             avcodec_send_packet(v.decoder.get(), nullptr);  // drain
         } else if (packet->stream_index != v.index) {
             av_packet_unref(packet.get());
@@ -300,6 +304,8 @@ bool decodeFrames(AVFormatContext* f, VideoStream& v, int maxPackets, const std:
             if (d == AVERROR(EAGAIN))
                 break;
             if (d < 0) {
+                if (d != AVERROR_EOF && stoppedEarly && stoppedEarly->empty())
+                    *stoppedEarly = "a frame does not decode (" + avError(d) + ")";
                 done = true;  // end of stream or a broken frame: keep what we have
                 break;
             }
@@ -692,7 +698,8 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
             ErrorCode::InvalidArgument);
 
     std::deque<RgbImage> frames;
-    std::string problem;
+    std::string problem, stoppedEarly;
+    std::int64_t lastPts = AV_NOPTS_VALUE;
     int width = 0, height = 0;
     auto onFrame = [&](AVFrame* frame) {
         if (frames.empty()) {
@@ -715,6 +722,8 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
         if (video->orientation > 1)
             *rgb = exifUpright(*rgb, video->orientation);
         frames.push_back(fit ? fitToSize(*rgb, fitWidth, fitHeight) : std::move(*rgb));
+        if (frame->best_effort_timestamp != AV_NOPTS_VALUE)
+            lastPts = frame->best_effort_timestamp;
         if (static_cast<int>(frames.size()) > count)
             frames.pop_front();  // from the end: only the last `count` are kept
         return !fromEnd && static_cast<int>(frames.size()) == count;
@@ -723,17 +732,41 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
     // not at the start of what may be a long recording; from the start when that falls short.
     const int maxPackets = fromEnd ? 4000000 : 200000;
     const bool sought = fromEnd && seekBeforeEnd(f, *video, count, 2.0);
-    bool decoded = decodeFrames(f, *video, maxPackets, onFrame);
+    bool decoded = decodeFrames(f, *video, maxPackets, onFrame, &stoppedEarly);
     if (sought && decoded && problem.empty() && static_cast<int>(frames.size()) < count) {
         frames.clear();
+        stoppedEarly.clear();
         av_seek_frame(f, video->index, video->stream->start_time != AV_NOPTS_VALUE ? video->stream->start_time : 0, AVSEEK_FLAG_BACKWARD);
         avcodec_flush_buffers(video->decoder.get());
-        decoded = decodeFrames(f, *video, maxPackets, onFrame);
+        decoded = decodeFrames(f, *video, maxPackets, onFrame, &stoppedEarly);
     }
     if (!decoded)
         return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
     if (!problem.empty())
         return mediaError(path, problem);
+    // Its last frames are what a clip from its end continues: a file cut short (an unfinished
+    // download or copy) would hand over earlier ones as if they were the end.
+    if (fromEnd) {
+        const AVStream* st = video->stream;
+        const AVRational rate = st->avg_frame_rate.num > 0 ? st->avg_frame_rate : st->r_frame_rate;
+        const std::int64_t start = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
+        std::string cut = stoppedEarly;
+        if (cut.empty() && st->duration > 0 && lastPts != AV_NOPTS_VALUE && rate.num > 0 && rate.den > 0 && st->time_base.num > 0
+            && st->time_base.den > 0) {
+            // Its frames should run to within two frames of the duration its header declares.
+            const double endSeconds = static_cast<double>(lastPts - start) * av_q2d(st->time_base) + 1.0 / av_q2d(rate);
+            const double declared = static_cast<double>(st->duration) * av_q2d(st->time_base);
+            if (endSeconds + 2.0 / av_q2d(rate) < declared) {
+                char text[160];
+                std::snprintf(text, sizeof text, "its frames end at %.2f s, its header says %.2f s", endSeconds, declared);
+                cut = text;
+            }
+        }
+        if (!cut.empty())
+            return mediaError(path, "is cut short or damaged near its end (" + cut + "): its last frames cannot be read, so it cannot be "
+                    "continued from there (an unfinished download or copy?)",
+                ErrorCode::Truncated);
+    }
     if (static_cast<int>(frames.size()) < count)
         return mediaError(path, "has " + std::to_string(frames.size()) + " decodable frames; " + std::to_string(count) + " are needed",
             frames.empty() ? ErrorCode::Truncated : ErrorCode::InvalidArgument);

@@ -59,7 +59,9 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
 // each fitted to fitWidth x fitHeight as it is decoded (fitToSize) when both are given.
 // Fewer frames than asked, or frames that change size, are an error naming the file.
 // fromEnd: the last `count` frames instead (to extend a clip from where it ends); the whole
-// stream is decoded, keeping only those.
+// stream is decoded, keeping only those. A file cut short near its end (its container stops in
+// an error, a frame does not decode, or its frames end over two frames before the duration its
+// header declares) is then an error (Truncated): its last decodable frames are not its end.
 Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, int count, int fitWidth = 0, int fitHeight = 0,
                                              std::int64_t maxPixels = kMaxImagePixels, bool fromEnd = false);
 

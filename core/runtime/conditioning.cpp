@@ -171,11 +171,12 @@ Result<ConditionSource> inspectCondition(const QString& path, int maxSide)
 
 Result<QImage> clipLastFrame(const QString& path, int maxSide)
 {
-    // frameAt gives the last frame when asked for one past the end.
-    auto last = media::frameAt(path.toStdString(), 1e12, 0);
+    // Read as the engine reads a clip from its end, so a file cut short is refused here, when it
+    // is chosen, rather than shown with an earlier frame as its last.
+    auto last = media::readClipFrames(path.toStdString(), 1, 0, 0, media::kMaxImagePixels, true);
     if (!last)
         return last.error();
-    return previewOf(*last, maxSide);
+    return previewOf(last->back(), maxSide);
 }
 
 Result<QString> saveFirstFrame(const QString& video, const QString& folder)

@@ -585,6 +585,27 @@ VT_TEST(clipFramesFromTheEndOfALongerClip)
     VT_CHECK(fitted.ok() && fitted->size() == 9 && fitted->front().width == 32);
     auto first = media::readClipFrames(clip, 9);
     VT_CHECK(first.ok() && std::abs(static_cast<int>(first->front().rgb[(24 * 64 + 32) * 3]) - 0) <= 5);
+
+    // Cut short (an unfinished download of a file whose index comes first): its first frames
+    // still serve, but its last decodable ones are not its end, and are refused as such.
+    const auto indexed = tempDir() / "ramp-faststart.mp4";
+    const std::string remux = "ffmpeg -nostdin -v error -y -i '" + clip.string() + "' -c copy -movflags +faststart '" + indexed.string() + "'";
+    VT_CHECK_MSG(std::system(remux.c_str()) == 0, remux);
+    std::ifstream in(indexed, std::ios::binary);
+    const std::vector<char> whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto cut = tempDir() / "ramp-cut.mp4";
+    std::ofstream(cut, std::ios::binary).write(whole.data(), static_cast<std::streamsize>(whole.size() * 6 / 10));
+    auto cutFirst = media::readClipFrames(cut, 9);
+    VT_CHECK_MSG(cutFirst.ok(), cutFirst.error().message);
+    for (const int count : {9, 1}) {
+        auto cutLast = media::readClipFrames(cut, count, 0, 0, media::kMaxImagePixels, true);
+        VT_CHECK_MSG(!cutLast.ok(), "the last frames of a cut file were taken");
+        if (!cutLast.ok()) {
+            std::printf("    %s\n", cutLast.error().message.c_str());
+            VT_CHECK(cutLast.error().code == ErrorCode::Truncated && cutLast.error().message.find(cut.string()) != std::string::npos
+                && cutLast.error().message.find("cut short") != std::string::npos);
+        }
+    }
 }
 
 // A phone records a portrait clip sideways and puts the turn in the container's display matrix:
