@@ -64,7 +64,9 @@ struct Plan {
 
 std::mutex g_plansMutex;
 // Never evicted: a model has a handful of attention shapes, and a resolution change adds one.
-std::map<Key, std::shared_ptr<const Plan>> g_plans;
+// Never destroyed either: at exit the CUDA context may be gone before static destructors run,
+// and destroying cuDNN descriptors then can crash a process that was done.
+auto& g_plans = *new std::map<Key, std::shared_ptr<const Plan>>();
 
 std::shared_ptr<const Plan> buildPlan(const Key& key)
 {
