@@ -156,7 +156,7 @@ Result<ConditionSource> inspectCondition(const QString& path, int maxSide)
         auto still = conditionPreview(path, maxSide);
         if (!still)
             return still.error();
-        return ConditionSource{*still, false, 1};
+        return ConditionSource{*still, false, 1, {}, {}};
     }
     auto first = media::frameAt(file, 0, 0);
     if (!first)
