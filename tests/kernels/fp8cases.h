@@ -28,12 +28,12 @@ inline std::vector<Fp8Case> fp8Cases()
 
         auto w = make({37, 70});
         auto s = at::rand({}) + 0.5;
-        cases.push_back({t + "/per-tensor []", w, s, w.to(at::kFloat) * s});
+        cases.push_back({t + "/per-tensor []", w, s, w.to(at::kFloat) * s, {}});
         auto s1 = at::rand({1}) + 0.5;
-        cases.push_back({t + "/per-tensor [1]", w, s1, w.to(at::kFloat) * s1});
+        cases.push_back({t + "/per-tensor [1]", w, s1, w.to(at::kFloat) * s1, {}});
         auto rows = at::rand({37}) + 0.1;
-        cases.push_back({t + "/per-row [out]", w, rows, w.to(at::kFloat) * rows.unsqueeze(1)});
-        cases.push_back({t + "/per-row [out,1]", w, rows.unsqueeze(1), w.to(at::kFloat) * rows.unsqueeze(1)});
+        cases.push_back({t + "/per-row [out]", w, rows, w.to(at::kFloat) * rows.unsqueeze(1), {}});
+        cases.push_back({t + "/per-row [out,1]", w, rows.unsqueeze(1), w.to(at::kFloat) * rows.unsqueeze(1), {}});
         // 16x16 blocks over 37x70: a 3x5 grid whose last row and column are partial.
         auto grid = at::rand({3, 5}) + 0.1;
         auto full = grid.repeat_interleave(16, 0).repeat_interleave(16, 1).narrow(0, 0, 37).narrow(1, 0, 70);
@@ -42,13 +42,13 @@ inline std::vector<Fp8Case> fp8Cases()
         auto exact = make({32, 64});
         auto exactGrid = at::rand({4, 2}) + 0.1;
         auto exactFull = exactGrid.repeat_interleave(8, 0).repeat_interleave(32, 1);
-        cases.push_back({t + "/block inferred 8x32", exact, exactGrid, exact.to(at::kFloat) * exactFull});
+        cases.push_back({t + "/block inferred 8x32", exact, exactGrid, exact.to(at::kFloat) * exactFull, {}});
         // A conv weight [out, in, k]: per-row scales broadcast over every trailing dim.
         auto conv = make({12, 5, 3});
         auto convRows = at::rand({12}) + 0.1;
-        cases.push_back({t + "/per-row conv3", conv, convRows, conv.to(at::kFloat) * convRows.view({12, 1, 1})});
+        cases.push_back({t + "/per-row conv3", conv, convRows, conv.to(at::kFloat) * convRows.view({12, 1, 1}), {}});
         auto empty = make({0, 8});
-        cases.push_back({t + "/empty", empty, at::ones({}), empty.to(at::kFloat)});
+        cases.push_back({t + "/empty", empty, at::ones({}), empty.to(at::kFloat), {}});
     }
     return cases;
 }
