@@ -498,6 +498,45 @@ private slots:
         QVERIFY2(why.contains(QStringLiteral("gone or changed")), qPrintable(why));
     }
 
+    // A clip cut short (an unfinished download) still serves from its start, but its end is not
+    // its end: chosen as the part to continue, the slot says so and Generate is off.
+    void aClipCutShortIsNotContinuedFromItsEnd()
+    {
+        auto w = videoPage("the tide goes out", 96, 64, 17);
+        QVERIFY(w);
+        auto* page = w->generatePage();
+        QTRY_VERIFY(page->canGenerate());
+        const QString whole = m_work.filePath(QStringLiteral("ebb.mp4"));
+        {
+            auto writer = vireo::media::Mp4Writer::open(whole.toStdString(), {64, 48, 24.0, 18}, std::nullopt, {});
+            QVERIFY(writer.ok());
+            std::vector<std::uint8_t> rgb(64 * 48 * 3);
+            for (int f = 0; f < 72; ++f) {
+                for (std::size_t i = 0; i < rgb.size(); ++i)
+                    rgb[i] = static_cast<std::uint8_t>((i * 7 + static_cast<std::size_t>(f) * 13) % 251);
+                QVERIFY((*writer)->writeFrame(rgb.data(), 64 * 3).ok());
+            }
+            QVERIFY((*writer)->finish().ok());
+        }
+        QFile in(whole);
+        QVERIFY(in.open(QIODevice::ReadOnly));
+        const QByteArray bytes = in.readAll();
+        const QString cut = m_work.filePath(QStringLiteral("ebb-cut.mp4"));
+        QFile out(cut);
+        QVERIFY(out.open(QIODevice::WriteOnly) && out.write(bytes.left(bytes.size() / 2)) == bytes.size() / 2);
+        out.close();
+        QString why;
+        QVERIFY2(page->setConditionImage(cut, &why), qPrintable(why));
+        auto* error = child<QLabel>(page, "imageError");
+        QTRY_VERIFY(page->canGenerate());
+        page->setConditionFromEnd(true);
+        QVERIFY2(error->isVisible() && error->text().contains(QStringLiteral("cut short")), qPrintable(error->text()));
+        QVERIFY(!page->canGenerate());
+        page->setConditionFromEnd(false);
+        QVERIFY(error->isHidden());
+        QTRY_VERIFY(page->canGenerate());
+    }
+
     // A video dropped on the start slot is a start clip: its first "Clip frames" frames (9 at
     // first, at most what it has), checked against the output like a still; it runs, and the
     // recipe brings it back with its frame count.
