@@ -1,4 +1,6 @@
 #include "kernels/fp8attention.h"
+#include "base/capability.h"
+#include "base/envswitch.h"
 
 #include "kernels/fp8dequant.h"
 #include "kernels/fusedops.h"
@@ -30,10 +32,7 @@ namespace vireo::kernels {
 
 bool fp8AttentionEnabled()
 {
-    static const bool enabled = [] {
-        const char* env = std::getenv("VIREO_FP8_ATTENTION");
-        return !(env && std::strcmp(env, "0") == 0);
-    }();
+    static const bool enabled = env::flag("VIREO_FP8_ATTENTION");
     return enabled;
 }
 
@@ -121,20 +120,29 @@ std::string shapeText(std::int64_t b, std::int64_t h, std::int64_t tq, std::int6
 
 } // namespace
 
+bool fp8AttentionBuilt()
+{
+    return true;
+}
+
+int cudnnVersion()
+{
+    // cudnnGetVersion: major * 10000 + minor * 100 + patch for cuDNN 9.
+    return static_cast<int>(cudnnGetVersion());
+}
+
 std::string fp8AttentionUnavailable(c10::Device device)
 {
     if (!device.is_cuda())
         return "attention runs on " + device.str() + " (FP8 attention needs CUDA)";
     const auto* props = at::cuda::getDeviceProperties(device.index() < 0 ? c10::cuda::current_device() : device.index());
-    if (props->major < 9)
-        return "GPU compute capability " + std::to_string(props->major) + "." + std::to_string(props->minor)
-            + " has no FP8 attention engine in cuDNN (needs 9.0+)";
-    // cudnnGetVersion: major * 10000 + minor * 100 + patch for cuDNN 9.
-    const auto version = static_cast<long>(cudnnGetVersion());
-    if (version < 90100 || version == 91000)
-        return "cuDNN " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." + std::to_string(version % 100)
-            + " has no FP8 attention this build can use (needs 9.1 or newer, not 9.10.0)";
-    return {};
+    capability::DeviceCaps caps;
+    caps.cuda = true;
+    caps.major = props->major;
+    caps.minor = props->minor;
+    caps.cudnnVersion = cudnnVersion();
+    // The switch is the caller's to honour (the runtime reports it as its own reason).
+    return capability::fp8AttentionBlocker(caps, capability::Dtype::BF16, capability::Switches{}).value_or(std::string());
 }
 
 at::Tensor fp8Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads, std::string* refusal)
@@ -209,6 +217,16 @@ at::Tensor fp8Attention(const at::Tensor& q, const at::Tensor& k, const at::Tens
 }
 
 #else
+
+bool fp8AttentionBuilt()
+{
+    return false;
+}
+
+int cudnnVersion()
+{
+    return 0;
+}
 
 std::string fp8AttentionUnavailable(c10::Device device)
 {

@@ -21,6 +21,11 @@ namespace vireo::kernels {
 // False when the environment says VIREO_FP8_ATTENTION=0: attention then stays in the compute
 // dtype, to tell a fault of this path from any other and to measure what it gains.
 bool fp8AttentionEnabled();
+// Whether this build has FP8 attention at all (it needs cuDNN's frontend at build time).
+bool fp8AttentionBuilt();
+// The cuDNN library version this process runs with (cudnnGetVersion: 91000 = 9.10.0); 0 when
+// the build does not link cuDNN.
+int cudnnVersion();
 
 // Why FP8 attention cannot run on this device, or empty when it can: a build without the cuDNN
 // frontend, a device that is not CUDA, a GPU below compute capability 9.0, a cuDNN older than

@@ -1,6 +1,7 @@
 // CPU implementations of the fused ops: the torch compositions the model code used before the
 // CUDA kernels existed, op for op, so CPU parity with the references is untouched.
 #include "kernels/fusedops.h"
+#include "base/envswitch.h"
 
 #include "kernels/opcheck.h"
 
@@ -115,10 +116,7 @@ at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::
 
 bool fusedKernelsEnabled()
 {
-    static const bool enabled = [] {
-        const char* env = std::getenv("VIREO_FUSED_KERNELS");
-        return !(env && std::strcmp(env, "0") == 0);
-    }();
+    static const bool enabled = env::flag("VIREO_FUSED_KERNELS");
     return enabled;
 }
 

@@ -9,6 +9,7 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include "media/imageheader.h"
 #include "media/imageops.h"
 
 #include <algorithm>
@@ -54,8 +55,23 @@ struct PacketCloser {
 };
 using FormatPtr = std::unique_ptr<AVFormatContext, FormatCloser>;
 
+// Why a path is not a file a reader may open: a folder, or a pipe or device (which a reader
+// would wait on, or read forever); empty for a regular file or one that does not exist.
+std::string notAFile(const std::filesystem::path& path)
+{
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(status) || std::filesystem::is_regular_file(status))
+        return {};
+    if (std::filesystem::is_directory(status))
+        return "is a folder, not a file";
+    return std::filesystem::is_fifo(status) ? "is a pipe, not a file" : "is a device or socket, not a file";
+}
+
 Result<FormatPtr> openInput(const std::filesystem::path& path)
 {
+    if (const auto why = notAFile(path); !why.empty())
+        return mediaError(path, why, ErrorCode::InvalidArgument);
     AVFormatContext* raw = nullptr;
     // A path is a local file, never a URL or another protocol ("concat:", "http:" ...),
     // whatever its name looks like.
@@ -522,7 +538,7 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     if (ec || !std::filesystem::exists(status))
         return mediaError(path, "no such file", ErrorCode::NotFound);
     if (!std::filesystem::is_regular_file(status))
-        return mediaError(path, "is not a file", ErrorCode::InvalidArgument);
+        return mediaError(path, notAFile(path), ErrorCode::InvalidArgument);
     const auto size = static_cast<std::int64_t>(std::filesystem::file_size(path, ec));
     if (ec)
         return mediaError(path, "cannot be read (" + ec.message() + ")", ErrorCode::Io);
@@ -549,6 +565,13 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
         return mediaError(path, "is a HEIF picture (HEIC, as iPhones save photos), which this version cannot read: export it as JPEG or PNG "
                 "(an iPhone saves JPEG with Settings, Camera, Formats, Most Compatible)",
             ErrorCode::Unsupported);
+    // Text and ICC chunks of a PNG never reach FFmpeg, which would inflate them without a bound;
+    // a size over the limit is refused as such from the header, before any decoder runs.
+    stripInflatablePngChunks(bytes);
+    if (const auto declared = declaredImageSize(bytes); declared && declared->width * declared->height > maxPixels)
+        return mediaError(path, "is " + pixels(declared->width, declared->height) + " (its " + declared->format + " header says so), more than "
+                + std::to_string(maxPixels) + " pixels, the most a still is read with; scale it down first",
+            ErrorCode::InvalidArgument);
     MemoryInput input{&bytes, 0};
     constexpr int kBufferBytes = 64 << 10;
     auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBufferBytes));
@@ -697,12 +720,39 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
         return mediaError(path, std::to_string(count) + " frames of " + pixels(decoder->width, decoder->height) + " are more than 4 GiB",
             ErrorCode::InvalidArgument);
 
+    // Decoded frames held as they came (references, no copy): from the end, only the last
+    // `count` are converted to RGB, once it is known which they are. Converting every frame of a
+    // long clip to keep nine cost seconds per thousand frames.
+    struct FrameRef {
+        std::unique_ptr<AVFrame, FrameCloser> frame;
+    };
+    std::deque<FrameRef> held;
     std::deque<RgbImage> frames;
+    // Decoded frames of a large clip held `count` at a time could take gigabytes: those are
+    // converted (and fitted, usually much smaller) as they come, the way that costs time, not memory.
+    const std::int64_t frameBytes = std::max<std::int64_t>(
+        0, av_image_get_buffer_size(static_cast<AVPixelFormat>(decoder->pix_fmt), decoder->width, decoder->height, 1));
+    const bool convertEach = !fromEnd || frameBytes <= 0 || frameBytes * count > (1ll << 30);
     std::string problem, stoppedEarly;
-    std::int64_t lastPts = AV_NOPTS_VALUE;
+    std::int64_t lastPts = AV_NOPTS_VALUE, decodedFrames = 0;
     int width = 0, height = 0;
+    // From the start of a clip without a known length, the frames decoded to find its end are
+    // bounded: ten minutes at 60 fps.
+    constexpr std::int64_t kMaxFramesToFindTheEnd = 36000;
+    bool endUnknown = false;
+    auto convert = [&](const AVFrame* frame) -> bool {
+        auto rgb = toRgb(frame, frame->width, frame->height, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT);
+        if (!rgb) {
+            problem = "its pixel format cannot be converted to RGB";
+            return false;
+        }
+        if (video->orientation > 1)
+            *rgb = exifUpright(*rgb, video->orientation);
+        frames.push_back(fit ? fitToSize(*rgb, fitWidth, fitHeight) : std::move(*rgb));
+        return true;
+    };
     auto onFrame = [&](AVFrame* frame) {
-        if (frames.empty()) {
+        if (decodedFrames++ == 0) {
             width = frame->width;
             height = frame->height;
         }
@@ -714,28 +764,43 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
             problem = "decoded a frame of " + pixels(frame->width, frame->height);
             return true;
         }
-        auto rgb = toRgb(frame, frame->width, frame->height, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT);
-        if (!rgb) {
-            problem = "its pixel format cannot be converted to RGB";
-            return true;
-        }
-        if (video->orientation > 1)
-            *rgb = exifUpright(*rgb, video->orientation);
-        frames.push_back(fit ? fitToSize(*rgb, fitWidth, fitHeight) : std::move(*rgb));
         if (frame->best_effort_timestamp != AV_NOPTS_VALUE)
             lastPts = frame->best_effort_timestamp;
-        if (static_cast<int>(frames.size()) > count)
-            frames.pop_front();  // from the end: only the last `count` are kept
-        return !fromEnd && static_cast<int>(frames.size()) == count;
+        if (endUnknown && decodedFrames > kMaxFramesToFindTheEnd) {
+            problem = "declares no duration, so its end can only be found by decoding it all, and it holds more than "
+                + std::to_string(kMaxFramesToFindTheEnd) + " frames; give its end as a shorter clip, or remux it so its length is known "
+                "(ffmpeg -i IN -c copy OUT.mkv)";
+            return true;
+        }
+        if (convertEach) {
+            if (!convert(frame))
+                return true;
+            if (static_cast<int>(frames.size()) > count)
+                frames.pop_front();  // from the end: only the last `count` are kept
+            return !fromEnd && static_cast<int>(frames.size()) == count;
+        }
+        FrameRef ref{std::unique_ptr<AVFrame, FrameCloser>(av_frame_clone(frame))};
+        if (!ref.frame) {
+            problem = "out of memory while decoding";
+            return true;
+        }
+        held.push_back(std::move(ref));
+        if (static_cast<int>(held.size()) > count)
+            held.pop_front();
+        return false;
     };
     // From the end: start at the key frame before the last count frames (and two seconds more),
     // not at the start of what may be a long recording; from the start when that falls short.
     const int maxPackets = fromEnd ? 4000000 : 200000;
     const bool sought = fromEnd && seekBeforeEnd(f, *video, count, 2.0);
+    endUnknown = fromEnd && !sought;
     bool decoded = decodeFrames(f, *video, maxPackets, onFrame, &stoppedEarly);
-    if (sought && decoded && problem.empty() && static_cast<int>(frames.size()) < count) {
+    if (sought && decoded && problem.empty() && static_cast<int>(held.size() + frames.size()) < count) {
+        held.clear();
         frames.clear();
         stoppedEarly.clear();
+        decodedFrames = 0;
+        endUnknown = true;
         av_seek_frame(f, video->index, video->stream->start_time != AV_NOPTS_VALUE ? video->stream->start_time : 0, AVSEEK_FLAG_BACKWARD);
         avcodec_flush_buffers(video->decoder.get());
         decoded = decodeFrames(f, *video, maxPackets, onFrame, &stoppedEarly);
@@ -743,7 +808,11 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
     if (!decoded)
         return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
     if (!problem.empty())
-        return mediaError(path, problem);
+        return mediaError(path, problem, problem.rfind("declares no duration", 0) == 0 ? ErrorCode::InvalidArgument : ErrorCode::InvalidFormat);
+    for (const auto& ref : held)
+        if (!convert(ref.frame.get()))
+            return mediaError(path, problem);
+    held.clear();
     // Its last frames are what a clip from its end continues: a file cut short (an unfinished
     // download or copy) would hand over earlier ones as if they were the end.
     if (fromEnd) {

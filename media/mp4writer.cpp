@@ -143,7 +143,7 @@ Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& 
     impl->path = path;
     impl->videoSpec = videoSpec;
     impl->audioSpec = audioSpec;
-    if (videoSpec.width <= 0 || videoSpec.height <= 0 || videoSpec.width % 2 || videoSpec.height % 2)
+    if (videoSpec.width <= 0 || videoSpec.height <= 0 || (!videoSpec.lossless && (videoSpec.width % 2 || videoSpec.height % 2)))
         return makeError(ErrorCode::InvalidArgument, path.string() + ": H.264 4:2:0 needs an even frame size, got "
                 + std::to_string(videoSpec.width) + "x" + std::to_string(videoSpec.height));
     if (!(videoSpec.fps > 0))
@@ -157,17 +157,19 @@ Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& 
     if (r < 0 || !impl->format)
         return impl->fail("cannot set up an MP4 file", r);
 
-    const AVCodec* h264 = avcodec_find_encoder_by_name("libx264");
-    if (!h264)
+    const AVCodec* h264 = avcodec_find_encoder_by_name(videoSpec.lossless ? "libx264rgb" : "libx264");
+    if (!h264 && !videoSpec.lossless)
         h264 = avcodec_find_encoder(AV_CODEC_ID_H264);
     if (!h264)
-        return makeError(ErrorCode::Unsupported, "this FFmpeg has no H.264 encoder (install an FFmpeg built with libx264)");
+        return makeError(ErrorCode::Unsupported, std::string("this FFmpeg has no ") + (videoSpec.lossless ? "libx264rgb" : "H.264")
+                + " encoder (scripts/ffmpeg.sh builds one with it)");
+    const AVPixelFormat encoded = videoSpec.lossless ? AV_PIX_FMT_RGB24 : AV_PIX_FMT_YUV420P;
     impl->videoStream = avformat_new_stream(impl->format, nullptr);
     impl->video = avcodec_alloc_context3(h264);
     const AVRational rate = av_d2q(videoSpec.fps, 100000);
     impl->video->width = videoSpec.width;
     impl->video->height = videoSpec.height;
-    impl->video->pix_fmt = AV_PIX_FMT_YUV420P;
+    impl->video->pix_fmt = encoded;
     impl->video->time_base = av_inv_q(rate);
     impl->video->framerate = rate;
     impl->video->gop_size = 48;
@@ -177,6 +179,9 @@ Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& 
     if (std::string(h264->name) == "libx264") {
         av_dict_set(&opts, "crf", std::to_string(videoSpec.crf).c_str(), 0);
         av_dict_set(&opts, "preset", videoSpec.preset.c_str(), 0);
+    } else if (std::string(h264->name) == "libx264rgb") {
+        av_dict_set(&opts, "qp", "0", 0);
+        av_dict_set(&opts, "preset", "ultrafast", 0);
     }
     r = avcodec_open2(impl->video, h264, &opts);
     av_dict_free(&opts);
@@ -218,15 +223,17 @@ Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& 
         av_dict_set(&impl->format->metadata, key.c_str(), value.c_str(), 0);
 
     impl->videoFrame = av_frame_alloc();
-    impl->videoFrame->format = AV_PIX_FMT_YUV420P;
+    impl->videoFrame->format = encoded;
     impl->videoFrame->width = videoSpec.width;
     impl->videoFrame->height = videoSpec.height;
     if ((r = av_frame_get_buffer(impl->videoFrame, 0)) < 0)
         return impl->fail("video buffer", r);
-    impl->sws = sws_getContext(videoSpec.width, videoSpec.height, AV_PIX_FMT_RGB24, videoSpec.width, videoSpec.height,
-        AV_PIX_FMT_YUV420P, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr, nullptr, nullptr);
-    if (!impl->sws)
-        return impl->fail("cannot set up the colour conversion");
+    if (!videoSpec.lossless) {
+        impl->sws = sws_getContext(videoSpec.width, videoSpec.height, AV_PIX_FMT_RGB24, videoSpec.width, videoSpec.height,
+            AV_PIX_FMT_YUV420P, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr, nullptr, nullptr);
+        if (!impl->sws)
+            return impl->fail("cannot set up the colour conversion");
+    }
     impl->packet = av_packet_alloc();
 
     if ((r = avio_open(&impl->format->pb, impl->tmp.c_str(), AVIO_FLAG_WRITE)) < 0)
@@ -251,6 +258,12 @@ Result<void> Mp4Writer::writeFrame(const std::uint8_t* rgb, std::int64_t strideB
     // swscale's SIMD reads up to a vector past the last pixel (valgrind sees it); the caller's
     // buffer ends exactly at the frame, so the rows go through a padded copy.
     const auto rowBytes = static_cast<std::size_t>(m.videoSpec.width) * 3;
+    if (m.videoSpec.lossless) {
+        for (int y = 0; y < m.videoSpec.height; ++y)
+            std::memcpy(m.videoFrame->data[0] + static_cast<std::ptrdiff_t>(m.videoFrame->linesize[0]) * y, rgb + strideBytes * y, rowBytes);
+        m.videoFrame->pts = m.frames++;
+        return m.encode(m.video, m.videoStream, m.videoFrame);
+    }
     m.padded.resize(rowBytes * static_cast<std::size_t>(m.videoSpec.height) + AV_INPUT_BUFFER_PADDING_SIZE);
     for (int y = 0; y < m.videoSpec.height; ++y)
         std::memcpy(m.padded.data() + rowBytes * static_cast<std::size_t>(y), rgb + strideBytes * y, rowBytes);

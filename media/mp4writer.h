@@ -16,6 +16,9 @@ struct VideoStreamSpec {
     double fps = 24.0;
     int crf = 18;               // x264 quality: lower is better
     std::string preset = "medium";
+    // Bit-exact RGB instead (x264's RGB 4:4:4 at QP 0): what decodes is what was written, for
+    // frames kept to make an output again. Larger files; any frame size.
+    bool lossless = false;
 };
 
 struct AudioStreamSpec {

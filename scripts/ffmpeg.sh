@@ -16,7 +16,8 @@ PREFIX=${1:-$ROOT/.cache/ffmpeg}
 WORK=$ROOT/.cache/ffmpeg-build
 JOBS=${VIREO_FFMPEG_JOBS:-$(nproc)}
 
-# What Vireo uses, and nothing else: H.264 (libx264) + AAC in MP4 out; stills and conditioning
+# What Vireo uses, and nothing else: H.264 (libx264) + AAC in MP4 out (and x264's lossless RGB
+# for the conditioning frames kept beside an output); stills and conditioning
 # clips in (the common camera and web formats). A format missing here is an error naming the
 # file and the codec, never a silent substitute.
 CONFIG=(
@@ -25,7 +26,7 @@ CONFIG=(
   --disable-avdevice --disable-avfilter --disable-postproc --disable-swresample
   --disable-network --disable-autodetect --disable-everything
   --enable-gpl --enable-libx264 --enable-zlib
-  --enable-encoder=libx264,aac
+  --enable-encoder=libx264,libx264rgb,aac
   --enable-decoder=h264,hevc,vp8,vp9,mpeg4,mpeg2video,mpeg1video,mjpeg,prores,png,apng,bmp,webp,gif,tiff
   --enable-parser=h264,hevc,vp8,vp9,mpeg4video,mpegvideo,mjpeg,png,bmp,webp,gif
   --enable-demuxer=mov,matroska,avi,mpegts,gif,apng,image_png_pipe,image_jpeg_pipe,image_webp_pipe,image_bmp_pipe,image_tiff_pipe

@@ -26,6 +26,7 @@ cmake --build "$BUILD" -j "$JOBS"
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
   TARGETS=(safetensors gguf hubjson config tokenizer inspect recipe)
+  [ -x "$BUILD/fuzz_media" ] && TARGETS+=(media)
 fi
 mkdir -p "$BUILD/artifacts" "$BUILD/tmp"
 export TMPDIR="$BUILD/tmp"

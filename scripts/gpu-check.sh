@@ -11,7 +11,10 @@
 #      device), the GPU benchmark (tests/bench/bench_gpu.py) and compute-sanitizer memcheck
 #      on the kernel, layer and pipeline tests, then the VAE encoder/upsampler/decode stage
 #      benchmark (tests/bench/bench_gpu_stages.py) and the Ideogram-4 step benchmark
-#      (tests/bench/bench_gpu_ideogram.py) when the budget allows. Logs go to $OUT (or
+#      (tests/bench/bench_gpu_ideogram.py) when the budget allows; then the Ampere path: the
+#      kernels built for compute capability 8.0 alone (PTX the driver compiles for this GPU)
+#      through the kernel, layer and pipeline tests with FP8 GEMMs forced to dequantize
+#      (VIREO_FP8_TENSOR_CORES=0), as an RTX 3090 or A100 runs them. Logs go to $OUT (or
 #      build-gpu/out) as they are written, so a run cut short still returns what it did.
 #      scripts/gpu-check.sh --stages builds vireo-cli and runs only the stage benchmark,
 #      --ideogram only the Ideogram-4 one.
@@ -94,7 +97,8 @@ if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
     && export PYTHONPATH=/tmp/vireo-site${PYTHONPATH:+:$PYTHONPATH}
 fi
 
-# 1. Build (sm_90 native code; the inference layer, its tests and vireo-cli).
+# 1. Build (sm_90 native code only, which is what this GPU runs; packages carry every
+#    architecture); the inference layer, its tests and vireo-cli.
 frontend=()
 if [[ -f "$BUILD/third_party/cudnn-frontend.tar.xz" ]]; then
   mkdir -p "$BUILD/third_party/cudnn-frontend"
@@ -102,7 +106,7 @@ if [[ -f "$BUILD/third_party/cudnn-frontend.tar.xz" ]]; then
   frontend=(-DVIREO_CUDNN_FRONTEND_INCLUDE="$BUILD/third_party/cudnn-frontend/include")
 fi
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON "${frontend[@]}" \
-  -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUTDIR/build.log" 2>&1 \
+  -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DTORCH_CUDA_ARCH_LIST=9.0 >"$OUTDIR/build.log" 2>&1 \
   && if [[ $STAGES_ONLY -eq 1 || $IDEOGRAM_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli; \
      elif [[ $BENCH_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli vireo_kernels; \
      else ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline test_ideogram4 vireo-cli; fi \
@@ -132,6 +136,32 @@ if [[ $BENCH_ONLY -eq 0 && $gpu_rc -ne 0 && -s "$failed_log" ]]; then
     grep -E "^[0-9]+: FAIL|tests passed|tests failed|\(Failed\)" "$OUTDIR/ctest-rerun-${switches// /-}.log" | tail -12 | tee -a "$SUMMARY"
   done
 fi
+
+# The Ampere path on this GPU: the kernels built for compute capability 8.0 alone, as PTX that
+# the driver compiles here (CUDA_FORCE_PTX_JIT=1 makes sure nothing else runs), so the code of
+# sm_80 runs (software FP8 conversion, no FP8 tensor cores), through the kernel, layer and
+# pipeline tests with every FP8 GEMM forced to dequantize first (VIREO_FP8_TENSOR_CORES=0).
+ampere_path() {
+  local left=$((BUDGET - $(elapsed)))
+  if [[ $left -lt 150 ]]; then note "Ampere path (sm_80 PTX, VIREO_FP8_TENSOR_CORES=0): skipped (budget spent)"; return; fi
+  local dir="$BUILD-sm80"
+  cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON "${frontend[@]}" \
+    -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" "-DTORCH_CUDA_ARCH_LIST=8.0+PTX" >"$OUTDIR/build-sm80.log" 2>&1 \
+    && timeout $((left - 60)) ninja -C "$dir" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline \
+       >>"$OUTDIR/build-sm80.log" 2>&1
+  local rc=$?
+  note "Ampere path build (TORCH_CUDA_ARCH_LIST=8.0+PTX): rc $rc at $(elapsed) s"
+  [[ $rc -eq 0 ]] || { tail -20 "$OUTDIR/build-sm80.log" | tee -a "$SUMMARY"; return; }
+  left=$((BUDGET - $(elapsed)))
+  # The pipeline case needs the fixtures of the main build folder.
+  [[ -d "$BUILD/$FIXTURES/v23" ]] && { mkdir -p "$dir/tests/fixtures"; ln -sfn "$BUILD/$FIXTURES" "$dir/$FIXTURES"; }
+  VIREO_FP8_TENSOR_CORES=0 CUDA_FORCE_PTX_JIT=1 timeout $((left > 40 ? left - 20 : 20)) ctest --test-dir "$dir" -L gpu "${exclude[@]}" \
+    -E 'test_ideogram4_cuda' -FA '.*' --output-on-failure -V --timeout 240 >"$OUTDIR/ctest-sm80.log" 2>&1
+  rc=$?
+  note "Ampere path tests (sm_80 PTX JIT, VIREO_FP8_TENSOR_CORES=0): rc $rc at $(elapsed) s"
+  grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]|dequantize \+ GEMM" "$OUTDIR/ctest-sm80.log" \
+    | grep -v PASS | tail -30 | tee -a "$SUMMARY"
+}
 
 # The video VAE encoder (a still, a tiled and chunked clip), the x2 latent upsampler and the
 # tiled VAE decode at 768x512x121, Vireo against diffusers on real-config random weights (two or
@@ -235,7 +265,8 @@ elif command -v compute-sanitizer >/dev/null; then
 else
   note "compute-sanitizer: not found"
 fi
-# 5. The stage benchmark, then the Ideogram-4 step.
+# 5. The Ampere path, the stage benchmark, then the Ideogram-4 step.
+ampere_path
 [[ $QUICK -eq 0 ]] && stage_bench 180
 [[ $QUICK -eq 0 ]] && ideogram_bench 150
 note "gpu-check: done in $(elapsed) s"

@@ -39,6 +39,30 @@ Result<T> parseNumber(std::string_view text, T min, T max)
     return value;
 }
 
+// Why PATH cannot be read as a `what` ("image", "video", "LoRA"): missing, a folder, a pipe or a
+// device (which a reader would block on or read forever), or unreadable; empty when it is a
+// regular file.
+std::string notARegularFile(const std::string& path, const std::string& what);
+
+// A --lora value: FILE or FILE:STRENGTH. A file that exists under the whole name is taken as it
+// is (names may hold ':'); otherwise a number after the last ':' is the strength, which must be
+// finite and between -100 and 100. "x.safetensors:abc" is a strength that is not a number.
+struct LoraSpec {
+    std::string path;
+    double strength = 1.0;
+};
+Result<LoraSpec> parseLoraSpec(const std::string& text);
+
+// Checks before any work that an output can be created under this name: the name's length,
+// the folder (writable, a real filesystem: not /proc), by creating and removing the file itself.
+// The name must not exist (outputs are never overwritten).
+Result<void> probeOutputFile(const std::string& path);
+
+// A benchmark's Python side, tests/bench/NAME in a Vireo source tree: the one VIREO_SOURCE_DIR
+// names, else the working folder when it is one. Never a path compiled in: the installed
+// program must not run files from wherever it was built. Empty (and `why` set) when neither has it.
+std::string benchScript(const std::string& name, std::string* why);
+
 inline std::string lower(std::string_view text)
 {
     std::string out(text);

@@ -1,5 +1,6 @@
 #include "app/cli/ditcommands.h"
 
+#include "app/cli/args.h"
 #include "inference/models/ltx2/ltx2graphs.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2weights.h"
@@ -319,6 +320,10 @@ int runBenchDit(const std::vector<std::string>& args, const char* self)
         else
             return usage("bench dit: unexpected argument " + args[i]);
     }
-    const std::string command = "\"" + python + "\" \"" VIREO_SOURCE_DIR "/tests/bench/bench_dit.py\" \"" + self + "\"" + extra;
+    std::string missing;
+    const auto script = vireo::cli::benchScript("bench_dit.py", &missing);
+    if (script.empty())
+        return usage("bench dit: " + missing);
+    const std::string command = "\"" + python + "\" \"" + script + "\" \"" + self + "\"" + extra;
     return std::system(command.c_str()) == 0 ? 0 : 1;
 }

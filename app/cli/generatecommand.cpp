@@ -12,6 +12,7 @@
 #include "core/studio/studio.h"
 #include "core/util/logging.h"
 #include "inference/util/format.h"
+#include "inference/util/text.h"
 
 #include <QCoreApplication>
 #include <QEventLoop>
@@ -41,17 +42,26 @@ extern "C" void onInterrupt(int)
     g_interrupted = true;
 }
 
-int usage(const std::string& message)
+std::string knownDevices()
 {
-    std::fprintf(stderr, "vireo-cli generate: %s\n"
-        "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4|FILE.png\n"
+    std::string out;
+    for (const auto& id : vireo::capability::knownDeviceIds())
+        out += (out.empty() ? "" : ", ") + id;
+    return out;
+}
+
+} // namespace
+
+std::string generateHelp()
+{
+    const std::string text = "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4|FILE.png\n"
         "         [--negative TEXT] [--frames N] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
         "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
         "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] [--clip-from-end] ...]\n"
         "         [--stages auto|single|two] [--two-stage]\n"
-        "         [--upsampler FILE]\n"
+        "         [--upsampler FILE] [--dry-run [--plan-for DEVICE]]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
         "  Video models (LTX-2) write FILE.mp4; image models (an Ideogram-4 folder) write FILE.png and take\n"
         "  --width, --height (multiples of 16), --steps, --guidance and --seed (48 steps at 45 x 7.0 then 3 x 3.0 unless given)\n"
@@ -64,8 +74,57 @@ int usage(const std::string& message)
         "  --clip-from-end: at frame 0 the video extends the clip); --image-frame and --image-strength after it are its own.\n"
         "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
         "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow\n"
-        "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n", message.c_str());
+        "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n"
+        "  --dry-run prints the memory plan and the path each component takes on the device (the dtype, FP8 or\n"
+        "  dequantized GEMMs, the attention) and loads nothing; --out is then optional. --plan-for DEVICE plans for\n"
+        "  another GPU instead of this machine's (%s)\n";
+    const auto at = text.find("%s");
+    return text.substr(0, at) + knownDevices() + text.substr(at + 2);
+}
+
+namespace {
+
+int usage(const std::string& message)
+{
+    std::fprintf(stderr, "vireo-cli generate: %s\n%s", vireo::terminalSafe(message).c_str(), generateHelp().c_str());
     return 2;
+}
+
+// The memory plan and the capability gate's paths, as --dry-run prints them (and, shorter,
+// every run before it loads).
+void printPlan(const vireo::facade::MemoryPlan& plan, bool full)
+{
+    if (full) {
+        std::printf("device: %s\n", plan.deviceName.c_str());
+        std::printf("plan: %s\n", plan.explanation.c_str());
+        for (const auto& c : plan.components)
+            std::printf("  %-22s %10s in memory (%s on disk), %s\n", c.name.c_str(), vireo::humanBytes(c.bytes).c_str(),
+                vireo::humanBytes(c.storedBytes).c_str(), c.where.c_str());
+        std::printf("compute: %s%s%s\n", plan.dtype.c_str(), plan.dtypeReason.empty() ? "" : ": ", plan.dtypeReason.c_str());
+        for (const auto& p : plan.paths)
+            std::printf("  %-22s %s%s%s\n", p.component.c_str(), p.path.c_str(), p.reason.empty() ? "" : " (", p.reason.empty() ? "" : (p.reason + ")").c_str());
+        if (!plan.attentionPath.empty())
+            std::printf("  %-22s %s (%s)\n", "self-attention", plan.attentionPath.c_str(), plan.attentionReason.c_str());
+        std::printf("fits: %s\n", plan.fits ? "yes" : "no");
+    } else {
+        std::printf("paths: %s\n", plan.pathsText.c_str());
+    }
+    for (const auto& w : plan.pathWarnings)
+        std::printf("warning: %s\n", w.c_str());
+}
+
+nlohmann::json planJson(const vireo::facade::MemoryPlan& plan)
+{
+    nlohmann::json components = nlohmann::json::array(), paths = nlohmann::json::array();
+    for (const auto& c : plan.components)
+        components.push_back({{"name", c.name}, {"bytes", c.bytes}, {"stored_bytes", c.storedBytes}, {"where", c.where}});
+    for (const auto& p : plan.paths)
+        paths.push_back({{"component", p.component}, {"path", p.path}, {"reason", p.reason}});
+    return {{"device", plan.device}, {"device_name", plan.deviceName}, {"dtype", plan.dtype}, {"dtype_reason", plan.dtypeReason},
+        {"placement", std::string(vireo::facade::placementName(plan.placement))}, {"fits", plan.fits},
+        {"device_peak_bytes", plan.devicePeakBytes}, {"host_peak_bytes", plan.hostPeakBytes}, {"shortfall_bytes", plan.shortfallBytes},
+        {"explanation", plan.explanation}, {"components", components}, {"paths", paths}, {"attention", plan.attentionPath},
+        {"attention_reason", plan.attentionReason}, {"path_warnings", plan.pathWarnings}, {"paths_text", plan.pathsText}};
 }
 
 std::string versionOf(const std::vector<std::filesystem::path>& paths)
@@ -73,7 +132,7 @@ std::string versionOf(const std::vector<std::filesystem::path>& paths)
     // Cheap: the memory plan reads headers only and says the version.
     vireo::facade::LoadPlan p;
     p.modelPaths = paths;
-    auto plan = vireo::facade::Generator::planMemory(p, {64, 64, 9, false}, vireo::facade::MemoryBudget{0, 0, 1ll << 50});
+    auto plan = vireo::facade::Generator::planMemory(p, {64, 64, 9, false}, vireo::facade::MemoryBudget{0, 0, 1ll << 50, std::nullopt});
     return plan ? plan->version : std::string();
 }
 
@@ -88,7 +147,8 @@ int runGenerate(const std::vector<std::string>& args)
     std::optional<std::int64_t> width, height, frames, seed;
     std::optional<double> fps, guidance, audioGuidance, rescale;
     std::optional<int> steps;
-    bool asJson = false, force = false, recordInGallery = true, speedGiven = false, stagesGiven = false;
+    bool asJson = false, force = false, recordInGallery = true, speedGiven = false, stagesGiven = false, dryRun = false;
+    std::optional<vireo::capability::DeviceCaps> planFor;
     int repeat = 1;
     std::vector<vireo::runtime::ConditionFile> conditions;
     for (std::size_t i = 0; i < args.size(); ++i) {
@@ -103,6 +163,10 @@ int runGenerate(const std::vector<std::string>& args)
         }
         if (a == "--force") {
             force = true;
+            continue;
+        }
+        if (a == "--dry-run") {
+            dryRun = true;
             continue;
         }
         if (a == "--two-stage") {
@@ -180,6 +244,10 @@ int runGenerate(const std::vector<std::string>& args)
                 return usage("--stages is auto, single or two");
             req.stages = st;
             stagesGiven = true;
+        } else if (a == "--plan-for") {
+            planFor = vireo::capability::knownDevice(vireo::cli::lower(v));
+            if (!planFor)
+                return usage("--plan-for: '" + v + "' is not a known device (" + knownDevices() + ")");
         } else if (a == "--upsampler")
             load.spatialUpsamplerPath = v;
         else if (a == "--text-encoder")
@@ -191,15 +259,10 @@ int runGenerate(const std::vector<std::string>& args)
         else if (a == "--out")
             out = v;
         else if (a == "--lora") {
-            // FILE or FILE:STRENGTH; a path may itself hold ':' so only a trailing number splits.
-            vireo::facade::LoraRequest l{v, 1.0};
-            if (const auto colon = v.rfind(':'); colon != std::string::npos && colon + 1 < v.size()) {
-                if (auto n = parseNumber<double>(v.substr(colon + 1), -100, 100)) {
-                    l.path = v.substr(0, colon);
-                    l.strength = *n;
-                }
-            }
-            req.loras.push_back(std::move(l));
+            auto spec = vireo::cli::parseLoraSpec(v);
+            if (!spec)
+                return usage(spec.error().message);
+            req.loras.push_back({spec->path, spec->strength});
         }
         else if (a == "--frames")
             frames = integer(1, 1025);
@@ -248,6 +311,10 @@ int runGenerate(const std::vector<std::string>& args)
         if (!error.empty())
             return usage(error);
     }
+    if (planFor && !dryRun)
+        return usage("--plan-for plans for another device: it goes with --dry-run");
+    if (dryRun && out.empty())
+        out = "dry-run.mp4";
     if (load.modelPaths.empty() || req.prompt.empty() || out.empty())
         return usage("--model, --prompt and --out are required");
     // Everything that can be checked is checked before a byte of weights is read.
@@ -301,27 +368,34 @@ int runGenerate(const std::vector<std::string>& args)
             return usage("--width and --height must be multiples of 16 for Ideogram-4");
     }
     struct stat st {};
-    if (::lstat(out.c_str(), &st) == 0) {
-        std::fprintf(stderr, "vireo-cli: %s exists; choose another name (outputs are never overwritten)\n", out.c_str());
+    if (!dryRun && ::lstat(out.c_str(), &st) == 0) {
+        std::fprintf(stderr, "vireo-cli: %s exists; choose another name (outputs are never overwritten)\n", vireo::terminalSafe(out).c_str());
         return 1;
     }
     const auto folder = std::filesystem::path(out).parent_path().empty() ? std::filesystem::path(".") : std::filesystem::path(out).parent_path();
-    if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (!dryRun && (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
         std::fprintf(stderr, "vireo-cli: %s: the output folder does not exist\n", folder.c_str());
         return 1;
     }
-    if (::access(folder.c_str(), W_OK) != 0) {
+    if (!dryRun && ::access(folder.c_str(), W_OK) != 0) {
         std::fprintf(stderr, "vireo-cli: %s: the output folder is not writable\n", folder.c_str());
         return 1;
     }
+    // The output is created (and removed) now: a name too long, a folder that takes no files
+    // (/proc, read-only media) fail here, not after the whole generation.
+    if (!dryRun)
+        if (auto probed = vireo::cli::probeOutputFile(out); !probed) {
+            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(probed.error().message).c_str());
+            return 1;
+        }
     for (const auto& p : load.modelPaths)
         if (::stat(p.c_str(), &st) != 0) {
-            std::fprintf(stderr, "vireo-cli: %s: no such file or folder\n", p.c_str());
+            std::fprintf(stderr, "vireo-cli: %s: no such file or folder\n", vireo::terminalSafe(p.string()).c_str());
             return 1;
         }
     for (const auto& l : req.loras)
-        if (::stat(l.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-            std::fprintf(stderr, "vireo-cli: %s: no such LoRA file\n", l.path.c_str());
+        if (const auto why = vireo::cli::notARegularFile(l.path.string(), "LoRA"); !why.empty()) {
+            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
             return 1;
         }
     if (load.spatialUpsamplerPath && ::stat(load.spatialUpsamplerPath->c_str(), &st) != 0) {
@@ -329,8 +403,8 @@ int runGenerate(const std::vector<std::string>& args)
         return 1;
     }
     for (const auto& c : conditions)
-        if (::stat(c.path.toUtf8().constData(), &st) != 0 || !S_ISREG(st.st_mode)) {
-            std::fprintf(stderr, "vireo-cli: %s: no such %s file\n", c.path.toUtf8().constData(), c.clipFrames > 0 ? "video" : "image");
+        if (const auto why = vireo::cli::notARegularFile(c.path.toStdString(), c.clipFrames > 0 ? "video" : "image"); !why.empty()) {
+            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
             return 1;
         }
 
@@ -407,6 +481,34 @@ int runGenerate(const std::vector<std::string>& args)
     if (!asJson)
         for (const auto& note : defaults->notApplied)
             std::fprintf(stderr, "vireo-cli: note: %s\n", note.c_str());
+
+    // The plan before anything loads: what fits where, and the path each component takes on
+    // this device (or, with --plan-for, on another).
+    {
+        std::optional<vireo::facade::MemoryBudget> budget;
+        if (planFor) {
+            budget = vireo::facade::measureBudget("cpu");
+            budget->deviceCaps = planFor;
+            budget->deviceFreeBytes = budget->deviceTotalBytes = planFor->totalBytes;
+        }
+        const vireo::facade::SizeRequest size{base.width, base.height, base.frames, !image && base.guidance > 1.0};
+        auto plan = vireo::facade::Generator::planMemory(load, size, budget);
+        if (!plan) {
+            std::fprintf(stderr, "vireo-cli: %s\n", plan.error().message.c_str());
+            return 1;
+        }
+        if (dryRun) {
+            if (asJson)
+                std::printf("%s\n", planJson(*plan).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+            else
+                printPlan(*plan, true);
+            return 0;
+        }
+        if (!asJson) {
+            printPlan(*plan, false);
+            std::fflush(stdout);
+        }
+    }
 
     vireo::runtime::Engine::Options options;
     options.device = QString::fromStdString(load.device);
@@ -536,7 +638,7 @@ int runGenerate(const std::vector<std::string>& args)
             {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
             {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
             {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs},
-            {"paths", last->recipe.paths},
+            {"paths", last->recipe.paths}, {"planned_paths", last->recipe.plannedPaths}, {"path_warnings", last->recipe.pathWarnings},
             {"kind", last->recipe.kind},
             {"width", last->recipe.width}, {"height", last->recipe.height}, {"stages", last->recipe.stages},
             {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
@@ -549,6 +651,8 @@ int runGenerate(const std::vector<std::string>& args)
             last->recipe.stepsSkipped, last->recipe.steps);
     if (!last->recipe.paths.empty())
         std::printf("compute: %s\n", last->recipe.paths.c_str());
+    for (const auto& w : last->recipe.pathWarnings)
+        std::printf("warning: %s\n", w.c_str());
     if (!last->recipe.cudaGraphs.empty())
         std::printf("CUDA graphs: %s\n", last->recipe.cudaGraphs.c_str());
     if (image)

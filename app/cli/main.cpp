@@ -3,6 +3,7 @@
 #include "app/cli/args.h"
 #include "app/cli/ditcommands.h"
 #include "app/cli/loracommands.h"
+#include "base/envswitch.h"
 #ifdef VIREO_HAS_CORE
 #include <QCoreApplication>
 
@@ -27,6 +28,7 @@
 #include "app/cli/hubcommands.h"
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -115,11 +117,18 @@ rules: --revision R, --include GLOB, --exclude GLOB, --diffusers [--component NA
 
 PATH may be a .safetensors or .gguf file, a *.safetensors.index.json, a diffusers
 folder (model_index.json), a Hugging Face cache folder (models--org--name) or a snapshot.
+
+environment switches (1/0, true/false, on/off, yes/no; anything else is refused):
 )";
+
+std::string usage()
+{
+    return kUsage + vireo::env::helpText();
+}
 
 int usageError(const std::string& message)
 {
-    std::fprintf(stderr, "vireo-cli: %s\n\n%s", vireo::terminalSafe(message).c_str(), kUsage);
+    std::fprintf(stderr, "vireo-cli: %s\n\n%s", vireo::terminalSafe(message).c_str(), usage().c_str());
     return 2;
 }
 
@@ -211,7 +220,8 @@ int runTensor(const std::vector<std::string>& args)
 int runBenchDequant(const std::vector<std::string>& args)
 {
     vireo::bench::DequantBenchOptions options;
-    options.referenceScript = VIREO_SOURCE_DIR "/tests/bench/dequant_reference.py";
+    std::string missing;
+    options.referenceScript = vireo::cli::benchScript("dequant_reference.py", &missing);
     bool asJson = false;
     for (std::size_t i = 1; i < args.size(); ++i) {
         if (args[i] == "--python" && i + 1 < args.size())
@@ -227,6 +237,8 @@ int runBenchDequant(const std::vector<std::string>& args)
         else
             return usageError("bench dequant: unexpected argument " + args[i]);
     }
+    if (options.referenceScript.empty())
+        return usageError("bench dequant: " + missing + " (or give --reference SCRIPT)");
     auto r = vireo::bench::benchDequant(options);
     if (!r)
         return fail(r.error());
@@ -250,7 +262,11 @@ int runBenchDownload(const std::vector<std::string>& args, const char* self)
         else
             return usageError("bench download: unexpected argument " + args[i]);
     }
-    const std::string command = "\"" + python + "\" \"" VIREO_SOURCE_DIR "/tests/bench/bench_download.py\" \"" + self + "\"" + extra;
+    std::string missing;
+    const auto script = vireo::cli::benchScript("bench_download.py", &missing);
+    if (script.empty())
+        return usageError("bench download: " + missing);
+    const std::string command = "\"" + python + "\" \"" + script + "\" \"" + self + "\"" + extra;
     return std::system(command.c_str()) == 0 ? 0 : 1;
 }
 
@@ -434,7 +450,11 @@ int runBench(const std::vector<std::string>& args, const char* self)
             else
                 extra += " \"" + args[i] + "\"";
         }
-        const std::string command = "\"" + python + "\" \"" VIREO_SOURCE_DIR "/tests/bench/bench_gpu.py\" \"" + std::string(self) + "\"" + extra;
+        std::string missing;
+        const auto script = vireo::cli::benchScript("bench_gpu.py", &missing);
+        if (script.empty())
+            return usageError("bench gpu: " + missing);
+        const std::string command = "\"" + python + "\" \"" + script + "\" \"" + std::string(self) + "\"" + extra;
         return std::system(command.c_str()) == 0 ? 0 : 1;
     }
     if (!args.empty() && args[0] == "dequant")
@@ -457,7 +477,11 @@ int runBench(const std::vector<std::string>& args, const char* self)
             else
                 return usageError("bench generate: unexpected argument " + args[i]);
         }
-        const std::string command = "\"" + python + "\" \"" VIREO_SOURCE_DIR "/tests/bench/" + script + "\" \"" + std::string(self) + "\"" + extra;
+        std::string missing;
+        const auto path = vireo::cli::benchScript(script, &missing);
+        if (path.empty())
+            return usageError("bench generate: " + missing);
+        const std::string command = "\"" + python + "\" \"" + path + "\" \"" + std::string(self) + "\"" + extra;
         return std::system(command.c_str()) == 0 ? 0 : 1;
     }
     if (args.empty() || args[0] != "read")
@@ -505,8 +529,42 @@ int runBench(const std::vector<std::string>& args, const char* self)
     return 0;
 }
 
+// The usage lines of one command (every entry of kUsage that starts with its name, with the
+// lines that continue it); empty for a command kUsage does not list.
+std::string commandHelp(const std::string& command)
+{
+#ifdef VIREO_HAS_CORE
+    if (command == "generate")
+        return generateHelp();
+#endif
+    std::string out;
+    bool inEntry = false;
+    const std::string text = kUsage;
+    for (std::size_t at = 0; at < text.size();) {
+        const auto end = text.find('\n', at);
+        const std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        at = end == std::string::npos ? text.size() : end + 1;
+        const bool entryStart = line.size() > 2 && line[0] == ' ' && line[1] == ' ' && line[2] != ' ';
+        if (entryStart)
+            inEntry = line.compare(2, command.size(), command) == 0 && (line.size() == 2 + command.size() || line[2 + command.size()] == ' ');
+        else if (line.empty() || line[0] != ' ')
+            inEntry = false;
+        if (inEntry)
+            out += line + "\n";
+    }
+    return out.empty() ? out : "usage: vireo-cli " + command + " ...\n" + out;
+}
+
 int runCommand(const std::string& command, std::vector<std::string>& args, const char* self)
 {
+    // --help anywhere after a command is that command's help, never an error.
+    if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+        const auto help = commandHelp(command);
+        if (help.empty())
+            return usageError("unknown command '" + command + "'");
+        std::fputs(help.c_str(), stdout);
+        return 0;
+    }
     if (command == "inspect")
         return runInspect(args);
     if (command == "bench")
@@ -557,8 +615,14 @@ int main(int argc, char** argv)
 #endif
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
-        std::fputs(kUsage, args.empty() ? stderr : stdout);
+        std::fputs(usage().c_str(), args.empty() ? stderr : stdout);
         return args.empty() ? 2 : 0;
+    }
+    // A switch set to something it cannot mean stops every command before it starts.
+    if (const auto bad = vireo::env::problems(); !bad.empty()) {
+        for (const auto& problem : bad)
+            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(problem).c_str());
+        return 2;
     }
     const std::string command = args[0];
     args.erase(args.begin());

@@ -1,4 +1,5 @@
 // vireo: the studio window. Wires logging, theme and the main window; nothing else.
+#include "base/envswitch.h"
 #include "core/util/logging.h"
 #include "inference/util/heap.h"
 #include "ui/mainwindow.h"
@@ -67,6 +68,16 @@ int main(int argc, char** argv)
     parser.addPositionalArgument(QStringLiteral("model"), QStringLiteral("A model file or folder to open on the Models page"),
         QStringLiteral("[model]"));
     parser.process(app);
+    if (const auto bad = vireo::env::problems(); !bad.empty()) {
+        QStringList lines;
+        for (const auto& problem : bad) {
+            std::fprintf(stderr, "vireo: %s\n", problem.c_str());
+            lines << QString::fromStdString(problem);
+        }
+        QMessageBox::critical(nullptr, QStringLiteral("Vireo Studio"),
+            QStringLiteral("Vireo Studio cannot start:\n\n%1").arg(lines.join(QLatin1Char('\n'))));
+        return 2;
+    }
 
     const QString logs = vireo::core::initLogging(QStringLiteral("vireo"));
     spdlog::info("Vireo Studio {} starting; logs in {}", VIREO_VERSION, logs.toStdString());

@@ -4,7 +4,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "inference/util/text.h"
+
 #include <QBuffer>
+
+#include <algorithm>
+#include <dirent.h>
+#include <string_view>
+#include <sys/stat.h>
 #include <QDir>
 #include <QDirIterator>
 #include <QRegularExpression>
@@ -63,6 +70,12 @@ const char* kMigrateV1toV2[] = {
     "CREATE INDEX outputs_model ON outputs(model)",
 };
 
+// What the index keeps of a recipe from a file: its prompt for the list and search, and the
+// recipe whole up to a size no real recipe reaches.
+constexpr std::size_t kListedPromptBytes = 4096;
+constexpr std::size_t kStoredPromptBytes = 32768;
+constexpr std::size_t kStoredRecipeBytes = 256 * 1024;
+
 struct Fields {
     QString kind = QStringLiteral("video");
     int width = 0, height = 0, frames = 0;
@@ -81,11 +94,25 @@ Fields fieldsFrom(const output::Recipe& r)
     f.fps = r.fps;
     f.duration = r.fps > 0 && r.frames > 0 ? static_cast<double>(r.frames) / r.fps : 0;
     f.seed = r.seed;
-    f.prompt = QString::fromStdString(r.prompt);
+    // The list shows and searches the start of a prompt; a model reads at most about a thousand
+    // tokens of it. A megabyte "prompt" from a file anyone made stays in that file.
+    f.prompt = QString::fromStdString(output::truncatedUtf8(r.prompt, kListedPromptBytes));
     f.model = QString::fromStdString(!r.modelTitle.empty() ? r.modelTitle : r.modelVersion.empty() ? r.pipeline : "LTX-" + r.modelVersion);
     f.family = QString::fromStdString(r.family);
     f.variant = QString::fromStdString(r.variant);
-    f.recipe = QString::fromStdString(r.toJson());
+    auto json = r.toJson();
+    if (json.size() > kStoredRecipeBytes) {
+        // Kept in the index with its prompts cut (Generate again reads a recipe this size back
+        // from the file itself); the rest of the recipe is what the detail view shows.
+        auto bounded = r;
+        bounded.prompt = output::truncatedUtf8(r.prompt, kStoredPromptBytes);
+        bounded.negativePrompt = output::truncatedUtf8(r.negativePrompt, kStoredPromptBytes);
+        bounded.extraJson = "{}";
+        json = bounded.toJson();
+        if (json.size() > kStoredRecipeBytes)
+            json.clear();
+    }
+    f.recipe = QString::fromStdString(json);
     f.seconds = QString::fromStdString(nlohmann::json(r.secondsPerPhase).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return f;
 }
@@ -143,6 +170,12 @@ Result<std::unique_ptr<GalleryStore>> GalleryStore::open(const QString& file)
     if (!QSqlDatabase::isDriverAvailable(QStringLiteral("QSQLITE")))
         return makeError(ErrorCode::Unsupported, "Qt's SQLite driver is missing (install libqt6sql6-sqlite)");
     QDir().mkpath(QFileInfo(file).absolutePath());
+    // The database and its journals are written in place: never through a link someone put
+    // there, which could point at any file of the user's.
+    for (const QString& name : QStringList{file, file + QStringLiteral("-wal"), file + QStringLiteral("-shm")})
+        if (QFileInfo(name).isSymLink())
+            return makeError(ErrorCode::PermissionDenied, name.toStdString() + " is a symbolic link; the gallery is not written through "
+                    "links (remove it, or put the real database there)");
     std::unique_ptr<GalleryStore> store(new GalleryStore);
     store->m_file = file;
     store->m_connection = QStringLiteral("gallery-") + QUuid::createUuid().toString(QUuid::WithoutBraces);
@@ -249,9 +282,12 @@ Result<qint64> GalleryStore::add(const QString& pathIn, const std::optional<outp
             f.height = reader.size().height();
         }
     }
-    const qint64 created = recipe && !recipe->created.empty()
+    qint64 created = recipe && !recipe->created.empty()
         ? QDateTime::fromString(QString::fromStdString(recipe->created), Qt::ISODate).toSecsSinceEpoch()
         : info.lastModified().toSecsSinceEpoch();
+    // A date in the future (9999, a wrong clock) would sort first forever: the file's own time.
+    if (created > QDateTime::currentSecsSinceEpoch() + 86400)
+        created = std::min(info.lastModified().toSecsSinceEpoch(), QDateTime::currentSecsSinceEpoch());
     QSqlQuery q(QSqlDatabase::database(m_connection));
     q.prepare(QStringLiteral(
         "INSERT INTO outputs (path, kind, created_unix, prompt, model, recipe, width, height, frames, fps, duration, seed, family, "
@@ -277,10 +313,56 @@ Result<qint64> GalleryStore::add(const QString& pathIn, const std::optional<outp
     return id.value(0).toLongLong();
 }
 
+namespace {
+
+bool validUtf8(const char* name)
+{
+    const std::string_view s(name);
+    for (std::size_t i = 0; i < s.size();) {
+        const auto n = utf8SequenceLength(s, i);
+        if (n == 0)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
+// Names under `folder` that are not UTF-8: Qt's directory listing leaves them out without a
+// word (it cannot name them), so they are found with the system's own listing, as far down
+// as outputs are looked for, and said.
+void undecodableNames(const std::string& folder, int depth, std::vector<std::string>& out)
+{
+    DIR* dir = ::opendir(folder.c_str());
+    if (!dir)
+        return;
+    while (const dirent* e = ::readdir(dir)) {
+        const std::string name = e->d_name;
+        if (name == "." || name == ".." || name.front() == '.' || out.size() >= 100)
+            continue;
+        const std::string path = folder + "/" + name;
+        if (!validUtf8(e->d_name)) {
+            out.push_back(path);
+            continue;
+        }
+        struct stat st {};
+        if (depth > 0 && ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+            undecodableNames(path, depth - 1, out);
+    }
+    ::closedir(dir);
+}
+
+} // namespace
+
 Result<qint64> GalleryStore::import(const QString& path)
 {
-    if (!QFileInfo(path).isFile())
+    if (!QFileInfo(path).isFile()) {
+        // A name that is not UTF-8 comes out of the folder listing with replacement characters,
+        // under which no file exists.
+        if (path.contains(QChar::ReplacementCharacter))
+            return makeError(ErrorCode::InvalidArgument, path.toStdString() + ": its name is not valid UTF-8 (shown with \xEF\xBF\xBD), "
+                    "so it cannot be opened by name; rename it (convmv or a file manager) and it is listed");
         return makeError(ErrorCode::NotFound, path.toStdString() + ": not a file");
+    }
     QString problem;
     const auto recipe = readEmbeddedRecipe(path, &problem);
     auto id = add(path, recipe);
@@ -329,6 +411,13 @@ Result<int> GalleryStore::rescan(const QString& folder)
             ++failed;
         }
     }
+    std::vector<std::string> undecodable;
+    undecodableNames(QFile::encodeName(root).toStdString(), 4, undecodable);
+    if (!undecodable.empty() && failed == 0) {
+        firstError = makeError(ErrorCode::InvalidArgument, terminalSafe(undecodable.front()) + ": its name is not valid UTF-8, so it "
+                "cannot be listed; rename it (convmv, or a file manager) and it is");
+    }
+    failed += static_cast<int>(undecodable.size());
     if (failed > 0)
         return makeError(firstError.code, std::to_string(failed) + (failed == 1 ? " file" : " files") + " could not be listed (" + std::to_string(added)
                 + " were): " + firstError.message);

@@ -180,9 +180,21 @@ HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, cons
     if (!all)
         return all.error();
     for (const auto& f : *all)
-        if (!HfCache::isSafeRepoPath(f.path))
-            return HubError{HubErrorKind::Unsafe, 0, repo + ": the Hub lists a file named '" + terminalSafe(f.path)
-                    + "', which would leave the cache; refusing the plan"};
+        if (!HfCache::isSafeRepoPath(f.path)) {
+            // Said before a byte moves: a name no filesystem takes would fail only when the
+            // finished download is linked into its snapshot.
+            bool tooLong = f.path.size() > HfCache::kMaxRepoPathBytes;
+            for (std::size_t start = 0, end = 0; !tooLong && start <= f.path.size(); start = end + 1) {
+                end = f.path.find('/', start);
+                if (end == std::string::npos)
+                    end = f.path.size();
+                tooLong = end - start > HfCache::kMaxNameBytes;
+            }
+            return HubError{HubErrorKind::Unsafe, 0, shownName(repo) + ": the Hub lists a file named '" + shownName(f.path) + "', "
+                    + (tooLong ? "a name longer than a filesystem takes (255 bytes a part, " + std::to_string(HfCache::kMaxRepoPathBytes)
+                                     + " in all); refusing the plan"
+                               : std::string("which would leave the cache; refusing the plan"))};
+        }
 
     std::set<std::string> chosen;
     if (rule.mode == PlanRule::Mode::Diffusers) {

@@ -1,6 +1,7 @@
 #include "core/hub/hfcache.h"
 
 #include "core/hub/digest.h"
+#include "inference/util/text.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -36,7 +37,9 @@ bool isEtag(const std::string& s)
 
 bool isSafeName(const std::string& s)
 {
-    if (s.empty() || s == "." || s == "..")
+    // 255 bytes is the longest name Linux filesystems take: a longer one would pass every check
+    // and fail only when the finished download is linked into the snapshot.
+    if (s.empty() || s == "." || s == ".." || s.size() > HfCache::kMaxNameBytes)
         return false;
     for (unsigned char c : s)
         if (c < 0x20 || c == 0x7F || c == '/' || c == '\\')
@@ -117,7 +120,7 @@ HubResult<std::string> HfCache::repoFolderName(const std::string& repo)
 
 bool HfCache::isSafeRepoPath(const std::string& path)
 {
-    if (path.empty() || path.front() == '/' || path.size() > 4096)
+    if (path.empty() || path.front() == '/' || path.size() > HfCache::kMaxRepoPathBytes)
         return false;
     std::size_t start = 0;
     while (start <= path.size()) {
@@ -143,7 +146,7 @@ HubResult<std::filesystem::path> HfCache::repoDir(const std::string& repo) const
 HubResult<std::filesystem::path> HfCache::blobPath(const std::string& repo, const std::string& etag) const
 {
     if (!isEtag(etag))
-        return unsafe("blob name '" + etag + "'");
+        return unsafe("blob name '" + shownName(etag) + "'");
     auto dir = repoDir(repo);
     if (!dir)
         return dir.error();
@@ -154,9 +157,9 @@ HubResult<std::filesystem::path> HfCache::snapshotPath(const std::string& repo, 
                                                        const std::string& path) const
 {
     if (!isHex(commit, 40))
-        return unsafe("commit '" + commit + "'");
+        return unsafe("commit '" + shownName(commit) + "'");
     if (!isSafeRepoPath(path))
-        return unsafe(repo + ": file path '" + path + "'");
+        return unsafe(shownName(repo) + ": file path '" + shownName(path) + "'");
     auto dir = repoDir(repo);
     if (!dir)
         return dir.error();
@@ -282,7 +285,7 @@ HubResult<void> HfCache::writeRef(const std::string& repo, const std::string& re
     if (isHex(revision, 40))
         return {}; // a commit needs no ref
     if (!isHfRefName(revision) || !isHex(commit, 40))
-        return unsafe("ref '" + revision + "'");
+        return unsafe("ref '" + shownName(revision) + "'");
     const auto folder = repoFolderName(repo);
     if (!folder)
         return folder.error();

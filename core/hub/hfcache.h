@@ -32,6 +32,10 @@ public:
     static HubResult<std::string> repoFolderName(const std::string& repo);
     // A repo path from the Hub must stay inside its snapshot: no absolute paths, "..",
     // backslashes, empty segments or control characters.
+    // Longest name of one path component, and of a whole path in a repo, the cache takes: a
+    // filesystem's limit, and PATH_MAX less the cache's own folders.
+    static constexpr std::size_t kMaxNameBytes = 255;
+    static constexpr std::size_t kMaxRepoPathBytes = 1024;
     static bool isSafeRepoPath(const std::string& path);
     static bool isHfRefName(const std::string& revision);
 

@@ -70,6 +70,9 @@ std::string origin(const std::string& url)
     return scheme + "://" + authority;
 }
 
+constexpr std::size_t kMaxHeaderLine = 64 * 1024;
+constexpr std::size_t kMaxHeaderBytes = 256 * 1024;
+
 struct Transfer {
     CURL* curl;
     HubClient::Response* response;
@@ -80,12 +83,20 @@ struct Transfer {
     std::function<bool(const std::string& ip)> addressAllowed;
     bool sinkFailed = false;
     bool tooLarge = false;
+    std::size_t headerBytes = 0, headerTooLong = 0;
     bool checkedRange = false;
 };
 
 size_t onHeader(char* data, size_t size, size_t count, void* user)
 {
     auto* t = static_cast<Transfer*>(user);
+    // No Hub header is longer than a few KB: a line of hundreds is a broken or hostile server,
+    // and is refused before it is kept.
+    t->headerBytes += size * count;
+    if (size * count > kMaxHeaderLine || t->headerBytes > kMaxHeaderBytes) {
+        t->headerTooLong = size * count;
+        return 0;
+    }
     const std::string line(data, size * count);
     if (line.rfind("HTTP/", 0) == 0) {
         t->response->headers.clear(); // a new response (after a 100 Continue, say)
@@ -426,10 +437,20 @@ HubClient::Response HubClient::request(Method method, const std::string& url, co
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
     response.curlCode = static_cast<int>(code);
     if (code != CURLE_OK) {
+        // libcurl refuses a status or header line over 100 KB with CURLE_OUT_OF_MEMORY (and no
+        // other word): it is the server's doing, and said so.
+        const bool giantHeader = code == CURLE_OUT_OF_MEMORY
+            || (std::string_view(errorBuffer).find("header") != std::string_view::npos
+                && (code == CURLE_RECV_ERROR || code == CURLE_WEIRD_SERVER_REPLY));
         response.curlError = !response.refused.empty() ? response.refused
             : transfer.sinkFailed                      ? "local write failed"
             : transfer.tooLarge                        ? "answer larger than expected"
             : cancel && cancel->load()                 ? "cancelled"
+            : transfer.headerTooLong > 0               ? "the server sent a header line of " + std::to_string(transfer.headerTooLong)
+                                                           + " bytes (over " + std::to_string(kMaxHeaderLine / 1024)
+                                                           + " KB; a broken or hostile server)"
+            : giantHeader                              ? std::string("the server sent a status or header line over 100 KB, which libcurl "
+                                                                         "refuses (a broken or hostile server)")
             : errorBuffer[0]                           ? errorBuffer
                                                        : curl_easy_strerror(code);
     }
@@ -443,6 +464,8 @@ HubError HubClient::errorFor(const Response& r, const std::string& what) const
     const auto code = errorCode(r);
     if (!r.refused.empty())
         return {HubErrorKind::Unsafe, static_cast<int>(r.status), what + ": " + r.refused};
+    if (r.curlCode == CURLE_OUT_OF_MEMORY)
+        return {HubErrorKind::Protocol, static_cast<int>(r.status), what + ": " + r.curlError};
     if (r.status == 0)
         return {HubErrorKind::Network, 0, what + ": cannot reach " + m_options.endpoint + " (" + r.curlError
                 + (m_options.endpoint == HubClientOptions{}.endpoint
@@ -483,8 +506,12 @@ HubResult<HubClient::Response> HubClient::requestWithRetry(Method method, const 
         // A name that does not resolve will not resolve in a second either: fail fast. A
         // refused address or scheme will not change either.
         const bool unreachable = r.curlCode == CURLE_COULDNT_RESOLVE_HOST || r.curlCode == CURLE_COULDNT_RESOLVE_PROXY;
-        const bool transient = !unreachable && r.refused.empty()
-            && ((r.status == 0 && r.curlCode != CURLE_OK) || retryableStatus(r.status));
+        // An answer cut off after its status (a dropped connection) is retried like one never
+        // received; a header no client takes is not.
+        const bool refusedHeader = r.curlCode == CURLE_OUT_OF_MEMORY || r.curlCode == CURLE_WRITE_ERROR;
+        const bool transient = !unreachable && r.refused.empty() && !refusedHeader
+            && ((r.status == 0 && r.curlCode != CURLE_OK) || retryableStatus(r.status)
+                || (r.curlCode != CURLE_OK && r.status >= 200 && r.status < 400));
         if (!transient)
             break;
         if (attempt + 1 < m_options.maxAttempts) {
@@ -497,8 +524,10 @@ HubResult<HubClient::Response> HubClient::requestWithRetry(Method method, const 
             }
         }
     }
-    if (r.refused.empty() && r.status >= 200 && r.status < 400)
+    if (r.refused.empty() && r.curlCode == CURLE_OK && r.status >= 200 && r.status < 400)
         return r;
+    if (r.refused.empty() && r.curlCode != CURLE_OK && r.status >= 200 && r.status < 400)
+        return HubError{HubErrorKind::Network, static_cast<int>(r.status), what + ": the answer was cut off (" + r.curlError + ")"};
     return errorFor(r, what);
 }
 
@@ -557,7 +586,7 @@ HubResult<FileMetadata> HubClient::fileMetadata(const std::string& repo, const s
                                                 const std::atomic<bool>* cancel) const
 {
     std::string url = resolveUrl(repo, commit, path);
-    const std::string what = repo + ": " + terminalSafe(path);
+    const std::string what = repo + ": " + shownName(path);
     for (int hop = 0; hop < 5; ++hop) {
         auto r = requestWithRetry(Method::Head, url, what, cancel);
         if (!r)
@@ -618,7 +647,7 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
                                     std::uint64_t offset, std::uint64_t size, const Sink& sink,
                                     const std::atomic<bool>* cancel, const RetryNotice& onRetry) const
 {
-    const std::string what = repo + ": " + terminalSafe(path);
+    const std::string what = repo + ": " + shownName(path);
     if (m_options.offline)
         return HubError{HubErrorKind::Offline, 0, what + ": offline mode is on, nothing is fetched"};
     if (offset >= size)

@@ -1,4 +1,5 @@
 #include "core/hub/hubpaths.h"
+#include "base/envswitch.h"
 
 #include <QDir>
 #include <QProcessEnvironment>
@@ -18,8 +19,7 @@ QString expandUser(QString path)
 
 bool isTruthy(const QString& value)
 {
-    const auto v = value.trimmed().toUpper();
-    return v == QStringLiteral("1") || v == QStringLiteral("ON") || v == QStringLiteral("YES") || v == QStringLiteral("TRUE");
+    return env::parseFlag(value.toStdString()).value_or(false);
 }
 
 HubPaths HubPaths::fromEnvironment()

@@ -47,7 +47,7 @@ const std::set<std::string>& knownKeys()
     static const std::set<std::string> keys{"recipe_version", "app", "kind", "pipeline", "family", "variant", "model_version", "repo",
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
-        "steps_skipped", "cuda_graphs", "paths", "loras", "conditions", "stages", "stages_requested", "stages_reason", "seconds", "created"};
+        "steps_skipped", "cuda_graphs", "paths", "planned_paths", "path_warnings", "loras", "conditions", "stages", "stages_requested", "stages_reason", "seconds", "created"};
     return keys;
 }
 
@@ -172,11 +172,15 @@ std::string Recipe::toJson() const
         j["cuda_graphs"] = cudaGraphs;
     if (!paths.empty())
         j["paths"] = paths;
+    if (!plannedPaths.empty())
+        j["planned_paths"] = plannedPaths;
+    if (!pathWarnings.empty())
+        j["path_warnings"] = pathWarnings;
     j["loras"] = loras_;
     json conditions_ = json::array();
     for (const auto& c : conditions)
         conditions_.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
-            {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}});
+            {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}, {"copy_sha256", c.copySha256}, {"copy_frames", c.copyIsFrames}});
     j["conditions"] = conditions_;
     j["stages"] = stages;
     j["stages_requested"] = stagesRequested;
@@ -237,6 +241,7 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
     rd.get("steps_skipped", r.stepsSkipped);
     rd.get("cuda_graphs", r.cudaGraphs);
     rd.get("paths", r.paths);
+    rd.get("planned_paths", r.plannedPaths);
     rd.get("created", r.created);
     rd.get("stages", r.stages);
     rd.get("stages_requested", r.stagesRequested);
@@ -248,6 +253,15 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
             return nullptr;
         return &j.at(key);
     };
+    if (const auto* a = arrayOf("path_warnings")) {
+        if (!a->is_array())
+            return makeError(ErrorCode::InvalidFormat, "recipe field 'path_warnings' is not a list of texts");
+        for (const auto& v : *a) {
+            if (!v.is_string())
+                return makeError(ErrorCode::InvalidFormat, "recipe field 'path_warnings' is not a list of texts");
+            r.pathWarnings.push_back(v.get<std::string>());
+        }
+    }
     if (const auto* a = arrayOf("sigmas")) {
         if (!a->is_array())
             return makeError(ErrorCode::InvalidFormat, "recipe field 'sigmas' is not a list of numbers");
@@ -308,6 +322,8 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
             cr.get("crf", u.crf);
             cr.get("frames", u.frames);
             cr.get("from_end", u.fromEnd);
+            cr.get("copy_sha256", u.copySha256);
+            cr.get("copy_frames", u.copyIsFrames);
             if (!cr.error.empty())
                 return makeError(ErrorCode::InvalidFormat, "conditions: " + cr.error);
             r.conditions.push_back(std::move(u));

@@ -39,6 +39,10 @@ struct ConditionUse {
     int crf = 0;               // the H.264 round trip's CRF (stills); 0: none
     int frames = 1;            // 1: a still; a clip: its frame count
     bool fromEnd = false;      // a clip: its last `frames` frames (extending it), not its first
+    std::string copySha256;    // of the copy's bytes
+    // The copy holds the frames used (a clip's, at the output's size), not the source file: it
+    // is read from its start whatever `fromEnd` says.
+    bool copyIsFrames = false;
 };
 
 struct Recipe {
@@ -65,7 +69,9 @@ struct Recipe {
     std::string speed = "quality";   // quality | balanced | fast
     int stepsSkipped = 0;            // denoise steps the step cache served (balanced, fast)
     std::string cudaGraphs;          // what became of the denoise passes' CUDA graphs; empty on the CPU
-    std::string paths;               // what ran where: GEMM paths and the attention; empty in older recipes
+    std::string paths;               // what ran where, counted as it ran: GEMM paths and the attention; empty in older recipes
+    std::string plannedPaths;        // what the capability gate planned before loading (dtype and each component's path)
+    std::vector<std::string> pathWarnings;  // slower paths taken than planned, each with its count
     std::vector<LoraUse> loras;
     std::vector<ConditionUse> conditions;  // empty: text only
     std::string stages;              // the path that ran: "single" | "two"; empty for images and older recipes

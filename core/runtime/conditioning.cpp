@@ -129,9 +129,12 @@ Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int w
     const int frames = file.clipFrames > 0 ? file.clipFrames : 1;
     if (const auto problem = conditionProblem(file.frame, frames, file.strength, file.crf, outputFrames); !problem.empty())
         return makeError(ErrorCode::InvalidArgument, path.string() + ": " + problem);
-    if (file.clipFrames > 0)
-        return prepareConditionClip(path, width, height, file.frame, file.strength, file.clipFrames, file.clipFromEnd);
-    return prepareConditionImage(path, width, height, file.frame, file.strength, file.crf);
+    auto prepared = file.clipFrames > 0 ? prepareConditionClip(path, width, height, file.frame, file.strength, file.clipFrames, file.clipFromEnd)
+                                        : prepareConditionImage(path, width, height, file.frame, file.strength, file.crf);
+    if (prepared && !file.expectedSha256.empty() && prepared->sha256 != file.expectedSha256)
+        return makeError(ErrorCode::InvalidArgument, path.string() + " changed since the recipe was made (its SHA-256 differs): "
+                "choose it again to make a new video, or find the file the recipe names");
+    return prepared;
 }
 
 Result<QImage> conditionPreview(const QString& path, int maxSide)
@@ -194,29 +197,37 @@ Result<QString> saveFirstFrame(const QString& video, const QString& folder)
     return path;
 }
 
-Result<std::filesystem::path> copyConditionBeside(const std::filesystem::path& source, const std::filesystem::path& output, int index)
+namespace {
+
+// The file names beside an output, in order: "<stem>.cond<i><ext>", then "-2" .. "-20".
+std::filesystem::path keptName(const std::filesystem::path& folder, const std::string& stem, int attempt, const std::string& extension)
 {
-    auto sha = hashOf(source);
-    if (!sha)
-        return sha.error();
-    const auto folder = output.parent_path().empty() ? std::filesystem::path(".") : output.parent_path();
-    std::string extension = source.extension().string();
-    std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (extension.size() > 8 || extension.find_first_not_of(".abcdefghijklmnopqrstuvwxyz0123456789") != std::string::npos)
-        extension = ".img";
-    const auto stem = output.stem().string() + ".cond" + std::to_string(index);
-    // Written under a hidden temporary name (the gallery ignores those) and moved into place.
-    const auto temporary = folder / ("." + stem + ".part-" + std::to_string(::getpid()));
+    return folder / (stem + (attempt == 1 ? std::string() : "-" + std::to_string(attempt)) + extension);
+}
+
+// Free space for `bytes` more on the output's disk, beyond the margin a full disk needs to
+// stay usable.
+Result<void> roomFor(const std::filesystem::path& folder, std::int64_t bytes)
+{
+    constexpr std::int64_t kMargin = 256ll << 20;
     std::error_code ec;
-    std::filesystem::remove(temporary, ec);
-    if (!std::filesystem::copy_file(source, temporary, ec))
-        return makeError(ErrorCode::Io, temporary.string() + ": cannot copy " + source.string() + " here (" + ec.message() + ")");
-    if (output::fileSha256(temporary) != *sha) {
-        std::filesystem::remove(temporary, ec);
-        return makeError(ErrorCode::Io, source.string() + " changed while it was copied");
-    }
+    const auto space = std::filesystem::space(folder, ec);
+    if (ec)
+        return {};  // unknown: the write itself will say
+    if (static_cast<std::int64_t>(space.available) < bytes + kMargin)
+        return makeError(ErrorCode::Io, folder.string() + ": " + std::to_string(space.available >> 20) + " MiB free, "
+                + std::to_string((bytes + kMargin) >> 20) + " MiB needed to keep the condition beside the output");
+    return {};
+}
+
+// Moves a finished temporary file to the first free kept name (or to one that already holds
+// the same bytes).
+Result<std::filesystem::path> placeKept(const std::filesystem::path& temporary, const std::filesystem::path& folder, const std::string& stem,
+                                        const std::string& extension, const std::string& sha)
+{
+    std::error_code ec;
     for (int attempt = 1; attempt <= 20; ++attempt) {
-        const auto target = folder / (stem + (attempt == 1 ? std::string() : "-" + std::to_string(attempt)) + extension);
+        const auto target = keptName(folder, stem, attempt, extension);
         const int e = media::moveWithoutReplacing(temporary, target);
         if (e == 0)
             return target;
@@ -224,13 +235,90 @@ Result<std::filesystem::path> copyConditionBeside(const std::filesystem::path& s
             std::filesystem::remove(temporary, ec);
             return makeError(ErrorCode::Io, target.string() + ": " + std::strerror(e));
         }
-        if (output::fileSha256(target) == *sha) {
+        if (output::fileSha256(target) == sha) {
             std::filesystem::remove(temporary, ec);
             return target;
         }
     }
     std::filesystem::remove(temporary, ec);
-    return makeError(ErrorCode::Io, (folder / (stem + extension)).string() + " and 19 other names are taken");
+    return makeError(ErrorCode::Io, keptName(folder, stem, 1, extension).string() + " and 19 other names are taken");
+}
+
+} // namespace
+
+Result<KeptCondition> copyConditionBeside(const std::filesystem::path& source, const std::string& sha256, const std::filesystem::path& output,
+                                          int index)
+{
+    const auto folder = output.parent_path().empty() ? std::filesystem::path(".") : output.parent_path();
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(source, ec);
+    if (ec)
+        return makeError(ErrorCode::Io, source.string() + ": cannot be read (" + ec.message() + ")");
+    if (size > static_cast<std::uintmax_t>(media::kMaxImageFileBytes))
+        return makeError(ErrorCode::InvalidArgument, source.string() + ": larger than a still may be; not copied");
+    if (auto room = roomFor(folder, static_cast<std::int64_t>(size)); !room)
+        return room.error();
+    std::string extension = source.extension().string();
+    std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (extension.size() > 8 || extension.find_first_not_of(".abcdefghijklmnopqrstuvwxyz0123456789") != std::string::npos)
+        extension = ".img";
+    const auto stem = output.stem().string() + ".cond" + std::to_string(index);
+    // Written under a hidden temporary name (the gallery ignores those) and moved into place.
+    const auto temporary = folder / ("." + stem + ".part-" + std::to_string(::getpid()));
+    std::filesystem::remove(temporary, ec);
+    if (!std::filesystem::copy_file(source, temporary, ec))
+        return makeError(ErrorCode::Io, temporary.string() + ": cannot copy " + source.string() + " here (" + ec.message() + ")");
+    // The copy is checked against the hash the condition was read with: a source that changed
+    // since is not kept as if it were the one used.
+    if (output::fileSha256(temporary) != sha256) {
+        std::filesystem::remove(temporary, ec);
+        return makeError(ErrorCode::Io, source.string() + " changed after it was read");
+    }
+    auto placed = placeKept(temporary, folder, stem, extension, sha256);
+    if (!placed)
+        return placed.error();
+    return KeptCondition{*placed, sha256, false};
+}
+
+Result<KeptCondition> keepConditionFrames(const facade::ConditionInput& c, double fps, const std::filesystem::path& output, int index)
+{
+    const auto frameBytes = static_cast<std::size_t>(c.width) * static_cast<std::size_t>(c.height) * 3;
+    if (c.frames < 1 || c.width < 1 || c.height < 1 || c.rgb.size() != frameBytes * static_cast<std::size_t>(c.frames))
+        return makeError(ErrorCode::InvalidArgument, "the condition's frames do not match its size");
+    const auto folder = output.parent_path().empty() ? std::filesystem::path(".") : output.parent_path();
+    // Lossless H.264 stays well under the raw size; the raw size is what is asked to be free.
+    if (auto room = roomFor(folder, static_cast<std::int64_t>(c.rgb.size())); !room)
+        return room.error();
+    const auto stem = output.stem().string() + ".cond" + std::to_string(index);
+    const auto temporary = folder / ("." + stem + ".part-" + std::to_string(::getpid()) + ".mp4");
+    std::error_code ec;
+    std::filesystem::remove(temporary, ec);
+    media::VideoStreamSpec spec;
+    spec.width = c.width;
+    spec.height = c.height;
+    spec.fps = fps > 0 ? fps : 24.0;
+    spec.lossless = true;
+    {
+        auto writer = media::Mp4Writer::open(temporary, spec, std::nullopt,
+            {{"comment", "the frames " + (c.source.empty() ? std::string("a condition") : c.source) + " gave, as a video was conditioned on them"}});
+        if (!writer)
+            return writer.error();
+        for (int f = 0; f < c.frames; ++f)
+            if (auto w = (*writer)->writeFrame(c.rgb.data() + frameBytes * static_cast<std::size_t>(f), static_cast<std::int64_t>(c.width) * 3);
+                !w)
+                return w.error();
+        if (auto done = (*writer)->finish(); !done)
+            return done.error();
+    }
+    auto sha = hashOf(temporary);
+    if (!sha) {
+        std::filesystem::remove(temporary, ec);
+        return sha.error();
+    }
+    auto placed = placeKept(temporary, folder, stem, ".mp4", *sha);
+    if (!placed)
+        return placed.error();
+    return KeptCondition{*placed, *sha, true};
 }
 
 } // namespace vireo::runtime

@@ -29,6 +29,9 @@ struct ConditionFile {
     int crf = kDefaultConditionCrf;  // stills: the H.264 round trip's CRF; 0: none
     int clipFrames = 0;              // 0: a still; else the first clipFrames (8k + 1) frames of a video
     bool clipFromEnd = false;        // a clip's last clipFrames frames instead: the video extends it
+    // The SHA-256 the file must have (a recipe's, for Generate again): checked where the file is
+    // read, on the engine's thread, so a page never hashes a large clip itself. Empty: any.
+    std::string expectedSha256;
     bool operator==(const ConditionFile&) const = default;
 };
 
@@ -74,9 +77,21 @@ Result<QImage> clipLastFrame(const QString& path, int maxSide);
 // earlier one of that name), to start another video from; the PNG's path.
 Result<QString> saveFirstFrame(const QString& video, const QString& folder);
 
-// "<output stem>.cond<index><source extension>" beside the output: a copy of the source, so
-// the output can be made again after the original moves. Never replaces another file; a file
-// of that name with the same bytes is kept as it is.
-Result<std::filesystem::path> copyConditionBeside(const std::filesystem::path& source, const std::filesystem::path& output, int index);
+// What is kept beside an output so its recipe can make it again after the original moves.
+struct KeptCondition {
+    std::filesystem::path path;
+    std::string sha256;
+    bool frames = false;  // the frames used (a clip's), not a copy of the source file
+};
+
+// A still: "<output stem>.cond<index><source extension>", a copy of the source (at most the
+// 256 MiB a still may be), whose SHA-256 (`sha256`, already known) it is checked against. Never
+// replaces another file; a file of that name with the same bytes is kept as it is.
+Result<KeptCondition> copyConditionBeside(const std::filesystem::path& source, const std::string& sha256, const std::filesystem::path& output,
+                                          int index);
+// A clip: "<output stem>.cond<index>.mp4", the frames the output was conditioned on (at its
+// size, as fitted), lossless, so reading them back gives the same pixels: bounded by what was
+// used, however long the source. Both check the free space of the output's disk first.
+Result<KeptCondition> keepConditionFrames(const facade::ConditionInput& condition, double fps, const std::filesystem::path& output, int index);
 
 } // namespace vireo::runtime

@@ -572,14 +572,27 @@ void Engine::Impl::ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef&
     QMetaObject::invokeMethod(self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
 }
 
+// What did run where goes into the recipe in place of what the load expected, and every slower
+// path taken than planned is a warning in the log and the recipe, with its count.
+static void ranPaths(output::Recipe& recipe, const std::string& paths, const std::vector<std::string>& warnings)
+{
+    if (!paths.empty())
+        recipe.paths = paths;
+    recipe.pathWarnings = warnings;
+    for (const auto& w : warnings)
+        spdlog::warn("engine: {}", w);
+}
+
 // The recipe's fields every output shares: the exact files by hash, the model and the request.
 output::Recipe Engine::Impl::recipeBase(const GenerateJob& g) const
 {
     output::Recipe recipe;
     recipe.app = options.appName.toStdString();
-    // What ran where, as loaded (this runs on the engine thread, which owns residentInfo).
+    // What was planned to run where, as loaded (this runs on the engine thread, which owns
+    // residentInfo); what did run comes with the result.
     if (residentInfo)
         recipe.paths = residentInfo->pathsText().toStdString();
+    recipe.plannedPaths = generator->memoryPlan().pathsText;
     recipe.family = g.model.family.toStdString();
     recipe.variant = g.model.variant.toStdString();
     recipe.modelVersion = generator->version();
@@ -742,6 +755,7 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     recipe.stepsSkipped = result->stepsSkipped;
     recipe.cudaGraphs = result->cudaGraphs;
     recipe.secondsPerPhase = result->secondsPerPhase;
+    ranPaths(recipe, result->paths, result->pathWarnings);
     // Every LoRA asked for, applied or not, with the reason when not: never dropped in silence.
     for (const auto& l : result->loras)
         recipe.loras.push_back({l.path.string(), QFileInfo::exists(QString::fromStdString(l.path.string())) ? output::fileSha256(l.path) : std::string(),
@@ -752,21 +766,26 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     recipe.stagesReason = result->stages.reason;
 
     const auto path = outputPathFor(g, "mp4");
-    // Each conditioning file is kept beside the video, so "Generate again" finds it after the
-    // original moved; a copy that cannot be made costs the reproduction, not the video.
+    // What each condition was is kept beside the video, so "Generate again" finds it after the
+    // original moved: a still's file, a clip's frames that were used (never a copy of a long
+    // clip). One that cannot be kept costs the reproduction, not the video.
     std::vector<std::filesystem::path> copies;
     const std::size_t given = g.request.conditions.size();  // decoded by the caller: no file, CRF unknown
     for (std::size_t i = 0; i < request.conditions.size(); ++i) {
         const auto& c = request.conditions[i];
         const int crf = i >= given && c.frames == 1 ? g.conditions[i - given].crf : 0;
         const bool fromEnd = i >= given && c.frames > 1 && g.conditions[i - given].clipFromEnd;
-        output::ConditionUse use{c.source, {}, c.sha256, c.frame, c.strength, crf, c.frames, fromEnd};
+        output::ConditionUse use{c.source, {}, c.sha256, c.frame, c.strength, crf, c.frames, fromEnd, {}, false};
         if (i >= given) {
-            if (auto copy = copyConditionBeside(c.source, path, static_cast<int>(i)); copy) {
-                use.copy = copy->filename().string();
-                copies.push_back(*copy);
+            auto kept = c.frames > 1 ? keepConditionFrames(c, g.request.fps, path, static_cast<int>(i))
+                                     : copyConditionBeside(c.source, c.sha256, path, static_cast<int>(i));
+            if (kept) {
+                use.copy = kept->path.filename().string();
+                use.copySha256 = kept->sha256;
+                use.copyIsFrames = kept->frames;
+                copies.push_back(kept->path);
             } else {
-                spdlog::warn("engine: {}", copy.error().message);
+                spdlog::warn("engine: {}", kept.error().message);
             }
         }
         recipe.conditions.push_back(std::move(use));
@@ -850,6 +869,7 @@ void Engine::Impl::generateImage(const std::shared_ptr<Job>& job)
     recipe.frames = 1;
     recipe.fps = 0;
     recipe.secondsPerPhase = result->secondsPerPhase;
+    ranPaths(recipe, result->paths, result->pathWarnings);
     const auto path = outputPathFor(g, "png");
     const QImage image(result->rgb.data(), result->width, result->height, result->width * 3, QImage::Format_RGB888);
     auto written = output::writeImage(path, image.copy(), recipe);

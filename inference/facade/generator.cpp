@@ -1,4 +1,5 @@
 #include "inference/facade/generator.h"
+#include "base/envswitch.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/lora/lora.h"
@@ -9,10 +10,13 @@
 #include "inference/pipelines/previewprojection.h"
 #include "inference/tensorfile/safetensors.h"
 #include "inference/quant/quantizedweight.h"
+#include "inference/quant/weightloader.h"
+#include "inference/tensorfile/modelsource.h"
 #include "inference/util/device.h"
 #include "inference/util/format.h"
 #include "inference/util/heap.h"
 #include "inference/util/jsonlimits.h"
+#include "inference/util/pathstats.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -44,8 +48,8 @@ Result<c10::Device> parseDevice(const std::string& name)
     try {
         c10::Device device(lower(name));
         if (device.is_cuda() && !cudaAvailable())
-            return makeError(ErrorCode::Unsupported, "device " + name + " was asked for, but this machine has no usable CUDA device"
-                    + " (no NVIDIA driver, or PyTorch was built without CUDA); choose the CPU");
+            return makeError(ErrorCode::Unsupported, "device " + name + " was asked for, but this machine has no usable CUDA device: "
+                    + cudaUnavailableReason() + "; or choose the CPU");
         if (!device.is_cuda() && !device.is_cpu())
             return makeError(ErrorCode::Unsupported, "device " + name + " is not supported; use cpu or cuda");
         if (device.is_cuda() && !device.has_index())
@@ -56,18 +60,65 @@ Result<c10::Device> parseDevice(const std::string& name)
     }
 }
 
-Result<c10::ScalarType> parseDtype(const std::string& name, c10::Device device)
+Result<capability::DtypeRequest> parseDtypeRequest(const std::string& name)
 {
     const auto d = lower(name);
     if (d == "auto" || d.empty())
-        return device.is_cuda() ? c10::kBFloat16 : c10::kFloat;
+        return capability::DtypeRequest::Auto;
     if (d == "bf16" || d == "bfloat16")
-        return c10::kBFloat16;
+        return capability::DtypeRequest::BF16;
     if (d == "f32" || d == "float32" || d == "fp32")
-        return c10::kFloat;
+        return capability::DtypeRequest::F32;
     if (d == "f16" || d == "float16" || d == "fp16")
-        return c10::kHalf;
+        return capability::DtypeRequest::F16;
     return makeError(ErrorCode::InvalidArgument, "'" + name + "' is not a compute dtype (auto, bf16, f16, f32)");
+}
+
+c10::ScalarType scalarType(capability::Dtype dtype)
+{
+    return dtype == capability::Dtype::BF16 ? c10::kBFloat16 : dtype == capability::Dtype::F16 ? c10::kHalf : c10::kFloat;
+}
+
+// The compute dtype for a device as the capability gate chooses it (bf16 on Ampere and newer,
+// f16 on Turing, f32 on the CPU unless asked otherwise), or why it cannot run there.
+Result<c10::ScalarType> resolveDtype(const std::string& name, const capability::DeviceCaps& caps)
+{
+    auto request = parseDtypeRequest(name);
+    if (!request)
+        return request.error();
+    const auto choice = capability::chooseDtype(caps, *request);
+    if (choice.refusal)
+        return makeError(ErrorCode::Unsupported, *choice.refusal);
+    return scalarType(choice.dtype);
+}
+
+Result<c10::ScalarType> parseDtype(const std::string& name, c10::Device device)
+{
+    return resolveDtype(name, deviceCaps(device));
+}
+
+std::string describeDevice(const capability::DeviceCaps& caps)
+{
+    if (!caps.cuda)
+        return "cpu";
+    return caps.name + " (compute capability " + caps.capabilityText() + ")";
+}
+
+// The capability gate's plan for these components on this device, into the memory plan.
+void planPathsInto(MemoryPlan& m, const capability::DeviceCaps& caps, const std::string& dtypeRequest,
+                   const std::vector<capability::ComponentInput>& components)
+{
+    const auto request = parseDtypeRequest(dtypeRequest);
+    const auto plan = capability::planPaths(caps, request ? *request : capability::DtypeRequest::Auto, components, pathSwitches());
+    m.deviceName = describeDevice(caps);
+    m.dtypeReason = plan.dtypeReason;
+    m.paths.clear();
+    for (const auto& c : plan.components)
+        m.paths.push_back({c.name, c.text, c.reason});
+    m.attentionPath = plan.attention;
+    m.attentionReason = plan.attentionReason;
+    m.pathWarnings = plan.warnings;
+    m.pathsText = plan.text();
 }
 
 std::string dtypeName(c10::ScalarType t)
@@ -168,11 +219,13 @@ std::string className(const std::filesystem::path& file)
 // Ideogram-4's components and what their tensors hold as stored, from the safetensors headers
 // (validated, nothing read beyond them).
 struct IdeogramSizes {
-    std::map<std::string, std::int64_t> componentBytes;
+    std::map<std::string, std::int64_t> componentBytes;      // as stored
+    std::map<std::string, std::int64_t> componentHeldBytes;  // once loaded in the compute dtype
+    std::map<std::string, capability::WeightFormat> componentFormats;
     std::int64_t hidden = 0, layers = 0, textHidden = 0;
 };
 
-Result<IdeogramSizes> ideogramSizes(const std::filesystem::path& root)
+Result<IdeogramSizes> ideogramSizes(const std::filesystem::path& root, int computeBytes)
 {
     IdeogramSizes out;
     for (const char* component : {"text_encoder", "transformer", "unconditional_transformer", "vae"}) {
@@ -181,21 +234,23 @@ Result<IdeogramSizes> ideogramSizes(const std::filesystem::path& root)
         if (!std::filesystem::is_directory(folder, ec))
             return makeError(ErrorCode::NotFound, folder.string() + ": missing; an Ideogram-4 folder holds text_encoder/, transformer/, "
                     "unconditional_transformer/, vae/ and tokenizer/ (download the model again or use Repair)");
-        std::int64_t bytes = 0;
-        int files = 0;
-        for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
-            if (entry.path().extension() != ".safetensors")
-                continue;
-            auto file = tensorfile::SafetensorsFile::open(entry.path());
-            if (!file)
-                return file.error();
-            for (const auto& t : file->tensors)
+        std::int64_t bytes = 0, held = 0;
+        std::map<capability::WeightFormat, std::int64_t> forms;
+        auto source = tensorfile::ModelSource::open(folder);
+        if (!source)
+            return source.error().code == ErrorCode::NotFound
+                ? makeError(ErrorCode::NotFound, folder.string() + ": no .safetensors weights")
+                : source.error();
+        for (const auto& cp : source->checkpoints)
+            for (const auto& t : cp.tensors) {
                 bytes += static_cast<std::int64_t>(t.bytes);
-            ++files;
-        }
-        if (files == 0)
-            return makeError(ErrorCode::NotFound, folder.string() + ": no .safetensors weights");
+                held += quant::heldBytes(cp, t, computeBytes);
+                if (t.shape.size() == 2 && t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0)
+                    forms[quant::storedFormat(cp, t)] += static_cast<std::int64_t>(t.bytes);
+            }
         out.componentBytes[component] = bytes;
+        out.componentHeldBytes[component] = held;
+        out.componentFormats[component] = capability::dominantFormat(forms);
     }
     if (const auto c = smallJson(root / "transformer" / "config.json")) {
         // Sizes for an estimate, from a file anyone could have written: out of any real model's
@@ -218,8 +273,8 @@ Result<IdeogramSizes> ideogramSizes(const std::filesystem::path& root)
     return out;
 }
 
-Result<MemoryPlan> planIdeogram(const LoadPlan& plan, c10::Device device, c10::ScalarType dtype, const SizeRequest& size,
-                                const std::optional<MemoryBudget>& budgetIn)
+Result<MemoryPlan> planIdeogram(const LoadPlan& plan, c10::Device device, const capability::DeviceCaps& caps, c10::ScalarType dtype,
+                                const SizeRequest& size, const std::optional<MemoryBudget>& budgetIn)
 {
     if (plan.modelPaths.size() != 1)
         return makeError(ErrorCode::InvalidArgument, "an Ideogram-4 model is one folder; " + std::to_string(plan.modelPaths.size()) + " paths were given");
@@ -229,7 +284,7 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, c10::Device device, c10::S
         return makeError(ErrorCode::Unsupported, "Ideogram-4 keeps its text tower on the device; placement text-encoder-on-cpu is not "
                 "available for it (choose auto, all-resident or offload-transformer-blocks)");
     const auto& root = plan.modelPaths.front();
-    auto sizes = ideogramSizes(root);
+    auto sizes = ideogramSizes(root, static_cast<int>(c10::elementSize(dtype)));
     if (!sizes)
         return sizes.error();
     MemoryPlan m;
@@ -251,7 +306,8 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, c10::Device device, c10::S
     m.activationBytes = tokens * hidden * 16 * bytesPerValue + tokens * 128 * 4 * 4;
     m.encodeBytes = 2048 * std::max<std::int64_t>(sizes->textHidden, 1) * (13 + 8) * bytesPerValue + (64ll << 20);
     m.decodeBytes = size.height * size.width * 128 * 6 * bytesPerValue + size.height * size.width * 3 * 4;
-    const auto& b = sizes->componentBytes;
+    // Held, not stored: dense weights take the compute dtype's size once loaded.
+    const auto& b = sizes->componentHeldBytes;
     const std::int64_t text = b.at("text_encoder"), cond = b.at("transformer"), uncond = b.at("unconditional_transformer"), vae = b.at("vae");
     const std::int64_t weights = text + cond + uncond + vae;
     const std::int64_t margin = 512ll << 20;
@@ -289,14 +345,20 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, c10::Device device, c10::S
     const auto dev = m.device;
     const bool streamed = m.placement == Placement::OffloadTransformerBlocks;
     const std::string dit = streamed ? "cpu, streamed to " + dev + " block by block" : dev;
+    const auto& stored = sizes->componentBytes;
     m.components = {
-        {"text_encoder", text, dev},
-        {"transformer", cond, dit},
-        {"unconditional_transformer", uncond, dit},
-        {"vae", vae, dev},
+        {"text_encoder", text, stored.at("text_encoder"), dev},
+        {"transformer", cond, stored.at("transformer"), dit},
+        {"unconditional_transformer", uncond, stored.at("unconditional_transformer"), dit},
+        {"vae", vae, stored.at("vae"), dev},
     };
+    std::vector<capability::ComponentInput> inputs;
+    for (const auto& c : m.components)
+        inputs.push_back({c.name, sizes->componentFormats.at(c.name), false, false});
+    planPathsInto(m, caps, plan.dtype, inputs);
     std::ostringstream e;
-    e << "Ideogram-4 in " << m.dtype << " on " << dev << ": weights " << humanBytes(weights) << " (transformer " << humanBytes(cond)
+    e << "Ideogram-4 in " << m.dtype << " on " << (device.is_cpu() ? dev : describeDevice(caps)) << ": weights " << humanBytes(weights)
+      << " in memory (transformer " << humanBytes(cond)
       << ", unconditional transformer " << humanBytes(uncond) << ", text encoder " << humanBytes(text) << ", VAE " << humanBytes(vae)
       << "); at " << size.width << "x" << size.height << " the transformers need about " << humanBytes(m.activationBytes)
       << " of working memory and the decoder " << humanBytes(m.decodeBytes) << ". ";
@@ -512,12 +574,7 @@ bool deviceHealthy(const std::string& device)
 
 std::optional<bool> parseFlag(std::string_view text)
 {
-    const auto l = lower(text);
-    if (l == "true" || l == "1" || l == "yes" || l == "on")
-        return true;
-    if (l == "false" || l == "0" || l == "no" || l == "off")
-        return false;
-    return std::nullopt;
+    return env::parseFlag(text);
 }
 
 MemoryBudget measureBudget(const std::string& device)
@@ -559,25 +616,41 @@ void ProcessSettings::apply() const
 
 Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest& size, const std::optional<MemoryBudget>& budgetIn)
 {
-    auto device = parseDevice(plan.device);
-    if (!device)
-        return device.error();
-    auto dtype = parseDtype(plan.dtype, *device);
+    // The device planned for: this machine's, or the budget's what-if device (which need not be
+    // here, so nothing below touches it).
+    capability::DeviceCaps caps;
+    c10::Device device(c10::kCPU);
+    if (budgetIn && budgetIn->deviceCaps) {
+        caps = *budgetIn->deviceCaps;
+        if (caps.cuda)
+            device = c10::Device(c10::kCUDA, 0);
+    } else {
+        auto parsed = parseDevice(plan.device);
+        if (!parsed)
+            return parsed.error();
+        device = *parsed;
+        caps = deviceCaps(device);
+    }
+    if (const auto refusal = capability::deviceRefusal(caps))
+        return makeError(ErrorCode::Unsupported, *refusal);
+    auto dtype = resolveDtype(plan.dtype, caps);
     if (!dtype)
         return dtype.error();
     if (size.width <= 0 || size.height <= 0 || size.frames <= 0)
         return makeError(ErrorCode::InvalidArgument, "the size to plan for must be positive");
     try {
-        if (detectModelKind(plan.modelPaths) == ModelKind::Image)
-            return planIdeogram(plan, *device, *dtype, size, budgetIn);
-        auto pipeline = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, *device, *dtype, Placement::AllResident));
+        if (detectModelKind(plan.modelPaths) == ModelKind::Image) {
+            return planIdeogram(plan, device, caps, *dtype, size, budgetIn);
+        }
+        // Headers only: opened for the CPU whatever the device, so a what-if never touches one.
+        auto pipeline = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, c10::Device(c10::kCPU), *dtype, Placement::AllResident));
         if (!pipeline)
             return pipeline.error();
         const auto sizes = pipeline->storedSizes();
         MemoryPlan m;
         m.pipeline = "ltx2";
         m.version = pipeline->version();
-        m.device = device->str();
+        m.device = device.str();
         m.dtype = dtypeName(*dtype);
         m.budget = budgetIn ? *budgetIn : measureBudget(plan.device);
         const std::int64_t bytesPerValue = *dtype == c10::kFloat ? 4 : 2;
@@ -591,8 +664,11 @@ Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest
         const auto tileH = std::min<std::int64_t>(size.height, 576), tileW = std::min<std::int64_t>(size.width, 576);
         m.decodeBytes = 5 * 256 * size.frames * (tileH / 4) * (tileW / 4) * bytesPerValue + size.frames * size.height * size.width * 3 * 4;
 
-        const auto& b = sizes.componentBytes;
+        // What each component holds once loaded (dense weights in the compute dtype), not what
+        // it stores: bf16 weights under f32 compute take twice their file size.
+        const auto& b = sizes.componentHeldBytes;
         auto bytesOf = [&](const char* name) { return b.count(name) ? b.at(name) : 0; };
+        auto storedOf = [&](const char* name) { return sizes.componentBytes.count(name) ? sizes.componentBytes.at(name) : 0; };
         const std::int64_t text = bytesOf("text_encoder"), transformer = bytesOf("transformer");
         // The encoder joins the resident set with the first conditioned request, the upsampler
         // with the load: both are planned for, so neither can tip a running studio over.
@@ -607,7 +683,7 @@ Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest
         auto candidate = [&](Placement p) {
             Candidate c{p, 0, 0, 0, 0};
             const auto work = std::max({m.activationBytes, m.decodeBytes});
-            if (device->is_cpu()) {
+            if (device.is_cpu()) {
                 c.hostWeights = text + transformer + rest;
                 c.hostPeak = c.hostWeights + std::max(work, m.encodeBytes);
                 return c;
@@ -635,13 +711,13 @@ Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest
             return c;
         };
         auto fits = [&](const Candidate& c) {
-            const bool deviceOk = device->is_cpu() || c.devicePeak <= m.budget.deviceFreeBytes;
+            const bool deviceOk = device.is_cpu() || c.devicePeak <= m.budget.deviceFreeBytes;
             return deviceOk && c.hostPeak <= m.budget.hostAvailableBytes;
         };
         std::vector<Placement> order;
         if (plan.placement != Placement::Auto)
             order = {plan.placement};
-        else if (device->is_cpu())
+        else if (device.is_cpu())
             order = {Placement::AllResident};
         else
             order = {Placement::AllResident, Placement::TextEncoderOnCpu, Placement::OffloadTransformerBlocks};
@@ -662,30 +738,62 @@ Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest
         m.devicePeakBytes = chosen.devicePeak;
         m.hostPeakBytes = chosen.hostPeak;
         if (!m.fits) {
-            const auto deviceShort = device->is_cpu() ? 0 : chosen.devicePeak - m.budget.deviceFreeBytes;
+            const auto deviceShort = device.is_cpu() ? 0 : chosen.devicePeak - m.budget.deviceFreeBytes;
             const auto hostShort = chosen.hostPeak - m.budget.hostAvailableBytes;
             m.shortfallBytes = std::max<std::int64_t>({0, deviceShort, hostShort});
         }
+        // On the CPU the weights are held in f32 unless asked otherwise: what the same model
+        // would need there, for the advice when the GPU cannot hold it.
+        const auto cpuPeak = sizes.heldBytesF32 + std::max({m.activationBytes, m.decodeBytes, m.encodeBytes}) * (4 / bytesPerValue);
+        // A GPU whose whole memory is below the streamed plan cannot run this, whatever else is
+        // closed: refused, with what would work instead.
+        if (!device.is_cpu() && plan.placement == Placement::Auto && !m.fits && m.budget.deviceTotalBytes > 0
+            && chosen.devicePeak > m.budget.deviceTotalBytes) {
+            std::ostringstream e;
+            e << describeDevice(caps) << " has " << humanBytes(m.budget.deviceTotalBytes) << " of memory, and LTX-" << m.version << " at "
+              << size.width << "x" << size.height << "x" << size.frames << " needs at least " << humanBytes(chosen.devicePeak)
+              << " on the GPU even with the transformer's blocks streamed from RAM. What would work: a smaller size or fewer frames, "
+                 "a GGUF variant (Q4_K_M holds the transformer in about a third of bf16), or the CPU (about "
+              << humanBytes(cpuPeak) << " of RAM; " << humanBytes(m.budget.hostAvailableBytes) << " available).";
+            return makeError(ErrorCode::Unsupported, e.str());
+        }
 
         const auto dev = m.device;
-        const bool onCpu = device->is_cpu();
+        const bool onCpu = device.is_cpu();
         const bool textResident = m.placement == Placement::AllResident;
         m.components = {
-            {"text_encoder", text, (textResident ? dev : std::string("cpu")) + (textResident ? "" : ", loaded for each prompt")},
-            {"connectors", bytesOf("connectors"), dev},
-            {"transformer", transformer,
+            {"text_encoder", text, storedOf("text_encoder"), (textResident ? dev : std::string("cpu")) + (textResident ? "" : ", loaded for each prompt")},
+            {"connectors", bytesOf("connectors"), storedOf("connectors"), dev},
+            {"transformer", transformer, storedOf("transformer"),
                 m.placement == Placement::OffloadTransformerBlocks ? "cpu, streamed to " + dev + " block by block" : dev},
-            {"video_vae", bytesOf("video_vae"), dev + (size.height > 512 || size.width > 512 ? ", tiled decode" : "")},
-            {"audio_vae", bytesOf("audio_vae"), dev},
-            {"vocoder", bytesOf("vocoder"), dev},
+            {"video_vae", bytesOf("video_vae"), storedOf("video_vae"), dev + (size.height > 512 || size.width > 512 ? ", tiled decode" : "")},
+            {"audio_vae", bytesOf("audio_vae"), storedOf("audio_vae"), dev},
+            {"vocoder", bytesOf("vocoder"), storedOf("vocoder"), dev},
         };
         if (bytesOf("video_encoder"))
-            m.components.push_back({"video_encoder", bytesOf("video_encoder"), dev + ", loaded by the first image or video condition"});
+            m.components.push_back({"video_encoder", bytesOf("video_encoder"), storedOf("video_encoder"), dev + ", loaded by the first image or video condition"});
         if (upsamplerOf(plan))
-            m.components.push_back({"spatial_upsampler", bytesOf("spatial_upsampler"), dev + ", the two-stage path"});
+            m.components.push_back({"spatial_upsampler", bytesOf("spatial_upsampler"), storedOf("spatial_upsampler"), dev + ", the two-stage path"});
+        std::vector<capability::ComponentInput> inputs;
+        for (const auto& c : m.components) {
+            capability::ComponentInput in;
+            in.name = c.name;
+            const auto f = sizes.componentFormats.find(c.name);
+            in.format = f != sizes.componentFormats.end() ? f->second : capability::WeightFormat::Dense;
+            in.onCpu = !onCpu && c.where.rfind("cpu", 0) == 0 && c.name == "text_encoder";
+            in.attention = c.name == "transformer";
+            inputs.push_back(in);
+        }
+        planPathsInto(m, caps, plan.dtype, inputs);
+
+        const std::int64_t stored = storedOf("text_encoder") + storedOf("transformer") + storedOf("connectors") + storedOf("video_vae")
+            + storedOf("audio_vae") + storedOf("vocoder") + storedOf("video_encoder") + storedOf("spatial_upsampler");
         std::ostringstream e;
-        e << "LTX-" << m.version << " in " << m.dtype << " on " << dev << ": weights " << humanBytes(text + transformer + rest)
-          << " (transformer " << humanBytes(transformer) << ", text encoder " << humanBytes(text) << "); at " << size.width << "x"
+        e << "LTX-" << m.version << " in " << m.dtype << " on " << (onCpu ? dev : describeDevice(caps)) << ": weights "
+          << humanBytes(text + transformer + rest) << " in memory";
+        if (stored != text + transformer + rest)
+            e << " (" << humanBytes(stored) << " on disk)";
+        e << " (transformer " << humanBytes(transformer) << ", text encoder " << humanBytes(text) << "); at " << size.width << "x"
           << size.height << "x" << size.frames << " the transformer needs about " << humanBytes(m.activationBytes)
           << " of working memory and the decoder " << humanBytes(m.decodeBytes) << ". ";
         if (onCpu)
@@ -695,10 +803,14 @@ Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest
             e << "Placement " << placementName(m.placement) << ": " << humanBytes(m.devicePeakBytes) << " peak on the GPU ("
               << humanBytes(m.budget.deviceFreeBytes) << " free of " << humanBytes(m.budget.deviceTotalBytes) << "), "
               << humanBytes(m.hostPeakBytes) << " in RAM (" << humanBytes(m.budget.hostAvailableBytes) << " available).";
-        if (!m.fits)
+        if (!m.fits) {
             e << " It does not fit: " << humanBytes(m.shortfallBytes) << " short"
               << (m.forced ? " with the chosen placement." : " even with the transformer streamed from RAM.")
               << " Choose a smaller size, fewer frames, a quantized variant (FP8 or GGUF), or free memory.";
+            if (!onCpu)
+                e << " On the CPU it would need about " << humanBytes(cpuPeak) << " of RAM (" << humanBytes(m.budget.hostAvailableBytes)
+                  << " available).";
+        }
         m.explanation = e.str();
         return m;
     } catch (const std::exception& e) {
@@ -826,6 +938,7 @@ Result<ImageResult> Generator::generateImage(const GenerateRequest& r, const Pro
     auto phaseStart = Clock::now();
     try {
         c10::InferenceMode inference;
+        const paths::Recording recording;
         const auto projection = previewProjectionFor(*m.image, r, progress);
         auto out = m.image->generate(
             req,
@@ -858,6 +971,8 @@ Result<ImageResult> Generator::generateImage(const GenerateRequest& r, const Pro
         image.sigmas = out->sigmas;
         image.guidance = out->guidance;
         image.secondsPerPhase = seconds;
+        image.paths = recording.counts().text();
+        image.pathWarnings = recording.counts().warnings();
         return image;
     } catch (const std::exception& e) {
         if (stop.stop_requested())
@@ -932,6 +1047,7 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
     }
     try {
         c10::InferenceMode inference;
+        const paths::Recording recording;
         const auto projection = previewProjectionFor(*m.pipeline, r, progress);
         auto out = m.pipeline->generate(
             req,
@@ -968,6 +1084,8 @@ Result<VideoResult> Generator::generate(const GenerateRequest& r, const Progress
         v.stepsSkipped = out->stepsSkipped;
         v.cudaGraphs = out->cudaGraphs;
         v.stages = *stages;
+        v.paths = recording.counts().text();
+        v.pathWarnings = recording.counts().warnings();
         return v;
     } catch (const std::exception& e) {
         if (stop.stop_requested())

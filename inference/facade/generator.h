@@ -5,6 +5,7 @@
 // libtorch stop here and come out as one Error each: out of memory on any device is always
 // ErrorCode::OutOfMemory, a GPU fault ErrorCode::DeviceFault, a cancel ErrorCode::Cancelled.
 
+#include "base/capability.h"
 #include "inference/util/result.h"
 
 #include <cstdint>
@@ -79,6 +80,9 @@ struct SizeRequest {
 struct MemoryBudget {
     std::int64_t deviceFreeBytes = 0, deviceTotalBytes = 0;
     std::int64_t hostAvailableBytes = 0;
+    // The device to plan for instead of this machine's (a what-if: "would an RTX 3090 run it?");
+    // its paths and dtype are planned as they would be there.
+    std::optional<capability::DeviceCaps> deviceCaps;
 };
 MemoryBudget measureBudget(const std::string& device);
 
@@ -86,8 +90,16 @@ struct ComponentPlacement {
     // text_encoder, connectors, transformer, video_vae, audio_vae, vocoder (LTX-2);
     // text_encoder, transformer, unconditional_transformer, vae (Ideogram-4)
     std::string name;
-    std::int64_t bytes = 0;  // as stored (quantized weights at their quantized size)
-    std::string where;       // "cuda:0", "cpu", "cpu, streamed to cuda:0 block by block"
+    std::int64_t bytes = 0;        // held once loaded: dense weights in the compute dtype, quantized ones as stored
+    std::int64_t storedBytes = 0;  // on disk
+    std::string where;             // "cuda:0", "cpu", "cpu, streamed to cuda:0 block by block"
+};
+
+// The path a component takes on the planned device, decided before anything loads.
+struct PlannedPath {
+    std::string component;
+    std::string path;    // "FP8 tensor-core GEMM", "dequantize to bf16 + GEMM", "dense GEMM in f32 on the CPU"
+    std::string reason;  // why; for a slower path, what blocks the faster one
 };
 
 struct MemoryPlan {
@@ -107,6 +119,14 @@ struct MemoryPlan {
     bool fits = false;
     std::int64_t shortfallBytes = 0;   // what is missing where it does not fit
     std::string explanation;           // words and numbers, for the UI
+    // The capability gate's answer for this device: what it is, the compute dtype and why,
+    // each component's path, the attention's, and what runs slower than the device could.
+    std::string deviceName;            // "NVIDIA GeForce RTX 3090 (compute capability 8.6)", "cpu"
+    std::string dtypeReason;
+    std::vector<PlannedPath> paths;
+    std::string attentionPath, attentionReason;
+    std::vector<std::string> pathWarnings;
+    std::string pathsText;             // all of it in one line
 };
 
 // A LoRA for a generation, by file, with its strength (negative allowed).
@@ -218,6 +238,10 @@ struct VideoResult {
     int stepsSkipped = 0;           // denoise steps the step cache served
     std::string cudaGraphs;         // what became of the denoise passes' CUDA graphs; empty on the CPU
     StagePlan stages;               // the path that ran
+    // What ran where, counted as it ran ("GEMM: 9,240 FP8 tensor-core GEMM, ...; attention: ..."),
+    // and one warning per slower path taken instead of the planned one, with its count.
+    std::string paths;
+    std::vector<std::string> pathWarnings;
 };
 
 // An image model's output: one RGB picture and how it was made.
@@ -227,6 +251,8 @@ struct ImageResult {
     std::vector<double> sigmas;      // steps + 1, noisiest first, the last 0
     std::vector<double> guidance;    // the weight of each step
     std::map<std::string, double> secondsPerPhase;
+    std::string paths;               // as VideoResult's
+    std::vector<std::string> pathWarnings;
 };
 
 // Process-wide state a load may change, so unloading can put the process back as a fresh one

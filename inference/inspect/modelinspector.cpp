@@ -201,6 +201,38 @@ void detectIdeogram(const Names& n, ModelReport& report, bool& found)
     report.facts["Transformer blocks"] = std::to_string(n.countIndexed("layers."));
 }
 
+// LTX-2's latent upsampler (diffusers' LTX2LatentUpsamplerModel, ltx-core's LatentUpsampler):
+// what it scales, from the shapes of its convolutions, as the loader reads them.
+void detectLatentUpsampler(const Names& n, ModelReport& report, bool& found)
+{
+    const auto* initial = n.find("initial_conv.weight");
+    const auto* rational = n.find("upsampler.conv.weight");
+    const auto* shuffle = n.find("upsampler.0.weight");
+    if (!initial || (!rational && !shuffle) || (initial->shape.size() != 4 && initial->shape.size() != 5))
+        return;
+    found = true;
+    const auto mid = initial->shape[0];
+    std::string kind = "unrecognized scale";
+    if (rational && rational->shape.size() == 4 && mid > 0 && rational->shape[0] % mid == 0) {
+        const auto ratio = rational->shape[0] / mid;
+        kind = ratio == 4 ? "spatial x2 (rational resampler)" : ratio == 9 ? "spatial x1.5 (rational resampler)"
+            : ratio == 16 ? "spatial x4 (rational resampler)" : kind;
+    } else if (shuffle && !shuffle->shape.empty() && mid > 0) {
+        const auto ratio = shuffle->shape[0] / mid;
+        kind = shuffle->shape.size() == 4 && ratio == 4 ? "spatial x2"
+            : shuffle->shape.size() == 5 && ratio == 2  ? "temporal x2 (doubles the frames, not the size)"
+            : shuffle->shape.size() == 5 && ratio == 8  ? "spatial x2 + temporal x2"
+                                                        : kind;
+    }
+    addComponent(report, "latent_upsampler");
+    report.facts["Upsampler"] = kind + ", " + std::to_string(initial->shape.size() - 2) + "-D convolutions, "
+        + std::to_string(initial->shape[1]) + " latent channels";
+    report.facts["Upsampler blocks"] = std::to_string(n.countIndexed("res_blocks.")) + " + "
+        + std::to_string(n.countIndexed("post_upsample_res_blocks."));
+    if (kind.rfind("spatial x2", 0) != 0 || kind.find("temporal") != std::string::npos)
+        report.warnings.push_back("the two-stage path takes an x2 spatial upsampler; this one is " + kind);
+}
+
 struct Fp8Scan {
     std::int64_t fp8Weights = 0;
     std::int64_t scaled = 0;
@@ -350,7 +382,7 @@ ModelReport describe(const ModelSource& source)
     }
     report.metadataJson = jsonutil::safeDump(metadata);
 
-    bool ltxDit = false, audio = false, ideogram = false;
+    bool ltxDit = false, audio = false, ideogram = false, upsampler = false;
     VersionVotes votes;
     Fp8Scan fp8;
     std::int64_t nf4 = 0;
@@ -359,6 +391,7 @@ ModelReport describe(const ModelSource& source)
         Names names(cp);
         detectLtx(names, report, votes, ltxDit, audio);
         detectIdeogram(names, report, ideogram);
+        detectLatentUpsampler(names, report, upsampler);
         scanFp8(names, fp8);
         for (const auto& [name, info] : names.all()) {
             if (name.find(".quant_state.bitsandbytes__nf4") != std::string::npos)
@@ -420,6 +453,8 @@ ModelReport describe(const ModelSource& source)
         report.version = "4";
         if (report.attention.empty())
             report.attention = "split-qkv";
+    } else if (upsampler) {
+        report.family = "ltx-2-upsampler";
     }
     for (const auto& cp : source.checkpoints) {
         const auto it = cp.metadata.find("model_version");
@@ -555,6 +590,7 @@ std::string toText(const ModelReport& r)
     std::string recognized = r.family == "ltx-2" ? "LTX-2 audio-video model"
         : r.family == "ltx-video"                 ? "LTX-Video model (no audio stream)"
         : r.family == "ideogram-4"                ? "Ideogram-4 image model"
+        : r.family == "ltx-2-upsampler"           ? "LTX-2 latent upsampler (" + (r.facts.count("Upsampler") ? r.facts.at("Upsampler") : std::string("?")) + ")"
                                                   : "not a model family Vireo knows";
     if (!r.version.empty() && r.family != "ideogram-4")
         recognized += ", version " + r.version;

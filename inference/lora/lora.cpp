@@ -10,7 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -154,8 +157,14 @@ std::optional<PeftConfig> peftConfig(const tensorfile::Checkpoint& cp, std::stri
     }
     const json& j = *parsed;
     PeftConfig c;
-    auto number = [](const json& v) -> std::optional<double> {
-        return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt;
+    // A value that is there but no number is an error: taking the rank instead would apply the
+    // LoRA at another strength than it was trained with, without a word.
+    auto number = [&](const json& v, const std::string& key) -> std::optional<double> {
+        if (v.is_number() && std::isfinite(v.get<double>()))
+            return v.get<double>();
+        if (!v.is_null() && problem->empty())
+            *problem = "its lora_adapter_metadata gives " + key + " as " + jsonutil::shortDump(v) + ", not a number";
+        return std::nullopt;
     };
     // diffusers writes the keys under the component ("transformer.lora_alpha"); PEFT bare.
     auto field = [&](const std::string& name) -> const json* {
@@ -165,16 +174,18 @@ std::optional<PeftConfig> peftConfig(const tensorfile::Checkpoint& cp, std::stri
         return nullptr;
     };
     if (const auto* v = field("r"))
-        c.r = number(*v);
+        c.r = number(*v, "r");
     if (const auto* v = field("lora_alpha"))
-        c.alpha = number(*v);
+        c.alpha = number(*v, "lora_alpha");
     if (const auto* v = field("use_rslora"); v && v->is_boolean())
         c.rslora = v->get<bool>();
     for (const auto& [name, out] : {std::pair{"rank_pattern", &c.rankPattern}, std::pair{"alpha_pattern", &c.alphaPattern}})
         if (const auto* v = field(name); v && v->is_object())
             for (const auto& [k, value] : v->items())
-                if (value.is_number() && out->size() < 100000)
-                    out->emplace_back(k, value.get<double>());
+                if (auto n = number(value, std::string(name) + "[\"" + k.substr(0, 80) + "\"]"); n && out->size() < 100000)
+                    out->emplace_back(k, *n);
+    if (!problem->empty())
+        return std::nullopt;
     return c;
 }
 
@@ -182,6 +193,48 @@ bool patternMatches(const std::string& pattern, const std::string& module)
 {
     // PEFT matches `(.*\.)?<key>$`; keys are taken literally here.
     return module == pattern || endsWith(module, "." + pattern);
+}
+
+// A LoRA for the largest model has a few thousand tensors (a header of a few hundred KB): a
+// header that declares far more is refused from its first bytes, before it is parsed (a
+// million tiny tensors took a minute and gigabytes to refuse after).
+constexpr std::uint64_t kMaxLoraHeaderBytes = 16ull << 20;
+constexpr std::uint64_t kMaxLoraTensors = 200000;
+constexpr std::int64_t kMaxRank = 4096;
+constexpr double kMaxDeltaMagnitude = 1e3;
+constexpr double kUsualStrength = 4.0;
+
+std::string formatNumber(double v)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g", v);
+    return text;
+}
+
+Result<void> checkLoraHeader(const std::filesystem::path& file)
+{
+    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(file.c_str(), "rb"), &std::fclose);
+    if (!f)
+        return {};  // the reader that opens it says why
+    unsigned char head[24] = {};
+    const auto n = std::fread(head, 1, sizeof head, f.get());
+    auto le64 = [&](int at) {
+        std::uint64_t v = 0;
+        for (int i = 7; i >= 0; --i)
+            v = (v << 8) | head[at + i];
+        return v;
+    };
+    if (n >= 24 && std::memcmp(head, "GGUF", 4) == 0) {
+        if (const auto tensors = le64(8); tensors > kMaxLoraTensors)
+            return makeError(ErrorCode::InvalidFormat, file.string() + ": declares " + std::to_string(tensors) + " tensors; a LoRA has at most "
+                    + std::to_string(kMaxLoraTensors) + " (is it a LoRA?)");
+        return {};
+    }
+    if (n >= 8)
+        if (const auto header = le64(0); header > kMaxLoraHeaderBytes && header < (1ull << 40))
+            return makeError(ErrorCode::InvalidFormat, file.string() + ": its safetensors header is " + humanBytes(header)
+                    + "; a LoRA's is at most " + humanBytes(kMaxLoraHeaderBytes) + " (a few thousand tensors), so it is no LoRA Vireo can apply");
+    return {};
 }
 
 std::optional<double> scalarOf(const tensorfile::Checkpoint& cp, const std::string& name)
@@ -335,6 +388,8 @@ std::string MatchReport::toText() const
 
 Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector<Target>& targets)
 {
+    if (auto bounded = checkLoraHeader(file); !bounded)
+        return bounded.error();
     auto source = tensorfile::ModelSource::open(file);
     if (!source)
         return source.error();
@@ -411,8 +466,17 @@ Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector
                 key, m.keys);
             continue;
         }
-        if (d->shape[0] != u->shape[1] || d->shape[0] <= 0 || d->shape[0] > 4096) {
+        if (d->shape[0] != u->shape[1]) {
             addRefusal(report.refused, "down and up of different ranks", key, m.keys);
+            continue;
+        }
+        if (d->shape[0] <= 0) {
+            addRefusal(report.refused, "rank 0 (an empty adapter: nothing to apply)", key, m.keys);
+            continue;
+        }
+        if (d->shape[0] > kMaxRank) {
+            addRefusal(report.refused, "rank " + std::to_string(d->shape[0]) + ", above the " + std::to_string(kMaxRank)
+                    + " this version applies (larger than the layers a LoRA adapts)", key, m.keys);
             continue;
         }
         prefixes.insert(naming.prefix);
@@ -523,6 +587,14 @@ Result<std::vector<nn::LoraDelta>> loadDeltas(const MatchReport& report, double 
             auto scaled = *uf * (m.scale * strength);
             if (!at::isfinite(*df).all().item<bool>() || !at::isfinite(scaled).all().item<bool>())
                 return makeError(ErrorCode::InvalidFormat, report.file.string() + ": module " + m.key + " holds NaN or infinite values");
+            // What the pair can add to one weight: |up| max x |down| max x rank. Trained LoRAs
+            // change weights by hundredths; a bound of thousands is a damaged file (or one made
+            // to overflow the activations), not a style.
+            const double bound = df->abs().max().item<double>() * scaled.abs().max().item<double>() * static_cast<double>(m.rank);
+            if (!(bound <= kMaxDeltaMagnitude))
+                return makeError(ErrorCode::InvalidFormat, report.file.string() + ": module " + m.key + " could change a weight by up to "
+                        + formatNumber(bound) + " at strength " + formatNumber(strength) + " (trained LoRAs change them by hundredths): "
+                        "the file is damaged, or the strength far too high");
             out.push_back({m.target, df->to(device, dtype).contiguous(), scaled.to(device, dtype).contiguous()});
         }
     } catch (const c10::Error& e) {
@@ -547,6 +619,9 @@ std::vector<Outcome> prepare(const std::vector<Request>& requests, const std::ve
             o.refusedKeys = report->refusedKeys();
             o.status = report->status();
             if (report->usable()) {
+                // Far outside what LoRAs are trained for, yet applied as asked: said, not hidden.
+                if (std::abs(l.strength) > kUsualStrength)
+                    o.status += "; strength " + formatNumber(l.strength) + " is far outside the -2 to 2 LoRAs are made for";
                 auto loaded = loadDeltas(*report, l.strength, dtype, device);
                 if (!loaded) {
                     o.status = "refused: " + loaded.error().message;

@@ -471,17 +471,20 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
         missing.push_back("vocoder (" + v.error().message + ")");
     if (impl->textEncoderPath.empty() || !isDir(impl->textEncoderPath))
         missing.push_back("Gemma 3 text encoder (give its folder; a diffusers folder has it in text_encoder/)");
+    // An upsampler of the wrong kind is not a missing part: it is there, and named for what it is.
+    std::optional<std::string> wrongUpsampler;
     if (options.spatialUpsamplerPath) {
+        const auto file = options.spatialUpsamplerPath->filename().string();
         auto up = ltx2::probeLatentUpsampler(*options.spatialUpsamplerPath);
         if (!up)
             missing.push_back("spatial upsampler (" + up.error().message + ")");
         else if (transformer && up->inChannels != transformer->inChannels)
-            missing.push_back("spatial upsampler matching the model (" + options.spatialUpsamplerPath->filename().string() + " works on "
-                    + std::to_string(up->inChannels) + " latent channels, the model has " + std::to_string(transformer->inChannels) + ")");
+            wrongUpsampler = file + " is a latent upsampler for " + std::to_string(up->inChannels) + " latent channels, and this model has "
+                + std::to_string(transformer->inChannels) + ": it belongs to another model; give the upsampler published with this one";
         else if (!up->spatialUpsample || up->temporalUpsample || (up->useRationalResampler && up->rationalSpatialScale != 2.0))
             // The two-stage path halves the size for stage 1: only an x2 spatial upsampler brings it back.
-            missing.push_back("x2 spatial upsampler (" + options.spatialUpsamplerPath->filename().string() + " is "
-                    + ltx2::describeLatentUpsampler(*up) + ")");
+            wrongUpsampler = file + " is a " + ltx2::describeLatentUpsampler(*up) + " latent upsampler; the two-stage path needs an x2 "
+                "spatial upsampler (such as ltx-2.3-spatial-upscaler-x2-1.1.safetensors), or run in a single stage";
     }
     if (!missing.empty()) {
         std::string text;
@@ -489,6 +492,8 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
             text += "\n  - " + m;
         return makeError(ErrorCode::NotFound, w.describeFiles() + ": the LTX-2 pipeline is incomplete; missing:" + text);
     }
+    if (wrongUpsampler)
+        return makeError(ErrorCode::Unsupported, *wrongUpsampler);
     impl->transformerConfig = *transformer;
     impl->audioConfig = *audio;
     return Ltx2Pipeline(std::move(impl));
@@ -968,47 +973,51 @@ Ltx2StoredSizes Ltx2Pipeline::storedSizes() const
 {
     const auto& m = *m_impl;
     Ltx2StoredSizes out;
-    auto partBytes = [&](ltx2::Part part) {
-        std::int64_t bytes = 0;
-        for (const auto& [_, t] : m.weights.tensors(part))
-            bytes += static_cast<std::int64_t>(t.info->bytes);
-        return bytes;
+    const int computeBytes = static_cast<int>(c10::elementSize(m.options.dtype));
+    // Bytes per stored form of the matrix weights, for the dominant form of a component.
+    std::map<std::string, std::map<capability::WeightFormat, std::int64_t>> formBytes;
+    auto count = [&](const std::string& component, const tensorfile::Checkpoint& cp, const tensorfile::TensorInfo& t, bool loaded = true) {
+        out.componentBytes[component] += static_cast<std::int64_t>(t.bytes);
+        if (!loaded)
+            return;  // on disk, never in memory
+        out.componentHeldBytes[component] += quant::heldBytes(cp, t, computeBytes);
+        out.heldBytesF32 += quant::heldBytes(cp, t, 4);
+        if (t.shape.size() == 2 && t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0)
+            formBytes[component][quant::storedFormat(cp, t)] += static_cast<std::int64_t>(t.bytes);
     };
-    out.componentBytes["transformer"] = partBytes(ltx2::Part::Transformer);
-    out.componentBytes["connectors"] = partBytes(ltx2::Part::Connectors);
-    out.componentBytes["video_vae"] = partBytes(ltx2::Part::VideoVae);
-    out.componentBytes["audio_vae"] = partBytes(ltx2::Part::AudioVae);
-    out.componentBytes["vocoder"] = partBytes(ltx2::Part::Vocoder);
-    // The video VAE encoder is loaded only for conditioned requests.
-    for (const auto& [name, t] : m.weights.tensors(ltx2::Part::VideoVae))
-        if (name.rfind("encoder.", 0) == 0) {
-            out.componentBytes["video_vae"] -= static_cast<std::int64_t>(t.info->bytes);
-            out.componentBytes["video_encoder"] += static_cast<std::int64_t>(t.info->bytes);
+    const std::pair<ltx2::Part, const char*> parts[] = {{ltx2::Part::Transformer, "transformer"}, {ltx2::Part::Connectors, "connectors"},
+        {ltx2::Part::VideoVae, "video_vae"}, {ltx2::Part::AudioVae, "audio_vae"}, {ltx2::Part::Vocoder, "vocoder"}};
+    std::map<std::string, std::int64_t> blockBytes;
+    for (const auto& [part, component] : parts) {
+        out.componentBytes[component] += 0;
+        out.componentHeldBytes[component] += 0;
+        for (const auto& [name, t] : m.weights.tensors(part)) {
+            // The video VAE encoder is loaded only for conditioned requests.
+            const bool encoder = part == ltx2::Part::VideoVae && name.rfind("encoder.", 0) == 0;
+            // The audio VAE's encoder and spare statistics are never loaded (generation only decodes).
+            const bool unused = part == ltx2::Part::AudioVae && (name.rfind("encoder.", 0) == 0 || name.rfind("per_channel_statistics.", 0) == 0);
+            count(encoder ? "video_encoder" : component, *t.checkpoint, *t.info, !unused);
+            if (part == ltx2::Part::Transformer && name.rfind("transformer_blocks.", 0) == 0)
+                blockBytes[name.substr(0, name.find('.', 19))] += quant::heldBytes(*t.checkpoint, *t.info, computeBytes);
         }
+    }
     if (m.options.spatialUpsamplerPath) {
-        std::int64_t bytes = 0;
+        out.componentBytes["spatial_upsampler"] += 0;
         if (auto source = tensorfile::ModelSource::open(*m.options.spatialUpsamplerPath))
             for (const auto& cp : source->checkpoints)
                 for (const auto& t : cp.tensors)
-                    bytes += static_cast<std::int64_t>(t.bytes);
-        out.componentBytes["spatial_upsampler"] = bytes;
-    }
-    std::map<std::string, std::int64_t> blockBytes;
-    for (const auto& [name, t] : m.weights.tensors(ltx2::Part::Transformer)) {
-        if (name.rfind("transformer_blocks.", 0) != 0)
-            continue;
-        const auto dot = name.find('.', 19);
-        blockBytes[name.substr(0, dot)] += static_cast<std::int64_t>(t.info->bytes);
+                    count("spatial_upsampler", cp, t);
     }
     for (const auto& [_, b] : blockBytes)
         out.transformerBlockBytes = std::max(out.transformerBlockBytes, b);
-    std::int64_t textBytes = 0;
-    if (auto source = tensorfile::ModelSource::open(m.textEncoderPath)) {
+    out.componentBytes["text_encoder"] += 0;
+    if (auto source = tensorfile::ModelSource::open(m.textEncoderPath))
         for (const auto& cp : source->checkpoints)
             for (const auto& t : cp.tensors)
-                textBytes += static_cast<std::int64_t>(t.bytes);
-    }
-    out.componentBytes["text_encoder"] = textBytes;
+                if (!gemma3::isUnusedByTextEncoder(t.name))
+                    count("text_encoder", cp, t);
+    for (const auto& [component, forms] : formBytes)
+        out.componentFormats[component] = capability::dominantFormat(forms);
     const auto& c = m.transformerConfig;
     out.videoDim = c.dim();
     out.audioDim = c.audioDim();

@@ -6,6 +6,7 @@
 // are loaded when needed and released when a request says so, and every phase reports
 // progress and stops within one step or decode tile when the stop token is triggered.
 
+#include "base/capability.h"
 #include "inference/util/result.h"
 
 #include <ATen/core/Tensor.h>
@@ -52,7 +53,12 @@ struct Ltx2PipelineOptions {
 // What each component holds as stored, read from headers before anything loads.
 struct Ltx2StoredSizes {
     std::map<std::string, std::int64_t> componentBytes;  // text_encoder, connectors, transformer, video_vae, audio_vae, vocoder
-    std::int64_t transformerBlockBytes = 0;  // the largest single block (offloading keeps one or two on the device)
+    // What each holds once loaded in the pipeline's compute dtype (dense weights converted to it,
+    // quantized ones as stored), and the form most of its matrix weights are stored in.
+    std::map<std::string, std::int64_t> componentHeldBytes;
+    std::map<std::string, capability::WeightFormat> componentFormats;
+    std::int64_t heldBytesF32 = 0;  // all components together under f32 compute (the CPU's default)
+    std::int64_t transformerBlockBytes = 0;  // held bytes of the largest single block (offloading keeps one or two on the device)
     std::int64_t videoDim = 0, audioDim = 0, ffnDim = 0, layers = 0, latentChannels = 0;
 };
 

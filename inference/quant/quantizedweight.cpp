@@ -3,6 +3,7 @@
 #include "inference/util/device.h"
 
 #include "inference/util/log.h"
+#include "inference/util/pathstats.h"
 #include "kernels/fp8dequant.h"
 #include "kernels/fusedops.h"
 #include "kernels/ggufdequant.h"
@@ -202,6 +203,28 @@ Result<QuantizedWeight> QuantizedWeight::quantizeInt8(const at::Tensor& weight)
     }
 }
 
+std::string QuantizedWeight::storedForm() const
+{
+    switch (m_representation) {
+    case Representation::Dense: return std::string(c10::toString(m_data.scalar_type()));
+    case Representation::Fp8Scaled: return m_data.scalar_type() == at::kFloat8_e4m3fn ? "FP8 e4m3" : "FP8 e5m2";
+    case Representation::Gguf: {
+        const auto* info = tensorfile::ggmlTypeInfo(static_cast<std::uint32_t>(m_ggmlType));
+        return "GGUF " + (info ? std::string(info->name) : std::to_string(m_ggmlType));
+    }
+    case Representation::Nf4: return "NF4";
+    case Representation::Int8: return "int8";
+    }
+    return "?";
+}
+
+void QuantizedWeight::recordDequantize(c10::Device device, c10::ScalarType dtype) const
+{
+    if (m_representation != Representation::Dense && paths::active())
+        paths::record("dequantize", storedForm() + " to " + (dtype == at::kFloat ? "f32" : dtype == at::kBFloat16 ? "bf16" : dtype == at::kHalf ? "f16" : c10::toString(dtype))
+                + (device.is_cuda() ? " on CUDA" : " on the CPU"));
+}
+
 std::string QuantizedWeight::describe() const
 {
     std::string s(representationName(m_representation));
@@ -245,6 +268,7 @@ Result<at::Tensor> QuantizedWeight::dequantize(c10::ScalarType dtype) const
         return opError("dequantize", "the weight is empty");
     if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf)
         return opError("dequantize", std::string("output dtype ") + c10::toString(dtype) + " is not float32, bfloat16 or float16");
+    recordDequantize(device(), dtype);
     return guarded(*this, "dequantize", [&]() -> Result<at::Tensor> {
         switch (m_representation) {
         case Representation::Dense:
@@ -269,6 +293,7 @@ Result<void> QuantizedWeight::dequantizeInto(at::Tensor& out) const
 {
     if (!defined())
         return opError("dequantize", "the weight is empty");
+    recordDequantize(out.device(), out.scalar_type());
     auto r = guarded(*this, "dequantize", [&]() -> Result<at::Tensor> {
         TORCH_CHECK(out.sizes() == c10::IntArrayRef(m_shape), "out is shaped ", out.sizes());
         switch (m_representation) {
@@ -338,10 +363,10 @@ std::optional<std::string> QuantizedWeight::fp8MatmulBlocker(c10::Device device,
     if (dtype != at::kBFloat16 && dtype != at::kHalf)
         return std::string("the compute dtype is ") + c10::toString(dtype)
             + " (activations keep full precision; FP8 GEMMs run for bfloat16 and float16)";
-    const auto* props = at::cuda::getDeviceProperties(device.index() < 0 ? c10::cuda::current_device() : device.index());
-    if (props->major * 10 + props->minor < 89)
-        return "GPU compute capability " + std::to_string(props->major) + "." + std::to_string(props->minor)
-            + " has no FP8 tensor cores (needs 8.9+)";
+    static const auto switches = pathSwitches();
+    if (auto blocker = capability::fp8GemmBlocker(deviceCaps(device), dtype == at::kHalf ? capability::Dtype::F16 : capability::Dtype::BF16,
+            switches))
+        return blocker;
     if (m_data.scalar_type() != at::kFloat8_e4m3fn)
         return "the weight is e5m2 (the matmul path takes e4m3 weights)";
     if (m_data.dim() != 2)
@@ -431,6 +456,7 @@ Result<at::Tensor> QuantizedWeight::linearQuantizedInput(const at::Tensor& xq, c
         return opError("linear", "the pre-quantized input must be float8_e4m3fn ending in " + std::to_string(m_shape[1]) + " features");
     if (auto blocker = fp8MatmulBlocker(xq.device(), dtype))
         return opError("linear", *blocker);
+    paths::record("GEMM", "FP8 tensor-core GEMM");
     return guarded(*this, "linear", [&]() -> Result<at::Tensor> {
         auto y = fp8MatmulQuantized(xq.reshape({-1, m_shape[1]}), m_inputScale->reshape({}), bias, dtype);
         auto outShape = xq.sizes().vec();
@@ -499,9 +525,19 @@ Result<at::Tensor> QuantizedWeight::linear(const at::Tensor& input, const std::o
     if (m_representation == Representation::Fp8Scaled) {
         if (auto blocker = weight->fp8MatmulBlocker(input.device(), input.scalar_type())) {
             logFallbackOnce("fp8 weights use dequantize + matmul: " + *blocker);
+            // Where the device would take FP8 GEMMs but this weight cannot (e5m2, block scales,
+            // odd dims), the slower path is a fallback to report, not the plan.
+            if (paths::active() && input.is_cuda() && (dtype == at::kBFloat16 || dtype == at::kHalf)
+                && !capability::fp8GemmBlocker(deviceCaps(input.device()), dtype == at::kHalf ? capability::Dtype::F16 : capability::Dtype::BF16,
+                    pathSwitches()))
+                paths::recordFallback("GEMM", "dequantize + GEMM (" + storedForm() + ")", *blocker);
+            paths::record("GEMM", "dequantize + GEMM (" + storedForm() + ")");
         } else {
+            paths::record("GEMM", "FP8 tensor-core GEMM");
             return guarded(*this, "linear", [&]() -> Result<at::Tensor> { return weight->fp8Matmul(input, bias, dtype); });
         }
+    } else if (paths::active()) {
+        paths::record("GEMM", m_representation == Representation::Dense ? "dense GEMM" : "dequantize + GEMM (" + storedForm() + ")");
     }
     const auto computeDtype = dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf ? dtype : at::kFloat;
     Result<at::Tensor> w = at::Tensor();

@@ -59,6 +59,8 @@ public:
     bool defined() const { return m_data.defined(); }
     Representation representation() const { return m_representation; }
     std::string describe() const;
+    // The stored form in a few words for path reports: "bfloat16", "FP8 e4m3", "GGUF Q4_K".
+    std::string storedForm() const;
     const std::vector<std::int64_t>& shape() const { return m_shape; }
     c10::Device device() const;
     // Bytes held by data, scales and tables: what the weight costs in memory.
@@ -87,6 +89,7 @@ public:
 
 private:
     Error opError(const char* op, const std::string& what) const;
+    void recordDequantize(c10::Device device, c10::ScalarType dtype) const;
     std::optional<std::string> fp8MatmulBlocker(c10::Device device, c10::ScalarType dtype) const;
     at::Tensor fp8Matmul(const at::Tensor& input, const std::optional<at::Tensor>& bias, c10::ScalarType dtype) const;
     at::Tensor fp8MatmulQuantized(const at::Tensor& xq, const at::Tensor& scaleA, const std::optional<at::Tensor>& bias,

@@ -105,6 +105,31 @@ bool isQuantizationSibling(const std::string& name)
     return name.find(".quant_state.bitsandbytes__") != std::string::npos;
 }
 
+capability::WeightFormat storedFormat(const Checkpoint& cp, const TensorInfo& t)
+{
+    if (t.isQuantizedBlocks())
+        return capability::WeightFormat::Gguf;
+    if (cp.find(t.name + ".quant_state.bitsandbytes__nf4") || cp.find(t.name + ".quant_state.bitsandbytes__fp4"))
+        return capability::WeightFormat::Nf4;
+    if (t.dtype && (*t.dtype == DType::F8_E4M3 || *t.dtype == DType::F8_E5M2))
+        return capability::WeightFormat::Fp8Scaled;
+    return capability::WeightFormat::Dense;
+}
+
+std::int64_t heldBytes(const Checkpoint& cp, const TensorInfo& t, int computeBytes)
+{
+    const auto stored = static_cast<std::int64_t>(t.bytes);
+    if (isQuantizationSibling(t.name) || storedFormat(cp, t) != capability::WeightFormat::Dense)
+        return stored;
+    // Integer tensors (token ids, indices) keep their type.
+    if (t.dtype && *t.dtype != DType::F32 && *t.dtype != DType::F16 && *t.dtype != DType::BF16 && *t.dtype != DType::F64)
+        return stored;
+    if (t.ggmlType && *t.ggmlType != tensorfile::GgmlType::F32 && *t.ggmlType != tensorfile::GgmlType::F16
+        && *t.ggmlType != tensorfile::GgmlType::BF16)
+        return stored;
+    return t.numel() * computeBytes;
+}
+
 namespace {
 thread_local const std::stop_token* t_loadStop = nullptr;
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "base/capability.h"
 #include "inference/quant/quantizedweight.h"
 #include "inference/util/result.h"
 
@@ -10,6 +11,7 @@
 
 namespace vireo::tensorfile {
 struct Checkpoint;
+struct TensorInfo;
 }
 
 namespace vireo::quant {
@@ -46,5 +48,12 @@ private:
 // Tensors that belong to another tensor's quantization (scales, absmax, quant_map, ...):
 // a loader walking all names skips these.
 bool isQuantizationSibling(const std::string& name);
+
+// The form loadWeight finds a tensor in, from its header and its siblings' names alone.
+capability::WeightFormat storedFormat(const tensorfile::Checkpoint& checkpoint, const tensorfile::TensorInfo& tensor);
+// The bytes a tensor holds once loaded for a compute dtype of computeBytes per value: quantized
+// weights (GGUF blocks, FP8, NF4) and their scales stay as stored, every dense tensor is
+// converted to the compute dtype (so bf16 weights take twice their size under f32 compute).
+std::int64_t heldBytes(const tensorfile::Checkpoint& checkpoint, const tensorfile::TensorInfo& tensor, int computeBytes);
 
 } // namespace vireo::quant

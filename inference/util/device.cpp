@@ -1,5 +1,8 @@
 #include "inference/util/device.h"
 
+#include "base/envswitch.h"
+#include "kernels/fp8attention.h"
+
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/core/Allocator.h>
@@ -9,6 +12,9 @@
 #include <c10/util/Exception.h>
 
 #include <cuda_runtime_api.h>
+
+#include <map>
+#include <mutex>
 
 namespace vireo {
 
@@ -43,6 +49,57 @@ std::string cudaDeviceSummary()
 std::int64_t cudaTotalMemory()
 {
     return cudaAvailable() ? static_cast<std::int64_t>(at::cuda::getDeviceProperties(0)->totalGlobalMem) : 0;
+}
+
+capability::DeviceCaps deviceCaps(c10::Device device)
+{
+    if (!device.is_cuda() || !cudaAvailable())
+        return capability::DeviceCaps{"cpu", false, 0, 0, 0, 0, 0, 0};
+    static std::mutex mutex;
+    static std::map<int, capability::DeviceCaps> known;
+    const auto index = indexOf(device);
+    const std::lock_guard lock(mutex);
+    if (const auto it = known.find(index); it != known.end())
+        return it->second;
+    const auto* p = at::cuda::getDeviceProperties(index);
+    capability::DeviceCaps caps;
+    caps.name = p->name;
+    caps.cuda = true;
+    caps.major = p->major;
+    caps.minor = p->minor;
+    caps.totalBytes = static_cast<std::int64_t>(p->totalGlobalMem);
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) == cudaSuccess)
+        caps.driverCudaVersion = driver;
+    caps.runtimeCudaVersion = CUDART_VERSION;
+    caps.cudnnVersion = kernels::cudnnVersion();
+    known[index] = caps;
+    return caps;
+}
+
+capability::Switches pathSwitches()
+{
+    capability::Switches s;
+    s.fp8TensorCores = env::flag("VIREO_FP8_TENSOR_CORES");
+    s.fp8Attention = kernels::fp8AttentionEnabled();
+    s.fp8AttentionBuilt = kernels::fp8AttentionBuilt();
+    return s;
+}
+
+std::string cudaUnavailableReason()
+{
+    if (cudaAvailable())
+        return {};
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0)
+        return "no NVIDIA driver was found (install the NVIDIA driver, version 580 or newer for CUDA 13)";
+    if (driver / 1000 < CUDART_VERSION / 1000)
+        return "the NVIDIA driver supports CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10)
+            + ", but this build needs CUDA " + std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10)
+            + ": update the NVIDIA driver (580 or newer)";
+    if (!at::hasCUDA())
+        return "this build of PyTorch has no CUDA";
+    return "the NVIDIA driver reports no usable GPU (is one installed, and not hidden by CUDA_VISIBLE_DEVICES?)";
 }
 
 void deviceSynchronize(c10::Device device)

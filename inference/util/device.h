@@ -4,6 +4,7 @@
 // includes CUDA headers: synchronization, memory statistics, handing cached memory back, and
 // telling apart the failures a job can survive from a lost device.
 
+#include "base/capability.h"
 #include "inference/util/result.h"
 
 #include <c10/core/Device.h>
@@ -33,6 +34,17 @@ bool cudaAvailable();
 std::string cudaDeviceSummary();
 // Total memory of the first CUDA device, without creating a context (0 without CUDA).
 std::int64_t cudaTotalMemory();
+
+// What the capability gate needs to know of a device (read once per device and kept): the
+// CPU's for a CPU device; for a CUDA device its compute capability, memory, the driver's and
+// this build's CUDA versions and the cuDNN the kernels load.
+capability::DeviceCaps deviceCaps(c10::Device device);
+// The path switches as the environment sets them (VIREO_FP8_TENSOR_CORES, VIREO_FP8_ATTENTION),
+// with whether this build has FP8 attention at all.
+capability::Switches pathSwitches();
+// Why CUDA cannot be used on this machine, in words a user can act on (no driver, a driver too
+// old for this build, a build without CUDA); empty when it can.
+std::string cudaUnavailableReason();
 
 // One error for an exception thrown by libtorch inside `what` (a phase or component name):
 // out of memory on any device becomes ErrorCode::OutOfMemory, a CUDA fault DeviceFault, the

@@ -35,6 +35,20 @@ std::size_t utf8SequenceLength(std::string_view text, std::size_t i)
     return n;
 }
 
+std::string shownName(std::string_view text, std::size_t maxBytes)
+{
+    if (text.size() <= maxBytes)
+        return terminalSafe(text);
+    std::size_t cut = 0;
+    while (cut < text.size()) {
+        const auto n = std::max<std::size_t>(1, utf8SequenceLength(text, cut));
+        if (cut + n > maxBytes)
+            break;
+        cut += n;
+    }
+    return terminalSafe(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 std::string terminalSafe(std::string_view text)
 {
     std::string out;

@@ -188,8 +188,10 @@ def test_generate(tmp_dir=RUN_TMP):
               and recipe["prompt"].startswith("a red fox") and recipe["model_version"] == "2.3"
               and all(len(f["sha256"]) == 64 for f in recipe["files"]) and recipe["frames"] == 17
               and recipe["speed"] == "fast" and 0 <= recipe["steps_skipped"] <= 6
-              and "dense GEMM" in recipe.get("paths", "") and "self-attention:" in recipe.get("paths", "")
-              and f"compute: {recipe.get('paths')}" in p.stdout)
+              and recipe.get("paths", "").startswith("GEMM: ") and " dense GEMM" in recipe.get("paths", "")
+              and "attention: " in recipe.get("paths", "") and " f32 SDPA" in recipe.get("paths", "")
+              and "transformer: dense GEMM in f32 on the CPU" in recipe.get("planned_paths", "")
+              and f"compute: {recipe.get('paths')}" in p.stdout and f"paths: {recipe.get('planned_paths')}" in p.stdout)
         check("generate: ffprobe reads both streams, 17 frames, 0.708 s and the recipe", ok, probe.stdout[:600])
         # The studio's gallery lists it with its recipe (the window notices the row by polling).
         import sqlite3
@@ -697,7 +699,77 @@ def test_hostile_hub():
         hub.stop()
 
 
+def test_inputs_checked_before_loading(tmp_dir=RUN_TMP):
+    """What a user types is checked before a byte of weights is read (issue #25), --help works on
+    every command, environment switches are parsed one way, and --dry-run plans without loading
+    (issue #24)."""
+    root = FIXTURES / "ltx2pipeline" / "v23"
+    out = Path(tmp_dir) / "checked.mp4"
+    base = ["generate", "--model", root / "diffusers", "--prompt", "a quiet harbour", "--frames", 9, "--width", 64, "--height", 64]
+
+    for command in ("generate", "inspect", "bench", "lora", "plan", "cache"):
+        p = run(command, "--help")
+        check(f"{command} --help prints its usage", p.returncode == 0 and f"vireo-cli {command}" in p.stdout and not p.stderr,
+              f"rc={p.returncode} {p.stderr[-300:]!r}")
+
+    def refused(name, extra, code, *words, env=None):
+        p = subprocess.run([CLI, *map(str, base), *map(str, extra)], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, **(env or {})})
+        ok = p.returncode == code and all(w in p.stderr for w in words) and "denoise" not in p.stdout and "load" not in p.stdout
+        check(f"generate: {name}", ok, f"rc={p.returncode} stderr={p.stderr[-400:]!r}")
+
+    lora = FIXTURES / "ltx2pipeline" / "v23" / "loras" / "style.safetensors"
+    for strength in ("1e308", "nan", "inf", "-200"):
+        refused(f"--lora FILE:{strength} is a bad strength, not a missing file", ["--lora", f"{lora}:{strength}", "--out", out], 2,
+                "strength after ':'", "-100 to 100")
+    refused("--lora FILE:abc", ["--lora", f"{lora}:abc", "--out", out], 2, "strength after ':'")
+    colon = Path(tmp_dir) / "style:2.safetensors"
+    shutil.copy(lora, colon)
+    p = run(*base, "--lora", colon, "--out", out, "--dry-run")
+    check("generate: a LoRA whose name holds ':2' is taken whole", p.returncode == 0, p.stderr[-300:])
+    fifo = Path(tmp_dir) / "pipe.png"
+    os.mkfifo(fifo)
+    refused("a pipe as --image", ["--image", fifo, "--out", out], 1, "is a pipe, not a file")
+    refused("a folder as --clip", ["--clip", tmp_dir, "--out", out], 1, "is a folder")
+    refused("/dev/zero as --image", ["--image", "/dev/zero", "--out", out], 1, "is a device, not a file")
+    refused("--out under /proc", ["--out", "/proc/vireo-test.mp4"], 1, "cannot be written there")
+    refused("--out with a 300-byte name", ["--out", Path(tmp_dir) / ("x" * 296 + ".mp4")], 1, "too long")
+    refused("an environment switch that is no switch value", ["--out", out], 2, "VIREO_CUDA_GRAPHS", "'of'",
+            env={"VIREO_CUDA_GRAPHS": "of"})
+    p = subprocess.run([CLI, *map(str, base), "--out", out, "--dry-run"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "VIREO_CUDA_GRAPHS": "OFF", "VIREO_FUSED_KERNELS": "yes"})
+    check("generate: switches take on/off/yes/no in any case", p.returncode == 0, p.stderr[-300:])
+
+    # --dry-run: the plan and each component's path, nothing loaded, nothing written.
+    p = run(*base, "--dry-run")
+    ok = (p.returncode == 0 and "device: cpu" in p.stdout and "transformer" in p.stdout and "dense GEMM in f32 on the CPU" in p.stdout
+          and "fits: yes" in p.stdout and "denoise" not in p.stdout)
+    check("generate --dry-run prints the plan and the paths", ok, p.stdout[-600:] + p.stderr[-300:])
+    fp8 = root / "fp8" / "ltx-2.3-tiny-fp8.safetensors"
+    gemma = root / "single" / "gemma"
+    plans = {}
+    for device in ("t4", "rtx-3090", "rtx-4090", "h100"):
+        p = run("generate", "--model", fp8, "--text-encoder", gemma, "--prompt", "x", "--frames", 9, "--width", 64, "--height", 64,
+                "--dry-run", "--plan-for", device, "--json")
+        plans[device] = json.loads(p.stdout) if p.returncode == 0 else {"error": p.stderr}
+    paths = {d: {c["component"]: c["path"] for c in pl.get("paths", [])} for d, pl in plans.items()}
+    check("generate --dry-run --plan-for: each GPU gets its dtype and FP8 path",
+          plans["t4"].get("dtype") == "f16" and paths["t4"].get("transformer", "").startswith("dequantize to f16")
+          and plans["rtx-3090"].get("dtype") == "bf16" and paths["rtx-3090"].get("transformer", "").startswith("dequantize to bf16")
+          and paths["rtx-4090"].get("transformer") == "FP8 tensor-core GEMM" and plans["rtx-4090"].get("attention") == "bf16 SDPA"
+          and plans["h100"].get("attention") == "FP8 flash attention (cuDNN)"
+          and any("save memory, not time" in w for w in plans["rtx-3090"].get("path_warnings", [])),
+          json.dumps(plans)[:1500])
+    p = run("generate", "--model", fp8, "--text-encoder", gemma, "--prompt", "x", "--dry-run", "--plan-for", "gtx-1080")
+    check("generate --plan-for gtx-1080: too old, with what would work",
+          p.returncode == 1 and "older than this build supports" in p.stderr and "CPU" in p.stderr, p.stderr[-400:])
+    p = run(*base, "--dtype", "bf16", "--dry-run", "--plan-for", "rtx-2080")
+    check("generate --dtype bf16 on Turing is refused before loading", p.returncode == 1 and "choose auto or f16" in p.stderr, p.stderr[-400:])
+    check("nothing was written by the checks", not out.exists(), str(out))
+
+
 test_bad_corpus()
+test_inputs_checked_before_loading()
 test_hostile_files()
 test_hostile_hub()
 test_trust_gate()

@@ -371,7 +371,7 @@ private slots:
         const auto model = tinyIdeogram();
         QCOMPARE(facade::detectModelKind(model.plan.modelPaths), facade::ModelKind::Image);
         QCOMPARE(facade::detectModelKind(tinyModel().plan.modelPaths), facade::ModelKind::Video);
-        auto plan = facade::Generator::planMemory(model.plan, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40});
+        auto plan = facade::Generator::planMemory(model.plan, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40, std::nullopt});
         QVERIFY2(plan, plan ? "" : plan.error().message.c_str());
         QCOMPARE(plan->pipeline, std::string("ideogram4"));
         QCOMPARE(plan->kind, facade::ModelKind::Image);
@@ -386,7 +386,7 @@ private slots:
         QCOMPARE(bytes["transformer"], bytes["unconditional_transformer"]);
         QCOMPARE(plan->hostWeightBytes, bytes["text_encoder"] + bytes["transformer"] + bytes["unconditional_transformer"] + bytes["vae"]);
         // Too little memory: it says so, with the shortfall.
-        auto tight = facade::Generator::planMemory(model.plan, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1024});
+        auto tight = facade::Generator::planMemory(model.plan, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1024, std::nullopt});
         QVERIFY(tight);
         QVERIFY(!tight->fits);
         QVERIFY(tight->shortfallBytes > 0);
@@ -395,12 +395,12 @@ private slots:
         // blocks is one it runs (on a GPU; on the CPU everything is in RAM anyway).
         auto textOnCpu = model.plan;
         textOnCpu.placement = facade::Placement::TextEncoderOnCpu;
-        auto refused = facade::Generator::planMemory(textOnCpu, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40});
+        auto refused = facade::Generator::planMemory(textOnCpu, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40, std::nullopt});
         QVERIFY(!refused);
         QCOMPARE(refused.error().code, ErrorCode::Unsupported);
         auto offload = model.plan;
         offload.placement = facade::Placement::OffloadTransformerBlocks;
-        auto streamed = facade::Generator::planMemory(offload, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40});
+        auto streamed = facade::Generator::planMemory(offload, {64, 48, 1, true}, facade::MemoryBudget{0, 0, 1ll << 40, std::nullopt});
         QVERIFY2(streamed, streamed ? "" : streamed.error().message.c_str());
         QVERIFY(streamed->fits && streamed->forced);
     }
@@ -503,7 +503,7 @@ private slots:
         job.model = tinyModel();
         job.request = smallRequest(64, 17);
         job.outputFolder = folder;
-        job.conditions = {{png, 0, 1.0, 33, 0}, {png, 9, 0.5, 0, 0}};
+        job.conditions = {{png, 0, 1.0, 33, 0, false, {}}, {png, 9, 0.5, 0, 0, false, {}}};
         QStringList phases;
         connect(&e, &Engine::jobProgress, this, [&](quint64, const QString& p, qint64, qint64, double) {
             if (phases.isEmpty() || phases.last() != p)
@@ -552,13 +552,13 @@ private slots:
             QStringList words;
         };
         const QList<Case> cases{
-            {{m_out.filePath(QStringLiteral("absent.png")), 0, 1.0, 33, 0}, "auto", {QStringLiteral("absent.png"), QStringLiteral("no such file")}},
-            {{text.fileName(), 0, 1.0, 33, 0}, "auto", {QStringLiteral("notes.png"), QStringLiteral("not an image FFmpeg can decode")}},
-            {{png, 8, 1.0, 33, 0}, "auto", {QStringLiteral("start image.png"), QStringLiteral("8k + 1")}},
-            {{png, 17, 1.0, 33, 0}, "auto", {QStringLiteral("past the last frame")}},
-            {{png, 0, 1.5, 33, 0}, "auto", {QStringLiteral("strength")}},
+            {{m_out.filePath(QStringLiteral("absent.png")), 0, 1.0, 33, 0, false, {}}, "auto", {QStringLiteral("absent.png"), QStringLiteral("no such file")}},
+            {{text.fileName(), 0, 1.0, 33, 0, false, {}}, "auto", {QStringLiteral("notes.png"), QStringLiteral("not an image FFmpeg can decode")}},
+            {{png, 8, 1.0, 33, 0, false, {}}, "auto", {QStringLiteral("start image.png"), QStringLiteral("8k + 1")}},
+            {{png, 17, 1.0, 33, 0, false, {}}, "auto", {QStringLiteral("past the last frame")}},
+            {{png, 0, 1.5, 33, 0, false, {}}, "auto", {QStringLiteral("strength")}},
             // The tiny folder has an upsampler; the dev schedule is what keeps two stages out.
-            {{png, 0, 1.0, 33, 0}, "two", {QStringLiteral("two-stage path cannot run"), QStringLiteral("distilled")}},
+            {{png, 0, 1.0, 33, 0, false, {}}, "two", {QStringLiteral("two-stage path cannot run"), QStringLiteral("distilled")}},
         };
         for (const auto& c : cases) {
             auto bad = job;
@@ -580,7 +580,7 @@ private slots:
         image.model = tinyIdeogram();
         image.request = imageRequest();
         image.outputFolder = folder;
-        image.conditions = {{png, 0, 1.0, 33, 0}};
+        image.conditions = {{png, 0, 1.0, 33, 0, false, {}}};
         const auto imageId = e.enqueueGenerate(image);
         QVERIFY(waitFinished(e, imageId));
         QCOMPARE(e.job(imageId)->state, JobState::Failed);
@@ -601,7 +601,7 @@ private slots:
         plain.request = smallRequest(64, 9);
         plain.outputFolder = m_out.filePath(QStringLiteral("compare"));
         auto conditioned = plain;
-        conditioned.conditions = {{png, 0, 1.0, 33, 0}};
+        conditioned.conditions = {{png, 0, 1.0, 33, 0, false, {}}};
         const auto a = e.enqueueGenerate(plain);
         const auto b = e.enqueueGenerate(conditioned);
         QVERIFY(waitFinished(e, a) && waitFinished(e, b));

@@ -143,9 +143,9 @@ private slots:
         // Conditions and the stage path round-trip.
         auto withImage = *v1;
         withImage.conditions.push_back({"/home/ana/Pictures/harbour at dawn.jpg", "2026-11-30_21-14-03_a-lighthouse.cond0.jpg",
-            std::string(64, 'a'), 0, 1.0, 33, 1});
-        withImage.conditions.push_back({"/home/ana/keyframe.png", "", std::string(64, 'b'), 57, 0.65, 0, 1});
-        withImage.conditions.push_back({"/home/ana/Videos/pier.mp4", "", std::string(64, 'c'), 0, 1.0, 0, 17, true});
+            std::string(64, 'a'), 0, 1.0, 33, 1, false, {}, false});
+        withImage.conditions.push_back({"/home/ana/keyframe.png", "", std::string(64, 'b'), 57, 0.65, 0, 1, false, {}, false});
+        withImage.conditions.push_back({"/home/ana/Videos/pier.mp4", "", std::string(64, 'c'), 0, 1.0, 0, 17, true, {}, false});
         withImage.stages = "two";
         withImage.stagesRequested = "auto";
         withImage.stagesReason = "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
@@ -369,6 +369,60 @@ private slots:
         QVERIFY((*store)->remove(byName[QStringLiteral("nested.mp4")].id).ok());
         QVERIFY(QFileInfo::exists(moved));
         QCOMPARE((*store)->integrityCheck(), QStringLiteral("ok"));
+    }
+
+    // Outputs made by anyone (issue #25): a megabyte prompt is listed by its start and kept in the
+    // index within bounds, a date in the year 9999 does not sort first forever, a name that is
+    // not UTF-8 is said, and the database is never written through a link.
+    void hostileOutputsAreAdoptedWithinBounds()
+    {
+        QTemporaryDir dir;
+        const QString outputs = dir.filePath(QStringLiteral("outputs"));
+        QDir().mkpath(outputs);
+        auto huge = sampleRecipe(3, std::string(1 << 20, 'w'));
+        writeClip(outputs + QStringLiteral("/huge-prompt.mp4"), huge);
+        auto future = sampleRecipe(4, "from the future");
+        future.created = "9999-12-31T23:59:59Z";
+        writeClip(outputs + QStringLiteral("/future.mp4"), future);
+        writeClip(outputs + QStringLiteral("/today.mp4"), sampleRecipe(5, "today"));
+        // A name in Latin-1 (0xE9), as an old camera or a copy from another system writes it.
+        const QByteArray latin1 = QFile::encodeName(outputs) + "/caf\xe9.mp4";
+        const QString placeholder = dir.filePath(QStringLiteral("placeholder"));
+        QVERIFY(QFile::copy(outputs + QStringLiteral("/today.mp4"), placeholder));
+        QVERIFY(::rename(QFile::encodeName(placeholder).constData(), latin1.constData()) == 0);
+
+        const QString database = dir.filePath(QStringLiteral("gallery.sqlite"));
+        auto store = GalleryStore::open(database);
+        QVERIFY(store.ok());
+        auto added = (*store)->rescan(outputs);
+        QVERIFY(!added.ok());
+        QVERIFY2(added.error().message.find("not valid UTF-8") != std::string::npos && added.error().message.find("rename it") != std::string::npos,
+            added.error().message.c_str());
+        QHash<QString, gallery::GalleryItem> byName;
+        const auto items = (*store)->items();
+        for (const auto& i : items)
+            byName.insert(QFileInfo(i.path).fileName(), i);
+        QVERIFY(byName.contains(QStringLiteral("huge-prompt.mp4")) && byName.contains(QStringLiteral("future.mp4")));
+        QVERIFY2(byName[QStringLiteral("huge-prompt.mp4")].prompt.size() <= 4096, qPrintable(QString::number(byName[QStringLiteral("huge-prompt.mp4")].prompt.size())));
+        const auto full = (*store)->item(byName[QStringLiteral("huge-prompt.mp4")].id);
+        QVERIFY(full && full->hasRecipe && full->recipeJson.size() < 300 * 1024);
+        QVERIFY2(QFileInfo(database).size() < 4 << 20, qPrintable(QString::number(QFileInfo(database).size())));
+        QVERIFY(byName[QStringLiteral("future.mp4")].created <= QDateTime::currentDateTimeUtc().addDays(1));
+        store->reset();
+
+        // A link where the database goes: refused, and the file it points at left as it was.
+        const QString victim = dir.filePath(QStringLiteral("victim.txt"));
+        QFile v(victim);
+        QVERIFY(v.open(QIODevice::WriteOnly));
+        v.write("the user's own file");
+        v.close();
+        const QString linked = dir.filePath(QStringLiteral("linked.sqlite"));
+        QVERIFY(QFile::link(victim, linked));
+        auto refused = GalleryStore::open(linked);
+        QVERIFY(!refused.ok());
+        QVERIFY2(refused.error().message.find("symbolic link") != std::string::npos, refused.error().message.c_str());
+        QVERIFY(v.open(QIODevice::ReadOnly));
+        QCOMPARE(v.readAll(), QByteArray("the user's own file"));
     }
 
     void survivesKilledWriters()

@@ -939,6 +939,44 @@ private slots:
         QVERIFY2(shards.error().message.find("weight_map entry 'a' is not a file name") != std::string::npos, shards.error().message.c_str());
     }
 
+    // What a lying Hub can name (issue #25): a file name no filesystem takes is refused at the
+    // plan, before a byte moves, and a name of megabytes makes a message of a line; a header
+    // line of a megabyte is the server's fault, not "out of memory".
+    void overlongNamesAndHeadersAreRefusedByWhatTheyAre()
+    {
+        for (const auto& name : {std::string(256, 'n') + ".safetensors", "a/" + std::string(300, 'b') + "/c.json",
+                 std::string(1100, 'x')})
+            QVERIFY2(!HfCache::isSafeRepoPath(name), name.substr(0, 20).c_str());
+        QVERIFY(HfCache::isSafeRepoPath(std::string(255, 'n')));
+        HubClient client(options());
+        const auto commit = client.repoInfo("tiny/plain", "main")->commit;
+        QTemporaryDir cacheDir;
+        HfCache cache(cacheDir.path().toStdString());
+        for (const std::size_t length : {std::size_t(4096), std::size_t(5) << 20}) {
+            const std::string name(length, 'n');
+            const QString body = QStringLiteral(R"([{"type":"file","path":"%1","size":1,"oid":"0000000000000000000000000000000000000000"}])")
+                                     .arg(QString::fromStdString(name));
+            hubFault(QStringLiteral("/tree/"), QStringLiteral("GET"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("body")}, {QStringLiteral("text"), body}}, -1);
+            auto plan = makePlan(client, cache, "tiny/plain", "main", PlanRule{});
+            clearFaults();
+            QVERIFY(!plan.ok());
+            const auto& m = plan.error().message;
+            QVERIFY2(m.find("longer than a filesystem takes") != std::string::npos, m.substr(0, 400).c_str());
+            QVERIFY2(m.size() < 600 && m.find(std::to_string(length) + " bytes") != std::string::npos, m.substr(0, 400).c_str());
+        }
+        QVERIFY(QDir(cacheDir.path()).entryList(QDir::NoDotAndDotDot | QDir::AllEntries).isEmpty());
+        hubFault(QStringLiteral("/revision/"), QStringLiteral("GET"),
+            QJsonObject{{QStringLiteral("kind"), QStringLiteral("header")}, {QStringLiteral("name"), QStringLiteral("X-Filler")},
+                {QStringLiteral("value"), QString(1 << 20, QLatin1Char('h'))}}, -1);
+        auto info = client.repoInfo("tiny/plain", "main");
+        clearFaults();
+        QVERIFY(!info.ok());
+        QVERIFY2(info.error().message.find("header line over 100 KB") != std::string::npos
+                && info.error().message.find("Out of memory") == std::string::npos,
+            info.error().message.c_str());
+        Q_UNUSED(commit);
+    }
+
     void aTokenWithALineBreakIsNeverSent()
     {
         control("DELETE", QStringLiteral("/_control/log"));

@@ -257,8 +257,13 @@ def load_spec(path, token_file=None):
                 if size < 0 or not 0 <= int(seed) < 1 << 64:
                     raise SpecError(f"{repo_id}/{p}: size must be >= 0 and seed in [0, 2^64)")
                 files[p] = FileEntry(p, Content(size, seed=int(seed)), bool(fs.get("lfs", True)), False)
+            elif "path" in fs:
+                # A real file (a fixture model's weights), served byte for byte.
+                with open(fs["path"], "rb") as src:
+                    data = src.read()
+                files[p] = FileEntry(p, Content(len(data), data=data), bool(fs.get("lfs", True)), False)
             else:
-                raise SpecError(f"{repo_id}/{p}: needs 'text' or 'size'")
+                raise SpecError(f"{repo_id}/{p}: needs 'text', 'size' or 'path'")
             files[p].expected_sha256 = fs.get("sha256")
         repos[repo_id] = Repo(repo_id, commit, set(r.get("branches", ["main"])), gated,
                               bool(r.get("private", False)), allowed, files)

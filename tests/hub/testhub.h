@@ -32,6 +32,23 @@ public:
         const QString spec = workDir + QStringLiteral("/spec.json");
         if (QProcess::execute(python(), {source("tests/hub/specs.py"), spec}) != 0)
             return fail(error, QStringLiteral("specs.py failed"));
+        return launch(workDir, spec, extraArgs, error);
+    }
+
+    // The same with a spec of the test's own (repos of real files: {"path": ...} entries).
+    bool startWithSpec(const QString& workDir, const QJsonObject& specObject, const QStringList& extraArgs = {}, QString* error = nullptr)
+    {
+        const QString spec = workDir + QStringLiteral("/spec.json");
+        QFile out(spec);
+        if (!out.open(QIODevice::WriteOnly) || out.write(QJsonDocument(specObject).toJson()) <= 0)
+            return fail(error, QStringLiteral("cannot write the spec"));
+        out.close();
+        return launch(workDir, spec, extraArgs, error);
+    }
+
+private:
+    bool launch(const QString& workDir, const QString& spec, const QStringList& extraArgs, QString* error)
+    {
         QFile specFile(spec);
         if (!specFile.open(QIODevice::ReadOnly))
             return fail(error, QStringLiteral("no spec written"));
@@ -54,6 +71,7 @@ public:
         return !m_hub.isEmpty() && !m_cdn.isEmpty() ? true : fail(error, QStringLiteral("the ready file names no URLs"));
     }
 
+public:
     void stop()
     {
         if (m_server.state() == QProcess::NotRunning)

@@ -23,6 +23,7 @@ inline std::filesystem::path envPath(const char* name)
 }
 
 inline std::filesystem::path fixturesDir() { return envPath("VIREO_FIXTURES_DIR"); }
+inline std::filesystem::path fixturesRoot() { return envPath("VIREO_FIXTURES_ROOT"); }
 inline std::filesystem::path sourceDir() { return envPath("VIREO_SOURCE_DIR"); }
 
 inline std::vector<std::byte> readAll(const std::filesystem::path& path)

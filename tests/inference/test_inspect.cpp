@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <tuple>
 
 using namespace vireo;
 using nlohmann::json;
@@ -65,6 +66,29 @@ VT_TEST(everyFixtureIsRecognized)
         for (const auto& [name, count] : j["dtypes"].items())
             histogram += count.get<std::int64_t>();
         VT_COMPARE(histogram, r.tensors);
+    }
+}
+
+// Lightricks' latent upsampler files (tests/fixtures/make_ltx2_upsampler_fixtures.py): named for
+// what they scale, from the shapes alone (also without the embedded config); the ones the
+// two-stage path cannot use carry a warning.
+VT_TEST(latentUpsamplersAreRecognizedWithTheirScale)
+{
+    const auto root = test::fixturesRoot() / "ltx2upsampler";
+    for (const auto& [variant, kind, usable] : std::vector<std::tuple<std::string, std::string, bool>>{
+             {"v20", "spatial x2 (rational resampler)", true}, {"v23", "spatial x2,", true}, {"x15", "spatial x1.5", false},
+             {"x4", "spatial x4", false}, {"temporal", "temporal x2", false}, {"st", "spatial x2 + temporal x2", false}}) {
+        for (const char* file : {"single.safetensors", "noconfig.safetensors"}) {
+            const auto path = root / variant / file;
+            auto report = inspect::inspectPath(path);
+            VT_CHECK_MSG(report.ok(), (report.ok() ? "" : report.error().message));
+            const auto where = variant + "/" + file + ": ";
+            VT_CHECK_MSG(report->family == "ltx-2-upsampler", where << "family " << report->family);
+            const auto fact = report->facts.count("Upsampler") ? report->facts.at("Upsampler") : std::string();
+            VT_CHECK_MSG(fact.rfind(kind, 0) == 0, where << fact);
+            VT_CHECK_MSG(report->warnings.empty() == usable, where << (report->warnings.empty() ? "no warning" : report->warnings.front()));
+            VT_CHECK_MSG(inspect::toText(*report).find("LTX-2 latent upsampler") != std::string::npos, where << inspect::toText(*report));
+        }
     }
 }
 

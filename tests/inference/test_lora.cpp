@@ -313,10 +313,69 @@ VT_TEST(whatCannotBeAppliedIsRefusedWithCounts)
     VT_CHECK(!lora::inspect(scratch("absent.safetensors"), targets).ok());
 }
 
+// What the second adversarial pass found (issue #25): each refused with words for what it is,
+// from the cheapest place that can tell.
+VT_TEST(hostileRanksNumbersAndHeadersAreNamed)
+{
+    c10::InferenceMode guard;
+    at::manual_seed(15);
+    const std::vector<lora::Target> targets{target("transformer_blocks.0.attn1.to_q", 32, 32)};
+    const auto a = at::randn({4, 32}) * 0.1, b = at::randn({32, 4}) * 0.1;
+    auto pair = [&](const at::Tensor& down, const at::Tensor& up) {
+        return std::map<std::string, at::Tensor>{{"diffusion_model.transformer_blocks.0.attn1.to_q.lora_A.weight", down},
+            {"diffusion_model.transformer_blocks.0.attn1.to_q.lora_B.weight", up}};
+    };
+    // Rank 0 and a rank larger than the layer: not "different ranks", which they are not.
+    const auto zero = scratch("rank0.safetensors");
+    must(tensorfile::writeSafetensors(zero, pair(at::zeros({0, 32}), at::zeros({32, 0}))));
+    auto r0 = must(lora::inspect(zero, targets));
+    VT_CHECK_MSG(!r0.usable() && r0.toText().find("rank 0") != std::string::npos && r0.toText().find("different ranks") == std::string::npos,
+        r0.toText());
+    const auto huge = scratch("rank5000.safetensors");
+    must(tensorfile::writeSafetensors(huge, pair(at::zeros({5000, 32}), at::zeros({32, 5000}))));
+    auto r5000 = must(lora::inspect(huge, targets));
+    VT_CHECK_MSG(!r5000.usable() && r5000.toText().find("rank 5000, above the 4096") != std::string::npos, r5000.toText());
+    // A PEFT alpha that is no number is an error, not the rank in its place.
+    const auto word = scratch("alpha-word.safetensors");
+    must(tensorfile::writeSafetensors(word, {{"transformer.transformer_blocks.0.attn1.to_q.lora_A.weight", a},
+                                                {"transformer.transformer_blocks.0.attn1.to_q.lora_B.weight", b}},
+        {{"lora_adapter_metadata", R"({"lora_alpha": "eight", "r": 4})"}}));
+    auto alpha = lora::inspect(word, targets);
+    VT_CHECK_MSG(!alpha.ok() && alpha.error().message.find("lora_alpha") != std::string::npos
+            && alpha.error().message.find("\"eight\"") != std::string::npos && alpha.error().message.find("not a number") != std::string::npos,
+        (alpha.ok() ? std::string("accepted") : alpha.error().message));
+    // A header far larger than any LoRA's is refused from its first bytes, before it is parsed.
+    const auto header = scratch("header.safetensors");
+    must(tensorfile::writeSafetensors(header, pair(a, b), {{"padding", std::string(17 << 20, 'a')}}));
+    auto big = lora::inspect(header, targets);
+    VT_CHECK_MSG(!big.ok() && big.error().message.find("safetensors header is") != std::string::npos
+            && big.error().message.find(header.string()) != std::string::npos,
+        (big.ok() ? std::string("accepted") : big.error().message));
+    // Weights that would move a layer by more than any trained LoRA does (3e38), and a strength
+    // far outside what LoRAs are made for: the first refused, the second applied and said.
+    const auto wild = scratch("wild.safetensors");
+    auto down = a.clone();
+    down[0][0] = 3e38f;
+    must(tensorfile::writeSafetensors(wild, pair(down, b)));
+    auto wildReport = must(lora::inspect(wild, targets));
+    auto wildDeltas = lora::loadDeltas(wildReport, 1.0, at::kFloat, at::kCPU);
+    VT_CHECK_MSG(!wildDeltas.ok() && wildDeltas.error().message.find("could change a weight by up to") != std::string::npos,
+        (wildDeltas.ok() ? std::string("accepted") : wildDeltas.error().message));
+    const auto tame = scratch("tame.safetensors");
+    must(tensorfile::writeSafetensors(tame, pair(a, b)));
+    std::vector<nn::LoraDelta> deltas;
+    const auto outcomes = lora::prepare({{tame, 100.0}, {tame, 1.0}}, targets, at::kFloat, at::kCPU, &deltas);
+    VT_COMPARE(outcomes.size(), std::size_t(2));
+    VT_CHECK_MSG(outcomes[0].status.find("strength 100 is far outside") != std::string::npos, outcomes[0].status);
+    VT_CHECK_MSG(outcomes[1].status == "applied", outcomes[1].status);
+    VT_COMPARE(deltas.size(), std::size_t(2));
+}
+
 VT_TEST(cleanup)
 {
     // libtorch ships its own std::filesystem::remove_all, which crashes: one file at a time.
-    for (const char* f : {"peft", "comfy", "kohya", "mixed", "loha", "nan", "meta", "bloated"})
+    for (const char* f : {"peft", "comfy", "kohya", "mixed", "loha", "nan", "meta", "bloated", "rank0", "rank5000", "alpha-word", "header",
+             "wild", "tame"})
         ::unlink(scratch(std::string(f) + ".safetensors").c_str());
     VT_CHECK(::rmdir(scratch("x").parent_path().c_str()) == 0);
 }

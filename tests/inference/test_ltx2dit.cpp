@@ -259,9 +259,23 @@ VT_TEST(everyKeyMapsToExactlyOneParameter)
     VT_CHECK(!r.ok());
     VT_CHECK_MSG(r.error().message.find("attn1.to_r.weight") != std::string::npos, r.error().message);
 
-    // The same weights given twice (single file + diffusers folder) are refused, not merged.
+    // The same weights given twice (single file + diffusers folder) are read once, and counted;
+    // the same names with other values are refused, naming both files.
     auto twice = ltx2::Ltx2Weights::open({versionDir("23") / "single.safetensors", versionDir("23") / "diffusers"});
-    VT_CHECK(!twice.ok() && twice.error().message.find("stored twice") != std::string::npos);
+    VT_CHECK_MSG(twice.ok(), (twice.ok() ? "" : twice.error().message));
+    int repeated = 0;
+    if (twice.ok())
+        for (const auto& [files, count] : twice->repeated())
+            repeated += count;
+    VT_CHECK_MSG(repeated > 100, repeated);
+    auto changed = full->tensors;
+    changed["model.diffusion_model.transformer_blocks.0.attn1.to_q.weight"] = changed.at("model.diffusion_model.transformer_blocks.0.attn1.to_q.weight") + 1.0f;
+    VT_CHECK(tensorfile::writeSafetensors(dir / "changed.safetensors", changed, full->metadata).ok());
+    auto different = ltx2::Ltx2Weights::open({dir / "changed.safetensors", versionDir("23") / "diffusers"});
+    VT_CHECK(!different.ok());
+    VT_CHECK_MSG(!different.ok() && different.error().message.find("stored twice with different values") != std::string::npos
+            && different.error().message.find("changed.safetensors") != std::string::npos,
+        (different.ok() ? std::string("accepted") : different.error().message));
 
     // A GGUF transformer without its text projection cannot build the connectors.
     auto noProj = ltx2::Ltx2Weights::open({versionDir("23") / "transformer.gguf"});
@@ -269,7 +283,7 @@ VT_TEST(everyKeyMapsToExactlyOneParameter)
     auto c = ltx2::Connectors::load(*noProj);
     VT_CHECK(!c.ok() && c.error().message.find("text projection") != std::string::npos);
     // Not fs::remove_all: the torch wheel's libtorch exports its own std::filesystem symbols.
-    for (const char* f : {"missing.safetensors", "extra.safetensors"})
+    for (const char* f : {"missing.safetensors", "extra.safetensors", "changed.safetensors"})
         ::unlink((dir / f).c_str());
     ::rmdir(dir.c_str());
 }

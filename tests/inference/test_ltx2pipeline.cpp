@@ -68,6 +68,14 @@ pipelines::Ltx2PipelineOptions optionsFor(const std::string& v, const std::strin
     } else if (layout == "single") {
         o.modelPaths = {d / "single" / (v == "20" ? "ltx-2-tiny.safetensors" : "ltx-2.3-tiny.safetensors")};
         o.textEncoderPath = d / "single" / "gemma";
+    } else if (layout == "publisher") {
+        // The catalog's GGUF variant as unsloth/LTX-2.3-GGUF names its files: the same weights as
+        // gguf/, each companion embedding only its own config sections (none in the connectors file).
+        const auto u = d / "publisher" / "unsloth";
+        o.modelPaths = {u / "distilled" / "ltx-2.3-22b-distilled-Q4_K_M.gguf",
+            u / "text_encoders" / "ltx-2.3-22b-distilled_embeddings_connectors.safetensors",
+            u / "vae" / "ltx-2.3-22b-distilled_video_vae.safetensors", u / "vae" / "ltx-2.3-22b-distilled_audio_vae.safetensors"};
+        o.textEncoderPath = d / "single" / "gemma";
     } else if (layout == "gguf") {
         o.modelPaths = {d / "gguf" / "transformer.gguf", d / "gguf" / "text_projection.safetensors", d / "gguf" / "video_vae.safetensors",
             d / "gguf" / "audio_vae.safetensors", d / "gguf" / "vocoder.safetensors"};
@@ -165,6 +173,7 @@ VT_TEST(devWithGuidanceMatchesDiffusers)
 VT_TEST(quantizedLayoutsMatchTheirDequantizedReference)
 {
     checkRun("23", "distilled_gguf", "gguf");
+    checkRun("23", "distilled_gguf", "publisher");
     checkRun("23", "distilled_fp8", "fp8");
     checkRun("20", "distilled_fp8", "fp8");
 }
@@ -213,6 +222,86 @@ VT_TEST(missingComponentsAreListedBeforeAnythingLoads)
     o.textEncoderPath.reset();
     p = pipelines::Ltx2Pipeline::open(o);
     VT_CHECK(!p.ok() && p.error().message.find("Gemma 3 text encoder") != std::string::npos);
+}
+
+// A tensor two of the given files both hold: the same bytes are read once (and counted);
+// different values refuse the load and name both files.
+VT_TEST(tensorsRepeatedAcrossFilesAreReadOnceOrRefused)
+{
+    auto o = optionsFor("23", "publisher");
+    const auto dups = dir("23") / "publisher" / "duplicates";
+    o.modelPaths[1] = dups / "dup-same_embeddings_connectors.safetensors";
+    auto same = ltx2::Ltx2Weights::open(o.modelPaths);
+    VT_CHECK_MSG(same.ok(), (same.ok() ? "" : same.error().message));
+    int repeated = 0;
+    for (const auto& [files, count] : same->repeated()) {
+        repeated += count;
+        VT_CHECK_MSG(files.find("dup-same_embeddings_connectors.safetensors") != std::string::npos
+                && files.find("_video_vae.safetensors") != std::string::npos, files);
+    }
+    VT_COMPARE(repeated, 1);
+    VT_CHECK(pipelines::Ltx2Pipeline::open(o).ok());
+    o.modelPaths[1] = dups / "dup-different_embeddings_connectors.safetensors";
+    auto different = ltx2::Ltx2Weights::open(o.modelPaths);
+    VT_CHECK(!different.ok());
+    const auto& m = different.error().message;
+    VT_CHECK_MSG(m.find("different values") != std::string::npos && m.find("dup-different_embeddings_connectors.safetensors") != std::string::npos
+            && m.find("ltx-2.3-22b-distilled_video_vae.safetensors") != std::string::npos, m);
+}
+
+// An upsampler that is there but of the wrong kind is named for what it is, not listed as a
+// missing part of an incomplete pipeline.
+VT_TEST(anUpsamplerOfAnotherScaleIsNamedForWhatItIs)
+{
+    auto o = optionsFor("23", "diffusers");
+    const auto upsamplers = test::fixturesRoot() / "ltx2upsampler";
+    for (const auto& [variant, kind] : std::vector<std::pair<std::string, std::string>>{{"x15", "spatial x1.5"}, {"temporal", "temporal x2"}}) {
+        o.spatialUpsamplerPath = upsamplers / variant / "single.safetensors";
+        auto p = pipelines::Ltx2Pipeline::open(o);
+        VT_CHECK(!p.ok());
+        const auto& m = p.error().message;
+        VT_CHECK_MSG(p.error().code == ErrorCode::Unsupported && m.find(kind) != std::string::npos && m.find("incomplete") == std::string::npos
+                && m.find("x2 spatial upsampler") != std::string::npos, m);
+    }
+    o.spatialUpsamplerPath = upsamplers / "v23" / "single.safetensors";
+    auto ok = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK_MSG(ok.ok(), (ok.ok() ? "" : ok.error().message));
+}
+
+// The memory plan counts what each component holds once loaded in the compute dtype (dense
+// weights converted to it, quantized ones as stored), so it agrees with what the load then
+// holds, for every layout and dtype.
+VT_TEST(memoryPlanCountsWhatTheLoadHolds)
+{
+    facade::MemoryBudget budget;
+    budget.hostAvailableBytes = 64ll << 30;
+    for (const auto& layout : {"diffusers", "fp8", "gguf"})
+        for (const auto& dtype : {"f32", "bf16"}) {
+            const auto o = optionsFor("23", layout);
+            facade::LoadPlan plan;
+            plan.modelPaths = o.modelPaths;
+            plan.textEncoderPath = o.textEncoderPath;
+            plan.dtype = dtype;
+            auto memory = facade::Generator::planMemory(plan, {64, 64, 9, false}, budget);
+            VT_CHECK_MSG(memory.ok(), (memory.ok() ? "" : memory.error().message));
+            auto generator = facade::Generator::load(plan, *memory, {}, {});
+            VT_CHECK_MSG(generator.ok(), (generator.ok() ? "" : generator.error().message));
+            const auto held = (*generator)->residentBytes();
+            for (const auto& c : memory->components) {
+                if (!held.count(c.name))
+                    continue;
+                const auto loaded = held.at(c.name);
+                const double ratio = static_cast<double>(c.bytes) / static_cast<double>(std::max<std::int64_t>(1, loaded));
+                std::printf("   %-9s %-4s %-13s planned %9lld stored %9lld loaded %9lld (%.3f)\n", layout, dtype, c.name.c_str(),
+                    static_cast<long long>(c.bytes), static_cast<long long>(c.storedBytes), static_cast<long long>(loaded), ratio);
+                VT_CHECK_MSG(ratio > 0.9 && ratio < 1.1, layout << " " << dtype << " " << c.name << ": planned " << c.bytes << ", loaded " << loaded);
+            }
+            // The fixtures are float32: bf16 compute halves every dense weight, and the plan says so.
+            if (std::string(dtype) == "bf16" && std::string(layout) == "diffusers")
+                for (const auto& c : memory->components)
+                    if (c.name == "transformer")
+                        VT_CHECK_MSG(c.bytes * 2 <= c.storedBytes + 4096, c.bytes << " of " << c.storedBytes);
+        }
 }
 
 VT_TEST(cancelStopsWithinAStepAndBadRequestsAreErrors)

@@ -4,6 +4,7 @@
 // changes the pixels a little (PSNR printed) and CRF 0 changes nothing.
 #include "tests/harness/vireotest.h"
 
+#include "media/imageheader.h"
 #include "media/imageops.h"
 #include "media/mediareader.h"
 #include "media/mp4writer.h"
@@ -19,6 +20,9 @@
 #include <string>
 #include <unistd.h>
 #include <vector>
+
+#include <sys/resource.h>
+#include <zlib.h>
 
 using namespace vireo;
 namespace fs = std::filesystem;
@@ -659,6 +663,178 @@ VT_TEST(turnedClipsComeOutAsTheFfmpegProgramShowsThem)
         if (rotate == 90 || rotate == 270)
             VT_CHECK_MSG(width == 32 && height == 64, "the program did not turn the clip: the test says nothing");
     }
+}
+
+namespace {
+
+// A PNG chunk (length, type, data, CRC) as a PNG file carries it.
+std::vector<std::uint8_t> pngChunk(const char* type, const std::vector<std::uint8_t>& data)
+{
+    std::vector<std::uint8_t> c;
+    const auto n = static_cast<std::uint32_t>(data.size());
+    for (int i = 3; i >= 0; --i)
+        c.push_back(static_cast<std::uint8_t>(n >> (8 * i)));
+    c.insert(c.end(), type, type + 4);
+    c.insert(c.end(), data.begin(), data.end());
+    const auto crc = crc32(c.data() + 4, c.size() - 4);
+    for (int i = 3; i >= 0; --i)
+        c.push_back(static_cast<std::uint8_t>(crc >> (8 * i)));
+    return c;
+}
+
+// zlib data that inflates to `bytes` zeros, made a megabyte at a time (the test itself never
+// holds the inflated size).
+std::vector<std::uint8_t> zlibBomb(std::int64_t bytes)
+{
+    z_stream z{};
+    VT_CHECK(deflateInit(&z, Z_BEST_COMPRESSION) == Z_OK);
+    std::vector<std::uint8_t> zeros(1 << 20, 0), out, chunk(1 << 16);
+    for (std::int64_t done = 0; done < bytes; done += static_cast<std::int64_t>(zeros.size())) {
+        z.next_in = zeros.data();
+        z.avail_in = static_cast<uInt>(zeros.size());
+        const int flush = done + static_cast<std::int64_t>(zeros.size()) >= bytes ? Z_FINISH : Z_NO_FLUSH;
+        do {
+            z.next_out = chunk.data();
+            z.avail_out = static_cast<uInt>(chunk.size());
+            deflate(&z, flush);
+            out.insert(out.end(), chunk.data(), chunk.data() + (chunk.size() - z.avail_out));
+        } while (z.avail_out == 0);
+    }
+    deflateEnd(&z);
+    return out;
+}
+
+long peakRssMiB()
+{
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss / 1024;
+}
+
+} // namespace
+
+// A PNG whose compressed text (zTXt, iTXt) or ICC profile (iCCP) inflates to a gigabyte: FFmpeg
+// inflates those into metadata without a limit, so they never reach it. The picture decodes as
+// it does without them, and the process never holds the inflated gigabyte.
+VT_TEST(pngTextAndProfileBombsAreNotInflated)
+{
+    const auto im = smooth(64, 48);
+    const auto png = encodeStill("png", "rgb24", im);
+    VT_CHECK(png.size() > 33);
+    auto plain = media::readImage(writeFile("plain.png", png));
+    VT_CHECK(plain.ok());
+    // The encoder's own PNG, as the reader passes it on (ffmpeg may write a text chunk of its own).
+    auto base = png;
+    const int own = media::stripInflatablePngChunks(base);
+    const auto bomb = zlibBomb(1ll << 30);
+    std::printf("    1 GiB of zeros deflates to %zu bytes\n", bomb.size());
+    for (const char* type : {"zTXt", "iTXt", "iCCP"}) {
+        std::vector<std::uint8_t> data;
+        const std::string keyword = std::string(type) == "iCCP" ? "ICC profile" : "Comment";
+        data.insert(data.end(), keyword.begin(), keyword.end());
+        data.push_back(0);
+        if (std::string(type) == "iTXt")
+            data.insert(data.end(), {1, 0, 0, 0});  // compressed, method 0, no language, no translated keyword
+        else
+            data.push_back(0);  // compression method 0
+        data.insert(data.end(), bomb.begin(), bomb.end());
+        auto file = std::vector<std::uint8_t>(png.begin(), png.begin() + 33);  // signature and IHDR
+        const auto chunk = pngChunk(type, data);
+        file.insert(file.end(), chunk.begin(), chunk.end());
+        file.insert(file.end(), png.begin() + 33, png.end());
+        auto stripped = file;
+        VT_COMPARE(media::stripInflatablePngChunks(stripped), 1 + own);
+        VT_CHECK(stripped == (own ? base : png));
+        const auto before = peakRssMiB();
+        auto r = media::readImage(writeFile(std::string("bomb-") + type + ".png", file));
+        const auto after = peakRssMiB();
+        std::printf("    %s bomb: %s, peak RSS %ld -> %ld MiB\n", type, r.ok() ? "decoded" : r.error().message.c_str(), before, after);
+        VT_CHECK_MSG(r.ok() && r->rgb == plain->rgb, type);
+        VT_CHECK_MSG(after < 768, type << " took the process to " << after << " MiB");
+    }
+    // Not a PNG, or a chunk list that runs past the end: left as it is, for the decoder to judge.
+    std::vector<std::uint8_t> other(png.begin(), png.begin() + 40);
+    VT_COMPARE(media::stripInflatablePngChunks(other), 0);
+    VT_CHECK(other == std::vector<std::uint8_t>(png.begin(), png.begin() + 40));
+}
+
+// Pictures whose headers declare more than the pixel limit are refused as too large, from the
+// header, in every format, not as "damaged".
+VT_TEST(overlargeHeadersAreRefusedAsTooLarge)
+{
+    const auto im = smooth(64, 48);
+    const std::string limit = "more than " + std::to_string(media::kMaxImagePixels) + " pixels";
+    // JPEG: the frame header's height and width.
+    auto jpg = encodeStill("mjpeg", "yuvj420p", im);
+    for (std::size_t i = 2; i + 9 < jpg.size(); ++i)
+        if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
+            for (std::size_t k : {i + 5, i + 7}) {
+                jpg[k] = 0x7B;  // 31623 = 0x7B87
+                jpg[k + 1] = 0x87;
+            }
+            break;
+        }
+    const auto declared = media::declaredImageSize(jpg);
+    VT_CHECK(declared && declared->width == 31623 && declared->height == 31623 && declared->format == "JPEG");
+    expectRefused(writeFile("huge.jpg", jpg), limit);
+    // WebP, lossless (VP8L: 14-bit sizes minus one) and lossy (VP8: 14-bit sizes).
+    auto riff = [](const char* chunk, const std::vector<std::uint8_t>& payload) {
+        std::vector<std::uint8_t> b{'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P'};
+        b.insert(b.end(), chunk, chunk + 4);
+        const auto n = static_cast<std::uint32_t>(payload.size());
+        b.insert(b.end(), {static_cast<std::uint8_t>(n), static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n >> 16), 0});
+        b.insert(b.end(), payload.begin(), payload.end());
+        const auto total = static_cast<std::uint32_t>(b.size() - 8);
+        for (int i = 0; i < 4; ++i)
+            b[4 + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(total >> (8 * i));
+        return b;
+    };
+    const std::uint32_t bits = 16383u | (16383u << 14);  // 16384 x 16384
+    std::vector<std::uint8_t> lossless{0x2F, static_cast<std::uint8_t>(bits), static_cast<std::uint8_t>(bits >> 8),
+        static_cast<std::uint8_t>(bits >> 16), static_cast<std::uint8_t>(bits >> 24)};
+    lossless.resize(64, 0);
+    expectRefused(writeFile("huge-lossless.webp", riff("VP8L", lossless)), limit);
+    std::vector<std::uint8_t> lossy{0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0xFF, 0x3F, 0xFF, 0x3F};  // 16383 x 16383
+    lossy.resize(64, 0);
+    expectRefused(writeFile("huge-lossy.webp", riff("VP8 ", lossy)), limit);
+    auto webp = media::declaredImageSize(riff("VP8 ", lossy));
+    VT_CHECK(webp && webp->width == 16383 && webp->height == 16383);
+    // Truncated headers say nothing, and nothing is read past their end.
+    for (std::size_t n = 0; n < 30; ++n) {
+        const std::vector<std::uint8_t> part(jpg.begin(), jpg.begin() + static_cast<std::ptrdiff_t>(std::min(n, jpg.size())));
+        (void)media::declaredImageSize(part);
+    }
+}
+
+// Extending a clip that declares no length: its end is found by decoding, which is bounded, and
+// only the frames kept are converted.
+VT_TEST(clipsWithoutADurationAreReadFromTheEndWithinBounds)
+{
+    auto make = [](const char* name, int frames) {
+        const auto path = tempDir() / name;
+        // Written to a pipe, the Matroska muxer cannot go back to write the duration.
+        const std::string command = "ffmpeg -nostdin -v error -y -f lavfi -i 'testsrc=size=32x32:rate=1000' -frames:v " + std::to_string(frames)
+            + " -c:v mpeg4 -q:v 8 -g 250 -f matroska pipe:1 > '" + path.string() + "'";
+        VT_CHECK_MSG(std::system(command.c_str()) == 0, command);
+        return path;
+    };
+    const auto shortClip = make("nodur-short.mkv", 2000);
+    auto info = media::probeMedia(shortClip);
+    VT_CHECK(info.ok());
+    std::printf("    %s: duration %.3f s\n", shortClip.filename().c_str(), info->durationSeconds);
+    auto last = media::readClipFrames(shortClip, 9, 32, 32, media::kMaxImagePixels, true);
+    VT_CHECK_MSG(last.ok(), last.error().message);
+    VT_COMPARE(last->size(), std::size_t(9));
+    const auto longClip = make("nodur-long.mkv", 40000);
+    auto refused = media::readClipFrames(longClip, 9, 32, 32, media::kMaxImagePixels, true);
+    VT_CHECK(!refused.ok());
+    if (!refused.ok()) {
+        std::printf("    %s\n", refused.error().message.c_str());
+        VT_CHECK(refused.error().message.find("declares no duration") != std::string::npos
+            && refused.error().message.find(longClip.string()) != std::string::npos);
+    }
+    // Its first frames still serve.
+    VT_CHECK(media::readClipFrames(longClip, 9, 32, 32).ok());
 }
 
 VT_MAIN("TestImageIo")

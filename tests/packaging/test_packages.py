@@ -134,6 +134,49 @@ def check_portable(prefix, label):
           f"Ubuntu 24.04 and Fedora (glibc >= {glibc})", not bad, "\n         ".join(sorted(set(bad))[:20]))
 
 
+def check_no_build_paths(prefix, label):
+    """Vireo's own programs and library name no folder of the build machine: nothing compiled in
+    runs or reads from there (a bench script, a source file), and __FILE__ and debug info are
+    relative (-ffile-prefix-map)."""
+    needles = [p.encode() for p in build_machine_paths() if len(p) > 4]
+    found = []
+    for elf in elf_files(prefix):
+        if elf.name not in ("vireo", "vireo-cli") and not elf.name.startswith("libvireo_kernels"):
+            continue
+        data = elf.read_bytes()
+        for n in needles:
+            if n in data:
+                found.append(f"{elf.name}: {n.decode()} ({data.count(n)} times)")
+    check(f"{label}: vireo, vireo-cli and libvireo_kernels.so name no folder of the build machine", not found, "; ".join(found[:10]))
+
+
+def cuda_archs():
+    """The architectures the build's kernels must carry (from its CMake cache); empty without CUDA."""
+    cache = (BUILD / "CMakeCache.txt").read_text(errors="replace")
+    if not re.search(r"^CMAKE_CUDA_COMPILER:FILEPATH=.+$", cache, re.M):
+        return []
+    m = re.search(r"^VIREO_CUDA_ARCHS:INTERNAL=(.*)$", cache, re.M)
+    return sorted(int(a) for a in m.group(1).split(";") if a) if m else []
+
+
+def check_fatbinary(prefix, label):
+    """The packaged kernels carry native code for every architecture the packaged libtorch runs
+    on (and Ada), and PTX of the newest: the same check as the build's test_fatbinary."""
+    archs = cuda_archs()
+    if not archs:
+        print(f"         {label}: built without CUDA kernels; no fatbinary to check")
+        return
+    sys.path.insert(0, str(SOURCE / "tests" / "kernels"))
+    import fatbinary
+    libs = [p for p in Path(prefix).rglob("libvireo_kernels.so*") if p.is_file() and not p.is_symlink()]
+    if not check(f"{label}: the package holds libvireo_kernels.so", len(libs) == 1, " ".join(map(str, libs))):
+        return
+    objects = len(list((BUILD / "kernels" / "CMakeFiles" / "vireo_kernels.dir").rglob("*.cu.o")))
+    bad, elf, ptx = fatbinary.problems(libs[0], archs, max(1, objects))
+    check(f"{label}: libvireo_kernels.so has native code for sm_{', sm_'.join(map(str, archs))} and PTX for "
+          f"compute_{max(archs)} in each of its {objects} CUDA objects", not bad, "; ".join(bad[:10]))
+
+
 def loaded_paths(debug_prefix):
     """The files the dynamic loader opened (LD_DEBUG=libs, dlopen() included)."""
     paths = set()
@@ -337,6 +380,8 @@ def main():
             deb.unlink()
         work = tmp / "deb work"
         work.mkdir()
+        check_fatbinary(root / "usr", "deb")
+        check_no_build_paths(root / "usr", "deb")
         run_installed(root / "usr", work, "deb")
         shutil.rmtree(root)
 

@@ -112,6 +112,10 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
                                       + (r.placement.empty() ? std::string() : ", " + r.placement)));
     if (!r.paths.empty())
         row(QStringLiteral("Compute"), esc(r.paths));
+    if (!r.plannedPaths.empty())
+        row(QStringLiteral("Planned"), esc(r.plannedPaths));
+    for (const auto& w : r.pathWarnings)
+        row(QStringLiteral("Slower than planned"), esc(w));
     if (!r.cudaGraphs.empty())
         row(QStringLiteral("CUDA graphs"), esc(r.cudaGraphs));
     if (!r.secondsPerPhase.empty()) {

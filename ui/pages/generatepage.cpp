@@ -798,13 +798,16 @@ bool GeneratePage::useAsStartImage(const QString& path, QString* why)
                 break;
             }
     }
-    if (!setConditionImage(path, why))
-        return false;
     if (m_imageMode) {
         if (why)
             *why = tr("No video model is ready to animate it: download an LTX-2 model on the Models page or add a local one.");
         return false;
     }
+    // Read on a worker: a long clip's last frame is decoded to show it, never on this thread.
+    ConditionSettings s;
+    s.anyKind = true;
+    s.crf = runtime::kDefaultConditionCrf;
+    loadConditionImage(path, s);
     return true;
 }
 
@@ -949,7 +952,12 @@ void GeneratePage::showPlan(quint64 ticket)
         if (c.bytes > 0)
             where << QStringLiteral("%1 %2 → %3").arg(QString::fromStdString(c.name), QString::fromStdString(humanBytes(c.bytes)),
                          QString::fromStdString(c.where));
-    m_memory->setText(text + QStringLiteral("\n") + where.join(QStringLiteral("; ")));
+    // How it will run on this device, decided before anything loads: the compute dtype and
+    // each component's path, and what runs slower than the device could.
+    QString paths = tr("How it runs: %1").arg(QString::fromStdString(p.pathsText));
+    for (const auto& w : p.pathWarnings)
+        paths += QStringLiteral("\n") + tr("Note: %1").arg(QString::fromStdString(w));
+    m_memory->setText(text + QStringLiteral("\n") + where.join(QStringLiteral("; ")) + QStringLiteral("\n") + paths);
     m_memory->setStyleSheet(p.fits ? QString() : QStringLiteral("color: #ff8a80;"));
 }
 
@@ -976,7 +984,7 @@ quint64 GeneratePage::generate()
     job.forcePlacement = planCurrent && !m_planFits;  // asked above, and answered yes
     if (!m_imageMode && !m_conditionPath.isEmpty())
         job.conditions.push_back({m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf,
-            m_conditionClip ? m_clipFrames->value() : 0, m_conditionClip && conditionFromEnd()});
+            m_conditionClip ? m_clipFrames->value() : 0, m_conditionClip && conditionFromEnd(), m_conditionSha256});
     auto* e = engine();
     watch(e);
     const auto id = e->enqueueGenerate(job);
@@ -1037,12 +1045,17 @@ void GeneratePage::onJobFinished(quint64 id)
     if (!s)
         return;
     switch (s->state) {
-    case runtime::JobState::Done:
+    case runtime::JobState::Done: {
         m_phase->setText(tr("Done in %1").arg(seconds(s->elapsedSeconds)));
         m_progress->setValue(1000);
         m_eta->clear();
         m_lastOutput = s->outputPath;
-        m_result->setText(tr("Saved %1 · seed %2").arg(s->outputPath).arg(s->recipe.seed));
+        QString saved = tr("Saved %1 · seed %2").arg(s->outputPath).arg(s->recipe.seed);
+        // A slower path than planned (cuDNN refusing a shape, a weight the FP8 GEMM cannot take)
+        // is said where the result is, with its count.
+        for (const auto& w : s->recipe.pathWarnings)
+            saved += QStringLiteral("\n") + tr("Note: %1").arg(QString::fromStdString(w));
+        m_result->setText(saved);
         m_openFolder->setEnabled(true);
         if (s->recipe.kind == "image") {
             QImage picture(s->outputPath);
@@ -1067,6 +1080,7 @@ void GeneratePage::onJobFinished(quint64 id)
         m_player->play();
         emit outputFinished(s->outputPath);
         break;
+    }
     case runtime::JobState::Cancelled:
         m_phase->setText(tr("Cancelled; nothing was written"));
         m_eta->clear();
@@ -1180,46 +1194,38 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     clearConditionImage();
     if (!r.conditions.empty()) {
         // The copy kept beside the output first (the gallery gives its full path), then the
-        // original; the one whose bytes the recipe hashed.
+        // original. Read on a worker like any choice; the engine checks the bytes against the
+        // recipe's hash when it reads the file, so nothing large is hashed on this thread.
         const auto& c = r.conditions.front();
-        QString chosen;
-        for (const auto& candidate : {QString::fromStdString(c.copy), QString::fromStdString(c.source)})
-            if (!candidate.isEmpty() && QFileInfo(candidate).isAbsolute() && QFileInfo(candidate).isFile()
-                && (c.sha256.empty() || output::fileSha256(candidate.toStdString()) == c.sha256)) {
-                chosen = candidate;
-                break;
-            }
-        QString problem;
         const bool clip = c.frames > 1;
-        if (chosen.isEmpty())
-            problem = (clip ? tr("The start clip %1 is gone or changed since (its SHA-256 differs): choose it again to make this video again.")
-                            : tr("The start image %1 is gone or changed since (its SHA-256 differs): choose it again to make this video again."))
-                          .arg(QString::fromStdString(c.source));
-        else if (!setConditionImage(chosen, &problem))
-            chosen.clear();
-        else if (m_conditionClip != clip) {
-            problem = tr("%1 is not the %2 the recipe names.").arg(chosen, clip ? tr("clip") : tr("still"));
-            clearConditionImage();
-            chosen.clear();
-        }
-        if (chosen.isEmpty()) {
+        const QString copy = QString::fromStdString(c.copy), source = QString::fromStdString(c.source);
+        const bool copyThere = !copy.isEmpty() && QFileInfo(copy).isAbsolute() && QFileInfo(copy).isFile();
+        const bool sourceThere = !source.isEmpty() && QFileInfo(source).isAbsolute() && QFileInfo(source).isFile();
+        ConditionSettings s;
+        s.frame = c.frame;
+        s.strength = c.strength;
+        s.clipFrames = clip ? static_cast<int>(std::min<std::int64_t>(1025, c.frames)) : 0;
+        s.expectClip = clip;
+        s.crf = c.frames == 1 ? c.crf : runtime::kDefaultConditionCrf;
+        if (copyThere) {
+            // A clip's kept frames are exactly the frames used: read from their start.
+            s.fromEnd = clip && !c.copyIsFrames && c.fromEnd;
+            s.expectedSha256 = c.copySha256.empty() ? c.sha256 : c.copySha256;
+            loadConditionImage(copy, s);
+        } else if (sourceThere) {
+            s.fromEnd = clip && c.fromEnd;
+            s.expectedSha256 = c.sha256;
+            loadConditionImage(source, s);
+        } else {
+            const QString problem = (clip ? tr("The start clip %1 is gone (no copy is beside the video either): choose it again to make this video again.")
+                                          : tr("The start image %1 is gone (no copy is beside the video either): choose it again to make this video again."))
+                                        .arg(source);
             m_modelStatus->setText(problem);
             if (why)
                 *why = problem;
-        } else {
-            const QSignalBlocker a2(m_imageFrame), b2(m_imageStrength), c2(m_clipFrames);
-            m_imageFrame->setValue(static_cast<int>(c.frame));
-            m_imageStrength->setValue(c.strength);
-            if (clip) {
-                m_clipFrames->setMaximum(std::max(m_clipFrames->maximum(), static_cast<int>(std::min<std::int64_t>(1025, c.frames))));
-                m_clipFrames->setValue(static_cast<int>(c.frames));
-                setConditionFromEnd(c.fromEnd);
-            }
-            m_conditionCrf = c.frames == 1 ? c.crf : runtime::kDefaultConditionCrf;
-            if (r.conditions.size() > 1 && why)
-                *why = tr("The recipe has %1 conditions; this page holds the first (vireo-cli generate takes them all).")
-                           .arg(r.conditions.size());
         }
+        if ((copyThere || sourceThere) && r.conditions.size() > 1 && why)
+            *why = tr("The recipe has %1 conditions; this page holds the first (vireo-cli generate takes them all).").arg(r.conditions.size());
     }
     m_randomSeed->setChecked(vary);
     if (!vary && (r.seed < 0 || r.seed > m_seed->maximum())) {
@@ -1246,27 +1252,61 @@ bool GeneratePage::setConditionImage(const QString& path, QString* error)
     return applyCondition(path, runtime::inspectCondition(path, 480), error);
 }
 
-void GeneratePage::loadConditionImage(const QString& path)
+void GeneratePage::loadConditionImage(const QString& path, std::optional<ConditionSettings> settings)
 {
     const auto ticket = ++m_conditionTicket;
     m_imageName->setText(tr("Reading %1…").arg(QFileInfo(path).fileName()));
     m_conditionForm->setRowVisible(m_imageName, true);
     QPointer<GeneratePage> self(this);
-    QThreadPool::globalInstance()->start([self, path, ticket] {
+    QThreadPool::globalInstance()->start([self, path, ticket, settings] {
         auto source = std::make_shared<Result<runtime::ConditionSource>>(runtime::inspectCondition(path, 480));
         // Back on the GUI thread, where the page may be gone or a newer choice made.
-        QMetaObject::invokeMethod(qApp, [self, path, ticket, source] {
+        QMetaObject::invokeMethod(qApp, [self, path, ticket, source, settings] {
             if (!self || ticket != self->m_conditionTicket)
                 return;
-            if (!self->applyCondition(path, *source, nullptr)) {
+            QString error;
+            if (!self->applyCondition(path, *source, &error)) {
                 // Refused: the slot shows what it held before.
                 if (self->m_conditionPath.isEmpty())
                     self->m_conditionForm->setRowVisible(self->m_imageName, false);
                 else
                     self->updateConditionThumbnail();
+                if (settings)
+                    self->m_modelStatus->setText(error);
+                return;
             }
+            if (settings)
+                self->applyConditionSettings(*settings);
         }, Qt::QueuedConnection);
     });
+}
+
+void GeneratePage::applyConditionSettings(const ConditionSettings& s)
+{
+    if (!s.anyKind && m_conditionClip != s.expectClip) {
+        m_modelStatus->setText(!s.wrongKind.isEmpty() ? s.wrongKind.arg(m_conditionPath)
+                                                      : tr("%1 is not the %2 the recipe names.").arg(m_conditionPath, s.expectClip ? tr("clip") : tr("still")));
+        clearConditionImage();
+        return;
+    }
+    m_conditionSha256 = s.expectedSha256;
+    if (s.anyKind) {
+        validate();
+        return;
+    }
+    {
+        const QSignalBlocker a(m_imageFrame), b(m_imageStrength), c(m_clipFrames);
+        m_imageFrame->setValue(static_cast<int>(s.frame));
+        m_imageStrength->setValue(s.strength);
+        if (m_conditionClip && s.clipFrames > 0) {
+            m_clipFrames->setMaximum(std::max(m_clipFrames->maximum(), std::min(1025, s.clipFrames)));
+            m_clipFrames->setValue(s.clipFrames);
+        }
+    }
+    if (m_conditionClip)
+        setConditionFromEnd(s.fromEnd);
+    m_conditionCrf = m_conditionClip ? runtime::kDefaultConditionCrf : s.crf;
+    validate();
 }
 
 bool GeneratePage::applyCondition(const QString& path, const Result<runtime::ConditionSource>& source, QString* error)
@@ -1285,6 +1325,7 @@ bool GeneratePage::applyCondition(const QString& path, const Result<runtime::Con
     }
     m_conditionRefused.clear();
     m_conditionPath = QFileInfo(path).absoluteFilePath();
+    m_conditionSha256.clear();
     m_conditionCrf = runtime::kDefaultConditionCrf;
     m_conditionPreview = source->preview;
     m_conditionLast = source->last;
@@ -1313,7 +1354,9 @@ bool GeneratePage::applyCondition(const QString& path, const Result<runtime::Con
 
 void GeneratePage::clearConditionImage()
 {
+    ++m_conditionTicket;  // a file still being read is no longer wanted
     m_conditionPath.clear();
+    m_conditionSha256.clear();
     m_conditionPreview = QImage();
     m_conditionCrf = runtime::kDefaultConditionCrf;
     m_conditionClip = false;
@@ -1333,21 +1376,18 @@ void GeneratePage::clearConditionImage()
 
 bool GeneratePage::extendClip(const QString& path, QString* why)
 {
-    if (!useAsStartImage(path, why))
-        return false;
-    if (!m_conditionClip) {
+    if (m_imageMode) {
         if (why)
-            *why = tr("%1 is not a video: only a clip can be extended.").arg(path);
-        clearConditionImage();
+            *why = tr("No video model is ready to extend it: download an LTX-2 model on the Models page or add a local one.");
         return false;
     }
-    {
-        const QSignalBlocker a(m_imageFrame), b(m_imageStrength), c(m_clipFrames);
-        m_imageFrame->setValue(0);
-        m_imageStrength->setValue(1.0);
-        m_clipFrames->setValue(9);
-    }
-    setConditionFromEnd(true);
+    // Its last 9 frames at frame 0, read on a worker (finding a clip's end decodes it).
+    ConditionSettings s;
+    s.expectClip = true;
+    s.clipFrames = 9;
+    s.fromEnd = true;
+    s.wrongKind = tr("%1 is not a video: only a clip can be extended.");
+    loadConditionImage(path, s);
     return true;
 }
 

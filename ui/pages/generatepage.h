@@ -62,9 +62,23 @@ public:
     // Matroska/WebM, AVI, MPEG-TS) is taken as a start clip: its first "Clip frames" frames
     // (8k + 1, 9 at first, as vireo-cli's --clip-frames), shown by its first frame.
     bool setConditionImage(const QString& path, QString* error = nullptr);
+    // How a condition is to be used once it is read (Generate again, Extend this clip): its
+    // frame, strength, the clip's part, and the SHA-256 the engine checks the file against.
+    struct ConditionSettings {
+        std::int64_t frame = 0;
+        double strength = 1.0;
+        int clipFrames = 0;        // 0: a still is expected
+        bool fromEnd = false;
+        int crf = 33;
+        bool expectClip = false;
+        bool anyKind = false;      // take what the file is (use as start image): no kind check, frame and strength kept
+        std::string expectedSha256;
+        QString wrongKind;         // said when the file is not of the expected kind; empty: the recipe's words
+    };
     // The same, decoded on a worker thread so a large picture or video never stalls the window
-    // (a drop, Choose…); the slot says it is reading, and a newer choice supersedes it.
-    void loadConditionImage(const QString& path);
+    // (a drop, Choose…, Generate again, Extend this clip); the slot says it is reading, and a
+    // newer choice supersedes it. With settings, they are applied once the file is read.
+    void loadConditionImage(const QString& path, std::optional<ConditionSettings> settings = std::nullopt);
     bool conditionIsClip() const { return m_conditionClip; }
     // A clip condition from the clip's end (its last "Clip frames" frames): at frame 0 the video
     // extends the clip. The Gallery's "Extend this clip" sets it.
@@ -119,6 +133,7 @@ private:
     void updateConditionThumbnail();
     void setImageError(const QString& text);
     bool applyCondition(const QString& path, const Result<runtime::ConditionSource>& source, QString* error);
+    void applyConditionSettings(const ConditionSettings& settings);
     // What a memory plan depends on (model, size, guidance, placement), as one comparable string.
     QString planInputs() const;
 
@@ -174,6 +189,7 @@ private:
     int m_conditionCrf = 33;            // the recipe's, for Generate again; the reference's otherwise
     bool m_conditionClip = false;       // the condition is a video's first frames
     quint64 m_conditionTicket = 0;      // the latest choice; an older one decoding meanwhile is dropped
+    std::string m_conditionSha256;      // the recipe's hash of the chosen file (Generate again); empty: any
     QString m_conditionRefused;         // why the last file offered was refused (or cannot be read to its end), until the next choice
 
     QLabel* m_preview;

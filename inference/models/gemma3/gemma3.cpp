@@ -558,4 +558,9 @@ std::map<std::string, std::int64_t> TextEncoder::bytesByRepresentation() const
     return out;
 }
 
+bool isUnusedByTextEncoder(const std::string& name)
+{
+    return std::any_of(kIgnoredPrefixes.begin(), kIgnoredPrefixes.end(), [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+}
+
 } // namespace vireo::gemma3

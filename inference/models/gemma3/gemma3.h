@@ -66,6 +66,9 @@ struct TextConfig {
 // in the current (layer_types, rope_parameters) or the older (sliding_window_pattern,
 // rope_theta, rope_local_base_freq, rope_scaling) form. origin names the file in errors.
 Result<TextConfig> parseTextConfig(const std::string& configJson, const std::string& origin);
+// A tensor of a Gemma 3 checkpoint the text encoder never loads (the vision tower, its
+// projector, the LM head): what a memory plan leaves out.
+bool isUnusedByTextEncoder(const std::string& name);
 
 struct TextEncoderLoadOptions {
     c10::Device device = c10::Device(c10::kCPU);

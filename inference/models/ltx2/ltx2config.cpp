@@ -182,7 +182,9 @@ Result<std::pair<TransformerConfig, ConnectorConfig>> configsFromLtxCore(const s
         return parsed.error();
     const auto it = parsed->find("transformer");
     if (it == parsed->end() || !it->is_object())
-        return makeError(ErrorCode::InvalidFormat, "the checkpoint's embedded config has no \"transformer\" section");
+        // A companion file (a separate VAE, connectors or vocoder file) embeds the sections of
+        // what it holds: no transformer section means "not here", as for the other parts.
+        return makeError(ErrorCode::NotFound, "the checkpoint's embedded config has no \"transformer\" section");
     const Json& j = *it;
     if (auto r = checkRope(j, "the checkpoint's embedded config"); !r)
         return r.error();

@@ -1,9 +1,11 @@
 #include "inference/models/ltx2/ltx2graphs.h"
+#include "base/envswitch.h"
 
 #include "inference/models/nn/layers.h"
 #include "inference/quant/quantizedweight.h"
 #include "inference/util/device.h"
 #include "inference/util/log.h"
+#include "inference/util/pathstats.h"
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
@@ -78,6 +80,7 @@ struct GraphedForward::Impl {
         TransformerOutputs outputs;   // the buffers it writes
         std::unique_ptr<at::cuda::CUDAGraph> graph;
         bool warmed = false;          // a forward of this key ran on the side stream
+        paths::Counts paths;          // what the captured forward runs, added at every replay
     };
     std::vector<Entry> entries;      // newest last
     // One memory pool for every graph of this loop. The graphs never run concurrently and their
@@ -140,7 +143,7 @@ std::string GraphedForward::blockedReason(const TransformerInputs& in) const
     if (!m.enabled)
         return "turned off";
     // A switch for a GPU session that must tell a graph fault from a kernel fault without a rebuild.
-    if (const char* env = std::getenv("VIREO_CUDA_GRAPHS"); env && std::string(env) == "0")
+    if (!env::flag("VIREO_CUDA_GRAPHS"))
         return "turned off by VIREO_CUDA_GRAPHS=0";
     if (!m.model->device().is_cuda())
         return "the transformer runs on " + m.model->device().str() + ", not a CUDA device";
@@ -242,6 +245,7 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                 targets[i]->copy_(*sources[i]);
         if (entry.graph) {
             entry.graph->replay();
+            paths::replay(entry.paths);
             ++stats.replays;
             outputs = entry.outputs;
         } else {
@@ -274,6 +278,7 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                 if (!pool)
                     pool = at::cuda::graph_pool_handle();
                 bool ran = false;
+                paths::Counts captured;
                 {
                     const c10::cuda::CUDAStreamGuard streamGuard(*side);
                     bool capturing = false;
@@ -281,7 +286,11 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                         // Thread-local: the application's other threads may use the device meanwhile.
                         graph->capture_begin(*pool, cudaStreamCaptureModeThreadLocal);
                         capturing = true;
-                        r = model->forward(entry.statics);
+                        {
+                            const paths::Recording capture;
+                            r = model->forward(entry.statics);
+                            captured = capture.counts();
+                        }
                         ran = true;
                         capturing = false;
                         graph->capture_end();
@@ -302,6 +311,7 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                     failure = r.error().message;  // the cause; capture_end only says the capture broke
                 if (failure.empty()) {
                     entry.outputs = *r;
+                    entry.paths = std::move(captured);
                     entry.graph = std::move(graph);
                     ++stats.captures;
                     stats.poolBytes = cudaGraphPoolMemory(device);
@@ -320,6 +330,7 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                     return error;
             } else if (entry.graph) {
                 entry.graph->replay();
+                paths::replay(entry.paths);
                 ++stats.replays;
                 outputs = entry.outputs;
             } else {

@@ -1,5 +1,6 @@
 #include "inference/models/ltx2/ltx2layers.h"
 
+#include "inference/util/pathstats.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/util/log.h"
 #include "kernels/fp8attention.h"
@@ -292,8 +293,13 @@ at::Tensor Attention::attend(const Projections& p, const std::optional<at::Tenso
         if (fp8Attention && !mask && q.is_cuda() && q.size(1) >= kFp8AttentionTokens) {
             std::string refusal;
             out = kernels::fp8Attention(q, k, p.value, heads, &refusal);
-            if (!out.defined())
+            if (out.defined()) {
+                paths::record("attention", "FP8 flash attention (cuDNN)");
+            } else {
                 warnFp8AttentionRefused(refusal, dtype);
+                paths::recordFallback("attention", std::string(dtype == at::kBFloat16 ? "bf16" : dtype == at::kHalf ? "f16" : "f32") + " SDPA",
+                    refusal);
+            }
         }
         if (!out.defined()) {
             auto qh = q.unflatten(2, {heads, -1}).transpose(1, 2);

@@ -971,7 +971,7 @@ Result<std::optional<VideoVaeConfig>> describedEncoder(const Ltx2Weights& w)
             return named(parsed.error());
         return std::optional<VideoVaeConfig>(*parsed);
     }
-    const auto json = w.ltxCoreConfig();
+    const auto json = w.ltxCoreConfig(Part::VideoVae);
     if (!json)
         return std::optional<VideoVaeConfig>();
     const std::string what = "the embedded config's \"vae\" section";

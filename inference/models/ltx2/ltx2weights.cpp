@@ -3,6 +3,7 @@
 #include "inference/models/ltx2/ltx2config.h"
 #include "inference/tensorfile/tensorview.h"
 #include "inference/util/jsonlimits.h"
+#include "inference/util/log.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -297,6 +298,48 @@ std::string ltxCoreToDiffusersConnector(const std::string& key)
     return name;
 }
 
+namespace {
+
+// Whether two stored tensors are the same weight: one type, one shape, the same bytes (and, for
+// a quantized weight, the same scales beside it).
+Result<bool> sameTensor(const SourceTensor& a, const SourceTensor& b)
+{
+    const auto& x = *a.info;
+    const auto& y = *b.info;
+    if (x.shape != y.shape || x.dtype != y.dtype || x.ggmlType != y.ggmlType || x.bytes != y.bytes)
+        return false;
+    auto bytesOf = [](const tensorfile::Checkpoint& cp, const tensorfile::TensorInfo& t) { return tensorfile::rawBytes(cp, t); };
+    auto first = bytesOf(*a.checkpoint, x);
+    if (!first)
+        return first.error();
+    auto second = bytesOf(*b.checkpoint, y);
+    if (!second)
+        return second.error();
+    if (!at::equal(*first, *second))
+        return false;
+    const std::string base = a.name.size() > 7 && a.name.compare(a.name.size() - 7, 7, ".weight") == 0 ? a.name.substr(0, a.name.size() - 7) : a.name;
+    const std::string otherBase = b.name.size() > 7 && b.name.compare(b.name.size() - 7, 7, ".weight") == 0 ? b.name.substr(0, b.name.size() - 7) : b.name;
+    for (const char* suffix : {".weight_scale", ".scale_weight", ".input_scale", ".scale_input"}) {
+        const auto* s = a.checkpoint->find(base + suffix);
+        const auto* t = b.checkpoint->find(otherBase + suffix);
+        if (!s && !t)
+            continue;
+        if (!s || !t)
+            return false;
+        auto u = bytesOf(*a.checkpoint, *s);
+        auto v = bytesOf(*b.checkpoint, *t);
+        if (!u)
+            return u.error();
+        if (!v)
+            return v.error();
+        if (s->dtype != t->dtype || s->shape != t->shape || !at::equal(*u, *v))
+            return false;
+    }
+    return true;
+}
+
+} // namespace
+
 Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& paths)
 {
     if (paths.empty())
@@ -348,15 +391,26 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
                 }
                 auto& part = w.m_parts[static_cast<int>(owner)];
                 const SourceTensor tensor{&cp, info.name, &info};
-                if (auto [it, inserted] = part.emplace(canonical, tensor); !inserted)
-                    return makeError(ErrorCode::InvalidFormat, "'" + canonical + "' is stored twice: as '" + it->second.name + "' in "
-                            + it->second.checkpoint->path.string() + " and as '" + info.name + "' in " + cp.path.string()
-                            + "; give each LTX-2 component once");
+                if (auto [it, inserted] = part.emplace(canonical, tensor); !inserted) {
+                    // Publishers repeat tensors across their files (a connectors file that also
+                    // carries what the transformer file holds): the same bytes are read once;
+                    // different values cannot both be the model, and which is meant is unknown.
+                    auto same = sameTensor(it->second, tensor);
+                    if (!same)
+                        return same.error();
+                    if (!*same)
+                        return makeError(ErrorCode::InvalidFormat, "'" + canonical + "' is stored twice with different values: as '"
+                                + it->second.name + "' in " + it->second.checkpoint->path.string() + " and as '" + info.name + "' in "
+                                + cp.path.string() + "; these files are not parts of one model (give the matching companion files)");
+                    ++w.m_repeated[it->second.checkpoint->path.filename().string() + " and " + cp.path.filename().string()];
+                }
             }
         }
     }
     if (auto mapped = mapLtxCoreVideoEncoder(w.m_parts[static_cast<int>(Part::VideoVae)]); !mapped)
         return mapped.error();
+    for (const auto& [files, count] : w.m_repeated)
+        log::info("LTX-2 weights: " + std::to_string(count) + " tensor(s) stored in both " + files + " with the same bytes; each is read once");
     bool any = false;
     for (const auto& part : w.m_parts)
         any = any || !part.empty();
@@ -442,8 +496,12 @@ std::optional<std::string> Ltx2Weights::diffusersConfig(Part part) const
     return std::nullopt;
 }
 
-std::optional<std::string> Ltx2Weights::ltxCoreConfig() const
+std::optional<std::string> Ltx2Weights::ltxCoreConfig(std::optional<Part> part) const
 {
+    if (part)
+        for (const auto& [_, t] : m_parts[static_cast<int>(*part)])
+            if (const auto it = t.checkpoint->metadata.find("config"); it != t.checkpoint->metadata.end())
+                return it->second;
     for (const auto& source : *m_sources)
         for (const auto& cp : source.checkpoints)
             if (const auto it = cp.metadata.find("config"); it != cp.metadata.end())

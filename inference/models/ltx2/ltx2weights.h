@@ -74,15 +74,21 @@ public:
     Result<std::int64_t> indexCount(Part part, const std::string& prefix) const;
     // Keys that belong to no LTX-2 component: they fail every load.
     const std::vector<std::string>& unknown() const { return m_unknown; }
+    // Tensors found in two of the given files with the same bytes (read once), by pair of files.
+    const std::map<std::string, int>& repeated() const { return m_repeated; }
 
     std::optional<std::string> diffusersConfig(Part part) const;
-    std::optional<std::string> ltxCoreConfig() const;
+    // The config Lightricks embeds (`config` in the safetensors metadata): the one of a file that
+    // holds this part's tensors first, so a companion file (a separate VAE, connectors or
+    // vocoder file, each with its own config) answers for its own part.
+    std::optional<std::string> ltxCoreConfig(std::optional<Part> part = std::nullopt) const;
     std::string describeFiles() const;
 
 private:
     std::shared_ptr<std::vector<tensorfile::ModelSource>> m_sources;
     std::map<std::string, SourceTensor> m_parts[kPartCount];
     std::vector<std::string> m_unknown;
+    std::map<std::string, int> m_repeated;
 };
 
 // Hands out the weights of one part and keeps the books: a name asked for that is absent,
@@ -135,7 +141,7 @@ Result<std::optional<Config>> checkpointConfig(const Ltx2Weights& weights, Part 
             return named(parsed.error());
         return std::optional<Config>(*parsed);
     }
-    if (auto json = weights.ltxCoreConfig()) {
+    if (auto json = weights.ltxCoreConfig(part)) {
         Result<Config> parsed = fromLtxCore(*json);
         if (parsed)
             return std::optional<Config>(*parsed);

@@ -1,5 +1,7 @@
 #include "inference/models/nn/layers.h"
 
+#include "inference/util/pathstats.h"
+
 #include "kernels/fusedops.h"
 
 #include <ATen/ATen.h>
@@ -126,6 +128,7 @@ at::Tensor Linear::withGeluTanh(const at::Tensor& x) const
         && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf || x.scalar_type() == at::kFloat);
     if (!epilogue)
         return geluTanh((*this)(x));
+    paths::record("GEMM", "dense GEMM");
     // cuBLASLt's GELU epilogue is the tanh form; where it cannot run, ATen applies gelu(tanh).
     auto outShape = x.sizes().vec();
     outShape.back() = w.size(0);
@@ -332,6 +335,11 @@ at::Tensor attention(const at::Tensor& qIn, const at::Tensor& kIn, const at::Ten
     TORCH_CHECK(qIn.dim() == 4 && kIn.dim() == 4 && vIn.dim() == 4, "attention expects [B,H,T,D], got q ", qIn.dim(), "-D");
     const auto q = fusedAttentionOperand(qIn), k = fusedAttentionOperand(kIn), v = fusedAttentionOperand(vIn);
     const auto b = q.size(0), h = q.size(1), tq = q.size(2), tk = k.size(2);
+    if (paths::active()) {
+        const auto t = q.scalar_type();
+        paths::record("attention", std::string(t == at::kFloat ? "f32" : t == at::kBFloat16 ? "bf16" : t == at::kHalf ? "f16" : c10::toString(t))
+                + " SDPA");
+    }
     const auto perRow = b * h * tk;
     const auto rows = std::max<std::int64_t>(1, scoreBudgetElements / std::max<std::int64_t>(1, perRow));
     if (rows >= tq)

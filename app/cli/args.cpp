@@ -1,0 +1,98 @@
+#include "app/cli/args.h"
+
+#include <cerrno>
+#include <initializer_list>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace vireo::cli {
+
+std::string notARegularFile(const std::string& path, const std::string& what)
+{
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return path + ": no such " + what + " file";
+        return path + ": cannot be read (" + std::strerror(errno) + ")";
+    }
+    if (S_ISREG(st.st_mode)) {
+        if (::access(path.c_str(), R_OK) != 0)
+            return path + ": cannot be read (" + std::strerror(errno) + ")";
+        return {};
+    }
+    if (S_ISDIR(st.st_mode))
+        return path + ": is a folder; give the " + what + " file itself";
+    const char* kind = S_ISFIFO(st.st_mode) ? "a pipe" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
+    return path + ": is " + kind + ", not a file; give the " + what + " as a regular file";
+}
+
+Result<LoraSpec> parseLoraSpec(const std::string& text)
+{
+    if (text.empty())
+        return makeError(ErrorCode::InvalidArgument, "--lora needs a file");
+    struct stat st {};
+    if (::stat(text.c_str(), &st) == 0)
+        return LoraSpec{text, 1.0};
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos)
+        return LoraSpec{text, 1.0};
+    const std::string file = text.substr(0, colon), strength = text.substr(colon + 1);
+    // A suffix a number parser would take any part of (1e308, nan, inf, -3x) is a strength that
+    // was meant; anything else ("abc" when the file before it exists, or no file at all) is
+    // judged by whether the part before it is a file.
+    const bool numberLike = !strength.empty()
+        && (std::strchr("+-.0123456789", strength[0]) != nullptr || lower(strength).rfind("nan", 0) == 0 || lower(strength).rfind("inf", 0) == 0);
+    if (!numberLike && ::stat(file.c_str(), &st) != 0)
+        return LoraSpec{text, 1.0};  // no such file either way: the caller names the whole text
+    auto n = parseNumber<double>(strength, -100.0, 100.0);
+    if (!n)
+        return makeError(ErrorCode::InvalidArgument, "--lora " + text.substr(0, 200) + ": the strength after ':' must be a number from -100 to 100 ("
+                + n.error().message + ")");
+    return LoraSpec{file, *n};
+}
+
+std::string benchScript(const std::string& name, std::string* why)
+{
+    struct stat st {};
+    std::string tried;
+    for (const char* root : std::initializer_list<const char*>{std::getenv("VIREO_SOURCE_DIR"), "."}) {
+        if (!root || !*root)
+            continue;
+        const std::string path = std::string(root) + "/tests/bench/" + name;
+        if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+            return path;
+        tried += (tried.empty() ? "" : ", ") + path;
+    }
+    *why = "this benchmark runs tests/bench/" + name + " from a Vireo source tree, which was not found (" + tried
+        + "): run it from the source folder, or set VIREO_SOURCE_DIR to it";
+    return {};
+}
+
+Result<void> probeOutputFile(const std::string& path)
+{
+    const auto slash = path.rfind('/');
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (name.empty())
+        return makeError(ErrorCode::InvalidArgument, path + ": names a folder; give the output file's name");
+    // Creating the file itself checks what a check of its parts cannot: the name's length on
+    // this filesystem, a folder that takes no new files (/proc, read-only media), quotas.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        const int e = errno;
+        const std::string shown = path.size() > 300 ? path.substr(0, 300) + "..." : path;
+        if (e == EEXIST)
+            return makeError(ErrorCode::InvalidArgument, shown + " exists; choose another name (outputs are never overwritten)");
+        if (e == ENAMETOOLONG)
+            return makeError(ErrorCode::InvalidArgument, shown + ": the name is too long for this filesystem (" + std::to_string(name.size())
+                    + " bytes; most take at most 255); choose a shorter one");
+        return makeError(ErrorCode::InvalidArgument, shown + ": an output cannot be written there (" + std::strerror(e) + ")");
+    }
+    ::close(fd);
+    ::unlink(path.c_str());
+    return {};
+}
+
+} // namespace vireo::cli

@@ -1,0 +1,230 @@
+// The catalog's GGUF variants end to end, as a user gets them: the local test Hub serves tiny
+// LTX-2.3 weights under the publishers' real file names (unsloth/LTX-2.3-GGUF: a transformer
+// GGUF, the connectors file, the video VAE and the audio VAE with its vocoder; Lightricks'
+// upscaler and the diffusers text encoder), the studio plans and downloads each variant into a
+// huggingface_hub cache, resolves the finished download to the loader's files, plans its
+// memory and paths, and generates a video from it through the engine the window uses.
+#include "core/hub/downloadmanager.h"
+#include "core/hub/downloadtask.h"
+#include "core/output/recipe.h"
+#include "core/runtime/engine.h"
+#include "core/runtime/modelresolver.h"
+#include "core/settings/studiosettings.h"
+#include "core/studio/studio.h"
+#include "inference/facade/generator.h"
+#include "tests/hub/testhub.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QDirIterator>
+#include <QFileInfo>
+#include <QJsonObject>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <set>
+
+using vireo::hub::DownloadTask;
+
+namespace {
+
+QString fixtures()
+{
+    return qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline/v23");
+}
+
+// Every file under `folder` as hub spec entries at their relative paths (JSON and text as
+// plain git files, weights through LFS, as the Hub stores them).
+QJsonObject filesUnder(const QString& folder, const QString& prefix = {})
+{
+    QJsonObject files;
+    QDirIterator it(folder, QDir::Files, QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QString path = it.next();
+        const QString rel = prefix + QDir(folder).relativeFilePath(path);
+        const bool text = rel.endsWith(QStringLiteral(".json")) || rel.endsWith(QStringLiteral(".txt"));
+        files.insert(rel, QJsonObject{{QStringLiteral("path"), path}, {QStringLiteral("lfs"), !text}});
+    }
+    return files;
+}
+
+bool waitIdle(DownloadTask* task, int ms)
+{
+    return QTest::qWaitFor([task] { return !task->busy(); }, ms);
+}
+
+struct Expected {
+    const char* id;
+    const char* gguf;
+    bool upscaler;
+};
+
+const Expected kVariants[] = {
+    {"ltx-2.3/distilled-gguf-q4_k_m", "distilled/ltx-2.3-22b-distilled-Q4_K_M.gguf", true},
+    {"ltx-2.3/distilled-gguf-q8_0", "distilled/ltx-2.3-22b-distilled-Q8_0.gguf", true},
+    {"ltx-2.3/dev-gguf-q4_k_m", "ltx-2.3-22b-dev-Q4_K_M.gguf", false},
+    {"ltx-2.3/dev-gguf-q8_0", "ltx-2.3-22b-dev-Q8_0.gguf", false},
+};
+
+} // namespace
+
+class TestCatalogModels : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir m_work;
+    vireo::test::TestHub m_hub;
+
+    QString cacheDir() const { return m_work.filePath(QStringLiteral("hf-cache")); }
+
+    // Plans and downloads a catalog variant; the resolved model, or a failure message.
+    std::optional<vireo::runtime::ModelRef> download(vireo::core::Studio& studio, const QString& id, QStringList* planned)
+    {
+        QString error;
+        auto* task = studio.downloads()->openVariant(id, &error);
+        if (!task) {
+            qWarning("%s: %s", qPrintable(id), qPrintable(error));
+            return std::nullopt;
+        }
+        if (!waitIdle(task, 60000) || task->state() == DownloadTask::State::PlanFailed) {
+            qWarning("%s: plan: %s", qPrintable(id), qPrintable(task->message()));
+            return std::nullopt;
+        }
+        for (const auto& row : task->rows())
+            planned->append(QString::fromStdString(task->spec().sources[static_cast<std::size_t>(row.source)].repo + "/" + row.file.path));
+        if (task->state() != DownloadTask::State::Done) {
+            task->start();
+            if (!waitIdle(task, 120000) || task->state() != DownloadTask::State::Done) {
+                qWarning("%s: download: %s", qPrintable(id), qPrintable(task->message()));
+                return std::nullopt;
+            }
+        }
+        auto model = studio.models()->resolve(QStringLiteral("catalog:") + id);
+        if (!model) {
+            qWarning("%s: resolve: %s", qPrintable(id), model.error().message.c_str());
+            return std::nullopt;
+        }
+        return *model;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(m_work.isValid());
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName(QStringLiteral("VireoTest"));
+        QCoreApplication::setApplicationName(QStringLiteral("vireo-catalog-models-test"));
+        qunsetenv("HF_TOKEN");
+        qunsetenv("HUGGING_FACE_HUB_TOKEN");
+        qunsetenv("HF_HUB_OFFLINE");
+        qputenv("HF_HOME", m_work.filePath(QStringLiteral("hf-home")).toUtf8());
+        QSettings().clear();
+        QSettings().setValue(QStringLiteral("hub/cacheDir"), cacheDir());
+        QSettings().setValue(QStringLiteral("hub/parallelDownloads"), 2);
+        QSettings().setValue(QStringLiteral("hub/headroomBytes"), quint64(16) << 20);
+
+        const QString root = fixtures();
+        QVERIFY2(QFileInfo::exists(root + QStringLiteral("/publisher/unsloth")), "the ltx2pipeline fixture has no publisher layout");
+        QJsonObject repos;
+        repos.insert(QStringLiteral("unsloth/LTX-2.3-GGUF"), QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/publisher/unsloth"))}});
+        repos.insert(QStringLiteral("Lightricks/LTX-2.3"), QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/publisher/lightricks"))}});
+        // The 2.3 variants read the text encoder of Lightricks' diffusers repo.
+        repos.insert(QStringLiteral("Lightricks/LTX-2"), QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/diffusers"))}});
+        QString error;
+        QVERIFY2(m_hub.startWithSpec(m_work.path(), QJsonObject{{QStringLiteral("repos"), repos}}, {}, &error), qPrintable(error));
+        QSettings().setValue(QStringLiteral("hub/endpoint"), m_hub.hubUrl());
+        vireo::core::StudioSettings().setToken(QString());
+    }
+
+    void cleanupTestCase() { m_hub.stop(); }
+
+    void everyGgufVariantDownloadsExactlyItsFilesAndLoads()
+    {
+        auto studio = vireo::core::Studio::create();
+        QVERIFY(studio);
+        for (const auto& v : kVariants) {
+            const QString id = QString::fromLatin1(v.id);
+            const QString kind = id.contains(QStringLiteral("distilled")) ? QStringLiteral("distilled") : QStringLiteral("dev");
+            QStringList planned;
+            const auto model = download(**studio, id, &planned);
+            QVERIFY2(model, v.id);
+            // Exactly what the pipeline reads: the transformer of this quant, the connectors, both VAE
+            // files (the vocoder is inside the audio VAE file), the upscaler for the two-stage
+            // distilled path, and Gemma's diffusers folders; nothing of the other variants.
+            std::set<QString> want{QStringLiteral("unsloth/LTX-2.3-GGUF/") + QString::fromLatin1(v.gguf),
+                QStringLiteral("unsloth/LTX-2.3-GGUF/text_encoders/ltx-2.3-22b-%1_embeddings_connectors.safetensors").arg(kind),
+                QStringLiteral("unsloth/LTX-2.3-GGUF/vae/ltx-2.3-22b-%1_video_vae.safetensors").arg(kind),
+                QStringLiteral("unsloth/LTX-2.3-GGUF/vae/ltx-2.3-22b-%1_audio_vae.safetensors").arg(kind)};
+            if (v.upscaler)
+                want.insert(QStringLiteral("Lightricks/LTX-2.3/ltx-2.3-spatial-upscaler-x2-1.1.safetensors"));
+            std::set<QString> weights;
+            for (const auto& p : planned)
+                if (!p.startsWith(QStringLiteral("Lightricks/LTX-2/")))
+                    weights.insert(p);
+                else
+                    QVERIFY2(p.contains(QStringLiteral("/text_encoder/")) || p.contains(QStringLiteral("/tokenizer/"))
+                            || p.endsWith(QStringLiteral("model_index.json")),
+                        qPrintable(p));
+            QCOMPARE(weights, want);
+            QVERIFY2(planned.join(QLatin1Char(' ')).contains(QStringLiteral("Lightricks/LTX-2/text_encoder/")), v.id);
+
+            // The finished download as the loader takes it, and its plan from the headers alone.
+            QCOMPARE(model->plan.modelPaths.size(), std::size_t(4));
+            QVERIFY(model->plan.textEncoderPath.has_value());
+            QCOMPARE(model->plan.spatialUpsamplerPath.has_value(), v.upscaler);
+            vireo::facade::MemoryBudget budget;
+            budget.hostAvailableBytes = 1ll << 40;
+            auto plan = vireo::facade::Generator::planMemory(model->plan, {64, 64, 9, false}, budget);
+            QVERIFY2(plan, plan ? "" : plan.error().message.c_str());
+            QCOMPARE(QString::fromStdString(plan->version), QStringLiteral("2.3"));
+            for (const auto& c : plan->components)
+                QVERIFY2(c.bytes > 0 || c.name == "video_encoder", qPrintable(QString::fromStdString(c.name) + QStringLiteral(" is empty in ") + id));
+            bool gguf = false;
+            for (const auto& p : plan->paths)
+                gguf = gguf || (p.component == "transformer" && p.path == "dequantize to f32 + GEMM on the CPU");
+            QVERIFY2(gguf, plan->pathsText.c_str());
+        }
+    }
+
+    void aDownloadedGgufVariantGeneratesAVideo()
+    {
+        auto studio = vireo::core::Studio::create();
+        QVERIFY(studio);
+        QStringList planned;
+        const auto model = download(**studio, QString::fromLatin1(kVariants[0].id), &planned);
+        QVERIFY(model);
+        auto* engine = (*studio)->engine(QStringLiteral("cpu"));
+        vireo::runtime::GenerateJob job;
+        job.model = *model;
+        job.request.prompt = "a red fox in the snow";
+        job.request.width = 64;
+        job.request.height = 64;
+        job.request.frames = 9;
+        job.request.steps = 8;
+        job.request.seed = 7;
+        job.request.stages = "single";
+        job.outputPath = m_work.filePath(QStringLiteral("fox.mp4"));
+        const auto id = engine->enqueueGenerate(job);
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                const auto s = engine->job(id);
+                return s && s->state != vireo::runtime::JobState::Queued && s->state != vireo::runtime::JobState::Running;
+            },
+            300000));
+        const auto s = engine->job(id);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QVERIFY(QFileInfo(job.outputPath).size() > 1000);
+        // The recipe names the downloaded GGUF by its hash and says what ran: dequantized GEMMs.
+        bool hashed = false;
+        for (const auto& f : s->recipe.files)
+            hashed = hashed || (QString::fromStdString(f.path).endsWith(QStringLiteral("Q4_K_M.gguf")) && f.sha256.size() == 64);
+        QVERIFY2(hashed, s->recipe.toJson().c_str());
+        QVERIFY2(s->recipe.paths.find("dequantize + GEMM (GGUF") != std::string::npos, s->recipe.paths.c_str());
+        QVERIFY2(s->recipe.plannedPaths.find("transformer: dequantize to f32 + GEMM") != std::string::npos, s->recipe.plannedPaths.c_str());
+        QVERIFY(s->recipe.pathWarnings.empty());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCatalogModels)
+#include "test_catalogmodels.moc"
