@@ -568,7 +568,9 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     // Text and ICC chunks of a PNG never reach FFmpeg, which would inflate them without a bound;
     // a size over the limit is refused as such from the header, before any decoder runs.
     stripInflatablePngChunks(bytes);
-    if (const auto declared = declaredImageSize(bytes); declared && declared->width * declared->height > maxPixels)
+    // Divided, not multiplied: a header may say 4294967271 x 3890735079 (found by fuzz_media).
+    if (const auto declared = declaredImageSize(bytes);
+        declared && declared->width > 0 && declared->height > 0 && declared->width > maxPixels / declared->height)
         return mediaError(path, "is " + pixels(declared->width, declared->height) + " (its " + declared->format + " header says so), more than "
                 + std::to_string(maxPixels) + " pixels, the most a still is read with; scale it down first",
             ErrorCode::InvalidArgument);
