@@ -16,7 +16,7 @@
 #      through the kernel, layer and pipeline tests with FP8 GEMMs forced to dequantize
 #      (VIREO_FP8_TENSOR_CORES=0), as an RTX 3090 or A100 runs them. Logs go to $OUT (or
 #      build-gpu/out) as they are written, so a run cut short still returns what it did.
-#      scripts/gpu-check.sh --stages builds vireo-cli and runs only the stage benchmark,
+#      scripts/gpu-check.sh --stages builds vireo-bench and runs only the stage benchmark,
 #      --ideogram only the Ideogram-4 one.
 #   The carry limit (64 MiB) holds one family's fixtures: `--stage` stages LTX-2's (56 MiB),
 #   `--stage ideogram` Ideogram-4's (17 MiB) instead; the tests of the other family are then
@@ -98,7 +98,7 @@ if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
 fi
 
 # 1. Build (sm_90 native code only, which is what this GPU runs; packages carry every
-#    architecture); the inference layer, its tests and vireo-cli.
+#    architecture); the inference layer, its tests, vireo-cli and vireo-bench.
 frontend=()
 if [[ -f "$BUILD/third_party/cudnn-frontend.tar.xz" ]]; then
   mkdir -p "$BUILD/third_party/cudnn-frontend"
@@ -107,9 +107,10 @@ if [[ -f "$BUILD/third_party/cudnn-frontend.tar.xz" ]]; then
 fi
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON "${frontend[@]}" \
   -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DTORCH_CUDA_ARCH_LIST=9.0 >"$OUTDIR/build.log" 2>&1 \
-  && if [[ $STAGES_ONLY -eq 1 || $IDEOGRAM_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli; \
-     elif [[ $BENCH_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli vireo_kernels; \
-     else ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline test_ideogram4 vireo-cli; fi \
+  && if [[ $STAGES_ONLY -eq 1 || $IDEOGRAM_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-bench; \
+     elif [[ $BENCH_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli vireo-bench vireo_kernels; \
+     else ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline test_ideogram4 vireo-cli \
+       $([[ $QUICK -eq 1 ]] || echo vireo-bench); fi \
      >>"$OUTDIR/build.log" 2>&1
 build_rc=$?
 note "build: rc $build_rc at $(elapsed) s; $(grep -m1 -E "FP8 attention" "$OUTDIR/build.log" || echo "FP8 attention: not reported")"
@@ -171,7 +172,7 @@ stage_bench() {
   local left=$((BUDGET - $(elapsed))) limit=$1
   if [[ $left -lt 90 ]]; then note "bench gpu stages: skipped (budget spent)"; return; fi
   [[ $limit -gt $((left - 10)) ]] && limit=$((left - 10))
-  PYTHONUNBUFFERED=1 timeout "$limit" "$PYTHON" "$ROOT/tests/bench/bench_gpu_stages.py" "$BUILD/app/vireo-cli" --repeat 3 \
+  PYTHONUNBUFFERED=1 timeout "$limit" "$PYTHON" "$ROOT/tests/bench/bench_gpu_stages.py" "$BUILD/app/vireo-bench" --repeat 3 \
     --work /tmp/vireo-bench-stages --report "$OUTDIR/stages.json" >"$OUTDIR/stages.log" 2>&1
   local rc=$?
   note "bench gpu stages: rc $rc$([[ $rc -eq 124 ]] && echo ' (timed out)') at $(elapsed) s"
@@ -189,7 +190,7 @@ ideogram_bench() {
   if [[ $left -lt 90 ]]; then note "bench gpu ideogram: skipped (budget spent)"; return; fi
   [[ $limit -gt $((left - 10)) ]] && limit=$((left - 10))
   [[ $IDEOGRAM_ONLY -eq 1 ]] && log="$OUTDIR/ideogram.log" && report=(--report "$OUTDIR/ideogram.json")
-  PYTHONUNBUFFERED=1 timeout "$limit" "$PYTHON" "$ROOT/tests/bench/bench_gpu_ideogram.py" "$BUILD/app/vireo-cli" --layers 4 \
+  PYTHONUNBUFFERED=1 timeout "$limit" "$PYTHON" "$ROOT/tests/bench/bench_gpu_ideogram.py" "$BUILD/app/vireo-bench" --layers 4 \
     --repeat 5 --work /tmp/vireo-bench-ideogram "${report[@]}" >"$log" 2>&1
   local rc=$?
   note "bench gpu ideogram: rc $rc$([[ $rc -eq 124 ]] && echo ' (timed out)') at $(elapsed) s"
@@ -225,8 +226,9 @@ if [[ $QUICK -eq 0 ]]; then
     cat "$OUTDIR/ops.log" >>"$SUMMARY"
     bench_extra=(--compile)
   fi
-  PYTHONUNBUFFERED=1 timeout $((BUDGET - $(elapsed) - 20)) "$PYTHON" "$ROOT/tests/bench/bench_gpu.py" "$BUILD/app/vireo-cli" --layers 4 --repeat 10 \
-    --work /tmp/vireo-bench-gpu --report "$OUTDIR/bench.json" "${bench_extra[@]}" >"$OUTDIR/bench.log" 2>&1
+  PYTHONUNBUFFERED=1 timeout $((BUDGET - $(elapsed) - 20)) "$PYTHON" "$ROOT/tests/bench/bench_gpu.py" "$BUILD/app/vireo-cli" \
+    --bench "$BUILD/app/vireo-bench" --layers 4 --repeat 10 --work /tmp/vireo-bench-gpu --report "$OUTDIR/bench.json" "${bench_extra[@]}" \
+    >"$OUTDIR/bench.log" 2>&1
   note "bench gpu: rc $? at $(elapsed) s"
   sed -n '/== bench gpu/,$p' "$OUTDIR/bench.log" | tee -a "$SUMMARY"
   grep -E "FAILED|Error|error" "$OUTDIR/bench.log" | head -20 | tee -a "$SUMMARY"

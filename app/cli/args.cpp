@@ -1,8 +1,6 @@
 #include "app/cli/args.h"
 
 #include <cerrno>
-#include <initializer_list>
-#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -54,21 +52,23 @@ Result<LoraSpec> parseLoraSpec(const std::string& text)
     return LoraSpec{file, *n};
 }
 
-std::string benchScript(const std::string& name, std::string* why)
+std::string usageEntries(std::string_view usage, std::string_view command)
 {
-    struct stat st {};
-    std::string tried;
-    for (const char* root : std::initializer_list<const char*>{std::getenv("VIREO_SOURCE_DIR"), "."}) {
-        if (!root || !*root)
-            continue;
-        const std::string path = std::string(root) + "/tests/bench/" + name;
-        if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
-            return path;
-        tried += (tried.empty() ? "" : ", ") + path;
+    std::string out;
+    bool inEntry = false;
+    for (std::size_t at = 0; at < usage.size();) {
+        const auto end = usage.find('\n', at);
+        const auto line = usage.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+        at = end == std::string_view::npos ? usage.size() : end + 1;
+        const bool entryStart = line.size() > 2 && line[0] == ' ' && line[1] == ' ' && line[2] != ' ';
+        if (entryStart)
+            inEntry = line.compare(2, command.size(), command) == 0 && (line.size() == 2 + command.size() || line[2 + command.size()] == ' ');
+        else if (line.empty() || line[0] != ' ')
+            inEntry = false;
+        if (inEntry)
+            out.append(line).append("\n");
     }
-    *why = "this benchmark runs tests/bench/" + name + " from a Vireo source tree, which was not found (" + tried
-        + "): run it from the source folder, or set VIREO_SOURCE_DIR to it";
-    return {};
+    return out;
 }
 
 Result<void> probeOutputFile(const std::string& path)

@@ -58,10 +58,10 @@ Result<LoraSpec> parseLoraSpec(const std::string& text);
 // The name must not exist (outputs are never overwritten).
 Result<void> probeOutputFile(const std::string& path);
 
-// A benchmark's Python side, tests/bench/NAME in a Vireo source tree: the one VIREO_SOURCE_DIR
-// names, else the working folder when it is one. Never a path compiled in: the installed
-// program must not run files from wherever it was built. Empty (and `why` set) when neither has it.
-std::string benchScript(const std::string& name, std::string* why);
+// The entries of COMMAND in a usage text, for `COMMAND --help`: each line that starts with two
+// spaces and the command's name, with the deeper-indented lines that continue it. Empty when the
+// text lists no such entry.
+std::string usageEntries(std::string_view usage, std::string_view command);
 
 inline std::string lower(std::string_view text)
 {

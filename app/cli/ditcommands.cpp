@@ -1,6 +1,5 @@
 #include "app/cli/ditcommands.h"
 
-#include "app/cli/args.h"
 #include "inference/models/ltx2/ltx2graphs.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2weights.h"
@@ -304,26 +303,4 @@ int runDitForward(const std::vector<std::string>& args)
             graphSummary.c_str(), graphedMedian * 1e3, eagerMedian * 1e3, eagerMedian / graphedMedian, graphedDiff);
     }
     return 0;
-}
-
-int runBenchDit(const std::vector<std::string>& args, const char* self)
-{
-    std::string python = "python3";
-    std::string extra;
-    for (std::size_t i = 1; i < args.size(); ++i) {
-        if (args[i] == "--python" && i + 1 < args.size())
-            python = args[++i];
-        else if ((args[i] == "--layers" || args[i] == "--repeat" || args[i] == "--tokens") && i + 1 < args.size())
-            extra += " " + args[i] + " " + std::to_string(std::max(1, std::atoi(args[i + 1].c_str()))), ++i;
-        else if (args[i] == "--json")
-            extra += " --json";
-        else
-            return usage("bench dit: unexpected argument " + args[i]);
-    }
-    std::string missing;
-    const auto script = vireo::cli::benchScript("bench_dit.py", &missing);
-    if (script.empty())
-        return usage("bench dit: " + missing);
-    const std::string command = "\"" + python + "\" \"" + script + "\" \"" + self + "\"" + extra;
-    return std::system(command.c_str()) == 0 ? 0 : 1;
 }

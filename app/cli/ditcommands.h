@@ -4,7 +4,6 @@
 #include <vector>
 
 // vireo-cli dit-forward: one transformer forward on named input tensors, for checking any
-// checkpoint against any reference by hand. `bench dit` is orchestrated by
-// tests/bench/bench_dit.py, which calls dit-forward back.
+// checkpoint against any reference by hand. vireo-bench's `dit` and `gpu` (tests/bench/
+// bench_dit.py, bench_gpu.py) call it back.
 int runDitForward(const std::vector<std::string>& args);
-int runBenchDit(const std::vector<std::string>& args, const char* self);

@@ -5,5 +5,3 @@
 
 // vireo-cli lora inspect FILE --model PATH: the match report of a LoRA against a model.
 int runLora(const std::vector<std::string>& args);
-// vireo-cli bench lora: an unfused LoRA's cost per transformer forward, and the swap time.
-int runBenchLora(const std::vector<std::string>& args);

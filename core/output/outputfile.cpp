@@ -211,12 +211,26 @@ Result<void> writeImage(const std::filesystem::path& path, const QImage& image, 
     Recipe asImage = recipe;
     asImage.kind = "image";
     asImage.frames = 1;
-    const auto text = asImage.toJson();
-    writer.setText(QStringLiteral("vireo_recipe"), QString::fromStdString(text));
+    // Qt "simplifies" PNG text on both sides (QImageWriter::setText when writing,
+    // QImageReader::text when reading): runs of spaces and no-break spaces in the prompt would
+    // collapse, and the prompt read back would tokenize (and generate) differently. The recipe is
+    // compact JSON, so its only whitespace is inside strings, where a \uXXXX escape means the
+    // same: with every space character escaped there is nothing left to simplify.
+    const auto compact = QString::fromStdString(asImage.toJson());
+    QString text;
+    text.reserve(compact.size() + 64);
+    for (const QChar c : compact) {
+        if (c.isSpace())
+            text += QStringLiteral("\\u%1").arg(c.unicode(), 4, 16, QLatin1Char('0'));
+        else
+            text += c;
+    }
+    QImage tagged = image;
+    tagged.setText(QStringLiteral("vireo_recipe"), text);
     writer.setText(QStringLiteral("Description"), QString::fromStdString(truncatedUtf8(recipe.prompt, 2000)));
     writer.setText(QStringLiteral("Software"), QString::fromStdString(recipe.app));
     std::error_code ignored;
-    if (!writer.write(image)) {
+    if (!writer.write(tagged)) {
         std::filesystem::remove(tmp, ignored);
         return makeError(ErrorCode::Io, path.string() + ": the image could not be written (" + writer.errorString().toStdString()
                 + "; is the disk full?)");

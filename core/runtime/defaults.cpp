@@ -106,6 +106,24 @@ Result<GenerationDefaults> defaultsForVersion(const catalog::Catalog& catalog, c
     return makeError(ErrorCode::NotFound, "the catalog has no " + pipeline + " variant of " + family);
 }
 
+Result<GenerationDefaults> defaultsForModel(const catalog::Catalog& catalog, const facade::ModelFacts& plan, const std::string& schedule)
+{
+    if (plan.kind == facade::ModelKind::Image)
+        return defaultsForVersion(catalog, "4", {});
+    const std::string chosen = !schedule.empty() ? schedule : !plan.trainedFor.empty() ? plan.trainedFor : "distilled";
+    auto d = defaultsForVersion(catalog, plan.version, chosen);
+    if (!d)
+        return d;
+    const std::string what = "LTX-" + plan.version + " " + chosen + " defaults";
+    if (!schedule.empty())
+        d->basis = what + ": the " + schedule + " schedule was chosen";
+    else if (!plan.trainedFor.empty())
+        d->basis = what + ": " + plan.trainedForEvidence + " says " + plan.trainedFor;
+    else
+        d->basis = what + ": nothing in its files says dev or distilled; choose the dev schedule for a dev model";
+    return d;
+}
+
 facade::GenerateRequest requestFrom(const GenerationDefaults& d)
 {
     facade::GenerateRequest r;

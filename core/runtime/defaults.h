@@ -27,6 +27,9 @@ struct GenerationDefaults {
     // Defaults this version cannot honour, said out loud ("spatio-temporal guidance (stg_scale 1)
     // is not applied by this version"), never dropped silently.
     std::vector<std::string> notApplied;
+    // Why these defaults, for a model outside the catalog ("LTX-2.0 dev defaults: the name
+    // ltx-2-19b-dev.safetensors says dev"); empty for catalog variants.
+    std::string basis;
 };
 
 // From a variant ("ltx-2.3/distilled-fp8"); a variant's pipeline "ltx2-dev" means the dev
@@ -35,6 +38,12 @@ Result<GenerationDefaults> defaultsForVariant(const catalog::Catalog& catalog, c
 // For a model from outside the catalog: the family of its version ("2.0" -> ltx-2, "2.3" ->
 // ltx-2.3, "4" -> ideogram-4), its distilled variant unless the schedule says dev.
 Result<GenerationDefaults> defaultsForVersion(const catalog::Catalog& catalog, const std::string& version, const std::string& schedule);
+
+// For a model from outside the catalog, from its own headers (Generator::readModelFacts, so the
+// window and the CLI read the same facts): the family of its version, and the variant its files
+// say it was trained for (dev or distilled) unless `schedule` chooses one; distilled when
+// nothing says, and `basis` says so.
+Result<GenerationDefaults> defaultsForModel(const catalog::Catalog& catalog, const facade::ModelFacts& facts, const std::string& schedule = {});
 
 // A request with the defaults applied.
 facade::GenerateRequest requestFrom(const GenerationDefaults& d);

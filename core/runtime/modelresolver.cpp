@@ -52,8 +52,8 @@ QList<ModelChoice> ModelResolver::choices() const
     const auto& catalog = m_downloads->catalog();
     for (const auto& family : catalog.families) {
         for (const auto& v : family.variants) {
-            if (v.pipeline != "ltx2-distilled" && v.pipeline != "ltx2-dev")
-                continue;  // only LTX-2 generates in this version
+            if (v.pipeline != "ltx2-distilled" && v.pipeline != "ltx2-dev" && v.pipeline != "ideogram4")
+                continue;  // a pipeline this version cannot run (a newer catalog's) is not offered
             ModelChoice c;
             c.variantId = QString::fromStdString(family.id + "/" + v.id);
             c.key = QStringLiteral("catalog:") + c.variantId;

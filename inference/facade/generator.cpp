@@ -29,6 +29,7 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 namespace vireo::facade {
@@ -613,6 +614,26 @@ void ProcessSettings::apply() const
 }
 
 // ---------------------------------------------------------------------------------------------
+
+Result<ModelFacts> Generator::readModelFacts(const LoadPlan& plan)
+{
+    try {
+        ModelFacts facts;
+        if (detectModelKind(plan.modelPaths) == ModelKind::Image) {
+            facts.kind = ModelKind::Image;
+            facts.version = "4";
+            return facts;
+        }
+        auto pipeline = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, c10::Device(c10::kCPU), c10::kFloat, Placement::AllResident));
+        if (!pipeline)
+            return pipeline.error();
+        facts.version = pipeline->version();
+        std::tie(facts.trainedFor, facts.trainedForEvidence) = pipeline->trainedFor();
+        return facts;
+    } catch (const std::exception& e) {
+        return errorFromException(e, "reading the model's headers");
+    }
+}
 
 Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest& size, const std::optional<MemoryBudget>& budgetIn)
 {

@@ -102,6 +102,15 @@ struct PlannedPath {
     std::string reason;  // why; for a slower path, what blocks the faster one
 };
 
+// What a model's own headers say about it, read without touching a device, for the defaults of a
+// model outside the catalog: what it makes, its version, and what it was trained for ("dev",
+// "distilled", or "" when its files do not say) with where that is said.
+struct ModelFacts {
+    ModelKind kind = ModelKind::Video;
+    std::string version;  // "2.0", "2.3"; "4" for Ideogram-4
+    std::string trainedFor, trainedForEvidence;
+};
+
 struct MemoryPlan {
     std::string pipeline;           // "ltx2", "ideogram4"
     std::string version;            // "2.0", "2.3"; "4" for Ideogram-4
@@ -278,6 +287,8 @@ public:
     // the working memory at this size, and the fastest placement that fits the budget. A
     // placement other than Auto in the plan is kept (and reported) even if it does not fit.
     static Result<MemoryPlan> planMemory(const LoadPlan& plan, const SizeRequest& size, const std::optional<MemoryBudget>& budget = {});
+    // Headers only, no device: cheap enough for the moment a model is picked.
+    static Result<ModelFacts> readModelFacts(const LoadPlan& plan);
 
     // Loads every component the memory plan keeps resident. A failed or cancelled load frees
     // everything it allocated (device caches included) before it returns.

@@ -24,6 +24,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -371,10 +372,27 @@ Ltx2Pipeline& Ltx2Pipeline::operator=(Ltx2Pipeline&&) noexcept = default;
 
 std::string Ltx2Pipeline::version() const { return m_impl->transformerConfig.version(); }
 
+std::pair<std::string, std::string> Ltx2Pipeline::trainedFor() const
+{
+    auto t = m_impl->weights.trainedFor();
+    return {t.schedule, t.evidence};
+}
+
 std::vector<std::filesystem::path> Ltx2Pipeline::files() const
 {
     auto out = m_impl->options.modelPaths;
     out.push_back(m_impl->textEncoderPath);
+    // The latent upsampler changes a two-stage output: it is named by its own files, unless it
+    // is inside a model folder already listed (a diffusers folder's latent_upsampler/).
+    if (const auto& up = m_impl->options.spatialUpsamplerPath) {
+        const auto given = up->lexically_normal().string();
+        const bool inside = std::any_of(out.begin(), out.end(), [&](const std::filesystem::path& p) {
+            const auto folder = p.lexically_normal().string();
+            return given.size() > folder.size() && given.compare(0, folder.size(), folder) == 0 && given[folder.size()] == '/';
+        });
+        if (!inside)
+            out.push_back(*up);
+    }
     return out;
 }
 

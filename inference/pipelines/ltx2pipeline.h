@@ -20,6 +20,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vireo::pipelines {
@@ -193,6 +194,8 @@ public:
                                 std::stop_token stop = {});
 
     std::string version() const;          // "2.0" or "2.3"
+    // "dev" or "distilled" as the transformer's files say, and where (Ltx2Weights::trainedFor).
+    std::pair<std::string, std::string> trainedFor() const;
     // Bytes each loaded component holds now ("text_encoder", "transformer", ...).
     std::map<std::string, std::int64_t> componentBytes() const;
     // How the transformer's linear layers multiply (empty until it is loaded).

@@ -1,4 +1,4 @@
-"""`vireo-cli bench dit`: one LTX-2.3 transformer forward on CPU in Vireo next to diffusers
+"""`vireo-bench dit`: one LTX-2.3 transformer forward on CPU in Vireo next to diffusers
 running the same config and the same weights in the same run, as the ratio
 vireo_time / diffusers_time (goal: <= 0.9), plus the resident weight bytes of that model
 loaded from a bf16 diffusers folder, a Lightricks scaled-FP8 file and a Q4_K GGUF.

@@ -1,4 +1,4 @@
-"""`vireo-cli bench download`: download throughput against the local test Hub, next to the
+"""`vireo-bench download`: download throughput against the local test Hub, next to the
 curl command line and huggingface_hub fetching the same file in the same run, as ratios;
 and the bytes fetched again after an interruption (goal: none that were already written).
 Usage: bench_download.py VIREO_CLI [--mb 256] [--json]"""

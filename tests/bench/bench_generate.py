@@ -1,4 +1,4 @@
-"""`vireo-cli bench generate`: LTX-2.3 text-to-video-with-audio on CPU, phase by phase, in Vireo
+"""`vireo-bench generate`: LTX-2.3 text-to-video-with-audio on CPU, phase by phase, in Vireo
 next to diffusers' LTX2Pipeline running the same configuration from the same pipeline folder in
 the same run, as per-phase ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
 

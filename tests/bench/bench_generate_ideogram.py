@@ -1,4 +1,4 @@
-"""`vireo-cli bench generate --ideogram`: Ideogram-4 text-to-image on CPU, phase by phase, in Vireo
+"""`vireo-bench generate --ideogram`: Ideogram-4 text-to-image on CPU, phase by phase, in Vireo
 next to diffusers' Ideogram4Pipeline running the same weights and settings in the same run, as
 ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
 

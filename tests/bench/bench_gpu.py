@@ -1,4 +1,4 @@
-"""`vireo-cli bench gpu`: the GPU benchmark, in one run on a CUDA machine.
+"""`vireo-bench gpu`: the GPU benchmark, in one run on a CUDA machine.
 
 The LTX-2.3 transformer at its real width (32x128 video heads, 32x64 audio heads, 4096/2048
 text context) with random weights and --layers of its 48 layers, on the anchor workload
@@ -7,13 +7,15 @@ text context) with random weights and --layers of its 48 layers, on the anchor w
   * Vireo (vireo-cli dit-forward) on the same weights and inputs: bf16 from a diffusers
     folder, Lightricks scaled FP8 with input scales calibrated on this workload, and a Q4_K
     GGUF (random blocks: timing only), for each attention kernel asked for;
-then the CUDA dequantization ops against the device copy (vireo-cli bench gpu-dequant).
+then the CUDA dequantization ops against the device copy (vireo-bench gpu-dequant) and an
+unfused LoRA's cost (vireo-bench lora).
 Each figure is a median over --repeat forwards timed with CUDA events (diffusers) or a
 synchronized clock (Vireo), after warm-up; ratios are against diffusers' eager time in the
 same run. The 8-step distilled denoise at 48 layers is extrapolated as t * 48/layers * 8.
 
-Usage: bench_gpu.py VIREO_CLI [--layers 4] [--repeat 10] [--attention default,flash,flash3]
-                              [--compile] [--work DIR] [--report FILE.json]
+Usage: bench_gpu.py VIREO_CLI [--bench VIREO_BENCH] [--layers 4] [--repeat 10]
+                              [--attention default,flash,flash3] [--compile] [--work DIR] [--report FILE.json]
+VIREO_BENCH is vireo-bench, by default the one beside VIREO_CLI (both are built in app/).
 Needs torch with CUDA, diffusers 0.42.1 and gguf (carry them as wheels to the GPU machine).
 """
 import argparse
@@ -42,7 +44,8 @@ F, H, W = 16, 16, 24  # 121 frames at 768x512 -> 16 x 16 x 24 latent cells
 AUDIO_TOKENS, TEXT_TOKENS, FPS, T = 126, 1024, 24.0, 700.0
 
 ap = argparse.ArgumentParser()
-ap.add_argument("cli")
+ap.add_argument("cli", help="path of vireo-cli")
+ap.add_argument("--bench", default="", help="path of vireo-bench (default: beside vireo-cli)")
 ap.add_argument("--layers", type=int, default=4)
 ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--attention", default="default,flash,flash3")
@@ -52,6 +55,7 @@ ap.add_argument("--work", default="")
 ap.add_argument("--report", default="")
 ap.add_argument("--dry-run-cpu", action="store_true", help="a tiny model on the CPU: checks this script, measures nothing")
 args = ap.parse_args()
+BENCH = args.bench or str(Path(args.cli).with_name("vireo-bench"))
 skip = set(filter(None, args.skip.split(",")))
 DRY = args.dry_run_cpu
 assert DRY or torch.cuda.is_available(), "bench gpu needs a CUDA device"
@@ -325,10 +329,10 @@ if "fp8" in files:
 
 dequant = None
 if "dequant" not in skip and not DRY:
-    p = subprocess.run([args.cli, "bench", "gpu-dequant", "--json"], capture_output=True, text=True)
+    p = subprocess.run([BENCH, "gpu-dequant", "--json"], capture_output=True, text=True)
     if p.returncode == 0:
         dequant = json.loads(p.stdout.strip().splitlines()[-1])
-        subprocess.run([args.cli, "bench", "gpu-dequant"])
+        subprocess.run([BENCH, "gpu-dequant"])
     else:
         log(f"gpu-dequant FAILED: {p.stderr.strip()[-800:]}")
 
@@ -338,7 +342,7 @@ if "lora" not in skip and not DRY:
     for kind in ("bf16", "fp8"):
         if kind not in files:
             continue
-        p = subprocess.run([args.cli, "bench", "lora", "--model", str(files[kind]), "--device", "cuda", "--dtype", "bf16",
+        p = subprocess.run([BENCH, "lora", "--model", str(files[kind]), "--device", "cuda", "--dtype", "bf16",
                             "--tokens", str(F * H * W), "--json"], capture_output=True, text=True)
         if p.returncode == 0:
             lora[kind] = json.loads(p.stdout.strip().splitlines()[-1])

@@ -11,7 +11,7 @@ prompt in Qwen3-VL's chat template):
   * diffusers eager bf16, timed with CUDA events: the conditional DiT on [text][image] as one
     unpadded sequence (what Vireo computes), the same with the text left-padded to 2048 (what
     Ideogram4Pipeline runs by default), and the unconditional DiT on the image tokens alone;
-  * Vireo (vireo-cli bench ideogram-step, a synchronized clock) on the bf16 and FP8 folders,
+  * Vireo (vireo-bench ideogram-step, a synchronized clock) on the bf16 and FP8 folders,
     conditional and unconditional.
 Each figure is a median of --repeat after a warm-up; peak memory is the allocator's peak above
 the weights and inputs. Both sides draw the same inputs (CPU float32 generators seeded seed,
@@ -21,10 +21,10 @@ weights). A full 1024x1024 generation at the pipeline's default 48 steps, each r
 (the default guidance schedule never reaches 1), is extrapolated as
 48 * (t_cond + t_uncond) * 34 / layers.
 
-Usage: bench_gpu_ideogram.py VIREO_CLI [--layers 4] [--size 1024x1024] [--text-tokens 512]
-                                       [--repeat 5] [--seed 1234] [--skip fp8,padded]
-                                       [--work DIR] [--report FILE.json]
-                                       [--dry-run-cpu [--real-width]]
+Usage: bench_gpu_ideogram.py VIREO_BENCH [--layers 4] [--size 1024x1024] [--text-tokens 512]
+                                         [--repeat 5] [--seed 1234] [--skip fp8,padded]
+                                         [--work DIR] [--report FILE.json]
+                                         [--dry-run-cpu [--real-width]]
 --dry-run-cpu: the fixtures' tiny config on the CPU at 64x64; checks this script end to end,
 measures nothing meaningful. With --real-width, the real widths on the CPU (the real files'
 layout and sizes; take --layers 1 and a small --size).
@@ -81,7 +81,7 @@ BF16 = torch.bfloat16
 FULL_LAYERS, STEPS, PIPELINE_TEXT = 34, 48, 2048
 
 ap = argparse.ArgumentParser()
-ap.add_argument("cli")
+ap.add_argument("bench", help="path of vireo-bench")
 ap.add_argument("--layers", type=int, default=4)
 ap.add_argument("--size", default="", help="WxH (default 1024x1024; 64x64 with --dry-run-cpu)")
 ap.add_argument("--text-tokens", type=int, default=-1, help="default 512 (7 with --dry-run-cpu)")
@@ -234,7 +234,7 @@ for kind, folder in folders.items():
     for comp, name in (("transformer", "cond"), ("unconditional_transformer", "uncond")):
         key = f"{kind}_{name}"
         out_file = work / f"{key}.safetensors"
-        cmd = [args.cli, "bench", "ideogram-step", "--model", str(folder), "--component", comp, "--size", f"{W}x{H}",
+        cmd = [args.bench, "ideogram-step", "--model", str(folder), "--component", comp, "--size", f"{W}x{H}",
                "--device", dev.type, "--dtype", "bf16", "--repeat", str(args.repeat), "--seed", str(args.seed),
                "--out", str(out_file), "--json"] + (["--text-tokens", str(N_TEXT)] if comp == "transformer" else [])
         log("running " + " ".join(cmd[1:]))

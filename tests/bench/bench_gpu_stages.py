@@ -23,14 +23,14 @@ scripts/convert_ltx2_to_diffusers.py) and x2 latent upsampler (LTX2LatentUpsampl
     where the two tilings agree (at 768x512 diffusers also decodes a sliver of latent rows 14-15,
     which Vireo's one tile row already covers, so its last 64 pixel rows blend differently); the peak is
     checked against issue #13's goal: decoder weights plus the decode's peak under 12 GB (12e9 bytes).
-diffusers is timed with CUDA events, Vireo (vireo-cli bench stages) with a synchronized clock;
+diffusers is timed with CUDA events, Vireo (vireo-bench stages) with a synchronized clock;
 both report the median of --repeat after a warm-up, and the allocator's peak above what was
 allocated before the op. Both draw the same inputs (CPU float32 generators seeded seed + k), so
 the outputs are compared too (the clip's only loosely: diffusers also encodes the slivers its
 tiling starts at every stride below the edge, Vireo stops at the tile that reaches it).
 
-Usage: bench_gpu_stages.py VIREO_CLI [--size 768x512x121] [--repeat 3] [--seed 1234]
-                                     [--work DIR] [--report FILE.json] [--dry-run-cpu]
+Usage: bench_gpu_stages.py VIREO_BENCH [--size 768x512x121] [--repeat 3] [--seed 1234]
+                                       [--work DIR] [--report FILE.json] [--dry-run-cpu]
 --dry-run-cpu: tiny configs on the CPU at 576x64x73 (tiles and chunks still happen); checks this
 script end to end, measures nothing meaningful.
 """
@@ -56,7 +56,7 @@ diffusers_logging.disable_progress_bar()
 
 BF16 = torch.bfloat16
 ap = argparse.ArgumentParser()
-ap.add_argument("cli")
+ap.add_argument("bench", help="path of vireo-bench")
 ap.add_argument("--size", default="", help="WxHxF (default 768x512x121; 576x64x73 with --dry-run-cpu)")
 ap.add_argument("--repeat", type=int, default=3)
 ap.add_argument("--seed", type=int, default=1234)
@@ -213,7 +213,7 @@ if not DRY:
     torch.cuda.empty_cache()
 
 out_file = work / "vireo_outputs.safetensors"
-cmd = [args.cli, "bench", "stages", "--vae", str(work / "vae"), "--upsampler", str(work / "latent_upsampler"),
+cmd = [args.bench, "stages", "--vae", str(work / "vae"), "--upsampler", str(work / "latent_upsampler"),
        "--size", f"{W}x{H}x{F}", "--device", dev.type, "--dtype", "bf16", "--repeat", str(args.repeat),
        "--seed", str(args.seed), "--out", str(out_file), "--json"]
 log("running " + " ".join(cmd[1:]))

@@ -1,4 +1,4 @@
-"""Times the Python references on the data `vireo-cli bench dequant` wrote: gguf-py's
+"""Times the Python references on the data `vireo-bench dequant` wrote: gguf-py's
 quants.dequantize for GGUF blocks, torch ops for scaled FP8 and NF4 (what a Python studio
 runs). Usage: dequant_reference.py JOBS.json OUT.json"""
 import json

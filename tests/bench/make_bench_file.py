@@ -1,4 +1,4 @@
-"""Writes a synthetic checkpoint of about SIZE_GB for `vireo-cli bench read`: bf16 and fp8
+"""Writes a synthetic checkpoint of about SIZE_GB for `vireo-bench read`: bf16 and fp8
 tensors shaped like a DiT's linears, with the real safetensors writer.
 Usage: make_bench_file.py OUT.safetensors SIZE_GB"""
 import sys

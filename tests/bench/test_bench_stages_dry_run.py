@@ -3,7 +3,7 @@
 lines, and Vireo's tiled bf16 decode must match diffusers' where their tilings agree (at 576x64x73
 that is the whole video: 18 x 2 latent cells, tiles at columns 0 and 14 in both).
 
-Usage: test_bench_stages_dry_run.py VIREO_CLI WORK_DIR
+Usage: test_bench_stages_dry_run.py VIREO_BENCH WORK_DIR
 """
 import json
 import re
@@ -18,11 +18,11 @@ from pathlib import Path
 # 576, i.e. about 0.3 over the video.
 MAX_REL_ERR = 5e-2
 
-cli, work = sys.argv[1], Path(sys.argv[2])
+bench, work = sys.argv[1], Path(sys.argv[2])
 shutil.rmtree(work, ignore_errors=True)
 script = Path(__file__).with_name("bench_gpu_stages.py")
 report = work / "report.json"
-p = subprocess.run([sys.executable, str(script), cli, "--dry-run-cpu", "--repeat", "1", "--work", str(work / "models"),
+p = subprocess.run([sys.executable, str(script), bench, "--dry-run-cpu", "--repeat", "1", "--work", str(work / "models"),
                     "--report", str(report)], capture_output=True, text=True, timeout=900)
 print(p.stdout[-6000:])
 failures = []

@@ -1,5 +1,7 @@
 """vireo-cli as a user runs it: exit codes, one-line errors naming the file, and the JSON
-keys `inspect --json` promises. Usage: test_cli.py PATH_TO_VIREO_CLI"""
+keys `inspect --json` promises; and the benchmarks of vireo-bench (built, not installed) that
+check a number against diffusers. Usage: test_cli.py PATH_TO_VIREO_CLI (environment:
+VIREO_BENCH, the path of vireo-bench)"""
 import json
 import os
 import subprocess
@@ -7,6 +9,7 @@ import sys
 from pathlib import Path
 
 CLI = sys.argv[1]
+BENCH = os.environ["VIREO_BENCH"]
 SOURCE = Path(os.environ["VIREO_SOURCE_DIR"])
 FIXTURES = Path(os.environ["VIREO_FIXTURES_ROOT"])
 # Every temporary file and folder of this run lives in one folder, removed at exit.
@@ -21,6 +24,10 @@ results = {"passed": 0, "failed": 0}
 
 def run(*args):
     return subprocess.run([CLI, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def run_bench(*args):
+    return subprocess.run([BENCH, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 def check(name, ok, detail=""):
@@ -61,12 +68,17 @@ def test_text_and_usage():
     check("missing path", p.returncode == 1 and "no such file or folder" in p.stderr, p.stderr)
     p = run("frobnicate")
     check("unknown command", p.returncode == 2 and "unknown command" in p.stderr, p.stderr)
-    p = run("bench", "read", FIXTURES / "tensorfiles/gguf_v3_all_types.gguf", "--repeat", "1", "--json")
+    p = run_bench("read", FIXTURES / "tensorfiles/gguf_v3_all_types.gguf", "--repeat", "1", "--json")
     ok = p.returncode == 0
     if ok:
         b = json.loads(p.stdout)
         ok = b["bytes"] > 0 and b["raw_seconds"] > 0 and b["tensor_seconds"] > 0 and b["ratio"] > 0
-    check("bench read --json", ok, p.stderr or p.stdout)
+    check("vireo-bench read --json", ok, p.stderr or p.stdout)
+    # The benchmarks left vireo-cli; what was typed before gets a pointer, not a run.
+    p = run("bench", "read", FIXTURES / "tensorfiles/gguf_v3_all_types.gguf")
+    lines = p.stderr.strip().splitlines()
+    check("vireo-cli bench names vireo-bench in one line", p.returncode == 2 and len(lines) == 1
+          and "vireo-bench read " in lines[0] and p.stdout == "", f"rc={p.returncode} {p.stderr[-300:]!r}")
 
 
 def test_tensor_dequant(tmp=os.path.join(RUN_TMP, "tensor.f32")):
@@ -85,13 +97,13 @@ def test_tensor_dequant(tmp=os.path.join(RUN_TMP, "tensor.f32")):
         check(f"tensor --dequant {t['name']} ({t['type']})", ok, p.stderr or p.stdout)
     p = run("tensor", root / gguf["path"], "no.such.tensor")
     check("tensor missing name", p.returncode == 1 and "no tensor named" in p.stderr, p.stderr)
-    p = run("bench", "dequant", "--small", "--repeat", "1", "--json", "--python", sys.executable)
+    p = run_bench("dequant", "--small", "--repeat", "1", "--json", "--python", sys.executable)
     ok = p.returncode == 0
     if ok:
         b = json.loads(p.stdout)
         ok = len(b["dequant"]) == 14 and all(r["seconds"] > 0 and r["python_seconds"] > 0 for r in b["dequant"]) \
             and len(b["linear"]) >= 4
-    check("bench dequant --small --json", ok, p.stderr[-2000:] or p.stdout[:400])
+    check("vireo-bench dequant --small --json", ok, p.stderr[-2000:] or p.stdout[:400])
 
 
 def test_dit_forward(tmp=os.path.join(RUN_TMP, "dit.safetensors")):
@@ -356,6 +368,20 @@ def test_generate_image_conditioning(tmp_dir=RUN_TMP):
           p.stderr[-600:] or p.stdout[-600:])
     for f in (out, out.parent / (out.stem + ".cond0.png")):
         f.unlink(missing_ok=True)
+    # An upsampler given as its own file is named in the recipe by its hash: another upsampler
+    # makes another video, and the recipe tells them apart.
+    upscaler = root / "publisher" / "lightricks" / "ltx-2.3-spatial-upscaler-x2-1.1.safetensors"
+    p = run("generate", "--model", root / "single" / "ltx-2.3-tiny.safetensors", "--text-encoder", root / "single" / "gemma",
+            "--prompt", "a lighthouse at dusk", "--frames", 9, "--width", 128, "--height", 64, "--seed", 3, "--two-stage",
+            "--upsampler", upscaler, "--no-gallery", "--out", out)
+    ok = p.returncode == 0 and out.exists()
+    if ok:
+        probe = subprocess.run(["ffprobe", "-v", "error", "-show_format", "-of", "json", str(out)], capture_output=True, text=True)
+        recipe = json.loads(json.loads(probe.stdout)["format"]["tags"]["vireo_recipe"])
+        sha = hashlib.sha256(upscaler.read_bytes()).hexdigest()
+        ok = recipe.get("stages") == "two" and any(f["path"].endswith(upscaler.name) and f["sha256"] == sha for f in recipe["files"])
+    check("generate --two-stage --upsampler FILE: the recipe names the upsampler by its SHA-256", ok, p.stderr[-600:])
+    out.unlink(missing_ok=True)
 
 
 def test_bench_stages(tmp=os.path.join(RUN_TMP, "stages.safetensors")):
@@ -367,7 +393,7 @@ def test_bench_stages(tmp=os.path.join(RUN_TMP, "stages.safetensors")):
 
     root = FIXTURES / "ltx2pipeline" / "v23" / "diffusers"
     W, H, F, seed = 128, 64, 9, 77
-    p = run("bench", "stages", "--vae", root / "vae", "--upsampler", root / "latent_upsampler", "--size", f"{W}x{H}x{F}",
+    p = run_bench("stages", "--vae", root / "vae", "--upsampler", root / "latent_upsampler", "--size", f"{W}x{H}x{F}",
             "--dtype", "f32", "--repeat", "1", "--seed", seed, "--out", tmp, "--json")
     ok = p.returncode == 0
     detail = p.stderr or p.stdout[:400]
@@ -395,12 +421,12 @@ def test_bench_stages(tmp=os.path.join(RUN_TMP, "stages.safetensors")):
         print(f"        bench stages outputs against diffusers, rel err: {errs}")
         ok = all(e < 1e-4 for e in errs.values())
         detail = str(errs)
-    check("bench stages --json --out matches diffusers on the same inputs", ok, detail)
-    p = run("bench", "stages", "--vae", root / "vae", "--upsampler", root / "latent_upsampler", "--size", "96x64x9")
-    check("bench stages refuses a size stage 1 cannot halve", p.returncode == 1 and "multiples of 64" in p.stderr
+    check("vireo-bench stages --json --out matches diffusers on the same inputs", ok, detail)
+    p = run_bench("stages", "--vae", root / "vae", "--upsampler", root / "latent_upsampler", "--size", "96x64x9")
+    check("vireo-bench stages refuses a size stage 1 cannot halve", p.returncode == 1 and "multiples of 64" in p.stderr
           and len(p.stderr.strip().splitlines()) == 1, p.stderr)
-    p = run("bench", "stages", "--vae", root / "vae", "--upsampler", root / "vae")
-    check("bench stages refuses a VAE as the upsampler", p.returncode == 1 and "not an LTX-2 latent upsampler" in p.stderr, p.stderr)
+    p = run_bench("stages", "--vae", root / "vae", "--upsampler", root / "vae")
+    check("vireo-bench stages refuses a VAE as the upsampler", p.returncode == 1 and "not an LTX-2 latent upsampler" in p.stderr, p.stderr)
 
 
 def test_bench_ideogram_step(tmp=os.path.join(RUN_TMP, "ideogram-step.safetensors")):
@@ -416,7 +442,7 @@ def test_bench_ideogram_step(tmp=os.path.join(RUN_TMP, "ideogram-step.safetensor
     errs = {}
     for comp in ("transformer", "unconditional_transformer"):
         cond = comp == "transformer"
-        p = run("bench", "ideogram-step", "--model", root, "--component", comp, "--size", f"{W}x{H}", "--dtype", "f32",
+        p = run_bench("ideogram-step", "--model", root, "--component", comp, "--size", f"{W}x{H}", "--dtype", "f32",
                 "--repeat", "1", "--seed", seed, "--out", tmp, "--json", *(["--text-tokens", n_text] if cond else []))
         ok = p.returncode == 0
         detail = p.stderr or p.stdout[:400]
@@ -442,13 +468,13 @@ def test_bench_ideogram_step(tmp=os.path.join(RUN_TMP, "ideogram-step.safetensor
             errs[comp] = float((got - ref).norm() / ref.norm()) if got.shape == ref.shape else float("inf")
             ok = errs[comp] < 1e-4
             detail = str(errs)
-        check(f"bench ideogram-step --component {comp} --json --out matches diffusers on the same inputs", ok, detail)
+        check(f"vireo-bench ideogram-step --component {comp} --json --out matches diffusers on the same inputs", ok, detail)
     print(f"        bench ideogram-step velocity against diffusers, rel err: {errs}")
-    p = run("bench", "ideogram-step", "--model", root, "--component", "unconditional_transformer", "--text-tokens", "3")
-    check("bench ideogram-step refuses text tokens for the unconditional DiT", p.returncode == 1 and "without text tokens" in p.stderr
+    p = run_bench("ideogram-step", "--model", root, "--component", "unconditional_transformer", "--text-tokens", "3")
+    check("vireo-bench ideogram-step refuses text tokens for the unconditional DiT", p.returncode == 1 and "without text tokens" in p.stderr
           and len(p.stderr.strip().splitlines()) == 1, p.stderr)
-    p = run("bench", "ideogram-step", "--model", root, "--size", "40x48")
-    check("bench ideogram-step refuses a size off the 16-pixel grid", p.returncode == 1 and "multiples of 16" in p.stderr, p.stderr)
+    p = run_bench("ideogram-step", "--model", root, "--size", "40x48")
+    check("vireo-bench ideogram-step refuses a size off the 16-pixel grid", p.returncode == 1 and "multiples of 16" in p.stderr, p.stderr)
 
 
 def png_chunks(path):
@@ -707,10 +733,19 @@ def test_inputs_checked_before_loading(tmp_dir=RUN_TMP):
     out = Path(tmp_dir) / "checked.mp4"
     base = ["generate", "--model", root / "diffusers", "--prompt", "a quiet harbour", "--frames", 9, "--width", 64, "--height", 64]
 
-    for command in ("generate", "inspect", "bench", "lora", "plan", "cache"):
+    for command in ("generate", "inspect", "lora", "plan", "cache"):
         p = run(command, "--help")
         check(f"{command} --help prints its usage", p.returncode == 0 and f"vireo-cli {command}" in p.stdout and not p.stderr,
               f"rc={p.returncode} {p.stderr[-300:]!r}")
+    p = run("--help")
+    check("vireo-cli --help lists no benchmark", p.returncode == 0 and "inspect" in p.stdout and "bench" not in p.stdout, p.stdout[-600:])
+    p = run_bench("--help")
+    check("vireo-bench --help lists the benchmarks", p.returncode == 0 and all(f"\n  {b} " in p.stdout for b in ("read", "stages", "dit"))
+          and not p.stderr, f"rc={p.returncode} {p.stderr[-300:]!r}")
+    for command in ("stages", "ideogram-step", "lora"):
+        p = run_bench(command, "--help")
+        check(f"vireo-bench {command} --help prints its usage", p.returncode == 0 and f"vireo-bench {command}" in p.stdout
+              and not p.stderr, f"rc={p.returncode} {p.stderr[-300:]!r}")
 
     def refused(name, extra, code, *words, env=None):
         p = subprocess.run([CLI, *map(str, base), *map(str, extra)], capture_output=True, text=True, timeout=120,
@@ -766,6 +801,27 @@ def test_inputs_checked_before_loading(tmp_dir=RUN_TMP):
     p = run(*base, "--dtype", "bf16", "--dry-run", "--plan-for", "rtx-2080")
     check("generate --dtype bf16 on Turing is refused before loading", p.returncode == 1 and "choose auto or f16" in p.stderr, p.stderr[-400:])
     check("nothing was written by the checks", not out.exists(), str(out))
+
+    # Defaults follow the model's own files, as the window applies them (tests/core's
+    # test_catalogmodels and tests/ui's test_generategui check the other sides): a 2.0 folder
+    # that says nothing gets 2.0's distilled defaults; under a dev name, 2.0's dev ones (40
+    # steps, not 2.3's 30); an explicit guidance means dev.
+    v20 = FIXTURES / "ltx2pipeline" / "v20" / "diffusers"
+    named = Path(tmp_dir) / "LTX-2-19b-dev"
+    if not named.exists():
+        named.symlink_to(v20, target_is_directory=True)
+    want = {v20: ("distilled", 8, 1.0, "nothing in its files says"), named: ("dev", 40, 3.0, "LTX-2-19b-dev says dev")}
+    for model, (schedule, steps, guidance, basis) in want.items():
+        p = run("generate", "--model", model, "--prompt", "x", "--frames", 9, "--width", 64, "--height", 64, "--dry-run", "--json")
+        r = json.loads(p.stdout).get("request", {}) if p.returncode == 0 else {}
+        check(f"generate --dry-run: {model.name} gets {schedule} defaults from its files",
+              r.get("schedule") == schedule and r.get("steps") == steps and r.get("guidance") == guidance
+              and basis in r.get("defaults_basis", "") and r.get("defaults_basis", "").startswith("LTX-2.0 "),
+              json.dumps(r) + p.stderr[-300:])
+    p = run("generate", "--model", v20, "--prompt", "x", "--frames", 9, "--width", 64, "--height", 64, "--guidance", 4, "--dry-run", "--json")
+    r = json.loads(p.stdout).get("request", {}) if p.returncode == 0 else {}
+    check("generate --guidance 4 on an unnamed model runs the dev schedule at its family's steps",
+          r.get("schedule") == "dev" and r.get("steps") == 40 and r.get("guidance") == 4, json.dumps(r) + p.stderr[-300:])
 
 
 test_bad_corpus()

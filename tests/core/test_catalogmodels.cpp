@@ -7,6 +7,7 @@
 #include "core/hub/downloadmanager.h"
 #include "core/hub/downloadtask.h"
 #include "core/output/recipe.h"
+#include "core/runtime/defaults.h"
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
 #include "core/settings/studiosettings.h"
@@ -185,6 +186,67 @@ private slots:
                 gguf = gguf || (p.component == "transformer" && p.path == "dequantize to f32 + GEMM on the CPU");
             QVERIFY2(gguf, plan->pathsText.c_str());
         }
+    }
+
+    // The defaults a model gets outside the catalog (the CLI on its files, the window's local
+    // models) are the ones its catalog entry gives: the files say dev or distilled. Local folders
+    // get their version's family, and dev when their name says so.
+    void modelsOutsideTheCatalogGetTheDefaultsTheirFilesCallFor()
+    {
+        auto studio = vireo::core::Studio::create();
+        QVERIFY(studio);
+        const auto& catalog = (*studio)->downloads()->catalog();
+        for (const auto& v : kVariants) {
+            QStringList planned;
+            const auto model = download(**studio, QString::fromLatin1(v.id), &planned);
+            QVERIFY2(model, v.id);
+            const auto facts = vireo::facade::Generator::readModelFacts(model->plan);
+            QVERIFY2(facts, facts ? "" : facts.error().message.c_str());
+            const auto fromFiles = vireo::runtime::defaultsForModel(catalog, *facts);
+            const auto fromCatalog = vireo::runtime::defaultsForVariant(catalog, v.id);
+            QVERIFY(fromFiles && fromCatalog);
+            QVERIFY2(fromFiles->schedule == fromCatalog->schedule && fromFiles->steps == fromCatalog->steps
+                    && fromFiles->guidance == fromCatalog->guidance && fromFiles->audioGuidance == fromCatalog->audioGuidance
+                    && fromFiles->width == fromCatalog->width && fromFiles->frames == fromCatalog->frames,
+                qPrintable(QStringLiteral("%1: %2 (%3 steps) from its files, %4 (%5 steps) from the catalog; %6")
+                               .arg(QString::fromLatin1(v.id), QString::fromStdString(fromFiles->schedule)).arg(fromFiles->steps)
+                               .arg(QString::fromStdString(fromCatalog->schedule)).arg(fromCatalog->steps).arg(QString::fromStdString(fromFiles->basis))));
+            QVERIFY2(fromFiles->basis.find(QFileInfo(QString::fromLatin1(v.gguf)).fileName().toStdString()) != std::string::npos,
+                fromFiles->basis.c_str());
+        }
+
+        // A local 2.0 folder that says nothing: 2.0's distilled defaults, and the page says why.
+        const QString v20 = qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline/v20/diffusers");
+        vireo::facade::LoadPlan plain;
+        plain.modelPaths = {v20.toStdString()};
+        auto facts = vireo::facade::Generator::readModelFacts(plain);
+        QVERIFY2(facts, facts ? "" : facts.error().message.c_str());
+        QCOMPARE(QString::fromStdString(facts->version), QStringLiteral("2.0"));
+        QVERIFY(facts->trainedFor.empty());
+        auto d = vireo::runtime::defaultsForModel(catalog, *facts);
+        QVERIFY(d);
+        QCOMPARE(QString::fromStdString(d->schedule), QStringLiteral("distilled"));
+        QCOMPARE(d->steps, 8);
+        QVERIFY2(d->basis.find("nothing in its files says dev or distilled") != std::string::npos, d->basis.c_str());
+        // The same folder under a dev name: 2.0's dev defaults (40 steps), not 2.3's (30).
+        const QString named = m_work.filePath(QStringLiteral("LTX-2-19b-dev"));
+        QVERIFY(QFile::link(v20, named));
+        vireo::facade::LoadPlan dev;
+        dev.modelPaths = {named.toStdString()};
+        facts = vireo::facade::Generator::readModelFacts(dev);
+        QVERIFY2(facts, facts ? "" : facts.error().message.c_str());
+        QCOMPARE(QString::fromStdString(facts->trainedFor), QStringLiteral("dev"));
+        d = vireo::runtime::defaultsForModel(catalog, *facts);
+        QVERIFY(d);
+        const auto ltx2Dev = vireo::runtime::defaultsForVariant(catalog, "ltx-2/dev-bf16");
+        QVERIFY(ltx2Dev);
+        QCOMPARE(QString::fromStdString(d->schedule), QStringLiteral("dev"));
+        QCOMPARE(d->steps, ltx2Dev->steps);
+        QCOMPARE(d->guidance, ltx2Dev->guidance);
+        QVERIFY2(d->basis.find("LTX-2-19b-dev says dev") != std::string::npos, d->basis.c_str());
+        // A schedule chosen by the user wins over the name.
+        d = vireo::runtime::defaultsForModel(catalog, *facts, "distilled");
+        QVERIFY(d && d->schedule == "distilled" && d->steps == 8);
     }
 
     void aDownloadedGgufVariantGeneratesAVideo()

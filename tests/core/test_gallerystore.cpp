@@ -26,6 +26,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <unistd.h>
 #include <sys/mount.h>
 
 using namespace vireo;
@@ -282,6 +283,18 @@ private slots:
         const auto fromPng = gallery::readEmbeddedRecipe(png, &problem);
         QVERIFY2(fromPng.has_value(), qPrintable(problem));
         QCOMPARE(fromPng->seed, 42);
+        // The prompt comes back byte for byte from both kinds of file: runs of spaces, tabs,
+        // line breaks, no-break spaces and other scripts tokenize differently if changed.
+        const std::string spaced = "  two  spaces,\ta tab,\n\na blank line,\u00a0no-break\u00a0spaces, \u65e5\u672c\u8a9e, \u0627\u0644\u0639\u0631\u0628\u064a\u0629   ";
+        const QString spacedPng = dir.filePath(QStringLiteral("spaced.png"));
+        QVERIFY(output::writeImage(spacedPng.toStdString(), image, sampleRecipe(44, spaced)).ok());
+        const auto spacedBack = gallery::readEmbeddedRecipe(spacedPng, &problem);
+        QVERIFY2(spacedBack.has_value(), qPrintable(problem));
+        QVERIFY2(spacedBack->prompt == spaced, spacedBack->prompt.c_str());
+        const QString spacedClip = dir.filePath(QStringLiteral("spaced.mp4"));
+        writeClip(spacedClip, sampleRecipe(45, spaced));
+        const auto spacedClipBack = gallery::readEmbeddedRecipe(spacedClip, &problem);
+        QVERIFY2(spacedClipBack.has_value() && spacedClipBack->prompt == spaced, qPrintable(problem));
 
         auto thumb = gallery::makeThumbnail(clip);
         QVERIFY2(thumb.ok(), thumb.ok() ? "" : thumb.error().message.c_str());
@@ -409,6 +422,8 @@ private slots:
         QVERIFY2(QFileInfo(database).size() < 4 << 20, qPrintable(QString::number(QFileInfo(database).size())));
         QVERIFY(byName[QStringLiteral("future.mp4")].created <= QDateTime::currentDateTimeUtc().addDays(1));
         store->reset();
+        // Qt cannot name it to remove it with the folder.
+        ::unlink(latin1.constData());
 
         // A link where the database goes: refused, and the file it points at left as it was.
         const QString victim = dir.filePath(QStringLiteral("victim.txt"));

@@ -4,11 +4,13 @@
 #include "inference/tensorfile/tensorview.h"
 #include "inference/util/jsonlimits.h"
 #include "inference/util/log.h"
+#include "inference/util/text.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 
 namespace vireo::ltx2 {
@@ -507,6 +509,73 @@ std::optional<std::string> Ltx2Weights::ltxCoreConfig(std::optional<Part> part) 
             if (const auto it = cp.metadata.find("config"); it != cp.metadata.end())
                 return it->second;
     return std::nullopt;
+}
+
+namespace {
+
+// "dev" or "distilled" when the words of a name say exactly one of them.
+std::string scheduleNamedIn(std::string_view text)
+{
+    bool dev = false, distilled = false;
+    std::string word;
+    auto take = [&] {
+        dev = dev || word == "dev";
+        distilled = distilled || word == "distilled" || word == "distill";
+        word.clear();
+    };
+    for (const char c : text.substr(0, 4096)) {
+        if (std::isalnum(static_cast<unsigned char>(c)))
+            word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        else
+            take();
+    }
+    take();
+    return dev == distilled ? std::string() : dev ? "dev" : "distilled";
+}
+
+} // namespace
+
+Ltx2Weights::TrainedFor Ltx2Weights::trainedFor() const
+{
+    const auto& parts = m_parts[static_cast<int>(Part::Transformer)];
+    if (parts.empty())
+        return {};
+    // The file holding most of the transformer: a connectors file may carry a projection of it.
+    std::map<const tensorfile::Checkpoint*, std::size_t> held;
+    for (const auto& [_, t] : parts)
+        ++held[t.checkpoint];
+    const auto* cp = std::max_element(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+    for (const char* key : {"general.finetune", "general.name"})
+        for (const auto& kv : cp->ggufMetadata)
+            if (kv.key == key && kv.value.string())
+                if (auto s = scheduleNamedIn(*kv.value.string()); !s.empty())
+                    return {s, std::string("its GGUF ") + key + " \"" + shownName(*kv.value.string(), 80) + "\""};
+    const tensorfile::ModelSource* source = nullptr;
+    for (const auto& s : *m_sources)
+        for (const auto& c : s.checkpoints)
+            if (&c == cp)
+                source = &s;
+    std::vector<std::filesystem::path> places{cp->path.filename()};
+    // Folders from the file up to the model root when the user gave a folder (a diffusers
+    // transformer/ says nothing, its pipeline folder may); none above what the user gave, where
+    // "~/dev/" is where someone keeps things, not what the model is.
+    const auto file = cp->path.lexically_normal();
+    const auto root = source ? source->root.lexically_normal() : file;
+    const auto inside = file.lexically_relative(root);
+    if (root != file && !inside.empty() && *inside.begin() != "..") {
+        auto folder = file.parent_path();
+        for (int depth = 0; depth < 8 && folder.has_relative_path(); ++depth, folder = folder.parent_path()) {
+            places.push_back(folder.filename());
+            if (folder == root)
+                break;
+        }
+        if (root.parent_path().filename() == "snapshots")
+            places.push_back(root.parent_path().parent_path().filename());
+    }
+    for (const auto& place : places)
+        if (auto s = scheduleNamedIn(place.string()); !s.empty())
+            return {s, "the name " + shownName(place.string(), 120)};
+    return {};
 }
 
 std::string Ltx2Weights::describeFiles() const

@@ -84,6 +84,16 @@ public:
     std::optional<std::string> ltxCoreConfig(std::optional<Part> part = std::nullopt) const;
     std::string describeFiles() const;
 
+    // What the transformer's own files say it was trained for, so defaults follow the model and
+    // not a guess: "dev" or "distilled" from a GGUF's general.name or general.finetune, else the
+    // file's name ("ltx-2-19b-dev-fp8.safetensors"), else its folders up to the model root
+    // (unsloth keeps its distilled GGUFs under distilled/; a Hub cache names its repo). Empty
+    // when nothing says, or a place says both; `evidence` names the place that decided.
+    struct TrainedFor {
+        std::string schedule, evidence;
+    };
+    TrainedFor trainedFor() const;
+
 private:
     std::shared_ptr<std::vector<tensorfile::ModelSource>> m_sources;
     std::map<std::string, SourceTensor> m_parts[kPartCount];

@@ -1,0 +1,194 @@
+// vireo-bench: the developer benchmarks. Built beside vireo-cli and never installed, so the
+// program users get carries no benchmark code and runs no script from a source tree.
+#include "app/bench/benchcommands.h"
+
+#include "app/cli/args.h"
+#include "base/envswitch.h"
+#include "inference/util/heap.h"
+#include "inference/util/text.h"
+
+#ifdef VIREO_HAS_CORE
+#include <QCoreApplication>
+#endif
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: vireo-bench <benchmark> [options]
+
+benchmarks:
+  read FILE [--repeat N] [--json]
+                               time reading every tensor against a raw sequential read
+  download [--python PY] [--mb N] [--json]
+                               download speed against curl and huggingface_hub on the
+                               local test Hub; bytes fetched again after an interruption
+  dequant [--python PY] [--repeat N] [--json]
+                               CPU dequantization throughput against memcpy and the
+                               Python references; quantized linear against bf16
+  gpu-dequant [--rows R] [--cols C] [--repeat N] [--json]
+                               every representation dequantized on the CUDA device
+                               next to a device copy of the same output
+  stages --vae PATH --upsampler PATH [--size WxHxF] [--device cpu|cuda]
+         [--dtype bf16|f32] [--repeat N] [--seed N] [--out FILE.safetensors] [--json]
+                               the LTX-2 video VAE encoder (a still, a tiled clip), the x2
+                               latent upsampler and the tiled VAE decode: time and peak
+                               memory (default 768x512x121)
+  ideogram-step --model PATH [--component transformer|unconditional_transformer]
+         [--size WxH] [--text-tokens N] [--device cpu|cuda] [--dtype bf16|f32]
+         [--repeat N] [--seed N] [--out FILE.safetensors] [--json]
+                               one Ideogram-4 DiT forward on seeded random inputs: time,
+                               peak memory, weight bytes (default 1024x1024, 512 text
+                               tokens; the unconditional DiT gets none)
+  runtime --model PATH [--size WxHxF] [--repeat N] [--json]
+                               the studio's engine against calling the pipeline directly
+  speed --model PATH [--size WxHxF] [--schedule distilled|dev] [--device D] [--json]
+                               quality, balanced and fast speed modes: denoise time, steps
+                               reused, PSNR of the decoded frames against quality
+  startup [--vireo PATH] [--repeat N]
+                               the window's cold start to a usable window
+  gpu [--python PY] [...]
+                               the GPU benchmark: real-width LTX-2.3 transformer against
+                               diffusers, dequantization (bench_gpu.py --help); the VAE
+                               encoder, decoder and upsampler: tests/bench/bench_gpu_stages.py;
+                               Ideogram-4's step: tests/bench/bench_gpu_ideogram.py
+  lora --model PATH [--rank R] [--swap-mb MB] [--device cpu|cuda] [--json]
+                               an unfused LoRA's cost per transformer forward, and the time
+                               to swap one for another
+  dit [--python PY] [--layers N] [--tokens N] [--repeat N] [--json]
+                               one LTX-2.3 transformer forward on CPU against diffusers on
+                               the same weights; resident bytes as bf16, FP8 and Q4_K
+  generate [--python PY] [--small] [--ideogram] [--two-stage] [--json]
+                               each LTX-2 phase (Ideogram-4 with --ideogram) timed next to
+                               diffusers' pipeline on the same weights (tiny and medium
+                               configurations), as ratios; --two-stage: the two-stage
+                               distilled path against diffusers' three pipeline calls
+  version                      print the version
+
+download, dequant, gpu, dit and generate run their Python side from tests/bench of a source
+tree (VIREO_SOURCE_DIR, else the working folder); download, gpu, dit and generate run the
+vireo-cli built beside this program. runtime, speed and startup need a build with the Qt
+layers (VIREO_GUI=ON).
+
+environment switches (1/0, true/false, on/off, yes/no; anything else is refused):
+)";
+
+std::string usage()
+{
+    return kUsage + vireo::env::helpText();
+}
+
+// The usage lines of one benchmark; empty for a name kUsage does not list.
+std::string commandHelp(const std::string& command)
+{
+    const auto out = vireo::cli::usageEntries(kUsage, command);
+    return out.empty() ? out : "usage: vireo-bench " + command + " ...\n" + out;
+}
+
+int runCommand(const std::vector<std::string>& args, const char* self)
+{
+    const std::string& command = args[0];
+    // --help anywhere after a benchmark is its help, never an error.
+    if (std::any_of(args.begin() + 1, args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+        const auto help = commandHelp(command);
+        if (help.empty())
+            return usageError("unknown benchmark '" + command + "'");
+        std::fputs(help.c_str(), stdout);
+        return 0;
+    }
+    if (command == "read")
+        return runBenchRead(args);
+    if (command == "dequant")
+        return runBenchDequant(args);
+    if (command == "gpu-dequant")
+        return runBenchGpuDequant(args);
+    if (command == "stages")
+        return runBenchStages(args);
+    if (command == "ideogram-step")
+        return runBenchIdeogramStep(args);
+    if (command == "lora")
+        return runBenchLora(args);
+    if (command == "download")
+        return runBenchDownload(args, self);
+    if (command == "dit")
+        return runBenchDit(args, self);
+    if (command == "generate")
+        return runBenchGenerate(args, self);
+    if (command == "gpu")
+        return runBenchGpu(args, self);
+#ifdef VIREO_HAS_CORE
+    if (command == "runtime")
+        return runBenchRuntime(args);
+    if (command == "speed")
+        return runBenchSpeed(args);
+    if (command == "startup")
+        return runBenchStartup(args, self);
+#else
+    if (command == "runtime" || command == "speed" || command == "startup")
+        return usageError(command + " needs a build with the Qt layers (VIREO_GUI=ON)");
+#endif
+    if (command == "version" || command == "--version") {
+        std::printf("vireo-bench %s\n", VIREO_VERSION);
+        return 0;
+    }
+    return usageError("unknown benchmark '" + command + "'");
+}
+
+} // namespace
+
+int usageError(const std::string& message)
+{
+    std::fprintf(stderr, "vireo-bench: %s\n\n%s", vireo::terminalSafe(message).c_str(), usage().c_str());
+    return 2;
+}
+
+int fail(const vireo::Error& error)
+{
+    // Messages carry file and tensor names from the files: no escape sequence may reach the
+    // terminal, and the error stays one line.
+    std::fprintf(stderr, "vireo-bench: %s\n", vireo::terminalSafe(error.message).c_str());
+    return 1;
+}
+
+int main(int argc, char** argv)
+{
+    vireo::heap::keepLargeAllocationsInTheHeap();
+#ifdef VIREO_HAS_CORE
+    // The studio's settings (local models, trust approvals) are the window's.
+    QCoreApplication::setOrganizationName(QStringLiteral("Vireo"));
+    QCoreApplication::setApplicationName(QStringLiteral("vireo"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(VIREO_VERSION));
+#endif
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+        std::fputs(usage().c_str(), args.empty() ? stderr : stdout);
+        return args.empty() ? 2 : 0;
+    }
+    // A switch set to something it cannot mean stops every benchmark before it starts.
+    if (const auto bad = vireo::env::problems(); !bad.empty()) {
+        for (const auto& problem : bad)
+            std::fprintf(stderr, "vireo-bench: %s\n", vireo::terminalSafe(problem).c_str());
+        return 2;
+    }
+    // Nothing a benchmark meets (a hostile file, a full disk, a bug) may abort the process: any
+    // exception that escapes one ends it with one line and exit status 1.
+    const std::string command = args[0];
+    try {
+        return runCommand(args, argv[0]);
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "vireo-bench: %s: out of memory; close other programs or use a smaller model or size\n",
+            vireo::terminalSafe(command).c_str());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "vireo-bench: %s: internal error: %s; please report it with the command you ran\n",
+            vireo::terminalSafe(command).c_str(), vireo::terminalSafe(e.what()).c_str());
+    } catch (...) {
+        std::fprintf(stderr, "vireo-bench: %s: internal error; please report it with the command you ran\n",
+            vireo::terminalSafe(command).c_str());
+    }
+    return 1;
+}
