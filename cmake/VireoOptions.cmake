@@ -14,6 +14,10 @@ target_compile_options(vireo_options INTERFACE
   $<$<COMPILE_LANGUAGE:CXX,C>:-ffile-prefix-map=${PROJECT_SOURCE_DIR}/= -ffile-prefix-map=${PROJECT_BINARY_DIR}/=>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-ffile-prefix-map=${PROJECT_SOURCE_DIR}/= -Xcompiler=-ffile-prefix-map=${PROJECT_BINARY_DIR}/=>)
 
+if(VIREO_WERROR)
+  target_compile_options(vireo_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+endif()
+
 if(VIREO_SANITIZE)
   target_compile_options(vireo_options INTERFACE
     $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined>)

@@ -135,6 +135,10 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
         statusBar()->showMessage(ok ? tr("Inspected %1").arg(path) : tr("Could not open %1").arg(path), 8000);
     });
 
+    connect(m_models, &ModelsPage::useRequested, this, [this](const QString& path) {
+        m_generate->useLocalModel(path);
+        showPage(Page::Generate);
+    });
     connect(m_generate, &GeneratePage::planDownloadRequested, this, [this](const QString& variant) {
         QString error;
         if (auto* task = m_manager->openVariant(variant, &error)) {

@@ -1,13 +1,67 @@
 #include "ui/theme.h"
 
+#include <QAbstractSpinBox>
 #include <QApplication>
+#include <QComboBox>
+#include <QEvent>
 #include <QPalette>
 #include <QStyleFactory>
+#include <QWidget>
 
 namespace vireo::ui {
 
+namespace {
+
+bool editsUnderTheWheel(QObject* o)
+{
+    return qobject_cast<QAbstractSpinBox*>(o) || qobject_cast<QComboBox*>(o);
+}
+
+class WheelGuard : public QObject {
+public:
+    using QObject::QObject;
+
+    static void adopt(QWidget* w)
+    {
+        // Qt focuses a WheelFocus widget under the wheel before any filter sees the event, so
+        // the policy itself must leave the wheel out.
+        if (w->focusPolicy() == Qt::WheelFocus)
+            w->setFocusPolicy(Qt::StrongFocus);
+    }
+
+protected:
+    bool eventFilter(QObject* o, QEvent* e) override
+    {
+        if (e->type() == QEvent::Polish && editsUnderTheWheel(o)) {
+            adopt(static_cast<QWidget*>(o));
+        } else if (e->type() == QEvent::Wheel && editsUnderTheWheel(o) && !static_cast<QWidget*>(o)->hasFocus()) {
+            // Handled here but not accepted: Qt hands the event on to the parents, up to the
+            // scroll area that moves the page.
+            e->ignore();
+            return true;
+        }
+        return false;
+    }
+};
+
+} // namespace
+
+void guardWheelEdits(QApplication& app)
+{
+    const auto name = QStringLiteral("vireo-wheel-guard");
+    if (app.findChild<QObject*>(name, Qt::FindDirectChildrenOnly))
+        return;
+    auto* guard = new WheelGuard(&app);
+    guard->setObjectName(name);
+    app.installEventFilter(guard);
+    for (auto* w : QApplication::allWidgets())
+        if (editsUnderTheWheel(w))
+            WheelGuard::adopt(w);
+}
+
 void applyStudioTheme(QApplication& app)
 {
+    guardWheelEdits(app);
     app.setStyle(QStyleFactory::create(QStringLiteral("Fusion")));
     const QColor window(0x1d, 0x20, 0x25);
     const QColor base(0x16, 0x18, 0x1c);

@@ -11,6 +11,9 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDir>
+#include <QLockFile>
+#include <QStandardPaths>
 #include <QTimer>
 
 #include <cstdio>
@@ -42,31 +45,66 @@ double processAgeSeconds()
     return uptime - static_cast<double>(startTicks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+void nameApplication()
+{
+    QCoreApplication::setApplicationName(QStringLiteral("vireo"));
+    QCoreApplication::setOrganizationName(QStringLiteral("Vireo"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(VIREO_VERSION));
+}
+
+void describeOptions(QCommandLineParser& parser, const QCommandLineOption& measureStartup)
+{
+    parser.setApplicationDescription(QStringLiteral("Vireo Studio: local image and video generation"));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    parser.addOption(measureStartup);
+    parser.addPositionalArgument(QStringLiteral("model"), QStringLiteral("A model file or folder to open on the Models page"),
+        QStringLiteral("[model]"));
+}
+
+bool asksForTextOnly(int argc, char** argv)
+{
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "-h" || a == "--help" || a == "-?" || a == "--help-all" || a == "-v" || a == "--version")
+            return true;
+    }
+    return false;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
     vireo::heap::keepLargeAllocationsInTheHeap();
+    const QCommandLineOption measureStartup(QStringLiteral("measure-startup"),
+        QStringLiteral("Print the seconds from process start to a usable window, then quit (vireo-bench startup)"));
+    // --help and --version answer on a terminal without a display: no window system is opened
+    // for them (QApplication aborts when there is none).
+    if (asksForTextOnly(argc, argv)) {
+        QCoreApplication text(argc, argv);
+        nameApplication();
+        QCommandLineParser parser;
+        describeOptions(parser, measureStartup);
+        parser.process(text);  // prints and exits
+        return 0;
+    }
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")) {
+        std::fprintf(stderr, "vireo: no display to open a window on (neither DISPLAY nor WAYLAND_DISPLAY is set): start it from a "
+                             "desktop session, or use vireo-cli on a terminal\n");
+        return 1;
+    }
     // Playback through the FFmpeg libraries the studio already depends on: Qt's GStreamer
     // backend crashes when GStreamer's plugin packages are missing.
     if (qEnvironmentVariableIsEmpty("QT_MEDIA_BACKEND"))
         qputenv("QT_MEDIA_BACKEND", "ffmpeg");
     QApplication app(argc, argv);
-    QApplication::setApplicationName(QStringLiteral("vireo"));
+    nameApplication();
     QApplication::setApplicationDisplayName(QStringLiteral("Vireo Studio"));
-    QApplication::setOrganizationName(QStringLiteral("Vireo"));
-    QApplication::setApplicationVersion(QStringLiteral(VIREO_VERSION));
     QApplication::setDesktopFileName(QStringLiteral("studio.vireo.Vireo"));
 
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral("Vireo Studio: local image and video generation"));
-    parser.addHelpOption();
-    parser.addVersionOption();
-    const QCommandLineOption measureStartup(QStringLiteral("measure-startup"),
-        QStringLiteral("Print the seconds from process start to a usable window, then quit (vireo-cli bench startup)"));
-    parser.addOption(measureStartup);
-    parser.addPositionalArgument(QStringLiteral("model"), QStringLiteral("A model file or folder to open on the Models page"),
-        QStringLiteral("[model]"));
+    describeOptions(parser, measureStartup);
     parser.process(app);
     if (const auto bad = vireo::env::problems(); !bad.empty()) {
         QStringList lines;
@@ -77,6 +115,24 @@ int main(int argc, char** argv)
         QMessageBox::critical(nullptr, QStringLiteral("Vireo Studio"),
             QStringLiteral("Vireo Studio cannot start:\n\n%1").arg(lines.join(QLatin1Char('\n'))));
         return 2;
+    }
+
+    // One window per data folder: two would write the same gallery, settings and downloads.
+    const QString data = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    QDir().mkpath(data);
+    QLockFile instance(data + QStringLiteral("/vireo.lock"));
+    instance.setStaleLockTime(0);  // stale only when its process is gone, never by age: a studio runs for days
+    if (!instance.tryLock(0)) {
+        qint64 pid = 0;
+        QString host, name;
+        instance.getLockInfo(&pid, &host, &name);
+        const auto text = QStringLiteral("Vireo Studio is already running with this data folder (%1, process %2): switch to its window.")
+                              .arg(data)
+                              .arg(pid);
+        std::fprintf(stderr, "vireo: %s\n", text.toUtf8().constData());
+        if (!parser.isSet(measureStartup))
+            QMessageBox::information(nullptr, QStringLiteral("Vireo Studio"), text);
+        return 1;
     }
 
     const QString logs = vireo::core::initLogging(QStringLiteral("vireo"));

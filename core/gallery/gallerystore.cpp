@@ -562,6 +562,14 @@ std::optional<output::Recipe> readEmbeddedRecipe(const QString& path, QString* p
     return *recipe;
 }
 
+Result<QImage> videoFrame(const QString& path, double seconds, int maxWidth)
+{
+    auto frame = media::frameAt(path.toStdString(), seconds, maxWidth);
+    if (!frame)
+        return frame.error();
+    return QImage(frame->rgb.data(), frame->width, frame->height, frame->width * 3, QImage::Format_RGB888).copy();
+}
+
 Result<QByteArray> makeThumbnail(const QString& path)
 {
     QImage image;
@@ -580,10 +588,10 @@ Result<QByteArray> makeThumbnail(const QString& path)
             return info.error();
         if (!info->damage.empty())
             return makeError(ErrorCode::Truncated, path.toStdString() + ": " + info->damage + " (an interrupted copy or write?)");
-        auto frame = media::frameAt(path.toStdString(), info->durationSeconds / 3.0, 320);
+        auto frame = videoFrame(path, info->durationSeconds / 3.0, 320);
         if (!frame)
             return frame.error();
-        image = QImage(frame->rgb.data(), frame->width, frame->height, frame->width * 3, QImage::Format_RGB888).copy();
+        image = std::move(*frame);
     }
     QByteArray jpeg;
     QBuffer buffer(&jpeg);

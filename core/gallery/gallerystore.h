@@ -12,6 +12,7 @@
 #include "inference/util/result.h"
 
 #include <QByteArray>
+#include <QImage>
 #include <QDateTime>
 #include <QList>
 #include <QString>
@@ -87,6 +88,10 @@ private:
 // The recipe embedded in an output file (MP4 `vireo_recipe` tag, PNG `vireo_recipe` text
 // chunk); nullopt when there is none, with the reason in *problem for a damaged file.
 std::optional<output::Recipe> readEmbeddedRecipe(const QString& path, QString* problem = nullptr);
+
+// The first frame of a video at or after `seconds`, at most maxWidth wide (frame stepping
+// while paused, thumbnails).
+Result<QImage> videoFrame(const QString& path, double seconds, int maxWidth);
 
 // A JPEG thumbnail (at most 320 pixels wide) of a video (a frame a third of the way in) or an
 // image; an error says why a damaged or truncated file has none.

@@ -206,6 +206,9 @@ def run_installed(prefix, work, label):
     cli = prefix / "bin" / "vireo-cli"
     gui = prefix / "bin" / "vireo"
     check(f"{label}: vireo and vireo-cli installed", cli.is_file() and gui.is_file(), str(prefix))
+    # The developer benchmarks stay in the build tree.
+    benches = sorted(str(p.relative_to(prefix)) for p in prefix.rglob("*") if p.name.startswith("vireo-bench"))
+    check(f"{label}: no vireo-bench installed", not benches, " ".join(benches))
     check_ldd(prefix, env, label)
     check_portable(prefix, label)
 
@@ -241,6 +244,31 @@ def run_installed(prefix, work, label):
           p.returncode == 0 and re.search(r"^startup_seconds \d", p.stdout, re.M) is not None, p.stderr[-2000:] + p.stdout)
     loaded = loaded_paths(debug)
     check_loaded(loaded, prefix, label, "vireo")
+
+    # Without a display: --help and --version answer, a plain start says why it cannot open a
+    # window (Qt would abort); one window per data folder.
+    for flag, word in (("--help", "Vireo Studio"), ("--version", "vireo ")):
+        p = run([gui, flag], env=env, cwd=home, timeout=60)
+        check(f"{label}: vireo {flag} works without a display", p.returncode == 0 and word in p.stdout, p.stderr[-600:] + p.stdout)
+    p = run([gui], env=env, cwd=home, timeout=60)
+    check(f"{label}: vireo without a display says so and exits", p.returncode == 1 and "no display" in p.stderr, f"rc={p.returncode} {p.stderr[-600:]}")
+    first = subprocess.Popen([str(gui)], env=dict(env, QT_QPA_PLATFORM="offscreen"), cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lock = home / ".local/share/Vireo/vireo/vireo.lock"
+        deadline = time.time() + 60
+        while not lock.exists() and first.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        p = run([gui, "--measure-startup"], env=dict(env, QT_QPA_PLATFORM="offscreen"), cwd=home, timeout=120)
+        check(f"{label}: a second vireo on the same data folder says the first is running and exits",
+              lock.exists() and p.returncode == 1 and "already running" in p.stderr and "startup_seconds" not in p.stdout,
+              f"rc={p.returncode} {p.stderr[-600:]}")
+    finally:
+        first.terminate()
+        try:
+            first.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            first.kill()
+            first.wait()
     check(f"{label}: vireo loads Qt's SQLite driver and the offscreen platform from the system",
           any(p.endswith("/libqsqlite.so") for p in loaded) and any(p.endswith("/libqoffscreen.so") for p in loaded),
           " ".join(sorted(p for p in loaded if "qt6/plugins" in p)))

@@ -226,6 +226,15 @@ private slots:
         QTest::mouseClick(child<QPushButton>(page, "nextFrame"), Qt::LeftButton);
         QVERIFY(player->playbackState() != QMediaPlayer::PlayingState);
         QVERIFY2(child<QLabel>(page, "time")->text().contains(QStringLiteral("of 25")), qPrintable(child<QLabel>(page, "time")->text()));
+        // The picture follows the counter (issue #27: only the counter moved while paused).
+        auto* view = page->findChild<vireo::ui::VideoView*>(QStringLiteral("video"));
+        QTest::qWait(300);
+        const QImage two = view->currentFrame();
+        QTest::mouseClick(child<QPushButton>(page, "nextFrame"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(view->currentFrame() != two, 5000);
+        const QImage four = view->currentFrame();
+        QTest::mouseClick(child<QPushButton>(page, "prevFrame"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(view->currentFrame() != four, 5000);
         QTest::qWait(300);
         saveScreenshot(w.get(), QStringLiteral("gallery-detail.png"));
 

@@ -4,12 +4,15 @@
 // queue, and screenshots of the page mid-run and done (when VIREO_SCREENSHOT_DIR is set).
 #include "core/settings/studiosettings.h"
 #include "core/gallery/gallery.h"
+#include "core/output/recipe.h"
 #include "core/studio/studio.h"
 #include "media/mediareader.h"
 #include "media/mp4writer.h"
 #include "tests/ui/studiowindow.h"
 #include "tests/ui/uitest.h"
+#include "ui/dialogs/localmodeldialog.h"
 #include "ui/pages/generatepage.h"
+#include "ui/pages/modelspage.h"
 #include "ui/pages/lorapanel.h"
 #include "ui/theme.h"
 
@@ -17,6 +20,7 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QImage>
+#include <QDialogButtonBox>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QJsonArray>
@@ -31,7 +35,10 @@
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QUrl>
+#include <QWheelEvent>
 #include <QPlainTextEdit>
+#include <QPointer>
+#include <QSignalSpy>
 #include <QProcess>
 #include <QProgressBar>
 #include <QScrollArea>
@@ -114,6 +121,19 @@ private slots:
         for (const auto& p : {QStringLiteral("denoise"), QStringLiteral("decode video"), QStringLiteral("vocoder"), QStringLiteral("mux")})
             QVERIFY2(phases.contains(p), qPrintable(phases.join(QStringLiteral(", "))));
         QVERIFY(!child<QLabel>(page, "preview")->pixmap().isNull());
+        // A wide strip of previews (a long clip's) and a long "Saved …" line leave the layout
+        // whole at the default and the smallest window sizes (issue #27: the settings column was
+        // drawn over the right one once the first preview came).
+        QImage strip(2400, 96, QImage::Format_RGB888);
+        strip.fill(Qt::darkCyan);
+        emit w->studio()->engine()->previewReady(id, strip, 3);
+        QVERIFY(child<QLabel>(page, "preview")->pixmap().width() < 2400);
+        for (const QSize size : {QSize(1180, 760), QSize(1024, 700)}) {
+            w->resize(size);
+            QTest::qWait(50);
+            const auto problems = vireo::test::layoutProblems(w.get());
+            QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
+        }
 
         // The MP4 is in the outputs folder and ffprobe reads both streams and the recipe.
         const QString out = page->lastOutput();
@@ -218,6 +238,37 @@ private slots:
         QCOMPARE(QDir(outputs()).entryList(QDir::Files | QDir::Hidden).size(), before);
     }
 
+    // The page without a mouse (issue #27): Tab leaves the prompt instead of typing a tab,
+    // Ctrl+Enter generates, Esc cancels; a cancelled job leaves an empty bar and no "Saved …"
+    // line of an earlier output.
+    void theKeyboardGeneratesAndCancels()
+    {
+        auto w = videoPage("a slow pan over a frozen lake", 768, 768, 97);
+        QVERIFY(w);
+        w->activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(w.get()));
+        auto* page = w->generatePage();
+        QTRY_VERIFY(page->canGenerate());
+        auto* prompt = child<QPlainTextEdit>(page, "prompt");
+        prompt->setFocus();
+        QTRY_VERIFY(prompt->hasFocus());
+        QTest::keyClick(prompt, Qt::Key_Tab);
+        QVERIFY(!prompt->hasFocus());
+        QVERIFY(!prompt->toPlainText().contains(QLatin1Char('\t')));
+        child<QLabel>(page, "result")->setText(QStringLiteral("Saved an earlier output"));
+        auto* engine = w->studio()->engine();
+        const auto jobsBefore = engine->jobs().size();
+        QTest::keyClick(prompt, Qt::Key_Return, Qt::ControlModifier);
+        QTRY_COMPARE(engine->jobs().size(), jobsBefore + 1);
+        const auto id = engine->jobs().last().id;
+        QTRY_VERIFY_WITH_TIMEOUT(child<QLabel>(page, "phase")->text().startsWith(QStringLiteral("denoise")), 60000);
+        QTest::keyClick(prompt, Qt::Key_Escape);
+        QTRY_VERIFY_WITH_TIMEOUT(engine->job(id)->state == vireo::runtime::JobState::Cancelled, 5000);
+        QTRY_VERIFY(child<QLabel>(page, "phase")->text().startsWith(QStringLiteral("Cancelled")));
+        QCOMPARE(child<QProgressBar>(page, "progress")->value(), 0);
+        QVERIFY(child<QLabel>(page, "result")->text().isEmpty());
+    }
+
     void lorasAreCheckedAppliedAndRestored()
     {
         auto w = vireo::test::openStudioWindow();
@@ -270,6 +321,211 @@ private slots:
             scroll->ensureWidgetVisible(panel);
         QTest::qWait(100);
         saveScreenshot(w.get(), QStringLiteral("generate-loras.png"));
+    }
+
+    // A model from outside the catalog gets what its own files call for, as vireo-cli gives it
+    // (tests/cli checks the CLI on the same folders): 2.0's dev defaults for a folder named dev,
+    // the distilled ones with the reason for one that says nothing, and the dev numbers when
+    // the user picks Dev. Every catalog family the studio runs is offered, Ideogram-4 included.
+    void modelsGetTheDefaultsTheirFilesCallFor()
+    {
+        const QString v20 = qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline/v20/diffusers");
+        const QString named = m_work.filePath(QStringLiteral("LTX-2-19b-dev"));
+        QVERIFY(QFileInfo::exists(named) || QFile::link(v20, named));
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel(), named, v20});
+        auto w = vireo::test::openStudioWindow();
+        w->showPage(MainWindow::Page::Generate);
+        auto* page = w->generatePage();
+        auto* model = child<QComboBox>(page, "model");
+        QVERIFY(model->findData(QStringLiteral("catalog:ideogram-4/fp8")) >= 0);
+        QVERIFY(model->findData(QStringLiteral("catalog:ltx-2.3/dev-gguf-q4_k_m")) >= 0);
+        // The size set for one video model stays for the next (issue #27: it was reset).
+        child<QSpinBox>(page, "width")->setValue(384);
+        child<QSpinBox>(page, "height")->setValue(256);
+        QVERIFY(page->selectModel(QStringLiteral("local:") + named));
+        QCOMPARE(child<QSpinBox>(page, "width")->value(), 384);
+        QCOMPARE(child<QSpinBox>(page, "height")->value(), 256);
+        auto* schedule = child<QComboBox>(page, "schedule");
+        QCOMPARE(schedule->currentData().toString(), QStringLiteral("dev"));
+        QCOMPARE(child<QSpinBox>(page, "steps")->value(), 40);
+        QCOMPARE(child<QDoubleSpinBox>(page, "guidance")->value(), 3.0);
+        QVERIFY2(child<QLabel>(page, "notes")->text().contains(QStringLiteral("LTX-2.0 dev defaults: the name LTX-2-19b-dev says dev")),
+            qPrintable(child<QLabel>(page, "notes")->text()));
+        QVERIFY(page->selectModel(QStringLiteral("local:") + v20));
+        QCOMPARE(schedule->currentData().toString(), QStringLiteral("distilled"));
+        QCOMPARE(child<QSpinBox>(page, "steps")->value(), 8);
+        QVERIFY2(child<QLabel>(page, "notes")->text().contains(QStringLiteral("nothing in its files says dev or distilled")),
+            qPrintable(child<QLabel>(page, "notes")->text()));
+        // Choosing Dev there takes the dev numbers (issue #27: it kept 8 steps at guidance 1).
+        schedule->setCurrentIndex(schedule->findData(QStringLiteral("dev")));
+        QCOMPARE(child<QSpinBox>(page, "steps")->value(), 40);
+        QCOMPARE(child<QDoubleSpinBox>(page, "guidance")->value(), 3.0);
+        QVERIFY(child<QSpinBox>(page, "steps")->isEnabled());
+        schedule->setCurrentIndex(schedule->findData(QStringLiteral("distilled")));
+        QCOMPARE(child<QSpinBox>(page, "steps")->value(), 8);
+        QCOMPARE(child<QDoubleSpinBox>(page, "guidance")->value(), 1.0);
+        // Generate again names the recipe's size, never the preset of another (issue #27:
+        // "768 × 512" above a 384x256 size).
+        child<QComboBox>(page, "sizePreset")->setCurrentIndex(0);
+        QCOMPARE(child<QSpinBox>(page, "width")->value(), 768);
+        vireo::output::Recipe again;
+        again.modelKey = QString(QStringLiteral("local:") + tinyModel()).toStdString();
+        again.prompt = "a quiet pier";
+        again.width = 384;
+        again.height = 256;
+        again.frames = 17;
+        again.fps = 24;
+        again.schedule = "distilled";
+        again.steps = 8;
+        again.guidance = 1.0;
+        again.audioGuidance = 1.0;
+        QVERIFY(page->applyRecipe(again, false));
+        QCOMPARE(child<QSpinBox>(page, "width")->value(), 384);
+        QVERIFY2(!child<QComboBox>(page, "sizePreset")->currentData().toSize().isValid(),
+            qPrintable(child<QComboBox>(page, "sizePreset")->currentText()));
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
+    }
+
+    // A model on disk comes in through one dialog that takes its companions, text encoder and
+    // upsampler and checks them from the headers before it is listed; Cancel closes it and
+    // nothing else; a listed one can be taken off the list; a model inspected on the Models page
+    // is one click from Generate (issue #27).
+    void localModelsAreAddedCheckedAndRemoved()
+    {
+        const QString root = qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline/v23");
+        const QString single = root + QStringLiteral("/single/ltx-2.3-tiny.safetensors");
+        const QString gemma = root + QStringLiteral("/single/gemma");
+        const QString upsampler = root + QStringLiteral("/publisher/lightricks/ltx-2.3-spatial-upscaler-x2-1.1.safetensors");
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
+        auto w = vireo::test::openStudioWindow();
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        auto* page = w->generatePage();
+        auto* model = child<QComboBox>(page, "model");
+
+        // Cancel: the dialog closes and no second one opens.
+        QTest::mouseClick(child<QPushButton>(page, "addLocal"), Qt::LeftButton);
+        QPointer<vireo::ui::LocalModelDialog> dialog = page->findChild<vireo::ui::LocalModelDialog*>(QStringLiteral("localModelDialog"));
+        QVERIFY(dialog);
+        QTRY_VERIFY(dialog->isVisible());
+        auto* buttons = dialog->findChild<QDialogButtonBox*>();
+        QTest::mouseClick(buttons->button(QDialogButtonBox::Cancel), Qt::LeftButton);
+        QTRY_VERIFY(!dialog);
+        QTest::qWait(100);
+        QVERIFY(!QApplication::activeModalWidget());
+
+        // A single file alone lacks its text encoder: said, and Add stays off until it is given.
+        QTest::mouseClick(child<QPushButton>(page, "addLocal"), Qt::LeftButton);
+        dialog = page->findChild<vireo::ui::LocalModelDialog*>(QStringLiteral("localModelDialog"));
+        QVERIFY(dialog);
+        buttons = dialog->findChild<QDialogButtonBox*>();
+        auto* add = buttons->button(QDialogButtonBox::Ok);
+        auto* verdict = dialog->findChild<QLabel*>(QStringLiteral("verdict"));
+        QVERIFY(!add->isEnabled());
+        dialog->setModelPath(single);
+        QVERIFY(!add->isEnabled());
+        QVERIFY2(verdict->text().contains(QStringLiteral("Gemma 3 text encoder")), qPrintable(verdict->text()));
+        dialog->setTextEncoder(gemma);
+        dialog->setUpsampler(upsampler);
+        QVERIFY2(add->isEnabled() && verdict->text().startsWith(QStringLiteral("Ready to add: LTX-2.3")), qPrintable(verdict->text()));
+        QTest::mouseClick(add, Qt::LeftButton);
+        const QString key = QStringLiteral("local:") + single + QStringLiteral("|te=") + gemma + QStringLiteral("|up=") + upsampler;
+        QTRY_COMPARE(model->currentData().toString(), key);
+        QTRY_VERIFY2(child<QLabel>(page, "modelStatus")->text().startsWith(QStringLiteral("Ready")),
+            qPrintable(child<QLabel>(page, "modelStatus")->text()));
+        QVERIFY(QSettings().value(QStringLiteral("studio/localModels")).toStringList().contains(key.mid(6)));
+
+        // Off the list, files untouched.
+        auto* remove = child<QPushButton>(page, "removeLocal");
+        QVERIFY(remove->isVisible());
+        QTest::mouseClick(remove, Qt::LeftButton);
+        QCOMPARE(model->findData(key), -1);
+        QVERIFY(!QSettings().value(QStringLiteral("studio/localModels")).toStringList().contains(key.mid(6)));
+        QVERIFY(QFileInfo::exists(single));
+
+        // From the Models page to Generate.
+        auto* models = w->modelsPage();
+        w->showPage(MainWindow::Page::Models);
+        QSignalSpy inspected(models, &vireo::ui::ModelsPage::inspectionFinished);
+        models->openPath(root + QStringLiteral("/diffusers"));
+        QTRY_COMPARE_WITH_TIMEOUT(inspected.count(), 1, 20000);
+        auto* use = child<QPushButton>(models, "useModel");
+        QVERIFY(use->isVisible());
+        QTest::mouseClick(use, Qt::LeftButton);
+        QCOMPARE(w->currentPage(), MainWindow::Page::Generate);
+        QCOMPARE(model->currentData().toString(), QStringLiteral("local:") + QFileInfo(root + QStringLiteral("/diffusers")).absoluteFilePath());
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
+    }
+
+    // Scrolling the settings with the wheel moves the page, not the spin box under the pointer
+    // (issue #27: Guidance 1.00 became 0.00 on the way past); a field the user is in still
+    // takes the wheel.
+    void theWheelScrollsThePageNotTheFieldUnderIt()
+    {
+        auto w = vireo::test::openStudioWindow();
+        w->resize(1180, 760);
+        w->show();
+        w->showPage(MainWindow::Page::Generate);
+        QVERIFY(QTest::qWaitForWindowExposed(w.get()));
+        w->activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(w.get()));
+        auto* page = w->generatePage();
+        auto* guidance = child<QDoubleSpinBox>(page, "guidance");
+        auto* schedule = child<QComboBox>(page, "schedule");
+        for (QWidget* field : {static_cast<QWidget*>(guidance), static_cast<QWidget*>(schedule)})
+            QVERIFY2(field->focusPolicy() != Qt::WheelFocus, field->objectName().toLatin1().constData());
+        auto wheel = [](QWidget* target) {
+            const QPointF at(target->width() / 2.0, target->height() / 2.0);
+            QWheelEvent e(at, target->mapToGlobal(at), QPoint(), QPoint(0, -120), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+            QApplication::sendEvent(target, &e);
+            return e.isAccepted();
+        };
+        child<QPlainTextEdit>(page, "prompt")->setFocus();
+        const double before = guidance->value();
+        const int scheduleBefore = schedule->currentIndex();
+        QVERIFY(!wheel(guidance));
+        QVERIFY(!wheel(schedule));
+        QCOMPARE(guidance->value(), before);
+        QCOMPARE(schedule->currentIndex(), scheduleBefore);
+        // In the field, the wheel is the user's: it changes the value.
+        guidance->setFocus();
+        QTRY_VERIFY(guidance->hasFocus());
+        guidance->setValue(2.0);
+        wheel(guidance);
+        QVERIFY(guidance->value() != 2.0);
+    }
+
+    // A local model that lost a part says so on its model line before anything else, and
+    // Generate waits with the reason instead of offering to "run anyway" (issue #27: it said
+    // "Ready · cpu" and asked "will not fit… Run it anyway?" with Yes as the default).
+    void aBrokenModelSaysWhatIsMissingFirst()
+    {
+        const QString broken = m_work.filePath(QStringLiteral("no-vae"));
+        QDir(broken).removeRecursively();
+        QProcess copy;
+        copy.start(QStringLiteral("cp"), {QStringLiteral("-r"), tinyModel(), broken});
+        QVERIFY(copy.waitForFinished(30000) && copy.exitCode() == 0);
+        QVERIFY(QDir(broken + QStringLiteral("/vae")).removeRecursively());
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel(), broken});
+        auto w = vireo::test::openStudioWindow();
+        w->showPage(MainWindow::Page::Generate);
+        auto* page = w->generatePage();
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a harbour at dawn"));
+        QVERIFY(page->selectModel(QStringLiteral("local:") + broken));
+        auto* status = child<QLabel>(page, "modelStatus");
+        QTRY_VERIFY2_WITH_TIMEOUT(status->text().startsWith(QStringLiteral("Not ready: ")), qPrintable(status->text()), 20000);
+        QVERIFY2(status->text().contains(QStringLiteral("video VAE")), qPrintable(status->text()));
+        auto* generate = child<QPushButton>(page, "generate");
+        QVERIFY(!generate->isEnabled());
+        QVERIFY2(generate->toolTip().contains(QStringLiteral("video VAE")), qPrintable(generate->toolTip()));
+        QCOMPARE(page->generate(), quint64(0));
+        // The whole model again: ready, and Generate with it.
+        QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
+        QTRY_VERIFY_WITH_TIMEOUT(generate->isEnabled(), 20000);
+        QVERIFY2(status->text().startsWith(QStringLiteral("Ready")) || status->text().startsWith(QStringLiteral("Loaded")),
+            qPrintable(status->text()));
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
     }
 
     void generatesAnImageWithAnIdeogramModel()

@@ -11,6 +11,7 @@
 #include <QAudioOutput>
 #include <QClipboard>
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
 #include <QDBusConnection>
@@ -30,6 +31,7 @@
 #include <QMediaPlayer>
 #include <QMenu>
 #include <QMessageBox>
+#include <QPointer>
 #include <QPushButton>
 #include <QShortcut>
 #include <QSlider>
@@ -37,11 +39,14 @@
 #include <QStackedWidget>
 #include <QStandardPaths>
 #include <QTextBrowser>
+#include <QThreadPool>
 #include <QTimer>
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 
 namespace vireo::ui {
 
@@ -744,6 +749,20 @@ void GalleryPage::stepFrames(int frames)
     const auto ms = static_cast<qint64>((static_cast<double>(target) + 0.5) * frameMs);
     m_player->setPosition(ms);
     updatePosition(ms);
+    // Qt's FFmpeg backend moves a paused player without painting the frame it moved to: the
+    // frame is decoded here, off this thread, and shown, so the picture follows the counter.
+    const auto ticket = ++m_stepTicket;
+    const auto path = m_player->source().toLocalFile();
+    const double seconds = std::max(0.0, (static_cast<double>(target) - 0.25) / m_fps);
+    const int width = std::max(64, m_video->width());
+    QPointer<GalleryPage> self(this);
+    QThreadPool::globalInstance()->start([self, path, seconds, width, ticket] {
+        auto frame = std::make_shared<Result<QImage>>(gallery::videoFrame(path, seconds, width));
+        QMetaObject::invokeMethod(QCoreApplication::instance(), [self, frame, ticket] {
+            if (self && ticket == self->m_stepTicket && *frame && self->m_player && self->m_player->playbackState() != QMediaPlayer::PlayingState)
+                self->m_video->showFrame(**frame);
+        }, Qt::QueuedConnection);
+    });
 }
 
 void GalleryPage::reveal()
@@ -758,7 +777,8 @@ void GalleryPage::reveal()
     const auto bus = QDBusConnection::sessionBus();
     if (bus.isConnected() && bus.call(call, QDBus::Block, 2000).type() == QDBusMessage::ReplyMessage)
         return;
-    QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(item->path).absolutePath()));
+    if (!QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(item->path).absolutePath())))
+        QMessageBox::information(this, tr("Show in folder"), tr("No file manager could be opened. The file is:\n%1").arg(item->path));
 }
 
 bool GalleryPage::deleteCurrent()

@@ -123,6 +123,7 @@ private:
     QMediaPlayer* m_player = nullptr;
     bool m_noAudioDevice = false;
     double m_fps = 24;
+    quint64 m_stepTicket = 0;  // the latest frame step; an older decode arriving late is dropped
     QElapsedTimer m_lastRescan;
 };
 

@@ -1,5 +1,6 @@
 #include "ui/pages/generatepage.h"
 
+#include "ui/dialogs/localmodeldialog.h"
 #include "ui/pages/lorapanel.h"
 #include "ui/widgets/videoview.h"
 
@@ -34,6 +35,7 @@
 #include <QMediaPlayer>
 #include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QShortcut>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRandomGenerator>
@@ -160,7 +162,7 @@ QString seconds(double s)
 
 GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     : QWidget(parent), m_studio(studio), m_model(new QComboBox), m_modelStatus(new QLabel), m_planDownload(new QPushButton(tr("Plan download"))),
-      m_addLocal(new QPushButton(tr("Add local model…"))), m_prompt(new QPlainTextEdit), m_negative(new QPlainTextEdit),
+      m_addLocal(new QPushButton(tr("Add local model…"))), m_removeLocal(new QPushButton(tr("Remove from list"))), m_prompt(new QPlainTextEdit), m_negative(new QPlainTextEdit),
       m_promptError(errorLabel(QStringLiteral("promptError"))), m_preset(new QComboBox), m_width(new QSpinBox), m_height(new QSpinBox),
       m_frames(new QSpinBox), m_fps(new QDoubleSpinBox), m_duration(new QLabel), m_sizeError(errorLabel(QStringLiteral("sizeError"))),
       m_schedule(new QComboBox), m_steps(new QSpinBox), m_guidance(new QDoubleSpinBox), m_audioGuidance(new QDoubleSpinBox),
@@ -216,6 +218,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     auto* modelRow = new QHBoxLayout;
     modelRow->addWidget(m_model, 1);
     modelRow->addWidget(m_addLocal);
+    modelRow->addWidget(m_removeLocal);
     form->addRow(modelRow);
     m_modelStatus->setWordWrap(true);
     auto* statusRow = new QHBoxLayout;
@@ -400,6 +403,12 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     form->addRow(m_memory);
     left->addStretch(1);
 
+    // Combo boxes as wide as their column, not as their longest entry ("LTX-2.3 · Distilled GGUF
+    // Q4_K_M — not ready" would otherwise set the page's minimum width past a 1024-pixel window).
+    for (auto* combo : inputs->findChildren<QComboBox*>()) {
+        combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        combo->setMinimumContentsLength(14);
+    }
     auto* scroll = new QScrollArea;
     scroll->setWidget(inputs);
     scroll->setWidgetResizable(true);
@@ -425,7 +434,13 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     buttons->addWidget(m_generate, 1);
     buttons->addWidget(m_cancel);
     right->addLayout(buttons);
+    // A strip of previews or a long "Saved /path/…" line must never widen the column: a label
+    // is as wide as its pixmap or its longest word, and a column wider than the window is drawn
+    // over its neighbour (issue #27). Both take the width they are given instead.
     m_preview->setMinimumHeight(72);
+    m_preview->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_result->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_phase->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     m_preview->setAlignment(Qt::AlignCenter);
     m_preview->setText(tr("Previews of the video appear here while it denoises."));
     right->addWidget(m_preview);
@@ -437,10 +452,10 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_progress->setValue(0);
     m_progress->setTextVisible(false);
     right->addWidget(m_progress);
-    m_video->setMinimumSize(320, 200);
+    m_video->setMinimumSize(240, 150);
     right->addWidget(m_video, 3);
     m_image->setAlignment(Qt::AlignCenter);
-    m_image->setMinimumSize(320, 200);
+    m_image->setMinimumSize(240, 150);
     m_image->hide();
     right->addWidget(m_image, 3);
     auto* transport = new QHBoxLayout;
@@ -471,6 +486,19 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     // ---- behaviour
     connect(m_model, &QComboBox::currentIndexChanged, this, &GeneratePage::onModelChanged);
     connect(m_addLocal, &QPushButton::clicked, this, &GeneratePage::addLocalModel);
+    // A local model leaves the list (its files stay where they are); a moved or deleted one
+    // would otherwise stay listed as "not ready" for ever.
+    m_addLocal->setObjectName(QStringLiteral("addLocal"));
+    m_removeLocal->setObjectName(QStringLiteral("removeLocal"));
+    m_removeLocal->setToolTip(tr("Take this model off the list; its files are not touched"));
+    m_removeLocal->setVisible(false);
+    connect(m_removeLocal, &QPushButton::clicked, this, [this] {
+        const auto key = m_model->currentData().toString();
+        if (!key.startsWith(QStringLiteral("local:")))
+            return;
+        m_studio->settings()->removeLocalModel(key.mid(6));
+        refreshModels();
+    });
     connect(m_planDownload, &QPushButton::clicked, this, [this] {
         const auto key = m_model->currentData().toString();
         if (key.startsWith(QStringLiteral("catalog:")))
@@ -487,13 +515,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
         m_planTimer->start();
     });
     auto sizeEdited = [this] {
-        // A size typed by hand that matches no preset shows as Custom.
-        const QSignalBlocker block(m_preset);
-        int match = m_preset->count() - 1;
-        for (int i = 0; i + 1 < m_preset->count(); ++i)
-            if (m_preset->itemData(i).toSize() == QSize(m_width->value(), m_height->value()))
-                match = i;
-        m_preset->setCurrentIndex(match);
+        syncPreset();
         validate();
         m_planTimer->start();
     };
@@ -505,6 +527,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     });
     connect(m_fps, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_schedule, &QComboBox::currentIndexChanged, this, [this] {
+        applyScheduleDefaults();
         validate();
         m_planTimer->start();
     });
@@ -536,6 +559,25 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     });
     connect(m_generate, &QPushButton::clicked, this, &GeneratePage::generate);
     connect(m_cancel, &QPushButton::clicked, this, &GeneratePage::cancelCurrent);
+    // The keyboard: Tab leaves the prompt boxes (a tab inside a prompt is never meant), Ctrl+Enter
+    // generates from anywhere on the page, Esc cancels the running job as the button does.
+    m_prompt->setTabChangesFocus(true);
+    m_negative->setTabChangesFocus(true);
+    for (const auto key : {Qt::Key_Return, Qt::Key_Enter}) {
+        auto* run = new QShortcut(QKeySequence(Qt::CTRL | key), this);
+        run->setContext(Qt::WidgetWithChildrenShortcut);
+        connect(run, &QShortcut::activated, this, [this] {
+            if (m_generate->isEnabled())
+                generate();
+        });
+    }
+    m_cancel->setToolTip(tr("Cancel the running job (Esc)"));
+    auto* stop = new QShortcut(QKeySequence(Qt::Key_Escape), this);
+    stop->setContext(Qt::WidgetWithChildrenShortcut);
+    connect(stop, &QShortcut::activated, this, [this] {
+        if (m_cancel->isEnabled())
+            cancelCurrent();
+    });
     connect(m_cancelSelected, &QPushButton::clicked, this, [this] {
         if (auto* item = m_queue->currentItem())
             engine()->cancel(item->data(Qt::UserRole).toULongLong());
@@ -553,8 +595,9 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
             m_player->setPosition(v);
     });
     connect(m_openFolder, &QPushButton::clicked, this, [this] {
-        if (!m_lastOutput.isEmpty())
-            QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(m_lastOutput).absolutePath()));
+        // Without a file manager the click would do nothing at all: say where the file is.
+        if (!m_lastOutput.isEmpty() && !QDesktopServices::openUrl(QUrl::fromLocalFile(QFileInfo(m_lastOutput).absolutePath())))
+            m_result->setText(tr("No file manager opened the folder. The file is %1").arg(m_lastOutput));
     });
     m_planTimer->setSingleShot(true);
     m_planTimer->setInterval(250);
@@ -611,7 +654,8 @@ void GeneratePage::showResident()
     if (!r || !m_resolved || r->model.key != m_model->currentData().toString())
         return;
     const auto paths = r->pathsText();
-    m_modelStatus->setText(tr("Loaded on %1 · %2").arg(QString::fromStdString(r->plan.device), paths));
+    m_modelStatus->setText(paths.isEmpty() ? tr("Loaded on %1").arg(QString::fromStdString(r->plan.device))
+                                           : tr("Loaded on %1 · %2").arg(QString::fromStdString(r->plan.device), paths));
     m_modelStatus->setToolTip(paths);
 }
 
@@ -644,6 +688,8 @@ bool GeneratePage::selectModel(const QString& key)
 void GeneratePage::onModelChanged()
 {
     m_resolved.reset();
+    m_planProblem.clear();
+    m_removeLocal->setVisible(m_model->currentData().toString().startsWith(QStringLiteral("local:")));
     const auto key = m_model->currentData().toString();
     const bool ready = m_model->currentData(Qt::UserRole + 1).toBool();
     m_planDownload->setVisible(!ready && key.startsWith(QStringLiteral("catalog:")));
@@ -674,10 +720,16 @@ void GeneratePage::applyDefaults()
 {
     const auto key = m_model->currentData().toString();
     const auto& catalog = m_studio->downloads()->catalog();
+    m_facts.reset();
+    if (m_resolved)
+        if (auto facts = facade::Generator::readModelFacts(m_resolved->plan))
+            m_facts = *facts;
     Result<runtime::GenerationDefaults> d = makeError(ErrorCode::NotFound, "");
     if (key.startsWith(QStringLiteral("catalog:")))
         d = runtime::defaultsForVariant(catalog, key.mid(8).toStdString());
-    else
+    else if (m_facts)
+        d = runtime::defaultsForModel(catalog, *m_facts);
+    else  // not readable: the family's own defaults stand in; the plan says what is wrong
         d = runtime::defaultsForVersion(catalog, m_imageMode ? "4" : "2.3", m_schedule->currentData().toString().toStdString());
     if (!d)
         return;
@@ -686,26 +738,53 @@ void GeneratePage::applyDefaults()
     m_defaultGuidance = d->guidance;
     const QSignalBlocker a(m_width), b(m_height), c(m_frames), e(m_fps), f(m_steps), g(m_guidance), h(m_audioGuidance), i(m_rescale),
         j(m_schedule), k(m_preset);
-    m_width->setValue(static_cast<int>(d->width));
-    m_height->setValue(static_cast<int>(d->height));
-    m_frames->setValue(static_cast<int>(d->frames));
-    m_fps->setValue(d->fps);
+    // The size, length and frame rate the user set stay when the new model makes the same kind
+    // of output (another variant, another LTX version: the same size rules); steps, guidance and
+    // schedule are each model's own.
+    const bool keepSizes = m_sizesForImage && *m_sizesForImage == m_imageMode;
+    m_sizesForImage = m_imageMode;
+    if (!keepSizes) {
+        m_width->setValue(static_cast<int>(d->width));
+        m_height->setValue(static_cast<int>(d->height));
+        m_frames->setValue(static_cast<int>(d->frames));
+        m_fps->setValue(d->fps);
+    }
     m_steps->setValue(d->steps);
     m_guidance->setValue(d->guidance);
     m_audioGuidance->setValue(d->audioGuidance);
     m_rescale->setValue(d->guidanceRescale);
     if (!m_imageMode)
         m_schedule->setCurrentIndex(m_schedule->findData(QString::fromStdString(d->schedule)));
-    int preset = m_preset->count() - 1;
-    for (int p = 0; p + 1 < m_preset->count(); ++p)
-        if (m_preset->itemData(p).toSize() == QSize(m_width->value(), m_height->value()))
-            preset = p;
-    m_preset->setCurrentIndex(preset);
+    syncPreset();
     QStringList notes;
+    if (!d->basis.empty())
+        notes << QString::fromStdString(d->basis);
     for (const auto& n : d->notApplied)
         notes << QString::fromStdString(n);
     m_notes->setText(notes.join(QLatin1Char('\n')));
     m_notes->setVisible(!notes.isEmpty());
+}
+
+void GeneratePage::applyScheduleDefaults()
+{
+    if (m_imageMode || !m_facts)
+        return;
+    const auto schedule = m_schedule->currentData().toString().toStdString();
+    const auto key = m_model->currentData().toString();
+    const auto& catalog = m_studio->downloads()->catalog();
+    // A catalog variant of this schedule keeps its own numbers; the other schedule takes the
+    // family's variant of it, as a model outside the catalog does.
+    auto d = key.startsWith(QStringLiteral("catalog:")) ? runtime::defaultsForVariant(catalog, key.mid(8).toStdString())
+                                                        : Result<runtime::GenerationDefaults>(makeError(ErrorCode::NotFound, ""));
+    if (!d || d->schedule != schedule)
+        d = runtime::defaultsForModel(catalog, *m_facts, schedule);
+    if (!d)
+        return;
+    const QSignalBlocker a(m_steps), b(m_guidance), c(m_audioGuidance), e(m_rescale);
+    m_steps->setValue(d->steps);
+    m_guidance->setValue(d->guidance);
+    m_audioGuidance->setValue(d->audioGuidance);
+    m_rescale->setValue(d->guidanceRescale);
 }
 
 bool GeneratePage::validate()
@@ -758,9 +837,11 @@ bool GeneratePage::validate()
         m_notes->setVisible(true);
     }
     updateDuration();
-    const bool ready = m_resolved.has_value();
+    const bool ready = m_resolved.has_value() && m_planProblem.isEmpty();
     m_generate->setEnabled(ok && ready);
-    m_generate->setToolTip(!ready ? tr("Choose a model that is ready") : (!ok ? tr("Fix the fields marked in red") : QString()));
+    m_generate->setToolTip(!m_resolved ? tr("Choose a model that is ready")
+            : !m_planProblem.isEmpty() ? tr("The model cannot run: %1").arg(m_planProblem)
+            : (!ok ? tr("Fix the fields marked in red") : tr("Generate (Ctrl+Enter)")));
     return ok && ready;
 }
 
@@ -822,6 +903,14 @@ void GeneratePage::fillPresets(bool image)
         for (const auto& p : kPresets)
             m_preset->addItem(QString::fromUtf8(p.name), QSize(p.width, p.height));
     m_preset->addItem(tr("Custom"), QSize());
+    syncPreset();
+}
+
+void GeneratePage::syncPreset()
+{
+    // The preset that names the size on show, Custom when none does: never a preset above
+    // another size (Generate again of a 384x256 clip must not say 768 x 512).
+    const QSignalBlocker block(m_preset);
     int match = m_preset->count() - 1;
     for (int i = 0; i + 1 < m_preset->count(); ++i)
         if (m_preset->itemData(i).toSize() == QSize(m_width->value(), m_height->value()))
@@ -940,10 +1029,23 @@ void GeneratePage::showPlan(quint64 ticket)
     if (!*plan) {
         m_planFits = false;
         m_planShownFor = m_planRequestedFor;
-        m_memory->setText(QString::fromStdString(plan->error().message));
+        const auto why = QString::fromStdString(plan->error().message);
+        m_memory->setText(why);
+        // The model cannot run as it stands (a part missing, a file cut short, a device it
+        // cannot use): said on the model line, where the eye starts, and Generate waits for a
+        // plan that works instead of offering to "run anyway".
+        m_planProblem = why;
+        m_modelStatus->setText(tr("Not ready: %1").arg(why));
+        validate();
         return;
     }
     const auto& p = plan->value();
+    if (!m_planProblem.isEmpty()) {
+        m_planProblem.clear();
+        m_modelStatus->setText(tr("Ready · %1").arg(QString::fromStdString(m_resolved->plan.device)));
+        showResident();
+        validate();
+    }
     m_planFits = p.fits;
     m_planShownFor = m_planRequestedFor;
     QString text = QString::fromStdString(p.explanation);
@@ -970,8 +1072,10 @@ quint64 GeneratePage::generate()
     // not fit, with the reason.
     const bool planCurrent = !m_planShownFor.isEmpty() && m_planShownFor == planInputs();
     if (planCurrent && !m_planFits) {
+        // No is the default: Enter on a dialog nobody read must not start a run that fails.
         const auto answer = QMessageBox::question(this, tr("Generate anyway?"),
-            tr("The memory plan says this will not fit:\n\n%1\n\nRun it anyway? It may fail with “out of memory”.").arg(m_memory->text()));
+            tr("The memory plan says this will not fit:\n\n%1\n\nRun it anyway? It may fail with “out of memory”.").arg(m_memory->text()),
+            QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
         if (answer != QMessageBox::Yes)
             return 0;
     }
@@ -1028,7 +1132,10 @@ void GeneratePage::onPreview(quint64 id, const QImage& strip, int step)
     if (id != m_job || strip.isNull())
         return;
     const int height = std::max(48, m_preview->height() - 8);
-    m_preview->setPixmap(QPixmap::fromImage(strip.scaledToHeight(height, Qt::SmoothTransformation)));
+    QImage fitted = strip.scaledToHeight(height, Qt::SmoothTransformation);
+    if (fitted.width() > std::max(64, m_preview->width() - 8))
+        fitted = strip.scaledToWidth(std::max(64, m_preview->width() - 8), Qt::SmoothTransformation);
+    m_preview->setPixmap(QPixmap::fromImage(fitted));
     m_preview->setToolTip(tr("Estimate after step %1").arg(step));
 }
 
@@ -1082,13 +1189,20 @@ void GeneratePage::onJobFinished(quint64 id)
         break;
     }
     case runtime::JobState::Cancelled:
-        m_phase->setText(tr("Cancelled; nothing was written"));
-        m_eta->clear();
-        break;
     case runtime::JobState::Failed:
-        m_phase->setText(tr("Failed"));
+        // Nothing of the previous output stays on show as if this job had made it: an empty
+        // bar, no "Saved …" line, nothing to play.
+        m_phase->setText(s->state == runtime::JobState::Cancelled ? tr("Cancelled; nothing was written") : tr("Failed"));
         m_eta->clear();
-        m_result->setText(s->error);
+        m_progress->setValue(0);
+        m_result->setText(s->state == runtime::JobState::Failed ? s->error : QString());
+        m_lastOutput.clear();
+        m_openFolder->setEnabled(false);
+        m_play->setEnabled(false);
+        if (m_player) {
+            m_player->stop();
+            m_player->setSource(QUrl());
+        }
         break;
     default:
         break;
@@ -1114,15 +1228,19 @@ void GeneratePage::refreshQueue()
 
 void GeneratePage::addLocalModel()
 {
-    const auto path = QFileDialog::getExistingDirectory(this, tr("A diffusers folder (or cancel to pick a file)"));
-    QString model = path;
-    if (model.isEmpty())
-        model = QFileDialog::getOpenFileName(this, tr("A model file"), QString(), tr("Models (*.safetensors *.gguf)"));
-    if (model.isEmpty())
-        return;
-    m_studio->settings()->addLocalModel(model);
+    // Window-modal and not blocking: Cancel closes it and nothing else opens.
+    auto* dialog = new LocalModelDialog(this);
+    dialog->setObjectName(QStringLiteral("localModelDialog"));
+    dialog->setAttribute(Qt::WA_DeleteOnClose);
+    connect(dialog, &QDialog::accepted, this, [this, dialog] { useLocalModel(dialog->entry()); });
+    dialog->open();
+}
+
+void GeneratePage::useLocalModel(const QString& entry)
+{
+    m_studio->settings()->addLocalModel(entry);
     refreshModels();
-    selectModel(QStringLiteral("local:") + model);
+    selectModel(QStringLiteral("local:") + entry);
 }
 
 bool GeneratePage::selectModelFor(const output::Recipe& r, QString* why)
@@ -1173,6 +1291,7 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     m_negative->setPlainText(QString::fromStdString(r.negativePrompt));
     m_width->setValue(static_cast<int>(r.width));
     m_height->setValue(static_cast<int>(r.height));
+    syncPreset();
     if (r.kind != "image") {
         m_frames->setValue(static_cast<int>(r.frames));
         m_fps->setValue(r.fps);

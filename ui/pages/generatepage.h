@@ -48,6 +48,9 @@ public:
     bool selectModelFor(const output::Recipe& recipe, QString* why = nullptr);
     // Selects a model by key ("catalog:ltx-2.3/distilled-fp8", "local:/path"); false if absent.
     bool selectModel(const QString& key);
+    // Lists a model on disk (a resolver local entry: "path|companion|te=...|up=...") and
+    // chooses it.
+    void useLocalModel(const QString& entry);
     // The current inputs are valid and a ready model is chosen.
     bool canGenerate() const;
     quint64 currentJob() const { return m_job; }
@@ -102,6 +105,8 @@ public slots:
     quint64 generate();
     void cancelCurrent();
     void refreshModels();
+    // The dialog for a model on disk with its companions, text encoder and upsampler.
+    void addLocalModel();
 
 signals:
     void planDownloadRequested(const QString& variantId);
@@ -111,7 +116,12 @@ private:
     // The status line once the chosen model is loaded: where it runs and which paths it takes.
     void showResident();
     void onModelChanged();
+    // The defaults of the chosen model: its catalog variant's, else those its own headers call
+    // for (its version's family; dev or distilled as its files say), as vireo-cli applies them.
     void applyDefaults();
+    // Steps and guidance of the schedule the user picked, from the family's variant of it.
+    void applyScheduleDefaults();
+    void syncPreset();
     bool validate();
     void requestPlan();
     void showPlan(quint64 ticket);
@@ -123,7 +133,6 @@ private:
     void watch(runtime::Engine* engine);
     runtime::Engine* engine() const;
     facade::GenerateRequest request() const;
-    void addLocalModel();
     void ensurePlayer();
     void setImageMode(bool image);
     bool modelMakesImages() const;
@@ -142,6 +151,7 @@ private:
     QLabel* m_modelStatus;
     QPushButton* m_planDownload;
     QPushButton* m_addLocal;
+    QPushButton* m_removeLocal;
     QPlainTextEdit* m_prompt;
     QPlainTextEdit* m_negative;
     QLabel* m_promptError;
@@ -211,9 +221,12 @@ private:
     QSet<quint64> m_pageJobs;    // jobs queued from this page
     quint64 m_planTicket = 0;
     bool m_planFits = true;
+    QString m_planProblem;  // why the chosen model cannot run, from its plan; empty when it can
     QString m_planRequestedFor, m_planShownFor;  // planInputs() of the plan asked for, and of the one shown
     QString m_lastOutput;
     QString m_defaultsFor;
+    std::optional<bool> m_sizesForImage;  // whether the sizes on show were set for an image model
+    std::optional<facade::ModelFacts> m_facts;  // the chosen model's own headers, read once per choice
     bool m_noAudioDevice = false;
     std::optional<runtime::ModelRef> m_resolved;
     QList<runtime::Engine*> m_watched;

@@ -153,6 +153,12 @@ ModelsPage::ModelsPage(hub::DownloadManager* manager, QWidget* parent)
     layout->addSpacing(8);
     layout->addWidget(m_status);
     layout->addWidget(m_error);
+    // A model that generates is one click from the Generate page (it was only inspected).
+    m_use = new QPushButton(tr("Use on the Generate page"));
+    m_use->setObjectName(QStringLiteral("useModel"));
+    m_use->hide();
+    connect(m_use, &QPushButton::clicked, this, [this] { emit useRequested(m_reportPath); });
+    layout->addWidget(m_use, 0, Qt::AlignLeft);
 
     m_report = new QTreeWidget;
     m_report->setColumnCount(2);
@@ -208,6 +214,8 @@ void ModelsPage::chooseFolder()
 void ModelsPage::showReport(const QString& path, const vireo::inspect::ModelReport& r)
 {
     m_error->hide();
+    m_reportPath = path;
+    m_use->setVisible((r.family == "ltx-2" || r.family == "ideogram-4") && r.missingComponents.empty());
     m_status->setText(tr("%1 — read from headers only").arg(path));
     m_report->clear();
     addRow(m_report, tr("Recognized"), familyText(r) + (r.attention.empty() ? QString() : QStringLiteral(", ") + q(r.attention)));
@@ -263,6 +271,7 @@ void ModelsPage::showError(const QString& path, const QString& message)
     m_status->setText(tr("Could not open %1").arg(path));
     m_error->setText(message);
     m_error->show();
+    m_use->hide();
     m_report->clear();
     m_report->hide();
     emit inspectionFinished(path, false);

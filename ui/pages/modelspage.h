@@ -41,6 +41,8 @@ signals:
     void inspectionFinished(const QString& path, bool ok);
     // A download task was opened (planned) from the catalog or a Hub repo id.
     void taskOpened(const QString& key);
+    // The model opened here is wanted on the Generate page.
+    void useRequested(const QString& path);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -61,6 +63,8 @@ private:
     QLabel* m_status;
     QLabel* m_error;
     QTreeWidget* m_report;
+    QPushButton* m_use;
+    QString m_reportPath;  // the model the report shows
 };
 
 } // namespace vireo::ui

@@ -6,6 +6,7 @@
 
 #include <QCheckBox>
 #include <QDesktopServices>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -54,7 +55,7 @@ QWidget* row(std::initializer_list<QWidget*> widgets, int stretchIndex = 0)
 } // namespace
 
 SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
-    : QWidget(parent), m_settings(settings), m_cache(new QLineEdit), m_endpoint(new QLineEdit), m_token(new QLineEdit),
+    : QWidget(parent), m_settings(settings), m_cache(new QLineEdit), m_outputs(new QLineEdit), m_endpoint(new QLineEdit), m_token(new QLineEdit),
       m_saveToken(new QPushButton(tr("Save token"))), m_clearToken(new QPushButton(tr("Remove"))), m_tokenStatus(new QLabel),
       m_parallel(new QSpinBox), m_keepFree(new QDoubleSpinBox), m_offline(new QCheckBox(tr("Work offline: never contact the Hub"))), m_trusted(new QListWidget),
       m_revoke(new QPushButton(tr("Revoke"))), m_saved(new QLabel)
@@ -106,6 +107,17 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     m_offline->setObjectName(QStringLiteral("offlineBox"));
     hubForm->addRow(tr("Network"), m_offline);
 
+    // Where videos and images go (the gallery watches it); the Gallery adopts what is there.
+    QFormLayout* outputsForm = nullptr;
+    layout->addWidget(card(outputsForm));
+    m_outputs->setObjectName(QStringLiteral("outputsEdit"));
+    m_outputs->setToolTip(tr("Every video and image is written here with its recipe; the Gallery lists what it holds"));
+    m_outputs->setAccessibleName(tr("Outputs folder"));
+    auto* browseOutputs = new QPushButton(tr("Browse…"));
+    auto* resetOutputs = new QPushButton(tr("Default"));
+    resetOutputs->setToolTip(tr("Back to Videos/Vireo Studio"));
+    outputsForm->addRow(tr("Outputs folder"), row({m_outputs, browseOutputs, resetOutputs}));
+
     QFormLayout* trustForm = nullptr;
     layout->addWidget(card(trustForm));
     m_trusted->setObjectName(QStringLiteral("trustedList"));
@@ -150,6 +162,29 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
         m_settings->setCacheFolder(QString());
         saved(tr("model cache"));
     });
+    auto setOutputs = [this, saved](const QString& folder) {
+        // A folder that cannot be made or written is refused here, not at the end of a run.
+        if (!folder.trimmed().isEmpty()) {
+            const QString clean = QDir::cleanPath(folder.trimmed());
+            if (!QDir().mkpath(clean) || !QFileInfo(clean).isWritable()) {
+                m_saved->setText(tr("%1 cannot be written; choose another folder").arg(clean));
+                m_outputs->setText(m_settings->outputsFolder());
+                return;
+            }
+        }
+        m_settings->setOutputsFolder(folder);
+        saved(tr("outputs folder"));
+    };
+    connect(m_outputs, &QLineEdit::editingFinished, this, [this, setOutputs]() {
+        if (m_outputs->text() != m_settings->outputsFolder())
+            setOutputs(m_outputs->text());
+    });
+    connect(browseOutputs, &QPushButton::clicked, this, [this, setOutputs]() {
+        const auto dir = QFileDialog::getExistingDirectory(this, tr("Outputs folder"), m_settings->outputsFolder());
+        if (!dir.isEmpty())
+            setOutputs(dir);
+    });
+    connect(resetOutputs, &QPushButton::clicked, this, [setOutputs]() { setOutputs(QString()); });
     connect(m_endpoint, &QLineEdit::editingFinished, this, [this, saved]() {
         if (m_endpoint->text() == m_settings->endpoint())
             return;
@@ -211,6 +246,8 @@ void SettingsPage::load()
 {
     if (!m_cache->hasFocus())
         m_cache->setText(m_settings->cacheFolder());
+    if (!m_outputs->hasFocus())
+        m_outputs->setText(m_settings->outputsFolder());
     if (!m_endpoint->hasFocus())
         m_endpoint->setText(m_settings->endpoint());
     using S = core::StudioSettings::TokenSource;

@@ -39,6 +39,7 @@ private:
 
     core::StudioSettings* m_settings;
     QLineEdit* m_cache;
+    QLineEdit* m_outputs;
     QLineEdit* m_endpoint;
     QLineEdit* m_token;
     QPushButton* m_saveToken;

@@ -31,6 +31,12 @@ void VideoView::clear()
     update();
 }
 
+void VideoView::showFrame(const QImage& frame)
+{
+    m_frame = frame;
+    update();
+}
+
 void VideoView::paintEvent(QPaintEvent*)
 {
     QPainter p(this);

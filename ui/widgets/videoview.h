@@ -21,6 +21,9 @@ public:
     // The frame on screen (null before the first).
     QImage currentFrame() const { return m_frame; }
     void clear();
+    // Shows a frame decoded elsewhere (a step while paused, which the player does not paint)
+    // until the player's next frame.
+    void showFrame(const QImage& frame);
     QSize sizeHint() const override { return {640, 360}; }
 
 protected:
