@@ -45,6 +45,13 @@ for t in "${TARGETS[@]}"; do
     "$BUILD/fuzz_$t" -runs=0 "$ROOT/tests/fuzz/regressions/$t" "${seeds[@]}"
     exit 1
   }
+  # A crash left by an earlier run is kept aside, not taken for one of this run's: it was
+  # replayed above with the regressions only if someone copied it there.
+  if ls "$BUILD/artifacts/$t-"* >/dev/null 2>&1; then
+    mkdir -p "$BUILD/artifacts/earlier"
+    mv "$BUILD/artifacts/$t-"* "$BUILD/artifacts/earlier/"
+    echo "fuzz: $t: earlier crash inputs moved to $BUILD/artifacts/earlier/" >&2
+  fi
   echo "fuzz: $t for ${SECONDS_PER_TARGET} s"
   "$BUILD/fuzz_$t" "$corpus" "${seeds[@]}" -dict="$ROOT/tests/fuzz/json.dict" -max_total_time="$SECONDS_PER_TARGET" \
     -timeout=10 -rss_limit_mb=3072 -max_len=65536 -artifact_prefix="$BUILD/artifacts/$t-" -print_final_stats=1 2>&1 \

@@ -89,7 +89,8 @@ void applyStudioTheme(QApplication& app)
     p.setColor(QPalette::Mid, QColor(0x30, 0x35, 0x3c));
     p.setColor(QPalette::Dark, QColor(0x12, 0x14, 0x17));
     p.setColor(QPalette::Disabled, QPalette::Text, dimText);
-    p.setColor(QPalette::Disabled, QPalette::ButtonText, dimText);
+    // Dimmer than enabled text, still readable on a disabled control (test_mainwindow measures it).
+    p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0xa0, 0xa7, 0xb0));
     p.setColor(QPalette::Disabled, QPalette::WindowText, dimText);
     app.setPalette(p);
 
@@ -110,10 +111,10 @@ QFrame#dropZone[dragActive="true"] { border: 1px dashed #3da87a; background: #1c
 QPushButton { padding: 6px 14px; border-radius: 5px; background: #2a2e35; border: 1px solid #363b43; }
 QPushButton:hover:!disabled { background: #323740; }
 QPushButton:pressed { background: #25292f; }
-QPushButton:disabled { color: #6b727b; background: #24272d; border-color: #2c3036; }
+QPushButton:disabled { color: #959ca5; background: #24272d; border-color: #2c3036; }
 QPushButton#primary, QPushButton[primary="true"] { background: #3da87a; color: #0b0d10; font-weight: 600; border: none; }
 QPushButton#primary:hover:!disabled, QPushButton[primary="true"]:hover:!disabled { background: #48b887; }
-QPushButton#primary:disabled, QPushButton[primary="true"]:disabled { background: #2a3f35; color: #6d7a73; }
+QPushButton#primary:disabled, QPushButton[primary="true"]:disabled { background: #2a3f35; color: #9aa8a0; }
 QLabel#cardTitle { font-weight: 600; color: #c9ced5; }
 QTreeWidget, QTableWidget { border: 1px solid #2c3138; border-radius: 6px; }
 QTreeView::item { padding: 3px 2px; }

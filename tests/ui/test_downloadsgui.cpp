@@ -154,6 +154,11 @@ private slots:
         QVERIFY(task->preflight().fits);
         QCOMPARE(task->totals().presentBytes, std::uint64_t{0});
         QVERIFY(!panel->variantItem(QString::fromLatin1(kVariant))->text(2).startsWith(QLatin1Char('~')));
+        // A variant the catalog has no estimate for says how to learn its size (issue #27: blank).
+        if (auto* unsized = panel->variantItem(QStringLiteral("ltx-2.3/dev-gguf-q8_0")))
+            QCOMPARE(unsized->text(2), QStringLiteral("plan to see"));
+        else
+            QFAIL("ltx-2.3/dev-gguf-q8_0 is not listed");
 
         // Progress is recorded on every change: it must never pass 100 % or move backwards.
         std::uint64_t lastTotal = 0;

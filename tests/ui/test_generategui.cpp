@@ -269,6 +269,38 @@ private slots:
         QVERIFY(child<QLabel>(page, "result")->text().isEmpty());
     }
 
+    // Tab walks the page in reading order and reaches every control Generate needs, the
+    // button last (issue #27: focus was trapped in the prompt).
+    void tabWalksThePageInReadingOrder()
+    {
+        auto w = videoPage("a lantern on a jetty", 96, 64, 9);
+        QVERIFY(w);
+        w->activateWindow();
+        QVERIFY(QTest::qWaitForWindowActive(w.get()));
+        auto* page = w->generatePage();
+        auto* model = child<QComboBox>(page, "model");
+        model->setFocus();
+        QTRY_VERIFY(model->hasFocus());
+        QStringList order;
+        for (int i = 0; i < 120 && !order.contains(QStringLiteral("generate")); ++i) {
+            QTest::keyClick(QApplication::focusWidget(), Qt::Key_Tab);
+            auto* f = QApplication::focusWidget();
+            // A spin box's line edit stands for its spin box.
+            if (f && f->objectName().isEmpty() && f->parentWidget())
+                f = f->parentWidget();
+            if (f && !f->objectName().isEmpty() && (order.isEmpty() || order.last() != f->objectName()))
+                order << f->objectName();
+        }
+        const QStringList expected{QStringLiteral("prompt"), QStringLiteral("width"), QStringLiteral("height"), QStringLiteral("frames"),
+            QStringLiteral("fps"), QStringLiteral("generate")};
+        int at = -1;
+        for (const auto& name : expected) {
+            const int index = order.indexOf(name);
+            QVERIFY2(index > at, qPrintable(QStringLiteral("%1 out of order in: %2").arg(name, order.join(QStringLiteral(", ")))));
+            at = index;
+        }
+    }
+
     void lorasAreCheckedAppliedAndRestored()
     {
         auto w = vireo::test::openStudioWindow();

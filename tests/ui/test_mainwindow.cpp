@@ -4,14 +4,23 @@
 #include "core/gallery/gallery.h"
 #include "core/settings/studiosettings.h"
 #include "core/studio/studio.h"
+#include "ui/pages/generatepage.h"
 #include "ui/pages/modelspage.h"
 #include "ui/pages/settingspage.h"
 #include "ui/theme.h"
 
+#include <QAbstractButton>
+#include <QAbstractSpinBox>
+#include <QAccessible>
 #include <QApplication>
+#include <QComboBox>
+#include <QHash>
 #include <QFileInfo>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSlider>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -103,6 +112,74 @@ private slots:
                 if (size == sizes.first() || size == sizes.last())
                     saveScreenshot(&window, QStringLiteral("%1-%2x%3%4.png").arg(name).arg(size.width()).arg(size.height()).arg(scale));
             }
+        }
+    }
+
+    // Screen readers can name every control (its text, the label of its form row, or an
+    // accessible name), and a disabled control stays readable: its text at least 3:1 against its
+    // background, measured on the pixels drawn (issue #27).
+    void controlsHaveNamesAndDisabledOnesStayReadable()
+    {
+        auto owned = vireo::test::openStudioWindow();
+        auto& window = *owned;
+        window.resize(1366, 768);
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QStringList unnamed;
+        for (const auto page : {MainWindow::Page::Models, MainWindow::Page::Downloads, MainWindow::Page::Generate, MainWindow::Page::Gallery,
+                 MainWindow::Page::Settings}) {
+            window.showPage(page);
+            QTest::qWait(30);
+            for (auto* w : window.findChildren<QWidget*>()) {
+                if (!w->isVisible())
+                    continue;
+                // A spin box's or combo box's own line edit is named through its owner.
+                const bool inner = qobject_cast<QLineEdit*>(w)
+                    && (qobject_cast<QAbstractSpinBox*>(w->parentWidget()) || qobject_cast<QComboBox*>(w->parentWidget()));
+                const bool control = !inner
+                    && (qobject_cast<QAbstractButton*>(w) || qobject_cast<QLineEdit*>(w) || qobject_cast<QAbstractSpinBox*>(w)
+                        || qobject_cast<QComboBox*>(w) || qobject_cast<QPlainTextEdit*>(w) || qobject_cast<QSlider*>(w));
+                if (!control)
+                    continue;
+                auto* accessible = QAccessible::queryAccessibleInterface(w);
+                if (!accessible || accessible->text(QAccessible::Name).trimmed().isEmpty())
+                    unnamed << QStringLiteral("%1: %2").arg(window.currentPage() == page ? QString::number(static_cast<int>(page)) : QString(),
+                                   vireo::test::describe(w));
+            }
+        }
+        unnamed.removeDuplicates();
+        QVERIFY2(unnamed.isEmpty(), qPrintable(unnamed.join(QLatin1Char('\n'))));
+
+        // Disabled buttons: the primary one (Generate with no prompt) and a plain one (Cancel).
+        window.showPage(MainWindow::Page::Generate);
+        auto* page = window.generatePage();
+        for (const char* name : {"generate", "cancel"}) {
+            auto* button = page->findChild<QPushButton*>(QString::fromLatin1(name));
+            QVERIFY(button && !button->isEnabled());
+            const QImage pixels = button->grab().toImage().convertToFormat(QImage::Format_RGB32);
+            QHash<QRgb, int> counts;
+            for (int y = 0; y < pixels.height(); ++y)
+                for (int x = 0; x < pixels.width(); ++x)
+                    ++counts[pixels.pixel(x, y)];
+            QRgb background = 0;
+            for (auto it = counts.begin(); it != counts.end(); ++it)
+                if (it.value() > counts.value(background))
+                    background = it.key();
+            auto luminance = [](QRgb c) {
+                auto channel = [](int v) {
+                    const double s = v / 255.0;
+                    return s <= 0.03928 ? s / 12.92 : std::pow((s + 0.055) / 1.055, 2.4);
+                };
+                return 0.2126 * channel(qRed(c)) + 0.7152 * channel(qGreen(c)) + 0.0722 * channel(qBlue(c));
+            };
+            double best = 1;
+            for (auto it = counts.begin(); it != counts.end(); ++it) {
+                if (it.value() < 4)  // a glyph's body, not an antialiased edge pixel
+                    continue;
+                const double a = luminance(it.key()), b = luminance(background);
+                best = std::max(best, (std::max(a, b) + 0.05) / (std::min(a, b) + 0.05));
+            }
+            QVERIFY2(best >= 3.0, qPrintable(QStringLiteral("disabled %1: text at %2:1 against its background").arg(QString::fromLatin1(name)).arg(best, 0, 'f', 2)));
         }
     }
 

@@ -80,6 +80,7 @@ CatalogPanel::CatalogPanel(hub::DownloadManager* manager, QWidget* parent)
     topLayout->addLayout(detailRow);
 
     m_repo->setObjectName(QStringLiteral("repoEdit"));
+    m_repo->setAccessibleName(tr("Hugging Face repo id"));
     m_repo->setPlaceholderText(tr("Any Hugging Face repo, e.g. Lightricks/LTX-2.3"));
     m_repo->setClearButtonEnabled(true);
     m_repoButton->setToolTip(tr("List the repo's files and plan what a download would fetch; repos outside the catalog's publishers need your approval"));
@@ -188,8 +189,11 @@ void CatalogPanel::refresh()
                 item->setToolTip(InCache, tr("%1 of %2 already in the cache (complete files and resumable partial downloads)")
                                               .arg(bytesText(t.presentBytes), bytesText(t.totalBytes)));
             } else {
-                item->setText(Size, variant && variant->approxDownloadBytes ? QStringLiteral("~") + bytesText(*variant->approxDownloadBytes) : QString());
-                item->setToolTip(Size, tr("Approximate; plan the download for the exact size"));
+                // A variant without an estimate says how to learn its size instead of a blank.
+                const bool estimated = variant && variant->approxDownloadBytes;
+                item->setText(Size, estimated ? QStringLiteral("~") + bytesText(*variant->approxDownloadBytes) : tr("plan to see"));
+                item->setToolTip(Size, estimated ? tr("Approximate; plan the download for the exact size")
+                                                 : tr("No estimate in the catalog: Plan reads the exact size from the Hub before anything downloads"));
                 item->setText(InCache, QString());
             }
             using A = hub::DownloadManager::Availability;

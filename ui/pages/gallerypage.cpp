@@ -200,6 +200,7 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
     auto* bar = new QHBoxLayout;
     m_search = new QLineEdit;
     m_search->setObjectName(QStringLiteral("search"));
+    m_search->setAccessibleName(tr("Search prompts and file names"));
     m_search->setPlaceholderText(tr("Search prompts and file names"));
     m_search->setClearButtonEnabled(true);
     m_modelFilter = new QComboBox;

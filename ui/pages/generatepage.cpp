@@ -179,6 +179,14 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_negative->setObjectName(QStringLiteral("negative"));
     m_preset->setObjectName(QStringLiteral("sizePreset"));
     m_width->setObjectName(QStringLiteral("width"));
+    // Names a screen reader says for fields whose form label sits on a row of several.
+    m_prompt->setAccessibleName(tr("Prompt"));
+    m_width->setAccessibleName(tr("Width in pixels"));
+    m_height->setAccessibleName(tr("Height in pixels"));
+    m_frames->setAccessibleName(tr("Frames"));
+    m_fps->setAccessibleName(tr("Frames per second"));
+    m_seed->setAccessibleName(tr("Seed"));
+    m_position->setAccessibleName(tr("Playback position"));
     m_height->setObjectName(QStringLiteral("height"));
     m_frames->setObjectName(QStringLiteral("frames"));
     m_fps->setObjectName(QStringLiteral("fps"));
@@ -268,11 +276,13 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_conditionForm = form;
     form->setRowVisible(m_imageName, false);
     m_imageFrame = new QSpinBox;
+    m_imageFrame->setAccessibleName(tr("Frame the start image is placed at"));
     m_imageFrame->setObjectName(QStringLiteral("imageFrame"));
     m_imageFrame->setRange(0, 1024);
     m_imageFrame->setSingleStep(8);
     m_imageFrame->setToolTip(tr("0: the video starts from the picture. 8k + 1 (9, 17, …): the video passes through it there (a keyframe)."));
     m_imageStrength = new QDoubleSpinBox;
+    m_imageStrength->setAccessibleName(tr("Strength of the start image"));
     m_imageStrength->setObjectName(QStringLiteral("imageStrength"));
     m_imageStrength->setRange(0, 1);
     m_imageStrength->setSingleStep(0.05);

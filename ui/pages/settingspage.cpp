@@ -73,6 +73,7 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     QFormLayout* hubForm = nullptr;
     layout->addWidget(card(hubForm));
     m_cache->setObjectName(QStringLiteral("cacheEdit"));
+    m_cache->setAccessibleName(tr("Model cache folder"));
     m_cache->setToolTip(tr("The huggingface_hub cache folder (models--org--name/…); partial downloads live next to it"));
     auto* browse = new QPushButton(tr("Browse…"));
     auto* resetCache = new QPushButton(tr("Default"));
@@ -82,6 +83,7 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     m_endpoint->setToolTip(tr("The Hub's address; a mirror or a private Hub works the same way"));
     hubForm->addRow(tr("Hub endpoint"), m_endpoint);
     m_token->setObjectName(QStringLiteral("tokenEdit"));
+    m_token->setAccessibleName(tr("Hub access token"));
     m_token->setEchoMode(QLineEdit::Password);
     m_token->setPlaceholderText(tr("hf_… (needed for gated models such as Gemma)"));
     m_token->setToolTip(tr("Stored in a file only you can read, never logged, never shown in full"));
