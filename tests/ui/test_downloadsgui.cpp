@@ -154,6 +154,19 @@ private slots:
         QVERIFY(task->preflight().fits);
         QCOMPARE(task->totals().presentBytes, std::uint64_t{0});
         QVERIFY(!panel->variantItem(QString::fromLatin1(kVariant))->text(2).startsWith(QLatin1Char('~')));
+        // A repo that gives several parts is named once, with its parts (issue #27: a GGUF
+        // variant's line said unsloth/LTX-2.3-GGUF four times).
+        {
+            auto* gguf = planVariant(*w, QStringLiteral("ltx-2.3/dev-gguf-q4_k_m"));
+            QVERIFY(gguf);
+            QString from;
+            for (auto* label : w->downloadsPage()->findChildren<QLabel*>())
+                if (label->text().startsWith(QStringLiteral("From ")))
+                    from = label->text();
+            QCOMPARE(from.count(QStringLiteral("unsloth/LTX-2.3-GGUF")), 1);
+            QVERIFY2(from.contains(QStringLiteral("transformer")) && from.contains(QStringLiteral("Lightricks/LTX-2 @")), qPrintable(from));
+            planVariant(*w, QString::fromLatin1(kVariant));
+        }
         // A variant the catalog has no estimate for says how to learn its size (issue #27: blank).
         if (auto* unsized = panel->variantItem(QStringLiteral("ltx-2.3/dev-gguf-q8_0")))
             QCOMPARE(unsized->text(2), QStringLiteral("plan to see"));

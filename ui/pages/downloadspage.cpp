@@ -8,6 +8,7 @@
 
 #include <QFrame>
 #include <QHBoxLayout>
+#include <QHash>
 #include <QHeaderView>
 #include <QLabel>
 #include <QListWidget>
@@ -265,12 +266,21 @@ void DownloadsPage::bindTask(DownloadTask* task)
     m_task = task;
     m_stack->setCurrentIndex(1);
     m_title->setText(task->spec().title);
+    // Each repo once, with the parts it gives: a GGUF variant takes four files from one repo.
+    QStringList repos;
+    QHash<QString, QStringList> roles;
+    for (const auto& s : task->spec().sources) {
+        const auto repo = QStringLiteral("%1 @ %2").arg(QString::fromStdString(s.repo), QString::fromStdString(s.revision));
+        if (!repos.contains(repo))
+            repos << repo;
+        const auto role = QString::fromStdString(s.role).replace(QLatin1Char('_'), QLatin1Char(' '));
+        if (!role.isEmpty() && !roles[repo].contains(role))
+            roles[repo] << role;
+    }
     QStringList sources;
-    for (const auto& s : task->spec().sources)
-        sources << QStringLiteral("%1 @ %2%3").arg(QString::fromStdString(s.repo), QString::fromStdString(s.revision),
-                       s.role.empty() ? QString() : QStringLiteral(" (") + QString::fromStdString(s.role) + QLatin1Char(')'));
-    sources.removeDuplicates();
-    m_sources->setText(tr("From %1").arg(sources.join(QStringLiteral(", "))));
+    for (const auto& repo : repos)
+        sources << (roles[repo].isEmpty() ? repo : QStringLiteral("%1 (%2)").arg(repo, roles[repo].join(QStringLiteral(", "))));
+    m_sources->setText(tr("From %1").arg(sources.join(QStringLiteral("; "))));
     connect(task, &DownloadTask::planned, this, &DownloadsPage::rebuildRows);
     connect(task, &DownloadTask::stateChanged, this, &DownloadsPage::updateControls);
     connect(task, &DownloadTask::rowChanged, this, &DownloadsPage::updateRow);

@@ -663,9 +663,25 @@ void GeneratePage::showResident()
     const auto r = engine()->resident();
     if (!r || !m_resolved || r->model.key != m_model->currentData().toString())
         return;
+    // In words on the line; the counts of each path (what a bug report needs) in its tooltip.
     const auto paths = r->pathsText();
-    m_modelStatus->setText(paths.isEmpty() ? tr("Loaded on %1").arg(QString::fromStdString(r->plan.device))
-                                           : tr("Loaded on %1 · %2").arg(QString::fromStdString(r->plan.device), paths));
+    bool fp8 = false, unpacked = false, fp8Attention = false;
+    for (const auto& [path, count] : r->matmulPaths) {
+        if (path.rfind("self-attention", 0) == 0)
+            // "self-attention: bf16 SDPA (why not FP8)" names FP8 only in its reason.
+            fp8Attention = fp8Attention || path.rfind("self-attention: FP8", 0) == 0;
+        else if (path.find("FP8 tensor-core") != std::string::npos)
+            fp8 = true;
+        else if (path.find("dequantize") != std::string::npos)
+            unpacked = true;
+    }
+    QStringList words;
+    if (!r->matmulPaths.empty()) {
+        words << (fp8 ? tr("FP8 on tensor cores") : unpacked ? tr("compressed weights unpacked as they are used") : tr("full-size weights"));
+        words << (fp8Attention ? tr("FP8 attention") : tr("standard attention"));
+    }
+    const auto device = QString::fromStdString(r->plan.device == "cpu" ? std::string("the CPU") : r->plan.device);
+    m_modelStatus->setText(words.isEmpty() ? tr("Loaded on %1").arg(device) : tr("Loaded on %1 · %2").arg(device, words.join(QStringLiteral(", "))));
     m_modelStatus->setToolTip(paths);
 }
 
