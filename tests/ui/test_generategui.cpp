@@ -122,19 +122,6 @@ private slots:
         for (const auto& p : {QStringLiteral("denoise"), QStringLiteral("decode video"), QStringLiteral("vocoder"), QStringLiteral("mux")})
             QVERIFY2(phases.contains(p), qPrintable(phases.join(QStringLiteral(", "))));
         QVERIFY(!child<QLabel>(page, "preview")->pixmap().isNull());
-        // A wide strip of previews (a long clip's) and a long "Saved …" line leave the layout
-        // whole at the default and the smallest window sizes (issue #27: the settings column was
-        // drawn over the right one once the first preview came).
-        QImage strip(2400, 96, QImage::Format_RGB888);
-        strip.fill(Qt::darkCyan);
-        emit w->studio()->engine()->previewReady(id, strip, 3);
-        QVERIFY(child<QLabel>(page, "preview")->pixmap().width() < 2400);
-        for (const QSize size : {QSize(1180, 760), QSize(1024, 700)}) {
-            w->resize(size);
-            QTest::qWait(50);
-            const auto problems = vireo::test::layoutProblems(w.get());
-            QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
-        }
 
         // The MP4 is in the outputs folder and ffprobe reads both streams and the recipe.
         const QString out = page->lastOutput();
@@ -177,6 +164,20 @@ private slots:
         QVERIFY2(page->player()->error() == QMediaPlayer::NoError, qPrintable(page->player()->errorString()));
         QTest::qWait(300);
         saveScreenshot(w.get(), QStringLiteral("generate-done.png"));
+
+        // A wide strip of previews (a long clip's) and a long "Saved …" line leave the layout
+        // whole at the default and the smallest window sizes (issue #27: the settings column was
+        // drawn over the right one once the first preview came).
+        QImage strip(2400, 96, QImage::Format_RGB888);
+        strip.fill(Qt::darkCyan);
+        emit w->studio()->engine()->previewReady(id, strip, 3);
+        QVERIFY(child<QLabel>(page, "preview")->pixmap().width() < 2400);
+        for (const QSize size : {QSize(1180, 760), QSize(1024, 700)}) {
+            w->resize(size);
+            QTest::qWait(50);
+            const auto problems = vireo::test::layoutProblems(w.get());
+            QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
+        }
     }
 
     void invalidInputIsMarkedBesideTheField()
