@@ -2,6 +2,7 @@
 // code path the window uses: memory plan, load, generation, recipe, hashing and MP4 writing.
 #include "app/cli/generatecommand.h"
 
+#include "app/cli/again.h"
 #include "app/cli/args.h"
 #include "core/catalog/catalog.h"
 #include "core/gallery/gallerystore.h"
@@ -9,6 +10,7 @@
 #include "core/runtime/conditioning.h"
 #include "core/runtime/defaults.h"
 #include "core/runtime/engine.h"
+#include "core/runtime/modelresolver.h"
 #include "core/studio/studio.h"
 #include "core/util/logging.h"
 #include "inference/util/format.h"
@@ -58,8 +60,10 @@ std::string generateHelp()
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
         "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] [--clip-from-end] ...]\n"
         "         [--stages auto|single|two] [--two-stage]\n"
-        "         [--upsampler FILE] [--dry-run [--plan-for DEVICE]]\n"
+        "         [--upsampler FILE] [--dry-run [--plan-for DEVICE]] [--again FILE]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
+        "  --again FILE makes FILE again from the recipe inside it (model files, prompt, seed, sizes, schedule,\n"
+        "  guidance, LoRAs, start images and clips, stages); options after it change what they name (--seed N).\n"
         "  Video models (LTX-2) write FILE.mp4; image models (an Ideogram-4 folder) write FILE.png and take\n"
         "  --width, --height (multiples of 16), --steps, --guidance and --seed (48 steps at 45 x 7.0 then 3 x 3.0 unless given)\n"
         "  --repeat N runs the request N times in one process (timings of warm runs); the video of the last is written\n"
@@ -126,9 +130,26 @@ nlohmann::json planJson(const vireo::facade::MemoryPlan& plan)
 
 } // namespace
 
-int runGenerate(const std::vector<std::string>& args)
+int runGenerate(const std::vector<std::string>& given)
 {
     using vireo::cli::parseNumber;
+    // --again FILE: the arguments that made FILE, from the recipe inside it, then the user's
+    // own, which win where they repeat one (--seed for a variation; --out names the new file).
+    std::vector<std::string> args;
+    for (std::size_t i = 0; i < given.size(); ++i) {
+        if (given[i] != "--again") {
+            args.push_back(given[i]);
+            continue;
+        }
+        if (i + 1 >= given.size())
+            return usage("--again needs the output file to make again");
+        auto again = vireo::cli::argumentsFromRecipe(given[++i]);
+        if (!again) {
+            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(again.error().message).c_str());
+            return 1;
+        }
+        args.insert(args.begin(), again->begin(), again->end());
+    }
     vireo::facade::LoadPlan load;
     vireo::facade::GenerateRequest req;
     std::string out, schedule;
@@ -520,7 +541,11 @@ int runGenerate(const std::vector<std::string>& args)
     QStringList paths;
     for (const auto& p : load.modelPaths)
         paths << QString::fromStdString(p.string());
-    model.key = QStringLiteral("local:") + paths.join(QLatin1Char('|'));
+    // The window's key for these files, text encoder and upsampler included: the recipe then
+    // names everything --again (or Generate again) needs.
+    model.key = vireo::runtime::ModelResolver::localKey(paths,
+        load.textEncoderPath ? QString::fromStdString(load.textEncoderPath->string()) : QString(),
+        load.spatialUpsamplerPath ? QString::fromStdString(load.spatialUpsamplerPath->string()) : QString());
     model.title = QFileInfo(paths.first()).fileName();
     model.plan = load;
 

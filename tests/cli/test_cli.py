@@ -824,6 +824,73 @@ def test_inputs_checked_before_loading(tmp_dir=RUN_TMP):
           r.get("schedule") == "dev" and r.get("steps") == 40 and r.get("guidance") == 4, json.dumps(r) + p.stderr[-300:])
 
 
+def decoded(path):
+    """The frames (RGB) and the sound (16-bit PCM) of a video, or the pixels of a PNG, as ffmpeg
+    decodes them: what a viewer sees and hears, not the container's bytes."""
+    frames = subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True).stdout
+    sound = b"" if str(path).endswith(".png") else subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", str(path), "-vn", "-f", "s16le", "-"], capture_output=True).stdout
+    return frames, sound
+
+
+def test_generate_again(tmp_dir=RUN_TMP):
+    """Every kind of job made again from its file alone (issue #26): text-to-video with a prompt
+    of runs of spaces, a tab, a no-break space and other scripts; image-to-video; keyframes; a
+    clip extended from its end; the two-stage path with its upsampler; a LoRA; an Ideogram-4
+    image. `generate --again FILE` reads the recipe inside FILE and must give the same pixels and
+    the same sound; --seed after it makes a variation."""
+    root = FIXTURES / "ltx2pipeline" / "v23"
+    work = Path(tmp_dir) / "again"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    picture = work / "harbour.png"
+    write_png(picture, 80, 48, lambda x, y: (40 + 2 * x, 30 + 3 * y, 128))
+    second = work / "dusk.png"
+    write_png(second, 64, 64, lambda x, y: (200 - 2 * x, 90, 40 + 2 * y))
+    prompt = "  a lighthouse  at dusk,\tgulls\u00a0crying, \u65e5\u672c\u8a9e, \u0627\u0644\u0639\u0631\u0628\u064a\u0629   "
+    model = ["--model", root / "diffusers"]
+    size = ["--frames", 9, "--width", 64, "--height", 64]
+    first = work / "t2v.mp4"
+    jobs = {
+        "text to video": (first, [*model, *size, "--prompt", prompt, "--seed", 11]),
+        "image to video": (work / "i2v.mp4", [*model, *size, "--prompt", "the harbour wakes", "--seed", 12, "--image", picture,
+                                              "--image-strength", 0.8]),
+        "keyframes": (work / "keys.mp4", [*model, "--frames", 17, "--width", 64, "--height", 64, "--prompt", "from dawn to dusk",
+                                         "--seed", 13, "--image", picture, "--image", second, "--image-frame", 9, "--image-strength", 0.6]),
+        "clip extended from its end": (work / "extend.mp4", [*model, *size, "--prompt", "the tide goes on", "--seed", 14, "--clip", first,
+                                                           "--clip-frames", 9, "--clip-from-end"]),
+        "two stages": (work / "two.mp4", ["--model", root / "single" / "ltx-2.3-tiny.safetensors", "--text-encoder", root / "single" / "gemma",
+                                          "--frames", 9, "--width", 128, "--height", 64, "--prompt", "a pier at night", "--seed", 15,
+                                          "--two-stage", "--upsampler", root / "publisher" / "lightricks" / "ltx-2.3-spatial-upscaler-x2-1.1.safetensors"]),
+        "a LoRA": (work / "lora.mp4", [*model, *size, "--prompt", "a painted sea", "--seed", 16,
+                                       "--lora", f"{root / 'loras' / 'style.safetensors'}:0.7"]),
+        "an Ideogram-4 image": (work / "image.png", ["--model", FIXTURES / "ideogram4" / "pipeline" / "model", "--width", 64, "--height", 48,
+                                                     "--steps", 4, "--seed", 17, "--prompt", "  sign says \u00abhello\u00a0world\u00bb  \u4f60\u597d  "]),
+    }
+    for kind, (out, args) in jobs.items():
+        p = run("generate", *args, "--no-gallery", "--out", out)
+        if not (p.returncode == 0 and out.exists()):
+            check(f"generate --again: {kind}: the first run", False, p.stderr[-800:])
+            continue
+        again = out.with_name(out.stem + ".again" + out.suffix)
+        p = run("generate", "--again", out, "--no-gallery", "--out", again)
+        same = p.returncode == 0 and again.exists() and decoded(out) == decoded(again) and len(decoded(out)[0]) > 0
+        check(f"generate --again: {kind}: the same pixels and sound from the file alone", same, p.stderr[-800:] + p.stdout[-300:])
+    # The prompt came back byte for byte, and a seed after --again makes another video.
+    varied = work / "t2v.varied.mp4"
+    p = run("generate", "--again", first, "--seed", 99, "--no-gallery", "--out", varied)
+    check("generate --again FILE --seed N: a variation", p.returncode == 0 and decoded(varied) != decoded(first), p.stderr[-400:])
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_format", "-of", "json", str(first.with_name("t2v.again.mp4"))],
+                           capture_output=True, text=True)
+    try:
+        recipe = json.loads(json.loads(probe.stdout)["format"]["tags"]["vireo_recipe"])
+    except (ValueError, KeyError):
+        recipe = {}
+    check("generate --again: the prompt byte for byte", recipe.get("prompt") == prompt, repr(recipe.get("prompt")))
+    p = run("generate", "--again", picture, "--no-gallery", "--out", work / "none.mp4")
+    check("generate --again on a file without a recipe says so", p.returncode == 1 and "holds no Vireo recipe" in p.stderr, p.stderr[-300:])
+
+
 test_bad_corpus()
 test_inputs_checked_before_loading()
 test_hostile_files()
@@ -838,5 +905,6 @@ test_generate_image()
 test_generate_image_conditioning()
 test_bench_stages()
 test_bench_ideogram_step()
+test_generate_again()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)

@@ -4,6 +4,7 @@
 // queue, and screenshots of the page mid-run and done (when VIREO_SCREENSHOT_DIR is set).
 #include "core/settings/studiosettings.h"
 #include "core/gallery/gallery.h"
+#include "core/gallery/gallerystore.h"
 #include "core/output/recipe.h"
 #include "core/studio/studio.h"
 #include "media/mediareader.h"
@@ -17,6 +18,7 @@
 #include "ui/theme.h"
 
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QImage>
@@ -30,6 +32,7 @@
 #include <QListWidget>
 #include <QMediaPlayer>
 #include <QMimeData>
+#include <QTextDocument>
 #include <QTimer>
 #include <QMessageBox>
 #include <QDragEnterEvent>
@@ -269,6 +272,57 @@ private slots:
         QTRY_VERIFY(child<QLabel>(page, "phase")->text().startsWith(QStringLiteral("Cancelled")));
         QCOMPARE(child<QProgressBar>(page, "progress")->value(), 0);
         QVERIFY(child<QLabel>(page, "result")->text().isEmpty());
+    }
+
+    // Generate again from the file alone gives the same pixels and sound (issue #26): the recipe
+    // read back from the MP4 fills the page, which makes the video again; the prompt keeps its
+    // runs of spaces, tab and no-break space.
+    void generateAgainMakesTheSameVideo()
+    {
+        const char* prompt = "  a lighthouse  at dusk,\tgulls\u00a0crying   ";
+        auto w = videoPage(prompt, 64, 64, 9);
+        QVERIFY(w);
+        auto* page = w->generatePage();
+        child<QCheckBox>(page, "randomSeed")->setChecked(false);
+        child<QSpinBox>(page, "seed")->setValue(4242);
+        QTRY_VERIFY(page->canGenerate());
+        auto* engine = w->studio()->engine();
+        auto run = [&]() -> QString {
+            const auto id = page->generate();
+            if (!id || !QTest::qWaitFor([&] { return engine->job(id)->state != vireo::runtime::JobState::Queued
+                                                && engine->job(id)->state != vireo::runtime::JobState::Running; }, 120000))
+                return {};
+            return engine->job(id)->state == vireo::runtime::JobState::Done ? engine->job(id)->outputPath : QString();
+        };
+        auto decoded = [](const QString& file) {
+            QProcess ffmpeg;
+            ffmpeg.start(QStringLiteral("ffmpeg"), {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-i"), file,
+                                                       QStringLiteral("-f"), QStringLiteral("rawvideo"), QStringLiteral("-pix_fmt"),
+                                                       QStringLiteral("rgb24"), QStringLiteral("-")});
+            ffmpeg.waitForFinished(60000);
+            QByteArray out = ffmpeg.readAllStandardOutput();
+            ffmpeg.start(QStringLiteral("ffmpeg"), {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-i"), file,
+                                                       QStringLiteral("-vn"), QStringLiteral("-f"), QStringLiteral("s16le"), QStringLiteral("-")});
+            ffmpeg.waitForFinished(60000);
+            return QByteArray(out + ffmpeg.readAllStandardOutput());
+        };
+        const QString first = run();
+        QVERIFY(!first.isEmpty());
+        QString problem;
+        const auto recipe = vireo::gallery::readEmbeddedRecipe(first, &problem);
+        QVERIFY2(recipe, qPrintable(problem));
+        QCOMPARE(QString::fromStdString(recipe->prompt), QString::fromUtf8(prompt));
+        // Another size and seed on the page first, so the recipe has to put them back.
+        child<QSpinBox>(page, "width")->setValue(96);
+        child<QSpinBox>(page, "seed")->setValue(1);
+        QVERIFY(page->applyRecipe(*recipe, false));
+        QCOMPARE(child<QPlainTextEdit>(page, "prompt")->document()->toRawText(), QString::fromUtf8(prompt));
+        QTRY_VERIFY(page->canGenerate());
+        const QString second = run();
+        QVERIFY(!second.isEmpty() && second != first);
+        const auto a = decoded(first), b = decoded(second);
+        QVERIFY(a.size() > 64 * 64 * 3 * 9);
+        QVERIFY2(a == b, "Generate again made other pixels or another sound");
     }
 
     // Tab walks the page in reading order and reaches every control Generate needs, the

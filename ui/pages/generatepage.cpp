@@ -48,6 +48,7 @@
 #include <QSlider>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTextDocument>
 #include <QTimer>
 #include <QUrl>
 #include <QVBoxLayout>
@@ -57,6 +58,17 @@
 namespace vireo::ui {
 
 namespace {
+
+// A prompt exactly as typed or restored: toPlainText() turns no-break spaces into spaces, which
+// tokenize differently, so the recipe would not make the output again. The raw text keeps them;
+// its block separators are the newlines.
+QString exactText(const QPlainTextEdit* edit)
+{
+    QString raw = edit->document()->toRawText();
+    raw.replace(QChar::ParagraphSeparator, QLatin1Char('\n'));
+    raw.replace(QChar::LineSeparator, QLatin1Char('\n'));
+    return raw;
+}
 
 struct Preset {
     const char* name;
@@ -989,7 +1001,7 @@ void GeneratePage::updateDuration()
 facade::GenerateRequest GeneratePage::request() const
 {
     facade::GenerateRequest r;
-    r.prompt = m_prompt->toPlainText().toStdString();
+    r.prompt = exactText(m_prompt).toStdString();
     if (m_imageMode) {
         r.width = m_width->value();
         r.height = m_height->value();
@@ -1002,7 +1014,7 @@ facade::GenerateRequest GeneratePage::request() const
         r.seed = m_seed->value();
         return r;
     }
-    r.negativePrompt = m_negative->isEnabled() ? m_negative->toPlainText().toStdString() : std::string();
+    r.negativePrompt = m_negative->isEnabled() ? exactText(m_negative).toStdString() : std::string();
     r.width = m_width->value();
     r.height = m_height->value();
     r.frames = m_frames->value();
