@@ -607,10 +607,17 @@ private slots:
         auto* generate = child<QPushButton>(page, "generate");
         QVERIFY(!generate->isEnabled());
         QVERIFY2(generate->toolTip().contains(QStringLiteral("video VAE")), qPrintable(generate->toolTip()));
+        // The reason under the button, not only far down the page (issue #27).
+        auto* why = child<QLabel>(page, "generateWhy");
+        QVERIFY2(why->isVisibleTo(page) && why->text().contains(QStringLiteral("video VAE")), qPrintable(why->text()));
         QCOMPARE(page->generate(), quint64(0));
         // The whole model again: ready, and Generate with it.
         QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
         QTRY_VERIFY_WITH_TIMEOUT(generate->isEnabled(), 20000);
+        QVERIFY(!why->isVisibleTo(page));
+        child<QPlainTextEdit>(page, "prompt")->clear();
+        QVERIFY(!generate->isEnabled() && why->isVisibleTo(page) && why->text() == QStringLiteral("Write a prompt."));
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a harbour at dawn"));
         QVERIFY2(status->text().startsWith(QStringLiteral("Ready")) || status->text().startsWith(QStringLiteral("Loaded")),
             qPrintable(status->text()));
         QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
@@ -1056,19 +1063,22 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(plan->text().contains(QStringLiteral("4096x4096x1025")), 20000);
         QVERIFY2(plan->styleSheet().contains(QStringLiteral("#ff8a80")), qPrintable(plan->text()));  // does not fit
         QVERIFY(page->canGenerate());
-        // The question comes, and No queues nothing.
+        // The question comes with No as the default (issue #27: Enter ran it), and No queues nothing.
         int asked = 0;
+        bool noByDefault = false;
         QTimer answer;
         answer.setInterval(20);
         connect(&answer, &QTimer::timeout, this, [&] {
             if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
                 ++asked;
+                noByDefault = box->defaultButton() == box->button(QMessageBox::No);
                 box->button(QMessageBox::No)->click();
             }
         });
         answer.start();
         QCOMPARE(page->generate(), quint64(0));
         QCOMPARE(asked, 1);
+        QVERIFY(noByDefault);
         // A small size, generated at once: the shown plan is for the big one and asks nothing.
         width->setValue(96);
         height->setValue(64);

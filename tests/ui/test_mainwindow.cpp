@@ -116,7 +116,7 @@ private slots:
     }
 
     // Screen readers can name every control (its text, the label of its form row, or an
-    // accessible name), and a disabled control stays readable: its text at least 3:1 against its
+    // accessible name), Tab reaches every one, and a disabled control stays readable: its text at least 3:1 against its
     // background, measured on the pixels drawn (issue #27).
     void controlsHaveNamesAndDisabledOnesStayReadable()
     {
@@ -141,6 +141,9 @@ private slots:
                         || qobject_cast<QComboBox*>(w) || qobject_cast<QPlainTextEdit*>(w) || qobject_cast<QSlider*>(w));
                 if (!control)
                     continue;
+                // Reachable without a mouse: Tab stops at every control.
+                if (!(w->focusPolicy() & Qt::TabFocus))
+                    unnamed << QStringLiteral("%1 is not reached by Tab").arg(vireo::test::describe(w));
                 auto* accessible = QAccessible::queryAccessibleInterface(w);
                 if (!accessible || accessible->text(QAccessible::Name).trimmed().isEmpty())
                     unnamed << QStringLiteral("%1: %2").arg(window.currentPage() == page ? QString::number(static_cast<int>(page)) : QString(),

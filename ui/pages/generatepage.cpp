@@ -179,7 +179,7 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
       m_frames(new QSpinBox), m_fps(new QDoubleSpinBox), m_duration(new QLabel), m_sizeError(errorLabel(QStringLiteral("sizeError"))),
       m_schedule(new QComboBox), m_steps(new QSpinBox), m_guidance(new QDoubleSpinBox), m_audioGuidance(new QDoubleSpinBox),
       m_rescale(new QDoubleSpinBox), m_speed(new QComboBox), m_randomSeed(new QCheckBox(tr("New seed each time"))), m_seed(new QSpinBox), m_placement(new QComboBox),
-      m_memory(new QLabel), m_notes(new QLabel), m_generate(new QPushButton(tr("Generate"))), m_cancel(new QPushButton(tr("Cancel"))),
+      m_memory(new QLabel), m_notes(new QLabel), m_generate(new QPushButton(tr("Generate"))), m_generateWhy(new QLabel), m_cancel(new QPushButton(tr("Cancel"))),
       m_preview(new QLabel), m_phase(new QLabel), m_progress(new QProgressBar), m_eta(new QLabel), m_video(new VideoView),
       m_player(nullptr), m_play(new QPushButton(tr("Play"))), m_position(new QSlider(Qt::Horizontal)),
       m_result(new QLabel), m_openFolder(new QPushButton(tr("Show in folder"))), m_queue(new QListWidget),
@@ -456,6 +456,11 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     buttons->addWidget(m_generate, 1);
     buttons->addWidget(m_cancel);
     right->addLayout(buttons);
+    m_generateWhy->setObjectName(QStringLiteral("generateWhy"));
+    m_generateWhy->setWordWrap(true);
+    m_generateWhy->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_generateWhy->setStyleSheet(QStringLiteral("color: #c9ced5;"));
+    right->addWidget(m_generateWhy);
     // A strip of previews or a long "Saved /path/…" line must never widen the column: a label
     // is as wide as its pixmap or its longest word, and a column wider than the window is drawn
     // over its neighbour (issue #27). Both take the width they are given instead.
@@ -877,9 +882,16 @@ bool GeneratePage::validate()
     updateDuration();
     const bool ready = m_resolved.has_value() && m_planProblem.isEmpty();
     m_generate->setEnabled(ok && ready);
-    m_generate->setToolTip(!m_resolved ? tr("Choose a model that is ready")
-            : !m_planProblem.isEmpty() ? tr("The model cannot run: %1").arg(m_planProblem)
-            : (!ok ? tr("Fix the fields marked in red") : tr("Generate (Ctrl+Enter)")));
+    // Why Generate is off, under the button where the eye is (the fields' own messages may be
+    // a screen further down).
+    const QString why = !m_resolved                 ? tr("Choose a model that is ready.")
+        : !m_planProblem.isEmpty()                  ? tr("The model cannot run: %1").arg(m_planProblem)
+        : m_prompt->toPlainText().trimmed().isEmpty() ? tr("Write a prompt.")
+        : !ok                                       ? tr("Fix the fields marked in red below.")
+                                                    : QString();
+    m_generate->setToolTip(why.isEmpty() ? tr("Generate (Ctrl+Enter)") : why);
+    m_generateWhy->setText(why);
+    m_generateWhy->setVisible(!why.isEmpty());
     return ok && ready;
 }
 

@@ -174,6 +174,7 @@ private:
     QLabel* m_memory;
     QLabel* m_notes;
     QPushButton* m_generate;
+    QLabel* m_generateWhy;  // why Generate is off, under it
     QPushButton* m_cancel;
 
     QWidget* m_conditionCard = nullptr;
