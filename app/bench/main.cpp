@@ -13,8 +13,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <exception>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -164,31 +162,5 @@ int main(int argc, char** argv)
     QCoreApplication::setApplicationName(QStringLiteral("vireo"));
     QCoreApplication::setApplicationVersion(QStringLiteral(VIREO_VERSION));
 #endif
-    std::vector<std::string> args(argv + 1, argv + argc);
-    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
-        std::fputs(usage().c_str(), args.empty() ? stderr : stdout);
-        return args.empty() ? 2 : 0;
-    }
-    // A switch set to something it cannot mean stops every benchmark before it starts.
-    if (const auto bad = vireo::env::problems(); !bad.empty()) {
-        for (const auto& problem : bad)
-            std::fprintf(stderr, "vireo-bench: %s\n", vireo::terminalSafe(problem).c_str());
-        return 2;
-    }
-    // Nothing a benchmark meets (a hostile file, a full disk, a bug) may abort the process: any
-    // exception that escapes one ends it with one line and exit status 1.
-    const std::string command = args[0];
-    try {
-        return runCommand(args, argv[0]);
-    } catch (const std::bad_alloc&) {
-        std::fprintf(stderr, "vireo-bench: %s: out of memory; close other programs or use a smaller model or size\n",
-            vireo::terminalSafe(command).c_str());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "vireo-bench: %s: internal error: %s; please report it with the command you ran\n",
-            vireo::terminalSafe(command).c_str(), vireo::terminalSafe(e.what()).c_str());
-    } catch (...) {
-        std::fprintf(stderr, "vireo-bench: %s: internal error; please report it with the command you ran\n",
-            vireo::terminalSafe(command).c_str());
-    }
-    return 1;
+    return vireo::cli::runProgram("vireo-bench", argc, argv, usage(), [&](const std::vector<std::string>& all) { return runCommand(all, argv[0]); });
 }

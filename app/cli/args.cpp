@@ -1,6 +1,12 @@
 #include "app/cli/args.h"
 
+#include "base/envswitch.h"
+#include "inference/util/text.h"
+
 #include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <new>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -93,6 +99,33 @@ Result<void> probeOutputFile(const std::string& path)
     ::close(fd);
     ::unlink(path.c_str());
     return {};
+}
+
+int runProgram(const char* program, int argc, char** argv, const std::string& usage, const std::function<int(const std::vector<std::string>&)>& run)
+{
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
+        std::fputs(usage.c_str(), args.empty() ? stderr : stdout);
+        return args.empty() ? 2 : 0;
+    }
+    // A switch set to something it cannot mean stops every command before it starts.
+    if (const auto bad = vireo::env::problems(); !bad.empty()) {
+        for (const auto& problem : bad)
+            std::fprintf(stderr, "%s: %s\n", program, vireo::terminalSafe(problem).c_str());
+        return 2;
+    }
+    const std::string command = vireo::terminalSafe(args[0]);
+    try {
+        return run(args);
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "%s: %s: out of memory; close other programs or use a smaller model, variant or size\n", program, command.c_str());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: %s: internal error: %s; please report it with the command you ran\n", program, command.c_str(),
+            vireo::terminalSafe(e.what()).c_str());
+    } catch (...) {
+        std::fprintf(stderr, "%s: %s: internal error; please report it with the command you ran\n", program, command.c_str());
+    }
+    return 1;
 }
 
 } // namespace vireo::cli

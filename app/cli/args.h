@@ -10,6 +10,8 @@
 #include <cmath>
 #include <string>
 #include <string_view>
+#include <functional>
+#include <vector>
 #include <type_traits>
 
 namespace vireo::cli {
@@ -70,5 +72,11 @@ inline std::string lower(std::string_view text)
         c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return out;
 }
+
+// The main of vireo-cli and vireo-bench: the usage on no arguments (status 2) or --help, the
+// environment switches checked before anything runs, and no exception past a command (a
+// hostile file, a full disk or a bug ends it with one line and status 1, never an abort).
+// `run` gets the arguments, the command first.
+int runProgram(const char* program, int argc, char** argv, const std::string& usage, const std::function<int(const std::vector<std::string>&)>& run);
 
 } // namespace vireo::cli

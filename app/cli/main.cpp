@@ -25,9 +25,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <iostream>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -243,32 +241,8 @@ int main(int argc, char** argv)
     QCoreApplication::setApplicationName(QStringLiteral("vireo"));
     QCoreApplication::setApplicationVersion(QStringLiteral(VIREO_VERSION));
 #endif
-    std::vector<std::string> args(argv + 1, argv + argc);
-    if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
-        std::fputs(usage().c_str(), args.empty() ? stderr : stdout);
-        return args.empty() ? 2 : 0;
-    }
-    // A switch set to something it cannot mean stops every command before it starts.
-    if (const auto bad = vireo::env::problems(); !bad.empty()) {
-        for (const auto& problem : bad)
-            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(problem).c_str());
-        return 2;
-    }
-    const std::string command = args[0];
-    args.erase(args.begin());
-    // Nothing a command meets (a hostile file, a full disk, a bug) may abort the process: any
-    // exception that escapes one ends that command with one line and exit status 1.
-    try {
-        return runCommand(command, args);
-    } catch (const std::bad_alloc&) {
-        std::fprintf(stderr, "vireo-cli: %s: out of memory; close other programs or use a smaller model or variant\n",
-            vireo::terminalSafe(command).c_str());
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "vireo-cli: %s: internal error: %s; please report it with the command you ran\n",
-            vireo::terminalSafe(command).c_str(), vireo::terminalSafe(e.what()).c_str());
-    } catch (...) {
-        std::fprintf(stderr, "vireo-cli: %s: internal error; please report it with the command you ran\n",
-            vireo::terminalSafe(command).c_str());
-    }
-    return 1;
+    return vireo::cli::runProgram("vireo-cli", argc, argv, usage(), [&](const std::vector<std::string>& all) {
+        std::vector<std::string> rest(all.begin() + 1, all.end());
+        return runCommand(all[0], rest);
+    });
 }

@@ -486,7 +486,7 @@ std::optional<SpeedMode> parseSpeedMode(std::string_view name)
 StepCacheSettings stepCacheSettings(SpeedMode mode)
 {
     // The thresholds peers ship for first-block caches on DiTs (0.05-0.12 relative L1);
-    // `vireo-cli bench speed` measures what they cost on a given model.
+    // `vireo-bench speed` measures what they cost on a given model.
     switch (mode) {
     case SpeedMode::Quality: return {0.0, 1};
     case SpeedMode::Balanced: return {0.05, 1};

@@ -269,6 +269,36 @@ private slots:
         QVERIFY2(after - baseline < (8ll << 20), "failed loads leaked memory");
     }
 
+    // A load that fails while a model is resident leaves that model resident and usable: the
+    // old one goes only once the new one is in place (issue #26, an untested path).
+    void aBadLoadKeepsTheResidentModel()
+    {
+        Engine e({});
+        auto id = e.enqueueLoad(tinyModel());
+        QVERIFY(waitFinished(e, id));
+        QCOMPARE(e.job(id)->state, JobState::Done);
+        QVERIFY(e.resident().has_value());
+        auto broken = tinyModel();
+        broken.key = QStringLiteral("local:broken");
+        broken.plan.modelPaths = {m_broken.toStdString()};
+        id = e.enqueueLoad(broken);
+        QVERIFY(waitFinished(e, id));
+        QCOMPARE(e.job(id)->state, JobState::Failed);
+        QVERIFY(e.resident().has_value());
+        QCOMPARE(e.resident()->model.key, tinyModel().key);
+        // It generates at once, without loading again.
+        runtime::GenerateJob job;
+        job.model = tinyModel();
+        job.request = smallRequest(64, 9);
+        job.writeOutput = false;
+        QStringList phases;
+        connect(&e, &Engine::jobProgress, this, [&](quint64, const QString& p, qint64, qint64, double) { phases << p; });
+        id = e.enqueueGenerate(job);
+        QVERIFY(waitFinished(e, id));
+        QVERIFY2(e.job(id)->state == JobState::Done, qPrintable(e.job(id)->error));
+        QVERIFY2(!phases.contains(QStringLiteral("load transformer")), qPrintable(phases.join(QStringLiteral(", "))));
+    }
+
     void aJobAfterOutOfMemorySucceeds()
     {
         Engine e({});
