@@ -5,6 +5,7 @@
 #include "app/cli/again.h"
 #include "app/cli/args.h"
 #include "core/catalog/catalog.h"
+#include "core/generation/generation.h"
 #include "core/gallery/gallerystore.h"
 #include "core/output/recipe.h"
 #include "core/runtime/conditioning.h"
@@ -151,15 +152,13 @@ int runGenerate(const std::vector<std::string>& given)
         args.insert(args.begin(), again->begin(), again->end());
     }
     vireo::facade::LoadPlan load;
-    vireo::facade::GenerateRequest req;
-    std::string out, schedule;
-    std::optional<std::int64_t> width, height, frames, seed;
-    std::optional<double> fps, guidance, audioGuidance, rescale;
-    std::optional<int> steps;
-    bool asJson = false, force = false, recordInGallery = true, speedGiven = false, stagesGiven = false, dryRun = false;
+    // Only what was given: the studio's generation service fills the rest the window's way.
+    vireo::generation::Ask ask;
+    auto& conditions = ask.conditions;
+    std::string out;
+    bool asJson = false, force = false, recordInGallery = true, dryRun = false;
     std::optional<vireo::capability::DeviceCaps> planFor;
     int repeat = 1;
-    std::vector<vireo::runtime::ConditionFile> conditions;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
         if (a == "--json") {
@@ -179,8 +178,7 @@ int runGenerate(const std::vector<std::string>& given)
             continue;
         }
         if (a == "--two-stage") {
-            req.stages = "two";
-            stagesGiven = true;
+            ask.stages = "two";
             continue;
         }
         if (a == "--clip-from-end") {
@@ -251,8 +249,7 @@ int runGenerate(const std::vector<std::string>& given)
             const auto st = vireo::cli::lower(v);
             if (st != "auto" && st != "single" && st != "two")
                 return usage("--stages is auto, single or two");
-            req.stages = st;
-            stagesGiven = true;
+            ask.stages = st;
         } else if (a == "--plan-for") {
             planFor = vireo::capability::knownDevice(vireo::cli::lower(v));
             if (!planFor)
@@ -262,36 +259,36 @@ int runGenerate(const std::vector<std::string>& given)
         else if (a == "--text-encoder")
             load.textEncoderPath = v;
         else if (a == "--prompt")
-            req.prompt = v;
+            ask.prompt = v;
         else if (a == "--negative")
-            req.negativePrompt = v;
+            ask.negativePrompt = v;
         else if (a == "--out")
             out = v;
         else if (a == "--lora") {
             auto spec = vireo::cli::parseLoraSpec(v);
             if (!spec)
                 return usage(spec.error().message);
-            req.loras.push_back({spec->path, spec->strength});
+            ask.loras.push_back({spec->path, spec->strength});
         }
         else if (a == "--frames")
-            frames = integer(1, 1025);
+            ask.frames = integer(1, 1025);
         else if (a == "--width")
-            width = integer(32, 8192);
+            ask.width = integer(32, 8192);
         else if (a == "--height")
-            height = integer(32, 8192);
+            ask.height = integer(32, 8192);
         else if (a == "--fps")
-            fps = real(0.5, 240);
+            ask.fps = real(0.5, 240);
         else if (a == "--steps") {
             if (auto n = integer(1, 1000))
-                steps = static_cast<int>(*n);
+                ask.steps = static_cast<int>(*n);
         } else if (a == "--seed")
-            seed = integer(0, 2147483647);  // what the studio's Generate page holds, so every recipe can be made again there
+            ask.seed = integer(0, 2147483647);  // what the studio's Generate page holds, so every recipe can be made again there
         else if (a == "--guidance")
-            guidance = real(0, 100);
+            ask.guidance = real(0, 100);
         else if (a == "--audio-guidance")
-            audioGuidance = real(0, 100);
+            ask.audioGuidance = real(0, 100);
         else if (a == "--rescale")
-            rescale = real(0, 1);
+            ask.rescale = real(0, 1);
         else if (a == "--repeat") {
             if (auto n = integer(1, 1000))
                 repeat = static_cast<int>(*n);
@@ -299,7 +296,7 @@ int runGenerate(const std::vector<std::string>& given)
             const auto s = vireo::cli::lower(v);
             if (s != "distilled" && s != "dev")
                 return usage("--schedule is distilled or dev");
-            schedule = s;
+            ask.schedule = s;
         } else if (a == "--device")
             load.device = v;
         else if (a == "--dtype")
@@ -308,8 +305,7 @@ int runGenerate(const std::vector<std::string>& given)
             auto m = vireo::facade::parseSpeedMode(v);
             if (!m)
                 return usage("--speed is quality, balanced or fast");
-            req.speed = std::string(vireo::facade::speedModeName(*m));
-            speedGiven = true;
+            ask.speed = std::string(vireo::facade::speedModeName(*m));
         } else if (a == "--placement") {
             auto p = vireo::facade::parsePlacement(v);
             if (!p)
@@ -324,12 +320,10 @@ int runGenerate(const std::vector<std::string>& given)
         return usage("--plan-for plans for another device: it goes with --dry-run");
     if (dryRun && out.empty())
         out = "dry-run.mp4";
-    if (load.modelPaths.empty() || req.prompt.empty() || out.empty())
+    if (load.modelPaths.empty() || ask.prompt.empty() || out.empty())
         return usage("--model, --prompt and --out are required");
     // Everything that can be checked is checked before a byte of weights is read.
-    req.prompt = vireo::output::sanitizedText(req.prompt);
-    req.negativePrompt = vireo::output::sanitizedText(req.negativePrompt);
-    if (req.prompt.find_first_not_of(" \t\n") == std::string::npos)
+    if (vireo::output::sanitizedText(ask.prompt).find_first_not_of(" \t\n") == std::string::npos)
         return usage("--prompt is empty");
     // What the model makes decides the file: checked from the folder layout before anything loads.
     const auto kind = vireo::facade::detectModelKind(load.modelPaths);
@@ -341,40 +335,26 @@ int runGenerate(const std::vector<std::string>& given)
         if (!image && extension != ".mp4")
             return usage("this is a video model: --out must name a .mp4 file, not " + out);
     }
+    vireo::runtime::ModelRef model;
+    QStringList paths;
+    for (const auto& p : load.modelPaths)
+        paths << QString::fromStdString(p.string());
+    // The window's key for these files, text encoder and upsampler included: the recipe then
+    // names everything --again (or Generate again) needs.
+    model.key = vireo::runtime::ModelResolver::localKey(paths,
+        load.textEncoderPath ? QString::fromStdString(load.textEncoderPath->string()) : QString(),
+        load.spatialUpsamplerPath ? QString::fromStdString(load.spatialUpsamplerPath->string()) : QString());
+    model.title = QFileInfo(paths.first()).fileName();
+    model.plan = load;
     if (image) {
-        std::vector<std::string> given;
-        if (frames)
-            given.push_back("--frames");
-        if (fps)
-            given.push_back("--fps");
-        if (audioGuidance)
-            given.push_back("--audio-guidance");
-        if (rescale)
-            given.push_back("--rescale");
-        if (!schedule.empty())
-            given.push_back("--schedule");
-        if (speedGiven)
-            given.push_back("--speed");
-        if (!req.negativePrompt.empty())
-            given.push_back("--negative");
-        if (!req.loras.empty())
-            given.push_back("--lora");
-        if (load.textEncoderPath)
-            given.push_back("--text-encoder");
-        if (!conditions.empty())
-            given.push_back(conditions.front().clipFrames > 0 ? "--clip" : "--image");
-        if (stagesGiven)
-            given.push_back("--stages");
-        if (load.spatialUpsamplerPath)
-            given.push_back("--upsampler");
-        if (!given.empty()) {
+        // Said with the options' own names before anything else is read.
+        const auto extra = vireo::generation::notForImages(vireo::catalog::Catalog(), model, ask);
+        if (!extra.empty()) {
             std::string list;
-            for (const auto& g : given)
-                list += (list.empty() ? "" : ", ") + g;
-            return usage(list + (given.size() == 1 ? " does" : " do") + " not apply to an image model (Ideogram-4)");
+            for (const auto& g : extra)
+                list += (list.empty() ? "--" : ", --") + g;
+            return usage(list + (extra.size() == 1 ? " does" : " do") + " not apply to an image model (Ideogram-4)");
         }
-        if ((width && *width % 16) || (height && *height % 16))
-            return usage("--width and --height must be multiples of 16 for Ideogram-4");
     }
     struct stat st {};
     if (!dryRun && ::lstat(out.c_str(), &st) == 0) {
@@ -402,7 +382,7 @@ int runGenerate(const std::vector<std::string>& given)
             std::fprintf(stderr, "vireo-cli: %s: no such file or folder\n", vireo::terminalSafe(p.string()).c_str());
             return 1;
         }
-    for (const auto& l : req.loras)
+    for (const auto& l : ask.loras)
         if (const auto why = vireo::cli::notARegularFile(l.path.string(), "LoRA"); !why.empty()) {
             std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
             return 1;
@@ -429,71 +409,27 @@ int runGenerate(const std::vector<std::string>& given)
         std::fprintf(stderr, "vireo-cli: the built-in catalog is damaged: %s\n", catalog.error().message.c_str());
         return 1;
     }
-    // A guidance or step count of one's own means the dev schedule; else the model's files say
-    // (a dev checkpoint gets its family's dev defaults), else distilled.
-    if (schedule.empty() && !image && ((guidance && *guidance > 1) || (steps && *steps != 8)))
-        schedule = "dev";
-    const auto facts = vireo::facade::Generator::readModelFacts(load);
-    auto defaults = facts ? vireo::runtime::defaultsForModel(*catalog, *facts, image ? std::string() : schedule)
-                          : vireo::runtime::defaultsForVersion(*catalog, image ? "4" : "2.3", schedule.empty() ? "distilled" : schedule);
+    auto defaults = vireo::generation::defaultsFor(*catalog, model, ask);
     if (!defaults) {
         std::fprintf(stderr, "vireo-cli: %s\n", defaults.error().message.c_str());
         return 1;
     }
-    if (!image)
-        schedule = defaults->schedule;
     if (!asJson && !defaults->basis.empty())
         std::printf("defaults: %s\n", defaults->basis.c_str());
-    auto base = vireo::runtime::requestFrom(*defaults);
-    base.prompt = req.prompt;
-    base.negativePrompt = req.negativePrompt;
-    base.schedule = image ? defaults->schedule : schedule;
-    base.width = width.value_or(base.width);
-    base.height = height.value_or(base.height);
-    base.frames = frames.value_or(base.frames);
-    base.fps = fps.value_or(base.fps);
-    base.steps = steps.value_or(!image && schedule == "distilled" ? 8 : base.steps);
-    base.guidance = guidance.value_or(base.guidance);
-    base.audioGuidance = audioGuidance.value_or(guidance.value_or(base.audioGuidance));
-    base.guidanceRescale = rescale.value_or(guidance ? 0.0 : base.guidanceRescale);
-    base.seed = seed.value_or(defaults->randomSeed ? static_cast<std::int64_t>(std::random_device{}() & 0x7fffffff) : defaults->seed);
+    auto prepared = vireo::generation::prepare(*catalog, *defaults, model, ask);
+    if (!prepared)
+        return usage(prepared.error().message
+                     + (prepared.error().message.find("no spatial upsampler") != std::string::npos ? " (give the upsampler with --upsampler FILE)" : ""));
+    auto& base = prepared->job.request;
     base.previewEvery = 0;
-    base.loras = req.loras;
-    base.speed = req.speed;
-    if (image) {
-        base.frames = 1;
-        base.guidanceSchedule.clear();
-        // The reference's schedule of weights belongs to its 48 steps at its guidance; a
-        // guidance or a step count of one's own means that guidance at every step.
-        if (!guidance && base.steps == defaults->steps && static_cast<int>(defaults->guidanceSchedule.size()) == base.steps)
-            base.guidanceSchedule = defaults->guidanceSchedule;
-    } else {
-        if (base.width % 32 || base.height % 32)
-            return usage("--width and --height must be multiples of 32");
-        if ((base.frames - 1) % 8)
-            return usage("--frames must be 8k + 1 (1, 9, 17, ..., 121)");
-        base.stages = req.stages;
-        // Which path runs and why, before anything loads; "two" that cannot run is refused here.
-        auto stages = vireo::facade::planStages(load, base);
-        if (!stages)
-            return usage(stages.error().message
-                         + (stages.error().message.find("no spatial upsampler") != std::string::npos ? " (give the upsampler with --upsampler FILE)" : ""));
-        if (!asJson) {
-            std::printf("stages: %s\n", stages->reason.c_str());
-            std::fflush(stdout);
-        }
-        // Every image decodes and sits on a frame the clip has, checked the way the engine
-        // will read it.
-        for (const auto& c : conditions) {
-            const auto problem = vireo::runtime::conditionProblem(c.frame, std::max(1, c.clipFrames), c.strength, c.crf, base.frames);
-            if (!problem.empty())
-                return usage((c.clipFrames > 0 ? "--clip " : "--image ") + c.path.toStdString() + ": " + problem);
-            auto prepared = vireo::runtime::prepareCondition(c, static_cast<int>(base.width), static_cast<int>(base.height), base.frames);
-            if (!prepared) {
-                std::fprintf(stderr, "vireo-cli: %s\n", prepared.error().message.c_str());
-                return 1;
-            }
-        }
+    if (!image && !asJson) {
+        std::printf("stages: %s\n", prepared->stagesReason.c_str());
+        std::fflush(stdout);
+    }
+    // Every still and clip decodes the way the engine will read it.
+    if (auto decoded = vireo::generation::decodeConditions(*prepared); !decoded) {
+        std::fprintf(stderr, "vireo-cli: %s\n", decoded.error().message.c_str());
+        return 1;
     }
     if (!asJson)
         for (const auto& note : defaults->notApplied)
@@ -537,26 +473,11 @@ int runGenerate(const std::vector<std::string>& given)
     options.device = QString::fromStdString(load.device);
     options.appName = QStringLiteral("vireo-studio " VIREO_VERSION);
     vireo::runtime::Engine engine(options);
-    vireo::runtime::ModelRef model;
-    QStringList paths;
-    for (const auto& p : load.modelPaths)
-        paths << QString::fromStdString(p.string());
-    // The window's key for these files, text encoder and upsampler included: the recipe then
-    // names everything --again (or Generate again) needs.
-    model.key = vireo::runtime::ModelResolver::localKey(paths,
-        load.textEncoderPath ? QString::fromStdString(load.textEncoderPath->string()) : QString(),
-        load.spatialUpsamplerPath ? QString::fromStdString(load.spatialUpsamplerPath->string()) : QString());
-    model.title = QFileInfo(paths.first()).fileName();
-    model.plan = load;
-
     using Clock = std::chrono::steady_clock;
     const auto started = Clock::now();
     std::vector<quint64> ids;
     for (int r = 0; r < repeat; ++r) {
-        vireo::runtime::GenerateJob job;
-        job.model = model;
-        job.request = base;
-        job.conditions = conditions;
+        vireo::runtime::GenerateJob job = prepared->job;
         job.forcePlacement = force;
         job.writeOutput = r + 1 == repeat;
         if (job.writeOutput)

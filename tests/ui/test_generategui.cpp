@@ -474,6 +474,58 @@ private slots:
         QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
     }
 
+    // The window and vireo-cli derive one request from one service: for local 2.0 and 2.3
+    // folders, distilled and dev (by name), the page's request and the CLI's --dry-run --json
+    // request agree on every number the defaults set (issue #26: 30 steps in one, 40 in the
+    // other for the same 2.0 dev model).
+    void windowAndCliAskTheSameOfEveryModel()
+    {
+        const QString cli = qEnvironmentVariable("VIREO_CLI");
+        QVERIFY2(QFileInfo(cli).isExecutable(), "VIREO_CLI names no vireo-cli program");
+        const QString root = qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline");
+        const QString v20 = root + QStringLiteral("/v20/diffusers"), v23 = root + QStringLiteral("/v23/diffusers");
+        const QString dev20 = m_work.filePath(QStringLiteral("LTX-2-19b-dev")), dev23 = m_work.filePath(QStringLiteral("ltx-2.3-22b-dev"));
+        QVERIFY(QFileInfo::exists(dev20) || QFile::link(v20, dev20));
+        QVERIFY(QFileInfo::exists(dev23) || QFile::link(v23, dev23));
+        const QStringList models{v23, v20, dev20, dev23};
+        QSettings().setValue(QStringLiteral("studio/localModels"), models);
+        auto w = vireo::test::openStudioWindow();
+        w->showPage(MainWindow::Page::Generate);
+        auto* page = w->generatePage();
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a quiet pier"));
+        QSet<QString> schedules;
+        for (const auto& path : models) {
+            QVERIFY(page->selectModel(QStringLiteral("local:") + path));
+            const auto r = page->request();
+            QProcess p;
+            p.start(cli, {QStringLiteral("generate"), QStringLiteral("--model"), path, QStringLiteral("--prompt"), QStringLiteral("a quiet pier"),
+                             QStringLiteral("--dry-run"), QStringLiteral("--json")});
+            QVERIFY(p.waitForFinished(120000));
+            const auto out = p.readAllStandardOutput().trimmed();
+            QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+            const auto j = QJsonDocument::fromJson(out.mid(out.lastIndexOf('\n') + 1)).object().value(QStringLiteral("request")).toObject();
+            QVERIFY2(!j.isEmpty(), out.constData());
+            const auto what = QStringLiteral("%1: window %2 %3 steps g %4/%5 r %6, CLI %7")
+                                  .arg(path, QString::fromStdString(r.schedule)).arg(r.steps).arg(r.guidance).arg(r.audioGuidance)
+                                  .arg(r.guidanceRescale).arg(QString::fromUtf8(QJsonDocument(j).toJson(QJsonDocument::Compact)));
+            QVERIFY2(j.value(QStringLiteral("schedule")).toString() == QString::fromStdString(r.schedule)
+                    && j.value(QStringLiteral("steps")).toInt() == r.steps && j.value(QStringLiteral("guidance")).toDouble() == r.guidance
+                    && j.value(QStringLiteral("audio_guidance")).toDouble() == r.audioGuidance
+                    && j.value(QStringLiteral("guidance_rescale")).toDouble() == r.guidanceRescale
+                    && j.value(QStringLiteral("guidance_schedule")).toArray().isEmpty() && r.guidanceSchedule.empty(),
+                qPrintable(what));
+            // Sizes the user set stay from one video model to the next, so only the first is
+            // the defaults' own.
+            if (path == models.front())
+                QVERIFY2(j.value(QStringLiteral("width")).toInt() == r.width && j.value(QStringLiteral("height")).toInt() == r.height
+                        && j.value(QStringLiteral("frames")).toInt() == r.frames && j.value(QStringLiteral("fps")).toDouble() == r.fps,
+                    qPrintable(what));
+            schedules.insert(QString::fromStdString(r.schedule));
+        }
+        QCOMPARE(schedules, (QSet<QString>{QStringLiteral("distilled"), QStringLiteral("dev")}));
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
+    }
+
     // A model on disk comes in through one dialog that takes its companions, text encoder and
     // upsampler and checks them from the headers before it is listed; Cancel closes it and
     // nothing else; a listed one can be taken off the list; a model inspected on the Models page

@@ -761,24 +761,20 @@ void GeneratePage::onModelChanged()
 
 void GeneratePage::applyDefaults()
 {
-    const auto key = m_model->currentData().toString();
     const auto& catalog = m_studio->downloads()->catalog();
     m_facts.reset();
-    if (m_resolved)
+    runtime::ModelRef model;
+    if (m_resolved) {
+        model = *m_resolved;
         if (auto facts = facade::Generator::readModelFacts(m_resolved->plan))
             m_facts = *facts;
-    Result<runtime::GenerationDefaults> d = makeError(ErrorCode::NotFound, "");
-    if (key.startsWith(QStringLiteral("catalog:")))
-        d = runtime::defaultsForVariant(catalog, key.mid(8).toStdString());
-    else if (m_facts)
-        d = runtime::defaultsForModel(catalog, *m_facts);
-    else  // not readable: the family's own defaults stand in; the plan says what is wrong
-        d = runtime::defaultsForVersion(catalog, m_imageMode ? "4" : "2.3", m_schedule->currentData().toString().toStdString());
+    } else {
+        model.key = m_model->currentData().toString();
+    }
+    const auto d = generation::defaultsFor(catalog, model);
     if (!d)
         return;
-    m_defaultGuidanceSchedule = d->guidanceSchedule;
-    m_defaultSteps = d->steps;
-    m_defaultGuidance = d->guidance;
+    m_defaults = *d;
     const QSignalBlocker a(m_width), b(m_height), c(m_frames), e(m_fps), f(m_steps), g(m_guidance), h(m_audioGuidance), i(m_rescale),
         j(m_schedule), k(m_preset);
     // The size, length and frame rate the user set stay when the new model makes the same kind
@@ -810,19 +806,14 @@ void GeneratePage::applyDefaults()
 
 void GeneratePage::applyScheduleDefaults()
 {
-    if (m_imageMode || !m_facts)
+    if (m_imageMode || !m_facts || !m_resolved)
         return;
-    const auto schedule = m_schedule->currentData().toString().toStdString();
-    const auto key = m_model->currentData().toString();
-    const auto& catalog = m_studio->downloads()->catalog();
-    // A catalog variant of this schedule keeps its own numbers; the other schedule takes the
-    // family's variant of it, as a model outside the catalog does.
-    auto d = key.startsWith(QStringLiteral("catalog:")) ? runtime::defaultsForVariant(catalog, key.mid(8).toStdString())
-                                                        : Result<runtime::GenerationDefaults>(makeError(ErrorCode::NotFound, ""));
-    if (!d || d->schedule != schedule)
-        d = runtime::defaultsForModel(catalog, *m_facts, schedule);
+    generation::Ask chosen;
+    chosen.schedule = m_schedule->currentData().toString().toStdString();
+    const auto d = generation::defaultsFor(m_studio->downloads()->catalog(), *m_resolved, chosen);
     if (!d)
         return;
+    m_defaults = *d;
     const QSignalBlocker a(m_steps), b(m_guidance), c(m_audioGuidance), e(m_rescale);
     m_steps->setValue(d->steps);
     m_guidance->setValue(d->guidance);
@@ -841,16 +832,10 @@ bool GeneratePage::validate()
         ok = false;
     }
     setError(m_promptError, prompt);
+    // The family's rules, as the generation service will check them.
     QStringList size;
-    if (m_imageMode) {
-        if (m_width->value() % 16 || m_height->value() % 16)
-            size << tr("Width and height must be multiples of 16 (Ideogram-4 works on 16-pixel patches).");
-    } else if (m_width->value() % 32 || m_height->value() % 32)
-        size << tr("Width and height must be multiples of 32 (LTX-2 works on 32-pixel latent cells).");
-    if (!m_imageMode && (m_frames->value() - 1) % 8)
-        size << tr("Frames must be 8k + 1 (1, 9, 17, … 121, …): %1 or %2 would do.")
-                    .arg((m_frames->value() - 1) / 8 * 8 + 1)
-                    .arg(((m_frames->value() - 1) / 8 + 1) * 8 + 1);
+    for (const auto& problem : generation::sizeProblems(m_imageMode, m_width->value(), m_height->value(), m_frames->value()))
+        size << QString::fromStdString(problem);
     setError(m_sizeError, size.join(QLatin1Char('\n')));
     ok = ok && size.isEmpty();
     if (!m_imageMode && !m_conditionPath.isEmpty()) {
@@ -873,9 +858,9 @@ bool GeneratePage::validate()
     const bool guided = m_guidance->value() > 1.0 || m_audioGuidance->value() > 1.0;
     m_negative->setEnabled(guided && !m_imageMode);
     if (m_imageMode) {
-        const bool reference = !m_defaultGuidanceSchedule.empty() && m_steps->value() == m_defaultSteps && m_guidance->value() == m_defaultGuidance;
+        const bool reference = !request().guidanceSchedule.empty();
         m_notes->setText(reference ? tr("Guidance follows the reference's schedule at %1 steps: %2 then lower for the last steps.")
-                                         .arg(m_defaultSteps).arg(m_defaultGuidance)
+                                         .arg(m_defaults.steps).arg(m_defaults.guidance)
                                    : tr("Guidance %1 at every step.").arg(m_guidance->value()));
         m_notes->setVisible(true);
     }
@@ -1010,37 +995,39 @@ void GeneratePage::updateDuration()
     m_duration->setText(tr("%1 s of video with sound").arg(s, 0, 'f', 2));
 }
 
+generation::Ask GeneratePage::ask() const
+{
+    generation::Ask a;
+    a.prompt = exactText(m_prompt).toStdString();
+    a.width = m_width->value();
+    a.height = m_height->value();
+    a.steps = m_steps->value();
+    a.seed = m_seed->value();
+    if (m_imageMode) {
+        // The defaults' guidance on show means the reference's schedule of weights.
+        if (m_guidance->value() != m_defaults.guidance)
+            a.guidance = m_guidance->value();
+        return a;
+    }
+    a.negativePrompt = m_negative->isEnabled() ? exactText(m_negative).toStdString() : std::string();
+    a.frames = m_frames->value();
+    a.fps = m_fps->value();
+    a.schedule = m_schedule->currentData().toString().toStdString();
+    a.guidance = m_guidance->value();
+    a.audioGuidance = m_audioGuidance->value();
+    a.rescale = m_rescale->value();
+    a.speed = m_speed->currentData().toString().toStdString();
+    a.loras = m_loras->requests();
+    a.stages = m_stages->currentData().toString().toStdString();
+    if (!m_conditionPath.isEmpty())
+        a.conditions.push_back({m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf,
+            m_conditionClip ? m_clipFrames->value() : 0, m_conditionClip && conditionFromEnd(), m_conditionSha256});
+    return a;
+}
+
 facade::GenerateRequest GeneratePage::request() const
 {
-    facade::GenerateRequest r;
-    r.prompt = exactText(m_prompt).toStdString();
-    if (m_imageMode) {
-        r.width = m_width->value();
-        r.height = m_height->value();
-        r.frames = 1;
-        r.steps = m_steps->value();
-        r.guidance = m_guidance->value();
-        if (!m_defaultGuidanceSchedule.empty() && r.steps == m_defaultSteps && r.guidance == m_defaultGuidance
-            && static_cast<int>(m_defaultGuidanceSchedule.size()) == r.steps)
-            r.guidanceSchedule = m_defaultGuidanceSchedule;
-        r.seed = m_seed->value();
-        return r;
-    }
-    r.negativePrompt = m_negative->isEnabled() ? exactText(m_negative).toStdString() : std::string();
-    r.width = m_width->value();
-    r.height = m_height->value();
-    r.frames = m_frames->value();
-    r.fps = m_fps->value();
-    r.schedule = m_schedule->currentData().toString().toStdString();
-    r.steps = m_steps->value();
-    r.guidance = m_guidance->value();
-    r.audioGuidance = m_audioGuidance->value();
-    r.guidanceRescale = m_rescale->value();
-    r.speed = m_speed->currentData().toString().toStdString();
-    r.seed = m_seed->value();
-    r.loras = m_loras->requests();
-    r.stages = m_stages->currentData().toString().toStdString();
-    return r;
+    return generation::requestFor(m_defaults, m_imageMode, ask());
 }
 
 void GeneratePage::requestPlan()
@@ -1131,14 +1118,16 @@ quint64 GeneratePage::generate()
     }
     if (m_randomSeed->isChecked())
         m_seed->setValue(static_cast<int>(QRandomGenerator::global()->bounded(std::numeric_limits<int>::max())));
-    runtime::GenerateJob job;
-    job.model = *m_resolved;
-    job.request = request();
+    // The job as every front end gets it: the generation service fills and checks it once.
+    auto prepared = generation::prepare(m_studio->downloads()->catalog(), m_defaults, *m_resolved, ask());
+    if (!prepared) {
+        m_generateWhy->setText(QString::fromStdString(prepared.error().message));
+        m_generateWhy->setVisible(true);
+        return 0;
+    }
+    auto job = std::move(prepared->job);
     job.outputFolder = m_studio->settings()->outputsFolder();
     job.forcePlacement = planCurrent && !m_planFits;  // asked above, and answered yes
-    if (!m_imageMode && !m_conditionPath.isEmpty())
-        job.conditions.push_back({m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf,
-            m_conditionClip ? m_clipFrames->value() : 0, m_conditionClip && conditionFromEnd(), m_conditionSha256});
     auto* e = engine();
     watch(e);
     const auto id = e->enqueueGenerate(job);

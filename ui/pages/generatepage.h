@@ -1,5 +1,6 @@
 #pragma once
 
+#include "core/generation/generation.h"
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
 
@@ -98,6 +99,10 @@ public:
     QString conditionImage() const { return m_conditionPath; }
     // The line that says which path runs (one stage, or half size + upsample + refine) and why.
     QString stagePlanText() const;
+    // What the user set on the page, for the generation service (core/generation), and the
+    // request it makes of it: what Generate would queue now.
+    generation::Ask ask() const;
+    facade::GenerateRequest request() const;
 
 public slots:
     // Queues a generation of the current inputs; returns the job id (0 when invalid). Cancel
@@ -132,7 +137,6 @@ private:
     void updateDuration();
     void watch(runtime::Engine* engine);
     runtime::Engine* engine() const;
-    facade::GenerateRequest request() const;
     void ensurePlayer();
     void setImageMode(bool image);
     bool modelMakesImages() const;
@@ -238,9 +242,9 @@ private:
     QLayout* m_framesRow = nullptr;
     QLayout* m_transport = nullptr;
     bool m_imageMode = false;
-    std::vector<double> m_defaultGuidanceSchedule;  // the reference's, at the default steps and guidance
-    int m_defaultSteps = 0;
-    double m_defaultGuidance = 0;
+    // The defaults on show (the model's, or its schedule's): what the generation service fills
+    // an ask from, and where an image's reference guidance schedule comes from.
+    runtime::GenerationDefaults m_defaults;
 };
 
 } // namespace vireo::ui

@@ -1,0 +1,172 @@
+#include "core/generation/generation.h"
+
+#include "core/output/recipe.h"
+
+#include <random>
+
+namespace vireo::generation {
+
+namespace {
+
+Error invalid(const std::string& message)
+{
+    return makeError(ErrorCode::InvalidArgument, message);
+}
+
+} // namespace
+
+bool makesImages(const catalog::Catalog& catalog, const runtime::ModelRef& model)
+{
+    if (model.key.startsWith(QStringLiteral("catalog:"))) {
+        const auto* v = catalog.find(model.key.mid(8).toStdString());
+        return v && v->pipeline == "ideogram4";
+    }
+    return facade::detectModelKind(model.plan.modelPaths) == facade::ModelKind::Image;
+}
+
+std::vector<std::string> notForImages(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask)
+{
+    if (!makesImages(catalog, model))
+        return {};
+    std::vector<std::string> out;
+    const std::pair<bool, const char*> checks[] = {
+        {ask.frames.has_value(), "frames"},
+        {ask.fps.has_value(), "fps"},
+        {ask.audioGuidance.has_value(), "audio-guidance"},
+        {ask.rescale.has_value(), "rescale"},
+        {!ask.schedule.empty(), "schedule"},
+        {!ask.speed.empty(), "speed"},
+        {!ask.negativePrompt.empty(), "negative"},
+        {!ask.loras.empty(), "lora"},
+        {model.plan.textEncoderPath.has_value(), "text-encoder"},
+        {!ask.conditions.empty(), ask.conditions.empty() || ask.conditions.front().clipFrames == 0 ? "image" : "clip"},
+        {!ask.stages.empty(), "stages"},
+        {model.plan.spatialUpsamplerPath.has_value(), "upsampler"},
+    };
+    for (const auto& [set, name] : checks)
+        if (set)
+            out.emplace_back(name);
+    return out;
+}
+
+std::vector<std::string> sizeProblems(bool image, std::int64_t width, std::int64_t height, std::int64_t frames)
+{
+    std::vector<std::string> out;
+    if (image) {
+        if (width % 16 || height % 16)
+            out.emplace_back("Width and height must be multiples of 16 (Ideogram-4 works on 16-pixel patches).");
+        return out;
+    }
+    if (width % 32 || height % 32)
+        out.emplace_back("Width and height must be multiples of 32 (LTX-2 works on 32-pixel latent cells).");
+    if ((frames - 1) % 8) {
+        const auto below = (frames - 1) / 8 * 8 + 1, above = ((frames - 1) / 8 + 1) * 8 + 1;
+        out.emplace_back("Frames must be 8k + 1 (1, 9, 17, … 121, …): " + std::to_string(below) + " or " + std::to_string(above) + " would do.");
+    }
+    return out;
+}
+
+Result<runtime::GenerationDefaults> defaultsFor(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask)
+{
+    const bool image = makesImages(catalog, model);
+    std::string schedule = image ? std::string() : ask.schedule;
+    // A guidance or a step count of one's own means the dev schedule.
+    if (schedule.empty() && !image && ((ask.guidance && *ask.guidance > 1) || (ask.steps && *ask.steps != 8)))
+        schedule = "dev";
+    // A catalog variant keeps its own numbers; the other schedule takes the family's variant of
+    // it, as a model outside the catalog does.
+    if (model.key.startsWith(QStringLiteral("catalog:"))) {
+        auto d = runtime::defaultsForVariant(catalog, model.key.mid(8).toStdString());
+        if (d && (schedule.empty() || d->schedule == schedule))
+            return d;
+    }
+    if (const auto facts = facade::Generator::readModelFacts(model.plan))
+        return runtime::defaultsForModel(catalog, *facts, schedule);
+    // Not readable: the family's own defaults stand in; the memory plan says what is wrong.
+    return runtime::defaultsForVersion(catalog, image ? "4" : "2.3", schedule.empty() ? "distilled" : schedule);
+}
+
+facade::GenerateRequest requestFor(const runtime::GenerationDefaults& defaults, bool image, const Ask& ask)
+{
+    auto r = runtime::requestFrom(defaults);
+    // Control characters and invalid UTF-8 never reach the tokenizer or the recipe.
+    r.prompt = output::sanitizedText(ask.prompt);
+    r.negativePrompt = output::sanitizedText(ask.negativePrompt);
+    r.schedule = image || ask.schedule.empty() ? defaults.schedule : ask.schedule;
+    r.width = ask.width.value_or(r.width);
+    r.height = ask.height.value_or(r.height);
+    r.frames = ask.frames.value_or(r.frames);
+    r.fps = ask.fps.value_or(r.fps);
+    r.steps = ask.steps.value_or(!image && r.schedule == "distilled" ? 8 : r.steps);
+    r.guidance = ask.guidance.value_or(r.guidance);
+    // The audio follows a guidance of one's own unless it has its own; the family's rescale
+    // belongs to the family's guidance.
+    r.audioGuidance = ask.audioGuidance.value_or(ask.guidance.value_or(r.audioGuidance));
+    r.guidanceRescale = ask.rescale.value_or(ask.guidance ? 0.0 : r.guidanceRescale);
+    r.seed = ask.seed.value_or(defaults.randomSeed ? static_cast<std::int64_t>(std::random_device{}() & 0x7fffffff) : defaults.seed);
+    r.loras = ask.loras;
+    if (const auto speed = facade::parseSpeedMode(ask.speed.empty() ? r.speed : ask.speed))
+        r.speed = std::string(facade::speedModeName(*speed));
+    r.guidanceSchedule.clear();
+    if (image) {
+        r.frames = 1;
+        // The reference's schedule of weights belongs to its steps at its guidance; a guidance
+        // or a step count of one's own means that guidance at every step.
+        if (!ask.guidance && r.steps == defaults.steps && static_cast<int>(defaults.guidanceSchedule.size()) == r.steps)
+            r.guidanceSchedule = defaults.guidanceSchedule;
+    } else {
+        r.stages = ask.stages.empty() ? "auto" : ask.stages;
+    }
+    return r;
+}
+
+Result<Prepared> prepare(const catalog::Catalog& catalog, const runtime::GenerationDefaults& defaults, const runtime::ModelRef& model,
+    const Ask& ask)
+{
+    Prepared out;
+    out.image = makesImages(catalog, model);
+    if (const auto extra = notForImages(catalog, model, ask); !extra.empty()) {
+        std::string list;
+        for (const auto& e : extra)
+            list += (list.empty() ? "" : ", ") + e;
+        return invalid(list + (extra.size() == 1 ? " does" : " do") + " not apply to an image model (Ideogram-4)");
+    }
+    auto r = requestFor(defaults, out.image, ask);
+    if (r.prompt.find_first_not_of(" \t\n") == std::string::npos)
+        return invalid("the prompt is empty");
+    if (r.seed < 0 || r.seed > 2147483647)
+        return invalid("the seed must be between 0 and 2147483647");
+    if (!ask.speed.empty() && !facade::parseSpeedMode(ask.speed))
+        return invalid("the speed is quality, balanced or fast, not " + ask.speed);
+    if (const auto problems = sizeProblems(out.image, r.width, r.height, r.frames); !problems.empty())
+        return invalid(problems.front());
+    if (!out.image) {
+        if (r.stages != "auto" && r.stages != "single" && r.stages != "two")
+            return invalid("the stages are auto, single or two, not " + r.stages);
+        // Which path runs and why, before anything loads; "two" that cannot run is refused here.
+        auto stages = facade::planStages(model.plan, r);
+        if (!stages)
+            return invalid(stages.error().message);
+        out.stagesReason = stages->reason;
+        for (const auto& c : ask.conditions) {
+            const auto problem = runtime::conditionProblem(c.frame, std::max(1, c.clipFrames), c.strength, c.crf, r.frames);
+            if (!problem.empty())
+                return invalid((c.clipFrames > 0 ? "clip " : "image ") + c.path.toStdString() + ": " + problem);
+        }
+        out.job.conditions = ask.conditions;
+    }
+    out.job.model = model;
+    out.job.request = std::move(r);
+    return out;
+}
+
+Result<void> decodeConditions(const Prepared& prepared)
+{
+    const auto& r = prepared.job.request;
+    for (const auto& c : prepared.job.conditions)
+        if (auto decoded = runtime::prepareCondition(c, static_cast<int>(r.width), static_cast<int>(r.height), r.frames); !decoded)
+            return decoded.error();
+    return {};
+}
+
+} // namespace vireo::generation

@@ -1,0 +1,71 @@
+#pragma once
+
+// The one place where what a user asked for becomes a generation job. The Generate page, the
+// Gallery's "Generate again" (through the page), vireo-cli generate (and its --again) and any
+// later front end hand it an Ask holding only what the user chose; the defaults (the catalog
+// variant's, else those the model's own files call for), the family's rules (sizes, frame
+// counts, what an image model takes), the conditions' placement, the stage path, the seed and
+// the prompt's cleaning are decided here once, so two front ends cannot derive two jobs.
+
+#include "core/runtime/conditioning.h"
+#include "core/runtime/defaults.h"
+#include "core/runtime/engine.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vireo::generation {
+
+// What the user set; anything unset (nullopt, empty) takes the model's default.
+struct Ask {
+    std::string prompt, negativePrompt;
+    std::optional<std::int64_t> width, height, frames, seed;
+    std::optional<double> fps, guidance, audioGuidance, rescale;
+    std::optional<int> steps;
+    std::string schedule;  // "distilled" | "dev"; empty: the model's
+    std::string speed;     // "quality" | "balanced" | "fast"; empty: quality
+    std::string stages;    // "auto" | "single" | "two"; empty: auto
+    std::vector<facade::LoraRequest> loras;
+    std::vector<runtime::ConditionFile> conditions;
+};
+
+// Whether the model makes still images (an Ideogram-4 catalog variant or folder) or videos.
+bool makesImages(const catalog::Catalog& catalog, const runtime::ModelRef& model);
+
+// What an image model (Ideogram-4) does not take, among what this ask and the model's files
+// set: the names of vireo-cli's options without their dashes ("frames", "audio-guidance",
+// "lora", "image", "upsampler"), in that order; empty for a video model or a clean ask.
+std::vector<std::string> notForImages(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask);
+
+// The family's size rules as sentences (empty when they hold): Ideogram-4 works on 16-pixel
+// patches, LTX-2 on 32-pixel latent cells and 8k + 1 frames.
+std::vector<std::string> sizeProblems(bool image, std::int64_t width, std::int64_t height, std::int64_t frames);
+
+// The defaults for this model: a catalog variant's own (its schedule's sibling when the ask
+// chooses the other schedule), else those its files call for (Generator::readModelFacts),
+// else its family's distilled ones. An ask with a guidance above 1 or a step count other than
+// 8 and no schedule means the dev schedule.
+Result<runtime::GenerationDefaults> defaultsFor(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask = {});
+
+// The request for this ask: the ask where it says, the defaults elsewhere, checked against
+// nothing (what a page shows while the user is still typing); prepare() checks it.
+facade::GenerateRequest requestFor(const runtime::GenerationDefaults& defaults, bool image, const Ask& ask);
+
+struct Prepared {
+    runtime::GenerateJob job;  // model, request and conditions; the output's name is the front end's
+    bool image = false;
+    std::string stagesReason;  // video: which stage path runs and why
+};
+
+// The job for this ask with these defaults (from defaultsFor). A rule the ask breaks is an
+// InvalidArgument error naming it, and nothing is read but headers.
+Result<Prepared> prepare(const catalog::Catalog& catalog, const runtime::GenerationDefaults& defaults, const runtime::ModelRef& model,
+    const Ask& ask);
+
+// Every still and clip of the job decoded the way the engine will read them, so a file that
+// does not decode fails before the model loads (vireo-cli); the window leaves this to the
+// engine's thread, which reads them before loading.
+Result<void> decodeConditions(const Prepared& prepared);
+
+} // namespace vireo::generation

@@ -1,0 +1,240 @@
+// The generation service (core/generation): one place turns what a user asked for into a job.
+// Checked here on the tiny fixtures: the defaults every catalog variant and local model gets,
+// what an unset field takes, the family rules, what an image model refuses, and that a
+// refused ask names what is wrong.
+#include "core/catalog/catalog.h"
+#include "core/generation/generation.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+
+using vireo::generation::Ask;
+
+namespace {
+
+QString fixtures()
+{
+    return qEnvironmentVariable("VIREO_FIXTURES_ROOT");
+}
+
+vireo::runtime::ModelRef localModel(const QString& path)
+{
+    vireo::runtime::ModelRef m;
+    m.key = QStringLiteral("local:") + path;
+    m.plan.modelPaths = {path.toStdString()};
+    m.plan.device = "cpu";
+    return m;
+}
+
+vireo::runtime::ModelRef catalogModel(const std::string& id)
+{
+    vireo::runtime::ModelRef m;
+    m.key = QStringLiteral("catalog:") + QString::fromStdString(id);
+    return m;
+}
+
+Ask prompt(const char* text = "a quiet pier")
+{
+    Ask a;
+    a.prompt = text;
+    return a;
+}
+
+} // namespace
+
+class TestGeneration : public QObject {
+    Q_OBJECT
+
+    vireo::catalog::Catalog m_catalog;
+    QTemporaryDir m_work;
+
+private slots:
+    void initTestCase()
+    {
+        auto c = vireo::catalog::Catalog::loadBuiltin();
+        QVERIFY2(c, c ? "" : c.error().message.c_str());
+        m_catalog = *c;
+        QVERIFY(m_work.isValid());
+    }
+
+    // Every catalog variant gets its own defaults; the request of a bare prompt is those
+    // defaults (the distilled schedule at 8 steps, an image model's reference guidance
+    // schedule at its steps, one frame), and each passes the family's rules.
+    void everyCatalogVariantGetsItsOwnDefaults()
+    {
+        int variants = 0;
+        for (const auto& f : m_catalog.families)
+            for (const auto& v : f.variants) {
+                const auto id = f.id + "/" + v.id;
+                const auto model = catalogModel(id);
+                const auto d = vireo::generation::defaultsFor(m_catalog, model);
+                const auto own = vireo::runtime::defaultsForVariant(m_catalog, id);
+                QVERIFY2(d && own, id.c_str());
+                QCOMPARE(d->schedule, own->schedule);
+                QCOMPARE(d->steps, own->steps);
+                QCOMPARE(d->guidance, own->guidance);
+                const bool image = vireo::generation::makesImages(m_catalog, model);
+                QCOMPARE(image, v.pipeline == "ideogram4");
+                const auto r = vireo::generation::requestFor(*d, image, prompt());
+                QCOMPARE(r.steps, own->steps);
+                QCOMPARE(r.width, own->width);
+                QVERIFY2(vireo::generation::sizeProblems(image, r.width, r.height, r.frames).empty(), id.c_str());
+                if (image) {
+                    QCOMPARE(r.frames, std::int64_t(1));
+                    QCOMPARE(r.guidanceSchedule.size(), std::size_t(r.steps));
+                } else {
+                    QVERIFY(r.guidanceSchedule.empty());
+                    QCOMPARE(r.stages, std::string("auto"));
+                    if (r.schedule == "distilled")
+                        QCOMPARE(r.steps, 8);
+                }
+                ++variants;
+            }
+        QVERIFY(variants >= 10);
+    }
+
+    // A guidance of one's own or a step count other than 8 means the dev schedule; the other
+    // schedule of a catalog variant takes its family's variant of it; a chosen schedule wins.
+    void theScheduleFollowsWhatWasAsked()
+    {
+        const auto distilled = catalogModel("ltx-2.3/distilled-bf16");
+        Ask guided = prompt();
+        guided.guidance = 4.0;
+        auto d = vireo::generation::defaultsFor(m_catalog, distilled, guided);
+        QVERIFY(d);
+        QCOMPARE(d->schedule, std::string("dev"));
+        auto r = vireo::generation::requestFor(*d, false, guided);
+        QCOMPARE(r.guidance, 4.0);
+        QCOMPARE(r.audioGuidance, 4.0);  // the audio follows a guidance of one's own
+        QCOMPARE(r.guidanceRescale, 0.0);
+        QCOMPARE(r.steps, d->steps);
+        Ask stepped = prompt();
+        stepped.steps = 20;
+        d = vireo::generation::defaultsFor(m_catalog, distilled, stepped);
+        QVERIFY(d && d->schedule == "dev");
+        Ask chosen = prompt();
+        chosen.schedule = "distilled";
+        chosen.guidance = 4.0;
+        d = vireo::generation::defaultsFor(m_catalog, distilled, chosen);
+        QVERIFY(d && d->schedule == "distilled");
+        r = vireo::generation::requestFor(*d, false, chosen);
+        QCOMPARE(r.steps, 8);
+        QCOMPARE(r.schedule, std::string("distilled"));
+        // An image model has no schedule to choose: guidance does not make it "dev".
+        const auto ideogram = catalogModel("ideogram-4/fp8");
+        d = vireo::generation::defaultsFor(m_catalog, ideogram, guided);
+        QVERIFY(d);
+        r = vireo::generation::requestFor(*d, true, guided);
+        QVERIFY(r.guidanceSchedule.empty());  // a guidance of one's own at every step
+        QCOMPARE(r.guidance, 4.0);
+        r = vireo::generation::requestFor(*d, true, prompt());
+        QCOMPARE(r.guidanceSchedule.size(), std::size_t(r.steps));
+        Ask fewer = prompt();
+        fewer.steps = 20;
+        r = vireo::generation::requestFor(*d, true, fewer);
+        QVERIFY(r.guidanceSchedule.empty());
+    }
+
+    // Local folders: the version and what their files say (a 2.0 folder that says nothing is
+    // distilled; the same folder named dev gets 2.0's dev numbers, not 2.3's).
+    void localModelsGetTheDefaultsTheirFilesCallFor()
+    {
+        const QString v20 = fixtures() + QStringLiteral("/ltx2pipeline/v20/diffusers");
+        auto d = vireo::generation::defaultsFor(m_catalog, localModel(v20));
+        QVERIFY(d);
+        QCOMPARE(d->schedule, std::string("distilled"));
+        QVERIFY2(d->basis.find("LTX-2.0") == 0, d->basis.c_str());
+        const QString dev = m_work.filePath(QStringLiteral("LTX-2-19b-dev"));
+        QVERIFY(QFile::link(v20, dev));
+        d = vireo::generation::defaultsFor(m_catalog, localModel(dev));
+        const auto ltx2Dev = vireo::runtime::defaultsForVariant(m_catalog, "ltx-2/dev-bf16");
+        QVERIFY(d && ltx2Dev);
+        QCOMPARE(d->schedule, std::string("dev"));
+        QCOMPARE(d->steps, ltx2Dev->steps);
+        // A file that cannot be read still gets its family's defaults; the plan says what is wrong.
+        d = vireo::generation::defaultsFor(m_catalog, localModel(m_work.filePath(QStringLiteral("missing.safetensors"))));
+        QVERIFY(d && d->schedule == "distilled");
+    }
+
+    // Every rule a front end used to check on its own, refused by the service with the reason.
+    void refusedAsksSayWhy()
+    {
+        const auto video = localModel(fixtures() + QStringLiteral("/ltx2pipeline/v23/diffusers"));
+        const auto d = vireo::generation::defaultsFor(m_catalog, video);
+        QVERIFY(d);
+        auto expectRefused = [&](const Ask& a, const char* says) {
+            const auto p = vireo::generation::prepare(m_catalog, *d, video, a);
+            QVERIFY2(!p, says);
+            QCOMPARE(p.error().code, vireo::ErrorCode::InvalidArgument);
+            QVERIFY2(p.error().message.find(says) != std::string::npos, p.error().message.c_str());
+        };
+        expectRefused(prompt(" \n\t"), "the prompt is empty");
+        Ask a = prompt();
+        a.frames = 10;
+        expectRefused(a, "9 or 17 would do");
+        a = prompt();
+        a.width = 100;
+        expectRefused(a, "multiples of 32");
+        a = prompt();
+        a.speed = "warp";
+        expectRefused(a, "quality, balanced or fast");
+        a = prompt();
+        a.stages = "two";
+        a.width = 96;  // 32-pixel cells, but no half size on them
+        expectRefused(a, "the two-stage path cannot run");
+        a = prompt();
+        a.frames = 17;
+        a.conditions.push_back({QStringLiteral("/nowhere/start.png"), 4, 1.0, 33, 0, false, {}});
+        expectRefused(a, "8k + 1");
+        // A good ask: the defaults fill what it left, the prompt is cleaned, the job names the model.
+        a = prompt("a quiet\x01 pier");
+        a.frames = 17;
+        a.seed = 7;
+        const auto p = vireo::generation::prepare(m_catalog, *d, video, a);
+        QVERIFY2(p, p ? "" : p.error().message.c_str());
+        QVERIFY(!p->image);
+        QCOMPARE(p->job.request.prompt.find('\x01'), std::string::npos);
+        QCOMPARE(p->job.request.frames, std::int64_t(17));
+        QCOMPARE(p->job.request.seed, std::int64_t(7));
+        QCOMPARE(p->job.request.width, d->width);
+        QCOMPARE(p->job.model.key, video.key);
+        QVERIFY(!p->stagesReason.empty());
+    }
+
+    // An image model takes a prompt, a size on its 16-pixel grid, steps, guidance and a seed;
+    // everything else is named, in the CLI's option words, instead of being dropped.
+    void anImageModelNamesWhatItDoesNotTake()
+    {
+        const auto image = localModel(fixtures() + QStringLiteral("/ideogram4/pipeline/model"));
+        QVERIFY(vireo::generation::makesImages(m_catalog, image));
+        const auto d = vireo::generation::defaultsFor(m_catalog, image);
+        QVERIFY(d);
+        Ask a = prompt();
+        a.frames = 9;
+        a.negativePrompt = "blur";
+        a.loras.push_back({"style.safetensors", 1.0});
+        a.conditions.push_back({QStringLiteral("clip.mp4"), 0, 1.0, 0, 9, false, {}});
+        QCOMPARE(vireo::generation::notForImages(m_catalog, image, a), (std::vector<std::string>{"frames", "negative", "lora", "clip"}));
+        auto p = vireo::generation::prepare(m_catalog, *d, image, a);
+        QVERIFY(!p);
+        QVERIFY2(p.error().message.find("frames, negative, lora, clip do not apply to an image model") == 0, p.error().message.c_str());
+        a = prompt();
+        a.width = 1000;
+        p = vireo::generation::prepare(m_catalog, *d, image, a);
+        QVERIFY(!p && p.error().message.find("multiples of 16") != std::string::npos);
+        a.width = 256;
+        a.height = 256;
+        p = vireo::generation::prepare(m_catalog, *d, image, a);
+        QVERIFY2(p, p ? "" : p.error().message.c_str());
+        QVERIFY(p->image);
+        QCOMPARE(p->job.request.frames, std::int64_t(1));
+        QVERIFY(p->job.conditions.empty());
+        QCOMPARE(p->job.request.guidanceSchedule.size(), std::size_t(p->job.request.steps));
+        // A video model's ask is never held to the image rules.
+        QVERIFY(vireo::generation::notForImages(m_catalog, localModel(fixtures() + QStringLiteral("/ltx2pipeline/v23/diffusers")), a).empty());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestGeneration)
+#include "test_generation.moc"
