@@ -134,8 +134,12 @@ nlohmann::json planJson(const vireo::facade::MemoryPlan& plan)
 int runGenerate(const std::vector<std::string>& given)
 {
     using vireo::cli::parseNumber;
-    // --again FILE: the arguments that made FILE, from the recipe inside it, then the user's
-    // own, which win where they repeat one (--seed for a variation; --out names the new file).
+    vireo::facade::LoadPlan load;
+    // Only what was given: the studio's generation service fills the rest the window's way.
+    vireo::generation::Ask ask;
+    auto& conditions = ask.conditions;
+    // --again FILE: what made FILE, from the recipe inside it, then the user's own options,
+    // which win where they repeat one (--seed for a variation; --out names the new file).
     std::vector<std::string> args;
     for (std::size_t i = 0; i < given.size(); ++i) {
         if (given[i] != "--again") {
@@ -144,17 +148,14 @@ int runGenerate(const std::vector<std::string>& given)
         }
         if (i + 1 >= given.size())
             return usage("--again needs the output file to make again");
-        auto again = vireo::cli::argumentsFromRecipe(given[++i]);
+        auto again = vireo::cli::madeAgain(given[++i]);
         if (!again) {
             std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(again.error().message).c_str());
             return 1;
         }
-        args.insert(args.begin(), again->begin(), again->end());
+        ask = std::move(again->ask);
+        load = std::move(again->load);
     }
-    vireo::facade::LoadPlan load;
-    // Only what was given: the studio's generation service fills the rest the window's way.
-    vireo::generation::Ask ask;
-    auto& conditions = ask.conditions;
     std::string out;
     bool asJson = false, force = false, recordInGallery = true, dryRun = false;
     std::optional<vireo::capability::DeviceCaps> planFor;

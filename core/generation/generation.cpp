@@ -1,7 +1,12 @@
 #include "core/generation/generation.h"
 
-#include "core/output/recipe.h"
+#include <QDir>
+#include <QFileInfo>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
 #include <random>
 
 namespace vireo::generation {
@@ -166,6 +171,85 @@ Result<void> decodeConditions(const Prepared& prepared)
     for (const auto& c : prepared.job.conditions)
         if (auto decoded = runtime::prepareCondition(c, static_cast<int>(r.width), static_cast<int>(r.height), r.frames); !decoded)
             return decoded.error();
+    return {};
+}
+
+Result<Again> askFromRecipe(const output::Recipe& r, const QString& folder)
+{
+    Again out;
+    out.modelKey = QString::fromStdString(r.modelKey);
+    if (out.modelKey.isEmpty())
+        return makeError(ErrorCode::InvalidFormat, "its recipe does not say which model made it");
+    out.dtype = r.dtype;
+    auto& a = out.ask;
+    a.prompt = r.prompt;
+    a.seed = r.seed;
+    a.width = r.width;
+    a.height = r.height;
+    a.steps = r.steps;
+    out.image = r.kind == "image";
+    if (out.image) {
+        // The reference's schedule of weights comes back from the defaults at its step count;
+        // a constant weight is given as such.
+        const auto extra = nlohmann::json::parse(r.extraJson, nullptr, false);
+        if (!(extra.is_object() && extra.contains("guidance_schedule")))
+            a.guidance = r.guidance;
+        return out;
+    }
+    a.negativePrompt = r.negativePrompt;
+    a.frames = r.frames;
+    a.fps = r.fps;
+    a.schedule = r.schedule;
+    a.guidance = r.guidance;
+    a.audioGuidance = r.audioGuidance;
+    a.rescale = r.guidanceRescale;
+    // Case-insensitive, as everywhere speed modes are named.
+    a.speed = QString::fromStdString(r.speed).toLower().toStdString();
+    // The path that ran, so the same one runs again; older recipes: what was asked.
+    a.stages = r.stages.empty() ? r.stagesRequested : r.stages;
+    for (const auto& l : r.loras)
+        if (l.status.rfind("refused", 0) != 0)  // one refused then changed nothing
+            a.loras.push_back({l.path, l.strength});
+    for (const auto& c : r.conditions) {
+        const bool clip = c.frames > 1;
+        const auto copyName = QString::fromStdString(c.copy);
+        const QString copy = copyName.isEmpty() ? QString() : QFileInfo(copyName).isAbsolute() ? copyName : QDir(folder).filePath(copyName);
+        const auto source = QString::fromStdString(c.source);
+        runtime::ConditionFile f;
+        f.frame = c.frame;
+        f.strength = c.strength;
+        f.clipFrames = clip ? static_cast<int>(std::min<std::int64_t>(1025, c.frames)) : 0;
+        f.crf = clip ? 0 : c.crf;  // clips are never re-compressed
+        if (!copy.isEmpty() && QFileInfo(copy).isFile()) {
+            // A clip's kept frames are exactly the frames used: read from their start.
+            f.path = copy;
+            f.clipFromEnd = clip && c.fromEnd && !c.copyIsFrames;
+            f.expectedSha256 = c.copySha256.empty() ? c.sha256 : c.copySha256;
+        } else if (!source.isEmpty() && QFileInfo(source).isFile()) {
+            f.path = source;
+            f.clipFromEnd = clip && c.fromEnd;
+            f.expectedSha256 = c.sha256;
+        } else {
+            out.missing.push_back(std::string("the start ") + (clip ? "clip " : "image ") + c.source + " is gone, and no copy is beside it ("
+                + (c.copy.empty() ? std::string("none was kept") : c.copy) + "): choose it again to make this video again");
+            continue;
+        }
+        a.conditions.push_back(std::move(f));
+    }
+    return out;
+}
+
+std::string weightsChanged(const output::Recipe& recipe)
+{
+    for (const auto& w : recipe.files) {
+        std::error_code ec;
+        const auto now = std::filesystem::file_size(w.path, ec);
+        if (ec)
+            continue;  // a folder, or a file the model no longer reads from there
+        if (w.bytes > 0 && static_cast<std::int64_t>(now) != w.bytes)
+            return w.path + " is " + std::to_string(now) + " bytes; it was " + std::to_string(w.bytes)
+                + " when the recipe was written: these are other weights, and they would make another output";
+    }
     return {};
 }
 

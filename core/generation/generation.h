@@ -7,6 +7,7 @@
 // counts, what an image model takes), the conditions' placement, the stage path, the seed and
 // the prompt's cleaning are decided here once, so two front ends cannot derive two jobs.
 
+#include "core/output/recipe.h"
 #include "core/runtime/conditioning.h"
 #include "core/runtime/defaults.h"
 #include "core/runtime/engine.h"
@@ -67,5 +68,30 @@ Result<Prepared> prepare(const catalog::Catalog& catalog, const runtime::Generat
 // does not decode fails before the model loads (vireo-cli); the window leaves this to the
 // engine's thread, which reads them before loading.
 Result<void> decodeConditions(const Prepared& prepared);
+
+// A recipe read back (from an output file or the gallery): the ask that made it, so the same
+// job comes out of prepare() again. Every field the recipe holds is set; the front end may
+// change any (a new seed for a variation).
+struct Again {
+    QString modelKey;   // resolved by the front end (ModelResolver): local files, or a cache's
+    std::string dtype;  // the compute dtype it ran in, when the recipe says
+    bool image = false; // an image's recipe: no upsampler, no video fields
+    Ask ask;
+    // Start images and clips gone from beside the output and from where they were, each as a
+    // sentence; the ask holds the others. Making the output again needs them back.
+    std::vector<std::string> missing;
+};
+
+// `folder` is where the output lies: a start image's or clip's copy is kept beside it (a
+// recipe names it relative; the gallery gives it absolute). The copy is used first (a clip's
+// kept frames are read from their start), else the source; the bytes must hash as the recipe
+// says, checked where the engine reads them. A condition gone from both places is named in
+// `missing`; a recipe without a model is InvalidFormat.
+Result<Again> askFromRecipe(const output::Recipe& recipe, const QString& folder);
+
+// The first weight file whose size on disk differs from the recipe's (other weights make
+// another output), as a sentence; empty when none does. Sizes only: hashing 40 GB would take
+// minutes, and the new recipe names every file by its hash again.
+std::string weightsChanged(const output::Recipe& recipe);
 
 } // namespace vireo::generation

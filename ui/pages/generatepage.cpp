@@ -1324,66 +1324,63 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
         if (why)
             *why = reason;
     }
+    // What the recipe asked for, read back the way vireo-cli --again reads it.
+    const auto again = generation::askFromRecipe(r, QString());
+    if (!again) {
+        const auto problem = QString::fromStdString(again.error().message);
+        m_modelStatus->setText(problem);
+        if (why)
+            *why = problem;
+        return false;
+    }
+    const auto& ask = again->ask;
     const QSignalBlocker a(m_width), b(m_height), c(m_frames), e(m_fps), f(m_steps), g(m_guidance), h(m_audioGuidance), i(m_rescale),
         j(m_schedule);
-    m_prompt->setPlainText(QString::fromStdString(r.prompt));
-    m_negative->setPlainText(QString::fromStdString(r.negativePrompt));
-    m_width->setValue(static_cast<int>(r.width));
-    m_height->setValue(static_cast<int>(r.height));
+    m_prompt->setPlainText(QString::fromStdString(ask.prompt));
+    m_negative->setPlainText(QString::fromStdString(ask.negativePrompt));
+    m_width->setValue(static_cast<int>(ask.width.value_or(m_width->value())));
+    m_height->setValue(static_cast<int>(ask.height.value_or(m_height->value())));
     syncPreset();
-    if (r.kind != "image") {
-        m_frames->setValue(static_cast<int>(r.frames));
-        m_fps->setValue(r.fps);
-        m_schedule->setCurrentIndex(std::max(0, m_schedule->findData(QString::fromStdString(r.schedule))));
+    if (!again->image) {
+        m_frames->setValue(static_cast<int>(ask.frames.value_or(m_frames->value())));
+        m_fps->setValue(ask.fps.value_or(m_fps->value()));
+        m_schedule->setCurrentIndex(std::max(0, m_schedule->findData(QString::fromStdString(ask.schedule))));
     }
-    m_steps->setValue(r.steps);
-    m_guidance->setValue(r.guidance);
-    m_audioGuidance->setValue(r.audioGuidance);
-    m_rescale->setValue(r.guidanceRescale);
-    // Case-insensitive, as everywhere speed modes are named; an unknown one is Quality.
-    m_speed->setCurrentIndex(std::max(0, m_speed->findData(QString::fromStdString(r.speed).toLower())));
+    m_steps->setValue(ask.steps.value_or(m_steps->value()));
+    // An image's reference schedule of weights: the page shows its guidance, which means it.
+    m_guidance->setValue(ask.guidance.value_or(r.guidance));
+    m_audioGuidance->setValue(ask.audioGuidance.value_or(r.audioGuidance));
+    m_rescale->setValue(ask.rescale.value_or(r.guidanceRescale));
+    // An unknown speed mode is Quality.
+    m_speed->setCurrentIndex(std::max(0, m_speed->findData(QString::fromStdString(ask.speed))));
     m_loras->setFromRecipe(r.loras);
     {
-        // The path that ran, so the same one runs again; older recipes: automatic.
         const QSignalBlocker block(m_stages);
-        const auto stages = QString::fromStdString(r.stages.empty() ? r.stagesRequested : r.stages);
+        const auto stages = QString::fromStdString(ask.stages);
         m_stages->setCurrentIndex(std::max(0, m_stages->findData(stages.isEmpty() ? QStringLiteral("auto") : stages)));
     }
     clearConditionImage();
-    if (!r.conditions.empty()) {
+    if (!again->missing.empty()) {
+        const auto problem = QString::fromStdString(again->missing.front());
+        m_modelStatus->setText(problem);
+        if (why)
+            *why = problem;
+    } else if (!ask.conditions.empty()) {
         // The copy kept beside the output first (the gallery gives its full path), then the
         // original. Read on a worker like any choice; the engine checks the bytes against the
         // recipe's hash when it reads the file, so nothing large is hashed on this thread.
-        const auto& c = r.conditions.front();
-        const bool clip = c.frames > 1;
-        const QString copy = QString::fromStdString(c.copy), source = QString::fromStdString(c.source);
-        const bool copyThere = !copy.isEmpty() && QFileInfo(copy).isAbsolute() && QFileInfo(copy).isFile();
-        const bool sourceThere = !source.isEmpty() && QFileInfo(source).isAbsolute() && QFileInfo(source).isFile();
+        const auto& c = ask.conditions.front();
         ConditionSettings s;
         s.frame = c.frame;
         s.strength = c.strength;
-        s.clipFrames = clip ? static_cast<int>(std::min<std::int64_t>(1025, c.frames)) : 0;
-        s.expectClip = clip;
-        s.crf = c.frames == 1 ? c.crf : runtime::kDefaultConditionCrf;
-        if (copyThere) {
-            // A clip's kept frames are exactly the frames used: read from their start.
-            s.fromEnd = clip && !c.copyIsFrames && c.fromEnd;
-            s.expectedSha256 = c.copySha256.empty() ? c.sha256 : c.copySha256;
-            loadConditionImage(copy, s);
-        } else if (sourceThere) {
-            s.fromEnd = clip && c.fromEnd;
-            s.expectedSha256 = c.sha256;
-            loadConditionImage(source, s);
-        } else {
-            const QString problem = (clip ? tr("The start clip %1 is gone (no copy is beside the video either): choose it again to make this video again.")
-                                          : tr("The start image %1 is gone (no copy is beside the video either): choose it again to make this video again."))
-                                        .arg(source);
-            m_modelStatus->setText(problem);
-            if (why)
-                *why = problem;
-        }
-        if ((copyThere || sourceThere) && r.conditions.size() > 1 && why)
-            *why = tr("The recipe has %1 conditions; this page holds the first (vireo-cli generate takes them all).").arg(r.conditions.size());
+        s.clipFrames = c.clipFrames;
+        s.expectClip = c.clipFrames > 0;
+        s.crf = c.clipFrames > 0 ? runtime::kDefaultConditionCrf : c.crf;
+        s.fromEnd = c.clipFromEnd;
+        s.expectedSha256 = c.expectedSha256;
+        loadConditionImage(c.path, s);
+        if (ask.conditions.size() > 1 && why)
+            *why = tr("The recipe has %1 conditions; this page holds the first (vireo-cli generate takes them all).").arg(ask.conditions.size());
     }
     m_randomSeed->setChecked(vary);
     if (!vary && (r.seed < 0 || r.seed > m_seed->maximum())) {
