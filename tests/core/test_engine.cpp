@@ -299,6 +299,71 @@ private slots:
         QVERIFY2(!phases.contains(QStringLiteral("load transformer")), qPrintable(phases.join(QStringLiteral(", "))));
     }
 
+    // Cancelling a load stops it between tensors, frees what it took and leaves the engine
+    // ready for the next (issue #26, an untested path). The tiny model loads in a fraction of
+    // a second, so the cancel is sent the moment the load starts and tried a few times.
+    void cancellingALoadFreesWhatItTook()
+    {
+        Engine e({});
+        int cancelled = 0, attempts = 0;
+        std::int64_t baseline = -1, after = -1;
+        for (; attempts < 10 && cancelled < 4; ++attempts) {
+            quint64 id = 0;
+            bool asked = false;  // cancel() itself reports a change
+            auto c = connect(&e, &Engine::jobChanged, this, [&](quint64 changed) {
+                if (const auto s = changed == id && !asked ? e.job(id) : std::nullopt; s && s->state == JobState::Running) {
+                    asked = true;
+                    e.cancel(id);
+                }
+            });
+            id = e.enqueueLoad(tinyModel());
+            QVERIFY(waitFinished(e, id));
+            disconnect(c);
+            const auto s = e.job(id);
+            if (s->state == JobState::Done) {  // it ended before the cancel reached it
+                QVERIFY(waitFinished(e, e.enqueueUnload()));
+                continue;
+            }
+            QVERIFY2(s->state == JobState::Cancelled, qPrintable(s->error));
+            QVERIFY(!e.resident().has_value());
+            QVERIFY(e.filesInUse().isEmpty());
+            ++cancelled;
+            (baseline < 0 ? baseline : after) = residentBytes();
+        }
+        std::printf("   %d of %d loads cancelled while running\n", cancelled, attempts);
+        QVERIFY2(cancelled > 0, "no load was still running when its cancel arrived");
+        if (after >= 0) {
+            std::printf("   resident memory: %.1f MB after the first cancelled load, %.1f MB after the last (%+.2f MB)\n", baseline / 1e6,
+                after / 1e6, (after - baseline) / 1e6);
+            QVERIFY2(after - baseline < (16ll << 20), "cancelled loads kept memory");
+        }
+        const auto id = e.enqueueLoad(tinyModel());
+        QVERIFY(waitFinished(e, id));
+        QVERIFY2(e.job(id)->state == JobState::Done, qPrintable(e.job(id)->error));
+        QVERIFY(e.resident().has_value());
+    }
+
+    // The trust check comes before anything is evicted: a repo nobody approved, asked for while
+    // a model is resident, is refused and the resident model stays (issue #26).
+    void anUntrustedLoadLeavesTheResidentModel()
+    {
+        Engine::Options o;
+        o.repoTrusted = [](const QString& repo) { return repo.startsWith(QStringLiteral("Lightricks/")); };
+        Engine e(o);
+        auto id = e.enqueueLoad(tinyModel());
+        QVERIFY(waitFinished(e, id));
+        QCOMPARE(e.job(id)->state, JobState::Done);
+        auto other = tinyModel(QStringLiteral("v20"));
+        other.key = QStringLiteral("repo:someone/lookalike-ltx@main");
+        other.repos = {QStringLiteral("someone/lookalike-ltx")};
+        id = e.enqueueLoad(other);
+        QVERIFY(waitFinished(e, id));
+        QCOMPARE(e.job(id)->state, JobState::Failed);
+        QCOMPARE(e.job(id)->errorCode, ErrorCode::PermissionDenied);
+        QVERIFY(e.resident().has_value());
+        QCOMPARE(e.resident()->model.key, tinyModel().key);
+    }
+
     void aJobAfterOutOfMemorySucceeds()
     {
         Engine e({});
