@@ -109,7 +109,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF
   -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DTORCH_CUDA_ARCH_LIST=9.0 >"$OUTDIR/build.log" 2>&1 \
   && if [[ $STAGES_ONLY -eq 1 || $IDEOGRAM_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-bench; \
      elif [[ $BENCH_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli vireo-bench vireo_kernels; \
-     else ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline test_ideogram4 vireo-cli \
+     else ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_backend_ops test_cuda_layers test_ltx2pipeline test_ideogram4 vireo-cli \
        $([[ $QUICK -eq 1 ]] || echo vireo-bench); fi \
      >>"$OUTDIR/build.log" 2>&1
 build_rc=$?
@@ -148,7 +148,7 @@ ampere_path() {
   local dir="$BUILD-sm80"
   cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON "${frontend[@]}" \
     -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" "-DTORCH_CUDA_ARCH_LIST=8.0+PTX" >"$OUTDIR/build-sm80.log" 2>&1 \
-    && timeout $((left - 60)) ninja -C "$dir" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_cuda_layers test_ltx2pipeline \
+    && timeout $((left - 60)) ninja -C "$dir" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_backend_ops test_cuda_layers test_ltx2pipeline \
        >>"$OUTDIR/build-sm80.log" 2>&1
   local rc=$?
   note "Ampere path build (TORCH_CUDA_ARCH_LIST=8.0+PTX): rc $rc at $(elapsed) s"
