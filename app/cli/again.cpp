@@ -41,7 +41,10 @@ Result<MadeAgain> madeAgain(const std::string& file)
     char* argv[] = {name, nullptr};
     if (!QCoreApplication::instance())
         app = std::make_unique<QCoreApplication>(argc, argv);
-    auto studio = core::Studio::create();
+    core::Studio::Options headless;
+    headless.headless = true;
+    headless.recordOutputs = false;
+    auto studio = core::Studio::create(headless);
     if (!studio)
         return studio.error();
     auto model = (*studio)->models()->resolve(again->modelKey);

@@ -6,7 +6,7 @@
 #include "app/cli/args.h"
 #include "core/catalog/catalog.h"
 #include "core/generation/generation.h"
-#include "core/gallery/gallerystore.h"
+#include "core/hub/downloadmanager.h"
 #include "core/output/recipe.h"
 #include "core/runtime/conditioning.h"
 #include "core/runtime/defaults.h"
@@ -404,12 +404,17 @@ int runGenerate(const std::vector<std::string>& given)
     QCoreApplication app(argc, argv);
     vireo::core::initCommandLineLogging();
 
-    // Unset values from the catalog's defaults for the model's family.
-    auto catalog = vireo::catalog::Catalog::loadBuiltin();
-    if (!catalog) {
-        std::fprintf(stderr, "vireo-cli: the built-in catalog is damaged: %s\n", catalog.error().message.c_str());
+    // The studio's own services, without a window: the same catalog, settings, engine and
+    // gallery the window is made of (core::Studio, the composition root).
+    vireo::core::Studio::Options studioOptions;
+    studioOptions.headless = true;
+    studioOptions.recordOutputs = recordInGallery;
+    auto studio = vireo::core::Studio::create(studioOptions);
+    if (!studio) {
+        std::fprintf(stderr, "vireo-cli: the built-in catalog is damaged: %s\n", studio.error().message.c_str());
         return 1;
     }
+    const auto* catalog = &(*studio)->downloads()->catalog();
     auto defaults = vireo::generation::defaultsFor(*catalog, model, ask);
     if (!defaults) {
         std::fprintf(stderr, "vireo-cli: %s\n", defaults.error().message.c_str());
@@ -470,10 +475,10 @@ int runGenerate(const std::vector<std::string>& given)
         }
     }
 
-    vireo::runtime::Engine::Options options;
-    options.device = QString::fromStdString(load.device);
-    options.appName = QStringLiteral("vireo-studio " VIREO_VERSION);
-    vireo::runtime::Engine engine(options);
+    auto& engine = *(*studio)->engine(QString::fromStdString(load.device));
+    QObject::connect(studio->get(), &vireo::core::Studio::outputNotRecorded, &app, [](const QString& path, const QString& reason) {
+        std::fprintf(stderr, "vireo-cli: warning: %s was written but not listed in the gallery: %s\n", qPrintable(path), qPrintable(reason));
+    });
     using Clock = std::chrono::steady_clock;
     const auto started = Clock::now();
     std::vector<quint64> ids;
@@ -568,15 +573,9 @@ int runGenerate(const std::vector<std::string>& given)
                              : (", CRF " + std::to_string(c.crf)).c_str(),
                 c.copy.empty() ? " (no copy could be kept beside the video)" : (", kept as " + c.copy).c_str());
     }
-    if (recordInGallery) {
-        // The studio notices the new row within seconds; a gallery that cannot be written is
-        // a warning, the video itself is done.
-        auto store = vireo::gallery::GalleryStore::open(vireo::core::Studio::galleryDatabaseFile());
-        auto added = store ? (*store)->add(QString::fromStdString(out), last->recipe) : vireo::Result<qint64>(store.error());
-        if (!added)
-            std::fprintf(stderr, "vireo-cli: warning: %s was written but not listed in the gallery: %s\n", out.c_str(),
-                added.error().message.c_str());
-    }
+    if (recordInGallery && !(*studio)->galleryError().isEmpty())
+        std::fprintf(stderr, "vireo-cli: warning: %s was written but not listed in the gallery: %s\n", out.c_str(),
+            qPrintable((*studio)->galleryError()));
     const double total = std::chrono::duration<double>(Clock::now() - started).count();
     if (asJson) {
         nlohmann::json phases = last->recipe.secondsPerPhase;

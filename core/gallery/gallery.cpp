@@ -147,6 +147,19 @@ Gallery::~Gallery()
     m_thread.wait();
 }
 
+bool Gallery::openForRecording(QString* error)
+{
+    auto s = GalleryStore::open(m_file);
+    if (!s) {
+        if (error)
+            *error = QString::fromStdString(s.error().message);
+        return false;
+    }
+    m_store = std::move(*s);
+    m_recordOnly = true;
+    return true;
+}
+
 bool Gallery::open(QString* error)
 {
     auto s = GalleryStore::open(m_file);
@@ -253,7 +266,8 @@ Result<qint64> Gallery::add(const QString& path, const std::optional<output::Rec
         return id;
     }
     m_thumbnails.remove(*id);
-    reload();
+    if (!m_recordOnly)
+        reload();
     return id;
 }
 

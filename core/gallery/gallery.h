@@ -31,6 +31,9 @@ public:
     // Opens the database and starts a rescan of the outputs folder in the background; false
     // with the reason when the database cannot be opened (the studio runs on without it).
     bool open(QString* error = nullptr);
+    // Opens the database to record outputs only: no scan, no watching for other writers (a
+    // front end without a window, vireo-cli, whose run ends in seconds).
+    bool openForRecording(QString* error = nullptr);
     bool isOpen() const { return m_store != nullptr; }
     QString databaseFile() const { return m_file; }
     QString outputsFolder() const { return m_outputs; }
@@ -93,6 +96,7 @@ private:
     GalleryWorker* m_worker = nullptr;
     QTimer m_poll;
     qint64 m_dataVersion = -1;
+    bool m_recordOnly = false;  // openForRecording(): the items list is not kept
     struct Trashed {
         GalleryItem item;
         std::optional<output::Recipe> recipe;

@@ -27,7 +27,7 @@ QString settingsKey(const QString& key)
 } // namespace
 
 DownloadManager::DownloadManager(core::StudioSettings* settings, catalog::Catalog catalog, QObject* parent, bool restoreTasks)
-    : QObject(parent), m_settings(settings), m_catalog(std::move(catalog))
+    : QObject(parent), m_settings(settings), m_catalog(std::move(catalog)), m_restored(restoreTasks)
 {
     if (restoreTasks)
         restore();
@@ -165,6 +165,9 @@ bool DownloadManager::isTrusted(const DownloadTask& task) const
 
 void DownloadManager::persist() const
 {
+    // A manager that never read the list would write the user's unfinished downloads away.
+    if (!m_restored)
+        return;
     QStringList specs;
     for (const auto* t : m_tasks)
         if (t->state() != DownloadTask::State::Done)

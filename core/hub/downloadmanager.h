@@ -21,7 +21,7 @@ class DownloadManager : public QObject {
     Q_OBJECT
 public:
     // restore: plan the unfinished downloads of the last session again (the window does; a
-    // command that only reads the cache does not).
+    // command that only reads the cache does not, and then leaves that list as it found it).
     DownloadManager(core::StudioSettings* settings, catalog::Catalog catalog, QObject* parent = nullptr, bool restore = true);
     ~DownloadManager() override;
 
@@ -82,6 +82,7 @@ private:
 
     core::StudioSettings* m_settings;
     catalog::Catalog m_catalog;
+    bool m_restored = true;  // false: the saved list of unfinished downloads is not ours to rewrite
     QList<DownloadTask*> m_tasks;
 };
 

@@ -15,18 +15,19 @@
 
 namespace vireo::core {
 
-Result<std::unique_ptr<Studio>> Studio::create(QObject* parent)
+Result<std::unique_ptr<Studio>> Studio::create(Options options, QObject* parent)
 {
     auto catalog = catalog::Catalog::loadBuiltin();
     if (!catalog)
         return catalog.error();
-    return std::unique_ptr<Studio>(new Studio(std::move(*catalog), parent));
+    return std::unique_ptr<Studio>(new Studio(std::move(*catalog), options, parent));
 }
 
-Studio::Studio(catalog::Catalog catalog, QObject* parent) : QObject(parent)
+Studio::Studio(catalog::Catalog catalog, Options options, QObject* parent) : QObject(parent), m_options(options)
 {
     m_settings = new StudioSettings(this);
-    m_downloads = new hub::DownloadManager(m_settings, std::move(catalog), this);
+    // Without a window nothing shows or resumes the unfinished downloads: they stay as saved.
+    m_downloads = new hub::DownloadManager(m_settings, std::move(catalog), this, !m_options.headless);
     m_models = new runtime::ModelResolver(m_downloads, m_settings, this);
     // Files any engine reads (loaded, loading or queued) are never deleted from the cache.
     m_cache = new hub::CacheManager(m_downloads, [this] {
@@ -37,8 +38,11 @@ Studio::Studio(catalog::Catalog catalog, QObject* parent) : QObject(parent)
     }, this);
     m_gallery = new gallery::Gallery(galleryDatabaseFile(), m_settings->outputsFolder(), this);
     QString error;
-    if (!m_gallery->open(&error))
+    const bool opened = !m_options.recordOutputs ? true : m_options.headless ? m_gallery->openForRecording(&error) : m_gallery->open(&error);
+    if (!opened) {
+        m_galleryError = error;
         spdlog::error("gallery: {}", error.toStdString());  // the Gallery page shows it too
+    }
     connect(m_settings, &StudioSettings::changed, this, [this] {
         const auto folder = m_settings->outputsFolder();
         if (folder != m_gallery->outputsFolder()) {
@@ -90,7 +94,8 @@ runtime::Engine* Studio::engine(const QString& deviceIn)
         if (job && job->kind == runtime::JobKind::Generate && job->state == runtime::JobState::Done && !job->outputPath.isEmpty()
             && m_gallery->isOpen())
             // A row that cannot be written is reported by the gallery (problem); the file stays.
-            (void)m_gallery->add(job->outputPath, job->recipe);
+            if (auto added = m_gallery->add(job->outputPath, job->recipe); !added)
+                emit outputNotRecorded(job->outputPath, QString::fromStdString(added.error().message));
     });
     return e;
 }

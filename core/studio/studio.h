@@ -33,8 +33,15 @@ class StudioSettings;
 class Studio : public QObject {
     Q_OBJECT
 public:
+    struct Options {
+        // A front end without a window (vireo-cli): the gallery only records outputs (no scan of
+        // the outputs folder, no watching), and `recordOutputs` false records none (--no-gallery).
+        bool headless = false;
+        bool recordOutputs = true;
+    };
     // Fails only when the built-in catalog is damaged (a packaging defect).
-    static Result<std::unique_ptr<Studio>> create(QObject* parent = nullptr);
+    static Result<std::unique_ptr<Studio>> create(QObject* parent = nullptr) { return create(Options{}, parent); }
+    static Result<std::unique_ptr<Studio>> create(Options options, QObject* parent = nullptr);
     ~Studio() override;
 
     StudioSettings* settings() const { return m_settings; }
@@ -50,10 +57,18 @@ public:
     static QString defaultDataFolder();
     // The gallery database both the studio and vireo-cli generate record into.
     static QString galleryDatabaseFile();
+    // Why the gallery could not be opened; empty when it is open (or not wanted).
+    QString galleryError() const { return m_galleryError; }
+
+signals:
+    // A finished output that could not be listed in the gallery; the file itself is done.
+    void outputNotRecorded(const QString& path, const QString& reason);
 
 private:
-    explicit Studio(catalog::Catalog catalog, QObject* parent);
+    Studio(catalog::Catalog catalog, Options options, QObject* parent);
 
+    Options m_options;
+    QString m_galleryError;
     StudioSettings* m_settings = nullptr;
     hub::DownloadManager* m_downloads = nullptr;
     runtime::ModelResolver* m_models = nullptr;

@@ -212,6 +212,18 @@ def test_generate(tmp_dir=RUN_TMP):
             if db.exists() else []
         check("generate lists the video in the gallery", len(rows) == 1 and rows[0][0] == 7 and rows[0][1] == 17
               and json.loads(rows[0][2])["prompt"].startswith("a red fox"), f"{db}: {rows}")
+    # The command line builds the studio's services without a window: the window's unfinished
+    # downloads are neither resumed nor written away (their saved list stays byte for byte).
+    config = Path(tmp_dir) / f"config-pending-{os.getpid()}"
+    (config / "Vireo").mkdir(parents=True, exist_ok=True)
+    conf = config / "Vireo" / "vireo.conf"
+    conf.write_text('[downloads]\ntasks="{\\"key\\":\\"catalog:ltx-2.3/distilled-fp8\\"}"\n')
+    before = conf.read_bytes()
+    q = subprocess.run([CLI, "generate", "--model", str(root / "diffusers"), "--prompt", "x", "--frames", "9", "--width", "64",
+                        "--height", "64", "--dry-run"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, XDG_CONFIG_HOME=str(config), HF_ENDPOINT="http://127.0.0.1:9"))
+    check("generate leaves the window's unfinished downloads as they were", q.returncode == 0 and conf.read_bytes() == before,
+          q.stderr[-300:] + repr(conf.read_bytes()[:300]))
     p = run("generate", "--model", root / "diffusers", "--prompt", "x", "--speed", "turbo", "--out", out)
     check("generate: an unknown speed mode is a usage error", p.returncode == 2 and "quality, balanced or fast" in p.stderr, p.stderr)
     p = run("generate", "--model", root / "diffusers", "--prompt", "again", "--frames", 9, "--width", 96, "--height", 64, "--out", out)
