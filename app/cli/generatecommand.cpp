@@ -129,17 +129,156 @@ nlohmann::json planJson(const vireo::facade::MemoryPlan& plan)
         {"attention_reason", plan.attentionReason}, {"path_warnings", plan.pathWarnings}, {"paths_text", plan.pathsText}};
 }
 
-} // namespace
-
-int runGenerate(const std::vector<std::string>& given)
-{
-    using vireo::cli::parseNumber;
+// What the command line said, before any default is applied.
+struct GenerateOptions {
     vireo::facade::LoadPlan load;
     // Only what was given: the studio's generation service fills the rest the window's way.
     vireo::generation::Ask ask;
+    std::string out;
+    bool asJson = false, force = false, recordInGallery = true, dryRun = false;
+    std::optional<vireo::capability::DeviceCaps> planFor;
+    int repeat = 1;
+};
+
+// One option with its value `v`; the exit status of a usage error, or nothing.
+std::optional<int> applyValue(const std::string& a, const std::string& v, GenerateOptions& o)
+{
+    using vireo::cli::parseNumber;
+    auto& ask = o.ask;
+    auto& load = o.load;
     auto& conditions = ask.conditions;
-    // --again FILE: what made FILE, from the recipe inside it, then the user's own options,
-    // which win where they repeat one (--seed for a variation; --out names the new file).
+    std::string error;
+    auto integer = [&](std::int64_t min, std::int64_t max) -> std::optional<std::int64_t> {
+        auto n = parseNumber<std::int64_t>(v, min, max);
+        if (!n)
+            error = a + ": " + n.error().message;
+        return n ? std::optional<std::int64_t>(*n) : std::nullopt;
+    };
+    auto real = [&](double min, double max) -> std::optional<double> {
+        auto n = parseNumber<double>(v, min, max);
+        if (!n)
+            error = a + ": " + n.error().message;
+        return n ? std::optional<double>(*n) : std::nullopt;
+    };
+    // --image-frame, --image-strength and --image-crf belong to the --image before them.
+    auto lastImage = [&]() -> vireo::runtime::ConditionFile* {
+        if (conditions.empty())
+            error = a + " belongs to an --image or --clip given before it";
+        return conditions.empty() ? nullptr : &conditions.back();
+    };
+    if (a == "--model")
+        load.modelPaths.emplace_back(v);
+    else if (a == "--image") {
+        vireo::runtime::ConditionFile c;
+        c.path = QString::fromStdString(v);
+        conditions.push_back(c);
+    } else if (a == "--clip") {
+        vireo::runtime::ConditionFile c;
+        c.path = QString::fromStdString(v);
+        c.clipFrames = 9;
+        c.crf = 0;  // the reference re-compresses single frames only
+        conditions.push_back(c);
+    } else if (a == "--clip-frames") {
+        auto* c = lastImage();
+        if (c && c->clipFrames == 0)
+            error = "--clip-frames belongs to a --clip, not an --image";
+        else if (auto n = c ? integer(1, 1025) : std::nullopt)
+            c->clipFrames = static_cast<int>(*n);
+    } else if (a == "--image-frame") {
+        auto* c = lastImage();
+        if (auto n = c ? integer(0, 1024) : std::nullopt)
+            c->frame = *n;
+    } else if (a == "--image-strength") {
+        auto* c = lastImage();
+        if (auto n = c ? real(0, 1) : std::nullopt)
+            c->strength = *n;
+    } else if (a == "--image-crf") {
+        auto* c = lastImage();
+        if (c && c->clipFrames > 0)
+            error = "--image-crf belongs to an --image: clips are not re-compressed";
+        else if (auto n = c ? integer(0, 51) : std::nullopt)
+            c->crf = static_cast<int>(*n);
+    } else if (a == "--audio") {
+        return usage("--audio: audio-to-video is not supported: none of the reference pipelines (diffusers 0.42.1) encode an audio "
+                     "input, so there is nothing to check a port against; generate the video from the prompt (it makes its own sound)");
+    } else if (a == "--stages") {
+        const auto st = vireo::cli::lower(v);
+        if (st != "auto" && st != "single" && st != "two")
+            return usage("--stages is auto, single or two");
+        ask.stages = st;
+    } else if (a == "--plan-for") {
+        o.planFor = vireo::capability::knownDevice(vireo::cli::lower(v));
+        if (!o.planFor)
+            return usage("--plan-for: '" + v + "' is not a known device (" + knownDevices() + ")");
+    } else if (a == "--upsampler")
+        load.spatialUpsamplerPath = v;
+    else if (a == "--text-encoder")
+        load.textEncoderPath = v;
+    else if (a == "--prompt")
+        ask.prompt = v;
+    else if (a == "--negative")
+        ask.negativePrompt = v;
+    else if (a == "--out")
+        o.out = v;
+    else if (a == "--lora") {
+        auto spec = vireo::cli::parseLoraSpec(v);
+        if (!spec)
+            return usage(spec.error().message);
+        ask.loras.push_back({spec->path, spec->strength});
+    }
+    else if (a == "--frames")
+        ask.frames = integer(1, 1025);
+    else if (a == "--width")
+        ask.width = integer(32, 8192);
+    else if (a == "--height")
+        ask.height = integer(32, 8192);
+    else if (a == "--fps")
+        ask.fps = real(0.5, 240);
+    else if (a == "--steps") {
+        if (auto n = integer(1, 1000))
+            ask.steps = static_cast<int>(*n);
+    } else if (a == "--seed")
+        ask.seed = integer(0, 2147483647);  // what the studio's Generate page holds, so every recipe can be made again there
+    else if (a == "--guidance")
+        ask.guidance = real(0, 100);
+    else if (a == "--audio-guidance")
+        ask.audioGuidance = real(0, 100);
+    else if (a == "--rescale")
+        ask.rescale = real(0, 1);
+    else if (a == "--repeat") {
+        if (auto n = integer(1, 1000))
+            o.repeat = static_cast<int>(*n);
+    } else if (a == "--schedule") {
+        const auto s = vireo::cli::lower(v);
+        if (s != "distilled" && s != "dev")
+            return usage("--schedule is distilled or dev");
+        ask.schedule = s;
+    } else if (a == "--device")
+        load.device = v;
+    else if (a == "--dtype")
+        load.dtype = v;
+    else if (a == "--speed") {
+        auto m = vireo::facade::parseSpeedMode(v);
+        if (!m)
+            return usage("--speed is quality, balanced or fast");
+        ask.speed = std::string(vireo::facade::speedModeName(*m));
+    } else if (a == "--placement") {
+        auto p = vireo::facade::parsePlacement(v);
+        if (!p)
+            return usage("--placement is auto, all-resident, text-encoder-on-cpu or offload-transformer-blocks");
+        load.placement = *p;
+    } else
+        return usage("unexpected argument " + a);
+    if (!error.empty())
+        return usage(error);
+    return std::nullopt;
+}
+
+// The arguments, --again FILE first: what made FILE, from the recipe inside it, then the
+// user's own options, which win where they repeat one (--seed for a variation; --out names
+// the new file). The exit status of a usage error, or nothing.
+std::optional<int> parseOptions(const std::vector<std::string>& given, GenerateOptions& o)
+{
     std::vector<std::string> args;
     for (std::size_t i = 0; i < given.size(); ++i) {
         if (given[i] != "--again") {
@@ -153,33 +292,22 @@ int runGenerate(const std::vector<std::string>& given)
             std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(again.error().message).c_str());
             return 1;
         }
-        ask = std::move(again->ask);
-        load = std::move(again->load);
+        o.ask = std::move(again->ask);
+        o.load = std::move(again->load);
     }
-    std::string out;
-    bool asJson = false, force = false, recordInGallery = true, dryRun = false;
-    std::optional<vireo::capability::DeviceCaps> planFor;
-    int repeat = 1;
+    auto& conditions = o.ask.conditions;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
-        if (a == "--json") {
-            asJson = true;
+        if (a == "--json" || a == "--force" || a == "--dry-run") {
+            (a == "--json" ? o.asJson : a == "--force" ? o.force : o.dryRun) = true;
             continue;
         }
         if (a == "--no-gallery") {
-            recordInGallery = false;
-            continue;
-        }
-        if (a == "--force") {
-            force = true;
-            continue;
-        }
-        if (a == "--dry-run") {
-            dryRun = true;
+            o.recordInGallery = false;
             continue;
         }
         if (a == "--two-stage") {
-            ask.stages = "two";
+            o.ask.stages = "two";
             continue;
         }
         if (a == "--clip-from-end") {
@@ -191,172 +319,43 @@ int runGenerate(const std::vector<std::string>& given)
         }
         if (i + 1 >= args.size())
             return usage("option " + a + " needs a value");
-        const auto& v = args[++i];
-        std::string error;
-        auto integer = [&](std::int64_t min, std::int64_t max) -> std::optional<std::int64_t> {
-            auto n = parseNumber<std::int64_t>(v, min, max);
-            if (!n)
-                error = a + ": " + n.error().message;
-            return n ? std::optional<std::int64_t>(*n) : std::nullopt;
-        };
-        auto real = [&](double min, double max) -> std::optional<double> {
-            auto n = parseNumber<double>(v, min, max);
-            if (!n)
-                error = a + ": " + n.error().message;
-            return n ? std::optional<double>(*n) : std::nullopt;
-        };
-        // --image-frame, --image-strength and --image-crf belong to the --image before them.
-        auto lastImage = [&]() -> vireo::runtime::ConditionFile* {
-            if (conditions.empty())
-                error = a + " belongs to an --image or --clip given before it";
-            return conditions.empty() ? nullptr : &conditions.back();
-        };
-        if (a == "--model")
-            load.modelPaths.emplace_back(v);
-        else if (a == "--image") {
-            vireo::runtime::ConditionFile c;
-            c.path = QString::fromStdString(v);
-            conditions.push_back(c);
-        } else if (a == "--clip") {
-            vireo::runtime::ConditionFile c;
-            c.path = QString::fromStdString(v);
-            c.clipFrames = 9;
-            c.crf = 0;  // the reference re-compresses single frames only
-            conditions.push_back(c);
-        } else if (a == "--clip-frames") {
-            auto* c = lastImage();
-            if (c && c->clipFrames == 0)
-                error = "--clip-frames belongs to a --clip, not an --image";
-            else if (auto n = c ? integer(1, 1025) : std::nullopt)
-                c->clipFrames = static_cast<int>(*n);
-        } else if (a == "--image-frame") {
-            auto* c = lastImage();
-            if (auto n = c ? integer(0, 1024) : std::nullopt)
-                c->frame = *n;
-        } else if (a == "--image-strength") {
-            auto* c = lastImage();
-            if (auto n = c ? real(0, 1) : std::nullopt)
-                c->strength = *n;
-        } else if (a == "--image-crf") {
-            auto* c = lastImage();
-            if (c && c->clipFrames > 0)
-                error = "--image-crf belongs to an --image: clips are not re-compressed";
-            else if (auto n = c ? integer(0, 51) : std::nullopt)
-                c->crf = static_cast<int>(*n);
-        } else if (a == "--audio") {
-            return usage("--audio: audio-to-video is not supported: none of the reference pipelines (diffusers 0.42.1) encode an audio "
-                         "input, so there is nothing to check a port against; generate the video from the prompt (it makes its own sound)");
-        } else if (a == "--stages") {
-            const auto st = vireo::cli::lower(v);
-            if (st != "auto" && st != "single" && st != "two")
-                return usage("--stages is auto, single or two");
-            ask.stages = st;
-        } else if (a == "--plan-for") {
-            planFor = vireo::capability::knownDevice(vireo::cli::lower(v));
-            if (!planFor)
-                return usage("--plan-for: '" + v + "' is not a known device (" + knownDevices() + ")");
-        } else if (a == "--upsampler")
-            load.spatialUpsamplerPath = v;
-        else if (a == "--text-encoder")
-            load.textEncoderPath = v;
-        else if (a == "--prompt")
-            ask.prompt = v;
-        else if (a == "--negative")
-            ask.negativePrompt = v;
-        else if (a == "--out")
-            out = v;
-        else if (a == "--lora") {
-            auto spec = vireo::cli::parseLoraSpec(v);
-            if (!spec)
-                return usage(spec.error().message);
-            ask.loras.push_back({spec->path, spec->strength});
-        }
-        else if (a == "--frames")
-            ask.frames = integer(1, 1025);
-        else if (a == "--width")
-            ask.width = integer(32, 8192);
-        else if (a == "--height")
-            ask.height = integer(32, 8192);
-        else if (a == "--fps")
-            ask.fps = real(0.5, 240);
-        else if (a == "--steps") {
-            if (auto n = integer(1, 1000))
-                ask.steps = static_cast<int>(*n);
-        } else if (a == "--seed")
-            ask.seed = integer(0, 2147483647);  // what the studio's Generate page holds, so every recipe can be made again there
-        else if (a == "--guidance")
-            ask.guidance = real(0, 100);
-        else if (a == "--audio-guidance")
-            ask.audioGuidance = real(0, 100);
-        else if (a == "--rescale")
-            ask.rescale = real(0, 1);
-        else if (a == "--repeat") {
-            if (auto n = integer(1, 1000))
-                repeat = static_cast<int>(*n);
-        } else if (a == "--schedule") {
-            const auto s = vireo::cli::lower(v);
-            if (s != "distilled" && s != "dev")
-                return usage("--schedule is distilled or dev");
-            ask.schedule = s;
-        } else if (a == "--device")
-            load.device = v;
-        else if (a == "--dtype")
-            load.dtype = v;
-        else if (a == "--speed") {
-            auto m = vireo::facade::parseSpeedMode(v);
-            if (!m)
-                return usage("--speed is quality, balanced or fast");
-            ask.speed = std::string(vireo::facade::speedModeName(*m));
-        } else if (a == "--placement") {
-            auto p = vireo::facade::parsePlacement(v);
-            if (!p)
-                return usage("--placement is auto, all-resident, text-encoder-on-cpu or offload-transformer-blocks");
-            load.placement = *p;
-        } else
-            return usage("unexpected argument " + a);
-        if (!error.empty())
-            return usage(error);
+        if (auto failed = applyValue(a, args[++i], o))
+            return failed;
     }
-    if (planFor && !dryRun)
+    if (o.planFor && !o.dryRun)
         return usage("--plan-for plans for another device: it goes with --dry-run");
-    if (dryRun && out.empty())
-        out = "dry-run.mp4";
-    if (load.modelPaths.empty() || ask.prompt.empty() || out.empty())
+    if (o.dryRun && o.out.empty())
+        o.out = "dry-run.mp4";
+    if (o.load.modelPaths.empty() || o.ask.prompt.empty() || o.out.empty())
         return usage("--model, --prompt and --out are required");
-    // Everything that can be checked is checked before a byte of weights is read.
-    if (vireo::output::sanitizedText(ask.prompt).find_first_not_of(" \t\n") == std::string::npos)
-        return usage("--prompt is empty");
-    // What the model makes decides the file: checked from the folder layout before anything loads.
-    const auto kind = vireo::facade::detectModelKind(load.modelPaths);
-    const bool image = kind == vireo::facade::ModelKind::Image;
-    {
-        auto extension = vireo::cli::lower(std::filesystem::path(out).extension().string());
-        if (image && extension != ".png")
-            return usage(load.modelPaths.front().string() + " is an image model (Ideogram-4): --out must name a .png file, not " + out);
-        if (!image && extension != ".mp4")
-            return usage("this is a video model: --out must name a .mp4 file, not " + out);
-    }
+    return std::nullopt;
+}
+
+// The window's key for these files, text encoder and upsampler included: the recipe then
+// names everything --again (or Generate again) needs.
+vireo::runtime::ModelRef modelFor(const vireo::facade::LoadPlan& load)
+{
     vireo::runtime::ModelRef model;
     QStringList paths;
     for (const auto& p : load.modelPaths)
         paths << QString::fromStdString(p.string());
-    // The window's key for these files, text encoder and upsampler included: the recipe then
-    // names everything --again (or Generate again) needs.
     model.key = vireo::runtime::ModelResolver::localKey(paths,
         load.textEncoderPath ? QString::fromStdString(load.textEncoderPath->string()) : QString(),
         load.spatialUpsamplerPath ? QString::fromStdString(load.spatialUpsamplerPath->string()) : QString());
     model.title = QFileInfo(paths.first()).fileName();
     model.plan = load;
-    if (image) {
-        // Said with the options' own names before anything else is read.
-        const auto extra = vireo::generation::notForImages(vireo::catalog::Catalog(), model, ask);
-        if (!extra.empty()) {
-            std::string list;
-            for (const auto& g : extra)
-                list += (list.empty() ? "--" : ", --") + g;
-            return usage(list + (extra.size() == 1 ? " does" : " do") + " not apply to an image model (Ideogram-4)");
-        }
-    }
+    return model;
+}
+
+// Every file the run reads or writes, checked before a byte of weights is read; the exit
+// status of the first problem, or nothing.
+std::optional<int> checkFiles(const GenerateOptions& o)
+{
+    const auto& out = o.out;
+    const auto& load = o.load;
+    const auto& ask = o.ask;
+    const auto& conditions = ask.conditions;
+    const bool dryRun = o.dryRun;
     struct stat st {};
     if (!dryRun && ::lstat(out.c_str(), &st) == 0) {
         std::fprintf(stderr, "vireo-cli: %s exists; choose another name (outputs are never overwritten)\n", vireo::terminalSafe(out).c_str());
@@ -397,32 +396,189 @@ int runGenerate(const std::vector<std::string>& given)
             std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
             return 1;
         }
+    return std::nullopt;
+}
+
+// The plan before anything loads: what fits where, and the path each component takes on this
+// device (or, with --plan-for, on another); with --dry-run the whole plan, and the request as
+// it would run (defaults applied: what the window would show). 0 after a dry run, 1 when no
+// plan can be made, nothing to go on.
+std::optional<int> showPlan(const GenerateOptions& o, const vireo::facade::GenerateRequest& base, const vireo::runtime::GenerationDefaults& defaults,
+    bool image)
+{
+    std::optional<vireo::facade::MemoryBudget> budget;
+    if (o.planFor) {
+        budget = vireo::facade::measureBudget("cpu");
+        budget->deviceCaps = o.planFor;
+        budget->deviceFreeBytes = budget->deviceTotalBytes = o.planFor->totalBytes;
+    }
+    const vireo::facade::SizeRequest size{base.width, base.height, base.frames, !image && base.guidance > 1.0};
+    auto plan = vireo::facade::Generator::planMemory(o.load, size, budget);
+    if (!plan) {
+        std::fprintf(stderr, "vireo-cli: %s\n", plan.error().message.c_str());
+        return 1;
+    }
+    if (o.dryRun) {
+        if (o.asJson) {
+            auto j = planJson(*plan);
+            j["request"] = {{"width", base.width}, {"height", base.height}, {"frames", base.frames}, {"fps", base.fps},
+                {"schedule", base.schedule}, {"steps", base.steps}, {"guidance", base.guidance}, {"audio_guidance", base.audioGuidance},
+                {"guidance_rescale", base.guidanceRescale}, {"guidance_schedule", base.guidanceSchedule}, {"defaults_basis", defaults.basis}};
+            std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        } else {
+            printPlan(*plan, true);
+        }
+        return 0;
+    }
+    if (!o.asJson) {
+        printPlan(*plan, false);
+        std::fflush(stdout);
+    }
+    return std::nullopt;
+}
+
+// Each run's fate and the last one's recipe: LoRAs, conditions, paths and the file, as lines
+// or as one JSON object; the exit status.
+int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::vector<quint64>& ids, const vireo::facade::GenerateRequest& base,
+    bool image, std::chrono::steady_clock::time_point started)
+{
+    using Clock = std::chrono::steady_clock;
+    const auto& out = o.out;
+    const bool asJson = o.asJson;
+    nlohmann::json runs = nlohmann::json::array();
+    std::vector<double> runSeconds;
+    for (const auto id : ids) {
+        const auto s = engine.job(id);
+        if (!s)
+            continue;
+        if (s->state == vireo::runtime::JobState::Cancelled) {
+            std::fprintf(stderr, "vireo-cli: cancelled; nothing was written\n");
+            return 130;
+        }
+        if (s->state != vireo::runtime::JobState::Done) {
+            std::fprintf(stderr, "vireo-cli: %s\n", s->error.toUtf8().constData());
+            return 1;
+        }
+        runSeconds.push_back(s->generateSeconds);
+        nlohmann::json phases = s->recipe.secondsPerPhase;
+        runs.push_back(phases);
+    }
+    const auto last = engine.job(ids.back());
+    // Every LoRA's fate, applied or not: a refused one is never a silent no-op.
+    nlohmann::json loras = nlohmann::json::array();
+    for (const auto& l : last->recipe.loras) {
+        loras.push_back({{"path", l.path}, {"strength", l.strength}, {"status", l.status}, {"sha256", l.sha256}});
+        if (!asJson)
+            std::printf("LoRA %s x %g: %s\n", l.path.c_str(), l.strength, l.status.c_str());
+        else if (l.status != "applied")
+            std::fprintf(stderr, "vireo-cli: LoRA %s: %s\n", l.path.c_str(), l.status.c_str());
+    }
+    nlohmann::json conditionsJson = nlohmann::json::array();
+    for (const auto& c : last->recipe.conditions) {
+        conditionsJson.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
+            {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}});
+        if (!asJson)
+            std::printf("%s %s at frame %lld, strength %g%s%s\n", c.frames > 1 ? "clip" : "image", c.source.c_str(), static_cast<long long>(c.frame),
+                c.strength,
+                c.frames > 1 ? (", " + std::string(c.fromEnd ? "last " : "first ") + std::to_string(c.frames) + " frames").c_str()
+                             : (", CRF " + std::to_string(c.crf)).c_str(),
+                c.copy.empty() ? " (no copy could be kept beside the video)" : (", kept as " + c.copy).c_str());
+    }
+    const double total = std::chrono::duration<double>(Clock::now() - started).count();
+    if (asJson) {
+        nlohmann::json phases = last->recipe.secondsPerPhase;
+        phases[image ? "write" : "mux"] = last->writeSeconds;
+        runs.back() = phases;
+        const auto resident = engine.resident();
+        std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
+            {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
+            {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
+            {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs},
+            {"paths", last->recipe.paths}, {"planned_paths", last->recipe.plannedPaths}, {"path_warnings", last->recipe.pathWarnings},
+            {"kind", last->recipe.kind},
+            {"width", last->recipe.width}, {"height", last->recipe.height}, {"stages", last->recipe.stages},
+            {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
+                                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                .c_str());
+        return 0;
+    }
+    if (last->recipe.stepsSkipped > 0)
+        std::printf("speed %s: %d of %d denoise steps reused the transformer's previous work\n", last->recipe.speed.c_str(),
+            last->recipe.stepsSkipped, last->recipe.steps);
+    if (!last->recipe.paths.empty())
+        std::printf("compute: %s\n", last->recipe.paths.c_str());
+    for (const auto& w : last->recipe.pathWarnings)
+        std::printf("warning: %s\n", w.c_str());
+    if (!last->recipe.cudaGraphs.empty())
+        std::printf("CUDA graphs: %s\n", last->recipe.cudaGraphs.c_str());
+    if (image)
+        std::printf("[%7.2f s] wrote %s (%lldx%lld image)\n", total, out.c_str(), static_cast<long long>(last->recipe.width),
+            static_cast<long long>(last->recipe.height));
+    else
+        std::printf("[%7.2f s] wrote %s (%lld frames)\n", total, out.c_str(), static_cast<long long>(last->recipe.frames));
+    return 0;
+}
+
+} // namespace
+
+int runGenerate(const std::vector<std::string>& given)
+{
+    GenerateOptions o;
+    if (auto failed = parseOptions(given, o))
+        return *failed;
+    const auto& ask = o.ask;
+    const auto& load = o.load;
+    const auto& out = o.out;
+    const bool asJson = o.asJson;
+    // Everything that can be checked is checked before a byte of weights is read.
+    if (vireo::output::sanitizedText(ask.prompt).find_first_not_of(" \t\n") == std::string::npos)
+        return usage("--prompt is empty");
+    // What the model makes decides the file: checked from the folder layout before anything loads.
+    const bool image = vireo::facade::detectModelKind(load.modelPaths) == vireo::facade::ModelKind::Image;
+    const auto extension = vireo::cli::lower(std::filesystem::path(out).extension().string());
+    if (image && extension != ".png")
+        return usage(load.modelPaths.front().string() + " is an image model (Ideogram-4): --out must name a .png file, not " + out);
+    if (!image && extension != ".mp4")
+        return usage("this is a video model: --out must name a .mp4 file, not " + out);
+    const auto model = modelFor(load);
+    if (image) {
+        // Said with the options' own names before anything else is read (a model given by its
+        // files needs no catalog to say what it makes).
+        const auto extra = vireo::generation::notForImages(vireo::catalog::Catalog(), model, ask);
+        if (!extra.empty()) {
+            std::string list;
+            for (const auto& g : extra)
+                list += (list.empty() ? "--" : ", --") + g;
+            return usage(list + (extra.size() == 1 ? " does" : " do") + " not apply to an image model (Ideogram-4)");
+        }
+    }
+    if (auto failed = checkFiles(o))
+        return *failed;
 
     int argc = 1;
     char name[] = "vireo-cli";
     char* argv[] = {name, nullptr};
     QCoreApplication app(argc, argv);
     vireo::core::initCommandLineLogging();
-
     // The studio's own services, without a window: the same catalog, settings, engine and
     // gallery the window is made of (core::Studio, the composition root).
     vireo::core::Studio::Options studioOptions;
     studioOptions.headless = true;
-    studioOptions.recordOutputs = recordInGallery;
+    studioOptions.recordOutputs = o.recordInGallery;
     auto studio = vireo::core::Studio::create(studioOptions);
     if (!studio) {
         std::fprintf(stderr, "vireo-cli: the built-in catalog is damaged: %s\n", studio.error().message.c_str());
         return 1;
     }
-    const auto* catalog = &(*studio)->downloads()->catalog();
-    auto defaults = vireo::generation::defaultsFor(*catalog, model, ask);
+    const auto& catalog = (*studio)->downloads()->catalog();
+    auto defaults = vireo::generation::defaultsFor(catalog, model, ask);
     if (!defaults) {
         std::fprintf(stderr, "vireo-cli: %s\n", defaults.error().message.c_str());
         return 1;
     }
     if (!asJson && !defaults->basis.empty())
         std::printf("defaults: %s\n", defaults->basis.c_str());
-    auto prepared = vireo::generation::prepare(*catalog, *defaults, model, ask);
+    auto prepared = vireo::generation::prepare(catalog, *defaults, model, ask);
     if (!prepared)
         return usage(prepared.error().message
                      + (prepared.error().message.find("no spatial upsampler") != std::string::npos ? " (give the upsampler with --upsampler FILE)" : ""));
@@ -440,40 +596,8 @@ int runGenerate(const std::vector<std::string>& given)
     if (!asJson)
         for (const auto& note : defaults->notApplied)
             std::fprintf(stderr, "vireo-cli: note: %s\n", note.c_str());
-
-    // The plan before anything loads: what fits where, and the path each component takes on
-    // this device (or, with --plan-for, on another).
-    {
-        std::optional<vireo::facade::MemoryBudget> budget;
-        if (planFor) {
-            budget = vireo::facade::measureBudget("cpu");
-            budget->deviceCaps = planFor;
-            budget->deviceFreeBytes = budget->deviceTotalBytes = planFor->totalBytes;
-        }
-        const vireo::facade::SizeRequest size{base.width, base.height, base.frames, !image && base.guidance > 1.0};
-        auto plan = vireo::facade::Generator::planMemory(load, size, budget);
-        if (!plan) {
-            std::fprintf(stderr, "vireo-cli: %s\n", plan.error().message.c_str());
-            return 1;
-        }
-        if (dryRun) {
-            if (asJson) {
-                // The request as it would run, defaults applied: what the window would show.
-                auto j = planJson(*plan);
-                j["request"] = {{"width", base.width}, {"height", base.height}, {"frames", base.frames}, {"fps", base.fps},
-                    {"schedule", base.schedule}, {"steps", base.steps}, {"guidance", base.guidance}, {"audio_guidance", base.audioGuidance},
-                    {"guidance_rescale", base.guidanceRescale}, {"guidance_schedule", base.guidanceSchedule}, {"defaults_basis", defaults->basis}};
-                std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-            }
-            else
-                printPlan(*plan, true);
-            return 0;
-        }
-        if (!asJson) {
-            printPlan(*plan, false);
-            std::fflush(stdout);
-        }
-    }
+    if (auto done = showPlan(o, base, *defaults, image))
+        return *done;
 
     auto& engine = *(*studio)->engine(QString::fromStdString(load.device));
     QObject::connect(studio->get(), &vireo::core::Studio::outputNotRecorded, &app, [](const QString& path, const QString& reason) {
@@ -482,10 +606,10 @@ int runGenerate(const std::vector<std::string>& given)
     using Clock = std::chrono::steady_clock;
     const auto started = Clock::now();
     std::vector<quint64> ids;
-    for (int r = 0; r < repeat; ++r) {
+    for (int r = 0; r < o.repeat; ++r) {
         vireo::runtime::GenerateJob job = prepared->job;
-        job.forcePlacement = force;
-        job.writeOutput = r + 1 == repeat;
+        job.forcePlacement = o.force;
+        job.writeOutput = r + 1 == o.repeat;
         if (job.writeOutput)
             job.outputPath = QString::fromStdString(out);
         ids.push_back(engine.enqueueGenerate(job));
@@ -534,79 +658,9 @@ int runGenerate(const std::vector<std::string>& given)
     app.exec();
     ::sigaction(SIGINT, &previous, nullptr);
 
-    nlohmann::json runs = nlohmann::json::array();
-    std::vector<double> runSeconds;
-    for (const auto id : ids) {
-        const auto s = engine.job(id);
-        if (!s)
-            continue;
-        if (s->state == vireo::runtime::JobState::Cancelled) {
-            std::fprintf(stderr, "vireo-cli: cancelled; nothing was written\n");
-            return 130;
-        }
-        if (s->state != vireo::runtime::JobState::Done) {
-            std::fprintf(stderr, "vireo-cli: %s\n", s->error.toUtf8().constData());
-            return 1;
-        }
-        runSeconds.push_back(s->generateSeconds);
-        nlohmann::json phases = s->recipe.secondsPerPhase;
-        runs.push_back(phases);
-    }
-    const auto last = engine.job(ids.back());
-    // Every LoRA's fate, applied or not: a refused one is never a silent no-op.
-    nlohmann::json loras = nlohmann::json::array();
-    for (const auto& l : last->recipe.loras) {
-        loras.push_back({{"path", l.path}, {"strength", l.strength}, {"status", l.status}, {"sha256", l.sha256}});
-        if (!asJson)
-            std::printf("LoRA %s x %g: %s\n", l.path.c_str(), l.strength, l.status.c_str());
-        else if (l.status != "applied")
-            std::fprintf(stderr, "vireo-cli: LoRA %s: %s\n", l.path.c_str(), l.status.c_str());
-    }
-    nlohmann::json conditionsJson = nlohmann::json::array();
-    for (const auto& c : last->recipe.conditions) {
-        conditionsJson.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
-            {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}});
-        if (!asJson)
-            std::printf("%s %s at frame %lld, strength %g%s%s\n", c.frames > 1 ? "clip" : "image", c.source.c_str(), static_cast<long long>(c.frame),
-                c.strength,
-                c.frames > 1 ? (", " + std::string(c.fromEnd ? "last " : "first ") + std::to_string(c.frames) + " frames").c_str()
-                             : (", CRF " + std::to_string(c.crf)).c_str(),
-                c.copy.empty() ? " (no copy could be kept beside the video)" : (", kept as " + c.copy).c_str());
-    }
-    if (recordInGallery && !(*studio)->galleryError().isEmpty())
+    const int status = report(o, engine, ids, base, image, started);
+    if (status == 0 && o.recordInGallery && !(*studio)->galleryError().isEmpty())
         std::fprintf(stderr, "vireo-cli: warning: %s was written but not listed in the gallery: %s\n", out.c_str(),
             qPrintable((*studio)->galleryError()));
-    const double total = std::chrono::duration<double>(Clock::now() - started).count();
-    if (asJson) {
-        nlohmann::json phases = last->recipe.secondsPerPhase;
-        phases[image ? "write" : "mux"] = last->writeSeconds;
-        runs.back() = phases;
-        const auto resident = engine.resident();
-        std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
-            {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
-            {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
-            {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs},
-            {"paths", last->recipe.paths}, {"planned_paths", last->recipe.plannedPaths}, {"path_warnings", last->recipe.pathWarnings},
-            {"kind", last->recipe.kind},
-            {"width", last->recipe.width}, {"height", last->recipe.height}, {"stages", last->recipe.stages},
-            {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
-                                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                                .c_str());
-        return 0;
-    }
-    if (last->recipe.stepsSkipped > 0)
-        std::printf("speed %s: %d of %d denoise steps reused the transformer's previous work\n", last->recipe.speed.c_str(),
-            last->recipe.stepsSkipped, last->recipe.steps);
-    if (!last->recipe.paths.empty())
-        std::printf("compute: %s\n", last->recipe.paths.c_str());
-    for (const auto& w : last->recipe.pathWarnings)
-        std::printf("warning: %s\n", w.c_str());
-    if (!last->recipe.cudaGraphs.empty())
-        std::printf("CUDA graphs: %s\n", last->recipe.cudaGraphs.c_str());
-    if (image)
-        std::printf("[%7.2f s] wrote %s (%lldx%lld image)\n", total, out.c_str(), static_cast<long long>(last->recipe.width),
-            static_cast<long long>(last->recipe.height));
-    else
-        std::printf("[%7.2f s] wrote %s (%lld frames)\n", total, out.c_str(), static_cast<long long>(last->recipe.frames));
-    return 0;
+    return status;
 }
