@@ -4,6 +4,8 @@
 // upscaler and the diffusers text encoder), the studio plans and downloads each variant into a
 // huggingface_hub cache, resolves the finished download to the loader's files, plans its
 // memory and paths, and generates a video from it through the engine the window uses.
+#include "core/gallery/gallery.h"
+#include "core/generation/generation.h"
 #include "core/hub/downloadmanager.h"
 #include "core/hub/downloadtask.h"
 #include "core/output/recipe.h"
@@ -257,15 +259,23 @@ private slots:
         const auto model = download(**studio, QString::fromLatin1(kVariants[0].id), &planned);
         QVERIFY(model);
         auto* engine = (*studio)->engine(QStringLiteral("cpu"));
-        vireo::runtime::GenerateJob job;
-        job.model = *model;
-        job.request.prompt = "a red fox in the snow";
-        job.request.width = 64;
-        job.request.height = 64;
-        job.request.frames = 9;
-        job.request.steps = 8;
-        job.request.seed = 7;
-        job.request.stages = "single";
+        // From "download finished" to "generated" the way the window goes: the generation
+        // service fills what was not asked from the variant's defaults and checks the rules.
+        vireo::generation::Ask ask;
+        ask.prompt = "a red fox in the snow";
+        ask.width = 64;
+        ask.height = 64;
+        ask.frames = 9;
+        ask.seed = 7;
+        ask.stages = "single";
+        const auto& catalog = (*studio)->downloads()->catalog();
+        const auto defaults = vireo::generation::defaultsFor(catalog, *model, ask);
+        QVERIFY2(defaults, defaults ? "" : defaults.error().message.c_str());
+        auto prepared = vireo::generation::prepare(catalog, *defaults, *model, ask);
+        QVERIFY2(prepared, prepared ? "" : prepared.error().message.c_str());
+        QCOMPARE(prepared->job.request.schedule, std::string("distilled"));
+        QCOMPARE(prepared->job.request.steps, 8);
+        auto job = prepared->job;
         job.outputPath = m_work.filePath(QStringLiteral("fox.mp4"));
         const auto id = engine->enqueueGenerate(job);
         QVERIFY(QTest::qWaitFor(
@@ -285,6 +295,12 @@ private slots:
         QVERIFY2(s->recipe.paths.find("dequantize + GEMM (GGUF") != std::string::npos, s->recipe.paths.c_str());
         QVERIFY2(s->recipe.plannedPaths.find("transformer: dequantize to f32 + GEMM") != std::string::npos, s->recipe.plannedPaths.c_str());
         QVERIFY(s->recipe.pathWarnings.empty());
+        QCOMPARE(QString::fromStdString(s->recipe.modelKey), model->key);
+        // The studio lists it in the gallery with its recipe, as it does for the window.
+        bool listed = false;
+        for (const auto& item : (*studio)->gallery()->items())
+            listed = listed || QFileInfo(item.path) == QFileInfo(job.outputPath);
+        QVERIFY2(listed, qPrintable((*studio)->galleryError()));
     }
 };
 
