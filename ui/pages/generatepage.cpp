@@ -185,6 +185,24 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
       m_result(new QLabel), m_openFolder(new QPushButton(tr("Show in folder"))), m_queue(new QListWidget),
       m_cancelSelected(new QPushButton(tr("Cancel selected"))), m_planTimer(new QTimer(this)), m_loras(new LoraPanel), m_image(new QLabel)
 {
+    nameControls();
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(28, 24, 28, 16);
+    addPageHeader(layout, tr("Generate"), tr("Video with sound, or images, from a prompt. Jobs run one after another on the chosen device."));
+
+    auto* split = new QSplitter;
+    split->addWidget(inputsColumn());
+    split->addWidget(outputColumn());
+    split->setStretchFactor(0, 2);
+    split->setStretchFactor(1, 3);
+    layout->addWidget(split, 1);
+
+    connectControls();
+}
+
+// Names for tests and screen readers, set once.
+void GeneratePage::nameControls()
+{
     m_image->setObjectName(QStringLiteral("resultImage"));
     m_model->setObjectName(QStringLiteral("model"));
     m_prompt->setObjectName(QStringLiteral("prompt"));
@@ -224,17 +242,13 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_cancelSelected->setObjectName(QStringLiteral("cancelSelected"));
     m_modelStatus->setObjectName(QStringLiteral("modelStatus"));
 
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(28, 24, 28, 16);
-    addPageHeader(layout, tr("Generate"), tr("Video with sound, or images, from a prompt. Jobs run one after another on the chosen device."));
+}
 
-    // ---- left: the inputs
-    auto* inputs = new QWidget;
-    auto* left = new QVBoxLayout(inputs);
-    left->setContentsMargins(0, 0, 8, 0);
-    left->setSpacing(12);
+// The model picker, with what it needs before it can run.
+QWidget* GeneratePage::modelCard()
+{
     QFormLayout* form = nullptr;
-    left->addWidget(card(form, tr("Model")));
+    auto* box = card(form, tr("Model"));
     auto* modelRow = new QHBoxLayout;
     modelRow->addWidget(m_model, 1);
     modelRow->addWidget(m_addLocal);
@@ -246,7 +260,14 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     statusRow->addWidget(m_planDownload);
     form->addRow(statusRow);
 
-    left->addWidget(card(form, tr("Prompt")));
+    return box;
+}
+
+// The prompt and what to avoid.
+QWidget* GeneratePage::promptCard()
+{
+    QFormLayout* form = nullptr;
+    auto* box = card(form, tr("Prompt"));
     m_prompt->setPlaceholderText(tr("What happens, what it looks like, and what it sounds like"));
     m_prompt->setMinimumHeight(90);
     m_prompt->setMaximumHeight(150);
@@ -257,8 +278,15 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     form->addRow(tr("Negative"), m_negative);
     m_promptForm = form;
 
+    return box;
+}
+
+// A start image or clip (image-to-video, keyframes, clip extension); audio input said to be
+// unsupported rather than hidden.
+QWidget* GeneratePage::conditionCard()
+{
+    QFormLayout* form = nullptr;
     m_conditionCard = card(form, tr("Start image or clip"));
-    left->addWidget(m_conditionCard);
     m_imageSlot = new ImageSlot([this](const QString& path) { loadConditionImage(path); });
     m_imageSlot->setObjectName(QStringLiteral("imageSlot"));
     m_imageSlot->setMinimumSize(176, 99);
@@ -340,7 +368,14 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     audioRow->addWidget(m_audioNote, 1);
     form->addRow(tr("Audio"), audioRow);
 
-    left->addWidget(card(form, tr("Size")));
+    return m_conditionCard;
+}
+
+// Size, length and frame rate.
+QWidget* GeneratePage::sizeCard()
+{
+    QFormLayout* form = nullptr;
+    auto* box = card(form, tr("Size"));
     m_sizeForm = form;
     fillPresets(false);
     for (auto* s : {m_width, m_height}) {
@@ -368,7 +403,14 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     form->addRow(QString(), m_duration);
     form->addRow(m_sizeError);
 
-    left->addWidget(card(form, tr("Sampling")));
+    return box;
+}
+
+// Schedule, stages, steps, guidance, speed and seed.
+QWidget* GeneratePage::samplingCard()
+{
+    QFormLayout* form = nullptr;
+    auto* box = card(form, tr("Sampling"));
     m_samplingForm = form;
     m_schedule->addItem(tr("Distilled (8 trained steps)"), QStringLiteral("distilled"));
     m_schedule->addItem(tr("Dev (any number of steps, guidance)"), QStringLiteral("dev"));
@@ -412,9 +454,14 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_notes->setObjectName(QStringLiteral("notes"));
     form->addRow(m_notes);
 
-    left->addWidget(m_loras);
+    return box;
+}
 
-    left->addWidget(card(form, tr("Memory")));
+// Where the model's parts go, and the plan for this request.
+QWidget* GeneratePage::memoryCard()
+{
+    QFormLayout* form = nullptr;
+    auto* box = card(form, tr("Memory"));
     m_placement->addItem(tr("Automatic (fastest that fits)"), QStringLiteral("auto"));
     m_placement->addItem(tr("Everything on the device"), QStringLiteral("all-resident"));
     m_placement->addItem(tr("Text encoder on the CPU"), QStringLiteral("text-encoder-on-cpu"));
@@ -423,6 +470,23 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     m_memory->setTextInteractionFlags(Qt::TextSelectableByMouse);
     form->addRow(tr("Placement"), m_placement);
     form->addRow(m_memory);
+    return box;
+}
+
+// The inputs in a scroll area that never cuts them off on the right.
+QWidget* GeneratePage::inputsColumn()
+{
+    auto* inputs = new QWidget;
+    auto* left = new QVBoxLayout(inputs);
+    left->setContentsMargins(0, 0, 8, 0);
+    left->setSpacing(12);
+    left->addWidget(modelCard());
+    left->addWidget(promptCard());
+    left->addWidget(conditionCard());
+    left->addWidget(sizeCard());
+    left->addWidget(samplingCard());
+    left->addWidget(m_loras);
+    left->addWidget(memoryCard());
     left->addStretch(1);
 
     // Combo boxes as wide as their column, not as their longest entry ("LTX-2.3 · Distilled GGUF
@@ -443,8 +507,12 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     };
     fit();
     inputs->installEventFilter(new LayoutWatcher(inputs, fit));
+    return scroll;
+}
 
-    // ---- right: progress, result, queue
+// Generate and Cancel, progress, previews, the result and the queue.
+QWidget* GeneratePage::outputColumn()
+{
     auto* output = new QWidget;
     auto* right = new QVBoxLayout(output);
     right->setContentsMargins(8, 0, 0, 0);
@@ -502,15 +570,12 @@ GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
     right->addLayout(queueHeader);
     m_queue->setMaximumHeight(140);
     right->addWidget(m_queue, 1);
+    return output;
+}
 
-    auto* split = new QSplitter;
-    split->addWidget(scroll);
-    split->addWidget(output);
-    split->setStretchFactor(0, 2);
-    split->setStretchFactor(1, 3);
-    layout->addWidget(split, 1);
-
-    // ---- behaviour
+// What the controls do, and the state the page starts in.
+void GeneratePage::connectControls()
+{
     connect(m_model, &QComboBox::currentIndexChanged, this, &GeneratePage::onModelChanged);
     connect(m_addLocal, &QPushButton::clicked, this, &GeneratePage::addLocalModel);
     // A local model leaves the list (its files stay where they are); a moved or deleted one

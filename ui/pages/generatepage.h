@@ -118,6 +118,17 @@ signals:
     void outputFinished(const QString& path);
 
 private:
+    // The constructor's parts, in the order the page is built (creation order is tab order).
+    void nameControls();
+    QWidget* modelCard();
+    QWidget* promptCard();
+    QWidget* conditionCard();
+    QWidget* sizeCard();
+    QWidget* samplingCard();
+    QWidget* memoryCard();
+    QWidget* inputsColumn();
+    QWidget* outputColumn();
+    void connectControls();
     // The status line once the chosen model is loaded: where it runs and which paths it takes.
     void showResident();
     void onModelChanged();
