@@ -147,6 +147,44 @@ struct Ltx2Pipeline::Impl {
     void applyConditions(Pass& pass, const std::vector<EncodedCondition>& conditions, double fps, const at::Tensor& noise,
                          double noiseScale) const;
     c10::Device textDevice() const { return options.textEncoderDevice.value_or(options.device); }
+
+    // One run's request, reports, timings and stop, shared by its stages.
+    struct Run {
+        const Ltx2Request& req;
+        const std::function<void(const Ltx2Progress&)>& progress;
+        std::stop_token stop;
+        Ltx2Output out;
+        void report(Ltx2Phase phase, std::int64_t done, std::int64_t total) const
+        {
+            if (progress)
+                progress({phase, done, total, {}});
+        }
+        void checkStop() const
+        {
+            if (stop.stop_requested())
+                throw Cancelled{};
+        }
+        void timed(const char* name, Clock::time_point start)
+        {
+            out.secondsPerPhase[name] += std::chrono::duration<double>(Clock::now() - start).count();
+        }
+    };
+    static bool guided(const Ltx2Request& req) { return req.guidanceScale > 1.0 || req.audioGuidanceScale > 1.0; }
+    // The audio latent frames of the request's duration (the audio VAE's mel hop and 4x).
+    std::int64_t audioLatentFrames(const Ltx2Request& req) const
+    {
+        const double duration = static_cast<double>(req.frames) / req.fps;
+        const double perSecond = static_cast<double>(audioConfig.sampleRate) / static_cast<double>(audioConfig.melHopLength) / 4.0;
+        return static_cast<std::int64_t>(std::nearbyint(duration * perSecond));
+    }
+    // The stages of run(), in order.
+    void checkRequest(const Ltx2Request& req) const;
+    ltx2::ConnectorOutputs encodePrompt(Run& run);
+    Pass startPass(Run& run, at::Generator& generator);
+    void denoisePass(Run& run, Pass& p, ltx2::TransformerInputs& in);
+    void refineAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator);
+    void decodeVideo(Run& run, const Pass& pass);
+    void decodeAudio(Run& run, const Pass& pass);
 };
 
 void Ltx2Pipeline::Impl::loadText(const std::function<void(const Ltx2Progress&)>& progress)
@@ -517,25 +555,9 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     return Ltx2Pipeline(std::move(impl));
 }
 
-Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
+// The request's sizes, conditions and path, before any heavy work.
+void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
 {
-    Ltx2Output out;
-    auto report = [&](Ltx2Phase phase, std::int64_t done, std::int64_t total) {
-        if (progress)
-            progress({phase, done, total, {}});
-    };
-    auto checkStop = [&]() {
-        if (stop.stop_requested())
-            throw Cancelled{};
-    };
-    auto timed = [&](const char* name, Clock::time_point start) {
-        out.secondsPerPhase[name] += std::chrono::duration<double>(Clock::now() - start).count();
-    };
-    const auto device = options.device;
-    const auto dtype = options.dtype;
-    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
-    const auto& tc = transformerConfig;
-
     if (req.width % 32 || req.height % 32 || req.width <= 0 || req.height <= 0)
         throw makeError(ErrorCode::InvalidArgument, "width and height must be positive multiples of 32, got "
                 + std::to_string(req.width) + "x" + std::to_string(req.height));
@@ -543,9 +565,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         throw makeError(ErrorCode::InvalidArgument, "frames must be 8k + 1 (1, 9, 17, ..., 121), got " + std::to_string(req.frames));
     if (!(req.fps > 0))
         throw makeError(ErrorCode::InvalidArgument, "fps must be positive");
-    const bool cfg = req.guidanceScale > 1.0 || req.audioGuidanceScale > 1.0;
 
-    // Conditions and the path are checked before any heavy work.
     const std::int64_t latentFrames = (req.frames - 1) / 8 + 1;
     for (std::size_t i = 0; i < req.conditions.size(); ++i) {
         const auto& c = req.conditions[i];
@@ -569,12 +589,21 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         if (req.width % 64 || req.height % 64)
             throw makeError(ErrorCode::InvalidArgument, "the two-stage path runs stage 1 at half size: width and height must be multiples of 64, got "
                     + std::to_string(req.width) + "x" + std::to_string(req.height));
-        if (req.schedule != Ltx2Schedule::Distilled || req.sigmas || cfg)
+        if (req.schedule != Ltx2Schedule::Distilled || req.sigmas || guided(req))
             throw makeError(ErrorCode::InvalidArgument, "the two-stage path is the distilled model's: distilled schedule, no guidance");
     }
-    out.twoStage = req.twoStage;
+}
 
-    // 1. Prompt -> Gemma hidden states -> connectors.
+// 1. Prompt -> Gemma hidden states -> connectors (the negative prompt first under guidance).
+ltx2::ConnectorOutputs Ltx2Pipeline::Impl::encodePrompt(Run& run)
+{
+    const auto& req = run.req;
+    const auto& progress = run.progress;
+    const auto stop = run.stop;
+    const bool cfg = guided(req);
+    auto report = [&run](Ltx2Phase phase, std::int64_t done, std::int64_t total) { run.report(phase, done, total); };
+    auto checkStop = [&run] { run.checkStop(); };
+    auto timed = [&run](const char* name, Clock::time_point start) { run.timed(name, start); };
     auto start = Clock::now();
     loadText(progress);
     timed("load text encoder", start);
@@ -594,8 +623,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     const auto textMask = at::cat(masks, 0).to(textDevice());
     auto hidden = take(textEncoder->forward(inputIds, textMask, stop));  // [B, T, D, layers + 1]
     checkStop();
-    const auto textStates = hidden.flatten(2, 3).to(device);
-    const auto attentionMask = textMask.to(device);
+    const auto textStates = hidden.flatten(2, 3).to(options.device);
+    const auto attentionMask = textMask.to(options.device);
     hidden = at::Tensor();
     auto ctx = take(connectors->forward(textStates, attentionMask));
     if (options.releaseTextEncoder) {
@@ -605,28 +634,35 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     report(Ltx2Phase::Encode, 1, 1);
     timed("encode prompt", start);
     checkStop();
+    return ctx;
+}
 
-    // 2. Stage 1's start state, seeded like torch.randn with a CPU generator (video first, then
-    // keyframe tokens, then audio), packed as the pipeline packs them.
+// 2. Stage 1's start state, seeded like torch.randn with a CPU generator (video first, then
+// keyframe tokens, then audio), packed as the pipeline packs them, with its schedule (3.) and
+// the conditions in place.
+Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& generator)
+{
+    const auto& req = run.req;
+    auto& out = run.out;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
+    const auto& tc = transformerConfig;
+    const std::int64_t latentFrames = (req.frames - 1) / 8 + 1;
     const std::int64_t stageW = req.twoStage ? req.width / 2 : req.width, stageH = req.twoStage ? req.height / 2 : req.height;
     Pass pass;
     pass.latentFrames = latentFrames;
     pass.latentH = stageH / 32;
     pass.latentW = stageW / 32;
     pass.baseTokens = latentFrames * pass.latentH * pass.latentW;
-    const double duration = static_cast<double>(req.frames) / req.fps;
-    const double audioLatentsPerSecond = static_cast<double>(audioConfig.sampleRate) / static_cast<double>(audioConfig.melHopLength) / 4.0;
-    const auto audioFrames = static_cast<std::int64_t>(std::nearbyint(duration * audioLatentsPerSecond));
+    const auto audioFrames = audioLatentFrames(req);
     const auto melBins = audioConfig.latentMelBins();
-    auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed));
     const auto cpuF32 = at::TensorOptions().dtype(at::kFloat);
-    start = Clock::now();
-    auto conditions = encodeConditions(req, stageW, stageH, progress, stop);
+    const auto start = Clock::now();
+    auto conditions = encodeConditions(req, stageW, stageH, run.progress, run.stop);
     if (!conditions.empty()) {
         out.conditionLatents = conditions.front().unpacked;
-        timed("encode conditions", start);
+        run.timed("encode conditions", start);
     }
-    checkStop();
+    run.checkStop();
     std::int64_t keyframeTokens = 0;
     for (const auto& c : conditions)
         if (c.latentIndex > 0)
@@ -676,188 +712,192 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         pass.latents = at::zeros({1, pass.baseTokens, tc.inChannels}, f32);
         applyConditions(pass, conditions, req.fps, videoNoise, pass.schedule.sigmas.front());
     }
+    return pass;
+}
 
-    // 4. Denoising.
-    start = Clock::now();
-    loadTransformer(progress);
-    timed("load transformer", start);
-    start = Clock::now();
-    if (req.loras != appliedLoras) {
-        applyLoras(req.loras);
-        timed("apply loras", start);
-        start = Clock::now();
-    }
-    out.loras = loraOutcomes;
+// 4. The loop of LTX2Pipeline / LTX2ConditionPipeline, in place on `p`.
+void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs& in)
+{
+    const auto& req = run.req;
+    auto& out = run.out;
+    const auto& progress = run.progress;
+    const bool cfg = guided(req);
     const auto batch = cfg ? 2 : 1;
-    ltx2::TransformerInputs in;
-    in.encoderHiddenStates = ctx.video;
-    in.audioEncoderHiddenStates = ctx.audio;
-    in.encoderAttentionMask = ctx.mask;
-    in.audioEncoderAttentionMask = ctx.mask;
-    in.audioNumFrames = audioFrames;
-    in.fps = req.fps;
-    in.useCrossTimestep = true;  // the pipeline's default
-    in.stop = stop;
-    // The loop of LTX2Pipeline / LTX2ConditionPipeline, in place on `p`.
-    auto denoise = [&](Pass& p) {
-        in.numFrames = p.latentFrames;
-        in.height = p.latentH;
-        in.width = p.latentW;
-        in.extraVideoCoords.reset();
-        if (p.extraCoords.defined())
-            in.extraVideoCoords = cfg ? at::cat({p.extraCoords, p.extraCoords}, 0) : p.extraCoords;
-        const auto mask = p.mask.defined() ? std::optional<at::Tensor>(cfg ? at::cat({p.mask, p.mask}, 0) : p.mask) : std::nullopt;
-        // A new cache per pass: nothing of another clip or stage is ever reused.
-        ltx2::StepCache stepCache;
-        stepCache.threshold = req.stepCacheThreshold;
-        stepCache.maxConsecutive = std::max(1, req.stepCacheMaxConsecutive);
-        in.stepCache = req.stepCacheThreshold > 0 ? &stepCache : nullptr;
-        // Graphs per pass too: their memory is freed before the decoders run.
-        ltx2::GraphedForward graphed(*transformer, options.cudaGraphs);
-        auto& latents = p.latents;
-        auto& audioLatents = p.audioLatents;
-        const int steps = p.schedule.steps();
-        report(p.phase, 0, steps);
-        for (int i = 0; i < steps; ++i) {
-            checkStop();
-            stepCache.allowSkip = i > 0 && i + 1 < steps;
-            // The scheduler keeps sigmas in float32; the DiT gets sigma * 1000 in float32.
-            const float sigma = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i)]);
-            const float sigmaNext = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i) + 1]);
-            const auto t = at::full({batch}, sigma * 1000.0f, f32);
-            in.hiddenStates = (cfg ? at::cat({latents, latents}, 0) : latents).to(dtype);
-            in.audioHiddenStates = (cfg ? at::cat({audioLatents, audioLatents}, 0) : audioLatents).to(dtype);
-            // Conditioned tokens see a lower noise level: timestep * (1 - strength), per token.
-            in.timestep = mask ? t.unsqueeze(-1) * (1 - *mask) : t;
-            in.audioTimestep = t;
-            in.sigma = t;
-            auto pred = take(graphed.forward(in));
-            if (in.stepCache)
-                out.stepChanges.push_back(stepCache.change);
-            auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
-            const auto sigmaT = at::scalar_tensor(sigma, f32);
-            at::Tensor x0, ax0;
-            if (cfg) {
-                const auto vc = v.chunk(2), ac = a.chunk(2);
-                x0 = latents - vc[1] * sigmaT;
-                const auto x0u = latents - vc[0] * sigmaT;
-                ax0 = audioLatents - ac[1] * sigmaT;
-                const auto ax0u = audioLatents - ac[0] * sigmaT;
-                auto x0g = x0 + (req.guidanceScale - 1) * (x0 - x0u);
-                auto ax0g = ax0 + (req.audioGuidanceScale - 1) * (ax0 - ax0u);
-                if (req.guidanceRescale > 0) {
-                    x0g = rescaleGuided(x0g, x0, req.guidanceRescale);
-                    ax0g = rescaleGuided(ax0g, ax0, req.guidanceRescale);
-                }
-                x0 = x0g;
-                ax0 = ax0g;
-            } else {
-                x0 = latents - v * sigmaT;
-                ax0 = audioLatents - a * sigmaT;
-                // The reference rescales even without CFG (x0 against itself: the identity up to rounding).
-                if (req.guidanceRescale > 0) {
-                    x0 = rescaleGuided(x0, x0, req.guidanceRescale);
-                    ax0 = rescaleGuided(ax0, ax0, req.guidanceRescale);
-                }
+    const auto dtype = options.dtype;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
+    const auto& tc = transformerConfig;
+    in.numFrames = p.latentFrames;
+    in.height = p.latentH;
+    in.width = p.latentW;
+    in.extraVideoCoords.reset();
+    if (p.extraCoords.defined())
+        in.extraVideoCoords = cfg ? at::cat({p.extraCoords, p.extraCoords}, 0) : p.extraCoords;
+    const auto mask = p.mask.defined() ? std::optional<at::Tensor>(cfg ? at::cat({p.mask, p.mask}, 0) : p.mask) : std::nullopt;
+    // A new cache per pass: nothing of another clip or stage is ever reused.
+    ltx2::StepCache stepCache;
+    stepCache.threshold = req.stepCacheThreshold;
+    stepCache.maxConsecutive = std::max(1, req.stepCacheMaxConsecutive);
+    in.stepCache = req.stepCacheThreshold > 0 ? &stepCache : nullptr;
+    // Graphs per pass too: their memory is freed before the decoders run.
+    ltx2::GraphedForward graphed(*transformer, options.cudaGraphs);
+    auto& latents = p.latents;
+    auto& audioLatents = p.audioLatents;
+    const int steps = p.schedule.steps();
+    run.report(p.phase, 0, steps);
+    for (int i = 0; i < steps; ++i) {
+        run.checkStop();
+        stepCache.allowSkip = i > 0 && i + 1 < steps;
+        // The scheduler keeps sigmas in float32; the DiT gets sigma * 1000 in float32.
+        const float sigma = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i)]);
+        const float sigmaNext = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i) + 1]);
+        const auto t = at::full({batch}, sigma * 1000.0f, f32);
+        in.hiddenStates = (cfg ? at::cat({latents, latents}, 0) : latents).to(dtype);
+        in.audioHiddenStates = (cfg ? at::cat({audioLatents, audioLatents}, 0) : audioLatents).to(dtype);
+        // Conditioned tokens see a lower noise level: timestep * (1 - strength), per token.
+        in.timestep = mask ? t.unsqueeze(-1) * (1 - *mask) : t;
+        in.audioTimestep = t;
+        in.sigma = t;
+        auto pred = take(graphed.forward(in));
+        if (in.stepCache)
+            out.stepChanges.push_back(stepCache.change);
+        auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
+        const auto sigmaT = at::scalar_tensor(sigma, f32);
+        at::Tensor x0, ax0;
+        if (cfg) {
+            const auto vc = v.chunk(2), ac = a.chunk(2);
+            x0 = latents - vc[1] * sigmaT;
+            const auto x0u = latents - vc[0] * sigmaT;
+            ax0 = audioLatents - ac[1] * sigmaT;
+            const auto ax0u = audioLatents - ac[0] * sigmaT;
+            auto x0g = x0 + (req.guidanceScale - 1) * (x0 - x0u);
+            auto ax0g = ax0 + (req.audioGuidanceScale - 1) * (ax0 - ax0u);
+            if (req.guidanceRescale > 0) {
+                x0g = rescaleGuided(x0g, x0, req.guidanceRescale);
+                ax0g = rescaleGuided(ax0g, ax0, req.guidanceRescale);
             }
-            // Conditioned tokens are pulled to their clean values in sample space (a strength-1
-            // token gets a zero velocity and never moves).
-            if (p.mask.defined()) {
-                const auto m = p.mask.unsqueeze(-1);
-                x0 = x0 * (1 - m) + p.clean * m;
+            x0 = x0g;
+            ax0 = ax0g;
+        } else {
+            x0 = latents - v * sigmaT;
+            ax0 = audioLatents - a * sigmaT;
+            // The reference rescales even without CFG (x0 against itself: the identity up to rounding).
+            if (req.guidanceRescale > 0) {
+                x0 = rescaleGuided(x0, x0, req.guidanceRescale);
+                ax0 = rescaleGuided(ax0, ax0, req.guidanceRescale);
             }
-            // Back to a velocity and one Euler step, as the pipeline and scheduler do.
-            v = (latents - x0) / sigmaT;
-            a = (audioLatents - ax0) / sigmaT;
-            const auto dt = at::scalar_tensor(sigmaNext, f32) - sigmaT;
-            latents = latents + dt * v;
-            audioLatents = audioLatents + dt * a;
-            if (progress)
-                progress({p.phase, i + 1, steps,
-                    x0.narrow(1, 0, p.baseTokens).reshape({1, p.latentFrames, p.latentH, p.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3})});
         }
-        out.stepsSkipped += stepCache.skips;
-        in.stepCache = nullptr;
-        if (transformer->device().is_cuda())
-            out.cudaGraphs += (out.cudaGraphs.empty() ? "" : "; ") + std::string(p.phase == Ltx2Phase::Refine ? "refine: " : "denoise: ")
-                + graphed.summary();
-        // Keyframe tokens are dropped once the loop is done.
-        latents = latents.narrow(1, 0, p.baseTokens).contiguous();
-    };
-    denoise(pass);
-    timed("denoise", start);
-    checkStop();
-
-    if (req.twoStage) {
-        // 5. Upsample stage 1's latents x2 in space (on the VAE's own scale, as the upsampler
-        // was trained), then refine at full size from them noised to the first stage-2 sigma.
-        out.stage1VideoLatents = pass.latents;
-        out.stage1AudioLatents = pass.audioLatents;
-        start = Clock::now();
-        report(Ltx2Phase::UpsampleLatents, 0, 1);
-        loadUpsampler();
-        if (!videoDecoder)
-            videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(device, dtype)));
-        const auto low = pass.latents.reshape({1, pass.latentFrames, pass.latentH, pass.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3});
-        auto up = take(upsampler->upsampleNormalized(low, videoDecoder->latentsMean(), videoDecoder->latentsStd(), stop)).to(f32);
-        out.upsampledLatents = up;
-        report(Ltx2Phase::UpsampleLatents, 1, 1);
-        timed("upsample latents", start);
-        checkStop();
-
-        start = Clock::now();
-        Pass refine;
-        refine.phase = Ltx2Phase::Refine;
-        refine.latentFrames = up.size(2);
-        refine.latentH = up.size(3);
-        refine.latentW = up.size(4);
-        if (refine.latentFrames != latentFrames || refine.latentH != req.height / 32 || refine.latentW != req.width / 32)
-            throw makeError(ErrorCode::InvalidArgument, "the spatial upsampler turned a " + std::to_string(pass.latentH) + "x" + std::to_string(pass.latentW)
-                    + " latent into " + std::to_string(refine.latentH) + "x" + std::to_string(refine.latentW) + "; the two-stage path needs an x2 spatial upsampler");
-        refine.baseTokens = refine.latentFrames * refine.latentH * refine.latentW;
-        refine.schedule = sched::ltx2Stage2DistilledSchedule();
-        const double noiseScale = refine.schedule.sigmas.front();
-        // Conditions again at full size, so stage 2 holds the real image, not stage 1's estimate.
-        auto fullConditions = encodeConditions(req, req.width, req.height, progress, stop);
-        if (!fullConditions.empty())
-            out.conditionLatents = fullConditions.front().unpacked;
-        std::int64_t fullKeyframeTokens = 0;
-        for (const auto& c : fullConditions)
-            if (c.latentIndex > 0)
-                fullKeyframeTokens += c.packed.size(1);
-        at::Tensor noise2, audioNoise2;
-        if (req.stage2VideoNoise)
-            noise2 = req.stage2VideoNoise->to(f32);
-        else
-            noise2 = at::randn({1, refine.baseTokens + fullKeyframeTokens, tc.inChannels}, generator, cpuF32).to(f32);
-        if (req.stage2AudioNoise)
-            audioNoise2 = req.stage2AudioNoise->to(f32);
-        else
-            audioNoise2 = at::randn({1, audioFrames, audioConfig.packedWidth()}, generator, cpuF32).to(f32);
-        if (audioNoise2.sizes() != pass.audioLatents.sizes())
-            throw makeError(ErrorCode::InvalidArgument, "stage-2 audio noise must be [1, " + std::to_string(audioFrames) + ", "
-                    + std::to_string(audioConfig.packedWidth()) + "]");
-        refine.latents = up.permute({0, 2, 3, 4, 1}).reshape({1, refine.baseTokens, tc.inChannels});
-        applyConditions(refine, fullConditions, req.fps, noise2, noiseScale);
-        refine.audioLatents = audioNoise2 * noiseScale + pass.audioLatents * (1 - noiseScale);
-        timed("encode conditions", start);
-        start = Clock::now();
-        denoise(refine);
-        timed("refine", start);
-        checkStop();
-        pass = std::move(refine);
+        // Conditioned tokens are pulled to their clean values in sample space (a strength-1
+        // token gets a zero velocity and never moves).
+        if (p.mask.defined()) {
+            const auto m = p.mask.unsqueeze(-1);
+            x0 = x0 * (1 - m) + p.clean * m;
+        }
+        // Back to a velocity and one Euler step, as the pipeline and scheduler do.
+        v = (latents - x0) / sigmaT;
+        a = (audioLatents - ax0) / sigmaT;
+        const auto dt = at::scalar_tensor(sigmaNext, f32) - sigmaT;
+        latents = latents + dt * v;
+        audioLatents = audioLatents + dt * a;
+        if (progress)
+            progress({p.phase, i + 1, steps,
+                x0.narrow(1, 0, p.baseTokens).reshape({1, p.latentFrames, p.latentH, p.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3})});
     }
-    out.finalVideoLatents = pass.latents;
-    out.finalAudioLatents = pass.audioLatents;
-    const auto& latents = pass.latents;
-    const auto& audioLatents = pass.audioLatents;
-    const auto latentH = pass.latentH, latentW = pass.latentW;
+    out.stepsSkipped += stepCache.skips;
+    in.stepCache = nullptr;
+    if (transformer->device().is_cuda())
+        out.cudaGraphs += (out.cudaGraphs.empty() ? "" : "; ") + std::string(p.phase == Ltx2Phase::Refine ? "refine: " : "denoise: ")
+            + graphed.summary();
+    // Keyframe tokens are dropped once the loop is done.
+    latents = latents.narrow(1, 0, p.baseTokens).contiguous();
+}
 
-    // 6. Decode video.
-    start = Clock::now();
+// 5. Upsample stage 1's latents x2 in space (on the VAE's own scale, as the upsampler was
+// trained), then refine at full size from them noised to the first stage-2 sigma; `pass`
+// becomes the refined one.
+void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator)
+{
+    const auto& req = run.req;
+    auto& out = run.out;
+    const auto stop = run.stop;
+    const auto device = options.device;
+    const auto dtype = options.dtype;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    const auto cpuF32 = at::TensorOptions().dtype(at::kFloat);
+    const auto& tc = transformerConfig;
+    const auto audioFrames = audioLatentFrames(req);
+    auto report = [&run](Ltx2Phase phase, std::int64_t done, std::int64_t total) { run.report(phase, done, total); };
+    auto checkStop = [&run] { run.checkStop(); };
+    auto timed = [&run](const char* name, Clock::time_point start) { run.timed(name, start); };
+    auto start = Clock::now();
+    report(Ltx2Phase::UpsampleLatents, 0, 1);
+    loadUpsampler();
     if (!videoDecoder)
         videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(device, dtype)));
-    const auto unpacked = latents.reshape({1, latentFrames, latentH, latentW, tc.inChannels}).permute({0, 4, 1, 2, 3}).contiguous();
+    const auto low = pass.latents.reshape({1, pass.latentFrames, pass.latentH, pass.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3});
+    auto up = take(upsampler->upsampleNormalized(low, videoDecoder->latentsMean(), videoDecoder->latentsStd(), stop)).to(f32);
+    out.upsampledLatents = up;
+    report(Ltx2Phase::UpsampleLatents, 1, 1);
+    timed("upsample latents", start);
+    checkStop();
+
+    start = Clock::now();
+    Pass refine;
+    refine.phase = Ltx2Phase::Refine;
+    refine.latentFrames = up.size(2);
+    refine.latentH = up.size(3);
+    refine.latentW = up.size(4);
+    if (refine.latentFrames != pass.latentFrames || refine.latentH != req.height / 32 || refine.latentW != req.width / 32)
+        throw makeError(ErrorCode::InvalidArgument, "the spatial upsampler turned a " + std::to_string(pass.latentH) + "x" + std::to_string(pass.latentW)
+                + " latent into " + std::to_string(refine.latentH) + "x" + std::to_string(refine.latentW) + "; the two-stage path needs an x2 spatial upsampler");
+    refine.baseTokens = refine.latentFrames * refine.latentH * refine.latentW;
+    refine.schedule = sched::ltx2Stage2DistilledSchedule();
+    const double noiseScale = refine.schedule.sigmas.front();
+    // Conditions again at full size, so stage 2 holds the real image, not stage 1's estimate.
+    auto fullConditions = encodeConditions(req, req.width, req.height, run.progress, stop);
+    if (!fullConditions.empty())
+        out.conditionLatents = fullConditions.front().unpacked;
+    std::int64_t fullKeyframeTokens = 0;
+    for (const auto& c : fullConditions)
+        if (c.latentIndex > 0)
+            fullKeyframeTokens += c.packed.size(1);
+    at::Tensor noise2, audioNoise2;
+    if (req.stage2VideoNoise)
+        noise2 = req.stage2VideoNoise->to(f32);
+    else
+        noise2 = at::randn({1, refine.baseTokens + fullKeyframeTokens, tc.inChannels}, generator, cpuF32).to(f32);
+    if (req.stage2AudioNoise)
+        audioNoise2 = req.stage2AudioNoise->to(f32);
+    else
+        audioNoise2 = at::randn({1, audioFrames, audioConfig.packedWidth()}, generator, cpuF32).to(f32);
+    if (audioNoise2.sizes() != pass.audioLatents.sizes())
+        throw makeError(ErrorCode::InvalidArgument, "stage-2 audio noise must be [1, " + std::to_string(audioFrames) + ", "
+                + std::to_string(audioConfig.packedWidth()) + "]");
+    refine.latents = up.permute({0, 2, 3, 4, 1}).reshape({1, refine.baseTokens, tc.inChannels});
+    applyConditions(refine, fullConditions, req.fps, noise2, noiseScale);
+    refine.audioLatents = audioNoise2 * noiseScale + pass.audioLatents * (1 - noiseScale);
+    timed("encode conditions", start);
+    start = Clock::now();
+    denoisePass(run, refine, in);
+    timed("refine", start);
+    checkStop();
+    pass = std::move(refine);
+}
+
+// 6. The video decoded, and turned into bytes as the reference's postprocessing does.
+void Ltx2Pipeline::Impl::decodeVideo(Run& run, const Pass& pass)
+{
+    const auto& req = run.req;
+    auto& out = run.out;
+    const auto stop = run.stop;
+    const auto device = options.device;
+    const auto dtype = options.dtype;
+    const auto& tc = transformerConfig;
+    const auto& latents = pass.latents;
+    const auto latentH = pass.latentH, latentW = pass.latentW;
+    const auto start = Clock::now();
+    if (!videoDecoder)
+        videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(device, dtype)));
+    const auto unpacked = latents.reshape({1, pass.latentFrames, latentH, latentW, tc.inChannels}).permute({0, 4, 1, 2, 3}).contiguous();
     ltx2::VideoDecodeOptions decodeOptions;
     decodeOptions.stop = stop;
     // Bound memory at real sizes: tiles of 16 latent cells (512 px) as diffusers' tiling.
@@ -865,8 +905,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         decodeOptions.tileSize = 16;
         decodeOptions.tileOverlap = 2;
     }
-    decodeOptions.onProgress = [&](std::int64_t done, std::int64_t total) { report(Ltx2Phase::DecodeVideo, done, total); };
-    report(Ltx2Phase::DecodeVideo, 0, 1);
+    decodeOptions.onProgress = [&](std::int64_t done, std::int64_t total) { run.report(Ltx2Phase::DecodeVideo, done, total); };
+    run.report(Ltx2Phase::DecodeVideo, 0, 1);
     auto decoded = take(videoDecoder->decode(unpacked.to(dtype), decodeOptions));  // [1, 3, F, H, W]
     // The reference's postprocessing in float32, (v / 2 + 0.5) clamped, x 255, rounded, in that
     // order so the bytes agree; a few frames at a time, so a float copy of the whole video never
@@ -884,21 +924,32 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         out.video = decoded.to(at::kFloat);
     decoded = at::Tensor();
     out.fps = req.fps;
-    timed("decode video", start);
-    checkStop();
+    run.timed("decode video", start);
+    run.checkStop();
+}
 
-    // 7. Audio.
-    start = Clock::now();
-    report(Ltx2Phase::DecodeAudio, 0, 1);
+// 7. The audio latents to a mel spectrogram, the vocoder's waveform, cut or padded to the
+// video's length.
+void Ltx2Pipeline::Impl::decodeAudio(Run& run, const Pass& pass)
+{
+    const auto& req = run.req;
+    auto& out = run.out;
+    const auto stop = run.stop;
+    const auto device = options.device;
+    const auto dtype = options.dtype;
+    const auto& audioLatents = pass.audioLatents;
+    const double duration = static_cast<double>(req.frames) / req.fps;
+    auto start = Clock::now();
+    run.report(Ltx2Phase::DecodeAudio, 0, 1);
     if (!audioDecoder) {
         audioDecoder = take(ltx2::AudioDecoder::load(weights, onDevice<ltx2::AudioDecoderLoadOptions>(device, dtype)));
     }
     // The reference denormalizes the audio latents in float32 and casts afterwards.
     out.mel = take(audioDecoder->decode(audioLatents, stop)).to(at::kFloat);
-    report(Ltx2Phase::DecodeAudio, 1, 1);
-    timed("decode audio", start);
+    run.report(Ltx2Phase::DecodeAudio, 1, 1);
+    run.timed("decode audio", start);
     start = Clock::now();
-    report(Ltx2Phase::Vocoder, 0, 1);
+    run.report(Ltx2Phase::Vocoder, 0, 1);
     if (!vocoder) {
         vocoder = take(ltx2::Vocoder::load(weights, onDevice<ltx2::VocoderLoadOptions>(device, dtype)));
     }
@@ -912,9 +963,53 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     else
         wave = at::constant_pad_nd(wave, {0, samples - wave.size(-1)});
     out.waveform = wave.contiguous().cpu();
-    report(Ltx2Phase::Vocoder, 1, 1);
-    timed("vocoder", start);
-    return out;
+    run.report(Ltx2Phase::Vocoder, 1, 1);
+    run.timed("vocoder", start);
+}
+
+Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
+{
+    checkRequest(req);
+    Run run{req, progress, stop, {}};
+    auto& out = run.out;
+    out.twoStage = req.twoStage;
+    const auto ctx = encodePrompt(run);
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed));
+    Pass pass = startPass(run, generator);
+
+    // 4. Denoising.
+    auto start = Clock::now();
+    loadTransformer(progress);
+    run.timed("load transformer", start);
+    start = Clock::now();
+    if (req.loras != appliedLoras) {
+        applyLoras(req.loras);
+        run.timed("apply loras", start);
+        start = Clock::now();
+    }
+    out.loras = loraOutcomes;
+    ltx2::TransformerInputs in;
+    in.encoderHiddenStates = ctx.video;
+    in.audioEncoderHiddenStates = ctx.audio;
+    in.encoderAttentionMask = ctx.mask;
+    in.audioEncoderAttentionMask = ctx.mask;
+    in.audioNumFrames = audioLatentFrames(req);
+    in.fps = req.fps;
+    in.useCrossTimestep = true;  // the pipeline's default
+    in.stop = stop;
+    denoisePass(run, pass, in);
+    run.timed("denoise", start);
+    run.checkStop();
+    if (req.twoStage) {
+        out.stage1VideoLatents = pass.latents;
+        out.stage1AudioLatents = pass.audioLatents;
+        refineAtFullSize(run, pass, in, generator);
+    }
+    out.finalVideoLatents = pass.latents;
+    out.finalAudioLatents = pass.audioLatents;
+    decodeVideo(run, pass);
+    decodeAudio(run, pass);
+    return std::move(run.out);
 }
 
 Result<void> Ltx2Pipeline::load(const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
