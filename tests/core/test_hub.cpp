@@ -20,6 +20,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <set>
+
 #include <sys/mount.h>
 #include <thread>
 #include <unistd.h>
@@ -649,6 +651,42 @@ private slots:
                 }
         qInfo("planned %d catalog sources against the test Hub", planned);
         QVERIFY(planned >= 10);
+    }
+
+    // An LTX-2.3 variant reads only the text encoder and tokenizer from the LTX-2 (2.0) base
+    // repo: never its transformer, VAEs, vocoder or connectors, which 2.3 brings itself (and
+    // whose 2.0 versions would be tens of GB the user never uses). Issue #26.
+    void ltx23VariantsSkipTheBaseModelsOwnParts()
+    {
+        auto catalog = vireo::catalog::Catalog::loadBuiltin();
+        QVERIFY(catalog.ok());
+        QTemporaryDir cacheDir;
+        HfCache cache(cacheDir.path().toStdString());
+        HubClient client(options());
+        const auto* family = catalog->family("ltx-2.3");
+        QVERIFY(family);
+        int checked = 0;
+        for (const auto& variant : family->variants)
+            for (const auto& source : variant.sources) {
+                if (source.repo != "Lightricks/LTX-2")
+                    continue;
+                auto plan = makePlan(client, cache, source.repo, source.revision, source.rule);
+                QVERIFY2(plan.ok(), plan.ok() ? "" : plan.error().message.c_str());
+                std::set<std::string> folders;
+                for (const auto& f : plan->files) {
+                    const auto slash = f.file.path.find('/');
+                    folders.insert(slash == std::string::npos ? std::string("(root)") : f.file.path.substr(0, slash));
+                    QVERIFY2(slash != std::string::npos || f.file.path == "model_index.json", (variant.id + ": " + f.file.path).c_str());
+                }
+                std::string list;
+                for (const auto& f : folders)
+                    list += " " + f;
+                QVERIFY2(folders.count("text_encoder") && folders.count("tokenizer"), (variant.id + ":" + list).c_str());
+                for (const char* other : {"transformer", "vae", "audio_vae", "vocoder", "connectors", "latent_upsampler"})
+                    QVERIFY2(!folders.count(other), (variant.id + " plans " + other + " from the 2.0 base:" + list).c_str());
+                ++checked;
+            }
+        QVERIFY2(checked >= 4, "no LTX-2.3 variant reads the 2.0 base repo");
     }
 
     // ---------------------------------------------------------------- a hostile Hub
