@@ -158,6 +158,15 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
 
 } // namespace
 
+// A key that works anywhere inside `scope`.
+template <typename F>
+void addShortcut(QObject* receiver, const QKeySequence& key, QWidget* scope, F f)
+{
+    auto* s = new QShortcut(key, scope);
+    s->setContext(Qt::WidgetWithChildrenShortcut);
+    QObject::connect(s, &QShortcut::activated, receiver, f);
+}
+
 GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
     : QWidget(parent), m_gallery(gallery), m_model(new GalleryModel(gallery, this)), m_filter(new GalleryFilter(this))
 {
@@ -193,7 +202,20 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
     m_stack = new QStackedWidget;
     layout->addWidget(m_stack, 1);
 
-    // The grid.
+    m_stack->addWidget(gridView());
+    m_stack->addWidget(detailView());
+    connectGallery();
+
+    if (!m_gallery->isOpen())
+        showProblem(tr("The gallery database cannot be opened (%1); outputs are still written to the outputs folder.")
+                        .arg(m_gallery->databaseFile()));
+    refreshModels();
+    updateCount();
+}
+
+// The grid of every output, its search, filters and order, and what a row offers.
+QWidget* GalleryPage::gridView()
+{
     auto* gridPage = new QWidget;
     auto* gridLayout = new QVBoxLayout(gridPage);
     gridLayout->setContentsMargins(0, 0, 0, 0);
@@ -251,9 +273,70 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
            "Import a folder to list older ones.")));
     m_gridStack->addWidget(m_grid);
     gridLayout->addWidget(m_gridStack, 1);
-    m_stack->addWidget(gridPage);
 
-    // The detail view.
+    connect(m_search, &QLineEdit::textChanged, this, [this](const QString& t) {
+        m_filter->setText(t);
+        updateCount();
+    });
+    connect(m_modelFilter, &QComboBox::currentIndexChanged, this, [this] {
+        m_filter->setModelTitle(m_modelFilter->currentData().toString());
+        updateCount();
+    });
+    connect(when, &QComboBox::currentIndexChanged, this, [this, when] {
+        const int days = when->currentData().toInt();
+        // Calendar days in local time: "today" starts at midnight, not 24 hours ago.
+        m_filter->setSince(days == 0 ? QDateTime() : QDateTime(QDate::currentDate().addDays(1 - days), QTime(0, 0)));
+        updateCount();
+    });
+    connect(m_sort, &QComboBox::currentIndexChanged, this,
+        [this] { m_filter->setOrder(static_cast<GalleryFilter::Order>(m_sort->currentData().toInt())); });
+    connect(m_grid, &QListView::activated, this, [this](const QModelIndex& i) { openItem(i.data(GalleryModel::IdRole).toLongLong()); });
+    connect(import, &QPushButton::clicked, this, [this] {
+        const auto folder = QFileDialog::getExistingDirectory(this, tr("Import a folder of videos and images"));
+        if (!folder.isEmpty()) {
+            m_gallery->importFolder(folder);
+            m_count->setText(tr("Importing…"));
+        }
+    });
+    m_grid->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(m_grid, &QListView::customContextMenuRequested, this, [this](const QPoint& at) {
+        const auto index = m_grid->indexAt(at);
+        if (!index.isValid())
+            return;
+        const qint64 id = index.data(GalleryModel::IdRole).toLongLong();
+        const auto item = m_gallery->item(id);
+        if (!item)
+            return;
+        QMenu menu(this);
+        menu.addAction(tr("Open"), this, [this, id] { openItem(id); });
+        const bool image = item->kind == QStringLiteral("image");
+        menu.addAction(image ? tr("Animate this image") : tr("Use first frame as start image"), this, [this, id] {
+            QString error;
+            if (!useAsStartImage(id, &error))
+                QMessageBox::warning(this, tr("Start image"), error);
+        });
+        if (!image)
+            menu.addAction(tr("Extend this clip"), this, [this, id] {
+                QString error;
+                if (!extendClip(id, &error))
+                    QMessageBox::warning(this, tr("Extend this clip"), error);
+            });
+        menu.exec(m_grid->viewport()->mapToGlobal(at));
+    });
+    addShortcut(this, QKeySequence::Delete, m_grid, [this] {
+        const auto i = m_grid->currentIndex();
+        if (i.isValid()) {
+            m_current = i.data(GalleryModel::IdRole).toLongLong();
+            deleteCurrent();
+        }
+    });
+
+    return gridPage;
+}
+
+// One output: the player or picture, frame stepping, the recipe and what can be done with it.
+QWidget* GalleryPage::detailView()
+{
     auto* detail = new QWidget;
     auto* detailLayout = new QVBoxLayout(detail);
     detailLayout->setContentsMargins(0, 0, 0, 0);
@@ -369,47 +452,7 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
     detailLayout->addWidget(split, 1);
-    m_stack->addWidget(detail);
 
-    connect(m_search, &QLineEdit::textChanged, this, [this](const QString& t) {
-        m_filter->setText(t);
-        updateCount();
-    });
-    connect(m_modelFilter, &QComboBox::currentIndexChanged, this, [this] {
-        m_filter->setModelTitle(m_modelFilter->currentData().toString());
-        updateCount();
-    });
-    connect(when, &QComboBox::currentIndexChanged, this, [this, when] {
-        const int days = when->currentData().toInt();
-        // Calendar days in local time: "today" starts at midnight, not 24 hours ago.
-        m_filter->setSince(days == 0 ? QDateTime() : QDateTime(QDate::currentDate().addDays(1 - days), QTime(0, 0)));
-        updateCount();
-    });
-    connect(m_sort, &QComboBox::currentIndexChanged, this,
-        [this] { m_filter->setOrder(static_cast<GalleryFilter::Order>(m_sort->currentData().toInt())); });
-    connect(m_grid, &QListView::activated, this, [this](const QModelIndex& i) { openItem(i.data(GalleryModel::IdRole).toLongLong()); });
-    connect(import, &QPushButton::clicked, this, [this] {
-        const auto folder = QFileDialog::getExistingDirectory(this, tr("Import a folder of videos and images"));
-        if (!folder.isEmpty()) {
-            m_gallery->importFolder(folder);
-            m_count->setText(tr("Importing…"));
-        }
-    });
-    connect(m_gallery, &gallery::Gallery::scanFinished, this, [this](const QString& folder, int added, const QString& error) {
-        updateCount();
-        if (error.isEmpty() && folder != m_gallery->outputsFolder())
-            emit message(tr("%1 added from %2").arg(countOf(added, tr("file"), tr("files")), folder));
-    });
-    connect(m_gallery, &gallery::Gallery::problem, this, &GalleryPage::showProblem);
-    connect(m_gallery, &gallery::Gallery::itemsChanged, this, [this] {
-        refreshModels();
-        updateCount();
-        if (m_current && m_stack->currentIndex() == 1) {
-            // The shown row changed (missing now, relocated, forgotten by another window).
-            if (!m_gallery->item(m_current))
-                showGrid();
-        }
-    });
     connect(back, &QPushButton::clicked, this, &GalleryPage::showGrid);
     connect(m_play, &QPushButton::clicked, this, [this] {
         if (!m_player)
@@ -424,6 +467,18 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
             updatePosition(ms);
         }
     });
+    addShortcut(this, QKeySequence(Qt::Key_Escape), detail, [this] { showGrid(); });
+    addShortcut(this, QKeySequence(Qt::Key_Comma), detail, [this] { stepFrames(-1); });
+    addShortcut(this, QKeySequence(Qt::Key_Period), detail, [this] { stepFrames(1); });
+    addShortcut(this, QKeySequence(Qt::Key_Space), detail, [this] { m_play->click(); });
+    addShortcut(this, QKeySequence::Delete, detail, [this] { deleteCurrent(); });
+    connectActions();
+    return detail;
+}
+
+// The detail view's actions on the output shown.
+void GalleryPage::connectActions()
+{
     // The conditioning images kept beside the output ("<stem>.cond0.png", by name in the
     // recipe) by their full path, so the Generate page finds them wherever the output is now.
     auto withCopies = [this] {
@@ -455,31 +510,6 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
         if (!extendClip(m_current, &error))
             QMessageBox::warning(this, tr("Extend this clip"), error);
     });
-    m_grid->setContextMenuPolicy(Qt::CustomContextMenu);
-    connect(m_grid, &QListView::customContextMenuRequested, this, [this](const QPoint& at) {
-        const auto index = m_grid->indexAt(at);
-        if (!index.isValid())
-            return;
-        const qint64 id = index.data(GalleryModel::IdRole).toLongLong();
-        const auto item = m_gallery->item(id);
-        if (!item)
-            return;
-        QMenu menu(this);
-        menu.addAction(tr("Open"), this, [this, id] { openItem(id); });
-        const bool image = item->kind == QStringLiteral("image");
-        menu.addAction(image ? tr("Animate this image") : tr("Use first frame as start image"), this, [this, id] {
-            QString error;
-            if (!useAsStartImage(id, &error))
-                QMessageBox::warning(this, tr("Start image"), error);
-        });
-        if (!image)
-            menu.addAction(tr("Extend this clip"), this, [this, id] {
-                QString error;
-                if (!extendClip(id, &error))
-                    QMessageBox::warning(this, tr("Extend this clip"), error);
-            });
-        menu.exec(m_grid->viewport()->mapToGlobal(at));
-    });
     connect(m_copyPrompt, &QPushButton::clicked, this, [this] {
         if (const auto item = m_gallery->item(m_current)) {
             QGuiApplication::clipboard()->setText(item->prompt);
@@ -509,31 +539,28 @@ GalleryPage::GalleryPage(gallery::Gallery* gallery, QWidget* parent)
             QMessageBox::warning(this, tr("Locate"), error);
     });
     connect(m_forget, &QPushButton::clicked, this, &GalleryPage::forgetCurrent);
+}
 
-    auto shortcut = [this](const QKeySequence& key, QWidget* scope, auto f) {
-        auto* s = new QShortcut(key, scope);
-        s->setContext(Qt::WidgetWithChildrenShortcut);
-        connect(s, &QShortcut::activated, this, f);
-    };
-    shortcut(QKeySequence(Qt::Key_Escape), detail, [this] { showGrid(); });
-    shortcut(QKeySequence(Qt::Key_Comma), detail, [this] { stepFrames(-1); });
-    shortcut(QKeySequence(Qt::Key_Period), detail, [this] { stepFrames(1); });
-    shortcut(QKeySequence(Qt::Key_Space), detail, [this] { m_play->click(); });
-    shortcut(QKeySequence::Delete, detail, [this] { deleteCurrent(); });
-    shortcut(QKeySequence::Delete, m_grid, [this] {
-        const auto i = m_grid->currentIndex();
-        if (i.isValid()) {
-            m_current = i.data(GalleryModel::IdRole).toLongLong();
-            deleteCurrent();
+// The gallery's news: scans, problems, rows that changed under the page.
+void GalleryPage::connectGallery()
+{
+    connect(m_gallery, &gallery::Gallery::scanFinished, this, [this](const QString& folder, int added, const QString& error) {
+        updateCount();
+        if (error.isEmpty() && folder != m_gallery->outputsFolder())
+            emit message(tr("%1 added from %2").arg(countOf(added, tr("file"), tr("files")), folder));
+    });
+    connect(m_gallery, &gallery::Gallery::problem, this, &GalleryPage::showProblem);
+    connect(m_gallery, &gallery::Gallery::itemsChanged, this, [this] {
+        refreshModels();
+        updateCount();
+        if (m_current && m_stack->currentIndex() == 1) {
+            // The shown row changed (missing now, relocated, forgotten by another window).
+            if (!m_gallery->item(m_current))
+                showGrid();
         }
     });
-
-    if (!m_gallery->isOpen())
-        showProblem(tr("The gallery database cannot be opened (%1); outputs are still written to the outputs folder.")
-                        .arg(m_gallery->databaseFile()));
-    refreshModels();
-    updateCount();
 }
+
 
 void GalleryPage::showEvent(QShowEvent* event)
 {

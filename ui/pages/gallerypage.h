@@ -72,6 +72,11 @@ protected:
     void showEvent(QShowEvent* event) override;
 
 private:
+    // The constructor's parts.
+    QWidget* gridView();
+    QWidget* detailView();
+    void connectActions();
+    void connectGallery();
     void refreshModels();
     void updateCount();
     void showProblem(const QString& text);
