@@ -47,15 +47,30 @@ std::string readFile(const std::string& path)
 
 } // namespace
 
-int runDitForward(const std::vector<std::string>& args)
-{
+namespace {
+
+// What dit-forward was asked for.
+struct DitOptions {
     std::vector<std::filesystem::path> models;
     std::string inputsPath, outPath, configPath, stg;
     c10::ScalarType dtype = c10::kFloat;
-    c10::Device device(c10::kCPU);
+    c10::Device device{c10::kCPU};
     bool isolate = false, crossTimestep = false, blocks = false, loadOnly = false, asJson = false, profileKernels = false;
     bool compareGraphs = false;
     int repeats = 1;
+};
+
+// The arguments into `o`; the exit status of a usage error, or nothing.
+std::optional<int> parseDitOptions(const std::vector<std::string>& args, DitOptions& o)
+{
+    auto& models = o.models;
+    auto& inputsPath = o.inputsPath;
+    auto& outPath = o.outPath;
+    auto& configPath = o.configPath;
+    auto& stg = o.stg;
+    auto& dtype = o.dtype;
+    auto& device = o.device;
+    auto& repeats = o.repeats;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
         const bool hasValue = i + 1 < args.size();
@@ -88,40 +103,143 @@ int runDitForward(const std::vector<std::string>& args)
                 return usage("unknown device " + args[i]);
             }
         } else if (a == "--isolate")
-            isolate = true;
+            o.isolate = true;
         else if (a == "--cross-timestep")
-            crossTimestep = true;
+            o.crossTimestep = true;
         else if (a == "--blocks")
-            blocks = true;
+            o.blocks = true;
         else if (a == "--attention" && hasValue) {
             const auto kernel = vireo::nn::parseAttentionKernel(args[++i]);
             if (!kernel)
                 return usage("unknown attention kernel " + args[i]);
             vireo::nn::setAttentionKernel(*kernel);
         } else if (a == "--profile")
-            profileKernels = true;
+            o.profileKernels = true;
         else if (a == "--graphs")
-            compareGraphs = true;
+            o.compareGraphs = true;
         else if (a == "--fp8-fast-accum")
             vireo::quant::setFp8FastAccumulation(true);
         else if (a == "--load-only")
-            loadOnly = true;
+            o.loadOnly = true;
         else if (a == "--json")
-            asJson = true;
+            o.asJson = true;
         else
             return usage("unexpected argument " + a);
     }
     if (models.empty())
         return usage("--model is required");
-    if (!loadOnly && (inputsPath.empty() || outPath.empty()))
+    if (!o.loadOnly && (inputsPath.empty() || outPath.empty()))
         return usage("--inputs and --out are required");
+    return std::nullopt;
+}
 
+// --load-only: what the transformer holds, as a line or as JSON.
+void printLoaded(const vireo::ltx2::Transformer& model, const std::map<std::string, std::int64_t>& byRepresentation, double loadSeconds,
+    bool asJson)
+{
+    if (asJson) {
+        std::printf("{\"version\": \"%s\", \"layers\": %lld, \"resident_bytes\": %lld, \"load_seconds\": %.4f, \"by_representation\": {",
+            model.config().version().c_str(), static_cast<long long>(model.config().layers),
+            static_cast<long long>(model.residentBytes()), loadSeconds);
+        bool first = true;
+        for (const auto& [k, v] : byRepresentation) {
+            std::printf("%s\"%s\": %lld", first ? "" : ", ", k.c_str(), static_cast<long long>(v));
+            first = false;
+        }
+        std::printf("}}\n");
+    } else {
+        std::printf("LTX-%s transformer, %lld layers, %s resident (", model.config().version().c_str(),
+            static_cast<long long>(model.config().layers), vireo::humanBytes(model.residentBytes()).c_str());
+        bool first = true;
+        for (const auto& [k, v] : byRepresentation) {
+            std::printf("%s%s %s", first ? "" : ", ", k.c_str(), vireo::humanBytes(v).c_str());
+            first = false;
+        }
+        std::printf("), loaded in %.2f s\n", loadSeconds);
+    }
+}
+
+void moveTo(vireo::ltx2::TransformerInputs& inputs, c10::Device device)
+{
+    for (auto* t : {&inputs.hiddenStates, &inputs.audioHiddenStates, &inputs.encoderHiddenStates, &inputs.audioEncoderHiddenStates,
+             &inputs.timestep})
+        *t = t->to(device);
+    for (auto* t : {&inputs.audioTimestep, &inputs.sigma, &inputs.audioSigma, &inputs.encoderAttentionMask,
+             &inputs.audioEncoderAttentionMask, &inputs.videoCoords, &inputs.audioCoords, &inputs.perturbationMask})
+        if (*t)
+            **t = (*t)->to(device);
+}
+
+int failed(const std::string& message)
+{
+    std::fprintf(stderr, "vireo-cli: %s\n", message.c_str());
+    return 1;
+}
+
+// --graphs: the forward replayed from a CUDA graph against eager, from the same warm state.
+struct GraphComparison {
+    std::vector<double> graphedTimes, eagerAgain;  // sorted
+    std::string summary;
+    double maxDifference = -1.0;
+};
+
+// The first two graphed calls are the warm-up and the capture; where graphs cannot run, the
+// summary says why.
+vireo::Result<GraphComparison> compareWithGraphs(vireo::ltx2::Transformer& model, const vireo::ltx2::TransformerInputs& inputs,
+    c10::Device device, int repeats, const vireo::ltx2::TransformerOutputs& eager)
+{
+    using Clock = std::chrono::steady_clock;
+    GraphComparison c;
+    vireo::ltx2::GraphedForward graphed(model);
+    vireo::Result<vireo::ltx2::TransformerOutputs> g = vireo::makeError(vireo::ErrorCode::Internal, "not run");
+    for (int r = 0; r < repeats + 2; ++r) {
+        vireo::deviceSynchronize(device);
+        const auto start = Clock::now();
+        g = graphed.forward(inputs);
+        vireo::deviceSynchronize(device);
+        if (!g)
+            return vireo::makeError(g.error().code, "graphed: " + g.error().message);
+        if (r >= 2)
+            c.graphedTimes.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    c.summary = graphed.summary();
+    for (int r = 0; r < repeats; ++r) {
+        vireo::deviceSynchronize(device);
+        const auto start = Clock::now();
+        auto e = model.forward(inputs);
+        vireo::deviceSynchronize(device);
+        if (!e)
+            return e.error();
+        c.eagerAgain.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    std::sort(c.eagerAgain.begin(), c.eagerAgain.end());
+    std::sort(c.graphedTimes.begin(), c.graphedTimes.end());
+    c.maxDifference = std::max((g->video.to(at::kDouble) - eager.video.to(at::kDouble)).abs().max().item<double>(),
+        (g->audio.to(at::kDouble) - eager.audio.to(at::kDouble)).abs().max().item<double>());
+    return c;
+}
+
+} // namespace
+
+int runDitForward(const std::vector<std::string>& args)
+{
+    DitOptions o;
+    if (auto failed = parseDitOptions(args, o))
+        return *failed;
+    const auto& models = o.models;
+    const auto& inputsPath = o.inputsPath;
+    const auto& outPath = o.outPath;
+    const auto& configPath = o.configPath;
+    const auto& stg = o.stg;
+    const auto dtype = o.dtype;
+    const auto device = o.device;
+    const bool isolate = o.isolate, crossTimestep = o.crossTimestep, blocks = o.blocks, asJson = o.asJson, profileKernels = o.profileKernels;
+    const bool compareGraphs = o.compareGraphs;
+    const int repeats = o.repeats;
     using Clock = std::chrono::steady_clock;
     auto weights = vireo::ltx2::Ltx2Weights::open(models);
-    if (!weights) {
-        std::fprintf(stderr, "vireo-cli: %s\n", weights.error().message.c_str());
-        return 1;
-    }
+    if (!weights)
+        return failed(weights.error().message);
     vireo::ltx2::TransformerLoadOptions options;
     options.device = device;
     options.dtype = dtype;
@@ -135,41 +253,18 @@ int runDitForward(const std::vector<std::string>& args)
     }
     const auto loadStart = Clock::now();
     auto model = vireo::ltx2::Transformer::load(*weights, options);
-    if (!model) {
-        std::fprintf(stderr, "vireo-cli: %s\n", model.error().message.c_str());
-        return 1;
-    }
+    if (!model)
+        return failed(model.error().message);
     const double loadSeconds = std::chrono::duration<double>(Clock::now() - loadStart).count();
     const auto byRepresentation = model->bytesByRepresentation();
-    if (loadOnly) {
-        if (asJson) {
-            std::printf("{\"version\": \"%s\", \"layers\": %lld, \"resident_bytes\": %lld, \"load_seconds\": %.4f, \"by_representation\": {",
-                model->config().version().c_str(), static_cast<long long>(model->config().layers),
-                static_cast<long long>(model->residentBytes()), loadSeconds);
-            bool first = true;
-            for (const auto& [k, v] : byRepresentation) {
-                std::printf("%s\"%s\": %lld", first ? "" : ", ", k.c_str(), static_cast<long long>(v));
-                first = false;
-            }
-            std::printf("}}\n");
-        } else {
-            std::printf("LTX-%s transformer, %lld layers, %s resident (", model->config().version().c_str(),
-                static_cast<long long>(model->config().layers), vireo::humanBytes(model->residentBytes()).c_str());
-            bool first = true;
-            for (const auto& [k, v] : byRepresentation) {
-                std::printf("%s%s %s", first ? "" : ", ", k.c_str(), vireo::humanBytes(v).c_str());
-                first = false;
-            }
-            std::printf("), loaded in %.2f s\n", loadSeconds);
-        }
+    if (o.loadOnly) {
+        printLoaded(*model, byRepresentation, loadSeconds, asJson);
         return 0;
     }
 
     auto set = vireo::tensorfile::readTensorSet(inputsPath);
-    if (!set) {
-        std::fprintf(stderr, "vireo-cli: %s\n", set.error().message.c_str());
-        return 1;
-    }
+    if (!set)
+        return failed(set.error().message);
     if (isolate)
         set->metadata["isolate_modalities"] = "1";
     if (crossTimestep)
@@ -182,13 +277,7 @@ int runDitForward(const std::vector<std::string>& args)
         return 1;
     }
     // The inputs live on the device before the clock starts, as they do inside a pipeline.
-    for (auto* t : {&inputs->hiddenStates, &inputs->audioHiddenStates, &inputs->encoderHiddenStates, &inputs->audioEncoderHiddenStates,
-             &inputs->timestep})
-        *t = t->to(device);
-    for (auto* t : {&inputs->audioTimestep, &inputs->sigma, &inputs->audioSigma, &inputs->encoderAttentionMask,
-             &inputs->audioEncoderAttentionMask, &inputs->videoCoords, &inputs->audioCoords, &inputs->perturbationMask})
-        if (*t)
-            **t = (*t)->to(device);
+    moveTo(*inputs, device);
     std::map<std::string, at::Tensor> outputs;
     if (blocks)
         inputs->onBlock = [&](int i, const at::Tensor& x, const at::Tensor& a) {
@@ -213,54 +302,28 @@ int runDitForward(const std::vector<std::string>& args)
         }
     }
     const std::int64_t peakBytes = device.is_cuda() ? vireo::cudaPeakMemory(device) : 0;
-    // The same forward replayed from a CUDA graph, timed the same way; the first two calls are
-    // the warm-up and the capture. Where graphs cannot run, the summary says why.
-    std::vector<double> graphedTimes, eagerAgain;
-    std::string graphSummary;
-    double graphedDiff = -1.0;
+    // The same forward replayed from a CUDA graph, timed the same way.
+    GraphComparison graphs;
     if (compareGraphs) {
-        vireo::ltx2::GraphedForward graphed(*model);
-        vireo::Result<vireo::ltx2::TransformerOutputs> g = vireo::makeError(vireo::ErrorCode::Internal, "not run");
-        for (int r = 0; r < repeats + 2; ++r) {
-            vireo::deviceSynchronize(device);
-            const auto start = Clock::now();
-            g = graphed.forward(*inputs);
-            vireo::deviceSynchronize(device);
-            if (!g) {
-                std::fprintf(stderr, "vireo-cli: graphed: %s\n", g.error().message.c_str());
-                return 1;
-            }
-            if (r >= 2)
-                graphedTimes.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+        auto compared = compareWithGraphs(*model, *inputs, device, repeats, *out);
+        if (!compared) {
+            std::fprintf(stderr, "vireo-cli: %s\n", compared.error().message.c_str());
+            return 1;
         }
-        graphSummary = graphed.summary();
-        // Eager once more, right after: both medians from the same warm state.
-        for (int r = 0; r < repeats; ++r) {
-            vireo::deviceSynchronize(device);
-            const auto start = Clock::now();
-            auto e = model->forward(*inputs);
-            vireo::deviceSynchronize(device);
-            if (!e) {
-                std::fprintf(stderr, "vireo-cli: %s\n", e.error().message.c_str());
-                return 1;
-            }
-            eagerAgain.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-        }
-        std::sort(eagerAgain.begin(), eagerAgain.end());
-        graphedDiff = std::max((g->video.to(at::kDouble) - out->video.to(at::kDouble)).abs().max().item<double>(),
-            (g->audio.to(at::kDouble) - out->audio.to(at::kDouble)).abs().max().item<double>());
-        std::sort(graphedTimes.begin(), graphedTimes.end());
+        graphs = std::move(*compared);
     }
+    const auto& graphedTimes = graphs.graphedTimes;
+    const auto& eagerAgain = graphs.eagerAgain;
+    const auto& graphSummary = graphs.summary;
+    const double graphedDiff = graphs.maxDifference;
     // One more forward under the kernel profiler: where the device time goes.
     vireo::profile::Profile kernels;
     if (profileKernels && vireo::profile::startKernelProfile()) {
         auto profiled = model->forward(*inputs);
         vireo::deviceSynchronize(device);
         kernels = vireo::profile::stopKernelProfile();
-        if (!profiled) {
-            std::fprintf(stderr, "vireo-cli: %s\n", profiled.error().message.c_str());
-            return 1;
-        }
+        if (!profiled)
+            return failed(profiled.error().message);
     }
     std::vector<double> timed(times.begin() + (times.size() > 1 ? 1 : 0), times.end());
     std::sort(timed.begin(), timed.end());
@@ -268,10 +331,8 @@ int runDitForward(const std::vector<std::string>& args)
     const double median = timed[timed.size() / 2];
     outputs["sample"] = out->video;
     outputs["audio_sample"] = out->audio;
-    if (auto w = vireo::tensorfile::writeSafetensors(outPath, outputs, {{"version", model->config().version()}}); !w) {
-        std::fprintf(stderr, "vireo-cli: %s\n", w.error().message.c_str());
-        return 1;
-    }
+    if (auto w = vireo::tensorfile::writeSafetensors(outPath, outputs, {{"version", model->config().version()}}); !w)
+        return failed(w.error().message);
     if (asJson) {
         nlohmann::json j{{"version", model->config().version()}, {"forward_seconds", best}, {"median_seconds", median},
             {"all_seconds", times}, {"repeats", repeats}, {"threads", at::get_num_threads()}, {"load_seconds", loadSeconds},
