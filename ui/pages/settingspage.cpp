@@ -70,8 +70,27 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     auto* layout = new QVBoxLayout(content);
     layout->setContentsMargins(0, 0, 0, 0);
 
+    layout->addWidget(hubCard());
+    layout->addWidget(outputsCard());
+    layout->addWidget(trustCard());
+    m_saved->setObjectName(QStringLiteral("pageSubtitle"));
+    layout->addWidget(m_saved);
+    layout->addStretch(1);
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(content);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    outer->addWidget(scroll, 1);
+
+    connect(m_settings, &core::StudioSettings::changed, this, &SettingsPage::load);
+    load();
+}
+
+// The Hub: cache, endpoint, token, parallel downloads, free space, offline.
+QWidget* SettingsPage::hubCard()
+{
     QFormLayout* hubForm = nullptr;
-    layout->addWidget(card(hubForm));
+    auto* box = card(hubForm);
     m_cache->setObjectName(QStringLiteral("cacheEdit"));
     m_cache->setAccessibleName(tr("Model cache folder"));
     m_cache->setToolTip(tr("The huggingface_hub cache folder (models--org--name/…); partial downloads live next to it"));
@@ -109,9 +128,76 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     m_offline->setObjectName(QStringLiteral("offlineBox"));
     hubForm->addRow(tr("Network"), m_offline);
 
-    // Where videos and images go (the gallery watches it); the Gallery adopts what is there.
+    connect(m_cache, &QLineEdit::editingFinished, this, [this]() {
+        if (m_cache->text() == m_settings->cacheFolder())
+            return;
+        m_settings->setCacheFolder(m_cache->text());
+        showSaved(tr("model cache"));
+    });
+    connect(browse, &QPushButton::clicked, this, [this]() {
+        const auto dir = QFileDialog::getExistingDirectory(this, tr("Model cache folder"), m_settings->cacheFolder());
+        if (dir.isEmpty())
+            return;
+        m_settings->setCacheFolder(dir);
+        showSaved(tr("model cache"));
+    });
+    connect(resetCache, &QPushButton::clicked, this, [this]() {
+        m_settings->setCacheFolder(QString());
+        showSaved(tr("model cache"));
+    });
+    connect(m_endpoint, &QLineEdit::editingFinished, this, [this]() {
+        if (m_endpoint->text() == m_settings->endpoint())
+            return;
+        const auto url = QUrl(m_endpoint->text().trimmed());
+        if (!m_endpoint->text().trimmed().isEmpty() && (!url.isValid() || (url.scheme() != QStringLiteral("https") && url.scheme() != QStringLiteral("http")))) {
+            m_saved->setText(tr("The endpoint must be an http(s) address"));
+            return;
+        }
+        m_settings->setEndpoint(m_endpoint->text());
+        showSaved(tr("Hub endpoint"));
+    });
+    connect(m_saveToken, &QPushButton::clicked, this, [this]() {
+        QString error;
+        if (!m_settings->setToken(m_token->text(), &error)) {
+            m_tokenStatus->setText(error);
+            return;
+        }
+        m_token->clear();
+        showSaved(tr("access token"));
+    });
+    connect(m_token, &QLineEdit::returnPressed, m_saveToken, &QPushButton::click);
+    connect(m_clearToken, &QPushButton::clicked, this, [this]() {
+        m_settings->setToken(QString());
+        showSaved(tr("access token removed"));
+    });
+    connect(m_parallel, &QSpinBox::valueChanged, this, [this](int v) {
+        if (v == m_settings->parallelDownloads())
+            return;
+        m_settings->setParallelDownloads(v);
+        showSaved(tr("parallel downloads"));
+    });
+    connect(m_keepFree, &QDoubleSpinBox::valueChanged, this, [this](double gb) {
+        const auto bytes = static_cast<quint64>(std::llround(gb * 1e9));
+        // The box shows two decimals: an unchanged display is not a new setting.
+        if (std::llround(static_cast<double>(m_settings->headroomBytes()) / 1e7) == std::llround(gb * 100))
+            return;
+        m_settings->setHeadroomBytes(bytes);
+        showSaved(tr("space kept free"));
+    });
+    connect(m_offline, &QCheckBox::toggled, this, [this](bool on) {
+        if (on == m_settings->offline())
+            return;
+        m_settings->setOffline(on);
+        showSaved(on ? tr("offline mode on") : tr("offline mode off"));
+    });
+    return box;
+}
+
+// Where videos and images go (the gallery watches it); the Gallery adopts what is there.
+QWidget* SettingsPage::outputsCard()
+{
     QFormLayout* outputsForm = nullptr;
-    layout->addWidget(card(outputsForm));
+    auto* box = card(outputsForm);
     m_outputs->setObjectName(QStringLiteral("outputsEdit"));
     m_outputs->setToolTip(tr("Every video and image is written here with its recipe; the Gallery lists what it holds"));
     m_outputs->setAccessibleName(tr("Outputs folder"));
@@ -120,8 +206,24 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     resetOutputs->setToolTip(tr("Back to Videos/Vireo Studio"));
     outputsForm->addRow(tr("Outputs folder"), row({m_outputs, browseOutputs, resetOutputs}));
 
+    connect(m_outputs, &QLineEdit::editingFinished, this, [this]() {
+        if (m_outputs->text() != m_settings->outputsFolder())
+            chooseOutputs(m_outputs->text());
+    });
+    connect(browseOutputs, &QPushButton::clicked, this, [this]() {
+        const auto dir = QFileDialog::getExistingDirectory(this, tr("Outputs folder"), m_settings->outputsFolder());
+        if (!dir.isEmpty())
+            chooseOutputs(dir);
+    });
+    connect(resetOutputs, &QPushButton::clicked, this, [this]() { chooseOutputs(QString()); });
+    return box;
+}
+
+// Repos approved outside the catalog's publishers, and where the logs are.
+QWidget* SettingsPage::trustCard()
+{
     QFormLayout* trustForm = nullptr;
-    layout->addWidget(card(trustForm));
+    auto* box = card(trustForm);
     m_trusted->setObjectName(QStringLiteral("trustedList"));
     m_trusted->setMaximumHeight(140);
     m_trusted->setToolTip(tr("Repos you approved outside the catalog's publishers"));
@@ -134,114 +236,36 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     connect(openLogs, &QPushButton::clicked, this, []() { QDesktopServices::openUrl(QUrl::fromLocalFile(core::logDirectory())); });
     trustForm->addRow(tr("Logs"), row({logs, openLogs}));
 
-    m_saved->setObjectName(QStringLiteral("pageSubtitle"));
-    layout->addWidget(m_saved);
-    layout->addStretch(1);
-    auto* scroll = new QScrollArea;
-    scroll->setWidget(content);
-    scroll->setWidgetResizable(true);
-    scroll->setFrameShape(QFrame::NoFrame);
-    outer->addWidget(scroll, 1);
-
-    auto saved = [this](const QString& what) {
-        m_saved->setText(tr("Saved: %1").arg(what));
-        QTimer::singleShot(4000, m_saved, [this]() { m_saved->clear(); });
-    };
-    connect(m_cache, &QLineEdit::editingFinished, this, [this, saved]() {
-        if (m_cache->text() == m_settings->cacheFolder())
-            return;
-        m_settings->setCacheFolder(m_cache->text());
-        saved(tr("model cache"));
-    });
-    connect(browse, &QPushButton::clicked, this, [this, saved]() {
-        const auto dir = QFileDialog::getExistingDirectory(this, tr("Model cache folder"), m_settings->cacheFolder());
-        if (dir.isEmpty())
-            return;
-        m_settings->setCacheFolder(dir);
-        saved(tr("model cache"));
-    });
-    connect(resetCache, &QPushButton::clicked, this, [this, saved]() {
-        m_settings->setCacheFolder(QString());
-        saved(tr("model cache"));
-    });
-    auto setOutputs = [this, saved](const QString& folder) {
-        // A folder that cannot be made or written is refused here, not at the end of a run.
-        if (!folder.trimmed().isEmpty()) {
-            const QString clean = QDir::cleanPath(folder.trimmed());
-            if (!QDir().mkpath(clean) || !QFileInfo(clean).isWritable()) {
-                m_saved->setText(tr("%1 cannot be written; choose another folder").arg(clean));
-                m_outputs->setText(m_settings->outputsFolder());
-                return;
-            }
-        }
-        m_settings->setOutputsFolder(folder);
-        saved(tr("outputs folder"));
-    };
-    connect(m_outputs, &QLineEdit::editingFinished, this, [this, setOutputs]() {
-        if (m_outputs->text() != m_settings->outputsFolder())
-            setOutputs(m_outputs->text());
-    });
-    connect(browseOutputs, &QPushButton::clicked, this, [this, setOutputs]() {
-        const auto dir = QFileDialog::getExistingDirectory(this, tr("Outputs folder"), m_settings->outputsFolder());
-        if (!dir.isEmpty())
-            setOutputs(dir);
-    });
-    connect(resetOutputs, &QPushButton::clicked, this, [setOutputs]() { setOutputs(QString()); });
-    connect(m_endpoint, &QLineEdit::editingFinished, this, [this, saved]() {
-        if (m_endpoint->text() == m_settings->endpoint())
-            return;
-        const auto url = QUrl(m_endpoint->text().trimmed());
-        if (!m_endpoint->text().trimmed().isEmpty() && (!url.isValid() || (url.scheme() != QStringLiteral("https") && url.scheme() != QStringLiteral("http")))) {
-            m_saved->setText(tr("The endpoint must be an http(s) address"));
-            return;
-        }
-        m_settings->setEndpoint(m_endpoint->text());
-        saved(tr("Hub endpoint"));
-    });
-    connect(m_saveToken, &QPushButton::clicked, this, [this, saved]() {
-        QString error;
-        if (!m_settings->setToken(m_token->text(), &error)) {
-            m_tokenStatus->setText(error);
-            return;
-        }
-        m_token->clear();
-        saved(tr("access token"));
-    });
-    connect(m_token, &QLineEdit::returnPressed, m_saveToken, &QPushButton::click);
-    connect(m_clearToken, &QPushButton::clicked, this, [this, saved]() {
-        m_settings->setToken(QString());
-        saved(tr("access token removed"));
-    });
-    connect(m_parallel, &QSpinBox::valueChanged, this, [this, saved](int v) {
-        if (v == m_settings->parallelDownloads())
-            return;
-        m_settings->setParallelDownloads(v);
-        saved(tr("parallel downloads"));
-    });
-    connect(m_keepFree, &QDoubleSpinBox::valueChanged, this, [this, saved](double gb) {
-        const auto bytes = static_cast<quint64>(std::llround(gb * 1e9));
-        // The box shows two decimals: an unchanged display is not a new setting.
-        if (std::llround(static_cast<double>(m_settings->headroomBytes()) / 1e7) == std::llround(gb * 100))
-            return;
-        m_settings->setHeadroomBytes(bytes);
-        saved(tr("space kept free"));
-    });
-    connect(m_offline, &QCheckBox::toggled, this, [this, saved](bool on) {
-        if (on == m_settings->offline())
-            return;
-        m_settings->setOffline(on);
-        saved(on ? tr("offline mode on") : tr("offline mode off"));
-    });
-    connect(m_revoke, &QPushButton::clicked, this, [this, saved]() {
+    connect(m_revoke, &QPushButton::clicked, this, [this]() {
         if (auto* item = m_trusted->currentItem()) {
             const auto repo = item->text();
             m_settings->revokeRepo(repo);
-            saved(tr("%1 is no longer trusted").arg(repo));
+            showSaved(tr("%1 is no longer trusted").arg(repo));
         }
     });
     connect(m_trusted, &QListWidget::currentRowChanged, this, [this](int r) { m_revoke->setEnabled(r >= 0); });
-    connect(m_settings, &core::StudioSettings::changed, this, &SettingsPage::load);
-    load();
+    return box;
+}
+
+void SettingsPage::showSaved(const QString& what)
+{
+    m_saved->setText(tr("Saved: %1").arg(what));
+    QTimer::singleShot(4000, m_saved, [this]() { m_saved->clear(); });
+}
+
+// A folder that cannot be made or written is refused here, not at the end of a run.
+void SettingsPage::chooseOutputs(const QString& folder)
+{
+    if (!folder.trimmed().isEmpty()) {
+        const QString clean = QDir::cleanPath(folder.trimmed());
+        if (!QDir().mkpath(clean) || !QFileInfo(clean).isWritable()) {
+            m_saved->setText(tr("%1 cannot be written; choose another folder").arg(clean));
+            m_outputs->setText(m_settings->outputsFolder());
+            return;
+        }
+    }
+    m_settings->setOutputsFolder(folder);
+    showSaved(tr("outputs folder"));
 }
 
 void SettingsPage::load()

@@ -36,6 +36,12 @@ public:
 
 private:
     void load();
+    QWidget* hubCard();
+    QWidget* outputsCard();
+    QWidget* trustCard();
+    // "Saved: …" for a few seconds under the cards.
+    void showSaved(const QString& what);
+    void chooseOutputs(const QString& folder);
 
     core::StudioSettings* m_settings;
     QLineEdit* m_cache;
