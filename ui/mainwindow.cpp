@@ -79,6 +79,27 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
     setWindowTitle(tr("Vireo Studio"));
     setMinimumSize(900, 600);
 
+    buildNavigation();
+    auto* central = new QWidget;
+    auto* layout = new QHBoxLayout(central);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(0);
+    layout->addWidget(m_navigation);
+    layout->addWidget(m_pages, 1);
+    setCentralWidget(central);
+    statusBar()->showMessage(tr("Ready"));
+    connectPages();
+
+    QSettings settings;
+    if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray()))
+        resize(1180, 760);
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    showPage(static_cast<Page>(std::clamp(settings.value(QStringLiteral("window/page"), 0).toInt(), 0, 4)));
+}
+
+// The sidebar, its pages and the window's shortcuts.
+void MainWindow::buildNavigation()
+{
     m_navigation->setObjectName(QStringLiteral("navigation"));
     m_navigation->setFixedWidth(200);
     m_navigation->setIconSize(QSize(18, 18));
@@ -122,15 +143,11 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
     quit->setShortcut(QKeySequence::Quit);
     connect(quit, &QAction::triggered, this, &QWidget::close);
     addAction(quit);
+}
 
-    auto* central = new QWidget;
-    auto* layout = new QHBoxLayout(central);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->setSpacing(0);
-    layout->addWidget(m_navigation);
-    layout->addWidget(m_pages, 1);
-    setCentralWidget(central);
-    statusBar()->showMessage(tr("Ready"));
+// What one page asks of another: a model to use, a download to show, a recipe to make again.
+void MainWindow::connectPages()
+{
     connect(m_models, &ModelsPage::inspectionFinished, this, [this](const QString& path, bool ok) {
         statusBar()->showMessage(ok ? tr("Inspected %1").arg(path) : tr("Could not open %1").arg(path), 8000);
     });
@@ -174,41 +191,7 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
             statusBar()->showMessage(why, 15000);
         showPage(Page::Generate);
     });
-    // A LoRA from the Hub: planned and downloaded like a model (the Downloads page asks for the
-    // approval a repo outside the catalog's publishers needs); its weight files join the LoRA
-    // panel when the download is done.
-    connect(m_generate->loraPanel(), &LoraPanel::hubLoraRequested, this, [this](const QString& repo) {
-        QString error;
-        auto* task = m_manager->openRepo(repo, &error);
-        if (!task) {
-            statusBar()->showMessage(error, 15000);
-            return;
-        }
-        m_downloads->showTask(task->spec().key);
-        showPage(Page::Downloads);
-        const auto key = task->spec().key;
-        connect(task, &hub::DownloadTask::stateChanged, this, [this, key, repo](hub::DownloadTask::State state) {
-            if (state != hub::DownloadTask::State::Done)
-                return;
-            const auto ready = m_manager->readyFiles(key);
-            const auto cache = m_manager->hfCache();
-            if (!ready || !cache)
-                return;
-            int added = 0;
-            for (const auto& src : *ready) {
-                auto dir = cache->repoDir(src.repo);
-                if (!dir)
-                    continue;
-                for (const auto& f : src.files)
-                    if (QString::fromStdString(f.path).endsWith(QStringLiteral(".safetensors"))) {
-                        m_generate->loraPanel()->addLora(QString::fromStdString((*dir / "snapshots" / src.commit / f.path).string()));
-                        ++added;
-                    }
-            }
-            statusBar()->showMessage(added ? tr("%1: %2 added to the LoRAs").arg(repo).arg(added)
-                                           : tr("%1 holds no .safetensors file to use as a LoRA").arg(repo), 15000);
-        });
-    });
+    connect(m_generate->loraPanel(), &LoraPanel::hubLoraRequested, this, &MainWindow::addHubLora);
     connect(m_gallery, &GalleryPage::message, this, [this](const QString& text) { statusBar()->showMessage(text, 8000); });
     connect(m_models, &ModelsPage::taskOpened, this, [this](const QString& key) {
         m_downloads->showTask(key);
@@ -222,12 +205,43 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
                 statusBar()->showMessage(tr("%1: %2").arg(task->spec().title, task->message()), 15000);
         });
     });
+}
 
-    QSettings settings;
-    if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray()))
-        resize(1180, 760);
-    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
-    showPage(static_cast<Page>(std::clamp(settings.value(QStringLiteral("window/page"), 0).toInt(), 0, 4)));
+// A LoRA from the Hub: planned and downloaded like a model (the Downloads page asks for the
+// approval a repo outside the catalog's publishers needs); its weight files join the LoRA
+// panel when the download is done.
+void MainWindow::addHubLora(const QString& repo)
+{
+    QString error;
+    auto* task = m_manager->openRepo(repo, &error);
+    if (!task) {
+        statusBar()->showMessage(error, 15000);
+        return;
+    }
+    m_downloads->showTask(task->spec().key);
+    showPage(Page::Downloads);
+    const auto key = task->spec().key;
+    connect(task, &hub::DownloadTask::stateChanged, this, [this, key, repo](hub::DownloadTask::State state) {
+        if (state != hub::DownloadTask::State::Done)
+            return;
+        const auto ready = m_manager->readyFiles(key);
+        const auto cache = m_manager->hfCache();
+        if (!ready || !cache)
+            return;
+        int added = 0;
+        for (const auto& src : *ready) {
+            auto dir = cache->repoDir(src.repo);
+            if (!dir)
+                continue;
+            for (const auto& f : src.files)
+                if (QString::fromStdString(f.path).endsWith(QStringLiteral(".safetensors"))) {
+                    m_generate->loraPanel()->addLora(QString::fromStdString((*dir / "snapshots" / src.commit / f.path).string()));
+                    ++added;
+                }
+        }
+        statusBar()->showMessage(added ? tr("%1: %2 added to the LoRAs").arg(repo).arg(added)
+                                       : tr("%1 holds no .safetensors file to use as a LoRA").arg(repo), 15000);
+    });
 }
 
 void MainWindow::showPage(Page page)

@@ -47,6 +47,9 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    void buildNavigation();
+    void connectPages();
+    void addHubLora(const QString& repo);
     core::Studio* m_studio;
     QListWidget* m_navigation;
     QStackedWidget* m_pages;
