@@ -127,6 +127,12 @@ struct Engine::Impl {
     void run(const std::shared_ptr<Job>& job);
     void ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef& model, const facade::SizeRequest& size, bool force);
     void generate(const std::shared_ptr<Job>& job);
+    // generate()'s parts.
+    facade::GenerateRequest decodedRequest(const std::shared_ptr<Job>& job, bool* twoStage);
+    static std::vector<std::pair<QString, qint64>> videoPhases(const GenerateJob& g, const facade::GenerateRequest& request, bool twoStage);
+    output::Recipe videoRecipe(const GenerateJob& g, const facade::VideoResult& result) const;
+    static std::vector<std::filesystem::path> keepConditions(const GenerateJob& g, const facade::GenerateRequest& request,
+        const std::filesystem::path& path, output::Recipe& recipe);
     void generateImage(const std::shared_ptr<Job>& job);
     output::Recipe recipeBase(const GenerateJob& g) const;
     std::filesystem::path outputPathFor(const GenerateJob& g, const std::string& extension) const;
@@ -641,11 +647,12 @@ void Engine::Impl::finishJob(const std::shared_ptr<Job>& job, const std::filesys
     spdlog::info("engine: wrote {}", path.string());
 }
 
-void Engine::Impl::generate(const std::shared_ptr<Job>& job)
+// What can be refused without the model is refused before it loads: a two-stage request that
+// cannot run, a conditioning file that is gone or does not decode. The request with the
+// conditions decoded, and whether it takes the two-stage path.
+facade::GenerateRequest Engine::Impl::decodedRequest(const std::shared_ptr<Job>& job, bool* twoStageOut)
 {
     const auto& g = job->generate;
-    // What can be refused without the model is refused before it loads: a two-stage request
-    // that cannot run, a conditioning file that is gone or does not decode.
     auto request = g.request;
     const bool imageModel = facade::detectModelKind(g.model.plan.modelPaths) == facade::ModelKind::Image;
     bool twoStage = false;
@@ -671,6 +678,96 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
         }
         progress(job, QStringLiteral("read conditions"), total, total, -1, true);
     }
+    *twoStageOut = twoStage;
+    return request;
+}
+
+// The phases of a video run with their units, for the ETA.
+std::vector<std::pair<QString, qint64>> Engine::Impl::videoPhases(const GenerateJob& g, const facade::GenerateRequest& request, bool twoStage)
+{
+    const int steps = g.request.steps > 0 ? g.request.steps : (g.request.schedule == "dev" ? 40 : 8);
+    std::vector<std::pair<QString, qint64>> phases{{QStringLiteral("encode prompt"), 1}};
+    if (!request.conditions.empty())
+        phases.push_back({QStringLiteral("encode conditions"), static_cast<qint64>(request.conditions.size())});
+    phases.push_back({QStringLiteral("denoise"), steps});
+    if (twoStage) {
+        phases.push_back({QStringLiteral("upsample latents"), 1});
+        phases.push_back({QStringLiteral("refine"), 3});
+    }
+    for (const auto& [name, units] : std::initializer_list<std::pair<QString, qint64>>{{QStringLiteral("decode video"), 1},
+             {QStringLiteral("decode audio"), 1}, {QStringLiteral("vocoder"), 1}, {QStringLiteral("mux"), g.request.frames + 1}})
+        phases.push_back({name, units});
+    return phases;
+}
+
+// The recipe of a finished video: the exact files by hash, and everything the request said.
+output::Recipe Engine::Impl::videoRecipe(const GenerateJob& g, const facade::VideoResult& result) const
+{
+    output::Recipe recipe = recipeBase(g);
+    recipe.kind = "video";
+    recipe.pipeline = "ltx2";
+    recipe.negativePrompt = g.request.negativePrompt;
+    recipe.schedule = result.schedule;
+    recipe.sigmas = result.sigmas;
+    recipe.steps = static_cast<int>(result.sigmas.size()) - 1;
+    recipe.audioGuidance = g.request.audioGuidance;
+    recipe.guidanceRescale = g.request.guidanceRescale;
+    recipe.width = result.width;
+    recipe.height = result.height;
+    recipe.frames = result.frameCount;
+    recipe.fps = result.fps;
+    recipe.speed = result.speed;
+    recipe.stepsSkipped = result.stepsSkipped;
+    recipe.cudaGraphs = result.cudaGraphs;
+    recipe.secondsPerPhase = result.secondsPerPhase;
+    ranPaths(recipe, result.paths, result.pathWarnings);
+    // Every LoRA asked for, applied or not, with the reason when not: never dropped in silence.
+    for (const auto& l : result.loras)
+        recipe.loras.push_back({l.path.string(), QFileInfo::exists(QString::fromStdString(l.path.string())) ? output::fileSha256(l.path) : std::string(),
+            l.strength, l.status});
+
+    recipe.stages = result.stages.twoStage ? "two" : "single";
+    recipe.stagesRequested = g.request.stages;
+    recipe.stagesReason = result.stages.reason;
+
+    return recipe;
+}
+
+// What each condition was is kept beside the video, so "Generate again" finds it after the
+// original moved: a still's file, a clip's frames that were used (never a copy of a long clip).
+// One that cannot be kept costs the reproduction, not the video. Returns the copies made.
+std::vector<std::filesystem::path> Engine::Impl::keepConditions(const GenerateJob& g, const facade::GenerateRequest& request,
+    const std::filesystem::path& path, output::Recipe& recipe)
+{
+    std::vector<std::filesystem::path> copies;
+    const std::size_t given = g.request.conditions.size();  // decoded by the caller: no file, CRF unknown
+    for (std::size_t i = 0; i < request.conditions.size(); ++i) {
+        const auto& c = request.conditions[i];
+        const int crf = i >= given && c.frames == 1 ? g.conditions[i - given].crf : 0;
+        const bool fromEnd = i >= given && c.frames > 1 && g.conditions[i - given].clipFromEnd;
+        output::ConditionUse use{c.source, {}, c.sha256, c.frame, c.strength, crf, c.frames, fromEnd, {}, false};
+        if (i >= given) {
+            auto kept = c.frames > 1 ? keepConditionFrames(c, g.request.fps, path, static_cast<int>(i))
+                                     : copyConditionBeside(c.source, c.sha256, path, static_cast<int>(i));
+            if (kept) {
+                use.copy = kept->path.filename().string();
+                use.copySha256 = kept->sha256;
+                use.copyIsFrames = kept->frames;
+                copies.push_back(kept->path);
+            } else {
+                spdlog::warn("engine: {}", kept.error().message);
+            }
+        }
+        recipe.conditions.push_back(std::move(use));
+    }
+    return copies;
+}
+
+void Engine::Impl::generate(const std::shared_ptr<Job>& job)
+{
+    const auto& g = job->generate;
+    bool twoStage = false;
+    const auto request = decodedRequest(job, &twoStage);
     const auto loadStart = Clock::now();
     ensureLoaded(job, g.model, job->size, job->force);
     {
@@ -690,18 +787,7 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     }
 
     const auto key = etaKey(g.model, request, twoStage);
-    const int steps = g.request.steps > 0 ? g.request.steps : (g.request.schedule == "dev" ? 40 : 8);
-    std::vector<std::pair<QString, qint64>> phases{{QStringLiteral("encode prompt"), 1}};
-    if (!request.conditions.empty())
-        phases.push_back({QStringLiteral("encode conditions"), static_cast<qint64>(request.conditions.size())});
-    phases.push_back({QStringLiteral("denoise"), steps});
-    if (twoStage) {
-        phases.push_back({QStringLiteral("upsample latents"), 1});
-        phases.push_back({QStringLiteral("refine"), 3});
-    }
-    for (const auto& [name, units] : std::initializer_list<std::pair<QString, qint64>>{{QStringLiteral("decode video"), 1},
-             {QStringLiteral("decode audio"), 1}, {QStringLiteral("vocoder"), 1}, {QStringLiteral("mux"), g.request.frames + 1}})
-        phases.push_back({name, units});
+    const auto phases = videoPhases(g, request, twoStage);
     EtaTracker tracker(&eta, key, phases);
     QElapsedTimer clock;
     clock.start();
@@ -738,58 +824,9 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
 
     // The recipe: the exact files by hash, and everything the request said.
     progress(job, QStringLiteral("mux"), 0, g.request.frames + 1, tracker.update(QStringLiteral("mux"), 0, g.request.frames + 1, now()), true);
-    output::Recipe recipe = recipeBase(g);
-    recipe.kind = "video";
-    recipe.pipeline = "ltx2";
-    recipe.negativePrompt = g.request.negativePrompt;
-    recipe.schedule = result->schedule;
-    recipe.sigmas = result->sigmas;
-    recipe.steps = static_cast<int>(result->sigmas.size()) - 1;
-    recipe.audioGuidance = g.request.audioGuidance;
-    recipe.guidanceRescale = g.request.guidanceRescale;
-    recipe.width = result->width;
-    recipe.height = result->height;
-    recipe.frames = result->frameCount;
-    recipe.fps = result->fps;
-    recipe.speed = result->speed;
-    recipe.stepsSkipped = result->stepsSkipped;
-    recipe.cudaGraphs = result->cudaGraphs;
-    recipe.secondsPerPhase = result->secondsPerPhase;
-    ranPaths(recipe, result->paths, result->pathWarnings);
-    // Every LoRA asked for, applied or not, with the reason when not: never dropped in silence.
-    for (const auto& l : result->loras)
-        recipe.loras.push_back({l.path.string(), QFileInfo::exists(QString::fromStdString(l.path.string())) ? output::fileSha256(l.path) : std::string(),
-            l.strength, l.status});
-
-    recipe.stages = result->stages.twoStage ? "two" : "single";
-    recipe.stagesRequested = g.request.stages;
-    recipe.stagesReason = result->stages.reason;
-
+    auto recipe = videoRecipe(g, *result);
     const auto path = outputPathFor(g, "mp4");
-    // What each condition was is kept beside the video, so "Generate again" finds it after the
-    // original moved: a still's file, a clip's frames that were used (never a copy of a long
-    // clip). One that cannot be kept costs the reproduction, not the video.
-    std::vector<std::filesystem::path> copies;
-    const std::size_t given = g.request.conditions.size();  // decoded by the caller: no file, CRF unknown
-    for (std::size_t i = 0; i < request.conditions.size(); ++i) {
-        const auto& c = request.conditions[i];
-        const int crf = i >= given && c.frames == 1 ? g.conditions[i - given].crf : 0;
-        const bool fromEnd = i >= given && c.frames > 1 && g.conditions[i - given].clipFromEnd;
-        output::ConditionUse use{c.source, {}, c.sha256, c.frame, c.strength, crf, c.frames, fromEnd, {}, false};
-        if (i >= given) {
-            auto kept = c.frames > 1 ? keepConditionFrames(c, g.request.fps, path, static_cast<int>(i))
-                                     : copyConditionBeside(c.source, c.sha256, path, static_cast<int>(i));
-            if (kept) {
-                use.copy = kept->path.filename().string();
-                use.copySha256 = kept->sha256;
-                use.copyIsFrames = kept->frames;
-                copies.push_back(kept->path);
-            } else {
-                spdlog::warn("engine: {}", kept.error().message);
-            }
-        }
-        recipe.conditions.push_back(std::move(use));
-    }
+    const auto copies = keepConditions(g, request, path, recipe);
     auto written = output::writeVideo(path, *result, recipe,
         [&](std::int64_t done, std::int64_t total) {
             progress(job, QStringLiteral("mux"), done, total, tracker.update(QStringLiteral("mux"), done, total, now()), false);
