@@ -635,6 +635,122 @@ Result<ModelFacts> Generator::readModelFacts(const LoadPlan& plan)
     }
 }
 
+namespace {
+
+// The LTX-2 weights held once loaded, by where they can go.
+struct Ltx2Held {
+    std::int64_t text = 0, transformer = 0, rest = 0;
+};
+
+// The fastest placement that fits the budget (or the one asked for), with its peaks and, when
+// none fits, the shortfall.
+void placeLtx2(MemoryPlan& m, const LoadPlan& plan, c10::Device device, const pipelines::Ltx2StoredSizes& sizes, const Ltx2Held& held)
+{
+    const auto [text, transformer, rest] = held;
+    const std::int64_t margin = 512ll << 20;  // CUDA context, cuBLAS workspaces, fragmentation
+    struct Candidate {
+        Placement placement;
+        std::int64_t deviceWeights, hostWeights, devicePeak, hostPeak;
+    };
+    auto candidate = [&](Placement p) {
+        Candidate c{p, 0, 0, 0, 0};
+        const auto work = std::max({m.activationBytes, m.decodeBytes});
+        if (device.is_cpu()) {
+            c.hostWeights = text + transformer + rest;
+            c.hostPeak = c.hostWeights + std::max(work, m.encodeBytes);
+            return c;
+        }
+        switch (p) {
+        case Placement::AllResident:
+            c.deviceWeights = text + transformer + rest;
+            c.devicePeak = c.deviceWeights + std::max(work, m.encodeBytes) + margin;
+            break;
+        case Placement::TextEncoderOnCpu:
+            c.deviceWeights = transformer + rest;
+            c.hostWeights = text;
+            c.devicePeak = c.deviceWeights + work + margin;
+            c.hostPeak = text + m.encodeBytes;
+            break;
+        default: {
+            const auto streamed = transformer - sizes.transformerBlockBytes * sizes.layers;
+            c.deviceWeights = std::max<std::int64_t>(0, streamed) + 2 * sizes.transformerBlockBytes + rest;
+            c.hostWeights = text + sizes.transformerBlockBytes * sizes.layers;
+            c.devicePeak = c.deviceWeights + work + margin;
+            c.hostPeak = c.hostWeights + m.encodeBytes;
+            break;
+        }
+        }
+        return c;
+    };
+    auto fits = [&](const Candidate& c) {
+        const bool deviceOk = device.is_cpu() || c.devicePeak <= m.budget.deviceFreeBytes;
+        return deviceOk && c.hostPeak <= m.budget.hostAvailableBytes;
+    };
+    std::vector<Placement> order;
+    if (plan.placement != Placement::Auto)
+        order = {plan.placement};
+    else if (device.is_cpu())
+        order = {Placement::AllResident};
+    else
+        order = {Placement::AllResident, Placement::TextEncoderOnCpu, Placement::OffloadTransformerBlocks};
+    Candidate chosen = candidate(order.back());
+    m.fits = false;
+    for (auto p : order) {
+        const auto c = candidate(p);
+        if (fits(c)) {
+            chosen = c;
+            m.fits = true;
+            break;
+        }
+    }
+    m.placement = chosen.placement;
+    m.forced = plan.placement != Placement::Auto;
+    m.deviceWeightBytes = chosen.deviceWeights;
+    m.hostWeightBytes = chosen.hostWeights;
+    m.devicePeakBytes = chosen.devicePeak;
+    m.hostPeakBytes = chosen.hostPeak;
+    if (!m.fits) {
+        const auto deviceShort = device.is_cpu() ? 0 : chosen.devicePeak - m.budget.deviceFreeBytes;
+        const auto hostShort = chosen.hostPeak - m.budget.hostAvailableBytes;
+        m.shortfallBytes = std::max<std::int64_t>({0, deviceShort, hostShort});
+    }
+}
+
+// The plan in words: what is held, what the size needs, where it goes, and what to do when it
+// does not fit.
+std::string ltx2Explanation(const MemoryPlan& m, const SizeRequest& size, const capability::DeviceCaps& caps, bool onCpu, const Ltx2Held& held,
+    std::int64_t stored, std::int64_t cpuPeak)
+{
+    const auto [text, transformer, rest] = held;
+    const auto& dev = m.device;
+    std::ostringstream e;
+    e << "LTX-" << m.version << " in " << m.dtype << " on " << (onCpu ? dev : describeDevice(caps)) << ": weights "
+      << humanBytes(text + transformer + rest) << " in memory";
+    if (stored != text + transformer + rest)
+        e << " (" << humanBytes(stored) << " on disk)";
+    e << " (transformer " << humanBytes(transformer) << ", text encoder " << humanBytes(text) << "); at " << size.width << "x"
+      << size.height << "x" << size.frames << " the transformer needs about " << humanBytes(m.activationBytes)
+      << " of working memory and the decoder " << humanBytes(m.decodeBytes) << ". ";
+    if (onCpu)
+        e << "Everything runs in RAM: peak " << humanBytes(m.hostPeakBytes) << " of " << humanBytes(m.budget.hostAvailableBytes)
+          << " available.";
+    else
+        e << "Placement " << placementName(m.placement) << ": " << humanBytes(m.devicePeakBytes) << " peak on the GPU ("
+          << humanBytes(m.budget.deviceFreeBytes) << " free of " << humanBytes(m.budget.deviceTotalBytes) << "), "
+          << humanBytes(m.hostPeakBytes) << " in RAM (" << humanBytes(m.budget.hostAvailableBytes) << " available).";
+    if (!m.fits) {
+        e << " It does not fit: " << humanBytes(m.shortfallBytes) << " short"
+          << (m.forced ? " with the chosen placement." : " even with the transformer streamed from RAM.")
+          << " Choose a smaller size, fewer frames, a quantized variant (FP8 or GGUF), or free memory.";
+        if (!onCpu)
+            e << " On the CPU it would need about " << humanBytes(cpuPeak) << " of RAM (" << humanBytes(m.budget.hostAvailableBytes)
+              << " available).";
+    }
+    return e.str();
+}
+
+} // namespace
+
 Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest& size, const std::optional<MemoryBudget>& budgetIn)
 {
     // The device planned for: this machine's, or the budget's what-if device (which need not be
@@ -695,84 +811,18 @@ Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest
         // with the load: both are planned for, so neither can tip a running studio over.
         const std::int64_t rest = bytesOf("connectors") + bytesOf("video_vae") + bytesOf("audio_vae") + bytesOf("vocoder")
                                   + bytesOf("video_encoder") + bytesOf("spatial_upsampler");
-        const std::int64_t margin = 512ll << 20;  // CUDA context, cuBLAS workspaces, fragmentation
 
-        struct Candidate {
-            Placement placement;
-            std::int64_t deviceWeights, hostWeights, devicePeak, hostPeak;
-        };
-        auto candidate = [&](Placement p) {
-            Candidate c{p, 0, 0, 0, 0};
-            const auto work = std::max({m.activationBytes, m.decodeBytes});
-            if (device.is_cpu()) {
-                c.hostWeights = text + transformer + rest;
-                c.hostPeak = c.hostWeights + std::max(work, m.encodeBytes);
-                return c;
-            }
-            switch (p) {
-            case Placement::AllResident:
-                c.deviceWeights = text + transformer + rest;
-                c.devicePeak = c.deviceWeights + std::max(work, m.encodeBytes) + margin;
-                break;
-            case Placement::TextEncoderOnCpu:
-                c.deviceWeights = transformer + rest;
-                c.hostWeights = text;
-                c.devicePeak = c.deviceWeights + work + margin;
-                c.hostPeak = text + m.encodeBytes;
-                break;
-            default: {
-                const auto streamed = transformer - sizes.transformerBlockBytes * sizes.layers;
-                c.deviceWeights = std::max<std::int64_t>(0, streamed) + 2 * sizes.transformerBlockBytes + rest;
-                c.hostWeights = text + sizes.transformerBlockBytes * sizes.layers;
-                c.devicePeak = c.deviceWeights + work + margin;
-                c.hostPeak = c.hostWeights + m.encodeBytes;
-                break;
-            }
-            }
-            return c;
-        };
-        auto fits = [&](const Candidate& c) {
-            const bool deviceOk = device.is_cpu() || c.devicePeak <= m.budget.deviceFreeBytes;
-            return deviceOk && c.hostPeak <= m.budget.hostAvailableBytes;
-        };
-        std::vector<Placement> order;
-        if (plan.placement != Placement::Auto)
-            order = {plan.placement};
-        else if (device.is_cpu())
-            order = {Placement::AllResident};
-        else
-            order = {Placement::AllResident, Placement::TextEncoderOnCpu, Placement::OffloadTransformerBlocks};
-        Candidate chosen = candidate(order.back());
-        m.fits = false;
-        for (auto p : order) {
-            const auto c = candidate(p);
-            if (fits(c)) {
-                chosen = c;
-                m.fits = true;
-                break;
-            }
-        }
-        m.placement = chosen.placement;
-        m.forced = plan.placement != Placement::Auto;
-        m.deviceWeightBytes = chosen.deviceWeights;
-        m.hostWeightBytes = chosen.hostWeights;
-        m.devicePeakBytes = chosen.devicePeak;
-        m.hostPeakBytes = chosen.hostPeak;
-        if (!m.fits) {
-            const auto deviceShort = device.is_cpu() ? 0 : chosen.devicePeak - m.budget.deviceFreeBytes;
-            const auto hostShort = chosen.hostPeak - m.budget.hostAvailableBytes;
-            m.shortfallBytes = std::max<std::int64_t>({0, deviceShort, hostShort});
-        }
+        placeLtx2(m, plan, device, sizes, {text, transformer, rest});
         // On the CPU the weights are held in f32 unless asked otherwise: what the same model
         // would need there, for the advice when the GPU cannot hold it.
         const auto cpuPeak = sizes.heldBytesF32 + std::max({m.activationBytes, m.decodeBytes, m.encodeBytes}) * (4 / bytesPerValue);
         // A GPU whose whole memory is below the streamed plan cannot run this, whatever else is
         // closed: refused, with what would work instead.
         if (!device.is_cpu() && plan.placement == Placement::Auto && !m.fits && m.budget.deviceTotalBytes > 0
-            && chosen.devicePeak > m.budget.deviceTotalBytes) {
+            && m.devicePeakBytes > m.budget.deviceTotalBytes) {
             std::ostringstream e;
             e << describeDevice(caps) << " has " << humanBytes(m.budget.deviceTotalBytes) << " of memory, and LTX-" << m.version << " at "
-              << size.width << "x" << size.height << "x" << size.frames << " needs at least " << humanBytes(chosen.devicePeak)
+              << size.width << "x" << size.height << "x" << size.frames << " needs at least " << humanBytes(m.devicePeakBytes)
               << " on the GPU even with the transformer's blocks streamed from RAM. What would work: a smaller size or fewer frames, "
                  "a GGUF variant (Q4_K_M holds the transformer in about a third of bf16), or the CPU (about "
               << humanBytes(cpuPeak) << " of RAM; " << humanBytes(m.budget.hostAvailableBytes) << " available).";
@@ -809,30 +859,7 @@ Result<MemoryPlan> Generator::planMemory(const LoadPlan& plan, const SizeRequest
 
         const std::int64_t stored = storedOf("text_encoder") + storedOf("transformer") + storedOf("connectors") + storedOf("video_vae")
             + storedOf("audio_vae") + storedOf("vocoder") + storedOf("video_encoder") + storedOf("spatial_upsampler");
-        std::ostringstream e;
-        e << "LTX-" << m.version << " in " << m.dtype << " on " << (onCpu ? dev : describeDevice(caps)) << ": weights "
-          << humanBytes(text + transformer + rest) << " in memory";
-        if (stored != text + transformer + rest)
-            e << " (" << humanBytes(stored) << " on disk)";
-        e << " (transformer " << humanBytes(transformer) << ", text encoder " << humanBytes(text) << "); at " << size.width << "x"
-          << size.height << "x" << size.frames << " the transformer needs about " << humanBytes(m.activationBytes)
-          << " of working memory and the decoder " << humanBytes(m.decodeBytes) << ". ";
-        if (onCpu)
-            e << "Everything runs in RAM: peak " << humanBytes(m.hostPeakBytes) << " of " << humanBytes(m.budget.hostAvailableBytes)
-              << " available.";
-        else
-            e << "Placement " << placementName(m.placement) << ": " << humanBytes(m.devicePeakBytes) << " peak on the GPU ("
-              << humanBytes(m.budget.deviceFreeBytes) << " free of " << humanBytes(m.budget.deviceTotalBytes) << "), "
-              << humanBytes(m.hostPeakBytes) << " in RAM (" << humanBytes(m.budget.hostAvailableBytes) << " available).";
-        if (!m.fits) {
-            e << " It does not fit: " << humanBytes(m.shortfallBytes) << " short"
-              << (m.forced ? " with the chosen placement." : " even with the transformer streamed from RAM.")
-              << " Choose a smaller size, fewer frames, a quantized variant (FP8 or GGUF), or free memory.";
-            if (!onCpu)
-                e << " On the CPU it would need about " << humanBytes(cpuPeak) << " of RAM (" << humanBytes(m.budget.hostAvailableBytes)
-                  << " available).";
-        }
-        m.explanation = e.str();
+        m.explanation = ltx2Explanation(m, size, caps, onCpu, {text, transformer, rest}, stored, cpuPeak);
         return m;
     } catch (const std::exception& e) {
         return errorFromException(e, "planning memory");
