@@ -41,6 +41,12 @@ Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path
                                                const std::byte* data, std::uint64_t fileBytes)
 {
     constexpr const char* kRedownload = "; the file is damaged or not a safetensors file, download it again";
+    // Appended rather than added: GCC 12 sees a false out-of-bounds copy in string + literal.
+    auto notAnObject = [&] {
+        std::string message = "header is not a JSON object";
+        message += kRedownload;
+        return formatError(path, message);
+    };
     if (fileBytes < 8)
         return formatError(path, "file is " + std::to_string(fileBytes)
                 + " bytes, too short for a safetensors header (truncated download?)", ErrorCode::Truncated);
@@ -53,7 +59,7 @@ Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path
                 + std::to_string(fileBytes - 8) + " after the length prefix (truncated download?)",
             ErrorCode::Truncated);
     if (headerBytes < 2 || static_cast<char>(data[8]) != '{')
-        return formatError(path, std::string("header is not a JSON object") + kRedownload);
+        return notAnObject();
 
     const std::string_view text(reinterpret_cast<const char*>(data + 8), headerBytes);
     // Duplicate keys are refused as the reference does (serde), in linear time: real headers
@@ -70,7 +76,7 @@ Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path
     }
     const nlohmann::json& header = *parsed;
     if (!header.is_object())
-        return formatError(path, std::string("header is not a JSON object") + kRedownload);
+        return notAnObject();
 
     SafetensorsFile result;
     result.headerBytes = headerBytes;
