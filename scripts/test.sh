@@ -10,7 +10,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${VIREO_TEST_JOBS:-2}
 
-"$ROOT/scripts/bootstrap.sh" "$ROOT/build"
+# Warnings are errors here (a fresh build/ only: an existing one keeps how it was configured);
+# the sanitizer and fuzzing builds below keep theirs.
+VIREO_CMAKE_ARGS="-DVIREO_WERROR=ON ${VIREO_CMAKE_ARGS:-}" "$ROOT/scripts/bootstrap.sh" "$ROOT/build"
 # The gpu label needs a CUDA device; the GPU machine runs it with `ctest -L gpu`.
 ctest --test-dir "$ROOT/build" --output-on-failure -j "$JOBS" -LE gpu
 
