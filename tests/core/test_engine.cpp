@@ -343,6 +343,51 @@ private slots:
         QVERIFY(e.resident().has_value());
     }
 
+    // What the cache manager must not delete: the files of a model while it loads, of every
+    // queued job (its LoRAs too) and of the resident model; nothing once it is unloaded
+    // (issue #26: "companion files protected while loading" had no test).
+    void filesInUseCoverLoadingQueuedAndResident()
+    {
+        Engine e({});
+        const auto model = tinyModel();
+        const auto folder = QString::fromStdString(model.plan.modelPaths.front().string());
+        const QString lora = fixtures() + QStringLiteral("/v23/loras/style.safetensors");
+        QVERIFY(QFileInfo::exists(lora));
+        // While it loads (seen when the engine reports the load running; the tiny model may
+        // finish first on a busy machine, so a few tries).
+        QStringList whileLoading;
+        for (int attempt = 0; attempt < 5 && whileLoading.isEmpty(); ++attempt) {
+            quint64 load = 0;
+            auto c = connect(&e, &Engine::jobChanged, this, [&](quint64 changed) {
+                if (const auto s = changed == load && whileLoading.isEmpty() ? e.job(load) : std::nullopt; s && s->state == JobState::Running)
+                    whileLoading = e.filesInUse();
+            });
+            load = e.enqueueLoad(model);
+            QVERIFY(waitFinished(e, load));
+            disconnect(c);
+            QVERIFY(waitFinished(e, e.enqueueUnload()));
+        }
+        QVERIFY2(whileLoading.contains(folder), qPrintable(whileLoading.join(QStringLiteral(", "))));
+        const auto load = e.enqueueLoad(model);
+        runtime::GenerateJob job;
+        job.model = model;
+        job.request = smallRequest(64, 9);
+        job.request.loras = {{lora.toStdString(), 0.5}};
+        job.writeOutput = false;
+        const auto queuedWithLora = e.enqueueGenerate(job);
+        const auto queued = e.filesInUse();
+        QVERIFY2(queued.contains(folder) && queued.contains(lora), qPrintable(queued.join(QStringLiteral(", "))));
+        QVERIFY(waitFinished(e, load));
+        QVERIFY(waitFinished(e, queuedWithLora));
+        QVERIFY2(e.job(queuedWithLora)->state == JobState::Done, qPrintable(e.job(queuedWithLora)->error));
+        // Resident, nothing queued: the model's files, not the finished job's LoRA.
+        const auto resident = e.filesInUse();
+        QVERIFY(resident.contains(folder));
+        QVERIFY(!resident.contains(lora));
+        QVERIFY(waitFinished(e, e.enqueueUnload()));
+        QVERIFY(e.filesInUse().isEmpty());
+    }
+
     // The trust check comes before anything is evicted: a repo nobody approved, asked for while
     // a model is resident, is refused and the resident model stays (issue #26).
     void anUntrustedLoadLeavesTheResidentModel()
