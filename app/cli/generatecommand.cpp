@@ -542,9 +542,8 @@ int runGenerate(const std::vector<std::string>& given)
         return usage("this is a video model: --out must name a .mp4 file, not " + out);
     const auto model = modelFor(load);
     if (image) {
-        // Said with the options' own names before anything else is read (a model given by its
-        // files needs no catalog to say what it makes).
-        const auto extra = vireo::generation::notForImages(vireo::catalog::Catalog(), model, ask);
+        // Said with the options' own names before anything else is read.
+        const auto extra = vireo::generation::notForImages(ask, load);
         if (!extra.empty()) {
             std::string list;
             for (const auto& g : extra)

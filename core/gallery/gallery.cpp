@@ -162,13 +162,9 @@ bool Gallery::openForRecording(QString* error)
 
 bool Gallery::open(QString* error)
 {
-    auto s = GalleryStore::open(m_file);
-    if (!s) {
-        if (error)
-            *error = QString::fromStdString(s.error().message);
+    if (!openForRecording(error))
         return false;
-    }
-    m_store = std::move(*s);
+    m_recordOnly = false;
     m_thread.start(QThread::LowPriority);
     reload();
     rescan();

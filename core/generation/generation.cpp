@@ -29,10 +29,8 @@ bool makesImages(const catalog::Catalog& catalog, const runtime::ModelRef& model
     return facade::detectModelKind(model.plan.modelPaths) == facade::ModelKind::Image;
 }
 
-std::vector<std::string> notForImages(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask)
+std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& plan)
 {
-    if (!makesImages(catalog, model))
-        return {};
     std::vector<std::string> out;
     const std::pair<bool, const char*> checks[] = {
         {ask.frames.has_value(), "frames"},
@@ -43,10 +41,10 @@ std::vector<std::string> notForImages(const catalog::Catalog& catalog, const run
         {!ask.speed.empty(), "speed"},
         {!ask.negativePrompt.empty(), "negative"},
         {!ask.loras.empty(), "lora"},
-        {model.plan.textEncoderPath.has_value(), "text-encoder"},
+        {plan.textEncoderPath.has_value(), "text-encoder"},
         {!ask.conditions.empty(), ask.conditions.empty() || ask.conditions.front().clipFrames == 0 ? "image" : "clip"},
         {!ask.stages.empty(), "stages"},
-        {model.plan.spatialUpsamplerPath.has_value(), "upsampler"},
+        {plan.spatialUpsamplerPath.has_value(), "upsampler"},
     };
     for (const auto& [set, name] : checks)
         if (set)
@@ -71,7 +69,8 @@ std::vector<std::string> sizeProblems(bool image, std::int64_t width, std::int64
     return out;
 }
 
-Result<runtime::GenerationDefaults> defaultsFor(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask)
+Result<runtime::GenerationDefaults> defaultsFor(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask,
+    const facade::ModelFacts* known)
 {
     const bool image = makesImages(catalog, model);
     std::string schedule = image ? std::string() : ask.schedule;
@@ -85,6 +84,8 @@ Result<runtime::GenerationDefaults> defaultsFor(const catalog::Catalog& catalog,
         if (d && (schedule.empty() || d->schedule == schedule))
             return d;
     }
+    if (known)
+        return runtime::defaultsForModel(catalog, *known, schedule);
     if (const auto facts = facade::Generator::readModelFacts(model.plan))
         return runtime::defaultsForModel(catalog, *facts, schedule);
     // Not readable: the family's own defaults stand in; the memory plan says what is wrong.
@@ -130,7 +131,7 @@ Result<Prepared> prepare(const catalog::Catalog& catalog, const runtime::Generat
 {
     Prepared out;
     out.image = makesImages(catalog, model);
-    if (const auto extra = notForImages(catalog, model, ask); !extra.empty()) {
+    if (const auto extra = out.image ? notForImages(ask, model.plan) : std::vector<std::string>{}; !extra.empty()) {
         std::string list;
         for (const auto& e : extra)
             list += (list.empty() ? "" : ", ") + e;

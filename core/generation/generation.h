@@ -34,10 +34,11 @@ struct Ask {
 // Whether the model makes still images (an Ideogram-4 catalog variant or folder) or videos.
 bool makesImages(const catalog::Catalog& catalog, const runtime::ModelRef& model);
 
-// What an image model (Ideogram-4) does not take, among what this ask and the model's files
-// set: the names of vireo-cli's options without their dashes ("frames", "audio-guidance",
-// "lora", "image", "upsampler"), in that order; empty for a video model or a clean ask.
-std::vector<std::string> notForImages(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask);
+// What an image model (Ideogram-4) does not take, among what this ask and the load plan set:
+// the names of vireo-cli's options without their dashes ("frames", "audio-guidance", "lora",
+// "image", "upsampler"), in that order; empty for a clean ask. The caller knows the model
+// makes images (makesImages).
+std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& plan);
 
 // The family's size rules as sentences (empty when they hold): Ideogram-4 works on 16-pixel
 // patches, LTX-2 on 32-pixel latent cells and 8k + 1 frames.
@@ -46,8 +47,10 @@ std::vector<std::string> sizeProblems(bool image, std::int64_t width, std::int64
 // The defaults for this model: a catalog variant's own (its schedule's sibling when the ask
 // chooses the other schedule), else those its files call for (Generator::readModelFacts),
 // else its family's distilled ones. An ask with a guidance above 1 or a step count other than
-// 8 and no schedule means the dev schedule.
-Result<runtime::GenerationDefaults> defaultsFor(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask = {});
+// 8 and no schedule means the dev schedule. `facts`: the model's facts when the caller has
+// read them already (they are read here otherwise).
+Result<runtime::GenerationDefaults> defaultsFor(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask = {},
+    const facade::ModelFacts* facts = nullptr);
 
 // The request for this ask: the ask where it says, the defaults elsewhere, checked against
 // nothing (what a page shows while the user is still typing); prepare() checks it.

@@ -215,7 +215,7 @@ private slots:
         a.negativePrompt = "blur";
         a.loras.push_back({"style.safetensors", 1.0});
         a.conditions.push_back({QStringLiteral("clip.mp4"), 0, 1.0, 0, 9, false, {}});
-        QCOMPARE(vireo::generation::notForImages(m_catalog, image, a), (std::vector<std::string>{"frames", "negative", "lora", "clip"}));
+        QCOMPARE(vireo::generation::notForImages(a, image.plan), (std::vector<std::string>{"frames", "negative", "lora", "clip"}));
         auto p = vireo::generation::prepare(m_catalog, *d, image, a);
         QVERIFY(!p);
         QVERIFY2(p.error().message.find("frames, negative, lora, clip do not apply to an image model") == 0, p.error().message.c_str());
@@ -232,7 +232,12 @@ private slots:
         QVERIFY(p->job.conditions.empty());
         QCOMPARE(p->job.request.guidanceSchedule.size(), std::size_t(p->job.request.steps));
         // A video model's ask is never held to the image rules.
-        QVERIFY(vireo::generation::notForImages(m_catalog, localModel(fixtures() + QStringLiteral("/ltx2pipeline/v23/diffusers")), a).empty());
+        const auto video = localModel(fixtures() + QStringLiteral("/ltx2pipeline/v23/diffusers"));
+        Ask withFrames = prompt();
+        withFrames.frames = 9;
+        QVERIFY(!vireo::generation::makesImages(m_catalog, video));
+        const auto d2 = vireo::generation::defaultsFor(m_catalog, video);
+        QVERIFY(d2 && vireo::generation::prepare(m_catalog, *d2, video, withFrames));
     }
 };
 

@@ -836,7 +836,7 @@ void GeneratePage::applyDefaults()
     } else {
         model.key = m_model->currentData().toString();
     }
-    const auto d = generation::defaultsFor(catalog, model);
+    const auto d = generation::defaultsFor(catalog, model, {}, m_facts ? &*m_facts : nullptr);
     if (!d)
         return;
     m_defaults = *d;
@@ -875,7 +875,7 @@ void GeneratePage::applyScheduleDefaults()
         return;
     generation::Ask chosen;
     chosen.schedule = m_schedule->currentData().toString().toStdString();
-    const auto d = generation::defaultsFor(m_studio->downloads()->catalog(), *m_resolved, chosen);
+    const auto d = generation::defaultsFor(m_studio->downloads()->catalog(), *m_resolved, chosen, &*m_facts);
     if (!d)
         return;
     m_defaults = *d;
@@ -952,12 +952,13 @@ bool GeneratePage::canGenerate() const
 
 bool GeneratePage::modelMakesImages() const
 {
-    const auto key = m_model->currentData().toString();
-    if (key.startsWith(QStringLiteral("catalog:"))) {
-        const auto* v = m_studio->downloads()->catalog().find(key.mid(8).toStdString());
-        return v && v->pipeline == "ideogram4";
-    }
-    return m_resolved && facade::detectModelKind(m_resolved->plan.modelPaths) == facade::ModelKind::Image;
+    runtime::ModelRef model;
+    model.key = m_model->currentData().toString();
+    if (m_resolved)
+        model = *m_resolved;
+    else if (!model.key.startsWith(QStringLiteral("catalog:")))
+        return false;  // unresolved local files make nothing yet
+    return generation::makesImages(m_studio->downloads()->catalog(), model);
 }
 
 bool GeneratePage::keyMakesImages(const QString& key) const
