@@ -20,13 +20,18 @@ Error invalid(const std::string& message)
 
 } // namespace
 
+facade::FamilyRules rulesFor(const catalog::Catalog& catalog, const runtime::ModelRef& model)
+{
+    if (model.key.startsWith(QStringLiteral("catalog:")))
+        if (const auto* v = catalog.find(model.key.mid(8).toStdString()))
+            if (auto rules = facade::familyRulesById(v->pipeline))
+                return *rules;
+    return facade::familyRules(model.plan.modelPaths);
+}
+
 bool makesImages(const catalog::Catalog& catalog, const runtime::ModelRef& model)
 {
-    if (model.key.startsWith(QStringLiteral("catalog:"))) {
-        const auto* v = catalog.find(model.key.mid(8).toStdString());
-        return v && v->pipeline == "ideogram4";
-    }
-    return facade::detectModelKind(model.plan.modelPaths) == facade::ModelKind::Image;
+    return rulesFor(catalog, model).kind == facade::ModelKind::Image;
 }
 
 std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& plan)
@@ -52,19 +57,18 @@ std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& pl
     return out;
 }
 
-std::vector<std::string> sizeProblems(bool image, std::int64_t width, std::int64_t height, std::int64_t frames)
+std::vector<std::string> sizeProblems(const facade::FamilyRules& rules, std::int64_t width, std::int64_t height, std::int64_t frames)
 {
     std::vector<std::string> out;
-    if (image) {
-        if (width % 16 || height % 16)
-            out.emplace_back("Width and height must be multiples of 16 (Ideogram-4 works on 16-pixel patches).");
-        return out;
-    }
-    if (width % 32 || height % 32)
-        out.emplace_back("Width and height must be multiples of 32 (LTX-2 works on 32-pixel latent cells).");
-    if ((frames - 1) % 8) {
-        const auto below = (frames - 1) / 8 * 8 + 1, above = ((frames - 1) / 8 + 1) * 8 + 1;
-        out.emplace_back("Frames must be 8k + 1 (1, 9, 17, … 121, …): " + std::to_string(below) + " or " + std::to_string(above) + " would do.");
+    const auto cell = rules.sizeMultiple;
+    if (cell > 0 && (width % cell || height % cell))
+        out.emplace_back("Width and height must be multiples of " + std::to_string(cell) + " (" + rules.title + " works on " + rules.sizeUnit
+            + ").");
+    const auto step = rules.frameStep;
+    if (step > 0 && (frames - 1) % step) {
+        const auto below = (frames - 1) / step * step + 1, above = ((frames - 1) / step + 1) * step + 1;
+        out.emplace_back("Frames must be " + std::to_string(step) + "k + 1 (1, " + std::to_string(step + 1) + ", " + std::to_string(2 * step + 1)
+            + ", … " + std::to_string(15 * step + 1) + ", …): " + std::to_string(below) + " or " + std::to_string(above) + " would do.");
     }
     return out;
 }
@@ -130,7 +134,8 @@ Result<Prepared> prepare(const catalog::Catalog& catalog, const runtime::Generat
     const Ask& ask)
 {
     Prepared out;
-    out.image = makesImages(catalog, model);
+    const auto rules = rulesFor(catalog, model);
+    out.image = rules.kind == facade::ModelKind::Image;
     if (const auto extra = out.image ? notForImages(ask, model.plan) : std::vector<std::string>{}; !extra.empty()) {
         std::string list;
         for (const auto& e : extra)
@@ -144,7 +149,7 @@ Result<Prepared> prepare(const catalog::Catalog& catalog, const runtime::Generat
         return invalid("the seed must be between 0 and 2147483647");
     if (!ask.speed.empty() && !facade::parseSpeedMode(ask.speed))
         return invalid("the speed is quality, balanced or fast, not " + ask.speed);
-    if (const auto problems = sizeProblems(out.image, r.width, r.height, r.frames); !problems.empty())
+    if (const auto problems = sizeProblems(rules, r.width, r.height, r.frames); !problems.empty())
         return invalid(problems.front());
     if (!out.image) {
         if (r.stages != "auto" && r.stages != "single" && r.stages != "two")

@@ -31,6 +31,8 @@ struct Ask {
     std::vector<runtime::ConditionFile> conditions;
 };
 
+// The rules of the model's family: the catalog variant's family, else the one its files belong to.
+facade::FamilyRules rulesFor(const catalog::Catalog& catalog, const runtime::ModelRef& model);
 // Whether the model makes still images (an Ideogram-4 catalog variant or folder) or videos.
 bool makesImages(const catalog::Catalog& catalog, const runtime::ModelRef& model);
 
@@ -42,7 +44,7 @@ std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& pl
 
 // The family's size rules as sentences (empty when they hold): Ideogram-4 works on 16-pixel
 // patches, LTX-2 on 32-pixel latent cells and 8k + 1 frames.
-std::vector<std::string> sizeProblems(bool image, std::int64_t width, std::int64_t height, std::int64_t frames);
+std::vector<std::string> sizeProblems(const facade::FamilyRules& rules, std::int64_t width, std::int64_t height, std::int64_t frames);
 
 // The defaults for this model: a catalog variant's own (its schedule's sibling when the ask
 // chooses the other schedule), else those its files call for (Generator::readModelFacts),

@@ -53,6 +53,21 @@ enum class ModelKind { Video, Image };
 std::string_view modelKindName(ModelKind kind);  // "video" | "image"
 ModelKind detectModelKind(const std::vector<std::filesystem::path>& modelPaths);
 
+// The rules a model family's requests follow, for the front ends' checks and controls.
+struct FamilyRules {
+    std::string family;       // "ltx2", "ideogram4"
+    std::string title;        // "LTX-2", "Ideogram-4"
+    ModelKind kind = ModelKind::Video;
+    int sizeMultiple = 32;    // width and height are multiples of this
+    int frameStep = 8;        // frames are frameStep * k + 1; 0: one still
+    std::string sizeUnit;     // what the size multiple is: "16-pixel patches", "32-pixel latent cells"
+    bool negativePrompt = true, audio = true, loras = true, conditions = true, stages = true;
+};
+// The family these files belong to (its folder layout alone) and its rules.
+FamilyRules familyRules(const std::vector<std::filesystem::path>& modelPaths);
+// A registered family's rules by its id (the catalog's "pipeline"); nullopt for an unknown id.
+std::optional<FamilyRules> familyRulesById(std::string_view id);
+
 struct LoadPlan {
     // A diffusers folder, a Lightricks single file, or a GGUF transformer with its companions.
     std::vector<std::filesystem::path> modelPaths;

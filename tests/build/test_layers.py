@@ -37,6 +37,23 @@ ALLOWED = {
     "app": {"base", "core", "ui", "inference", "kernels", "media"},
 }
 
+# The model families behind the seam (inference/families/family.h), each in its own folders and
+# library: a family never includes another's files, and the rest of inference/ reaches a family
+# only through the registry (the developer benchmarks and tests measure pipelines directly).
+FAMILIES = {
+    "ltx2": ("inference/models/ltx2/", "inference/models/gemma3/"),
+    "ideogram4": ("inference/models/ideogram4/", "inference/models/qwen3vl/", "inference/models/flux2/"),
+}
+MAY_NAME_FAMILIES = ("inference/families/registry.cpp", "inference/bench/")
+
+
+def family_of(path):
+    for name, folders in FAMILIES.items():
+        if path.startswith(folders):
+            return name
+    return None
+
+
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 TORCH = re.compile(r"^(torch|ATen|c10|caffe2)/")
 
@@ -72,6 +89,21 @@ def main():
             ok = other in allowed or (other == "inference" and "inference-public" in allowed and target in INFERENCE_PUBLIC)
             if not ok:
                 problems.append(f"{rel}:{number}: {mine}/ may not include {target} (docs/architecture.md, Layers)")
+
+    # The family seam.
+    for path in files:
+        rel = path.relative_to(ROOT).as_posix()
+        if not rel.startswith("inference/"):
+            continue
+        mine = family_of(rel)
+        for number, kind, target in includes(path):
+            theirs = family_of(target) if kind == '"' else None
+            if theirs is None or theirs == mine:
+                continue
+            if mine is not None:
+                problems.append(f"{rel}:{number}: the {mine} family may not include {target} of the {theirs} family")
+            elif not rel.startswith(MAY_NAME_FAMILIES):
+                problems.append(f"{rel}:{number}: includes {target}; outside its family, only families/registry.cpp names a family")
 
     # Torch reached from the Qt layers through any chain of project headers.
     cache = {}

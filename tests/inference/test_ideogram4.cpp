@@ -5,8 +5,8 @@
 
 #include "inference/models/flux2/flux2vae.h"
 #include "inference/models/ideogram4/ideogram4transformer.h"
-#include "inference/pipelines/ideogram4pipeline.h"
-#include "inference/pipelines/previewprojection.h"
+#include "inference/models/ideogram4/ideogram4pipeline.h"
+#include "inference/families/previewprojection.h"
 #include "inference/tensorfile/tensorset.h"
 
 #include <ATen/ATen.h>

@@ -10,7 +10,7 @@
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/models/nn/layers.h"
-#include "inference/pipelines/ltx2pipeline.h"
+#include "inference/models/ltx2/ltx2pipeline.h"
 #include "inference/tensorfile/tensorset.h"
 #include "inference/util/device.h"
 

@@ -2,7 +2,7 @@
 #include "tests/harness/vireotest.h"
 #include "tests/inference/fixtures.h"
 
-#include "inference/sched/ltx2schedule.h"
+#include "inference/models/ltx2/ltx2schedule.h"
 
 #include <nlohmann/json.hpp>
 

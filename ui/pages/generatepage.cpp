@@ -813,7 +813,7 @@ void GeneratePage::onModelChanged()
     } else {
         m_modelStatus->setText(QString::fromStdString(r.error().message));
     }
-    setImageMode(modelMakesImages());
+    setRules(modelRules());
     m_loras->setModel(m_resolved && !m_imageMode ? std::optional<facade::LoadPlan>(m_resolved->plan) : std::nullopt);
     // The family's defaults when the user picks another model, not when the list refreshes.
     if (key != m_defaultsFor) {
@@ -899,7 +899,7 @@ bool GeneratePage::validate()
     setError(m_promptError, prompt);
     // The family's rules, as the generation service will check them.
     QStringList size;
-    for (const auto& problem : generation::sizeProblems(m_imageMode, m_width->value(), m_height->value(), m_frames->value()))
+    for (const auto& problem : generation::sizeProblems(m_rules, m_width->value(), m_height->value(), m_frames->value()))
         size << QString::fromStdString(problem);
     setError(m_sizeError, size.join(QLatin1Char('\n')));
     ok = ok && size.isEmpty();
@@ -950,15 +950,14 @@ bool GeneratePage::canGenerate() const
     return m_generate->isEnabled();
 }
 
-bool GeneratePage::modelMakesImages() const
+facade::FamilyRules GeneratePage::modelRules() const
 {
     runtime::ModelRef model;
     model.key = m_model->currentData().toString();
+    // Unresolved local files have no paths yet: a video model until they resolve.
     if (m_resolved)
         model = *m_resolved;
-    else if (!model.key.startsWith(QStringLiteral("catalog:")))
-        return false;  // unresolved local files make nothing yet
-    return generation::makesImages(m_studio->downloads()->catalog(), model);
+    return generation::rulesFor(m_studio->downloads()->catalog(), model);
 }
 
 bool GeneratePage::keyMakesImages(const QString& key) const
@@ -1019,14 +1018,16 @@ void GeneratePage::syncPreset()
     m_preset->setCurrentIndex(match);
 }
 
-void GeneratePage::setImageMode(bool image)
+void GeneratePage::setRules(const facade::FamilyRules& rules)
 {
+    const bool image = rules.kind == facade::ModelKind::Image;
+    m_rules = rules;
     if (image == m_imageMode)
         return;
     m_imageMode = image;
     fillPresets(image);
     for (auto* s : {m_width, m_height})
-        s->setSingleStep(image ? 16 : 32);
+        s->setSingleStep(rules.sizeMultiple);
     // Frames, fps, the schedule, audio guidance, rescale, speed, the negative prompt and LoRAs
     // mean nothing to an image model: hidden rather than ignored.
     m_promptForm->setRowVisible(m_negative, !image);

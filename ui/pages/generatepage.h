@@ -149,8 +149,8 @@ private:
     void watch(runtime::Engine* engine);
     runtime::Engine* engine() const;
     void ensurePlayer();
-    void setImageMode(bool image);
-    bool modelMakesImages() const;
+    void setRules(const facade::FamilyRules& rules);
+    facade::FamilyRules modelRules() const;
     bool keyMakesImages(const QString& key) const;
     void fillPresets(bool image);
     void updateStages(bool* ok);
@@ -253,6 +253,7 @@ private:
     QLayout* m_framesRow = nullptr;
     QLayout* m_transport = nullptr;
     bool m_imageMode = false;
+    facade::FamilyRules m_rules = facade::familyRules({});
     // The defaults on show (the model's, or its schedule's): what the generation service fills
     // an ask from, and where an image's reference guidance schedule comes from.
     runtime::GenerationDefaults m_defaults;

@@ -1,5 +1,5 @@
-#include "inference/pipelines/ltx2pipeline.h"
-#include "inference/pipelines/previewprojection.h"
+#include "inference/models/ltx2/ltx2pipeline.h"
+#include "inference/families/previewprojection.h"
 
 #include "inference/lora/lora.h"
 #include "inference/models/nn/layers.h"
@@ -13,7 +13,7 @@
 #include "inference/models/ltx2/ltx2videovae.h"
 #include "inference/models/ltx2/ltx2vocoder.h"
 #include "inference/models/ltx2/ltx2weights.h"
-#include "inference/sched/ltx2schedule.h"
+#include "inference/models/ltx2/ltx2schedule.h"
 #include "inference/text/tokenizer.h"
 #include "inference/util/device.h"
 #include "inference/util/heap.h"
@@ -108,7 +108,7 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::VideoDecoder> videoDecoder;
     std::optional<ltx2::AudioDecoder> audioDecoder;
     std::optional<ltx2::Vocoder> vocoder;
-    std::optional<ltx2::VideoEncoder> videoEncoder;        // loaded by the first conditioned request
+    std::optional<ltx2::VideoEncoder> videoEncoder;        // loaded with the rest when the VAE has an encoder
     std::optional<ltx2::LatentUpsampler> upsampler;         // loaded with the rest when a path is set
     at::Tensor previewProjection;
     // The LoRAs on the transformer now, and what became of them.
@@ -122,6 +122,8 @@ struct Ltx2Pipeline::Impl {
     void loadTransformer(const std::function<void(const Ltx2Progress&)>& progress);
     void loadDecoders(const std::function<void(const Ltx2Progress&)>& progress);
     void loadUpsampler();
+    // The video VAE's encoder, for image and video conditions, where the checkpoint has one.
+    void loadVideoEncoder();
 
     // A condition through the video VAE encoder, at the size of the pass it conditions.
     struct EncodedCondition {
@@ -290,6 +292,17 @@ void Ltx2Pipeline::Impl::loadUpsampler()
     upsampler = take(ltx2::LatentUpsampler::load(*options.spatialUpsamplerPath, o));
 }
 
+void Ltx2Pipeline::Impl::loadVideoEncoder()
+{
+    if (videoEncoder)
+        return;
+    for (const auto& [name, t] : weights.tensors(ltx2::Part::VideoVae))
+        if (name.rfind("encoder.", 0) == 0) {
+            videoEncoder = take(ltx2::VideoEncoder::load(weights, onDevice<ltx2::VideoEncoderLoadOptions>(options.device, options.dtype)));
+            return;
+        }
+}
+
 std::vector<Ltx2Pipeline::Impl::EncodedCondition> Ltx2Pipeline::Impl::encodeConditions(
     const Ltx2Request& req, std::int64_t width, std::int64_t height, const std::function<void(const Ltx2Progress&)>& progress,
     std::stop_token stop)
@@ -300,7 +313,7 @@ std::vector<Ltx2Pipeline::Impl::EncodedCondition> Ltx2Pipeline::Impl::encodeCond
     if (progress)
         progress({Ltx2Phase::EncodeConditions, 0, static_cast<std::int64_t>(req.conditions.size()), {}});
     if (!videoEncoder)
-        videoEncoder = take(ltx2::VideoEncoder::load(weights, onDevice<ltx2::VideoEncoderLoadOptions>(options.device, options.dtype)));
+        videoEncoder = take(ltx2::VideoEncoder::load(weights, onDevice<ltx2::VideoEncoderLoadOptions>(options.device, options.dtype)));  // after a release()
     const auto& tc = transformerConfig;
     const auto temporal = tc.vaeScaleFactors[0];
     for (std::size_t i = 0; i < req.conditions.size(); ++i) {
@@ -1024,6 +1037,9 @@ Result<void> Ltx2Pipeline::load(const std::function<void(const Ltx2Progress&)>& 
         if (stop.stop_requested())
             return makeError(ErrorCode::Cancelled, "cancelled");
         m_impl->loadDecoders(progress);
+        // Everything a run can need is in place before it starts: a conditioned request loads
+        // nothing mid-run (only a text encoder the placement releases after each prompt does).
+        m_impl->loadVideoEncoder();
         m_impl->loadUpsampler();
     } catch (const Error& e) {
         release();

@@ -177,9 +177,10 @@ public:
     // of what is missing before anything is loaded.
     static Result<Ltx2Pipeline> open(const Ltx2PipelineOptions& options);
 
-    // Loads every component that stays resident between requests (all of them, but a text
-    // encoder released after each encoding), so a load is timed, cancelled and failed on its
-    // own. generate() loads whatever is still missing.
+    // Loads every component a run can need (the video encoder for conditions and the upsampler
+    // too, where the files have them), so a load is timed, cancelled and failed on its own and
+    // a run loads nothing; only a text encoder the placement releases after each encoding is
+    // loaded again per prompt. generate() loads whatever is still missing (after release()).
     Result<void> load(const std::function<void(const Ltx2Progress&)>& progress = {}, std::stop_token stop = {});
     // Frees every component; load() or generate() loads them again.
     void release();

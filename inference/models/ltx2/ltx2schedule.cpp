@@ -1,4 +1,4 @@
-#include "inference/sched/ltx2schedule.h"
+#include "inference/models/ltx2/ltx2schedule.h"
 
 #include <cmath>
 

@@ -1,9 +1,9 @@
-#include "inference/pipelines/ideogram4pipeline.h"
+#include "inference/models/ideogram4/ideogram4pipeline.h"
 
 #include "inference/models/flux2/flux2vae.h"
 #include "inference/models/ideogram4/ideogram4transformer.h"
 #include "inference/models/qwen3vl/qwen3vltext.h"
-#include "inference/pipelines/previewprojection.h"
+#include "inference/families/previewprojection.h"
 #include "inference/text/tokenizer.h"
 #include "inference/util/device.h"
 #include "inference/util/jsonlimits.h"

@@ -1,4 +1,4 @@
-#include "inference/pipelines/previewprojection.h"
+#include "inference/families/previewprojection.h"
 
 #include <ATen/ATen.h>
 

@@ -1,0 +1,543 @@
+#include "inference/models/ltx2/ltx2family.h"
+
+#include "inference/families/common.h"
+#include "inference/lora/lora.h"
+#include "inference/models/ltx2/ltx2pipeline.h"
+#include "inference/models/ltx2/ltx2transformer.h"
+#include "inference/models/ltx2/ltx2weights.h"
+#include "inference/util/device.h"
+#include "inference/util/format.h"
+#include "inference/util/pathstats.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <tuple>
+
+namespace vireo::ltx2 {
+
+using namespace facade;
+using families::describeDevice;
+using families::dtypeName;
+using families::lower;
+using families::makePreview;
+using families::planPathsInto;
+using families::previewDue;
+using families::previewProjectionFor;
+
+namespace {
+
+std::vector<LoraOutcome> outcomesOf(const std::vector<pipelines::Ltx2LoraOutcome>& in)
+{
+    std::vector<LoraOutcome> out;
+    for (const auto& o : in)
+        out.push_back({o.path, o.strength, o.status, o.matched, o.unmatched, o.refusedKeys, o.deviceBytes, o.report});
+    return out;
+}
+
+// The plan's upsampler, else the latent_upsampler/ folder of a diffusers model folder (where
+// Lightricks' diffusers repos keep it).
+std::optional<std::filesystem::path> upsamplerOf(const LoadPlan& plan)
+{
+    if (plan.spatialUpsamplerPath)
+        return plan.spatialUpsamplerPath;
+    std::error_code ec;
+    for (const auto& p : plan.modelPaths)
+        if (std::filesystem::is_regular_file(p / "latent_upsampler" / "config.json", ec))
+            return p / "latent_upsampler";
+    return std::nullopt;
+}
+
+pipelines::Ltx2PipelineOptions pipelineOptions(const LoadPlan& plan, c10::Device device, c10::ScalarType dtype, Placement placement)
+{
+    pipelines::Ltx2PipelineOptions o;
+    o.modelPaths = plan.modelPaths;
+    o.textEncoderPath = plan.textEncoderPath;
+    o.device = device;
+    o.dtype = dtype;
+    // The text encoder is the largest component after the transformer and runs once per
+    // request: it is released after encoding, unless everything stays resident.
+    o.releaseTextEncoder = placement != Placement::AllResident;
+    if (placement == Placement::TextEncoderOnCpu || placement == Placement::OffloadTransformerBlocks)
+        o.textEncoderDevice = c10::Device(c10::kCPU);
+    o.offloadTransformerBlocks = placement == Placement::OffloadTransformerBlocks;
+    o.spatialUpsamplerPath = upsamplerOf(plan);
+    return o;
+}
+
+Phase phaseOf(pipelines::Ltx2Phase p)
+{
+    using P = pipelines::Ltx2Phase;
+    switch (p) {
+    case P::LoadText: return Phase::LoadTextEncoder;
+    case P::Encode: return Phase::EncodePrompt;
+    case P::LoadTransformer: return Phase::LoadTransformer;
+    case P::Denoise: return Phase::Denoise;
+    case P::LoadDecoders: return Phase::LoadDecoders;
+    case P::DecodeVideo: return Phase::DecodeVideo;
+    case P::DecodeAudio: return Phase::DecodeAudio;
+    case P::Vocoder: return Phase::Vocoder;
+    case P::EncodeConditions: return Phase::EncodeConditions;
+    case P::UpsampleLatents: return Phase::UpsampleLatents;
+    case P::Refine: return Phase::Refine;
+    }
+    return Phase::Denoise;
+}
+
+// The LTX-2 weights held once loaded, by where they can go.
+struct Ltx2Held {
+    std::int64_t text = 0, transformer = 0, rest = 0;
+};
+
+// The fastest placement that fits the budget (or the one asked for), with its peaks and, when
+// none fits, the shortfall.
+void placeLtx2(MemoryPlan& m, const LoadPlan& plan, c10::Device device, const pipelines::Ltx2StoredSizes& sizes, const Ltx2Held& held)
+{
+    const auto [text, transformer, rest] = held;
+    const std::int64_t margin = 512ll << 20;  // CUDA context, cuBLAS workspaces, fragmentation
+    struct Candidate {
+        Placement placement;
+        std::int64_t deviceWeights, hostWeights, devicePeak, hostPeak;
+    };
+    auto candidate = [&](Placement p) {
+        Candidate c{p, 0, 0, 0, 0};
+        const auto work = std::max({m.activationBytes, m.decodeBytes});
+        if (device.is_cpu()) {
+            c.hostWeights = text + transformer + rest;
+            c.hostPeak = c.hostWeights + std::max(work, m.encodeBytes);
+            return c;
+        }
+        switch (p) {
+        case Placement::AllResident:
+            c.deviceWeights = text + transformer + rest;
+            c.devicePeak = c.deviceWeights + std::max(work, m.encodeBytes) + margin;
+            break;
+        case Placement::TextEncoderOnCpu:
+            c.deviceWeights = transformer + rest;
+            c.hostWeights = text;
+            c.devicePeak = c.deviceWeights + work + margin;
+            c.hostPeak = text + m.encodeBytes;
+            break;
+        default: {
+            const auto streamed = transformer - sizes.transformerBlockBytes * sizes.layers;
+            c.deviceWeights = std::max<std::int64_t>(0, streamed) + 2 * sizes.transformerBlockBytes + rest;
+            c.hostWeights = text + sizes.transformerBlockBytes * sizes.layers;
+            c.devicePeak = c.deviceWeights + work + margin;
+            c.hostPeak = c.hostWeights + m.encodeBytes;
+            break;
+        }
+        }
+        return c;
+    };
+    auto fits = [&](const Candidate& c) {
+        const bool deviceOk = device.is_cpu() || c.devicePeak <= m.budget.deviceFreeBytes;
+        return deviceOk && c.hostPeak <= m.budget.hostAvailableBytes;
+    };
+    std::vector<Placement> order;
+    if (plan.placement != Placement::Auto)
+        order = {plan.placement};
+    else if (device.is_cpu())
+        order = {Placement::AllResident};
+    else
+        order = {Placement::AllResident, Placement::TextEncoderOnCpu, Placement::OffloadTransformerBlocks};
+    Candidate chosen = candidate(order.back());
+    m.fits = false;
+    for (auto p : order) {
+        const auto c = candidate(p);
+        if (fits(c)) {
+            chosen = c;
+            m.fits = true;
+            break;
+        }
+    }
+    m.placement = chosen.placement;
+    m.forced = plan.placement != Placement::Auto;
+    m.deviceWeightBytes = chosen.deviceWeights;
+    m.hostWeightBytes = chosen.hostWeights;
+    m.devicePeakBytes = chosen.devicePeak;
+    m.hostPeakBytes = chosen.hostPeak;
+    if (!m.fits) {
+        const auto deviceShort = device.is_cpu() ? 0 : chosen.devicePeak - m.budget.deviceFreeBytes;
+        const auto hostShort = chosen.hostPeak - m.budget.hostAvailableBytes;
+        m.shortfallBytes = std::max<std::int64_t>({0, deviceShort, hostShort});
+    }
+}
+
+// The plan in words: what is held, what the size needs, where it goes, and what to do when it
+// does not fit.
+std::string ltx2Explanation(const MemoryPlan& m, const SizeRequest& size, const capability::DeviceCaps& caps, bool onCpu, const Ltx2Held& held,
+    std::int64_t stored, std::int64_t cpuPeak)
+{
+    const auto [text, transformer, rest] = held;
+    const auto& dev = m.device;
+    std::ostringstream e;
+    e << "LTX-" << m.version << " in " << m.dtype << " on " << (onCpu ? dev : describeDevice(caps)) << ": weights "
+      << humanBytes(text + transformer + rest) << " in memory";
+    if (stored != text + transformer + rest)
+        e << " (" << humanBytes(stored) << " on disk)";
+    e << " (transformer " << humanBytes(transformer) << ", text encoder " << humanBytes(text) << "); at " << size.width << "x"
+      << size.height << "x" << size.frames << " the transformer needs about " << humanBytes(m.activationBytes)
+      << " of working memory and the decoder " << humanBytes(m.decodeBytes) << ". ";
+    if (onCpu)
+        e << "Everything runs in RAM: peak " << humanBytes(m.hostPeakBytes) << " of " << humanBytes(m.budget.hostAvailableBytes)
+          << " available.";
+    else
+        e << "Placement " << placementName(m.placement) << ": " << humanBytes(m.devicePeakBytes) << " peak on the GPU ("
+          << humanBytes(m.budget.deviceFreeBytes) << " free of " << humanBytes(m.budget.deviceTotalBytes) << "), "
+          << humanBytes(m.hostPeakBytes) << " in RAM (" << humanBytes(m.budget.hostAvailableBytes) << " available).";
+    if (!m.fits) {
+        e << " It does not fit: " << humanBytes(m.shortfallBytes) << " short"
+          << (m.forced ? " with the chosen placement." : " even with the transformer streamed from RAM.")
+          << " Choose a smaller size, fewer frames, a quantized variant (FP8 or GGUF), or free memory.";
+        if (!onCpu)
+            e << " On the CPU it would need about " << humanBytes(cpuPeak) << " of RAM (" << humanBytes(m.budget.hostAvailableBytes)
+              << " available).";
+    }
+    return e.str();
+}
+
+class Loaded final : public families::LoadedModel {
+public:
+    Loaded(pipelines::Ltx2Pipeline p, LoadPlan loadPlan) : pipeline(std::move(p)), plan(std::move(loadPlan)) {}
+    Result<VideoResult> generate(const GenerateRequest& r, const ProgressFn& progress, std::stop_token stop) override;
+    Result<std::vector<LoraOutcome>> applyLoras(const std::vector<LoraRequest>& loras) override;
+    std::string version() const override { return pipeline.version(); }
+    std::vector<std::filesystem::path> files() const override { return pipeline.files(); }
+    std::map<std::string, std::int64_t> residentBytes() const override { return pipeline.componentBytes(); }
+    std::map<std::string, int> matmulPaths() const override { return pipeline.matmulPaths(); }
+
+    pipelines::Ltx2Pipeline pipeline;
+    LoadPlan plan;
+};
+
+class Family final : public families::ModelFamily {
+public:
+    std::string_view id() const override { return "ltx2"; }
+    std::string_view title() const override { return "LTX-2"; }
+    FamilyRules rules() const override
+    {
+        FamilyRules r;
+        r.family = "ltx2";
+        r.title = "LTX-2";
+        r.kind = ModelKind::Video;
+        r.sizeMultiple = 32;  // 32-pixel latent cells
+        r.frameStep = 8;      // 8 frames per latent frame after the first
+        r.sizeUnit = "32-pixel latent cells";
+        return r;
+    }
+    // The fallback: whatever another family does not claim is tried as LTX-2, whose loader
+    // names what is missing.
+    bool recognizes(const std::vector<std::filesystem::path>&) const override { return true; }
+
+    Result<ModelFacts> readFacts(const LoadPlan& plan) const override
+    {
+        ModelFacts facts;
+        auto pipeline = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, c10::Device(c10::kCPU), c10::kFloat, Placement::AllResident));
+        if (!pipeline)
+            return pipeline.error();
+        facts.version = pipeline->version();
+        std::tie(facts.trainedFor, facts.trainedForEvidence) = pipeline->trainedFor();
+        return facts;
+    }
+
+    Result<MemoryPlan> planMemory(const LoadPlan& plan, const families::Target& target, const SizeRequest& size,
+                                  const std::optional<MemoryBudget>& budgetIn) const override
+    {
+        const auto device = target.device;
+        const auto& caps = target.caps;
+        // Headers only: opened for the CPU whatever the device, so a what-if never touches one.
+        auto pipeline = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, c10::Device(c10::kCPU), target.dtype, Placement::AllResident));
+        if (!pipeline)
+            return pipeline.error();
+        const auto sizes = pipeline->storedSizes();
+        MemoryPlan m;
+        m.pipeline = "ltx2";
+        m.version = pipeline->version();
+        m.device = device.str();
+        m.dtype = dtypeName(target.dtype);
+        m.budget = budgetIn ? *budgetIn : measureBudget(plan.device);
+        const std::int64_t bytesPerValue = target.dtype == c10::kFloat ? 4 : 2;
+        // The working memory, from the shapes (see docs/gpu-notes.md for the measured peaks
+        // these were checked against: 0.61 GB of transformer activations at 6144 tokens).
+        const auto tokens = ((size.frames - 1) / 8 + 1) * (size.height / 32) * (size.width / 32);
+        const auto batch = size.guidance ? 2 : 1;
+        m.activationBytes = tokens * batch * (sizes.ffnDim * 2 + sizes.videoDim * 8) * bytesPerValue;
+        const std::int64_t textTokens = 1024;
+        m.encodeBytes = batch * textTokens * 3840 * 49 * bytesPerValue + (64ll << 20);
+        const auto tileH = std::min<std::int64_t>(size.height, 576), tileW = std::min<std::int64_t>(size.width, 576);
+        m.decodeBytes = 5 * 256 * size.frames * (tileH / 4) * (tileW / 4) * bytesPerValue + size.frames * size.height * size.width * 3 * 4;
+
+        // What each component holds once loaded (dense weights in the compute dtype), not what
+        // it stores: bf16 weights under f32 compute take twice their file size.
+        const auto& b = sizes.componentHeldBytes;
+        auto bytesOf = [&](const char* name) { return b.count(name) ? b.at(name) : 0; };
+        auto storedOf = [&](const char* name) { return sizes.componentBytes.count(name) ? sizes.componentBytes.at(name) : 0; };
+        const std::int64_t text = bytesOf("text_encoder"), transformer = bytesOf("transformer");
+        // The video encoder (conditions) and the upsampler (two stages) load with the rest, so
+        // nothing can tip a running studio over mid-run.
+        const std::int64_t rest = bytesOf("connectors") + bytesOf("video_vae") + bytesOf("audio_vae") + bytesOf("vocoder")
+                                  + bytesOf("video_encoder") + bytesOf("spatial_upsampler");
+
+        placeLtx2(m, plan, device, sizes, {text, transformer, rest});
+        // On the CPU the weights are held in f32 unless asked otherwise: what the same model
+        // would need there, for the advice when the GPU cannot hold it.
+        const auto cpuPeak = sizes.heldBytesF32 + std::max({m.activationBytes, m.decodeBytes, m.encodeBytes}) * (4 / bytesPerValue);
+        // A GPU whose whole memory is below the streamed plan cannot run this, whatever else is
+        // closed: refused, with what would work instead.
+        if (!device.is_cpu() && plan.placement == Placement::Auto && !m.fits && m.budget.deviceTotalBytes > 0
+            && m.devicePeakBytes > m.budget.deviceTotalBytes) {
+            std::ostringstream e;
+            e << describeDevice(caps) << " has " << humanBytes(m.budget.deviceTotalBytes) << " of memory, and LTX-" << m.version << " at "
+              << size.width << "x" << size.height << "x" << size.frames << " needs at least " << humanBytes(m.devicePeakBytes)
+              << " on the GPU even with the transformer's blocks streamed from RAM. What would work: a smaller size or fewer frames, "
+                 "a GGUF variant (Q4_K_M holds the transformer in about a third of bf16), or the CPU (about "
+              << humanBytes(cpuPeak) << " of RAM; " << humanBytes(m.budget.hostAvailableBytes) << " available).";
+            return makeError(ErrorCode::Unsupported, e.str());
+        }
+
+        const auto dev = m.device;
+        const bool onCpu = device.is_cpu();
+        const bool textResident = m.placement == Placement::AllResident;
+        m.components = {
+            {"text_encoder", text, storedOf("text_encoder"), (textResident ? dev : std::string("cpu")) + (textResident ? "" : ", loaded for each prompt")},
+            {"connectors", bytesOf("connectors"), storedOf("connectors"), dev},
+            {"transformer", transformer, storedOf("transformer"),
+                m.placement == Placement::OffloadTransformerBlocks ? "cpu, streamed to " + dev + " block by block" : dev},
+            {"video_vae", bytesOf("video_vae"), storedOf("video_vae"), dev + (size.height > 512 || size.width > 512 ? ", tiled decode" : "")},
+            {"audio_vae", bytesOf("audio_vae"), storedOf("audio_vae"), dev},
+            {"vocoder", bytesOf("vocoder"), storedOf("vocoder"), dev},
+        };
+        if (bytesOf("video_encoder"))
+            m.components.push_back({"video_encoder", bytesOf("video_encoder"), storedOf("video_encoder"), dev + ", for image and video conditions"});
+        if (upsamplerOf(plan))
+            m.components.push_back({"spatial_upsampler", bytesOf("spatial_upsampler"), storedOf("spatial_upsampler"), dev + ", the two-stage path"});
+        std::vector<capability::ComponentInput> inputs;
+        for (const auto& c : m.components) {
+            capability::ComponentInput in;
+            in.name = c.name;
+            const auto f = sizes.componentFormats.find(c.name);
+            in.format = f != sizes.componentFormats.end() ? f->second : capability::WeightFormat::Dense;
+            in.onCpu = !onCpu && c.where.rfind("cpu", 0) == 0 && c.name == "text_encoder";
+            in.attention = c.name == "transformer";
+            inputs.push_back(in);
+        }
+        planPathsInto(m, caps, plan.dtype, inputs);
+
+        const std::int64_t stored = storedOf("text_encoder") + storedOf("transformer") + storedOf("connectors") + storedOf("video_vae")
+            + storedOf("audio_vae") + storedOf("vocoder") + storedOf("video_encoder") + storedOf("spatial_upsampler");
+        m.explanation = ltx2Explanation(m, size, caps, onCpu, {text, transformer, rest}, stored, cpuPeak);
+        return m;
+    }
+
+    Result<std::unique_ptr<families::LoadedModel>> load(const LoadPlan& plan, const MemoryPlan& memory, const families::Target& target,
+                                                        const ProgressFn& progress, std::stop_token stop) const override
+    {
+        auto opened = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, target.device, target.dtype, memory.placement));
+        if (!opened)
+            return opened.error();
+        auto model = std::make_unique<Loaded>(std::move(*opened), plan);
+        auto loaded = model->pipeline.load(
+            [&](const pipelines::Ltx2Progress& p) {
+                if (progress)
+                    progress({phaseOf(p.phase), p.done, p.total, {}});
+            },
+            stop);
+        if (!loaded)
+            return loaded.error();
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        return std::unique_ptr<families::LoadedModel>(std::move(model));
+    }
+
+    Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request) const override
+    {
+
+    StagePlan out;
+    out.firstWidth = request.width;
+    out.firstHeight = request.height;
+    if (request.stages != "auto" && request.stages != "single" && request.stages != "two")
+        return makeError(ErrorCode::InvalidArgument, "stages \"" + request.stages + "\": use auto, single or two");
+    // Why the two-stage path cannot run, or empty when it can. Stage 1 runs at half size, so
+    // each half must still be a whole number of 32-pixel latent cells.
+    std::string blocker;
+    if (!upsamplerOf(plan))
+        blocker = "no spatial upsampler is loaded with this model";
+    else if (request.schedule != "distilled")
+        blocker = "the two-stage path refines with the distilled schedule; this request uses \"" + request.schedule + "\"";
+    else if (request.width % 64 != 0 || request.height % 64 != 0)
+        blocker = std::to_string(request.width) + "x" + std::to_string(request.height) +
+                  " does not halve into 32-pixel latent cells (both sides must be multiples of 64)";
+    if (request.stages == "single") {
+        out.reason = "single stage, as asked";
+        return out;
+    }
+    if (!blocker.empty()) {
+        if (request.stages == "two")
+            return makeError(ErrorCode::InvalidArgument, "the two-stage path cannot run: " + blocker);
+        out.reason = "single stage: " + blocker;
+        return out;
+    }
+    out.twoStage = true;
+    out.firstWidth = request.width / 2;
+    out.firstHeight = request.height / 2;
+    out.reason = request.stages == "two" ? "two stages, as asked"
+                                         : "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
+    return out;
+    }
+
+    Result<std::string> inspectLora(const LoadPlan& plan, const std::filesystem::path& lora, bool asJson) const override
+    {
+    try {
+        // The transformer's headers are all a match needs: no pipeline, no weights read.
+        auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
+        if (!weights)
+            return weights.error();
+        auto report = lora::inspect(lora, ltx2::loraTargetsFromHeaders(*weights));
+        if (!report)
+            return report.error();
+        return asJson ? report->toJson() : report->toText();
+    } catch (const std::exception& e) {
+        return errorFromException(e, lora.string());
+    }
+    }
+};
+
+Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn& progress, std::stop_token stop)
+{
+    const auto schedule = lower(r.schedule);
+    if (schedule != "distilled" && schedule != "dev")
+        return makeError(ErrorCode::InvalidArgument, "schedule '" + r.schedule + "' is neither distilled nor dev");
+    if (!(r.fps > 0.5 && r.fps <= 240))
+        return makeError(ErrorCode::InvalidArgument, "fps must be between 0.5 and 240");
+    const auto speed = parseSpeedMode(r.speed);
+    if (!speed)
+        return makeError(ErrorCode::InvalidArgument, "speed mode '" + r.speed + "' is none of quality, balanced, fast");
+    pipelines::Ltx2Request req;
+    const auto cacheSettings = stepCacheSettings(*speed);
+    req.stepCacheThreshold = cacheSettings.threshold;
+    req.stepCacheMaxConsecutive = cacheSettings.maxConsecutive;
+    req.prompt = r.prompt;
+    req.negativePrompt = r.negativePrompt;
+    req.width = r.width;
+    req.height = r.height;
+    req.frames = r.frames;
+    req.fps = r.fps;
+    req.schedule = schedule == "dev" ? pipelines::Ltx2Schedule::Dev : pipelines::Ltx2Schedule::Distilled;
+    req.steps = r.steps;
+    req.guidanceScale = r.guidance;
+    req.audioGuidanceScale = r.audioGuidance;
+    req.guidanceRescale = r.guidanceRescale;
+    req.seed = r.seed;
+    req.maxSequenceLength = r.maxSequenceLength;
+    for (const auto& l : r.loras) {
+        if (!std::isfinite(l.strength) || std::abs(l.strength) > 100)
+            return makeError(ErrorCode::InvalidArgument, l.path.string() + ": a LoRA strength must be between -100 and 100");
+        req.loras.push_back({l.path, l.strength});
+    }
+    auto stages = family().planStages(plan, r);
+    if (!stages)
+        return stages.error();
+    req.twoStage = stages->twoStage;
+    const std::int64_t latentFrames = (r.frames - 1) / 8 + 1;
+    for (const auto& c : r.conditions) {
+        const auto name = c.source.empty() ? std::string("a condition") : c.source;
+        if (c.width != r.width || c.height != r.height)
+            return makeError(ErrorCode::InvalidArgument, name + " is " + std::to_string(c.width) + "x" + std::to_string(c.height)
+                    + ", the video " + std::to_string(r.width) + "x" + std::to_string(r.height) + "; fit it to the video's size first");
+        if (c.frames < 1 || (c.frames - 1) % 8)
+            return makeError(ErrorCode::InvalidArgument, name + ": a conditioning clip must have 8k + 1 frames (1 for a still), got "
+                    + std::to_string(c.frames));
+        if (c.rgb.size() != static_cast<std::size_t>(c.frames) * static_cast<std::size_t>(c.width) * static_cast<std::size_t>(c.height) * 3)
+            return makeError(ErrorCode::InvalidArgument, name + ": the pixel buffer does not hold frames x height x width x 3 bytes");
+        if (c.frame < 0 || c.frame >= r.frames || (c.frame != 0 && (c.frame - 1) % 8 != 0))
+            return makeError(ErrorCode::InvalidArgument, name + ": frame " + std::to_string(c.frame)
+                    + " is not 0 or 8k + 1 inside the clip's " + std::to_string(r.frames) + " frames (1, 9, 17, ...)");
+        if (!(c.strength >= 0.0 && c.strength <= 1.0))
+            return makeError(ErrorCode::InvalidArgument, name + ": strength must be between 0 and 1");
+        pipelines::Ltx2Condition pc;
+        // Frame 8 (k - 1) + 1 is latent frame k: the reference's keyframe placement.
+        pc.latentIndex = c.frame == 0 ? 0 : (c.frame - 1) / 8 + 1;
+        if (pc.latentIndex >= latentFrames)
+            return makeError(ErrorCode::InvalidArgument, name + ": frame " + std::to_string(c.frame) + " is past the clip's end");
+        pc.strength = c.strength;
+        pc.pixels = at::from_blob(const_cast<std::uint8_t*>(c.rgb.data()), {c.frames, c.height, c.width, 3}, at::kByte).clone();
+        req.conditions.push_back(std::move(pc));
+    }
+    try {
+        c10::InferenceMode inference;
+        const paths::Recording recording;
+        const auto projection = previewProjectionFor(pipeline, r, progress);
+        auto out = pipeline.generate(
+            req,
+            [&](const pipelines::Ltx2Progress& p) {
+                if (!progress)
+                    return;
+                Progress report{phaseOf(p.phase), p.done, p.total, {}};
+                // [1, C, F, H, W] -> one frame per latent frame [F, H, W, C].
+                if (p.videoEstimate.defined() && projection.defined() && previewDue(r, p.done, p.total))
+                    report.preview = makePreview(projection, p.videoEstimate[0].permute({1, 2, 3, 0}), p.done, r.previewWidth);
+                progress(report);
+            },
+            stop);
+        if (!out)
+            return out.error();
+        VideoResult v;
+        const auto& frames = out->frames;  // uint8 [F, H, W, 3]
+        v.frameCount = static_cast<int>(frames.size(0));
+        v.height = static_cast<int>(frames.size(1));
+        v.width = static_cast<int>(frames.size(2));
+        v.fps = out->fps;
+        const auto f = frames.contiguous().cpu();
+        v.rgb.assign(f.data_ptr<std::uint8_t>(), f.data_ptr<std::uint8_t>() + f.numel());
+        const auto wave = out->waveform.to(at::kFloat).contiguous().cpu();  // [channels, samples]
+        v.channels = static_cast<int>(wave.size(0));
+        v.samples = wave.size(1);
+        v.sampleRate = out->sampleRate;
+        v.audio.assign(wave.data_ptr<float>(), wave.data_ptr<float>() + wave.numel());
+        v.schedule = schedule;
+        v.sigmas = out->sigmas;
+        v.secondsPerPhase = out->secondsPerPhase;
+        v.loras = outcomesOf(out->loras);
+        v.speed = std::string(speedModeName(*speed));
+        v.stepsSkipped = out->stepsSkipped;
+        v.cudaGraphs = out->cudaGraphs;
+        v.stages = *stages;
+        v.paths = recording.counts().text();
+        v.pathWarnings = recording.counts().warnings();
+        return v;
+    } catch (const std::exception& e) {
+        if (stop.stop_requested())
+            return makeError(ErrorCode::Cancelled, "cancelled");
+        return errorFromException(e, "generating");
+    }
+}
+
+Result<std::vector<LoraOutcome>> Loaded::applyLoras(const std::vector<LoraRequest>& loras)
+{
+    std::vector<pipelines::Ltx2Lora> list;
+    for (const auto& l : loras)
+        list.push_back({l.path, l.strength});
+    try {
+        c10::InferenceMode inference;
+        auto out = pipeline.applyLoras(list);
+        if (!out)
+            return out.error();
+        return outcomesOf(*out);
+    } catch (const std::exception& e) {
+        return errorFromException(e, "applying LoRAs");
+    }
+}
+
+
+} // namespace
+
+const families::ModelFamily& family()
+{
+    static const Family instance;
+    return instance;
+}
+
+} // namespace vireo::ltx2
