@@ -24,7 +24,7 @@ std::string deviceName(const DeviceCaps& d)
     return d.name.empty() ? std::string("this GPU") : d.name;
 }
 
-} // namespace
+}  // namespace
 
 std::string DeviceCaps::capabilityText() const
 {
@@ -118,8 +118,14 @@ DtypeChoice chooseDtype(const DeviceCaps& d, DtypeRequest request)
         switch (request) {
         case DtypeRequest::Auto:
         case DtypeRequest::F32: c.dtype = Dtype::F32; break;
-        case DtypeRequest::BF16: c.dtype = Dtype::BF16; c.reason = "bf16 on the CPU: half the memory of f32, usually slower"; break;
-        case DtypeRequest::F16: c.dtype = Dtype::F16; c.reason = "f16 on the CPU: half the memory of f32, usually slower"; break;
+        case DtypeRequest::BF16:
+            c.dtype = Dtype::BF16;
+            c.reason = "bf16 on the CPU: half the memory of f32, usually slower";
+            break;
+        case DtypeRequest::F16:
+            c.dtype = Dtype::F16;
+            c.reason = "f16 on the CPU: half the memory of f32, usually slower";
+            break;
         }
         return c;
     }
@@ -141,9 +147,7 @@ DtypeChoice chooseDtype(const DeviceCaps& d, DtypeRequest request)
             c.refusal = "bf16 needs compute capability 8.0 (Ampere) or newer, and " + deviceName(d) + " is " + d.capabilityText()
                 + ": choose auto or f16";
         break;
-    case DtypeRequest::F16:
-        c.dtype = Dtype::F16;
-        break;
+    case DtypeRequest::F16: c.dtype = Dtype::F16; break;
     case DtypeRequest::F32:
         c.dtype = Dtype::F32;
         c.reason = "f32 on a GPU: twice the memory of bf16 and no tensor-core speed";
@@ -250,8 +254,8 @@ PathPlan planPaths(const DeviceCaps& d, DtypeRequest request, const std::vector<
             p.attentionReason = *blocker;
         } else {
             p.attention = "FP8 flash attention (cuDNN)";
-            p.attentionReason = "for self-attention over 1024 tokens or more; a shape cuDNN refuses runs " + dtype
-                + " SDPA and is reported with a count";
+            p.attentionReason =
+                "for self-attention over 1024 tokens or more; a shape cuDNN refuses runs " + dtype + " SDPA and is reported with a count";
         }
     }
     return p;
@@ -270,4 +274,4 @@ std::string PathPlan::text() const
     return out;
 }
 
-} // namespace vireo::capability
+}  // namespace vireo::capability

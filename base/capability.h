@@ -16,13 +16,13 @@ namespace vireo::capability {
 
 // A compute device as the plan sees it. For the CPU only `cuda == false` matters.
 struct DeviceCaps {
-    std::string name;            // "NVIDIA GeForce RTX 3090", "cpu"
+    std::string name;  // "NVIDIA GeForce RTX 3090", "cpu"
     bool cuda = false;
-    int major = 0, minor = 0;    // compute capability
+    int major = 0, minor = 0;  // compute capability
     std::int64_t totalBytes = 0;
-    int driverCudaVersion = 0;   // the newest CUDA the driver supports (cudaDriverGetVersion: 12080 = 12.8); 0 unknown
+    int driverCudaVersion = 0;  // the newest CUDA the driver supports (cudaDriverGetVersion: 12080 = 12.8); 0 unknown
     int runtimeCudaVersion = 0;  // the CUDA this build runs with (13000 = 13.0); 0 unknown
-    int cudnnVersion = 0;        // cudnnGetVersion (91000 = 9.10.0); 0 none or unknown
+    int cudnnVersion = 0;  // cudnnGetVersion (91000 = 9.10.0); 0 none or unknown
 
     int capability() const { return major * 10 + minor; }
     std::string capabilityText() const;  // "8.6"
@@ -39,7 +39,7 @@ constexpr int kMinCapability = 75;
 // Switches that change a path (read from the environment by the caller).
 struct Switches {
     bool fp8TensorCores = true;  // VIREO_FP8_TENSOR_CORES
-    bool fp8Attention = true;    // VIREO_FP8_ATTENTION
+    bool fp8Attention = true;  // VIREO_FP8_ATTENTION
     bool fp8AttentionBuilt = true;  // the build has cuDNN's frontend
 };
 
@@ -90,19 +90,19 @@ std::optional<std::string> fp8GemmBlocker(const DeviceCaps& device, Dtype dtype,
 std::optional<std::string> fp8AttentionBlocker(const DeviceCaps& device, Dtype dtype, const Switches& switches);
 
 struct ComponentInput {
-    std::string name;        // "transformer", "text_encoder", ...
+    std::string name;  // "transformer", "text_encoder", ...
     WeightFormat format = WeightFormat::Dense;
-    bool onCpu = false;      // placed on the CPU although the device is a GPU
+    bool onCpu = false;  // placed on the CPU although the device is a GPU
     bool attention = false;  // its self-attention may run FP8 (the LTX transformer)
 };
 
 struct ComponentPath {
     std::string name;
-    std::string device;      // "cuda", "cpu"
+    std::string device;  // "cuda", "cpu"
     WeightFormat format = WeightFormat::Dense;
     GemmPath gemm = GemmPath::Dense;
-    std::string text;        // "FP8 tensor-core GEMM", "dequantize to bf16 + GEMM", ...
-    std::string reason;      // why this path; for a slower one, what blocks the faster
+    std::string text;  // "FP8 tensor-core GEMM", "dequantize to bf16 + GEMM", ...
+    std::string reason;  // why this path; for a slower one, what blocks the faster
 };
 
 struct PathPlan {
@@ -110,14 +110,13 @@ struct PathPlan {
     Dtype dtype = Dtype::F32;
     std::string dtypeReason;
     std::vector<ComponentPath> components;
-    std::string attention;        // the transformer's self-attention: "FP8 flash attention (cuDNN)", "bf16 SDPA"
+    std::string attention;  // the transformer's self-attention: "FP8 flash attention (cuDNN)", "bf16 SDPA"
     std::string attentionReason;
     std::vector<std::string> warnings;
     // One line per component and the attention, for the memory plan and the CLI.
     std::string text() const;
 };
 
-PathPlan planPaths(const DeviceCaps& device, DtypeRequest request, const std::vector<ComponentInput>& components,
-                   const Switches& switches);
+PathPlan planPaths(const DeviceCaps& device, DtypeRequest request, const std::vector<ComponentInput>& components, const Switches& switches);
 
-} // namespace vireo::capability
+}  // namespace vireo::capability

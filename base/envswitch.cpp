@@ -38,7 +38,7 @@ std::optional<std::string_view> valueOf(const Switch& s)
     return text.empty() ? std::nullopt : std::optional<std::string_view>(text);
 }
 
-} // namespace
+}  // namespace
 
 const std::vector<Switch>& switches()
 {
@@ -106,4 +106,4 @@ std::string helpText()
     return out;
 }
 
-} // namespace vireo::env
+}  // namespace vireo::env

@@ -36,4 +36,4 @@ std::string invalidMessage(std::string_view name, std::string_view value);
 // The switches and their effects as lines for --help.
 std::string helpText();
 
-} // namespace vireo::env
+}  // namespace vireo::env

@@ -76,14 +76,19 @@ std::shared_ptr<const Plan> buildPlan(const Key& key)
         .set_compute_data_type(fe::DataType_t::FLOAT);
     // [B, H, T, D] over memory laid out [B, T, H, D]: the projections' own layout, no transpose.
     auto layout = [&](std::int64_t t) {
-        return std::pair{std::vector<std::int64_t>{key.b, key.h, t, key.d}, std::vector<std::int64_t>{t * key.h * key.d, key.d, key.h * key.d, 1}};
+        return std::pair{
+            std::vector<std::int64_t>{key.b, key.h, t, key.d}, std::vector<std::int64_t>{t * key.h * key.d, key.d, key.h * key.d, 1}};
     };
     auto operand = [&](const char* name, std::int64_t uid, std::int64_t t) {
         const auto [dim, stride] = layout(t);
         return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dim).set_stride(stride));
     };
     auto scalar = [&](const char* name, std::int64_t uid) {
-        return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1})
+        return g->tensor(fe::graph::Tensor_attributes()
+                             .set_name(name)
+                             .set_uid(uid)
+                             .set_dim({1, 1, 1, 1})
+                             .set_stride({1, 1, 1, 1})
                              .set_data_type(fe::DataType_t::FLOAT));
     };
     auto q = operand("Q", kQ, key.tq);
@@ -118,7 +123,7 @@ std::string shapeText(std::int64_t b, std::int64_t h, std::int64_t tq, std::int6
         + " keys, head size " + std::to_string(d);
 }
 
-} // namespace
+}  // namespace
 
 bool fp8AttentionBuilt()
 {
@@ -155,8 +160,8 @@ at::Tensor fp8Attention(const at::Tensor& q, const at::Tensor& k, const at::Tens
             && v.scalar_type() == q.scalar_type(),
         "fp8_attention: operands must all be bfloat16 or all float16, got ", q.scalar_type(), ", ", k.scalar_type(), ", ", v.scalar_type());
     const auto b = q.size(0), tq = q.size(1), tk = k.size(1), width = q.size(2);
-    TORCH_CHECK(heads > 0 && width % heads == 0 && k.size(2) == width && v.size(2) == width && k.size(0) == b && v.size(0) == b
-            && v.size(1) == tk,
+    TORCH_CHECK(
+        heads > 0 && width % heads == 0 && k.size(2) == width && v.size(2) == width && k.size(0) == b && v.size(0) == b && v.size(1) == tk,
         "fp8_attention: shapes ", q.sizes(), ", ", k.sizes(), ", ", v.sizes(), " do not make ", heads, " heads of one size");
     const auto d = width / heads;
     TORCH_CHECK(d % 16 == 0 && d <= 256, "fp8_attention: head size ", d, " (cuDNN's FP8 attention takes multiples of 16 up to 256)");
@@ -208,8 +213,8 @@ at::Tensor fp8Attention(const at::Tensor& q, const at::Tensor& k, const at::Tens
     auto workspace = at::empty({std::max<std::int64_t>(plan->workspace, 1)}, q8.options().dtype(at::kByte));
     std::unordered_map<std::int64_t, void*> pointers{{kQ, q8.data_ptr()}, {kK, k8.data_ptr()}, {kV, v8.data_ptr()}, {kO, out.data_ptr()},
         {kDescaleQ, descaleQ.data_ptr()}, {kDescaleK, descaleK.data_ptr()}, {kDescaleV, descaleV.data_ptr()},
-        {kDescaleS, descaleS.data_ptr()}, {kScaleS, scaleS.data_ptr()}, {kScaleO, scaleO.data_ptr()},
-        {kAmaxS, amaxS.data_ptr()}, {kAmaxO, amaxO.data_ptr()}};
+        {kDescaleS, descaleS.data_ptr()}, {kScaleS, scaleS.data_ptr()}, {kScaleO, scaleO.data_ptr()}, {kAmaxS, amaxS.data_ptr()},
+        {kAmaxO, amaxO.data_ptr()}};
     if (auto ran = plan->graph->execute(handle, pointers, workspace.data_ptr()); ran.is_bad())
         TORCH_CHECK(false, "fp8_attention: cuDNN failed on ", shapeText(b, heads, tq, tk, d), ": ", ran.get_message());
     // The output carries v's scale (it is a convex combination of v's rows).
@@ -242,4 +247,4 @@ at::Tensor fp8Attention(const at::Tensor&, const at::Tensor&, const at::Tensor&,
 
 #endif
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

@@ -41,4 +41,4 @@ std::string fp8AttentionUnavailable(c10::Device device);
 // Callers check fp8AttentionUnavailable first and report the path they take.
 at::Tensor fp8Attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads, std::string* refusal = nullptr);
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

@@ -11,10 +11,9 @@ namespace vireo::kernels {
 // ([ceil(out/B0), ceil(in/B1)] over the weight flattened to [out, in]; blockSize = {B0, B1},
 // or empty when the grid divides the weight exactly). Runs as the torch op
 // vireo::dequantize_fp8 on CPU (the reference) and CUDA. Any other scale shape is an error.
-at::Tensor dequantizeFp8(const at::Tensor& weight, const at::Tensor& scale, c10::ScalarType dtype,
-                         c10::IntArrayRef blockSize = {});
+at::Tensor dequantizeFp8(const at::Tensor& weight, const at::Tensor& scale, c10::ScalarType dtype, c10::IntArrayRef blockSize = {});
 
 // The same into a preallocated, contiguous tensor shaped like weight (its dtype is the output's).
 at::Tensor& dequantizeFp8Into(const at::Tensor& weight, const at::Tensor& scale, c10::IntArrayRef blockSize, at::Tensor& out);
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

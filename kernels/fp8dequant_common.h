@@ -13,12 +13,12 @@ namespace vireo::kernels::detail {
 enum class ScaleLayout : int { PerTensor = 0, PerRow = 1, Block = 2 };
 
 struct Fp8Geometry {
-    std::int64_t rows = 0;     // out
-    std::int64_t cols = 0;     // product of the remaining dims
+    std::int64_t rows = 0;  // out
+    std::int64_t cols = 0;  // product of the remaining dims
     ScaleLayout layout = ScaleLayout::PerTensor;
     std::int64_t blockRows = 1;
     std::int64_t blockCols = 1;
-    std::int64_t scaleCols = 1; // columns of the block grid
+    std::int64_t scaleCols = 1;  // columns of the block grid
 };
 
 inline std::int64_t ceilDiv(std::int64_t a, std::int64_t b)
@@ -57,8 +57,8 @@ inline Fp8Geometry fp8Geometry(const at::Tensor& weight, const at::Tensor& scale
             g.blockRows = blockSize[0];
             g.blockCols = blockSize[1];
         }
-        TORCH_CHECK(ceilDiv(g.rows, g.blockRows) == s[0] && ceilDiv(g.cols, g.blockCols) == s[1],
-            "dequantize_fp8: block scale ", scale.sizes(), " does not tile a weight of ", g.rows, "x", g.cols);
+        TORCH_CHECK(ceilDiv(g.rows, g.blockRows) == s[0] && ceilDiv(g.cols, g.blockCols) == s[1], "dequantize_fp8: block scale ",
+            scale.sizes(), " does not tile a weight of ", g.rows, "x", g.cols);
     } else {
         TORCH_CHECK(false, "dequantize_fp8: scale of shape ", scale.sizes(), " fits no layout for weight ", weight.sizes(),
             " (expected numel 1, [", g.rows, "], [", g.rows, ",1] or a 2-D block grid)");
@@ -66,4 +66,4 @@ inline Fp8Geometry fp8Geometry(const at::Tensor& weight, const at::Tensor& scale
     return g;
 }
 
-} // namespace vireo::kernels::detail
+}  // namespace vireo::kernels::detail

@@ -58,11 +58,11 @@ void dequantizeRows(const std::uint8_t* q, const float* scale, Out* out, const d
 
 void dequantizeInto(const at::Tensor& weight, const at::Tensor& scale, c10::IntArrayRef blockSize, at::Tensor& out)
 {
-    TORCH_CHECK(weight.device().is_cpu() && scale.device().is_cpu() && out.device().is_cpu(),
-        "dequantize_fp8 (CPU): tensors must be on the CPU");
+    TORCH_CHECK(
+        weight.device().is_cpu() && scale.device().is_cpu() && out.device().is_cpu(), "dequantize_fp8 (CPU): tensors must be on the CPU");
     detail::checkFloatOutput("dequantize_fp8", out.scalar_type());
-    TORCH_CHECK(out.is_contiguous() && out.sizes() == weight.sizes(), "dequantize_fp8: out must be contiguous and shaped ",
-        weight.sizes(), ", got ", out.sizes());
+    TORCH_CHECK(out.is_contiguous() && out.sizes() == weight.sizes(), "dequantize_fp8: out must be contiguous and shaped ", weight.sizes(),
+        ", got ", out.sizes());
     const auto g = detail::fp8Geometry(weight, scale, blockSize);
     const auto q = weight.contiguous();
     const auto s = scale.contiguous();
@@ -89,19 +89,21 @@ at::Tensor& dequantizeFp8CpuOut(const at::Tensor& weight, const at::Tensor& scal
     return out;
 }
 
-} // namespace
+}  // namespace
 
 at::Tensor dequantizeFp8(const at::Tensor& weight, const at::Tensor& scale, c10::ScalarType dtype, c10::IntArrayRef blockSize)
 {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::dequantize_fp8", "").typed<at::Tensor(
-        const at::Tensor&, const at::Tensor&, c10::ScalarType, c10::IntArrayRef)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::dequantize_fp8", "")
+                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::ScalarType, c10::IntArrayRef)>();
     return op.call(weight, scale, dtype, blockSize);
 }
 
 at::Tensor& dequantizeFp8Into(const at::Tensor& weight, const at::Tensor& scale, c10::IntArrayRef blockSize, at::Tensor& out)
 {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::dequantize_fp8", "out").typed<at::Tensor&(
-        const at::Tensor&, const at::Tensor&, c10::IntArrayRef, at::Tensor&)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::dequantize_fp8", "out")
+                               .typed<at::Tensor&(const at::Tensor&, const at::Tensor&, c10::IntArrayRef, at::Tensor&)>();
     return op.call(weight, scale, blockSize, out);
 }
 
@@ -111,4 +113,4 @@ TORCH_LIBRARY_IMPL(vireo, CPU, m)
     m.impl("dequantize_fp8.out", &dequantizeFp8CpuOut);
 }
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

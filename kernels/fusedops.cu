@@ -20,7 +20,7 @@ namespace vireo::kernels {
 namespace detail {
 void checkRmsNormRopeArgs(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin);
 void checkRmsNormModulateArgs(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift);
-} // namespace detail
+}  // namespace detail
 
 namespace {
 
@@ -81,8 +81,8 @@ __device__ __forceinline__ uint2 packFp8x8(const float (&values)[8], float inver
     std::uint16_t pairs[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k)
-        pairs[k] = __nv_cvt_float2_to_fp8x2(make_float2(toFp8Range(values[2 * k], inverse), toFp8Range(values[2 * k + 1], inverse)),
-            __NV_SATFINITE, __NV_E4M3);
+        pairs[k] = __nv_cvt_float2_to_fp8x2(
+            make_float2(toFp8Range(values[2 * k], inverse), toFp8Range(values[2 * k + 1], inverse)), __NV_SATFINITE, __NV_E4M3);
     uint2 packed;
     packed.x = static_cast<unsigned>(pairs[0]) | (static_cast<unsigned>(pairs[1]) << 16);
     packed.y = static_cast<unsigned>(pairs[2]) | (static_cast<unsigned>(pairs[3]) << 16);
@@ -91,8 +91,8 @@ __device__ __forceinline__ uint2 packFp8x8(const float (&values)[8], float inver
 
 // Eight values per thread: one 16-byte load of a 16-bit input, one 8-byte store.
 template <typename T, bool Gelu>
-__global__ void quantizeFp8VecKernel(const T* __restrict__ x, const float* __restrict__ scale, std::uint8_t* __restrict__ out,
-    std::int64_t groups)
+__global__ void quantizeFp8VecKernel(
+    const T* __restrict__ x, const float* __restrict__ scale, std::uint8_t* __restrict__ out, std::int64_t groups)
 {
     const float inverse = 1.0f / *scale;
     for (std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; g < groups;
@@ -108,8 +108,8 @@ __global__ void quantizeFp8VecKernel(const T* __restrict__ x, const float* __res
 }
 
 template <typename T, bool Gelu>
-__global__ void quantizeFp8Kernel(const T* __restrict__ x, const float* __restrict__ scale, c10::Float8_e4m3fn* __restrict__ out,
-    std::int64_t n)
+__global__ void quantizeFp8Kernel(
+    const T* __restrict__ x, const float* __restrict__ scale, c10::Float8_e4m3fn* __restrict__ out, std::int64_t n)
 {
     const float inverse = 1.0f / *scale;
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -131,8 +131,7 @@ template <bool Gelu>
 at::Tensor quantizeFp8Launch(const at::Tensor& xIn, const at::Tensor& scale, const char* op)
 {
     TORCH_CHECK(scale.numel() == 1 && scale.scalar_type() == at::kFloat, op, ": scale must be one float32 value");
-    TORCH_CHECK(xIn.is_cuda() && scale.device() == xIn.device(), op, " (CUDA): x is on ", xIn.device(), " and scale on ",
-        scale.device());
+    TORCH_CHECK(xIn.is_cuda() && scale.device() == xIn.device(), op, " (CUDA): x is on ", xIn.device(), " and scale on ", scale.device());
     const c10::cuda::CUDAGuard guard(xIn.device());
     const auto x = xIn.contiguous();
     auto out = at::empty(x.sizes(), x.options().dtype(at::kFloat8_e4m3fn));
@@ -145,13 +144,13 @@ at::Tensor quantizeFp8Launch(const at::Tensor& xIn, const at::Tensor& scale, con
             && reinterpret_cast<std::uintptr_t>(out.data_ptr()) % 8 == 0;
         if constexpr (sizeof(scalar_t) == 2) {
             if (vector) {
-                quantizeFp8VecKernel<scalar_t, Gelu><<<streamingGrid(n / 8, 256), 256, 0, stream>>>(x.data_ptr<scalar_t>(),
-                    scale.data_ptr<float>(), static_cast<std::uint8_t*>(out.data_ptr()), n / 8);
+                quantizeFp8VecKernel<scalar_t, Gelu><<<streamingGrid(n / 8, 256), 256, 0, stream>>>(
+                    x.data_ptr<scalar_t>(), scale.data_ptr<float>(), static_cast<std::uint8_t*>(out.data_ptr()), n / 8);
                 return;
             }
         }
-        quantizeFp8Kernel<scalar_t, Gelu><<<streamingGrid(n, 256), 256, 0, stream>>>(x.data_ptr<scalar_t>(), scale.data_ptr<float>(),
-            out.data_ptr<c10::Float8_e4m3fn>(), n);
+        quantizeFp8Kernel<scalar_t, Gelu><<<streamingGrid(n, 256), 256, 0, stream>>>(
+            x.data_ptr<scalar_t>(), scale.data_ptr<float>(), out.data_ptr<c10::Float8_e4m3fn>(), n);
     });
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;
@@ -330,8 +329,8 @@ void withVectorsPerThread(std::int64_t vectors, int& threads, Run&& run)
 }
 
 // qscale: null for an output of x's dtype, else the scale of a float8_e4m3fn output.
-at::Tensor rmsNormModulateLaunch(const at::Tensor& xIn, const at::Tensor& scaleIn, const at::Tensor& shiftIn, double eps,
-    const at::Tensor* qscale)
+at::Tensor rmsNormModulateLaunch(
+    const at::Tensor& xIn, const at::Tensor& scaleIn, const at::Tensor& shiftIn, double eps, const at::Tensor* qscale)
 {
     detail::checkRmsNormModulateArgs(xIn, scaleIn, shiftIn);
     TORCH_CHECK(scaleIn.scalar_type() == xIn.scalar_type() && shiftIn.scalar_type() == xIn.scalar_type(),
@@ -384,8 +383,8 @@ at::Tensor rmsNormModulateCuda(const at::Tensor& x, const at::Tensor& scale, con
     return rmsNormModulateLaunch(x, scale, shift, eps, nullptr);
 }
 
-at::Tensor rmsNormModulateFp8Cuda(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps,
-    const at::Tensor& qscale)
+at::Tensor rmsNormModulateFp8Cuda(
+    const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
 {
     return rmsNormModulateLaunch(x, scale, shift, eps, &qscale);
 }
@@ -493,14 +492,15 @@ std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateLaunch(const at::
             if (vector) {
                 int threads = 0;
                 withVectorsPerThread(channels / 8, threads, [&](auto vpt) {
-                    gatedResidualRmsNormModulateVecKernel<T, decltype(vpt)::value, Fp8><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
-                        in, sum.data_ptr<T>(), out.data_ptr(), q, x.size(1), channels, static_cast<float>(eps));
+                    gatedResidualRmsNormModulateVecKernel<T, decltype(vpt)::value, Fp8>
+                        <<<static_cast<unsigned>(rows), threads, 0, stream>>>(
+                            in, sum.data_ptr<T>(), out.data_ptr(), q, x.size(1), channels, static_cast<float>(eps));
                 });
                 return;
             }
         }
-        gatedResidualRmsNormModulateKernel<T, Fp8><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(in, sum.data_ptr<T>(),
-            out.data_ptr(), q, x.size(1), channels, static_cast<float>(eps));
+        gatedResidualRmsNormModulateKernel<T, Fp8><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+            in, sum.data_ptr<T>(), out.data_ptr(), q, x.size(1), channels, static_cast<float>(eps));
     };
     auto withOutput = [&](auto zero) {
         if (qscale)
@@ -519,14 +519,14 @@ std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateLaunch(const at::
     return {sum, out};
 }
 
-std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCuda(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
-    const at::Tensor& scale, const at::Tensor& shift, double eps)
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateCuda(
+    const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
     return gatedResidualRmsNormModulateLaunch(x, delta, gate, scale, shift, eps, nullptr);
 }
 
-std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8Cuda(const at::Tensor& x, const at::Tensor& delta,
-    const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8Cuda(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+    const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
 {
     return gatedResidualRmsNormModulateLaunch(x, delta, gate, scale, shift, eps, &qscale);
 }
@@ -765,9 +765,10 @@ at::Tensor rmsNormRopeCuda(const at::Tensor& xIn, const at::Tensor& weightIn, co
                 const int threads = static_cast<int>(std::min<std::int64_t>(kRowThreads, (groups + 31) / 32 * 32));
                 const int perThread = static_cast<int>((groups + threads - 1) / threads);
                 auto launch = [&](auto gpt) {
-                    rmsNormRopeVecKernel<T, decltype(gpt)::value><<<static_cast<unsigned>(rows), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
-                        x.data_ptr<T>(), weight.data_ptr<T>(), cos.data_ptr<float>(), sin.data_ptr<float>(), out.data_ptr<T>(), x.size(1),
-                        x.size(2), r, rowStrides(x), ropeBatchStride, static_cast<float>(eps));
+                    rmsNormRopeVecKernel<T, decltype(gpt)::value>
+                        <<<static_cast<unsigned>(rows), threads, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<T>(),
+                            weight.data_ptr<T>(), cos.data_ptr<float>(), sin.data_ptr<float>(), out.data_ptr<T>(), x.size(1), x.size(2), r,
+                            rowStrides(x), ropeBatchStride, static_cast<float>(eps));
                 };
                 if (perThread == 1)
                     launch(std::integral_constant<int, 1>{});
@@ -788,7 +789,7 @@ at::Tensor rmsNormRopeCuda(const at::Tensor& xIn, const at::Tensor& weightIn, co
     return out;
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(vireo, CUDA, m)
 {
@@ -803,4 +804,4 @@ TORCH_LIBRARY_IMPL(vireo, CUDA, m)
     m.impl("rms_norm_rope", &rmsNormRopeCuda);
 }
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

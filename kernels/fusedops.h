@@ -28,8 +28,8 @@ at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const a
 // (y, rmsNormModulate(y, scale, shift, eps)) with y = x + delta * gate in x's dtype. x and
 // delta [B, T, C]; gate, scale and shift [B, T or 1, C]; one floating dtype (float32, bfloat16
 // or float16) and one device for all.
-std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
-    const at::Tensor& scale, const at::Tensor& shift, double eps);
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(
+    const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps);
 // The same two with the normed output quantized for an FP8 GEMM with a static input scale:
 // quantizeFp8(rmsNormModulate(...), qscale) in one pass (qscale: one float32 value on x's
 // device), so the GEMM's input is written once, as one byte per value.
@@ -50,4 +50,4 @@ at::Tensor gateHeadsFp8(const at::Tensor& x, const at::Tensor& logits, const at:
 // (a cos - b sin, b cos + a sin). Returns a contiguous [B, T, C] in x's dtype.
 at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cos, const at::Tensor& sin, double eps);
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

@@ -21,12 +21,11 @@ void checkRmsNormRopeArgs(const at::Tensor& x, const at::Tensor& weight, const a
     TORCH_CHECK(cos.dim() == 5 && cos.sizes() == sin.sizes() && cos.size(3) == 1,
         "rms_norm_rope: cos and sin must be [B, T, H, 1, r] and alike, got ", cos.sizes(), " and ", sin.sizes());
     TORCH_CHECK(cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat, "rms_norm_rope: cos and sin must be float32");
-    TORCH_CHECK(cos.size(1) == x.size(1) && (cos.size(0) == x.size(0) || cos.size(0) == 1),
-        "rms_norm_rope: rope for ", cos.size(0), "x", cos.size(1), " tokens applied to ", x.sizes());
+    TORCH_CHECK(cos.size(1) == x.size(1) && (cos.size(0) == x.size(0) || cos.size(0) == 1), "rms_norm_rope: rope for ", cos.size(0), "x",
+        cos.size(1), " tokens applied to ", x.sizes());
     TORCH_CHECK(2 * cos.size(2) * cos.size(4) == x.size(2), "rms_norm_rope: rope of ", 2 * cos.size(2) * cos.size(4),
         " features applied to ", x.size(2));
-    TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(2), "rms_norm_rope: weight must be [", x.size(2), "], got ",
-        weight.sizes());
+    TORCH_CHECK(weight.dim() == 1 && weight.size(0) == x.size(2), "rms_norm_rope: weight must be [", x.size(2), "], got ", weight.sizes());
 }
 
 void checkRmsNormModulateArgs(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift)
@@ -37,7 +36,7 @@ void checkRmsNormModulateArgs(const at::Tensor& x, const at::Tensor& scale, cons
             "rms_norm_modulate: scale and shift must be [", x.size(0), ", ", x.size(1), " or 1, ", x.size(2), "], got ", t->sizes());
 }
 
-} // namespace detail
+}  // namespace detail
 
 namespace {
 
@@ -63,8 +62,8 @@ at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const a
     return at::addcmul(shift, at::rms_norm(x, {x.size(-1)}, std::nullopt, eps), 1 + scale);
 }
 
-std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
-    const at::Tensor& scale, const at::Tensor& shift, double eps)
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(
+    const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
     detail::checkGatedResidualRmsNormModulateArgs(x, delta, gate, scale, shift);
     auto sum = at::addcmul(x, delta, gate);
@@ -72,14 +71,13 @@ std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor
     return {std::move(sum), std::move(normed)};
 }
 
-at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps,
-    const at::Tensor& qscale)
+at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
 {
     return quantizeFp8(rmsNormModulate(x, scale, shift, eps), qscale);
 }
 
-std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta,
-    const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
+std::tuple<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
+    const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
 {
     auto [sum, normed] = gatedResidualRmsNormModulate(x, delta, gate, scale, shift, eps);
     return {std::move(sum), quantizeFp8(normed, qscale)};
@@ -110,9 +108,9 @@ at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::
     return out.reshape({b, t, -1}).to(x.scalar_type());
 }
 
-} // namespace composed
+}  // namespace composed
 
-} // namespace
+}  // namespace
 
 bool fusedKernelsEnabled()
 {
@@ -124,8 +122,8 @@ at::Tensor quantizeFp8(const at::Tensor& x, const at::Tensor& scale)
 {
     if (!fusedKernelsEnabled())
         return composed::quantizeFp8(x, scale);
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::quantize_fp8", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    static const auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("vireo::quantize_fp8", "").typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     return op.call(x, scale);
 }
 
@@ -133,8 +131,9 @@ at::Tensor geluQuantizeFp8(const at::Tensor& x, const at::Tensor& scale)
 {
     if (!fusedKernelsEnabled())
         return composed::geluQuantizeFp8(x, scale);
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gelu_quantize_fp8", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::gelu_quantize_fp8", "")
+                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     return op.call(x, scale);
 }
 
@@ -142,21 +141,23 @@ at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const a
 {
     if (!fusedKernelsEnabled())
         return composed::rmsNormModulate(x, scale, shift, eps);
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_modulate", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::rms_norm_modulate", "")
+                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
     return op.call(x, scale, shift, eps);
 }
 
-std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
-    const at::Tensor& scale, const at::Tensor& shift, double eps)
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(
+    const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
     if (!fusedKernelsEnabled()) {
         auto [sum, out] = composed::gatedResidualRmsNormModulate(x, delta, gate, scale, shift, eps);
         return {std::move(sum), std::move(out)};
     }
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gated_residual_rms_norm_modulate", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-            const at::Tensor&, double)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::gated_residual_rms_norm_modulate", "")
+                               .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                   const at::Tensor&, const at::Tensor&, double)>();
     auto [sum, normed] = op.call(x, delta, gate, scale, shift, eps);
     return {std::move(sum), std::move(normed)};
 }
@@ -165,8 +166,9 @@ at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, cons
 {
     if (!fusedKernelsEnabled())
         return composed::rmsNormModulateFp8(x, scale, shift, eps, qscale);
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_modulate_fp8", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, const at::Tensor&)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::rms_norm_modulate_fp8", "")
+                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, const at::Tensor&)>();
     return op.call(x, scale, shift, eps, qscale);
 }
 
@@ -177,9 +179,10 @@ std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tens
         auto [sum, out] = composed::gatedResidualRmsNormModulateFp8(x, delta, gate, scale, shift, eps, qscale);
         return {std::move(sum), std::move(out)};
     }
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gated_residual_rms_norm_modulate_fp8", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-            const at::Tensor&, double, const at::Tensor&)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::gated_residual_rms_norm_modulate_fp8", "")
+                               .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                   const at::Tensor&, const at::Tensor&, double, const at::Tensor&)>();
     auto [sum, quantized] = op.call(x, delta, gate, scale, shift, eps, qscale);
     return {std::move(sum), std::move(quantized)};
 }
@@ -188,8 +191,8 @@ at::Tensor gateHeads(const at::Tensor& x, const at::Tensor& logits)
 {
     if (!fusedKernelsEnabled())
         return composed::gateHeads(x, logits);
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gate_heads", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    static const auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gate_heads", "").typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
     return op.call(x, logits);
 }
 
@@ -197,8 +200,9 @@ at::Tensor gateHeadsFp8(const at::Tensor& x, const at::Tensor& logits, const at:
 {
     if (!fusedKernelsEnabled())
         return composed::gateHeadsFp8(x, logits, qscale);
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::gate_heads_fp8", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::gate_heads_fp8", "")
+                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
     return op.call(x, logits, qscale);
 }
 
@@ -206,8 +210,9 @@ at::Tensor rmsNormRope(const at::Tensor& x, const at::Tensor& weight, const at::
 {
     if (!fusedKernelsEnabled())
         return composed::rmsNormRope(x, weight, cos, sin, eps);
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::rms_norm_rope", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::rms_norm_rope", "")
+                               .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
     return op.call(x, weight, cos, sin, eps);
 }
 
@@ -224,4 +229,4 @@ TORCH_LIBRARY_IMPL(vireo, CPU, m)
     m.impl("rms_norm_rope", &composed::rmsNormRope);
 }
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

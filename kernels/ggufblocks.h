@@ -17,8 +17,21 @@
 namespace vireo::kernels::gguf {
 
 // ggml type ids (ggml.h).
-enum : int { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11,
-    kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30 };
+enum : int {
+    kF32 = 0,
+    kF16 = 1,
+    kQ4_0 = 2,
+    kQ4_1 = 3,
+    kQ5_0 = 6,
+    kQ5_1 = 7,
+    kQ8_0 = 8,
+    kQ2_K = 10,
+    kQ3_K = 11,
+    kQ4_K = 12,
+    kQ5_K = 13,
+    kQ6_K = 14,
+    kBF16 = 30
+};
 
 struct BlockTraits {
     int elements;
@@ -89,8 +102,8 @@ VIREO_HD float f16At(const std::uint8_t* p)
 
 VIREO_HD std::uint32_t u32At(const std::uint8_t* p)
 {
-    return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8)
-        | (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
+    return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8) | (static_cast<std::uint32_t>(p[2]) << 16)
+        | (static_cast<std::uint32_t>(p[3]) << 24);
 }
 
 // 6-bit scale and min of sub-block j of a Q4_K/Q5_K block (ggml get_scale_min_k4).
@@ -109,15 +122,9 @@ VIREO_HD void scaleMinK4(int j, const std::uint8_t* q, int& scale, int& min)
 VIREO_HD void decodeBlock(int type, const std::uint8_t* b, float* y)
 {
     switch (type) {
-    case kF32:
-        y[0] = bitsToFloat(u32At(b));
-        return;
-    case kF16:
-        y[0] = f16At(b);
-        return;
-    case kBF16:
-        y[0] = bitsToFloat(static_cast<std::uint32_t>(b[0] | (b[1] << 8)) << 16);
-        return;
+    case kF32: y[0] = bitsToFloat(u32At(b)); return;
+    case kF16: y[0] = f16At(b); return;
+    case kBF16: y[0] = bitsToFloat(static_cast<std::uint32_t>(b[0] | (b[1] << 8)) << 16); return;
     case kQ8_0: {
         const float d = f16At(b);
         for (int i = 0; i < 32; ++i)
@@ -245,8 +252,7 @@ VIREO_HD void decodeBlock(int type, const std::uint8_t* b, float* y)
                 }
         return;
     }
-    default:
-        return;
+    default: return;
     }
 }
 
@@ -257,14 +263,10 @@ VIREO_HD void decodeBlock(int type, const std::uint8_t* b, float* y)
 VIREO_HD float decodeElement(int type, const std::uint8_t* b, int i)
 {
     switch (type) {
-    case kF32:
-        return bitsToFloat(u32At(b));
-    case kF16:
-        return f16At(b);
-    case kBF16:
-        return bitsToFloat(static_cast<std::uint32_t>(b[0] | (b[1] << 8)) << 16);
-    case kQ8_0:
-        return static_cast<float>(static_cast<std::int8_t>(b[2 + i])) * f16At(b);
+    case kF32: return bitsToFloat(u32At(b));
+    case kF16: return f16At(b);
+    case kBF16: return bitsToFloat(static_cast<std::uint32_t>(b[0] | (b[1] << 8)) << 16);
+    case kQ8_0: return static_cast<float>(static_cast<std::int8_t>(b[2 + i])) * f16At(b);
     case kQ4_0: {
         const int j = i & 15;
         const int q = i < 16 ? (b[2 + j] & 0xF) : (b[2 + j] >> 4);
@@ -330,8 +332,7 @@ VIREO_HD float decodeElement(int type, const std::uint8_t* b, int i)
         const int q = ((lo >> (k >= 2 ? 4 : 0)) & 0xF) | (((hi >> (2 * k)) & 3) << 4);
         return dl * static_cast<float>(q - 32);
     }
-    default:
-        return 0.0f;
+    default: return 0.0f;
     }
 }
 
@@ -437,4 +438,4 @@ VIREO_HD void decodeRun8(int type, const std::uint8_t* b, int o, float* y)
     }
 }
 
-} // namespace vireo::kernels::gguf
+}  // namespace vireo::kernels::gguf

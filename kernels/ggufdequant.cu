@@ -31,8 +31,7 @@ struct alignas(16) Run {
 
 // Type is a template argument so each instantiation is straight-line decoding.
 template <typename Out, int Type>
-__global__ void dequantizeGgufKernel(const std::uint8_t* __restrict__ in, Out* __restrict__ out, std::int64_t numel,
-    bool vectorStore)
+__global__ void dequantizeGgufKernel(const std::uint8_t* __restrict__ in, Out* __restrict__ out, std::int64_t numel, bool vectorStore)
 {
     constexpr int blockElements = gguf::blockTraits(Type).elements;
     constexpr int blockBytes = gguf::blockTraits(Type).bytes;
@@ -120,7 +119,7 @@ at::Tensor& dequantizeGgufCudaOut(const at::Tensor& blocks, std::int64_t ggmlTyp
     return out;
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(vireo, CUDA, m)
 {
@@ -128,4 +127,4 @@ TORCH_LIBRARY_IMPL(vireo, CUDA, m)
     m.impl("dequantize_gguf.out", &dequantizeGgufCudaOut);
 }
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

@@ -63,9 +63,8 @@ void dequantizeInto(const at::Tensor& blocks, std::int64_t ggmlType, at::Tensor&
     const auto traits = detail::checkGgufArgs(blocks, ggmlType, out.sizes(), out.scalar_type());
     const auto in = blocks.contiguous();
     const std::int64_t nBlocks = in.numel() / traits.bytes;
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out.scalar_type(), "dequantize_gguf_cpu", [&] {
-        decodeAll<scalar_t>(static_cast<int>(ggmlType), in.data_ptr<std::uint8_t>(), out.data_ptr<scalar_t>(), nBlocks);
-    });
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out.scalar_type(), "dequantize_gguf_cpu",
+        [&] { decodeAll<scalar_t>(static_cast<int>(ggmlType), in.data_ptr<std::uint8_t>(), out.data_ptr<scalar_t>(), nBlocks); });
 }
 
 at::Tensor dequantizeGgufCpu(const at::Tensor& blocks, std::int64_t ggmlType, c10::IntArrayRef shape, c10::ScalarType dtype)
@@ -82,7 +81,7 @@ at::Tensor& dequantizeGgufCpuOut(const at::Tensor& blocks, std::int64_t ggmlType
     return out;
 }
 
-} // namespace
+}  // namespace
 
 bool ggufTypeSupported(std::int64_t ggmlType)
 {
@@ -91,15 +90,17 @@ bool ggufTypeSupported(std::int64_t ggmlType)
 
 at::Tensor dequantizeGguf(const at::Tensor& blocks, std::int64_t ggmlType, c10::IntArrayRef shape, c10::ScalarType dtype)
 {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::dequantize_gguf", "").typed<at::Tensor(
-        const at::Tensor&, std::int64_t, c10::IntArrayRef, c10::ScalarType)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::dequantize_gguf", "")
+                               .typed<at::Tensor(const at::Tensor&, std::int64_t, c10::IntArrayRef, c10::ScalarType)>();
     return op.call(blocks, ggmlType, shape, dtype);
 }
 
 at::Tensor& dequantizeGgufInto(const at::Tensor& blocks, std::int64_t ggmlType, at::Tensor& out)
 {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::dequantize_gguf", "out").typed<at::Tensor&(
-        const at::Tensor&, std::int64_t, at::Tensor&)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::dequantize_gguf", "out")
+                               .typed<at::Tensor&(const at::Tensor&, std::int64_t, at::Tensor&)>();
     return op.call(blocks, ggmlType, out);
 }
 
@@ -109,4 +110,4 @@ TORCH_LIBRARY_IMPL(vireo, CPU, m)
     m.impl("dequantize_gguf.out", &dequantizeGgufCpuOut);
 }
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

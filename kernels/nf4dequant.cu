@@ -13,8 +13,8 @@ namespace vireo::kernels {
 namespace {
 
 template <typename Out>
-__global__ void dequantizeNf4Kernel(const std::uint8_t* __restrict__ q, const float* __restrict__ absmax,
-    const float* __restrict__ code, Out* __restrict__ out, std::int64_t numel, std::int64_t blockSize)
+__global__ void dequantizeNf4Kernel(const std::uint8_t* __restrict__ q, const float* __restrict__ absmax, const float* __restrict__ code,
+    Out* __restrict__ out, std::int64_t numel, std::int64_t blockSize)
 {
     __shared__ float table[16];
     if (threadIdx.x < 16)
@@ -28,8 +28,7 @@ __global__ void dequantizeNf4Kernel(const std::uint8_t* __restrict__ q, const fl
     }
 }
 
-void dequantizeInto(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize,
-    at::Tensor& out)
+void dequantizeInto(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize, at::Tensor& out)
 {
     TORCH_CHECK(packed.is_cuda() && out.device() == packed.device(), "dequantize_nf4 (CUDA): tensors must be on one CUDA device");
     TORCH_CHECK(out.is_contiguous(), "dequantize_nf4: out must be contiguous");
@@ -49,8 +48,8 @@ void dequantizeInto(const at::Tensor& packed, const at::Tensor& absmax, const at
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-at::Tensor dequantizeNf4Cuda(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code,
-    std::int64_t blockSize, c10::IntArrayRef shape, c10::ScalarType dtype)
+at::Tensor dequantizeNf4Cuda(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize,
+    c10::IntArrayRef shape, c10::ScalarType dtype)
 {
     detail::checkNf4Args(packed, absmax, code, blockSize, shape, dtype);
     auto out = at::empty(shape, packed.options().dtype(dtype));
@@ -58,14 +57,14 @@ at::Tensor dequantizeNf4Cuda(const at::Tensor& packed, const at::Tensor& absmax,
     return out;
 }
 
-at::Tensor& dequantizeNf4CudaOut(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code,
-    std::int64_t blockSize, at::Tensor& out)
+at::Tensor& dequantizeNf4CudaOut(
+    const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize, at::Tensor& out)
 {
     dequantizeInto(packed, absmax, code, blockSize, out);
     return out;
 }
 
-} // namespace
+}  // namespace
 
 TORCH_LIBRARY_IMPL(vireo, CUDA, m)
 {
@@ -73,4 +72,4 @@ TORCH_LIBRARY_IMPL(vireo, CUDA, m)
     m.impl("dequantize_nf4.out", &dequantizeNf4CudaOut);
 }
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

@@ -34,8 +34,7 @@ void decode(const std::uint8_t* q, const float* absmax, const float* table, Out*
     });
 }
 
-void dequantizeInto(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize,
-    at::Tensor& out)
+void dequantizeInto(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize, at::Tensor& out)
 {
     TORCH_CHECK(packed.device().is_cpu() && out.device().is_cpu(), "dequantize_nf4 (CPU): tensors must be on the CPU");
     TORCH_CHECK(out.is_contiguous(), "dequantize_nf4: out must be contiguous");
@@ -43,13 +42,12 @@ void dequantizeInto(const at::Tensor& packed, const at::Tensor& absmax, const at
     const auto p = packed.contiguous();
     const auto a = absmax.contiguous();
     const auto c = code.contiguous();
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out.scalar_type(), "dequantize_nf4_cpu", [&] {
-        decode(p.data_ptr<std::uint8_t>(), a.data_ptr<float>(), c.data_ptr<float>(), out.data_ptr<scalar_t>(), numel, blockSize);
-    });
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, out.scalar_type(), "dequantize_nf4_cpu",
+        [&] { decode(p.data_ptr<std::uint8_t>(), a.data_ptr<float>(), c.data_ptr<float>(), out.data_ptr<scalar_t>(), numel, blockSize); });
 }
 
-at::Tensor dequantizeNf4Cpu(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code,
-    std::int64_t blockSize, c10::IntArrayRef shape, c10::ScalarType dtype)
+at::Tensor dequantizeNf4Cpu(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize,
+    c10::IntArrayRef shape, c10::ScalarType dtype)
 {
     detail::checkNf4Args(packed, absmax, code, blockSize, shape, dtype);
     auto out = at::empty(shape, packed.options().dtype(dtype));
@@ -57,28 +55,31 @@ at::Tensor dequantizeNf4Cpu(const at::Tensor& packed, const at::Tensor& absmax, 
     return out;
 }
 
-at::Tensor& dequantizeNf4CpuOut(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code,
-    std::int64_t blockSize, at::Tensor& out)
+at::Tensor& dequantizeNf4CpuOut(
+    const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize, at::Tensor& out)
 {
     dequantizeInto(packed, absmax, code, blockSize, out);
     return out;
 }
 
-} // namespace
+}  // namespace
 
 at::Tensor dequantizeNf4(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize,
     c10::IntArrayRef shape, c10::ScalarType dtype)
 {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::dequantize_nf4", "").typed<at::Tensor(
-        const at::Tensor&, const at::Tensor&, const at::Tensor&, std::int64_t, c10::IntArrayRef, c10::ScalarType)>();
+    static const auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("vireo::dequantize_nf4", "")
+            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, std::int64_t, c10::IntArrayRef, c10::ScalarType)>();
     return op.call(packed, absmax, code, blockSize, shape, dtype);
 }
 
-at::Tensor& dequantizeNf4Into(const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize,
-    at::Tensor& out)
+at::Tensor& dequantizeNf4Into(
+    const at::Tensor& packed, const at::Tensor& absmax, const at::Tensor& code, std::int64_t blockSize, at::Tensor& out)
 {
-    static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vireo::dequantize_nf4", "out").typed<at::Tensor&(
-        const at::Tensor&, const at::Tensor&, const at::Tensor&, std::int64_t, at::Tensor&)>();
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("vireo::dequantize_nf4", "out")
+                               .typed<at::Tensor&(const at::Tensor&, const at::Tensor&, const at::Tensor&, std::int64_t, at::Tensor&)>();
     return op.call(packed, absmax, code, blockSize, out);
 }
 
@@ -88,4 +89,4 @@ TORCH_LIBRARY_IMPL(vireo, CPU, m)
     m.impl("dequantize_nf4.out", &dequantizeNf4CpuOut);
 }
 
-} // namespace vireo::kernels
+}  // namespace vireo::kernels

@@ -116,7 +116,7 @@ std::optional<DeclaredSize> bmpSize(std::span<const std::uint8_t> b)
     return DeclaredSize{std::abs(std::int64_t(width)), std::abs(std::int64_t(height)), "BMP"};
 }
 
-} // namespace
+}  // namespace
 
 std::optional<DeclaredSize> declaredImageSize(std::span<const std::uint8_t> bytes)
 {
@@ -162,4 +162,4 @@ int stripInflatablePngChunks(std::vector<std::uint8_t>& bytes)
     return removed;
 }
 
-} // namespace vireo::media
+}  // namespace vireo::media

@@ -31,4 +31,4 @@ std::optional<DeclaredSize> declaredImageSize(std::span<const std::uint8_t> byte
 // whose chunk list can be walked to IEND.
 int stripInflatablePngChunks(std::vector<std::uint8_t>& bytes);
 
-} // namespace vireo::media
+}  // namespace vireo::media

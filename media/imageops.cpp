@@ -66,7 +66,7 @@ void toPlanes(const std::uint8_t* rgb, int stride, int w, int h, Planes& planes)
     }
 }
 
-} // namespace
+}  // namespace
 
 RgbImage exifUpright(const RgbImage& image, int orientation)
 {
@@ -84,13 +84,28 @@ RgbImage exifUpright(const RgbImage& image, int orientation)
             // The stored pixel shown at (x, y).
             std::size_t sx = x, sy = y;
             switch (orientation) {
-            case 2: sx = w - 1 - x; break;                   // mirrored left to right
-            case 3: sx = w - 1 - x; sy = h - 1 - y; break;   // upside down
-            case 4: sy = h - 1 - y; break;                   // mirrored top to bottom
-            case 5: sx = y; sy = x; break;                   // transposed
-            case 6: sx = y; sy = h - 1 - x; break;           // turned a quarter clockwise to view
-            case 7: sx = w - 1 - y; sy = h - 1 - x; break;   // transversed
-            case 8: sx = w - 1 - y; sy = x; break;           // turned a quarter counter-clockwise to view
+            case 2: sx = w - 1 - x; break;  // mirrored left to right
+            case 3:
+                sx = w - 1 - x;
+                sy = h - 1 - y;
+                break;  // upside down
+            case 4: sy = h - 1 - y; break;  // mirrored top to bottom
+            case 5:
+                sx = y;
+                sy = x;
+                break;  // transposed
+            case 6:
+                sx = y;
+                sy = h - 1 - x;
+                break;  // turned a quarter clockwise to view
+            case 7:
+                sx = w - 1 - y;
+                sy = h - 1 - x;
+                break;  // transversed
+            case 8:
+                sx = w - 1 - y;
+                sy = x;
+                break;  // turned a quarter counter-clockwise to view
             default: break;
             }
             std::memcpy(&out.rgb[(y * ow + x) * 3], &image.rgb[(sy * w + sx) * 3], 3);
@@ -160,7 +175,8 @@ Result<RgbImage> recompressH264(const RgbImage& image, int crf)
         return image;
     const int w = image.width / 2 * 2, h = image.height / 2 * 2;
     if (w < 2 || h < 2)
-        return recompressError(std::to_string(image.width) + "x" + std::to_string(image.height) + " is too small for H.264", ErrorCode::InvalidArgument);
+        return recompressError(
+            std::to_string(image.width) + "x" + std::to_string(image.height) + " is too small for H.264", ErrorCode::InvalidArgument);
 
     const AVCodec* x264 = avcodec_find_encoder_by_name("libx264");
     if (!x264)
@@ -265,7 +281,8 @@ Result<RgbImage> recompressH264(const RgbImage& image, int crf)
     out.height = h;
     std::vector<std::uint8_t> padded(static_cast<std::size_t>(w) * h * 3 + 64);
     {
-        SwsPtr sws(sws_getContext(w, h, static_cast<AVPixelFormat>(decoded->format), w, h, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
+        SwsPtr sws(sws_getContext(
+            w, h, static_cast<AVPixelFormat>(decoded->format), w, h, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr));
         if (!sws)
             return recompressError("YUV to RGB conversion cannot be set up");
         std::uint8_t* dst[4] = {padded.data(), nullptr, nullptr, nullptr};
@@ -277,4 +294,4 @@ Result<RgbImage> recompressH264(const RgbImage& image, int crf)
     return out;
 }
 
-} // namespace vireo::media
+}  // namespace vireo::media

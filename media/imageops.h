@@ -33,4 +33,4 @@ RgbImage exifUpright(const RgbImage& image, int orientation);
 // YUV are converted bilinearly with BT.601 limited range. crf 0 returns the image unchanged.
 Result<RgbImage> recompressH264(const RgbImage& image, int crf);
 
-} // namespace vireo::media
+}  // namespace vireo::media

@@ -135,8 +135,8 @@ std::string mp4Truncation(const std::filesystem::path& path)
 // format cannot be converted.
 std::optional<RgbImage> toRgb(const AVFrame* frame, int w, int h, int flags)
 {
-    SwsContext* sws = sws_getContext(frame->width, frame->height, static_cast<AVPixelFormat>(frame->format), w, h, AV_PIX_FMT_RGB24, flags,
-        nullptr, nullptr, nullptr);
+    SwsContext* sws = sws_getContext(
+        frame->width, frame->height, static_cast<AVPixelFormat>(frame->format), w, h, AV_PIX_FMT_RGB24, flags, nullptr, nullptr, nullptr);
     if (!sws)
         return std::nullopt;
     RgbImage image;
@@ -286,15 +286,16 @@ Result<VideoStream> openVideoStream(const std::filesystem::path& path, AVFormatC
         return mediaError(path, "the video decoder cannot be opened (" + avError(e) + ")");
     const auto w = v.decoder->width, h = v.decoder->height;
     if (!sane(w, h) || (maxPixels > 0 && static_cast<std::int64_t>(w) * h > maxPixels))
-        return mediaError(path, "declares a video of " + pixels(w, h), maxPixels > 0 ? ErrorCode::InvalidArgument : ErrorCode::InvalidFormat);
+        return mediaError(
+            path, "declares a video of " + pixels(w, h), maxPixels > 0 ? ErrorCode::InvalidArgument : ErrorCode::InvalidFormat);
     return v;
 }
 
 // Decodes the stream's frames in order and hands each to onFrame (which must not keep it),
 // until onFrame says it has enough, the stream ends (the decoder drained) or a frame is
 // broken, within maxPackets packets. False when out of memory.
-bool decodeFrames(AVFormatContext* f, VideoStream& v, int maxPackets, const std::function<bool(AVFrame*)>& onFrame,
-                  std::string* stoppedEarly = nullptr)
+bool decodeFrames(
+    AVFormatContext* f, VideoStream& v, int maxPackets, const std::function<bool(AVFrame*)>& onFrame, std::string* stoppedEarly = nullptr)
 {
     std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
     std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
@@ -378,8 +379,10 @@ int tiffOrientation(const std::uint8_t* data, std::size_t size)
         return little ? static_cast<unsigned>(data[at] | (data[at + 1] << 8)) : static_cast<unsigned>((data[at] << 8) | data[at + 1]);
     };
     auto u32 = [&](std::size_t at) {
-        return little ? (std::uint32_t(data[at]) | (std::uint32_t(data[at + 1]) << 8) | (std::uint32_t(data[at + 2]) << 16) | (std::uint32_t(data[at + 3]) << 24))
-                      : ((std::uint32_t(data[at]) << 24) | (std::uint32_t(data[at + 1]) << 16) | (std::uint32_t(data[at + 2]) << 8) | std::uint32_t(data[at + 3]));
+        return little ? (std::uint32_t(data[at]) | (std::uint32_t(data[at + 1]) << 8) | (std::uint32_t(data[at + 2]) << 16)
+                   | (std::uint32_t(data[at + 3]) << 24))
+                      : ((std::uint32_t(data[at]) << 24) | (std::uint32_t(data[at + 1]) << 16) | (std::uint32_t(data[at + 2]) << 8)
+                          | std::uint32_t(data[at + 3]));
     };
     if (u16(2) != 42)
         return 1;
@@ -412,8 +415,8 @@ int pngExifOrientation(const std::vector<std::uint8_t>& bytes)
         return 1;
     std::size_t at = 8;
     while (bytes.size() - at >= 12) {
-        const std::uint32_t length = (std::uint32_t(bytes[at]) << 24) | (std::uint32_t(bytes[at + 1]) << 16) | (std::uint32_t(bytes[at + 2]) << 8)
-            | std::uint32_t(bytes[at + 3]);
+        const std::uint32_t length = (std::uint32_t(bytes[at]) << 24) | (std::uint32_t(bytes[at + 1]) << 16)
+            | (std::uint32_t(bytes[at + 2]) << 8) | std::uint32_t(bytes[at + 3]);
         if (length > bytes.size() - at - 12)
             return 1;
         const auto* type = &bytes[at + 4];
@@ -441,7 +444,7 @@ int exifOrientation(const AVFrame* frame)
     return static_cast<int>(value);
 }
 
-} // namespace
+}  // namespace
 
 Result<MediaInfo> probeMedia(const std::filesystem::path& path)
 {
@@ -545,8 +548,9 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     if (size == 0)
         return mediaError(path, "not an image FFmpeg can decode (the file is empty)");
     if (size > kMaxImageFileBytes)
-        return mediaError(path, "is " + std::to_string(size >> 20) + " MiB; a still image may be at most " + std::to_string(kMaxImageFileBytes >> 20)
-            + " MiB", ErrorCode::InvalidArgument);
+        return mediaError(path,
+            "is " + std::to_string(size >> 20) + " MiB; a still image may be at most " + std::to_string(kMaxImageFileBytes >> 20) + " MiB",
+            ErrorCode::InvalidArgument);
     std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
     {
         std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
@@ -560,10 +564,12 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     // HEIF pictures (HEIC, the iPhone's default; AVIF) are ISO media files to FFmpeg 5.1, which
     // cannot read them: say what the file is and what to do, not that it "looks like a MOV".
     if (const auto brand = heifBrand(bytes); brand == "avif" || brand == "avis")
-        return mediaError(path, "is a HEIF picture (AVIF), which this version cannot read: export it as JPEG or PNG", ErrorCode::Unsupported);
+        return mediaError(
+            path, "is a HEIF picture (AVIF), which this version cannot read: export it as JPEG or PNG", ErrorCode::Unsupported);
     else if (!brand.empty())
-        return mediaError(path, "is a HEIF picture (HEIC, as iPhones save photos), which this version cannot read: export it as JPEG or PNG "
-                "(an iPhone saves JPEG with Settings, Camera, Formats, Most Compatible)",
+        return mediaError(path,
+            "is a HEIF picture (HEIC, as iPhones save photos), which this version cannot read: export it as JPEG or PNG "
+            "(an iPhone saves JPEG with Settings, Camera, Formats, Most Compatible)",
             ErrorCode::Unsupported);
     // Text and ICC chunks of a PNG never reach FFmpeg, which would inflate them without a bound;
     // a size over the limit is refused as such from the header, before any decoder runs.
@@ -571,7 +577,8 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     // Divided, not multiplied: a header may say 4294967271 x 3890735079 (found by fuzz_media).
     if (const auto declared = declaredImageSize(bytes);
         declared && declared->width > 0 && declared->height > 0 && declared->width > maxPixels / declared->height)
-        return mediaError(path, "is " + pixels(declared->width, declared->height) + " (its " + declared->format + " header says so), more than "
+        return mediaError(path,
+            "is " + pixels(declared->width, declared->height) + " (its " + declared->format + " header says so), more than "
                 + std::to_string(maxPixels) + " pixels, the most a still is read with; scale it down first",
             ErrorCode::InvalidArgument);
     MemoryInput input{&bytes, 0};
@@ -607,8 +614,9 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     // Only picture formats are parsed further: a still that is really a playlist or a
     // container is refused before any of its headers are read.
     if (!imageDemuxer(demuxer->name))
-        return mediaError(path, std::string("not an image FFmpeg can decode (it looks like ") + (demuxer->long_name ? demuxer->long_name : demuxer->name)
-            + ", not a picture)");
+        return mediaError(path,
+            std::string("not an image FFmpeg can decode (it looks like ") + (demuxer->long_name ? demuxer->long_name : demuxer->name)
+                + ", not a picture)");
     AVFormatContext* raw = avformat_alloc_context();
     if (!raw)
         return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
@@ -625,7 +633,8 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
             ErrorCode::InvalidArgument);
     const AVCodec* codec = avcodec_find_decoder(par->codec_id);
     if (!codec)
-        return mediaError(path, std::string("not an image FFmpeg can decode (this FFmpeg has no ") + avcodec_get_name(par->codec_id) + " decoder)",
+        return mediaError(path,
+            std::string("not an image FFmpeg can decode (this FFmpeg has no ") + avcodec_get_name(par->codec_id) + " decoder)",
             ErrorCode::Unsupported);
     std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(codec));
     if (!decoder || avcodec_parameters_to_context(decoder.get(), par) < 0)
@@ -676,10 +685,12 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
             break;
     }
     if (decoder->width > 0 && decoder->height > 0 && static_cast<std::int64_t>(decoder->width) * decoder->height > maxPixels)
-        return mediaError(path, "is " + pixels(decoder->width, decoder->height) + "; at most " + std::to_string(maxPixels) + " pixels are read",
+        return mediaError(path,
+            "is " + pixels(decoder->width, decoder->height) + "; at most " + std::to_string(maxPixels) + " pixels are read",
             ErrorCode::InvalidArgument);
     if (!have)
-        return mediaError(path, "not an image FFmpeg can decode (" + (problem.empty() ? std::string("no picture in it; truncated?") : problem) + ")",
+        return mediaError(path,
+            "not an image FFmpeg can decode (" + (problem.empty() ? std::string("no picture in it; truncated?") : problem) + ")",
             ErrorCode::InvalidFormat);
     if (damaged(frame.get()))
         return mediaError(path, "not an image FFmpeg can decode (the picture is damaged or cut short)");
@@ -687,8 +698,10 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
         return mediaError(path, "decoded a picture of " + pixels(frame->width, frame->height), ErrorCode::InvalidArgument);
     auto image = toRgb(frame.get(), frame->width, frame->height, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT);
     if (!image)
-        return mediaError(path, std::string("its pixel format (") + av_get_pix_fmt_name(static_cast<AVPixelFormat>(frame->format))
-            + ") cannot be converted to RGB", ErrorCode::Unsupported);
+        return mediaError(path,
+            std::string("its pixel format (") + av_get_pix_fmt_name(static_cast<AVPixelFormat>(frame->format))
+                + ") cannot be converted to RGB",
+            ErrorCode::Unsupported);
     // A phone's portrait photo is stored sideways with an EXIF tag that says so; FFmpeg's JPEG
     // and WebP decoders report the tag in the frame's metadata, a PNG's eXIf chunk and a TIFF's
     // own Orientation tag (the same tag, in its first IFD; FFmpeg's TIFF decoder skips it) are
@@ -703,8 +716,8 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     return std::move(*image);
 }
 
-Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, int count, int fitWidth, int fitHeight, std::int64_t maxPixels,
-                                             bool fromEnd)
+Result<std::vector<RgbImage>> readClipFrames(
+    const std::filesystem::path& path, int count, int fitWidth, int fitHeight, std::int64_t maxPixels, bool fromEnd)
 {
     if (count < 1 || count > 1025)
         return mediaError(path, "a clip of " + std::to_string(count) + " frames was asked for (1 to 1025)", ErrorCode::InvalidArgument);
@@ -770,8 +783,9 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
             lastPts = frame->best_effort_timestamp;
         if (endUnknown && decodedFrames > kMaxFramesToFindTheEnd) {
             problem = "declares no duration, so its end can only be found by decoding it all, and it holds more than "
-                + std::to_string(kMaxFramesToFindTheEnd) + " frames; give its end as a shorter clip, or remux it so its length is known "
-                "(ffmpeg -i IN -c copy OUT.mkv)";
+                + std::to_string(kMaxFramesToFindTheEnd)
+                + " frames; give its end as a shorter clip, or remux it so its length is known "
+                  "(ffmpeg -i IN -c copy OUT.mkv)";
             return true;
         }
         if (convertEach) {
@@ -810,7 +824,8 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
     if (!decoded)
         return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
     if (!problem.empty())
-        return mediaError(path, problem, problem.rfind("declares no duration", 0) == 0 ? ErrorCode::InvalidArgument : ErrorCode::InvalidFormat);
+        return mediaError(
+            path, problem, problem.rfind("declares no duration", 0) == 0 ? ErrorCode::InvalidArgument : ErrorCode::InvalidFormat);
     for (const auto& ref : held)
         if (!convert(ref.frame.get()))
             return mediaError(path, problem);
@@ -834,8 +849,10 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
             }
         }
         if (!cut.empty())
-            return mediaError(path, "is cut short or damaged near its end (" + cut + "): its last frames cannot be read, so it cannot be "
-                    "continued from there (an unfinished download or copy?)",
+            return mediaError(path,
+                "is cut short or damaged near its end (" + cut
+                    + "): its last frames cannot be read, so it cannot be "
+                      "continued from there (an unfinished download or copy?)",
                 ErrorCode::Truncated);
     }
     if (static_cast<int>(frames.size()) < count)
@@ -844,4 +861,4 @@ Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, 
     return std::vector<RgbImage>(std::make_move_iterator(frames.begin()), std::make_move_iterator(frames.end()));
 }
 
-} // namespace vireo::media
+}  // namespace vireo::media

@@ -63,6 +63,6 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
 // an error, a frame does not decode, or its frames end over two frames before the duration its
 // header declares) is then an error (Truncated): its last decodable frames are not its end.
 Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, int count, int fitWidth = 0, int fitHeight = 0,
-                                             std::int64_t maxPixels = kMaxImagePixels, bool fromEnd = false);
+    std::int64_t maxPixels = kMaxImagePixels, bool fromEnd = false);
 
-} // namespace vireo::media
+}  // namespace vireo::media

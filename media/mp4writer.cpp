@@ -26,7 +26,7 @@ std::string avError(int code)
     return text;
 }
 
-} // namespace
+}  // namespace
 
 int moveWithoutReplacing(const std::filesystem::path& from, const std::filesystem::path& to)
 {
@@ -44,7 +44,6 @@ int moveWithoutReplacing(const std::filesystem::path& from, const std::filesyste
         return EEXIST;
     return std::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
 }
-
 
 struct Mp4Writer::Impl {
     std::filesystem::path path, tmp;
@@ -130,11 +129,13 @@ struct Mp4Writer::Impl {
 Mp4Writer::Mp4Writer(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 Mp4Writer::~Mp4Writer() = default;
 
-std::int64_t Mp4Writer::framesWritten() const { return m_impl->frames; }
+std::int64_t Mp4Writer::framesWritten() const
+{
+    return m_impl->frames;
+}
 
 Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& path, const VideoStreamSpec& videoSpec,
-                                                   const std::optional<AudioStreamSpec>& audioSpec,
-                                                   const std::map<std::string, std::string>& metadata)
+    const std::optional<AudioStreamSpec>& audioSpec, const std::map<std::string, std::string>& metadata)
 {
     // Encoder chatter (x264's banner, the muxer's second pass) is not for the user; failures
     // come back as errors with FFmpeg's reason.
@@ -144,13 +145,15 @@ Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& 
     impl->videoSpec = videoSpec;
     impl->audioSpec = audioSpec;
     if (videoSpec.width <= 0 || videoSpec.height <= 0 || (!videoSpec.lossless && (videoSpec.width % 2 || videoSpec.height % 2)))
-        return makeError(ErrorCode::InvalidArgument, path.string() + ": H.264 4:2:0 needs an even frame size, got "
-                + std::to_string(videoSpec.width) + "x" + std::to_string(videoSpec.height));
+        return makeError(ErrorCode::InvalidArgument,
+            path.string() + ": H.264 4:2:0 needs an even frame size, got " + std::to_string(videoSpec.width) + "x"
+                + std::to_string(videoSpec.height));
     if (!(videoSpec.fps > 0))
         return makeError(ErrorCode::InvalidArgument, path.string() + ": the frame rate must be positive");
     // POSIX rather than std::filesystem: the torch wheel's libtorch exports its own copy.
     if (::access(path.c_str(), F_OK) == 0)
-        return makeError(ErrorCode::InvalidArgument, path.string() + ": the file exists; choose another name (outputs are never overwritten)");
+        return makeError(
+            ErrorCode::InvalidArgument, path.string() + ": the file exists; choose another name (outputs are never overwritten)");
     impl->tmp = path.parent_path() / ("." + path.filename().string() + ".part" + std::to_string(::getpid()));
 
     int r = avformat_alloc_output_context2(&impl->format, nullptr, "mp4", impl->tmp.c_str());
@@ -161,7 +164,8 @@ Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& 
     if (!h264 && !videoSpec.lossless)
         h264 = avcodec_find_encoder(AV_CODEC_ID_H264);
     if (!h264)
-        return makeError(ErrorCode::Unsupported, std::string("this FFmpeg has no ") + (videoSpec.lossless ? "libx264rgb" : "H.264")
+        return makeError(ErrorCode::Unsupported,
+            std::string("this FFmpeg has no ") + (videoSpec.lossless ? "libx264rgb" : "H.264")
                 + " encoder (scripts/ffmpeg.sh builds one with it)");
     const AVPixelFormat encoded = videoSpec.lossless ? AV_PIX_FMT_RGB24 : AV_PIX_FMT_YUV420P;
     impl->videoStream = avformat_new_stream(impl->format, nullptr);
@@ -260,7 +264,8 @@ Result<void> Mp4Writer::writeFrame(const std::uint8_t* rgb, std::int64_t strideB
     const auto rowBytes = static_cast<std::size_t>(m.videoSpec.width) * 3;
     if (m.videoSpec.lossless) {
         for (int y = 0; y < m.videoSpec.height; ++y)
-            std::memcpy(m.videoFrame->data[0] + static_cast<std::ptrdiff_t>(m.videoFrame->linesize[0]) * y, rgb + strideBytes * y, rowBytes);
+            std::memcpy(
+                m.videoFrame->data[0] + static_cast<std::ptrdiff_t>(m.videoFrame->linesize[0]) * y, rgb + strideBytes * y, rowBytes);
         m.videoFrame->pts = m.frames++;
         return m.encode(m.video, m.videoStream, m.videoFrame);
     }
@@ -318,10 +323,11 @@ Result<void> Mp4Writer::finish()
         if (err != EEXIST)
             return m.fail("cannot move the finished video into place", AVERROR(err));
         m.finished = true;  // the temporary is the only copy of this video now: keep it
-        return makeError(ErrorCode::InvalidArgument, m.path.string() + ": a file appeared under this name while writing; the video is kept as " + m.tmp.string());
+        return makeError(ErrorCode::InvalidArgument,
+            m.path.string() + ": a file appeared under this name while writing; the video is kept as " + m.tmp.string());
     }
     m.finished = true;
     return {};
 }
 
-} // namespace vireo::media
+}  // namespace vireo::media

@@ -14,7 +14,7 @@ namespace vireo::media {
 struct VideoStreamSpec {
     int width = 0, height = 0;  // even numbers (4:2:0)
     double fps = 24.0;
-    int crf = 18;               // x264 quality: lower is better
+    int crf = 18;  // x264 quality: lower is better
     std::string preset = "medium";
     // Bit-exact RGB instead (x264's RGB 4:4:4 at QP 0): what decodes is what was written, for
     // frames kept to make an output again. Larger files; any frame size.
@@ -42,8 +42,7 @@ public:
     // metadata: container tags (written as MP4 tags ffprobe reads, e.g. "comment", "title",
     // and custom keys such as "vireo_recipe").
     static Result<std::unique_ptr<Mp4Writer>> open(const std::filesystem::path& path, const VideoStreamSpec& video,
-                                                   const std::optional<AudioStreamSpec>& audio,
-                                                   const std::map<std::string, std::string>& metadata);
+        const std::optional<AudioStreamSpec>& audio, const std::map<std::string, std::string>& metadata);
 
     // One frame, packed RGB24 rows of `strideBytes`.
     Result<void> writeFrame(const std::uint8_t* rgb, std::int64_t strideBytes);
@@ -60,4 +59,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::media
+}  // namespace vireo::media

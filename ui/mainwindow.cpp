@@ -60,20 +60,13 @@ QIcon sidebarIcon(const QIcon& icon, const QColor& text, const QColor& backgroun
     return out;
 }
 
-} // namespace
+}  // namespace
 
 MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
-    : QMainWindow(parent)
-    , m_studio(studio)
-    , m_navigation(new QListWidget)
-    , m_pages(new QStackedWidget)
-    , m_settings(studio->settings())
-    , m_manager(studio->downloads())
-    , m_models(new ModelsPage(studio->downloads()))
-    , m_downloads(new DownloadsPage(studio->downloads()))
-    , m_generate(new GeneratePage(studio))
-    , m_gallery(new GalleryPage(studio->gallery()))
-    , m_settingsPage(new SettingsPage(studio->settings()))
+    : QMainWindow(parent), m_studio(studio), m_navigation(new QListWidget), m_pages(new QStackedWidget), m_settings(studio->settings()),
+      m_manager(studio->downloads()), m_models(new ModelsPage(studio->downloads())), m_downloads(new DownloadsPage(studio->downloads())),
+      m_generate(new GeneratePage(studio)), m_gallery(new GalleryPage(studio->gallery())),
+      m_settingsPage(new SettingsPage(studio->settings()))
 {
     m_models->catalogPanel()->setCacheManager(studio->cache());
     setWindowTitle(tr("Vireo Studio"));
@@ -165,9 +158,8 @@ void MainWindow::connectPages()
             statusBar()->showMessage(error, 10000);
         }
     });
-    connect(m_generate, &GeneratePage::outputFinished, this, [this](const QString& path) {
-        statusBar()->showMessage(tr("Saved %1").arg(path), 10000);
-    });
+    connect(m_generate, &GeneratePage::outputFinished, this,
+        [this](const QString& path) { statusBar()->showMessage(tr("Saved %1").arg(path), 10000); });
     connect(m_gallery, &GalleryPage::startImageRequested, this, [this](const QString& path) {
         QString why;
         if (!m_generate->useAsStartImage(path, &why))
@@ -239,8 +231,9 @@ void MainWindow::addHubLora(const QString& repo)
                     ++added;
                 }
         }
-        statusBar()->showMessage(added ? tr("%1: %2 added to the LoRAs").arg(repo).arg(added)
-                                       : tr("%1 holds no .safetensors file to use as a LoRA").arg(repo), 15000);
+        statusBar()->showMessage(
+            added ? tr("%1: %2 added to the LoRAs").arg(repo).arg(added) : tr("%1 holds no .safetensors file to use as a LoRA").arg(repo),
+            15000);
     });
 }
 
@@ -263,4 +256,4 @@ void MainWindow::closeEvent(QCloseEvent* event)
     event->accept();
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

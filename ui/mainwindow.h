@@ -8,7 +8,7 @@ class QStackedWidget;
 namespace vireo::core {
 class Studio;
 class StudioSettings;
-}
+}  // namespace vireo::core
 namespace vireo::hub {
 class DownloadManager;
 }
@@ -62,4 +62,4 @@ private:
     SettingsPage* m_settingsPage;
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -44,7 +44,7 @@ protected:
     }
 };
 
-} // namespace
+}  // namespace
 
 void guardWheelEdits(QApplication& app)
 {
@@ -69,7 +69,7 @@ void applyStudioTheme(QApplication& app)
     const QColor text(0xe6, 0xe8, 0xeb);
     const QColor dimText(0x8b, 0x92, 0x9c);
     const QColor button(0x2a, 0x2e, 0x35);
-    const QColor accent(0x3d, 0xa8, 0x7a); // vireo green
+    const QColor accent(0x3d, 0xa8, 0x7a);  // vireo green
 
     QPalette p;
     p.setColor(QPalette::Window, window);
@@ -128,4 +128,4 @@ QStatusBar { color: #8b929c; }
 )"));
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

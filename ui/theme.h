@@ -13,4 +13,4 @@ void applyStudioTheme(QApplication& app);
 // never turns Guidance 1.00 into 0.00 on the way past. Installed once per application.
 void guardWheelEdits(QApplication& app);
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -32,8 +32,8 @@ struct BenchRunArgs {
     bool* json;
 };
 
-int takeBenchRunArg(const std::string& bench, const std::vector<std::string>& args, std::size_t& i, const BenchRunArgs& o,
-                    std::string& error)
+int takeBenchRunArg(
+    const std::string& bench, const std::vector<std::string>& args, std::size_t& i, const BenchRunArgs& o, std::string& error)
 {
     const auto& a = args[i];
     const bool hasValue = i + 1 < args.size();
@@ -66,7 +66,7 @@ int takeBenchRunArg(const std::string& bench, const std::vector<std::string>& ar
     return 0;
 }
 
-} // namespace
+}  // namespace
 
 int runBenchDequant(const std::vector<std::string>& args)
 {
@@ -237,14 +237,13 @@ int runBenchRead(const std::vector<std::string>& args)
     if (asJson) {
         std::printf("{\"bench\": \"read\", \"bytes\": %llu, \"tensors\": %lld, \"repeats\": %d, \"raw_seconds\": %.6f, "
                     "\"tensor_seconds\": %.6f, \"copy_seconds\": %.6f, \"ratio\": %.4f}\n",
-            static_cast<unsigned long long>(r->bytes), static_cast<long long>(r->tensors), r->repeats, r->rawSeconds,
-            r->tensorSeconds, r->copySeconds, r->ratio());
+            static_cast<unsigned long long>(r->bytes), static_cast<long long>(r->tensors), r->repeats, r->rawSeconds, r->tensorSeconds,
+            r->copySeconds, r->ratio());
     } else {
         std::printf("bench read %s\n", path.c_str());
         std::printf("  %lld tensors, %s, best of %d (warm page cache)\n", static_cast<long long>(r->tensors),
             vireo::humanBytes(r->bytes).c_str(), r->repeats);
-        std::printf("  raw sequential read  %8.3f s  %7.2f GB/s  (baseline: one fresh buffer)\n", r->rawSeconds,
-            gb / r->rawSeconds);
+        std::printf("  raw sequential read  %8.3f s  %7.2f GB/s  (baseline: one fresh buffer)\n", r->rawSeconds, gb / r->rawSeconds);
         std::printf("  tensors into memory  %8.3f s  %7.2f GB/s\n", r->tensorSeconds, gb / r->tensorSeconds);
         std::printf("  ratio                %8.3fx (goal <= 1.15x)\n", r->ratio());
         std::printf("  page-cache copy      %8.3f s  %7.2f GB/s  (into a reused buffer; %.2fx of it)\n", r->copySeconds,

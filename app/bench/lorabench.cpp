@@ -29,19 +29,21 @@ namespace {
 
 int benchUsage(const std::string& message)
 {
-    std::fprintf(stderr, "vireo-bench lora: %s\n"
+    std::fprintf(stderr,
+        "vireo-bench lora: %s\n"
         "usage: vireo-bench lora --model PATH [--model PATH ...] [--rank R] [--swap-mb MB] [--tokens N] [--repeat N]\n"
         "         [--device cpu|cuda] [--dtype f32|bf16] [--json]\n"
         "  One transformer forward with and without an unfused rank-R LoRA on every linear layer (the ratio; goal\n"
         "  under 1.10), and the time to swap it for another of about MB megabytes once the file is in the page cache\n"
-        "  (goal under 1 s for 300 MB). The LoRAs are written to a temporary folder and removed.\n", message.c_str());
+        "  (goal under 1 s for 300 MB). The LoRAs are written to a temporary folder and removed.\n",
+        message.c_str());
     return 2;
 }
 
 // A random LoRA in diffusers' layout aiming at every layer, rank chosen per layer (at most its
 // smaller side), in bf16 as releases ship.
-std::int64_t writeRandomLora(const std::filesystem::path& path, const std::vector<vireo::lora::Target>& targets, std::int64_t rank,
-                             std::uint64_t seed)
+std::int64_t writeRandomLora(
+    const std::filesystem::path& path, const std::vector<vireo::lora::Target>& targets, std::int64_t rank, std::uint64_t seed)
 {
     at::manual_seed(seed);
     std::map<std::string, at::Tensor> tensors;
@@ -64,11 +66,10 @@ void readThrough(const std::filesystem::path& path)
     // Into the page cache, as a LoRA the user picked a moment ago would be.
     std::ifstream in(path, std::ios::binary);
     std::vector<char> buffer(8 << 20);
-    while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
-    }
+    while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {}
 }
 
-} // namespace
+}  // namespace
 
 int runBenchLora(const std::vector<std::string>& args)
 {

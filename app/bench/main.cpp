@@ -137,7 +137,7 @@ int runCommand(const std::vector<std::string>& args, const char* self)
     return usageError("unknown benchmark '" + command + "'");
 }
 
-} // namespace
+}  // namespace
 
 int usageError(const std::string& message)
 {
@@ -162,5 +162,6 @@ int main(int argc, char** argv)
     QCoreApplication::setApplicationName(QStringLiteral("vireo"));
     QCoreApplication::setApplicationVersion(QStringLiteral(VIREO_VERSION));
 #endif
-    return vireo::cli::runProgram("vireo-bench", argc, argv, usage(), [&](const std::vector<std::string>& all) { return runCommand(all, argv[0]); });
+    return vireo::cli::runProgram(
+        "vireo-bench", argc, argv, usage(), [&](const std::vector<std::string>& all) { return runCommand(all, argv[0]); });
 }

@@ -39,7 +39,7 @@ bool parseClipSize(const std::string& v, std::int64_t& width, std::int64_t& heig
     return true;
 }
 
-} // namespace
+}  // namespace
 
 int runBenchRuntime(const std::vector<std::string>& args)
 {
@@ -126,7 +126,8 @@ int runBenchRuntime(const std::vector<std::string>& args)
         model.title = QStringLiteral("bench");
         model.plan = plan;
         int progressSignals = 0;
-        QObject::connect(&engine, &vireo::runtime::Engine::jobProgress, &app, [&](quint64, const QString&, qint64, qint64, double) { ++progressSignals; });
+        QObject::connect(&engine, &vireo::runtime::Engine::jobProgress, &app,
+            [&](quint64, const QString&, qint64, qint64, double) { ++progressSignals; });
         for (int r = 0; r <= repeat; ++r) {
             vireo::runtime::GenerateJob job;
             job.model = model;
@@ -151,11 +152,11 @@ int runBenchRuntime(const std::vector<std::string>& args)
     }
     const double d = median(direct), e = median(engineTimes);
     if (asJson) {
-        std::printf("%s\n", nlohmann::json{{"bench", "runtime"}, {"size", {width, height, frames}}, {"repeat", repeat},
-                                   {"direct_seconds", direct}, {"engine_seconds", engineTimes}, {"direct_median", d},
-                                   {"engine_median", e}, {"ratio", e / d}, {"goal", 1.02}}
-                                   .dump()
-                                   .c_str());
+        std::printf("%s\n",
+            nlohmann::json{{"bench", "runtime"}, {"size", {width, height, frames}}, {"repeat", repeat}, {"direct_seconds", direct},
+                {"engine_seconds", engineTimes}, {"direct_median", d}, {"engine_median", e}, {"ratio", e / d}, {"goal", 1.02}}
+                .dump()
+                .c_str());
         return 0;
     }
     std::printf("bench runtime: %lldx%lldx%lld, median of %d warm runs\n", static_cast<long long>(width), static_cast<long long>(height),
@@ -195,8 +196,8 @@ int runBenchStartup(const std::vector<std::string>& args, const char* self)
         seconds.push_back(value);
     }
     std::sort(seconds.begin(), seconds.end());
-    std::printf("bench startup: %s to a usable window, median of %d: %.3f s (min %.3f, max %.3f; goal < 1.5 s: %s)\n", window.c_str(), repeat,
-        seconds[seconds.size() / 2], seconds.front(), seconds.back(), seconds[seconds.size() / 2] < 1.5 ? "met" : "NOT met");
+    std::printf("bench startup: %s to a usable window, median of %d: %.3f s (min %.3f, max %.3f; goal < 1.5 s: %s)\n", window.c_str(),
+        repeat, seconds[seconds.size() / 2], seconds.front(), seconds.back(), seconds[seconds.size() / 2] < 1.5 ? "met" : "NOT met");
     return 0;
 }
 
@@ -280,8 +281,8 @@ int runBenchSpeed(const std::vector<std::string>& args)
     }
     // Round-robin over the modes, so drift in the machine's speed (another process, clocks)
     // falls on every mode alike.
-    const std::vector<vireo::facade::SpeedMode> modes{vireo::facade::SpeedMode::Quality, vireo::facade::SpeedMode::Balanced,
-        vireo::facade::SpeedMode::Fast};
+    const std::vector<vireo::facade::SpeedMode> modes{
+        vireo::facade::SpeedMode::Quality, vireo::facade::SpeedMode::Balanced, vireo::facade::SpeedMode::Fast};
     std::vector<std::vector<double>> denoise(modes.size()), total(modes.size());
     for (const auto mode : modes)
         rows.push_back(Row{std::string(vireo::facade::speedModeName(mode))});
@@ -325,14 +326,16 @@ int runBenchSpeed(const std::vector<std::string>& args)
             modes.push_back({{"speed", r.mode}, {"denoise_seconds", r.denoise}, {"total_seconds", r.total}, {"steps", r.steps},
                 {"steps_skipped", r.skipped}, {"denoise_speedup", r.denoise > 0 ? base / r.denoise : 0.0},
                 {"psnr_db_vs_quality", std::isfinite(r.psnr) ? nlohmann::json(r.psnr) : nlohmann::json("inf")}});
-        std::printf("%s\n", nlohmann::json{{"bench", "speed"}, {"size", {width, height, frames}}, {"schedule", schedule}, {"repeat", repeat},
-                                   {"device", (*generator)->memoryPlan().device}, {"modes", modes}}
-                                   .dump()
-                                   .c_str());
+        std::printf("%s\n",
+            nlohmann::json{{"bench", "speed"}, {"size", {width, height, frames}}, {"schedule", schedule}, {"repeat", repeat},
+                {"device", (*generator)->memoryPlan().device}, {"modes", modes}}
+                .dump()
+                .c_str());
         return 0;
     }
     std::printf("bench speed: %lldx%lldx%lld, %s schedule on %s, median of %d runs after a warm-up\n", static_cast<long long>(width),
-        static_cast<long long>(height), static_cast<long long>(frames), schedule.c_str(), (*generator)->memoryPlan().device.c_str(), repeat);
+        static_cast<long long>(height), static_cast<long long>(frames), schedule.c_str(), (*generator)->memoryPlan().device.c_str(),
+        repeat);
     std::printf("  %-9s %11s %9s %8s %10s %18s\n", "speed", "denoise s", "speedup", "steps", "reused", "PSNR vs quality");
     for (const auto& r : rows)
         std::printf("  %-9s %11.3f %8.2fx %8d %10d %15.1f dB\n", r.mode.c_str(), r.denoise, r.denoise > 0 ? base / r.denoise : 0.0, r.steps,

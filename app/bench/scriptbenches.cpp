@@ -25,8 +25,7 @@ std::filesystem::path ownPath(const char* self)
 
 // PYTHON tests/bench/SCRIPT VIREO_CLI EXTRA, EXTRA already quoted for the shell; 0 when the
 // script succeeded.
-int runScript(const std::string& bench, const std::string& python, const std::string& script, const char* self,
-              const std::string& extra)
+int runScript(const std::string& bench, const std::string& python, const std::string& script, const char* self, const std::string& extra)
 {
     std::string missing;
     const auto path = benchScript(script, &missing);
@@ -34,13 +33,13 @@ int runScript(const std::string& bench, const std::string& python, const std::st
         return usageError(bench + ": " + missing);
     const auto cli = siblingProgram(self, "vireo-cli");
     if (::access(cli.c_str(), X_OK) != 0)
-        return fail({vireo::ErrorCode::NotFound, bench + ": " + cli
-                + " is not there; the benchmark runs vireo-cli from vireo-bench's folder: build the vireo-cli target too"});
+        return fail({vireo::ErrorCode::NotFound,
+            bench + ": " + cli + " is not there; the benchmark runs vireo-cli from vireo-bench's folder: build the vireo-cli target too"});
     const std::string command = "\"" + python + "\" \"" + path + "\" \"" + cli + "\"" + extra;
     return std::system(command.c_str()) == 0 ? 0 : 1;
 }
 
-} // namespace
+}  // namespace
 
 std::string benchScript(const std::string& name, std::string* why)
 {

@@ -22,8 +22,8 @@ Result<MadeAgain> madeAgain(const std::string& file)
         return makeError(ErrorCode::NotFound, file + ": no such file to make again");
     const auto recipe = gallery::readEmbeddedRecipe(path, &problem);
     if (!recipe)
-        return makeError(ErrorCode::InvalidFormat, problem.isEmpty() ? file + ": it holds no Vireo recipe (was it made by Vireo Studio?)"
-                                                                     : problem.toStdString());
+        return makeError(ErrorCode::InvalidFormat,
+            problem.isEmpty() ? file + ": it holds no Vireo recipe (was it made by Vireo Studio?)" : problem.toStdString());
     auto again = generation::askFromRecipe(*recipe, QFileInfo(path).absolutePath());
     if (!again)
         return makeError(again.error().code, file + ": " + again.error().message);
@@ -49,7 +49,8 @@ Result<MadeAgain> madeAgain(const std::string& file)
         return studio.error();
     auto model = (*studio)->models()->resolve(again->modelKey);
     if (!model)
-        return makeError(model.error().code, file + ": made by " + again->modelKey.toStdString() + ", which is not ready here: " + model.error().message);
+        return makeError(model.error().code,
+            file + ": made by " + again->modelKey.toStdString() + ", which is not ready here: " + model.error().message);
     // The device and placement are this machine's choice (options after --again); the files are the recipe's.
     out.load.modelPaths = model->plan.modelPaths;
     out.load.textEncoderPath = model->plan.textEncoderPath;
@@ -64,4 +65,4 @@ Result<MadeAgain> madeAgain(const std::string& file)
     return out;
 }
 
-} // namespace vireo::cli
+}  // namespace vireo::cli

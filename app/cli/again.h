@@ -9,7 +9,7 @@
 namespace vireo::cli {
 
 struct MadeAgain {
-    generation::Ask ask;    // every field the recipe holds (generation::askFromRecipe)
+    generation::Ask ask;  // every field the recipe holds (generation::askFromRecipe)
     facade::LoadPlan load;  // the model's files: a catalog or Hub model resolved in this machine's cache
     bool image = false;
 };
@@ -18,4 +18,4 @@ struct MadeAgain {
 // recipe's is an error naming it: other weights make another output.
 Result<MadeAgain> madeAgain(const std::string& file);
 
-} // namespace vireo::cli
+}  // namespace vireo::cli

@@ -48,13 +48,14 @@ Result<LoraSpec> parseLoraSpec(const std::string& text)
     // was meant; anything else ("abc" when the file before it exists, or no file at all) is
     // judged by whether the part before it is a file.
     const bool numberLike = !strength.empty()
-        && (std::strchr("+-.0123456789", strength[0]) != nullptr || lower(strength).rfind("nan", 0) == 0 || lower(strength).rfind("inf", 0) == 0);
+        && (std::strchr("+-.0123456789", strength[0]) != nullptr || lower(strength).rfind("nan", 0) == 0
+            || lower(strength).rfind("inf", 0) == 0);
     if (!numberLike && ::stat(file.c_str(), &st) != 0)
         return LoraSpec{text, 1.0};  // no such file either way: the caller names the whole text
     auto n = parseNumber<double>(strength, -100.0, 100.0);
     if (!n)
-        return makeError(ErrorCode::InvalidArgument, "--lora " + text.substr(0, 200) + ": the strength after ':' must be a number from -100 to 100 ("
-                + n.error().message + ")");
+        return makeError(ErrorCode::InvalidArgument,
+            "--lora " + text.substr(0, 200) + ": the strength after ':' must be a number from -100 to 100 (" + n.error().message + ")");
     return LoraSpec{file, *n};
 }
 
@@ -68,7 +69,8 @@ std::string usageEntries(std::string_view usage, std::string_view command)
         at = end == std::string_view::npos ? usage.size() : end + 1;
         const bool entryStart = line.size() > 2 && line[0] == ' ' && line[1] == ' ' && line[2] != ' ';
         if (entryStart)
-            inEntry = line.compare(2, command.size(), command) == 0 && (line.size() == 2 + command.size() || line[2 + command.size()] == ' ');
+            inEntry =
+                line.compare(2, command.size(), command) == 0 && (line.size() == 2 + command.size() || line[2 + command.size()] == ' ');
         else if (line.empty() || line[0] != ' ')
             inEntry = false;
         if (inEntry)
@@ -92,7 +94,8 @@ Result<void> probeOutputFile(const std::string& path)
         if (e == EEXIST)
             return makeError(ErrorCode::InvalidArgument, shown + " exists; choose another name (outputs are never overwritten)");
         if (e == ENAMETOOLONG)
-            return makeError(ErrorCode::InvalidArgument, shown + ": the name is too long for this filesystem (" + std::to_string(name.size())
+            return makeError(ErrorCode::InvalidArgument,
+                shown + ": the name is too long for this filesystem (" + std::to_string(name.size())
                     + " bytes; most take at most 255); choose a shorter one");
         return makeError(ErrorCode::InvalidArgument, shown + ": an output cannot be written there (" + std::strerror(e) + ")");
     }
@@ -101,7 +104,8 @@ Result<void> probeOutputFile(const std::string& path)
     return {};
 }
 
-int runProgram(const char* program, int argc, char** argv, const std::string& usage, const std::function<int(const std::vector<std::string>&)>& run)
+int runProgram(
+    const char* program, int argc, char** argv, const std::string& usage, const std::function<int(const std::vector<std::string>&)>& run)
 {
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty() || args[0] == "help" || args[0] == "--help" || args[0] == "-h") {
@@ -118,7 +122,8 @@ int runProgram(const char* program, int argc, char** argv, const std::string& us
     try {
         return run(args);
     } catch (const std::bad_alloc&) {
-        std::fprintf(stderr, "%s: %s: out of memory; close other programs or use a smaller model, variant or size\n", program, command.c_str());
+        std::fprintf(
+            stderr, "%s: %s: out of memory; close other programs or use a smaller model, variant or size\n", program, command.c_str());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: %s: internal error: %s; please report it with the command you ran\n", program, command.c_str(),
             vireo::terminalSafe(e.what()).c_str());
@@ -128,4 +133,4 @@ int runProgram(const char* program, int argc, char** argv, const std::string& us
     return 1;
 }
 
-} // namespace vireo::cli
+}  // namespace vireo::cli

@@ -77,6 +77,7 @@ inline std::string lower(std::string_view text)
 // environment switches checked before anything runs, and no exception past a command (a
 // hostile file, a full disk or a bug ends it with one line and status 1, never an abort).
 // `run` gets the arguments, the command first.
-int runProgram(const char* program, int argc, char** argv, const std::string& usage, const std::function<int(const std::vector<std::string>&)>& run);
+int runProgram(
+    const char* program, int argc, char** argv, const std::string& usage, const std::function<int(const std::vector<std::string>&)>& run);
 
-} // namespace vireo::cli
+}  // namespace vireo::cli

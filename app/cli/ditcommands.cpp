@@ -26,14 +26,16 @@ namespace {
 
 int usage(const std::string& message)
 {
-    std::fprintf(stderr, "vireo-cli dit-forward: %s\n"
+    std::fprintf(stderr,
+        "vireo-cli dit-forward: %s\n"
         "usage: vireo-cli dit-forward --model PATH [--model PATH ...] --inputs IN.safetensors --out OUT.safetensors\n"
         "         [--config CONFIG.json] [--dtype f32|bf16|f16] [--device cpu|cuda] [--isolate] [--cross-timestep]\n"
         "         [--stg I,J] [--blocks] [--repeat N] [--attention default|flash3|flash|cudnn|efficient]\n"
         "         [--fp8-fast-accum] [--profile] [--graphs] [--json]\n"
         "  --graphs also times the forward replayed from a CUDA graph (after a warm-up and a capture) and prints\n"
         "  its median against eager forwards timed right after, with the largest difference of their outputs\n"
-        "       vireo-cli dit-forward --model PATH --load-only [--dtype ...] [--json]\n", message.c_str());
+        "       vireo-cli dit-forward --model PATH --load-only [--dtype ...] [--json]\n",
+        message.c_str());
     return 2;
 }
 
@@ -45,7 +47,7 @@ std::string readFile(const std::string& path)
     return s.str();
 }
 
-} // namespace
+}  // namespace
 
 namespace {
 
@@ -134,13 +136,13 @@ std::optional<int> parseDitOptions(const std::vector<std::string>& args, DitOpti
 }
 
 // --load-only: what the transformer holds, as a line or as JSON.
-void printLoaded(const vireo::ltx2::Transformer& model, const std::map<std::string, std::int64_t>& byRepresentation, double loadSeconds,
-    bool asJson)
+void printLoaded(
+    const vireo::ltx2::Transformer& model, const std::map<std::string, std::int64_t>& byRepresentation, double loadSeconds, bool asJson)
 {
     if (asJson) {
         std::printf("{\"version\": \"%s\", \"layers\": %lld, \"resident_bytes\": %lld, \"load_seconds\": %.4f, \"by_representation\": {",
-            model.config().version().c_str(), static_cast<long long>(model.config().layers),
-            static_cast<long long>(model.residentBytes()), loadSeconds);
+            model.config().version().c_str(), static_cast<long long>(model.config().layers), static_cast<long long>(model.residentBytes()),
+            loadSeconds);
         bool first = true;
         for (const auto& [k, v] : byRepresentation) {
             std::printf("%s\"%s\": %lld", first ? "" : ", ", k.c_str(), static_cast<long long>(v));
@@ -161,8 +163,8 @@ void printLoaded(const vireo::ltx2::Transformer& model, const std::map<std::stri
 
 void moveTo(vireo::ltx2::TransformerInputs& inputs, c10::Device device)
 {
-    for (auto* t : {&inputs.hiddenStates, &inputs.audioHiddenStates, &inputs.encoderHiddenStates, &inputs.audioEncoderHiddenStates,
-             &inputs.timestep})
+    for (auto* t :
+        {&inputs.hiddenStates, &inputs.audioHiddenStates, &inputs.encoderHiddenStates, &inputs.audioEncoderHiddenStates, &inputs.timestep})
         *t = t->to(device);
     for (auto* t : {&inputs.audioTimestep, &inputs.sigma, &inputs.audioSigma, &inputs.encoderAttentionMask,
              &inputs.audioEncoderAttentionMask, &inputs.videoCoords, &inputs.audioCoords, &inputs.perturbationMask})
@@ -219,7 +221,7 @@ vireo::Result<GraphComparison> compareWithGraphs(vireo::ltx2::Transformer& model
     return c;
 }
 
-} // namespace
+}  // namespace
 
 int runDitForward(const std::vector<std::string>& args)
 {
@@ -233,7 +235,8 @@ int runDitForward(const std::vector<std::string>& args)
     const auto& stg = o.stg;
     const auto dtype = o.dtype;
     const auto device = o.device;
-    const bool isolate = o.isolate, crossTimestep = o.crossTimestep, blocks = o.blocks, asJson = o.asJson, profileKernels = o.profileKernels;
+    const bool isolate = o.isolate, crossTimestep = o.crossTimestep, blocks = o.blocks, asJson = o.asJson,
+               profileKernels = o.profileKernels;
     const bool compareGraphs = o.compareGraphs;
     const int repeats = o.repeats;
     using Clock = std::chrono::steady_clock;
@@ -353,11 +356,10 @@ int runDitForward(const std::vector<std::string>& args)
         for (std::size_t k = 0; k < kernels.ops.size() && k < 40; ++k)
             j["ops"].push_back({{"name", kernels.ops[k].name}, {"host_ms", kernels.ops[k].milliseconds}, {"calls", kernels.ops[k].calls}});
         std::printf("%s\n", j.dump().c_str());
-    }
-    else
-        std::printf("LTX-%s forward: video %s, audio %s in %.3f s (best of %d, %d threads); wrote %s\n",
-            model->config().version().c_str(), c10::str(out->video.sizes()).c_str(), c10::str(out->audio.sizes()).c_str(), best,
-            repeats, at::get_num_threads(), outPath.c_str());
+    } else
+        std::printf("LTX-%s forward: video %s, audio %s in %.3f s (best of %d, %d threads); wrote %s\n", model->config().version().c_str(),
+            c10::str(out->video.sizes()).c_str(), c10::str(out->audio.sizes()).c_str(), best, repeats, at::get_num_threads(),
+            outPath.c_str());
     if (compareGraphs && !asJson) {
         const double graphedMedian = graphedTimes[graphedTimes.size() / 2], eagerMedian = eagerAgain[eagerAgain.size() / 2];
         std::printf("CUDA graphs %s: median %.3f ms graphed, %.3f ms eager (eager / graphed %.3f); outputs differ by at most %.3g\n",

@@ -50,16 +50,19 @@ std::string knownDevices()
     return out;
 }
 
-} // namespace
+}  // namespace
 
 std::string generateHelp()
 {
-    const std::string text = "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4|FILE.png\n"
+    const std::string text =
+        "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4|FILE.png\n"
         "         [--negative TEXT] [--frames N] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
-        "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
+        "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement "
+        "auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
-        "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] [--clip-from-end] ...]\n"
+        "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] "
+        "[--clip-from-end] ...]\n"
         "         [--stages auto|single|two] [--two-stage]\n"
         "         [--upsampler FILE] [--dry-run [--plan-for DEVICE]] [--again FILE]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
@@ -104,7 +107,8 @@ void printPlan(const vireo::facade::MemoryPlan& plan, bool full)
                 vireo::humanBytes(c.storedBytes).c_str(), c.where.c_str());
         std::printf("compute: %s%s%s\n", plan.dtype.c_str(), plan.dtypeReason.empty() ? "" : ": ", plan.dtypeReason.c_str());
         for (const auto& p : plan.paths)
-            std::printf("  %-22s %s%s%s\n", p.component.c_str(), p.path.c_str(), p.reason.empty() ? "" : " (", p.reason.empty() ? "" : (p.reason + ")").c_str());
+            std::printf("  %-22s %s%s%s\n", p.component.c_str(), p.path.c_str(), p.reason.empty() ? "" : " (",
+                p.reason.empty() ? "" : (p.reason + ")").c_str());
         if (!plan.attentionPath.empty())
             std::printf("  %-22s %s (%s)\n", "self-attention", plan.attentionPath.c_str(), plan.attentionReason.c_str());
         std::printf("fits: %s\n", plan.fits ? "yes" : "no");
@@ -225,8 +229,7 @@ std::optional<int> applyValue(const std::string& a, const std::string& v, Genera
         if (!spec)
             return usage(spec.error().message);
         ask.loras.push_back({spec->path, spec->strength});
-    }
-    else if (a == "--frames")
+    } else if (a == "--frames")
         ask.frames = integer(1, 1025);
     else if (a == "--width")
         ask.width = integer(32, 8192);
@@ -358,10 +361,12 @@ std::optional<int> checkFiles(const GenerateOptions& o)
     const bool dryRun = o.dryRun;
     struct stat st {};
     if (!dryRun && ::lstat(out.c_str(), &st) == 0) {
-        std::fprintf(stderr, "vireo-cli: %s exists; choose another name (outputs are never overwritten)\n", vireo::terminalSafe(out).c_str());
+        std::fprintf(
+            stderr, "vireo-cli: %s exists; choose another name (outputs are never overwritten)\n", vireo::terminalSafe(out).c_str());
         return 1;
     }
-    const auto folder = std::filesystem::path(out).parent_path().empty() ? std::filesystem::path(".") : std::filesystem::path(out).parent_path();
+    const auto folder =
+        std::filesystem::path(out).parent_path().empty() ? std::filesystem::path(".") : std::filesystem::path(out).parent_path();
     if (!dryRun && (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
         std::fprintf(stderr, "vireo-cli: %s: the output folder does not exist\n", folder.c_str());
         return 1;
@@ -403,8 +408,8 @@ std::optional<int> checkFiles(const GenerateOptions& o)
 // device (or, with --plan-for, on another); with --dry-run the whole plan, and the request as
 // it would run (defaults applied: what the window would show). 0 after a dry run, 1 when no
 // plan can be made, nothing to go on.
-std::optional<int> showPlan(const GenerateOptions& o, const vireo::facade::GenerateRequest& base, const vireo::runtime::GenerationDefaults& defaults,
-    bool image)
+std::optional<int> showPlan(
+    const GenerateOptions& o, const vireo::facade::GenerateRequest& base, const vireo::runtime::GenerationDefaults& defaults, bool image)
 {
     std::optional<vireo::facade::MemoryBudget> budget;
     if (o.planFor) {
@@ -423,7 +428,8 @@ std::optional<int> showPlan(const GenerateOptions& o, const vireo::facade::Gener
             auto j = planJson(*plan);
             j["request"] = {{"width", base.width}, {"height", base.height}, {"frames", base.frames}, {"fps", base.fps},
                 {"schedule", base.schedule}, {"steps", base.steps}, {"guidance", base.guidance}, {"audio_guidance", base.audioGuidance},
-                {"guidance_rescale", base.guidanceRescale}, {"guidance_schedule", base.guidanceSchedule}, {"defaults_basis", defaults.basis}};
+                {"guidance_rescale", base.guidanceRescale}, {"guidance_schedule", base.guidanceSchedule},
+                {"defaults_basis", defaults.basis}};
             std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         } else {
             printPlan(*plan, true);
@@ -439,8 +445,8 @@ std::optional<int> showPlan(const GenerateOptions& o, const vireo::facade::Gener
 
 // Each run's fate and the last one's recipe: LoRAs, conditions, paths and the file, as lines
 // or as one JSON object; the exit status.
-int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::vector<quint64>& ids, const vireo::facade::GenerateRequest& base,
-    bool image, std::chrono::steady_clock::time_point started)
+int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::vector<quint64>& ids,
+    const vireo::facade::GenerateRequest& base, bool image, std::chrono::steady_clock::time_point started)
 {
     using Clock = std::chrono::steady_clock;
     const auto& out = o.out;
@@ -475,11 +481,11 @@ int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::
     }
     nlohmann::json conditionsJson = nlohmann::json::array();
     for (const auto& c : last->recipe.conditions) {
-        conditionsJson.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
-            {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}});
+        conditionsJson.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame},
+            {"strength", c.strength}, {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}});
         if (!asJson)
-            std::printf("%s %s at frame %lld, strength %g%s%s\n", c.frames > 1 ? "clip" : "image", c.source.c_str(), static_cast<long long>(c.frame),
-                c.strength,
+            std::printf("%s %s at frame %lld, strength %g%s%s\n", c.frames > 1 ? "clip" : "image", c.source.c_str(),
+                static_cast<long long>(c.frame), c.strength,
                 c.frames > 1 ? (", " + std::string(c.fromEnd ? "last " : "first ") + std::to_string(c.frames) + " frames").c_str()
                              : (", CRF " + std::to_string(c.crf)).c_str(),
                 c.copy.empty() ? " (no copy could be kept beside the video)" : (", kept as " + c.copy).c_str());
@@ -490,16 +496,16 @@ int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::
         phases[image ? "write" : "mux"] = last->writeSeconds;
         runs.back() = phases;
         const auto resident = engine.resident();
-        std::printf("%s\n", nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
-            {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
-            {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
-            {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs},
-            {"paths", last->recipe.paths}, {"planned_paths", last->recipe.plannedPaths}, {"path_warnings", last->recipe.pathWarnings},
-            {"kind", last->recipe.kind},
-            {"width", last->recipe.width}, {"height", last->recipe.height}, {"stages", last->recipe.stages},
-            {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
-                                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                                .c_str());
+        std::printf("%s\n",
+            nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
+                {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
+                {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
+                {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs},
+                {"paths", last->recipe.paths}, {"planned_paths", last->recipe.plannedPaths}, {"path_warnings", last->recipe.pathWarnings},
+                {"kind", last->recipe.kind}, {"width", last->recipe.width}, {"height", last->recipe.height},
+                {"stages", last->recipe.stages}, {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
+                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                .c_str());
         return 0;
     }
     if (last->recipe.stepsSkipped > 0)
@@ -519,7 +525,7 @@ int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::
     return 0;
 }
 
-} // namespace
+}  // namespace
 
 int runGenerate(const std::vector<std::string>& given)
 {
@@ -580,7 +586,8 @@ int runGenerate(const std::vector<std::string>& given)
     auto prepared = vireo::generation::prepare(catalog, *defaults, model, ask);
     if (!prepared)
         return usage(prepared.error().message
-                     + (prepared.error().message.find("no spatial upsampler") != std::string::npos ? " (give the upsampler with --upsampler FILE)" : ""));
+            + (prepared.error().message.find("no spatial upsampler") != std::string::npos ? " (give the upsampler with --upsampler FILE)"
+                                                                                          : ""));
     auto& base = prepared->job.request;
     base.previewEvery = 0;
     if (!image && !asJson) {
@@ -600,7 +607,8 @@ int runGenerate(const std::vector<std::string>& given)
 
     auto& engine = *(*studio)->engine(QString::fromStdString(load.device));
     QObject::connect(studio->get(), &vireo::core::Studio::outputNotRecorded, &app, [](const QString& path, const QString& reason) {
-        std::fprintf(stderr, "vireo-cli: warning: %s was written but not listed in the gallery: %s\n", qPrintable(path), qPrintable(reason));
+        std::fprintf(
+            stderr, "vireo-cli: warning: %s was written but not listed in the gallery: %s\n", qPrintable(path), qPrintable(reason));
     });
     using Clock = std::chrono::steady_clock;
     const auto started = Clock::now();
@@ -614,13 +622,14 @@ int runGenerate(const std::vector<std::string>& given)
         ids.push_back(engine.enqueueGenerate(job));
     }
     if (!asJson && image)
-        std::printf("%s, %lldx%lld image, %d steps, guidance %s, seed %lld\n", model.title.toUtf8().constData(), static_cast<long long>(base.width),
-            static_cast<long long>(base.height), base.steps,
+        std::printf("%s, %lldx%lld image, %d steps, guidance %s, seed %lld\n", model.title.toUtf8().constData(),
+            static_cast<long long>(base.width), static_cast<long long>(base.height), base.steps,
             base.guidanceSchedule.empty() ? QString::number(base.guidance).toUtf8().constData() : "45 x 7.0 then 3 x 3.0 (the reference's)",
             static_cast<long long>(base.seed));
     else if (!asJson)
-        std::printf("%s, %lldx%lld, %lld frames at %g fps, seed %lld\n", model.title.toUtf8().constData(), static_cast<long long>(base.width),
-            static_cast<long long>(base.height), static_cast<long long>(base.frames), base.fps, static_cast<long long>(base.seed));
+        std::printf("%s, %lldx%lld, %lld frames at %g fps, seed %lld\n", model.title.toUtf8().constData(),
+            static_cast<long long>(base.width), static_cast<long long>(base.height), static_cast<long long>(base.frames), base.fps,
+            static_cast<long long>(base.seed));
     std::fflush(stdout);
 
     struct sigaction action {};
@@ -636,8 +645,8 @@ int runGenerate(const std::vector<std::string>& given)
     poll.start(20);
 
     QString lastLine;
-    QObject::connect(&engine, &vireo::runtime::Engine::jobProgress, &app,
-        [&](quint64, const QString& phase, qint64 done, qint64 total, double) {
+    QObject::connect(
+        &engine, &vireo::runtime::Engine::jobProgress, &app, [&](quint64, const QString& phase, qint64 done, qint64 total, double) {
             if (asJson)
                 return;
             // One line per change of phase or count (a phase's last report may repeat).
@@ -646,7 +655,8 @@ int runGenerate(const std::vector<std::string>& given)
                 return;
             lastLine = key;
             const double t = std::chrono::duration<double>(Clock::now() - started).count();
-            std::printf("[%7.2f s] %-18s %lld/%lld\n", t, phase.toUtf8().constData(), static_cast<long long>(done), static_cast<long long>(total));
+            std::printf(
+                "[%7.2f s] %-18s %lld/%lld\n", t, phase.toUtf8().constData(), static_cast<long long>(done), static_cast<long long>(total));
             std::fflush(stdout);
         });
     int finished = 0;

@@ -36,7 +36,7 @@ struct HubArgs {
     bool json = false;
     int parallel = 4;
     bool explicitInclude = false;
-    std::string variant; // family/variant from the catalog
+    std::string variant;  // family/variant from the catalog
 };
 
 // Repo ids, file names and server messages go to a terminal: made safe first.
@@ -53,8 +53,9 @@ std::string safe(const QString& text)
 int usage(const std::string& message)
 {
     std::fprintf(stderr, "vireo-cli: %s\n", safe(message).c_str());
-    std::fprintf(stderr, "usage: vireo-cli plan|download REPO [--revision R] [--include GLOB]... [--exclude GLOB]...\n"
-                         "                 [--diffusers [--component NAME]... [--weight-variant V]] [--parallel N] [--json]\n");
+    std::fprintf(stderr,
+        "usage: vireo-cli plan|download REPO [--revision R] [--include GLOB]... [--exclude GLOB]...\n"
+        "                 [--diffusers [--component NAME]... [--weight-variant V]] [--parallel N] [--json]\n");
     return 2;
 }
 
@@ -124,8 +125,8 @@ nlohmann::json planJson(const FilePlan& plan, const Preflight& check)
         files.push_back({{"path", f.file.path}, {"size", f.file.size}, {"sha256", f.file.sha256}, {"git_oid", f.file.gitOid},
             {"present", f.present || f.blobPresent}, {"partial_bytes", f.partialBytes}});
     return {{"repo", plan.repo}, {"revision", plan.revision}, {"commit", plan.commit}, {"total_bytes", plan.totalBytes()},
-        {"present_bytes", plan.presentBytes()}, {"free_bytes", check.freeBytes}, {"needed_bytes", check.neededBytes},
-        {"fits", check.fits}, {"volume", check.volume}, {"files", files}};
+        {"present_bytes", plan.presentBytes()}, {"free_bytes", check.freeBytes}, {"needed_bytes", check.neededBytes}, {"fits", check.fits},
+        {"volume", check.volume}, {"files", files}};
 }
 
 void printPlan(const FilePlan& plan, const Preflight& check, bool json)
@@ -136,14 +137,17 @@ void printPlan(const FilePlan& plan, const Preflight& check, bool json)
     }
     std::printf("%s @ %s (commit %s)\n", safe(plan.repo).c_str(), safe(plan.revision).c_str(), plan.commit.c_str());
     for (const auto& f : plan.files)
-        std::printf("  %-10s %10s  %s\n", (f.present || f.blobPresent) ? "cached" : f.partialBytes ? "partial" : "",
+        std::printf("  %-10s %10s  %s\n",
+            (f.present || f.blobPresent) ? "cached"
+                : f.partialBytes         ? "partial"
+                                         : "",
             humanSize(f.file.size).c_str(), safe(f.file.path).c_str());
     std::printf("  %zu files, %s in all, %s already here\n", plan.files.size(), humanSize(plan.totalBytes()).c_str(),
         humanSize(plan.presentBytes()).c_str());
     std::printf("  disk: %s\n", safe(check.message).c_str());
 }
 
-} // namespace
+}  // namespace
 
 // The (repo, revision, rule) triples to plan: one from the command line, or each source of
 // a catalog variant.
@@ -292,7 +296,8 @@ int runCache(const std::vector<std::string>& args)
         std::fprintf(stderr, "vireo-cli: %s\n", safe(b).c_str());
     if (!plan.blockers.isEmpty())
         return 1;
-    std::printf("%s: %lld entries, frees %s\n", safe(plan.what).c_str(), static_cast<long long>(plan.remove.size()), size(plan.freedBytes).c_str());
+    std::printf(
+        "%s: %lld entries, frees %s\n", safe(plan.what).c_str(), static_cast<long long>(plan.remove.size()), size(plan.freedBytes).c_str());
     for (const auto& k : plan.kept)
         std::printf("  note: %s\n", safe(k).c_str());
     if (!yes) {
@@ -327,8 +332,8 @@ int downloadPlan(const HubClient& client, const HfCache& cache, FilePlan plan, i
         lastLine = now;
         const double percent = p.totalBytes ? 100.0 * static_cast<double>(p.bytesDone) / static_cast<double>(p.totalBytes) : 100.0;
         if (stateChange)
-            std::printf("  %-16s %s%s%s\n", fileStateName(f.state), safe(f.path).c_str(), f.message.empty() ? "" : ": ",
-                safe(f.message).c_str());
+            std::printf(
+                "  %-16s %s%s%s\n", fileStateName(f.state), safe(f.path).c_str(), f.message.empty() ? "" : ": ", safe(f.message).c_str());
         std::printf("[%5.1f%%] %s / %s  %s/s  ETA %s\n", percent, humanSize(p.bytesDone).c_str(), humanSize(p.totalBytes).c_str(),
             humanSize(static_cast<std::uint64_t>(p.bytesPerSecond)).c_str(),
             p.etaSeconds < 0 ? "-" : (std::to_string(static_cast<long long>(p.etaSeconds)) + " s").c_str());

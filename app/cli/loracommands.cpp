@@ -14,14 +14,16 @@ namespace {
 
 int loraUsage(const std::string& message)
 {
-    std::fprintf(stderr, "vireo-cli lora: %s\n"
+    std::fprintf(stderr,
+        "vireo-cli lora: %s\n"
         "usage: vireo-cli lora inspect FILE --model PATH [--model PATH ...] [--json]\n"
         "  Matches a LoRA against the model's transformer from headers (nothing is loaded): every module\n"
-        "  matched or unmatched (and why), what is refused, rank and alpha, the status it would have.\n", message.c_str());
+        "  matched or unmatched (and why), what is refused, rank and alpha, the status it would have.\n",
+        message.c_str());
     return 2;
 }
 
-} // namespace
+}  // namespace
 
 int runLora(const std::vector<std::string>& args)
 {

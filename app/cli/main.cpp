@@ -158,8 +158,8 @@ int runTensor(const std::vector<std::string>& args)
         file.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
         if (!file)
             return fail({vireo::ErrorCode::Io, out + ": cannot write the output file"});
-        std::printf("wrote %lld float32 values (little-endian, shape [%s]) to %s\n", static_cast<long long>(t.numel()),
-            shape.c_str(), out.c_str());
+        std::printf(
+            "wrote %lld float32 values (little-endian, shape [%s]) to %s\n", static_cast<long long>(t.numel()), shape.c_str(), out.c_str());
         return 0;
     }
     return fail({vireo::ErrorCode::NotFound, path + ": no tensor named '" + name + "'"});
@@ -230,7 +230,7 @@ int runCommand(const std::string& command, std::vector<std::string>& args)
     return usageError("unknown command '" + command + "'");
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv)
 {

@@ -58,8 +58,8 @@ void describeOptions(QCommandLineParser& parser, const QCommandLineOption& measu
     parser.addHelpOption();
     parser.addVersionOption();
     parser.addOption(measureStartup);
-    parser.addPositionalArgument(QStringLiteral("model"), QStringLiteral("A model file or folder to open on the Models page"),
-        QStringLiteral("[model]"));
+    parser.addPositionalArgument(
+        QStringLiteral("model"), QStringLiteral("A model file or folder to open on the Models page"), QStringLiteral("[model]"));
 }
 
 bool asksForTextOnly(int argc, char** argv)
@@ -72,7 +72,7 @@ bool asksForTextOnly(int argc, char** argv)
     return false;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv)
 {
@@ -89,9 +89,11 @@ int main(int argc, char** argv)
         parser.process(text);  // prints and exits
         return 0;
     }
-    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")) {
-        std::fprintf(stderr, "vireo: no display to open a window on (neither DISPLAY nor WAYLAND_DISPLAY is set): start it from a "
-                             "desktop session, or use vireo-cli on a terminal\n");
+    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY")
+        && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")) {
+        std::fprintf(stderr,
+            "vireo: no display to open a window on (neither DISPLAY nor WAYLAND_DISPLAY is set): start it from a "
+            "desktop session, or use vireo-cli on a terminal\n");
         return 1;
     }
     // Playback through the FFmpeg libraries the studio already depends on: Qt's GStreamer
@@ -112,8 +114,8 @@ int main(int argc, char** argv)
             std::fprintf(stderr, "vireo: %s\n", problem.c_str());
             lines << QString::fromStdString(problem);
         }
-        QMessageBox::critical(nullptr, QStringLiteral("Vireo Studio"),
-            QStringLiteral("Vireo Studio cannot start:\n\n%1").arg(lines.join(QLatin1Char('\n'))));
+        QMessageBox::critical(
+            nullptr, QStringLiteral("Vireo Studio"), QStringLiteral("Vireo Studio cannot start:\n\n%1").arg(lines.join(QLatin1Char('\n'))));
         return 2;
     }
 
@@ -144,7 +146,8 @@ int main(int argc, char** argv)
     if (!studio) {
         spdlog::critical("the built-in model catalog is damaged: {}", studio.error().message);
         QMessageBox::critical(nullptr, QStringLiteral("Vireo Studio"),
-            QStringLiteral("The built-in model catalog is damaged (%1). Reinstall Vireo Studio.").arg(QString::fromStdString(studio.error().message)));
+            QStringLiteral("The built-in model catalog is damaged (%1). Reinstall Vireo Studio.")
+                .arg(QString::fromStdString(studio.error().message)));
         return 1;
     }
     vireo::ui::MainWindow window(studio->get());

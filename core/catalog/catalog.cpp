@@ -27,7 +27,7 @@ std::vector<std::string> strings(const nlohmann::json& j, const char* key)
     return out;
 }
 
-} // namespace
+}  // namespace
 
 vireo::Result<Catalog> Catalog::parse(const std::string& text, const std::string& origin)
 {
@@ -71,8 +71,8 @@ vireo::Result<Catalog> Catalog::parse(const std::string& text, const std::string
                 const auto mode = s.value("mode", "files");
                 if (mode == "diffusers") {
                     source.rule.mode = hub::PlanRule::Mode::Diffusers;
-                    source.rule.components = s.contains("components") && s["components"].is_array() ? strings(s, "components")
-                                                                                                     : std::vector<std::string>{};
+                    source.rule.components =
+                        s.contains("components") && s["components"].is_array() ? strings(s, "components") : std::vector<std::string>{};
                     if (s.contains("weight_variant") && s["weight_variant"].is_string())
                         source.rule.weightVariant = s["weight_variant"].get<std::string>();
                 } else if (mode == "files") {
@@ -136,4 +136,4 @@ bool Catalog::isTrusted(const std::string& repo) const
     return std::find(trustedPublishers.begin(), trustedPublishers.end(), owner) != trustedPublishers.end();
 }
 
-} // namespace vireo::catalog
+}  // namespace vireo::catalog

@@ -27,7 +27,7 @@ struct Variant {
     std::string pipeline;
     std::optional<std::uint64_t> approxDownloadBytes;
     std::vector<Source> sources;
-    std::string defaultsJson = "{}"; // the family's generation defaults with the variant's overrides
+    std::string defaultsJson = "{}";  // the family's generation defaults with the variant's overrides
 };
 
 struct Family {
@@ -55,4 +55,4 @@ struct Catalog {
     bool isTrusted(const std::string& repo) const;
 };
 
-} // namespace vireo::catalog
+}  // namespace vireo::catalog

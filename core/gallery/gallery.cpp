@@ -368,6 +368,6 @@ Result<void> Gallery::exportTo(qint64 id, const QString& destination)
     return {};
 }
 
-} // namespace vireo::gallery
+}  // namespace vireo::gallery
 
 #include "gallery.moc"

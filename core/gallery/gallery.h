@@ -87,10 +87,10 @@ private:
     QList<GalleryItem> m_items;
     QHash<qint64, int> m_index;
     QCache<qint64, QImage> m_thumbnails;
-    QList<qint64> m_wanted;   // most recent first
-    QSet<qint64> m_queued;    // wanted or being made
-    QSet<qint64> m_none;      // nothing to show (missing without a stored thumbnail)
-    bool m_busy = false;      // one thumbnail in flight at a time keeps the queue reorderable
+    QList<qint64> m_wanted;  // most recent first
+    QSet<qint64> m_queued;  // wanted or being made
+    QSet<qint64> m_none;  // nothing to show (missing without a stored thumbnail)
+    bool m_busy = false;  // one thumbnail in flight at a time keeps the queue reorderable
     int m_scans = 0;
     QThread m_thread;
     GalleryWorker* m_worker = nullptr;
@@ -105,4 +105,4 @@ private:
     QHash<QString, Trashed> m_trashed;
 };
 
-} // namespace vireo::gallery
+}  // namespace vireo::gallery

@@ -34,8 +34,10 @@ Error sqlError(const QString& file, const QString& what, const QSqlError& e)
     const QString text = e.text();
     // SQLITE_FULL: say it plainly, the output file itself is not touched.
     if (text.contains(QStringLiteral("full"), Qt::CaseInsensitive))
-        return makeError(ErrorCode::Io, QString(file + QStringLiteral(": the disk is full while ") + what
-                                            + QStringLiteral(" (the output file is kept; free some space)")).toStdString());
+        return makeError(ErrorCode::Io,
+            QString(
+                file + QStringLiteral(": the disk is full while ") + what + QStringLiteral(" (the output file is kept; free some space)"))
+                .toStdString());
     return makeError(ErrorCode::Io, QString(file + QStringLiteral(": ") + what + QStringLiteral(" failed: ") + text).toStdString());
 }
 
@@ -158,12 +160,13 @@ GalleryItem itemFrom(const QSqlQuery& q)
     return i;
 }
 
-const char* kListColumns = "id, path, kind, created_unix, prompt, model, CASE WHEN recipe IS NULL OR recipe = '' THEN '' ELSE '1' END, width, height, "
-                           "frames, fps, duration, seed, family, variant, seconds, file_bytes, missing, thumb_state, problem";
+const char* kListColumns =
+    "id, path, kind, created_unix, prompt, model, CASE WHEN recipe IS NULL OR recipe = '' THEN '' ELSE '1' END, width, height, "
+    "frames, fps, duration, seed, family, variant, seconds, file_bytes, missing, thumb_state, problem";
 const char* kColumns = "id, path, kind, created_unix, prompt, model, recipe, width, height, frames, fps, duration, seed, family, variant, "
                        "seconds, file_bytes, missing, thumb_state, problem";
 
-} // namespace
+}  // namespace
 
 Result<std::unique_ptr<GalleryStore>> GalleryStore::open(const QString& file)
 {
@@ -174,8 +177,10 @@ Result<std::unique_ptr<GalleryStore>> GalleryStore::open(const QString& file)
     // there, which could point at any file of the user's.
     for (const QString& name : QStringList{file, file + QStringLiteral("-wal"), file + QStringLiteral("-shm")})
         if (QFileInfo(name).isSymLink())
-            return makeError(ErrorCode::PermissionDenied, name.toStdString() + " is a symbolic link; the gallery is not written through "
-                    "links (remove it, or put the real database there)");
+            return makeError(ErrorCode::PermissionDenied,
+                name.toStdString()
+                    + " is a symbolic link; the gallery is not written through "
+                      "links (remove it, or put the real database there)");
     std::unique_ptr<GalleryStore> store(new GalleryStore);
     store->m_file = file;
     store->m_connection = QStringLiteral("gallery-") + QUuid::createUuid().toString(QUuid::WithoutBraces);
@@ -215,8 +220,9 @@ Result<void> GalleryStore::migrate()
     auto db = QSqlDatabase::database(m_connection);
     const int version = schemaVersion();
     if (version > kSchemaVersion)
-        return makeError(ErrorCode::Unsupported, m_file.toStdString() + ": the gallery was written by a newer Vireo (schema "
-                + std::to_string(version) + "); update Vireo Studio, or move the file away to start a new gallery");
+        return makeError(ErrorCode::Unsupported,
+            m_file.toStdString() + ": the gallery was written by a newer Vireo (schema " + std::to_string(version)
+                + "); update Vireo Studio, or move the file away to start a new gallery");
     if (version == kSchemaVersion)
         return {};
     if (!db.transaction())
@@ -351,7 +357,7 @@ void undecodableNames(const std::string& folder, int depth, std::vector<std::str
     ::closedir(dir);
 }
 
-} // namespace
+}  // namespace
 
 Result<qint64> GalleryStore::import(const QString& path)
 {
@@ -359,8 +365,10 @@ Result<qint64> GalleryStore::import(const QString& path)
         // A name that is not UTF-8 comes out of the folder listing with replacement characters,
         // under which no file exists.
         if (path.contains(QChar::ReplacementCharacter))
-            return makeError(ErrorCode::InvalidArgument, path.toStdString() + ": its name is not valid UTF-8 (shown with \xEF\xBF\xBD), "
-                    "so it cannot be opened by name; rename it (convmv or a file manager) and it is listed");
+            return makeError(ErrorCode::InvalidArgument,
+                path.toStdString()
+                    + ": its name is not valid UTF-8 (shown with \xEF\xBF\xBD), "
+                      "so it cannot be opened by name; rename it (convmv or a file manager) and it is listed");
         return makeError(ErrorCode::NotFound, path.toStdString() + ": not a file");
     }
     QString problem;
@@ -414,12 +422,15 @@ Result<int> GalleryStore::rescan(const QString& folder)
     std::vector<std::string> undecodable;
     undecodableNames(QFile::encodeName(root).toStdString(), 4, undecodable);
     if (!undecodable.empty() && failed == 0) {
-        firstError = makeError(ErrorCode::InvalidArgument, terminalSafe(undecodable.front()) + ": its name is not valid UTF-8, so it "
-                "cannot be listed; rename it (convmv, or a file manager) and it is");
+        firstError = makeError(ErrorCode::InvalidArgument,
+            terminalSafe(undecodable.front())
+                + ": its name is not valid UTF-8, so it "
+                  "cannot be listed; rename it (convmv, or a file manager) and it is");
     }
     failed += static_cast<int>(undecodable.size());
     if (failed > 0)
-        return makeError(firstError.code, std::to_string(failed) + (failed == 1 ? " file" : " files") + " could not be listed (" + std::to_string(added)
+        return makeError(firstError.code,
+            std::to_string(failed) + (failed == 1 ? " file" : " files") + " could not be listed (" + std::to_string(added)
                 + " were): " + firstError.message);
     return added;
 }
@@ -580,8 +591,10 @@ Result<QByteArray> makeThumbnail(const QString& path)
             reader.setScaledSize(QSize(320, std::max(1, size.height() * 320 / size.width())));
         image = reader.read();
         if (image.isNull())
-            return makeError(ErrorCode::InvalidFormat, QString(path + QStringLiteral(": the image cannot be read (") + reader.errorString()
-                                                           + QStringLiteral("; truncated or damaged?)")).toStdString());
+            return makeError(ErrorCode::InvalidFormat,
+                QString(path + QStringLiteral(": the image cannot be read (") + reader.errorString()
+                    + QStringLiteral("; truncated or damaged?)"))
+                    .toStdString());
     } else {
         auto info = media::probeMedia(path.toStdString());
         if (!info)
@@ -601,4 +614,4 @@ Result<QByteArray> makeThumbnail(const QString& path)
     return jpeg;
 }
 
-} // namespace vireo::gallery
+}  // namespace vireo::gallery

@@ -25,7 +25,7 @@ namespace vireo::gallery {
 struct GalleryItem {
     qint64 id = 0;
     QString path;
-    QString kind;              // "video" | "image"
+    QString kind;  // "video" | "image"
     int width = 0, height = 0, frames = 0;
     double fps = 0, durationSeconds = 0;
     QDateTime created;
@@ -33,12 +33,12 @@ struct GalleryItem {
     QString prompt;
     qint64 seed = 0;
     bool hasRecipe = false;
-    QString recipeJson;        // the full recipe (item(id) only); empty for files without one
-    QString secondsJson;       // phase timings
+    QString recipeJson;  // the full recipe (item(id) only); empty for files without one
+    QString secondsJson;  // phase timings
     qint64 fileBytes = 0;
-    bool missing = false;      // the file was deleted or moved outside the studio
-    int thumbnailState = 0;    // 0 not made yet, 1 made, 2 could not be made (see problem)
-    QString problem;           // why there is no thumbnail ("truncated or damaged?")
+    bool missing = false;  // the file was deleted or moved outside the studio
+    int thumbnailState = 0;  // 0 not made yet, 1 made, 2 could not be made (see problem)
+    QString problem;  // why there is no thumbnail ("truncated or damaged?")
 };
 
 class GalleryStore {
@@ -97,4 +97,4 @@ Result<QImage> videoFrame(const QString& path, double seconds, int maxWidth);
 // image; an error says why a damaged or truncated file has none.
 Result<QByteArray> makeThumbnail(const QString& path);
 
-} // namespace vireo::gallery
+}  // namespace vireo::gallery

@@ -18,7 +18,7 @@ Error invalid(const std::string& message)
     return makeError(ErrorCode::InvalidArgument, message);
 }
 
-} // namespace
+}  // namespace
 
 facade::FamilyRules rulesFor(const catalog::Catalog& catalog, const runtime::ModelRef& model)
 {
@@ -62,19 +62,20 @@ std::vector<std::string> sizeProblems(const facade::FamilyRules& rules, std::int
     std::vector<std::string> out;
     const auto cell = rules.sizeMultiple;
     if (cell > 0 && (width % cell || height % cell))
-        out.emplace_back("Width and height must be multiples of " + std::to_string(cell) + " (" + rules.title + " works on " + rules.sizeUnit
-            + ").");
+        out.emplace_back(
+            "Width and height must be multiples of " + std::to_string(cell) + " (" + rules.title + " works on " + rules.sizeUnit + ").");
     const auto step = rules.frameStep;
     if (step > 0 && (frames - 1) % step) {
         const auto below = (frames - 1) / step * step + 1, above = ((frames - 1) / step + 1) * step + 1;
-        out.emplace_back("Frames must be " + std::to_string(step) + "k + 1 (1, " + std::to_string(step + 1) + ", " + std::to_string(2 * step + 1)
-            + ", … " + std::to_string(15 * step + 1) + ", …): " + std::to_string(below) + " or " + std::to_string(above) + " would do.");
+        out.emplace_back("Frames must be " + std::to_string(step) + "k + 1 (1, " + std::to_string(step + 1) + ", "
+            + std::to_string(2 * step + 1) + ", … " + std::to_string(15 * step + 1) + ", …): " + std::to_string(below) + " or "
+            + std::to_string(above) + " would do.");
     }
     return out;
 }
 
-Result<runtime::GenerationDefaults> defaultsFor(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask,
-    const facade::ModelFacts* known)
+Result<runtime::GenerationDefaults> defaultsFor(
+    const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask, const facade::ModelFacts* known)
 {
     const bool image = makesImages(catalog, model);
     std::string schedule = image ? std::string() : ask.schedule;
@@ -130,8 +131,8 @@ facade::GenerateRequest requestFor(const runtime::GenerationDefaults& defaults, 
     return r;
 }
 
-Result<Prepared> prepare(const catalog::Catalog& catalog, const runtime::GenerationDefaults& defaults, const runtime::ModelRef& model,
-    const Ask& ask)
+Result<Prepared> prepare(
+    const catalog::Catalog& catalog, const runtime::GenerationDefaults& defaults, const runtime::ModelRef& model, const Ask& ask)
 {
     Prepared out;
     const auto rules = rulesFor(catalog, model);
@@ -236,8 +237,9 @@ Result<Again> askFromRecipe(const output::Recipe& r, const QString& folder)
             f.clipFromEnd = clip && c.fromEnd;
             f.expectedSha256 = c.sha256;
         } else {
-            out.missing.push_back(std::string("the start ") + (clip ? "clip " : "image ") + c.source + " is gone, and no copy is beside it ("
-                + (c.copy.empty() ? std::string("none was kept") : c.copy) + "): choose it again to make this video again");
+            out.missing.push_back(std::string("the start ") + (clip ? "clip " : "image ") + c.source
+                + " is gone, and no copy is beside it (" + (c.copy.empty() ? std::string("none was kept") : c.copy)
+                + "): choose it again to make this video again");
             continue;
         }
         a.conditions.push_back(std::move(f));
@@ -259,4 +261,4 @@ std::string weightsChanged(const output::Recipe& recipe)
     return {};
 }
 
-} // namespace vireo::generation
+}  // namespace vireo::generation

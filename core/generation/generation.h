@@ -25,8 +25,8 @@ struct Ask {
     std::optional<double> fps, guidance, audioGuidance, rescale;
     std::optional<int> steps;
     std::string schedule;  // "distilled" | "dev"; empty: the model's
-    std::string speed;     // "quality" | "balanced" | "fast"; empty: quality
-    std::string stages;    // "auto" | "single" | "two"; empty: auto
+    std::string speed;  // "quality" | "balanced" | "fast"; empty: quality
+    std::string stages;  // "auto" | "single" | "two"; empty: auto
     std::vector<facade::LoraRequest> loras;
     std::vector<runtime::ConditionFile> conditions;
 };
@@ -51,8 +51,8 @@ std::vector<std::string> sizeProblems(const facade::FamilyRules& rules, std::int
 // else its family's distilled ones. An ask with a guidance above 1 or a step count other than
 // 8 and no schedule means the dev schedule. `facts`: the model's facts when the caller has
 // read them already (they are read here otherwise).
-Result<runtime::GenerationDefaults> defaultsFor(const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask = {},
-    const facade::ModelFacts* facts = nullptr);
+Result<runtime::GenerationDefaults> defaultsFor(
+    const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask = {}, const facade::ModelFacts* facts = nullptr);
 
 // The request for this ask: the ask where it says, the defaults elsewhere, checked against
 // nothing (what a page shows while the user is still typing); prepare() checks it.
@@ -66,8 +66,8 @@ struct Prepared {
 
 // The job for this ask with these defaults (from defaultsFor). A rule the ask breaks is an
 // InvalidArgument error naming it, and nothing is read but headers.
-Result<Prepared> prepare(const catalog::Catalog& catalog, const runtime::GenerationDefaults& defaults, const runtime::ModelRef& model,
-    const Ask& ask);
+Result<Prepared> prepare(
+    const catalog::Catalog& catalog, const runtime::GenerationDefaults& defaults, const runtime::ModelRef& model, const Ask& ask);
 
 // Every still and clip of the job decoded the way the engine will read them, so a file that
 // does not decode fails before the model loads (vireo-cli); the window leaves this to the
@@ -78,9 +78,9 @@ Result<void> decodeConditions(const Prepared& prepared);
 // job comes out of prepare() again. Every field the recipe holds is set; the front end may
 // change any (a new seed for a variation).
 struct Again {
-    QString modelKey;   // resolved by the front end (ModelResolver): local files, or a cache's
+    QString modelKey;  // resolved by the front end (ModelResolver): local files, or a cache's
     std::string dtype;  // the compute dtype it ran in, when the recipe says
-    bool image = false; // an image's recipe: no upsampler, no video fields
+    bool image = false;  // an image's recipe: no upsampler, no video fields
     Ask ask;
     // Start images and clips gone from beside the output and from where they were, each as a
     // sentence; the ask holds the others. Making the output again needs them back.
@@ -99,4 +99,4 @@ Result<Again> askFromRecipe(const output::Recipe& recipe, const QString& folder)
 // minutes, and the new recipe names every file by its hash again.
 std::string weightsChanged(const output::Recipe& recipe);
 
-} // namespace vireo::generation
+}  // namespace vireo::generation

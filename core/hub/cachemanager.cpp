@@ -27,9 +27,9 @@ QString q(const std::string& s)
 struct RepoScan {
     QString repo;
     QString dir;
-    std::map<QString, qint64> blobs;               // blob name -> bytes
-    std::map<QString, QString> links;              // absolute link path -> blob name
-    std::map<QString, QStringList> linksOfBlob;    // blob name -> its links
+    std::map<QString, qint64> blobs;  // blob name -> bytes
+    std::map<QString, QString> links;  // absolute link path -> blob name
+    std::map<QString, QStringList> linksOfBlob;  // blob name -> its links
     int snapshots = 0;
 };
 
@@ -62,7 +62,7 @@ RepoScan scanRepo(const QString& repo, const QString& dir)
     return s;
 }
 
-} // namespace
+}  // namespace
 
 CacheManager::CacheManager(DownloadManager* downloads, std::function<QStringList()> inUse, QObject* parent)
     : QObject(parent), m_downloads(downloads), m_inUse(std::move(inUse))
@@ -144,8 +144,10 @@ QStringList CacheManager::blockersFor(const QStringList& paths, const QStringLis
         for (const auto& u : used) {
             const auto cu = QFileInfo(u).canonicalFilePath();
             // A model folder in use covers every file under it.
-            if (!cu.isEmpty() && (canonical == cu || canonical.startsWith(cu + QLatin1Char('/')) || p == u || p.startsWith(u + QLatin1Char('/')))) {
-                blockers << tr("%1 is in use by a loaded or queued model: unload it (or wait for its jobs) first").arg(QFileInfo(p).fileName());
+            if (!cu.isEmpty()
+                && (canonical == cu || canonical.startsWith(cu + QLatin1Char('/')) || p == u || p.startsWith(u + QLatin1Char('/')))) {
+                blockers
+                    << tr("%1 is in use by a loaded or queued model: unload it (or wait for its jobs) first").arg(QFileInfo(p).fileName());
                 break;
             }
         }
@@ -269,7 +271,8 @@ CachePlan CacheManager::planDeleteRepo(const QString& repo) const
                 plan.freedBytes += info.size();
         }
     }
-    std::sort(folders.begin(), folders.end(), [](const QString& a, const QString& b) { return a.count(QLatin1Char('/')) > b.count(QLatin1Char('/')); });
+    std::sort(folders.begin(), folders.end(),
+        [](const QString& a, const QString& b) { return a.count(QLatin1Char('/')) > b.count(QLatin1Char('/')); });
     plan.remove = files + folders + QStringList{d};
     for (const auto& v : variants())
         if (const auto* variant = m_downloads->catalog().find(v.id.toStdString()))
@@ -391,8 +394,11 @@ qint64 CacheManager::execute(const CachePlan& plan, QString* error)
     emit changed();
     emit m_downloads->availabilityChanged();
     if (!failed.isEmpty())
-        return fail(tr("could not remove %1 of %2 entries: %3").arg(failed.size()).arg(plan.remove.size()).arg(failed.mid(0, 5).join(QStringLiteral(", "))));
+        return fail(tr("could not remove %1 of %2 entries: %3")
+                        .arg(failed.size())
+                        .arg(plan.remove.size())
+                        .arg(failed.mid(0, 5).join(QStringLiteral(", "))));
     return freed;
 }
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

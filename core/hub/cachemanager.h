@@ -19,25 +19,25 @@ class DownloadManager;
 
 struct RepoUsage {
     QString repo;
-    qint64 bytes = 0;      // its blobs, each once
-    int files = 0;         // snapshot entries
+    qint64 bytes = 0;  // its blobs, each once
+    int files = 0;  // snapshot entries
     int snapshots = 0;
     QStringList variants;  // installed catalog variants that read from it
 };
 
 struct VariantUsage {
-    QString id;            // "ltx-2.3/distilled-fp8"
+    QString id;  // "ltx-2.3/distilled-fp8"
     QString title;
-    qint64 bytes = 0;      // every file it reads
-    qint64 ownBytes = 0;   // what deleting it would free (not shared with another installed model)
+    qint64 bytes = 0;  // every file it reads
+    qint64 ownBytes = 0;  // what deleting it would free (not shared with another installed model)
 };
 
 struct CachePlan {
-    QString what;            // for the user: "LTX-2.3 · Distilled · fp8", "repo org/name", "stale partial files"
-    QStringList remove;      // absolute paths inside the cache, removed in this order
+    QString what;  // for the user: "LTX-2.3 · Distilled · fp8", "repo org/name", "stale partial files"
+    QStringList remove;  // absolute paths inside the cache, removed in this order
     qint64 freedBytes = 0;
-    QStringList kept;        // what stays and why ("text_encoder/… is also used by LTX-2 · Distilled · bf16")
-    QStringList blockers;    // why it cannot run now (in use); empty: it can
+    QStringList kept;  // what stays and why ("text_encoder/… is also used by LTX-2 · Distilled · bf16")
+    QStringList blockers;  // why it cannot run now (in use); empty: it can
     QStringList forgetKeys;  // download tasks and finished-download records it drops
     bool empty() const { return remove.isEmpty() && forgetKeys.isEmpty(); }
 };
@@ -70,4 +70,4 @@ private:
     std::function<QStringList()> m_inUse;
 };
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

@@ -45,4 +45,4 @@ private:
     EVP_MD_CTX* m_ctx;
 };
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

@@ -24,7 +24,7 @@ QString settingsKey(const QString& key)
     return kReady + QString::fromLatin1(key.toUtf8().toBase64(QByteArray::Base64UrlEncoding | QByteArray::OmitTrailingEquals));
 }
 
-} // namespace
+}  // namespace
 
 DownloadManager::DownloadManager(core::StudioSettings* settings, catalog::Catalog catalog, QObject* parent, bool restoreTasks)
     : QObject(parent), m_settings(settings), m_catalog(std::move(catalog)), m_restored(restoreTasks)
@@ -100,7 +100,8 @@ DownloadTask* DownloadManager::openVariant(const QString& id, QString* error)
     TaskSpec spec;
     spec.key = QStringLiteral("catalog:") + id;
     spec.catalogId = id;
-    spec.title = (family ? QString::fromStdString(family->name) + QStringLiteral(" · ") : QString()) + QString::fromStdString(variant->name);
+    spec.title =
+        (family ? QString::fromStdString(family->name) + QStringLiteral(" · ") : QString()) + QString::fromStdString(variant->name);
     for (const auto& s : variant->sources) {
         TaskSpec::Source src;
         src.repo = s.repo;
@@ -189,7 +190,8 @@ void DownloadManager::rememberReady(const DownloadTask& task) const
         QJsonArray files;
         for (const auto& f : plan.files)
             files.append(QJsonObject{{QStringLiteral("path"), QString::fromStdString(f.file.path)},
-                {QStringLiteral("size"), static_cast<qint64>(f.file.size)}, {QStringLiteral("sha256"), QString::fromStdString(f.file.sha256)},
+                {QStringLiteral("size"), static_cast<qint64>(f.file.size)},
+                {QStringLiteral("sha256"), QString::fromStdString(f.file.sha256)},
                 {QStringLiteral("oid"), QString::fromStdString(f.file.gitOid)}});
         sources.append(QJsonObject{{QStringLiteral("repo"), QString::fromStdString(plan.repo)},
             {QStringLiteral("commit"), QString::fromStdString(plan.commit)}, {QStringLiteral("files"), files}});
@@ -220,7 +222,8 @@ std::optional<std::vector<DownloadManager::ReadySource>> DownloadManager::readyF
         return std::nullopt;
     for (const auto& s : sources) {
         const auto o = s.toObject();
-        ReadySource r{o.value(QStringLiteral("repo")).toString().toStdString(), o.value(QStringLiteral("commit")).toString().toStdString(), {}};
+        ReadySource r{
+            o.value(QStringLiteral("repo")).toString().toStdString(), o.value(QStringLiteral("commit")).toString().toStdString(), {}};
         for (const auto& f : o.value(QStringLiteral("files")).toArray()) {
             const auto fo = f.toObject();
             RepoFile file;
@@ -299,10 +302,11 @@ QList<DownloadManager::CachedRepo> DownloadManager::scanCache() const
         QDirIterator blobs(entry.filePath() + QStringLiteral("/blobs"), QDir::Files | QDir::NoSymLinks);
         while (blobs.hasNext())
             r.bytes += static_cast<quint64>(std::max<qint64>(0, QFileInfo(blobs.next()).size()));
-        r.snapshots = static_cast<int>(QDir(entry.filePath() + QStringLiteral("/snapshots")).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size());
+        r.snapshots =
+            static_cast<int>(QDir(entry.filePath() + QStringLiteral("/snapshots")).entryList(QDir::Dirs | QDir::NoDotAndDotDot).size());
         out.append(r);
     }
     return out;
 }
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

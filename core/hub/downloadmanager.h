@@ -86,4 +86,4 @@ private:
     QList<DownloadTask*> m_tasks;
 };
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

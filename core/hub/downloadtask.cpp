@@ -47,7 +47,7 @@ PlanRule weightsRule()
     return r;
 }
 
-} // namespace
+}  // namespace
 
 TaskSpec TaskSpec::forRepo(const std::string& repo, const std::string& revision)
 {
@@ -75,8 +75,8 @@ QByteArray TaskSpec::toJson() const
             {QStringLiteral("components"), toArray(s.rule.components)},
             {QStringLiteral("weight_variant"), QString::fromStdString(s.rule.weightVariant)}});
     }
-    return QJsonDocument(QJsonObject{{QStringLiteral("key"), key}, {QStringLiteral("title"), title},
-                             {QStringLiteral("catalog"), catalogId}, {QStringLiteral("sources"), sources}})
+    return QJsonDocument(QJsonObject{{QStringLiteral("key"), key}, {QStringLiteral("title"), title}, {QStringLiteral("catalog"), catalogId},
+                             {QStringLiteral("sources"), sources}})
         .toJson(QJsonDocument::Compact);
 }
 
@@ -96,8 +96,8 @@ std::optional<TaskSpec> TaskSpec::fromJson(const QByteArray& json)
         src.revision = so.value(QStringLiteral("revision")).toString(QStringLiteral("main")).toStdString();
         src.role = so.value(QStringLiteral("role")).toString().toStdString();
         src.autoRule = so.value(QStringLiteral("auto")).toBool();
-        src.rule.mode = so.value(QStringLiteral("mode")).toString() == QStringLiteral("diffusers") ? PlanRule::Mode::Diffusers
-                                                                                               : PlanRule::Mode::Files;
+        src.rule.mode =
+            so.value(QStringLiteral("mode")).toString() == QStringLiteral("diffusers") ? PlanRule::Mode::Diffusers : PlanRule::Mode::Files;
         src.rule.include = fromArray(so.value(QStringLiteral("include")));
         src.rule.exclude = fromArray(so.value(QStringLiteral("exclude")));
         src.rule.components = fromArray(so.value(QStringLiteral("components")));
@@ -111,8 +111,8 @@ std::optional<TaskSpec> TaskSpec::fromJson(const QByteArray& json)
     return s;
 }
 
-DownloadTask::DownloadTask(TaskSpec spec, std::shared_ptr<const HubClient> client, std::shared_ptr<const HfCache> cache,
-                           DownloadOptions options, QObject* parent)
+DownloadTask::DownloadTask(
+    TaskSpec spec, std::shared_ptr<const HubClient> client, std::shared_ptr<const HfCache> cache, DownloadOptions options, QObject* parent)
     : QObject(parent), m_spec(std::move(spec)), m_client(std::move(client)), m_cache(std::move(cache)), m_options(options)
 {
 }
@@ -129,8 +129,7 @@ void DownloadTask::join()
         m_worker.join();
 }
 
-void DownloadTask::reconfigure(std::shared_ptr<const HubClient> client, std::shared_ptr<const HfCache> cache,
-                               DownloadOptions options)
+void DownloadTask::reconfigure(std::shared_ptr<const HubClient> client, std::shared_ptr<const HfCache> cache, DownloadOptions options)
 {
     const bool cacheMoved = cache->root() != m_cache->root();
     const bool marginChanged = options.headroomBytes != m_options.headroomBytes;
@@ -221,19 +220,22 @@ void DownloadTask::plan()
             failed = true;
         }
         auto verdict = preflightOf(plans, *cache, headroom);
-        QMetaObject::invokeMethod(this, [this, plans = std::move(plans), verdict, error, failed]() mutable {
-            join();
-            if (std::exchange(m_replanAfterRun, false)) {
-                m_state = State::Idle;  // not shown: the plan against the new folder follows at once
-                plan();
-                return;
-            }
-            if (failed) {
-                setState(State::PlanFailed, QString::fromStdString(error.message), error.kind);
-                return;
-            }
-            applyPlans(std::move(plans), verdict);
-        }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this,
+            [this, plans = std::move(plans), verdict, error, failed]() mutable {
+                join();
+                if (std::exchange(m_replanAfterRun, false)) {
+                    m_state = State::Idle;  // not shown: the plan against the new folder follows at once
+                    plan();
+                    return;
+                }
+                if (failed) {
+                    setState(State::PlanFailed, QString::fromStdString(error.message), error.kind);
+                    return;
+                }
+                applyPlans(std::move(plans), verdict);
+            },
+            Qt::QueuedConnection);
     });
 }
 
@@ -286,9 +288,8 @@ void DownloadTask::start(std::optional<int> onlyRow)
     if (onlyRow) {
         const auto& chosen = m_rows[static_cast<std::size_t>(*onlyRow)];
         for (std::size_t s = 0; s < plans.size(); ++s)
-            std::erase_if(plans[s].files, [&](const PlannedFile& f) {
-                return static_cast<int>(s) != chosen.source || f.file.path != chosen.file.path;
-            });
+            std::erase_if(plans[s].files,
+                [&](const PlannedFile& f) { return static_cast<int>(s) != chosen.source || f.file.path != chosen.file.path; });
     }
     m_reportedDone = totals().bytesDone;
     m_runCache = m_cache;
@@ -316,7 +317,8 @@ void DownloadTask::start(std::optional<int> onlyRow)
                     // On this worker, blobs another tool wrote since the plan are hashed once.
                     refreshPresence(plan, *cache, HfCache::Verify::Hash, &m_cancelAll);
                     PlanDownload download(*client, *cache, plan, options, [this, source](const FileStatus& file, const PlanStatus&) {
-                        QMetaObject::invokeMethod(this, [this, source, file]() { applyProgress(source, file); }, Qt::QueuedConnection);
+                        QMetaObject::invokeMethod(
+                            this, [this, source, file]() { applyProgress(source, file); }, Qt::QueuedConnection);
                     });
                     {
                         std::lock_guard lock(m_mutex);
@@ -342,7 +344,8 @@ void DownloadTask::start(std::optional<int> onlyRow)
                     // The last statuses, so the rows end in their final state even if a throttled
                     // report was skipped.
                     for (const auto& st : download.fileStatuses())
-                        QMetaObject::invokeMethod(this, [this, source, st]() { applyProgress(source, st); }, Qt::QueuedConnection);
+                        QMetaObject::invokeMethod(
+                            this, [this, source, st]() { applyProgress(source, st); }, Qt::QueuedConnection);
                     if (!result) {
                         std::lock_guard lock(resultMutex);
                         if (result.error().kind == HubErrorKind::Cancelled)
@@ -364,7 +367,8 @@ void DownloadTask::start(std::optional<int> onlyRow)
         }
         for (auto& w : workers)
             w.join();
-        QMetaObject::invokeMethod(this, [this, failure, cancelled]() { finishRun(failure, cancelled); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this, [this, failure, cancelled]() { finishRun(failure, cancelled); }, Qt::QueuedConnection);
     });
 }
 
@@ -450,4 +454,4 @@ void DownloadTask::cancelFile(int row)
     }
 }
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

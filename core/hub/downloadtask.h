@@ -23,7 +23,7 @@ struct TaskSpec {
         PlanRule rule;
         bool autoRule = false;  // a typed repo: diffusers layout if it has model_index.json, else weights + configs
     };
-    QString key;        // "catalog:ltx-2.3/distilled-fp8" or "repo:org/name@main"
+    QString key;  // "catalog:ltx-2.3/distilled-fp8" or "repo:org/name@main"
     QString title;
     QString catalogId;  // empty for a typed repo
     std::vector<Source> sources;
@@ -53,8 +53,8 @@ public:
         int files = 0, filesDone = 0, filesFailed = 0, filesCancelled = 0;
     };
 
-    DownloadTask(TaskSpec spec, std::shared_ptr<const HubClient> client, std::shared_ptr<const HfCache> cache,
-                 DownloadOptions options, QObject* parent = nullptr);
+    DownloadTask(TaskSpec spec, std::shared_ptr<const HubClient> client, std::shared_ptr<const HfCache> cache, DownloadOptions options,
+        QObject* parent = nullptr);
     ~DownloadTask() override;
 
     const TaskSpec& spec() const { return m_spec; }
@@ -107,10 +107,10 @@ private:
     std::vector<Row> m_rows;
     std::uint64_t m_reportedDone = 0;
     std::thread m_worker;
-    std::mutex m_mutex;                   // guards m_running and m_cancelledPaths
+    std::mutex m_mutex;  // guards m_running and m_cancelledPaths
     std::vector<std::pair<int, PlanDownload*>> m_running;  // the sources downloading now
     std::vector<std::pair<int, std::string>> m_cancelledPaths;
     std::atomic<bool> m_cancelAll{false};
 };
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

@@ -68,8 +68,8 @@ std::string variantOf(const std::string& path)
     return dot == std::string::npos ? std::string() : name.substr(dot + 1);
 }
 
-HubResult<std::vector<std::string>> diffusersFiles(const HubClient& client, const std::string& repo, const std::string& commit,
-                                                   const std::vector<RepoFile>& all, const PlanRule& rule)
+HubResult<std::vector<std::string>> diffusersFiles(
+    const HubClient& client, const std::string& repo, const std::string& commit, const std::vector<RepoFile>& all, const PlanRule& rule)
 {
     auto text = client.fetchText(repo, commit, "model_index.json", 16ull << 20);
     if (!text)
@@ -79,8 +79,7 @@ HubResult<std::vector<std::string>> diffusersFiles(const HubClient& client, cons
         return components.error();
     std::vector<std::string> selected{"model_index.json"};
     for (const auto& component : *components) {
-        if (!rule.components.empty()
-            && std::find(rule.components.begin(), rule.components.end(), component) == rule.components.end())
+        if (!rule.components.empty() && std::find(rule.components.begin(), rule.components.end(), component) == rule.components.end())
             continue;
         const std::string prefix = component + "/";
         std::vector<const RepoFile*> files;
@@ -118,12 +117,13 @@ HubResult<std::vector<std::string>> diffusersFiles(const HubClient& client, cons
         }
         for (const auto& w : weights)
             if (std::none_of(files.begin(), files.end(), [&](const RepoFile* f) { return f->path == w; }))
-                return HubError{HubErrorKind::Protocol, 0, repo + ": " + terminalSafe(w) + " is named by an index but not in the repository"};
+                return HubError{
+                    HubErrorKind::Protocol, 0, repo + ": " + terminalSafe(w) + " is named by an index but not in the repository"};
     }
     return selected;
 }
 
-} // namespace
+}  // namespace
 
 bool globMatch(const std::string& pattern, const std::string& path)
 {
@@ -160,8 +160,8 @@ void refreshPresence(FilePlan& plan, const HfCache& cache, HfCache::Verify verif
     }
 }
 
-HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, const std::string& repo,
-                             const std::string& revision, const PlanRule& rule, const std::atomic<bool>* cancel)
+HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, const std::string& repo, const std::string& revision,
+    const PlanRule& rule, const std::atomic<bool>* cancel)
 {
     FilePlan plan;
     plan.repo = repo;
@@ -170,7 +170,8 @@ HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, cons
         auto commit = cache.readRef(repo, revision);
         if (!commit)
             return HubError{HubErrorKind::Offline, 0, repo + ": offline, and the cache has no '" + revision + "' of it"};
-        return HubError{HubErrorKind::Offline, 0, repo + ": offline; planning needs the Hub's file list (the cache has commit " + *commit + ")"};
+        return HubError{
+            HubErrorKind::Offline, 0, repo + ": offline; planning needs the Hub's file list (the cache has commit " + *commit + ")"};
     }
     auto info = client.repoInfo(repo, revision);
     if (!info)
@@ -190,9 +191,10 @@ HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, cons
                     end = f.path.size();
                 tooLong = end - start > HfCache::kMaxNameBytes;
             }
-            return HubError{HubErrorKind::Unsafe, 0, shownName(repo) + ": the Hub lists a file named '" + shownName(f.path) + "', "
+            return HubError{HubErrorKind::Unsafe, 0,
+                shownName(repo) + ": the Hub lists a file named '" + shownName(f.path) + "', "
                     + (tooLong ? "a name longer than a filesystem takes (255 bytes a part, " + std::to_string(HfCache::kMaxRepoPathBytes)
-                                     + " in all); refusing the plan"
+                                + " in all); refusing the plan"
                                : std::string("which would leave the cache; refusing the plan"))};
         }
 
@@ -212,7 +214,8 @@ HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, cons
     if (plan.files.empty())
         return HubError{HubErrorKind::EntryNotFound, 0, repo + ": no file of the repository matches the variant's rules"};
     if (plan.totalBytes() > kMaxPlanBytes)
-        return HubError{HubErrorKind::Protocol, 0, repo + ": the planned files add up to " + humanSize(plan.totalBytes())
+        return HubError{HubErrorKind::Protocol, 0,
+            repo + ": the planned files add up to " + humanSize(plan.totalBytes())
                 + ", more than any model; the Hub's listing is broken or hostile"};
     // A gated repo lists its files to anyone; only the download is refused. Probe one file
     // so a missing token or licence shows now, not after the user pressed Start.
@@ -247,11 +250,11 @@ Preflight preflight(const FilePlan& plan, const HfCache& cache, std::uint64_t he
     QStorageInfo storage(dir);
     p.freeBytes = storage.isValid() ? static_cast<std::uint64_t>(storage.bytesAvailable()) : 0;
     p.fits = p.neededBytes <= p.freeBytes;
-    p.message = p.fits ? humanSize(remaining) + " to download, " + humanSize(p.freeBytes) + " free on " + p.volume
-                       : "needs " + humanSize(p.neededBytes) + " (" + humanSize(remaining) + " plus " + humanSize(headroomBytes)
-            + " headroom) but only " + humanSize(p.freeBytes) + " is free on " + p.volume
-            + "; free some space or choose another cache folder in Settings";
+    p.message = p.fits
+        ? humanSize(remaining) + " to download, " + humanSize(p.freeBytes) + " free on " + p.volume
+        : "needs " + humanSize(p.neededBytes) + " (" + humanSize(remaining) + " plus " + humanSize(headroomBytes) + " headroom) but only "
+            + humanSize(p.freeBytes) + " is free on " + p.volume + "; free some space or choose another cache folder in Settings";
     return p;
 }
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

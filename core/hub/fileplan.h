@@ -15,15 +15,15 @@ struct PlanRule {
     Mode mode = Mode::Files;
     std::vector<std::string> include{"*"};  // fnmatch globs on the repo path ('*' crosses '/')
     std::vector<std::string> exclude;
-    std::vector<std::string> components;     // diffusers: empty = every component model_index.json names
-    std::string weightVariant;               // diffusers file infix ("fp16"), empty = none
+    std::vector<std::string> components;  // diffusers: empty = every component model_index.json names
+    std::string weightVariant;  // diffusers file infix ("fp16"), empty = none
 };
 
 struct PlannedFile {
     RepoFile file;
-    bool present = false;        // usable from the snapshot already
-    bool blobPresent = false;    // bytes in the cache (maybe under another commit): only a link is missing
-    std::uint64_t partialBytes = 0; // a resumable partial download
+    bool present = false;  // usable from the snapshot already
+    bool blobPresent = false;  // bytes in the cache (maybe under another commit): only a link is missing
+    std::uint64_t partialBytes = 0;  // a resumable partial download
 };
 
 struct FilePlan {
@@ -41,11 +41,11 @@ struct FilePlan {
 };
 
 struct Preflight {
-    std::uint64_t neededBytes = 0;   // remaining plan + headroom (saturating: an absurd need never "fits")
+    std::uint64_t neededBytes = 0;  // remaining plan + headroom (saturating: an absurd need never "fits")
     std::uint64_t freeBytes = 0;
-    std::string volume;              // the folder whose volume was measured
+    std::string volume;  // the folder whose volume was measured
     bool fits = false;
-    std::string message;             // "needs 93.1 GB, 12.4 GB free on /home; free space or ..."
+    std::string message;  // "needs 93.1 GB, 12.4 GB free on /home; free space or ..."
 };
 
 // A plan of more than 1 PiB is a hostile or broken listing, not a model.
@@ -55,16 +55,16 @@ inline constexpr std::uint64_t kMaxPlanBytes = 1ull << 50;
 // model_index.json and each component's shard index, so duplicate shard sets, other
 // precisions and root single-file checkpoints are left out. Presence is checked with
 // HfCache::Verify::Hash (blobs another tool wrote are hashed once); cancel stops that.
-HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, const std::string& repo,
-                             const std::string& revision, const PlanRule& rule, const std::atomic<bool>* cancel = nullptr);
+HubResult<FilePlan> makePlan(const HubClient& client, const HfCache& cache, const std::string& repo, const std::string& revision,
+    const PlanRule& rule, const std::atomic<bool>* cancel = nullptr);
 // Recomputes presence (after a download, or when another tool filled the cache). Cheap by
 // default: it may run on the GUI thread.
-void refreshPresence(FilePlan& plan, const HfCache& cache, HfCache::Verify verify = HfCache::Verify::Cheap,
-                     const std::atomic<bool>* cancel = nullptr);
+void refreshPresence(
+    FilePlan& plan, const HfCache& cache, HfCache::Verify verify = HfCache::Verify::Cheap, const std::atomic<bool>* cancel = nullptr);
 // The cache's volume must hold the plan's remaining bytes plus headroom.
 Preflight preflight(const FilePlan& plan, const HfCache& cache, std::uint64_t headroomBytes = 2ull << 30);
 
 bool globMatch(const std::string& pattern, const std::string& path);
 std::string humanSize(std::uint64_t bytes);
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

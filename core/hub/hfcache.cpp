@@ -25,9 +25,7 @@ constexpr const char* kVerifiedFolder = ".vireo-verified";
 
 bool isHex(const std::string& s, std::size_t length)
 {
-    return s.size() == length && std::all_of(s.begin(), s.end(), [](char c) {
-        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-    });
+    return s.size() == length && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 bool isEtag(const std::string& s)
@@ -101,11 +99,11 @@ std::optional<std::string> readSmall(int dir, const std::string& name)
 
 std::string recordText(const safefs::Entry& e)
 {
-    return "v1 " + std::to_string(e.size) + " " + std::to_string(e.mtimeNs) + " " + std::to_string(e.inode) + " "
-        + std::to_string(e.device) + "\n";
+    return "v1 " + std::to_string(e.size) + " " + std::to_string(e.mtimeNs) + " " + std::to_string(e.inode) + " " + std::to_string(e.device)
+        + "\n";
 }
 
-} // namespace
+}  // namespace
 
 HfCache::HfCache(std::filesystem::path root) : m_root(std::move(root)) {}
 
@@ -153,8 +151,7 @@ HubResult<std::filesystem::path> HfCache::blobPath(const std::string& repo, cons
     return *dir / "blobs" / etag;
 }
 
-HubResult<std::filesystem::path> HfCache::snapshotPath(const std::string& repo, const std::string& commit,
-                                                       const std::string& path) const
+HubResult<std::filesystem::path> HfCache::snapshotPath(const std::string& repo, const std::string& commit, const std::string& path) const
 {
     if (!isHex(commit, 40))
         return unsafe("commit '" + shownName(commit) + "'");
@@ -174,8 +171,8 @@ HubResult<std::filesystem::path> HfCache::partialPath(const std::string& repo, c
     return blob->parent_path().parent_path() / kPartialFolder / (etag + ".part");
 }
 
-bool HfCache::blobVerified(const std::string& repo, const std::string& folder, const RepoFile& file, Verify verify,
-                           const std::atomic<bool>* cancel) const
+bool HfCache::blobVerified(
+    const std::string& repo, const std::string& folder, const RepoFile& file, Verify verify, const std::atomic<bool>* cancel) const
 {
     const auto root = m_root.string();
     const auto& etag = file.etag();
@@ -223,8 +220,8 @@ bool HfCache::blobVerified(const std::string& repo, const std::string& folder, c
     return false;
 }
 
-bool HfCache::hasFile(const std::string& repo, const std::string& commit, const RepoFile& file, Verify verify,
-                      const std::atomic<bool>* cancel) const
+bool HfCache::hasFile(
+    const std::string& repo, const std::string& commit, const RepoFile& file, Verify verify, const std::atomic<bool>* cancel) const
 {
     const auto folder = repoFolderName(repo);
     if (!folder || !isHex(commit, 40) || !isSafeRepoPath(file.path) || !isEtag(file.etag()))
@@ -283,7 +280,7 @@ bool HfCache::isHfRefName(const std::string& revision)
 HubResult<void> HfCache::writeRef(const std::string& repo, const std::string& revision, const std::string& commit) const
 {
     if (isHex(revision, 40))
-        return {}; // a commit needs no ref
+        return {};  // a commit needs no ref
     if (!isHfRefName(revision) || !isHex(commit, 40))
         return unsafe("ref '" + shownName(revision) + "'");
     const auto folder = repoFolderName(repo);
@@ -417,4 +414,4 @@ HubResult<void> HfCache::commitPartial(const std::string& repo, const std::strin
     return linkSnapshot(repo, commit, file);
 }
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

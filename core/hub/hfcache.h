@@ -54,10 +54,10 @@ public:
     // The file is usable from this snapshot: its entry is a link to the repo's own blob, which
     // is a regular file of the expected size (and verified, per `verify`).
     bool hasFile(const std::string& repo, const std::string& commit, const RepoFile& file, Verify verify = Verify::Cheap,
-                 const std::atomic<bool>* cancel = nullptr) const;
+        const std::atomic<bool>* cancel = nullptr) const;
     // The blob is already in the cache (perhaps for another commit or path).
-    bool hasBlob(const std::string& repo, const RepoFile& file, Verify verify = Verify::Cheap,
-                 const std::atomic<bool>* cancel = nullptr) const;
+    bool hasBlob(
+        const std::string& repo, const RepoFile& file, Verify verify = Verify::Cheap, const std::atomic<bool>* cancel = nullptr) const;
 
     std::optional<std::string> readRef(const std::string& repo, const std::string& revision) const;
     HubResult<void> writeRef(const std::string& repo, const std::string& revision, const std::string& commit) const;
@@ -81,10 +81,10 @@ public:
     HubResult<void> linkSnapshot(const std::string& repo, const std::string& commit, const RepoFile& file) const;
 
 private:
-    bool blobVerified(const std::string& repo, const std::string& folder, const RepoFile& file, Verify verify,
-                      const std::atomic<bool>* cancel) const;
+    bool blobVerified(
+        const std::string& repo, const std::string& folder, const RepoFile& file, Verify verify, const std::atomic<bool>* cancel) const;
 
     std::filesystem::path m_root;
 };
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

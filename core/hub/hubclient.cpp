@@ -99,7 +99,7 @@ size_t onHeader(char* data, size_t size, size_t count, void* user)
     }
     const std::string line(data, size * count);
     if (line.rfind("HTTP/", 0) == 0) {
-        t->response->headers.clear(); // a new response (after a 100 Continue, say)
+        t->response->headers.clear();  // a new response (after a 100 Continue, say)
     } else if (const auto colon = line.find(':'); colon != std::string::npos) {
         t->response->headers[lower(line.substr(0, colon))] = trim(line.substr(colon + 1));
     }
@@ -123,8 +123,8 @@ std::string rangeProblem(const HubClient::Response& r, long status, const HubCli
         return "the server answered " + asked + " without a usable Content-Range"
             + (it == r.headers.end() ? std::string() : " ('" + terminalSafe(it->second.substr(0, 80)) + "')");
     if (got->first != want.first || got->last != want.last || got->total != want.total)
-        return "the server sent bytes " + std::to_string(got->first) + "-" + std::to_string(got->last) + " of "
-            + std::to_string(got->total) + " for " + asked + " of " + std::to_string(want.total);
+        return "the server sent bytes " + std::to_string(got->first) + "-" + std::to_string(got->last) + " of " + std::to_string(got->total)
+            + " for " + asked + " of " + std::to_string(want.total);
     return {};
 }
 
@@ -198,7 +198,7 @@ std::chrono::milliseconds backoff(const HubClientOptions& o, int attempt, const 
     return std::min<std::chrono::milliseconds>(delay, std::chrono::seconds(30));
 }
 
-} // namespace
+}  // namespace
 
 const char* hubErrorKindName(HubErrorKind kind)
 {
@@ -302,7 +302,7 @@ std::string percentEncode(const std::string& text, bool keepSlash)
     return out;
 }
 
-} // namespace
+}  // namespace
 
 std::string encodeRevision(const std::string& revision)
 {
@@ -341,9 +341,9 @@ HubClient::HubClient(HubClientOptions options) : m_options(std::move(options)), 
         m_options.endpoint.pop_back();
     // A token goes into a header line: a CR or LF in it would end the header and let whatever
     // follows become another one. Tokens are printable ASCII without spaces.
-    if (m_options.token
-        && (m_options.token->empty()
-            || std::any_of(m_options.token->begin(), m_options.token->end(), [](unsigned char c) { return c <= 0x20 || c >= 0x7F; })))
+    if (m_options.token && (m_options.token->empty() || std::any_of(m_options.token->begin(), m_options.token->end(), [](unsigned char c) {
+            return c <= 0x20 || c >= 0x7F;
+        })))
         m_tokenProblem = "the access token contains a line break, a space or another character a Hugging Face token never has; "
                          "paste it again in Settings (or fix HF_TOKEN / the token file)";
 }
@@ -359,8 +359,7 @@ bool HubClient::sendsTokenTo(const std::string& url) const
 }
 
 HubClient::Response HubClient::request(Method method, const std::string& url, const std::vector<std::string>& extraHeaders,
-                                       const Sink* sink, const std::atomic<bool>* cancel, std::uint64_t maxBody,
-                                       const RangeRequest* range) const
+    const Sink* sink, const std::atomic<bool>* cancel, std::uint64_t maxBody, const RangeRequest* range) const
 {
     Response response;
     if (!isHttpUrl(url)) {
@@ -386,8 +385,7 @@ HubClient::Response HubClient::request(Method method, const std::string& url, co
             book->endpointPrivate = book->endpointPrivate || kind != AddressKind::Public;
             return true;
         }
-        if (kind == AddressKind::Public || book->endpointIps.count(ip)
-            || (kind == AddressKind::Private && book->endpointPrivate))
+        if (kind == AddressKind::Public || book->endpointIps.count(ip) || (kind == AddressKind::Private && book->endpointPrivate))
             return true;
         response.refused = "the Hub sent the transfer to " + ip + ", " + addressKindName(kind)
             + "; a Hub must not point downloads at this machine or its local network, so it is refused";
@@ -406,14 +404,14 @@ HubClient::Response HubClient::request(Method method, const std::string& url, co
     curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(curl, CURLOPT_USERAGENT, m_options.userAgent.c_str());
-    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L); // redirects are followed by hand, without the token
+    curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);  // redirects are followed by hand, without the token
     // Defence in depth: even a URL that slipped past isHttpUrl speaks nothing else.
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(curl, CURLOPT_PREREQFUNCTION, onConnected);
     curl_easy_setopt(curl, CURLOPT_PREREQDATA, &transfer);
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024); // fewer, larger writes into the sink
+    curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);  // fewer, larger writes into the sink
     curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, static_cast<long>(m_options.connectTimeout.count()));
     // The stall watchdog: under minBytesPerSecond for stallTimeout aborts the transfer, which
     // the caller retries at the current offset.
@@ -446,13 +444,12 @@ HubClient::Response HubClient::request(Method method, const std::string& url, co
             : transfer.sinkFailed                      ? "local write failed"
             : transfer.tooLarge                        ? "answer larger than expected"
             : cancel && cancel->load()                 ? "cancelled"
-            : transfer.headerTooLong > 0               ? "the server sent a header line of " + std::to_string(transfer.headerTooLong)
-                                                           + " bytes (over " + std::to_string(kMaxHeaderLine / 1024)
-                                                           + " KB; a broken or hostile server)"
-            : giantHeader                              ? std::string("the server sent a status or header line over 100 KB, which libcurl "
-                                                                         "refuses (a broken or hostile server)")
-            : errorBuffer[0]                           ? errorBuffer
-                                                       : curl_easy_strerror(code);
+            : transfer.headerTooLong > 0 ? "the server sent a header line of " + std::to_string(transfer.headerTooLong) + " bytes (over "
+                + std::to_string(kMaxHeaderLine / 1024) + " KB; a broken or hostile server)"
+            : giantHeader    ? std::string("the server sent a status or header line over 100 KB, which libcurl "
+                                              "refuses (a broken or hostile server)")
+            : errorBuffer[0] ? errorBuffer
+                             : curl_easy_strerror(code);
     }
     curl_slist_free_all(headers);
     curl_easy_cleanup(curl);
@@ -467,18 +464,20 @@ HubError HubClient::errorFor(const Response& r, const std::string& what) const
     if (r.curlCode == CURLE_OUT_OF_MEMORY)
         return {HubErrorKind::Protocol, static_cast<int>(r.status), what + ": " + r.curlError};
     if (r.status == 0)
-        return {HubErrorKind::Network, 0, what + ": cannot reach " + m_options.endpoint + " (" + r.curlError
+        return {HubErrorKind::Network, 0,
+            what + ": cannot reach " + m_options.endpoint + " (" + r.curlError
                 + (m_options.endpoint == HubClientOptions{}.endpoint
-                          ? "); check the connection or the proxy settings"
-                          // A mirror or a typo is the likelier cause than the network.
-                          : "); check the Hub endpoint in Settings (or HF_ENDPOINT), the connection and the proxy")};
+                        ? "); check the connection or the proxy settings"
+                        // A mirror or a typo is the likelier cause than the network.
+                        : "); check the Hub endpoint in Settings (or HF_ENDPOINT), the connection and the proxy")};
     if (code == "GatedRepo")
         return m_options.token
             ? HubError{HubErrorKind::GatedNoAccess, static_cast<int>(r.status),
-                  what + ": this model is gated and your token has no access yet; accept its licence at "
-                      + m_options.endpoint + "/" + what.substr(0, what.find(':')) + " and try again"}
+                what + ": this model is gated and your token has no access yet; accept its licence at " + m_options.endpoint + "/"
+                    + what.substr(0, what.find(':')) + " and try again"}
             : HubError{HubErrorKind::GatedNoToken, static_cast<int>(r.status),
-                  what + ": this model is gated; add a Hugging Face access token in Settings (after accepting the licence on the model page)"};
+                what
+                    + ": this model is gated; add a Hugging Face access token in Settings (after accepting the licence on the model page)"};
     if (code == "RepoNotFound" || (r.status == 401 && code.empty() && !m_options.token))
         return {HubErrorKind::RepoNotFound, static_cast<int>(r.status),
             what + ": repository not found; check the name, or add a token if it is private"};
@@ -491,8 +490,8 @@ HubError HubClient::errorFor(const Response& r, const std::string& what) const
     return {HubErrorKind::Http, static_cast<int>(r.status), what + ": the Hub answered HTTP " + std::to_string(r.status)};
 }
 
-HubResult<HubClient::Response> HubClient::requestWithRetry(Method method, const std::string& url, const std::string& what,
-                                                          const std::atomic<bool>* cancel) const
+HubResult<HubClient::Response> HubClient::requestWithRetry(
+    Method method, const std::string& url, const std::string& what, const std::atomic<bool>* cancel) const
 {
     if (m_options.offline)
         return HubError{HubErrorKind::Offline, 0, what + ": offline mode is on, nothing is fetched"};
@@ -552,8 +551,9 @@ HubResult<std::vector<RepoFile>> HubClient::listFiles(const std::string& repo, c
     while (!url.empty()) {
         // A Link that points back at a page already read would loop forever.
         if (!pages.insert(url).second)
-            return HubError{HubErrorKind::Protocol, 0, repo + ": the file listing links back to a page it already gave (page "
-                    + std::to_string(pages.size() + 1) + "); the Hub's answer is broken, try again later"};
+            return HubError{HubErrorKind::Protocol, 0,
+                repo + ": the file listing links back to a page it already gave (page " + std::to_string(pages.size() + 1)
+                    + "); the Hub's answer is broken, try again later"};
         if (pages.size() > 10000)
             return HubError{HubErrorKind::Protocol, 0, repo + ": the file listing does not end after 10000 pages"};
         auto r = requestWithRetry(Method::Get, url, repo);
@@ -576,14 +576,15 @@ HubResult<std::vector<RepoFile>> HubClient::listFiles(const std::string& repo, c
         // The next page is the Hub's own: a Link elsewhere would send the token's requests
         // (and this client) wherever the answer says.
         if (!url.empty() && origin(url) != origin(m_options.endpoint))
-            return HubError{HubErrorKind::Unsafe, 0, repo + ": the file listing's next page is on '" + terminalSafe(origin(url))
-                    + "', not on the Hub (" + m_options.endpoint + "); refusing it"};
+            return HubError{HubErrorKind::Unsafe, 0,
+                repo + ": the file listing's next page is on '" + terminalSafe(origin(url)) + "', not on the Hub (" + m_options.endpoint
+                    + "); refusing it"};
     }
     return files;
 }
 
-HubResult<FileMetadata> HubClient::fileMetadata(const std::string& repo, const std::string& commit, const std::string& path,
-                                                const std::atomic<bool>* cancel) const
+HubResult<FileMetadata> HubClient::fileMetadata(
+    const std::string& repo, const std::string& commit, const std::string& path, const std::atomic<bool>* cancel) const
 {
     std::string url = resolveUrl(repo, commit, path);
     const std::string what = repo + ": " + shownName(path);
@@ -594,20 +595,21 @@ HubResult<FileMetadata> HubClient::fileMetadata(const std::string& repo, const s
         const auto& h = r->headers;
         const auto location = h.count("location") ? h.at("location") : std::string();
         // A relative redirect (a renamed repo) stays on the Hub: follow it here.
-        if (r->status >= 300 && r->status < 400 && !location.empty() && location[0] == '/'
-            && !h.count("x-linked-etag")) {
+        if (r->status >= 300 && r->status < 400 && !location.empty() && location[0] == '/' && !h.count("x-linked-etag")) {
             url = m_options.endpoint + location;
             continue;
         }
         FileMetadata m;
         m.commit = h.count("x-repo-commit") ? h.at("x-repo-commit") : std::string();
         m.etag = normalizeEtag(h.count("x-linked-etag") ? h.at("x-linked-etag") : h.count("etag") ? h.at("etag") : std::string());
-        std::string size = h.count("x-linked-size") ? h.at("x-linked-size")
+        std::string size = h.count("x-linked-size")          ? h.at("x-linked-size")
             : (r->status < 300 && h.count("content-length")) ? h.at("content-length")
-                                                              : std::string();
+                                                             : std::string();
         if (m.commit.empty() || m.etag.empty() || size.empty())
             return HubError{HubErrorKind::Protocol, static_cast<int>(r->status),
-                what + ": the server's answer lacks X-Repo-Commit, ETag or size; is HF_ENDPOINT a Hugging Face Hub (or is a proxy rewriting it)?"};
+                what
+                    + ": the server's answer lacks X-Repo-Commit, ETag or size; is HF_ENDPOINT a Hugging Face Hub (or is a proxy rewriting "
+                      "it)?"};
         const auto bytes = parseByteCount(size);
         if (!bytes)
             return HubError{HubErrorKind::Protocol, static_cast<int>(r->status),
@@ -624,15 +626,15 @@ HubResult<FileMetadata> HubClient::fileMetadata(const std::string& repo, const s
     return HubError{HubErrorKind::Protocol, 0, what + ": too many redirects"};
 }
 
-HubResult<std::string> HubClient::fetchText(const std::string& repo, const std::string& commit, const std::string& path,
-                                            std::uint64_t maxBytes) const
+HubResult<std::string> HubClient::fetchText(
+    const std::string& repo, const std::string& commit, const std::string& path, std::uint64_t maxBytes) const
 {
     auto meta = fileMetadata(repo, commit, path);
     if (!meta)
         return meta.error();
     if (meta->size > maxBytes)
-        return HubError{HubErrorKind::Protocol, 0, repo + ": " + path + " is " + std::to_string(meta->size)
-                + " bytes, more than a metadata file should be"};
+        return HubError{HubErrorKind::Protocol, 0,
+            repo + ": " + path + " is " + std::to_string(meta->size) + " bytes, more than a metadata file should be"};
     std::string text;
     auto r = download(repo, commit, path, 0, meta->size, [&](const char* d, std::size_t n) {
         text.append(d, n);
@@ -643,9 +645,8 @@ HubResult<std::string> HubClient::fetchText(const std::string& repo, const std::
     return text;
 }
 
-HubResult<void> HubClient::download(const std::string& repo, const std::string& commit, const std::string& path,
-                                    std::uint64_t offset, std::uint64_t size, const Sink& sink,
-                                    const std::atomic<bool>* cancel, const RetryNotice& onRetry) const
+HubResult<void> HubClient::download(const std::string& repo, const std::string& commit, const std::string& path, std::uint64_t offset,
+    std::uint64_t size, const Sink& sink, const std::atomic<bool>* cancel, const RetryNotice& onRetry) const
 {
     const std::string what = repo + ": " + shownName(path);
     if (m_options.offline)
@@ -656,8 +657,9 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
     if (!meta)
         return meta.error();
     if (meta->size != size)
-        return HubError{HubErrorKind::Integrity, 0, what + ": the Hub now reports " + std::to_string(meta->size)
-                + " bytes, the plan expected " + std::to_string(size) + "; plan the download again"};
+        return HubError{HubErrorKind::Integrity, 0,
+            what + ": the Hub now reports " + std::to_string(meta->size) + " bytes, the plan expected " + std::to_string(size)
+                + "; plan the download again"};
     std::string location = meta->location;
     int attempt = 0;
     std::string lastProblem;
@@ -668,7 +670,7 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
     while (offset < size) {
         if (cancel && cancel->load())
             return HubError{HubErrorKind::Cancelled, 0, what + ": cancelled"};
-        const std::uint64_t end = std::min(size, offset + m_options.chunkBytes); // exclusive
+        const std::uint64_t end = std::min(size, offset + m_options.chunkBytes);  // exclusive
         std::uint64_t received = 0;
         bool overflow = false;
         const Sink counting = [&](const char* d, std::size_t n) {
@@ -682,39 +684,40 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
             return true;
         };
         const RangeRequest range{offset, end - 1, size};
-        Response r = request(Method::Get, location,
-            {"Range: bytes=" + std::to_string(offset) + "-" + std::to_string(end - 1)}, &counting, cancel, 1 << 20, &range);
+        Response r = request(Method::Get, location, {"Range: bytes=" + std::to_string(offset) + "-" + std::to_string(end - 1)}, &counting,
+            cancel, 1 << 20, &range);
         offset += received;
         if (cancel && cancel->load())
             return HubError{HubErrorKind::Cancelled, 0, what + ": cancelled"};
         if (r.rangeRefused)
-            return HubError{HubErrorKind::Integrity, static_cast<int>(r.status), what + ": " + r.refused
-                    + "; nothing of that answer was written"};
+            return HubError{
+                HubErrorKind::Integrity, static_cast<int>(r.status), what + ": " + r.refused + "; nothing of that answer was written"};
         if (!r.refused.empty())
             return HubError{HubErrorKind::Unsafe, static_cast<int>(r.status), what + ": " + r.refused};
         if (overflow)
-            return HubError{HubErrorKind::Protocol, static_cast<int>(r.status), what + ": the server sent more bytes than the range asked for"};
+            return HubError{
+                HubErrorKind::Protocol, static_cast<int>(r.status), what + ": the server sent more bytes than the range asked for"};
         if (r.curlCode == CURLE_WRITE_ERROR && r.curlError == "local write failed")
             return HubError{HubErrorKind::Io, 0, what + ": writing the downloaded bytes failed"};
         const bool complete = r.curlCode == CURLE_OK && (r.status == 206 || r.status == 200) && offset == end;
         if (complete) {
-            attempt = 0; // a whole chunk is progress
+            attempt = 0;  // a whole chunk is progress
             continue;
         }
         if (r.status == 416)
             // The bytes kept are past what the server has: the file changed, or the partial
             // is not this file. Retrying the same range cannot help.
-            return HubError{HubErrorKind::Integrity, 416, what + ": the server says bytes " + std::to_string(offset)
+            return HubError{HubErrorKind::Integrity, 416,
+                what + ": the server says bytes " + std::to_string(offset)
                     + "- lie beyond the end of the file (HTTP 416); the partial download does not match the file on the Hub"};
         if (r.status == 403 && origin(location) != origin(m_options.endpoint)) {
             lastProblem = "the signed download link expired";
         } else if (r.status >= 400 && !retryableStatus(r.status)) {
             return errorFor(r, what);
         } else if (r.curlCode != CURLE_OK) {
-            lastProblem = r.curlCode == CURLE_OPERATION_TIMEDOUT
-                ? "no data (or under " + std::to_string(m_options.minBytesPerSecond) + " bytes/s) for "
-                    + std::to_string(m_options.stallTimeout.count()) + " s"
-                : r.curlError;
+            lastProblem = r.curlCode == CURLE_OPERATION_TIMEDOUT ? "no data (or under " + std::to_string(m_options.minBytesPerSecond)
+                    + " bytes/s) for " + std::to_string(m_options.stallTimeout.count()) + " s"
+                                                                 : r.curlError;
         } else {
             lastProblem = "HTTP " + std::to_string(r.status);
         }
@@ -722,7 +725,8 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
             attempt = 0;
         if (++attempt >= m_options.maxAttempts)
             return HubError{HubErrorKind::Network, static_cast<int>(r.status),
-                what + ": gave up after " + std::to_string(attempt) + " attempts (" + lastProblem + "); the partial file is kept, retry to resume"};
+                what + ": gave up after " + std::to_string(attempt) + " attempts (" + lastProblem
+                    + "); the partial file is kept, retry to resume"};
         if (onRetry)
             onRetry(attempt, m_options.maxAttempts, lastProblem);
         // Wait in short slices: a cancel during a long Retry-After must still be prompt.
@@ -737,11 +741,12 @@ HubResult<void> HubClient::download(const std::string& repo, const std::string& 
         if (!fresh)
             return fresh.error();
         if (fresh->size != size)
-            return HubError{HubErrorKind::Integrity, 0, what + ": the Hub now reports " + std::to_string(fresh->size)
-                    + " bytes, the plan expected " + std::to_string(size) + "; plan the download again"};
+            return HubError{HubErrorKind::Integrity, 0,
+                what + ": the Hub now reports " + std::to_string(fresh->size) + " bytes, the plan expected " + std::to_string(size)
+                    + "; plan the download again"};
         location = fresh->location;
     }
     return {};
 }
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

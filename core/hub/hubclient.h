@@ -17,15 +17,15 @@ namespace vireo::hub {
 
 struct HubClientOptions {
     std::string endpoint = "https://huggingface.co";
-    std::optional<std::string> token; // never logged, never put in an error message
+    std::optional<std::string> token;  // never logged, never put in an error message
     bool offline = false;
-    int maxAttempts = 6;                              // per request, counting the first
-    std::chrono::milliseconds retryBase{500};         // doubled per attempt, capped at 30 s
-    std::chrono::seconds stallTimeout{30};            // under minBytesPerSecond this long: reconnect
-    std::uint64_t minBytesPerSecond = 4096;           // a 1 B/s trickle must not count as alive
+    int maxAttempts = 6;  // per request, counting the first
+    std::chrono::milliseconds retryBase{500};  // doubled per attempt, capped at 30 s
+    std::chrono::seconds stallTimeout{30};  // under minBytesPerSecond this long: reconnect
+    std::uint64_t minBytesPerSecond = 4096;  // a 1 B/s trickle must not count as alive
     std::chrono::seconds connectTimeout{20};
-    std::chrono::seconds apiTimeout{120};             // a whole API answer (listing page, HEAD)
-    std::uint64_t chunkBytes = 256ull << 20;          // one ranged GET covers at most this
+    std::chrono::seconds apiTimeout{120};  // a whole API answer (listing page, HEAD)
+    std::uint64_t chunkBytes = 256ull << 20;  // one ranged GET covers at most this
     std::string userAgent = "vireo-studio/0.1";
 
     // From HF_ENDPOINT, HF_TOKEN (or the token file), HF_HUB_OFFLINE.
@@ -52,11 +52,11 @@ public:
     HubResult<std::vector<RepoFile>> listFiles(const std::string& repo, const std::string& commit) const;
     // HEAD on /resolve without following the redirect: commit, etag, size and where the
     // bytes are. A cancel ends a Retry-After wait at once.
-    HubResult<FileMetadata> fileMetadata(const std::string& repo, const std::string& commit, const std::string& path,
-                                         const std::atomic<bool>* cancel = nullptr) const;
+    HubResult<FileMetadata> fileMetadata(
+        const std::string& repo, const std::string& commit, const std::string& path, const std::atomic<bool>* cancel = nullptr) const;
     // A small file's content (configs, indexes), at most maxBytes.
-    HubResult<std::string> fetchText(const std::string& repo, const std::string& commit, const std::string& path,
-                                     std::uint64_t maxBytes = 64ull << 20) const;
+    HubResult<std::string> fetchText(
+        const std::string& repo, const std::string& commit, const std::string& path, std::uint64_t maxBytes = 64ull << 20) const;
 
     // Streams bytes [offset, size) of a file to sink in ranged chunks. Retries 5xx, 429,
     // dropped connections and stalls at the current offset; refreshes an expired signed
@@ -65,19 +65,18 @@ public:
     // Integrity: the bytes kept do not belong to the file any more (the caller restarts it).
     using Sink = std::function<bool(const char* data, std::size_t bytes)>;
     using RetryNotice = std::function<void(int attempt, int maxAttempts, const std::string& why)>;
-    HubResult<void> download(const std::string& repo, const std::string& commit, const std::string& path,
-                             std::uint64_t offset, std::uint64_t size, const Sink& sink,
-                             const std::atomic<bool>* cancel = nullptr, const RetryNotice& onRetry = {}) const;
+    HubResult<void> download(const std::string& repo, const std::string& commit, const std::string& path, std::uint64_t offset,
+        std::uint64_t size, const Sink& sink, const std::atomic<bool>* cancel = nullptr, const RetryNotice& onRetry = {}) const;
 
     std::string resolveUrl(const std::string& repo, const std::string& revision, const std::string& path) const;
 
     struct Response {
         long status = 0;
-        std::map<std::string, std::string> headers; // lower-case names
+        std::map<std::string, std::string> headers;  // lower-case names
         std::string body;
         int curlCode = 0;
         std::string curlError;
-        std::string refused;   // why the transfer was refused before a byte was used (address, range)
+        std::string refused;  // why the transfer was refused before a byte was used (address, range)
         bool rangeRefused = false;
     };
 
@@ -87,11 +86,10 @@ public:
 
 private:
     enum class Method { Get, Head };
-    Response request(Method method, const std::string& url, const std::vector<std::string>& extraHeaders,
-                     const Sink* sink, const std::atomic<bool>* cancel, std::uint64_t maxBody,
-                     const RangeRequest* range = nullptr) const;
-    HubResult<Response> requestWithRetry(Method method, const std::string& url, const std::string& what,
-                                         const std::atomic<bool>* cancel = nullptr) const;
+    Response request(Method method, const std::string& url, const std::vector<std::string>& extraHeaders, const Sink* sink,
+        const std::atomic<bool>* cancel, std::uint64_t maxBody, const RangeRequest* range = nullptr) const;
+    HubResult<Response> requestWithRetry(
+        Method method, const std::string& url, const std::string& what, const std::atomic<bool>* cancel = nullptr) const;
     HubError errorFor(const Response& r, const std::string& what) const;
     bool sendsTokenTo(const std::string& url) const;
 
@@ -113,4 +111,4 @@ const char* addressKindName(AddressKind kind);
 std::string encodeRevision(const std::string& revision);
 std::string encodePath(const std::string& path);
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

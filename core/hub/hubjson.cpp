@@ -40,7 +40,7 @@ HubResult<json> parse(std::string_view text, const std::string& what, std::uint6
     return std::move(*parsed);
 }
 
-} // namespace
+}  // namespace
 
 std::optional<std::uint64_t> parseByteCount(std::string_view text)
 {
@@ -134,10 +134,10 @@ HubResult<void> parseTreePage(std::string_view body, const std::string& repo, st
             const auto sha = lfs->is_object() ? jsonutil::stringOr(*lfs, "oid") : std::string();
             if (!isLowerHex(sha, 64))
                 return protocol(what + " has an \"lfs\" record without a SHA-256 (64 hex digits)");
-            if (const auto lfsSize = lfs->find("size"); lfsSize != lfs->end()
-                && !(lfsSize->is_number_unsigned() && lfsSize->get<std::uint64_t>() == f.size))
-                return protocol(what + " gives two different sizes (" + std::to_string(f.size) + " and "
-                    + shown(jsonutil::shortDump(*lfsSize)) + ")");
+            if (const auto lfsSize = lfs->find("size");
+                lfsSize != lfs->end() && !(lfsSize->is_number_unsigned() && lfsSize->get<std::uint64_t>() == f.size))
+                return protocol(
+                    what + " gives two different sizes (" + std::to_string(f.size) + " and " + shown(jsonutil::shortDump(*lfsSize)) + ")");
             f.sha256 = sha;
         }
         if (!seen.insert(f.path).second)
@@ -184,4 +184,4 @@ HubResult<std::set<std::string>> parseShardIndex(std::string_view text, const st
     return shards;
 }
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

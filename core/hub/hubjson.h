@@ -38,8 +38,7 @@ HubResult<RepoInfo> parseRepoInfo(std::string_view body, const std::string& repo
 // One page of GET /api/models/{repo}/tree/{commit}?recursive=true: its files are appended to
 // `files`; directories are skipped. `seen` holds the paths of earlier pages (a path listed
 // twice is refused).
-HubResult<void> parseTreePage(std::string_view body, const std::string& repo, std::vector<RepoFile>& files,
-                              std::set<std::string>& seen);
+HubResult<void> parseTreePage(std::string_view body, const std::string& repo, std::vector<RepoFile>& files, std::set<std::string>& seen);
 
 // model_index.json: the components that name a [library, class] pair (keys starting with '_'
 // and null entries are not components), in file order.
@@ -48,4 +47,4 @@ HubResult<std::vector<std::string>> parseModelIndexComponents(std::string_view t
 // A *.safetensors.index.json: the shard file names its weight_map points at.
 HubResult<std::set<std::string>> parseShardIndex(std::string_view text, const std::string& repo, const std::string& path);
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

@@ -15,7 +15,7 @@ QString expandUser(QString path)
     return QDir::cleanPath(path);
 }
 
-} // namespace
+}  // namespace
 
 bool isTruthy(const QString& value)
 {
@@ -31,8 +31,8 @@ HubPaths HubPaths::fromEnvironment()
         paths.endpoint.chop(1);
 
     const QString xdg = env.value(QStringLiteral("XDG_CACHE_HOME"));
-    const QString defaultHome = (xdg.isEmpty() ? QDir::homePath() + QStringLiteral("/.cache") : expandUser(xdg))
-        + QStringLiteral("/huggingface");
+    const QString defaultHome =
+        (xdg.isEmpty() ? QDir::homePath() + QStringLiteral("/.cache") : expandUser(xdg)) + QStringLiteral("/huggingface");
     paths.home = env.contains(QStringLiteral("HF_HOME")) ? expandUser(env.value(QStringLiteral("HF_HOME"))) : defaultHome;
 
     if (env.contains(QStringLiteral("HF_HUB_CACHE"))) {
@@ -46,9 +46,9 @@ HubPaths HubPaths::fromEnvironment()
         paths.cacheDirSource = env.contains(QStringLiteral("HF_HOME")) ? QStringLiteral("HF_HOME") : QStringLiteral("default");
     }
     paths.tokenPath = env.contains(QStringLiteral("HF_TOKEN_PATH")) ? expandUser(env.value(QStringLiteral("HF_TOKEN_PATH")))
-                                                                   : paths.home + QStringLiteral("/token");
+                                                                    : paths.home + QStringLiteral("/token");
     paths.offline = isTruthy(env.value(QStringLiteral("HF_HUB_OFFLINE"))) || isTruthy(env.value(QStringLiteral("TRANSFORMERS_OFFLINE")));
     return paths;
 }
 
-} // namespace vireo::core
+}  // namespace vireo::core

@@ -73,7 +73,7 @@ public:
 
 private:
     static constexpr std::size_t kBlock = 8u << 20;
-    static constexpr std::size_t kQueued = 4;           // 32 MiB in flight at most
+    static constexpr std::size_t kQueued = 4;  // 32 MiB in flight at most
     static constexpr std::uint64_t kSyncEvery = 64u << 20;
     static constexpr auto kHandEvery = std::chrono::milliseconds(100);
 
@@ -128,8 +128,8 @@ private:
     std::uint64_t m_offset, m_synced;
     Digest& m_hash;
     Written m_onWritten;
-    std::vector<char> m_current;                 // filled by the network thread
-    Clock::time_point m_handed = Clock::now();   // network thread only
+    std::vector<char> m_current;  // filled by the network thread
+    Clock::time_point m_handed = Clock::now();  // network thread only
     std::mutex m_mutex;
     std::condition_variable m_ready, m_space;
     std::deque<std::vector<char>> m_queue;
@@ -139,7 +139,7 @@ private:
     std::thread m_thread;
 };
 
-} // namespace
+}  // namespace
 
 const char* fileStateName(FileState state)
 {
@@ -164,13 +164,8 @@ struct PlanDownload::Job {
     std::uint64_t speedBytes = 0;
 };
 
-PlanDownload::PlanDownload(const HubClient& client, const HfCache& cache, FilePlan plan, DownloadOptions options,
-                           ProgressFn progress)
-    : m_client(client)
-    , m_cache(cache)
-    , m_plan(std::move(plan))
-    , m_options(options)
-    , m_progress(std::move(progress))
+PlanDownload::PlanDownload(const HubClient& client, const HfCache& cache, FilePlan plan, DownloadOptions options, ProgressFn progress)
+    : m_client(client), m_cache(cache), m_plan(std::move(plan)), m_options(options), m_progress(std::move(progress))
 {
     for (const auto& f : m_plan.files) {
         auto job = std::make_unique<Job>();
@@ -311,8 +306,9 @@ HubResult<void> PlanDownload::runJob(Job& job)
             std::lock_guard lock(m_mutex);
             job.status.bytesDone = 0;
         }
-        setState(FileState::Retrying, got.error().message + "; fetching it again from the start (attempt " + std::to_string(round + 1)
-                + " of " + std::to_string(rounds) + ")");
+        setState(FileState::Retrying,
+            got.error().message + "; fetching it again from the start (attempt " + std::to_string(round + 1) + " of "
+                + std::to_string(rounds) + ")");
     }
     auto committed = m_cache.commitPartial(repo, m_plan.commit, file);
     if (!committed)
@@ -335,8 +331,8 @@ HubResult<void> PlanDownload::fetch(Job& job, bool& damaged)
     const auto partialPath = m_cache.partialPath(repo, file.etag())->string();
     {
         // The journal says which file a partial belongs to, for people and cleanup.
-        nlohmann::json journal{{"repo", repo}, {"commit", m_plan.commit}, {"path", file.path}, {"etag", file.etag()},
-            {"size", file.size}, {"url", m_client.resolveUrl(repo, m_plan.commit, file.path)}};
+        nlohmann::json journal{{"repo", repo}, {"commit", m_plan.commit}, {"path", file.path}, {"etag", file.etag()}, {"size", file.size},
+            {"url", m_client.resolveUrl(repo, m_plan.commit, file.path)}};
         (void)m_cache.writeJournal(repo, file.etag(), journal.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     }
     // A partial longer than the file is a different download: it starts over.
@@ -407,15 +403,16 @@ HubResult<void> PlanDownload::fetch(Job& job, bool& damaged)
     ::fsync(fd);
     const auto written = safefs::statFd(fd).size;
     if (got && !writesOk)
-        got = HubError{HubErrorKind::Io, 0, repo + ": " + file.path + ": writing the downloaded bytes failed ("
-                + std::strerror(writer.error()) + ")"};
+        got = HubError{
+            HubErrorKind::Io, 0, repo + ": " + file.path + ": writing the downloaded bytes failed (" + std::strerror(writer.error()) + ")"};
     if (!got) {
         auto error = got.error();
         if (diskFull || error.kind == HubErrorKind::Io) {
             QStorageInfo storage(QString::fromStdString(std::filesystem::path(partialPath).parent_path().string()));
             if (diskFull || storage.bytesAvailable() < (1 << 20))
-                error = {HubErrorKind::DiskFull, 0, repo + ": " + file.path + ": the disk is full (" + humanSize(written)
-                        + " of " + humanSize(file.size) + " kept); free space and resume"};
+                error = {HubErrorKind::DiskFull, 0,
+                    repo + ": " + file.path + ": the disk is full (" + humanSize(written) + " of " + humanSize(file.size)
+                        + " kept); free space and resume"};
         }
         // The server contradicted the bytes kept (416, another range): they do not belong to
         // this file any more.
@@ -431,7 +428,8 @@ HubResult<void> PlanDownload::fetch(Job& job, bool& damaged)
     const auto digest = hash.hex();
     if (written != file.size || digest != file.etag()) {
         damaged = true;
-        return HubError{HubErrorKind::Integrity, 0, repo + ": " + file.path + ": "
+        return HubError{HubErrorKind::Integrity, 0,
+            repo + ": " + file.path + ": "
                 + (written != file.size ? "size " + std::to_string(written) + " instead of " + std::to_string(file.size)
                                         : std::string(file.lfs() ? "SHA-256" : "git hash") + " mismatch")
                 + "; the download was damaged"};
@@ -521,4 +519,4 @@ HubResult<void> PlanDownload::run()
     return error;
 }
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

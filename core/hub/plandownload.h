@@ -21,10 +21,10 @@ struct FileStatus {
     std::uint64_t bytesDone = 0;  // durably written (or already cached), never above size
     std::uint64_t size = 0;
     double bytesPerSecond = 0;
-    double etaSeconds = -1;       // -1: unknown
-    int attempt = 0;              // retries in a row (Retrying)
+    double etaSeconds = -1;  // -1: unknown
+    int attempt = 0;  // retries in a row (Retrying)
     int maxAttempts = 0;
-    std::string message;          // the failure reason, or the retry cause
+    std::string message;  // the failure reason, or the retry cause
 };
 
 struct PlanStatus {
@@ -40,7 +40,7 @@ struct PlanStatus {
 struct DownloadOptions {
     int parallelFiles = 4;
     std::uint64_t headroomBytes = 2ull << 30;
-    std::chrono::milliseconds progressInterval{100}; // per file; state changes always report
+    std::chrono::milliseconds progressInterval{100};  // per file; state changes always report
     // A file that fails verification (hash or size after a resume, a 416, a wrong range) is
     // fetched again from byte 0 this many times before it fails for the user to Repair.
     int autoRefetches = 2;
@@ -54,8 +54,7 @@ class PlanDownload {
 public:
     using ProgressFn = std::function<void(const FileStatus& file, const PlanStatus& plan)>;
 
-    PlanDownload(const HubClient& client, const HfCache& cache, FilePlan plan, DownloadOptions options = {},
-                 ProgressFn progress = {});
+    PlanDownload(const HubClient& client, const HfCache& cache, FilePlan plan, DownloadOptions options = {}, ProgressFn progress = {});
     ~PlanDownload();
 
     // Checks disk space over the whole remaining plan first; then downloads. Returns an
@@ -86,4 +85,4 @@ private:
     std::uint64_t m_reportedTotal = 0;
 };
 
-} // namespace vireo::hub
+}  // namespace vireo::hub

@@ -73,8 +73,9 @@ Fd openDir(const std::string& root, std::string_view relative, bool create, std:
             const int err = errno;
             const auto entry = statAt(dir.get(), part);
             if (entry.link)
-                return fail(root + "/" + walked + " is a symbolic link; the cache never follows a link it did not create "
-                    "(remove it, or move the whole cache folder in Settings instead)");
+                return fail(root + "/" + walked
+                    + " is a symbolic link; the cache never follows a link it did not create "
+                      "(remove it, or move the whole cache folder in Settings instead)");
             if (entry.exists && !entry.dir)
                 return fail(root + "/" + walked + " is not a folder; remove it");
             return fail(root + "/" + walked + ": " + std::strerror(err));
@@ -141,7 +142,7 @@ std::string temporaryName(const std::string& name)
     return "." + name + ".vireo-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rng() % 1000000007);
 }
 
-} // namespace
+}  // namespace
 
 bool writeFileAt(int dir, const std::string& name, std::string_view data, std::string* error)
 {
@@ -211,4 +212,4 @@ bool writeAll(int fd, const void* data, std::size_t bytes, std::uint64_t offset)
     return true;
 }
 
-} // namespace vireo::hub::safefs
+}  // namespace vireo::hub::safefs

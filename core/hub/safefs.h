@@ -53,7 +53,7 @@ Fd openDir(const std::string& root, std::string_view relative, bool create, std:
 struct Entry {
     bool exists = false;
     bool link = false;
-    bool file = false;   // a regular file (not a link to one)
+    bool file = false;  // a regular file (not a link to one)
     bool dir = false;
     std::uint64_t size = 0;
     std::int64_t mtimeNs = 0;
@@ -78,4 +78,4 @@ bool replaceLinkAt(int dir, const std::string& name, const std::string& target, 
 bool readAll(int fd, void* data, std::size_t bytes, std::uint64_t offset);
 bool writeAll(int fd, const void* data, std::size_t bytes, std::uint64_t offset);
 
-} // namespace vireo::hub::safefs
+}  // namespace vireo::hub::safefs

@@ -1,6 +1,5 @@
 #include "core/models/localmodelinspector.h"
 
-
 #include <spdlog/spdlog.h>
 
 namespace vireo::core {
@@ -50,4 +49,4 @@ void LocalModelInspector::inspect(const QString& path)
     });
 }
 
-} // namespace vireo::core
+}  // namespace vireo::core

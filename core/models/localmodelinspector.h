@@ -30,11 +30,11 @@ signals:
     void failed(const QString& path, const QString& message);
 
 private:
-    QThreadPool m_pool; // owned, so the destructor can wait for a running inspection
+    QThreadPool m_pool;  // owned, so the destructor can wait for a running inspection
     quint64 m_generation = 0;
     int m_pending = 0;
 };
 
-} // namespace vireo::core
+}  // namespace vireo::core
 
 Q_DECLARE_METATYPE(vireo::core::ModelReport)

@@ -40,7 +40,7 @@ bool isLowerHex64(const std::string& name)
     return name.size() == 64 && name.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
-} // namespace
+}  // namespace
 
 std::string fileSha256(const std::filesystem::path& path)
 {
@@ -144,7 +144,8 @@ Result<std::filesystem::path> freshOutputPath(const std::filesystem::path& folde
     const QString stamp = QDateTime::currentDateTime().toString(QStringLiteral("yyyy-MM-dd_HH-mm-ss"));
     const QString base = stamp + (slug.isEmpty() ? QString() : QLatin1Char('_') + slug);
     for (int n = 1; n < 10000; ++n) {
-        const QString name = base + (n > 1 ? QStringLiteral(" (%1)").arg(n) : QString()) + QLatin1Char('.') + QString::fromStdString(extension);
+        const QString name =
+            base + (n > 1 ? QStringLiteral(" (%1)").arg(n) : QString()) + QLatin1Char('.') + QString::fromStdString(extension);
         const QString full = QDir(dir).filePath(name);
         if (!QFileInfo::exists(full) && !QFileInfo(full).isSymLink())
             return std::filesystem::path(full.toStdString());
@@ -153,7 +154,7 @@ Result<std::filesystem::path> freshOutputPath(const std::filesystem::path& folde
 }
 
 Result<void> writeVideo(const std::filesystem::path& path, const facade::VideoResult& video, const Recipe& recipe,
-                        const std::function<void(std::int64_t, std::int64_t)>& progress, std::stop_token stop)
+    const std::function<void(std::int64_t, std::int64_t)>& progress, std::stop_token stop)
 {
     if (video.frameCount <= 0 || video.width <= 0 || video.height <= 0
         || video.rgb.size() != static_cast<std::size_t>(video.frameCount) * video.width * video.height * 3)
@@ -170,8 +171,9 @@ Result<void> writeVideo(const std::filesystem::path& path, const facade::VideoRe
         a = spec;
     }
     const auto recipeText = recipe.toJson();
-    auto writer = media::Mp4Writer::open(path, v, a, {{"comment", recipeText}, {"vireo_recipe", recipeText},
-        {"title", truncatedUtf8(sanitizedText(recipe.prompt), 200)}, {"encoder", recipe.app}});
+    auto writer = media::Mp4Writer::open(path, v, a,
+        {{"comment", recipeText}, {"vireo_recipe", recipeText}, {"title", truncatedUtf8(sanitizedText(recipe.prompt), 200)},
+            {"encoder", recipe.app}});
     if (!writer)
         return writer.error();
     const std::int64_t frameBytes = static_cast<std::int64_t>(video.width) * video.height * 3;
@@ -232,8 +234,8 @@ Result<void> writeImage(const std::filesystem::path& path, const QImage& image, 
     std::error_code ignored;
     if (!writer.write(tagged)) {
         std::filesystem::remove(tmp, ignored);
-        return makeError(ErrorCode::Io, path.string() + ": the image could not be written (" + writer.errorString().toStdString()
-                + "; is the disk full?)");
+        return makeError(ErrorCode::Io,
+            path.string() + ": the image could not be written (" + writer.errorString().toStdString() + "; is the disk full?)");
     }
     if (const int err = media::moveWithoutReplacing(tmp, path); err != 0) {
         std::filesystem::remove(tmp, ignored);
@@ -242,4 +244,4 @@ Result<void> writeImage(const std::filesystem::path& path, const QImage& image, 
     return {};
 }
 
-} // namespace vireo::output
+}  // namespace vireo::output

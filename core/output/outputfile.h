@@ -32,11 +32,11 @@ Result<std::filesystem::path> freshOutputPath(const std::filesystem::path& folde
 // title. Written under a temporary name and moved into place: a cancel (checked every frame)
 // or a failure leaves nothing behind. progress(done, total) counts frames.
 Result<void> writeVideo(const std::filesystem::path& path, const facade::VideoResult& video, const Recipe& recipe,
-                        const std::function<void(std::int64_t, std::int64_t)>& progress = {}, std::stop_token stop = {});
+    const std::function<void(std::int64_t, std::int64_t)>& progress = {}, std::stop_token stop = {});
 
 // PNG with the recipe in a `vireo_recipe` text chunk (and the prompt as its Description), so
 // a copied image keeps how it was made. Written under a temporary name and moved into place;
 // never replaces an existing file.
 Result<void> writeImage(const std::filesystem::path& path, const QImage& image, const Recipe& recipe);
 
-} // namespace vireo::output
+}  // namespace vireo::output

@@ -47,7 +47,8 @@ const std::set<std::string>& knownKeys()
     static const std::set<std::string> keys{"recipe_version", "app", "kind", "pipeline", "family", "variant", "model_version", "repo",
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
-        "steps_skipped", "cuda_graphs", "paths", "planned_paths", "path_warnings", "loras", "conditions", "stages", "stages_requested", "stages_reason", "seconds", "created"};
+        "steps_skipped", "cuda_graphs", "paths", "planned_paths", "path_warnings", "loras", "conditions", "stages", "stages_requested",
+        "stages_reason", "seconds", "created"};
     return keys;
 }
 
@@ -84,7 +85,8 @@ struct Reader {
             if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
                 return fail(key, "a whole number in range");
             const auto value = v.is_number_float() ? static_cast<long long>(d) : v.get<long long>();
-            if (value < static_cast<long long>(std::numeric_limits<T>::min()) || value > static_cast<long long>(std::numeric_limits<T>::max()))
+            if (value < static_cast<long long>(std::numeric_limits<T>::min())
+                || value > static_cast<long long>(std::numeric_limits<T>::max()))
                 return fail(key, "a whole number in range");
             out = static_cast<T>(value);
         }
@@ -93,7 +95,7 @@ struct Reader {
     void fail(const char* key, const char* what) { error = std::string("recipe field '") + key + "' is not " + what; }
 };
 
-} // namespace
+}  // namespace
 
 std::string sanitizedText(const std::string& text)
 {
@@ -308,7 +310,8 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
         if (!a->is_array())
             return makeError(ErrorCode::InvalidFormat, "recipe field 'conditions' is not a list");
         if (a->size() > 64)
-            return makeError(ErrorCode::InvalidFormat, "recipe field 'conditions' lists " + std::to_string(a->size()) + " conditions (at most 64)");
+            return makeError(
+                ErrorCode::InvalidFormat, "recipe field 'conditions' lists " + std::to_string(a->size()) + " conditions (at most 64)");
         for (const auto& c : *a) {
             if (!c.is_object())
                 return makeError(ErrorCode::InvalidFormat, "an entry of recipe field 'conditions' is not an object");
@@ -341,4 +344,4 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
     return r;
 }
 
-} // namespace vireo::output
+}  // namespace vireo::output

@@ -31,15 +31,15 @@ struct LoraUse {
 
 // A still or clip the video was conditioned on (image-to-video, keyframes).
 struct ConditionUse {
-    std::string source;        // the file as given
-    std::string copy;          // its copy beside the output ("<stem>.cond0.png"), by name; empty if none was kept
-    std::string sha256;        // of the file's bytes
-    std::int64_t frame = 0;    // the output frame it shows at
+    std::string source;  // the file as given
+    std::string copy;  // its copy beside the output ("<stem>.cond0.png"), by name; empty if none was kept
+    std::string sha256;  // of the file's bytes
+    std::int64_t frame = 0;  // the output frame it shows at
     double strength = 1.0;
-    int crf = 0;               // the H.264 round trip's CRF (stills); 0: none
-    int frames = 1;            // 1: a still; a clip: its frame count
-    bool fromEnd = false;      // a clip: its last `frames` frames (extending it), not its first
-    std::string copySha256;    // of the copy's bytes
+    int crf = 0;  // the H.264 round trip's CRF (stills); 0: none
+    int frames = 1;  // 1: a still; a clip: its frame count
+    bool fromEnd = false;  // a clip: its last `frames` frames (extending it), not its first
+    std::string copySha256;  // of the copy's bytes
     // The copy holds the frames used (a clip's, at the output's size), not the source file: it
     // is read from its start whatever `fromEnd` says.
     bool copyIsFrames = false;
@@ -48,14 +48,14 @@ struct ConditionUse {
 struct Recipe {
     static constexpr int kVersion = 1;
     int version = kVersion;
-    std::string app;                 // "vireo-studio 0.1.0"
-    std::string kind = "video";      // "video" (with audio) | "image"
+    std::string app;  // "vireo-studio 0.1.0"
+    std::string kind = "video";  // "video" (with audio) | "image"
     std::string pipeline = "ltx2";
-    std::string family, variant;     // catalog ids when the model came from the catalog
-    std::string modelVersion;        // "2.3"
-    std::string repo, commit;        // Hub origin when known
-    std::string modelTitle;          // what the user picked, for display
-    std::string modelKey;            // the studio's key for it ("catalog:ltx-2.3/distilled-fp8", "local:...")
+    std::string family, variant;  // catalog ids when the model came from the catalog
+    std::string modelVersion;  // "2.3"
+    std::string repo, commit;  // Hub origin when known
+    std::string modelTitle;  // what the user picked, for display
+    std::string modelKey;  // the studio's key for it ("catalog:ltx-2.3/distilled-fp8", "local:...")
     std::vector<WeightFile> files;
     std::string prompt, negativePrompt;
     std::int64_t seed = 0;
@@ -66,20 +66,20 @@ struct Recipe {
     std::int64_t width = 0, height = 0, frames = 0;
     double fps = 24.0;
     std::string device, dtype, placement;
-    std::string speed = "quality";   // quality | balanced | fast
-    int stepsSkipped = 0;            // denoise steps the step cache served (balanced, fast)
-    std::string cudaGraphs;          // what became of the denoise passes' CUDA graphs; empty on the CPU
-    std::string paths;               // what ran where, counted as it ran: GEMM paths and the attention; empty in older recipes
-    std::string plannedPaths;        // what the capability gate planned before loading (dtype and each component's path)
+    std::string speed = "quality";  // quality | balanced | fast
+    int stepsSkipped = 0;  // denoise steps the step cache served (balanced, fast)
+    std::string cudaGraphs;  // what became of the denoise passes' CUDA graphs; empty on the CPU
+    std::string paths;  // what ran where, counted as it ran: GEMM paths and the attention; empty in older recipes
+    std::string plannedPaths;  // what the capability gate planned before loading (dtype and each component's path)
     std::vector<std::string> pathWarnings;  // slower paths taken than planned, each with its count
     std::vector<LoraUse> loras;
     std::vector<ConditionUse> conditions;  // empty: text only
-    std::string stages;              // the path that ran: "single" | "two"; empty for images and older recipes
-    std::string stagesRequested;     // "auto" | "single" | "two"
-    std::string stagesReason;        // why that path, as the UI said it
+    std::string stages;  // the path that ran: "single" | "two"; empty for images and older recipes
+    std::string stagesRequested;  // "auto" | "single" | "two"
+    std::string stagesReason;  // why that path, as the UI said it
     std::map<std::string, double> secondsPerPhase;
-    std::string created;             // ISO 8601 UTC
-    std::string extraJson = "{}";    // keys this version does not know, kept as they were
+    std::string created;  // ISO 8601 UTC
+    std::string extraJson = "{}";  // keys this version does not know, kept as they were
 
     // Compact JSON; text that is not valid UTF-8 is written with replacement characters.
     std::string toJson() const;
@@ -92,4 +92,4 @@ std::string sanitizedText(const std::string& text);
 // At most maxBytes of text, cut at a character boundary (never inside a UTF-8 sequence).
 std::string truncatedUtf8(const std::string& text, std::size_t maxBytes);
 
-} // namespace vireo::output
+}  // namespace vireo::output

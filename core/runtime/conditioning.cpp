@@ -46,7 +46,7 @@ QImage previewOf(const media::RgbImage& image, int maxSide)
     return view.copy();
 }
 
-} // namespace
+}  // namespace
 
 std::string conditionProblem(std::int64_t frame, int conditionFrames, double strength, int crf, std::int64_t frames)
 {
@@ -61,16 +61,17 @@ std::string conditionProblem(std::int64_t frame, int conditionFrames, double str
     if (frame >= frames)
         return "frame " + std::to_string(frame) + " is past the last frame of a " + std::to_string(frames) + "-frame video";
     if (frame + conditionFrames > frames)
-        return "a clip of " + std::to_string(conditionFrames) + " frames from frame " + std::to_string(frame) + " runs past the last frame of a "
-            + std::to_string(frames) + "-frame video";
+        return "a clip of " + std::to_string(conditionFrames) + " frames from frame " + std::to_string(frame)
+            + " runs past the last frame of a " + std::to_string(frames) + "-frame video";
     return {};
 }
 
-Result<facade::ConditionInput> prepareConditionImage(const std::filesystem::path& path, int width, int height, std::int64_t frame,
-                                                     double strength, int crf)
+Result<facade::ConditionInput> prepareConditionImage(
+    const std::filesystem::path& path, int width, int height, std::int64_t frame, double strength, int crf)
 {
     if (width < 1 || height < 1)
-        return makeError(ErrorCode::InvalidArgument, "the output size " + std::to_string(width) + "x" + std::to_string(height) + " is empty");
+        return makeError(
+            ErrorCode::InvalidArgument, "the output size " + std::to_string(width) + "x" + std::to_string(height) + " is empty");
     auto image = media::readImage(path);
     if (!image)
         return image.error();
@@ -81,8 +82,8 @@ Result<facade::ConditionInput> prepareConditionImage(const std::filesystem::path
         return makeError(compressed.error().code, path.string() + ": " + compressed.error().message);
     auto fitted = media::fitToSize(*compressed, width, height);
     if (fitted.rgb.empty())
-        return makeError(ErrorCode::Internal, path.string() + ": the picture could not be scaled to " + std::to_string(width) + "x"
-            + std::to_string(height));
+        return makeError(ErrorCode::Internal,
+            path.string() + ": the picture could not be scaled to " + std::to_string(width) + "x" + std::to_string(height));
     auto sha = hashOf(path);
     if (!sha)
         return sha.error();
@@ -98,11 +99,12 @@ Result<facade::ConditionInput> prepareConditionImage(const std::filesystem::path
     return c;
 }
 
-Result<facade::ConditionInput> prepareConditionClip(const std::filesystem::path& path, int width, int height, std::int64_t frame,
-                                                    double strength, int frames, bool fromEnd)
+Result<facade::ConditionInput> prepareConditionClip(
+    const std::filesystem::path& path, int width, int height, std::int64_t frame, double strength, int frames, bool fromEnd)
 {
     if (width < 1 || height < 1)
-        return makeError(ErrorCode::InvalidArgument, "the output size " + std::to_string(width) + "x" + std::to_string(height) + " is empty");
+        return makeError(
+            ErrorCode::InvalidArgument, "the output size " + std::to_string(width) + "x" + std::to_string(height) + " is empty");
     auto clip = media::readClipFrames(path, frames, width, height, media::kMaxImagePixels, fromEnd);
     if (!clip)
         return clip.error();
@@ -129,11 +131,14 @@ Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int w
     const int frames = file.clipFrames > 0 ? file.clipFrames : 1;
     if (const auto problem = conditionProblem(file.frame, frames, file.strength, file.crf, outputFrames); !problem.empty())
         return makeError(ErrorCode::InvalidArgument, path.string() + ": " + problem);
-    auto prepared = file.clipFrames > 0 ? prepareConditionClip(path, width, height, file.frame, file.strength, file.clipFrames, file.clipFromEnd)
-                                        : prepareConditionImage(path, width, height, file.frame, file.strength, file.crf);
+    auto prepared = file.clipFrames > 0
+        ? prepareConditionClip(path, width, height, file.frame, file.strength, file.clipFrames, file.clipFromEnd)
+        : prepareConditionImage(path, width, height, file.frame, file.strength, file.crf);
     if (prepared && !file.expectedSha256.empty() && prepared->sha256 != file.expectedSha256)
-        return makeError(ErrorCode::InvalidArgument, path.string() + " changed since the recipe was made (its SHA-256 differs): "
-                "choose it again to make a new video, or find the file the recipe names");
+        return makeError(ErrorCode::InvalidArgument,
+            path.string()
+                + " changed since the recipe was made (its SHA-256 differs): "
+                  "choose it again to make a new video, or find the file the recipe names");
     return prepared;
 }
 
@@ -215,15 +220,16 @@ Result<void> roomFor(const std::filesystem::path& folder, std::int64_t bytes)
     if (ec)
         return {};  // unknown: the write itself will say
     if (static_cast<std::int64_t>(space.available) < bytes + kMargin)
-        return makeError(ErrorCode::Io, folder.string() + ": " + std::to_string(space.available >> 20) + " MiB free, "
-                + std::to_string((bytes + kMargin) >> 20) + " MiB needed to keep the condition beside the output");
+        return makeError(ErrorCode::Io,
+            folder.string() + ": " + std::to_string(space.available >> 20) + " MiB free, " + std::to_string((bytes + kMargin) >> 20)
+                + " MiB needed to keep the condition beside the output");
     return {};
 }
 
 // Moves a finished temporary file to the first free kept name (or to one that already holds
 // the same bytes).
-Result<std::filesystem::path> placeKept(const std::filesystem::path& temporary, const std::filesystem::path& folder, const std::string& stem,
-                                        const std::string& extension, const std::string& sha)
+Result<std::filesystem::path> placeKept(const std::filesystem::path& temporary, const std::filesystem::path& folder,
+    const std::string& stem, const std::string& extension, const std::string& sha)
 {
     std::error_code ec;
     for (int attempt = 1; attempt <= 20; ++attempt) {
@@ -244,10 +250,10 @@ Result<std::filesystem::path> placeKept(const std::filesystem::path& temporary, 
     return makeError(ErrorCode::Io, keptName(folder, stem, 1, extension).string() + " and 19 other names are taken");
 }
 
-} // namespace
+}  // namespace
 
-Result<KeptCondition> copyConditionBeside(const std::filesystem::path& source, const std::string& sha256, const std::filesystem::path& output,
-                                          int index)
+Result<KeptCondition> copyConditionBeside(
+    const std::filesystem::path& source, const std::string& sha256, const std::filesystem::path& output, int index)
 {
     const auto folder = output.parent_path().empty() ? std::filesystem::path(".") : output.parent_path();
     std::error_code ec;
@@ -259,7 +265,8 @@ Result<KeptCondition> copyConditionBeside(const std::filesystem::path& source, c
     if (auto room = roomFor(folder, static_cast<std::int64_t>(size)); !room)
         return room.error();
     std::string extension = source.extension().string();
-    std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::transform(
+        extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (extension.size() > 8 || extension.find_first_not_of(".abcdefghijklmnopqrstuvwxyz0123456789") != std::string::npos)
         extension = ".img";
     const auto stem = output.stem().string() + ".cond" + std::to_string(index);
@@ -300,11 +307,13 @@ Result<KeptCondition> keepConditionFrames(const facade::ConditionInput& c, doubl
     spec.lossless = true;
     {
         auto writer = media::Mp4Writer::open(temporary, spec, std::nullopt,
-            {{"comment", "the frames " + (c.source.empty() ? std::string("a condition") : c.source) + " gave, as a video was conditioned on them"}});
+            {{"comment",
+                "the frames " + (c.source.empty() ? std::string("a condition") : c.source) + " gave, as a video was conditioned on them"}});
         if (!writer)
             return writer.error();
         for (int f = 0; f < c.frames; ++f)
-            if (auto w = (*writer)->writeFrame(c.rgb.data() + frameBytes * static_cast<std::size_t>(f), static_cast<std::int64_t>(c.width) * 3);
+            if (auto w =
+                    (*writer)->writeFrame(c.rgb.data() + frameBytes * static_cast<std::size_t>(f), static_cast<std::int64_t>(c.width) * 3);
                 !w)
                 return w.error();
         if (auto done = (*writer)->finish(); !done)
@@ -321,4 +330,4 @@ Result<KeptCondition> keepConditionFrames(const facade::ConditionInput& c, doubl
     return KeptCondition{*placed, *sha, true};
 }
 
-} // namespace vireo::runtime
+}  // namespace vireo::runtime

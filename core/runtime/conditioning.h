@@ -24,11 +24,11 @@ inline constexpr int kDefaultConditionCrf = 33;
 // A conditioning file as a job carries it; decoded on the engine's thread.
 struct ConditionFile {
     QString path;
-    std::int64_t frame = 0;          // the output frame it shows at: 0 or 8k + 1
-    double strength = 1.0;           // 0 .. 1
+    std::int64_t frame = 0;  // the output frame it shows at: 0 or 8k + 1
+    double strength = 1.0;  // 0 .. 1
     int crf = kDefaultConditionCrf;  // stills: the H.264 round trip's CRF; 0: none
-    int clipFrames = 0;              // 0: a still; else the first clipFrames (8k + 1) frames of a video
-    bool clipFromEnd = false;        // a clip's last clipFrames frames instead: the video extends it
+    int clipFrames = 0;  // 0: a still; else the first clipFrames (8k + 1) frames of a video
+    bool clipFromEnd = false;  // a clip's last clipFrames frames instead: the video extends it
     // The SHA-256 the file must have (a recipe's, for Generate again): checked where the file is
     // read, on the engine's thread, so a page never hashes a large clip itself. Empty: any.
     std::string expectedSha256;
@@ -43,12 +43,12 @@ std::string conditionProblem(std::int64_t frame, int conditionFrames, double str
 // A still, decoded, through the H.264 round trip at its own size (the reference re-compresses
 // before it resizes), then fitted to width x height (media::fitToSize: cover and centre-crop),
 // with the SHA-256 of the file's bytes.
-Result<facade::ConditionInput> prepareConditionImage(const std::filesystem::path& path, int width, int height, std::int64_t frame,
-                                                     double strength, int crf);
+Result<facade::ConditionInput> prepareConditionImage(
+    const std::filesystem::path& path, int width, int height, std::int64_t frame, double strength, int crf);
 // The first `frames` frames of a video (its last ones with fromEnd), each fitted (no
 // re-compression: the reference applies it to single frames only).
-Result<facade::ConditionInput> prepareConditionClip(const std::filesystem::path& path, int width, int height, std::int64_t frame,
-                                                    double strength, int frames, bool fromEnd = false);
+Result<facade::ConditionInput> prepareConditionClip(
+    const std::filesystem::path& path, int width, int height, std::int64_t frame, double strength, int frames, bool fromEnd = false);
 // Either of the above, checked against the output's frame count first.
 Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int width, int height, std::int64_t outputFrames);
 
@@ -60,7 +60,7 @@ Result<QImage> conditionPreview(const QString& path, int maxSide);
 // video in a real container (MP4/MOV, Matroska/WebM, AVI, MPEG-TS) whose first frames a clip
 // condition uses. A file that is neither gets the still's error, which names it.
 struct ConditionSource {
-    QImage preview;           // the still, or the video's first frame as displayed, within maxSide
+    QImage preview;  // the still, or the video's first frame as displayed, within maxSide
     bool clip = false;
     std::int64_t frames = 1;  // a video's frame count as its header says; 0: not said
     // A clip's last frame as displayed, within maxSide: what it continues from when extended
@@ -87,11 +87,12 @@ struct KeptCondition {
 // A still: "<output stem>.cond<index><source extension>", a copy of the source (at most the
 // 256 MiB a still may be), whose SHA-256 (`sha256`, already known) it is checked against. Never
 // replaces another file; a file of that name with the same bytes is kept as it is.
-Result<KeptCondition> copyConditionBeside(const std::filesystem::path& source, const std::string& sha256, const std::filesystem::path& output,
-                                          int index);
+Result<KeptCondition> copyConditionBeside(
+    const std::filesystem::path& source, const std::string& sha256, const std::filesystem::path& output, int index);
 // A clip: "<output stem>.cond<index>.mp4", the frames the output was conditioned on (at its
 // size, as fitted), lossless, so reading them back gives the same pixels: bounded by what was
 // used, however long the source. Both check the free space of the output's disk first.
-Result<KeptCondition> keepConditionFrames(const facade::ConditionInput& condition, double fps, const std::filesystem::path& output, int index);
+Result<KeptCondition> keepConditionFrames(
+    const facade::ConditionInput& condition, double fps, const std::filesystem::path& output, int index);
 
-} // namespace vireo::runtime
+}  // namespace vireo::runtime

@@ -47,22 +47,24 @@ Result<GenerationDefaults> parse(const std::string& json, const std::string& pip
         bool ok = runs.is_array();
         if (ok)
             for (const auto& run : runs) {
-                if (!run.is_array() || run.size() != 2 || !run[0].is_number_integer() || !run[1].is_number() || run[0].get<std::int64_t>() < 1
-                    || run[0].get<std::int64_t>() > 1000 || !(run[1].get<double>() >= 0 && run[1].get<double>() <= 100)) {
+                if (!run.is_array() || run.size() != 2 || !run[0].is_number_integer() || !run[1].is_number()
+                    || run[0].get<std::int64_t>() < 1 || run[0].get<std::int64_t>() > 1000
+                    || !(run[1].get<double>() >= 0 && run[1].get<double>() <= 100)) {
                     ok = false;
                     break;
                 }
                 d.guidanceSchedule.insert(d.guidanceSchedule.end(), run[0].get<std::size_t>(), run[1].get<double>());
             }
         if (!ok || static_cast<int>(d.guidanceSchedule.size()) != d.steps)
-            return makeError(ErrorCode::InvalidFormat, origin + ": default 'guidance_schedule' must be [[steps, weight], ...] covering the "
-                    + std::to_string(d.steps) + " default steps");
+            return makeError(ErrorCode::InvalidFormat,
+                origin + ": default 'guidance_schedule' must be [[steps, weight], ...] covering the " + std::to_string(d.steps)
+                    + " default steps");
     }
     if (image)
         for (const auto& [key, neutral] : {std::pair<const char*, double>{"schedule_mu", 0.0}, {"schedule_std", 1.5}})
             if (j.contains(key) && j.at(key).is_number() && j.at(key).get<double>() != neutral)
-                d.notApplied.push_back(std::string(key) + " " + j.at(key).dump() + " is not applied by this version (it uses the reference's "
-                    + std::to_string(neutral) + ")");
+                d.notApplied.push_back(std::string(key) + " " + j.at(key).dump()
+                    + " is not applied by this version (it uses the reference's " + std::to_string(neutral) + ")");
     // The distilled models run their 8 trained sigmas whatever a family default says.
     if (d.schedule == "distilled")
         d.steps = 8;
@@ -72,12 +74,13 @@ Result<GenerationDefaults> parse(const std::string& json, const std::string& pip
     const std::pair<const char*, double> unsupported[] = {{"stg_scale", 0.0}, {"modality_scale", 1.0}};
     for (const auto& [key, neutral] : unsupported)
         if (j.contains(key) && j.at(key).is_number() && j.at(key).get<double>() != neutral)
-            d.notApplied.push_back(std::string(key) + " " + j.at(key).dump() + " is not applied by this version (the guidance "
-                "it sets is not implemented yet)");
+            d.notApplied.push_back(std::string(key) + " " + j.at(key).dump()
+                + " is not applied by this version (the guidance "
+                  "it sets is not implemented yet)");
     return d;
 }
 
-} // namespace
+}  // namespace
 
 Result<GenerationDefaults> defaultsForVariant(const catalog::Catalog& catalog, const std::string& id)
 {
@@ -141,4 +144,4 @@ facade::GenerateRequest requestFrom(const GenerationDefaults& d)
     return r;
 }
 
-} // namespace vireo::runtime
+}  // namespace vireo::runtime

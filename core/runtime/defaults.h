@@ -43,9 +43,10 @@ Result<GenerationDefaults> defaultsForVersion(const catalog::Catalog& catalog, c
 // window and the CLI read the same facts): the family of its version, and the variant its files
 // say it was trained for (dev or distilled) unless `schedule` chooses one; distilled when
 // nothing says, and `basis` says so.
-Result<GenerationDefaults> defaultsForModel(const catalog::Catalog& catalog, const facade::ModelFacts& facts, const std::string& schedule = {});
+Result<GenerationDefaults> defaultsForModel(
+    const catalog::Catalog& catalog, const facade::ModelFacts& facts, const std::string& schedule = {});
 
 // A request with the defaults applied.
 facade::GenerateRequest requestFrom(const GenerationDefaults& d);
 
-} // namespace vireo::runtime
+}  // namespace vireo::runtime

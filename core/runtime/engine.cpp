@@ -50,7 +50,7 @@ QImage stripImage(const facade::Preview& p)
     return strip;
 }
 
-} // namespace
+}  // namespace
 
 QString jobStateName(JobState state)
 {
@@ -70,20 +70,22 @@ bool ModelRef::sameLoadAs(const ModelRef& o) const
     const auto& b = o.plan;
     return key == o.key && a.modelPaths == b.modelPaths && a.textEncoderPath == b.textEncoderPath && a.device == b.device
         && a.dtype == b.dtype && a.placement == b.placement && a.attentionKernel == b.attentionKernel
-        && a.fp8FastAccumulation == b.fp8FastAccumulation && a.cpuThreads == b.cpuThreads && a.spatialUpsamplerPath == b.spatialUpsamplerPath;
+        && a.fp8FastAccumulation == b.fp8FastAccumulation && a.cpuThreads == b.cpuThreads
+        && a.spatialUpsamplerPath == b.spatialUpsamplerPath;
 }
 
 // Two stages or conditions change every phase's time, so they are part of what is remembered.
 QString etaKey(const ModelRef& model, const facade::GenerateRequest& r, bool twoStage)
 {
-    return model.key + QStringLiteral("|%1x%2x%3|%4|%5|%6|%7|cfg%8|%9")
-                           .arg(r.width)
-                           .arg(r.height)
-                           .arg(r.frames)
-                           .arg(q(model.plan.device), q(model.plan.dtype), q(r.schedule))
-                           .arg(r.steps)
-                           .arg(r.guidance > 1.0 || r.audioGuidance > 1.0 ? 1 : 0)
-                           .arg(QStringLiteral("%1c%2").arg(twoStage ? QStringLiteral("two") : QStringLiteral("one")).arg(r.conditions.size()));
+    return model.key
+        + QStringLiteral("|%1x%2x%3|%4|%5|%6|%7|cfg%8|%9")
+              .arg(r.width)
+              .arg(r.height)
+              .arg(r.frames)
+              .arg(q(model.plan.device), q(model.plan.dtype), q(r.schedule))
+              .arg(r.steps)
+              .arg(r.guidance > 1.0 || r.audioGuidance > 1.0 ? 1 : 0)
+              .arg(QStringLiteral("%1c%2").arg(twoStage ? QStringLiteral("two") : QStringLiteral("one")).arg(r.conditions.size()));
 }
 
 struct Engine::Impl {
@@ -131,17 +133,22 @@ struct Engine::Impl {
     facade::GenerateRequest decodedRequest(const std::shared_ptr<Job>& job, bool* twoStage);
     static std::vector<std::pair<QString, qint64>> videoPhases(const GenerateJob& g, const facade::GenerateRequest& request, bool twoStage);
     output::Recipe videoRecipe(const GenerateJob& g, const facade::VideoResult& result) const;
-    static std::vector<std::filesystem::path> keepConditions(const GenerateJob& g, const facade::GenerateRequest& request,
-        const std::filesystem::path& path, output::Recipe& recipe);
+    static std::vector<std::filesystem::path> keepConditions(
+        const GenerateJob& g, const facade::GenerateRequest& request, const std::filesystem::path& path, output::Recipe& recipe);
     void generateImage(const std::shared_ptr<Job>& job);
     output::Recipe recipeBase(const GenerateJob& g) const;
     std::filesystem::path outputPathFor(const GenerateJob& g, const std::string& extension) const;
-    void finishJob(const std::shared_ptr<Job>& job, const std::filesystem::path& path, const output::Recipe& recipe, Clock::time_point generated);
+    void finishJob(
+        const std::shared_ptr<Job>& job, const std::filesystem::path& path, const output::Recipe& recipe, Clock::time_point generated);
     void unload();
     void progress(const std::shared_ptr<Job>& job, const QString& phase, qint64 done, qint64 total, double eta, bool force);
     // A denoising preview (a strip of frames for video, one picture for an image) to the page.
     void preview(const std::shared_ptr<Job>& job, const facade::Preview& preview);
-    void emitChanged(quint64 id) { QMetaObject::invokeMethod(self, [s = self, id]() { emit s->jobChanged(id); }, Qt::QueuedConnection); }
+    void emitChanged(quint64 id)
+    {
+        QMetaObject::invokeMethod(
+            self, [s = self, id]() { emit s->jobChanged(id); }, Qt::QueuedConnection);
+    }
     void afterFailure(ErrorCode code);
 };
 
@@ -170,7 +177,10 @@ Engine::~Engine()
     m_impl->generator.reset();
 }
 
-QString Engine::device() const { return m_impl->options.device; }
+QString Engine::device() const
+{
+    return m_impl->options.device;
+}
 
 quint64 Engine::enqueueLoad(const ModelRef& model, facade::SizeRequest size, bool forcePlacement)
 {
@@ -371,10 +381,13 @@ quint64 Engine::requestMemoryPlan(const ModelRef& model, facade::SizeRequest siz
             while (impl->plans.size() > 32)
                 impl->plans.erase(impl->plans.begin());
         }
-        QMetaObject::invokeMethod(self, [self, ticket] {
-            if (self)
-                emit self->memoryPlanReady(ticket);
-        }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            self,
+            [self, ticket] {
+                if (self)
+                    emit self->memoryPlanReady(ticket);
+            },
+            Qt::QueuedConnection);
     });
     return ticket;
 }
@@ -438,10 +451,13 @@ void Engine::Impl::loop()
         if (end == JobState::Failed)
             spdlog::warn("engine: job {} failed: {}", job->status.id, error.toStdString());
         const auto id = job->status.id;
-        QMetaObject::invokeMethod(self, [s = self, id]() {
-            emit s->jobChanged(id);
-            emit s->jobFinished(id);
-        }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            self,
+            [s = self, id]() {
+                emit s->jobChanged(id);
+                emit s->jobFinished(id);
+            },
+            Qt::QueuedConnection);
     }
 }
 
@@ -455,29 +471,25 @@ void Engine::Impl::afterFailure(ErrorCode code)
         {
             std::lock_guard lock(mutex);
             lost = Engine::tr("The GPU (%1) reported a fault and cannot run more work in this process. Restart Vireo Studio to use it "
-                      "again; the CPU still works.").arg(options.device);
+                              "again; the CPU still works.")
+                       .arg(options.device);
             residentInfo.reset();
         }
         try {
             generator.reset();
         } catch (...) {
         }
-        QMetaObject::invokeMethod(self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
     }
 }
 
 void Engine::Impl::run(const std::shared_ptr<Job>& job)
 {
     switch (job->status.kind) {
-    case JobKind::Load:
-        ensureLoaded(job, job->model, job->size, job->force);
-        return;
-    case JobKind::Generate:
-        generate(job);
-        return;
-    case JobKind::Unload:
-        unload();
-        return;
+    case JobKind::Load: ensureLoaded(job, job->model, job->size, job->force); return;
+    case JobKind::Generate: generate(job); return;
+    case JobKind::Unload: unload(); return;
     }
 }
 
@@ -497,10 +509,13 @@ void Engine::Impl::progress(const std::shared_ptr<Job>& job, const QString& phas
         job->lastPhase = phase;
     }
     const auto id = job->status.id;
-    QMetaObject::invokeMethod(self, [s = self, id, phase, done, total, etaSeconds] {
-        emit s->jobChanged(id);
-        emit s->jobProgress(id, phase, done, total, etaSeconds);
-    }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        self,
+        [s = self, id, phase, done, total, etaSeconds] {
+            emit s->jobChanged(id);
+            emit s->jobProgress(id, phase, done, total, etaSeconds);
+        },
+        Qt::QueuedConnection);
 }
 
 void Engine::Impl::unload()
@@ -511,7 +526,8 @@ void Engine::Impl::unload()
         std::lock_guard lock(mutex);
         residentInfo.reset();
     }
-    QMetaObject::invokeMethod(self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
 }
 
 void Engine::Impl::ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef& model, const facade::SizeRequest& size, bool force)
@@ -526,7 +542,8 @@ void Engine::Impl::ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef&
     for (const auto& repo : model.repos)
         if (options.repoTrusted && !options.repoTrusted(repo))
             throw JobError{ErrorCode::PermissionDenied,
-                Engine::tr("%1 is not from a catalog publisher and was not approved: review and approve it on the Downloads page first").arg(repo)};
+                Engine::tr("%1 is not from a catalog publisher and was not approved: review and approve it on the Downloads page first")
+                    .arg(repo)};
     if (generator) {
         std::optional<Resident> current;
         {
@@ -552,9 +569,7 @@ void Engine::Impl::ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef&
     const auto started = Clock::now();
     auto loaded = facade::Generator::load(
         model.plan, *plan,
-        [&](const facade::Progress& p) {
-            progress(job, q(std::string(facade::phaseName(p.phase))), p.done, p.total, -1, false);
-        },
+        [&](const facade::Progress& p) { progress(job, q(std::string(facade::phaseName(p.phase))), p.done, p.total, -1, false); },
         job->stop.get_token());
     if (!loaded)
         throw JobError{loaded.error().code, q(loaded.error().message)};
@@ -573,9 +588,10 @@ void Engine::Impl::ensureLoaded(const std::shared_ptr<Job>& job, const ModelRef&
         std::lock_guard lock(mutex);
         residentInfo = std::move(r);
     }
-    spdlog::info("engine: loaded {} in {:.1f} s; {}", model.title.toStdString(), std::chrono::duration<double>(Clock::now() - started).count(),
-        paths);
-    QMetaObject::invokeMethod(self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
+    spdlog::info("engine: loaded {} in {:.1f} s; {}", model.title.toStdString(),
+        std::chrono::duration<double>(Clock::now() - started).count(), paths);
+    QMetaObject::invokeMethod(
+        self, [s = self] { emit s->residentChanged(); }, Qt::QueuedConnection);
 }
 
 // What did run where goes into the recipe in place of what the load expected, and every slower
@@ -626,15 +642,17 @@ std::filesystem::path Engine::Impl::outputPathFor(const GenerateJob& g, const st
         return *path;
     }
     if (QFileInfo::exists(g.outputPath) || QFileInfo(g.outputPath).isSymLink())
-        throw JobError{ErrorCode::InvalidArgument, Engine::tr("%1 exists; choose another name (outputs are never overwritten)").arg(g.outputPath)};
+        throw JobError{
+            ErrorCode::InvalidArgument, Engine::tr("%1 exists; choose another name (outputs are never overwritten)").arg(g.outputPath)};
     if (!g.outputPath.endsWith(QLatin1Char('.') + q(extension), Qt::CaseInsensitive))
-        throw JobError{ErrorCode::InvalidArgument, Engine::tr("%1: this model makes %2 files; name the output .%3")
+        throw JobError{ErrorCode::InvalidArgument,
+            Engine::tr("%1: this model makes %2 files; name the output .%3")
                 .arg(g.outputPath, extension == "png" ? Engine::tr("image (PNG)") : Engine::tr("video (MP4)"), q(extension))};
     return std::filesystem::path(g.outputPath.toStdString());
 }
 
-void Engine::Impl::finishJob(const std::shared_ptr<Job>& job, const std::filesystem::path& path, const output::Recipe& recipe,
-                             Clock::time_point generated)
+void Engine::Impl::finishJob(
+    const std::shared_ptr<Job>& job, const std::filesystem::path& path, const output::Recipe& recipe, Clock::time_point generated)
 {
     {
         std::lock_guard lock(mutex);
@@ -683,7 +701,8 @@ facade::GenerateRequest Engine::Impl::decodedRequest(const std::shared_ptr<Job>&
 }
 
 // The phases of a video run with their units, for the ETA.
-std::vector<std::pair<QString, qint64>> Engine::Impl::videoPhases(const GenerateJob& g, const facade::GenerateRequest& request, bool twoStage)
+std::vector<std::pair<QString, qint64>> Engine::Impl::videoPhases(
+    const GenerateJob& g, const facade::GenerateRequest& request, bool twoStage)
 {
     const int steps = g.request.steps > 0 ? g.request.steps : (g.request.schedule == "dev" ? 40 : 8);
     std::vector<std::pair<QString, qint64>> phases{{QStringLiteral("encode prompt"), 1}};
@@ -723,8 +742,8 @@ output::Recipe Engine::Impl::videoRecipe(const GenerateJob& g, const facade::Vid
     ranPaths(recipe, result.paths, result.pathWarnings);
     // Every LoRA asked for, applied or not, with the reason when not: never dropped in silence.
     for (const auto& l : result.loras)
-        recipe.loras.push_back({l.path.string(), QFileInfo::exists(QString::fromStdString(l.path.string())) ? output::fileSha256(l.path) : std::string(),
-            l.strength, l.status});
+        recipe.loras.push_back({l.path.string(),
+            QFileInfo::exists(QString::fromStdString(l.path.string())) ? output::fileSha256(l.path) : std::string(), l.strength, l.status});
 
     recipe.stages = result.stages.twoStage ? "two" : "single";
     recipe.stagesRequested = g.request.stages;
@@ -736,8 +755,8 @@ output::Recipe Engine::Impl::videoRecipe(const GenerateJob& g, const facade::Vid
 // What each condition was is kept beside the video, so "Generate again" finds it after the
 // original moved: a still's file, a clip's frames that were used (never a copy of a long clip).
 // One that cannot be kept costs the reproduction, not the video. Returns the copies made.
-std::vector<std::filesystem::path> Engine::Impl::keepConditions(const GenerateJob& g, const facade::GenerateRequest& request,
-    const std::filesystem::path& path, output::Recipe& recipe)
+std::vector<std::filesystem::path> Engine::Impl::keepConditions(
+    const GenerateJob& g, const facade::GenerateRequest& request, const std::filesystem::path& path, output::Recipe& recipe)
 {
     std::vector<std::filesystem::path> copies;
     const std::size_t given = g.request.conditions.size();  // decoded by the caller: no file, CRF unknown
@@ -823,11 +842,13 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     }
 
     // The recipe: the exact files by hash, and everything the request said.
-    progress(job, QStringLiteral("mux"), 0, g.request.frames + 1, tracker.update(QStringLiteral("mux"), 0, g.request.frames + 1, now()), true);
+    progress(
+        job, QStringLiteral("mux"), 0, g.request.frames + 1, tracker.update(QStringLiteral("mux"), 0, g.request.frames + 1, now()), true);
     auto recipe = videoRecipe(g, *result);
     const auto path = outputPathFor(g, "mp4");
     const auto copies = keepConditions(g, request, path, recipe);
-    auto written = output::writeVideo(path, *result, recipe,
+    auto written = output::writeVideo(
+        path, *result, recipe,
         [&](std::int64_t done, std::int64_t total) {
             progress(job, QStringLiteral("mux"), done, total, tracker.update(QStringLiteral("mux"), done, total, now()), false);
         },
@@ -848,7 +869,8 @@ void Engine::Impl::preview(const std::shared_ptr<Job>& job, const facade::Previe
     auto strip = stripImage(preview);
     const auto id = job->status.id;
     const int step = preview.step;
-    QMetaObject::invokeMethod(self, [s = self, id, strip, step] { emit s->previewReady(id, strip, step); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        self, [s = self, id, strip, step] { emit s->previewReady(id, strip, step); }, Qt::QueuedConnection);
 }
 
 void Engine::Impl::generateImage(const std::shared_ptr<Job>& job)
@@ -918,4 +940,4 @@ void Engine::Impl::generateImage(const std::shared_ptr<Job>& job)
     finishJob(job, path, recipe, generated);
 }
 
-} // namespace vireo::runtime
+}  // namespace vireo::runtime

@@ -28,11 +28,11 @@ class EtaModel;
 
 // What to load: the files, how, and where they came from (for the recipe and the trust check).
 struct ModelRef {
-    QString key;       // "catalog:ltx-2.3/distilled-fp8", "repo:org/name@main", "local:/path"
-    QString title;     // what the user picked
+    QString key;  // "catalog:ltx-2.3/distilled-fp8", "repo:org/name@main", "local:/path"
+    QString title;  // what the user picked
     facade::LoadPlan plan;
     QString family, variant;  // catalog ids, when from the catalog
-    QStringList repos;        // Hub repos the files come from (each must be trusted to load)
+    QStringList repos;  // Hub repos the files come from (each must be trusted to load)
     QString commit;
     bool sameLoadAs(const ModelRef& other) const;
 };
@@ -44,10 +44,10 @@ struct GenerateJob {
     // model loads (a file that is missing or does not decode fails this job, with its name),
     // and copied beside the output so the recipe can make it again.
     std::vector<ConditionFile> conditions;
-    QString outputFolder;        // the MP4 gets a fresh name there
-    QString outputPath;          // or exactly this name, which must not exist
-    bool writeOutput = true;     // false: generate only (warm-up and timing runs)
-    bool forcePlacement = false; // run although the memory plan says it will not fit
+    QString outputFolder;  // the MP4 gets a fresh name there
+    QString outputPath;  // or exactly this name, which must not exist
+    bool writeOutput = true;  // false: generate only (warm-up and timing runs)
+    bool forcePlacement = false;  // run although the memory plan says it will not fit
 };
 
 enum class JobKind { Load, Generate, Unload };
@@ -59,14 +59,14 @@ struct JobStatus {
     JobKind kind = JobKind::Generate;
     JobState state = JobState::Queued;
     QString title;
-    QString phase;                 // "denoise", "decode video", "mux", ...
+    QString phase;  // "denoise", "decode video", "mux", ...
     qint64 done = 0, total = 0;
     double elapsedSeconds = 0;
-    double etaSeconds = -1;        // -1: not known yet
-    QString outputPath;            // a finished generation's file
+    double etaSeconds = -1;  // -1: not known yet
+    QString outputPath;  // a finished generation's file
     double loadSeconds = 0, generateSeconds = 0, writeSeconds = 0;
-    output::Recipe recipe;         // a finished generation's recipe
-    QString error;                 // a failed job's reason, for the user
+    output::Recipe recipe;  // a finished generation's recipe
+    QString error;  // a failed job's reason, for the user
     ErrorCode errorCode = ErrorCode::Internal;
 };
 
@@ -137,4 +137,4 @@ private:
 // A remembered-run-times key: the model, size, device and the settings that change the time.
 QString etaKey(const ModelRef& model, const facade::GenerateRequest& request);
 
-} // namespace vireo::runtime
+}  // namespace vireo::runtime

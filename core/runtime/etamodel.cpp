@@ -182,4 +182,4 @@ void EtaTracker::commit(EtaModel& model, double now) const
     model.recordSteps(m_key, m_steps);
 }
 
-} // namespace vireo::runtime
+}  // namespace vireo::runtime

@@ -60,4 +60,4 @@ private:
     std::vector<double> m_steps;
 };
 
-} // namespace vireo::runtime
+}  // namespace vireo::runtime

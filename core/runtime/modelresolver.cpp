@@ -26,7 +26,7 @@ bool isWeightFile(const std::string& path)
     return path.ends_with(".safetensors") || path.ends_with(".gguf");
 }
 
-} // namespace
+}  // namespace
 
 ModelResolver::ModelResolver(hub::DownloadManager* downloads, core::StudioSettings* settings, QObject* parent)
     : QObject(parent), m_downloads(downloads), m_settings(settings)
@@ -37,7 +37,8 @@ ModelResolver::ModelResolver(hub::DownloadManager* downloads, core::StudioSettin
 
 QString ModelResolver::localKey(const QStringList& modelPaths, const QString& textEncoder, const QString& spatialUpsampler)
 {
-    return QStringLiteral("local:") + modelPaths.join(QLatin1Char('|')) + (textEncoder.isEmpty() ? QString() : QStringLiteral("|te=") + textEncoder)
+    return QStringLiteral("local:") + modelPaths.join(QLatin1Char('|'))
+        + (textEncoder.isEmpty() ? QString() : QStringLiteral("|te=") + textEncoder)
         + (spatialUpsampler.isEmpty() ? QString() : QStringLiteral("|up=") + spatialUpsampler);
 }
 
@@ -112,13 +113,15 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
             if (!QFileInfo::exists(QString::fromStdString(p.string())))
                 return makeError(ErrorCode::NotFound, p.string() + " does not exist (moved or deleted?)");
         if (m.plan.spatialUpsamplerPath && !QFileInfo::exists(QString::fromStdString(m.plan.spatialUpsamplerPath->string())))
-            return makeError(ErrorCode::NotFound, "the spatial upsampler " + m.plan.spatialUpsamplerPath->string() + " does not exist (moved or deleted?)");
+            return makeError(ErrorCode::NotFound,
+                "the spatial upsampler " + m.plan.spatialUpsamplerPath->string() + " does not exist (moved or deleted?)");
         m.title = localTitle(QString::fromStdString(m.plan.modelPaths.front().string()));
         return m;
     }
     const auto ready = m_downloads->readyFiles(key);
     if (!ready)
-        return makeError(ErrorCode::NotFound, key.toStdString() + " is not complete in the cache: plan and start its download on the Downloads page");
+        return makeError(
+            ErrorCode::NotFound, key.toStdString() + " is not complete in the cache: plan and start its download on the Downloads page");
     const auto cache = m_downloads->hfCache();
     const catalog::Variant* variant = nullptr;
     if (key.startsWith(QStringLiteral("catalog:"))) {
@@ -171,4 +174,4 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
     return m;
 }
 
-} // namespace vireo::runtime
+}  // namespace vireo::runtime

@@ -19,12 +19,12 @@ class DownloadManager;
 namespace vireo::runtime {
 
 struct ModelChoice {
-    QString key;       // "catalog:ltx-2.3/distilled-fp8", "repo:org/name@main", "local:<entry>"
+    QString key;  // "catalog:ltx-2.3/distilled-fp8", "repo:org/name@main", "local:<entry>"
     QString title;
-    QString kind;      // "catalog", "repo", "local"
-    QString variantId; // catalog variants
+    QString kind;  // "catalog", "repo", "local"
+    QString variantId;  // catalog variants
     bool ready = false;
-    QString missing;   // why not ready, and what to do
+    QString missing;  // why not ready, and what to do
 };
 
 class ModelResolver : public QObject {
@@ -52,4 +52,4 @@ private:
     core::StudioSettings* m_settings;
 };
 
-} // namespace vireo::runtime
+}  // namespace vireo::runtime

@@ -33,7 +33,7 @@ QString readTokenFile(const QString& path)
     return QString::fromUtf8(file.read(4096)).trimmed();
 }
 
-} // namespace
+}  // namespace
 
 StudioSettings::StudioSettings(QObject* parent) : QObject(parent) {}
 
@@ -317,4 +317,4 @@ void StudioSettings::removeLocalModel(const QString& entry)
     emit changed();
 }
 
-} // namespace vireo::core
+}  // namespace vireo::core

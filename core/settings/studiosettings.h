@@ -22,7 +22,7 @@ public:
     void setCacheFolder(const QString& folder);  // empty: back to the default
 
     QString endpoint() const;
-    void setEndpoint(const QString& endpoint);    // empty: back to the default
+    void setEndpoint(const QString& endpoint);  // empty: back to the default
 
     int parallelDownloads() const;
     void setParallelDownloads(int files);
@@ -31,13 +31,13 @@ public:
     void setOffline(bool offline);
 
     // Space left free on the cache volume after a download (the preflight's margin).
-    quint64 headroomBytes() const;                 // kept free on the cache volume by every download
+    quint64 headroomBytes() const;  // kept free on the cache volume by every download
     void setHeadroomBytes(quint64 bytes);
 
     enum class TokenSource { None, Settings, Environment, TokenFile };
     TokenSource tokenSource() const;
     bool hasToken() const { return tokenSource() != TokenSource::None; }
-    QString maskedToken() const;   // "hf_…wxyz"
+    QString maskedToken() const;  // "hf_…wxyz"
     // Stores the token (mode 0600, atomically); empty removes it. False with a reason on failure.
     bool setToken(const QString& token, QString* error = nullptr);
     QString tokenFilePath() const;
@@ -72,4 +72,4 @@ private:
     QString storedToken() const;
 };
 
-} // namespace vireo::core
+}  // namespace vireo::core

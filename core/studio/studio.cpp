@@ -30,15 +30,20 @@ Studio::Studio(catalog::Catalog catalog, Options options, QObject* parent) : QOb
     m_downloads = new hub::DownloadManager(m_settings, std::move(catalog), this, !m_options.headless);
     m_models = new runtime::ModelResolver(m_downloads, m_settings, this);
     // Files any engine reads (loaded, loading or queued) are never deleted from the cache.
-    m_cache = new hub::CacheManager(m_downloads, [this] {
-        QStringList files;
-        for (const auto& [_, e] : m_engines)
-            files += e->filesInUse();
-        return files;
-    }, this);
+    m_cache = new hub::CacheManager(
+        m_downloads,
+        [this] {
+            QStringList files;
+            for (const auto& [_, e] : m_engines)
+                files += e->filesInUse();
+            return files;
+        },
+        this);
     m_gallery = new gallery::Gallery(galleryDatabaseFile(), m_settings->outputsFolder(), this);
     QString error;
-    const bool opened = !m_options.recordOutputs ? true : m_options.headless ? m_gallery->openForRecording(&error) : m_gallery->open(&error);
+    const bool opened = !m_options.recordOutputs ? true
+        : m_options.headless                     ? m_gallery->openForRecording(&error)
+                                                 : m_gallery->open(&error);
     if (!opened) {
         m_galleryError = error;
         spdlog::error("gallery: {}", error.toStdString());  // the Gallery page shows it too
@@ -100,4 +105,4 @@ runtime::Engine* Studio::engine(const QString& deviceIn)
     return e;
 }
 
-} // namespace vireo::core
+}  // namespace vireo::core

@@ -17,14 +17,14 @@
 namespace vireo::hub {
 class CacheManager;
 class DownloadManager;
-}
+}  // namespace vireo::hub
 namespace vireo::gallery {
 class Gallery;
 }
 namespace vireo::runtime {
 class Engine;
 class ModelResolver;
-}
+}  // namespace vireo::runtime
 
 namespace vireo::core {
 
@@ -77,4 +77,4 @@ private:
     std::map<QString, runtime::Engine*> m_engines;
 };
 
-} // namespace vireo::core
+}  // namespace vireo::core

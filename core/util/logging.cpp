@@ -26,7 +26,7 @@ void qtMessageToSpdlog(QtMsgType type, const QMessageLogContext&, const QString&
     }
 }
 
-} // namespace
+}  // namespace
 
 QString logDirectory()
 {
@@ -70,4 +70,4 @@ void initCommandLineLogging()
     spdlog::set_default_logger(logger);
 }
 
-} // namespace vireo::core
+}  // namespace vireo::core

@@ -11,4 +11,4 @@ QString logDirectory();
 // Command-line use: only warnings and errors, on stderr (stdout is the command's output).
 void initCommandLineLogging();
 
-} // namespace vireo::core
+}  // namespace vireo::core

@@ -10,8 +10,8 @@
 
 namespace vireo::bench {
 
-Result<std::pair<c10::Device, c10::ScalarType>> benchDeviceAndDtype(const std::string& bench, const std::string& name,
-                                                                    const std::string& dtypeName)
+Result<std::pair<c10::Device, c10::ScalarType>> benchDeviceAndDtype(
+    const std::string& bench, const std::string& name, const std::string& dtypeName)
 {
     c10::Device device(c10::kCPU);
     try {
@@ -75,4 +75,4 @@ Result<TimedRuns> timeRuns(c10::Device device, int repeats, const std::function<
     return t;
 }
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

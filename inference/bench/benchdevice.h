@@ -17,8 +17,8 @@
 
 namespace vireo::bench {
 
-Result<std::pair<c10::Device, c10::ScalarType>> benchDeviceAndDtype(const std::string& bench, const std::string& device,
-                                                                    const std::string& dtype);
+Result<std::pair<c10::Device, c10::ScalarType>> benchDeviceAndDtype(
+    const std::string& bench, const std::string& device, const std::string& dtype);
 
 // One op timed as the device benches time it: a warm-up, then `repeats` runs, each
 // synchronized on both ends; one output alive at a time, so the peak is one run's.
@@ -33,4 +33,4 @@ struct TimedRuns {
 };
 Result<TimedRuns> timeRuns(c10::Device device, int repeats, const std::function<Result<at::Tensor>()>& op);
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

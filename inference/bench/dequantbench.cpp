@@ -49,13 +49,20 @@ struct GgufType {
     int id;
     int elements;
     int bytes;
-    std::vector<int> f16Fields; // offsets of fp16 scales to keep finite
+    std::vector<int> f16Fields;  // offsets of fp16 scales to keep finite
 };
 
 const std::vector<GgufType> kGgufTypes = {
-    {"Q4_0", 2, 32, 18, {0}}, {"Q4_1", 3, 32, 20, {0, 2}}, {"Q5_0", 6, 32, 22, {0}}, {"Q5_1", 7, 32, 24, {0, 2}},
-    {"Q8_0", 8, 32, 34, {0}}, {"Q2_K", 10, 256, 84, {80, 82}}, {"Q3_K", 11, 256, 110, {108}},
-    {"Q4_K", 12, 256, 144, {0, 2}}, {"Q5_K", 13, 256, 176, {0, 2}}, {"Q6_K", 14, 256, 210, {208}},
+    {"Q4_0", 2, 32, 18, {0}},
+    {"Q4_1", 3, 32, 20, {0, 2}},
+    {"Q5_0", 6, 32, 22, {0}},
+    {"Q5_1", 7, 32, 24, {0, 2}},
+    {"Q8_0", 8, 32, 34, {0}},
+    {"Q2_K", 10, 256, 84, {80, 82}},
+    {"Q3_K", 11, 256, 110, {108}},
+    {"Q4_K", 12, 256, 144, {0, 2}},
+    {"Q5_K", 13, 256, 176, {0, 2}},
+    {"Q6_K", 14, 256, 210, {208}},
 };
 
 // Random block bytes whose fp16 scales are small finite numbers, like real quantized data.
@@ -87,7 +94,7 @@ std::string gbps(double bytes, double seconds)
     return buf;
 }
 
-} // namespace
+}  // namespace
 
 Result<DequantBenchResult> benchDequant(const DequantBenchOptions& options)
 {
@@ -190,16 +197,17 @@ Result<DequantBenchResult> benchDequant(const DequantBenchOptions& options)
                 layers.emplace_back(name, std::move(*q));
         };
         add("bf16", QuantizedWeight::dense(wBf16));
-        add("fp8 e4m3 per-row", QuantizedWeight::fp8((w / (w.abs().amax(1, true) / 448)).to(at::kFloat8_e4m3fn),
-                                    w.abs().amax(1) / 448));
+        add("fp8 e4m3 per-row", QuantizedWeight::fp8((w / (w.abs().amax(1, true) / 448)).to(at::kFloat8_e4m3fn), w.abs().amax(1) / 448));
         add("int8 per-channel", QuantizedWeight::quantizeInt8(w));
         {
             const auto& q4k = kGgufTypes[7];
-            add("gguf Q4_K", QuantizedWeight::gguf(randomBlocks(q4k, options.linearOut * options.linearIn / 256, rng), q4k.id,
-                                 {options.linearOut, options.linearIn}));
+            add("gguf Q4_K",
+                QuantizedWeight::gguf(
+                    randomBlocks(q4k, options.linearOut * options.linearIn / 256, rng), q4k.id, {options.linearOut, options.linearIn}));
             const auto& q8 = kGgufTypes[4];
-            add("gguf Q8_0", QuantizedWeight::gguf(randomBlocks(q8, options.linearOut * options.linearIn / 32, rng), q8.id,
-                                 {options.linearOut, options.linearIn}));
+            add("gguf Q8_0",
+                QuantizedWeight::gguf(
+                    randomBlocks(q8, options.linearOut * options.linearIn / 32, rng), q8.id, {options.linearOut, options.linearIn}));
         }
         for (auto& [name, q] : layers) {
             (void)q.linear(x);
@@ -214,8 +222,8 @@ Result<DequantBenchResult> benchDequant(const DequantBenchOptions& options)
         const auto jobFile = scratch / "jobs.json";
         const auto outFile = scratch / "times.json";
         std::ofstream(jobFile) << jobs.dump();
-        const std::string command = "\"" + options.python + "\" \"" + options.referenceScript + "\" \"" + jobFile.string()
-            + "\" \"" + outFile.string() + "\"";
+        const std::string command =
+            "\"" + options.python + "\" \"" + options.referenceScript + "\" \"" + jobFile.string() + "\" \"" + outFile.string() + "\"";
         const int rc = std::system(command.c_str());
         auto times = nlohmann::json::parse(std::ifstream(outFile), nullptr, false);
         if (rc != 0 || !times.is_array() || times.size() != jobRows.size()) {
@@ -236,17 +244,15 @@ std::string formatDequantBench(const DequantBenchResult& r)
     std::ostringstream out;
     out << "bench dequant: CPU, " << r.threads << " threads, float32 output, best of repeats\n";
     char line[256];
-    std::snprintf(line, sizeof line, "  %-20s %10s %9s %9s %9s %12s\n", "type", "elements", "GB/s", "memcpy", "of memcpy",
-        "vs Python");
+    std::snprintf(line, sizeof line, "  %-20s %10s %9s %9s %9s %12s\n", "type", "elements", "GB/s", "memcpy", "of memcpy", "vs Python");
     out << line;
     for (const auto& d : r.dequant) {
         const double outBytes = static_cast<double>(d.elements) * 4;
         char python[32] = "-";
         if (d.pythonSeconds > 0)
             std::snprintf(python, sizeof python, "%.1fx faster", d.pythonSeconds / d.seconds);
-        std::snprintf(line, sizeof line, "  %-20s %10lld %9s %9s %8.2fx %12s\n", d.type.c_str(),
-            static_cast<long long>(d.elements), gbps(outBytes, d.seconds).c_str(), gbps(outBytes, d.memcpySeconds).c_str(),
-            d.memcpySeconds / d.seconds, python);
+        std::snprintf(line, sizeof line, "  %-20s %10lld %9s %9s %8.2fx %12s\n", d.type.c_str(), static_cast<long long>(d.elements),
+            gbps(outBytes, d.seconds).c_str(), gbps(outBytes, d.memcpySeconds).c_str(), d.memcpySeconds / d.seconds, python);
         out << line;
     }
     out << "  (GB/s counts float32 output bytes; 'of memcpy' = memcpy time / dequant time, goal >= 0.5)\n";
@@ -266,14 +272,13 @@ std::string dequantBenchJson(const DequantBenchResult& r)
     j["threads"] = r.threads;
     for (const auto& d : r.dequant)
         j["dequant"].push_back({{"type", d.type}, {"elements", d.elements}, {"stored_bytes", d.storedBytes}, {"seconds", d.seconds},
-            {"memcpy_seconds", d.memcpySeconds}, {"python_seconds", d.pythonSeconds},
-            {"fraction_of_memcpy", d.memcpySeconds / d.seconds}});
+            {"memcpy_seconds", d.memcpySeconds}, {"python_seconds", d.pythonSeconds}, {"fraction_of_memcpy", d.memcpySeconds / d.seconds}});
     for (const auto& l : r.linear)
-        j["linear"].push_back({{"type", l.type}, {"seconds", l.seconds}, {"bf16_seconds", l.bf16Seconds},
-            {"ratio", l.seconds / l.bf16Seconds}});
+        j["linear"].push_back(
+            {{"type", l.type}, {"seconds", l.seconds}, {"bf16_seconds", l.bf16Seconds}, {"ratio", l.seconds / l.bf16Seconds}});
     if (!r.pythonNote.empty())
         j["python_note"] = r.pythonNote;
     return j.dump(2);
 }
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

@@ -20,7 +20,7 @@ using quant::QuantizedWeight;
 
 double medianSeconds(int repeats, const std::function<void()>& body)
 {
-    body(); // warm-up: allocator, module load
+    body();  // warm-up: allocator, module load
     std::vector<double> times;
     for (int i = 0; i < repeats; ++i) {
         at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
@@ -39,14 +39,17 @@ at::Tensor ggufBlocks(int type, std::int64_t nBlocks, int bytes, const std::vect
 {
     auto blocks = at::randint(0, 256, {nBlocks, bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA));
     const auto scales = at::empty({nBlocks, static_cast<std::int64_t>(scaleOffsets.size())}, at::TensorOptions().device(at::kCUDA))
-                            .uniform_(1e-3, 1e-2).to(at::kHalf).view(at::kByte).view({nBlocks, -1, 2});
+                            .uniform_(1e-3, 1e-2)
+                            .to(at::kHalf)
+                            .view(at::kByte)
+                            .view({nBlocks, -1, 2});
     for (std::size_t i = 0; i < scaleOffsets.size(); ++i)
         blocks.narrow(1, scaleOffsets[i], 2).copy_(scales.select(1, static_cast<std::int64_t>(i)));
     (void)type;
     return blocks.reshape({-1});
 }
 
-} // namespace
+}  // namespace
 
 Result<GpuDequantResult> benchDequantCuda(std::int64_t rows, std::int64_t cols, int repeats)
 {
@@ -71,7 +74,8 @@ Result<GpuDequantResult> benchDequantCuda(std::int64_t rows, std::int64_t cols, 
             std::vector<int> scales;
         };
         for (const G& g : std::vector<G>{{"Q4_0", 2, 32, 18, {0}}, {"Q8_0", 8, 32, 34, {0}}, {"Q4_K", 12, 256, 144, {0, 2}},
-                 {"Q5_K", 13, 256, 176, {0, 2}}, {"Q6_K", 14, 256, 210, {208}}, {"Q3_K", 11, 256, 110, {108}}, {"Q2_K", 10, 256, 84, {80, 82}}}) {
+                 {"Q5_K", 13, 256, 176, {0, 2}}, {"Q6_K", 14, 256, 210, {208}}, {"Q3_K", 11, 256, 110, {108}},
+                 {"Q2_K", 10, 256, 84, {80, 82}}}) {
             auto w = QuantizedWeight::gguf(ggufBlocks(g.id, n / g.elements, g.bytes, g.scales), g.id, shape);
             if (!w)
                 return w.error();
@@ -138,4 +142,4 @@ std::string gpuDequantJson(const GpuDequantResult& r)
     return j.dump();
 }
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

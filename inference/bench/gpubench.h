@@ -18,8 +18,8 @@ struct GpuDequantRow {
 struct GpuDequantResult {
     std::string device;
     std::int64_t rows = 0, cols = 0;
-    double copySeconds = 0;     // device-to-device copy of the bf16 output size, same run
-    std::int64_t copyBytes = 0; // bytes read + written by that copy
+    double copySeconds = 0;  // device-to-device copy of the bf16 output size, same run
+    std::int64_t copyBytes = 0;  // bytes read + written by that copy
     std::vector<GpuDequantRow> rows_;
 };
 
@@ -29,4 +29,4 @@ Result<GpuDequantResult> benchDequantCuda(std::int64_t rows, std::int64_t cols, 
 std::string formatGpuDequant(const GpuDequantResult& r);
 std::string gpuDequantJson(const GpuDequantResult& r);
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

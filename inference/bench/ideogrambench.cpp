@@ -34,7 +34,7 @@ at::Tensor seeded(bool normal, std::vector<std::int64_t> shape, std::uint64_t se
     return normal ? at::randn(shape, g, o) : at::rand(shape, g, o);
 }
 
-} // namespace
+}  // namespace
 
 Result<IdeogramStepBenchResult> benchIdeogramStep(const IdeogramStepBenchOptions& options)
 {
@@ -45,17 +45,20 @@ Result<IdeogramStepBenchResult> benchIdeogramStep(const IdeogramStepBenchOptions
     const auto [device, dtype] = *resolved;
     const bool conditional = options.component == "transformer";
     if (!conditional && options.component != "unconditional_transformer")
-        return makeError(ErrorCode::InvalidArgument, "bench ideogram-step: --component is transformer or unconditional_transformer, not "
-                + options.component);
+        return makeError(ErrorCode::InvalidArgument,
+            "bench ideogram-step: --component is transformer or unconditional_transformer, not " + options.component);
     if (!conditional && options.textTokens.value_or(0) != 0)
-        return makeError(ErrorCode::InvalidArgument, "bench ideogram-step: the unconditional transformer runs without text tokens "
-                "(as the pipeline runs it); drop --text-tokens");
+        return makeError(ErrorCode::InvalidArgument,
+            "bench ideogram-step: the unconditional transformer runs without text tokens "
+            "(as the pipeline runs it); drop --text-tokens");
     const auto textTokens = conditional ? options.textTokens.value_or(kDefaultTextTokens) : 0;
     if (options.repeats < 1 || options.width < 16 || options.height < 16 || textTokens < 0)
         return makeError(ErrorCode::InvalidArgument, "bench ideogram-step: size and repeats must be positive");
     if (options.width % 16 || options.height % 16)
-        return makeError(ErrorCode::InvalidArgument, "bench ideogram-step: --size needs W and H multiples of 16 (2x2 patches of the "
-                "8x VAE latent), not " + std::to_string(options.width) + "x" + std::to_string(options.height));
+        return makeError(ErrorCode::InvalidArgument,
+            "bench ideogram-step: --size needs W and H multiples of 16 (2x2 patches of the "
+            "8x VAE latent), not "
+                + std::to_string(options.width) + "x" + std::to_string(options.height));
     r.device = device.is_cuda() ? cudaDeviceSummary() : "cpu (" + std::to_string(at::get_num_threads()) + " threads)";
     r.dtype = options.dtype;
     r.component = options.component;
@@ -106,8 +109,11 @@ Result<IdeogramStepBenchResult> benchIdeogramStep(const IdeogramStepBenchOptions
         const auto f = output.to(at::kCPU, at::kFloat).contiguous();
         r.outputShape.assign(f.sizes().begin(), f.sizes().end());
         if (r.outputShape != std::vector<std::int64_t>{r.imageTokens, c.inChannels})
-            return makeError(ErrorCode::Internal, "bench ideogram-step: the forward gave a [" + std::to_string(f.size(0)) + ", ...] output, "
-                    "expected [" + std::to_string(r.imageTokens) + ", " + std::to_string(c.inChannels) + "]");
+            return makeError(ErrorCode::Internal,
+                "bench ideogram-step: the forward gave a [" + std::to_string(f.size(0))
+                    + ", ...] output, "
+                      "expected ["
+                    + std::to_string(r.imageTokens) + ", " + std::to_string(c.inChannels) + "]");
         r.finite = at::isfinite(f).all().item<bool>();
         r.sum = f.sum(at::kDouble).item<double>();
         r.absMean = f.abs().mean(at::kDouble).item<double>();
@@ -124,11 +130,13 @@ std::string formatIdeogramStepBench(const IdeogramStepBenchResult& r)
 {
     std::ostringstream s;
     char line[400];
-    std::snprintf(line, sizeof line, "bench ideogram-step: %s, %lldx%lld (%lld image + %lld text tokens), t %.4f, %s on %s, median of %d after a warm-up\n",
+    std::snprintf(line, sizeof line,
+        "bench ideogram-step: %s, %lldx%lld (%lld image + %lld text tokens), t %.4f, %s on %s, median of %d after a warm-up\n",
         r.component.c_str(), static_cast<long long>(r.width), static_cast<long long>(r.height), static_cast<long long>(r.imageTokens),
         static_cast<long long>(r.textTokens), r.timestep, r.dtype.c_str(), r.device.c_str(), r.repeats);
     s << line;
-    std::snprintf(line, sizeof line, "  model: %lld layers, hidden %lld (%lld heads), MLP %lld, text features %lld, %s qkv; loaded in %.2f s, %.1f MiB:",
+    std::snprintf(line, sizeof line,
+        "  model: %lld layers, hidden %lld (%lld heads), MLP %lld, text features %lld, %s qkv; loaded in %.2f s, %.1f MiB:",
         static_cast<long long>(r.layers), static_cast<long long>(r.hidden), static_cast<long long>(r.heads),
         static_cast<long long>(r.intermediate), static_cast<long long>(r.llmFeaturesDim), r.fusedQkv ? "fused" : "split", r.loadSeconds,
         static_cast<double>(r.residentBytes) / 1048576.0);
@@ -143,8 +151,8 @@ std::string formatIdeogramStepBench(const IdeogramStepBenchResult& r)
         std::snprintf(peak, sizeof peak, "%.1f MiB", static_cast<double>(r.peakBytes) / 1048576.0);
     else
         std::snprintf(peak, sizeof peak, "n/a");
-    std::snprintf(line, sizeof line, "  forward: median %.4f s, peak %s (%s); output %lldx%lld %s, sum %.6g, mean |x| %.6g\n", r.medianSeconds,
-        peak, r.memoryMethod.c_str(), static_cast<long long>(r.outputShape.empty() ? 0 : r.outputShape[0]),
+    std::snprintf(line, sizeof line, "  forward: median %.4f s, peak %s (%s); output %lldx%lld %s, sum %.6g, mean |x| %.6g\n",
+        r.medianSeconds, peak, r.memoryMethod.c_str(), static_cast<long long>(r.outputShape.empty() ? 0 : r.outputShape[0]),
         static_cast<long long>(r.outputShape.size() < 2 ? 0 : r.outputShape[1]), r.finite ? "finite" : "NOT FINITE", r.sum, r.absMean);
     s << line;
     return s.str();
@@ -181,4 +189,4 @@ std::string ideogramStepBenchJson(const IdeogramStepBenchResult& r)
     return j.dump();
 }
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

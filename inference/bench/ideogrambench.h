@@ -21,8 +21,8 @@ struct IdeogramStepBenchOptions {
     std::optional<std::int64_t> textTokens;
     std::string device = "cpu";  // "cpu", "cuda", "cuda:1"
     std::string dtype = "bf16";  // bf16 | f32
-    int repeats = 3;             // timed runs after one warm-up; the median is the figure
-    std::uint64_t seed = 1234;   // inputs are drawn on the CPU in float32 (see benchIdeogramStep)
+    int repeats = 3;  // timed runs after one warm-up; the median is the figure
+    std::uint64_t seed = 1234;  // inputs are drawn on the CPU in float32 (see benchIdeogramStep)
     std::filesystem::path outputPath;  // optional: the velocity as float32 safetensors
 };
 
@@ -58,4 +58,4 @@ Result<IdeogramStepBenchResult> benchIdeogramStep(const IdeogramStepBenchOptions
 std::string formatIdeogramStepBench(const IdeogramStepBenchResult& result);
 std::string ideogramStepBenchJson(const IdeogramStepBenchResult& result);
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

@@ -21,7 +21,7 @@ double secondsSince(Clock::time_point start)
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-} // namespace
+}  // namespace
 
 Result<ReadBenchResult> benchRead(const std::filesystem::path& path, int repeats)
 {
@@ -107,4 +107,4 @@ Result<ReadBenchResult> benchRead(const std::filesystem::path& path, int repeats
     return result;
 }
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

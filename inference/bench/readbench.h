@@ -8,12 +8,12 @@
 namespace vireo::bench {
 
 struct ReadBenchResult {
-    std::uint64_t bytes = 0;       // tensor bytes read
+    std::uint64_t bytes = 0;  // tensor bytes read
     std::int64_t tensors = 0;
     int repeats = 0;
-    double rawSeconds = 0;         // best of repeats: sequential read of the same bytes
-    double tensorSeconds = 0;      // best of repeats: every tensor read into memory
-    double copySeconds = 0;        // best of repeats: the same reads into one reused, touched buffer
+    double rawSeconds = 0;  // best of repeats: sequential read of the same bytes
+    double tensorSeconds = 0;  // best of repeats: every tensor read into memory
+    double copySeconds = 0;  // best of repeats: the same reads into one reused, touched buffer
     double ratio() const { return rawSeconds > 0 ? tensorSeconds / rawSeconds : 0; }
 };
 
@@ -23,4 +23,4 @@ struct ReadBenchResult {
 // first so all measure the warm case.
 Result<ReadBenchResult> benchRead(const std::filesystem::path& path, int repeats);
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

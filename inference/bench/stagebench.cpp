@@ -81,7 +81,7 @@ Measured measure(StageRow& row, c10::Device device, int repeats, const std::func
     return m;
 }
 
-} // namespace
+}  // namespace
 
 Result<StageBenchResult> benchStages(const StageBenchOptions& options)
 {
@@ -150,24 +150,28 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
         const auto spatial = encoder->spatialScale();
         const auto temporal = encoder->temporalScale();
         if (upsampler->config().inChannels != channels)
-            return makeError(ErrorCode::InvalidArgument, "bench stages: the upsampler works on " + std::to_string(upsampler->config().inChannels)
-                    + " latent channels, the VAE has " + std::to_string(channels));
+            return makeError(ErrorCode::InvalidArgument,
+                "bench stages: the upsampler works on " + std::to_string(upsampler->config().inChannels) + " latent channels, the VAE has "
+                    + std::to_string(channels));
         if (upsampler->spatialScale() != 2.0 || upsampler->temporalScale() != 1)
-            return makeError(ErrorCode::InvalidArgument, "bench stages: the two-stage path needs an x2 spatial upsampler, not "
-                    + r.upsampler);
+            return makeError(
+                ErrorCode::InvalidArgument, "bench stages: the two-stage path needs an x2 spatial upsampler, not " + r.upsampler);
         if (decoder->config().latentChannels != channels || decoder->spatialScale() != spatial || decoder->temporalScale() != temporal)
-            return makeError(ErrorCode::InvalidArgument, "bench stages: the VAE's decoder takes "
-                    + std::to_string(decoder->config().latentChannels) + " channels at 1/" + std::to_string(decoder->spatialScale())
-                    + " and 1/" + std::to_string(decoder->temporalScale()) + ", its encoder gives " + std::to_string(channels)
-                    + " at 1/" + std::to_string(spatial) + " and 1/" + std::to_string(temporal));
+            return makeError(ErrorCode::InvalidArgument,
+                "bench stages: the VAE's decoder takes " + std::to_string(decoder->config().latentChannels) + " channels at 1/"
+                    + std::to_string(decoder->spatialScale()) + " and 1/" + std::to_string(decoder->temporalScale())
+                    + ", its encoder gives " + std::to_string(channels) + " at 1/" + std::to_string(spatial) + " and 1/"
+                    + std::to_string(temporal));
         if (options.width % (2 * spatial) || options.height % (2 * spatial) || (options.frames - 1) % temporal)
-            return makeError(ErrorCode::InvalidArgument, "bench stages: --size needs W and H multiples of " + std::to_string(2 * spatial)
+            return makeError(ErrorCode::InvalidArgument,
+                "bench stages: --size needs W and H multiples of " + std::to_string(2 * spatial)
                     + " (stage 1 runs at half size) and F = " + std::to_string(temporal) + "k + 1");
         const auto latentFrames = (options.frames - 1) / temporal + 1;
         const auto cellsH = options.height / spatial, cellsW = options.width / spatial;
 
         std::map<std::string, at::Tensor> outputs;
-        auto run = [&](StageRow row, const at::Tensor& input, const std::function<Result<at::Tensor>(const at::Tensor&)>& op) -> Result<void> {
+        auto run = [&](StageRow row, const at::Tensor& input,
+                       const std::function<Result<at::Tensor>(const at::Tensor&)>& op) -> Result<void> {
             row.inputShape = shapeOf(input);
             auto m = measure(row, device, options.repeats, [&] { return op(input); });
             if (!m.failure.empty())
@@ -212,7 +216,8 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
             row.name = "upsample";
             row.layout = "whole";
             const auto low = normalLatent({1, channels, latentFrames, cellsH / 2, cellsW / 2}, options.seed + 2).to(device);
-            if (auto done = run(row, low, [&](const at::Tensor& x) { return upsampler->upsampleNormalized(x, latentMean, latentStd); }); !done)
+            if (auto done = run(row, low, [&](const at::Tensor& x) { return upsampler->upsampleNormalized(x, latentMean, latentStd); });
+                !done)
                 return done.error();
         }
         // 4. The final latent decoded to the video, tiled as Ltx2Pipeline's decode step tiles it
@@ -230,13 +235,13 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
             if (auto done = run(row, latent, [&](const at::Tensor& x) { return decoder->decode(x, dec); }); !done)
                 return done.error();
         }
-        const std::vector<std::vector<std::int64_t>> expected{{1, channels, 1, cellsH, cellsW},
-            {1, channels, latentFrames, cellsH, cellsW}, {1, channels, latentFrames, cellsH, cellsW},
-            {1, decoder->config().outChannels, options.frames, options.height, options.width}};
+        const std::vector<std::vector<std::int64_t>> expected{{1, channels, 1, cellsH, cellsW}, {1, channels, latentFrames, cellsH, cellsW},
+            {1, channels, latentFrames, cellsH, cellsW}, {1, decoder->config().outChannels, options.frames, options.height, options.width}};
         for (std::size_t i = 0; i < r.rows.size(); ++i)
             if (r.rows[i].outputShape != expected[i])
-                return makeError(ErrorCode::Internal, "bench stages: " + r.rows[i].name + " gave " + shapeText(r.rows[i].outputShape)
-                        + ", expected " + shapeText(expected[i]));
+                return makeError(ErrorCode::Internal,
+                    "bench stages: " + r.rows[i].name + " gave " + shapeText(r.rows[i].outputShape) + ", expected "
+                        + shapeText(expected[i]));
         if (!options.outputsPath.empty())
             if (auto w = tensorfile::writeSafetensors(options.outputsPath, outputs); !w)
                 return w.error();
@@ -256,8 +261,9 @@ std::string formatStageBench(const StageBenchResult& r)
     s << line;
     std::snprintf(line, sizeof line,
         "  encoder loaded in %.2f s (%.1f MiB), decoder in %.2f s (%.1f MiB), upsampler in %.2f s (%.1f MiB): %s\n", r.encoderLoadSeconds,
-        static_cast<double>(r.encoderResidentBytes) / 1048576.0, r.decoderLoadSeconds, static_cast<double>(r.decoderResidentBytes) / 1048576.0,
-        r.upsamplerLoadSeconds, static_cast<double>(r.upsamplerResidentBytes) / 1048576.0, r.upsampler.c_str());
+        static_cast<double>(r.encoderResidentBytes) / 1048576.0, r.decoderLoadSeconds,
+        static_cast<double>(r.decoderResidentBytes) / 1048576.0, r.upsamplerLoadSeconds,
+        static_cast<double>(r.upsamplerResidentBytes) / 1048576.0, r.upsampler.c_str());
     s << line;
     s << "  memory: " << r.memoryMethod << "\n";
     std::snprintf(line, sizeof line, "  %-13s %-20s %-20s %10s %11s %-38s %s\n", "stage", "input", "output", "median s", "peak MiB",
@@ -301,4 +307,4 @@ std::string stageBenchJson(const StageBenchResult& r)
     return j.dump();
 }
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

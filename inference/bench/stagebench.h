@@ -10,22 +10,22 @@
 namespace vireo::bench {
 
 struct StageBenchOptions {
-    std::filesystem::path vaePath;        // anything Ltx2Weights::open takes that holds the full video VAE
+    std::filesystem::path vaePath;  // anything Ltx2Weights::open takes that holds the full video VAE
     std::filesystem::path upsamplerPath;  // anything LatentUpsampler::load takes
     // The video: W and H multiples of twice the VAE's spatial scale (stage 1 runs at half
     // size), F = 8k + 1. Default: the anchor workload of the GPU benchmark.
     std::int64_t width = 768, height = 512, frames = 121;
     std::string device = "cpu";  // "cpu", "cuda", "cuda:1"
     std::string dtype = "bf16";  // bf16 | f32
-    int repeats = 3;             // timed runs after one warm-up; the median is the figure
-    std::uint64_t seed = 1234;   // inputs are drawn on the CPU in float32 (see stageBenchInputs)
+    int repeats = 3;  // timed runs after one warm-up; the median is the figure
+    std::uint64_t seed = 1234;  // inputs are drawn on the CPU in float32 (see stageBenchInputs)
     std::filesystem::path outputsPath;  // optional: the four outputs as float32 safetensors
 };
 
 struct StageRow {
     std::string name;  // encode_still | encode_clip | upsample | decode
     std::vector<std::int64_t> inputShape, outputShape;
-    std::string layout;   // "whole" or the tiles and chunks the pipeline's rule picked
+    std::string layout;  // "whole" or the tiles and chunks the pipeline's rule picked
     double medianSeconds = 0;
     std::vector<double> seconds;  // every timed run
     // CUDA: the caching allocator's peak during the runs above what was allocated before
@@ -56,4 +56,4 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options);
 std::string formatStageBench(const StageBenchResult& result);
 std::string stageBenchJson(const StageBenchResult& result);
 
-} // namespace vireo::bench
+}  // namespace vireo::bench

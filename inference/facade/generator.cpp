@@ -111,8 +111,8 @@ struct Generator::Impl {
 Generator::Generator(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 Generator::~Generator() = default;
 
-Result<std::unique_ptr<Generator>> Generator::load(const LoadPlan& plan, const MemoryPlan& memory, const ProgressFn& progress,
-                                                   std::stop_token stop)
+Result<std::unique_ptr<Generator>> Generator::load(
+    const LoadPlan& plan, const MemoryPlan& memory, const ProgressFn& progress, std::stop_token stop)
 {
     families::Target target;
     auto device = parseDevice(plan.device);
@@ -125,7 +125,8 @@ Result<std::unique_ptr<Generator>> Generator::load(const LoadPlan& plan, const M
         return dtype.error();
     target.dtype = *dtype;
     if (!nn::parseAttentionKernel(plan.attentionKernel))
-        return makeError(ErrorCode::InvalidArgument, "'" + plan.attentionKernel + "' is not an attention kernel (default, flash3, flash, cudnn, efficient)");
+        return makeError(ErrorCode::InvalidArgument,
+            "'" + plan.attentionKernel + "' is not an attention kernel (default, flash3, flash, cudnn, efficient)");
     auto impl = std::make_unique<Impl>();
     impl->plan = plan;
     impl->memory = memory;
@@ -207,10 +208,25 @@ void Generator::reapplyProcessSettings(const ProcessSettings& restoreOnDestructi
     m_impl->wanted.apply();
 }
 
-const MemoryPlan& Generator::memoryPlan() const { return m_impl->memory; }
-std::string Generator::version() const { return m_impl->model->version(); }
-std::vector<std::filesystem::path> Generator::files() const { return m_impl->model->files(); }
-std::map<std::string, std::int64_t> Generator::residentBytes() const { return m_impl->model->residentBytes(); }
-std::map<std::string, int> Generator::matmulPaths() const { return m_impl->model->matmulPaths(); }
+const MemoryPlan& Generator::memoryPlan() const
+{
+    return m_impl->memory;
+}
+std::string Generator::version() const
+{
+    return m_impl->model->version();
+}
+std::vector<std::filesystem::path> Generator::files() const
+{
+    return m_impl->model->files();
+}
+std::map<std::string, std::int64_t> Generator::residentBytes() const
+{
+    return m_impl->model->residentBytes();
+}
+std::map<std::string, int> Generator::matmulPaths() const
+{
+    return m_impl->model->matmulPaths();
+}
 
-} // namespace vireo::facade
+}  // namespace vireo::facade

@@ -23,9 +23,9 @@ namespace vireo::facade {
 
 // Where the components live while a model is loaded, fastest first.
 enum class Placement {
-    Auto,                      // the first of the others that fits this machine
-    AllResident,               // everything on the device
-    TextEncoderOnCpu,          // the text encoder runs on the CPU; the rest on the device
+    Auto,  // the first of the others that fits this machine
+    AllResident,  // everything on the device
+    TextEncoderOnCpu,  // the text encoder runs on the CPU; the rest on the device
     OffloadTransformerBlocks,  // also the transformer's blocks in host memory, streamed one by one
 };
 std::string_view placementName(Placement placement);
@@ -55,12 +55,12 @@ ModelKind detectModelKind(const std::vector<std::filesystem::path>& modelPaths);
 
 // The rules a model family's requests follow, for the front ends' checks and controls.
 struct FamilyRules {
-    std::string family;       // "ltx2", "ideogram4"
-    std::string title;        // "LTX-2", "Ideogram-4"
+    std::string family;  // "ltx2", "ideogram4"
+    std::string title;  // "LTX-2", "Ideogram-4"
     ModelKind kind = ModelKind::Video;
-    int sizeMultiple = 32;    // width and height are multiples of this
-    int frameStep = 8;        // frames are frameStep * k + 1; 0: one still
-    std::string sizeUnit;     // what the size multiple is: "16-pixel patches", "32-pixel latent cells"
+    int sizeMultiple = 32;  // width and height are multiples of this
+    int frameStep = 8;  // frames are frameStep * k + 1; 0: one still
+    std::string sizeUnit;  // what the size multiple is: "16-pixel patches", "32-pixel latent cells"
     bool negativePrompt = true, audio = true, loras = true, conditions = true, stages = true;
 };
 // The family these files belong to (its folder layout alone) and its rules.
@@ -72,8 +72,8 @@ struct LoadPlan {
     // A diffusers folder, a Lightricks single file, or a GGUF transformer with its companions.
     std::vector<std::filesystem::path> modelPaths;
     std::optional<std::filesystem::path> textEncoderPath;
-    std::string device = "cpu";    // "cpu", "cuda", "cuda:1"
-    std::string dtype = "auto";    // "f32", "bf16", "auto" (bf16 on a GPU, f32 on the CPU)
+    std::string device = "cpu";  // "cpu", "cuda", "cuda:1"
+    std::string dtype = "auto";  // "f32", "bf16", "auto" (bf16 on a GPU, f32 on the CPU)
     Placement placement = Placement::Auto;
     // Process-wide settings the load applies; unloading puts back what was there before.
     std::string attentionKernel = "default";
@@ -105,15 +105,15 @@ struct ComponentPlacement {
     // text_encoder, connectors, transformer, video_vae, audio_vae, vocoder (LTX-2);
     // text_encoder, transformer, unconditional_transformer, vae (Ideogram-4)
     std::string name;
-    std::int64_t bytes = 0;        // held once loaded: dense weights in the compute dtype, quantized ones as stored
+    std::int64_t bytes = 0;  // held once loaded: dense weights in the compute dtype, quantized ones as stored
     std::int64_t storedBytes = 0;  // on disk
-    std::string where;             // "cuda:0", "cpu", "cpu, streamed to cuda:0 block by block"
+    std::string where;  // "cuda:0", "cpu", "cpu, streamed to cuda:0 block by block"
 };
 
 // The path a component takes on the planned device, decided before anything loads.
 struct PlannedPath {
     std::string component;
-    std::string path;    // "FP8 tensor-core GEMM", "dequantize to bf16 + GEMM", "dense GEMM in f32 on the CPU"
+    std::string path;  // "FP8 tensor-core GEMM", "dequantize to bf16 + GEMM", "dense GEMM in f32 on the CPU"
     std::string reason;  // why; for a slower path, what blocks the faster one
 };
 
@@ -127,30 +127,30 @@ struct ModelFacts {
 };
 
 struct MemoryPlan {
-    std::string pipeline;           // "ltx2", "ideogram4"
-    std::string version;            // "2.0", "2.3"; "4" for Ideogram-4
+    std::string pipeline;  // "ltx2", "ideogram4"
+    std::string version;  // "2.0", "2.3"; "4" for Ideogram-4
     ModelKind kind = ModelKind::Video;
-    std::string device, dtype;      // resolved
+    std::string device, dtype;  // resolved
     Placement placement = Placement::AllResident;  // the one chosen (never Auto)
-    bool forced = false;            // the user's placement, kept though it does not fit
+    bool forced = false;  // the user's placement, kept though it does not fit
     std::vector<ComponentPlacement> components;
     std::int64_t deviceWeightBytes = 0, hostWeightBytes = 0;
     std::int64_t activationBytes = 0;  // the transformer's peak working memory at this size
-    std::int64_t encodeBytes = 0;      // the text encoder's working memory
-    std::int64_t decodeBytes = 0;      // the video decoder's peak (tiled), estimated
+    std::int64_t encodeBytes = 0;  // the text encoder's working memory
+    std::int64_t decodeBytes = 0;  // the video decoder's peak (tiled), estimated
     std::int64_t devicePeakBytes = 0, hostPeakBytes = 0;
     MemoryBudget budget;
     bool fits = false;
-    std::int64_t shortfallBytes = 0;   // what is missing where it does not fit
-    std::string explanation;           // words and numbers, for the UI
+    std::int64_t shortfallBytes = 0;  // what is missing where it does not fit
+    std::string explanation;  // words and numbers, for the UI
     // The capability gate's answer for this device: what it is, the compute dtype and why,
     // each component's path, the attention's, and what runs slower than the device could.
-    std::string deviceName;            // "NVIDIA GeForce RTX 3090 (compute capability 8.6)", "cpu"
+    std::string deviceName;  // "NVIDIA GeForce RTX 3090 (compute capability 8.6)", "cpu"
     std::string dtypeReason;
     std::vector<PlannedPath> paths;
     std::string attentionPath, attentionReason;
     std::vector<std::string> pathWarnings;
-    std::string pathsText;             // all of it in one line
+    std::string pathsText;  // all of it in one line
 };
 
 // A LoRA for a generation, by file, with its strength (negative allowed).
@@ -164,11 +164,11 @@ struct LoraRequest {
 struct LoraOutcome {
     std::filesystem::path path;
     double strength = 1.0;
-    std::string status;       // "applied", "partial: 3 of 120 modules unmatched", "refused: ..."
+    std::string status;  // "applied", "partial: 3 of 120 modules unmatched", "refused: ..."
     int matched = 0, unmatched = 0;
     std::int64_t refusedKeys = 0;
     std::int64_t deviceBytes = 0;
-    std::string report;       // the match report as text (unmatched modules listed)
+    std::string report;  // the match report as text (unmatched modules listed)
 };
 
 // A still or a clip the video must show at a given frame (image-to-video, keyframes), as
@@ -176,20 +176,20 @@ struct LoraOutcome {
 // applies the training-time H.264 re-compression (runtime::prepareConditionImage), so the
 // inference layer never parses an image file.
 struct ConditionInput {
-    std::int64_t frame = 0;          // the output frame it starts at: 0, or 8k + 1 up to the last
-    double strength = 1.0;           // 1: kept exactly; lower: followed more loosely (0..1)
-    int width = 0, height = 0;       // equal to the request's size
-    int frames = 1;                  // a still: 1; a clip: 8k + 1
-    std::vector<std::uint8_t> rgb;   // frames x height x width x 3
-    std::string source;              // the file it came from, for errors and the recipe
-    std::string sha256;              // of the file's bytes, for the recipe
+    std::int64_t frame = 0;  // the output frame it starts at: 0, or 8k + 1 up to the last
+    double strength = 1.0;  // 1: kept exactly; lower: followed more loosely (0..1)
+    int width = 0, height = 0;  // equal to the request's size
+    int frames = 1;  // a still: 1; a clip: 8k + 1
+    std::vector<std::uint8_t> rgb;  // frames x height x width x 3
+    std::string source;  // the file it came from, for errors and the recipe
+    std::string sha256;  // of the file's bytes, for the recipe
 };
 
 // Which path an LTX request takes: one pass at full size, or the two-stage distilled path
 // (half size, latent upsample x2, three refining steps at full size).
 struct StagePlan {
     bool twoStage = false;
-    std::string reason;              // one sentence for the UI
+    std::string reason;  // one sentence for the UI
     std::int64_t firstWidth = 0, firstHeight = 0;  // stage 1's size (the full size when single)
 };
 
@@ -198,7 +198,7 @@ struct GenerateRequest {
     std::int64_t width = 768, height = 512, frames = 121;
     double fps = 24.0;
     std::string schedule = "distilled";  // "distilled" | "dev"
-    int steps = 0;                       // 0: the schedule's default
+    int steps = 0;  // 0: the schedule's default
     double guidance = 1.0, audioGuidance = 1.0, guidanceRescale = 0.0;
     std::int64_t seed = 0;
     std::int64_t maxSequenceLength = 1024;
@@ -224,10 +224,18 @@ struct GenerateRequest {
 Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request);
 
 enum class Phase {
-    LoadTextEncoder, EncodePrompt, LoadTransformer, Denoise, LoadDecoders, DecodeVideo, DecodeAudio, Vocoder, DecodeImage,
+    LoadTextEncoder,
+    EncodePrompt,
+    LoadTransformer,
+    Denoise,
+    LoadDecoders,
+    DecodeVideo,
+    DecodeAudio,
+    Vocoder,
+    DecodeImage,
     EncodeConditions,  // the conditioning stills and clips through the video VAE encoder
-    UpsampleLatents,   // two-stage: stage 1's latents x2 in space
-    Refine,            // two-stage: the refining steps at full size
+    UpsampleLatents,  // two-stage: stage 1's latents x2 in space
+    Refine,  // two-stage: the refining steps at full size
 };
 std::string_view phaseName(Phase phase);
 
@@ -253,15 +261,15 @@ struct VideoResult {
     std::vector<std::uint8_t> rgb;  // frameCount x height x width x 3
     int sampleRate = 0, channels = 0;
     std::int64_t samples = 0;
-    std::vector<float> audio;       // planar: channel c at [c * samples, (c + 1) * samples)
+    std::vector<float> audio;  // planar: channel c at [c * samples, (c + 1) * samples)
     std::string schedule;
     std::vector<double> sigmas;
     std::map<std::string, double> secondsPerPhase;
     std::vector<LoraOutcome> loras;
-    std::string speed;              // the speed mode's name
-    int stepsSkipped = 0;           // denoise steps the step cache served
-    std::string cudaGraphs;         // what became of the denoise passes' CUDA graphs; empty on the CPU
-    StagePlan stages;               // the path that ran
+    std::string speed;  // the speed mode's name
+    int stepsSkipped = 0;  // denoise steps the step cache served
+    std::string cudaGraphs;  // what became of the denoise passes' CUDA graphs; empty on the CPU
+    StagePlan stages;  // the path that ran
     // What ran where, counted as it ran ("GEMM: 9,240 FP8 tensor-core GEMM, ...; attention: ..."),
     // and one warning per slower path taken instead of the planned one, with its count.
     std::string paths;
@@ -271,11 +279,11 @@ struct VideoResult {
 // An image model's output: one RGB picture and how it was made.
 struct ImageResult {
     int width = 0, height = 0;
-    std::vector<std::uint8_t> rgb;   // height x width x 3
-    std::vector<double> sigmas;      // steps + 1, noisiest first, the last 0
-    std::vector<double> guidance;    // the weight of each step
+    std::vector<std::uint8_t> rgb;  // height x width x 3
+    std::vector<double> sigmas;  // steps + 1, noisiest first, the last 0
+    std::vector<double> guidance;  // the weight of each step
     std::map<std::string, double> secondsPerPhase;
-    std::string paths;               // as VideoResult's
+    std::string paths;  // as VideoResult's
     std::vector<std::string> pathWarnings;
 };
 
@@ -307,8 +315,8 @@ public:
 
     // Loads every component the memory plan keeps resident. A failed or cancelled load frees
     // everything it allocated (device caches included) before it returns.
-    static Result<std::unique_ptr<Generator>> load(const LoadPlan& plan, const MemoryPlan& memory, const ProgressFn& progress,
-                                                   std::stop_token stop);
+    static Result<std::unique_ptr<Generator>> load(
+        const LoadPlan& plan, const MemoryPlan& memory, const ProgressFn& progress, std::stop_token stop);
 
     // What the loaded model makes: generate() for video models, generateImage() for image
     // models; each refuses the other kind with an error that says which to call.
@@ -343,7 +351,7 @@ private:
 
 // The devices this machine can compute on: "cpu" first, then each CUDA device.
 struct DeviceInfo {
-    std::string name;         // "cpu", "cuda:0"
+    std::string name;  // "cpu", "cuda:0"
     std::string description;  // "NVIDIA H200 (compute capability 9.0, 143771 MiB)"
     std::int64_t totalBytes = 0;
 };
@@ -359,4 +367,4 @@ bool deviceHealthy(const std::string& device);
 // case; nullopt for anything else.
 std::optional<bool> parseFlag(std::string_view text);
 
-} // namespace vireo::facade
+}  // namespace vireo::facade

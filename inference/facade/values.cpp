@@ -155,4 +155,4 @@ void ProcessSettings::apply() const
     at::globalContext().setAllowTF32CuDNN(tf32Cudnn);
 }
 
-} // namespace vireo::facade
+}  // namespace vireo::facade

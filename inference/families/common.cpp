@@ -35,7 +35,7 @@ c10::ScalarType scalarType(capability::Dtype dtype)
     return dtype == capability::Dtype::BF16 ? c10::kBFloat16 : dtype == capability::Dtype::F16 ? c10::kHalf : c10::kFloat;
 }
 
-} // namespace
+}  // namespace
 
 std::string lower(std::string_view text)
 {
@@ -50,8 +50,9 @@ Result<c10::Device> parseDevice(const std::string& name)
     try {
         c10::Device device(lower(name));
         if (device.is_cuda() && !cudaAvailable())
-            return makeError(ErrorCode::Unsupported, "device " + name + " was asked for, but this machine has no usable CUDA device: "
-                    + cudaUnavailableReason() + "; or choose the CPU");
+            return makeError(ErrorCode::Unsupported,
+                "device " + name + " was asked for, but this machine has no usable CUDA device: " + cudaUnavailableReason()
+                    + "; or choose the CPU");
         if (!device.is_cuda() && !device.is_cpu())
             return makeError(ErrorCode::Unsupported, "device " + name + " is not supported; use cpu or cuda");
         if (device.is_cuda() && !device.has_index())
@@ -81,7 +82,7 @@ std::string describeDevice(const capability::DeviceCaps& caps)
 }
 
 void planPathsInto(facade::MemoryPlan& m, const capability::DeviceCaps& caps, const std::string& dtypeRequest,
-                   const std::vector<capability::ComponentInput>& components)
+    const std::vector<capability::ComponentInput>& components)
 {
     const auto request = parseDtypeRequest(dtypeRequest);
     const auto plan = capability::planPaths(caps, request ? *request : capability::DtypeRequest::Auto, components, pathSwitches());
@@ -155,4 +156,4 @@ std::shared_ptr<const facade::Preview> makePreview(const at::Tensor& projection,
     return preview;
 }
 
-} // namespace vireo::families
+}  // namespace vireo::families

@@ -33,7 +33,7 @@ std::int64_t hostAvailableBytes();
 
 // The capability gate's plan for these components on this device, into the memory plan.
 void planPathsInto(facade::MemoryPlan& m, const capability::DeviceCaps& caps, const std::string& dtypeRequest,
-                   const std::vector<capability::ComponentInput>& components);
+    const std::vector<capability::ComponentInput>& components);
 
 // A small JSON file of a model folder, bounded; nullopt when absent, unreadable or not an object.
 std::optional<nlohmann::json> smallJson(const std::filesystem::path& file);
@@ -43,8 +43,7 @@ std::string className(const std::filesystem::path& file);
 bool previewDue(const facade::GenerateRequest& r, std::int64_t done, std::int64_t total);
 // Latent frames [F, h, w, C] -> small RGB frames through the fitted map, area-averaged down to
 // at most maxWidth wide (0: as they are).
-std::shared_ptr<const facade::Preview> makePreview(const at::Tensor& projection, const at::Tensor& frames, std::int64_t step,
-                                                   int maxWidth);
+std::shared_ptr<const facade::Preview> makePreview(const at::Tensor& projection, const at::Tensor& frames, std::int64_t step, int maxWidth);
 // The pipeline's preview map when this request wants previews (undefined otherwise, or when it
 // cannot be fitted: previews are a convenience, never a reason to fail).
 template <class Pipeline>
@@ -56,4 +55,4 @@ at::Tensor previewProjectionFor(Pipeline& pipeline, const facade::GenerateReques
     return p ? *p : at::Tensor();
 }
 
-} // namespace vireo::families
+}  // namespace vireo::families

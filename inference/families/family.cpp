@@ -36,4 +36,4 @@ Result<std::string> ModelFamily::inspectLora(const facade::LoadPlan&, const std:
     return makeError(ErrorCode::Unsupported, "LoRAs are not supported for " + std::string(title()) + " yet");
 }
 
-} // namespace vireo::families
+}  // namespace vireo::families

@@ -37,10 +37,10 @@ class LoadedModel {
 public:
     virtual ~LoadedModel() = default;
     // A family makes one kind: the other call refuses with an error that names the right one.
-    virtual Result<facade::VideoResult> generate(const facade::GenerateRequest& request, const facade::ProgressFn& progress,
-                                                 std::stop_token stop);
-    virtual Result<facade::ImageResult> generateImage(const facade::GenerateRequest& request, const facade::ProgressFn& progress,
-                                                      std::stop_token stop);
+    virtual Result<facade::VideoResult> generate(
+        const facade::GenerateRequest& request, const facade::ProgressFn& progress, std::stop_token stop);
+    virtual Result<facade::ImageResult> generateImage(
+        const facade::GenerateRequest& request, const facade::ProgressFn& progress, std::stop_token stop);
     virtual std::string version() const = 0;
     virtual std::vector<std::filesystem::path> files() const = 0;
     virtual std::map<std::string, std::int64_t> residentBytes() const = 0;
@@ -51,7 +51,7 @@ public:
 class ModelFamily {
 public:
     virtual ~ModelFamily() = default;
-    virtual std::string_view id() const = 0;     // "ltx2": MemoryPlan::pipeline and the recipe's
+    virtual std::string_view id() const = 0;  // "ltx2": MemoryPlan::pipeline and the recipe's
     virtual std::string_view title() const = 0;  // "LTX-2", for messages
     virtual facade::FamilyRules rules() const = 0;
     // From the folder layout alone (no weight byte is read).
@@ -59,10 +59,10 @@ public:
     // Headers and metadata only, no device.
     virtual Result<facade::ModelFacts> readFacts(const facade::LoadPlan& plan) const = 0;
     virtual Result<facade::MemoryPlan> planMemory(const facade::LoadPlan& plan, const Target& target, const facade::SizeRequest& size,
-                                                  const std::optional<facade::MemoryBudget>& budget) const = 0;
+        const std::optional<facade::MemoryBudget>& budget) const = 0;
     // Loads every component the plan keeps resident; a failed or cancelled load frees what it took.
     virtual Result<std::unique_ptr<LoadedModel>> load(const facade::LoadPlan& plan, const facade::MemoryPlan& memory, const Target& target,
-                                                      const facade::ProgressFn& progress, std::stop_token stop) const = 0;
+        const facade::ProgressFn& progress, std::stop_token stop) const = 0;
     // The stage path a request would take (one stage unless the family has more).
     virtual Result<facade::StagePlan> planStages(const facade::LoadPlan& plan, const facade::GenerateRequest& request) const;
     // A LoRA matched against the model from headers; refused where the family takes none.
@@ -73,4 +73,4 @@ public:
 const std::vector<const ModelFamily*>& registered();
 const ModelFamily& familyFor(const std::vector<std::filesystem::path>& modelPaths);
 
-} // namespace vireo::families
+}  // namespace vireo::families

@@ -8,7 +8,7 @@ at::Tensor fitPreviewProjection(const at::Tensor& latents, const at::Tensor& dec
 {
     const auto h = latents.size(1), w = latents.size(2);
     const auto pooled = at::adaptive_avg_pool2d(decoded.to(at::kDouble).cpu(), {h, w});  // [3, h, w]
-    const auto y = pooled.flatten(1).t();                                                 // [cells, 3]
+    const auto y = pooled.flatten(1).t();  // [cells, 3]
     const auto x = at::cat({latents.to(at::kDouble).cpu().flatten(1).t(), at::ones({h * w, 1}, at::kDouble)}, 1);
     // Ridge regression: the fit stays sane with nearly as many unknowns as samples.
     const auto xtx = x.t().matmul(x);
@@ -27,4 +27,4 @@ at::Tensor projectPreview(const at::Tensor& projection, const at::Tensor& latent
     return at::addmm(projection[channels], x.reshape({-1, channels}), projection.narrow(0, 0, channels)).view(shape);
 }
 
-} // namespace vireo::pipelines
+}  // namespace vireo::pipelines

@@ -16,4 +16,4 @@ at::Tensor fitPreviewProjection(const at::Tensor& latents, const at::Tensor& dec
 // latents [..., C] -> RGB [..., 3] in the decoder's range (not clamped), float32 on the CPU.
 at::Tensor projectPreview(const at::Tensor& projection, const at::Tensor& latents);
 
-} // namespace vireo::pipelines
+}  // namespace vireo::pipelines

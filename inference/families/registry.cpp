@@ -24,4 +24,4 @@ const ModelFamily& familyFor(const std::vector<std::filesystem::path>& modelPath
     return *registered().back();
 }
 
-} // namespace vireo::families
+}  // namespace vireo::families

@@ -16,16 +16,16 @@ namespace vireo::inspect {
 
 namespace {
 
+using nlohmann::json;
 using tensorfile::Checkpoint;
 using tensorfile::DType;
 using tensorfile::FileFormat;
 using tensorfile::ModelSource;
 using tensorfile::TensorInfo;
-using nlohmann::json;
 
 constexpr std::string_view kLightricksPrefix = "model.diffusion_model.";
-const std::vector<std::string> kComponentOrder = {"transformer", "connectors", "text_projection", "vae",
-    "audio_vae", "vocoder", "text_encoder", "tokenizer", "scheduler"};
+const std::vector<std::string> kComponentOrder = {
+    "transformer", "connectors", "text_projection", "vae", "audio_vae", "vocoder", "text_encoder", "tokenizer", "scheduler"};
 
 bool startsWith(std::string_view s, std::string_view prefix)
 {
@@ -97,7 +97,7 @@ private:
 };
 
 struct VersionVotes {
-    std::map<std::string, std::vector<std::string>> byVersion; // version -> evidence
+    std::map<std::string, std::vector<std::string>> byVersion;  // version -> evidence
     void vote(const std::string& version, const std::string& why) { byVersion[version].push_back(why); }
 };
 
@@ -110,8 +110,7 @@ void addComponent(ModelReport& r, const std::string& name)
 void detectLtx(const Names& n, ModelReport& report, VersionVotes& votes, bool& ltxDit, bool& audio)
 {
     const std::string component = n.checkpoint().component;
-    const bool dit = n.has("transformer_blocks.0.scale_shift_table")
-        && (n.hasPrefix("patchify_proj.") || n.hasPrefix("proj_in."))
+    const bool dit = n.has("transformer_blocks.0.scale_shift_table") && (n.hasPrefix("patchify_proj.") || n.hasPrefix("proj_in."))
         && (n.hasPrefix("adaln_single.") || n.hasPrefix("time_embed."));
     const bool hasAudio = n.hasPrefix("audio_patchify_proj.") || n.hasPrefix("audio_adaln_single.") || n.hasPrefix("av_ca_")
         || n.hasPrefix("audio_proj_in.") || n.hasPrefix("audio_time_embed.") || n.hasPrefix("av_cross_attn_");
@@ -143,8 +142,8 @@ void detectLtx(const Names& n, ModelReport& report, VersionVotes& votes, bool& l
     const bool connectors = n.hasPrefix("video_embeddings_connector.") || n.hasPrefix("video_connector.");
     if (connectors) {
         addComponent(report, "connectors");
-        const int blocks = std::max(n.countIndexed("video_embeddings_connector.transformer_1d_blocks."),
-            n.countIndexed("video_connector.transformer_blocks."));
+        const int blocks = std::max(
+            n.countIndexed("video_embeddings_connector.transformer_1d_blocks."), n.countIndexed("video_connector.transformer_blocks."));
         report.facts["Connector blocks"] = std::to_string(blocks);
         if (n.hasPrefix("video_embeddings_connector.learnable_registers") || n.hasPrefix("video_connector.learnable_registers"))
             report.facts["Connector registers"] = "yes";
@@ -184,8 +183,7 @@ void detectLtx(const Names& n, ModelReport& report, VersionVotes& votes, bool& l
 
 void detectIdeogram(const Names& n, ModelReport& report, bool& found)
 {
-    const bool anchors = n.hasPrefix("llm_cond_proj.") || n.hasPrefix("embed_image_indicator.")
-        || n.hasPrefix("t_embedding.mlp_in.");
+    const bool anchors = n.hasPrefix("llm_cond_proj.") || n.hasPrefix("embed_image_indicator.") || n.hasPrefix("t_embedding.mlp_in.");
     if (!anchors)
         return;
     if (n.hasPrefix("layers.0.attention.qkv.")) {
@@ -215,8 +213,10 @@ void detectLatentUpsampler(const Names& n, ModelReport& report, bool& found)
     std::string kind = "unrecognized scale";
     if (rational && rational->shape.size() == 4 && mid > 0 && rational->shape[0] % mid == 0) {
         const auto ratio = rational->shape[0] / mid;
-        kind = ratio == 4 ? "spatial x2 (rational resampler)" : ratio == 9 ? "spatial x1.5 (rational resampler)"
-            : ratio == 16 ? "spatial x4 (rational resampler)" : kind;
+        kind = ratio == 4 ? "spatial x2 (rational resampler)"
+            : ratio == 9  ? "spatial x1.5 (rational resampler)"
+            : ratio == 16 ? "spatial x4 (rational resampler)"
+                          : kind;
     } else if (shuffle && !shuffle->shape.empty() && mid > 0) {
         const auto ratio = shuffle->shape[0] / mid;
         kind = shuffle->shape.size() == 4 && ratio == 4 ? "spatial x2"
@@ -227,8 +227,8 @@ void detectLatentUpsampler(const Names& n, ModelReport& report, bool& found)
     addComponent(report, "latent_upsampler");
     report.facts["Upsampler"] = kind + ", " + std::to_string(initial->shape.size() - 2) + "-D convolutions, "
         + std::to_string(initial->shape[1]) + " latent channels";
-    report.facts["Upsampler blocks"] = std::to_string(n.countIndexed("res_blocks.")) + " + "
-        + std::to_string(n.countIndexed("post_upsample_res_blocks."));
+    report.facts["Upsampler blocks"] =
+        std::to_string(n.countIndexed("res_blocks.")) + " + " + std::to_string(n.countIndexed("post_upsample_res_blocks."));
     if (kind.rfind("spatial x2", 0) != 0 || kind.find("temporal") != std::string::npos)
         report.warnings.push_back("the two-stage path takes an x2 spatial upsampler; this one is " + kind);
 }
@@ -347,7 +347,7 @@ std::string relativeName(const ModelSource& source, const std::filesystem::path&
     return ec || rel.empty() ? p.string() : rel.generic_string();
 }
 
-} // namespace
+}  // namespace
 
 ModelReport describe(const ModelSource& source)
 {
@@ -364,8 +364,8 @@ ModelReport describe(const ModelSource& source)
         for (const auto& t : cp.tensors)
             ++perFile[t.fileIndex];
         for (std::size_t i = 0; i < cp.files.size(); ++i) {
-            report.files.push_back({relativeName(source, cp.files[i]->path()),
-                std::string(tensorfile::fileFormatName(cp.format)), cp.component, perFile[i], cp.files[i]->size()});
+            report.files.push_back({relativeName(source, cp.files[i]->path()), std::string(tensorfile::fileFormatName(cp.format)),
+                cp.component, perFile[i], cp.files[i]->size()});
             report.bytes += cp.files[i]->size();
         }
         json m = json::object();
@@ -461,8 +461,8 @@ ModelReport describe(const ModelSource& source)
         if (it != cp.metadata.end()) {
             report.facts["Metadata version"] = it->second;
             if (!report.version.empty() && it->second.rfind(report.version, 0) != 0)
-                report.warnings.push_back("metadata model_version " + it->second + " disagrees with the tensors, which say "
-                    + report.version);
+                report.warnings.push_back(
+                    "metadata model_version " + it->second + " disagrees with the tensors, which say " + report.version);
         }
     }
 
@@ -498,8 +498,8 @@ ModelReport describe(const ModelSource& source)
             else
                 q.fp8Convention = "weight_scale";
             if (fp8.fp8Weights > fp8.scaled)
-                report.warnings.push_back(std::to_string(fp8.fp8Weights - fp8.scaled)
-                    + " fp8 weights have no scale tensor (read as scale 1)");
+                report.warnings.push_back(
+                    std::to_string(fp8.fp8Weights - fp8.scaled) + " fp8 weights have no scale tensor (read as scale 1)");
             if (fp8.oddScales > 0)
                 report.warnings.push_back(std::to_string(fp8.oddScales) + " fp8 scales have a shape that fits no known layout");
         } else if (fp8.fp8Weights > 0) {
@@ -561,8 +561,7 @@ std::string toJson(const ModelReport& r, int indent)
     j["warnings"] = r.warnings;
     json files = json::array();
     for (const auto& f : r.files)
-        files.push_back({{"path", f.path}, {"format", f.format}, {"component", f.component}, {"tensors", f.tensors},
-            {"bytes", f.bytes}});
+        files.push_back({{"path", f.path}, {"format", f.format}, {"component", f.component}, {"tensors", f.tensors}, {"bytes", f.bytes}});
     j["files"] = files;
     auto metadata = jsonutil::parseUntrusted(r.metadataJson, "metadata", {256ull << 20, 80, 64ull << 20, false});
     j["metadata"] = metadata ? std::move(*metadata) : json::object();
@@ -588,10 +587,11 @@ std::string toText(const ModelReport& r)
         types += (types.empty() ? "" : ", ") + name + " x" + std::to_string(count);
     row("types", types.empty() ? "-" : types);
     std::string recognized = r.family == "ltx-2" ? "LTX-2 audio-video model"
-        : r.family == "ltx-video"                 ? "LTX-Video model (no audio stream)"
-        : r.family == "ideogram-4"                ? "Ideogram-4 image model"
-        : r.family == "ltx-2-upsampler"           ? "LTX-2 latent upsampler (" + (r.facts.count("Upsampler") ? r.facts.at("Upsampler") : std::string("?")) + ")"
-                                                  : "not a model family Vireo knows";
+        : r.family == "ltx-video"                ? "LTX-Video model (no audio stream)"
+        : r.family == "ideogram-4"               ? "Ideogram-4 image model"
+        : r.family == "ltx-2-upsampler"
+        ? "LTX-2 latent upsampler (" + (r.facts.count("Upsampler") ? r.facts.at("Upsampler") : std::string("?")) + ")"
+        : "not a model family Vireo knows";
     if (!r.version.empty() && r.family != "ideogram-4")
         recognized += ", version " + r.version;
     if (!r.attention.empty())
@@ -647,4 +647,4 @@ std::string toText(const ModelReport& r)
     return out.str();
 }
 
-} // namespace vireo::inspect
+}  // namespace vireo::inspect

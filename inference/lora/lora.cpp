@@ -46,20 +46,34 @@ struct Classified {
 Classified classify(const std::string& name)
 {
     static const std::pair<std::string_view, Role> kSuffixes[] = {
-        {".lora_A.default.weight", Role::Down}, {".lora_B.default.weight", Role::Up},
-        {".lora_linear_layer.down.weight", Role::Down}, {".lora_linear_layer.up.weight", Role::Up},
-        {".lora_A.weight", Role::Down}, {".lora_B.weight", Role::Up},
-        {".lora_down.weight", Role::Down}, {".lora_up.weight", Role::Up},
-        {".lora.down.weight", Role::Down}, {".lora.up.weight", Role::Up},
-        {"_lora.down.weight", Role::Down}, {"_lora.up.weight", Role::Up},
-        {".lora_A", Role::Down}, {".lora_B", Role::Up}, {".lora_a", Role::Down}, {".lora_b", Role::Up},
+        {".lora_A.default.weight", Role::Down},
+        {".lora_B.default.weight", Role::Up},
+        {".lora_linear_layer.down.weight", Role::Down},
+        {".lora_linear_layer.up.weight", Role::Up},
+        {".lora_A.weight", Role::Down},
+        {".lora_B.weight", Role::Up},
+        {".lora_down.weight", Role::Down},
+        {".lora_up.weight", Role::Up},
+        {".lora.down.weight", Role::Down},
+        {".lora.up.weight", Role::Up},
+        {"_lora.down.weight", Role::Down},
+        {"_lora.up.weight", Role::Up},
+        {".lora_A", Role::Down},
+        {".lora_B", Role::Up},
+        {".lora_a", Role::Down},
+        {".lora_b", Role::Up},
         {".alpha", Role::Alpha},
         {".lora_mid.weight", Role::Mid},
         {".dora_scale", Role::Dora},
-        {".lora_magnitude_vector.default.weight", Role::Dora}, {".lora_magnitude_vector.weight", Role::Dora},
+        {".lora_magnitude_vector.default.weight", Role::Dora},
+        {".lora_magnitude_vector.weight", Role::Dora},
         {".lora_magnitude_vector", Role::Dora},
-        {".diff_b", Role::FullPatch}, {".diff", Role::FullPatch}, {".set_weight", Role::FullPatch},
-        {".reshape_weight", Role::FullPatch}, {".w_norm", Role::FullPatch}, {".b_norm", Role::FullPatch},
+        {".diff_b", Role::FullPatch},
+        {".diff", Role::FullPatch},
+        {".set_weight", Role::FullPatch},
+        {".reshape_weight", Role::FullPatch},
+        {".w_norm", Role::FullPatch},
+        {".b_norm", Role::FullPatch},
     };
     for (const auto& [suffix, role] : kSuffixes)
         if (endsWith(name, suffix))
@@ -76,25 +90,19 @@ Classified classify(const std::string& name)
 const char* refusalReason(Role role)
 {
     switch (role) {
-    case Role::Dora:
-        return "DoRA (weight-decomposed LoRA) modules are not supported";
-    case Role::Mid:
-        return "LoCon modules with a Tucker core (lora_mid) are not supported";
-    case Role::FullPatch:
-        return "full-weight patches (diff, set_weight, norm patches) are not supported";
-    case Role::LoHa:
-        return "LyCORIS LoHa (Hadamard product) modules are not supported";
-    case Role::LoKr:
-        return "LyCORIS LoKr (Kronecker product) modules are not supported";
-    default:
-        return "not a LoRA tensor";
+    case Role::Dora: return "DoRA (weight-decomposed LoRA) modules are not supported";
+    case Role::Mid: return "LoCon modules with a Tucker core (lora_mid) are not supported";
+    case Role::FullPatch: return "full-weight patches (diff, set_weight, norm patches) are not supported";
+    case Role::LoHa: return "LyCORIS LoHa (Hadamard product) modules are not supported";
+    case Role::LoKr: return "LyCORIS LoKr (Kronecker product) modules are not supported";
+    default: return "not a LoRA tensor";
     }
 }
 
 struct Module {
     std::string key;
     std::string down, up, alpha;  // tensor names
-    std::set<Role> other;         // anything that makes it more than a plain pair
+    std::set<Role> other;  // anything that makes it more than a plain pair
     std::int64_t keys = 0;
 };
 
@@ -226,14 +234,16 @@ Result<void> checkLoraHeader(const std::filesystem::path& file)
     };
     if (n >= 24 && std::memcmp(head, "GGUF", 4) == 0) {
         if (const auto tensors = le64(8); tensors > kMaxLoraTensors)
-            return makeError(ErrorCode::InvalidFormat, file.string() + ": declares " + std::to_string(tensors) + " tensors; a LoRA has at most "
-                    + std::to_string(kMaxLoraTensors) + " (is it a LoRA?)");
+            return makeError(ErrorCode::InvalidFormat,
+                file.string() + ": declares " + std::to_string(tensors) + " tensors; a LoRA has at most " + std::to_string(kMaxLoraTensors)
+                    + " (is it a LoRA?)");
         return {};
     }
     if (n >= 8)
         if (const auto header = le64(0); header > kMaxLoraHeaderBytes && header < (1ull << 40))
-            return makeError(ErrorCode::InvalidFormat, file.string() + ": its safetensors header is " + humanBytes(header)
-                    + "; a LoRA's is at most " + humanBytes(kMaxLoraHeaderBytes) + " (a few thousand tensors), so it is no LoRA Vireo can apply");
+            return makeError(ErrorCode::InvalidFormat,
+                file.string() + ": its safetensors header is " + humanBytes(header) + "; a LoRA's is at most "
+                    + humanBytes(kMaxLoraHeaderBytes) + " (a few thousand tensors), so it is no LoRA Vireo can apply");
     return {};
 }
 
@@ -271,7 +281,7 @@ std::string shapeText(std::int64_t out, std::int64_t in)
     return "[" + std::to_string(out) + " x " + std::to_string(in) + "]";
 }
 
-} // namespace
+}  // namespace
 
 std::string underscored(const std::string& name)
 {
@@ -308,7 +318,8 @@ std::string MatchReport::status() const
     if (matched() == 0) {
         std::string why;
         if (!modules.empty())
-            why = countOf(static_cast<std::int64_t>(modules.size()), "module matches", "modules match") + " no layer of this model" + (trainedFor.empty() ? "" : " (" + trainedFor + ")");
+            why = countOf(static_cast<std::int64_t>(modules.size()), "module matches", "modules match") + " no layer of this model"
+                + (trainedFor.empty() ? "" : " (" + trainedFor + ")");
         else if (!refused.empty())
             why = refused.front().reason;
         else
@@ -331,7 +342,10 @@ std::string MatchReport::toJson() const
     std::map<std::int64_t, int> ranks;
     for (const auto& m : modules) {
         json j{{"key", m.key}, {"target", m.target}, {"rank", m.rank}, {"in", m.in}, {"out", m.out}, {"scale", m.scale},
-            {"state", m.state == ModuleState::Matched ? "matched" : m.state == ModuleState::NoSuchLayer ? "no such layer" : "shape"}};
+            {"state",
+                m.state == ModuleState::Matched           ? "matched"
+                    : m.state == ModuleState::NoSuchLayer ? "no such layer"
+                                                          : "shape"}};
         if (m.alpha)
             j["alpha"] = *m.alpha;
         if (!m.reason.empty())
@@ -346,8 +360,8 @@ std::string MatchReport::toJson() const
     for (const auto& [r, n] : ranks)
         rankJson[std::to_string(r)] = n;
     return json{{"file", file.string()}, {"layout", layout}, {"tensors", tensors}, {"bytes", tensorBytes}, {"matched", matched()},
-        {"unmatched", unmatched()}, {"refused_keys", refusedKeys()}, {"status", status()}, {"trained_for", trainedFor},
-        {"ranks", rankJson}, {"modules", mods}, {"refused", ref}}
+        {"unmatched", unmatched()}, {"refused_keys", refusedKeys()}, {"status", status()}, {"trained_for", trainedFor}, {"ranks", rankJson},
+        {"modules", mods}, {"refused", ref}}
         .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -394,8 +408,9 @@ Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector
     if (!source)
         return source.error();
     if (source->checkpoints.size() != 1)
-        return makeError(ErrorCode::InvalidFormat, file.string() + ": a LoRA is one .safetensors or .gguf file, not a folder of " +
-                std::to_string(source->checkpoints.size()) + " checkpoints");
+        return makeError(ErrorCode::InvalidFormat,
+            file.string() + ": a LoRA is one .safetensors or .gguf file, not a folder of " + std::to_string(source->checkpoints.size())
+                + " checkpoints");
     const auto& cp = source->checkpoints.front();
     MatchReport report;
     report.file = file;
@@ -461,8 +476,9 @@ Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector
         const auto* d = cp.find(m.down);
         const auto* u = cp.find(m.up);
         if (d->shape.size() != 2 || u->shape.size() != 2) {
-            addRefusal(report.refused, d->shape.size() == 4 || u->shape.size() == 4 ? "convolution LoRA modules (LoCon) are not supported"
-                                                                                   : "LoRA tensors that are not matrices",
+            addRefusal(report.refused,
+                d->shape.size() == 4 || u->shape.size() == 4 ? "convolution LoRA modules (LoCon) are not supported"
+                                                             : "LoRA tensors that are not matrices",
                 key, m.keys);
             continue;
         }
@@ -475,8 +491,10 @@ Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector
             continue;
         }
         if (d->shape[0] > kMaxRank) {
-            addRefusal(report.refused, "rank " + std::to_string(d->shape[0]) + ", above the " + std::to_string(kMaxRank)
-                    + " this version applies (larger than the layers a LoRA adapts)", key, m.keys);
+            addRefusal(report.refused,
+                "rank " + std::to_string(d->shape[0]) + ", above the " + std::to_string(kMaxRank)
+                    + " this version applies (larger than the layers a LoRA adapts)",
+                key, m.keys);
             continue;
         }
         prefixes.insert(naming.prefix);
@@ -522,12 +540,12 @@ Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector
         }
         report.modules.push_back(std::move(r));
     }
-    report.layout = prefixes.empty() ? "none"
-        : prefixes.size() > 1        ? "mixed"
+    report.layout = prefixes.empty()                                                                                           ? "none"
+        : prefixes.size() > 1                                                                                                  ? "mixed"
         : prefixes.begin()->find("lora_unet_") != std::string::npos || prefixes.begin()->find("lycoris_") != std::string::npos ? "kohya"
-        : prefixes.begin()->find("diffusion_model.") != std::string::npos ? "comfy"
-        : prefixes.begin()->find("transformer.") != std::string::npos     ? "peft"
-                                                                           : "bare";
+        : prefixes.begin()->find("diffusion_model.") != std::string::npos                                                      ? "comfy"
+        : prefixes.begin()->find("transformer.") != std::string::npos                                                          ? "peft"
+                                                                                                                               : "bare";
     int mismatched = 0;
     for (const auto& [in, n] : mismatchedIn)
         mismatched += n;
@@ -538,8 +556,8 @@ Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector
         for (auto it = mismatchedIn.begin(); it != mismatchedIn.end(); ++it)
             if (it->second > most->second)
                 most = it;
-        report.trainedFor = "layers " + std::to_string(most->first) +
-            " wide where this model's differ: a LoRA for another model size or version (LTX-2.0 and 2.3 differ)";
+        report.trainedFor = "layers " + std::to_string(most->first)
+            + " wide where this model's differ: a LoRA for another model size or version (LTX-2.0 and 2.3 differ)";
     }
     return report;
 }
@@ -592,9 +610,11 @@ Result<std::vector<nn::LoraDelta>> loadDeltas(const MatchReport& report, double 
             // to overflow the activations), not a style.
             const double bound = df->abs().max().item<double>() * scaled.abs().max().item<double>() * static_cast<double>(m.rank);
             if (!(bound <= kMaxDeltaMagnitude))
-                return makeError(ErrorCode::InvalidFormat, report.file.string() + ": module " + m.key + " could change a weight by up to "
-                        + formatNumber(bound) + " at strength " + formatNumber(strength) + " (trained LoRAs change them by hundredths): "
-                        "the file is damaged, or the strength far too high");
+                return makeError(ErrorCode::InvalidFormat,
+                    report.file.string() + ": module " + m.key + " could change a weight by up to " + formatNumber(bound) + " at strength "
+                        + formatNumber(strength)
+                        + " (trained LoRAs change them by hundredths): "
+                          "the file is damaged, or the strength far too high");
             out.push_back({m.target, df->to(device, dtype).contiguous(), scaled.to(device, dtype).contiguous()});
         }
     } catch (const c10::Error& e) {
@@ -604,7 +624,7 @@ Result<std::vector<nn::LoraDelta>> loadDeltas(const MatchReport& report, double 
 }
 
 std::vector<Outcome> prepare(const std::vector<Request>& requests, const std::vector<Target>& targets, c10::ScalarType dtype,
-                             c10::Device device, std::vector<nn::LoraDelta>* deltas)
+    c10::Device device, std::vector<nn::LoraDelta>* deltas)
 {
     std::vector<Outcome> outcomes;
     for (const auto& l : requests) {
@@ -638,4 +658,4 @@ std::vector<Outcome> prepare(const std::vector<Request>& requests, const std::ve
     return outcomes;
 }
 
-} // namespace vireo::lora
+}  // namespace vireo::lora

@@ -38,13 +38,13 @@ struct Target {
 enum class ModuleState { Matched, NoSuchLayer, ShapeMismatch };
 
 struct ModuleReport {
-    std::string key;          // the module as the file names it
-    std::string target;       // the canonical layer it was matched to (or would be)
+    std::string key;  // the module as the file names it
+    std::string target;  // the canonical layer it was matched to (or would be)
     std::int64_t rank = 0, in = 0, out = 0;
     std::optional<double> alpha;
-    double scale = 1.0;       // alpha / rank, or the layout's default
+    double scale = 1.0;  // alpha / rank, or the layout's default
     ModuleState state = ModuleState::Matched;
-    std::string reason;       // for an unmatched module
+    std::string reason;  // for an unmatched module
 };
 
 // Keys that are not a plain LoRA this version applies, grouped by reason.
@@ -56,12 +56,12 @@ struct Refusal {
 
 struct MatchReport {
     std::filesystem::path file;
-    std::string layout;        // "peft", "comfy", "kohya", "mixed", "none"
+    std::string layout;  // "peft", "comfy", "kohya", "mixed", "none"
     std::int64_t tensorBytes = 0;
     std::int64_t tensors = 0;
     std::vector<ModuleReport> modules;
     std::vector<Refusal> refused;
-    std::string trainedFor;    // what the shapes say about the model it was trained on
+    std::string trainedFor;  // what the shapes say about the model it was trained on
 
     int matched() const;
     int unmatched() const;
@@ -89,20 +89,20 @@ struct Request {
 struct Outcome {
     std::filesystem::path path;
     double strength = 1.0;
-    std::string status;    // "applied", "partial: ...", "refused: ..."
+    std::string status;  // "applied", "partial: ...", "refused: ..."
     int matched = 0, unmatched = 0;
     std::int64_t refusedKeys = 0;
     std::int64_t deviceBytes = 0;
-    std::string report;    // MatchReport::toText
+    std::string report;  // MatchReport::toText
 };
 
 // Every requested LoRA inspected against the targets and loaded: the deltas of those that can
 // be applied appended to *deltas, one outcome each (a file that cannot be read is refused in
 // its outcome, never fails the others).
 std::vector<Outcome> prepare(const std::vector<Request>& requests, const std::vector<Target>& targets, c10::ScalarType dtype,
-                             c10::Device device, std::vector<nn::LoraDelta>* deltas);
+    c10::Device device, std::vector<nn::LoraDelta>* deltas);
 
 // "lora_unet_transformer_blocks_0_attn1_to_q" style names as they collapse ('.' -> '_').
 std::string underscored(const std::string& name);
 
-} // namespace vireo::lora
+}  // namespace vireo::lora

@@ -58,7 +58,7 @@ Result<at::Tensor> guarded(const QuantizedWeight& w, const char* op, F&& body)
     }
 }
 
-} // namespace
+}  // namespace
 
 void setFp8FastAccumulation(bool enabled)
 {
@@ -91,8 +91,8 @@ QuantizedWeight QuantizedWeight::dense(at::Tensor weight)
     return w;
 }
 
-Result<QuantizedWeight> QuantizedWeight::fp8(at::Tensor data, at::Tensor scale, std::optional<at::Tensor> inputScale,
-                                             std::vector<std::int64_t> blockSize)
+Result<QuantizedWeight> QuantizedWeight::fp8(
+    at::Tensor data, at::Tensor scale, std::optional<at::Tensor> inputScale, std::vector<std::int64_t> blockSize)
 {
     if (data.scalar_type() != at::kFloat8_e4m3fn && data.scalar_type() != at::kFloat8_e5m2)
         return makeError(ErrorCode::InvalidArgument,
@@ -109,8 +109,9 @@ Result<QuantizedWeight> QuantizedWeight::fp8(at::Tensor data, at::Tensor scale, 
     const bool perRow = scale.dim() == 1 && scale.size(0) == out;
     const bool block = scale.dim() == 2 && !perRow && !perTensor;
     if (!perTensor && !perRow && !block)
-        return makeError(ErrorCode::InvalidArgument, "fp8 scale " + shapeText(scale.sizes()) + " does not fit weight "
-                + shapeText(data.sizes()) + " as per-tensor, per-output-channel or 2-D block scales");
+        return makeError(ErrorCode::InvalidArgument,
+            "fp8 scale " + shapeText(scale.sizes()) + " does not fit weight " + shapeText(data.sizes())
+                + " as per-tensor, per-output-channel or 2-D block scales");
     QuantizedWeight w;
     w.m_representation = Representation::Fp8Scaled;
     w.m_shape = data.sizes().vec();
@@ -129,8 +130,9 @@ Result<QuantizedWeight> QuantizedWeight::fp8(at::Tensor data, at::Tensor scale, 
             : (w.m_blockSize.size() == 2 && w.m_blockSize[0] > 0 && w.m_blockSize[1] > 0
                 && (rows + w.m_blockSize[0] - 1) / w.m_blockSize[0] == s0 && (cols + w.m_blockSize[1] - 1) / w.m_blockSize[1] == s1);
         if (!fits)
-            return makeError(ErrorCode::InvalidArgument, "fp8 block scale " + shapeText(w.m_scale.sizes()) + " does not tile weight "
-                    + shapeText(w.m_shape) + (w.m_blockSize.empty() ? " evenly; the block size must be given" : " with the given block size"));
+            return makeError(ErrorCode::InvalidArgument,
+                "fp8 block scale " + shapeText(w.m_scale.sizes()) + " does not tile weight " + shapeText(w.m_shape)
+                    + (w.m_blockSize.empty() ? " evenly; the block size must be given" : " with the given block size"));
     }
     return w;
 }
@@ -139,8 +141,8 @@ Result<QuantizedWeight> QuantizedWeight::gguf(at::Tensor blocks, std::int64_t gg
 {
     if (!kernels::ggufTypeSupported(ggmlType)) {
         const auto* info = tensorfile::ggmlTypeInfo(static_cast<std::uint32_t>(ggmlType));
-        return makeError(ErrorCode::Unsupported, "GGUF type " + (info ? std::string(info->name) : std::to_string(ggmlType))
-                + " cannot be dequantized by this version");
+        return makeError(ErrorCode::Unsupported,
+            "GGUF type " + (info ? std::string(info->name) : std::to_string(ggmlType)) + " cannot be dequantized by this version");
     }
     QuantizedWeight w;
     w.m_representation = Representation::Gguf;
@@ -150,8 +152,8 @@ Result<QuantizedWeight> QuantizedWeight::gguf(at::Tensor blocks, std::int64_t gg
     return w;
 }
 
-Result<QuantizedWeight> QuantizedWeight::nf4(at::Tensor packed, at::Tensor absmax, at::Tensor code, std::int64_t blockSize,
-                                             std::vector<std::int64_t> shape, c10::ScalarType dtype)
+Result<QuantizedWeight> QuantizedWeight::nf4(
+    at::Tensor packed, at::Tensor absmax, at::Tensor code, std::int64_t blockSize, std::vector<std::int64_t> shape, c10::ScalarType dtype)
 {
     QuantizedWeight w;
     w.m_representation = Representation::Nf4;
@@ -167,9 +169,9 @@ Result<QuantizedWeight> QuantizedWeight::nf4(at::Tensor packed, at::Tensor absma
     for (auto d : w.m_shape)
         numel *= d;
     if (blockSize <= 0 || w.m_scale.numel() != (numel + blockSize - 1) / blockSize || w.m_data.numel() * 2 < numel)
-        return makeError(ErrorCode::InvalidArgument, "nf4 weight of shape " + shapeText(w.m_shape) + " with "
-                + std::to_string(w.m_data.numel()) + " packed bytes and " + std::to_string(w.m_scale.numel())
-                + " absmax values does not fit blocks of " + std::to_string(blockSize));
+        return makeError(ErrorCode::InvalidArgument,
+            "nf4 weight of shape " + shapeText(w.m_shape) + " with " + std::to_string(w.m_data.numel()) + " packed bytes and "
+                + std::to_string(w.m_scale.numel()) + " absmax values does not fit blocks of " + std::to_string(blockSize));
     return w;
 }
 
@@ -221,7 +223,12 @@ std::string QuantizedWeight::storedForm() const
 void QuantizedWeight::recordDequantize(c10::Device device, c10::ScalarType dtype) const
 {
     if (m_representation != Representation::Dense && paths::active())
-        paths::record("dequantize", storedForm() + " to " + (dtype == at::kFloat ? "f32" : dtype == at::kBFloat16 ? "bf16" : dtype == at::kHalf ? "f16" : c10::toString(dtype))
+        paths::record("dequantize",
+            storedForm() + " to "
+                + (dtype == at::kFloat           ? "f32"
+                        : dtype == at::kBFloat16 ? "bf16"
+                        : dtype == at::kHalf     ? "f16"
+                                                 : c10::toString(dtype))
                 + (device.is_cuda() ? " on CUDA" : " on the CPU"));
 }
 
@@ -229,8 +236,7 @@ std::string QuantizedWeight::describe() const
 {
     std::string s(representationName(m_representation));
     switch (m_representation) {
-    case Representation::Dense:
-        return s + " " + c10::toString(m_data.scalar_type());
+    case Representation::Dense: return s + " " + c10::toString(m_data.scalar_type());
     case Representation::Fp8Scaled:
         s += m_data.scalar_type() == at::kFloat8_e4m3fn ? " e4m3" : " e5m2";
         s += m_scale.numel() == 1 ? " per-tensor" : m_scale.dim() == 1 ? " per-channel" : " block";
@@ -239,10 +245,8 @@ std::string QuantizedWeight::describe() const
         const auto* info = tensorfile::ggmlTypeInfo(static_cast<std::uint32_t>(m_ggmlType));
         return s + " " + (info ? std::string(info->name) : std::to_string(m_ggmlType));
     }
-    case Representation::Nf4:
-        return s + " block " + std::to_string(m_nf4BlockSize);
-    case Representation::Int8:
-        return s + " per-channel";
+    case Representation::Nf4: return s + " block " + std::to_string(m_nf4BlockSize);
+    case Representation::Int8: return s + " per-channel";
     }
     return s;
 }
@@ -271,14 +275,10 @@ Result<at::Tensor> QuantizedWeight::dequantize(c10::ScalarType dtype) const
     recordDequantize(device(), dtype);
     return guarded(*this, "dequantize", [&]() -> Result<at::Tensor> {
         switch (m_representation) {
-        case Representation::Dense:
-            return m_data.to(dtype);
-        case Representation::Fp8Scaled:
-            return kernels::dequantizeFp8(m_data, m_scale, dtype, m_blockSize);
-        case Representation::Gguf:
-            return kernels::dequantizeGguf(m_data, m_ggmlType, m_shape, dtype);
-        case Representation::Nf4:
-            return kernels::dequantizeNf4(m_data, m_scale, m_code, m_nf4BlockSize, m_shape, dtype);
+        case Representation::Dense: return m_data.to(dtype);
+        case Representation::Fp8Scaled: return kernels::dequantizeFp8(m_data, m_scale, dtype, m_blockSize);
+        case Representation::Gguf: return kernels::dequantizeGguf(m_data, m_ggmlType, m_shape, dtype);
+        case Representation::Nf4: return kernels::dequantizeNf4(m_data, m_scale, m_code, m_nf4BlockSize, m_shape, dtype);
         case Representation::Int8: {
             std::vector<std::int64_t> view(m_shape.size(), 1);
             view[0] = m_shape[0];
@@ -297,12 +297,9 @@ Result<void> QuantizedWeight::dequantizeInto(at::Tensor& out) const
     auto r = guarded(*this, "dequantize", [&]() -> Result<at::Tensor> {
         TORCH_CHECK(out.sizes() == c10::IntArrayRef(m_shape), "out is shaped ", out.sizes());
         switch (m_representation) {
-        case Representation::Fp8Scaled:
-            return kernels::dequantizeFp8Into(m_data, m_scale, m_blockSize, out);
-        case Representation::Gguf:
-            return kernels::dequantizeGgufInto(m_data, m_ggmlType, out);
-        case Representation::Nf4:
-            return kernels::dequantizeNf4Into(m_data, m_scale, m_code, m_nf4BlockSize, out);
+        case Representation::Fp8Scaled: return kernels::dequantizeFp8Into(m_data, m_scale, m_blockSize, out);
+        case Representation::Gguf: return kernels::dequantizeGgufInto(m_data, m_ggmlType, out);
+        case Representation::Nf4: return kernels::dequantizeNf4Into(m_data, m_scale, m_code, m_nf4BlockSize, out);
         case Representation::Int8: {
             std::vector<std::int64_t> view(m_shape.size(), 1);
             view[0] = m_shape[0];
@@ -364,8 +361,8 @@ std::optional<std::string> QuantizedWeight::fp8MatmulBlocker(c10::Device device,
         return std::string("the compute dtype is ") + c10::toString(dtype)
             + " (activations keep full precision; FP8 GEMMs run for bfloat16 and float16)";
     static const auto switches = pathSwitches();
-    if (auto blocker = capability::fp8GemmBlocker(deviceCaps(device), dtype == at::kHalf ? capability::Dtype::F16 : capability::Dtype::BF16,
-            switches))
+    if (auto blocker =
+            capability::fp8GemmBlocker(deviceCaps(device), dtype == at::kHalf ? capability::Dtype::F16 : capability::Dtype::BF16, switches))
         return blocker;
     if (m_data.scalar_type() != at::kFloat8_e4m3fn)
         return "the weight is e5m2 (the matmul path takes e4m3 weights)";
@@ -381,14 +378,12 @@ std::optional<std::string> QuantizedWeight::fp8MatmulBlocker(c10::Device device,
 MatmulPlan QuantizedWeight::matmulPlan(c10::Device device, c10::ScalarType dtype) const
 {
     switch (m_representation) {
-    case Representation::Dense:
-        return {MatmulPath::DenseGemm, {}};
+    case Representation::Dense: return {MatmulPath::DenseGemm, {}};
     case Representation::Fp8Scaled:
         if (auto blocker = fp8MatmulBlocker(device, dtype))
             return {MatmulPath::DequantizeThenGemm, *blocker};
         return {MatmulPath::Fp8TensorCores, m_inputScale ? "static input scale" : "input scaled by its own amax at run time"};
-    default:
-        return {MatmulPath::DequantizeThenGemm, describe() + " has no direct GEMM; it is dequantized for each matmul"};
+    default: return {MatmulPath::DequantizeThenGemm, describe() + " has no direct GEMM; it is dequantized for each matmul"};
     }
 }
 
@@ -416,8 +411,8 @@ at::Tensor QuantizedWeight::fp8Matmul(const at::Tensor& input, const std::option
     return y.reshape(outShape);
 }
 
-at::Tensor QuantizedWeight::fp8MatmulQuantized(const at::Tensor& xq, const at::Tensor& scaleA, const std::optional<at::Tensor>& bias,
-                                               c10::ScalarType dtype) const
+at::Tensor QuantizedWeight::fp8MatmulQuantized(
+    const at::Tensor& xq, const at::Tensor& scaleA, const std::optional<at::Tensor>& bias, c10::ScalarType dtype) const
 {
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(xq.device());
     const auto wt = m_data.t();
@@ -447,8 +442,8 @@ at::Tensor QuantizedWeight::fp8MatmulQuantized(const at::Tensor& xq, const at::T
     return y;
 }
 
-Result<at::Tensor> QuantizedWeight::linearQuantizedInput(const at::Tensor& xq, const std::optional<at::Tensor>& bias,
-                                                         c10::ScalarType dtype) const
+Result<at::Tensor> QuantizedWeight::linearQuantizedInput(
+    const at::Tensor& xq, const std::optional<at::Tensor>& bias, c10::ScalarType dtype) const
 {
     if (m_representation != Representation::Fp8Scaled || !m_inputScale)
         return opError("linear", "a pre-quantized input needs an fp8 weight with an input scale");
@@ -506,8 +501,9 @@ Result<at::Tensor> QuantizedWeight::linear(const at::Tensor& input, const std::o
     if (m_shape.size() != 2)
         return opError("linear", "linear needs a 2-D weight");
     if (!input.defined() || input.dim() < 1 || input.size(-1) != m_shape[1])
-        return opError("linear", "input " + (input.defined() ? shapeText(input.sizes()) : std::string("(undefined)"))
-                + " does not end in " + std::to_string(m_shape[1]) + " features");
+        return opError("linear",
+            "input " + (input.defined() ? shapeText(input.sizes()) : std::string("(undefined)")) + " does not end in "
+                + std::to_string(m_shape[1]) + " features");
     if (!at::isFloatingType(input.scalar_type()))
         return opError("linear", std::string("input dtype ") + c10::toString(input.scalar_type()) + " is not floating point");
     const QuantizedWeight* weight = this;
@@ -528,8 +524,8 @@ Result<at::Tensor> QuantizedWeight::linear(const at::Tensor& input, const std::o
             // Where the device would take FP8 GEMMs but this weight cannot (e5m2, block scales,
             // odd dims), the slower path is a fallback to report, not the plan.
             if (paths::active() && input.is_cuda() && (dtype == at::kBFloat16 || dtype == at::kHalf)
-                && !capability::fp8GemmBlocker(deviceCaps(input.device()), dtype == at::kHalf ? capability::Dtype::F16 : capability::Dtype::BF16,
-                    pathSwitches()))
+                && !capability::fp8GemmBlocker(
+                    deviceCaps(input.device()), dtype == at::kHalf ? capability::Dtype::F16 : capability::Dtype::BF16, pathSwitches()))
                 paths::recordFallback("GEMM", "dequantize + GEMM (" + storedForm() + ")", *blocker);
             paths::record("GEMM", "dequantize + GEMM (" + storedForm() + ")");
         } else {
@@ -568,4 +564,4 @@ Result<at::Tensor> QuantizedWeight::linear(const at::Tensor& input, const std::o
     });
 }
 
-} // namespace vireo::quant
+}  // namespace vireo::quant

@@ -42,12 +42,12 @@ public:
     static QuantizedWeight dense(at::Tensor weight);
     // scale: numel 1, [out], [out, 1, ...] or a 2-D block grid over the weight flattened to
     // [out, in]; blockSize {rows, cols} when the grid does not divide the weight evenly.
-    static Result<QuantizedWeight> fp8(at::Tensor data, at::Tensor scale, std::optional<at::Tensor> inputScale = {},
-                                       std::vector<std::int64_t> blockSize = {});
+    static Result<QuantizedWeight> fp8(
+        at::Tensor data, at::Tensor scale, std::optional<at::Tensor> inputScale = {}, std::vector<std::int64_t> blockSize = {});
     static Result<QuantizedWeight> gguf(at::Tensor blocks, std::int64_t ggmlType, std::vector<std::int64_t> shape);
     // absmax: float32 per block, already de-nested; code: the 16-entry table.
     static Result<QuantizedWeight> nf4(at::Tensor packed, at::Tensor absmax, at::Tensor code, std::int64_t blockSize,
-                                       std::vector<std::int64_t> shape, c10::ScalarType dtype);
+        std::vector<std::int64_t> shape, c10::ScalarType dtype);
     static Result<QuantizedWeight> int8(at::Tensor data, at::Tensor scale);
     // Rows of several weights with one input width stacked into one, so projections that read
     // the same input run as one GEMM: dense weights of one dtype, or fp8 weights with
@@ -92,19 +92,19 @@ private:
     void recordDequantize(c10::Device device, c10::ScalarType dtype) const;
     std::optional<std::string> fp8MatmulBlocker(c10::Device device, c10::ScalarType dtype) const;
     at::Tensor fp8Matmul(const at::Tensor& input, const std::optional<at::Tensor>& bias, c10::ScalarType dtype) const;
-    at::Tensor fp8MatmulQuantized(const at::Tensor& xq, const at::Tensor& scaleA, const std::optional<at::Tensor>& bias,
-                                  c10::ScalarType dtype) const;
+    at::Tensor fp8MatmulQuantized(
+        const at::Tensor& xq, const at::Tensor& scaleA, const std::optional<at::Tensor>& bias, c10::ScalarType dtype) const;
 
     Representation m_representation = Representation::Dense;
     at::Tensor m_data;
-    at::Tensor m_scale;                    // fp8 / int8 scales, nf4 absmax
+    at::Tensor m_scale;  // fp8 / int8 scales, nf4 absmax
     std::optional<at::Tensor> m_inputScale;
-    at::Tensor m_code;                     // nf4 table
+    at::Tensor m_code;  // nf4 table
     std::vector<std::int64_t> m_shape;
-    std::vector<std::int64_t> m_blockSize; // fp8 block scales
+    std::vector<std::int64_t> m_blockSize;  // fp8 block scales
     std::int64_t m_ggmlType = -1;
     std::int64_t m_nf4BlockSize = 0;
     c10::ScalarType m_nf4Dtype = c10::kBFloat16;
 };
 
-} // namespace vireo::quant
+}  // namespace vireo::quant

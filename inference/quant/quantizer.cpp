@@ -6,21 +6,20 @@ namespace vireo::quant {
 
 std::string QuantizeReport::summary() const
 {
-    return std::to_string(quantized.size()) + " quantized, " + std::to_string(skipped.size()) + " skipped, "
-        + std::to_string(failed.size()) + " failed; " + std::to_string(bytesBefore) + " -> " + std::to_string(bytesAfter)
-        + " bytes";
+    return std::to_string(quantized.size()) + " quantized, " + std::to_string(skipped.size()) + " skipped, " + std::to_string(failed.size())
+        + " failed; " + std::to_string(bytesBefore) + " -> " + std::to_string(bytesAfter) + " bytes";
 }
 
-Result<QuantizeReport> quantizeWeights(std::vector<std::pair<std::string, QuantizedWeight>>& weights,
-                                       const QuantizeRecipe& recipe, bool allowFailures)
+Result<QuantizeReport> quantizeWeights(
+    std::vector<std::pair<std::string, QuantizedWeight>>& weights, const QuantizeRecipe& recipe, bool allowFailures)
 {
     if (recipe.target != Representation::Int8)
         return makeError(ErrorCode::Unsupported,
             "quantize-on-load to " + std::string(representationName(recipe.target)) + " is not supported (int8 is)");
     for (const auto& [name, w] : weights)
         if (w.representation() != Representation::Dense && w.representation() != recipe.target)
-            return makeError(ErrorCode::InvalidArgument, "'" + name + "' is already " + w.describe()
-                    + "; re-quantizing it to " + std::string(representationName(recipe.target))
+            return makeError(ErrorCode::InvalidArgument,
+                "'" + name + "' is already " + w.describe() + "; re-quantizing it to " + std::string(representationName(recipe.target))
                     + " would lose precision twice. Nothing was changed.");
 
     QuantizeReport report;
@@ -45,8 +44,8 @@ Result<QuantizeReport> quantizeWeights(std::vector<std::pair<std::string, Quanti
             continue;
         }
         if (numel < recipe.minElements) {
-            report.skipped.emplace_back(name, std::to_string(numel) + " elements, under the " + std::to_string(recipe.minElements)
-                    + "-element threshold");
+            report.skipped.emplace_back(
+                name, std::to_string(numel) + " elements, under the " + std::to_string(recipe.minElements) + "-element threshold");
             continue;
         }
         auto q = QuantizedWeight::quantizeInt8(data);
@@ -57,8 +56,9 @@ Result<QuantizeReport> quantizeWeights(std::vector<std::pair<std::string, Quanti
         replacements.emplace_back(i, std::move(*q));
     }
     if (!report.failed.empty() && !allowFailures)
-        return makeError(ErrorCode::InvalidArgument, std::to_string(report.failed.size()) + " weights could not be quantized, first '"
-                + report.failed.front().first + "': " + report.failed.front().second + ". Nothing was changed.");
+        return makeError(ErrorCode::InvalidArgument,
+            std::to_string(report.failed.size()) + " weights could not be quantized, first '" + report.failed.front().first
+                + "': " + report.failed.front().second + ". Nothing was changed.");
     for (auto& [i, q] : replacements) {
         report.quantized.push_back(weights[i].first);
         weights[i].second = std::move(q);
@@ -68,4 +68,4 @@ Result<QuantizeReport> quantizeWeights(std::vector<std::pair<std::string, Quanti
     return report;
 }
 
-} // namespace vireo::quant
+}  // namespace vireo::quant

@@ -67,8 +67,9 @@ Result<QuantizedWeight> loadNf4(const Checkpoint& cp, const std::string& name, c
     // bitsandbytes uses blocks of 32 .. 4096; the shape must describe a real weight.
     if (blockSize < 1 || blockSize > (1 << 16) || nestedBlock < 1 || nestedBlock > (1 << 16) || shape.empty() || shape.size() > 8
         || std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0 || d > (std::int64_t{1} << 40); }))
-        return loadError(cp, stateName, "bitsandbytes quant state has block size " + std::to_string(blockSize) + " / "
-                + std::to_string(nestedBlock) + " or a shape of " + std::to_string(shape.size()) + " dims that no weight has");
+        return loadError(cp, stateName,
+            "bitsandbytes quant state has block size " + std::to_string(blockSize) + " / " + std::to_string(nestedBlock) + " or a shape of "
+                + std::to_string(shape.size()) + " dims that no weight has");
     const auto dtype = dtypeName == "float16" ? at::kHalf : dtypeName == "float32" ? at::kFloat : at::kBFloat16;
 
     auto packed = view(cp, name);
@@ -94,12 +95,12 @@ Result<QuantizedWeight> loadNf4(const Checkpoint& cp, const std::string& name, c
     return QuantizedWeight::nf4(packed->reshape({-1}), absmaxF32, code->reshape({-1}), blockSize, shape, dtype);
 }
 
-} // namespace
+}  // namespace
 
 bool isQuantizationSibling(const std::string& name)
 {
-    for (const char* suffix : {".weight_scale", ".scale_weight", ".input_scale", ".scale_input", ".absmax", ".quant_map",
-             ".nested_absmax", ".nested_quant_map", ".comfy_quant", "scaled_fp8"})
+    for (const char* suffix : {".weight_scale", ".scale_weight", ".input_scale", ".scale_input", ".absmax", ".quant_map", ".nested_absmax",
+             ".nested_quant_map", ".comfy_quant", "scaled_fp8"})
         if (endsWith(name, suffix))
             return true;
     return name.find(".quant_state.bitsandbytes__") != std::string::npos;
@@ -168,17 +169,18 @@ Result<QuantizedWeight> loadWeight(const Checkpoint& cp, const std::string& name
             std::string format = "?";
             if (q) {
                 const auto c = q->contiguous();
-                auto json = jsonutil::parseUntrusted(std::string(static_cast<const char*>(c.data_ptr()), static_cast<std::size_t>(c.numel())),
-                    "comfy_quant", {1u << 20, 8, 4096, false});
+                auto json =
+                    jsonutil::parseUntrusted(std::string(static_cast<const char*>(c.data_ptr()), static_cast<std::size_t>(c.numel())),
+                        "comfy_quant", {1u << 20, 8, 4096, false});
                 if (json)
                     format = jsonutil::stringOr(*json, "format", "?");
             }
             if (format != "float8_e4m3fn" && format != "float8_e5m2")
-                return makeError(ErrorCode::Unsupported, cp.path.string() + ": tensor '" + name + "' uses ComfyUI quant format '"
-                        + format + "', which this version cannot load");
+                return makeError(ErrorCode::Unsupported,
+                    cp.path.string() + ": tensor '" + name + "' uses ComfyUI quant format '" + format
+                        + "', which this version cannot load");
         }
-        if (weight.ok() && !weight->defined() && info->dtype
-            && (*info->dtype == DType::F8_E4M3 || *info->dtype == DType::F8_E5M2)) {
+        if (weight.ok() && !weight->defined() && info->dtype && (*info->dtype == DType::F8_E4M3 || *info->dtype == DType::F8_E5M2)) {
             const char* scaleName = cp.find(base + ".weight_scale") ? ".weight_scale" : ".scale_weight";
             const char* inputName = cp.find(base + ".input_scale") ? ".input_scale" : ".scale_input";
             auto data = view(cp, name);
@@ -221,4 +223,4 @@ Result<QuantizedWeight> loadWeight(const Checkpoint& cp, const std::string& name
     return weight;
 }
 
-} // namespace vireo::quant
+}  // namespace vireo::quant

@@ -12,7 +12,7 @@
 namespace vireo::tensorfile {
 struct Checkpoint;
 struct TensorInfo;
-}
+}  // namespace vireo::tensorfile
 
 namespace vireo::quant {
 
@@ -27,8 +27,7 @@ struct LoadOptions {
 // `.scale_input`); bitsandbytes NF4 (`.quant_state.bitsandbytes__nf4`, `.absmax`,
 // `.quant_map`, nested statistics); anything else dense. On the CPU the data stays a view
 // of the file mapping (no copy).
-Result<QuantizedWeight> loadWeight(const tensorfile::Checkpoint& checkpoint, const std::string& name,
-                                   const LoadOptions& options = {});
+Result<QuantizedWeight> loadWeight(const tensorfile::Checkpoint& checkpoint, const std::string& name, const LoadOptions& options = {});
 
 // Cancels the weight loads of this thread while it lives: every loadWeight call made after
 // the token is triggered fails at once with ErrorCode::Cancelled, so a model load stops within
@@ -56,4 +55,4 @@ capability::WeightFormat storedFormat(const tensorfile::Checkpoint& checkpoint, 
 // converted to the compute dtype (so bf16 weights take twice their size under f32 compute).
 std::int64_t heldBytes(const tensorfile::Checkpoint& checkpoint, const tensorfile::TensorInfo& tensor, int computeBytes);
 
-} // namespace vireo::quant
+}  // namespace vireo::quant

@@ -73,7 +73,7 @@ constexpr std::array kGgmlTypes{
     GgmlTypeInfo{GgmlType::MXFP4, "MXFP4", 32, 17, true},
 };
 
-} // namespace
+}  // namespace
 
 std::optional<DType> dtypeFromSafetensorsName(std::string_view name)
 {
@@ -106,4 +106,4 @@ const GgmlTypeInfo& ggmlTypeInfo(GgmlType type)
     return *ggmlTypeInfo(static_cast<std::uint32_t>(type));
 }
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

@@ -9,7 +9,7 @@ namespace vireo::tensorfile {
 
 namespace {
 
-constexpr std::uint32_t kMagic = 0x46554747; // "GGUF" read as little-endian u32
+constexpr std::uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr std::uint64_t kMaxStringBytes = 1ull << 30;
 constexpr int kMaxArrayDepth = 8;
 // Every metadata value becomes a ~48-byte node: a 1 GB array of u8 would need 48 GB. Real
@@ -45,8 +45,7 @@ public:
         const auto len = read<std::uint64_t>(what);
         if (len > kMaxStringBytes)
             throw ParseError{ErrorCode::InvalidFormat,
-                std::string(what) + " claims a string of " + std::to_string(len) + " bytes at offset "
-                    + std::to_string(m_pos - 8)};
+                std::string(what) + " claims a string of " + std::to_string(len) + " bytes at offset " + std::to_string(m_pos - 8)};
         need(len, what);
         std::string s(reinterpret_cast<const char*>(m_data + m_pos), len);
         m_pos += len;
@@ -58,8 +57,7 @@ public:
         if (bytes > remaining())
             throw ParseError{ErrorCode::Truncated,
                 std::string(what) + " at offset " + std::to_string(m_pos) + " needs " + std::to_string(bytes)
-                    + " bytes but the file ends after " + std::to_string(remaining())
-                    + " (truncated download?)"};
+                    + " bytes but the file ends after " + std::to_string(remaining()) + " (truncated download?)"};
     }
 
 private:
@@ -71,12 +69,19 @@ private:
 std::uint64_t scalarBytes(GgufValueType type)
 {
     switch (type) {
-    case GgufValueType::U8: case GgufValueType::I8: case GgufValueType::Bool: return 1;
-    case GgufValueType::U16: case GgufValueType::I16: return 2;
-    case GgufValueType::U32: case GgufValueType::I32: case GgufValueType::F32: return 4;
-    case GgufValueType::U64: case GgufValueType::I64: case GgufValueType::F64: return 8;
-    case GgufValueType::String: return 8; // at least its length prefix
-    case GgufValueType::Array: return 12; // at least its type and count
+    case GgufValueType::U8:
+    case GgufValueType::I8:
+    case GgufValueType::Bool: return 1;
+    case GgufValueType::U16:
+    case GgufValueType::I16: return 2;
+    case GgufValueType::U32:
+    case GgufValueType::I32:
+    case GgufValueType::F32: return 4;
+    case GgufValueType::U64:
+    case GgufValueType::I64:
+    case GgufValueType::F64: return 8;
+    case GgufValueType::String: return 8;  // at least its length prefix
+    case GgufValueType::Array: return 12;  // at least its type and count
     }
     return 0;
 }
@@ -91,8 +96,9 @@ GgufValueType checkType(std::uint32_t raw, const std::string& key)
 GgufValue readValue(Cursor& in, GgufValueType type, const std::string& key, int depth, std::uint64_t& values)
 {
     if (++values > kMaxMetadataValues)
-        throw ParseError{ErrorCode::InvalidFormat, "metadata holds more than " + std::to_string(kMaxMetadataValues)
-                + " values (at key '" + key + "'); no real GGUF file does, so it is damaged or hostile"};
+        throw ParseError{ErrorCode::InvalidFormat,
+            "metadata holds more than " + std::to_string(kMaxMetadataValues) + " values (at key '" + key
+                + "'); no real GGUF file does, so it is damaged or hostile"};
     GgufValue v;
     v.type = type;
     switch (type) {
@@ -126,7 +132,8 @@ GgufValue readValue(Cursor& in, GgufValueType type, const std::string& key, int 
                 "key '" + key + "' claims an array of " + std::to_string(count) + " elements, more than the "
                     + std::to_string(in.remaining()) + " bytes left in the file can hold"};
         if (count > kMaxMetadataValues - values)
-            throw ParseError{ErrorCode::InvalidFormat, "key '" + key + "' claims an array of " + std::to_string(count)
+            throw ParseError{ErrorCode::InvalidFormat,
+                "key '" + key + "' claims an array of " + std::to_string(count)
                     + " elements; with the values before it that is more than the " + std::to_string(kMaxMetadataValues)
                     + " a GGUF file may hold, so it is damaged or hostile"};
         std::vector<GgufValue> items;
@@ -140,7 +147,7 @@ GgufValue readValue(Cursor& in, GgufValueType type, const std::string& key, int 
     return v;
 }
 
-} // namespace
+}  // namespace
 
 std::string_view ggufValueTypeName(GgufValueType type)
 {
@@ -193,18 +200,18 @@ Result<GgufFile> GgufFile::parse(const std::filesystem::path& path, const std::b
         if ((result.version & 0xFFFF) == 0 && result.version != 0)
             throw ParseError{ErrorCode::Unsupported, "big-endian GGUF files are not supported; convert it on a little-endian machine"};
         if (result.version < 2 || result.version > 3)
-            throw ParseError{ErrorCode::Unsupported,
-                "GGUF version " + std::to_string(result.version) + " is not supported (only v2 and v3)"};
+            throw ParseError{
+                ErrorCode::Unsupported, "GGUF version " + std::to_string(result.version) + " is not supported (only v2 and v3)"};
         const auto tensorCount = in.read<std::uint64_t>("tensor count");
         const auto kvCount = in.read<std::uint64_t>("metadata count");
         // Smallest possible records: a KV is 8 (key length) + 4 (type) + 1; a tensor info is
         // 8 (name length) + 4 (dims) + 4 (type) + 8 (offset).
         if (kvCount > in.remaining() / 13)
-            throw ParseError{ErrorCode::InvalidFormat,
-                "header claims " + std::to_string(kvCount) + " metadata entries, more than the file can hold"};
+            throw ParseError{
+                ErrorCode::InvalidFormat, "header claims " + std::to_string(kvCount) + " metadata entries, more than the file can hold"};
         if (tensorCount > in.remaining() / 24)
-            throw ParseError{ErrorCode::InvalidFormat,
-                "header claims " + std::to_string(tensorCount) + " tensors, more than the file can hold"};
+            throw ParseError{
+                ErrorCode::InvalidFormat, "header claims " + std::to_string(tensorCount) + " tensors, more than the file can hold"};
 
         std::unordered_set<std::string> keys;
         std::uint64_t values = 0;
@@ -222,8 +229,7 @@ Result<GgufFile> GgufFile::parse(const std::filesystem::path& path, const std::b
                     throw ParseError{ErrorCode::InvalidFormat, "general.alignment is not a u32"};
                 const auto a = std::get<std::uint64_t>(value.value);
                 if (a == 0 || (a & (a - 1)) != 0)
-                    throw ParseError{ErrorCode::InvalidFormat,
-                        "general.alignment " + std::to_string(a) + " is not a power of two"};
+                    throw ParseError{ErrorCode::InvalidFormat, "general.alignment " + std::to_string(a) + " is not a power of two"};
                 result.alignment = static_cast<std::uint32_t>(a);
             }
             result.metadata.push_back({std::move(key), std::move(value)});
@@ -240,22 +246,20 @@ Result<GgufFile> GgufFile::parse(const std::filesystem::path& path, const std::b
                 throw ParseError{ErrorCode::InvalidFormat, "tensor '" + info.name + "' appears twice"};
             const auto nDims = in.read<std::uint32_t>("tensor dims");
             if (nDims > kGgufMaxDims)
-                throw ParseError{ErrorCode::Unsupported,
-                    "tensor '" + info.name + "' has " + std::to_string(nDims) + " dims (at most 5 supported)"};
+                throw ParseError{
+                    ErrorCode::Unsupported, "tensor '" + info.name + "' has " + std::to_string(nDims) + " dims (at most 5 supported)"};
             std::vector<std::uint64_t> ne(nDims);
             std::uint64_t numel = 1;
             for (auto& d : ne) {
                 d = in.read<std::uint64_t>("tensor dim");
                 if (d > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, d, &numel)
                     || numel > static_cast<std::uint64_t>(INT64_MAX))
-                    throw ParseError{ErrorCode::InvalidFormat,
-                        "tensor '" + info.name + "' has dims whose element count overflows"};
+                    throw ParseError{ErrorCode::InvalidFormat, "tensor '" + info.name + "' has dims whose element count overflows"};
             }
             const auto typeId = in.read<std::uint32_t>("tensor type");
             const auto* typeInfo = ggmlTypeInfo(typeId);
             if (!typeInfo)
-                throw ParseError{ErrorCode::Unsupported,
-                    "tensor '" + info.name + "' has unknown ggml type id " + std::to_string(typeId)};
+                throw ParseError{ErrorCode::Unsupported, "tensor '" + info.name + "' has unknown ggml type id " + std::to_string(typeId)};
             if (nDims > 0 && ne[0] % typeInfo->blockElements != 0)
                 throw ParseError{ErrorCode::InvalidFormat,
                     "tensor '" + info.name + "' has a row of " + std::to_string(ne[0]) + " elements, not a multiple of the "
@@ -297,8 +301,7 @@ Result<GgufFile> GgufFile::parse(const std::filesystem::path& path, const std::b
         std::vector<std::size_t> order(result.tensors.size());
         for (std::size_t i = 0; i < order.size(); ++i)
             order[i] = i;
-        std::sort(order.begin(), order.end(),
-            [&](std::size_t x, std::size_t y) { return relativeOffsets[x] < relativeOffsets[y]; });
+        std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return relativeOffsets[x] < relativeOffsets[y]; });
         std::uint64_t previousEnd = 0;
         const TensorInfo* previous = nullptr;
         for (auto i : order) {
@@ -306,11 +309,10 @@ Result<GgufFile> GgufFile::parse(const std::filesystem::path& path, const std::b
             const auto begin = relativeOffsets[i];
             if (begin > dataBytes || info.bytes > dataBytes - begin)
                 throw ParseError{ErrorCode::Truncated,
-                    "tensor '" + info.name + "' needs bytes up to " + std::to_string(begin + info.bytes)
-                        + " of a " + std::to_string(dataBytes) + "-byte data section (truncated download?)"};
+                    "tensor '" + info.name + "' needs bytes up to " + std::to_string(begin + info.bytes) + " of a "
+                        + std::to_string(dataBytes) + "-byte data section (truncated download?)"};
             if (previous && begin < previousEnd)
-                throw ParseError{ErrorCode::InvalidFormat,
-                    "tensor '" + info.name + "' overlaps tensor '" + previous->name + "'"};
+                throw ParseError{ErrorCode::InvalidFormat, "tensor '" + info.name + "' overlaps tensor '" + previous->name + "'"};
             previousEnd = begin + info.bytes;
             previous = &info;
             info.offset = result.dataOffset + begin;
@@ -323,4 +325,4 @@ Result<GgufFile> GgufFile::parse(const std::filesystem::path& path, const std::b
     return result;
 }
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

@@ -19,7 +19,7 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         const int err = errno;
-        const ErrorCode code = err == ENOENT ? ErrorCode::NotFound
+        const ErrorCode code = err == ENOENT  ? ErrorCode::NotFound
             : (err == EACCES || err == EPERM) ? ErrorCode::PermissionDenied
                                               : ErrorCode::Io;
         return makeError(code, fileError(path, std::string("cannot open: ") + std::strerror(err)));
@@ -36,8 +36,7 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::filesystem
     if (file->m_size > 0) {
         void* addr = ::mmap(nullptr, file->m_size, PROT_READ, MAP_SHARED, fd, 0);
         if (addr == MAP_FAILED)
-            return makeError(ErrorCode::Io,
-                fileError(path, std::string("cannot map into memory: ") + std::strerror(errno)));
+            return makeError(ErrorCode::Io, fileError(path, std::string("cannot map into memory: ") + std::strerror(errno)));
         file->m_data = static_cast<const std::byte*>(addr);
     }
     return std::shared_ptr<const MappedFile>(std::move(file));
@@ -55,8 +54,8 @@ Result<void> MappedFile::readAt(std::uint64_t offset, void* dst, std::uint64_t l
 {
     if (offset > m_size || length > m_size - offset)
         return makeError(ErrorCode::Truncated,
-            fileError(m_path, "read of " + std::to_string(length) + " bytes at offset "
-                    + std::to_string(offset) + " runs past the end of the "
+            fileError(m_path,
+                "read of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) + " runs past the end of the "
                     + std::to_string(m_size) + "-byte file"));
     auto* out = static_cast<char*>(dst);
     while (length > 0) {
@@ -75,4 +74,4 @@ Result<void> MappedFile::readAt(std::uint64_t offset, void* dst, std::uint64_t l
     return {};
 }
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

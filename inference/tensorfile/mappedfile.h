@@ -53,4 +53,4 @@ Result<Parsed> mapAndParse(const std::filesystem::path& path)
     return parsed;
 }
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

@@ -170,8 +170,8 @@ Result<Checkpoint> openSharded(const fs::path& indexPath, std::string component)
             list += (list.empty() ? "" : ", ") + missingShards[i];
         if (missingShards.size() > 8)
             list += " and " + std::to_string(missingShards.size() - 8) + " more";
-        return makeError(ErrorCode::NotFound,
-            fileError(indexPath, "shard files missing: " + list + "; download the missing shards (or use Repair)"));
+        return makeError(
+            ErrorCode::NotFound, fileError(indexPath, "shard files missing: " + list + "; download the missing shards (or use Repair)"));
     }
     cp.buildIndex();
     std::vector<std::string> absent;
@@ -180,8 +180,9 @@ Result<Checkpoint> openSharded(const fs::path& indexPath, std::string component)
             absent.push_back(tensor + " (" + shard + ")");
     if (!absent.empty())
         return makeError(ErrorCode::InvalidFormat,
-            fileError(indexPath, std::to_string(absent.size()) + " tensors named by the index are not in their shard, first: "
-                    + absent.front() + "; the shards do not belong to this index, download them again"));
+            fileError(indexPath,
+                std::to_string(absent.size()) + " tensors named by the index are not in their shard, first: " + absent.front()
+                    + "; the shards do not belong to this index, download them again"));
     return cp;
 }
 
@@ -302,14 +303,12 @@ Result<void> openDiffusers(const fs::path& folder, ModelSource& source)
     if (!index.is_object())
         return makeError(ErrorCode::InvalidFormat, fileError(folder / "model_index.json", "is not a JSON object"));
     for (const auto& [key, value] : index.items()) {
-        if (key.empty() || key[0] == '_' || !value.is_array() || value.size() != 2 || !value[0].is_string()
-            || !value[1].is_string())
+        if (key.empty() || key[0] == '_' || !value.is_array() || value.size() != 2 || !value[0].is_string() || !value[1].is_string())
             continue;
         if (!isSafeRelativeName(key) || key.find('/') != std::string::npos)
             return makeError(ErrorCode::InvalidFormat,
                 fileError(folder / "model_index.json", "names component '" + key + "', which is not a plain folder name"));
-        ModelSource::Component component{key, value[0].get<std::string>(), value[1].get<std::string>(),
-                                         folderHasFiles(folder / key)};
+        ModelSource::Component component{key, value[0].get<std::string>(), value[1].get<std::string>(), folderHasFiles(folder / key)};
         if (component.present) {
             auto checkpoints = openWeightsIn(folder / key, key);
             if (!checkpoints)
@@ -329,12 +328,10 @@ Result<void> openDiffusers(const fs::path& folder, ModelSource& source)
 
 bool isHexCommit(const std::string& s)
 {
-    return s.size() == 40 && std::all_of(s.begin(), s.end(), [](char c) {
-        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-    });
+    return s.size() == 40 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-} // namespace
+}  // namespace
 
 const TensorInfo* Checkpoint::find(std::string_view name) const
 {
@@ -409,8 +406,8 @@ Result<fs::path> resolveHubCacheFolder(const fs::path& folder)
         while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r' || commit.back() == ' '))
             commit.pop_back();
         if (!isHexCommit(commit))
-            return makeError(ErrorCode::InvalidFormat,
-                fileError(folder / "refs" / "main", "does not hold a commit hash; the cache entry is damaged"));
+            return makeError(
+                ErrorCode::InvalidFormat, fileError(folder / "refs" / "main", "does not hold a commit hash; the cache entry is damaged"));
     } else {
         std::vector<std::string> snapshots;
         forEachEntry(folder / "snapshots", ec, [&](const fs::directory_entry& entry) {
@@ -420,8 +417,8 @@ Result<fs::path> resolveHubCacheFolder(const fs::path& folder)
         });
         if (snapshots.size() != 1)
             return makeError(ErrorCode::InvalidArgument,
-                fileError(folder, "has " + std::to_string(snapshots.size())
-                        + " snapshots and no refs/main; open one of its snapshots/<commit> folders"));
+                fileError(folder,
+                    "has " + std::to_string(snapshots.size()) + " snapshots and no refs/main; open one of its snapshots/<commit> folders"));
         commit = snapshots.front();
     }
     const auto snapshot = folder / "snapshots" / commit;
@@ -445,7 +442,7 @@ Result<ModelSource> ModelSource::open(const fs::path& path)
         auto cp = openWeightFile(path, {});
         if (!cp)
             return cp.error();
-        source.kind = isIndexFile(path) ? SourceKind::ShardedSafetensors
+        source.kind = isIndexFile(path)      ? SourceKind::ShardedSafetensors
             : cp->format == FileFormat::Gguf ? SourceKind::GgufFile
                                              : SourceKind::SafetensorsFile;
         if (existsNoThrow(path.parent_path() / "config.json")) {
@@ -483,4 +480,4 @@ Result<ModelSource> ModelSource::open(const fs::path& path)
     return source;
 }
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

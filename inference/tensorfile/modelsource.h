@@ -17,12 +17,12 @@ namespace vireo::tensorfile {
 // A set of tensors with unique names: one safetensors file, a sharded set behind an index,
 // or one GGUF file.
 struct Checkpoint {
-    std::string component;             // diffusers component or sub-folder, "" at the top
+    std::string component;  // diffusers component or sub-folder, "" at the top
     FileFormat format = FileFormat::Safetensors;
-    std::filesystem::path path;        // the file, or the index of a sharded set
+    std::filesystem::path path;  // the file, or the index of a sharded set
     std::vector<std::shared_ptr<const MappedFile>> files;
-    std::vector<TensorInfo> tensors;   // TensorInfo::fileIndex points into files
-    std::map<std::string, std::string> metadata; // safetensors __metadata__ (index metadata merged)
+    std::vector<TensorInfo> tensors;  // TensorInfo::fileIndex points into files
+    std::map<std::string, std::string> metadata;  // safetensors __metadata__ (index metadata merged)
     std::vector<GgufKeyValue> ggufMetadata;
     std::uint32_t ggufVersion = 0;
     std::uint32_t ggufAlignment = 0;
@@ -52,13 +52,13 @@ struct ModelSource {
         bool present = false;  // its folder exists and holds files
     };
 
-    std::filesystem::path path;        // as given
-    std::filesystem::path root;        // resolved folder or file actually read
+    std::filesystem::path path;  // as given
+    std::filesystem::path root;  // resolved folder or file actually read
     SourceKind kind = SourceKind::SafetensorsFile;
     std::vector<Checkpoint> checkpoints;
-    std::vector<Component> components;            // from model_index.json
-    std::map<std::string, std::string> configs;   // component ("" = top) -> config.json text
-    std::string modelIndexJson;                   // raw model_index.json, if any
+    std::vector<Component> components;  // from model_index.json
+    std::map<std::string, std::string> configs;  // component ("" = top) -> config.json text
+    std::string modelIndexJson;  // raw model_index.json, if any
 
     std::uint64_t tensorCount() const;
     std::uint64_t tensorBytes() const;
@@ -69,4 +69,4 @@ struct ModelSource {
 // Resolves "models--org--name" (refs/main) to its snapshot folder; other paths unchanged.
 Result<std::filesystem::path> resolveHubCacheFolder(const std::filesystem::path& folder);
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

@@ -19,8 +19,7 @@ std::uint64_t readU64LE(const std::byte* p)
     return v;
 }
 
-Error formatError(const std::filesystem::path& path, const std::string& message,
-                  ErrorCode code = ErrorCode::InvalidFormat)
+Error formatError(const std::filesystem::path& path, const std::string& message, ErrorCode code = ErrorCode::InvalidFormat)
 {
     return makeError(code, fileError(path, message));
 }
@@ -30,15 +29,14 @@ std::string tensorLabel(const std::string& name)
     return "tensor '" + name + "'";
 }
 
-} // namespace
+}  // namespace
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path)
 {
     return mapAndParse<SafetensorsFile>(path);
 }
 
-Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path,
-                                               const std::byte* data, std::uint64_t fileBytes)
+Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path, const std::byte* data, std::uint64_t fileBytes)
 {
     constexpr const char* kRedownload = "; the file is damaged or not a safetensors file, download it again";
     // Appended rather than added: GCC 12 sees a false out-of-bounds copy in string + literal.
@@ -48,15 +46,16 @@ Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path
         return formatError(path, message);
     };
     if (fileBytes < 8)
-        return formatError(path, "file is " + std::to_string(fileBytes)
-                + " bytes, too short for a safetensors header (truncated download?)", ErrorCode::Truncated);
+        return formatError(path,
+            "file is " + std::to_string(fileBytes) + " bytes, too short for a safetensors header (truncated download?)",
+            ErrorCode::Truncated);
     const std::uint64_t headerBytes = readU64LE(data);
     if (headerBytes > kSafetensorsMaxHeaderBytes)
-        return formatError(path, "header length " + std::to_string(headerBytes)
-                + " bytes exceeds the 100 MB limit" + kRedownload);
+        return formatError(path, "header length " + std::to_string(headerBytes) + " bytes exceeds the 100 MB limit" + kRedownload);
     if (headerBytes > fileBytes - 8)
-        return formatError(path, "header claims " + std::to_string(headerBytes) + " bytes but the file has only "
-                + std::to_string(fileBytes - 8) + " after the length prefix (truncated download?)",
+        return formatError(path,
+            "header claims " + std::to_string(headerBytes) + " bytes but the file has only " + std::to_string(fileBytes - 8)
+                + " after the length prefix (truncated download?)",
             ErrorCode::Truncated);
     if (headerBytes < 2 || static_cast<char>(data[8]) != '{')
         return notAnObject();
@@ -112,8 +111,9 @@ Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path
         const auto dtypeString = dtypeIt->get<std::string>();
         const auto dtype = dtypeFromSafetensorsName(dtypeString);
         if (!dtype)
-            return formatError(path, tensorLabel(name) + " has unknown dtype '" + dtypeString
-                    + "'; this build does not know it (newer safetensors format?)", ErrorCode::Unsupported);
+            return formatError(path,
+                tensorLabel(name) + " has unknown dtype '" + dtypeString + "'; this build does not know it (newer safetensors format?)",
+                ErrorCode::Unsupported);
         if (!shapeIt->is_array())
             return formatError(path, tensorLabel(name) + " has a shape that is not an array");
         TensorInfo info;
@@ -141,11 +141,13 @@ Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path
         if (e < b)
             return formatError(path, tensorLabel(name) + " has data_offsets that end before they begin");
         if (e - b != bits / 8)
-            return formatError(path, tensorLabel(name) + " spans " + std::to_string(e - b) + " bytes but shape x "
-                    + dtypeString + " needs " + std::to_string(bits / 8));
+            return formatError(path,
+                tensorLabel(name) + " spans " + std::to_string(e - b) + " bytes but shape x " + dtypeString + " needs "
+                    + std::to_string(bits / 8));
         if (e > bufferBytes)
-            return formatError(path, tensorLabel(name) + " ends at byte " + std::to_string(e) + " of a "
-                    + std::to_string(bufferBytes) + "-byte data buffer (truncated download?)",
+            return formatError(path,
+                tensorLabel(name) + " ends at byte " + std::to_string(e) + " of a " + std::to_string(bufferBytes)
+                    + "-byte data buffer (truncated download?)",
                 ErrorCode::Truncated);
         info.offset = result.dataOffset + b;
         info.bytes = e - b;
@@ -153,22 +155,22 @@ Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path
         result.tensors.push_back(std::move(info));
     }
 
-    std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) {
-        return x.begin != y.begin ? x.begin < y.begin : x.end < y.end;
-    });
+    std::sort(
+        spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.begin != y.begin ? x.begin < y.begin : x.end < y.end; });
     std::uint64_t expected = 0;
     for (const auto& span : spans) {
         if (span.begin != expected) {
             const auto& name = result.tensors[span.index].name;
-            return formatError(path, tensorLabel(name) + (span.begin < expected ? " overlaps" : " leaves a gap before")
-                    + " the previous tensor's data (offset " + std::to_string(span.begin) + ", expected "
-                    + std::to_string(expected) + ")");
+            return formatError(path,
+                tensorLabel(name) + (span.begin < expected ? " overlaps" : " leaves a gap before") + " the previous tensor's data (offset "
+                    + std::to_string(span.begin) + ", expected " + std::to_string(expected) + ")");
         }
         expected = span.end;
     }
     if (expected != bufferBytes)
-        return formatError(path, "tensors cover " + std::to_string(expected) + " bytes but the data buffer holds "
-                + std::to_string(bufferBytes) + " (trailing bytes after the last tensor)");
+        return formatError(path,
+            "tensors cover " + std::to_string(expected) + " bytes but the data buffer holds " + std::to_string(bufferBytes)
+                + " (trailing bytes after the last tensor)");
 
     std::vector<TensorInfo> ordered;
     ordered.reserve(result.tensors.size());
@@ -178,4 +180,4 @@ Result<SafetensorsFile> SafetensorsFile::parse(const std::filesystem::path& path
     return result;
 }
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

@@ -22,13 +22,12 @@ struct SafetensorsFile {
     std::shared_ptr<const MappedFile> file;
     std::uint64_t headerBytes = 0;
     std::uint64_t dataOffset = 0;
-    std::vector<TensorInfo> tensors; // in file order
+    std::vector<TensorInfo> tensors;  // in file order
     std::map<std::string, std::string> metadata;
 
     static Result<SafetensorsFile> open(const std::filesystem::path& path);
     // Validates a header held in memory against a file of fileBytes (used by open()).
-    static Result<SafetensorsFile> parse(const std::filesystem::path& path, const std::byte* data,
-                                         std::uint64_t fileBytes);
+    static Result<SafetensorsFile> parse(const std::filesystem::path& path, const std::byte* data, std::uint64_t fileBytes);
 };
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

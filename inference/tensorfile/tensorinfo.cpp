@@ -29,4 +29,4 @@ bool TensorInfo::isQuantizedBlocks() const
     return ggmlType && ggmlTypeInfo(*ggmlType).quantized;
 }
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

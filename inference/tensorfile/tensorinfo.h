@@ -17,11 +17,11 @@ std::string_view fileFormatName(FileFormat format);
 struct TensorInfo {
     std::string name;
     std::vector<std::int64_t> shape;
-    std::optional<DType> dtype;        // element type when the bytes are plain elements
+    std::optional<DType> dtype;  // element type when the bytes are plain elements
     std::optional<GgmlType> ggmlType;  // GGUF storage type (quantized blocks or plain)
-    std::uint64_t offset = 0;          // absolute offset of the first byte in its file
+    std::uint64_t offset = 0;  // absolute offset of the first byte in its file
     std::uint64_t bytes = 0;
-    std::uint32_t fileIndex = 0;       // which file of a checkpoint holds it
+    std::uint32_t fileIndex = 0;  // which file of a checkpoint holds it
 
     std::int64_t numel() const;
     // "BF16", "F8_E4M3", "Q4_K", ...
@@ -29,4 +29,4 @@ struct TensorInfo {
     bool isQuantizedBlocks() const;
 };
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

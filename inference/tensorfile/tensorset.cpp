@@ -33,7 +33,7 @@ const char* safetensorsDtype(c10::ScalarType t)
     }
 }
 
-} // namespace
+}  // namespace
 
 const at::Tensor* TensorSet::find(const std::string& name) const
 {
@@ -60,8 +60,8 @@ Result<TensorSet> readTensorSet(const std::filesystem::path& path)
     return set;
 }
 
-Result<void> writeSafetensors(const std::filesystem::path& path, const std::map<std::string, at::Tensor>& tensors,
-                              const std::map<std::string, std::string>& metadata)
+Result<void> writeSafetensors(
+    const std::filesystem::path& path, const std::map<std::string, at::Tensor>& tensors, const std::map<std::string, std::string>& metadata)
 {
     nlohmann::json header = nlohmann::json::object();
     if (!metadata.empty())
@@ -71,8 +71,9 @@ Result<void> writeSafetensors(const std::filesystem::path& path, const std::map<
     for (const auto& [name, tensor] : tensors) {
         const char* dtype = safetensorsDtype(tensor.scalar_type());
         if (!dtype)
-            return makeError(ErrorCode::Unsupported, path.string() + ": tensor '" + name + "' has dtype "
-                    + std::string(c10::toString(tensor.scalar_type())) + ", which safetensors cannot hold");
+            return makeError(ErrorCode::Unsupported,
+                path.string() + ": tensor '" + name + "' has dtype " + std::string(c10::toString(tensor.scalar_type()))
+                    + ", which safetensors cannot hold");
         auto cpu = tensor.detach().to(c10::kCPU).contiguous();
         const auto bytes = static_cast<std::uint64_t>(cpu.numel() * cpu.element_size());
         header[name] = {{"dtype", dtype}, {"shape", cpu.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
@@ -104,4 +105,4 @@ Result<void> writeSafetensors(const std::filesystem::path& path, const std::map<
     return {};
 }
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

@@ -14,7 +14,7 @@
 namespace vireo::tensorfile {
 
 struct TensorSet {
-    std::map<std::string, at::Tensor> tensors;      // owned CPU copies
+    std::map<std::string, at::Tensor> tensors;  // owned CPU copies
     std::map<std::string, std::string> metadata;
 
     const at::Tensor* find(const std::string& name) const;
@@ -25,6 +25,6 @@ Result<TensorSet> readTensorSet(const std::filesystem::path& path);
 // Writes to a temporary name in the same folder and renames it into place, so a crash never
 // leaves a truncated file under the final name. Tensors are written from their CPU copies.
 Result<void> writeSafetensors(const std::filesystem::path& path, const std::map<std::string, at::Tensor>& tensors,
-                              const std::map<std::string, std::string>& metadata = {});
+    const std::map<std::string, std::string>& metadata = {});
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

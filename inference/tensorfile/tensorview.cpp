@@ -23,19 +23,19 @@ Error tensorError(const Checkpoint& cp, const TensorInfo& info, ErrorCode code, 
     return makeError(code, fileError(cp.fileOf(info)->path(), "tensor '" + info.name + "': " + what));
 }
 
-at::Tensor wrap(const std::shared_ptr<const MappedFile>& file, std::uint64_t offset,
-                const std::vector<std::int64_t>& shape, c10::ScalarType type)
+at::Tensor wrap(
+    const std::shared_ptr<const MappedFile>& file, std::uint64_t offset, const std::vector<std::int64_t>& shape, c10::ScalarType type)
 {
     auto keepAlive = file;
     // The mapping is read-only; from_blob needs a non-const pointer but nothing writes.
     void* ptr = const_cast<std::byte*>(file->data() + offset);
-    return at::from_blob(ptr, shape, contiguousStrides(shape), [keepAlive](void*) {},
-        at::TensorOptions().dtype(type).device(c10::kCPU));
+    return at::from_blob(
+        ptr, shape, contiguousStrides(shape), [keepAlive](void*) {}, at::TensorOptions().dtype(type).device(c10::kCPU));
 }
 
 constexpr std::uint64_t kHugeAllocationBytes = 8ull << 20;
 
-} // namespace
+}  // namespace
 
 // Weights are large and long-lived: give big ones their own mapping with transparent huge
 // pages, which cuts first-touch page faults 512-fold (they dominate a warm-cache read).
@@ -52,8 +52,8 @@ at::Tensor emptyHost(const std::vector<std::int64_t>& shape, c10::ScalarType typ
 #ifdef MADV_HUGEPAGE
     ::madvise(p, bytes, MADV_HUGEPAGE);
 #endif
-    return at::from_blob(p, shape, contiguousStrides(shape), [bytes](void* ptr) { ::munmap(ptr, bytes); },
-        at::TensorOptions().dtype(type));
+    return at::from_blob(
+        p, shape, contiguousStrides(shape), [bytes](void* ptr) { ::munmap(ptr, bytes); }, at::TensorOptions().dtype(type));
 }
 
 std::optional<c10::ScalarType> scalarTypeFor(DType type)
@@ -78,7 +78,9 @@ std::optional<c10::ScalarType> scalarTypeFor(DType type)
     case DType::F8_E8M0: return c10::kFloat8_e8m0fnu;
     case DType::F8_E4M3FNUZ: return c10::kFloat8_e4m3fnuz;
     case DType::F8_E5M2FNUZ: return c10::kFloat8_e5m2fnuz;
-    case DType::F4: case DType::F6_E2M3: case DType::F6_E3M2: return std::nullopt;
+    case DType::F4:
+    case DType::F6_E2M3:
+    case DType::F6_E3M2: return std::nullopt;
     }
     return std::nullopt;
 }
@@ -98,12 +100,12 @@ Result<at::Tensor> viewTensor(const Checkpoint& checkpoint, const TensorInfo& in
         return rawBytes(checkpoint, info);
     const auto type = info.dtype ? scalarTypeFor(*info.dtype) : std::nullopt;
     if (!type)
-        return tensorError(checkpoint, info, ErrorCode::Unsupported,
-            "type " + info.typeName() + " has no PyTorch element type; read it as raw bytes");
+        return tensorError(
+            checkpoint, info, ErrorCode::Unsupported, "type " + info.typeName() + " has no PyTorch element type; read it as raw bytes");
     const auto elementBytes = c10::elementSize(*type);
     if (info.offset % elementBytes != 0)
-        return tensorError(checkpoint, info, ErrorCode::Unsupported,
-            "data is not aligned to its element size; use readTensor (copies) instead of a view");
+        return tensorError(
+            checkpoint, info, ErrorCode::Unsupported, "data is not aligned to its element size; use readTensor (copies) instead of a view");
     try {
         return wrap(checkpoint.fileOf(info), info.offset, info.shape, *type);
     } catch (const c10::Error& e) {
@@ -119,18 +121,17 @@ Result<at::Tensor> readTensor(const Checkpoint& checkpoint, const TensorInfo& in
                 info.typeName() + " blocks need dequantization to become " + std::string(c10::toString(*options.dtype)));
     }
     const auto stored = info.isQuantizedBlocks() ? std::optional<c10::ScalarType>(c10::kByte)
-        : info.dtype                          ? scalarTypeFor(*info.dtype)
-                                              : std::nullopt;
+        : info.dtype                             ? scalarTypeFor(*info.dtype)
+                                                 : std::nullopt;
     if (!stored)
-        return tensorError(checkpoint, info, ErrorCode::Unsupported,
-            "type " + info.typeName() + " has no PyTorch element type");
+        return tensorError(checkpoint, info, ErrorCode::Unsupported, "type " + info.typeName() + " has no PyTorch element type");
     const auto shape = info.isQuantizedBlocks() ? std::vector<std::int64_t>{static_cast<std::int64_t>(info.bytes)} : info.shape;
     const auto target = options.dtype.value_or(*stored);
     const auto& file = checkpoint.fileOf(info);
     try {
         const auto elementBytes = static_cast<std::uint64_t>(c10::elementSize(*stored));
-        auto out = options.device.is_cpu() ? emptyHost(shape, target)
-                                           : at::empty(shape, at::TensorOptions().dtype(target).device(options.device));
+        auto out =
+            options.device.is_cpu() ? emptyHost(shape, target) : at::empty(shape, at::TensorOptions().dtype(target).device(options.device));
         if (info.bytes == 0)
             return out;
         const auto elementsPerChunk = std::max<std::uint64_t>(1, options.chunkBytes / elementBytes);
@@ -156,8 +157,7 @@ Result<at::Tensor> readTensor(const Checkpoint& checkpoint, const TensorInfo& in
                 src = wrap(file, info.offset + done * elementBytes, {static_cast<std::int64_t>(n)}, *stored);
             } else {
                 if (!staging.defined())
-                    staging = at::empty({static_cast<std::int64_t>(std::min(elementsPerChunk, total))},
-                        at::TensorOptions().dtype(*stored));
+                    staging = at::empty({static_cast<std::int64_t>(std::min(elementsPerChunk, total))}, at::TensorOptions().dtype(*stored));
                 src = staging.narrow(0, 0, static_cast<std::int64_t>(n));
                 auto r = file->readAt(info.offset + done * elementBytes, src.data_ptr(), n * elementBytes);
                 if (!r)
@@ -173,4 +173,4 @@ Result<at::Tensor> readTensor(const Checkpoint& checkpoint, const TensorInfo& in
     }
 }
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

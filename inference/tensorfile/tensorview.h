@@ -28,7 +28,7 @@ at::Tensor emptyHost(const std::vector<std::int64_t>& shape, c10::ScalarType typ
 
 struct ReadOptions {
     c10::Device device = c10::Device(c10::kCPU);
-    std::optional<c10::ScalarType> dtype; // keep the stored type when empty
+    std::optional<c10::ScalarType> dtype;  // keep the stored type when empty
     std::uint64_t chunkBytes = 64ull << 20;
 };
 
@@ -36,4 +36,4 @@ struct ReadOptions {
 // chunkBytes of source data so peak extra memory stays bounded.
 Result<at::Tensor> readTensor(const Checkpoint& checkpoint, const TensorInfo& info, const ReadOptions& options = {});
 
-} // namespace vireo::tensorfile
+}  // namespace vireo::tensorfile

@@ -79,8 +79,8 @@ std::optional<std::size_t> firstInvalidUtf8(std::string_view s)
 // for lstrip / rstrip and the Strip normalizer.
 bool isWhiteSpace(char32_t c)
 {
-    return c == 0x20 || (c >= 0x09 && c <= 0x0D) || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A)
-        || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+    return c == 0x20 || (c >= 0x09 && c <= 0x0D) || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028
+        || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 // Python's str.isspace(): White_Space plus the information separators U+001C..U+001F.
@@ -180,8 +180,8 @@ struct AddedToken {
     bool singleWord = false, lstrip = false, rstrip = false, normalized = true, special = false;
     bool sameFlags(const AddedToken& o) const
     {
-        return content == o.content && singleWord == o.singleWord && lstrip == o.lstrip && rstrip == o.rstrip
-            && normalized == o.normalized && special == o.special;
+        return content == o.content && singleWord == o.singleWord && lstrip == o.lstrip && rstrip == o.rstrip && normalized == o.normalized
+            && special == o.special;
     }
 };
 
@@ -334,7 +334,8 @@ std::string stringPattern(const json& j, const std::string& where, const char* w
         return s;
     }
     if (j.is_object() && j.contains("Regex"))
-        fail(ErrorCode::Unsupported, where + ": " + what + " with a Regex pattern (" + shortJson(j["Regex"])
+        fail(ErrorCode::Unsupported,
+            where + ": " + what + " with a Regex pattern (" + shortJson(j["Regex"])
                 + ") is not supported by this version; only literal String patterns are");
     fail(ErrorCode::InvalidFormat, where + ": " + what + " has no usable pattern: " + shortJson(j));
 }
@@ -382,8 +383,10 @@ void parseNormalizer(const json& j, const std::string& where, std::vector<Normal
     } else {
         // NFD/NFKC/NFKD, Lowercase, StripAccents, BertNormalizer, Precompiled, ByteLevel...
         // need tables or charmaps this version does not carry.
-        fail(ErrorCode::Unsupported, where + ": the '" + type + "' normalizer is not supported by this version "
-                "(supported: Replace with a String pattern, Prepend, Strip, NFC, Sequence)");
+        fail(ErrorCode::Unsupported,
+            where + ": the '" + type
+                + "' normalizer is not supported by this version "
+                  "(supported: Replace with a String pattern, Prepend, Strip, NFC, Sequence)");
     }
 }
 
@@ -412,14 +415,17 @@ void parsePreTokenizer(const json& j, const std::string& where, std::vector<Spli
         // With use_regex the step would split by GPT-2's own pattern first; with add_prefix_space
         // it would prepend a space to each piece. Neither is what Qwen's files use.
         if (flag(j, "use_regex", true) || flag(j, "add_prefix_space", true))
-            fail(ErrorCode::Unsupported, where + ": the ByteLevel pre-tokenizer with use_regex or add_prefix_space ("
-                    + shortJson(j) + ") is not supported by this version");
+            fail(ErrorCode::Unsupported,
+                where + ": the ByteLevel pre-tokenizer with use_regex or add_prefix_space (" + shortJson(j)
+                    + ") is not supported by this version");
         SplitStep s;
         s.byteLevel = true;
         out.push_back(std::move(s));
     } else {
-        fail(ErrorCode::Unsupported, where + ": the '" + type + "' pre-tokenizer is not supported by this version "
-                "(supported: Split with a String pattern or the Qwen2 regex, ByteLevel without its regex, Sequence)");
+        fail(ErrorCode::Unsupported,
+            where + ": the '" + type
+                + "' pre-tokenizer is not supported by this version "
+                  "(supported: Split with a String pattern or the Qwen2 regex, ByteLevel without its regex, Sequence)");
     }
 }
 
@@ -480,9 +486,7 @@ void splitInto(const std::string& s, const SplitStep& step, std::vector<std::str
         for (const auto& m : matches)
             splits.push_back({m.begin, m.end, false});
         break;
-    case SplitBehavior::Removed:
-        splits = matches;
-        break;
+    case SplitBehavior::Removed: splits = matches; break;
     case SplitBehavior::Contiguous:
         for (const auto& m : matches) {
             if (m.flag == previousMatch && !splits.empty())
@@ -522,8 +526,10 @@ std::string readFile(const fs::path& path)
     std::error_code ec;
     const auto size = fs::file_size(path, ec);
     if (!ec && size > tokenizerLimits().maxBytes)
-        fail(ErrorCode::InvalidFormat, path.string() + ": is " + std::to_string(size) + " bytes, more than any tokenizer file; "
-                "it is damaged or not a tokenizer");
+        fail(ErrorCode::InvalidFormat,
+            path.string() + ": is " + std::to_string(size)
+                + " bytes, more than any tokenizer file; "
+                  "it is damaged or not a tokenizer");
     std::ifstream in(path, std::ios::binary);
     if (!in)
         fail(ErrorCode::Io, path.string() + ": cannot be read");
@@ -540,7 +546,7 @@ json parseJson(const std::string& text, const std::string& where)
     return std::move(*parsed);
 }
 
-} // namespace
+}  // namespace
 
 // ====================================================================== the tokenizer
 
@@ -626,9 +632,7 @@ void Tokenizer::Impl::normalize(std::string& s) const
             s = std::move(out);
             break;
         }
-        case NormalizerStep::Kind::Nfc:
-            s = unicode::nfc(s);
-            break;
+        case NormalizerStep::Kind::Nfc: s = unicode::nfc(s); break;
         case NormalizerStep::Kind::Prepend:
             if (!s.empty())
                 s = n.pattern + s;
@@ -824,8 +828,7 @@ std::vector<std::int64_t> Tokenizer::Impl::run(std::string_view text) const
     return ids;
 }
 
-void Tokenizer::Impl::loadBpe(const json& model, const std::string& where, Rebuild rebuild,
-                              const std::optional<std::string>& gemmaUnk)
+void Tokenizer::Impl::loadBpe(const json& model, const std::string& where, Rebuild rebuild, const std::optional<std::string>& gemmaUnk)
 {
     const auto type = typeOf(model);
     if (type != "BPE")
@@ -853,11 +856,12 @@ void Tokenizer::Impl::loadBpe(const json& model, const std::string& where, Rebui
         ignoreMerges = false;
     } else {
         if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0.0)
-            fail(ErrorCode::Unsupported, where + ": BPE dropout " + shortJson(model["dropout"])
-                    + " makes tokenization random; it is not supported");
+            fail(ErrorCode::Unsupported,
+                where + ": BPE dropout " + shortJson(model["dropout"]) + " makes tokenization random; it is not supported");
         for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
             if (model.contains(key) && !model[key].is_null() && !(model[key].is_string() && model[key].get<std::string>().empty()))
-                fail(ErrorCode::Unsupported, where + ": BPE '" + key + "' (" + shortJson(model[key]) + ") is not supported by this version");
+                fail(
+                    ErrorCode::Unsupported, where + ": BPE '" + key + "' (" + shortJson(model[key]) + ") is not supported by this version");
         if (model.contains("unk_token") && model["unk_token"].is_string())
             unkToken = model["unk_token"].get<std::string>();
         byteFallback = flag(model, "byte_fallback", false);
@@ -874,18 +878,21 @@ void Tokenizer::Impl::loadBpe(const json& model, const std::string& where, Rebui
                 const auto s = m.get<std::string>();
                 const auto space = s.find(' ');
                 if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
-                    fail(ErrorCode::InvalidFormat, where + ": merge " + std::to_string(rank + 1) + " ('" + s + "') is not two tokens separated by one space");
+                    fail(ErrorCode::InvalidFormat,
+                        where + ": merge " + std::to_string(rank + 1) + " ('" + s + "') is not two tokens separated by one space");
                 a = s.substr(0, space);
                 b = s.substr(space + 1);
             } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
                 a = m[0].get<std::string>();
                 b = m[1].get<std::string>();
             } else {
-                fail(ErrorCode::InvalidFormat, where + ": merge " + std::to_string(rank + 1) + " is neither \"a b\" nor [a, b]: " + shortJson(m));
+                fail(ErrorCode::InvalidFormat,
+                    where + ": merge " + std::to_string(rank + 1) + " is neither \"a b\" nor [a, b]: " + shortJson(m));
             }
             const auto ia = vocab.find(a), ib = vocab.find(b), ic = vocab.find(a + b);
             if (ia == vocab.end() || ib == vocab.end() || ic == vocab.end())
-                fail(ErrorCode::InvalidFormat, where + ": merge " + std::to_string(rank + 1) + " ('" + a + "' + '" + b
+                fail(ErrorCode::InvalidFormat,
+                    where + ": merge " + std::to_string(rank + 1) + " ('" + a + "' + '" + b
                         + "') uses a token that is not in the vocabulary");
             // A repeated pair keeps its last rank, as the reference's HashMap collect does.
             merges[pairKey(ia->second, ib->second)] = {rank, ic->second};
@@ -910,8 +917,10 @@ std::optional<std::int64_t> Tokenizer::Impl::addToken(AddedToken token)
     if (token.content.empty())
         return std::nullopt;
     if (token.singleWord)
-        fail(ErrorCode::Unsupported, origin + ": added token '" + token.content + "' is single_word, which needs Unicode word "
-                "classes this version does not carry");
+        fail(ErrorCode::Unsupported,
+            origin + ": added token '" + token.content
+                + "' is single_word, which needs Unicode word "
+                  "classes this version does not carry");
     if (auto it = addedIndex.find(token.content); it != addedIndex.end()) {
         token.id = added[it->second].id;
         added[it->second] = std::move(token);
@@ -963,8 +972,10 @@ Result<Tokenizer> Tokenizer::load(const fs::path& path)
         else if (fs::is_regular_file(path / "tokenizer" / "tokenizer.json", ec))
             file = path / "tokenizer" / "tokenizer.json";
         else if (fs::exists(path / "tokenizer.model", ec) || fs::exists(path / "tokenizer" / "tokenizer.model", ec))
-            return makeError(ErrorCode::Unsupported, path.string() + ": has a SentencePiece tokenizer.model but no tokenizer.json; "
-                    "this version reads tokenizer.json only (diffusers and the Gemma 3 repositories ship it)");
+            return makeError(ErrorCode::Unsupported,
+                path.string()
+                    + ": has a SentencePiece tokenizer.model but no tokenizer.json; "
+                      "this version reads tokenizer.json only (diffusers and the Gemma 3 repositories ship it)");
         else
             return makeError(ErrorCode::NotFound, path.string() + ": no tokenizer.json here or in tokenizer/");
     } else if (!fs::is_regular_file(path, ec)) {
@@ -1011,18 +1022,22 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
 
         for (const char* key : {"truncation", "padding"})
             if (tj.contains(key) && !tj[key].is_null())
-                fail(ErrorCode::Unsupported, origin + ": tokenizer.json sets default '" + key + "' (" + shortJson(tj[key])
+                fail(ErrorCode::Unsupported,
+                    origin + ": tokenizer.json sets default '" + key + "' (" + shortJson(tj[key])
                         + "); transformers would apply it, this version does not");
 
         const std::string cls = config.contains("tokenizer_class") && config["tokenizer_class"].is_string()
-            ? config["tokenizer_class"].get<std::string>() : std::string();
+            ? config["tokenizer_class"].get<std::string>()
+            : std::string();
         const bool gemma = cls == "GemmaTokenizer" || cls == "GemmaTokenizerFast";
         const bool qwen2 = cls == "Qwen2Tokenizer" || cls == "Qwen2TokenizerFast";
         const bool rebuilt = gemma || qwen2;
         if (!cls.empty() && !rebuilt && cls != "PreTrainedTokenizerFast" && cls != "TokenizersBackend")
-            fail(ErrorCode::Unsupported, origin + ": tokenizer_class '" + cls + "' is rebuilt by transformers from its own class "
-                    "definition, which this version does not replicate (supported: GemmaTokenizer(Fast), Qwen2Tokenizer(Fast), "
-                    "PreTrainedTokenizerFast)");
+            fail(ErrorCode::Unsupported,
+                origin + ": tokenizer_class '" + cls
+                    + "' is rebuilt by transformers from its own class "
+                      "definition, which this version does not replicate (supported: GemmaTokenizer(Fast), Qwen2Tokenizer(Fast), "
+                      "PreTrainedTokenizerFast)");
         const std::string where = origin;
 
         // Named special tokens: tokenizer_config.json, else the class defaults (GemmaTokenizer's
@@ -1035,9 +1050,9 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
                 // Qwen2Tokenizer's signature: unk, eos and pad <|endoftext|>, no bos.
                 const std::map<std::string, std::string> defaults = gemma
                     ? std::map<std::string, std::string>{{"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"unk_token", "<unk>"},
-                          {"pad_token", "<pad>"}, {"mask_token", "<mask>"}}
-                    : std::map<std::string, std::string>{{"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"},
-                          {"pad_token", "<|endoftext|>"}};
+                        {"pad_token", "<pad>"}, {"mask_token", "<mask>"}}
+                    : std::map<std::string, std::string>{
+                        {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}};
                 if (auto it = defaults.find(n); it != defaults.end()) {
                     s.present = true;
                     s.content = it->second;
@@ -1095,13 +1110,17 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
         }
         if (rebuilt) {
             if (!hasDecoder)
-                fail(ErrorCode::Unsupported, where + ": tokenizer_config.json has no added_tokens_decoder; transformers 5.24 then "
-                        "rebuilds " + cls + "'s added tokens from legacy files, which this version does not replicate");
+                fail(ErrorCode::Unsupported,
+                    where
+                        + ": tokenizer_config.json has no added_tokens_decoder; transformers 5.24 then "
+                          "rebuilds "
+                        + cls + "'s added tokens from legacy files, which this version does not replicate");
             for (const auto& [id, t] : fromConfig) {
                 // Tokens outside the vocabulary take the next free ids; transformers fills gaps
                 // with placeholders, which this version does not.
                 if (const auto got = impl->addToken(t); got && *got != id)
-                    fail(ErrorCode::Unsupported, where + ": added token '" + t.content + "' has id " + std::to_string(id)
+                    fail(ErrorCode::Unsupported,
+                        where + ": added token '" + t.content + "' has id " + std::to_string(id)
                             + " in tokenizer_config.json but resolves to " + std::to_string(*got)
                             + " (the added ids are not contiguous after the vocabulary)");
             }
@@ -1114,16 +1133,18 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
                     const auto declared = t.id;
                     const auto got = impl->addToken(t);
                     if (got && declared >= 0 && declared != *got)
-                        fail(ErrorCode::InvalidFormat, where + ": added token '" + t.content + "' declares id " + std::to_string(declared)
-                                + " but resolves to " + std::to_string(*got));
+                        fail(ErrorCode::InvalidFormat,
+                            where + ": added token '" + t.content + "' declares id " + std::to_string(declared) + " but resolves to "
+                                + std::to_string(*got));
                 }
             }
             for (const auto& [id, t] : fromConfig) {
                 const auto it = impl->addedIndex.find(t.content);
                 if (it == impl->addedIndex.end() || !impl->added[it->second].sameFlags(t) || impl->added[it->second].id != id)
-                    fail(ErrorCode::Unsupported, where + ": tokenizer_config.json's added token '" + t.content + "' (id "
-                            + std::to_string(id) + ") differs from tokenizer.json's added_tokens; transformers would merge them, "
-                            "this version does not");
+                    fail(ErrorCode::Unsupported,
+                        where + ": tokenizer_config.json's added token '" + t.content + "' (id " + std::to_string(id)
+                            + ") differs from tokenizer.json's added_tokens; transformers would merge them, "
+                              "this version does not");
             }
         }
         // Named and extra special tokens join the added vocabulary (transformers' _post_init):
@@ -1184,27 +1205,31 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
         if (tj.contains("post_processor") && !tj["post_processor"].is_null() && typeOf(tj["post_processor"]) != "ByteLevel") {
             const auto& pp = tj["post_processor"];
             if (typeOf(pp) != "TemplateProcessing")
-                fail(ErrorCode::Unsupported, where + ": the '" + typeOf(pp) + "' post-processor is not supported by this version "
-                        "(only TemplateProcessing is)");
+                fail(ErrorCode::Unsupported,
+                    where + ": the '" + typeOf(pp)
+                        + "' post-processor is not supported by this version "
+                          "(only TemplateProcessing is)");
             if (!pp.contains("single") || !pp["single"].is_array())
                 fail(ErrorCode::InvalidFormat, where + ": TemplateProcessing without a 'single' template");
             bool seenA = false;
             for (const auto& piece : pp["single"]) {
                 if (piece.contains("Sequence")) {
                     if (jsonutil::stringOr(piece["Sequence"], "id") != "A" || seenA)
-                        fail(ErrorCode::InvalidFormat, where + ": the single template must hold sequence A exactly once: " + shortJson(pp["single"]));
+                        fail(ErrorCode::InvalidFormat,
+                            where + ": the single template must hold sequence A exactly once: " + shortJson(pp["single"]));
                     seenA = true;
                 } else if (piece.contains("SpecialToken")) {
                     const auto id = jsonutil::stringOr(piece["SpecialToken"], "id");
-                    if (!pp.contains("special_tokens") || !pp["special_tokens"].contains(id)
-                        || !pp["special_tokens"][id].contains("ids") || !pp["special_tokens"][id]["ids"].is_array())
+                    if (!pp.contains("special_tokens") || !pp["special_tokens"].contains(id) || !pp["special_tokens"][id].contains("ids")
+                        || !pp["special_tokens"][id]["ids"].is_array())
                         fail(ErrorCode::InvalidFormat, where + ": template special token '" + id + "' has no ids");
                     for (const auto& v : pp["special_tokens"][id]["ids"]) {
                         // The ids index the text encoder's embedding table: only ids the
                         // vocabulary defines may pass.
                         const auto tokenId = v.is_number_integer() ? v.get<std::int64_t>() : std::int64_t{-1};
                         if (!impl->knowsId(tokenId))
-                            fail(ErrorCode::InvalidFormat, where + ": template special token '" + id + "' has id " + shortJson(v)
+                            fail(ErrorCode::InvalidFormat,
+                                where + ": template special token '" + id + "' has id " + shortJson(v)
                                     + ", which is not in the vocabulary");
                         (seenA ? impl->suffixIds : impl->prefixIds).push_back(tokenId);
                     }
@@ -1216,7 +1241,8 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
                 fail(ErrorCode::InvalidFormat, where + ": the single template has no sequence A");
         }
         const auto side = config.contains("truncation_side") && config["truncation_side"].is_string()
-            ? config["truncation_side"].get<std::string>() : std::string("right");
+            ? config["truncation_side"].get<std::string>()
+            : std::string("right");
         if (side != "right" && side != "left")
             fail(ErrorCode::InvalidFormat, where + ": truncation_side '" + side + "' is neither left nor right");
         impl->truncateLeft = side == "left";
@@ -1246,8 +1272,8 @@ Result<std::vector<std::int64_t>> Tokenizer::tokenize(std::string_view text) con
     }
 }
 
-Result<Encoding> Tokenizer::encode(std::string_view text, std::int64_t maxLength, bool padLeft, bool addSpecialTokens,
-                                   bool truncation) const
+Result<Encoding> Tokenizer::encode(
+    std::string_view text, std::int64_t maxLength, bool padLeft, bool addSpecialTokens, bool truncation) const
 {
     if (maxLength <= 0)
         return makeError(ErrorCode::InvalidArgument, "max length must be positive, got " + std::to_string(maxLength));
@@ -1259,8 +1285,8 @@ Result<Encoding> Tokenizer::encode(std::string_view text, std::int64_t maxLength
     const auto specials = addSpecialTokens ? static_cast<std::int64_t>(m.prefixIds.size() + m.suffixIds.size()) : 0;
     if (truncation && static_cast<std::int64_t>(ids.size()) + specials > maxLength) {
         if (maxLength < specials)
-            return makeError(ErrorCode::InvalidArgument, "max length " + std::to_string(maxLength) + " leaves no room for the "
-                    + std::to_string(specials) + " special tokens");
+            return makeError(ErrorCode::InvalidArgument,
+                "max length " + std::to_string(maxLength) + " leaves no room for the " + std::to_string(specials) + " special tokens");
         const auto keep = static_cast<std::size_t>(maxLength - specials);
         if (m.truncateLeft)
             ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(keep));
@@ -1290,11 +1316,26 @@ Result<Encoding> Tokenizer::encode(std::string_view text, std::int64_t maxLength
     return e;
 }
 
-std::int64_t Tokenizer::padId() const { return m_impl->pad; }
-std::optional<std::int64_t> Tokenizer::bosId() const { return m_impl->bos; }
-std::optional<std::int64_t> Tokenizer::eosId() const { return m_impl->eos; }
-std::int64_t Tokenizer::vocabSize() const { return m_impl->vocabSize; }
-const std::string& Tokenizer::describe() const { return m_impl->description; }
+std::int64_t Tokenizer::padId() const
+{
+    return m_impl->pad;
+}
+std::optional<std::int64_t> Tokenizer::bosId() const
+{
+    return m_impl->bos;
+}
+std::optional<std::int64_t> Tokenizer::eosId() const
+{
+    return m_impl->eos;
+}
+std::int64_t Tokenizer::vocabSize() const
+{
+    return m_impl->vocabSize;
+}
+const std::string& Tokenizer::describe() const
+{
+    return m_impl->description;
+}
 
 std::optional<std::int64_t> Tokenizer::tokenToId(std::string_view token) const
 {
@@ -1321,4 +1362,4 @@ std::string stripPythonWhitespace(std::string_view text)
     return end > begin ? std::string(text.substr(begin, end - begin)) : std::string();
 }
 
-} // namespace vireo::text
+}  // namespace vireo::text

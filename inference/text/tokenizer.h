@@ -42,22 +42,22 @@ public:
     static Result<Tokenizer> load(const std::filesystem::path& path);
     // The same from the file contents; configJson may be empty (no tokenizer_config.json).
     // origin names the files in errors.
-    static Result<Tokenizer> fromJson(const std::string& tokenizerJson, const std::string& configJson,
-                                      const std::string& origin = "tokenizer.json");
+    static Result<Tokenizer> fromJson(
+        const std::string& tokenizerJson, const std::string& configJson, const std::string& origin = "tokenizer.json");
 
     // The LTX-2 call (diffusers LTX2Pipeline._get_gemma_prompt_embeds): tokenizer(prompt,
     // padding="max_length", max_length, truncation, add_special_tokens) with padding_side
     // "left". The pipeline strips the prompt first (stripPythonWhitespace); this does not.
     // Without truncation a longer text comes back longer than maxLength, unpadded.
-    Result<Encoding> encode(std::string_view text, std::int64_t maxLength = 1024, bool padLeft = true,
-                            bool addSpecialTokens = true, bool truncation = true) const;
+    Result<Encoding> encode(std::string_view text, std::int64_t maxLength = 1024, bool padLeft = true, bool addSpecialTokens = true,
+        bool truncation = true) const;
     // Token ids of the text alone: no special tokens, truncation or padding.
     Result<std::vector<std::int64_t>> tokenize(std::string_view text) const;
 
-    std::int64_t padId() const;            // the config's pad token, else eos (the pipeline's rule)
+    std::int64_t padId() const;  // the config's pad token, else eos (the pipeline's rule)
     std::optional<std::int64_t> bosId() const;
     std::optional<std::int64_t> eosId() const;
-    std::int64_t vocabSize() const;        // model vocabulary plus added tokens (largest id + 1)
+    std::int64_t vocabSize() const;  // model vocabulary plus added tokens (largest id + 1)
     std::optional<std::int64_t> tokenToId(std::string_view token) const;
     std::optional<std::string> idToToken(std::int64_t id) const;
     // How the pipeline was assembled, for logs: "GemmaTokenizer (rebuilt as transformers does)".
@@ -73,4 +73,4 @@ private:
 // str.isspace() holds (Unicode White_Space plus U+001C..U+001F). Invalid UTF-8 is returned as is.
 std::string stripPythonWhitespace(std::string_view text);
 
-} // namespace vireo::text
+}  // namespace vireo::text

@@ -44,8 +44,8 @@ void decompose(char32_t c, std::u32string& out)
             out.push_back(kTBase + s % kTCount);
         return;
     }
-    const auto it = std::lower_bound(std::begin(kDecompositions), std::end(kDecompositions), c,
-        [](const Decomposition& d, char32_t v) { return d.cp < v; });
+    const auto it = std::lower_bound(
+        std::begin(kDecompositions), std::end(kDecompositions), c, [](const Decomposition& d, char32_t v) { return d.cp < v; });
     if (it == std::end(kDecompositions) || it->cp != c) {
         out.push_back(c);
         return;
@@ -68,27 +68,39 @@ char32_t compose(char32_t a, char32_t b)
     return 0;
 }
 
-bool isCrLf(char32_t c) { return c == U'\r' || c == U'\n'; }
-bool isOther(char32_t c) { return !isWhiteSpace(c) && !isLetter(c) && !isNumber(c); }  // [^\s\p{L}\p{N}]
+bool isCrLf(char32_t c)
+{
+    return c == U'\r' || c == U'\n';
+}
+bool isOther(char32_t c)
+{
+    return !isWhiteSpace(c) && !isLetter(c) && !isNumber(c);
+}  // [^\s\p{L}\p{N}]
 
-} // namespace
+}  // namespace
 
 const std::string_view kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-bool isLetter(char32_t c) { return inRanges(kLetters, c); }
-bool isNumber(char32_t c) { return inRanges(kNumbers, c); }
+bool isLetter(char32_t c)
+{
+    return inRanges(kLetters, c);
+}
+bool isNumber(char32_t c)
+{
+    return inRanges(kNumbers, c);
+}
 
 bool isWhiteSpace(char32_t c)
 {
-    return (c >= 0x9 && c <= 0xD) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A)
-        || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+    return (c >= 0x9 && c <= 0xD) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028
+        || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 int combiningClass(char32_t c)
 {
-    const auto it = std::lower_bound(std::begin(kCombiningClasses), std::end(kCombiningClasses), c,
-        [](const CombiningClass& e, char32_t v) { return e.cp < v; });
+    const auto it = std::lower_bound(
+        std::begin(kCombiningClasses), std::end(kCombiningClasses), c, [](const CombiningClass& e, char32_t v) { return e.cp < v; });
     return it != std::end(kCombiningClasses) && it->cp == c ? it->ccc : 0;
 }
 
@@ -275,4 +287,4 @@ char32_t byteLevelChar(unsigned char byte)
     return table[byte];
 }
 
-} // namespace vireo::text::unicode
+}  // namespace vireo::text::unicode

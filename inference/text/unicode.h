@@ -13,8 +13,8 @@
 
 namespace vireo::text::unicode {
 
-bool isLetter(char32_t c);      // \p{L}
-bool isNumber(char32_t c);      // \p{N}
+bool isLetter(char32_t c);  // \p{L}
+bool isNumber(char32_t c);  // \p{N}
 bool isWhiteSpace(char32_t c);  // \s: U+0009..000D, 0085 and the Zs, Zl, Zp categories
 int combiningClass(char32_t c);
 
@@ -37,4 +37,4 @@ extern const std::string_view kQwen2Pattern;
 // GPT-2's reversible byte -> printable code point map (tokenizers' ByteLevel).
 char32_t byteLevelChar(unsigned char byte);
 
-} // namespace vireo::text::unicode
+}  // namespace vireo::text::unicode

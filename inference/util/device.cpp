@@ -30,7 +30,7 @@ bool contains(const std::string& text, const char* what)
     return text.find(what) != std::string::npos;
 }
 
-} // namespace
+}  // namespace
 
 bool cudaAvailable()
 {
@@ -166,10 +166,10 @@ Error errorFromException(const std::exception& e, const std::string& what, Error
         text = c10Error->what_without_backtrace();
     else
         text = e.what();
-    if (dynamic_cast<const c10::OutOfMemoryError*>(&e) || contains(text, "out of memory") || contains(text, "DefaultCPUAllocator: can't allocate")
-        || dynamic_cast<const std::bad_alloc*>(&e))
-        return makeError(ErrorCode::OutOfMemory, what + " ran out of memory: " + text
-                + " (choose a smaller size, fewer frames, or a placement that offloads more)");
+    if (dynamic_cast<const c10::OutOfMemoryError*>(&e) || contains(text, "out of memory")
+        || contains(text, "DefaultCPUAllocator: can't allocate") || dynamic_cast<const std::bad_alloc*>(&e))
+        return makeError(ErrorCode::OutOfMemory,
+            what + " ran out of memory: " + text + " (choose a smaller size, fewer frames, or a placement that offloads more)");
     if (dynamic_cast<const c10::AcceleratorError*>(&e) || contains(text, "CUDA error") || contains(text, "CUBLAS_STATUS")
         || contains(text, "cuDNN error"))
         return makeError(ErrorCode::DeviceFault, what + " failed on the GPU: " + text);
@@ -188,4 +188,4 @@ bool cudaContextHealthy()
     }
 }
 
-} // namespace vireo
+}  // namespace vireo

@@ -55,4 +55,4 @@ Error errorFromException(const std::exception& e, const std::string& what, Error
 // address poisons the whole context until the process ends).
 bool cudaContextHealthy();
 
-} // namespace vireo
+}  // namespace vireo

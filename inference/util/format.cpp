@@ -18,4 +18,4 @@ std::string humanBytes(std::uint64_t bytes)
     return buf;
 }
 
-} // namespace vireo
+}  // namespace vireo

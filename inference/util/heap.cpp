@@ -46,10 +46,16 @@ std::int64_t procStatusBytes(const char* field)
     return -1;
 }
 
-} // namespace
+}  // namespace
 
-std::int64_t residentBytes() { return procStatusBytes("VmRSS"); }
-std::int64_t peakResidentBytes() { return procStatusBytes("VmHWM"); }
+std::int64_t residentBytes()
+{
+    return procStatusBytes("VmRSS");
+}
+std::int64_t peakResidentBytes()
+{
+    return procStatusBytes("VmHWM");
+}
 
 bool resetPeakResident()
 {
@@ -59,4 +65,4 @@ bool resetPeakResident()
     return static_cast<bool>(out);
 }
 
-} // namespace vireo::heap
+}  // namespace vireo::heap

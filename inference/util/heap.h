@@ -23,4 +23,4 @@ std::int64_t peakResidentBytes();
 // Resets the peak to what is resident now (Linux 4.0+: clear_refs 5); false where it cannot.
 bool resetPeakResident();
 
-} // namespace vireo::heap
+}  // namespace vireo::heap

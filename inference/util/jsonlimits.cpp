@@ -96,13 +96,14 @@ std::string clipped(const std::string& s, std::size_t limit)
     return s.size() <= limit ? s : s.substr(0, limit) + "...";
 }
 
-} // namespace
+}  // namespace
 
 Result<json> parseUntrusted(std::string_view text, const std::string& what, const JsonLimits& limits)
 {
     if (text.size() > limits.maxBytes)
-        return makeError(ErrorCode::InvalidFormat, what + " is " + std::to_string(text.size()) + " bytes, more than the "
-                + std::to_string(limits.maxBytes) + " a JSON document of this kind may have");
+        return makeError(ErrorCode::InvalidFormat,
+            what + " is " + std::to_string(text.size()) + " bytes, more than the " + std::to_string(limits.maxBytes)
+                + " a JSON document of this kind may have");
     json result;
     LimitedBuilder builder(result, limits);
     bool ok = false;
@@ -114,16 +115,16 @@ Result<json> parseUntrusted(std::string_view text, const std::string& what, cons
         return makeError(ErrorCode::OutOfMemory, what + ": out of memory while reading it");
     }
     switch (builder.problem()) {
-    case LimitedBuilder::Problem::None:
-        break;
+    case LimitedBuilder::Problem::None: break;
     case LimitedBuilder::Problem::Syntax:
         return makeError(ErrorCode::InvalidFormat, what + " is not valid JSON (" + builder.detail() + ")");
     case LimitedBuilder::Problem::Depth:
-        return makeError(ErrorCode::InvalidFormat, what + " nests objects or lists deeper than " + std::to_string(limits.maxDepth)
+        return makeError(ErrorCode::InvalidFormat,
+            what + " nests objects or lists deeper than " + std::to_string(limits.maxDepth)
                 + " levels; no real file does, so it is damaged or hostile");
     case LimitedBuilder::Problem::Values:
-        return makeError(ErrorCode::InvalidFormat, what + " holds more than " + std::to_string(limits.maxValues)
-                + " values; no real file does, so it is damaged or hostile");
+        return makeError(ErrorCode::InvalidFormat,
+            what + " holds more than " + std::to_string(limits.maxValues) + " values; no real file does, so it is damaged or hostile");
     case LimitedBuilder::Problem::Duplicate:
         return makeError(ErrorCode::InvalidFormat, what + " names '" + clipped(builder.detail(), 200) + "' twice");
     }
@@ -173,7 +174,7 @@ void throwField(std::string_view key, const json& value, const char* expected)
     throw FieldError("'" + std::string(key) + "' is " + shortDump(value) + ", expected " + expected);
 }
 
-} // namespace detail
+}  // namespace detail
 
 void configFail(std::string message)
 {
@@ -209,4 +210,4 @@ bool boolField(const json& j, const char* key, bool fallback, const std::string&
     return j[key].get<bool>();
 }
 
-} // namespace vireo::jsonutil
+}  // namespace vireo::jsonutil

@@ -24,8 +24,8 @@ namespace vireo::jsonutil {
 
 struct JsonLimits {
     std::uint64_t maxBytes = 64ull << 20;
-    int maxDepth = 64;                    // objects and arrays inside each other
-    std::uint64_t maxValues = 16ull << 20; // nodes of every kind
+    int maxDepth = 64;  // objects and arrays inside each other
+    std::uint64_t maxValues = 16ull << 20;  // nodes of every kind
     bool rejectDuplicateTopLevelKeys = false;
 };
 
@@ -50,10 +50,12 @@ namespace detail {
 [[noreturn]] void throwField(std::string_view key, const nlohmann::json& value, const char* expected);
 
 template <typename T>
-struct IsVector : std::false_type {};
+struct IsVector : std::false_type {
+};
 template <typename U>
-struct IsVector<std::vector<U>> : std::true_type {};
-} // namespace detail
+struct IsVector<std::vector<U>> : std::true_type {
+};
+}  // namespace detail
 
 // value as T: bool, std::string, an integer type (range-checked; 3.0 counts as 3), float or
 // double (finite), or a std::vector of those. Throws FieldError naming key.
@@ -92,8 +94,7 @@ T fieldAs(const nlohmann::json& value, std::string_view key)
             // Python writes 3.0 for some integer settings; anything else is not a count. The
             // upper bound is exclusive: max + 1 is a power of two, exact as a double.
             const double upper = static_cast<double>(std::numeric_limits<T>::max()) + 1.0;
-            if (!(d >= static_cast<double>(std::numeric_limits<T>::min()) && d < upper)
-                || d != static_cast<double>(static_cast<T>(d)))
+            if (!(d >= static_cast<double>(std::numeric_limits<T>::min()) && d < upper) || d != static_cast<double>(static_cast<T>(d)))
                 detail::throwField(key, value, "a whole number in range");
             return static_cast<T>(d);
         }
@@ -147,4 +148,4 @@ std::int64_t intField(const nlohmann::json& j, const char* key, std::int64_t fal
 double numberField(const nlohmann::json& j, const char* key, double fallback, const std::string& where);
 bool boolField(const nlohmann::json& j, const char* key, bool fallback, const std::string& where);
 
-} // namespace vireo::jsonutil
+}  // namespace vireo::jsonutil

@@ -19,7 +19,7 @@ Sink& currentSink()
     return sink;
 }
 
-} // namespace
+}  // namespace
 
 void setSink(Sink sink)
 {
@@ -37,4 +37,4 @@ void write(Level level, const std::string& message)
     }
 }
 
-} // namespace vireo::log
+}  // namespace vireo::log

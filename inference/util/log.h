@@ -13,9 +13,21 @@ using Sink = std::function<void(Level, const std::string&)>;
 void setSink(Sink sink);
 void write(Level level, const std::string& message);
 
-inline void debug(const std::string& m) { write(Level::Debug, m); }
-inline void info(const std::string& m) { write(Level::Info, m); }
-inline void warn(const std::string& m) { write(Level::Warn, m); }
-inline void error(const std::string& m) { write(Level::Error, m); }
+inline void debug(const std::string& m)
+{
+    write(Level::Debug, m);
+}
+inline void info(const std::string& m)
+{
+    write(Level::Info, m);
+}
+inline void warn(const std::string& m)
+{
+    write(Level::Warn, m);
+}
+inline void error(const std::string& m)
+{
+    write(Level::Error, m);
+}
 
-} // namespace vireo::log
+}  // namespace vireo::log

@@ -17,7 +17,7 @@ std::string withThousands(std::int64_t n)
     return digits;
 }
 
-} // namespace
+}  // namespace
 
 void Counts::merge(const Counts& other)
 {
@@ -91,4 +91,4 @@ Counts Recording::take()
     return std::exchange(m_counts, {});
 }
 
-} // namespace vireo::paths
+}  // namespace vireo::paths

@@ -56,4 +56,4 @@ private:
     Recording* m_previous;
 };
 
-} // namespace vireo::paths
+}  // namespace vireo::paths

@@ -10,7 +10,7 @@ namespace vireo::profile {
 namespace {
 namespace ap = torch::autograd::profiler;
 namespace pi = torch::profiler::impl;
-} // namespace
+}  // namespace
 
 bool startKernelProfile()
 {
@@ -52,4 +52,4 @@ Profile stopKernelProfile()
     return p;
 }
 
-} // namespace vireo::profile
+}  // namespace vireo::profile

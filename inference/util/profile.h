@@ -16,11 +16,11 @@ struct KernelTime {
 
 struct Profile {
     std::vector<KernelTime> kernels;  // device kernels and copies, longest total first
-    std::vector<KernelTime> ops;      // ATen operators as the host dispatched them (host time), most calls first
+    std::vector<KernelTime> ops;  // ATen operators as the host dispatched them (host time), most calls first
 };
 
 // False (with nothing started) when this libtorch has no Kineto.
 bool startKernelProfile();
 Profile stopKernelProfile();
 
-} // namespace vireo::profile
+}  // namespace vireo::profile

@@ -20,4 +20,4 @@ const char* errorCodeName(ErrorCode code)
     return "internal";
 }
 
-} // namespace vireo
+}  // namespace vireo

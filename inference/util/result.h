@@ -45,15 +45,31 @@ public:
     bool ok() const { return m_state.index() == 0; }
     explicit operator bool() const { return ok(); }
 
-    T& value() & { assert(ok()); return std::get<0>(m_state); }
-    const T& value() const& { assert(ok()); return std::get<0>(m_state); }
-    T&& value() && { assert(ok()); return std::get<0>(std::move(m_state)); }
+    T& value() &
+    {
+        assert(ok());
+        return std::get<0>(m_state);
+    }
+    const T& value() const&
+    {
+        assert(ok());
+        return std::get<0>(m_state);
+    }
+    T&& value() &&
+    {
+        assert(ok());
+        return std::get<0>(std::move(m_state));
+    }
     T* operator->() { return &value(); }
     const T* operator->() const { return &value(); }
     T& operator*() & { return value(); }
     const T& operator*() const& { return value(); }
 
-    const E& error() const { assert(!ok()); return std::get<1>(m_state); }
+    const E& error() const
+    {
+        assert(!ok());
+        return std::get<1>(m_state);
+    }
 
 private:
     std::variant<T, E> m_state;
@@ -67,11 +83,15 @@ public:
 
     bool ok() const { return m_ok; }
     explicit operator bool() const { return m_ok; }
-    const E& error() const { assert(!m_ok); return m_error; }
+    const E& error() const
+    {
+        assert(!m_ok);
+        return m_error;
+    }
 
 private:
     E m_error;
     bool m_ok = true;
 };
 
-} // namespace vireo
+}  // namespace vireo

@@ -81,4 +81,4 @@ std::string terminalSafe(std::string_view text)
     return out;
 }
 
-} // namespace vireo
+}  // namespace vireo

@@ -22,4 +22,4 @@ std::string shownName(std::string_view text, std::size_t maxBytes = 160);
 // (overlong, surrogate, above U+10FFFF, truncated).
 std::size_t utf8SequenceLength(std::string_view text, std::size_t i);
 
-} // namespace vireo
+}  // namespace vireo

@@ -47,12 +47,12 @@ bool contains(const std::string& text, const std::string& part)
 
 struct Row {
     const char* device;
-    Dtype dtype;                 // what auto chooses
-    GemmPath fp8;                // the transformer's path for scaled FP8 weights
-    bool fp8Attention;           // FP8 flash attention for an FP8 transformer
+    Dtype dtype;  // what auto chooses
+    GemmPath fp8;  // the transformer's path for scaled FP8 weights
+    bool fp8Attention;  // FP8 flash attention for an FP8 transformer
 };
 
-} // namespace
+}  // namespace
 
 VT_TEST(everyListedDeviceGetsItsPaths)
 {

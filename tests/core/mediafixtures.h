@@ -56,7 +56,7 @@ inline QImage renderScene(int width, int height, int frame, int style)
 
 // Writes a clip and throws (failing the test) when the writer refuses.
 inline void writeClip(const QString& path, const std::optional<output::Recipe>& recipe, int frames = 9, int width = 96, int height = 64,
-                      double fps = 24, int style = 0)
+    double fps = 24, int style = 0)
 {
     std::map<std::string, std::string> tags;
     if (recipe)
@@ -77,7 +77,8 @@ inline void writeClip(const QString& path, const std::optional<output::Recipe>& 
     const auto samples = static_cast<std::int64_t>(48000.0 * frames / fps);
     std::vector<float> tone(static_cast<std::size_t>(samples));
     for (std::int64_t i = 0; i < samples; ++i)
-        tone[static_cast<std::size_t>(i)] = 0.15f * static_cast<float>(std::sin(static_cast<double>(i) * 2 * M_PI * (220.0 + style * 30) / 48000.0));
+        tone[static_cast<std::size_t>(i)] =
+            0.15f * static_cast<float>(std::sin(static_cast<double>(i) * 2 * M_PI * (220.0 + style * 30) / 48000.0));
     const float* planes[] = {tone.data(), tone.data()};
     if (auto r = (*w)->writeAudio(planes, samples); !r)
         throw std::runtime_error(r.error().message);
@@ -85,4 +86,4 @@ inline void writeClip(const QString& path, const std::optional<output::Recipe>& 
         throw std::runtime_error(r.error().message);
 }
 
-} // namespace vireo::test
+}  // namespace vireo::test

@@ -52,7 +52,8 @@ private slots:
             QVERIFY(t);
             QVERIFY(QTest::qWaitFor([t] { return t->state() == DownloadTask::State::Planned; }, 30000));
             t->start();
-            QVERIFY2(QTest::qWaitFor([t] { return t->state() == DownloadTask::State::Done || t->state() == DownloadTask::State::Failed; }, 60000),
+            QVERIFY2(QTest::qWaitFor(
+                         [t] { return t->state() == DownloadTask::State::Done || t->state() == DownloadTask::State::Failed; }, 60000),
                 qPrintable(t->message()));
             QCOMPARE(t->state(), DownloadTask::State::Done);
         }
@@ -63,7 +64,8 @@ private slots:
         const auto variants = cm.variants();
         QCOMPARE(variants.size(), 2);
         for (const auto& v : variants) {
-            std::printf("   %s: %lld bytes, %lld its own\n", qPrintable(v.title), static_cast<long long>(v.bytes), static_cast<long long>(v.ownBytes));
+            std::printf("   %s: %lld bytes, %lld its own\n", qPrintable(v.title), static_cast<long long>(v.bytes),
+                static_cast<long long>(v.ownBytes));
             QVERIFY(v.ownBytes > 0 && v.ownBytes < v.bytes);
         }
         const auto repos = cm.repos();
@@ -73,11 +75,13 @@ private slots:
                 QCOMPARE(r.variants.size(), 2);
 
         // Deleting fp8: its own files go, the shared ones stay, with the reason.
-        const auto fp8 = std::find_if(variants.begin(), variants.end(), [](const auto& v) { return v.id == QStringLiteral("ltx-2.3/distilled-fp8"); });
+        const auto fp8 =
+            std::find_if(variants.begin(), variants.end(), [](const auto& v) { return v.id == QStringLiteral("ltx-2.3/distilled-fp8"); });
         auto plan = cm.planDeleteVariant(QStringLiteral("ltx-2.3/distilled-fp8"));
         QVERIFY2(plan.blockers.isEmpty(), qPrintable(plan.blockers.join(QLatin1Char('\n'))));
         QCOMPARE(plan.freedBytes, fp8->ownBytes);
-        QVERIFY(std::any_of(plan.kept.begin(), plan.kept.end(), [](const QString& k) { return k.contains(QStringLiteral("text_encoder")) && k.contains(QStringLiteral("bf16")); }));
+        QVERIFY(std::any_of(plan.kept.begin(), plan.kept.end(),
+            [](const QString& k) { return k.contains(QStringLiteral("text_encoder")) && k.contains(QStringLiteral("bf16")); }));
         for (const auto& p : plan.remove)
             QVERIFY2(p.startsWith(QFileInfo(cache()).canonicalFilePath()) || p.startsWith(cache()), qPrintable(p));
 

@@ -71,7 +71,7 @@ const Expected kVariants[] = {
     {"ltx-2.3/dev-gguf-q8_0", "ltx-2.3-22b-dev-Q8_0.gguf", false},
 };
 
-} // namespace
+}  // namespace
 
 class TestCatalogModels : public QObject {
     Q_OBJECT
@@ -130,10 +130,13 @@ private slots:
         const QString root = fixtures();
         QVERIFY2(QFileInfo::exists(root + QStringLiteral("/publisher/unsloth")), "the ltx2pipeline fixture has no publisher layout");
         QJsonObject repos;
-        repos.insert(QStringLiteral("unsloth/LTX-2.3-GGUF"), QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/publisher/unsloth"))}});
-        repos.insert(QStringLiteral("Lightricks/LTX-2.3"), QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/publisher/lightricks"))}});
+        repos.insert(QStringLiteral("unsloth/LTX-2.3-GGUF"),
+            QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/publisher/unsloth"))}});
+        repos.insert(QStringLiteral("Lightricks/LTX-2.3"),
+            QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/publisher/lightricks"))}});
         // The 2.3 variants read the text encoder of Lightricks' diffusers repo.
-        repos.insert(QStringLiteral("Lightricks/LTX-2"), QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/diffusers"))}});
+        repos.insert(
+            QStringLiteral("Lightricks/LTX-2"), QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/diffusers"))}});
         QString error;
         QVERIFY2(m_hub.startWithSpec(m_work.path(), QJsonObject{{QStringLiteral("repos"), repos}}, {}, &error), qPrintable(error));
         QSettings().setValue(QStringLiteral("hub/endpoint"), m_hub.hubUrl());
@@ -182,7 +185,8 @@ private slots:
             QVERIFY2(plan, plan ? "" : plan.error().message.c_str());
             QCOMPARE(QString::fromStdString(plan->version), QStringLiteral("2.3"));
             for (const auto& c : plan->components)
-                QVERIFY2(c.bytes > 0 || c.name == "video_encoder", qPrintable(QString::fromStdString(c.name) + QStringLiteral(" is empty in ") + id));
+                QVERIFY2(c.bytes > 0 || c.name == "video_encoder",
+                    qPrintable(QString::fromStdString(c.name) + QStringLiteral(" is empty in ") + id));
             bool gguf = false;
             for (const auto& p : plan->paths)
                 gguf = gguf || (p.component == "transformer" && p.path == "dequantize to f32 + GEMM on the CPU");
@@ -211,8 +215,11 @@ private slots:
                     && fromFiles->guidance == fromCatalog->guidance && fromFiles->audioGuidance == fromCatalog->audioGuidance
                     && fromFiles->width == fromCatalog->width && fromFiles->frames == fromCatalog->frames,
                 qPrintable(QStringLiteral("%1: %2 (%3 steps) from its files, %4 (%5 steps) from the catalog; %6")
-                               .arg(QString::fromLatin1(v.id), QString::fromStdString(fromFiles->schedule)).arg(fromFiles->steps)
-                               .arg(QString::fromStdString(fromCatalog->schedule)).arg(fromCatalog->steps).arg(QString::fromStdString(fromFiles->basis))));
+                               .arg(QString::fromLatin1(v.id), QString::fromStdString(fromFiles->schedule))
+                               .arg(fromFiles->steps)
+                               .arg(QString::fromStdString(fromCatalog->schedule))
+                               .arg(fromCatalog->steps)
+                               .arg(QString::fromStdString(fromFiles->basis))));
             QVERIFY2(fromFiles->basis.find(QFileInfo(QString::fromLatin1(v.gguf)).fileName().toStdString()) != std::string::npos,
                 fromFiles->basis.c_str());
         }

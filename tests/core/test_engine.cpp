@@ -115,7 +115,7 @@ bool waitFinished(Engine& e, quint64 id, int ms = 120000)
     return false;
 }
 
-} // namespace
+}  // namespace
 
 class TestEngine : public QObject {
     Q_OBJECT
@@ -129,10 +129,10 @@ private slots:
         QProcess cp;
         cp.start(QStringLiteral("cp"), {QStringLiteral("-r"), fixtures() + QStringLiteral("/v23/diffusers/."), broken});
         QVERIFY(cp.waitForFinished() && cp.exitCode() == 0);
-        const QString script = QStringLiteral(
-            "import sys, torch\nfrom safetensors.torch import load_file, save_file\n"
-            "p = sys.argv[1] + '/transformer/diffusion_pytorch_model.safetensors'\n"
-            "t = load_file(p)\nt['transformer_blocks.0.bogus.weight'] = torch.zeros(4, 4)\nsave_file(t, p)\n");
+        const QString script =
+            QStringLiteral("import sys, torch\nfrom safetensors.torch import load_file, save_file\n"
+                           "p = sys.argv[1] + '/transformer/diffusion_pytorch_model.safetensors'\n"
+                           "t = load_file(p)\nt['transformer_blocks.0.bogus.weight'] = torch.zeros(4, 4)\nsave_file(t, p)\n");
         QProcess py;
         py.start(qEnvironmentVariable("VIREO_PYTHON"), {QStringLiteral("-c"), script, broken});
         QVERIFY2(py.waitForFinished(120000) && py.exitCode() == 0, py.readAllStandardError().constData());
@@ -159,8 +159,8 @@ private slots:
         QTRY_VERIFY(previews.count() >= 1);
         const auto strip = previews.last().at(1).value<QImage>();
         QVERIFY(!strip.isNull());
-        QCOMPARE(strip.height(), 2);                 // 64 px / 32
-        QCOMPARE(strip.width(), 2 * 2);              // 2 latent frames of 2 cells
+        QCOMPARE(strip.height(), 2);  // 64 px / 32
+        QCOMPARE(strip.width(), 2 * 2);  // 2 latent frames of 2 cells
         QVERIFY(e.resident().has_value());
     }
 
@@ -370,7 +370,8 @@ private slots:
         for (int attempt = 0; attempt < 5 && whileLoading.isEmpty(); ++attempt) {
             quint64 load = 0;
             auto c = connect(&e, &Engine::jobChanged, this, [&](quint64 changed) {
-                if (const auto s = changed == load && whileLoading.isEmpty() ? e.job(load) : std::nullopt; s && s->state == JobState::Running)
+                if (const auto s = changed == load && whileLoading.isEmpty() ? e.job(load) : std::nullopt;
+                    s && s->state == JobState::Running)
                     whileLoading = e.filesInUse();
             });
             load = e.enqueueLoad(model);
@@ -599,7 +600,8 @@ private slots:
         QCOMPARE(previewSize.width() * 48, previewSize.height() * 64);  // the image's shape, not a strip
         QVERIFY(s->outputPath.startsWith(outputs));
         QVERIFY(s->outputPath.endsWith(QStringLiteral(".png")));
-        for (const auto& p : {QStringLiteral("encode prompt"), QStringLiteral("denoise"), QStringLiteral("decode image"), QStringLiteral("write")})
+        for (const auto& p :
+            {QStringLiteral("encode prompt"), QStringLiteral("denoise"), QStringLiteral("decode image"), QStringLiteral("write")})
             QVERIFY2(phases.contains(p), qPrintable(phases.join(QStringLiteral(", "))));
         const QImage image(s->outputPath);
         QCOMPARE(image.size(), QSize(64, 48));
@@ -619,9 +621,12 @@ private slots:
         QVERIFY(!embedded->files.empty());
         // The studio's gallery lists it as an image, with its recipe and a thumbnail it can make.
         auto* gallery = (*studio)->gallery();
-        QTRY_VERIFY_WITH_TIMEOUT(std::any_of(gallery->items().begin(), gallery->items().end(), [&](const auto& i) {
-            return i.path == s->outputPath && i.hasRecipe && i.kind == QStringLiteral("image") && i.width == 64 && i.height == 48;
-        }), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(std::any_of(gallery->items().begin(), gallery->items().end(),
+                                     [&](const auto& i) {
+                                         return i.path == s->outputPath && i.hasRecipe && i.kind == QStringLiteral("image") && i.width == 64
+                                             && i.height == 48;
+                                     }),
+            5000);
         QVERIFY(gallery::makeThumbnail(s->outputPath));
 
         // An image model asked for an MP4 fails before anything is written, naming the fix.
@@ -703,8 +708,10 @@ private slots:
             QStringList words;
         };
         const QList<Case> cases{
-            {{m_out.filePath(QStringLiteral("absent.png")), 0, 1.0, 33, 0, false, {}}, "auto", {QStringLiteral("absent.png"), QStringLiteral("no such file")}},
-            {{text.fileName(), 0, 1.0, 33, 0, false, {}}, "auto", {QStringLiteral("notes.png"), QStringLiteral("not an image FFmpeg can decode")}},
+            {{m_out.filePath(QStringLiteral("absent.png")), 0, 1.0, 33, 0, false, {}}, "auto",
+                {QStringLiteral("absent.png"), QStringLiteral("no such file")}},
+            {{text.fileName(), 0, 1.0, 33, 0, false, {}}, "auto",
+                {QStringLiteral("notes.png"), QStringLiteral("not an image FFmpeg can decode")}},
             {{png, 8, 1.0, 33, 0, false, {}}, "auto", {QStringLiteral("start image.png"), QStringLiteral("8k + 1")}},
             {{png, 17, 1.0, 33, 0, false, {}}, "auto", {QStringLiteral("past the last frame")}},
             {{png, 0, 1.5, 33, 0, false, {}}, "auto", {QStringLiteral("strength")}},
@@ -761,8 +768,9 @@ private slots:
         QVERIFY(!e.job(b)->recipe.stagesReason.empty());
         auto frames = [](const QString& path) {
             QProcess ffmpeg;
-            ffmpeg.start(QStringLiteral("ffmpeg"), {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-i"), path, QStringLiteral("-f"),
-                                                      QStringLiteral("rawvideo"), QStringLiteral("-pix_fmt"), QStringLiteral("rgb24"), QStringLiteral("-")});
+            ffmpeg.start(QStringLiteral("ffmpeg"),
+                {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-i"), path, QStringLiteral("-f"),
+                    QStringLiteral("rawvideo"), QStringLiteral("-pix_fmt"), QStringLiteral("rgb24"), QStringLiteral("-")});
             ffmpeg.waitForFinished(60000);
             return ffmpeg.readAllStandardOutput();
         };

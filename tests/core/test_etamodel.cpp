@@ -15,8 +15,8 @@ using vireo::runtime::EtaTracker;
 
 namespace {
 
-const std::vector<std::pair<QString, qint64>> kPhases{{QStringLiteral("encode prompt"), 1}, {QStringLiteral("denoise"), 8},
-    {QStringLiteral("decode video"), 1}};
+const std::vector<std::pair<QString, qint64>> kPhases{
+    {QStringLiteral("encode prompt"), 1}, {QStringLiteral("denoise"), 8}, {QStringLiteral("decode video"), 1}};
 
 // One run: 2 s encoding, 8 denoise steps of `step` seconds, 3 s decoding; returns the
 // remaining times shown at each report.
@@ -40,7 +40,7 @@ std::vector<double> run(EtaTracker& t, double step, double spikeAt = -1, double 
     return shown;
 }
 
-} // namespace
+}  // namespace
 
 class TestEtaModel : public QObject {
     Q_OBJECT
@@ -73,7 +73,8 @@ private slots:
         QVERIFY2(std::abs(shown.front() - 17.0) < 1e-9, qPrintable(QString::number(shown.front())));
         QCOMPARE(shown.back(), 0.0);
         for (std::size_t i = 1; i < shown.size(); ++i)
-            QVERIFY2(shown[i] <= shown[i - 1] + 1e-9, qPrintable(QStringLiteral("report %1: %2 after %3").arg(i).arg(shown[i]).arg(shown[i - 1])));
+            QVERIFY2(shown[i] <= shown[i - 1] + 1e-9,
+                qPrintable(QStringLiteral("report %1: %2 after %3").arg(i).arg(shown[i]).arg(shown[i - 1])));
     }
 
     // One step four seconds slower than the rest raises the shown time by no more than the

@@ -102,7 +102,7 @@ int writerLoop(const QString& database, const QString& folder)
     }
 }
 
-} // namespace
+}  // namespace
 
 class TestGalleryStore : public QObject {
     Q_OBJECT
@@ -285,7 +285,8 @@ private slots:
         QCOMPARE(fromPng->seed, 42);
         // The prompt comes back byte for byte from both kinds of file: runs of spaces, tabs,
         // line breaks, no-break spaces and other scripts tokenize differently if changed.
-        const std::string spaced = "  two  spaces,\ta tab,\n\na blank line,\u00a0no-break\u00a0spaces, \u65e5\u672c\u8a9e, \u0627\u0644\u0639\u0631\u0628\u064a\u0629   ";
+        const std::string spaced = "  two  spaces,\ta tab,\n\na blank line,\u00a0no-break\u00a0spaces, \u65e5\u672c\u8a9e, "
+                                   "\u0627\u0644\u0639\u0631\u0628\u064a\u0629   ";
         const QString spacedPng = dir.filePath(QStringLiteral("spaced.png"));
         QVERIFY(output::writeImage(spacedPng.toStdString(), image, sampleRecipe(44, spaced)).ok());
         const auto spacedBack = gallery::readEmbeddedRecipe(spacedPng, &problem);
@@ -409,14 +410,16 @@ private slots:
         QVERIFY(store.ok());
         auto added = (*store)->rescan(outputs);
         QVERIFY(!added.ok());
-        QVERIFY2(added.error().message.find("not valid UTF-8") != std::string::npos && added.error().message.find("rename it") != std::string::npos,
+        QVERIFY2(added.error().message.find("not valid UTF-8") != std::string::npos
+                && added.error().message.find("rename it") != std::string::npos,
             added.error().message.c_str());
         QHash<QString, gallery::GalleryItem> byName;
         const auto items = (*store)->items();
         for (const auto& i : items)
             byName.insert(QFileInfo(i.path).fileName(), i);
         QVERIFY(byName.contains(QStringLiteral("huge-prompt.mp4")) && byName.contains(QStringLiteral("future.mp4")));
-        QVERIFY2(byName[QStringLiteral("huge-prompt.mp4")].prompt.size() <= 4096, qPrintable(QString::number(byName[QStringLiteral("huge-prompt.mp4")].prompt.size())));
+        QVERIFY2(byName[QStringLiteral("huge-prompt.mp4")].prompt.size() <= 4096,
+            qPrintable(QString::number(byName[QStringLiteral("huge-prompt.mp4")].prompt.size())));
         const auto full = (*store)->item(byName[QStringLiteral("huge-prompt.mp4")].id);
         QVERIFY(full && full->hasRecipe && full->recipeJson.size() < 300 * 1024);
         QVERIFY2(QFileInfo(database).size() < 4 << 20, qPrintable(QString::number(QFileInfo(database).size())));
@@ -485,7 +488,8 @@ private slots:
                 present.insert(i.path);
             for (const auto& path : committed)
                 if (!removing.contains(path))
-                    QVERIFY2(present.contains(path), qPrintable(QStringLiteral("round %1: %2 was committed and is gone").arg(round).arg(path)));
+                    QVERIFY2(
+                        present.contains(path), qPrintable(QStringLiteral("round %1: %2 was committed and is gone").arg(round).arg(path)));
             for (const auto& path : removed)
                 QVERIFY2(!present.contains(path), qPrintable(path));
         }
@@ -512,8 +516,7 @@ private slots:
             QFile filler(mountPoint.filePath(QStringLiteral("filler")));
             QVERIFY(filler.open(QIODevice::WriteOnly));
             const QByteArray chunk(4096, 'f');
-            while (filler.write(chunk) == chunk.size() && filler.flush()) {
-            }
+            while (filler.write(chunk) == chunk.size() && filler.flush()) {}
             filler.close();
             // A thumbnail, then a row with a long prompt: both refused with a message that says so.
             auto thumb = (*store)->setThumbnail(*first, QByteArray(256 * 1024, 't'));
@@ -522,7 +525,8 @@ private slots:
             auto row = (*store)->add(dir.filePath(QStringLiteral("other.mp4")), sampleRecipe(2, std::string(300000, 'x')));
             QVERIFY(!row.ok());
             QVERIFY2(QString::fromStdString(row.error().message).contains(QStringLiteral("disk is full")), row.error().message.c_str());
-            QVERIFY2(QString::fromStdString(row.error().message).contains(QStringLiteral("output file is kept")), row.error().message.c_str());
+            QVERIFY2(
+                QString::fromStdString(row.error().message).contains(QStringLiteral("output file is kept")), row.error().message.c_str());
             QCOMPARE(QFileInfo(clip).size(), clipBytes);
             QVERIFY(QFile::remove(mountPoint.filePath(QStringLiteral("filler"))));
             QVERIFY((*store)->setThumbnail(*first, QByteArray(1024, 't')).ok());

@@ -41,7 +41,7 @@ Ask prompt(const char* text = "a quiet pier")
     return a;
 }
 
-} // namespace
+}  // namespace
 
 class TestGeneration : public QObject {
     Q_OBJECT
@@ -79,7 +79,9 @@ private slots:
                 const auto r = vireo::generation::requestFor(*d, image, prompt());
                 QCOMPARE(r.steps, own->steps);
                 QCOMPARE(r.width, own->width);
-                QVERIFY2(vireo::generation::sizeProblems(vireo::generation::rulesFor(m_catalog, model), r.width, r.height, r.frames).empty(), id.c_str());
+                QVERIFY2(
+                    vireo::generation::sizeProblems(vireo::generation::rulesFor(m_catalog, model), r.width, r.height, r.frames).empty(),
+                    id.c_str());
                 if (image) {
                     QCOMPARE(r.frames, std::int64_t(1));
                     QCOMPARE(r.guidanceSchedule.size(), std::size_t(r.steps));

@@ -49,7 +49,7 @@ QString python()
     return vireo::test::TestHub::python();
 }
 
-} // namespace
+}  // namespace
 
 class TestHub : public QObject {
     Q_OBJECT
@@ -60,14 +60,17 @@ private:
     QString m_cdn;
     QJsonObject m_spec;
 
-    QJsonDocument control(const QByteArray& verb, const QString& path, const QByteArray& body = {}) { return m_server.control(verb, path, body); }
+    QJsonDocument control(const QByteArray& verb, const QString& path, const QByteArray& body = {})
+    {
+        return m_server.control(verb, path, body);
+    }
     void addFault(const QJsonObject& rule) { m_server.addFaults(QJsonArray{rule}); }
 
     // One fault on the Hub port: requests whose path+query match `match`.
     void hubFault(const QString& match, const QString& method, QJsonObject action, int times = 1)
     {
-        addFault({{QStringLiteral("match"), match}, {QStringLiteral("server"), QStringLiteral("hub")},
-            {QStringLiteral("method"), method}, {QStringLiteral("times"), times}, {QStringLiteral("action"), action}});
+        addFault({{QStringLiteral("match"), match}, {QStringLiteral("server"), QStringLiteral("hub")}, {QStringLiteral("method"), method},
+            {QStringLiteral("times"), times}, {QStringLiteral("action"), action}});
     }
 
     // One fault on the next CDN request for a blob: the action's kind and its parameters.
@@ -155,9 +158,9 @@ private slots:
     {
         QVERIFY(m_work.isValid());
         QString error;
-        QVERIFY2(m_server.start(m_work.path(), {QStringLiteral("--page-size"), QStringLiteral("7"), QStringLiteral("--cdn-alias"),
-                                                   QStringLiteral("127.0.0.2")},
-                     &error),
+        QVERIFY2(
+            m_server.start(m_work.path(),
+                {QStringLiteral("--page-size"), QStringLiteral("7"), QStringLiteral("--cdn-alias"), QStringLiteral("127.0.0.2")}, &error),
             qPrintable(error));
         m_hub = m_server.hubUrl();
         m_cdn = m_server.cdnUrl();
@@ -165,10 +168,7 @@ private slots:
         QVERIFY(!m_hub.isEmpty() && !m_cdn.isEmpty());
     }
 
-    void cleanupTestCase()
-    {
-        m_server.stop();
-    }
+    void cleanupTestCase() { m_server.stop(); }
 
     void init()
     {
@@ -184,10 +184,15 @@ private slots:
         QCOMPARE(info->commit.size(), std::size_t{40});
         auto files = client.listFiles("Lightricks/LTX-2", info->commit);
         QVERIFY(files.ok());
-        const auto expected = m_spec.value(QStringLiteral("repos")).toObject().value(QStringLiteral("Lightricks/LTX-2")).toObject()
-                                  .value(QStringLiteral("files")).toObject().size();
+        const auto expected = m_spec.value(QStringLiteral("repos"))
+                                  .toObject()
+                                  .value(QStringLiteral("Lightricks/LTX-2"))
+                                  .toObject()
+                                  .value(QStringLiteral("files"))
+                                  .toObject()
+                                  .size();
         QCOMPARE(static_cast<qsizetype>(files->size()), expected);
-        QVERIFY(expected > 7); // more than one page
+        QVERIFY(expected > 7);  // more than one page
     }
 
     void diffusersPlanReadsOnlyWhatThePipelineNeeds()
@@ -249,12 +254,13 @@ private slots:
             env.insert(QStringLiteral("HF_HUB_OFFLINE"), QStringLiteral("1"));
             return env;
         }());
-        py.start(python(), {QStringLiteral("-c"), QStringLiteral(
-            "import sys\n"
-            "from huggingface_hub import hf_hub_download, snapshot_download\n"
-            "p = hf_hub_download('tiny/plain', 'large.safetensors', local_files_only=True)\n"
-            "s = snapshot_download('tiny/plain', local_files_only=True)\n"
-            "print(p); print(s)\n")});
+        py.start(python(),
+            {QStringLiteral("-c"),
+                QStringLiteral("import sys\n"
+                               "from huggingface_hub import hf_hub_download, snapshot_download\n"
+                               "p = hf_hub_download('tiny/plain', 'large.safetensors', local_files_only=True)\n"
+                               "s = snapshot_download('tiny/plain', local_files_only=True)\n"
+                               "print(p); print(s)\n")});
         QVERIFY(py.waitForFinished(60000));
         QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
         const auto out = QString::fromUtf8(py.readAllStandardOutput());
@@ -280,7 +286,8 @@ private slots:
         env.insert(QStringLiteral("HF_ENDPOINT"), m_hub);
         env.insert(QStringLiteral("HF_HUB_DISABLE_XET"), QStringLiteral("1"));
         py.setProcessEnvironment(env);
-        py.start(python(), {QStringLiteral("-c"), QStringLiteral("from huggingface_hub import snapshot_download\nsnapshot_download('tiny/plain')\n")});
+        py.start(python(),
+            {QStringLiteral("-c"), QStringLiteral("from huggingface_hub import snapshot_download\nsnapshot_download('tiny/plain')\n")});
         QVERIFY(py.waitForFinished(120000));
         QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
         HubClient client(options());
@@ -342,8 +349,7 @@ private slots:
         auto plan = planFor(client, cache, "tiny/plain", rule);
         for (int status : {503, 500})
             cdnFault(QStringLiteral("status"), QJsonObject{{QStringLiteral("status"), status}});
-        cdnFault(QStringLiteral("retry_after"), QJsonObject{{QStringLiteral("status"), 429},
-                                           {QStringLiteral("seconds"), 1}});
+        cdnFault(QStringLiteral("retry_after"), QJsonObject{{QStringLiteral("status"), 429}, {QStringLiteral("seconds"), 1}});
         cdnFault(QStringLiteral("expire"));
         PlanDownload download(client, cache, plan, small());
         auto r = download.run();
@@ -382,8 +388,9 @@ private slots:
         HfCache cache2(second.path().toStdString());
         control("DELETE", QStringLiteral("/_control/log"));
         addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
-            {QStringLiteral("times"), -1}, {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("corrupt")},
-                                                                       {QStringLiteral("offset"), 1234}}}});
+            {QStringLiteral("times"), -1},
+            {QStringLiteral("action"),
+                QJsonObject{{QStringLiteral("kind"), QStringLiteral("corrupt")}, {QStringLiteral("offset"), 1234}}}});
         auto failed = PlanDownload(client, cache2, planFor(client, cache2, "tiny/plain", rule), small()).run();
         QVERIFY(!failed.ok());
         QCOMPARE(failed.error().kind, HubErrorKind::Integrity);
@@ -393,7 +400,8 @@ private slots:
         QCOMPARE(cdnBytesFor(file.sha256), 3 * static_cast<qint64>(file.size));
         QVERIFY(!cache2.hasBlob("tiny/plain", file));
         QVERIFY(!cache2.hasFile("tiny/plain", plan.commit, file));
-        QVERIFY(QFileInfo::exists(QString::fromStdString(cache2.partialPath("tiny/plain", file.etag())->string()) + QStringLiteral(".rejected")));
+        QVERIFY(QFileInfo::exists(
+            QString::fromStdString(cache2.partialPath("tiny/plain", file.etag())->string()) + QStringLiteral(".rejected")));
         // Repair: a new run fetches it again and succeeds.
         clearFaults();
         PlanDownload repair(client, cache2, planFor(client, cache2, "tiny/plain", rule), small());
@@ -440,13 +448,12 @@ private slots:
     void stalledTransferReconnectsAtItsOffset()
     {
         QTemporaryDir cacheDir;
-        HubClient client(options()); // watchdog: 2 s without a byte
+        HubClient client(options());  // watchdog: 2 s without a byte
         HfCache cache(cacheDir.path().toStdString());
         PlanRule rule;
         rule.include = {"large.safetensors"};
         auto plan = planFor(client, cache, "tiny/plain", rule);
-        cdnFault(QStringLiteral("stall"), QJsonObject{{QStringLiteral("after_bytes"), 700000},
-                                           {QStringLiteral("seconds"), 60}});
+        cdnFault(QStringLiteral("stall"), QJsonObject{{QStringLiteral("after_bytes"), 700000}, {QStringLiteral("seconds"), 60}});
         std::string retryReason;
         std::mutex m;
         PlanDownload download(client, cache, plan, small(), [&](const FileStatus& f, const PlanStatus&) {
@@ -493,8 +500,7 @@ private slots:
         QFile filler(mountPoint.filePath(QStringLiteral("filler")));
         QVERIFY(filler.open(QIODevice::WriteOnly));
         const QByteArray block(64 * 1024, 'x');
-        while (filler.write(block) == block.size()) {
-        }
+        while (filler.write(block) == block.size()) {}
         filler.close();
         runner.join();
         QVERIFY(!result.ok());
@@ -528,8 +534,9 @@ private slots:
         for (const auto& e : requestLog())
             if (e.toObject().value(QStringLiteral("server")).toString() == QStringLiteral("cdn"))
                 ranges << e.toObject().value(QStringLiteral("range")).toString();
-        QCOMPARE(ranges, (QStringList{QStringLiteral("bytes=0-1048575"), QStringLiteral("bytes=1048576-2097151"),
-                             QStringLiteral("bytes=2097152-3145727")}));
+        QCOMPARE(ranges,
+            (QStringList{
+                QStringLiteral("bytes=0-1048575"), QStringLiteral("bytes=1048576-2097151"), QStringLiteral("bytes=2097152-3145727")}));
 
         // A second plan that includes the same file fetches only what it lacks.
         control("DELETE", QStringLiteral("/_control/log"));
@@ -550,8 +557,7 @@ private slots:
         PlanRule rule;
         rule.include = {"small.safetensors"};
         auto plan = planFor(client, cache, "tiny/plain", rule);
-        cdnFault(QStringLiteral("retry_after"), QJsonObject{{QStringLiteral("status"), 429},
-                                           {QStringLiteral("seconds"), 120}});
+        cdnFault(QStringLiteral("retry_after"), QJsonObject{{QStringLiteral("status"), 429}, {QStringLiteral("seconds"), 120}});
         PlanDownload download(client, cache, plan, small());
         HubResult<void> result;
         std::thread runner([&] { result = download.run(); });
@@ -641,10 +647,10 @@ private slots:
                 for (const auto& source : variant.sources) {
                     QVERIFY2(catalog->isTrusted(source.repo), source.repo.c_str());
                     if (!repos.contains(QString::fromStdString(source.repo)))
-                        continue; // not mirrored by the test Hub
+                        continue;  // not mirrored by the test Hub
                     auto plan = makePlan(client, cache, source.repo, source.revision, source.rule);
-                    QVERIFY2(plan.ok(), (family.id + "/" + variant.id + " " + source.role + ": "
-                                            + (plan.ok() ? "" : plan.error().message)).c_str());
+                    QVERIFY2(plan.ok(),
+                        (family.id + "/" + variant.id + " " + source.role + ": " + (plan.ok() ? "" : plan.error().message)).c_str());
                     for (const auto& f : plan->files)
                         QVERIFY2(f.file.path.find(".bin") == std::string::npos, f.file.path.c_str());
                     ++planned;
@@ -725,7 +731,9 @@ private slots:
         // The check runs on the connected address, so a name that resolves there (DNS
         // rebinding) is caught the same way.
         hubFault(QStringLiteral("small\\.safetensors"), QStringLiteral("HEAD"),
-            QJsonObject{{QStringLiteral("kind"), QStringLiteral("redirect")}, {QStringLiteral("to"), QStringLiteral("{cdn_alias}{signed}")}}, -1);
+            QJsonObject{
+                {QStringLiteral("kind"), QStringLiteral("redirect")}, {QStringLiteral("to"), QStringLiteral("{cdn_alias}{signed}")}},
+            -1);
         auto r = PlanDownload(client, cache, plan, small()).run();
         clearFaults();
         QVERIFY(!r.ok());
@@ -770,8 +778,9 @@ private slots:
         QCOMPARE(QFileInfo(partial).size(), qint64{500000});
 
         // 206 for another range than the one asked for.
-        cdnFault(QStringLiteral("header"), QJsonObject{{QStringLiteral("name"), QStringLiteral("Content-Range")},
-                                               {QStringLiteral("value"), QStringLiteral("bytes 0-2645727/3145728")}});
+        cdnFault(QStringLiteral("header"),
+            QJsonObject{{QStringLiteral("name"), QStringLiteral("Content-Range")},
+                {QStringLiteral("value"), QStringLiteral("bytes 0-2645727/3145728")}});
         r = PlanDownload(client, cache, plan, noRefetch).run();
         QVERIFY(!r.ok());
         QCOMPARE(r.error().kind, HubErrorKind::Integrity);
@@ -827,8 +836,9 @@ private slots:
         auto plan = planFor(client, cache, "tiny/plain", rule);
         // 200 bytes a second: every attempt receives something, none enough to count as alive.
         addFault({{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
-            {QStringLiteral("times"), -1}, {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("slow")},
-                                                                       {QStringLiteral("bytes_per_second"), 200}}}});
+            {QStringLiteral("times"), -1},
+            {QStringLiteral("action"),
+                QJsonObject{{QStringLiteral("kind"), QStringLiteral("slow")}, {QStringLiteral("bytes_per_second"), 200}}}});
         QElapsedTimer timer;
         timer.start();
         auto r = PlanDownload(client, cache, plan, small()).run();
@@ -847,13 +857,15 @@ private slots:
         const auto commit = client.repoInfo("Lightricks/LTX-2", "main")->commit;
         hubFault(QStringLiteral("/tree/"), QStringLiteral("GET"),
             QJsonObject{{QStringLiteral("kind"), QStringLiteral("header")}, {QStringLiteral("name"), QStringLiteral("Link")},
-                {QStringLiteral("value"), QStringLiteral("<{self}>; rel=\"next\"")}}, -1);
+                {QStringLiteral("value"), QStringLiteral("<{self}>; rel=\"next\"")}},
+            -1);
         QElapsedTimer timer;
         timer.start();
         auto looping = client.listFiles("Lightricks/LTX-2", commit);
         clearFaults();
         QVERIFY(!looping.ok());
-        QVERIFY2(looping.error().message.find("links back to a page it already gave") != std::string::npos, looping.error().message.c_str());
+        QVERIFY2(
+            looping.error().message.find("links back to a page it already gave") != std::string::npos, looping.error().message.c_str());
         QVERIFY(timer.elapsed() < 10000);
 
         hubFault(QStringLiteral("/tree/"), QStringLiteral("GET"),
@@ -923,7 +935,8 @@ private slots:
                 "without a SHA-256"},
             {R"({"path":"a"})", "is not a JSON array"},
             {R"([{"type":"file","path":"a","size":1,"oid":"0000000000000000000000000000000000000000"},)"
-             R"({"type":"file","path":"a","size":1,"oid":"0000000000000000000000000000000000000000"}])", "is listed twice"},
+             R"({"type":"file","path":"a","size":1,"oid":"0000000000000000000000000000000000000000"}])",
+                "is listed twice"},
         };
         for (const auto& [body, expect] : cases) {
             hubFault(QStringLiteral("/tree/"), QStringLiteral("GET"),
@@ -936,7 +949,8 @@ private slots:
         }
         // A file name that is not UTF-8 (raw 0xFF in the JSON text).
         hubFault(QStringLiteral("/tree/"), QStringLiteral("GET"),
-            QJsonObject{{QStringLiteral("kind"), QStringLiteral("body")}, {QStringLiteral("hex"), QStringLiteral("5b7b2274797065223a2266696c65222c2270617468223a2261ff227d5d")}});
+            QJsonObject{{QStringLiteral("kind"), QStringLiteral("body")},
+                {QStringLiteral("hex"), QStringLiteral("5b7b2274797065223a2266696c65222c2270617468223a2261ff227d5d")}});
         auto latin = client.listFiles("tiny/plain", commit);
         clearFaults();
         QVERIFY(!latin.ok());
@@ -950,7 +964,9 @@ private slots:
         QVERIFY2(info.error().message.find("has no commit") != std::string::npos, info.error().message.c_str());
         hubFault(QStringLiteral("/revision/"), QStringLiteral("GET"),
             QJsonObject{{QStringLiteral("kind"), QStringLiteral("body")},
-                {QStringLiteral("text"), QString(QStringLiteral("{\"sha\":") + QString(100000, QLatin1Char('[')) + QString(100000, QLatin1Char(']')) + QStringLiteral("}"))}});
+                {QStringLiteral("text"),
+                    QString(QStringLiteral("{\"sha\":") + QString(100000, QLatin1Char('[')) + QString(100000, QLatin1Char(']'))
+                        + QStringLiteral("}"))}});
         info = client.repoInfo("tiny/plain", "main");
         clearFaults();
         QVERIFY(!info.ok());
@@ -964,17 +980,20 @@ private slots:
             QJsonObject{{QStringLiteral("kind"), QStringLiteral("body")}, {QStringLiteral("text"), QStringLiteral("[1, 2]")}}, -1);
         hubFault(QStringLiteral("model_index\\.json"), QStringLiteral("HEAD"),
             QJsonObject{{QStringLiteral("kind"), QStringLiteral("header")}, {QStringLiteral("name"), QStringLiteral("Content-Length")},
-                {QStringLiteral("value"), QStringLiteral("6")}}, -1);
+                {QStringLiteral("value"), QStringLiteral("6")}},
+            -1);
         hubFault(QStringLiteral("model_index\\.json"), QStringLiteral("GET"),
             QJsonObject{{QStringLiteral("kind"), QStringLiteral("header")}, {QStringLiteral("name"), QStringLiteral("Content-Range")},
-                {QStringLiteral("value"), QStringLiteral("bytes 0-5/6")}}, -1);
+                {QStringLiteral("value"), QStringLiteral("bytes 0-5/6")}},
+            -1);
         auto plan = makePlan(client, cache, "Lightricks/LTX-2", "main", diffusers);
         clearFaults();
         QVERIFY(!plan.ok());
         QVERIFY2(plan.error().message.find("model_index.json is not a JSON object") != std::string::npos, plan.error().message.c_str());
         auto shards = parseShardIndex(R"({"weight_map": {"a": 5}})", "org/name", "x.safetensors.index.json");
         QVERIFY(!shards.ok());
-        QVERIFY2(shards.error().message.find("weight_map entry 'a' is not a file name") != std::string::npos, shards.error().message.c_str());
+        QVERIFY2(
+            shards.error().message.find("weight_map entry 'a' is not a file name") != std::string::npos, shards.error().message.c_str());
     }
 
     // What a lying Hub can name (issue #25): a file name no filesystem takes is refused at the
@@ -982,8 +1001,7 @@ private slots:
     // line of a megabyte is the server's fault, not "out of memory".
     void overlongNamesAndHeadersAreRefusedByWhatTheyAre()
     {
-        for (const auto& name : {std::string(256, 'n') + ".safetensors", "a/" + std::string(300, 'b') + "/c.json",
-                 std::string(1100, 'x')})
+        for (const auto& name : {std::string(256, 'n') + ".safetensors", "a/" + std::string(300, 'b') + "/c.json", std::string(1100, 'x')})
             QVERIFY2(!HfCache::isSafeRepoPath(name), name.substr(0, 20).c_str());
         QVERIFY(HfCache::isSafeRepoPath(std::string(255, 'n')));
         HubClient client(options());
@@ -992,9 +1010,11 @@ private slots:
         HfCache cache(cacheDir.path().toStdString());
         for (const std::size_t length : {std::size_t(4096), std::size_t(5) << 20}) {
             const std::string name(length, 'n');
-            const QString body = QStringLiteral(R"([{"type":"file","path":"%1","size":1,"oid":"0000000000000000000000000000000000000000"}])")
-                                     .arg(QString::fromStdString(name));
-            hubFault(QStringLiteral("/tree/"), QStringLiteral("GET"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("body")}, {QStringLiteral("text"), body}}, -1);
+            const QString body =
+                QStringLiteral(R"([{"type":"file","path":"%1","size":1,"oid":"0000000000000000000000000000000000000000"}])")
+                    .arg(QString::fromStdString(name));
+            hubFault(QStringLiteral("/tree/"), QStringLiteral("GET"),
+                QJsonObject{{QStringLiteral("kind"), QStringLiteral("body")}, {QStringLiteral("text"), body}}, -1);
             auto plan = makePlan(client, cache, "tiny/plain", "main", PlanRule{});
             clearFaults();
             QVERIFY(!plan.ok());
@@ -1005,7 +1025,8 @@ private slots:
         QVERIFY(QDir(cacheDir.path()).entryList(QDir::NoDotAndDotDot | QDir::AllEntries).isEmpty());
         hubFault(QStringLiteral("/revision/"), QStringLiteral("GET"),
             QJsonObject{{QStringLiteral("kind"), QStringLiteral("header")}, {QStringLiteral("name"), QStringLiteral("X-Filler")},
-                {QStringLiteral("value"), QString(1 << 20, QLatin1Char('h'))}}, -1);
+                {QStringLiteral("value"), QString(1 << 20, QLatin1Char('h'))}},
+            -1);
         auto info = client.repoInfo("tiny/plain", "main");
         clearFaults();
         QVERIFY(!info.ok());
@@ -1088,8 +1109,10 @@ private slots:
         QVERIFY(!QFileInfo(repo2 + QStringLiteral("/blobs/") + QString::fromStdString(file.etag())).isSymLink());
 
         // A snapshot entry that points elsewhere (at a file of the right size) is not the file.
-        QVERIFY(QFile::remove(repo2 + QStringLiteral("/snapshots/") + QString::fromStdString(plan.commit) + QStringLiteral("/small.safetensors")));
-        QVERIFY(QFile::link(zeros, repo2 + QStringLiteral("/snapshots/") + QString::fromStdString(plan.commit) + QStringLiteral("/small.safetensors")));
+        QVERIFY(QFile::remove(
+            repo2 + QStringLiteral("/snapshots/") + QString::fromStdString(plan.commit) + QStringLiteral("/small.safetensors")));
+        QVERIFY(QFile::link(
+            zeros, repo2 + QStringLiteral("/snapshots/") + QString::fromStdString(plan.commit) + QStringLiteral("/small.safetensors")));
         QVERIFY(!cache2.hasFile("tiny/plain", plan.commit, file));
 
         // A whole folder of the repo that is a link: refused with the reason, nothing written.
@@ -1133,7 +1156,8 @@ private slots:
         QVERIFY(cache.hasFile("tiny/plain", plan.commit, file));
         QVERIFY(!cache.hasFile("tiny/plain", plan.commit, file, HfCache::Verify::Hash));
         QVERIFY2(!QFileInfo::exists(blob), "a blob that failed its hash stays in blobs/");
-        QVERIFY(QFileInfo::exists(QString::fromStdString(cache.partialPath("tiny/plain", file.etag())->string()) + QStringLiteral(".rejected")));
+        QVERIFY(QFileInfo::exists(
+            QString::fromStdString(cache.partialPath("tiny/plain", file.etag())->string()) + QStringLiteral(".rejected")));
         auto again = planFor(client, cache, "tiny/plain", rule);
         QCOMPARE(again.presentBytes(), std::uint64_t{0});
         control("DELETE", QStringLiteral("/_control/log"));

@@ -10,8 +10,8 @@ class TestHubPaths : public QObject {
 private slots:
     void init()
     {
-        for (const char* name : {"HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN_PATH",
-                 "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "XDG_CACHE_HOME"})
+        for (const char* name : {"HF_ENDPOINT", "HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN_PATH", "HF_HUB_OFFLINE",
+                 "TRANSFORMERS_OFFLINE", "XDG_CACHE_HOME"})
             qunsetenv(name);
     }
 

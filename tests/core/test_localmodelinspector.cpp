@@ -9,10 +9,7 @@ using vireo::core::ModelReport;
 class TestLocalModelInspector : public QObject {
     Q_OBJECT
 private:
-    QString fixture(const char* name) const
-    {
-        return qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QLatin1Char('/') + QLatin1String(name);
-    }
+    QString fixture(const char* name) const { return qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QLatin1Char('/') + QLatin1String(name); }
 
 private slots:
     void reportsAModel()
@@ -60,7 +57,7 @@ private slots:
     {
         auto* inspector = new LocalModelInspector;
         inspector->inspect(fixture("models/ltx23_diffusers"));
-        delete inspector; // waits for the worker; the queued result is discarded
+        delete inspector;  // waits for the worker; the queued result is discarded
         QTest::qWait(50);
     }
 };

@@ -34,12 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 __builtin_trap();
         break;
     }
-    case 2:
-        (void)parseModelIndexComponents(text, "fuzz/repo");
-        break;
-    case 3:
-        (void)parseShardIndex(text, "fuzz/repo", "x.safetensors.index.json");
-        break;
+    case 2: (void)parseModelIndexComponents(text, "fuzz/repo"); break;
+    case 3: (void)parseShardIndex(text, "fuzz/repo", "x.safetensors.index.json"); break;
     case 4: {
         const auto n = parseByteCount(text);
         if (n && *n > kMaxFileBytes)

@@ -19,7 +19,7 @@ std::string scratchFile()
     return std::string(dir && *dir ? dir : "/tmp") + "/vireo-fuzz-inspect-" + std::to_string(::getpid()) + ".bin";
 }
 
-} // namespace
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {

@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     // The readers take files: one per process, under the fuzzer's TMPDIR.
     const char* tmp = std::getenv("TMPDIR");
-    static const std::filesystem::path path = std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / ("vireo-fuzz-media-" + std::to_string(::getpid()));
+    static const std::filesystem::path path =
+        std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / ("vireo-fuzz-media-" + std::to_string(::getpid()));
     if (FILE* f = std::fopen(path.c_str(), "wb")) {
         if (size)
             std::fwrite(data, 1, size, f);

@@ -25,7 +25,7 @@ bool strictUtf8(const std::string& s)
     }
 }
 
-} // namespace
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {

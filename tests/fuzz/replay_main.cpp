@@ -24,7 +24,7 @@ int replay(const std::filesystem::path& file)
     return 1;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv)
 {

@@ -51,11 +51,14 @@ template <typename T>
 std::string show(const T& value)
 {
     std::ostringstream s;
-    if constexpr (requires(std::ostream& o, const T& x) { o << x; }) {
+    if constexpr (requires(std::ostream & o, const T& x) { o << x; }) {
         s << value;
     } else if constexpr (std::is_enum_v<T>) {
         s << "enum " << static_cast<long long>(value);
-    } else if constexpr (requires(const T& x) { x.begin(); x.end(); }) {
+    } else if constexpr (requires(const T& x) {
+                             x.begin();
+                             x.end();
+                         }) {
         s << "[";
         bool first = true;
         for (const auto& item : value) {
@@ -95,44 +98,47 @@ inline int runAll(int argc, char** argv, const char* suite)
     return failed == 0 && passed > 0 ? 0 : 1;
 }
 
-} // namespace vireo::test
+}  // namespace vireo::test
 
 #define VT_CONCAT2(a, b) a##b
 #define VT_CONCAT(a, b) VT_CONCAT2(a, b)
-#define VT_TEST(name)                                                                                  \
-    static void name();                                                                                \
-    static ::vireo::test::Registrar VT_CONCAT(vtRegistrar_, name)(#name, name);                        \
+#define VT_TEST(name)                                                                                                                      \
+    static void name();                                                                                                                    \
+    static ::vireo::test::Registrar VT_CONCAT(vtRegistrar_, name)(#name, name);                                                            \
     static void name()
 
-#define VT_CHECK(cond)                                                                                 \
-    do {                                                                                               \
-        ++::vireo::test::checksRun();                                                                  \
-        if (!(cond))                                                                                   \
-            ::vireo::test::fail(__FILE__, __LINE__, "'" #cond "' returned FALSE");                    \
+#define VT_CHECK(cond)                                                                                                                     \
+    do {                                                                                                                                   \
+        ++::vireo::test::checksRun();                                                                                                      \
+        if (!(cond))                                                                                                                       \
+            ::vireo::test::fail(__FILE__, __LINE__, "'" #cond "' returned FALSE");                                                         \
     } while (0)
 
-#define VT_CHECK_MSG(cond, msg)                                                                        \
-    do {                                                                                               \
-        ++::vireo::test::checksRun();                                                                  \
-        if (!(cond)) {                                                                                 \
-            std::ostringstream vtS;                                                                    \
-            vtS << "'" #cond "' returned FALSE: " << msg;                                              \
-            ::vireo::test::fail(__FILE__, __LINE__, vtS.str());                                        \
-        }                                                                                              \
+#define VT_CHECK_MSG(cond, msg)                                                                                                            \
+    do {                                                                                                                                   \
+        ++::vireo::test::checksRun();                                                                                                      \
+        if (!(cond)) {                                                                                                                     \
+            std::ostringstream vtS;                                                                                                        \
+            vtS << "'" #cond "' returned FALSE: " << msg;                                                                                  \
+            ::vireo::test::fail(__FILE__, __LINE__, vtS.str());                                                                            \
+        }                                                                                                                                  \
     } while (0)
 
-#define VT_COMPARE(actual, expected)                                                                   \
-    do {                                                                                               \
-        ++::vireo::test::checksRun();                                                                  \
-        const auto& vtA = (actual);                                                                    \
-        const auto& vtE = (expected);                                                                  \
-        if (!(vtA == vtE)) {                                                                           \
-            std::ostringstream vtS;                                                                    \
-            vtS << "Compared values are not the same\n   Actual   (" #actual "): " << ::vireo::test::show(vtA) \
-                << "\n   Expected (" #expected "): " << ::vireo::test::show(vtE);                     \
-            ::vireo::test::fail(__FILE__, __LINE__, vtS.str());                                        \
-        }                                                                                              \
+#define VT_COMPARE(actual, expected)                                                                                                       \
+    do {                                                                                                                                   \
+        ++::vireo::test::checksRun();                                                                                                      \
+        const auto& vtA = (actual);                                                                                                        \
+        const auto& vtE = (expected);                                                                                                      \
+        if (!(vtA == vtE)) {                                                                                                               \
+            std::ostringstream vtS;                                                                                                        \
+            vtS << "Compared values are not the same\n   Actual   (" #actual "): " << ::vireo::test::show(vtA)                             \
+                << "\n   Expected (" #expected "): " << ::vireo::test::show(vtE);                                                          \
+            ::vireo::test::fail(__FILE__, __LINE__, vtS.str());                                                                            \
+        }                                                                                                                                  \
     } while (0)
 
-#define VT_MAIN(suite)                                                                                 \
-    int main(int argc, char** argv) { return ::vireo::test::runAll(argc, argv, suite); }
+#define VT_MAIN(suite)                                                                                                                     \
+    int main(int argc, char** argv)                                                                                                        \
+    {                                                                                                                                      \
+        return ::vireo::test::runAll(argc, argv, suite);                                                                                   \
+    }

@@ -23,7 +23,10 @@ public:
     ~TestHub() { stop(); }
 
     static QString python() { return qEnvironmentVariable("VIREO_PYTHON"); }
-    static QString source(const char* relative) { return qEnvironmentVariable("VIREO_SOURCE_DIR") + QLatin1Char('/') + QLatin1String(relative); }
+    static QString source(const char* relative)
+    {
+        return qEnvironmentVariable("VIREO_SOURCE_DIR") + QLatin1Char('/') + QLatin1String(relative);
+    }
 
     // Writes the spec into workDir and starts the server; false (with the reason in
     // `error`) when it cannot.
@@ -55,8 +58,9 @@ private:
         m_spec = QJsonDocument::fromJson(specFile.readAll()).object();
         const QString ready = workDir + QStringLiteral("/ready.json");
         m_server.setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        m_server.start(python(), QStringList{source("tests/hub/hubserver.py"), QStringLiteral("--repos"), spec,
-                                     QStringLiteral("--ready-file"), ready} + extraArgs);
+        m_server.start(python(),
+            QStringList{source("tests/hub/hubserver.py"), QStringLiteral("--repos"), spec, QStringLiteral("--ready-file"), ready}
+                + extraArgs);
         if (!m_server.waitForStarted())
             return fail(error, QStringLiteral("hubserver.py did not start"));
         if (!QTest::qWaitFor([&] { return QFileInfo::exists(ready); }, 30000))
@@ -119,4 +123,4 @@ private:
     QNetworkAccessManager m_net;
 };
 
-} // namespace vireo::test
+}  // namespace vireo::test

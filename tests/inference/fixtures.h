@@ -22,9 +22,18 @@ inline std::filesystem::path envPath(const char* name)
     return v;
 }
 
-inline std::filesystem::path fixturesDir() { return envPath("VIREO_FIXTURES_DIR"); }
-inline std::filesystem::path fixturesRoot() { return envPath("VIREO_FIXTURES_ROOT"); }
-inline std::filesystem::path sourceDir() { return envPath("VIREO_SOURCE_DIR"); }
+inline std::filesystem::path fixturesDir()
+{
+    return envPath("VIREO_FIXTURES_DIR");
+}
+inline std::filesystem::path fixturesRoot()
+{
+    return envPath("VIREO_FIXTURES_ROOT");
+}
+inline std::filesystem::path sourceDir()
+{
+    return envPath("VIREO_SOURCE_DIR");
+}
 
 inline std::vector<std::byte> readAll(const std::filesystem::path& path)
 {
@@ -76,4 +85,4 @@ struct ScratchDir {
     ScratchDir& operator=(const ScratchDir&) = delete;
 };
 
-} // namespace vireo::test
+}  // namespace vireo::test

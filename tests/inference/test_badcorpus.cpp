@@ -46,7 +46,7 @@ Result<std::uint64_t> parseCopy(const std::filesystem::path& path, const std::ve
     return r->dataOffset;
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(everyBadFileIsRejectedWithItsReason)
 {
@@ -66,8 +66,7 @@ VT_TEST(everyBadFileIsRejectedWithItsReason)
             message = r.error().message;
         }
         VT_CHECK_MSG(message.rfind(path.string() + ": ", 0) == 0, "error does not start with the file name: " << message);
-        VT_CHECK_MSG(message.find(expect) != std::string::npos,
-            path.filename() << ": expected '" << expect << "' in: " << message);
+        VT_CHECK_MSG(message.find(expect) != std::string::npos, path.filename() << ": expected '" << expect << "' in: " << message);
         VT_CHECK_MSG(message.find('\n') == std::string::npos, "error is not one line: " << message);
         auto viaFacade = ModelSource::open(path);
         VT_CHECK(!viaFacade.ok());

@@ -51,7 +51,7 @@ QuantizedWeight fp8Weight(std::int64_t out, std::int64_t in, bool perRow, bool i
     return must(QuantizedWeight::fp8(q, scale, is));
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(attentionTakesMisalignedViewsAndTheDeviceSurvives)
 {
@@ -68,14 +68,15 @@ VT_TEST(attentionTakesMisalignedViewsAndTheDeviceSurvives)
             };
             const auto gpu = fused.cuda();
             VT_CHECK(!nn::attentionOperandAligned(split(gpu, 0)));
-            const auto cpuOut = nn::attention(split(fused, 0).to(at::kFloat), split(fused, 1).to(at::kFloat), split(fused, 2).to(at::kFloat),
-                std::nullopt);
+            const auto cpuOut =
+                nn::attention(split(fused, 0).to(at::kFloat), split(fused, 1).to(at::kFloat), split(fused, 2).to(at::kFloat), std::nullopt);
             const auto mask = at::zeros({1, 1, 1, tokens}).to(dtype).cuda();
             for (const bool masked : {false, true}) {
-                const auto out = nn::attention(split(gpu, 0), split(gpu, 1), split(gpu, 2),
-                    masked ? std::optional<at::Tensor>(mask) : std::nullopt);
+                const auto out =
+                    nn::attention(split(gpu, 0), split(gpu, 1), split(gpu, 2), masked ? std::optional<at::Tensor>(mask) : std::nullopt);
                 const auto err = relNorm(out, cpuOut);
-                VT_CHECK_MSG(err < (dtype == at::kFloat ? 1e-5 : 2e-2), dtype << " head " << headDim << " masked " << masked << ": " << err);
+                VT_CHECK_MSG(
+                    err < (dtype == at::kFloat ? 1e-5 : 2e-2), dtype << " head " << headDim << " masked " << masked << ": " << err);
             }
             VT_CHECK_MSG(deviceHealthy(), "the CUDA context broke after " << dtype << " head " << headDim);
         }
@@ -128,7 +129,8 @@ VT_TEST(loraOnCudaLayersInEveryPath)
         std::vector<nn::LoraDelta> deltas;
         std::vector<const nn::LoraDelta*> pointers;
         for (const auto& part : layer.computedParts())
-            deltas.push_back({part.name, (at::randn({16, in}) * 0.1).to(cuda, at::kBFloat16), (at::randn({part.rows, 16}) * 0.1).to(cuda, at::kBFloat16)});
+            deltas.push_back({part.name, (at::randn({16, in}) * 0.1).to(cuda, at::kBFloat16),
+                (at::randn({part.rows, 16}) * 0.1).to(cuda, at::kBFloat16)});
         for (const auto& d : deltas)
             pointers.push_back(&d);
         layer.lora = nn::buildLoraAdapter(layer, pointers);
@@ -147,7 +149,8 @@ VT_TEST(loraOnCudaLayersInEveryPath)
     };
     {
         const auto dense = at::randn({256, 128}) * 0.05;
-        nn::Linear layer{"ff.net.0.proj", QuantizedWeight::dense(dense.to(cuda, at::kBFloat16)), at::randn({256}).to(cuda, at::kBFloat16), {}, nullptr};
+        nn::Linear layer{
+            "ff.net.0.proj", QuantizedWeight::dense(dense.to(cuda, at::kBFloat16)), at::randn({256}).to(cuda, at::kBFloat16), {}, nullptr};
         check("dense bf16", layer, dense.to(at::kBFloat16).to(at::kFloat), 2e-2);
     }
     {
@@ -157,8 +160,8 @@ VT_TEST(loraOnCudaLayersInEveryPath)
         check("fp8 tensor cores", layer, dense, 6e-2);
     }
     {
-        std::vector<QuantizedWeight> parts{must(fp8Weight(128, 128, false, false).to(cuda)), must(fp8Weight(64, 128, false, false).to(cuda)),
-            must(fp8Weight(64, 128, true, false).to(cuda))};
+        std::vector<QuantizedWeight> parts{must(fp8Weight(128, 128, false, false).to(cuda)),
+            must(fp8Weight(64, 128, false, false).to(cuda)), must(fp8Weight(64, 128, true, false).to(cuda))};
         const auto fused = must(QuantizedWeight::fuseRows({&parts[0], &parts[1], &parts[2]}));
         nn::Linear layer{"attn1.to_qkv", fused, at::randn({256}).to(cuda, at::kBFloat16), {}, nullptr};
         layer.parts = {{"attn1.to_q", 0, 128}, {"attn1.to_k", 128, 64}, {"attn1.to_v", 192, 64}};
@@ -172,8 +175,8 @@ VT_TEST(fusedFp8RowsEqualSeparateLinears)
     VT_CHECK(at::cuda::is_available());
     at::manual_seed(3);
     for (const bool inputScales : {false, true}) {
-        std::vector<QuantizedWeight> parts{fp8Weight(64, 128, false, inputScales), fp8Weight(64, 128, false, inputScales),
-            fp8Weight(32, 128, true, inputScales)};
+        std::vector<QuantizedWeight> parts{
+            fp8Weight(64, 128, false, inputScales), fp8Weight(64, 128, false, inputScales), fp8Weight(32, 128, true, inputScales)};
         std::vector<const QuantizedWeight*> pointers;
         for (auto& p : parts) {
             p = must(p.to(c10::Device(at::kCUDA)));
@@ -188,8 +191,9 @@ VT_TEST(fusedFp8RowsEqualSeparateLinears)
         const auto err = relNorm(must(fused.linear(x)), at::cat(separate, -1));
         std::printf("   fused fp8 rows (input scales %d): rel %.3g\n", inputScales, err);
         VT_CHECK_MSG(err < 3e-2, err);
-        VT_CHECK(must(fused.dequantize()).cpu().equal(at::cat({must(parts[0].dequantize()), must(parts[1].dequantize()),
-            must(parts[2].dequantize())}).cpu()));
+        VT_CHECK(must(fused.dequantize())
+                     .cpu()
+                     .equal(at::cat({must(parts[0].dequantize()), must(parts[1].dequantize()), must(parts[2].dequantize())}).cpu()));
     }
 }
 
@@ -202,8 +206,9 @@ VT_TEST(quantizedWeightsMadeInInferenceModeMoveBothWays)
     weights.emplace_back("dense", QuantizedWeight::dense(at::randn({32, 64})));
     weights.emplace_back("fp8 per-row", fp8Weight(32, 64, true, true));
     weights.emplace_back("gguf Q8_0", must(QuantizedWeight::gguf(at::randint(0, 120, {32 * 2 * 34}, at::kByte), 8, {32, 64})));
-    weights.emplace_back("nf4", must(QuantizedWeight::nf4(at::randint(0, 256, {1024}, at::kByte), at::rand({32}), at::linspace(-1, 1, 16), 64,
-        {32, 64}, at::kBFloat16)));
+    weights.emplace_back("nf4",
+        must(QuantizedWeight::nf4(
+            at::randint(0, 256, {1024}, at::kByte), at::rand({32}), at::linspace(-1, 1, 16), 64, {32, 64}, at::kBFloat16)));
     weights.emplace_back("int8", must(QuantizedWeight::quantizeInt8(at::randn({32, 64}))));
     const auto x = at::randn({3, 64});
     for (const auto& [name, w] : weights) {

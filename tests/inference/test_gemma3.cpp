@@ -24,8 +24,14 @@ namespace {
 
 constexpr double kTolerance = 1e-4;
 
-fs::path gemmaDir() { return test::fixturesDir() / "gemma"; }
-fs::path tokenizerDir() { return test::fixturesDir() / "tokenizer"; }
+fs::path gemmaDir()
+{
+    return test::fixturesDir() / "gemma";
+}
+fs::path tokenizerDir()
+{
+    return test::fixturesDir() / "tokenizer";
+}
 
 const json& expectedTokens()
 {
@@ -55,7 +61,10 @@ const gemma3::TextEncoder& encoder(const std::string& folder)
     return cache.emplace(folder, std::move(*m)).first->second;
 }
 
-std::string errorOf(const Result<text::Tokenizer>& r) { return r.ok() ? std::string("(loaded)") : r.error().message; }
+std::string errorOf(const Result<text::Tokenizer>& r)
+{
+    return r.ok() ? std::string("(loaded)") : r.error().message;
+}
 
 bool mentions(const std::string& message, std::initializer_list<const char*> words)
 {
@@ -92,7 +101,7 @@ Errors compareHidden(const at::Tensor& got, const at::Tensor& expected, const at
     return e;
 }
 
-} // namespace
+}  // namespace
 
 // ================================================================ tokenizer
 
@@ -112,8 +121,9 @@ VT_TEST(tokenIdsMatchTransformersForEveryPrompt)
             std::size_t at = 0;
             while (at < ids.size() && at < e->ids.size() && ids[at] == e->ids[at])
                 ++at;
-            VT_CHECK_MSG(false, variant << " max_length " << maxLength << " " << c["prompt"].dump().substr(0, 80)
-                    << ": ids differ first at position " << at << " (tokens " << c["tokens"].dump().substr(0, 200) << ")");
+            VT_CHECK_MSG(false,
+                variant << " max_length " << maxLength << " " << c["prompt"].dump().substr(0, 80) << ": ids differ first at position " << at
+                        << " (tokens " << c["tokens"].dump().substr(0, 200) << ")");
         }
         VT_CHECK(e->attentionMask == mask);
         // The pipeline strips each prompt with Python's str.strip() first.
@@ -168,8 +178,8 @@ VT_TEST(unsupportedTokenizerFeaturesAreNamedErrors)
         edit(j);
         auto r = text::Tokenizer::fromJson(j.dump(), config.empty() ? plainConfig : config, origin);
         VT_CHECK_MSG(!r.ok(), "accepted: " << words.begin()[0]);
-        VT_CHECK_MSG(mentions(r.error().message, words) && mentions(r.error().message, {"fixture/plain/tokenizer.json"}),
-            r.error().message);
+        VT_CHECK_MSG(
+            mentions(r.error().message, words) && mentions(r.error().message, {"fixture/plain/tokenizer.json"}), r.error().message);
         std::printf("   refused: %s\n", r.error().message.c_str());
     };
     refused([](json& j) { j["normalizer"] = {{"type", "NFKC"}}; }, {"NFKC", "normalizer"});
@@ -189,7 +199,9 @@ VT_TEST(unsupportedTokenizerFeaturesAreNamedErrors)
     // A folder with only a SentencePiece model says so.
     const auto dir = fs::temp_directory_path() / ("vireo_tok_spm_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    { std::ofstream(dir / "tokenizer.model") << "spm"; }
+    {
+        std::ofstream(dir / "tokenizer.model") << "spm";
+    }
     auto spm = text::Tokenizer::load(dir);
     VT_CHECK_MSG(!spm.ok() && mentions(spm.error().message, {"tokenizer.model", "tokenizer.json"}), errorOf(spm));
     ::unlink((dir / "tokenizer.model").c_str());
@@ -212,8 +224,9 @@ VT_TEST(hiddenStatesMatchThePipelineOnALeftPaddedBatch)
     for (std::size_t i = 0; i < prompts.size(); ++i) {
         auto e = tokenizer("gemma").encode(text::stripPythonWhitespace(prompts[i].get<std::string>()), maxLength);
         VT_CHECK(e.ok());
-        VT_CHECK_MSG(e->ids == std::vector<std::int64_t>(ids[static_cast<std::int64_t>(i)].data_ptr<std::int64_t>(),
-                         ids[static_cast<std::int64_t>(i)].data_ptr<std::int64_t>() + maxLength),
+        VT_CHECK_MSG(e->ids
+                == std::vector<std::int64_t>(ids[static_cast<std::int64_t>(i)].data_ptr<std::int64_t>(),
+                    ids[static_cast<std::int64_t>(i)].data_ptr<std::int64_t>() + maxLength),
             "prompt " << i << " tokenizes differently from the pipeline");
     }
 
@@ -259,9 +272,10 @@ VT_TEST(configParsing)
 {
     // Only what Google's gemma-3-12b-it config.json states; the rest are Gemma3TextConfig defaults.
     const auto google = json{{"architectures", {"Gemma3ForConditionalGeneration"}}, {"model_type", "gemma3"},
-        {"text_config", {{"hidden_size", 3840}, {"intermediate_size", 15360}, {"model_type", "gemma3_text"},
-                            {"num_attention_heads", 16}, {"num_hidden_layers", 48}, {"num_key_value_heads", 8},
-                            {"rope_scaling", {{"factor", 8.0}, {"rope_type", "linear"}}}, {"sliding_window", 1024}}},
+        {"text_config",
+            {{"hidden_size", 3840}, {"intermediate_size", 15360}, {"model_type", "gemma3_text"}, {"num_attention_heads", 16},
+                {"num_hidden_layers", 48}, {"num_key_value_heads", 8}, {"rope_scaling", {{"factor", 8.0}, {"rope_type", "linear"}}},
+                {"sliding_window", 1024}}},
         {"vision_config", {{"model_type", "siglip_vision_model"}}}};
     auto c = gemma3::parseTextConfig(google.dump(), "12b/config.json");
     VT_CHECK_MSG(c.ok(), (c.ok() ? "" : c.error().message));
@@ -269,8 +283,8 @@ VT_TEST(configParsing)
     VT_CHECK(c->hiddenSize == ref.hiddenSize && c->layers == ref.layers && c->heads == ref.heads && c->kvHeads == ref.kvHeads
         && c->headDim == ref.headDim && c->vocabSize == ref.vocabSize && c->intermediateSize == ref.intermediateSize
         && c->slidingWindow == ref.slidingWindow && c->queryPreAttnScalar == ref.queryPreAttnScalar && c->layerTypes == ref.layerTypes
-        && c->ropeFull.theta == 1e6 && c->ropeFull.linearFactor == 8.0 && c->ropeSliding.theta == 1e4
-        && c->ropeSliding.linearFactor == 1.0 && c->imageTokenId == ref.imageTokenId && c->geluTanh);
+        && c->ropeFull.theta == 1e6 && c->ropeFull.linearFactor == 8.0 && c->ropeSliding.theta == 1e4 && c->ropeSliding.linearFactor == 1.0
+        && c->imageTokenId == ref.imageTokenId && c->geluTanh);
     VT_CHECK(c->layerTypes[5] == gemma3::LayerType::Full && c->layerTypes[4] == gemma3::LayerType::Sliding);
 
     auto refused = [](json j, std::initializer_list<const char*> words) {
@@ -301,7 +315,9 @@ VT_TEST(everyTensorIsAccountedFor)
     const auto dir = fs::temp_directory_path() / ("vireo_gemma3_strict_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     const auto config = test::readText(gemmaDir() / "model" / "config.json");
-    { std::ofstream(dir / "config.json") << config; }
+    {
+        std::ofstream(dir / "config.json") << config;
+    }
     auto full = tensorfile::readTensorSet(gemmaDir() / "model" / "model.safetensors");
     VT_CHECK(full.ok());
     auto tryLoad = [&](const std::map<std::string, at::Tensor>& tensors) {
@@ -311,7 +327,8 @@ VT_TEST(everyTensorIsAccountedFor)
     auto missing = full->tensors;
     missing.erase("language_model.model.layers.4.mlp.up_proj.weight");
     auto r = tryLoad(missing);
-    VT_CHECK_MSG(!r.ok() && mentions(r.error().message, {"layers.4.mlp.up_proj.weight", "missing"}), (r.ok() ? "loaded" : r.error().message));
+    VT_CHECK_MSG(
+        !r.ok() && mentions(r.error().message, {"layers.4.mlp.up_proj.weight", "missing"}), (r.ok() ? "loaded" : r.error().message));
     auto extra = full->tensors;
     extra.emplace("language_model.model.layers.6.mlp.up_proj.weight", at::zeros({4, 4}));
     r = tryLoad(extra);

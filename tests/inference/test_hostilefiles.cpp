@@ -84,8 +84,7 @@ std::string le32(std::uint32_t v)
 
 // A safetensors file of F32 tensors holding zeros; extraHeader is spliced into the header
 // object verbatim (for __metadata__).
-std::string safetensors(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors,
-                        const std::string& extraHeader = {})
+std::string safetensors(const std::vector<std::pair<std::string, std::vector<std::int64_t>>>& tensors, const std::string& extraHeader = {})
 {
     std::string header = "{";
     std::uint64_t offset = 0;
@@ -133,7 +132,7 @@ std::vector<std::pair<std::string, std::vector<std::int64_t>>> transformerStub(s
     return {{"proj_in.weight", {dim, 4}}, {"audio_proj_in.weight", {dim, 4}}, {"transformer_blocks.0.scale_shift_table", {6, dim}}};
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(jsonNestedDeeperThanTheLimitIsRefusedWithoutRecursion)
 {
@@ -264,7 +263,8 @@ VT_TEST(blockIndicesAreRangeCheckedAndContiguous)
     };
     // 999999999 once made the loader plan 10^9 blocks from an 11 KB file; 20 digits threw.
     for (const char* index : {"999999999", "99999999999999999999", "1024"}) {
-        auto w = open(std::string("idx") + index + ".safetensors", {{std::string("transformer_blocks.") + index + ".ff.net.0.proj.weight", {1}}});
+        auto w = open(
+            std::string("idx") + index + ".safetensors", {{std::string("transformer_blocks.") + index + ".ff.net.0.proj.weight", {1}}});
         VT_CHECK_MSG(w.ok(), (w.ok() ? "" : w.error().message));
         auto n = w->indexCount(ltx2::Part::Transformer, "transformer_blocks.");
         VT_CHECK(!n.ok());
@@ -336,8 +336,8 @@ VT_TEST(configValuesOfTheWrongTypeOrRangeNameTheKey)
     c.heads = 0;
     auto zero = ltx2::validate(c, "transformer/config.json");
     VT_CHECK(!zero.ok());
-    VT_CHECK_MSG(zero.error().message.find("transformer/config.json: num_attention_heads is 0, expected 1 .. 1024") == 0,
-        zero.error().message);
+    VT_CHECK_MSG(
+        zero.error().message.find("transformer/config.json: num_attention_heads is 0, expected 1 .. 1024") == 0, zero.error().message);
     c = {};
     c.layers = 1000000000;
     VT_CHECK(!ltx2::validate(c, "x").ok());
@@ -416,8 +416,8 @@ VT_TEST(inspectOutputSurvivesHostileNamesAndStrings)
     VT_CHECK_MSG(asText.find("\nrecognized") == std::string::npos, asText);  // no line forged by a key
 
     // Safetensors metadata holding JSON nested past the limit stays a string.
-    const auto st = scratch.write("meta.safetensors", safetensors({{"w", {1}}}, "\"__metadata__\":{\"config\":"
-        + json(nested(1000)).dump() + "}"));
+    const auto st =
+        scratch.write("meta.safetensors", safetensors({{"w", {1}}}, "\"__metadata__\":{\"config\":" + json(nested(1000)).dump() + "}"));
     auto r = inspect::inspectPath(st);
     VT_CHECK(r.ok());
     VT_CHECK(json::parse(inspect::toJson(*r), nullptr, false).is_object());
@@ -442,8 +442,10 @@ VT_TEST(terminalTextHasNoControlsOrOverrides)
 {
     VT_COMPARE(terminalSafe("plain name.safetensors"), std::string("plain name.safetensors"));
     VT_COMPARE(terminalSafe("a\x1b[2Jb\nc\rd\x7f"), std::string("a?[2Jb?c?d?"));
-    VT_COMPARE(terminalSafe("x\xc2\x9b" "31m"), std::string("x?31m"));           // C1 CSI
-    VT_COMPARE(terminalSafe("evil\xe2\x80\xaegpj.exe"), std::string("evil?gpj.exe")); // RLO
+    VT_COMPARE(terminalSafe("x\xc2\x9b"
+                            "31m"),
+        std::string("x?31m"));  // C1 CSI
+    VT_COMPARE(terminalSafe("evil\xe2\x80\xaegpj.exe"), std::string("evil?gpj.exe"));  // RLO
     VT_COMPARE(terminalSafe("\xff"), std::string("\xEF\xBF\xBD"));
     VT_COMPARE(terminalSafe("caf\xc3\xa9 \xe2\x9c\x93"), std::string("caf\xc3\xa9 \xe2\x9c\x93"));
 }

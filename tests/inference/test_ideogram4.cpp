@@ -30,7 +30,10 @@ namespace {
 constexpr double kTolerance = 1e-4;
 constexpr std::int64_t kGridH = 3, kGridW = 4;
 
-fs::path ditDir() { return test::fixturesDir() / "transformer"; }
+fs::path ditDir()
+{
+    return test::fixturesDir() / "transformer";
+}
 
 bool mentions(const std::string& message, std::initializer_list<const char*> words)
 {
@@ -60,8 +63,7 @@ c10::Device testDevice()
     return device;
 }
 
-const ideogram4::Transformer& dit(const std::string& layout, const std::string& component,
-                                  c10::ScalarType dtype = c10::kFloat)
+const ideogram4::Transformer& dit(const std::string& layout, const std::string& component, c10::ScalarType dtype = c10::kFloat)
 {
     static std::map<std::string, ideogram4::Transformer> cache;
     const auto key = layout + "/" + component + "/" + c10::toString(dtype);
@@ -109,7 +111,7 @@ std::pair<double, double> runCase(const std::string& layout)
     return {ec, eu};
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(transformerMatchesDiffusersInEveryLayout)
 {
@@ -139,7 +141,8 @@ VT_TEST(bfloat16ComputeFollowsTheReference)
     VT_CHECK(vc.ok() && vu.ok());
     VT_CHECK(vc->scalar_type() == at::kBFloat16);
     const double ec = maxAbs(*vc, *set->find("expected.cond")), eu = maxAbs(*vu, *set->find("expected.uncond"));
-    std::printf("   bf16 cond max abs error %.2e, uncond %.2e (|v| max %.2f)\n", ec, eu, set->find("expected.cond")->abs().max().item<double>());
+    std::printf(
+        "   bf16 cond max abs error %.2e, uncond %.2e (|v| max %.2f)\n", ec, eu, set->find("expected.cond")->abs().max().item<double>());
     VT_CHECK_MSG(ec <= 0.03 && eu <= 0.03, "bf16: max abs error " << ec << " / " << eu << " above 0.03");
 }
 
@@ -152,7 +155,9 @@ VT_TEST(badLayoutsAreNamedLoadErrors)
 
     const auto dir = fs::temp_directory_path() / ("vireo_ideogram4_strict_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    { std::ofstream(dir / "config.json") << test::readText(ditDir() / "diffusers" / "transformer" / "config.json"); }
+    {
+        std::ofstream(dir / "config.json") << test::readText(ditDir() / "diffusers" / "transformer" / "config.json");
+    }
     auto full = tensorfile::readTensorSet(ditDir() / "diffusers" / "transformer" / "diffusion_pytorch_model.safetensors");
     VT_CHECK(full.ok());
     auto tryLoad = [&](const std::map<std::string, at::Tensor>& tensors) {
@@ -162,7 +167,8 @@ VT_TEST(badLayoutsAreNamedLoadErrors)
     auto missing = full->tensors;
     missing.erase("layers.1.feed_forward.w3.weight");
     auto r = tryLoad(missing);
-    VT_CHECK_MSG(!r.ok() && mentions(r.error().message, {"layers.1.feed_forward.w3.weight", "missing"}), (r.ok() ? "loaded" : r.error().message));
+    VT_CHECK_MSG(
+        !r.ok() && mentions(r.error().message, {"layers.1.feed_forward.w3.weight", "missing"}), (r.ok() ? "loaded" : r.error().message));
     auto extra = full->tensors;
     extra.emplace("layers.1.attention.to_added.weight", at::zeros({4, 4}));
     r = tryLoad(extra);
@@ -170,7 +176,8 @@ VT_TEST(badLayoutsAreNamedLoadErrors)
     auto wrong = full->tensors;
     wrong["final_layer.linear.weight"] = at::zeros({64, 64});
     r = tryLoad(wrong);
-    VT_CHECK_MSG(!r.ok() && mentions(r.error().message, {"final_layer.linear.weight", "[64, 64]"}), (r.ok() ? "loaded" : r.error().message));
+    VT_CHECK_MSG(
+        !r.ok() && mentions(r.error().message, {"final_layer.linear.weight", "[64, 64]"}), (r.ok() ? "loaded" : r.error().message));
     ::unlink((dir / "diffusion_pytorch_model.safetensors").c_str());
     ::unlink((dir / "config.json").c_str());
     ::rmdir(dir.c_str());
@@ -343,7 +350,8 @@ VT_TEST(progressCarriesTheCleanEstimateForPreviews)
     }
     // The last estimate is the latent the image decodes from; earlier ones are not yet.
     const auto gridH = r.height / (scale * 2), gridW = r.width / (scale * 2);
-    const auto decoderFinal = pipelines::ideogram4DecoderLatents(out->finalLatents, gridH, gridW, vae->latentMean().cpu(), vae->latentStd().cpu());
+    const auto decoderFinal =
+        pipelines::ideogram4DecoderLatents(out->finalLatents, gridH, gridW, vae->latentMean().cpu(), vae->latentStd().cpu());
     const double lastRel = maxAbs(estimates.back(), decoderFinal) / decoderFinal.abs().max().item<double>();
     const double firstRel = maxAbs(estimates.front(), decoderFinal) / decoderFinal.abs().max().item<double>();
     std::printf("   last estimate vs final decoder latents: relative error %.2e (first step's %.2e)\n", lastRel, firstRel);
@@ -360,8 +368,8 @@ VT_TEST(progressCarriesTheCleanEstimateForPreviews)
     auto smooth = at::randn({1, c, kH, kW}, generator, at::TensorOptions().dtype(at::kFloat));
     smooth = at::upsample_bilinear2d(smooth, {2 * kH, 2 * kW}, false);
     smooth = smooth / at::std(smooth, {2, 3}, true, true);
-    const auto z = pipelines::ideogram4DecoderLatents(pipelines::ideogram4Patchify(smooth), kH, kW, vae->latentMean().cpu(),
-                                                      vae->latentStd().cpu());
+    const auto z =
+        pipelines::ideogram4DecoderLatents(pipelines::ideogram4Patchify(smooth), kH, kW, vae->latentMean().cpu(), vae->latentStd().cpu());
     auto decoded = vae->decode(z.to(testDevice()));
     VT_CHECK_MSG(decoded.ok(), (decoded.ok() ? "" : decoded.error().message));
     const auto target = at::adaptive_avg_pool2d((*decoded)[0].cpu().to(at::kDouble), {2 * kH, 2 * kW});  // [3, h, w]
@@ -370,8 +378,8 @@ VT_TEST(progressCarriesTheCleanEstimateForPreviews)
     const double constant = (target - target.mean({1, 2}, true)).pow(2).mean().sqrt().item<double>();
     std::printf("   preview map on a held-out smooth latent: rms error %.3f, best constant colour %.3f (decoded |x| max %.2f)\n", rmse,
         constant, target.abs().max().item<double>());
-    VT_CHECK_MSG(std::isfinite(rmse) && rmse < 1.25 * constant, "the preview map's rms error " << rmse << " is far worse than a constant's "
-            << constant);
+    VT_CHECK_MSG(std::isfinite(rmse) && rmse < 1.25 * constant,
+        "the preview map's rms error " << rmse << " is far worse than a constant's " << constant);
 }
 
 // The fit on a decoder that is exactly linear per latent cell (each cell an 8 x 8 block of one

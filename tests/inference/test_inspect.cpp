@@ -29,7 +29,7 @@ std::string joined(std::vector<std::string> v)
     return s;
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(everyFixtureIsRecognized)
 {
@@ -43,8 +43,8 @@ VT_TEST(everyFixtureIsRecognized)
         const auto where = e["path"].get<std::string>() + ": ";
         VT_CHECK_MSG(r.family == e["family"], where << "family " << r.family << " != " << e["family"]);
         VT_CHECK_MSG(nullable(r.version) == e["version"], where << "version " << r.version << " != " << e["version"]);
-        VT_CHECK_MSG(r.quantization.scheme == e["quantization"],
-            where << "quantization " << r.quantization.scheme << " != " << e["quantization"]);
+        VT_CHECK_MSG(
+            r.quantization.scheme == e["quantization"], where << "quantization " << r.quantization.scheme << " != " << e["quantization"]);
         VT_CHECK_MSG(nullable(r.quantization.fp8Granularity) == e["fp8_granularity"],
             where << "fp8 granularity " << r.quantization.fp8Granularity << " != " << e["fp8_granularity"]);
         const json inputScale = r.quantization.inputScale ? json(*r.quantization.inputScale) : json(nullptr);

@@ -61,7 +61,7 @@ float maxRelative(const at::Tensor& got, const at::Tensor& want)
 
 // The reference: the weight as it dequantizes, plus each delta on its rows, in float32.
 at::Tensor referenceLinear(const at::Tensor& x, const at::Tensor& dense, const std::optional<at::Tensor>& bias,
-                           const std::vector<std::tuple<std::int64_t, at::Tensor, at::Tensor>>& deltas)
+    const std::vector<std::tuple<std::int64_t, at::Tensor, at::Tensor>>& deltas)
 {
     auto w = dense.clone();
     for (const auto& [offset, down, up] : deltas)
@@ -74,7 +74,7 @@ lora::Target target(const std::string& name, std::int64_t in, std::int64_t out, 
     return lora::Target{name, std::move(aliases), in, out};
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(adapterAddsTheDeltaOnEveryRepresentation)
 {
@@ -99,8 +99,9 @@ VT_TEST(adapterAddsTheDeltaOnEveryRepresentation)
         for (const char* type : {"Q4_K", "Q8_0", "Q5_1"}) {
             const auto shapeText = cp.metadata.at(std::string(type) + ".shape");
             const std::vector<std::int64_t> shape{std::stoll(shapeText), std::stoll(shapeText.substr(shapeText.find(',') + 1))};
-            weights.emplace_back(std::string("gguf ") + type, must(quant::QuantizedWeight::gguf(tensor(cp, std::string(type) + ".blocks"),
-                                                                    std::stoll(cp.metadata.at(std::string(type) + ".ggml_type")), shape)));
+            weights.emplace_back(std::string("gguf ") + type,
+                must(quant::QuantizedWeight::gguf(
+                    tensor(cp, std::string(type) + ".blocks"), std::stoll(cp.metadata.at(std::string(type) + ".ggml_type")), shape)));
         }
     }
     for (const auto& [what, w] : weights) {
@@ -176,11 +177,13 @@ VT_TEST(everyLayoutIsMatchedWithItsScale)
     // diffusers / PEFT, alpha from the metadata (and a per-module exception).
     const auto peft = scratch("peft.safetensors");
     must(tensorfile::writeSafetensors(peft,
-        {{"transformer.transformer_blocks.0.attn1.to_q.lora_A.weight", qa}, {"transformer.transformer_blocks.0.attn1.to_q.lora_B.weight", qb},
+        {{"transformer.transformer_blocks.0.attn1.to_q.lora_A.weight", qa},
+            {"transformer.transformer_blocks.0.attn1.to_q.lora_B.weight", qb},
             {"transformer.transformer_blocks.0.ff.net.0.proj.lora_A.weight", fa},
             {"transformer.transformer_blocks.0.ff.net.0.proj.lora_B.weight", fb}, {"transformer.proj_in.lora_A.weight", pa},
             {"transformer.proj_in.lora_B.weight", pb}},
-        {{"lora_adapter_metadata", R"({"r": 4, "lora_alpha": 8, "rank_pattern": {"ff.net.0.proj": 8}, "alpha_pattern": {"ff.net.0.proj": 2}})"}}));
+        {{"lora_adapter_metadata",
+            R"({"r": 4, "lora_alpha": 8, "rank_pattern": {"ff.net.0.proj": 8}, "alpha_pattern": {"ff.net.0.proj": 2}})"}}));
     auto r = must(lora::inspect(peft, targets));
     VT_COMPARE(r.layout, std::string("peft"));
     VT_COMPARE(r.matched(), 3);
@@ -203,10 +206,10 @@ VT_TEST(everyLayoutIsMatchedWithItsScale)
     // kohya: '.' collapsed to '_', alpha / rank (alpha 0 reads as the rank).
     const auto kohya = scratch("kohya.safetensors");
     must(tensorfile::writeSafetensors(kohya,
-        {{"lora_unet_transformer_blocks_0_attn1_to_q.lora_down.weight", qa}, {"lora_unet_transformer_blocks_0_attn1_to_q.lora_up.weight", qb},
-            {"lora_unet_transformer_blocks_0_attn1_to_q.alpha", at::tensor(2.0f)},
-            {"lora_unet_adaln_single_linear.lora_down.weight", ta}, {"lora_unet_adaln_single_linear.lora_up.weight", tb},
-            {"lora_unet_adaln_single_linear.alpha", at::tensor(0.0f)}}));
+        {{"lora_unet_transformer_blocks_0_attn1_to_q.lora_down.weight", qa},
+            {"lora_unet_transformer_blocks_0_attn1_to_q.lora_up.weight", qb},
+            {"lora_unet_transformer_blocks_0_attn1_to_q.alpha", at::tensor(2.0f)}, {"lora_unet_adaln_single_linear.lora_down.weight", ta},
+            {"lora_unet_adaln_single_linear.lora_up.weight", tb}, {"lora_unet_adaln_single_linear.alpha", at::tensor(0.0f)}}));
     r = must(lora::inspect(kohya, targets));
     VT_COMPARE(r.layout, std::string("kohya"));
     VT_COMPARE(r.matched(), 2);
@@ -227,7 +230,8 @@ VT_TEST(whatCannotBeAppliedIsRefusedWithCounts)
 {
     c10::InferenceMode guard;
     at::manual_seed(14);
-    const std::vector<lora::Target> targets{target("transformer_blocks.0.attn1.to_q", 32, 32), target("transformer_blocks.0.attn1.to_k", 32, 32)};
+    const std::vector<lora::Target> targets{
+        target("transformer_blocks.0.attn1.to_q", 32, 32), target("transformer_blocks.0.attn1.to_k", 32, 32)};
     const auto file = scratch("mixed.safetensors");
     const auto a = at::randn({4, 32}), b = at::randn({32, 4});
     must(tensorfile::writeSafetensors(file,
@@ -241,13 +245,18 @@ VT_TEST(whatCannotBeAppliedIsRefusedWithCounts)
             {"diffusion_model.transformer_blocks.0.attn1.to_k.lora_A.weight", at::randn({4, 48})},
             {"diffusion_model.transformer_blocks.0.attn1.to_k.lora_B.weight", b},
             // LoHa, LoKr, DoRA, a full patch, a convolution, a text encoder, half a pair, a stray.
-            {"lora_unet_blocks_1_hada_w1_a", a}, {"lora_unet_blocks_1_hada_w1_b", a}, {"lora_unet_blocks_1_hada_w2_a", a},
-            {"lora_unet_blocks_1_hada_w2_b", a}, {"lora_unet_blocks_2_lokr_w1", a}, {"lora_unet_blocks_2_lokr_w2", a},
+            {"lora_unet_blocks_1_hada_w1_a", a},
+            {"lora_unet_blocks_1_hada_w1_b", a},
+            {"lora_unet_blocks_1_hada_w2_a", a},
+            {"lora_unet_blocks_1_hada_w2_b", a},
+            {"lora_unet_blocks_2_lokr_w1", a},
+            {"lora_unet_blocks_2_lokr_w2", a},
             {"transformer.transformer_blocks.0.attn1.to_v.lora_A.weight", a},
             {"transformer.transformer_blocks.0.attn1.to_v.lora_B.weight", b},
             {"transformer.transformer_blocks.0.attn1.to_v.lora_magnitude_vector", at::randn({32})},
             {"diffusion_model.transformer_blocks.0.norm.diff", at::randn({32})},
-            {"lora_unet_conv.lora_down.weight", at::randn({4, 8, 3, 3})}, {"lora_unet_conv.lora_up.weight", at::randn({8, 4, 1, 1})},
+            {"lora_unet_conv.lora_down.weight", at::randn({4, 8, 3, 3})},
+            {"lora_unet_conv.lora_up.weight", at::randn({8, 4, 1, 1})},
             {"lora_te_text_model_encoder_layers_0_mlp_fc1.lora_down.weight", a},
             {"lora_te_text_model_encoder_layers_0_mlp_fc1.lora_up.weight", b},
             {"diffusion_model.transformer_blocks.1.attn1.to_q.lora_A.weight", a},
@@ -292,8 +301,9 @@ VT_TEST(whatCannotBeAppliedIsRefusedWithCounts)
 
     // Broken metadata and a file that is not a LoRA at all name the file.
     const auto meta = scratch("meta.safetensors");
-    must(tensorfile::writeSafetensors(meta, {{"transformer.transformer_blocks.0.attn1.to_q.lora_A.weight", a},
-                                                {"transformer.transformer_blocks.0.attn1.to_q.lora_B.weight", b}},
+    must(tensorfile::writeSafetensors(meta,
+        {{"transformer.transformer_blocks.0.attn1.to_q.lora_A.weight", a},
+            {"transformer.transformer_blocks.0.attn1.to_q.lora_B.weight", b}},
         {{"lora_adapter_metadata", "{not json"}}));
     const auto m = lora::inspect(meta, targets);
     VT_CHECK(!m.ok() && m.error().message.find(meta.string()) != std::string::npos);
@@ -303,8 +313,9 @@ VT_TEST(whatCannotBeAppliedIsRefusedWithCounts)
         many += i ? ",[]" : "[]";
     many += "]";
     const auto bloated = scratch("bloated.safetensors");
-    must(tensorfile::writeSafetensors(bloated, {{"transformer.transformer_blocks.0.attn1.to_q.lora_A.weight", a},
-                                                   {"transformer.transformer_blocks.0.attn1.to_q.lora_B.weight", b}},
+    must(tensorfile::writeSafetensors(bloated,
+        {{"transformer.transformer_blocks.0.attn1.to_q.lora_A.weight", a},
+            {"transformer.transformer_blocks.0.attn1.to_q.lora_B.weight", b}},
         {{"lora_adapter_metadata", many}}));
     const auto big = lora::inspect(bloated, targets);
     VT_CHECK_MSG(!big.ok() && big.error().message.find(bloated.string()) != std::string::npos
@@ -329,7 +340,8 @@ VT_TEST(hostileRanksNumbersAndHeadersAreNamed)
     const auto zero = scratch("rank0.safetensors");
     must(tensorfile::writeSafetensors(zero, pair(at::zeros({0, 32}), at::zeros({32, 0}))));
     auto r0 = must(lora::inspect(zero, targets));
-    VT_CHECK_MSG(!r0.usable() && r0.toText().find("rank 0") != std::string::npos && r0.toText().find("different ranks") == std::string::npos,
+    VT_CHECK_MSG(
+        !r0.usable() && r0.toText().find("rank 0") != std::string::npos && r0.toText().find("different ranks") == std::string::npos,
         r0.toText());
     const auto huge = scratch("rank5000.safetensors");
     must(tensorfile::writeSafetensors(huge, pair(at::zeros({5000, 32}), at::zeros({32, 5000}))));
@@ -337,12 +349,14 @@ VT_TEST(hostileRanksNumbersAndHeadersAreNamed)
     VT_CHECK_MSG(!r5000.usable() && r5000.toText().find("rank 5000, above the 4096") != std::string::npos, r5000.toText());
     // A PEFT alpha that is no number is an error, not the rank in its place.
     const auto word = scratch("alpha-word.safetensors");
-    must(tensorfile::writeSafetensors(word, {{"transformer.transformer_blocks.0.attn1.to_q.lora_A.weight", a},
-                                                {"transformer.transformer_blocks.0.attn1.to_q.lora_B.weight", b}},
+    must(tensorfile::writeSafetensors(word,
+        {{"transformer.transformer_blocks.0.attn1.to_q.lora_A.weight", a},
+            {"transformer.transformer_blocks.0.attn1.to_q.lora_B.weight", b}},
         {{"lora_adapter_metadata", R"({"lora_alpha": "eight", "r": 4})"}}));
     auto alpha = lora::inspect(word, targets);
     VT_CHECK_MSG(!alpha.ok() && alpha.error().message.find("lora_alpha") != std::string::npos
-            && alpha.error().message.find("\"eight\"") != std::string::npos && alpha.error().message.find("not a number") != std::string::npos,
+            && alpha.error().message.find("\"eight\"") != std::string::npos
+            && alpha.error().message.find("not a number") != std::string::npos,
         (alpha.ok() ? std::string("accepted") : alpha.error().message));
     // A header far larger than any LoRA's is refused from its first bytes, before it is parsed.
     const auto header = scratch("header.safetensors");
@@ -374,8 +388,8 @@ VT_TEST(hostileRanksNumbersAndHeadersAreNamed)
 VT_TEST(cleanup)
 {
     // libtorch ships its own std::filesystem::remove_all, which crashes: one file at a time.
-    for (const char* f : {"peft", "comfy", "kohya", "mixed", "loha", "nan", "meta", "bloated", "rank0", "rank5000", "alpha-word", "header",
-             "wild", "tame"})
+    for (const char* f :
+        {"peft", "comfy", "kohya", "mixed", "loha", "nan", "meta", "bloated", "rank0", "rank5000", "alpha-word", "header", "wild", "tame"})
         ::unlink(scratch(std::string(f) + ".safetensors").c_str());
     VT_CHECK(::rmdir(scratch("x").parent_path().c_str()) == 0);
 }

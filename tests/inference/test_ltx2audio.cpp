@@ -25,7 +25,10 @@ namespace {
 
 constexpr double kTolerance = 1e-4;
 
-fs::path versionDir(const std::string& v) { return test::fixturesDir() / ("v" + v); }
+fs::path versionDir(const std::string& v)
+{
+    return test::fixturesDir() / ("v" + v);
+}
 
 fs::path layoutPath(const std::string& v, const std::string& layout)
 {
@@ -135,13 +138,25 @@ void checkCases(const std::string& v, const std::string& version, int expectedSa
     VT_CHECK(layouts.count("diffusers/packed") && layouts.count("diffusers/unpacked") && layouts.count("single/packed"));
 }
 
-std::string errorOf(const Result<ltx2::Vocoder>& r) { return r.ok() ? std::string("(loaded)") : r.error().message; }
-std::string errorOf(const Result<ltx2::AudioDecoder>& r) { return r.ok() ? std::string("(loaded)") : r.error().message; }
+std::string errorOf(const Result<ltx2::Vocoder>& r)
+{
+    return r.ok() ? std::string("(loaded)") : r.error().message;
+}
+std::string errorOf(const Result<ltx2::AudioDecoder>& r)
+{
+    return r.ok() ? std::string("(loaded)") : r.error().message;
+}
 
-} // namespace
+}  // namespace
 
-VT_TEST(ltx20AudioMatchesDiffusers) { checkCases("20", "2.0", 24000); }
-VT_TEST(ltx23AudioMatchesDiffusers) { checkCases("23", "2.3", 48000); }
+VT_TEST(ltx20AudioMatchesDiffusers)
+{
+    checkCases("20", "2.0", 24000);
+}
+VT_TEST(ltx23AudioMatchesDiffusers)
+{
+    checkCases("23", "2.3", 48000);
+}
 
 VT_TEST(layoutsLoadTheSameModel)
 {

@@ -24,7 +24,10 @@ namespace {
 
 constexpr double kTolerance = 1e-4;
 
-fs::path versionDir(const std::string& v) { return test::fixturesDir() / ("v" + v); }
+fs::path versionDir(const std::string& v)
+{
+    return test::fixturesDir() / ("v" + v);
+}
 
 std::vector<fs::path> layoutPaths(const std::string& v, const std::string& layout)
 {
@@ -98,22 +101,28 @@ void checkTransformerCases(const std::string& v, int expectedCases)
         VT_COMPARE(blocks.size(), static_cast<std::size_t>(model.config().layers));
         for (std::size_t i = 0; i < blocks.size(); ++i) {
             const auto p = "expected.block." + std::to_string(i);
-            block = std::max({block, maxAbsDiff(blocks[i].first, *set->find(p + ".video")),
-                maxAbsDiff(blocks[i].second, *set->find(p + ".audio"))});
+            block = std::max(
+                {block, maxAbsDiff(blocks[i].first, *set->find(p + ".video")), maxAbsDiff(blocks[i].second, *set->find(p + ".audio"))});
         }
         const double scale = set->find("expected.video")->abs().max().item<double>();
-        std::printf("   %s %-22s layout %-9s video %.2e audio %.2e blocks %.2e (|y| max %.2f)\n", v.c_str(),
-            file.filename().c_str(), layout.c_str(), video, audio, block, scale);
+        std::printf("   %s %-22s layout %-9s video %.2e audio %.2e blocks %.2e (|y| max %.2f)\n", v.c_str(), file.filename().c_str(),
+            layout.c_str(), video, audio, block, scale);
         VT_CHECK_MSG(video <= kTolerance && audio <= kTolerance && block <= kTolerance, file << ": max abs error above 1e-4");
         ++cases;
     }
     VT_COMPARE(cases, expectedCases);
 }
 
-} // namespace
+}  // namespace
 
-VT_TEST(ltx20TransformerMatchesDiffusersInEveryLayout) { checkTransformerCases("20", 7); }
-VT_TEST(ltx23TransformerMatchesDiffusersInEveryLayout) { checkTransformerCases("23", 8); }
+VT_TEST(ltx20TransformerMatchesDiffusersInEveryLayout)
+{
+    checkTransformerCases("20", 7);
+}
+VT_TEST(ltx23TransformerMatchesDiffusersInEveryLayout)
+{
+    checkTransformerCases("23", 8);
+}
 
 VT_TEST(connectorsMatchDiffusersInEveryLayout)
 {
@@ -168,9 +177,9 @@ VT_TEST(quantizedLayoutsKeepTheirRepresentation)
         VT_CHECK(gguf.count("gguf") && gguf.at("gguf") > 0);
         VT_CHECK(!dense.count("fp8-scaled") && !dense.count("gguf"));
         std::printf("   v%s resident: diffusers %lld B, fp8 %lld B (%lld in fp8), gguf %lld B (%lld in gguf)\n", v.c_str(),
-            static_cast<long long>(transformer(v, "diffusers").residentBytes()), static_cast<long long>(transformer(v, "fp8").residentBytes()),
-            static_cast<long long>(fp8.at("fp8-scaled")), static_cast<long long>(transformer(v, "gguf").residentBytes()),
-            static_cast<long long>(gguf.at("gguf")));
+            static_cast<long long>(transformer(v, "diffusers").residentBytes()),
+            static_cast<long long>(transformer(v, "fp8").residentBytes()), static_cast<long long>(fp8.at("fp8-scaled")),
+            static_cast<long long>(transformer(v, "gguf").residentBytes()), static_cast<long long>(gguf.at("gguf")));
         VT_CHECK(transformer(v, "gguf").residentBytes() < transformer(v, "diffusers").residentBytes());
     }
 }
@@ -220,12 +229,14 @@ VT_TEST(anUnreadableConfigNamesTheCheckpoint)
     VT_CHECK(at != std::string::npos);
     text.insert(at + std::string("\"num_layers\": ").size(), "\"three\", \"was\": ");
     std::ofstream(dir / "config.json") << text;
-    VT_CHECK(::symlink((source / "diffusion_pytorch_model.safetensors").c_str(), (dir / "diffusion_pytorch_model.safetensors").c_str()) == 0);
+    VT_CHECK(
+        ::symlink((source / "diffusion_pytorch_model.safetensors").c_str(), (dir / "diffusion_pytorch_model.safetensors").c_str()) == 0);
     auto w = ltx2::Ltx2Weights::open({dir});
     VT_CHECK_MSG(w.ok(), (w.ok() ? "" : w.error().message));
     const auto r = ltx2::resolveTransformerConfig(*w, std::nullopt);
     VT_CHECK(!r.ok());
-    VT_CHECK_MSG(r.error().message.find(dir.filename().string()) != std::string::npos && r.error().message.find("num_layers") != std::string::npos,
+    VT_CHECK_MSG(
+        r.error().message.find(dir.filename().string()) != std::string::npos && r.error().message.find("num_layers") != std::string::npos,
         r.error().message);
     for (const char* f : {"config.json", "diffusion_pytorch_model.safetensors"})
         ::unlink((dir / f).c_str());
@@ -269,7 +280,8 @@ VT_TEST(everyKeyMapsToExactlyOneParameter)
             repeated += count;
     VT_CHECK_MSG(repeated > 100, repeated);
     auto changed = full->tensors;
-    changed["model.diffusion_model.transformer_blocks.0.attn1.to_q.weight"] = changed.at("model.diffusion_model.transformer_blocks.0.attn1.to_q.weight") + 1.0f;
+    changed["model.diffusion_model.transformer_blocks.0.attn1.to_q.weight"] =
+        changed.at("model.diffusion_model.transformer_blocks.0.attn1.to_q.weight") + 1.0f;
     VT_CHECK(tensorfile::writeSafetensors(dir / "changed.safetensors", changed, full->metadata).ok());
     auto different = ltx2::Ltx2Weights::open({dir / "changed.safetensors", versionDir("23") / "diffusers"});
     VT_CHECK(!different.ok());
@@ -350,13 +362,13 @@ ltx2::TransformerInputs doubledBatch(ltx2::TransformerInputs in)
     twice(in.encoderHiddenStates);
     twice(in.audioEncoderHiddenStates);
     twice(in.timestep);
-    for (auto* t : {&in.audioTimestep, &in.sigma, &in.audioSigma, &in.encoderAttentionMask, &in.audioEncoderAttentionMask,
-             &in.videoCoords, &in.audioCoords, &in.perturbationMask})
+    for (auto* t : {&in.audioTimestep, &in.sigma, &in.audioSigma, &in.encoderAttentionMask, &in.audioEncoderAttentionMask, &in.videoCoords,
+             &in.audioCoords, &in.perturbationMask})
         twiceOpt(*t);
     return in;
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(firstBlockStepCacheSkipsOnlyWhatBarelyChanged)
 {
@@ -424,7 +436,8 @@ VT_TEST(firstBlockStepCacheSkipsOnlyWhatBarelyChanged)
         c->threshold = 1e-3;
         VT_CHECK(model.forward(*moved2).ok() && !c->skipped);
     }
-    std::printf("   relative change, all %lld rows moved %.4f; half of them %.4f\n", static_cast<long long>(2 * rows), all.change, half.change);
+    std::printf(
+        "   relative change, all %lld rows moved %.4f; half of them %.4f\n", static_cast<long long>(2 * rows), all.change, half.change);
     VT_CHECK(std::abs(all.change - half.change) <= 1e-6 * all.change);
 
     // Another batch size never reuses what was cached for this one.

@@ -25,8 +25,14 @@ namespace {
 
 constexpr double kTolerance = 1e-4;
 
-fs::path loraDir() { return test::fixturesDir(); }
-fs::path ditDir(const std::string& v) { return test::envPath("VIREO_FIXTURES_ROOT") / "ltx2dit" / ("v" + v); }
+fs::path loraDir()
+{
+    return test::fixturesDir();
+}
+fs::path ditDir(const std::string& v)
+{
+    return test::envPath("VIREO_FIXTURES_ROOT") / "ltx2dit" / ("v" + v);
+}
 
 std::vector<fs::path> layoutPaths(const std::string& v, const std::string& layout)
 {
@@ -67,7 +73,7 @@ fs::path loraFile(const std::string& v, const std::string& name)
 // Applies the LoRAs as a generation does, runs the reference's inputs and returns the error
 // against its expected outputs.
 double runAgainst(ltx2::Transformer& model, const std::vector<lora::Request>& requests, const fs::path& reference,
-                  std::vector<lora::Outcome>* outcomes = nullptr)
+    std::vector<lora::Outcome>* outcomes = nullptr)
 {
     std::vector<nn::LoraDelta> deltas;
     auto o = lora::prepare(requests, model.loraTargets(), model.dtype(), model.device(), &deltas);
@@ -132,10 +138,16 @@ void checkVersion(const std::string& v)
     }
 }
 
-} // namespace
+}  // namespace
 
-VT_TEST(ltx20LorasMatchPeftOnEveryBase) { checkVersion("20"); }
-VT_TEST(ltx23LorasMatchPeftOnEveryBase) { checkVersion("23"); }
+VT_TEST(ltx20LorasMatchPeftOnEveryBase)
+{
+    checkVersion("20");
+}
+VT_TEST(ltx23LorasMatchPeftOnEveryBase)
+{
+    checkVersion("23");
+}
 
 VT_TEST(reportsMatchTheManifest)
 {

@@ -28,7 +28,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path dir(const std::string& v) { return test::fixturesDir() / ("v" + v); }
+fs::path dir(const std::string& v)
+{
+    return test::fixturesDir() / ("v" + v);
+}
 
 // VIREO_TEST_DEVICE=cuda runs the same checks with the pipeline on the GPU (the `gpu` label,
 // `test_ltx2pipeline_cuda`); float32 with TF32 off, so the tolerances stay those of the CPU.
@@ -133,7 +136,8 @@ void checkRun(const std::string& v, const std::string& runName, const std::strin
     VT_COMPARE(out->sigmas.size(), static_cast<std::size_t>(sigmas.numel()));
     double sigmaErr = 0;
     for (std::size_t i = 0; i < out->sigmas.size(); ++i)
-        sigmaErr = std::max(sigmaErr, std::abs(static_cast<double>(static_cast<float>(out->sigmas[i])) - sigmas[static_cast<std::int64_t>(i)].item<double>()));
+        sigmaErr = std::max(sigmaErr,
+            std::abs(static_cast<double>(static_cast<float>(out->sigmas[i])) - sigmas[static_cast<std::int64_t>(i)].item<double>()));
     const double video = relErr(out->finalVideoLatents, *r.find("final_video_latents"));
     const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
     const double decoded = absErr(out->video, *r.find("video"));
@@ -142,7 +146,8 @@ void checkRun(const std::string& v, const std::string& runName, const std::strin
     const double mel = absErr(out->mel, *r.find("mel"));
     const auto refWave = *r.find("waveform");
     const double wave = relErr(out->rawWaveform, refWave);
-    std::printf("   %s v%s %-10s %-9s sigmas %.1e | latents rel video %.2e audio %.2e | video abs %.2e, frames max %d/255 | mel %.2e | waveform rel %.2e\n",
+    std::printf("   %s v%s %-10s %-9s sigmas %.1e | latents rel video %.2e audio %.2e | video abs %.2e, frames max %d/255 | mel %.2e | "
+                "waveform rel %.2e\n",
         testDevice().str().c_str(), v.c_str(), runName.c_str(), layout.c_str(), sigmaErr, video, audio, decoded, frameDiff, mel, wave);
     VT_CHECK(sigmaErr == 0.0);
     VT_CHECK_MSG(video <= 1e-3 && audio <= 1e-3, "final latents relative error above 1e-3");
@@ -155,7 +160,7 @@ void checkRun(const std::string& v, const std::string& runName, const std::strin
     VT_COMPARE(out->sampleRate, static_cast<int>(r.find("sample_rate")->item<std::int64_t>()));
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(distilledMatchesDiffusers)
 {
@@ -184,8 +189,8 @@ VT_TEST(bfloat16StaysCloseToTheReference)
 {
     // The FP8 layouts in bf16 take the FP8 tensor-core path on a GPU (activations quantized
     // to e4m3), so their bound is wider.
-    for (const auto& [v, layout, runName] : std::vector<std::tuple<std::string, std::string, std::string>>{
-             {"20", "diffusers", "distilled"}, {"23", "diffusers", "distilled"}, {"23", "fp8", "distilled_fp8"}, {"20", "fp8", "distilled_fp8"}}) {
+    for (const auto& [v, layout, runName] : std::vector<std::tuple<std::string, std::string, std::string>>{{"20", "diffusers", "distilled"},
+             {"23", "diffusers", "distilled"}, {"23", "fp8", "distilled_fp8"}, {"20", "fp8", "distilled_fp8"}}) {
         auto run = tensorfile::readTensorSet(dir(v) / ("run_" + runName + ".safetensors"));
         VT_CHECK(run.ok());
         auto options = optionsFor(v, layout);
@@ -204,7 +209,8 @@ VT_TEST(bfloat16StaysCloseToTheReference)
         std::fflush(stdout);
         const bool fp8Cores = layout == "fp8" && testDevice().is_cuda();
         VT_CHECK(out->finalVideoLatents.isfinite().all().item<bool>() && out->waveform.isfinite().all().item<bool>());
-        VT_CHECK_MSG(video <= (fp8Cores ? 5e-2 : 1e-2) && audio <= (fp8Cores ? 5e-2 : 1e-2), "bf16 latents drifted from the float32 reference");
+        VT_CHECK_MSG(
+            video <= (fp8Cores ? 5e-2 : 1e-2) && audio <= (fp8Cores ? 5e-2 : 1e-2), "bf16 latents drifted from the float32 reference");
         VT_CHECK_MSG(meanFrameDiff <= (fp8Cores ? 4.0 : 2.0) && wave <= (fp8Cores ? 1e-1 : 5e-2), "bf16 decoded outputs drifted");
     }
 }
@@ -217,7 +223,8 @@ VT_TEST(missingComponentsAreListedBeforeAnythingLoads)
     VT_CHECK(!p.ok());
     const auto& m = p.error().message;
     VT_CHECK_MSG(m.find("video VAE") != std::string::npos && m.find("audio VAE") != std::string::npos
-            && m.find("vocoder") != std::string::npos && m.find("transformer (") == std::string::npos, m);
+            && m.find("vocoder") != std::string::npos && m.find("transformer (") == std::string::npos,
+        m);
     o = optionsFor("23", "single");
     o.textEncoderPath.reset();
     p = pipelines::Ltx2Pipeline::open(o);
@@ -237,7 +244,8 @@ VT_TEST(tensorsRepeatedAcrossFilesAreReadOnceOrRefused)
     for (const auto& [files, count] : same->repeated()) {
         repeated += count;
         VT_CHECK_MSG(files.find("dup-same_embeddings_connectors.safetensors") != std::string::npos
-                && files.find("_video_vae.safetensors") != std::string::npos, files);
+                && files.find("_video_vae.safetensors") != std::string::npos,
+            files);
     }
     VT_COMPARE(repeated, 1);
     VT_CHECK(pipelines::Ltx2Pipeline::open(o).ok());
@@ -245,8 +253,10 @@ VT_TEST(tensorsRepeatedAcrossFilesAreReadOnceOrRefused)
     auto different = ltx2::Ltx2Weights::open(o.modelPaths);
     VT_CHECK(!different.ok());
     const auto& m = different.error().message;
-    VT_CHECK_MSG(m.find("different values") != std::string::npos && m.find("dup-different_embeddings_connectors.safetensors") != std::string::npos
-            && m.find("ltx-2.3-22b-distilled_video_vae.safetensors") != std::string::npos, m);
+    VT_CHECK_MSG(m.find("different values") != std::string::npos
+            && m.find("dup-different_embeddings_connectors.safetensors") != std::string::npos
+            && m.find("ltx-2.3-22b-distilled_video_vae.safetensors") != std::string::npos,
+        m);
 }
 
 // An upsampler that is there but of the wrong kind is named for what it is, not listed as a
@@ -255,13 +265,15 @@ VT_TEST(anUpsamplerOfAnotherScaleIsNamedForWhatItIs)
 {
     auto o = optionsFor("23", "diffusers");
     const auto upsamplers = test::fixturesRoot() / "ltx2upsampler";
-    for (const auto& [variant, kind] : std::vector<std::pair<std::string, std::string>>{{"x15", "spatial x1.5"}, {"temporal", "temporal x2"}}) {
+    for (const auto& [variant, kind] :
+        std::vector<std::pair<std::string, std::string>>{{"x15", "spatial x1.5"}, {"temporal", "temporal x2"}}) {
         o.spatialUpsamplerPath = upsamplers / variant / "single.safetensors";
         auto p = pipelines::Ltx2Pipeline::open(o);
         VT_CHECK(!p.ok());
         const auto& m = p.error().message;
-        VT_CHECK_MSG(p.error().code == ErrorCode::Unsupported && m.find(kind) != std::string::npos && m.find("incomplete") == std::string::npos
-                && m.find("x2 spatial upsampler") != std::string::npos, m);
+        VT_CHECK_MSG(p.error().code == ErrorCode::Unsupported && m.find(kind) != std::string::npos
+                && m.find("incomplete") == std::string::npos && m.find("x2 spatial upsampler") != std::string::npos,
+            m);
     }
     o.spatialUpsamplerPath = upsamplers / "v23" / "single.safetensors";
     auto ok = pipelines::Ltx2Pipeline::open(o);
@@ -294,7 +306,8 @@ VT_TEST(memoryPlanCountsWhatTheLoadHolds)
                 const double ratio = static_cast<double>(c.bytes) / static_cast<double>(std::max<std::int64_t>(1, loaded));
                 std::printf("   %-9s %-4s %-13s planned %9lld stored %9lld loaded %9lld (%.3f)\n", layout, dtype, c.name.c_str(),
                     static_cast<long long>(c.bytes), static_cast<long long>(c.storedBytes), static_cast<long long>(loaded), ratio);
-                VT_CHECK_MSG(ratio > 0.9 && ratio < 1.1, layout << " " << dtype << " " << c.name << ": planned " << c.bytes << ", loaded " << loaded);
+                VT_CHECK_MSG(ratio > 0.9 && ratio < 1.1,
+                    layout << " " << dtype << " " << c.name << ": planned " << c.bytes << ", loaded " << loaded);
             }
             // The fixtures are float32: bf16 compute halves every dense weight, and the plan says so.
             if (std::string(dtype) == "bf16" && std::string(layout) == "diffusers")
@@ -312,12 +325,15 @@ VT_TEST(cancelStopsWithinAStepAndBadRequestsAreErrors)
     VT_CHECK(pipeline.ok());
     std::stop_source stop;
     int stepsAfterStop = -1;
-    auto out = pipeline->generate(requestFrom(*run), [&](const pipelines::Ltx2Progress& p) {
-        if (p.phase == pipelines::Ltx2Phase::Denoise && p.done == 2)
-            stop.request_stop();
-        if (stop.stop_requested() && p.phase == pipelines::Ltx2Phase::Denoise)
-            ++stepsAfterStop;
-    }, stop.get_token());
+    auto out = pipeline->generate(
+        requestFrom(*run),
+        [&](const pipelines::Ltx2Progress& p) {
+            if (p.phase == pipelines::Ltx2Phase::Denoise && p.done == 2)
+                stop.request_stop();
+            if (stop.stop_requested() && p.phase == pipelines::Ltx2Phase::Denoise)
+                ++stepsAfterStop;
+        },
+        stop.get_token());
     VT_CHECK(!out.ok() && out.error().code == ErrorCode::Cancelled);
     VT_CHECK_MSG(stepsAfterStop <= 0, "ran " << stepsAfterStop << " steps after the stop");
     // A later request on the same pipeline still works (nothing left half-freed).
@@ -346,12 +362,15 @@ VT_TEST(cancelDuringEachDecodePhaseStopsThere)
     for (const auto phase : {pipelines::Ltx2Phase::DecodeVideo, pipelines::Ltx2Phase::DecodeAudio, pipelines::Ltx2Phase::Vocoder}) {
         std::stop_source stop;
         std::vector<pipelines::Ltx2Phase> afterStop;
-        auto out = pipeline->generate(requestFrom(*run), [&](const pipelines::Ltx2Progress& p) {
-            if (stop.stop_requested())
-                afterStop.push_back(p.phase);
-            else if (p.phase == phase && p.done == 0)
-                stop.request_stop();
-        }, stop.get_token());
+        auto out = pipeline->generate(
+            requestFrom(*run),
+            [&](const pipelines::Ltx2Progress& p) {
+                if (stop.stop_requested())
+                    afterStop.push_back(p.phase);
+                else if (p.phase == phase && p.done == 0)
+                    stop.request_stop();
+            },
+            stop.get_token());
         VT_CHECK_MSG(!out.ok() && out.error().code == ErrorCode::Cancelled, pipelines::phaseName(phase));
         for (const auto later : afterStop)
             VT_CHECK_MSG(later == phase, pipelines::phaseName(phase) << " was stopped, yet " << pipelines::phaseName(later) << " ran");
@@ -410,8 +429,14 @@ VT_TEST(stepCacheSkipsMiddleStepsAndStartsAfreshEachClip)
 namespace {
 
 // The packed layout of a 5-D video draw [1, C, F, H, W] and a 4-D audio draw [1, C, L, M].
-at::Tensor packVideo(const at::Tensor& x) { return x.permute({0, 2, 3, 4, 1}).reshape({1, -1, x.size(1)}); }
-at::Tensor packAudio(const at::Tensor& x) { return x.dim() == 3 ? x : x.transpose(1, 2).flatten(2, 3); }
+at::Tensor packVideo(const at::Tensor& x)
+{
+    return x.permute({0, 2, 3, 4, 1}).reshape({1, -1, x.size(1)});
+}
+at::Tensor packAudio(const at::Tensor& x)
+{
+    return x.dim() == 3 ? x : x.transpose(1, 2).flatten(2, 3);
+}
 
 // Image-to-video, keyframes and the two-stage path against the diffusers pipelines that make
 // them (LTX2ImageToVideoPipeline, LTX2ConditionPipeline, LTX2Pipeline + LTX2LatentUpsamplePipeline),
@@ -459,7 +484,8 @@ void checkConditioned(const std::string& v, const std::string& runName, const st
     const auto mean = stats->find("latents_mean")->view({1, -1, 1, 1, 1}), std = stats->find("latents_std")->view({1, -1, 1, 1, 1});
     const auto normalize = [&](const at::Tensor& x) { return (x.to(at::kDouble) - mean.to(at::kDouble)) / std.to(at::kDouble); };
     const auto ref = normalize(*r.find("decoder_latents"));
-    const auto ours = out->finalVideoLatents.cpu().reshape({1, ref.size(2), ref.size(3), ref.size(4), ref.size(1)}).permute({0, 4, 1, 2, 3});
+    const auto ours =
+        out->finalVideoLatents.cpu().reshape({1, ref.size(2), ref.size(3), ref.size(4), ref.size(1)}).permute({0, 4, 1, 2, 3});
     const double video = relErr(ours, ref);
     const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
     double condition = 0, stage1 = 0, upsampled = 0;
@@ -472,7 +498,8 @@ void checkConditioned(const std::string& v, const std::string& runName, const st
     const auto refFrames = r.find("frames_uint8")->select(0, 0);
     VT_COMPARE(out->frames.sizes(), refFrames.sizes());
     const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
-    std::printf("   v%s %-10s %-9s condition abs %.2e | stage 1 rel %.2e, upsampled rel %.2e | final rel video %.2e audio %.2e | frames max %d/255\n",
+    std::printf("   v%s %-10s %-9s condition abs %.2e | stage 1 rel %.2e, upsampled rel %.2e | final rel video %.2e audio %.2e | frames "
+                "max %d/255\n",
         v.c_str(), runName.c_str(), layout.c_str(), condition, stage1, upsampled, video, audio, frameDiff);
     VT_CHECK_MSG(condition <= 1e-4, "the condition's encoding differs from the reference");
     VT_CHECK_MSG(stage1 <= 1e-3 && upsampled <= 1e-3, "the two-stage intermediates differ");
@@ -488,7 +515,7 @@ void checkConditioned(const std::string& v, const std::string& runName, const st
     }
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(imageToVideoMatchesDiffusers)
 {
@@ -558,7 +585,7 @@ VT_TEST(conditionAndTwoStageRequestsAreValidated)
         auto scaled = pipelines::Ltx2Pipeline::open(options);
         VT_CHECK(!scaled.ok());
         VT_CHECK_MSG(scaled.error().message.find("x2 spatial upsampler") != std::string::npos
-                         && scaled.error().message.find("x1.5") != std::string::npos,
+                && scaled.error().message.find("x1.5") != std::string::npos,
             scaled.error().message);
     }
 }
@@ -656,7 +683,8 @@ TinyTransformer tinyTransformer(c10::Device device, bool offloadBlocks = false)
     return t;
 }
 
-GraphCase graphCase(const ltx2::TransformerConfig& c, std::int64_t frames, at::Generator& g, std::int64_t height = 2, std::int64_t width = 3)
+GraphCase graphCase(
+    const ltx2::TransformerConfig& c, std::int64_t frames, at::Generator& g, std::int64_t height = 2, std::int64_t width = 3)
 {
     GraphCase k;
     auto& in = k.in;
@@ -696,7 +724,7 @@ double maxAbs(const at::Tensor& a, const at::Tensor& b)
     return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(cudaGraphsReplayTheEagerForwardAndSayWhyNot)
 {
@@ -717,7 +745,8 @@ VT_TEST(cudaGraphsReplayTheEagerForwardAndSayWhyNot)
             stepInputs(k, c, sigma, perToken, g, device);
             auto eager = model->forward(k.in);
             auto replayed = graphed.forward(k.in);
-            VT_CHECK_MSG(eager.ok() && replayed.ok(), (replayed.ok() ? (eager.ok() ? "" : eager.error().message) : replayed.error().message));
+            VT_CHECK_MSG(
+                eager.ok() && replayed.ok(), (replayed.ok() ? (eager.ok() ? "" : eager.error().message) : replayed.error().message));
             if (!eager.ok() || !replayed.ok())
                 return;
             worst = std::max({worst, maxAbs(replayed->video, eager->video), maxAbs(replayed->audio, eager->audio)});
@@ -833,8 +862,8 @@ VT_TEST(cudaGraphsOfOneLoopShareOneMemoryPool)
                 return;
             identical = identical && at::equal(replayed->video, eager->video) && at::equal(replayed->audio, eager->audio);
         }
-    std::printf("   %s: %s; graph pool after one capture %.1f MiB, after two %.1f MiB; interleaved replays %s\n",
-        device.str().c_str(), graphed.summary().c_str(), poolAfterFirst / 1048576.0, poolAfterSecond / 1048576.0,
+    std::printf("   %s: %s; graph pool after one capture %.1f MiB, after two %.1f MiB; interleaved replays %s\n", device.str().c_str(),
+        graphed.summary().c_str(), poolAfterFirst / 1048576.0, poolAfterSecond / 1048576.0,
         identical ? "bit-identical to eager" : "DIFFERENT from eager");
     VT_CHECK(identical);
     if (device.is_cuda()) {

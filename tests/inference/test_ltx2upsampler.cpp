@@ -25,14 +25,20 @@ constexpr double kTolerance = 1e-4;
 
 struct Variant {
     const char* name;
-    bool noconfig;   // noconfig.safetensors exists (the shapes determine the structure)
+    bool noconfig;  // noconfig.safetensors exists (the shapes determine the structure)
     double spatial;  // expected spatialScale()
-    int temporal;    // expected temporalScale()
+    int temporal;  // expected temporalScale()
 };
 
 const Variant kVariants[] = {
-    {"v20", true, 2.0, 1}, {"v23", true, 2.0, 1},      {"x15", true, 1.5, 1}, {"x075", false, 0.75, 1},
-    {"x4", true, 4.0, 1},  {"temporal", true, 1.0, 2}, {"st", true, 2.0, 2},  {"d2", true, 1.5, 1},
+    {"v20", true, 2.0, 1},
+    {"v23", true, 2.0, 1},
+    {"x15", true, 1.5, 1},
+    {"x075", false, 0.75, 1},
+    {"x4", true, 4.0, 1},
+    {"temporal", true, 1.0, 2},
+    {"st", true, 2.0, 2},
+    {"d2", true, 1.5, 1},
 };
 
 std::vector<std::string> layoutsOf(const Variant& v)
@@ -105,8 +111,8 @@ double maxAbsDiff(const at::Tensor& a, const at::Tensor& b)
 bool sameConfig(const ltx2::LatentUpsamplerConfig& a, const ltx2::LatentUpsamplerConfig& b)
 {
     const bool rational = a.spatialUpsample && !a.temporalUpsample && a.useRationalResampler;
-    return a.inChannels == b.inChannels && a.midChannels == b.midChannels && a.numBlocksPerStage == b.numBlocksPerStage
-        && a.dims == b.dims && a.spatialUpsample == b.spatialUpsample && a.temporalUpsample == b.temporalUpsample
+    return a.inChannels == b.inChannels && a.midChannels == b.midChannels && a.numBlocksPerStage == b.numBlocksPerStage && a.dims == b.dims
+        && a.spatialUpsample == b.spatialUpsample && a.temporalUpsample == b.temporalUpsample
         && (a.temporalUpsample || a.useRationalResampler == b.useRationalResampler)
         && (!rational || a.rationalSpatialScale == b.rationalSpatialScale);
 }
@@ -131,7 +137,7 @@ void writeText(const fs::path& path, const std::string& text)
 
 // The single file of a variant rewritten with other tensors or metadata, into dir/name.
 fs::path rewrite(const fs::path& dir, const std::string& name, const std::map<std::string, at::Tensor>& tensors,
-                 const std::map<std::string, std::string>& metadata)
+    const std::map<std::string, std::string>& metadata)
 {
     const auto path = dir / name;
     auto ok = tensorfile::writeSafetensors(path, tensors, metadata);
@@ -140,7 +146,7 @@ fs::path rewrite(const fs::path& dir, const std::string& name, const std::map<st
     return path;
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(everyVariantMatchesDiffusersInEveryLayout)
 {
@@ -157,13 +163,13 @@ VT_TEST(everyVariantMatchesDiffusersInEveryLayout)
             VT_COMPARE(out.sizes().vec(), expected.sizes().vec());
             VT_CHECK(out.scalar_type() == at::kFloat);
             const double err = maxAbsDiff(out, expected);
-            const auto normalized = valueOrThrow(m.upsampleNormalized(tensorOf(set, "normalized"), tensorOf(set, "latents_mean"),
-                tensorOf(set, "latents_std")));
+            const auto normalized = valueOrThrow(
+                m.upsampleNormalized(tensorOf(set, "normalized"), tensorOf(set, "latents_mean"), tensorOf(set, "latents_std")));
             VT_CHECK(normalized.scalar_type() == at::kFloat);
             const double errNormalized = maxAbsDiff(normalized, expectedNormalized);
             std::printf("   %-8s %-9s %s -> %s: forward max abs %.2e (|y| max %.3f), normalized step %.2e (|y| max %.3f)\n", v.name,
-                layout.c_str(), shapeOf(latents).c_str(), shapeOf(out).c_str(), err, expected.abs().max().item<double>(),
-                errNormalized, expectedNormalized.abs().max().item<double>());
+                layout.c_str(), shapeOf(latents).c_str(), shapeOf(out).c_str(), err, expected.abs().max().item<double>(), errNormalized,
+                expectedNormalized.abs().max().item<double>());
             VT_CHECK_MSG(err <= kTolerance, v.name << " (" << layout << "): forward max abs error " << err << " above 1e-4");
             VT_CHECK_MSG(errNormalized <= kTolerance, v.name << " (" << layout << "): normalized max abs error " << errNormalized);
         }
@@ -173,14 +179,14 @@ VT_TEST(everyVariantMatchesDiffusersInEveryLayout)
 VT_TEST(probeReadsTheSameConfigFromEveryLayout)
 {
     for (const auto& v : kVariants) {
-        const auto reference = ltx2::latentUpsamplerConfigFromDiffusers(
-            test::readText(layoutPath(v.name, "diffusers") / "config.json"));
+        const auto reference = ltx2::latentUpsamplerConfigFromDiffusers(test::readText(layoutPath(v.name, "diffusers") / "config.json"));
         VT_CHECK_MSG(reference.ok(), (reference.ok() ? "" : reference.error().message));
         for (const auto& layout : layoutsOf(v)) {
             const auto probed = ltx2::probeLatentUpsampler(layoutPath(v.name, layout));
             VT_CHECK_MSG(probed.ok(), v.name << "/" << layout << ": " << (probed.ok() ? "" : probed.error().message));
-            VT_CHECK_MSG(sameConfig(*probed, *reference), v.name << "/" << layout << ": " << ltx2::describeLatentUpsampler(*probed)
-                << " vs " << ltx2::describeLatentUpsampler(*reference));
+            VT_CHECK_MSG(sameConfig(*probed, *reference),
+                v.name << "/" << layout << ": " << ltx2::describeLatentUpsampler(*probed) << " vs "
+                       << ltx2::describeLatentUpsampler(*reference));
         }
         std::printf("   %-8s %s\n", v.name, ltx2::describeLatentUpsampler(*reference).c_str());
     }
@@ -256,8 +262,8 @@ VT_TEST(hostileFilesAreRefusedNamingTheFile)
     {
         const auto bytes = test::readAll(layoutPath("v20", "single"));
         const auto path = dir.path / "truncated.safetensors";
-        std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size() - 100));
+        std::ofstream(path, std::ios::binary)
+            .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size() - 100));
         const auto r = ltx2::LatentUpsampler::load(path);
         VT_CHECK(!r.ok());
         std::printf("   %-26s %s\n", "truncated.safetensors", r.error().message.c_str());
@@ -304,12 +310,12 @@ VT_TEST(hostileFilesAreRefusedNamingTheFile)
     expectRefused(rewrite(dir.path, "hugemid.safetensors", single.tensors, meta), ErrorCode::InvalidFormat, {"mid_channels 1048576"});
     meta["config"] = R"({"_class_name": "LatentUpsampler", "in_channels": 8, "mid_channels": 32, "num_blocks_per_stage": 100000,
         "rational_resampler": true})";
-    expectRefused(rewrite(dir.path, "manyblocks.safetensors", single.tensors, meta), ErrorCode::InvalidFormat,
-        {"num_blocks_per_stage 100000"});
+    expectRefused(
+        rewrite(dir.path, "manyblocks.safetensors", single.tensors, meta), ErrorCode::InvalidFormat, {"num_blocks_per_stage 100000"});
     meta["config"] = R"({"_class_name": "LatentUpsampler", "in_channels": 8, "mid_channels": 32, "num_blocks_per_stage": 2,
         "spatial_scale": 3.0, "rational_resampler": true})";
-    expectRefused(rewrite(dir.path, "scale3.safetensors", single.tensors, meta), ErrorCode::Unsupported,
-        {"spatial scale 3", "0.75, 1.5, 2.0, 4.0"});
+    expectRefused(
+        rewrite(dir.path, "scale3.safetensors", single.tensors, meta), ErrorCode::Unsupported, {"spatial scale 3", "0.75, 1.5, 2.0, 4.0"});
     meta["config"] = R"({"_class_name": "LatentUpsampler", "in_channels": 8, "mid_channels": 32, "dims": 2,
         "spatial_upsample": false, "temporal_upsample": true})";
     expectRefused(rewrite(dir.path, "temporal2d.safetensors", single.tensors, meta), ErrorCode::Unsupported, {"dims 2"});
@@ -382,8 +388,8 @@ VT_TEST(computeDtypesAndResidentBytes)
     const double rel = (out.to(at::kFloat) - expected).abs().max().item<double>() / expected.abs().max().item<double>();
     std::printf("   x15 bfloat16 compute: max abs error / |y| max = %.3f\n", rel);
     VT_CHECK_MSG(rel < 0.05, rel);
-    const auto normalized = valueOrThrow(m.upsampleNormalized(tensorOf(set, "normalized"), tensorOf(set, "latents_mean"),
-        tensorOf(set, "latents_std")));
+    const auto normalized =
+        valueOrThrow(m.upsampleNormalized(tensorOf(set, "normalized"), tensorOf(set, "latents_mean"), tensorOf(set, "latents_std")));
     VT_CHECK(normalized.scalar_type() == at::kFloat);
 
     ltx2::LatentUpsamplerLoadOptions int8;
@@ -452,9 +458,9 @@ VT_TEST(configReadersCheckTheirInput)
     // Not read for Conv2d + PixelShuffle, which is always x2 (as in the reference).
     c = ltx2::latentUpsamplerConfigFromDiffusers(R"({"rational_spatial_scale": 1.25, "use_rational_resampler": false})");
     VT_CHECK(c.ok());
-    for (const auto& text : std::vector<std::string>{R"({"mid_channels": 48})", R"({"mid_channels": 0})", R"({"in_channels": -1})", R"({"dims": 1})",
-                             R"({"spatial_upsample": false})", R"({"num_blocks_per_stage": 65})", R"({"dims": "3"})", "[1, 2]",
-                             "{\"mid_channels\": 32", "{\"a\":" + std::string(100, '[')}) {
+    for (const auto& text : std::vector<std::string>{R"({"mid_channels": 48})", R"({"mid_channels": 0})", R"({"in_channels": -1})",
+             R"({"dims": 1})", R"({"spatial_upsample": false})", R"({"num_blocks_per_stage": 65})", R"({"dims": "3"})", "[1, 2]",
+             "{\"mid_channels\": 32", "{\"a\":" + std::string(100, '[')}) {
         c = ltx2::latentUpsamplerConfigFromDiffusers(text);
         VT_CHECK_MSG(!c.ok(), text);
     }

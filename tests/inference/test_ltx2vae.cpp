@@ -29,7 +29,10 @@ constexpr double kTolerance = 1e-4;
 constexpr double kTiledMeanTolerance = 0.03;
 const char* const kLayouts[] = {"diffusers", "single", "noconfig"};
 
-fs::path versionDir(const std::string& v) { return test::fixturesDir() / ("v" + v); }
+fs::path versionDir(const std::string& v)
+{
+    return test::fixturesDir() / ("v" + v);
+}
 
 std::vector<fs::path> layoutPaths(const std::string& v, const std::string& layout)
 {
@@ -166,10 +169,16 @@ void checkCases(const std::string& v)
     }
 }
 
-} // namespace
+}  // namespace
 
-VT_TEST(ltx20DecoderMatchesDiffusersInEveryLayout) { checkCases("20"); }
-VT_TEST(ltx23DecoderMatchesDiffusersInEveryLayout) { checkCases("23"); }
+VT_TEST(ltx20DecoderMatchesDiffusersInEveryLayout)
+{
+    checkCases("20");
+}
+VT_TEST(ltx23DecoderMatchesDiffusersInEveryLayout)
+{
+    checkCases("23");
+}
 
 VT_TEST(layoutsResolveTheSameConfig)
 {
@@ -235,8 +244,8 @@ VT_TEST(tiledAndChunkedDecodingMatchDiffusersAndStayCloseToUntiled)
         const double tiledErr = maxAbsDiff(tiled, tensorOf(set, "expected.tiled"));
         const double chunkedErr = maxAbsDiff(chunked, tensorOf(set, "expected.chunked"));
         const double bothErr = maxAbsDiff(tiledChunked, tensorOf(set, "expected.tiled_chunked"));
-        std::printf("   %s vs reference: tiles %.2e (diffusers tiled_decode), chunks %.2e, both %.2e\n", v.c_str(), tiledErr,
-            chunkedErr, bothErr);
+        std::printf(
+            "   %s vs reference: tiles %.2e (diffusers tiled_decode), chunks %.2e, both %.2e\n", v.c_str(), tiledErr, chunkedErr, bothErr);
         VT_CHECK(tiledErr <= kTolerance && chunkedErr <= kTolerance && bothErr <= kTolerance);
 
         const double framewise = std::stod(set.metadata.at("framewise_mean"));
@@ -402,8 +411,14 @@ VT_TEST(cancellationAndBadInputsAreErrors)
     VT_CHECK(!out.ok() && out.error().message.find("reflection") != std::string::npos);
 }
 
-VT_TEST(ltx20EncoderMatchesDiffusersInEveryLayout) { checkEncodeCases("20"); }
-VT_TEST(ltx23EncoderMatchesDiffusersInEveryLayout) { checkEncodeCases("23"); }
+VT_TEST(ltx20EncoderMatchesDiffusersInEveryLayout)
+{
+    checkEncodeCases("20");
+}
+VT_TEST(ltx23EncoderMatchesDiffusersInEveryLayout)
+{
+    checkEncodeCases("23");
+}
 
 VT_TEST(encoderLayoutsResolveTheSameConfig)
 {
@@ -429,8 +444,8 @@ VT_TEST(encoderLayoutsResolveTheSameConfig)
         VT_CHECK(down && down->name == "vae.encoder.down_blocks.7.conv.conv.weight");
         // Same float32 weights under two naming schemes: bit-identical outputs.
         const auto set = readCase(versionDir(v) / "encode_video.safetensors");
-        VT_CHECK(at::equal(encodeOrThrow(encoder(v, "diffusers"), tensorOf(set, "video")),
-            encodeOrThrow(encoder(v, "single"), tensorOf(set, "video"))));
+        VT_CHECK(at::equal(
+            encodeOrThrow(encoder(v, "diffusers"), tensorOf(set, "video")), encodeOrThrow(encoder(v, "single"), tensorOf(set, "video"))));
         std::printf("   v%s encoder resident %lld bytes\n", v.c_str(), static_cast<long long>(reference.residentBytes()));
         VT_CHECK(reference.residentBytes() > 0);
     }
@@ -481,9 +496,8 @@ VT_TEST(tiledAndChunkedEncodingMatchDiffusers)
             v.c_str(), plainErr, tiledErr, chunkedErr, bothErr);
         VT_CHECK(plainErr <= kTolerance && tiledErr <= kTolerance && chunkedErr <= kTolerance && bothErr <= kTolerance);
         std::printf("   %s encode vs untiled (mean / max): tiles %.4f / %.3f, chunks %.4f / %.3f, both %.4f / %.3f (|z| max %.3f)\n",
-            v.c_str(), meanAbsDiff(tiled, untiled), maxAbsDiff(tiled, untiled), meanAbsDiff(chunked, untiled),
-            maxAbsDiff(chunked, untiled), meanAbsDiff(tiledChunked, untiled), maxAbsDiff(tiledChunked, untiled),
-            untiled.abs().max().item<double>());
+            v.c_str(), meanAbsDiff(tiled, untiled), maxAbsDiff(tiled, untiled), meanAbsDiff(chunked, untiled), maxAbsDiff(chunked, untiled),
+            meanAbsDiff(tiledChunked, untiled), maxAbsDiff(tiledChunked, untiled), untiled.abs().max().item<double>());
         // The case must exercise the blending: each variant differs from untiled.
         VT_CHECK(maxAbsDiff(tiled, untiled) > 1e-3 && maxAbsDiff(chunked, untiled) > 1e-3);
 
@@ -532,8 +546,8 @@ VT_TEST(encoderCancellationAndBadInputsAreErrors)
         }
     };
     const auto clip = video.narrow(2, 0, 9).narrow(3, 0, 64).narrow(4, 0, 64);
-    expectInvalid(clip.narrow(2, 0, 8), "8 frames");                  // F not 8k + 1
-    expectInvalid(clip.narrow(3, 0, 48), "48 x 64 pixels");           // H not a multiple of 32
+    expectInvalid(clip.narrow(2, 0, 8), "8 frames");  // F not 8k + 1
+    expectInvalid(clip.narrow(3, 0, 48), "48 x 64 pixels");  // H not a multiple of 32
     expectInvalid(clip.narrow(4, 0, 40), "64 x 40 pixels");
     expectInvalid(at::cat({clip, clip.narrow(1, 0, 1)}, 1), "4 channels");
     expectInvalid(clip.squeeze(0).narrow(1, 0, 1).squeeze(1), "[B, C, F, H, W]");

@@ -45,8 +45,7 @@ at::Tensor tensor(const tensorfile::Checkpoint& cp, const std::string& name)
 bool bitEqual(const at::Tensor& a, const at::Tensor& b)
 {
     const auto x = a.contiguous(), y = b.contiguous();
-    return x.sizes() == y.sizes() && x.scalar_type() == y.scalar_type()
-        && std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+    return x.sizes() == y.sizes() && x.scalar_type() == y.scalar_type() && std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
 }
 
 QuantizedWeight must(Result<QuantizedWeight> r)
@@ -63,7 +62,7 @@ at::Tensor must(Result<at::Tensor> r)
     return std::move(*r);
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(ggufTypesMatchGgufPyBitExactly)
 {
@@ -79,8 +78,9 @@ VT_TEST(ggufTypesMatchGgufPyBitExactly)
         const auto w = must(QuantizedWeight::gguf(tensor(cp, type + ".blocks"), std::stoll(value), shape));
         const auto expected = tensor(cp, type + ".expected");
         const auto got = must(w.dequantize(at::kFloat));
-        VT_CHECK_MSG(bitEqual(got, expected), type << ": differs from gguf.quants.dequantize, max abs diff "
-                << (got - expected).abs().nan_to_num(0, 0, 0).max().item<float>());
+        VT_CHECK_MSG(bitEqual(got, expected),
+            type << ": differs from gguf.quants.dequantize, max abs diff "
+                 << (got - expected).abs().nan_to_num(0, 0, 0).max().item<float>());
         // Narrower outputs are the float32 result cast once.
         VT_CHECK_MSG(bitEqual(must(w.dequantize(at::kBFloat16)), expected.to(at::kBFloat16)), type << " as bf16");
         VT_CHECK_MSG(bitEqual(must(w.dequantize(at::kHalf)), expected.to(at::kHalf)), type << " as f16");
@@ -100,8 +100,8 @@ VT_TEST(ggufElementDecoderEqualsTheBlockDecoder)
     };
     namespace g = kernels::gguf;
     int typesChecked = 0;
-    for (int type : {g::kF32, g::kF16, g::kBF16, g::kQ4_0, g::kQ4_1, g::kQ5_0, g::kQ5_1, g::kQ8_0, g::kQ2_K, g::kQ3_K, g::kQ4_K,
-             g::kQ5_K, g::kQ6_K}) {
+    for (int type :
+        {g::kF32, g::kF16, g::kBF16, g::kQ4_0, g::kQ4_1, g::kQ5_0, g::kQ5_1, g::kQ8_0, g::kQ2_K, g::kQ3_K, g::kQ4_K, g::kQ5_K, g::kQ6_K}) {
         const auto traits = g::blockTraits(type);
         VT_CHECK(traits.elements > 0);
         std::vector<std::uint8_t> block(static_cast<std::size_t>(traits.bytes));
@@ -295,8 +295,7 @@ VT_TEST(seedQuantizeOnLoadReportsEverythingAndNeverHalfApplies)
     VT_CHECK(allowed.ok() && allowed->failed.size() == 1 && allowed->quantized.size() == 1);
 
     // A different recipe on quantized weights: an error before anything is modified.
-    std::vector<std::pair<std::string, QuantizedWeight>> mixed{
-        {"a.weight", QuantizedWeight::dense(at::randn({64, 128}))},
+    std::vector<std::pair<std::string, QuantizedWeight>> mixed{{"a.weight", QuantizedWeight::dense(at::randn({64, 128}))},
         {"b.weight", must(QuantizedWeight::fp8(at::randn({64, 128}).to(at::kFloat8_e4m3fn), at::ones({})))}};
     auto refused = quantizeWeights(mixed, {});
     VT_CHECK(!refused.ok() && refused.error().message.find("Nothing was changed") != std::string::npos);

@@ -24,8 +24,14 @@ using nlohmann::json;
 
 namespace {
 
-fs::path tokenizerDir() { return test::fixturesDir() / "tokenizer"; }
-fs::path textDir() { return test::fixturesDir() / "text"; }
+fs::path tokenizerDir()
+{
+    return test::fixturesDir() / "tokenizer";
+}
+fs::path textDir()
+{
+    return test::fixturesDir() / "text";
+}
 
 constexpr double kTolerance = 1e-4;
 // diffusers' QWEN3_VL_ACTIVATION_LAYERS.
@@ -99,11 +105,11 @@ std::string firstDifference(const std::vector<std::int64_t>& got, const std::vec
     std::size_t at = 0;
     while (at < got.size() && at < want.size() && got[at] == want[at])
         ++at;
-    return "first difference at " + std::to_string(at) + " of " + std::to_string(want.size()) + " (got "
-        + std::to_string(got.size()) + " ids)";
+    return "first difference at " + std::to_string(at) + " of " + std::to_string(want.size()) + " (got " + std::to_string(got.size())
+        + " ids)";
 }
 
-} // namespace
+}  // namespace
 
 // ================================================================ tokenizer
 
@@ -116,8 +122,8 @@ VT_TEST(tokenIdsMatchTransformersOnThePromptSet)
         const auto want = c["ids"].get<std::vector<std::int64_t>>();
         auto got = tok.tokenize(prompt);
         VT_CHECK_MSG(got.ok(), c["prompt"].dump() << ": " << (got.ok() ? "" : got.error().message));
-        VT_CHECK_MSG(*got == want, c["prompt"].dump().substr(0, 120) << ": " << firstDifference(*got, want) << ", tokens "
-                << c["tokens"].dump().substr(0, 300));
+        VT_CHECK_MSG(*got == want,
+            c["prompt"].dump().substr(0, 120) << ": " << firstDifference(*got, want) << ", tokens " << c["tokens"].dump().substr(0, 300));
         // The pipeline's chat-templated call (add_special_tokens=False).
         const auto chat = "<|im_start|>user\n" + prompt + "<|im_end|>\n<|im_start|>assistant\n";
         auto chatIds = tok.tokenize(chat);
@@ -177,9 +183,9 @@ VT_TEST(unicodeHelpers)
     // NFC: composition, canonical reordering, Hangul, singletons and exclusions.
     VT_COMPARE(nfc("e\xCC\x81"), std::string("\xC3\xA9"));
     VT_COMPARE(nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8"), std::string("\xEA\xB0\x81"));  // jamo -> 각
-    VT_COMPARE(nfc("\xE2\x84\xAB"), std::string("\xC3\x85"));                            // angstrom -> Å
-    VT_COMPARE(nfc("q\xCC\x87\xCC\xA3"), std::string("q\xCC\xA3\xCC\x87"));              // reordered by class
-    VT_COMPARE(nfc("\xE0\xA5\x98"), std::string("\xE0\xA4\x95\xE0\xA4\xBC"));            // excluded: stays decomposed
+    VT_COMPARE(nfc("\xE2\x84\xAB"), std::string("\xC3\x85"));  // angstrom -> Å
+    VT_COMPARE(nfc("q\xCC\x87\xCC\xA3"), std::string("q\xCC\xA3\xCC\x87"));  // reordered by class
+    VT_COMPARE(nfc("\xE0\xA5\x98"), std::string("\xE0\xA4\x95\xE0\xA4\xBC"));  // excluded: stays decomposed
     VT_COMPARE(nfc("plain ascii"), std::string("plain ascii"));
     // The Qwen2 split on a few shapes the regex alternatives decide.
     auto pieces = [](const std::string& s) {
@@ -240,7 +246,9 @@ VT_TEST(everyTensorIsAccountedForAndInputsAreChecked)
 {
     const auto dir = fs::temp_directory_path() / ("vireo_qwen3vl_strict_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    { std::ofstream(dir / "config.json") << test::readText(textDir() / "model" / "config.json"); }
+    {
+        std::ofstream(dir / "config.json") << test::readText(textDir() / "model" / "config.json");
+    }
     auto full = tensorfile::readTensorSet(textDir() / "model" / "model.safetensors");
     VT_CHECK(full.ok());
     auto tryLoad = [&](const std::map<std::string, at::Tensor>& tensors) {
@@ -250,7 +258,8 @@ VT_TEST(everyTensorIsAccountedForAndInputsAreChecked)
     auto missing = full->tensors;
     missing.erase("language_model.layers.7.mlp.up_proj.weight");
     auto r = tryLoad(missing);
-    VT_CHECK_MSG(!r.ok() && mentions(r.error().message, {"layers.7.mlp.up_proj.weight", "missing"}), (r.ok() ? "loaded" : r.error().message));
+    VT_CHECK_MSG(
+        !r.ok() && mentions(r.error().message, {"layers.7.mlp.up_proj.weight", "missing"}), (r.ok() ? "loaded" : r.error().message));
     auto extra = full->tensors;
     extra.emplace("language_model.layers.36.mlp.up_proj.weight", at::zeros({4, 4}));
     r = tryLoad(extra);
@@ -283,11 +292,11 @@ VT_TEST(configParsing)
 {
     // Qwen3-VL-8B-Instruct's text_config as transformers 5 writes it, then in the 4.x form.
     json real = {{"model_type", "qwen3_vl"},
-        {"text_config", {{"model_type", "qwen3_vl_text"}, {"hidden_size", 4096}, {"intermediate_size", 12288}, {"num_hidden_layers", 36},
-                            {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"head_dim", 128}, {"vocab_size", 151936},
-                            {"rms_norm_eps", 1e-6},
-                            {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 5000000}, {"mrope_section", {24, 20, 20}},
-                                                    {"mrope_interleaved", true}}}}}};
+        {"text_config",
+            {{"model_type", "qwen3_vl_text"}, {"hidden_size", 4096}, {"intermediate_size", 12288}, {"num_hidden_layers", 36},
+                {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"head_dim", 128}, {"vocab_size", 151936}, {"rms_norm_eps", 1e-6},
+                {"rope_parameters",
+                    {{"rope_type", "default"}, {"rope_theta", 5000000}, {"mrope_section", {24, 20, 20}}, {"mrope_interleaved", true}}}}}};
     auto c = qwen3vl::parseTextConfig(real.dump(), "8b/config.json");
     VT_CHECK_MSG(c.ok(), (c.ok() ? "" : c.error().message));
     const auto ref = qwen3vl::TextConfig::qwen3vl_8b();

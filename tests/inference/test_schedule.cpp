@@ -35,7 +35,7 @@ void compare(const sched::FlowSchedule& ours, const nlohmann::json& ref, const s
             what << " timestep " << i);
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(devScheduleMatchesDiffusers)
 {

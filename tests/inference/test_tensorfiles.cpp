@@ -133,7 +133,7 @@ json manifest()
     return json::parse(test::readText(test::fixturesDir() / "manifest.json"));
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(everyFixtureReadsBitExactly)
 {

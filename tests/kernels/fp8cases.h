@@ -12,9 +12,9 @@ namespace vireo::test {
 
 struct Fp8Case {
     std::string name;
-    at::Tensor weight; // fp8, CPU
+    at::Tensor weight;  // fp8, CPU
     at::Tensor scale;  // float32, CPU
-    at::Tensor expected; // float32: the definition w = float(q) * scale, computed with torch ops
+    at::Tensor expected;  // float32: the definition w = float(q) * scale, computed with torch ops
     std::vector<std::int64_t> blockSize;
 };
 
@@ -53,4 +53,4 @@ inline std::vector<Fp8Case> fp8Cases()
     return cases;
 }
 
-} // namespace vireo::test
+}  // namespace vireo::test

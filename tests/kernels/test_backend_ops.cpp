@@ -24,8 +24,8 @@ using namespace vireo;
 namespace {
 
 enum class Compare {
-    Exact,     // the same bits (NaN equal to NaN)
-    Close,     // max relative error within the dtype's rounding (see tolerance())
+    Exact,  // the same bits (NaN equal to NaN)
+    Close,  // max relative error within the dtype's rounding (see tolerance())
     Fp8Steps,  // FP8 codes at most one step apart, in at most 1 in 200 places
 };
 
@@ -97,7 +97,8 @@ std::vector<at::Tensor> outputs(const std::vector<c10::IValue>& stack)
 std::vector<at::Tensor> call(const std::string& op, std::vector<c10::IValue> stack)
 {
     const auto dot = op.find('.');
-    const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(op.substr(0, dot).c_str(), dot == std::string::npos ? "" : op.substr(dot + 1).c_str());
+    const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(
+        op.substr(0, dot).c_str(), dot == std::string::npos ? "" : op.substr(dot + 1).c_str());
     handle.callBoxed(stack);
     return outputs(stack);
 }
@@ -208,20 +209,28 @@ std::vector<Case> cases()
                 Compare::Exact, Compare::Fp8Steps});
         }
         out.push_back({"vireo::gate_heads", name,
-            [=] { return std::vector<c10::IValue>{at::randn({2, 5, 4 * 16}).to(dtype), at::randn({2, 5, 4}).to(dtype)}; },
+            [=] {
+                return std::vector<c10::IValue>{at::randn({2, 5, 4 * 16}).to(dtype), at::randn({2, 5, 4}).to(dtype)};
+            },
             [](const std::vector<c10::IValue>& in) { return std::vector<at::Tensor>{gateHeads(in[0].toTensor(), in[1].toTensor())}; }});
         out.push_back({"vireo::gate_heads_fp8", name,
-            [=] { return std::vector<c10::IValue>{at::randn({2, 5, 4 * 16}).to(dtype), at::randn({2, 5, 4}).to(dtype), at::full({}, 0.01f)}; },
+            [=] {
+                return std::vector<c10::IValue>{at::randn({2, 5, 4 * 16}).to(dtype), at::randn({2, 5, 4}).to(dtype), at::full({}, 0.01f)};
+            },
             [](const std::vector<c10::IValue>& in) {
                 return std::vector<at::Tensor>{quantize(call("vireo::gate_heads", {in[0], in[1]}).at(0), in[2].toTensor())};
             },
             Compare::Exact, Compare::Fp8Steps});
         out.push_back({"vireo::quantize_fp8", name,
-            [=] { return std::vector<c10::IValue>{(at::randn({1001}) * 300).to(dtype), at::full({}, 0.37f)}; },
+            [=] {
+                return std::vector<c10::IValue>{(at::randn({1001}) * 300).to(dtype), at::full({}, 0.37f)};
+            },
             [](const std::vector<c10::IValue>& in) { return std::vector<at::Tensor>{quantize(in[0].toTensor(), in[1].toTensor())}; },
             Compare::Exact, Compare::Exact});
         out.push_back({"vireo::gelu_quantize_fp8", name,
-            [=] { return std::vector<c10::IValue>{(at::randn({1001}) * 3).to(dtype), at::full({}, 0.02f)}; },
+            [=] {
+                return std::vector<c10::IValue>{(at::randn({1001}) * 3).to(dtype), at::full({}, 0.02f)};
+            },
             [](const std::vector<c10::IValue>& in) {
                 return std::vector<at::Tensor>{quantize(at::gelu(in[0].toTensor(), "tanh"), in[1].toTensor())};
             },
@@ -230,8 +239,8 @@ std::vector<Case> cases()
             [=] {
                 // 2 heads of 2 x 8: split-layout halves per head.
                 const auto angles = at::randn({1, 5, 2, 1, 8});
-                return std::vector<c10::IValue>{at::randn({2, 5, 32}).to(dtype), (1 + 0.1 * at::randn({32})).to(dtype), at::cos(angles),
-                    at::sin(angles), 1e-6};
+                return std::vector<c10::IValue>{
+                    at::randn({2, 5, 32}).to(dtype), (1 + 0.1 * at::randn({32})).to(dtype), at::cos(angles), at::sin(angles), 1e-6};
             },
             [](const std::vector<c10::IValue>& in) {
                 const auto& x = in[0].toTensor();
@@ -246,39 +255,47 @@ std::vector<Case> cases()
             }});
         // Dequantization: every backend must give the same bits.
         out.push_back({"vireo::dequantize_fp8", name + " per tensor",
-            [=] { return std::vector<c10::IValue>{(at::randn({48, 40}) * 50).to(at::kFloat8_e4m3fn), at::full({1}, 0.03f), dtype, std::vector<std::int64_t>{}}; },
+            [=] {
+                return std::vector<c10::IValue>{
+                    (at::randn({48, 40}) * 50).to(at::kFloat8_e4m3fn), at::full({1}, 0.03f), dtype, std::vector<std::int64_t>{}};
+            },
             [](const std::vector<c10::IValue>& in) {
                 return std::vector<at::Tensor>{(f32(in[0].toTensor()) * in[1].toTensor()).to(in[2].toScalarType())};
             },
             Compare::Exact, Compare::Exact});
         out.push_back({"vireo::dequantize_fp8", name + " blocks 16x16",
             [=] {
-                return std::vector<c10::IValue>{(at::randn({48, 40}) * 50).to(at::kFloat8_e4m3fn), at::rand({3, 3}) + 0.01, dtype,
-                    std::vector<std::int64_t>{16, 16}};
+                return std::vector<c10::IValue>{
+                    (at::randn({48, 40}) * 50).to(at::kFloat8_e4m3fn), at::rand({3, 3}) + 0.01, dtype, std::vector<std::int64_t>{16, 16}};
             },
             [](const std::vector<c10::IValue>& in) {
                 const auto& w = in[0].toTensor();
-                const auto s = in[1].toTensor().repeat_interleave(16, 0).repeat_interleave(16, 1).narrow(0, 0, w.size(0)).narrow(1, 0, w.size(1));
+                const auto s =
+                    in[1].toTensor().repeat_interleave(16, 0).repeat_interleave(16, 1).narrow(0, 0, w.size(0)).narrow(1, 0, w.size(1));
                 return std::vector<at::Tensor>{(f32(w) * s).to(in[2].toScalarType())};
             },
             Compare::Exact, Compare::Exact});
         out.push_back({"vireo::dequantize_fp8.out", name,
             [=] {
-                return std::vector<c10::IValue>{(at::randn({48, 40}) * 50).to(at::kFloat8_e4m3fn), at::full({1}, 0.03f), std::vector<std::int64_t>{},
-                    at::empty({48, 40}, dtype)};
+                return std::vector<c10::IValue>{(at::randn({48, 40}) * 50).to(at::kFloat8_e4m3fn), at::full({1}, 0.03f),
+                    std::vector<std::int64_t>{}, at::empty({48, 40}, dtype)};
             },
             [](const std::vector<c10::IValue>& in) {
                 return std::vector<at::Tensor>{(f32(in[0].toTensor()) * in[1].toTensor()).to(in[3].toTensor().scalar_type())};
             },
             Compare::Exact, Compare::Exact});
         out.push_back({"vireo::dequantize_gguf", name + " Q8_0",
-            [=] { return std::vector<c10::IValue>{q8Blocks(6), std::int64_t(kernels::gguf::kQ8_0), std::vector<std::int64_t>{3, 64}, dtype}; },
+            [=] {
+                return std::vector<c10::IValue>{q8Blocks(6), std::int64_t(kernels::gguf::kQ8_0), std::vector<std::int64_t>{3, 64}, dtype};
+            },
             [](const std::vector<c10::IValue>& in) {
                 return std::vector<at::Tensor>{q8Reference(in[0].toTensor(), in[2].toIntVector(), in[3].toScalarType())};
             },
             Compare::Exact, Compare::Exact});
         out.push_back({"vireo::dequantize_gguf.out", name + " Q8_0",
-            [=] { return std::vector<c10::IValue>{q8Blocks(6), std::int64_t(kernels::gguf::kQ8_0), at::empty({3, 64}, dtype)}; },
+            [=] {
+                return std::vector<c10::IValue>{q8Blocks(6), std::int64_t(kernels::gguf::kQ8_0), at::empty({3, 64}, dtype)};
+            },
             [](const std::vector<c10::IValue>& in) {
                 const auto& o = in[2].toTensor();
                 return std::vector<at::Tensor>{q8Reference(in[0].toTensor(), o.sizes(), o.scalar_type())};
@@ -295,8 +312,8 @@ std::vector<Case> cases()
         };
         out.push_back({"vireo::dequantize_nf4", name, [=] { return nf4(false); },
             [](const std::vector<c10::IValue>& in) {
-                return std::vector<at::Tensor>{nf4Reference(in[0].toTensor(), in[1].toTensor(), in[2].toTensor(), in[3].toInt(),
-                    in[4].toIntVector(), in[5].toScalarType())};
+                return std::vector<at::Tensor>{nf4Reference(
+                    in[0].toTensor(), in[1].toTensor(), in[2].toTensor(), in[3].toInt(), in[4].toIntVector(), in[5].toScalarType())};
             },
             Compare::Exact, Compare::Exact});
         out.push_back({"vireo::dequantize_nf4.out", name, [=] { return nf4(true); },
@@ -315,7 +332,7 @@ std::string opName(const c10::OperatorName& n)
     return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
 
-} // namespace
+}  // namespace
 
 // The table covers every op the dispatcher knows under vireo::, overloads included.
 VT_TEST(everyOpHasACase)
@@ -374,7 +391,8 @@ VT_TEST(everyCaseMatchesTheCpuOnEveryDevice)
         const auto in = c.inputs();
         const auto cpu = call(c.op, in);
         const auto gpu = call(c.op, onDevice(in, at::Device(at::kCUDA)));
-        VT_CHECK_MSG(gpu.size() == cpu.size(), c.op << " " << c.what << ": " << gpu.size() << " outputs on CUDA, " << cpu.size() << " on the CPU");
+        VT_CHECK_MSG(
+            gpu.size() == cpu.size(), c.op << " " << c.what << ": " << gpu.size() << " outputs on CUDA, " << cpu.size() << " on the CPU");
         for (std::size_t i = 0; i < std::min(gpu.size(), cpu.size()); ++i) {
             VT_CHECK_MSG(gpu[i].is_cuda(), c.op << " " << c.what << " output " << i << " is not on the device");
             const auto problem = compare(c.gpu, gpu[i], cpu[i]);

@@ -17,8 +17,8 @@ namespace {
 
 namespace g = kernels::gguf;
 
-const std::vector<int> kTypes{g::kQ4_0, g::kQ4_1, g::kQ5_0, g::kQ5_1, g::kQ8_0, g::kQ2_K, g::kQ3_K, g::kQ4_K, g::kQ5_K, g::kQ6_K,
-    g::kF16, g::kBF16, g::kF32};
+const std::vector<int> kTypes{
+    g::kQ4_0, g::kQ4_1, g::kQ5_0, g::kQ5_1, g::kQ8_0, g::kQ2_K, g::kQ3_K, g::kQ4_K, g::kQ5_K, g::kQ6_K, g::kF16, g::kBF16, g::kF32};
 
 // Random blocks; with finiteScales every fp16 scale is replaced by a finite value so the
 // comparison is about real numbers, not NaN payloads (a GPU writes one canonical NaN where
@@ -30,8 +30,13 @@ at::Tensor randomBlocks(int type, std::int64_t nBlocks, bool finiteScales)
     if (finiteScales) {
         std::vector<int> scaleOffsets;
         switch (type) {
-        case g::kQ4_0: case g::kQ5_0: case g::kQ8_0: scaleOffsets = {0}; break;
-        case g::kQ4_1: case g::kQ5_1: case g::kQ4_K: case g::kQ5_K: scaleOffsets = {0, 2}; break;
+        case g::kQ4_0:
+        case g::kQ5_0:
+        case g::kQ8_0: scaleOffsets = {0}; break;
+        case g::kQ4_1:
+        case g::kQ5_1:
+        case g::kQ4_K:
+        case g::kQ5_K: scaleOffsets = {0, 2}; break;
         case g::kQ2_K: scaleOffsets = {80, 82}; break;
         case g::kQ3_K: scaleOffsets = {108}; break;
         case g::kQ6_K: scaleOffsets = {208}; break;
@@ -57,7 +62,7 @@ std::int64_t mismatches(const at::Tensor& cpu, const at::Tensor& gpu)
     return (~(bothNan | sameBits)).sum().item<std::int64_t>();
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(everyGgufTypeMatchesTheCpuBitForBit)
 {
@@ -76,8 +81,8 @@ VT_TEST(everyGgufTypeMatchesTheCpuBitForBit)
                 const auto cpu = kernels::dequantizeGguf(blocks, type, shape, dtype);
                 const auto gpu = kernels::dequantizeGguf(blocks.cuda(), type, shape, dtype);
                 if (const auto bad = mismatches(cpu, gpu); bad != 0)
-                    failures << " type " << type << " " << dtype << (finite ? " finite" : " random") << ": " << bad << " of "
-                             << cpu.numel() << ";";
+                    failures << " type " << type << " " << dtype << (finite ? " finite" : " random") << ": " << bad << " of " << cpu.numel()
+                             << ";";
                 // Into an output that starts 2 bytes off a 16-byte boundary: the scalar store path.
                 auto backing = at::empty({cpu.numel() + 1}, at::TensorOptions().dtype(dtype).device(at::kCUDA));
                 auto shifted = backing.narrow(0, 1, cpu.numel()).view(shape);

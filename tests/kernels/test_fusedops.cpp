@@ -29,7 +29,7 @@ std::string errorOf(const std::function<void()>& call)
     return "(no error)";
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(gatedResidualRmsNormModulateIsTheComposition)
 {
@@ -137,9 +137,18 @@ VT_TEST(gateHeadsIsTheComposition)
     const struct {
         std::string got, want;
     } cases[] = {
-        {errorOf([&] { (void)kernels::gateHeads(x, at::randn({2, 3, 5})); }), "logits must be [2, 3, H] with H dividing 12, got [2, 3, 5]"},
-        {errorOf([&] { (void)kernels::gateHeads(x.view({6, 12}), at::randn({2, 3, 4})); }), "x must be [B, T, C], got [6, 12]"},
-        {errorOf([&] { (void)kernels::gateHeads(x, at::randn({2, 3, 4}).to(at::kHalf)); }), "logits are Half but x is Float"},
+        {errorOf([&] {
+             (void)kernels::gateHeads(x, at::randn({2, 3, 5}));
+         }),
+            "logits must be [2, 3, H] with H dividing 12, got [2, 3, 5]"},
+        {errorOf([&] {
+             (void)kernels::gateHeads(x.view({6, 12}), at::randn({2, 3, 4}));
+         }),
+            "x must be [B, T, C], got [6, 12]"},
+        {errorOf([&] {
+             (void)kernels::gateHeads(x, at::randn({2, 3, 4}).to(at::kHalf));
+         }),
+            "logits are Half but x is Float"},
     };
     for (const auto& c : cases)
         VT_CHECK_MSG(c.got.find("gate_heads: " + c.want) != std::string::npos, "expected \"" << c.want << "\", got: " << c.got);

@@ -29,7 +29,7 @@ double tolerance(c10::ScalarType dtype)
     return dtype == at::kFloat ? 1e-5 : dtype == at::kBFloat16 ? 1.6e-2 : 2e-3;
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(quantizeFp8IsBitExact)
 {
@@ -47,8 +47,9 @@ VT_TEST(quantizeFp8IsBitExact)
             const auto cpu = kernels::quantizeFp8(x, scale);
             const auto gpu = kernels::quantizeFp8(x.cuda(), scale.cuda()).cpu();
             VT_COMPARE(gpu.scalar_type(), at::kFloat8_e4m3fn);
-            VT_CHECK_MSG(at::equal(cpu.view(at::kByte), gpu.view(at::kByte)), dtype << " scale " << s << ": "
-                << (cpu.view(at::kByte) != gpu.view(at::kByte)).sum().item<std::int64_t>() << " bytes differ");
+            VT_CHECK_MSG(at::equal(cpu.view(at::kByte), gpu.view(at::kByte)),
+                dtype << " scale " << s << ": " << (cpu.view(at::kByte) != gpu.view(at::kByte)).sum().item<std::int64_t>()
+                      << " bytes differ");
         }
     }
 }
@@ -126,8 +127,8 @@ VT_TEST(gatedResidualRmsNormModulateMatchesTheComposition)
                     const auto [cpuSum, cpuOut] = kernels::gatedResidualRmsNormModulate(x, delta, mod[2], mod[1], mod[0], 1e-6);
                     // The same views, taken on the device copies.
                     const auto deltaGpu = strided ? wide.cuda().narrow(-1, 1, c) : delta.cuda();
-                    const auto [gpuSum, gpuOut] = kernels::gatedResidualRmsNormModulate(x.cuda(), deltaGpu, modGpu[2], modGpu[1],
-                        modGpu[0], 1e-6);
+                    const auto [gpuSum, gpuOut] =
+                        kernels::gatedResidualRmsNormModulate(x.cuda(), deltaGpu, modGpu[2], modGpu[1], modGpu[0], 1e-6);
                     VT_CHECK(gpuSum.is_cuda() && gpuOut.is_cuda() && gpuSum.is_contiguous() && gpuOut.is_contiguous());
                     const auto sumDiffer = (gpuSum.cpu() != cpuSum).sum().item<std::int64_t>();
                     const auto sumErr = maxRel(gpuSum, cpuSum), outErr = maxRel(gpuOut, cpuOut);
@@ -223,8 +224,10 @@ VT_TEST(gateHeadsMatchesTheComposition)
                 const auto differ = (got != ref).sum().item<std::int64_t>();
                 const double err = maxRel(got, ref), cpuErr = maxRel(got, kernels::gateHeads(x.cpu(), logits.cpu()));
                 const auto qs = at::full({}, ref.abs().max().item<double>() / 448.0, at::TensorOptions(at::kFloat).device(at::kCUDA));
-                const auto qDiffer = (kernels::gateHeadsFp8(x, logits, qs).cpu().view(at::kByte)
-                    != kernels::quantizeFp8(got, qs).cpu().view(at::kByte)).sum().item<std::int64_t>();
+                const auto qDiffer =
+                    (kernels::gateHeadsFp8(x, logits, qs).cpu().view(at::kByte) != kernels::quantizeFp8(got, qs).cpu().view(at::kByte))
+                        .sum()
+                        .item<std::int64_t>();
                 std::printf("   gate_heads %s %lldx%lld %s: %lld differ from the CUDA composition (max rel %.3g), CPU max rel %.3g; "
                             "fp8 %lld bytes differ\n",
                     c10::toString(dtype), static_cast<long long>(heads), static_cast<long long>(dim), layout,
@@ -307,7 +310,7 @@ VT_TEST(fp8AttentionIsCloseToFullPrecision)
     at::manual_seed(21);
     struct Case {
         std::int64_t b, heads, tq, tk, d;
-        bool views;      // q, k, v as views into one fused projection, rows strided
+        bool views;  // q, k, v as views into one fused projection, rows strided
         bool mayRefuse;  // a length cuDNN may have no FP8 engine for (the caller then runs bf16)
     };
     for (const auto& c : {Case{1, 32, 6144, 6144, 128, true, false}, Case{2, 4, 256, 256, 64, false, false},

@@ -124,7 +124,7 @@ void expectRefused(const fs::path& path, const std::string& words, std::int64_t 
     VT_CHECK_MSG(m.find(path.string()) != std::string::npos && m.find(words) != std::string::npos, m);
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(pngDecodesExactly)
 {
@@ -153,8 +153,8 @@ VT_TEST(jpegBmpAndWebpDecode)
         const char* file;
         double minPsnr;
     };
-    for (const auto& c : {Case{"mjpeg", "yuvj444p", "photo.jpg", 30}, Case{"bmp", "bgr24", "plain.bmp", 99},
-             Case{"libwebp", "yuv420p", "web.webp", 26}}) {
+    for (const auto& c :
+        {Case{"mjpeg", "yuvj444p", "photo.jpg", 30}, Case{"bmp", "bgr24", "plain.bmp", 99}, Case{"libwebp", "yuv420p", "web.webp", 26}}) {
         const auto bytes = encodeStill(c.encoder, c.format, im);
         if (bytes.empty() && std::string(c.encoder) == "libwebp") {
             std::printf("    (the system ffmpeg has no WebP encoder: WebP decoding not checked)\n");
@@ -184,7 +184,8 @@ media::RgbImage quadrants()
     media::RgbImage im{64, 32, std::vector<std::uint8_t>(64 * 32 * 3)};
     for (int y = 0; y < im.height; ++y)
         for (int x = 0; x < im.width; ++x)
-            std::memcpy(&im.rgb[(static_cast<std::size_t>(y) * im.width + x) * 3], kQuadrantColours[(y >= 16 ? 2 : 0) + (x >= 32 ? 1 : 0)], 3);
+            std::memcpy(
+                &im.rgb[(static_cast<std::size_t>(y) * im.width + x) * 3], kQuadrantColours[(y >= 16 ? 2 : 0) + (x >= 32 ? 1 : 0)], 3);
     return im;
 }
 
@@ -215,10 +216,10 @@ std::string corners(const media::RgbImage& r)
 std::vector<std::uint8_t> exifTiff(int orientation, int count = 1)
 {
     const auto lo = static_cast<std::uint8_t>(orientation & 0xFF), hi = static_cast<std::uint8_t>(orientation >> 8);
-    return {'I', 'I', 0x2A, 0x00, 0x08, 0x00, 0x00, 0x00,               // header, IFD at 8
-            0x01, 0x00,                                                 // one entry
-            0x12, 0x01, 0x03, 0x00, static_cast<std::uint8_t>(count), 0x00, 0x00, 0x00, lo, hi, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x00};                                    // no next IFD
+    return {'I', 'I', 0x2A, 0x00, 0x08, 0x00, 0x00, 0x00,  // header, IFD at 8
+        0x01, 0x00,  // one entry
+        0x12, 0x01, 0x03, 0x00, static_cast<std::uint8_t>(count), 0x00, 0x00, 0x00, lo, hi, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00};  // no next IFD
 }
 
 // The JPEG with an APP1 Exif segment right after its SOI marker.
@@ -299,24 +300,24 @@ std::vector<std::uint8_t> tiffWithOrientation(const media::RgbImage& im, int ori
             putLe(out, 0, 2);
     };
     const auto w = static_cast<std::uint32_t>(im.width), h = static_cast<std::uint32_t>(im.height);
-    entry(256, 4, w);                  // ImageWidth
-    entry(257, 4, h);                  // ImageLength
-    entry(258, 3, kBits);              // BitsPerSample 8, 8, 8 (stored after the IFD)
-    entry(259, 3, 1);                  // no compression
-    entry(262, 3, 2);                  // RGB
-    entry(273, 4, kData);              // StripOffsets
+    entry(256, 4, w);  // ImageWidth
+    entry(257, 4, h);  // ImageLength
+    entry(258, 3, kBits);  // BitsPerSample 8, 8, 8 (stored after the IFD)
+    entry(259, 3, 1);  // no compression
+    entry(262, 3, 2);  // RGB
+    entry(273, 4, kData);  // StripOffsets
     entry(274, 3, static_cast<std::uint32_t>(orientation));
-    entry(277, 3, 3);                  // SamplesPerPixel
-    entry(278, 4, h);                  // RowsPerStrip
-    entry(279, 4, w * h * 3);          // StripByteCounts
-    putLe(out, 0, 4);                  // no next IFD
+    entry(277, 3, 3);  // SamplesPerPixel
+    entry(278, 4, h);  // RowsPerStrip
+    entry(279, 4, w * h * 3);  // StripByteCounts
+    putLe(out, 0, 4);  // no next IFD
     for (int i = 0; i < 3; ++i)
         putLe(out, 8, 2);
     out.insert(out.end(), im.rgb.begin(), im.rgb.end());
     return out;
 }
 
-} // namespace
+}  // namespace
 
 // A phone stores a portrait photo sideways and says so in an EXIF orientation tag: the picture
 // comes out as it is meant to be seen, each corner where the EXIF specification puts it (which
@@ -341,7 +342,8 @@ VT_TEST(exifOrientationTurnsThePictureUpright)
         std::vector<std::pair<std::string, std::vector<std::uint8_t>>> files{
             {"exif" + std::to_string(orientation) + ".jpg", jpegWithExif(jpeg, exifTiff(orientation))}};
         if (!webp.empty())
-            files.emplace_back("exif" + std::to_string(orientation) + ".webp", webpWithExif(webp, im.width, im.height, exifTiff(orientation)));
+            files.emplace_back(
+                "exif" + std::to_string(orientation) + ".webp", webpWithExif(webp, im.width, im.height, exifTiff(orientation)));
         files.emplace_back("exif" + std::to_string(orientation) + ".png", pngWithExif(png, exifTiff(orientation)));
         files.emplace_back("orientation" + std::to_string(orientation) + ".tif", tiffWithOrientation(im, orientation));
         for (const auto& [name, bytes] : files) {
@@ -351,7 +353,8 @@ VT_TEST(exifOrientationTurnsThePictureUpright)
             if (!r.ok())
                 continue;
             const bool turned = orientation >= 5;
-            std::printf("    %s: %dx%d, corners %s (expected %s)\n", name.c_str(), r->width, r->height, corners(*r).c_str(), seen[orientation]);
+            std::printf(
+                "    %s: %dx%d, corners %s (expected %s)\n", name.c_str(), r->width, r->height, corners(*r).c_str(), seen[orientation]);
             VT_COMPARE(r->width, turned ? 32 : 64);
             VT_COMPARE(r->height, turned ? 64 : 32);
             VT_COMPARE(corners(*r), std::string(seen[orientation]));
@@ -390,9 +393,11 @@ VT_TEST(damagedAndForeignFilesAreRefusedWithTheirName)
     for (auto& b : noise)
         b = static_cast<std::uint8_t>(random());
     expectRefused(writeFile("noise.png", noise), "not an image FFmpeg can decode");
-    expectRefused(writeFile("half.png", {png.begin(), png.begin() + static_cast<std::ptrdiff_t>(png.size() / 2)}), "not an image FFmpeg can decode");
+    expectRefused(
+        writeFile("half.png", {png.begin(), png.begin() + static_cast<std::ptrdiff_t>(png.size() / 2)}), "not an image FFmpeg can decode");
     expectRefused(writeFile("header-only.png", {png.begin(), png.begin() + 40}), "not an image FFmpeg can decode");
-    expectRefused(writeFile("half.jpg", {jpg.begin(), jpg.begin() + static_cast<std::ptrdiff_t>(jpg.size() / 2)}), "not an image FFmpeg can decode");
+    expectRefused(
+        writeFile("half.jpg", {jpg.begin(), jpg.begin() + static_cast<std::ptrdiff_t>(jpg.size() / 2)}), "not an image FFmpeg can decode");
     // A TIFF is read without the decoder's strictness about tags it does not know, and a strip
     // cut short is refused all the same.
     const auto tiff = tiffWithOrientation(im, 1);
@@ -445,8 +450,9 @@ VT_TEST(fitToSizeCoversAndCropsTheCentre)
     media::RgbImage bands{300, 100, {}};
     for (int y = 0; y < 100; ++y)
         for (int x = 0; x < 300; ++x)
-            bands.rgb.insert(bands.rgb.end(), {static_cast<std::uint8_t>(x < 100 ? 255 : 0), static_cast<std::uint8_t>(x >= 100 && x < 200 ? 255 : 0),
-                                                  static_cast<std::uint8_t>(x >= 200 ? 255 : 0)});
+            bands.rgb.insert(bands.rgb.end(),
+                {static_cast<std::uint8_t>(x < 100 ? 255 : 0), static_cast<std::uint8_t>(x >= 100 && x < 200 ? 255 : 0),
+                    static_cast<std::uint8_t>(x >= 200 ? 255 : 0)});
     for (const int side : {50, 100, 160}) {  // shrinking, the crop's own size, enlarging
         const auto out = media::fitToSize(bands, side, side);
         VT_COMPARE(out.width, side);
@@ -465,8 +471,9 @@ VT_TEST(fitToSizeCoversAndCropsTheCentre)
     media::RgbImage rows{90, 270, {}};
     for (int y = 0; y < 270; ++y)
         for (int x = 0; x < 90; ++x)
-            rows.rgb.insert(rows.rgb.end(), {static_cast<std::uint8_t>(y < 112 ? 200 : 10), static_cast<std::uint8_t>(y >= 112 && y < 158 ? 200 : 10),
-                                                static_cast<std::uint8_t>(y >= 158 ? 200 : 10)});
+            rows.rgb.insert(rows.rgb.end(),
+                {static_cast<std::uint8_t>(y < 112 ? 200 : 10), static_cast<std::uint8_t>(y >= 112 && y < 158 ? 200 : 10),
+                    static_cast<std::uint8_t>(y >= 158 ? 200 : 10)});
     const auto wide = media::fitToSize(rows, 192, 96);  // 2:1, the crop is rows 112..157
     VT_COMPARE(wide.width, 192);
     VT_COMPARE(wide.height, 96);
@@ -540,7 +547,7 @@ VT_TEST(clipFramesAreTheFirstOnes)
     VT_CHECK(fitted.ok() && fitted->size() == 9 && fitted->back().width == 32 && fitted->back().height == 32);
     auto tooMany = media::readClipFrames(clip, 17);
     VT_CHECK(!tooMany.ok() && tooMany.error().message.find(clip) != std::string::npos
-             && tooMany.error().message.find("has 9 decodable frames") != std::string::npos);
+        && tooMany.error().message.find("has 9 decodable frames") != std::string::npos);
     auto notAClip = media::readClipFrames(tempDir() / "absent.mp4", 1);
     VT_CHECK(!notAClip.ok() && notAClip.error().message.find("absent.mp4") != std::string::npos);
     // From the end: the last ones (a clip shorter than the seek margin is read from its start).
@@ -593,7 +600,8 @@ VT_TEST(clipFramesFromTheEndOfALongerClip)
     // Cut short (an unfinished download of a file whose index comes first): its first frames
     // still serve, but its last decodable ones are not its end, and are refused as such.
     const auto indexed = tempDir() / "ramp-faststart.mp4";
-    const std::string remux = "ffmpeg -nostdin -v error -y -i '" + clip.string() + "' -c copy -movflags +faststart '" + indexed.string() + "'";
+    const std::string remux =
+        "ffmpeg -nostdin -v error -y -i '" + clip.string() + "' -c copy -movflags +faststart '" + indexed.string() + "'";
     VT_CHECK_MSG(std::system(remux.c_str()) == 0, remux);
     std::ifstream in(indexed, std::ios::binary);
     const std::vector<char> whole((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -629,10 +637,10 @@ VT_TEST(turnedClipsComeOutAsTheFfmpegProgramShowsThem)
     for (const int rotate : {0, 90, 180, 270}) {
         const auto turned = tempDir() / ("turned" + std::to_string(rotate) + ".mp4");
         const auto ppm = tempDir() / ("turned" + std::to_string(rotate) + ".ppm");
-        const std::string remux = "ffmpeg -nostdin -v error -y -i '" + base.string() + "' -c copy -metadata:s:v:0 rotate="
-            + std::to_string(rotate) + " '" + turned.string() + "'";
-        const std::string shown = "ffmpeg -nostdin -v error -y -i '" + turned.string() + "' -frames:v 1 -c:v ppm -f image2 -update 1 '"
-            + ppm.string() + "'";
+        const std::string remux = "ffmpeg -nostdin -v error -y -i '" + base.string()
+            + "' -c copy -metadata:s:v:0 rotate=" + std::to_string(rotate) + " '" + turned.string() + "'";
+        const std::string shown =
+            "ffmpeg -nostdin -v error -y -i '" + turned.string() + "' -frames:v 1 -c:v ppm -f image2 -update 1 '" + ppm.string() + "'";
         VT_CHECK_MSG(std::system(remux.c_str()) == 0 && std::system(shown.c_str()) == 0, remux);
         // The program's picture: a binary PPM (P6, width, height, 255, then RGB).
         std::ifstream in(ppm, std::ios::binary);
@@ -646,12 +654,14 @@ VT_TEST(turnedClipsComeOutAsTheFfmpegProgramShowsThem)
         auto frames = media::readClipFrames(turned, 1);
         auto thumb = media::frameAt(turned, 0, 16);
         auto info = media::probeMedia(turned);
-        VT_CHECK_MSG(frames.ok() && thumb.ok() && info.ok(), (frames.ok() ? (thumb.ok() ? info.error().message : thumb.error().message) : frames.error().message));
+        VT_CHECK_MSG(frames.ok() && thumb.ok() && info.ok(),
+            (frames.ok() ? (thumb.ok() ? info.error().message : thumb.error().message) : frames.error().message));
         if (!frames.ok() || !thumb.ok() || !info.ok())
             continue;
         const auto& got = frames->front();
-        std::printf("    rotate=%d: the program shows %dx%d %s; Vireo reads %dx%d %s, probes %dx%d, thumbnail %dx%d\n", rotate, width, height,
-            corners(expected).c_str(), got.width, got.height, corners(got).c_str(), info->width, info->height, thumb->width, thumb->height);
+        std::printf("    rotate=%d: the program shows %dx%d %s; Vireo reads %dx%d %s, probes %dx%d, thumbnail %dx%d\n", rotate, width,
+            height, corners(expected).c_str(), got.width, got.height, corners(got).c_str(), info->width, info->height, thumb->width,
+            thumb->height);
         VT_COMPARE(got.width, width);
         VT_COMPARE(got.height, height);
         VT_COMPARE(corners(got), corners(expected));
@@ -711,7 +721,7 @@ long peakRssMiB()
     return usage.ru_maxrss / 1024;
 }
 
-} // namespace
+}  // namespace
 
 // A PNG whose compressed text (zTXt, iTXt) or ICC profile (iCCP) inflates to a gigabyte: FFmpeg
 // inflates those into metadata without a limit, so they never reach it. The picture decodes as
@@ -813,8 +823,8 @@ VT_TEST(clipsWithoutADurationAreReadFromTheEndWithinBounds)
     auto make = [](const char* name, int frames) {
         const auto path = tempDir() / name;
         // Written to a pipe, the Matroska muxer cannot go back to write the duration.
-        const std::string command = "ffmpeg -nostdin -v error -y -f lavfi -i 'testsrc=size=32x32:rate=1000' -frames:v " + std::to_string(frames)
-            + " -c:v mpeg4 -q:v 8 -g 250 -f matroska pipe:1 > '" + path.string() + "'";
+        const std::string command = "ffmpeg -nostdin -v error -y -f lavfi -i 'testsrc=size=32x32:rate=1000' -frames:v "
+            + std::to_string(frames) + " -c:v mpeg4 -q:v 8 -g 250 -f matroska pipe:1 > '" + path.string() + "'";
         VT_CHECK_MSG(std::system(command.c_str()) == 0, command);
         return path;
     };

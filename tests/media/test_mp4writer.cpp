@@ -69,13 +69,14 @@ Result<void> writeClip(media::Mp4Writer& w, int frames, int width, int height, d
     return w.finish();
 }
 
-} // namespace
+}  // namespace
 
 VT_TEST(videoAndAudioStreamsWithTheRecipe)
 {
     const auto path = tempPath("clip.mp4");
     const std::string recipe = R"({"model":"ltx-2.3","prompt":"a vireo sings, ünïcödé ✓","seed":42})";
-    auto w = media::Mp4Writer::open(path, {96, 64, 25.0}, media::AudioStreamSpec{48000, 2}, {{"comment", recipe}, {"vireo_recipe", recipe}});
+    auto w =
+        media::Mp4Writer::open(path, {96, 64, 25.0}, media::AudioStreamSpec{48000, 2}, {{"comment", recipe}, {"vireo_recipe", recipe}});
     VT_CHECK_MSG(w.ok(), (w.ok() ? "" : w.error().message));
     auto r = writeClip(**w, 33, 96, 64, 25.0, 48000);
     VT_CHECK_MSG(r.ok(), (r.ok() ? "" : r.error().message));

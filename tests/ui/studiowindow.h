@@ -29,4 +29,4 @@ inline StudioWindow openStudioWindow()
     return StudioWindow(new ui::MainWindow(studio->release()));
 }
 
-} // namespace vireo::test
+}  // namespace vireo::test

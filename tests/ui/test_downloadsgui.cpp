@@ -47,7 +47,7 @@ namespace {
 
 constexpr const char* kVariant = "ltx-2.3/distilled-fp8";
 
-} // namespace
+}  // namespace
 
 class TestDownloadsGui : public QObject {
     Q_OBJECT
@@ -62,7 +62,8 @@ private:
     {
         const QJsonObject rule{{QStringLiteral("match"), QStringLiteral("/blobs/")}, {QStringLiteral("server"), QStringLiteral("cdn")},
             {QStringLiteral("times"), -1},
-            {QStringLiteral("action"), QJsonObject{{QStringLiteral("kind"), QStringLiteral("slow")}, {QStringLiteral("bytes_per_second"), bytesPerSecond}}}};
+            {QStringLiteral("action"),
+                QJsonObject{{QStringLiteral("kind"), QStringLiteral("slow")}, {QStringLiteral("bytes_per_second"), bytesPerSecond}}}};
         m_server.addFaults(QJsonArray{rule});
     }
     void unthrottle() { m_server.clearFaults(); }
@@ -112,10 +113,7 @@ private slots:
         QVERIFY(!m_hub.isEmpty());
     }
 
-    void cleanupTestCase()
-    {
-        m_server.stop();
-    }
+    void cleanupTestCase() { m_server.stop(); }
 
     void init()
     {
@@ -257,7 +255,8 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(task->state(), State::Cancelled, 15000);
         unthrottle();
         auto cancelledRows = [task] {
-            return std::count_if(task->rows().begin(), task->rows().end(), [](const auto& r) { return r.status.state == FileState::Cancelled; });
+            return std::count_if(
+                task->rows().begin(), task->rows().end(), [](const auto& r) { return r.status.state == FileState::Cancelled; });
         };
         const auto before = cancelledRows();
         QVERIFY2(before >= 2, qPrintable(QString::number(before)));
@@ -317,7 +316,8 @@ private slots:
         auto* page = w->downloadsPage();
         QCOMPARE(page->currentTask(), task);
         QVERIFY(!page->startButton()->isEnabled());
-        QVERIFY2(page->blockReason()->text().contains(QStringLiteral("not from a catalog publisher")), qPrintable(page->blockReason()->text()));
+        QVERIFY2(
+            page->blockReason()->text().contains(QStringLiteral("not from a catalog publisher")), qPrintable(page->blockReason()->text()));
         QVERIFY(page->approveButton()->isVisible());
 
         // Cancelling the dialog changes nothing.
@@ -456,7 +456,8 @@ private slots:
         for (auto* label : w->findChildren<QLabel*>())
             QVERIFY2(!label->text().contains(token), qPrintable(label->objectName()));
         QVERIFY(!QSettings().allKeys().join(QLatin1Char(' ')).contains(QStringLiteral("token"), Qt::CaseInsensitive)
-            || !QFile(QSettings().fileName()).open(QIODevice::ReadOnly) || !QFile(QSettings().fileName()).readAll().contains(token.toUtf8()));
+            || !QFile(QSettings().fileName()).open(QIODevice::ReadOnly)
+            || !QFile(QSettings().fileName()).readAll().contains(token.toUtf8()));
 
         // With the token the gated repo plans.
         auto* task = w->downloads()->openRepo(QStringLiteral("gated/model"));

@@ -58,7 +58,6 @@ using vireo::test::tinyModel;
 
 namespace {
 
-
 // The recipe "Generate again" must reproduce: every field away from the page's defaults.
 vireo::output::Recipe fullRecipe()
 {
@@ -99,7 +98,7 @@ const char* kPrompts[] = {
     "tropical island at noon, turquoise water, palm leaves rustling",
 };
 
-} // namespace
+}  // namespace
 
 class TestGalleryGui : public QObject {
     Q_OBJECT
@@ -155,8 +154,9 @@ private slots:
         // By date: the clips' recipes date them in November; the one from the CLI (today) comes later.
         auto* when = child<QComboBox>(page, "dateFilter");
         when->setCurrentIndex(when->findData(7));
-        QCOMPARE(page->filter()->rowCount(), std::count_if(w->studio()->gallery()->items().begin(), w->studio()->gallery()->items().end(),
-            [](const auto& i) { return i.created >= QDateTime(QDate::currentDate().addDays(-6), QTime(0, 0)); }));
+        QCOMPARE(page->filter()->rowCount(),
+            std::count_if(w->studio()->gallery()->items().begin(), w->studio()->gallery()->items().end(),
+                [](const auto& i) { return i.created >= QDateTime(QDate::currentDate().addDays(-6), QTime(0, 0)); }));
         when->setCurrentIndex(0);
         QCOMPARE(page->filter()->rowCount(), 9);
         auto* sort = child<QComboBox>(page, "sort");
@@ -218,7 +218,8 @@ private slots:
         QVERIFY(recipe->toPlainText().contains(QStringLiteral("424242")));
         QVERIFY(recipe->toPlainText().contains(QStringLiteral("160 × 96")));
         // What ran where, as the engine recorded it at load.
-        QVERIFY2(recipe->toPlainText().contains(QStringLiteral("Compute")) && recipe->toPlainText().contains(QStringLiteral("68 dense GEMM")),
+        QVERIFY2(
+            recipe->toPlainText().contains(QStringLiteral("Compute")) && recipe->toPlainText().contains(QStringLiteral("68 dense GEMM")),
             qPrintable(recipe->toPlainText()));
 
         // Frame stepping pauses and lands in the middle of the next frame.
@@ -364,7 +365,8 @@ private slots:
         auto r = fullRecipe();
         r.prompt = "the harbour wakes up, gulls and ropes";
         r.conditions.push_back({"/somewhere/else/harbour.png", "harbour.cond0.png",
-            QCryptographicHash::hash(condFile.readAll(), QCryptographicHash::Sha256).toHex().toStdString(), 9, 0.6, 33, 1, false, {}, false});
+            QCryptographicHash::hash(condFile.readAll(), QCryptographicHash::Sha256).toHex().toStdString(), 9, 0.6, 33, 1, false, {},
+            false});
         r.stages = "single";
         r.stagesRequested = "single";
         vireo::test::writeClip(QDir(outputs()).filePath(QStringLiteral("harbour.mp4")), r, 25, 160, 96, 25, 1);
@@ -375,7 +377,8 @@ private slots:
         const QString png = QDir(outputs()).filePath(QStringLiteral("poster.png"));
         QVERIFY(vireo::output::writeImage(png.toStdString(), vireo::test::renderScene(64, 48, 0, 1), still).ok());
         gallery->rescan();
-        QTRY_VERIFY_WITH_TIMEOUT(idOf(gallery, QStringLiteral("harbour.mp4")) > 0 && idOf(gallery, QStringLiteral("poster.png")) > 0, 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            idOf(gallery, QStringLiteral("harbour.mp4")) > 0 && idOf(gallery, QStringLiteral("poster.png")) > 0, 10000);
         // The kept picture is not an output of its own.
         QCOMPARE(idOf(gallery, QStringLiteral("harbour.cond0.png")), qint64(0));
 

@@ -61,7 +61,6 @@ using vireo::test::child;
 using vireo::test::saveScreenshot;
 using vireo::test::tinyModel;
 
-
 class TestGenerateGui : public QObject {
     Q_OBJECT
 private slots:
@@ -97,8 +96,8 @@ private slots:
         auto* progress = child<QProgressBar>(page, "progress");
         auto* phase = child<QLabel>(page, "phase");
         QStringList phases;
-        connect(w->studio()->engine(), &vireo::runtime::Engine::jobProgress, this,
-            [&](quint64 job, const QString& p, qint64, qint64, double) {
+        connect(
+            w->studio()->engine(), &vireo::runtime::Engine::jobProgress, this, [&](quint64 job, const QString& p, qint64, qint64, double) {
                 if (job == id && (phases.isEmpty() || phases.last() != p))
                     phases << p;
             });
@@ -111,7 +110,8 @@ private slots:
         const QString status = child<QLabel>(page, "modelStatus")->text();
         QVERIFY2(status == QStringLiteral("Loaded on the CPU · full-size weights, standard attention"), qPrintable(status));
         const QString detail = child<QLabel>(page, "modelStatus")->toolTip();
-        QVERIFY2(detail.contains(QStringLiteral("dense GEMM")) && detail.contains(QStringLiteral("self-attention: float32 SDPA")), qPrintable(detail));
+        QVERIFY2(detail.contains(QStringLiteral("dense GEMM")) && detail.contains(QStringLiteral("self-attention: float32 SDPA")),
+            qPrintable(detail));
         // The recipe keeps what the capability gate planned and what ran, counted as it ran,
         // for the Gallery's details; nothing ran slower than planned.
         const auto job = w->studio()->engine()->jobs().last();
@@ -130,9 +130,9 @@ private slots:
         const QString out = page->lastOutput();
         QVERIFY(out.startsWith(outputs()));
         QProcess probe;
-        probe.start(QStringLiteral("ffprobe"), {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-count_frames"),
-                                                   QStringLiteral("-show_streams"), QStringLiteral("-show_format"), QStringLiteral("-of"),
-                                                   QStringLiteral("json"), out});
+        probe.start(QStringLiteral("ffprobe"),
+            {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-count_frames"), QStringLiteral("-show_streams"),
+                QStringLiteral("-show_format"), QStringLiteral("-of"), QStringLiteral("json"), out});
         QVERIFY(probe.waitForFinished(30000));
         const auto info = QJsonDocument::fromJson(probe.readAllStandardOutput()).object();
         int video = 0, audio = 0;
@@ -149,16 +149,22 @@ private slots:
         QCOMPARE(video, 1);
         QCOMPARE(audio, 1);
         QCOMPARE(frames, QStringLiteral("17"));
-        const auto recipe = QJsonDocument::fromJson(
-            info.value(QStringLiteral("format")).toObject().value(QStringLiteral("tags")).toObject().value(QStringLiteral("vireo_recipe")).toString().toUtf8());
+        const auto recipe = QJsonDocument::fromJson(info.value(QStringLiteral("format"))
+                                                        .toObject()
+                                                        .value(QStringLiteral("tags"))
+                                                        .toObject()
+                                                        .value(QStringLiteral("vireo_recipe"))
+                                                        .toString()
+                                                        .toUtf8());
         QCOMPARE(recipe.object().value(QStringLiteral("width")).toInt(), 128);
         QCOMPARE(recipe.object().value(QStringLiteral("seed")).toInteger(), child<QSpinBox>(page, "seed")->value());
         QVERIFY(recipe.object().value(QStringLiteral("prompt")).toString().startsWith(QStringLiteral("a red fox")));
 
         // The gallery lists it as it lands, with its recipe.
         auto* gallery = w->studio()->gallery();
-        QTRY_VERIFY_WITH_TIMEOUT(std::any_of(gallery->items().begin(), gallery->items().end(),
-                                     [&](const auto& i) { return i.path == out && i.hasRecipe; }), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            std::any_of(gallery->items().begin(), gallery->items().end(), [&](const auto& i) { return i.path == out && i.hasRecipe; }),
+            5000);
 
         // The clip plays in place.
         QVERIFY(page->player());
@@ -195,7 +201,8 @@ private slots:
         child<QSpinBox>(page, "frames")->setValue(20);
         auto* error = child<QLabel>(page, "sizeError");
         QVERIFY(!error->isHidden());
-        QVERIFY2(error->text().contains(QStringLiteral("8k + 1")) && error->text().contains(QStringLiteral("17")), qPrintable(error->text()));
+        QVERIFY2(
+            error->text().contains(QStringLiteral("8k + 1")) && error->text().contains(QStringLiteral("17")), qPrintable(error->text()));
         QVERIFY(!page->canGenerate());
         child<QSpinBox>(page, "frames")->setValue(25);
         QVERIFY(error->isHidden());
@@ -289,20 +296,26 @@ private slots:
         auto* engine = w->studio()->engine();
         auto run = [&]() -> QString {
             const auto id = page->generate();
-            if (!id || !QTest::qWaitFor([&] { return engine->job(id)->state != vireo::runtime::JobState::Queued
-                                                && engine->job(id)->state != vireo::runtime::JobState::Running; }, 120000))
+            if (!id
+                || !QTest::qWaitFor(
+                    [&] {
+                        return engine->job(id)->state != vireo::runtime::JobState::Queued
+                            && engine->job(id)->state != vireo::runtime::JobState::Running;
+                    },
+                    120000))
                 return {};
             return engine->job(id)->state == vireo::runtime::JobState::Done ? engine->job(id)->outputPath : QString();
         };
         auto decoded = [](const QString& file) {
             QProcess ffmpeg;
-            ffmpeg.start(QStringLiteral("ffmpeg"), {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-i"), file,
-                                                       QStringLiteral("-f"), QStringLiteral("rawvideo"), QStringLiteral("-pix_fmt"),
-                                                       QStringLiteral("rgb24"), QStringLiteral("-")});
+            ffmpeg.start(QStringLiteral("ffmpeg"),
+                {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-i"), file, QStringLiteral("-f"),
+                    QStringLiteral("rawvideo"), QStringLiteral("-pix_fmt"), QStringLiteral("rgb24"), QStringLiteral("-")});
             ffmpeg.waitForFinished(60000);
             QByteArray out = ffmpeg.readAllStandardOutput();
-            ffmpeg.start(QStringLiteral("ffmpeg"), {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-i"), file,
-                                                       QStringLiteral("-vn"), QStringLiteral("-f"), QStringLiteral("s16le"), QStringLiteral("-")});
+            ffmpeg.start(QStringLiteral("ffmpeg"),
+                {QStringLiteral("-v"), QStringLiteral("error"), QStringLiteral("-i"), file, QStringLiteral("-vn"), QStringLiteral("-f"),
+                    QStringLiteral("s16le"), QStringLiteral("-")});
             ffmpeg.waitForFinished(60000);
             return QByteArray(out + ffmpeg.readAllStandardOutput());
         };
@@ -498,16 +511,21 @@ private slots:
             QVERIFY(page->selectModel(QStringLiteral("local:") + path));
             const auto r = page->request();
             QProcess p;
-            p.start(cli, {QStringLiteral("generate"), QStringLiteral("--model"), path, QStringLiteral("--prompt"), QStringLiteral("a quiet pier"),
-                             QStringLiteral("--dry-run"), QStringLiteral("--json")});
+            p.start(cli,
+                {QStringLiteral("generate"), QStringLiteral("--model"), path, QStringLiteral("--prompt"), QStringLiteral("a quiet pier"),
+                    QStringLiteral("--dry-run"), QStringLiteral("--json")});
             QVERIFY(p.waitForFinished(120000));
             const auto out = p.readAllStandardOutput().trimmed();
             QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
             const auto j = QJsonDocument::fromJson(out.mid(out.lastIndexOf('\n') + 1)).object().value(QStringLiteral("request")).toObject();
             QVERIFY2(!j.isEmpty(), out.constData());
             const auto what = QStringLiteral("%1: window %2 %3 steps g %4/%5 r %6, CLI %7")
-                                  .arg(path, QString::fromStdString(r.schedule)).arg(r.steps).arg(r.guidance).arg(r.audioGuidance)
-                                  .arg(r.guidanceRescale).arg(QString::fromUtf8(QJsonDocument(j).toJson(QJsonDocument::Compact)));
+                                  .arg(path, QString::fromStdString(r.schedule))
+                                  .arg(r.steps)
+                                  .arg(r.guidance)
+                                  .arg(r.audioGuidance)
+                                  .arg(r.guidanceRescale)
+                                  .arg(QString::fromUtf8(QJsonDocument(j).toJson(QJsonDocument::Compact)));
             QVERIFY2(j.value(QStringLiteral("schedule")).toString() == QString::fromStdString(r.schedule)
                     && j.value(QStringLiteral("steps")).toInt() == r.steps && j.value(QStringLiteral("guidance")).toDouble() == r.guidance
                     && j.value(QStringLiteral("audio_guidance")).toDouble() == r.audioGuidance
@@ -594,7 +612,8 @@ private slots:
         QVERIFY(use->isVisible());
         QTest::mouseClick(use, Qt::LeftButton);
         QCOMPARE(w->currentPage(), MainWindow::Page::Generate);
-        QCOMPARE(model->currentData().toString(), QStringLiteral("local:") + QFileInfo(root + QStringLiteral("/diffusers")).absoluteFilePath());
+        QCOMPARE(
+            model->currentData().toString(), QStringLiteral("local:") + QFileInfo(root + QStringLiteral("/diffusers")).absoluteFilePath());
         QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
     }
 
@@ -713,7 +732,8 @@ private slots:
         QTRY_VERIFY(generate->isEnabled());
         QTest::mouseClick(generate, Qt::LeftButton);
         auto* phase = child<QLabel>(page, "phase");
-        QTRY_VERIFY_WITH_TIMEOUT(page->lastOutput().endsWith(QStringLiteral(".png")) || phase->text().startsWith(QStringLiteral("Failed")), 120000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            page->lastOutput().endsWith(QStringLiteral(".png")) || phase->text().startsWith(QStringLiteral("Failed")), 120000);
         QVERIFY2(page->lastOutput().endsWith(QStringLiteral(".png")), qPrintable(child<QLabel>(page, "result")->text()));
         const QString out = page->lastOutput();
         QVERIFY(out.startsWith(outputs()));
@@ -727,9 +747,9 @@ private slots:
         QVERIFY(!child<QWidget>(page, "player")->isVisible());
         // In the gallery as an image with its recipe.
         auto* gallery = w->studio()->gallery();
-        QTRY_VERIFY_WITH_TIMEOUT(std::any_of(gallery->items().begin(), gallery->items().end(), [&](const auto& i) {
-            return i.path == out && i.hasRecipe && i.kind == QStringLiteral("image");
-        }), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(std::any_of(gallery->items().begin(), gallery->items().end(),
+                                     [&](const auto& i) { return i.path == out && i.hasRecipe && i.kind == QStringLiteral("image"); }),
+            5000);
         saveScreenshot(w.get(), QStringLiteral("generate-image.png"));
 
         // Back to the video model: the video controls return.
@@ -771,7 +791,8 @@ private slots:
         text.close();
         QVERIFY(!page->setConditionImage(notes, &why));
         QVERIFY(error->isVisible());
-        QVERIFY2(error->text().contains(QStringLiteral("notes.png")) && error->text().contains(QStringLiteral("not an image")), qPrintable(error->text()));
+        QVERIFY2(error->text().contains(QStringLiteral("notes.png")) && error->text().contains(QStringLiteral("not an image")),
+            qPrintable(error->text()));
         QCOMPARE(page->conditionImage(), png);
 
         // Dropped on the slot, as from a file manager.
@@ -801,7 +822,8 @@ private slots:
             QDropEvent dropAgain(QPointF(10, 10), Qt::CopyAction, m, Qt::LeftButton, Qt::NoModifier);
             QApplication::sendEvent(slot, &dropAgain);
         }
-        QVERIFY2(child<QLabel>(page, "imageName")->text().contains(QStringLiteral("Reading notes.png")), qPrintable(child<QLabel>(page, "imageName")->text()));
+        QVERIFY2(child<QLabel>(page, "imageName")->text().contains(QStringLiteral("Reading notes.png")),
+            qPrintable(child<QLabel>(page, "imageName")->text()));
         QTRY_VERIFY(error->isVisible());
         QVERIFY2(error->text().contains(QStringLiteral("notes.png")), qPrintable(error->text()));
         QTest::qWait(200);  // the first drop's result, if it came, would land by now
@@ -1002,7 +1024,8 @@ private slots:
         // Nine frames from frame 9 run past a 17-frame video: said beside the slot, Generate off.
         auto* frame = child<QSpinBox>(page, "imageFrame");
         frame->setValue(9);
-        QVERIFY2(error->isVisible() && error->text().contains(QStringLiteral("The start clip")) && error->text().contains(QStringLiteral("runs past")),
+        QVERIFY2(error->isVisible() && error->text().contains(QStringLiteral("The start clip"))
+                && error->text().contains(QStringLiteral("runs past")),
             qPrintable(error->text()));
         QVERIFY(!page->canGenerate());
         frame->setValue(0);

@@ -54,8 +54,9 @@ private slots:
         QStringList labels;
         for (int i = 0; i < window.navigation()->count(); ++i)
             labels << window.navigation()->item(i)->text();
-        QCOMPARE(labels, (QStringList{QStringLiteral("Models"), QStringLiteral("Downloads"), QStringLiteral("Generate"),
-                             QStringLiteral("Gallery"), QStringLiteral("Settings")}));
+        QCOMPARE(labels,
+            (QStringList{QStringLiteral("Models"), QStringLiteral("Downloads"), QStringLiteral("Generate"), QStringLiteral("Gallery"),
+                QStringLiteral("Settings")}));
         QTest::keyClick(&window, Qt::Key_3, Qt::ControlModifier);
         QCOMPARE(window.currentPage(), MainWindow::Page::Generate);
         QTest::keyClick(&window, Qt::Key_5, Qt::ControlModifier);
@@ -78,8 +79,11 @@ private slots:
             QVERIFY2(weight > 10, qPrintable(window.navigation()->item(i)->text()));
             const double grey = sum / weight;
             QVERIFY2(std::abs(grey - qGray(background.rgb())) >= 0.25 * std::abs(qGray(text.rgb()) - qGray(background.rgb())),
-                qPrintable(QStringLiteral("%1: icon grey %2, text %3, sidebar %4").arg(window.navigation()->item(i)->text())
-                               .arg(grey).arg(qGray(text.rgb())).arg(qGray(background.rgb()))));
+                qPrintable(QStringLiteral("%1: icon grey %2, text %3, sidebar %4")
+                               .arg(window.navigation()->item(i)->text())
+                               .arg(grey)
+                               .arg(qGray(text.rgb()))
+                               .arg(qGray(background.rgb()))));
         }
     }
 
@@ -96,7 +100,8 @@ private slots:
         const QList<std::pair<MainWindow::Page, QString>> pages{{MainWindow::Page::Models, QStringLiteral("models")},
             {MainWindow::Page::Downloads, QStringLiteral("downloads")}, {MainWindow::Page::Generate, QStringLiteral("generate")},
             {MainWindow::Page::Gallery, QStringLiteral("gallery")}, {MainWindow::Page::Settings, QStringLiteral("settings")}};
-        const QString scale = qEnvironmentVariableIsEmpty("QT_SCALE_FACTOR") ? QString() : QStringLiteral("-x") + qEnvironmentVariable("QT_SCALE_FACTOR");
+        const QString scale =
+            qEnvironmentVariableIsEmpty("QT_SCALE_FACTOR") ? QString() : QStringLiteral("-x") + qEnvironmentVariable("QT_SCALE_FACTOR");
         for (const auto& size : sizes) {
             window.resize(size);
             for (const auto& [page, name] : pages) {
@@ -104,11 +109,20 @@ private slots:
                 QTest::qWait(30);
                 QVERIFY2(window.width() <= size.width() && window.height() <= size.height(),
                     qPrintable(QStringLiteral("%1 at %2x%3: the window stays %4x%5 (its minimum is %6x%7)")
-                                   .arg(name).arg(size.width()).arg(size.height()).arg(window.width()).arg(window.height())
-                                   .arg(window.minimumSizeHint().width()).arg(window.minimumSizeHint().height())));
+                                   .arg(name)
+                                   .arg(size.width())
+                                   .arg(size.height())
+                                   .arg(window.width())
+                                   .arg(window.height())
+                                   .arg(window.minimumSizeHint().width())
+                                   .arg(window.minimumSizeHint().height())));
                 const auto problems = vireo::test::layoutProblems(&window);
-                QVERIFY2(problems.isEmpty(), qPrintable(QStringLiteral("%1 at %2x%3%4:\n%5").arg(name).arg(size.width()).arg(size.height())
-                                                            .arg(scale, problems.join(QLatin1Char('\n')))));
+                QVERIFY2(problems.isEmpty(),
+                    qPrintable(QStringLiteral("%1 at %2x%3%4:\n%5")
+                                   .arg(name)
+                                   .arg(size.width())
+                                   .arg(size.height())
+                                   .arg(scale, problems.join(QLatin1Char('\n')))));
                 if (size == sizes.first() || size == sizes.last())
                     saveScreenshot(&window, QStringLiteral("%1-%2x%3%4.png").arg(name).arg(size.width()).arg(size.height()).arg(scale));
             }
@@ -126,8 +140,8 @@ private slots:
         window.show();
         QVERIFY(QTest::qWaitForWindowExposed(&window));
         QStringList unnamed;
-        for (const auto page : {MainWindow::Page::Models, MainWindow::Page::Downloads, MainWindow::Page::Generate, MainWindow::Page::Gallery,
-                 MainWindow::Page::Settings}) {
+        for (const auto page : {MainWindow::Page::Models, MainWindow::Page::Downloads, MainWindow::Page::Generate,
+                 MainWindow::Page::Gallery, MainWindow::Page::Settings}) {
             window.showPage(page);
             QTest::qWait(30);
             for (auto* w : window.findChildren<QWidget*>()) {
@@ -146,8 +160,8 @@ private slots:
                     unnamed << QStringLiteral("%1 is not reached by Tab").arg(vireo::test::describe(w));
                 auto* accessible = QAccessible::queryAccessibleInterface(w);
                 if (!accessible || accessible->text(QAccessible::Name).trimmed().isEmpty())
-                    unnamed << QStringLiteral("%1: %2").arg(window.currentPage() == page ? QString::number(static_cast<int>(page)) : QString(),
-                                   vireo::test::describe(w));
+                    unnamed << QStringLiteral("%1: %2").arg(
+                        window.currentPage() == page ? QString::number(static_cast<int>(page)) : QString(), vireo::test::describe(w));
             }
         }
         unnamed.removeDuplicates();
@@ -182,7 +196,10 @@ private slots:
                 const double a = luminance(it.key()), b = luminance(background);
                 best = std::max(best, (std::max(a, b) + 0.05) / (std::min(a, b) + 0.05));
             }
-            QVERIFY2(best >= 3.0, qPrintable(QStringLiteral("disabled %1: text at %2:1 against its background").arg(QString::fromLatin1(name)).arg(best, 0, 'f', 2)));
+            QVERIFY2(best >= 3.0,
+                qPrintable(QStringLiteral("disabled %1: text at %2:1 against its background")
+                               .arg(QString::fromLatin1(name))
+                               .arg(best, 0, 'f', 2)));
         }
     }
 

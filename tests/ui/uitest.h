@@ -63,14 +63,30 @@ inline QStringList layoutProblems(QWidget* root)
             const QRect g = kids[i]->geometry();
             if (!viewport && !parent->rect().contains(g))
                 problems << QStringLiteral("%1 at %2,%3 %4x%5 sticks out of %6 (%7x%8)")
-                                .arg(describe(kids[i])).arg(g.x()).arg(g.y()).arg(g.width()).arg(g.height())
-                                .arg(describe(parent)).arg(parent->width()).arg(parent->height());
+                                .arg(describe(kids[i]))
+                                .arg(g.x())
+                                .arg(g.y())
+                                .arg(g.width())
+                                .arg(g.height())
+                                .arg(describe(parent))
+                                .arg(parent->width())
+                                .arg(parent->height());
             for (int j = i + 1; j < kids.size(); ++j)
                 if (g.intersects(kids[j]->geometry()))
-                    problems << QStringLiteral("%1 (%2x%3 at %4, at least %5 wide) overlaps %6 (%7x%8 at %9, at least %10 wide) in %11 (%12 wide)")
-                                    .arg(describe(kids[i])).arg(g.width()).arg(g.height()).arg(g.x()).arg(kids[i]->minimumSizeHint().width())
-                                    .arg(describe(kids[j])).arg(kids[j]->width()).arg(kids[j]->height()).arg(kids[j]->x())
-                                    .arg(kids[j]->minimumSizeHint().width()).arg(describe(parent)).arg(parent->width());
+                    problems << QStringLiteral(
+                        "%1 (%2x%3 at %4, at least %5 wide) overlaps %6 (%7x%8 at %9, at least %10 wide) in %11 (%12 wide)")
+                                    .arg(describe(kids[i]))
+                                    .arg(g.width())
+                                    .arg(g.height())
+                                    .arg(g.x())
+                                    .arg(kids[i]->minimumSizeHint().width())
+                                    .arg(describe(kids[j]))
+                                    .arg(kids[j]->width())
+                                    .arg(kids[j]->height())
+                                    .arg(kids[j]->x())
+                                    .arg(kids[j]->minimumSizeHint().width())
+                                    .arg(describe(parent))
+                                    .arg(parent->width());
         }
         for (auto* w : kids)
             visit(w);
@@ -79,4 +95,4 @@ inline QStringList layoutProblems(QWidget* root)
     return problems;
 }
 
-} // namespace vireo::test
+}  // namespace vireo::test

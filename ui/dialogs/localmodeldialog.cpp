@@ -30,7 +30,7 @@ QPushButton* smallButton(const QString& text, const QString& name)
     return b;
 }
 
-} // namespace
+}  // namespace
 
 LocalModelDialog::LocalModelDialog(QWidget* parent)
     : QDialog(parent), m_model(new QLineEdit), m_companions(new QListWidget), m_textEncoder(new QLineEdit), m_upsampler(new QLineEdit),
@@ -218,4 +218,4 @@ void LocalModelDialog::check()
     add->setEnabled(true);
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -40,4 +40,4 @@ private:
     QDialogButtonBox* m_buttons;
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -23,10 +23,11 @@ TrustDialog::TrustDialog(const hub::DownloadTask& task, const QStringList& untru
     for (const auto& r : untrustedRepos)
         publishers << r.section(QLatin1Char('/'), 0, 0);
     publishers.removeDuplicates();
-    auto* text = new QLabel(tr("<b>%1</b> is published by <b>%2</b>, which is not one of the catalog's publishers. "
-                               "Vireo only reads weights (safetensors, GGUF) and never runs code from a model, "
-                               "but the files are whatever the publisher uploaded. Download them only if you trust the publisher.")
-                                .arg(untrustedRepos.join(QStringLiteral(", ")).toHtmlEscaped(), publishers.join(QStringLiteral(", ")).toHtmlEscaped()));
+    auto* text = new QLabel(
+        tr("<b>%1</b> is published by <b>%2</b>, which is not one of the catalog's publishers. "
+           "Vireo only reads weights (safetensors, GGUF) and never runs code from a model, "
+           "but the files are whatever the publisher uploaded. Download them only if you trust the publisher.")
+            .arg(untrustedRepos.join(QStringLiteral(", ")).toHtmlEscaped(), publishers.join(QStringLiteral(", ")).toHtmlEscaped()));
     text->setWordWrap(true);
     layout->addWidget(text);
 
@@ -42,14 +43,16 @@ TrustDialog::TrustDialog(const hub::DownloadTask& task, const QStringList& untru
         if (!untrustedRepos.contains(QString::fromStdString(plan.repo)))
             continue;
         for (const auto& f : plan.files) {
-            new QTreeWidgetItem(files, {QString::fromStdString(plan.repo), QString::fromStdString(f.file.path),
-                                           QString::fromStdString(vireo::humanBytes(f.file.size))});
+            new QTreeWidgetItem(files,
+                {QString::fromStdString(plan.repo), QString::fromStdString(f.file.path),
+                    QString::fromStdString(vireo::humanBytes(f.file.size))});
             total += f.file.size;
             ++count;
         }
     }
     layout->addWidget(files, 1);
-    auto* summary = new QLabel(tr("%1, %2 in total.").arg(countOf(count, tr("file"), tr("files")), QString::fromStdString(vireo::humanBytes(total))));
+    auto* summary =
+        new QLabel(tr("%1, %2 in total.").arg(countOf(count, tr("file"), tr("files")), QString::fromStdString(vireo::humanBytes(total))));
     summary->setObjectName(QStringLiteral("pageSubtitle"));
     layout->addWidget(summary);
 
@@ -63,4 +66,4 @@ TrustDialog::TrustDialog(const hub::DownloadTask& task, const QStringList& untru
     layout->addWidget(buttons);
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -17,4 +17,4 @@ public:
     TrustDialog(const hub::DownloadTask& task, const QStringList& untrustedRepos, QWidget* parent = nullptr);
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

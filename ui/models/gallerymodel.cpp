@@ -110,8 +110,7 @@ QVariant GalleryModel::data(const QModelIndex& index, int role) const
         return {};
     const auto& item = m_gallery->items()[i];
     switch (role) {
-    case Qt::DisplayRole:
-        return item.prompt.isEmpty() ? QFileInfo(item.path).fileName() : item.prompt.simplified();
+    case Qt::DisplayRole: return item.prompt.isEmpty() ? QFileInfo(item.path).fileName() : item.prompt.simplified();
     case Qt::ToolTipRole: {
         QString tip = item.prompt.isEmpty() ? QFileInfo(item.path).fileName() : item.prompt.left(400);
         tip += QStringLiteral("\n") + QLocale().toString(item.created, QLocale::ShortFormat);
@@ -124,28 +123,17 @@ QVariant GalleryModel::data(const QModelIndex& index, int role) const
         return tip;
     }
     case ThumbnailRole:
-    case Qt::DecorationRole:
-        return m_gallery->thumbnail(item.id);
-    case IdRole:
-        return item.id;
-    case PathRole:
-        return item.path;
-    case CreatedRole:
-        return item.created;
-    case ModelRole:
-        return item.modelTitle;
-    case PromptRole:
-        return item.prompt;
-    case KindRole:
-        return item.kind;
-    case MissingRole:
-        return item.missing;
-    case ProblemRole:
-        return item.problem;
-    case HasRecipeRole:
-        return item.hasRecipe;
-    default:
-        return {};
+    case Qt::DecorationRole: return m_gallery->thumbnail(item.id);
+    case IdRole: return item.id;
+    case PathRole: return item.path;
+    case CreatedRole: return item.created;
+    case ModelRole: return item.modelTitle;
+    case PromptRole: return item.prompt;
+    case KindRole: return item.kind;
+    case MissingRole: return item.missing;
+    case ProblemRole: return item.problem;
+    case HasRecipeRole: return item.hasRecipe;
+    default: return {};
     }
 }
 
@@ -216,16 +204,16 @@ bool GalleryFilter::lessThan(const QModelIndex& left, const QModelIndex& right) 
     // The source is newest first; its row breaks ties so equal keys keep that order.
     auto byRow = [&] { return left.row() < right.row(); };
     switch (m_order) {
-    case Order::Newest:
-        return byRow();
-    case Order::Oldest:
-        return left.row() > right.row();
+    case Order::Newest: return byRow();
+    case Order::Oldest: return left.row() > right.row();
     case Order::Model: {
-        const int c = QString::localeAwareCompare(left.data(GalleryModel::ModelRole).toString(), right.data(GalleryModel::ModelRole).toString());
+        const int c =
+            QString::localeAwareCompare(left.data(GalleryModel::ModelRole).toString(), right.data(GalleryModel::ModelRole).toString());
         return c != 0 ? c < 0 : byRow();
     }
     case Order::Prompt: {
-        const int c = QString::localeAwareCompare(left.data(GalleryModel::PromptRole).toString(), right.data(GalleryModel::PromptRole).toString());
+        const int c =
+            QString::localeAwareCompare(left.data(GalleryModel::PromptRole).toString(), right.data(GalleryModel::PromptRole).toString());
         return c != 0 ? c < 0 : byRow();
     }
     }
@@ -308,4 +296,4 @@ QSize GalleryDelegate::sizeHint(const QStyleOptionViewItem&, const QModelIndex&)
     return {kTileWidth, kTileHeight};
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

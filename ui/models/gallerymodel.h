@@ -27,8 +27,8 @@ public:
         PromptRole,
         KindRole,
         MissingRole,
-        ProblemRole,   // why there is no thumbnail ("truncated or damaged?"); empty when fine
-        ThumbnailRole, // QImage, null while being made
+        ProblemRole,  // why there is no thumbnail ("truncated or damaged?"); empty when fine
+        ThumbnailRole,  // QImage, null while being made
         HasRecipeRole,
     };
 
@@ -57,7 +57,7 @@ public:
 
     void setText(const QString& text);
     void setModelTitle(const QString& title);  // empty: every model
-    void setSince(const QDateTime& since);     // invalid: any date
+    void setSince(const QDateTime& since);  // invalid: any date
     void setOrder(Order order);
 
 protected:
@@ -79,4 +79,4 @@ public:
     QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override;
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -35,7 +35,7 @@ QLabel* sectionTitle(const QString& text)
     return label;
 }
 
-} // namespace
+}  // namespace
 
 CatalogPanel::CatalogPanel(hub::DownloadManager* manager, QWidget* parent)
     : QWidget(parent), m_manager(manager), m_tree(new QTreeWidget), m_details(new QLabel), m_plan(new QPushButton(tr("Plan download…"))),
@@ -83,7 +83,8 @@ CatalogPanel::CatalogPanel(hub::DownloadManager* manager, QWidget* parent)
     m_repo->setAccessibleName(tr("Hugging Face repo id"));
     m_repo->setPlaceholderText(tr("Any Hugging Face repo, e.g. Lightricks/LTX-2.3"));
     m_repo->setClearButtonEnabled(true);
-    m_repoButton->setToolTip(tr("List the repo's files and plan what a download would fetch; repos outside the catalog's publishers need your approval"));
+    m_repoButton->setToolTip(
+        tr("List the repo's files and plan what a download would fetch; repos outside the catalog's publishers need your approval"));
     m_repoError->setObjectName(QStringLiteral("errorText"));
     m_repoError->setWordWrap(true);
     m_repoError->hide();
@@ -153,9 +154,8 @@ CatalogPanel::CatalogPanel(hub::DownloadManager* manager, QWidget* parent)
     connect(m_repo, &QLineEdit::returnPressed, this, [this]() { planRepo(m_repo->text()); });
     connect(refreshCache, &QPushButton::clicked, this, &CatalogPanel::refresh);
     connect(m_manager, &hub::DownloadManager::availabilityChanged, this, &CatalogPanel::refresh);
-    connect(m_manager, &hub::DownloadManager::taskAdded, this, [this](hub::DownloadTask* task) {
-        connect(task, &hub::DownloadTask::planned, this, &CatalogPanel::refresh);
-    });
+    connect(m_manager, &hub::DownloadManager::taskAdded, this,
+        [this](hub::DownloadTask* task) { connect(task, &hub::DownloadTask::planned, this, &CatalogPanel::refresh); });
     for (auto* task : m_manager->tasks())
         connect(task, &hub::DownloadTask::planned, this, &CatalogPanel::refresh);
     refresh();
@@ -184,16 +184,19 @@ void CatalogPanel::refresh()
             if (task && !task->plans().empty()) {
                 const auto t = task->totals();
                 item->setText(Size, bytesText(t.totalBytes));
-                item->setToolTip(Size, tr("%1 in %2, as planned from the Hub").arg(bytesText(t.totalBytes), countOf(t.files, tr("file"), tr("files"))));
+                item->setToolTip(
+                    Size, tr("%1 in %2, as planned from the Hub").arg(bytesText(t.totalBytes), countOf(t.files, tr("file"), tr("files"))));
                 item->setText(InCache, bytesText(t.presentBytes));
-                item->setToolTip(InCache, tr("%1 of %2 already in the cache (complete files and resumable partial downloads)")
-                                              .arg(bytesText(t.presentBytes), bytesText(t.totalBytes)));
+                item->setToolTip(InCache,
+                    tr("%1 of %2 already in the cache (complete files and resumable partial downloads)")
+                        .arg(bytesText(t.presentBytes), bytesText(t.totalBytes)));
             } else {
                 // A variant without an estimate says how to learn its size instead of a blank.
                 const bool estimated = variant && variant->approxDownloadBytes;
                 item->setText(Size, estimated ? QStringLiteral("~") + bytesText(*variant->approxDownloadBytes) : tr("plan to see"));
-                item->setToolTip(Size, estimated ? tr("Approximate; plan the download for the exact size")
-                                                 : tr("No estimate in the catalog: Plan reads the exact size from the Hub before anything downloads"));
+                item->setToolTip(Size,
+                    estimated ? tr("Approximate; plan the download for the exact size")
+                              : tr("No estimate in the catalog: Plan reads the exact size from the Hub before anything downloads"));
                 item->setText(InCache, QString());
             }
             using A = hub::DownloadManager::Availability;
@@ -224,8 +227,8 @@ void CatalogPanel::refresh()
     m_cache->clear();
     if (m_cacheManager) {
         for (const auto& r : m_cacheManager->repos()) {
-            auto* item = new QTreeWidgetItem(m_cache, {r.repo, bytesText(static_cast<quint64>(r.bytes)), QString::number(r.snapshots),
-                                                         r.variants.join(QStringLiteral(", "))});
+            auto* item = new QTreeWidgetItem(m_cache,
+                {r.repo, bytesText(static_cast<quint64>(r.bytes)), QString::number(r.snapshots), r.variants.join(QStringLiteral(", "))});
             item->setToolTip(0, m_manager->isTrusted(r.repo.toStdString()) ? tr("Trusted publisher") : tr("Not a catalog publisher"));
         }
     } else {
@@ -251,9 +254,10 @@ void CatalogPanel::updateDetails()
     QStringList sources;
     for (const auto& s : variant->sources)
         sources << tr("%1 (%2)").arg(QString::fromStdString(s.repo), QString::fromStdString(s.role));
-    m_details->setText(tr("<b>%1</b> · %2 · pipeline %3<br>Reads from: %4")
-                           .arg(QString::fromStdString(variant->name).toHtmlEscaped(), QString::fromStdString(variant->precision).toHtmlEscaped(),
-                               QString::fromStdString(variant->pipeline).toHtmlEscaped(), sources.join(QStringLiteral(", ")).toHtmlEscaped()));
+    m_details->setText(
+        tr("<b>%1</b> · %2 · pipeline %3<br>Reads from: %4")
+            .arg(QString::fromStdString(variant->name).toHtmlEscaped(), QString::fromStdString(variant->precision).toHtmlEscaped(),
+                QString::fromStdString(variant->pipeline).toHtmlEscaped(), sources.join(QStringLiteral(", ")).toHtmlEscaped()));
 }
 
 void CatalogPanel::planVariant(const QString& id)
@@ -302,7 +306,9 @@ qint64 CatalogPanel::runCachePlan(const hub::CachePlan& plan, bool confirm)
     }
     if (confirm) {
         QMessageBox box(QMessageBox::Question, tr("Delete from disk"),
-            tr("Delete %1? This frees %2 (%3 entries).").arg(plan.what, bytesText(static_cast<quint64>(plan.freedBytes))).arg(plan.remove.size()),
+            tr("Delete %1? This frees %2 (%3 entries).")
+                .arg(plan.what, bytesText(static_cast<quint64>(plan.freedBytes)))
+                .arg(plan.remove.size()),
             QMessageBox::Yes | QMessageBox::Cancel, this);
         QStringList details;
         if (!plan.kept.isEmpty())
@@ -340,4 +346,4 @@ void CatalogPanel::cleanUp(bool confirm)
         runCachePlan(m_cacheManager->planCleanup(), confirm);
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -13,7 +13,7 @@ class CacheManager;
 class DownloadManager;
 class DownloadTask;
 struct CachePlan;
-}
+}  // namespace vireo::hub
 
 namespace vireo::ui {
 
@@ -66,4 +66,4 @@ private:
     QPushButton* m_cleanUp;
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

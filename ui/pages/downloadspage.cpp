@@ -56,8 +56,7 @@ QString stateText(const hub::FileStatus& st)
     switch (st.state) {
     case FileState::Queued: return QObject::tr("Queued");
     case FileState::Downloading: return QObject::tr("Downloading");
-    case FileState::Retrying:
-        return QObject::tr("Stalled, retrying (%1/%2)").arg(st.attempt).arg(st.maxAttempts);
+    case FileState::Retrying: return QObject::tr("Stalled, retrying (%1/%2)").arg(st.attempt).arg(st.maxAttempts);
     case FileState::Verifying: return QObject::tr("Verifying");
     case FileState::Done: return QObject::tr("Done");
     case FileState::Failed: return QObject::tr("Failed");
@@ -75,7 +74,8 @@ QString taskStateText(const DownloadTask& task)
     case State::Planned: return task.totals().presentBytes > 0 ? QObject::tr("Ready to resume") : QObject::tr("Ready to start");
     case State::Downloading: {
         const auto t = task.totals();
-        const int percent = t.totalBytes ? static_cast<int>(100.0 * static_cast<double>(t.bytesDone) / static_cast<double>(t.totalBytes)) : 0;
+        const int percent =
+            t.totalBytes ? static_cast<int>(100.0 * static_cast<double>(t.bytesDone) / static_cast<double>(t.totalBytes)) : 0;
         return QObject::tr("Downloading, %1%").arg(percent);
     }
     case State::Done: return QObject::tr("Ready");
@@ -85,12 +85,12 @@ QString taskStateText(const DownloadTask& task)
     return {};
 }
 
-} // namespace
+}  // namespace
 
 DownloadsPage::DownloadsPage(hub::DownloadManager* manager, QWidget* parent)
-    : QWidget(parent), m_manager(manager), m_list(new QListWidget), m_stack(new QStackedWidget), m_title(new QLabel),
-      m_sources(new QLabel), m_summary(new QLabel), m_reason(new QLabel), m_error(new QLabel), m_total(new QProgressBar),
-      m_totalText(new QLabel), m_start(new QPushButton(tr("Start download"))), m_cancelAll(new QPushButton(tr("Cancel all"))),
+    : QWidget(parent), m_manager(manager), m_list(new QListWidget), m_stack(new QStackedWidget), m_title(new QLabel), m_sources(new QLabel),
+      m_summary(new QLabel), m_reason(new QLabel), m_error(new QLabel), m_total(new QProgressBar), m_totalText(new QLabel),
+      m_start(new QPushButton(tr("Start download"))), m_cancelAll(new QPushButton(tr("Cancel all"))),
       m_approve(new QPushButton(tr("Review and approve…"))), m_remove(new QPushButton(tr("Remove from list"))), m_files(new QTreeWidget)
 {
     auto* layout = new QVBoxLayout(this);
@@ -301,13 +301,15 @@ void DownloadsPage::rebuildRows()
         auto* item = new QTreeWidgetItem(m_files);
         const bool multi = m_task->plans().size() > 1;
         item->setText(File, QString::fromStdString(r.file.path));
-        item->setToolTip(File, QString::fromStdString(m_task->plans()[static_cast<std::size_t>(r.source)].repo + ": " + r.file.path)
+        item->setToolTip(File,
+            QString::fromStdString(m_task->plans()[static_cast<std::size_t>(r.source)].repo + ": " + r.file.path)
                 + (r.file.lfs() ? tr("\nSHA-256 %1").arg(QString::fromStdString(r.file.sha256)) : QString()));
         if (multi)
-            item->setText(File, QString::fromStdString(m_task->spec().sources[static_cast<std::size_t>(r.source)].role).isEmpty()
+            item->setText(File,
+                QString::fromStdString(m_task->spec().sources[static_cast<std::size_t>(r.source)].role).isEmpty()
                     ? QString::fromStdString(r.file.path)
                     : QStringLiteral("[%1] %2").arg(QString::fromStdString(m_task->spec().sources[static_cast<std::size_t>(r.source)].role),
-                          QString::fromStdString(r.file.path)));
+                        QString::fromStdString(r.file.path)));
         item->setText(Size, bytesText(r.file.size));
         item->setToolTip(Size, tr("%1 bytes").arg(r.file.size));
         auto* bar = new QProgressBar;
@@ -433,11 +435,12 @@ void DownloadsPage::updateControls()
     untrusted.removeDuplicates();
 
     if (planned) {
-        m_summary->setText(tr("<b>%7</b>, %1 in total · %2 already in the cache · <b>%3 to download</b><br>"
-                              "Free on %4: %5 (keeping %6 spare)")
-                               .arg(bytesText(t.totalBytes), bytesText(t.presentBytes), bytesText(t.totalBytes - std::min(t.presentBytes, t.totalBytes)),
-                                   QString::fromStdString(pf.volume).toHtmlEscaped(), bytesText(pf.freeBytes),
-                                   bytesText(m_manager->settings()->headroomBytes()), countOf(t.files, tr("file"), tr("files"))));
+        m_summary->setText(
+            tr("<b>%7</b>, %1 in total · %2 already in the cache · <b>%3 to download</b><br>"
+               "Free on %4: %5 (keeping %6 spare)")
+                .arg(bytesText(t.totalBytes), bytesText(t.presentBytes), bytesText(t.totalBytes - std::min(t.presentBytes, t.totalBytes)),
+                    QString::fromStdString(pf.volume).toHtmlEscaped(), bytesText(pf.freeBytes),
+                    bytesText(m_manager->settings()->headroomBytes()), countOf(t.files, tr("file"), tr("files"))));
         m_summary->setToolTip(tr("Needed: the remaining bytes plus a safety margin, %1 in all").arg(bytesText(pf.neededBytes)));
     } else {
         m_summary->setText(state == State::Planning ? tr("Asking the Hub which files this model needs…") : QString());
@@ -454,7 +457,8 @@ void DownloadsPage::updateControls()
     else if (state == State::Done)
         reason = tr("Every file is in the cache and verified: the model is ready.");
     else if (!untrusted.isEmpty())
-        reason = tr("%1 is not from a catalog publisher: review and approve it before downloading.").arg(untrusted.join(QStringLiteral(", ")));
+        reason =
+            tr("%1 is not from a catalog publisher: review and approve it before downloading.").arg(untrusted.join(QStringLiteral(", ")));
     else if (m_manager->settings()->offline())
         reason = tr("Offline mode is on (Settings): nothing can be downloaded.");
     else if (planned && !pf.fits)
@@ -467,11 +471,11 @@ void DownloadsPage::updateControls()
     m_reason->setText(reason);
     m_reason->setVisible(!reason.isEmpty());
     m_start->setEnabled(canStart || state == State::PlanFailed);
-    m_start->setText(state == State::PlanFailed ? tr("Try again")
+    m_start->setText(state == State::PlanFailed                                           ? tr("Try again")
             : (state == State::Failed || state == State::Cancelled || t.presentBytes > 0) ? tr("Resume download")
-                                                                                           : tr("Start download"));
-    m_start->setToolTip(canStart ? tr("Download %1; partial files resume").arg(bytesText(t.totalBytes - std::min(t.totalBytes, t.bytesDone)))
-                                 : reason);
+                                                                                          : tr("Start download"));
+    m_start->setToolTip(
+        canStart ? tr("Download %1; partial files resume").arg(bytesText(t.totalBytes - std::min(t.totalBytes, t.bytesDone))) : reason);
     m_cancelAll->setEnabled(state == State::Downloading);
     m_approve->setVisible(!untrusted.isEmpty() && planned);
     m_remove->setEnabled(!m_task->busy());
@@ -501,4 +505,4 @@ void DownloadsPage::requestApproval()
     dialog->open();
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -13,7 +13,7 @@ class QTreeWidget;
 namespace vireo::hub {
 class DownloadManager;
 class DownloadTask;
-}
+}  // namespace vireo::hub
 
 namespace vireo::ui {
 
@@ -72,4 +72,4 @@ private:
     std::vector<int> m_lastPercent;
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -83,17 +83,20 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
     row(QStringLiteral("Version"), esc(r.modelVersion.empty() ? std::string() : "LTX-" + r.modelVersion));
     if (!r.repo.empty())
         row(QStringLiteral("Hub"), esc(r.repo + (r.commit.empty() ? std::string() : " @ " + r.commit)));
-    row(QStringLiteral("Size"), QStringLiteral("%1 × %2, %3 frames at %4 fps (%5 s)")
-                                    .arg(r.width)
-                                    .arg(r.height)
-                                    .arg(r.frames)
-                                    .arg(r.fps)
-                                    .arg(r.fps > 0 ? QString::number(static_cast<double>(r.frames) / r.fps, 'f', 2) : QStringLiteral("?")));
+    row(QStringLiteral("Size"),
+        QStringLiteral("%1 × %2, %3 frames at %4 fps (%5 s)")
+            .arg(r.width)
+            .arg(r.height)
+            .arg(r.frames)
+            .arg(r.fps)
+            .arg(r.fps > 0 ? QString::number(static_cast<double>(r.frames) / r.fps, 'f', 2) : QStringLiteral("?")));
     row(QStringLiteral("Seed"), QString::number(r.seed));
     row(QStringLiteral("Schedule"), QStringLiteral("%1, %2 steps").arg(esc(r.schedule)).arg(r.steps));
-    row(QStringLiteral("Guidance"), QStringLiteral("video %1, audio %2, rescale %3").arg(r.guidance).arg(r.audioGuidance).arg(r.guidanceRescale));
+    row(QStringLiteral("Guidance"),
+        QStringLiteral("video %1, audio %2, rescale %3").arg(r.guidance).arg(r.audioGuidance).arg(r.guidanceRescale));
     if (!r.stages.empty()) {
-        const QString path = r.stages == "two" ? QStringLiteral("two stages (half size, latent upsample ×2, refine)") : QStringLiteral("one stage");
+        const QString path =
+            r.stages == "two" ? QStringLiteral("two stages (half size, latent upsample ×2, refine)") : QStringLiteral("one stage");
         row(QStringLiteral("Path"), r.stagesReason.empty() ? path : path + QStringLiteral("<br>") + esc(r.stagesReason));
     }
     if (!r.conditions.empty()) {
@@ -103,18 +106,20 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
                      .arg(esc(QFileInfo(QString::fromStdString(cond.source)).fileName().toStdString()))
                      .arg(cond.frame)
                      .arg(cond.strength)
-                     .arg(cond.frames > 1 ? (cond.fromEnd ? QStringLiteral(", its last %1 frames") : QStringLiteral(", its first %1 frames")).arg(cond.frames)
-                                          : QStringLiteral(", CRF %1").arg(cond.crf))
+                     .arg(cond.frames > 1
+                             ? (cond.fromEnd ? QStringLiteral(", its last %1 frames") : QStringLiteral(", its first %1 frames"))
+                                   .arg(cond.frames)
+                             : QStringLiteral(", CRF %1").arg(cond.crf))
                      .arg(esc(cond.sha256.substr(0, 16)))
                      .arg(cond.copy.empty() ? QStringLiteral(" · no copy kept") : QStringLiteral(" · kept as ") + esc(cond.copy));
         const bool clip = r.conditions.size() == 1 && r.conditions.front().frames > 1;
         row(r.conditions.size() == 1 ? (clip ? QStringLiteral("Start clip") : QStringLiteral("Start image")) : QStringLiteral("Conditions"),
             c.join(QStringLiteral("<br>")));
     }
-    row(QStringLiteral("Speed"), r.stepsSkipped > 0 ? QStringLiteral("%1, %2 of %3 steps reused").arg(esc(r.speed)).arg(r.stepsSkipped).arg(r.steps)
-                                                    : esc(r.speed));
-    row(QStringLiteral("Ran on"), esc(r.device + (r.dtype.empty() ? std::string() : ", " + r.dtype)
-                                      + (r.placement.empty() ? std::string() : ", " + r.placement)));
+    row(QStringLiteral("Speed"),
+        r.stepsSkipped > 0 ? QStringLiteral("%1, %2 of %3 steps reused").arg(esc(r.speed)).arg(r.stepsSkipped).arg(r.steps) : esc(r.speed));
+    row(QStringLiteral("Ran on"),
+        esc(r.device + (r.dtype.empty() ? std::string() : ", " + r.dtype) + (r.placement.empty() ? std::string() : ", " + r.placement)));
     if (!r.paths.empty())
         row(QStringLiteral("Compute"), esc(r.paths));
     if (!r.plannedPaths.empty())
@@ -135,15 +140,20 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
     if (!r.loras.empty()) {
         QStringList l;
         for (const auto& lora : r.loras)
-            l << QStringLiteral("%1 × %2 (%3)").arg(esc(QFileInfo(QString::fromStdString(lora.path)).fileName().toStdString()))
+            l << QStringLiteral("%1 × %2 (%3)")
+                     .arg(esc(QFileInfo(QString::fromStdString(lora.path)).fileName().toStdString()))
                      .arg(lora.strength)
                      .arg(esc(lora.status));
         row(QStringLiteral("LoRAs"), l.join(QStringLiteral("<br>")));
     }
     const auto made = QDateTime::fromString(QString::fromStdString(r.created), Qt::ISODate);
-    row(QStringLiteral("Made"), (made.isValid() ? QLocale().toString(made.toLocalTime(), QLocale::LongFormat).toHtmlEscaped() : esc(r.created))
-                                    + (r.app.empty() ? QString() : QStringLiteral(" by ") + esc(r.app)));
-    row(QStringLiteral("File"), item.path.toHtmlEscaped() + QStringLiteral(" (%1)").arg(QString::fromStdString(humanBytes(static_cast<std::uint64_t>(std::max<qint64>(0, item.fileBytes))))));
+    row(QStringLiteral("Made"),
+        (made.isValid() ? QLocale().toString(made.toLocalTime(), QLocale::LongFormat).toHtmlEscaped() : esc(r.created))
+            + (r.app.empty() ? QString() : QStringLiteral(" by ") + esc(r.app)));
+    row(QStringLiteral("File"),
+        item.path.toHtmlEscaped()
+            + QStringLiteral(" (%1)").arg(
+                QString::fromStdString(humanBytes(static_cast<std::uint64_t>(std::max<qint64>(0, item.fileBytes))))));
     h += QStringLiteral("</table>");
     if (!r.files.empty()) {
         h += QStringLiteral("<h4 style='margin-bottom:2px'>Weights</h4>");
@@ -151,12 +161,13 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
             h += QStringLiteral("<p style='margin:2px 0'>%1<br><span style='color:#8a93a3'>%2 · %3</span></p>")
                      .arg(esc(QFileInfo(QString::fromStdString(f.path)).fileName().toStdString()),
                          QString::fromStdString(humanBytes(static_cast<std::uint64_t>(std::max<std::int64_t>(0, f.bytes)))),
-                         f.sha256.empty() ? QStringLiteral("not hashed") : QStringLiteral("sha256 ") + esc(f.sha256.substr(0, 16)) + QStringLiteral("…"));
+                         f.sha256.empty() ? QStringLiteral("not hashed")
+                                          : QStringLiteral("sha256 ") + esc(f.sha256.substr(0, 16)) + QStringLiteral("…"));
     }
     return h;
 }
 
-} // namespace
+}  // namespace
 
 // A key that works anywhere inside `scope`.
 template <typename F>
@@ -487,7 +498,8 @@ void GalleryPage::connectActions()
         for (auto& c : r.conditions) {
             const auto name = QString::fromStdString(c.copy);
             // A plain file name only: a recipe is read from files anyone may have written.
-            const bool plain = !name.isEmpty() && !name.contains(QLatin1Char('/')) && name != QStringLiteral("..") && name != QStringLiteral(".");
+            const bool plain =
+                !name.isEmpty() && !name.contains(QLatin1Char('/')) && name != QStringLiteral("..") && name != QStringLiteral(".");
             c.copy = item && plain ? QFileInfo(item->path).dir().filePath(name).toStdString() : std::string();
         }
         return r;
@@ -521,8 +533,8 @@ void GalleryPage::connectActions()
         const auto item = m_gallery->item(m_current);
         if (!item)
             return;
-        const auto to = QFileDialog::getSaveFileName(this, tr("Export a copy"), QFileInfo(item->path).fileName(), {}, nullptr,
-            QFileDialog::DontConfirmOverwrite);
+        const auto to = QFileDialog::getSaveFileName(
+            this, tr("Export a copy"), QFileInfo(item->path).fileName(), {}, nullptr, QFileDialog::DontConfirmOverwrite);
         QString error;
         if (!to.isEmpty() && !exportCurrent(to, &error))
             QMessageBox::warning(this, tr("Export"), error);
@@ -560,7 +572,6 @@ void GalleryPage::connectGallery()
         }
     });
 }
-
 
 void GalleryPage::showEvent(QShowEvent* event)
 {
@@ -639,7 +650,8 @@ void GalleryPage::showDetail()
     m_title->setText(QStringLiteral("<b>%1</b>").arg(QFileInfo(item->path).fileName().toHtmlEscaped()));
     m_recipeView->setHtml(m_recipe ? recipeHtml(*m_recipe, *item)
                                    : tr("<p>This file carries no Vireo recipe (it was made elsewhere, or its recipe was stripped).</p>"
-                                        "<p>%1</p>").arg(item->path.toHtmlEscaped()));
+                                        "<p>%1</p>")
+                                         .arg(item->path.toHtmlEscaped()));
     m_again->setEnabled(m_recipe.has_value());
     m_vary->setEnabled(m_recipe.has_value());
     m_startImage->setText(item->kind == QStringLiteral("image") ? tr("Animate this image") : tr("Use first frame as start image"));
@@ -664,7 +676,8 @@ void GalleryPage::showDetail()
     m_transport->setVisible(false);
     if (!present) {
         m_detailProblem->setText(tr("This file is gone: %1. It was moved or deleted outside the studio. "
-                                    "Locate it, or forget it (its recipe goes with it).").arg(item->path));
+                                    "Locate it, or forget it (its recipe goes with it).")
+                                     .arg(item->path));
         m_placeholder->setText(tr("Missing"));
         m_media->setCurrentWidget(m_placeholder);
         return;
@@ -753,9 +766,8 @@ void GalleryPage::ensurePlayer()
         return;
     m_player = makeClipPlayer(m_video, m_play, m_position, this, &m_noAudioDevice);
     connect(m_player, &QMediaPlayer::positionChanged, this, &GalleryPage::updatePosition);
-    connect(m_player, &QMediaPlayer::errorOccurred, this, [this](QMediaPlayer::Error, const QString& message) {
-        m_detailProblem->setText(tr("Playback: %1").arg(message));
-    });
+    connect(m_player, &QMediaPlayer::errorOccurred, this,
+        [this](QMediaPlayer::Error, const QString& message) { m_detailProblem->setText(tr("Playback: %1").arg(message)); });
 }
 
 void GalleryPage::updatePosition(qint64 ms)
@@ -773,7 +785,8 @@ void GalleryPage::stepFrames(int frames)
     // The middle of the target frame, so rounding never lands on its neighbour.
     const double frameMs = 1000.0 / m_fps;
     const qint64 current = static_cast<qint64>(std::floor(static_cast<double>(m_player->position()) / frameMs + 1e-6));
-    const qint64 target = std::clamp<qint64>(current + frames, 0, std::max<qint64>(0, static_cast<qint64>(m_player->duration() / frameMs) - 1));
+    const qint64 target =
+        std::clamp<qint64>(current + frames, 0, std::max<qint64>(0, static_cast<qint64>(m_player->duration() / frameMs) - 1));
     const auto ms = static_cast<qint64>((static_cast<double>(target) + 0.5) * frameMs);
     m_player->setPosition(ms);
     updatePosition(ms);
@@ -786,10 +799,14 @@ void GalleryPage::stepFrames(int frames)
     QPointer<GalleryPage> self(this);
     QThreadPool::globalInstance()->start([self, path, seconds, width, ticket] {
         auto frame = std::make_shared<Result<QImage>>(gallery::videoFrame(path, seconds, width));
-        QMetaObject::invokeMethod(QCoreApplication::instance(), [self, frame, ticket] {
-            if (self && ticket == self->m_stepTicket && *frame && self->m_player && self->m_player->playbackState() != QMediaPlayer::PlayingState)
-                self->m_video->showFrame(**frame);
-        }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            QCoreApplication::instance(),
+            [self, frame, ticket] {
+                if (self && ticket == self->m_stepTicket && *frame && self->m_player
+                    && self->m_player->playbackState() != QMediaPlayer::PlayingState)
+                    self->m_video->showFrame(**frame);
+            },
+            Qt::QueuedConnection);
     });
 }
 
@@ -799,8 +816,8 @@ void GalleryPage::reveal()
     if (!item)
         return;
     // The freedesktop file manager interface selects the file; without one, the folder opens.
-    auto call = QDBusMessage::createMethodCall(QStringLiteral("org.freedesktop.FileManager1"), QStringLiteral("/org/freedesktop/FileManager1"),
-        QStringLiteral("org.freedesktop.FileManager1"), QStringLiteral("ShowItems"));
+    auto call = QDBusMessage::createMethodCall(QStringLiteral("org.freedesktop.FileManager1"),
+        QStringLiteral("/org/freedesktop/FileManager1"), QStringLiteral("org.freedesktop.FileManager1"), QStringLiteral("ShowItems"));
     call << QStringList{QUrl::fromLocalFile(item->path).toString()} << QString();
     const auto bus = QDBusConnection::sessionBus();
     if (bus.isConnected() && bus.call(call, QDBus::Block, 2000).type() == QDBusMessage::ReplyMessage)
@@ -878,4 +895,4 @@ bool GalleryPage::forgetCurrent()
     return true;
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

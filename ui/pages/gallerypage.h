@@ -132,4 +132,4 @@ private:
     QElapsedTimer m_lastRescan;
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -76,14 +76,22 @@ struct Preset {
 };
 // LTX-2's sizes are multiples of 32; these are the ones its authors publish numbers for.
 const Preset kPresets[] = {
-    {"768 × 512 (landscape)", 768, 512}, {"512 × 768 (portrait)", 512, 768}, {"1216 × 704 (landscape HD)", 1216, 704},
-    {"704 × 1216 (portrait HD)", 704, 1216}, {"512 × 512 (square)", 512, 512}, {"960 × 544 (landscape)", 960, 544},
+    {"768 × 512 (landscape)", 768, 512},
+    {"512 × 768 (portrait)", 512, 768},
+    {"1216 × 704 (landscape HD)", 1216, 704},
+    {"704 × 1216 (portrait HD)", 704, 1216},
+    {"512 × 512 (square)", 512, 512},
+    {"960 × 544 (landscape)", 960, 544},
 };
 // Ideogram-4's sizes are multiples of 16 (8x VAE, 2x2 patches); its reference default is 2048².
 const Preset kImagePresets[] = {
-    {"1024 × 1024 (square)", 1024, 1024}, {"2048 × 2048 (square, the reference's default)", 2048, 2048},
-    {"1344 × 768 (landscape)", 1344, 768}, {"768 × 1344 (portrait)", 768, 1344}, {"1152 × 896 (landscape)", 1152, 896},
-    {"896 × 1152 (portrait)", 896, 1152}, {"512 × 512 (square, quick)", 512, 512},
+    {"1024 × 1024 (square)", 1024, 1024},
+    {"2048 × 2048 (square, the reference's default)", 2048, 2048},
+    {"1344 × 768 (landscape)", 1344, 768},
+    {"768 × 1344 (portrait)", 768, 1344},
+    {"1152 × 896 (landscape)", 1152, 896},
+    {"896 × 1152 (portrait)", 896, 1152},
+    {"512 × 512 (square, quick)", 512, 512},
 };
 
 QFrame* card(QFormLayout*& form, const QString& title)
@@ -170,25 +178,28 @@ QString seconds(double s)
     return QStringLiteral("%1 min %2 s").arg(static_cast<int>(s) / 60).arg(static_cast<int>(s) % 60);
 }
 
-} // namespace
+}  // namespace
 
 GeneratePage::GeneratePage(core::Studio* studio, QWidget* parent)
-    : QWidget(parent), m_studio(studio), m_model(new QComboBox), m_modelStatus(new QLabel), m_planDownload(new QPushButton(tr("Plan download"))),
-      m_addLocal(new QPushButton(tr("Add local model…"))), m_removeLocal(new QPushButton(tr("Remove from list"))), m_prompt(new QPlainTextEdit), m_negative(new QPlainTextEdit),
+    : QWidget(parent), m_studio(studio), m_model(new QComboBox), m_modelStatus(new QLabel),
+      m_planDownload(new QPushButton(tr("Plan download"))), m_addLocal(new QPushButton(tr("Add local model…"))),
+      m_removeLocal(new QPushButton(tr("Remove from list"))), m_prompt(new QPlainTextEdit), m_negative(new QPlainTextEdit),
       m_promptError(errorLabel(QStringLiteral("promptError"))), m_preset(new QComboBox), m_width(new QSpinBox), m_height(new QSpinBox),
       m_frames(new QSpinBox), m_fps(new QDoubleSpinBox), m_duration(new QLabel), m_sizeError(errorLabel(QStringLiteral("sizeError"))),
       m_schedule(new QComboBox), m_steps(new QSpinBox), m_guidance(new QDoubleSpinBox), m_audioGuidance(new QDoubleSpinBox),
-      m_rescale(new QDoubleSpinBox), m_speed(new QComboBox), m_randomSeed(new QCheckBox(tr("New seed each time"))), m_seed(new QSpinBox), m_placement(new QComboBox),
-      m_memory(new QLabel), m_notes(new QLabel), m_generate(new QPushButton(tr("Generate"))), m_generateWhy(new QLabel), m_cancel(new QPushButton(tr("Cancel"))),
-      m_preview(new QLabel), m_phase(new QLabel), m_progress(new QProgressBar), m_eta(new QLabel), m_video(new VideoView),
-      m_player(nullptr), m_play(new QPushButton(tr("Play"))), m_position(new QSlider(Qt::Horizontal)),
-      m_result(new QLabel), m_openFolder(new QPushButton(tr("Show in folder"))), m_queue(new QListWidget),
-      m_cancelSelected(new QPushButton(tr("Cancel selected"))), m_planTimer(new QTimer(this)), m_loras(new LoraPanel), m_image(new QLabel)
+      m_rescale(new QDoubleSpinBox), m_speed(new QComboBox), m_randomSeed(new QCheckBox(tr("New seed each time"))), m_seed(new QSpinBox),
+      m_placement(new QComboBox), m_memory(new QLabel), m_notes(new QLabel), m_generate(new QPushButton(tr("Generate"))),
+      m_generateWhy(new QLabel), m_cancel(new QPushButton(tr("Cancel"))), m_preview(new QLabel), m_phase(new QLabel),
+      m_progress(new QProgressBar), m_eta(new QLabel), m_video(new VideoView), m_player(nullptr), m_play(new QPushButton(tr("Play"))),
+      m_position(new QSlider(Qt::Horizontal)), m_result(new QLabel), m_openFolder(new QPushButton(tr("Show in folder"))),
+      m_queue(new QListWidget), m_cancelSelected(new QPushButton(tr("Cancel selected"))), m_planTimer(new QTimer(this)),
+      m_loras(new LoraPanel), m_image(new QLabel)
 {
     nameControls();
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(28, 24, 28, 16);
-    addPageHeader(layout, tr("Generate"), tr("Video with sound, or images, from a prompt. Jobs run one after another on the chosen device."));
+    addPageHeader(
+        layout, tr("Generate"), tr("Video with sound, or images, from a prompt. Jobs run one after another on the chosen device."));
 
     auto* split = new QSplitter;
     split->addWidget(inputsColumn());
@@ -241,7 +252,6 @@ void GeneratePage::nameControls()
     m_queue->setObjectName(QStringLiteral("queue"));
     m_cancelSelected->setObjectName(QStringLiteral("cancelSelected"));
     m_modelStatus->setObjectName(QStringLiteral("modelStatus"));
-
 }
 
 // The model picker, with what it needs before it can run.
@@ -320,7 +330,8 @@ QWidget* GeneratePage::conditionCard()
     m_imageFrame->setObjectName(QStringLiteral("imageFrame"));
     m_imageFrame->setRange(0, 1024);
     m_imageFrame->setSingleStep(8);
-    m_imageFrame->setToolTip(tr("0: the video starts from the picture. 8k + 1 (9, 17, …): the video passes through it there (a keyframe)."));
+    m_imageFrame->setToolTip(
+        tr("0: the video starts from the picture. 8k + 1 (9, 17, …): the video passes through it there (a keyframe)."));
     m_imageStrength = new QDoubleSpinBox;
     m_imageStrength->setAccessibleName(tr("Strength of the start image"));
     m_imageStrength->setObjectName(QStringLiteral("imageStrength"));
@@ -638,7 +649,8 @@ void GeneratePage::connectControls()
         const auto path = QFileDialog::getOpenFileName(this, tr("A picture or a video to start the video from"),
             m_conditionPath.isEmpty() ? QString() : QFileInfo(m_conditionPath).absolutePath(),
             tr("Pictures and videos (*.png *.jpg *.jpeg *.webp *.bmp *.tif *.tiff *.gif *.mp4 *.mov *.m4v *.mkv *.webm *.avi *.ts);;"
-               "Pictures (*.png *.jpg *.jpeg *.webp *.bmp *.tif *.tiff *.gif);;Videos (*.mp4 *.mov *.m4v *.mkv *.webm *.avi *.ts);;All files (*)"));
+               "Pictures (*.png *.jpg *.jpeg *.webp *.bmp *.tif *.tiff *.gif);;Videos (*.mp4 *.mov *.m4v *.mkv *.webm *.avi *.ts);;All "
+               "files (*)"));
         if (!path.isEmpty())
             loadConditionImage(path);
     });
@@ -759,11 +771,14 @@ void GeneratePage::showResident()
     }
     QStringList words;
     if (!r->matmulPaths.empty()) {
-        words << (fp8 ? tr("FP8 on tensor cores") : unpacked ? tr("compressed weights unpacked as they are used") : tr("full-size weights"));
+        words << (fp8      ? tr("FP8 on tensor cores")
+                : unpacked ? tr("compressed weights unpacked as they are used")
+                           : tr("full-size weights"));
         words << (fp8Attention ? tr("FP8 attention") : tr("standard attention"));
     }
     const auto device = QString::fromStdString(r->plan.device == "cpu" ? std::string("the CPU") : r->plan.device);
-    m_modelStatus->setText(words.isEmpty() ? tr("Loaded on %1").arg(device) : tr("Loaded on %1 · %2").arg(device, words.join(QStringLiteral(", "))));
+    m_modelStatus->setText(
+        words.isEmpty() ? tr("Loaded on %1").arg(device) : tr("Loaded on %1 · %2").arg(device, words.join(QStringLiteral(", "))));
     m_modelStatus->setToolTip(paths);
 }
 
@@ -907,8 +922,9 @@ bool GeneratePage::validate()
         updateConditionThumbnail();
         const auto problem = runtime::conditionProblem(m_imageFrame->value(), m_conditionClip ? m_clipFrames->value() : 1,
             m_imageStrength->value(), m_conditionCrf, m_frames->value());
-        setImageError(problem.empty() ? QString()
-                                      : (m_conditionClip ? tr("The start clip: %1.") : tr("The start image: %1.")).arg(QString::fromStdString(problem)));
+        setImageError(problem.empty()
+                ? QString()
+                : (m_conditionClip ? tr("The start clip: %1.") : tr("The start image: %1.")).arg(QString::fromStdString(problem)));
         ok = ok && problem.empty();
         // A clip extended from an end that cannot be read would only fail in the engine.
         ok = ok && !(m_conditionClip && conditionFromEnd() && m_conditionLast.isNull() && !m_conditionLastProblem.isEmpty());
@@ -925,7 +941,8 @@ bool GeneratePage::validate()
     if (m_imageMode) {
         const bool reference = !request().guidanceSchedule.empty();
         m_notes->setText(reference ? tr("Guidance follows the reference's schedule at %1 steps: %2 then lower for the last steps.")
-                                         .arg(m_defaults.steps).arg(m_defaults.guidance)
+                                         .arg(m_defaults.steps)
+                                         .arg(m_defaults.guidance)
                                    : tr("Guidance %1 at every step.").arg(m_guidance->value()));
         m_notes->setVisible(true);
     }
@@ -934,11 +951,11 @@ bool GeneratePage::validate()
     m_generate->setEnabled(ok && ready);
     // Why Generate is off, under the button where the eye is (the fields' own messages may be
     // a screen further down).
-    const QString why = !m_resolved                 ? tr("Choose a model that is ready.")
-        : !m_planProblem.isEmpty()                  ? tr("The model cannot run: %1").arg(m_planProblem)
+    const QString why = !m_resolved                   ? tr("Choose a model that is ready.")
+        : !m_planProblem.isEmpty()                    ? tr("The model cannot run: %1").arg(m_planProblem)
         : m_prompt->toPlainText().trimmed().isEmpty() ? tr("Write a prompt.")
-        : !ok                                       ? tr("Fix the fields marked in red below.")
-                                                    : QString();
+        : !ok                                         ? tr("Fix the fields marked in red below.")
+                                                      : QString();
     m_generate->setToolTip(why.isEmpty() ? tr("Generate (Ctrl+Enter)") : why);
     m_generateWhy->setText(why);
     m_generateWhy->setVisible(!why.isEmpty());
@@ -1044,7 +1061,8 @@ void GeneratePage::setRules(const facade::FamilyRules& rules)
     m_prompt->setPlaceholderText(image ? tr("What the picture shows, its style, any text it holds")
                                        : tr("What happens, what it looks like, and what it sounds like"));
     if (!m_job)
-        m_preview->setText(image ? tr("A preview of the image appears here while it denoises.") : tr("Previews of the video appear here while it denoises."));
+        m_preview->setText(image ? tr("A preview of the image appears here while it denoises.")
+                                 : tr("Previews of the video appear here while it denoises."));
     m_video->setVisible(!image);
     for (int i = 0; i < m_transport->count(); ++i)
         if (auto* w = m_transport->itemAt(i)->widget(); w && w != m_openFolder)
@@ -1156,8 +1174,8 @@ void GeneratePage::showPlan(quint64 ticket)
     QStringList where;
     for (const auto& c : p.components)
         if (c.bytes > 0)
-            where << QStringLiteral("%1 %2 → %3").arg(QString::fromStdString(c.name), QString::fromStdString(humanBytes(c.bytes)),
-                         QString::fromStdString(c.where));
+            where << QStringLiteral("%1 %2 → %3")
+                         .arg(QString::fromStdString(c.name), QString::fromStdString(humanBytes(c.bytes)), QString::fromStdString(c.where));
     // How it will run on this device, decided before anything loads: the compute dtype and
     // each component's path, and what runs slower than the device could.
     QString paths = tr("How it runs: %1").arg(QString::fromStdString(p.pathsText));
@@ -1277,7 +1295,8 @@ void GeneratePage::onJobFinished(quint64 id)
             } else {
                 const auto box = m_image->size().expandedTo(QSize(320, 200));
                 m_image->setPixmap(QPixmap::fromImage(picture.size().width() > box.width() || picture.size().height() > box.height()
-                        ? picture.scaled(box, Qt::KeepAspectRatio, Qt::SmoothTransformation) : picture));
+                        ? picture.scaled(box, Qt::KeepAspectRatio, Qt::SmoothTransformation)
+                        : picture));
             }
             m_image->setToolTip(tr("%1 × %2").arg(picture.width()).arg(picture.height()));
             emit outputFinished(s->outputPath);
@@ -1310,8 +1329,7 @@ void GeneratePage::onJobFinished(quint64 id)
             m_player->setSource(QUrl());
         }
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -1376,8 +1394,9 @@ bool GeneratePage::selectModelFor(const output::Recipe& r, QString* why)
             return true;
     }
     if (why)
-        *why = tr("The model that made it (%1) is not available here: download it on the Models page or add its files, then choose it above.")
-                   .arg(QString::fromStdString(r.modelTitle.empty() ? r.pipeline : r.modelTitle));
+        *why =
+            tr("The model that made it (%1) is not available here: download it on the Models page or add its files, then choose it above.")
+                .arg(QString::fromStdString(r.modelTitle.empty() ? r.pipeline : r.modelTitle));
     return false;
 }
 
@@ -1447,12 +1466,14 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
         s.expectedSha256 = c.expectedSha256;
         loadConditionImage(c.path, s);
         if (ask.conditions.size() > 1 && why)
-            *why = tr("The recipe has %1 conditions; this page holds the first (vireo-cli generate takes them all).").arg(ask.conditions.size());
+            *why = tr("The recipe has %1 conditions; this page holds the first (vireo-cli generate takes them all).")
+                       .arg(ask.conditions.size());
     }
     m_randomSeed->setChecked(vary);
     if (!vary && (r.seed < 0 || r.seed > m_seed->maximum())) {
         // Never a silently different seed: the same seed or a clear word.
-        reason = tr("The recipe's seed %1 is outside 0 to %2, which this page holds; a new seed is used.").arg(r.seed).arg(m_seed->maximum());
+        reason =
+            tr("The recipe's seed %1 is outside 0 to %2, which this page holds; a new seed is used.").arg(r.seed).arg(m_seed->maximum());
         m_modelStatus->setText(reason);
         if (why)
             *why = reason;
@@ -1483,31 +1504,35 @@ void GeneratePage::loadConditionImage(const QString& path, std::optional<Conditi
     QThreadPool::globalInstance()->start([self, path, ticket, settings] {
         auto source = std::make_shared<Result<runtime::ConditionSource>>(runtime::inspectCondition(path, 480));
         // Back on the GUI thread, where the page may be gone or a newer choice made.
-        QMetaObject::invokeMethod(qApp, [self, path, ticket, source, settings] {
-            if (!self || ticket != self->m_conditionTicket)
-                return;
-            QString error;
-            if (!self->applyCondition(path, *source, &error)) {
-                // Refused: the slot shows what it held before.
-                if (self->m_conditionPath.isEmpty())
-                    self->m_conditionForm->setRowVisible(self->m_imageName, false);
-                else
-                    self->updateConditionThumbnail();
+        QMetaObject::invokeMethod(
+            qApp,
+            [self, path, ticket, source, settings] {
+                if (!self || ticket != self->m_conditionTicket)
+                    return;
+                QString error;
+                if (!self->applyCondition(path, *source, &error)) {
+                    // Refused: the slot shows what it held before.
+                    if (self->m_conditionPath.isEmpty())
+                        self->m_conditionForm->setRowVisible(self->m_imageName, false);
+                    else
+                        self->updateConditionThumbnail();
+                    if (settings)
+                        self->m_modelStatus->setText(error);
+                    return;
+                }
                 if (settings)
-                    self->m_modelStatus->setText(error);
-                return;
-            }
-            if (settings)
-                self->applyConditionSettings(*settings);
-        }, Qt::QueuedConnection);
+                    self->applyConditionSettings(*settings);
+            },
+            Qt::QueuedConnection);
     });
 }
 
 void GeneratePage::applyConditionSettings(const ConditionSettings& s)
 {
     if (!s.anyKind && m_conditionClip != s.expectClip) {
-        m_modelStatus->setText(!s.wrongKind.isEmpty() ? s.wrongKind.arg(m_conditionPath)
-                                                      : tr("%1 is not the %2 the recipe names.").arg(m_conditionPath, s.expectClip ? tr("clip") : tr("still")));
+        m_modelStatus->setText(!s.wrongKind.isEmpty()
+                ? s.wrongKind.arg(m_conditionPath)
+                : tr("%1 is not the %2 the recipe names.").arg(m_conditionPath, s.expectClip ? tr("clip") : tr("still")));
         clearConditionImage();
         return;
     }
@@ -1537,7 +1562,8 @@ bool GeneratePage::applyCondition(const QString& path, const Result<runtime::Con
     if (!source)
         message = QString::fromStdString(source.error().message);
     else if (source->clip && source->frames > 0 && source->frames < 9)
-        message = tr("%1 has %2 frames; a start clip keeps at least 9 (8k + 1).").arg(QFileInfo(path).absoluteFilePath()).arg(source->frames);
+        message =
+            tr("%1 has %2 frames; a start clip keeps at least 9 (8k + 1).").arg(QFileInfo(path).absoluteFilePath()).arg(source->frames);
     if (!message.isEmpty()) {
         m_conditionRefused = message;
         setImageError(QString());
@@ -1670,7 +1696,10 @@ void GeneratePage::updateConditionThumbnail()
     m_imageName->setText(m_conditionClip
             ? (conditionFromEnd() ? tr("%1 · its last %2 frames, their centre at %3 × %4 (scaled to cover the video and cropped)")
                                   : tr("%1 · its first %2 frames, their centre at %3 × %4 (scaled to cover the video and cropped)"))
-                  .arg(name).arg(m_clipFrames->value()).arg(out.width()).arg(out.height())
+                  .arg(name)
+                  .arg(m_clipFrames->value())
+                  .arg(out.width())
+                  .arg(out.height())
             : tr("%1 · its centre at %2 × %3 (scaled to cover the video and cropped)").arg(name).arg(out.width()).arg(out.height()));
 }
 
@@ -1697,11 +1726,15 @@ void GeneratePage::updateStages(bool* ok)
     if (!text.isEmpty())
         text[0] = text[0].toUpper();
     if (plan->twoStage)
-        text += tr(". Stage 1 at %1 × %2, then %3 × %4.").arg(plan->firstWidth).arg(plan->firstHeight).arg(m_width->value()).arg(m_height->value());
+        text += tr(". Stage 1 at %1 × %2, then %3 × %4.")
+                    .arg(plan->firstWidth)
+                    .arg(plan->firstHeight)
+                    .arg(m_width->value())
+                    .arg(m_height->value());
     else
         text += QLatin1Char('.');
     m_stagePlan->setText(text);
     m_stagePlan->setStyleSheet(QStringLiteral("color: #8a93a3;"));
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -71,13 +71,13 @@ public:
     struct ConditionSettings {
         std::int64_t frame = 0;
         double strength = 1.0;
-        int clipFrames = 0;        // 0: a still is expected
+        int clipFrames = 0;  // 0: a still is expected
         bool fromEnd = false;
         int crf = 33;
         bool expectClip = false;
-        bool anyKind = false;      // take what the file is (use as start image): no kind check, frame and strength kept
+        bool anyKind = false;  // take what the file is (use as start image): no kind check, frame and strength kept
         std::string expectedSha256;
-        QString wrongKind;         // said when the file is not of the expected kind; empty: the recipe's words
+        QString wrongKind;  // said when the file is not of the expected kind; empty: the recipe's words
     };
     // The same, decoded on a worker thread so a large picture or video never stalls the window
     // (a drop, Choose…, Generate again, Extend this clip); the slot says it is reading, and a
@@ -194,14 +194,14 @@ private:
 
     QWidget* m_conditionCard = nullptr;
     QFormLayout* m_conditionForm = nullptr;
-    QLabel* m_imageSlot = nullptr;      // thumbnail; accepts a dropped file
+    QLabel* m_imageSlot = nullptr;  // thumbnail; accepts a dropped file
     QLabel* m_imageName = nullptr;
     QPushButton* m_chooseImage = nullptr;
     QPushButton* m_clearImage = nullptr;
     QSpinBox* m_imageFrame = nullptr;
-    QSpinBox* m_clipFrames = nullptr;   // a start clip's frames; its row shows for clips only
-    QComboBox* m_clipPart = nullptr;    // its first or its last frames
-    QLayout* m_clipRow = nullptr;       // both, one form row
+    QSpinBox* m_clipFrames = nullptr;  // a start clip's frames; its row shows for clips only
+    QComboBox* m_clipPart = nullptr;  // its first or its last frames
+    QLayout* m_clipRow = nullptr;  // both, one form row
     QDoubleSpinBox* m_imageStrength = nullptr;
     QLabel* m_imageError = nullptr;
     QPushButton* m_audioSlot = nullptr;
@@ -209,14 +209,14 @@ private:
     QComboBox* m_stages = nullptr;
     QLabel* m_stagePlan = nullptr;
     QString m_conditionPath;
-    QImage m_conditionPreview;          // the still, or a clip's first frame: decoded once; the thumbnail shows its crop
-    QImage m_conditionLast;             // a clip's last frame, read with its first
-    QString m_conditionLastProblem;     // why that frame could not be read
-    int m_conditionCrf = 33;            // the recipe's, for Generate again; the reference's otherwise
-    bool m_conditionClip = false;       // the condition is a video's first frames
-    quint64 m_conditionTicket = 0;      // the latest choice; an older one decoding meanwhile is dropped
-    std::string m_conditionSha256;      // the recipe's hash of the chosen file (Generate again); empty: any
-    QString m_conditionRefused;         // why the last file offered was refused (or cannot be read to its end), until the next choice
+    QImage m_conditionPreview;  // the still, or a clip's first frame: decoded once; the thumbnail shows its crop
+    QImage m_conditionLast;  // a clip's last frame, read with its first
+    QString m_conditionLastProblem;  // why that frame could not be read
+    int m_conditionCrf = 33;  // the recipe's, for Generate again; the reference's otherwise
+    bool m_conditionClip = false;  // the condition is a video's first frames
+    quint64 m_conditionTicket = 0;  // the latest choice; an older one decoding meanwhile is dropped
+    std::string m_conditionSha256;  // the recipe's hash of the chosen file (Generate again); empty: any
+    QString m_conditionRefused;  // why the last file offered was refused (or cannot be read to its end), until the next choice
 
     QLabel* m_preview;
     QLabel* m_phase;
@@ -233,8 +233,8 @@ private:
     QTimer* m_planTimer;
     LoraPanel* m_loras;
 
-    quint64 m_job = 0;           // the job the status area shows: the running one
-    QSet<quint64> m_pageJobs;    // jobs queued from this page
+    quint64 m_job = 0;  // the job the status area shows: the running one
+    QSet<quint64> m_pageJobs;  // jobs queued from this page
     quint64 m_planTicket = 0;
     bool m_planFits = true;
     QString m_planProblem;  // why the chosen model cannot run, from its plan; empty when it can
@@ -246,7 +246,7 @@ private:
     bool m_noAudioDevice = false;
     std::optional<runtime::ModelRef> m_resolved;
     QList<runtime::Engine*> m_watched;
-    QLabel* m_image;                        // a finished image
+    QLabel* m_image;  // a finished image
     QFormLayout* m_promptForm = nullptr;
     QFormLayout* m_sizeForm = nullptr;
     QFormLayout* m_samplingForm = nullptr;
@@ -259,4 +259,4 @@ private:
     runtime::GenerationDefaults m_defaults;
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

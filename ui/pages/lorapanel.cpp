@@ -31,7 +31,7 @@ QString colourOf(const QString& status)
     return QStringLiteral("#9aa3b2");
 }
 
-} // namespace
+}  // namespace
 
 LoraPanel::LoraPanel(QWidget* parent) : QFrame(parent)
 {
@@ -54,7 +54,8 @@ LoraPanel::LoraPanel(QWidget* parent) : QFrame(parent)
     add->setObjectName(QStringLiteral("addLora"));
     auto* hub = new QPushButton(tr("From the Hub…"));
     hub->setObjectName(QStringLiteral("hubLora"));
-    hub->setToolTip(tr("Download a LoRA repository into the Hugging Face cache (repos outside the catalog's publishers need your approval)"));
+    hub->setToolTip(
+        tr("Download a LoRA repository into the Hugging Face cache (repos outside the catalog's publishers need your approval)"));
     buttons->addWidget(add);
     buttons->addWidget(hub);
     buttons->addStretch(1);
@@ -66,8 +67,9 @@ LoraPanel::LoraPanel(QWidget* parent) : QFrame(parent)
     });
     connect(hub, &QPushButton::clicked, this, [this] {
         bool ok = false;
-        const auto repo = QInputDialog::getText(this, tr("LoRA from the Hub"), tr("Repository (owner/name):"), QLineEdit::Normal, QString(), &ok)
-                              .trimmed();
+        const auto repo =
+            QInputDialog::getText(this, tr("LoRA from the Hub"), tr("Repository (owner/name):"), QLineEdit::Normal, QString(), &ok)
+                .trimmed();
         static const QRegularExpression id(QStringLiteral("^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"));
         if (ok && id.match(repo).hasMatch())
             emit hubLoraRequested(repo);
@@ -246,4 +248,4 @@ void LoraPanel::rebuild()
     }
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

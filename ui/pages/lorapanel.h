@@ -63,4 +63,4 @@ private:
     quint64 m_generation = 0;  // checks started for an older model are ignored
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -64,7 +64,9 @@ void addJson(QTreeWidgetItem* parent, const QString& key, const QJsonValue& valu
         for (qsizetype i = 0; i < arr.size() && i < 64; ++i)
             addJson(item, QString::number(i), arr.at(i));
     } else {
-        QString text = value.isString() ? value.toString() : QString::fromUtf8(QJsonDocument(QJsonArray{value}).toJson(QJsonDocument::Compact)).mid(1).chopped(1);
+        QString text = value.isString()
+            ? value.toString()
+            : QString::fromUtf8(QJsonDocument(QJsonArray{value}).toJson(QJsonDocument::Compact)).mid(1).chopped(1);
         addChild(parent, key, text);
     }
 }
@@ -99,13 +101,10 @@ QString quantizationText(const vireo::inspect::QuantizationReport& qr)
     return q(qr.scheme);
 }
 
-} // namespace
+}  // namespace
 
 ModelsPage::ModelsPage(hub::DownloadManager* manager, QWidget* parent)
-    : QWidget(parent)
-    , m_inspector(new core::LocalModelInspector(this))
-    , m_tabs(new QTabWidget)
-    , m_catalog(new CatalogPanel(manager))
+    : QWidget(parent), m_inspector(new core::LocalModelInspector(this)), m_tabs(new QTabWidget), m_catalog(new CatalogPanel(manager))
 {
     setAcceptDrops(true);
     auto* page = new QVBoxLayout(this);
@@ -197,8 +196,8 @@ void ModelsPage::openPath(const QString& path)
 void ModelsPage::chooseFile()
 {
     const QString start = QSettings().value(QStringLiteral("models/lastPath")).toString();
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open a model file"), QFileInfo(start).path(),
-        tr("Model weights (*.safetensors *.gguf *.json);;All files (*)"));
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open a model file"), QFileInfo(start).path(), tr("Model weights (*.safetensors *.gguf *.json);;All files (*)"));
     if (!path.isEmpty())
         openPath(path);
 }
@@ -219,7 +218,8 @@ void ModelsPage::showReport(const QString& path, const vireo::inspect::ModelRepo
     m_status->setText(tr("%1 — read from headers only").arg(path));
     m_report->clear();
     addRow(m_report, tr("Recognized"), familyText(r) + (r.attention.empty() ? QString() : QStringLiteral(", ") + q(r.attention)));
-    addRow(m_report, tr("Format"), q(r.format) + QStringLiteral(" · ") + countOf(static_cast<qint64>(r.files.size()), tr("file"), tr("files")));
+    addRow(m_report, tr("Format"),
+        q(r.format) + QStringLiteral(" · ") + countOf(static_cast<qint64>(r.files.size()), tr("file"), tr("files")));
     addRow(m_report, tr("Tensors"), QLocale().toString(static_cast<qlonglong>(r.tensors)));
     addRow(m_report, tr("Size on disk"), sizeText(r.bytes), tr("%1 bytes").arg(QLocale().toString(static_cast<qulonglong>(r.bytes))));
     auto* types = addRow(m_report, tr("Types"), countOf(static_cast<qint64>(r.dtypes.size()), tr("type"), tr("types")));
@@ -307,4 +307,4 @@ void ModelsPage::dropEvent(QDropEvent* event)
     }
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -67,4 +67,4 @@ private:
     QString m_reportPath;  // the model the report shows
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

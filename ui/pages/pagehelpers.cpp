@@ -41,4 +41,4 @@ QWidget* makeEmptyState(const QString& title, const QString& body, QWidget* pare
     return box;
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

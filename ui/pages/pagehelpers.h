@@ -18,4 +18,4 @@ void addPageHeader(QVBoxLayout* layout, const QString& title, const QString& sub
 // An honest empty state: what will appear here and what the user can do now.
 QWidget* makeEmptyState(const QString& title, const QString& body, QWidget* parent = nullptr);
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

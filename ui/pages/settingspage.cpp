@@ -52,12 +52,13 @@ QWidget* row(std::initializer_list<QWidget*> widgets, int stretchIndex = 0)
     return w;
 }
 
-} // namespace
+}  // namespace
 
 SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
-    : QWidget(parent), m_settings(settings), m_cache(new QLineEdit), m_outputs(new QLineEdit), m_endpoint(new QLineEdit), m_token(new QLineEdit),
-      m_saveToken(new QPushButton(tr("Save token"))), m_clearToken(new QPushButton(tr("Remove"))), m_tokenStatus(new QLabel),
-      m_parallel(new QSpinBox), m_keepFree(new QDoubleSpinBox), m_offline(new QCheckBox(tr("Work offline: never contact the Hub"))), m_trusted(new QListWidget),
+    : QWidget(parent), m_settings(settings), m_cache(new QLineEdit), m_outputs(new QLineEdit), m_endpoint(new QLineEdit),
+      m_token(new QLineEdit), m_saveToken(new QPushButton(tr("Save token"))), m_clearToken(new QPushButton(tr("Remove"))),
+      m_tokenStatus(new QLabel), m_parallel(new QSpinBox), m_keepFree(new QDoubleSpinBox),
+      m_offline(new QCheckBox(tr("Work offline: never contact the Hub"))), m_trusted(new QListWidget),
       m_revoke(new QPushButton(tr("Revoke"))), m_saved(new QLabel)
 {
     auto* outer = new QVBoxLayout(this);
@@ -149,7 +150,8 @@ QWidget* SettingsPage::hubCard()
         if (m_endpoint->text() == m_settings->endpoint())
             return;
         const auto url = QUrl(m_endpoint->text().trimmed());
-        if (!m_endpoint->text().trimmed().isEmpty() && (!url.isValid() || (url.scheme() != QStringLiteral("https") && url.scheme() != QStringLiteral("http")))) {
+        if (!m_endpoint->text().trimmed().isEmpty()
+            && (!url.isValid() || (url.scheme() != QStringLiteral("https") && url.scheme() != QStringLiteral("http")))) {
             m_saved->setText(tr("The endpoint must be an http(s) address"));
             return;
         }
@@ -279,7 +281,10 @@ void SettingsPage::load()
     using S = core::StudioSettings::TokenSource;
     switch (m_settings->tokenSource()) {
     case S::None: m_tokenStatus->setText(tr("No token: public models only; gated ones will ask for it.")); break;
-    case S::Settings: m_tokenStatus->setText(tr("Using %1, stored in %2 (readable only by you).").arg(m_settings->maskedToken(), m_settings->tokenFilePath())); break;
+    case S::Settings:
+        m_tokenStatus->setText(
+            tr("Using %1, stored in %2 (readable only by you).").arg(m_settings->maskedToken(), m_settings->tokenFilePath()));
+        break;
     case S::Environment: m_tokenStatus->setText(tr("Using %1 from HF_TOKEN in the environment.").arg(m_settings->maskedToken())); break;
     case S::TokenFile: m_tokenStatus->setText(tr("Using %1 from the Hugging Face token file.").arg(m_settings->maskedToken())); break;
     }
@@ -296,4 +301,4 @@ void SettingsPage::load()
     m_revoke->setEnabled(false);
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -59,4 +59,4 @@ private:
     QLabel* m_saved;
 };
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -59,7 +59,8 @@ QMediaPlayer* makeClipPlayer(VideoView* view, QPushButton* play, QSlider* positi
     QObject::connect(player, &QMediaPlayer::playbackStateChanged, play, [play](QMediaPlayer::PlaybackState s) {
         play->setText(s == QMediaPlayer::PlayingState ? QObject::tr("Pause") : QObject::tr("Play"));
     });
-    QObject::connect(player, &QMediaPlayer::durationChanged, position, [position](qint64 d) { position->setRange(0, static_cast<int>(d)); });
+    QObject::connect(
+        player, &QMediaPlayer::durationChanged, position, [position](qint64 d) { position->setRange(0, static_cast<int>(d)); });
     QObject::connect(player, &QMediaPlayer::positionChanged, position, [position](qint64 p) {
         const QSignalBlocker block(position);
         position->setValue(static_cast<int>(p));
@@ -67,4 +68,4 @@ QMediaPlayer* makeClipPlayer(VideoView* view, QPushButton* play, QSlider* positi
     return player;
 }
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -39,4 +39,4 @@ private:
 // the clip plays silently and *silent says so (the page tells the user why).
 QMediaPlayer* makeClipPlayer(VideoView* view, QPushButton* play, QSlider* position, QObject* parent, bool* silent);
 
-} // namespace vireo::ui
+}  // namespace vireo::ui

@@ -19,11 +19,11 @@ using nlohmann::json;
 
 namespace {
 
+using jsonutil::boolField;
 using jsonutil::ConfigError;
 using jsonutil::configFail;
 using jsonutil::intField;
 using jsonutil::numberField;
-using jsonutil::boolField;
 std::vector<std::int64_t> intList(const json& j, const char* key, std::vector<std::int64_t> fallback, const std::string& where)
 {
     if (!j.contains(key) || j[key].is_null())
@@ -91,7 +91,7 @@ std::int64_t bytesOf(const at::Tensor& t)
     return t.defined() ? t.numel() * t.element_size() : 0;
 }
 
-} // namespace
+}  // namespace
 
 Result<VaeConfig> parseVaeConfig(const std::string& configJson, const std::string& origin)
 {
@@ -129,7 +129,7 @@ Result<VaeConfig> parseVaeConfig(const std::string& configJson, const std::strin
             ok = ok && c.groups > 0 && ch % c.groups == 0;
         if (!ok)
             configFail(origin + ": inconsistent AutoencoderKLFlux2 sizes (latent " + std::to_string(c.latentChannels) + ", groups "
-                    + std::to_string(c.groups) + ")");
+                + std::to_string(c.groups) + ")");
         return c;
     } catch (const json::exception& e) {
         return makeError(ErrorCode::InvalidFormat, origin + ": not a usable AutoencoderKLFlux2 config (" + e.what() + ")");
@@ -157,15 +157,24 @@ VaeDecoder::~VaeDecoder() = default;
 VaeDecoder::VaeDecoder(VaeDecoder&&) noexcept = default;
 VaeDecoder& VaeDecoder::operator=(VaeDecoder&&) noexcept = default;
 
-const at::Tensor& VaeDecoder::latentMean() const { return m_impl->latentMean; }
-const at::Tensor& VaeDecoder::latentStd() const { return m_impl->latentStd; }
-const VaeConfig& VaeDecoder::config() const { return m_impl->config; }
+const at::Tensor& VaeDecoder::latentMean() const
+{
+    return m_impl->latentMean;
+}
+const at::Tensor& VaeDecoder::latentStd() const
+{
+    return m_impl->latentStd;
+}
+const VaeConfig& VaeDecoder::config() const
+{
+    return m_impl->config;
+}
 
 Result<VaeDecoder> VaeDecoder::load(const fs::path& path, const VaeLoadOptions& options)
 {
     if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
-        return makeError(ErrorCode::InvalidArgument, std::string("FLUX.2 VAE: compute dtype ") + c10::toString(options.dtype)
-                + " is not float32, bfloat16 or float16");
+        return makeError(ErrorCode::InvalidArgument,
+            std::string("FLUX.2 VAE: compute dtype ") + c10::toString(options.dtype) + " is not float32, bfloat16 or float16");
     auto opened = tensorfile::ModelSource::open(path);
     if (!opened)
         return opened.error();
@@ -325,4 +334,4 @@ std::int64_t VaeDecoder::residentBytes() const
     return n;
 }
 
-} // namespace vireo::flux2
+}  // namespace vireo::flux2

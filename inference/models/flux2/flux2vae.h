@@ -25,7 +25,7 @@ struct VaeConfig {
     std::int64_t latentChannels = 32;
     std::int64_t outChannels = 3;
     std::vector<std::int64_t> blockOut{128, 256, 512, 512};  // decoder_block_out_channels when set
-    std::int64_t layersPerBlock = 2;                         // the decoder has one more per level
+    std::int64_t layersPerBlock = 2;  // the decoder has one more per level
     std::int64_t groups = 32;
     bool midAttention = true;
     bool postQuantConv = true;
@@ -68,4 +68,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::flux2
+}  // namespace vireo::flux2

@@ -32,11 +32,11 @@ using nn::shapeText;
 
 // ------------------------------------------------------------------ config
 
+using jsonutil::boolField;
 using jsonutil::ConfigError;
 using jsonutil::configFail;
 using jsonutil::intField;
 using jsonutil::numberField;
-using jsonutil::boolField;
 RopeConfig ropeFrom(const json& p, const char* layerType, const std::string& where)
 {
     if (!p.is_object())
@@ -50,7 +50,7 @@ RopeConfig ropeFrom(const json& p, const char* layerType, const std::string& whe
         type = p["type"].get<std::string>();
     if (p.contains("partial_rotary_factor") && numberField(p, "partial_rotary_factor", 1.0, where) != 1.0)
         configFail(where + ": partial_rotary_factor " + jsonutil::shortDump(p["partial_rotary_factor"]) + " for " + layerType
-                + " is not supported by this version");
+            + " is not supported by this version");
     if (type == "linear") {
         r.linearFactor = numberField(p, "factor", 0.0, where);
         if (!(r.linearFactor > 0.0))
@@ -102,18 +102,19 @@ TextConfig parseText(const json& top, const std::string& where)
     c.attentionBias = boolField(tc, "attention_bias", false, where);
     c.tieLastHiddenStates = boolField(tc, "tie_last_hidden_states", true, where);
     if (c.vocabSize <= 0 || c.hiddenSize <= 0 || c.intermediateSize <= 0 || c.layers <= 0 || c.heads <= 0 || c.kvHeads <= 0
-        || c.headDim <= 0 || c.heads % c.kvHeads != 0 || c.headDim % 2 != 0 || !(c.queryPreAttnScalar > 0)
+        || c.headDim <= 0 || c.heads % c.kvHeads != 0 || c.headDim % 2 != 0
+        || !(c.queryPreAttnScalar > 0)
         // Far beyond any Gemma (12B: 262208 x 3840, 48 layers of 16 x 256); the loader loops,
         // allocates and multiplies by these.
-        || c.vocabSize > (1 << 24) || c.hiddenSize > (1 << 16) || c.intermediateSize > (1 << 20) || c.layers > 1024
-        || c.heads > 1024 || c.kvHeads > 1024 || c.headDim > 4096 || !(c.rmsNormEps > 0 && c.rmsNormEps < 1)
-        || !std::isfinite(c.queryPreAttnScalar))
+        || c.vocabSize > (1 << 24) || c.hiddenSize > (1 << 16) || c.intermediateSize > (1 << 20) || c.layers > 1024 || c.heads > 1024
+        || c.kvHeads > 1024 || c.headDim > 4096 || !(c.rmsNormEps > 0 && c.rmsNormEps < 1) || !std::isfinite(c.queryPreAttnScalar))
         configFail(where + ": inconsistent sizes (vocab " + std::to_string(c.vocabSize) + ", hidden " + std::to_string(c.hiddenSize)
-                + ", layers " + std::to_string(c.layers) + ", heads " + std::to_string(c.heads) + "/" + std::to_string(c.kvHeads)
-                + ", head_dim " + std::to_string(c.headDim) + ")");
+            + ", layers " + std::to_string(c.layers) + ", heads " + std::to_string(c.heads) + "/" + std::to_string(c.kvHeads)
+            + ", head_dim " + std::to_string(c.headDim) + ")");
 
     const std::string act = tc.contains("hidden_activation") && tc["hidden_activation"].is_string()
-        ? tc["hidden_activation"].get<std::string>() : "gelu_pytorch_tanh";
+        ? tc["hidden_activation"].get<std::string>()
+        : "gelu_pytorch_tanh";
     if (act == "gelu_pytorch_tanh")
         c.geluTanh = true;
     else if (act == "gelu")
@@ -127,7 +128,7 @@ TextConfig parseText(const json& top, const std::string& where)
         // transformers 5.24's Gemma3Attention never passes it on (its SDPA path would even
         // reject it), and Gemma 3 checkpoints leave it null; refuse rather than guess.
         configFail(where + ": attn_logit_softcapping " + jsonutil::shortDump(tc["attn_logit_softcapping"])
-                + " is set; transformers 5.24 ignores it for Gemma 3 and this port does not implement it");
+            + " is set; transformers 5.24 ignores it for Gemma 3 and this port does not implement it");
 
     // Layer types: layer_types, else the legacy sliding_window_pattern (default 6).
     if (tc.contains("layer_types") && !tc["layer_types"].is_null()) {
@@ -190,7 +191,7 @@ TextConfig parseText(const json& top, const std::string& where)
 // ------------------------------------------------------------------ weights
 
 const std::vector<std::string> kIgnoredPrefixes{"vision_tower.", "model.vision_tower.", "multi_modal_projector.",
-                                                 "model.multi_modal_projector.", "lm_head.", "language_model.lm_head."};
+    "model.multi_modal_projector.", "lm_head.", "language_model.lm_head."};
 // Tried in order; the first under which embed_tokens.weight exists names the language model.
 const std::vector<std::string> kLanguageModelPrefixes{"model.language_model.", "language_model.model.", "model.", ""};
 
@@ -247,7 +248,7 @@ at::Tensor repeatKv(const at::Tensor& x, std::int64_t n)
     return x.unsqueeze(2).expand({b, kv, n, t, d}).reshape({b, kv * n, t, d});
 }
 
-} // namespace
+}  // namespace
 
 TextConfig TextConfig::gemma3_12b()
 {
@@ -297,8 +298,8 @@ struct TextEncoder::Impl {
     at::Tensor invFreqFull, invFreqSliding;  // float32 [head_dim / 2] on the device
 
     at::Tensor run(const at::Tensor& inputIds, const at::Tensor& attentionMask, const std::stop_token& stop, bool& cancelled) const;
-    at::Tensor attention(const Layer& layer, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                         const at::Tensor& mask, const at::Tensor& rowHasKey) const;
+    at::Tensor attention(const Layer& layer, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& mask,
+        const at::Tensor& rowHasKey) const;
 };
 
 TextEncoder::TextEncoder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -306,15 +307,24 @@ TextEncoder::~TextEncoder() = default;
 TextEncoder::TextEncoder(TextEncoder&&) noexcept = default;
 TextEncoder& TextEncoder::operator=(TextEncoder&&) noexcept = default;
 
-const TextConfig& TextEncoder::config() const { return m_impl->config; }
-c10::Device TextEncoder::device() const { return m_impl->device; }
-c10::ScalarType TextEncoder::dtype() const { return m_impl->dtype; }
+const TextConfig& TextEncoder::config() const
+{
+    return m_impl->config;
+}
+c10::Device TextEncoder::device() const
+{
+    return m_impl->device;
+}
+c10::ScalarType TextEncoder::dtype() const
+{
+    return m_impl->dtype;
+}
 
 Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoadOptions& options)
 {
     if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
-        return makeError(ErrorCode::InvalidArgument, std::string("Gemma 3: compute dtype ") + c10::toString(options.dtype)
-                + " is not float32, bfloat16 or float16");
+        return makeError(ErrorCode::InvalidArgument,
+            std::string("Gemma 3: compute dtype ") + c10::toString(options.dtype) + " is not float32, bfloat16 or float16");
     auto opened = tensorfile::ModelSource::open(path);
     if (!opened)
         return opened.error();
@@ -322,12 +332,16 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
     const std::string origin = path.string();
 
     nn::LanguageModelLayout layout{"Gemma 3", kLanguageModelPrefixes, kIgnoredPrefixes, [&](const std::map<std::string, Stored>& all) {
-        std::optional<Error> refused;
-        if (all.count("token_embd.weight") || std::any_of(all.begin(), all.end(), [](const auto& kv) { return startsWith(kv.first, "blk."); }))
-            refused = makeError(ErrorCode::Unsupported, origin + ": uses llama.cpp's GGUF names (token_embd, blk.N.*), whose norms carry "
-                "Gemma's +1 baked in; this version reads Gemma 3 in transformers' layout only");
-        return refused;
-    }};
+                                       std::optional<Error> refused;
+                                       if (all.count("token_embd.weight") || std::any_of(all.begin(), all.end(), [](const auto& kv) {
+                                               return startsWith(kv.first, "blk.");
+                                           }))
+                                           refused = makeError(ErrorCode::Unsupported,
+                                               origin
+                                                   + ": uses llama.cpp's GGUF names (token_embd, blk.N.*), whose norms carry "
+                                                     "Gemma's +1 baked in; this version reads Gemma 3 in transformers' layout only");
+                                       return refused;
+                                   }};
     auto found = nn::findLanguageModel(source, origin, layout);
     if (!found)
         return found.error();
@@ -349,13 +363,16 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
             && index.count("layers." + std::to_string(twelveB.layers - 1) + ".mlp.down_proj.weight")
             && !index.count("layers." + std::to_string(twelveB.layers) + ".mlp.down_proj.weight");
         if (!shapesMatch)
-            return makeError(ErrorCode::NotFound, origin + ": no config.json beside the weights and they are not Gemma 3 12B's "
-                    "shapes; put the model's config.json next to them or pass a config");
+            return makeError(ErrorCode::NotFound,
+                origin
+                    + ": no config.json beside the weights and they are not Gemma 3 12B's "
+                      "shapes; put the model's config.json next to them or pass a config");
         config = twelveB;
     }
     if (static_cast<std::int64_t>(config.layerTypes.size()) != config.layers)
-        return makeError(ErrorCode::InvalidArgument, origin + ": the config lists " + std::to_string(config.layerTypes.size())
-                + " layer types for " + std::to_string(config.layers) + " layers");
+        return makeError(ErrorCode::InvalidArgument,
+            origin + ": the config lists " + std::to_string(config.layerTypes.size()) + " layer types for " + std::to_string(config.layers)
+                + " layers");
 
     auto impl = std::make_unique<Impl>();
     impl->config = config;
@@ -396,7 +413,8 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
 
         // Gemma3RotaryEmbedding: 1 / base^(arange(0, dim, 2) / dim), divided by the linear factor.
         auto invFreq = [&](const RopeConfig& r) {
-            const auto exponent = at::arange(0, c.headDim, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / static_cast<double>(c.headDim);
+            const auto exponent =
+                at::arange(0, c.headDim, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / static_cast<double>(c.headDim);
             auto f = at::reciprocal(at::pow(at::Scalar(r.theta), exponent));
             if (r.linearFactor != 1.0)
                 f = f / r.linearFactor;
@@ -411,7 +429,7 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
 }
 
 at::Tensor TextEncoder::Impl::attention(const Layer& layer, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                                        const at::Tensor& mask, const at::Tensor& rowHasKey) const
+    const at::Tensor& mask, const at::Tensor& rowHasKey) const
 {
     const auto& c = config;
     const auto b = x.size(0), t = x.size(1);
@@ -445,8 +463,8 @@ at::Tensor TextEncoder::Impl::attention(const Layer& layer, const at::Tensor& x,
     return layer.o(out.transpose(1, 2).reshape({b, t, c.heads * c.headDim}));
 }
 
-at::Tensor TextEncoder::Impl::run(const at::Tensor& inputIds, const at::Tensor& attentionMask, const std::stop_token& stop,
-                                  bool& cancelled) const
+at::Tensor TextEncoder::Impl::run(
+    const at::Tensor& inputIds, const at::Tensor& attentionMask, const std::stop_token& stop, bool& cancelled) const
 {
     const auto& c = config;
     TORCH_CHECK(inputIds.dim() == 2, "Gemma 3 expects input ids [B, T], got ", inputIds.sizes());
@@ -465,9 +483,8 @@ at::Tensor TextEncoder::Impl::run(const at::Tensor& inputIds, const at::Tensor& 
     const auto valid = attentionMask.to(device).to(at::kBool);
 
     // Gemma3TextScaledWordEmbedding: rows * sqrt(hidden), the scale rounded to the model dtype.
-    const auto embedScale = at::scalar_tensor(std::sqrt(static_cast<double>(c.hiddenSize)), at::TensorOptions().dtype(at::kFloat))
-                                .to(dtype)
-                                .to(device);
+    const auto embedScale =
+        at::scalar_tensor(std::sqrt(static_cast<double>(c.hiddenSize)), at::TensorOptions().dtype(at::kFloat)).to(dtype).to(device);
     auto h = embed.lookup(ids, dtype).to(dtype) * embedScale;
 
     auto out = at::empty({b, t, c.hiddenSize, c.layers + 1}, h.options());
@@ -563,4 +580,4 @@ bool isUnusedByTextEncoder(const std::string& name)
     return std::any_of(kIgnoredPrefixes.begin(), kIgnoredPrefixes.end(), [&](const std::string& p) { return name.rfind(p, 0) == 0; });
 }
 
-} // namespace vireo::gemma3
+}  // namespace vireo::gemma3

@@ -52,8 +52,8 @@ struct TextConfig {
     RopeConfig ropeFull{1'000'000.0, 1.0};
     RopeConfig ropeSliding{10'000.0, 1.0};
     bool attentionBias = false;
-    bool geluTanh = true;               // gelu_pytorch_tanh; false = exact gelu
-    bool tieLastHiddenStates = true;    // the last hidden state is the final norm's output
+    bool geluTanh = true;  // gelu_pytorch_tanh; false = exact gelu
+    bool tieLastHiddenStates = true;  // the last hidden state is the final norm's output
     // Gemma3Model replaces this id by 0 before the embedding when it is outside the vocabulary.
     std::optional<std::int64_t> imageTokenId;
 
@@ -73,7 +73,7 @@ bool isUnusedByTextEncoder(const std::string& name);
 struct TextEncoderLoadOptions {
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;  // compute dtype; quantized weights stay quantized
-    std::optional<TextConfig> config;     // instead of config.json
+    std::optional<TextConfig> config;  // instead of config.json
 };
 
 class TextEncoder {
@@ -93,8 +93,7 @@ public:
     // inputIds, attentionMask: [B, T] integers (mask 1 = token, 0 = padding; LTX-2 pads on the
     // left). Returns [B, T, hidden, layers + 1] in the compute dtype on the model's device;
     // diffusers flattens the last two axes (feature index d * (layers + 1) + l).
-    Result<at::Tensor> forward(const at::Tensor& inputIds, const at::Tensor& attentionMask,
-                               std::stop_token stop = {}) const;
+    Result<at::Tensor> forward(const at::Tensor& inputIds, const at::Tensor& attentionMask, std::stop_token stop = {}) const;
 
     const TextConfig& config() const;
     c10::Device device() const;
@@ -109,4 +108,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::gemma3
+}  // namespace vireo::gemma3

@@ -22,18 +22,18 @@ namespace vireo::ideogram4 {
 using namespace facade;
 using families::describeDevice;
 using families::dtypeName;
-using families::planPathsInto;
-using families::smallJson;
 using families::makePreview;
+using families::planPathsInto;
 using families::previewDue;
 using families::previewProjectionFor;
+using families::smallJson;
 
 namespace {
 
 // Ideogram-4's components and what their tensors hold as stored, from the safetensors headers
 // (validated, nothing read beyond them).
 struct IdeogramSizes {
-    std::map<std::string, std::int64_t> componentBytes;      // as stored
+    std::map<std::string, std::int64_t> componentBytes;  // as stored
     std::map<std::string, std::int64_t> componentHeldBytes;  // once loaded in the compute dtype
     std::map<std::string, capability::WeightFormat> componentFormats;
     std::int64_t hidden = 0, layers = 0, textHidden = 0;
@@ -46,8 +46,10 @@ Result<IdeogramSizes> ideogramSizes(const std::filesystem::path& root, int compu
         const auto folder = root / component;
         std::error_code ec;
         if (!std::filesystem::is_directory(folder, ec))
-            return makeError(ErrorCode::NotFound, folder.string() + ": missing; an Ideogram-4 folder holds text_encoder/, transformer/, "
-                    "unconditional_transformer/, vae/ and tokenizer/ (download the model again or use Repair)");
+            return makeError(ErrorCode::NotFound,
+                folder.string()
+                    + ": missing; an Ideogram-4 folder holds text_encoder/, transformer/, "
+                      "unconditional_transformer/, vae/ and tokenizer/ (download the model again or use Repair)");
         std::int64_t bytes = 0, held = 0;
         std::map<capability::WeightFormat, std::int64_t> forms;
         auto source = tensorfile::ModelSource::open(folder);
@@ -87,19 +89,21 @@ Result<IdeogramSizes> ideogramSizes(const std::filesystem::path& root, int compu
     return out;
 }
 
-Result<MemoryPlan> planIdeogram(const LoadPlan& plan, const families::Target& target, const SizeRequest& size,
-                                const std::optional<MemoryBudget>& budgetIn)
+Result<MemoryPlan> planIdeogram(
+    const LoadPlan& plan, const families::Target& target, const SizeRequest& size, const std::optional<MemoryBudget>& budgetIn)
 {
     const auto device = target.device;
     const auto& caps = target.caps;
     const auto dtype = target.dtype;
     if (plan.modelPaths.size() != 1)
-        return makeError(ErrorCode::InvalidArgument, "an Ideogram-4 model is one folder; " + std::to_string(plan.modelPaths.size()) + " paths were given");
+        return makeError(ErrorCode::InvalidArgument,
+            "an Ideogram-4 model is one folder; " + std::to_string(plan.modelPaths.size()) + " paths were given");
     if (plan.textEncoderPath)
         return makeError(ErrorCode::InvalidArgument, "an Ideogram-4 folder brings its own text encoder; --text-encoder does not apply");
     if (plan.placement == Placement::TextEncoderOnCpu)
-        return makeError(ErrorCode::Unsupported, "Ideogram-4 keeps its text tower on the device; placement text-encoder-on-cpu is not "
-                "available for it (choose auto, all-resident or offload-transformer-blocks)");
+        return makeError(ErrorCode::Unsupported,
+            "Ideogram-4 keeps its text tower on the device; placement text-encoder-on-cpu is not "
+            "available for it (choose auto, all-resident or offload-transformer-blocks)");
     const auto& root = plan.modelPaths.front();
     auto sizes = ideogramSizes(root, static_cast<int>(c10::elementSize(dtype)));
     if (!sizes)
@@ -125,7 +129,8 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, const families::Target& ta
     m.decodeBytes = size.height * size.width * 128 * 6 * bytesPerValue + size.height * size.width * 3 * 4;
     // Held, not stored: dense weights take the compute dtype's size once loaded.
     const auto& b = sizes->componentHeldBytes;
-    const std::int64_t text = b.at("text_encoder"), cond = b.at("transformer"), uncond = b.at("unconditional_transformer"), vae = b.at("vae");
+    const std::int64_t text = b.at("text_encoder"), cond = b.at("transformer"), uncond = b.at("unconditional_transformer"),
+                       vae = b.at("vae");
     const std::int64_t weights = text + cond + uncond + vae;
     const std::int64_t margin = 512ll << 20;
     const auto work = std::max({m.activationBytes, m.encodeBytes, m.decodeBytes});
@@ -133,7 +138,8 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, const families::Target& ta
     // memory, two blocks of each in flight (the one running and the one being copied in).
     const auto layers = std::max<std::int64_t>(sizes->layers, 1);
     const auto condBlocks = cond * 95 / 100, uncondBlocks = uncond * 95 / 100;  // the blocks hold nearly every weight
-    const std::int64_t streamedDevice = text + vae + (cond - condBlocks) + (uncond - uncondBlocks) + 2 * (condBlocks + uncondBlocks) / layers;
+    const std::int64_t streamedDevice =
+        text + vae + (cond - condBlocks) + (uncond - uncondBlocks) + 2 * (condBlocks + uncondBlocks) / layers;
     if (device.is_cpu()) {
         m.hostWeightBytes = weights;
         m.hostPeakBytes = weights + work;
@@ -148,7 +154,8 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, const families::Target& ta
             m.devicePeakBytes = m.deviceWeightBytes + work + margin;
             m.hostPeakBytes = m.hostWeightBytes;
             m.fits = m.devicePeakBytes <= m.budget.deviceFreeBytes && m.hostPeakBytes <= m.budget.hostAvailableBytes;
-            const auto deviceShort = m.devicePeakBytes - m.budget.deviceFreeBytes, hostShort = m.hostPeakBytes - m.budget.hostAvailableBytes;
+            const auto deviceShort = m.devicePeakBytes - m.budget.deviceFreeBytes,
+                       hostShort = m.hostPeakBytes - m.budget.hostAvailableBytes;
             m.shortfallBytes = m.fits ? 0 : std::max<std::int64_t>({0, deviceShort, hostShort});
         };
         if (plan.placement == Placement::Auto) {
@@ -175,12 +182,12 @@ Result<MemoryPlan> planIdeogram(const LoadPlan& plan, const families::Target& ta
     planPathsInto(m, caps, plan.dtype, inputs);
     std::ostringstream e;
     e << "Ideogram-4 in " << m.dtype << " on " << (device.is_cpu() ? dev : describeDevice(caps)) << ": weights " << humanBytes(weights)
-      << " in memory (transformer " << humanBytes(cond)
-      << ", unconditional transformer " << humanBytes(uncond) << ", text encoder " << humanBytes(text) << ", VAE " << humanBytes(vae)
-      << "); at " << size.width << "x" << size.height << " the transformers need about " << humanBytes(m.activationBytes)
-      << " of working memory and the decoder " << humanBytes(m.decodeBytes) << ". ";
+      << " in memory (transformer " << humanBytes(cond) << ", unconditional transformer " << humanBytes(uncond) << ", text encoder "
+      << humanBytes(text) << ", VAE " << humanBytes(vae) << "); at " << size.width << "x" << size.height << " the transformers need about "
+      << humanBytes(m.activationBytes) << " of working memory and the decoder " << humanBytes(m.decodeBytes) << ". ";
     if (device.is_cpu())
-        e << "Everything runs in RAM: peak " << humanBytes(m.hostPeakBytes) << " of " << humanBytes(m.budget.hostAvailableBytes) << " available.";
+        e << "Everything runs in RAM: peak " << humanBytes(m.hostPeakBytes) << " of " << humanBytes(m.budget.hostAvailableBytes)
+          << " available.";
     else
         e << "Placement " << placementName(m.placement) << ": " << humanBytes(m.devicePeakBytes) << " peak on the GPU ("
           << humanBytes(m.budget.deviceFreeBytes) << " free of " << humanBytes(m.budget.deviceTotalBytes) << ")"
@@ -199,7 +206,6 @@ Phase ideogramPhase(const std::string& phase)
 {
     return phase == "encode" ? Phase::EncodePrompt : phase == "denoise" ? Phase::Denoise : Phase::DecodeImage;
 }
-
 
 class Loaded final : public families::LoadedModel {
 public:
@@ -320,7 +326,8 @@ public:
             return true;
         // The unconditional transformer beside the transformer is Ideogram-4's signature (a
         // download of only the components the pipeline reads may lack model_index.json).
-        return std::filesystem::is_directory(root / "unconditional_transformer", ec) && std::filesystem::is_directory(root / "transformer", ec);
+        return std::filesystem::is_directory(root / "unconditional_transformer", ec)
+            && std::filesystem::is_directory(root / "transformer", ec);
     }
 
     Result<ModelFacts> readFacts(const LoadPlan&) const override
@@ -332,13 +339,13 @@ public:
     }
 
     Result<MemoryPlan> planMemory(const LoadPlan& plan, const families::Target& target, const SizeRequest& size,
-                                  const std::optional<MemoryBudget>& budget) const override
+        const std::optional<MemoryBudget>& budget) const override
     {
         return planIdeogram(plan, target, size, budget);
     }
 
     Result<std::unique_ptr<families::LoadedModel>> load(const LoadPlan& plan, const MemoryPlan& memory, const families::Target& target,
-                                                        const ProgressFn& progress, std::stop_token stop) const override
+        const ProgressFn& progress, std::stop_token stop) const override
     {
         if (plan.modelPaths.size() != 1)
             return makeError(ErrorCode::InvalidArgument, "an Ideogram-4 model is one folder");
@@ -358,7 +365,7 @@ public:
     }
 };
 
-} // namespace
+}  // namespace
 
 const families::ModelFamily& family()
 {
@@ -366,4 +373,4 @@ const families::ModelFamily& family()
     return instance;
 }
 
-} // namespace vireo::ideogram4
+}  // namespace vireo::ideogram4

@@ -9,4 +9,4 @@ namespace vireo::ideogram4 {
 
 const families::ModelFamily& family();
 
-} // namespace vireo::ideogram4
+}  // namespace vireo::ideogram4

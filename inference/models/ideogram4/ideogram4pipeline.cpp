@@ -52,12 +52,14 @@ Result<void> checkScheduler(const fs::path& folder)
     const bool terminal = j.contains("shift_terminal") && !j["shift_terminal"].is_null();
     if (shift != 1.0 || terminal || flag("use_dynamic_shifting") || flag("invert_sigmas") || flag("use_karras_sigmas")
         || flag("use_exponential_sigmas") || flag("use_beta_sigmas") || flag("stochastic_sampling"))
-        return makeError(ErrorCode::Unsupported, file.string() + ": the scheduler re-shapes the sigmas (shift, dynamic shifting, "
-                "a terminal or another sigma family); Ideogram-4 uses its own schedule unchanged, which this scheduler would not");
+        return makeError(ErrorCode::Unsupported,
+            file.string()
+                + ": the scheduler re-shapes the sigmas (shift, dynamic shifting, "
+                  "a terminal or another sigma family); Ideogram-4 uses its own schedule unchanged, which this scheduler would not");
     return {};
 }
 
-} // namespace
+}  // namespace
 
 std::vector<float> ideogram4Sigmas(int steps, std::int64_t height, std::int64_t width, double mu, double std)
 {
@@ -87,22 +89,25 @@ Result<std::vector<double>> ideogram4Guidance(const Ideogram4Request& r)
         return makeError(ErrorCode::InvalidArgument, "Ideogram-4: give a guidance scale or a guidance schedule, not both");
     if (!r.guidanceSchedule.empty()) {
         if (static_cast<int>(r.guidanceSchedule.size()) != r.steps)
-            return makeError(ErrorCode::InvalidArgument, "Ideogram-4: the guidance schedule has " + std::to_string(r.guidanceSchedule.size())
-                    + " values for " + std::to_string(r.steps) + " steps");
+            return makeError(ErrorCode::InvalidArgument,
+                "Ideogram-4: the guidance schedule has " + std::to_string(r.guidanceSchedule.size()) + " values for "
+                    + std::to_string(r.steps) + " steps");
         return r.guidanceSchedule;
     }
     if (r.guidanceScale)
         return std::vector<double>(static_cast<std::size_t>(r.steps), *r.guidanceScale);
     if (r.steps != 48)
-        return makeError(ErrorCode::InvalidArgument, "Ideogram-4: the default guidance schedule (45 x 7, 3 x 3) is for 48 steps; give a "
-                "guidance scale or a schedule for " + std::to_string(r.steps));
+        return makeError(ErrorCode::InvalidArgument,
+            "Ideogram-4: the default guidance schedule (45 x 7, 3 x 3) is for 48 steps; give a "
+            "guidance scale or a schedule for "
+                + std::to_string(r.steps));
     std::vector<double> g(45, 7.0);
     g.insert(g.end(), 3, 3.0);
     return g;
 }
 
-at::Tensor ideogram4DecoderLatents(const at::Tensor& packed, std::int64_t gridH, std::int64_t gridW, const at::Tensor& mean,
-                                   const at::Tensor& std)
+at::Tensor ideogram4DecoderLatents(
+    const at::Tensor& packed, std::int64_t gridH, std::int64_t gridW, const at::Tensor& mean, const at::Tensor& std)
 {
     const auto c = packed.size(1) / (kPatch * kPatch);
     TORCH_CHECK(packed.dim() == 2 && packed.size(0) == gridH * gridW && packed.size(1) == c * kPatch * kPatch
@@ -180,21 +185,24 @@ Result<Ideogram4Pipeline> Ideogram4Pipeline::load(const Ideogram4PipelineOptions
     const auto& tc = impl->cond->config();
     const auto features = impl->textEncoder->config().hiddenSize * static_cast<std::int64_t>(kTaps.size());
     if (tc.llmFeaturesDim != features || impl->uncond->config().llmFeaturesDim != features)
-        return makeError(ErrorCode::InvalidFormat, root.string() + ": the transformers take " + std::to_string(tc.llmFeaturesDim)
+        return makeError(ErrorCode::InvalidFormat,
+            root.string() + ": the transformers take " + std::to_string(tc.llmFeaturesDim)
                 + " text features per token but the text encoder gives " + std::to_string(features) + " (13 taps of "
                 + std::to_string(impl->textEncoder->config().hiddenSize) + ")");
     const auto& vc = impl->vae->config();
     if (tc.inChannels != vc.latentChannels * kPatch * kPatch || impl->uncond->config().inChannels != tc.inChannels)
-        return makeError(ErrorCode::InvalidFormat, root.string() + ": the transformers' " + std::to_string(tc.inChannels)
-                + " latent channels do not match the VAE's " + std::to_string(vc.latentChannels) + " x 2 x 2");
+        return makeError(ErrorCode::InvalidFormat,
+            root.string() + ": the transformers' " + std::to_string(tc.inChannels) + " latent channels do not match the VAE's "
+                + std::to_string(vc.latentChannels) + " x 2 x 2");
     if (impl->textEncoder->config().layers <= kTaps.back())
-        return makeError(ErrorCode::InvalidFormat, root.string() + ": the text encoder has " + std::to_string(impl->textEncoder->config().layers)
+        return makeError(ErrorCode::InvalidFormat,
+            root.string() + ": the text encoder has " + std::to_string(impl->textEncoder->config().layers)
                 + " layers; Ideogram-4 taps layer " + std::to_string(kTaps.back()));
     return Ideogram4Pipeline(std::move(impl));
 }
 
-Result<Ideogram4Output> Ideogram4Pipeline::generate(const Ideogram4Request& request, const std::function<void(const Ideogram4Progress&)>& progress,
-                                                    std::stop_token stop) const
+Result<Ideogram4Output> Ideogram4Pipeline::generate(
+    const Ideogram4Request& request, const std::function<void(const Ideogram4Progress&)>& progress, std::stop_token stop) const
 {
     const auto& m = *m_impl;
     const auto report = [&](const char* phase, std::int64_t done, std::int64_t total, at::Tensor estimate = {}) {
@@ -204,7 +212,8 @@ Result<Ideogram4Output> Ideogram4Pipeline::generate(const Ideogram4Request& requ
     const auto scale = m.vae->config().scaleFactor() * kPatch;
     if (request.height <= 0 || request.width <= 0 || request.height % scale || request.width % scale || request.height > 8192
         || request.width > 8192)
-        return makeError(ErrorCode::InvalidArgument, "Ideogram-4: " + std::to_string(request.width) + " x " + std::to_string(request.height)
+        return makeError(ErrorCode::InvalidArgument,
+            "Ideogram-4: " + std::to_string(request.width) + " x " + std::to_string(request.height)
                 + " is not a size this model makes (multiples of " + std::to_string(scale) + ", at most 8192)");
     if (!std::isfinite(request.mu) || !std::isfinite(request.std) || !(request.std > 0))
         return makeError(ErrorCode::InvalidArgument, "Ideogram-4: the schedule's mu and std must be finite and std positive");
@@ -226,8 +235,9 @@ Result<Ideogram4Output> Ideogram4Pipeline::generate(const Ideogram4Request& requ
         if (!ids)
             return ids.error();
         if (static_cast<std::int64_t>(ids->size()) > request.maxSequenceLength)
-            return makeError(ErrorCode::InvalidArgument, "Ideogram-4: the prompt has " + std::to_string(ids->size())
-                    + " tokens, more than the " + std::to_string(request.maxSequenceLength) + " the model reads");
+            return makeError(ErrorCode::InvalidArgument,
+                "Ideogram-4: the prompt has " + std::to_string(ids->size()) + " tokens, more than the "
+                    + std::to_string(request.maxSequenceLength) + " the model reads");
         out.promptIds = *ids;
         const auto idTensor = at::tensor(*ids, at::TensorOptions().dtype(at::kLong));
         auto features = m.textEncoder->features(idTensor, kTaps, stop);
@@ -243,8 +253,8 @@ Result<Ideogram4Output> Ideogram4Pipeline::generate(const Ideogram4Request& requ
         at::Tensor latents;
         if (request.noise) {
             if (request.noise->dim() != 2 || request.noise->size(0) != tokens || request.noise->size(1) != channels)
-                return makeError(ErrorCode::InvalidArgument, "Ideogram-4: the start noise must be [" + std::to_string(tokens) + ", "
-                        + std::to_string(channels) + "]");
+                return makeError(ErrorCode::InvalidArgument,
+                    "Ideogram-4: the start noise must be [" + std::to_string(tokens) + ", " + std::to_string(channels) + "]");
             latents = request.noise->to(m.options.device, at::kFloat).clone();
         } else {
             latents = ideogram4Noise(request.seed, tokens, channels).to(m.options.device);
@@ -330,4 +340,4 @@ Result<at::Tensor> Ideogram4Pipeline::previewProjection()
     }
 }
 
-} // namespace vireo::pipelines
+}  // namespace vireo::pipelines

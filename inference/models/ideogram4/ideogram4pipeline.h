@@ -60,8 +60,8 @@ struct Ideogram4Progress {
 };
 
 struct Ideogram4Output {
-    at::Tensor image;         // uint8 [H, W, 3]
-    at::Tensor decoded;       // float32 [3, H, W] in [0, 1] (the reference's "pt" output)
+    at::Tensor image;  // uint8 [H, W, 3]
+    at::Tensor decoded;  // float32 [3, H, W] in [0, 1] (the reference's "pt" output)
     at::Tensor finalLatents;  // float32 [tokens, 128], packed
     std::vector<double> sigmas, guidance;
     std::vector<std::int64_t> promptIds;
@@ -78,8 +78,8 @@ Result<std::vector<double>> ideogram4Guidance(const Ideogram4Request& request);
 // Packed latents [gridH * gridW, C * 4] (bn-normalized, token channel (ph, pw, c)) -> what the
 // FLUX.2 decoder takes: [1, C, 2 gridH, 2 gridW], de-normalized with bn's mean and std
 // ([C * 4], VaeDecoder::latentMean / latentStd).
-at::Tensor ideogram4DecoderLatents(const at::Tensor& packed, std::int64_t gridH, std::int64_t gridW, const at::Tensor& mean,
-                                   const at::Tensor& std);
+at::Tensor ideogram4DecoderLatents(
+    const at::Tensor& packed, std::int64_t gridH, std::int64_t gridW, const at::Tensor& mean, const at::Tensor& std);
 // The token layout of a spatial latent, no normalization: [1, C, 2 gridH, 2 gridW] -> [tokens, C * 4].
 at::Tensor ideogram4Patchify(const at::Tensor& spatial);
 
@@ -91,7 +91,7 @@ public:
 
     static Result<Ideogram4Pipeline> load(const Ideogram4PipelineOptions& options, std::stop_token stop = {});
     Result<Ideogram4Output> generate(const Ideogram4Request& request, const std::function<void(const Ideogram4Progress&)>& progress = {},
-                                     std::stop_token stop = {}) const;
+        std::stop_token stop = {}) const;
     // A linear map from the decoder's latent channels to RGB in [-1, 1] ([C + 1, 3], the last
     // row the offset), fitted by ridge regression to what this model's FLUX.2 decoder makes of
     // a smooth random latent: previews of Ideogram4Progress::estimate at the cost of a matrix
@@ -104,4 +104,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::pipelines
+}  // namespace vireo::pipelines

@@ -22,11 +22,11 @@ namespace {
 
 constexpr std::int64_t kImagePositionOffset = 65536;  // IMAGE_POSITION_OFFSET
 
+using jsonutil::boolField;
 using jsonutil::ConfigError;
 using jsonutil::configFail;
 using jsonutil::intField;
 using jsonutil::numberField;
-using jsonutil::boolField;
 // diffusers' RMSNorm with a weight: the variance in float32, x * rsqrt in float32, cast to the
 // weight's dtype (a half type), times the weight.
 at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps)
@@ -45,8 +45,8 @@ at::Tensor rotateHalf(const at::Tensor& x)
 }
 
 struct Block {
-    nn::Linear qkv;        // fused [Q; K; V] (vendor layout), or
-    nn::Linear q, k, v;    // split (diffusers)
+    nn::Linear qkv;  // fused [Q; K; V] (vendor layout), or
+    nn::Linear q, k, v;  // split (diffusers)
     nn::Linear out, w1, w2, w3, adaln;
     at::Tensor normQ, normK, attentionNorm1, attentionNorm2, ffnNorm1, ffnNorm2;
 };
@@ -68,7 +68,7 @@ std::int64_t bytesOf(const at::Tensor& t)
     return t.defined() ? t.numel() * t.element_size() : 0;
 }
 
-} // namespace
+}  // namespace
 
 Result<TransformerConfig> parseTransformerConfig(const std::string& configJson, const std::string& origin)
 {
@@ -107,7 +107,7 @@ Result<TransformerConfig> parseTransformerConfig(const std::string& configJson, 
             || c.heads > 1024 || c.hidden() > (1 << 17) || c.intermediateSize > (1 << 20) || c.adalnDim > (1 << 16)
             || c.llmFeaturesDim > (1 << 20) || !(c.ropeTheta > 0) || !std::isfinite(c.ropeTheta) || !(c.normEps > 0 && c.normEps < 1))
             configFail(origin + ": inconsistent Ideogram-4 transformer sizes (layers " + std::to_string(c.layers) + ", heads "
-                    + std::to_string(c.heads) + " x " + std::to_string(c.headDim) + ", in " + std::to_string(c.inChannels) + ")");
+                + std::to_string(c.heads) + " x " + std::to_string(c.headDim) + ", in " + std::to_string(c.inChannels) + ")");
         // The interleave writes frequency indices 1, 4, ... < 3 * h and 2, 5, ... < 3 * w.
         if (c.mropeSection[1] * 3 > c.headDim / 2 + 1 || c.mropeSection[2] * 3 > c.headDim / 2 + 2)
             configFail(origin + ": mrope_section does not fit head dim " + std::to_string(c.headDim));
@@ -132,7 +132,7 @@ struct Transformer::Impl {
     at::Tensor invFreq;  // float32 [head_dim / 2]
 
     at::Tensor run(const at::Tensor& latents, const at::Tensor& text, double timestep, std::int64_t gridH, std::int64_t gridW,
-                   const std::stop_token& stop, bool& cancelled) const;
+        const std::stop_token& stop, bool& cancelled) const;
 };
 
 Transformer::Transformer(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -140,17 +140,32 @@ Transformer::~Transformer() = default;
 Transformer::Transformer(Transformer&&) noexcept = default;
 Transformer& Transformer::operator=(Transformer&&) noexcept = default;
 
-const TransformerConfig& Transformer::config() const { return m_impl->config; }
-c10::Device Transformer::device() const { return m_impl->device; }
-c10::ScalarType Transformer::dtype() const { return m_impl->dtype; }
-bool Transformer::fusedQkv() const { return m_impl->fused; }
-bool Transformer::offloadsBlocks() const { return m_impl->offload; }
+const TransformerConfig& Transformer::config() const
+{
+    return m_impl->config;
+}
+c10::Device Transformer::device() const
+{
+    return m_impl->device;
+}
+c10::ScalarType Transformer::dtype() const
+{
+    return m_impl->dtype;
+}
+bool Transformer::fusedQkv() const
+{
+    return m_impl->fused;
+}
+bool Transformer::offloadsBlocks() const
+{
+    return m_impl->offload;
+}
 
 Result<Transformer> Transformer::load(const fs::path& path, const TransformerLoadOptions& options)
 {
     if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
-        return makeError(ErrorCode::InvalidArgument, std::string("Ideogram-4: compute dtype ") + c10::toString(options.dtype)
-                + " is not float32, bfloat16 or float16");
+        return makeError(ErrorCode::InvalidArgument,
+            std::string("Ideogram-4: compute dtype ") + c10::toString(options.dtype) + " is not float32, bfloat16 or float16");
     auto opened = tensorfile::ModelSource::open(path);
     if (!opened)
         return opened.error();
@@ -172,8 +187,8 @@ Result<Transformer> Transformer::load(const fs::path& path, const TransformerLoa
             if (const auto at = name.find(".attention.o."); at != std::string::npos)
                 name.replace(at, 13, ".attention.to_out.0.");
             if (auto [it, inserted] = index.emplace(name, nn::StoredTensor{&cp, t.name}); !inserted)
-                return makeError(ErrorCode::InvalidFormat, origin + ": '" + name + "' is stored twice (as '" + it->second.name
-                        + "' and '" + t.name + "')");
+                return makeError(ErrorCode::InvalidFormat,
+                    origin + ": '" + name + "' is stored twice (as '" + it->second.name + "' and '" + t.name + "')");
         }
     }
     if (index.empty())
@@ -223,7 +238,7 @@ Result<Transformer> Transformer::load(const fs::path& path, const TransformerLoa
                 if (!shape || shape->size() != 2 || (*shape)[0] != 3 * h || (*shape)[1] != h) {
                     // A GQA export (K/V narrower than Q) or another model: equal thirds would be wrong.
                     w.fail(name + (shape ? " is " + nn::shapeText(*shape) : std::string(" is missing")) + "; a fused qkv must have 3 x "
-                            + std::to_string(h) + " rows of " + std::to_string(h) + " (Q; K; V at hidden size " + std::to_string(h) + ")");
+                        + std::to_string(h) + " rows of " + std::to_string(h) + " (Q; K; V at hidden size " + std::to_string(h) + ")");
                     w.raw(name, {});  // counted as taken either way
                 } else {
                     b.qkv.name = p + "attention.qkv";
@@ -269,7 +284,8 @@ Result<Transformer> Transformer::load(const fs::path& path, const TransformerLoa
             m.llmCondNorm = m.llmCondNorm.to(options.device);
             m.imageIndicator = m.imageIndicator.to(options.device);
             for (auto& b : m.blocks)
-                b = mapBlock(b, [](const nn::Linear& l) { return l.pinned(); }, nn::pinnedIfCuda);
+                b = mapBlock(
+                    b, [](const nn::Linear& l) { return l.pinned(); }, nn::pinnedIfCuda);
         }
         // Ideogram4MRoPE: 1 / base^(arange(0, head_dim, 2) / head_dim) in float32.
         const auto exponent = at::arange(0, c.headDim, 2, at::TensorOptions().dtype(at::kFloat)) / static_cast<double>(c.headDim);
@@ -283,15 +299,15 @@ Result<Transformer> Transformer::load(const fs::path& path, const TransformerLoa
 }
 
 at::Tensor Transformer::Impl::run(const at::Tensor& latentsIn, const at::Tensor& textIn, double timestep, std::int64_t gridH,
-                                  std::int64_t gridW, const std::stop_token& stop, bool& cancelled) const
+    std::int64_t gridW, const std::stop_token& stop, bool& cancelled) const
 {
     const auto& c = config;
     const auto hsz = c.hidden();
     TORCH_CHECK(gridH > 0 && gridW > 0 && gridH <= 65536 && gridW <= 65536, "image grid ", gridH, " x ", gridW, " is out of range");
     TORCH_CHECK(latentsIn.dim() == 2 && latentsIn.size(0) == gridH * gridW && latentsIn.size(1) == c.inChannels, "latents must be [",
         gridH * gridW, ", ", c.inChannels, "], got ", latentsIn.sizes());
-    TORCH_CHECK(textIn.dim() == 2 && textIn.size(1) == c.llmFeaturesDim, "text features must be [T, ", c.llmFeaturesDim, "], got ",
-        textIn.sizes());
+    TORCH_CHECK(
+        textIn.dim() == 2 && textIn.size(1) == c.llmFeaturesDim, "text features must be [T, ", c.llmFeaturesDim, "], got ", textIn.sizes());
     TORCH_CHECK(std::isfinite(timestep), "the timestep is not finite");
     const auto nText = textIn.size(0), nImg = gridH * gridW, len = nText + nImg;
 
@@ -326,8 +342,8 @@ at::Tensor Transformer::Impl::run(const at::Tensor& latentsIn, const at::Tensor&
     const auto freqs = pos.to(device).to(at::kFloat).unsqueeze(-1) * invFreq.view({1, 1, -1});  // [3, L, D/2]
     auto f = freqs[0].clone();
     for (int axis = 1; axis <= 2; ++axis) {
-        const auto idx = at::arange(axis, c.mropeSection[static_cast<std::size_t>(axis)] * 3, 3,
-                                    at::TensorOptions().dtype(at::kLong).device(device));
+        const auto idx =
+            at::arange(axis, c.mropeSection[static_cast<std::size_t>(axis)] * 3, 3, at::TensorOptions().dtype(at::kLong).device(device));
         f.index_copy_(1, idx, freqs[axis].index_select(1, idx));
     }
     const auto emb = at::cat({f, f}, -1);
@@ -341,7 +357,8 @@ at::Tensor Transformer::Impl::run(const at::Tensor& latentsIn, const at::Tensor&
         }
         Block staged;
         if (offload)
-            staged = mapBlock(stored, [&](const nn::Linear& l) { return l.on(device, true); },
+            staged = mapBlock(
+                stored, [&](const nn::Linear& l) { return l.on(device, true); },
                 [&](const at::Tensor& t) { return t.defined() ? t.to(device, true) : t; });
         const auto& b = offload ? staged : stored;
         const auto mod = b.adaln(adalnInput).chunk(4, -1);
@@ -377,7 +394,7 @@ at::Tensor Transformer::Impl::run(const at::Tensor& latentsIn, const at::Tensor&
 }
 
 Result<at::Tensor> Transformer::forward(const at::Tensor& latents, const at::Tensor& textFeatures, double timestep, std::int64_t gridH,
-                                        std::int64_t gridW, std::stop_token stop) const
+    std::int64_t gridW, std::stop_token stop) const
 {
     try {
         bool cancelled = false;
@@ -420,4 +437,4 @@ std::map<std::string, std::int64_t> Transformer::bytesByRepresentation() const
     return out;
 }
 
-} // namespace vireo::ideogram4
+}  // namespace vireo::ideogram4

@@ -71,7 +71,7 @@ public:
     // [0, 1] (0 = noise), rounded to the compute dtype as the pipeline does. Returns the image
     // tokens' velocities [gridH * gridW, inChannels] in the compute dtype.
     Result<at::Tensor> forward(const at::Tensor& latents, const at::Tensor& textFeatures, double timestep, std::int64_t gridH,
-                               std::int64_t gridW, std::stop_token stop = {}) const;
+        std::int64_t gridW, std::stop_token stop = {}) const;
 
     const TransformerConfig& config() const;
     c10::Device device() const;
@@ -87,4 +87,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::ideogram4
+}  // namespace vireo::ideogram4

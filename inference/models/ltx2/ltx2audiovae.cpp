@@ -86,11 +86,20 @@ struct Level {
     std::optional<Conv2d> upsample;
 };
 
-std::int64_t bytesOf(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
-std::int64_t bytesOf(const Conv2d& c) { return bytesOf(c.weight) + bytesOf(c.bias); }
-std::int64_t bytesOf(const ResBlock& b) { return bytesOf(b.conv1) + bytesOf(b.conv2) + (b.nin ? bytesOf(*b.nin) : 0); }
+std::int64_t bytesOf(const at::Tensor& t)
+{
+    return t.defined() ? t.numel() * t.element_size() : 0;
+}
+std::int64_t bytesOf(const Conv2d& c)
+{
+    return bytesOf(c.weight) + bytesOf(c.bias);
+}
+std::int64_t bytesOf(const ResBlock& b)
+{
+    return bytesOf(b.conv1) + bytesOf(b.conv2) + (b.nin ? bytesOf(*b.nin) : 0);
+}
 
-} // namespace
+}  // namespace
 
 std::int64_t AudioVaeConfig::melFrames(std::int64_t latentFrames) const
 {
@@ -121,8 +130,8 @@ Result<AudioVaeConfig> audioVaeConfigFromDiffusers(const std::string& text)
             return makeError(ErrorCode::Unsupported, std::string(kDiffusersName) + ": causality_axis null is rejected by diffusers too");
         read(j, "causality_axis", c.causalityAxis);
         if (j.contains("mel_bins") && j["mel_bins"].is_null())
-            return makeError(ErrorCode::Unsupported, std::string(kDiffusersName)
-                    + ": mel_bins null is not supported (the pipeline needs it to unpack the latents)");
+            return makeError(ErrorCode::Unsupported,
+                std::string(kDiffusersName) + ": mel_bins null is not supported (the pipeline needs it to unpack the latents)");
         read(j, "mel_bins", c.melBins);
         return c;
     } catch (const std::exception& e) {  // jsonutil's FieldError names the key
@@ -190,8 +199,8 @@ std::string toJson(const AudioVaeConfig& c)
     Json j{{"base_channels", c.baseChannels}, {"output_channels", c.outputChannels}, {"ch_mult", c.chMult},
         {"num_res_blocks", c.numResBlocks}, {"attn_resolutions", c.attnResolutions}, {"resolution", c.resolution},
         {"latent_channels", c.latentChannels}, {"norm_type", c.normType}, {"causality_axis", c.causalityAxis},
-        {"mid_block_add_attention", c.midBlockAddAttention}, {"sample_rate", c.sampleRate},
-        {"mel_hop_length", c.melHopLength}, {"mel_bins", c.melBins}};
+        {"mid_block_add_attention", c.midBlockAddAttention}, {"sample_rate", c.sampleRate}, {"mel_hop_length", c.melHopLength},
+        {"mel_bins", c.melBins}};
     return j.dump();
 }
 
@@ -203,8 +212,10 @@ Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::op
     const auto convOut = w.shape(part, "decoder.conv_out.conv.weight");
     const auto mean = w.shape(part, "latents_mean");
     if (!convIn || !convOut)
-        return makeError(ErrorCode::NotFound, files + ": no LTX-2 audio VAE decoder (decoder.conv_in / decoder.conv_out) found; "
-                "give the audio_vae folder or a Lightricks single file that holds audio_vae.* tensors");
+        return makeError(ErrorCode::NotFound,
+            files
+                + ": no LTX-2 audio VAE decoder (decoder.conv_in / decoder.conv_out) found; "
+                  "give the audio_vae folder or a Lightricks single file that holds audio_vae.* tensors");
 
     auto given = checkpointConfig(w, part, override, audioVaeConfigFromDiffusers, audioVaeConfigFromLtxCore);
     if (!given)
@@ -214,11 +225,13 @@ Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::op
     AudioVaeConfig c = given->value_or(AudioVaeConfig{});
 
     auto unsupported = [&](const std::string& what) {
-        return makeError(ErrorCode::Unsupported, files + ": the audio VAE config asks for " + what + ", which this port does not implement");
+        return makeError(
+            ErrorCode::Unsupported, files + ": the audio VAE config asks for " + what + ", which this port does not implement");
     };
     auto mismatch = [&](const std::string& what, const std::string& tensor, const std::vector<std::int64_t>& found) {
-        return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config says " + what + " but " + tensor + " is "
-                + shapeText(found) + "; the config does not belong to these weights");
+        return makeError(ErrorCode::InvalidFormat,
+            files + ": the audio VAE config says " + what + " but " + tensor + " is " + shapeText(found)
+                + "; the config does not belong to these weights");
     };
     if (c.normType != "pixel")
         return unsupported("norm_type '" + c.normType + "' (LTX-2 uses \"pixel\")");
@@ -256,14 +269,16 @@ Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::op
 
     const auto top = c.baseChannels * c.chMult.back();
     if (*convIn != std::vector<std::int64_t>{top, c.latentChannels, 3, 3})
-        return mismatch(std::to_string(c.latentChannels) + " latent channels into " + std::to_string(top), "decoder.conv_in.conv.weight", *convIn);
+        return mismatch(
+            std::to_string(c.latentChannels) + " latent channels into " + std::to_string(top), "decoder.conv_in.conv.weight", *convIn);
     if (*convOut != std::vector<std::int64_t>{c.outputChannels, c.baseChannels * c.chMult.front(), 3, 3})
         return mismatch(std::to_string(c.outputChannels) + " output channels", "decoder.conv_out.conv.weight", *convOut);
     const auto levelCount = w.indexCount(Part::AudioVae, "decoder.up.");
     if (!levelCount)
         return levelCount.error();
     if (*levelCount != levels)
-        return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config says " + std::to_string(levels) + " decoder levels but decoder.up has "
+        return makeError(ErrorCode::InvalidFormat,
+            files + ": the audio VAE config says " + std::to_string(levels) + " decoder levels but decoder.up has "
                 + std::to_string(*levelCount));
     for (std::int64_t level = 0; level < levels; ++level) {
         const auto blockCount = w.indexCount(Part::AudioVae, "decoder.up." + std::to_string(level) + ".block.");
@@ -271,14 +286,15 @@ Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::op
             return blockCount.error();
         const auto blocks = *blockCount;
         if (blocks != c.numResBlocks + 1)
-            return makeError(ErrorCode::InvalidFormat, files + ": the audio VAE config says " + std::to_string(c.numResBlocks + 1)
-                    + " blocks per decoder level but decoder.up." + std::to_string(level) + " has " + std::to_string(blocks));
+            return makeError(ErrorCode::InvalidFormat,
+                files + ": the audio VAE config says " + std::to_string(c.numResBlocks + 1) + " blocks per decoder level but decoder.up."
+                    + std::to_string(level) + " has " + std::to_string(blocks));
     }
     // latents_mean/std are applied to the packed token vector, so they must be C * M wide
     // (the real model: 8 x 16 = 128, which is also base_channels).
     if (mean && *mean != std::vector<std::int64_t>{c.packedWidth()})
-        return mismatch("packed latent tokens of " + std::to_string(c.latentChannels) + " x " + std::to_string(c.latentMelBins()), "latents_mean",
-            *mean);
+        return mismatch("packed latent tokens of " + std::to_string(c.latentChannels) + " x " + std::to_string(c.latentMelBins()),
+            "latents_mean", *mean);
     return c;
 }
 
@@ -302,7 +318,10 @@ AudioDecoder::AudioDecoder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl))
 AudioDecoder::~AudioDecoder() = default;
 AudioDecoder::AudioDecoder(AudioDecoder&&) noexcept = default;
 AudioDecoder& AudioDecoder::operator=(AudioDecoder&&) noexcept = default;
-const AudioVaeConfig& AudioDecoder::config() const { return m_impl->config; }
+const AudioVaeConfig& AudioDecoder::config() const
+{
+    return m_impl->config;
+}
 
 Result<AudioDecoder> AudioDecoder::load(const Ltx2Weights& weights, const AudioDecoderLoadOptions& options)
 {
@@ -318,8 +337,8 @@ Result<AudioDecoder> AudioDecoder::load(const Ltx2Weights& weights, const AudioD
 
     try {
         WeightTaker w(weights, Part::AudioVae, options.device, options.dtype);
-        w.ignorePrefix("encoder.");                  // generation only decodes
-        w.ignorePrefix("per_channel_statistics.");   // ltx-core's spare statistics (mean-of-stds, channel, ...)
+        w.ignorePrefix("encoder.");  // generation only decodes
+        w.ignorePrefix("per_channel_statistics.");  // ltx-core's spare statistics (mean-of-stds, channel, ...)
         auto conv = [&](const std::string& name, std::int64_t kernel) {
             Conv2d k;
             k.weight = w.tensor(name + ".conv.weight");
@@ -416,7 +435,7 @@ at::Tensor pixelNorm(const at::Tensor& x)
     return x / at::sqrt(at::mean(x.pow(2), {1}, true) + 1e-6);
 }
 
-} // namespace
+}  // namespace
 
 at::Tensor AudioDecoder::Impl::resBlock(const ResBlock& b, const at::Tensor& x) const
 {
@@ -442,8 +461,8 @@ at::Tensor AudioDecoder::Impl::run(const at::Tensor& latents, const std::stop_to
     const auto& c = config;
     TORCH_CHECK(latents.dim() == 3, "audio latents must be packed [B, L, C*M], got ", latents.dim(),
         "-D (use AudioDecoder::packLatents for [B, C, L, M])");
-    TORCH_CHECK(latents.size(2) == c.packedWidth(), "audio latent tokens have ", latents.size(2), " features, expected ",
-        c.latentChannels, " channels x ", c.latentMelBins(), " mel bins = ", c.packedWidth());
+    TORCH_CHECK(latents.size(2) == c.packedWidth(), "audio latent tokens have ", latents.size(2), " features, expected ", c.latentChannels,
+        " channels x ", c.latentMelBins(), " mel bins = ", c.packedWidth());
     TORCH_CHECK(latents.size(0) > 0 && latents.size(1) > 0, "audio latents ", latents.sizes(), " are empty");
     const auto frames = latents.size(1);
     // pipeline_ltx2.py: the loop's float32 latents * std + mean, unflattened to [B, C, L, M],
@@ -489,7 +508,8 @@ Result<at::Tensor> AudioDecoder::decode(const at::Tensor& latents, std::stop_tok
 Result<at::Tensor> AudioDecoder::packLatents(const at::Tensor& unpacked)
 {
     if (!unpacked.defined() || unpacked.dim() != 4)
-        return makeError(ErrorCode::InvalidArgument, "packLatents expects audio latents [B, C, L, M], got "
+        return makeError(ErrorCode::InvalidArgument,
+            "packLatents expects audio latents [B, C, L, M], got "
                 + (unpacked.defined() ? std::to_string(unpacked.dim()) + "-D" : std::string("an undefined tensor")));
     return unpacked.transpose(1, 2).flatten(2, 3);
 }
@@ -497,8 +517,8 @@ Result<at::Tensor> AudioDecoder::packLatents(const at::Tensor& unpacked)
 std::int64_t AudioDecoder::residentBytes() const
 {
     const auto& m = *m_impl;
-    std::int64_t n = bytesOf(m.latentsMean) + bytesOf(m.latentsStd) + bytesOf(m.convIn) + bytesOf(m.convOut) + bytesOf(m.mid1)
-        + bytesOf(m.mid2);
+    std::int64_t n =
+        bytesOf(m.latentsMean) + bytesOf(m.latentsStd) + bytesOf(m.convIn) + bytesOf(m.convOut) + bytesOf(m.mid1) + bytesOf(m.mid2);
     for (const auto& level : m.up) {
         for (const auto& b : level.blocks)
             n += bytesOf(b);
@@ -508,4 +528,4 @@ std::int64_t AudioDecoder::residentBytes() const
     return n;
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

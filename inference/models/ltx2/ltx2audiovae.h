@@ -26,15 +26,15 @@ class Ltx2Weights;
 // model's). Only the decoder is built.
 struct AudioVaeConfig {
     std::int64_t baseChannels = 128;
-    std::int64_t outputChannels = 2;              // stereo
+    std::int64_t outputChannels = 2;  // stereo
     std::vector<std::int64_t> chMult{1, 2, 4};
     std::int64_t numResBlocks = 2;
-    std::vector<std::int64_t> attnResolutions;    // must place no attention block (see load)
+    std::vector<std::int64_t> attnResolutions;  // must place no attention block (see load)
     std::int64_t resolution = 256;
     std::int64_t latentChannels = 8;
-    std::string normType = "pixel";               // "pixel" only
-    std::string causalityAxis = "height";         // "height", "width", "width-compatibility", "none"
-    bool midBlockAddAttention = false;            // must be false
+    std::string normType = "pixel";  // "pixel" only
+    std::string causalityAxis = "height";  // "height", "width", "width-compatibility", "none"
+    bool midBlockAddAttention = false;  // must be false
     std::int64_t sampleRate = 16000;
     std::int64_t melHopLength = 160;
     std::int64_t melBins = 64;
@@ -93,4 +93,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

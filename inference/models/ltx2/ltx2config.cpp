@@ -36,8 +36,8 @@ bool readInts(const Json& j, const char* key, std::array<std::int64_t, N>& out)
     if (!jsonutil::readField(j, key, v))
         return false;
     if (v.size() != N)
-        throw jsonutil::FieldError("'" + std::string(key) + "' has " + std::to_string(v.size()) + " entries, expected "
-            + std::to_string(N));
+        throw jsonutil::FieldError(
+            "'" + std::string(key) + "' has " + std::to_string(v.size()) + " entries, expected " + std::to_string(N));
     std::copy(v.begin(), v.end(), out.begin());
     return true;
 }
@@ -65,7 +65,7 @@ Result<void> checkRope(const Json& j, const char* what)
     return {};
 }
 
-} // namespace
+}  // namespace
 
 Result<TransformerConfig> transformerConfigFromDiffusers(const std::string& text)
 {
@@ -120,7 +120,8 @@ Result<TransformerConfig> transformerConfigFromDiffusers(const std::string& text
         bool keyframes = false;
         read(j, "use_keyframes_abs_pos_embedding", keyframes);
         if (keyframes)
-            return makeError(ErrorCode::Unsupported, "transformer/config.json: LTX-2.5 keyframe embeddings are not supported by this version");
+            return makeError(
+                ErrorCode::Unsupported, "transformer/config.json: LTX-2.5 keyframe embeddings are not supported by this version");
         std::string activation = "gelu-approximate";
         read(j, "activation_fn", activation);
         if (activation != "gelu-approximate")
@@ -261,8 +262,8 @@ Result<std::pair<TransformerConfig, ConnectorConfig>> configsFromLtxCore(const s
 ConfigBounds& ConfigBounds::range(const char* key, std::int64_t value, std::int64_t lo, std::int64_t hi)
 {
     if (!m_problem && (value < lo || value > hi))
-        m_problem = m_where + ": " + key + " is " + std::to_string(value) + ", expected " + std::to_string(lo) + " .. "
-            + std::to_string(hi) + "; the config is damaged or not for this model";
+        m_problem = m_where + ": " + key + " is " + std::to_string(value) + ", expected " + std::to_string(lo) + " .. " + std::to_string(hi)
+            + "; the config is damaged or not for this model";
     return *this;
 }
 
@@ -347,18 +348,16 @@ Result<void> validate(const ConnectorConfig& c, const std::string& where)
 std::string toJson(const TransformerConfig& c)
 {
     Json j{{"in_channels", c.inChannels}, {"out_channels", c.outChannels}, {"num_attention_heads", c.heads},
-        {"attention_head_dim", c.headDim}, {"cross_attention_dim", c.crossAttentionDim},
-        {"audio_in_channels", c.audioInChannels}, {"audio_out_channels", c.audioOutChannels},
-        {"audio_num_attention_heads", c.audioHeads}, {"audio_attention_head_dim", c.audioHeadDim},
-        {"audio_cross_attention_dim", c.audioCrossAttentionDim}, {"num_layers", c.layers},
+        {"attention_head_dim", c.headDim}, {"cross_attention_dim", c.crossAttentionDim}, {"audio_in_channels", c.audioInChannels},
+        {"audio_out_channels", c.audioOutChannels}, {"audio_num_attention_heads", c.audioHeads},
+        {"audio_attention_head_dim", c.audioHeadDim}, {"audio_cross_attention_dim", c.audioCrossAttentionDim}, {"num_layers", c.layers},
         {"caption_channels", c.captionChannels}, {"gated_attn", c.gatedAttn}, {"cross_attn_mod", c.crossAttnMod},
         {"audio_gated_attn", c.audioGatedAttn}, {"audio_cross_attn_mod", c.audioCrossAttnMod},
         {"use_prompt_embeddings", c.usePromptEmbeddings}, {"use_prompt_adaln_single", c.usePromptAdalnSingle},
-        {"perturbed_attn", c.perturbedAttn}, {"ff_bias", c.ffBias}, {"audio_ff_bias", c.audioFfBias},
-        {"attention_bias", c.attentionBias}, {"attention_out_bias", c.attentionOutBias}, {"norm_eps", c.normEps},
-        {"rope_theta", c.ropeTheta}, {"rope_double_precision", c.ropeDoublePrecision},
-        {"rope_type", c.ropeSplit ? "split" : "interleaved"}, {"causal_offset", c.causalOffset},
-        {"vae_scale_factors", c.vaeScaleFactors}, {"pos_embed_max_pos", c.posEmbedMaxPos},
+        {"perturbed_attn", c.perturbedAttn}, {"ff_bias", c.ffBias}, {"audio_ff_bias", c.audioFfBias}, {"attention_bias", c.attentionBias},
+        {"attention_out_bias", c.attentionOutBias}, {"norm_eps", c.normEps}, {"rope_theta", c.ropeTheta},
+        {"rope_double_precision", c.ropeDoublePrecision}, {"rope_type", c.ropeSplit ? "split" : "interleaved"},
+        {"causal_offset", c.causalOffset}, {"vae_scale_factors", c.vaeScaleFactors}, {"pos_embed_max_pos", c.posEmbedMaxPos},
         {"base_height", c.baseHeight}, {"base_width", c.baseWidth}, {"audio_scale_factor", c.audioScaleFactor},
         {"audio_pos_embed_max_pos", c.audioPosEmbedMaxPos}, {"audio_sampling_rate", c.audioSamplingRate},
         {"audio_hop_length", c.audioHopLength}, {"timestep_scale_multiplier", c.timestepScaleMultiplier},
@@ -374,11 +373,10 @@ std::string toJson(const ConnectorConfig& c)
         {"video_gated_attn", c.videoGated}, {"audio_connector_num_attention_heads", c.audioHeads},
         {"audio_connector_attention_head_dim", c.audioHeadDim}, {"audio_connector_num_layers", c.audioLayers},
         {"audio_connector_num_learnable_registers", c.audioRegisters}, {"audio_gated_attn", c.audioGated},
-        {"connector_rope_base_seq_len", c.ropeBaseSeqLen}, {"rope_theta", c.ropeTheta},
-        {"rope_double_precision", c.ropeDoublePrecision}, {"rope_type", c.ropeSplit ? "split" : "interleaved"},
-        {"per_modality_projections", c.perModalityProjections}, {"video_hidden_dim", c.videoHiddenDim},
-        {"audio_hidden_dim", c.audioHiddenDim}, {"proj_bias", c.projBias}};
+        {"connector_rope_base_seq_len", c.ropeBaseSeqLen}, {"rope_theta", c.ropeTheta}, {"rope_double_precision", c.ropeDoublePrecision},
+        {"rope_type", c.ropeSplit ? "split" : "interleaved"}, {"per_modality_projections", c.perModalityProjections},
+        {"video_hidden_dim", c.videoHiddenDim}, {"audio_hidden_dim", c.audioHiddenDim}, {"proj_bias", c.projBias}};
     return j.dump();
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -20,14 +20,14 @@ struct TransformerConfig {
     std::int64_t layers = 48;
     std::int64_t captionChannels = 3840;
     bool gatedAttn = false, crossAttnMod = false, audioGatedAttn = false, audioCrossAttnMod = false;
-    bool usePromptEmbeddings = true;   // 2.0: caption_projection inside the DiT
+    bool usePromptEmbeddings = true;  // 2.0: caption_projection inside the DiT
     bool usePromptAdalnSingle = true;
     bool perturbedAttn = false;
     bool ffBias = true, audioFfBias = true, attentionBias = true, attentionOutBias = true;
     double normEps = 1e-6;
     double ropeTheta = 10000.0;
     bool ropeDoublePrecision = true;
-    bool ropeSplit = false;            // diffusers' default is interleaved; real LTX-2 configs say split
+    bool ropeSplit = false;  // diffusers' default is interleaved; real LTX-2 configs say split
     std::int64_t causalOffset = 1;
     std::array<std::int64_t, 3> vaeScaleFactors{8, 32, 32};
     std::int64_t posEmbedMaxPos = 20, baseHeight = 2048, baseWidth = 2048;
@@ -92,4 +92,4 @@ Result<std::pair<TransformerConfig, ConnectorConfig>> configsFromLtxCore(const s
 std::string toJson(const TransformerConfig& config);
 std::string toJson(const ConnectorConfig& config);
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

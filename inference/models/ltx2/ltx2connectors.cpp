@@ -32,7 +32,7 @@ struct Stack {
     }
 };
 
-} // namespace
+}  // namespace
 
 struct Connectors::Impl {
     ConnectorConfig config;
@@ -42,7 +42,7 @@ struct Connectors::Impl {
     Stack video, audio;
 
     Stack loadStack(WeightTaker& w, const std::string& prefix, std::int64_t heads, std::int64_t headDim, std::int64_t layers,
-                    std::int64_t registers, bool gated);
+        std::int64_t registers, bool gated);
     at::Tensor runStack(const Stack& s, at::Tensor x, const at::Tensor& binaryMask) const;
     ConnectorOutputs run(const at::Tensor& textStates, const at::Tensor& mask) const;
 };
@@ -51,10 +51,13 @@ Connectors::Connectors(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 Connectors::~Connectors() = default;
 Connectors::Connectors(Connectors&&) noexcept = default;
 Connectors& Connectors::operator=(Connectors&&) noexcept = default;
-const ConnectorConfig& Connectors::config() const { return m_impl->config; }
+const ConnectorConfig& Connectors::config() const
+{
+    return m_impl->config;
+}
 
-Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::optional<ConnectorConfig>& override,
-                                               const std::optional<TextFeatures>& textFeatures)
+Result<ConnectorConfig> resolveConnectorConfig(
+    const Ltx2Weights& w, const std::optional<ConnectorConfig>& override, const std::optional<TextFeatures>& textFeatures)
 {
     const auto part = Part::Connectors;
     const auto files = w.describeFiles();
@@ -62,8 +65,10 @@ Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::
     const auto v23 = w.shape(part, "video_text_proj_in.weight", 2);
     const auto audio23 = w.shape(part, "audio_text_proj_in.weight", 2);
     if (!v20 && !v23)
-        return makeError(ErrorCode::NotFound, files + ": the LTX-2 text projection (text_embedding_projection.* / text_proj_in) is missing; "
-                "for a GGUF transformer, add the text projection file that comes with it");
+        return makeError(ErrorCode::NotFound,
+            files
+                + ": the LTX-2 text projection (text_embedding_projection.* / text_proj_in) is missing; "
+                  "for a GGUF transformer, add the text projection file that comes with it");
     const auto videoCount = w.indexCount(Part::Connectors, "video_connector.transformer_blocks.");
     if (!videoCount)
         return videoCount.error();
@@ -101,8 +106,9 @@ Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::
         c.perModalityProjections = v23.has_value();
         c.projBias = w.find(part, v23 ? "video_text_proj_in.bias" : "text_proj_in.bias") != nullptr;
         if (projIn != text.hidden * text.states)
-            return makeError(ErrorCode::InvalidFormat, files + ": the text projection takes " + std::to_string(projIn)
-                    + " features, not the text encoder's " + std::to_string(text.hidden) + " x " + std::to_string(text.states)
+            return makeError(ErrorCode::InvalidFormat,
+                files + ": the text projection takes " + std::to_string(projIn) + " features, not the text encoder's "
+                    + std::to_string(text.hidden) + " x " + std::to_string(text.states)
                     + "; pass a connector config or the matching text encoder");
         c.captionChannels = text.hidden;
         c.textProjInFactor = text.states;
@@ -135,19 +141,21 @@ Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& w, const std::
         return mismatch(std::to_string(c.captionChannels) + " x " + std::to_string(c.textProjInFactor) + " text features",
             v23 ? "video_text_proj_in.weight" : "text_proj_in.weight");
     if (c.videoHeads * c.videoHeadDim != (*videoQ)[0] || c.audioHeads * c.audioHeadDim != (*audioQ)[0])
-        return mismatch("connector widths " + std::to_string(c.videoHeads * c.videoHeadDim) + "/" + std::to_string(c.audioHeads * c.audioHeadDim),
+        return mismatch(
+            "connector widths " + std::to_string(c.videoHeads * c.videoHeadDim) + "/" + std::to_string(c.audioHeads * c.audioHeadDim),
             "attn1.to_q.weight");
     if (c.videoLayers != videoLayers || c.audioLayers != audioLayers)
         return mismatch(std::to_string(c.videoLayers) + "/" + std::to_string(c.audioLayers) + " connector layers", "transformer_blocks");
     if (c.videoGated != videoGate.has_value() || c.audioGated != audioGate.has_value())
         return mismatch(c.videoGated ? "gated attention" : "ungated attention", "to_gate_logits");
-    if (c.perModalityProjections && audio23 && ((*v23)[0] != c.videoHeads * c.videoHeadDim || (*audio23)[0] != c.audioHeads * c.audioHeadDim))
+    if (c.perModalityProjections && audio23
+        && ((*v23)[0] != c.videoHeads * c.videoHeadDim || (*audio23)[0] != c.audioHeads * c.audioHeadDim))
         return mismatch("projection widths", "video_text_proj_in / audio_text_proj_in");
     return c;
 }
 
-Stack Connectors::Impl::loadStack(WeightTaker& w, const std::string& prefix, std::int64_t heads, std::int64_t headDim,
-                                  std::int64_t layers, std::int64_t registers, bool gated)
+Stack Connectors::Impl::loadStack(WeightTaker& w, const std::string& prefix, std::int64_t heads, std::int64_t headDim, std::int64_t layers,
+    std::int64_t registers, bool gated)
 {
     Stack s;
     s.heads = heads;
@@ -209,7 +217,9 @@ at::Tensor Connectors::Impl::runStack(const Stack& s, at::Tensor x, const at::Te
         attnMask = ((binaryMask - 1).to(x.scalar_type()) * big).view({batch, 1, 1, length});
     }
     const auto grid = (at::arange(length, x.options().dtype(at::kFloat)) / static_cast<double>(config.ropeBaseSeqLen))
-                          .unsqueeze(0).repeat({batch, 1}).unsqueeze(-1);
+                          .unsqueeze(0)
+                          .repeat({batch, 1})
+                          .unsqueeze(-1);
     const auto rope = makeRope(grid, s.dim, config.ropeTheta, config.ropeDoublePrecision, config.ropeSplit, s.heads);
     for (const auto& b : s.blocks) {
         x = x + b.attn(nn::rmsNormWeighted(x, std::nullopt, 1e-6), nullptr, attnMask, &rope, nullptr);
@@ -283,4 +293,4 @@ std::int64_t Connectors::residentBytes() const
         + m.audio.bytes();
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

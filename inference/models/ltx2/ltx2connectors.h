@@ -22,7 +22,7 @@ class Ltx2Weights;
 struct ConnectorOutputs {
     at::Tensor video;  // [B, L, video_hidden_dim (2.3) | caption_channels (2.0)]
     at::Tensor audio;
-    at::Tensor mask;   // [B, L], 1 = attend (all ones once registers fill the padding)
+    at::Tensor mask;  // [B, L], 1 = attend (all ones once registers fill the padding)
 };
 
 // The text encoder's hidden width and hidden-state count (layers + 1): what the connectors'
@@ -39,7 +39,7 @@ struct ConnectorLoadOptions {
 };
 
 Result<ConnectorConfig> resolveConnectorConfig(const Ltx2Weights& weights, const std::optional<ConnectorConfig>& override,
-                                               const std::optional<TextFeatures>& textFeatures = std::nullopt);
+    const std::optional<TextFeatures>& textFeatures = std::nullopt);
 
 class Connectors {
 public:
@@ -62,4 +62,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

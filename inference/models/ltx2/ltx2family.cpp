@@ -168,8 +168,8 @@ void placeLtx2(MemoryPlan& m, const LoadPlan& plan, c10::Device device, const pi
 
 // The plan in words: what is held, what the size needs, where it goes, and what to do when it
 // does not fit.
-std::string ltx2Explanation(const MemoryPlan& m, const SizeRequest& size, const capability::DeviceCaps& caps, bool onCpu, const Ltx2Held& held,
-    std::int64_t stored, std::int64_t cpuPeak)
+std::string ltx2Explanation(const MemoryPlan& m, const SizeRequest& size, const capability::DeviceCaps& caps, bool onCpu,
+    const Ltx2Held& held, std::int64_t stored, std::int64_t cpuPeak)
 {
     const auto [text, transformer, rest] = held;
     const auto& dev = m.device;
@@ -224,7 +224,7 @@ public:
         r.title = "LTX-2";
         r.kind = ModelKind::Video;
         r.sizeMultiple = 32;  // 32-pixel latent cells
-        r.frameStep = 8;      // 8 frames per latent frame after the first
+        r.frameStep = 8;  // 8 frames per latent frame after the first
         r.sizeUnit = "32-pixel latent cells";
         return r;
     }
@@ -244,7 +244,7 @@ public:
     }
 
     Result<MemoryPlan> planMemory(const LoadPlan& plan, const families::Target& target, const SizeRequest& size,
-                                  const std::optional<MemoryBudget>& budgetIn) const override
+        const std::optional<MemoryBudget>& budgetIn) const override
     {
         const auto device = target.device;
         const auto& caps = target.caps;
@@ -279,7 +279,7 @@ public:
         // The video encoder (conditions) and the upsampler (two stages) load with the rest, so
         // nothing can tip a running studio over mid-run.
         const std::int64_t rest = bytesOf("connectors") + bytesOf("video_vae") + bytesOf("audio_vae") + bytesOf("vocoder")
-                                  + bytesOf("video_encoder") + bytesOf("spatial_upsampler");
+            + bytesOf("video_encoder") + bytesOf("spatial_upsampler");
 
         placeLtx2(m, plan, device, sizes, {text, transformer, rest});
         // On the CPU the weights are held in f32 unless asked otherwise: what the same model
@@ -302,18 +302,22 @@ public:
         const bool onCpu = device.is_cpu();
         const bool textResident = m.placement == Placement::AllResident;
         m.components = {
-            {"text_encoder", text, storedOf("text_encoder"), (textResident ? dev : std::string("cpu")) + (textResident ? "" : ", loaded for each prompt")},
+            {"text_encoder", text, storedOf("text_encoder"),
+                (textResident ? dev : std::string("cpu")) + (textResident ? "" : ", loaded for each prompt")},
             {"connectors", bytesOf("connectors"), storedOf("connectors"), dev},
             {"transformer", transformer, storedOf("transformer"),
                 m.placement == Placement::OffloadTransformerBlocks ? "cpu, streamed to " + dev + " block by block" : dev},
-            {"video_vae", bytesOf("video_vae"), storedOf("video_vae"), dev + (size.height > 512 || size.width > 512 ? ", tiled decode" : "")},
+            {"video_vae", bytesOf("video_vae"), storedOf("video_vae"),
+                dev + (size.height > 512 || size.width > 512 ? ", tiled decode" : "")},
             {"audio_vae", bytesOf("audio_vae"), storedOf("audio_vae"), dev},
             {"vocoder", bytesOf("vocoder"), storedOf("vocoder"), dev},
         };
         if (bytesOf("video_encoder"))
-            m.components.push_back({"video_encoder", bytesOf("video_encoder"), storedOf("video_encoder"), dev + ", for image and video conditions"});
+            m.components.push_back(
+                {"video_encoder", bytesOf("video_encoder"), storedOf("video_encoder"), dev + ", for image and video conditions"});
         if (upsamplerOf(plan))
-            m.components.push_back({"spatial_upsampler", bytesOf("spatial_upsampler"), storedOf("spatial_upsampler"), dev + ", the two-stage path"});
+            m.components.push_back(
+                {"spatial_upsampler", bytesOf("spatial_upsampler"), storedOf("spatial_upsampler"), dev + ", the two-stage path"});
         std::vector<capability::ComponentInput> inputs;
         for (const auto& c : m.components) {
             capability::ComponentInput in;
@@ -333,7 +337,7 @@ public:
     }
 
     Result<std::unique_ptr<families::LoadedModel>> load(const LoadPlan& plan, const MemoryPlan& memory, const families::Target& target,
-                                                        const ProgressFn& progress, std::stop_token stop) const override
+        const ProgressFn& progress, std::stop_token stop) const override
     {
         auto opened = pipelines::Ltx2Pipeline::open(pipelineOptions(plan, target.device, target.dtype, memory.placement));
         if (!opened)
@@ -354,54 +358,54 @@ public:
 
     Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request) const override
     {
-
-    StagePlan out;
-    out.firstWidth = request.width;
-    out.firstHeight = request.height;
-    if (request.stages != "auto" && request.stages != "single" && request.stages != "two")
-        return makeError(ErrorCode::InvalidArgument, "stages \"" + request.stages + "\": use auto, single or two");
-    // Why the two-stage path cannot run, or empty when it can. Stage 1 runs at half size, so
-    // each half must still be a whole number of 32-pixel latent cells.
-    std::string blocker;
-    if (!upsamplerOf(plan))
-        blocker = "no spatial upsampler is loaded with this model";
-    else if (request.schedule != "distilled")
-        blocker = "the two-stage path refines with the distilled schedule; this request uses \"" + request.schedule + "\"";
-    else if (request.width % 64 != 0 || request.height % 64 != 0)
-        blocker = std::to_string(request.width) + "x" + std::to_string(request.height) +
-                  " does not halve into 32-pixel latent cells (both sides must be multiples of 64)";
-    if (request.stages == "single") {
-        out.reason = "single stage, as asked";
+        StagePlan out;
+        out.firstWidth = request.width;
+        out.firstHeight = request.height;
+        if (request.stages != "auto" && request.stages != "single" && request.stages != "two")
+            return makeError(ErrorCode::InvalidArgument, "stages \"" + request.stages + "\": use auto, single or two");
+        // Why the two-stage path cannot run, or empty when it can. Stage 1 runs at half size, so
+        // each half must still be a whole number of 32-pixel latent cells.
+        std::string blocker;
+        if (!upsamplerOf(plan))
+            blocker = "no spatial upsampler is loaded with this model";
+        else if (request.schedule != "distilled")
+            blocker = "the two-stage path refines with the distilled schedule; this request uses \"" + request.schedule + "\"";
+        else if (request.width % 64 != 0 || request.height % 64 != 0)
+            blocker = std::to_string(request.width) + "x" + std::to_string(request.height)
+                + " does not halve into 32-pixel latent cells (both sides must be multiples of 64)";
+        if (request.stages == "single") {
+            out.reason = "single stage, as asked";
+            return out;
+        }
+        if (!blocker.empty()) {
+            if (request.stages == "two")
+                return makeError(ErrorCode::InvalidArgument, "the two-stage path cannot run: " + blocker);
+            out.reason = "single stage: " + blocker;
+            return out;
+        }
+        out.twoStage = true;
+        out.firstWidth = request.width / 2;
+        out.firstHeight = request.height / 2;
+        out.reason = request.stages == "two"
+            ? "two stages, as asked"
+            : "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
         return out;
-    }
-    if (!blocker.empty()) {
-        if (request.stages == "two")
-            return makeError(ErrorCode::InvalidArgument, "the two-stage path cannot run: " + blocker);
-        out.reason = "single stage: " + blocker;
-        return out;
-    }
-    out.twoStage = true;
-    out.firstWidth = request.width / 2;
-    out.firstHeight = request.height / 2;
-    out.reason = request.stages == "two" ? "two stages, as asked"
-                                         : "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
-    return out;
     }
 
     Result<std::string> inspectLora(const LoadPlan& plan, const std::filesystem::path& lora, bool asJson) const override
     {
-    try {
-        // The transformer's headers are all a match needs: no pipeline, no weights read.
-        auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
-        if (!weights)
-            return weights.error();
-        auto report = lora::inspect(lora, ltx2::loraTargetsFromHeaders(*weights));
-        if (!report)
-            return report.error();
-        return asJson ? report->toJson() : report->toText();
-    } catch (const std::exception& e) {
-        return errorFromException(e, lora.string());
-    }
+        try {
+            // The transformer's headers are all a match needs: no pipeline, no weights read.
+            auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
+            if (!weights)
+                return weights.error();
+            auto report = lora::inspect(lora, ltx2::loraTargetsFromHeaders(*weights));
+            if (!report)
+                return report.error();
+            return asJson ? report->toJson() : report->toText();
+        } catch (const std::exception& e) {
+            return errorFromException(e, lora.string());
+        }
     }
 };
 
@@ -445,16 +449,18 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
     for (const auto& c : r.conditions) {
         const auto name = c.source.empty() ? std::string("a condition") : c.source;
         if (c.width != r.width || c.height != r.height)
-            return makeError(ErrorCode::InvalidArgument, name + " is " + std::to_string(c.width) + "x" + std::to_string(c.height)
-                    + ", the video " + std::to_string(r.width) + "x" + std::to_string(r.height) + "; fit it to the video's size first");
+            return makeError(ErrorCode::InvalidArgument,
+                name + " is " + std::to_string(c.width) + "x" + std::to_string(c.height) + ", the video " + std::to_string(r.width) + "x"
+                    + std::to_string(r.height) + "; fit it to the video's size first");
         if (c.frames < 1 || (c.frames - 1) % 8)
-            return makeError(ErrorCode::InvalidArgument, name + ": a conditioning clip must have 8k + 1 frames (1 for a still), got "
-                    + std::to_string(c.frames));
+            return makeError(ErrorCode::InvalidArgument,
+                name + ": a conditioning clip must have 8k + 1 frames (1 for a still), got " + std::to_string(c.frames));
         if (c.rgb.size() != static_cast<std::size_t>(c.frames) * static_cast<std::size_t>(c.width) * static_cast<std::size_t>(c.height) * 3)
             return makeError(ErrorCode::InvalidArgument, name + ": the pixel buffer does not hold frames x height x width x 3 bytes");
         if (c.frame < 0 || c.frame >= r.frames || (c.frame != 0 && (c.frame - 1) % 8 != 0))
-            return makeError(ErrorCode::InvalidArgument, name + ": frame " + std::to_string(c.frame)
-                    + " is not 0 or 8k + 1 inside the clip's " + std::to_string(r.frames) + " frames (1, 9, 17, ...)");
+            return makeError(ErrorCode::InvalidArgument,
+                name + ": frame " + std::to_string(c.frame) + " is not 0 or 8k + 1 inside the clip's " + std::to_string(r.frames)
+                    + " frames (1, 9, 17, ...)");
         if (!(c.strength >= 0.0 && c.strength <= 1.0))
             return makeError(ErrorCode::InvalidArgument, name + ": strength must be between 0 and 1");
         pipelines::Ltx2Condition pc;
@@ -531,8 +537,7 @@ Result<std::vector<LoraOutcome>> Loaded::applyLoras(const std::vector<LoraReques
     }
 }
 
-
-} // namespace
+}  // namespace
 
 const families::ModelFamily& family()
 {
@@ -540,4 +545,4 @@ const families::ModelFamily& family()
     return instance;
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -9,4 +9,4 @@ namespace vireo::ltx2 {
 
 const families::ModelFamily& family();
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -64,9 +64,12 @@ std::string keyOf(const Transformer& model, const TransformerInputs& in, bool al
     return key;
 }
 
-at::Tensor copiesOf(const at::Tensor& t) { return t.defined() ? t.clone() : t; }
+at::Tensor copiesOf(const at::Tensor& t)
+{
+    return t.defined() ? t.clone() : t;
+}
 
-} // namespace
+}  // namespace
 
 struct GraphedForward::Impl {
     const Transformer* model = nullptr;
@@ -76,13 +79,13 @@ struct GraphedForward::Impl {
 
     struct Entry {
         std::string key;
-        TransformerInputs statics;    // the buffers the graph reads
-        TransformerOutputs outputs;   // the buffers it writes
+        TransformerInputs statics;  // the buffers the graph reads
+        TransformerOutputs outputs;  // the buffers it writes
         std::unique_ptr<at::cuda::CUDAGraph> graph;
-        bool warmed = false;          // a forward of this key ran on the side stream
-        paths::Counts paths;          // what the captured forward runs, added at every replay
+        bool warmed = false;  // a forward of this key ran on the side stream
+        paths::Counts paths;  // what the captured forward runs, added at every replay
     };
-    std::vector<Entry> entries;      // newest last
+    std::vector<Entry> entries;  // newest last
     // One memory pool for every graph of this loop. The graphs never run concurrently and their
     // outputs are copied out right after each replay, so a later capture may reuse what an
     // earlier graph only needs while it runs: guidance branches with their own keys then cost one
@@ -133,9 +136,15 @@ GraphedForward::~GraphedForward() = default;
 GraphedForward::GraphedForward(GraphedForward&&) noexcept = default;
 GraphedForward& GraphedForward::operator=(GraphedForward&&) noexcept = default;
 
-const GraphStats& GraphedForward::stats() const { return m_impl->stats; }
+const GraphStats& GraphedForward::stats() const
+{
+    return m_impl->stats;
+}
 
-void GraphedForward::reset() { m_impl->clear(); }
+void GraphedForward::reset()
+{
+    m_impl->clear();
+}
 
 std::string GraphedForward::blockedReason(const TransformerInputs& in) const
 {
@@ -347,4 +356,4 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
     return TransformerOutputs{copiesOf(outputs.video), copiesOf(outputs.audio)};
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -16,9 +16,9 @@ namespace vireo::ltx2 {
 
 // Counts over the life of one GraphedForward, and why graphs were not used where they were not.
 struct GraphStats {
-    int captures = 0;     // graphs captured (a new key: shapes, flags, weights or adapters)
-    int replays = 0;      // forwards served by a replay (the capturing call included)
-    int eager = 0;        // forwards run eagerly (warm-ups, blocked or failed paths)
+    int captures = 0;  // graphs captured (a new key: shapes, flags, weights or adapters)
+    int replays = 0;  // forwards served by a replay (the capturing call included)
+    int eager = 0;  // forwards run eagerly (warm-ups, blocked or failed paths)
     std::string blocked;  // the last reason graphs could not be used (empty: none so far)
     std::string failure;  // a capture that failed, with its reason: eager from then on
     std::int64_t poolBytes = 0;  // device memory the graphs' shared pool held after the last capture
@@ -59,4 +59,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -25,8 +25,8 @@ Rope makeRope(const at::Tensor& grid, std::int64_t dim, double theta, bool doubl
     // then float32.
     const auto powIndices = at::pow(theta, at::linspace(0.0, 1.0, n, options));
     const auto base = (powIndices * std::numbers::pi / 2.0).to(at::kFloat);
-    auto freqs = (grid.unsqueeze(-1) * 2 - 1) * base;       // [B, T, axes, n]
-    freqs = freqs.transpose(-1, -2).flatten(2);              // [B, T, n*axes], axes fastest
+    auto freqs = (grid.unsqueeze(-1) * 2 - 1) * base;  // [B, T, axes, n]
+    freqs = freqs.transpose(-1, -2).flatten(2);  // [B, T, n*axes], axes fastest
     Rope rope;
     rope.split = split;
     if (!split) {
@@ -97,7 +97,7 @@ at::Tensor normAndRope(const at::Tensor& x, const at::Tensor& weight, const Rope
     return rope ? applyRope(normed, *rope) : normed;
 }
 
-} // namespace
+}  // namespace
 
 namespace {
 
@@ -131,12 +131,15 @@ std::optional<nn::Linear> fuseProjections(const std::string& name, const std::ve
 }
 
 // The separate copy is no longer needed; its shape stays known through the fused one.
-void dropWeights(nn::Linear& l) { l = nn::Linear{l.name, quant::QuantizedWeight(), std::nullopt, {}, nullptr}; }
+void dropWeights(nn::Linear& l)
+{
+    l = nn::Linear{l.name, quant::QuantizedWeight(), std::nullopt, {}, nullptr};
+}
 
-} // namespace
+}  // namespace
 
-Attention Attention::load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated,
-                          bool selfAttention)
+Attention Attention::load(
+    WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated, bool selfAttention)
 {
     Attention a;
     a.heads = heads;
@@ -176,15 +179,17 @@ Attention Attention::load(WeightTaker& w, const std::string& prefix, std::int64_
     return a;
 }
 
-std::array<nn::Linear*, 7> Attention::linears() { return {&toQ, &toK, &toV, &toOut, &toGateLogits, &fused, &fusedQuery}; }
+std::array<nn::Linear*, 7> Attention::linears()
+{
+    return {&toQ, &toK, &toV, &toOut, &toGateLogits, &fused, &fusedQuery};
+}
 std::array<const nn::Linear*, 7> Attention::linears() const
 {
     return {&toQ, &toK, &toV, &toOut, &toGateLogits, &fused, &fusedQuery};
 }
 
 at::Tensor Attention::operator()(const at::Tensor& x, const at::Tensor* context, const std::optional<at::Tensor>& mask,
-                                 const Rope* queryRope, const Rope* keyRope, const at::Tensor* perturbation,
-                                 bool allPerturbed) const
+    const Rope* queryRope, const Rope* keyRope, const at::Tensor* perturbation, bool allPerturbed) const
 {
     Projections p;
     if (fused.defined() && fusedSelf && !context) {
@@ -203,8 +208,8 @@ std::optional<at::Tensor> Attention::fp8InputScale(const at::Tensor& x) const
     return fused.fp8InputScale(x);
 }
 
-at::Tensor Attention::onQuantized(const at::Tensor& xq, c10::ScalarType dtype, const Rope* rope, const at::Tensor* perturbation,
-                                  bool allPerturbed) const
+at::Tensor Attention::onQuantized(
+    const at::Tensor& xq, c10::ScalarType dtype, const Rope* rope, const at::Tensor* perturbation, bool allPerturbed) const
 {
     TORCH_CHECK(fused.defined() && fusedSelf, "a quantized input reaches only fused self-attention projections");
     return attend(splitSelf(fused.onQuantized(xq, dtype)), std::nullopt, rope, nullptr, perturbation, allPerturbed);
@@ -227,8 +232,8 @@ std::optional<at::Tensor> Attention::contextInputScale(const at::Tensor& context
     return fused.fp8InputScale(context);
 }
 
-at::Tensor Attention::cross(const Operand& x, const Operand& context, const std::optional<at::Tensor>& mask, const Rope* queryRope,
-                            const Rope* keyRope) const
+at::Tensor Attention::cross(
+    const Operand& x, const Operand& context, const std::optional<at::Tensor>& mask, const Rope* queryRope, const Rope* keyRope) const
 {
     TORCH_CHECK(!fusedSelf, "fused self-attention projections used as cross-attention");
     return attend(crossProjections(x, context, true), mask, queryRope, keyRope, nullptr, false);
@@ -281,7 +286,7 @@ Attention::Projections Attention::splitSelf(const at::Tensor& y) const
 }
 
 at::Tensor Attention::attend(const Projections& p, const std::optional<at::Tensor>& mask, const Rope* queryRope, const Rope* keyRope,
-                             const at::Tensor* perturbation, bool allPerturbed) const
+    const at::Tensor* perturbation, bool allPerturbed) const
 {
     at::Tensor out;
     if (allPerturbed) {
@@ -297,7 +302,11 @@ at::Tensor Attention::attend(const Projections& p, const std::optional<at::Tenso
                 paths::record("attention", "FP8 flash attention (cuDNN)");
             } else {
                 warnFp8AttentionRefused(refusal, dtype);
-                paths::recordFallback("attention", std::string(dtype == at::kBFloat16 ? "bf16" : dtype == at::kHalf ? "f16" : "f32") + " SDPA",
+                paths::recordFallback("attention",
+                    std::string(dtype == at::kBFloat16 ? "bf16"
+                            : dtype == at::kHalf       ? "f16"
+                                                       : "f32")
+                        + " SDPA",
                     refusal);
             }
         }
@@ -371,4 +380,4 @@ std::pair<at::Tensor, at::Tensor> AdaLayerNormSingle::operator()(const at::Tenso
     return {modulation, embedded};
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -44,8 +44,8 @@ struct Attention {
     bool fp8Attention = false;
     static constexpr std::int64_t kFp8AttentionTokens = 1024;
 
-    static Attention load(WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated,
-                          bool selfAttention);
+    static Attention load(
+        WeightTaker& w, const std::string& prefix, std::int64_t heads, bool bias, bool outBias, bool gated, bool selfAttention);
 
     // Every projection (absent ones undefined), for code that maps or visits them all.
     std::array<nn::Linear*, 7> linears();
@@ -54,15 +54,14 @@ struct Attention {
     // x: queries [B, Tq, C]; context: keys/values (self-attention when null). mask is additive
     // and broadcastable to [B, H, Tq, Tk]. perturbation: [B, 1, 1], 0 = replace the attention
     // by the value projection (spatio-temporal guidance); allPerturbed skips q/k entirely.
-    at::Tensor operator()(const at::Tensor& x, const at::Tensor* context, const std::optional<at::Tensor>& mask,
-                          const Rope* queryRope, const Rope* keyRope, const at::Tensor* perturbation = nullptr,
-                          bool allPerturbed = false) const;
+    at::Tensor operator()(const at::Tensor& x, const at::Tensor* context, const std::optional<at::Tensor>& mask, const Rope* queryRope,
+        const Rope* keyRope, const at::Tensor* perturbation = nullptr, bool allPerturbed = false) const;
     // The input scale of the fused self-attention projection when it takes its input
     // quantized by a fused norm (nn::Linear::fp8InputScale); empty otherwise.
     std::optional<at::Tensor> fp8InputScale(const at::Tensor& x) const;
     // Self-attention (no mask) of x given as xq = quantizeFp8(x, *fp8InputScale(x)); dtype is x's.
     at::Tensor onQuantized(const at::Tensor& xq, c10::ScalarType dtype, const Rope* rope, const at::Tensor* perturbation = nullptr,
-                           bool allPerturbed = false) const;
+        bool allPerturbed = false) const;
 
     // A cross-attention operand: a tensor, or (quantizedFrom set) its FP8 quantization by a
     // fused norm with the scale queryInputScale / contextInputScale gave, and its dtype.
@@ -75,8 +74,8 @@ struct Attention {
     std::optional<at::Tensor> queryInputScale(const at::Tensor& x) const;
     std::optional<at::Tensor> contextInputScale(const at::Tensor& context) const;
     // operator() for a cross-attention whose operands may come quantized.
-    at::Tensor cross(const Operand& x, const Operand& context, const std::optional<at::Tensor>& mask, const Rope* queryRope,
-                     const Rope* keyRope) const;
+    at::Tensor cross(
+        const Operand& x, const Operand& context, const std::optional<at::Tensor>& mask, const Rope* queryRope, const Rope* keyRope) const;
     std::int64_t residentBytes() const;
 
 private:
@@ -86,7 +85,7 @@ private:
     Projections splitSelf(const at::Tensor& y) const;
     Projections crossProjections(const Operand& x, const Operand& context, bool withQuery) const;
     at::Tensor attend(const Projections& p, const std::optional<at::Tensor>& mask, const Rope* queryRope, const Rope* keyRope,
-                      const at::Tensor* perturbation, bool allPerturbed) const;
+        const at::Tensor* perturbation, bool allPerturbed) const;
 };
 
 struct FeedForward {
@@ -113,4 +112,4 @@ struct AdaLayerNormSingle {
     std::int64_t residentBytes() const { return linear1.residentBytes() + linear2.residentBytes() + linear.residentBytes(); }
 };
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -74,7 +74,7 @@ bool isDir(const std::filesystem::path& p)
     return ::access((p / ".").c_str(), F_OK) == 0;
 }
 
-} // namespace
+}  // namespace
 
 const char* phaseName(Ltx2Phase phase)
 {
@@ -108,8 +108,8 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::VideoDecoder> videoDecoder;
     std::optional<ltx2::AudioDecoder> audioDecoder;
     std::optional<ltx2::Vocoder> vocoder;
-    std::optional<ltx2::VideoEncoder> videoEncoder;        // loaded with the rest when the VAE has an encoder
-    std::optional<ltx2::LatentUpsampler> upsampler;         // loaded with the rest when a path is set
+    std::optional<ltx2::VideoEncoder> videoEncoder;  // loaded with the rest when the VAE has an encoder
+    std::optional<ltx2::LatentUpsampler> upsampler;  // loaded with the rest when a path is set
     at::Tensor previewProjection;
     // The LoRAs on the transformer now, and what became of them.
     std::vector<Ltx2Lora> appliedLoras;
@@ -127,8 +127,8 @@ struct Ltx2Pipeline::Impl {
 
     // A condition through the video VAE encoder, at the size of the pass it conditions.
     struct EncodedCondition {
-        at::Tensor packed;            // [1, tokens, C], normalized
-        at::Tensor unpacked;          // [1, C, f, h, w]
+        at::Tensor packed;  // [1, tokens, C], normalized
+        at::Tensor unpacked;  // [1, C, f, h, w]
         std::int64_t latentIndex = 0, pixelFrames = 1;
         double strength = 1.0;
     };
@@ -136,18 +136,18 @@ struct Ltx2Pipeline::Impl {
     struct Pass {
         std::int64_t latentFrames = 0, latentH = 0, latentW = 0, baseTokens = 0;
         at::Tensor latents, audioLatents;  // packed start states ([1, T + K, C], [1, La, C_a])
-        at::Tensor mask;                   // [1, T + K] conditioning strength; undefined: none
-        at::Tensor clean;                  // [1, T + K, C] the conditioned tokens' clean values
-        at::Tensor extraCoords;            // [1, 3, K, 2] keyframe tokens' RoPE bounds; undefined: none
+        at::Tensor mask;  // [1, T + K] conditioning strength; undefined: none
+        at::Tensor clean;  // [1, T + K, C] the conditioned tokens' clean values
+        at::Tensor extraCoords;  // [1, 3, K, 2] keyframe tokens' RoPE bounds; undefined: none
         sched::FlowSchedule schedule;
         Ltx2Phase phase = Ltx2Phase::Denoise;
     };
     std::vector<EncodedCondition> encodeConditions(const Ltx2Request& req, std::int64_t width, std::int64_t height,
-                                                   const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop);
+        const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop);
     // Puts the conditions into a pass whose base latents ([1, T, C]) are set: first-frame ones
     // replace tokens, keyframes are appended; then noise to noiseScale where not conditioned.
-    void applyConditions(Pass& pass, const std::vector<EncodedCondition>& conditions, double fps, const at::Tensor& noise,
-                         double noiseScale) const;
+    void applyConditions(
+        Pass& pass, const std::vector<EncodedCondition>& conditions, double fps, const at::Tensor& noise, double noiseScale) const;
     c10::Device textDevice() const { return options.textEncoderDevice.value_or(options.device); }
 
     // One run's request, reports, timings and stop, shared by its stages.
@@ -199,13 +199,15 @@ void Ltx2Pipeline::Impl::loadText(const std::function<void(const Ltx2Progress&)>
         report(0);
         auto tokFolder = textEncoderPath;
         // A diffusers folder keeps the tokenizer beside text_encoder/, a Gemma download inside it.
-        if (::access((tokFolder / "tokenizer.json").c_str(), F_OK) != 0 && ::access((tokFolder.parent_path() / "tokenizer" / "tokenizer.json").c_str(), F_OK) == 0)
+        if (::access((tokFolder / "tokenizer.json").c_str(), F_OK) != 0
+            && ::access((tokFolder.parent_path() / "tokenizer" / "tokenizer.json").c_str(), F_OK) == 0)
             tokFolder = tokFolder.parent_path() / "tokenizer";
         tokenizer = take(text::Tokenizer::load(tokFolder));
     }
     if (!textEncoder) {
         report(0);
-        textEncoder = take(gemma3::TextEncoder::load(textEncoderPath, onDevice<gemma3::TextEncoderLoadOptions>(textDevice(), options.dtype)));
+        textEncoder =
+            take(gemma3::TextEncoder::load(textEncoderPath, onDevice<gemma3::TextEncoderLoadOptions>(textDevice(), options.dtype)));
         report(1);
     }
     if (!connectors) {
@@ -303,9 +305,8 @@ void Ltx2Pipeline::Impl::loadVideoEncoder()
         }
 }
 
-std::vector<Ltx2Pipeline::Impl::EncodedCondition> Ltx2Pipeline::Impl::encodeConditions(
-    const Ltx2Request& req, std::int64_t width, std::int64_t height, const std::function<void(const Ltx2Progress&)>& progress,
-    std::stop_token stop)
+std::vector<Ltx2Pipeline::Impl::EncodedCondition> Ltx2Pipeline::Impl::encodeConditions(const Ltx2Request& req, std::int64_t width,
+    std::int64_t height, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
 {
     std::vector<EncodedCondition> out;
     if (req.conditions.empty())
@@ -313,7 +314,8 @@ std::vector<Ltx2Pipeline::Impl::EncodedCondition> Ltx2Pipeline::Impl::encodeCond
     if (progress)
         progress({Ltx2Phase::EncodeConditions, 0, static_cast<std::int64_t>(req.conditions.size()), {}});
     if (!videoEncoder)
-        videoEncoder = take(ltx2::VideoEncoder::load(weights, onDevice<ltx2::VideoEncoderLoadOptions>(options.device, options.dtype)));  // after a release()
+        videoEncoder = take(ltx2::VideoEncoder::load(
+            weights, onDevice<ltx2::VideoEncoderLoadOptions>(options.device, options.dtype)));  // after a release()
     const auto& tc = transformerConfig;
     const auto temporal = tc.vaeScaleFactors[0];
     for (std::size_t i = 0; i < req.conditions.size(); ++i) {
@@ -360,8 +362,8 @@ std::vector<Ltx2Pipeline::Impl::EncodedCondition> Ltx2Pipeline::Impl::encodeCond
     return out;
 }
 
-void Ltx2Pipeline::Impl::applyConditions(Pass& pass, const std::vector<EncodedCondition>& conditions, double fps,
-                                         const at::Tensor& noise, double noiseScale) const
+void Ltx2Pipeline::Impl::applyConditions(
+    Pass& pass, const std::vector<EncodedCondition>& conditions, double fps, const at::Tensor& noise, double noiseScale) const
 {
     const auto& tc = transformerConfig;
     auto latents = pass.latents;
@@ -385,7 +387,8 @@ void Ltx2Pipeline::Impl::applyConditions(Pass& pass, const std::vector<EncodedCo
         const auto f = c.unpacked.size(2), h = c.unpacked.size(3), w = c.unpacked.size(4);
         const auto grid = at::stack(at::meshgrid({at::arange(f, f32), at::arange(h, f32), at::arange(w, f32)}, "ij"), 0);
         auto coords = at::stack({grid, grid + 1}, -1).flatten(1, 3).unsqueeze(0);  // [1, 3, n, 2]
-        const auto scale = at::tensor(std::vector<float>{float(tc.vaeScaleFactors[0]), float(tc.vaeScaleFactors[1]), float(tc.vaeScaleFactors[2])}, f32);
+        const auto scale =
+            at::tensor(std::vector<float>{float(tc.vaeScaleFactors[0]), float(tc.vaeScaleFactors[1]), float(tc.vaeScaleFactors[2])}, f32);
         coords = coords * scale.view({1, 3, 1, 1});
         auto t = coords.select(1, 0);
         t.add_(double((c.latentIndex - 1) * tc.vaeScaleFactors[0] + 1));
@@ -404,8 +407,9 @@ void Ltx2Pipeline::Impl::applyConditions(Pass& pass, const std::vector<EncodedCo
         pass.extraCoords = at::cat(extraCoords, 2);
     }
     if (noise.sizes() != latents.sizes())
-        throw makeError(ErrorCode::InvalidArgument, "video noise must be [1, " + std::to_string(latents.size(1)) + ", "
-                + std::to_string(channels) + "] (keyframe tokens included)");
+        throw makeError(ErrorCode::InvalidArgument,
+            "video noise must be [1, " + std::to_string(latents.size(1)) + ", " + std::to_string(channels)
+                + "] (keyframe tokens included)");
     // Noise to noiseScale where nothing is conditioned, less where a condition holds the token
     // (the reference's expression, so the unconditioned tokens get the noise bit for bit).
     const auto scaled = ((1 - mask) * noiseScale).unsqueeze(-1);
@@ -421,7 +425,10 @@ Ltx2Pipeline::~Ltx2Pipeline() = default;
 Ltx2Pipeline::Ltx2Pipeline(Ltx2Pipeline&&) noexcept = default;
 Ltx2Pipeline& Ltx2Pipeline::operator=(Ltx2Pipeline&&) noexcept = default;
 
-std::string Ltx2Pipeline::version() const { return m_impl->transformerConfig.version(); }
+std::string Ltx2Pipeline::version() const
+{
+    return m_impl->transformerConfig.version();
+}
 
 std::pair<std::string, std::string> Ltx2Pipeline::trainedFor() const
 {
@@ -552,8 +559,9 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
                 + std::to_string(transformer->inChannels) + ": it belongs to another model; give the upsampler published with this one";
         else if (!up->spatialUpsample || up->temporalUpsample || (up->useRationalResampler && up->rationalSpatialScale != 2.0))
             // The two-stage path halves the size for stage 1: only an x2 spatial upsampler brings it back.
-            wrongUpsampler = file + " is a " + ltx2::describeLatentUpsampler(*up) + " latent upsampler; the two-stage path needs an x2 "
-                "spatial upsampler (such as ltx-2.3-spatial-upscaler-x2-1.1.safetensors), or run in a single stage";
+            wrongUpsampler = file + " is a " + ltx2::describeLatentUpsampler(*up)
+                + " latent upsampler; the two-stage path needs an x2 "
+                  "spatial upsampler (such as ltx-2.3-spatial-upscaler-x2-1.1.safetensors), or run in a single stage";
     }
     if (!missing.empty()) {
         std::string text;
@@ -572,8 +580,8 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
 void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
 {
     if (req.width % 32 || req.height % 32 || req.width <= 0 || req.height <= 0)
-        throw makeError(ErrorCode::InvalidArgument, "width and height must be positive multiples of 32, got "
-                + std::to_string(req.width) + "x" + std::to_string(req.height));
+        throw makeError(ErrorCode::InvalidArgument,
+            "width and height must be positive multiples of 32, got " + std::to_string(req.width) + "x" + std::to_string(req.height));
     if (req.frames < 1 || (req.frames - 1) % 8)
         throw makeError(ErrorCode::InvalidArgument, "frames must be 8k + 1 (1, 9, 17, ..., 121), got " + std::to_string(req.frames));
     if (!(req.fps > 0))
@@ -586,13 +594,15 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
         if (!c.pixels.defined() || c.pixels.dim() != 4 || c.pixels.size(3) != 3 || c.pixels.scalar_type() != at::kByte)
             throw makeError(ErrorCode::InvalidArgument, name + ": pixels must be uint8 [frames, height, width, 3]");
         if (c.pixels.size(1) != req.height || c.pixels.size(2) != req.width)
-            throw makeError(ErrorCode::InvalidArgument, name + " is " + std::to_string(c.pixels.size(2)) + "x" + std::to_string(c.pixels.size(1))
-                    + ", the video " + std::to_string(req.width) + "x" + std::to_string(req.height) + "; fit it to the video's size first");
+            throw makeError(ErrorCode::InvalidArgument,
+                name + " is " + std::to_string(c.pixels.size(2)) + "x" + std::to_string(c.pixels.size(1)) + ", the video "
+                    + std::to_string(req.width) + "x" + std::to_string(req.height) + "; fit it to the video's size first");
         if (c.pixels.size(0) < 1 || (c.pixels.size(0) - 1) % 8)
             throw makeError(ErrorCode::InvalidArgument, name + ": a clip must have 8k + 1 frames, got " + std::to_string(c.pixels.size(0)));
         if (c.latentIndex < 0 || c.latentIndex >= latentFrames)
-            throw makeError(ErrorCode::InvalidArgument, name + ": latent index " + std::to_string(c.latentIndex) + " is outside the clip's "
-                    + std::to_string(latentFrames) + " latent frames");
+            throw makeError(ErrorCode::InvalidArgument,
+                name + ": latent index " + std::to_string(c.latentIndex) + " is outside the clip's " + std::to_string(latentFrames)
+                    + " latent frames");
         if (!(c.strength >= 0.0 && c.strength <= 1.0))
             throw makeError(ErrorCode::InvalidArgument, name + ": strength must be in [0, 1]");
     }
@@ -600,8 +610,9 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
         if (!options.spatialUpsamplerPath)
             throw makeError(ErrorCode::InvalidArgument, "the two-stage path needs the spatial upsampler; none was given with the model");
         if (req.width % 64 || req.height % 64)
-            throw makeError(ErrorCode::InvalidArgument, "the two-stage path runs stage 1 at half size: width and height must be multiples of 64, got "
-                    + std::to_string(req.width) + "x" + std::to_string(req.height));
+            throw makeError(ErrorCode::InvalidArgument,
+                "the two-stage path runs stage 1 at half size: width and height must be multiples of 64, got " + std::to_string(req.width)
+                    + "x" + std::to_string(req.height));
         if (req.schedule != Ltx2Schedule::Distilled || req.sigmas || guided(req))
             throw makeError(ErrorCode::InvalidArgument, "the two-stage path is the distilled model's: distilled schedule, no guidance");
     }
@@ -697,10 +708,11 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
         pass.audioLatents = noise.transpose(1, 2).flatten(2, 3).to(f32);
     }
     if (videoNoise.sizes() != at::IntArrayRef({1, pass.baseTokens + keyframeTokens, tc.inChannels}))
-        throw makeError(ErrorCode::InvalidArgument, "video noise must be [1, " + std::to_string(pass.baseTokens + keyframeTokens) + ", "
-                + std::to_string(tc.inChannels) + "]");
+        throw makeError(ErrorCode::InvalidArgument,
+            "video noise must be [1, " + std::to_string(pass.baseTokens + keyframeTokens) + ", " + std::to_string(tc.inChannels) + "]");
     if (pass.audioLatents.sizes() != at::IntArrayRef({1, audioFrames, audioConfig.packedWidth()}))
-        throw makeError(ErrorCode::InvalidArgument, "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
+        throw makeError(ErrorCode::InvalidArgument,
+            "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
 
     // 3. Schedule.
     if (req.sigmas) {
@@ -709,7 +721,8 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
             throw makeError(ErrorCode::InvalidArgument, "explicit sigmas must end in 0");
     } else if (req.schedule == Ltx2Schedule::Distilled) {
         if (req.steps && req.steps != 8)
-            throw makeError(ErrorCode::InvalidArgument, "the distilled model runs its 8 trained steps (got " + std::to_string(req.steps)
+            throw makeError(ErrorCode::InvalidArgument,
+                "the distilled model runs its 8 trained steps (got " + std::to_string(req.steps)
                     + "); use the dev schedule or explicit sigmas for other counts");
         pass.schedule = sched::ltx2DistilledSchedule();
     } else {
@@ -818,8 +831,8 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     out.stepsSkipped += stepCache.skips;
     in.stepCache = nullptr;
     if (transformer->device().is_cuda())
-        out.cudaGraphs += (out.cudaGraphs.empty() ? "" : "; ") + std::string(p.phase == Ltx2Phase::Refine ? "refine: " : "denoise: ")
-            + graphed.summary();
+        out.cudaGraphs +=
+            (out.cudaGraphs.empty() ? "" : "; ") + std::string(p.phase == Ltx2Phase::Refine ? "refine: " : "denoise: ") + graphed.summary();
     // Keyframe tokens are dropped once the loop is done.
     latents = latents.narrow(1, 0, p.baseTokens).contiguous();
 }
@@ -860,8 +873,10 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
     refine.latentH = up.size(3);
     refine.latentW = up.size(4);
     if (refine.latentFrames != pass.latentFrames || refine.latentH != req.height / 32 || refine.latentW != req.width / 32)
-        throw makeError(ErrorCode::InvalidArgument, "the spatial upsampler turned a " + std::to_string(pass.latentH) + "x" + std::to_string(pass.latentW)
-                + " latent into " + std::to_string(refine.latentH) + "x" + std::to_string(refine.latentW) + "; the two-stage path needs an x2 spatial upsampler");
+        throw makeError(ErrorCode::InvalidArgument,
+            "the spatial upsampler turned a " + std::to_string(pass.latentH) + "x" + std::to_string(pass.latentW) + " latent into "
+                + std::to_string(refine.latentH) + "x" + std::to_string(refine.latentW)
+                + "; the two-stage path needs an x2 spatial upsampler");
     refine.baseTokens = refine.latentFrames * refine.latentH * refine.latentW;
     refine.schedule = sched::ltx2Stage2DistilledSchedule();
     const double noiseScale = refine.schedule.sigmas.front();
@@ -883,8 +898,8 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
     else
         audioNoise2 = at::randn({1, audioFrames, audioConfig.packedWidth()}, generator, cpuF32).to(f32);
     if (audioNoise2.sizes() != pass.audioLatents.sizes())
-        throw makeError(ErrorCode::InvalidArgument, "stage-2 audio noise must be [1, " + std::to_string(audioFrames) + ", "
-                + std::to_string(audioConfig.packedWidth()) + "]");
+        throw makeError(ErrorCode::InvalidArgument,
+            "stage-2 audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
     refine.latents = up.permute({0, 2, 3, 4, 1}).reshape({1, refine.baseTokens, tc.inChannels});
     applyConditions(refine, fullConditions, req.fps, noise2, noiseScale);
     refine.audioLatents = audioNoise2 * noiseScale + pass.audioLatents * (1 - noiseScale);
@@ -1124,7 +1139,8 @@ Ltx2StoredSizes Ltx2Pipeline::storedSizes() const
             // The video VAE encoder is loaded only for conditioned requests.
             const bool encoder = part == ltx2::Part::VideoVae && name.rfind("encoder.", 0) == 0;
             // The audio VAE's encoder and spare statistics are never loaded (generation only decodes).
-            const bool unused = part == ltx2::Part::AudioVae && (name.rfind("encoder.", 0) == 0 || name.rfind("per_channel_statistics.", 0) == 0);
+            const bool unused =
+                part == ltx2::Part::AudioVae && (name.rfind("encoder.", 0) == 0 || name.rfind("per_channel_statistics.", 0) == 0);
             count(encoder ? "video_encoder" : component, *t.checkpoint, *t.info, !unused);
             if (part == ltx2::Part::Transformer && name.rfind("transformer_blocks.", 0) == 0)
                 blockBytes[name.substr(0, name.find('.', 19))] += quant::heldBytes(*t.checkpoint, *t.info, computeBytes);
@@ -1157,8 +1173,8 @@ Ltx2StoredSizes Ltx2Pipeline::storedSizes() const
     return out;
 }
 
-Result<Ltx2Output> Ltx2Pipeline::generate(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress,
-                                          std::stop_token stop)
+Result<Ltx2Output> Ltx2Pipeline::generate(
+    const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
 {
     // Whatever the outcome, the run's temporaries go back to the system.
     struct Release {
@@ -1180,4 +1196,4 @@ Result<Ltx2Output> Ltx2Pipeline::generate(const Ltx2Request& request, const std:
     }
 }
 
-} // namespace vireo::pipelines
+}  // namespace vireo::pipelines

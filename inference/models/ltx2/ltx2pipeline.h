@@ -76,11 +76,11 @@ struct Ltx2Lora {
 struct Ltx2LoraOutcome {
     std::filesystem::path path;
     double strength = 1.0;
-    std::string status;    // "applied", "partial: ...", "refused: ..."
+    std::string status;  // "applied", "partial: ...", "refused: ..."
     int matched = 0, unmatched = 0;
     std::int64_t refusedKeys = 0;
     std::int64_t deviceBytes = 0;  // what its adapters hold on the device
-    std::string report;    // the match report, as text
+    std::string report;  // the match report, as text
 };
 
 // A still or a clip the video must show, following diffusers' LTX2ConditionPipeline (a still at
@@ -88,9 +88,9 @@ struct Ltx2LoraOutcome {
 // first latent frames (index 0) or is appended as keyframe tokens placed at pixel frame
 // 8 (index - 1) + 1 (index > 0); its tokens are kept at `strength` (1: exactly) through the loop.
 struct Ltx2Condition {
-    at::Tensor pixels;             // uint8 [F, H, W, 3] at the request's size; F = 1 or 8k + 1
+    at::Tensor pixels;  // uint8 [F, H, W, 3] at the request's size; F = 1 or 8k + 1
     std::int64_t latentIndex = 0;  // < the clip's latent frames
-    double strength = 1.0;         // in [0, 1]
+    double strength = 1.0;  // in [0, 1]
 };
 
 struct Ltx2Request {
@@ -99,11 +99,11 @@ struct Ltx2Request {
     std::int64_t width = 768, height = 512, frames = 121;
     double fps = 24.0;
     Ltx2Schedule schedule = Ltx2Schedule::Distilled;
-    int steps = 0;                     // 0: 8 (distilled, verbatim sigmas) or 40 (dev)
+    int steps = 0;  // 0: 8 (distilled, verbatim sigmas) or 40 (dev)
     std::optional<std::vector<double>> sigmas;  // explicit schedule (N + 1 values ending in 0)
-    double guidanceScale = 1.0;        // video CFG; > 1 runs the negative prompt too
+    double guidanceScale = 1.0;  // video CFG; > 1 runs the negative prompt too
     double audioGuidanceScale = 1.0;
-    double guidanceRescale = 0.0;      // applied as the reference does, video and audio alike
+    double guidanceRescale = 0.0;  // applied as the reference does, video and audio alike
     std::int64_t seed = 0;
     std::int64_t maxSequenceLength = 1024;
     // Start states instead of seeded noise (packed, normalized: [1, tokens, channels]).
@@ -129,8 +129,19 @@ struct Ltx2Request {
     std::optional<at::Tensor> stage2VideoNoise, stage2AudioNoise;
 };
 
-enum class Ltx2Phase { LoadText, Encode, LoadTransformer, Denoise, DecodeVideo, DecodeAudio, Vocoder, LoadDecoders,
-                       EncodeConditions, UpsampleLatents, Refine };
+enum class Ltx2Phase {
+    LoadText,
+    Encode,
+    LoadTransformer,
+    Denoise,
+    DecodeVideo,
+    DecodeAudio,
+    Vocoder,
+    LoadDecoders,
+    EncodeConditions,
+    UpsampleLatents,
+    Refine
+};
 const char* phaseName(Ltx2Phase phase);
 
 struct Ltx2Progress {
@@ -142,8 +153,8 @@ struct Ltx2Progress {
 };
 
 struct Ltx2Output {
-    at::Tensor frames;      // uint8 [F, H, W, 3]
-    at::Tensor waveform;    // float32 [channels, samples], trimmed to the video's duration
+    at::Tensor frames;  // uint8 [F, H, W, 3]
+    at::Tensor waveform;  // float32 [channels, samples], trimmed to the video's duration
     int sampleRate = 0;
     double fps = 24.0;
     std::vector<double> sigmas;
@@ -191,10 +202,10 @@ public:
     // decoder if needed).
     Result<at::Tensor> previewProjection();
 
-    Result<Ltx2Output> generate(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress = {},
-                                std::stop_token stop = {});
+    Result<Ltx2Output> generate(
+        const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress = {}, std::stop_token stop = {});
 
-    std::string version() const;          // "2.0" or "2.3"
+    std::string version() const;  // "2.0" or "2.3"
     // "dev" or "distilled" as the transformer's files say, and where (Ltx2Weights::trainedFor).
     std::pair<std::string, std::string> trainedFor() const;
     // Bytes each loaded component holds now ("text_encoder", "transformer", ...).
@@ -218,4 +229,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::pipelines
+}  // namespace vireo::pipelines

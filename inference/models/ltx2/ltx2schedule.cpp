@@ -55,4 +55,4 @@ Result<FlowSchedule> ltx2DevSchedule(const Ltx2DevScheduleOptions& o)
     return FlowSchedule{std::move(sigmas)};
 }
 
-} // namespace vireo::sched
+}  // namespace vireo::sched

@@ -13,14 +13,14 @@ namespace vireo::sched {
 struct FlowSchedule {
     std::vector<double> sigmas;
     int steps() const { return static_cast<int>(sigmas.size()) - 1; }
-    std::vector<double> timesteps() const; // sigma x 1000 for each step (the trailing 0 excluded)
+    std::vector<double> timesteps() const;  // sigma x 1000 for each step (the trailing 0 excluded)
 };
 
 // The distilled LTX-2 / LTX-2.3 schedules, passed verbatim: the distilled model was trained
 // on exactly these values (ltx-pipelines utils/constants.py), so they are never re-derived
 // or re-shifted.
-FlowSchedule ltx2DistilledSchedule();      // 8 steps
-FlowSchedule ltx2Stage2DistilledSchedule(); // 3 steps, after the spatial upsampler
+FlowSchedule ltx2DistilledSchedule();  // 8 steps
+FlowSchedule ltx2Stage2DistilledSchedule();  // 3 steps, after the spatial upsampler
 
 struct Ltx2DevScheduleOptions {
     int steps = 30;
@@ -31,7 +31,7 @@ struct Ltx2DevScheduleOptions {
     double maxShift = 2.05;
     std::int64_t baseSeqLen = 1024;
     std::int64_t maxSeqLen = 4096;
-    double terminal = 0.1; // the last non-zero sigma after the stretch
+    double terminal = 0.1;  // the last non-zero sigma after the stretch
 };
 
 // The dev-model schedule (ltx-core LTX2Scheduler; diffusers FlowMatchEulerDiscreteScheduler
@@ -42,4 +42,4 @@ Result<FlowSchedule> ltx2DevSchedule(const Ltx2DevScheduleOptions& options);
 // mu for a token count (linear between (baseSeqLen, baseShift) and (maxSeqLen, maxShift)).
 double ltx2Shift(const Ltx2DevScheduleOptions& options);
 
-} // namespace vireo::sched
+}  // namespace vireo::sched

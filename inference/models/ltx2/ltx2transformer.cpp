@@ -131,9 +131,8 @@ at::Tensor relativeChange(const at::Tensor& now, const at::Tensor& before)
 // the other blocks' residual of the last full step to x and a.
 bool reuseRest(StepCache& cache, const at::Tensor& firstVideo, const at::Tensor& firstAudio, at::Tensor& x, at::Tensor& a)
 {
-    const bool comparable = cache.firstVideo.defined() && cache.restVideo.defined()
-        && cache.firstVideo.sizes() == firstVideo.sizes() && cache.firstAudio.sizes() == firstAudio.sizes()
-        && cache.firstVideo.device() == firstVideo.device();
+    const bool comparable = cache.firstVideo.defined() && cache.restVideo.defined() && cache.firstVideo.sizes() == firstVideo.sizes()
+        && cache.firstAudio.sizes() == firstAudio.sizes() && cache.firstVideo.device() == firstVideo.device();
     cache.change = -1.0;
     if (comparable) {
         auto change = relativeChange(firstVideo, cache.firstVideo);
@@ -141,8 +140,7 @@ bool reuseRest(StepCache& cache, const at::Tensor& firstVideo, const at::Tensor&
             change = at::maximum(change, relativeChange(firstAudio, cache.firstAudio));
         cache.change = change.max().item<double>();
     }
-    if (comparable && cache.allowSkip && cache.consecutive < cache.maxConsecutive && cache.change >= 0
-        && cache.change < cache.threshold) {
+    if (comparable && cache.allowSkip && cache.consecutive < cache.maxConsecutive && cache.change >= 0 && cache.change < cache.threshold) {
         x = x + cache.restVideo;
         a = a + cache.restAudio;
         cache.skipped = true;
@@ -163,7 +161,7 @@ std::uint64_t nextGeneration()
     return ++counter;
 }
 
-} // namespace
+}  // namespace
 
 void StepCache::reset()
 {
@@ -201,11 +199,26 @@ Transformer::~Transformer() = default;
 Transformer::Transformer(Transformer&&) noexcept = default;
 Transformer& Transformer::operator=(Transformer&&) noexcept = default;
 
-const TransformerConfig& Transformer::config() const { return m_impl->config; }
-bool Transformer::offloadsBlocks() const { return m_impl->offload; }
-c10::ScalarType Transformer::dtype() const { return m_impl->dtype; }
-c10::Device Transformer::device() const { return m_impl->device; }
-std::uint64_t Transformer::generation() const { return m_impl->generation; }
+const TransformerConfig& Transformer::config() const
+{
+    return m_impl->config;
+}
+bool Transformer::offloadsBlocks() const
+{
+    return m_impl->offload;
+}
+c10::ScalarType Transformer::dtype() const
+{
+    return m_impl->dtype;
+}
+c10::Device Transformer::device() const
+{
+    return m_impl->device;
+}
+std::uint64_t Transformer::generation() const
+{
+    return m_impl->generation;
+}
 
 Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const std::optional<TransformerConfig>& override)
 {
@@ -215,8 +228,10 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
     const auto audioProjIn = w.shape(part, "audio_proj_in.weight", 2);
     const auto table = w.shape(part, "transformer_blocks.0.scale_shift_table", 2);
     if (!projIn || !audioProjIn || !table)
-        return makeError(ErrorCode::InvalidFormat, files + ": not an LTX-2 audio-video transformer (no 2-D proj_in / audio_proj_in / "
-                "transformer_blocks.0.scale_shift_table)");
+        return makeError(ErrorCode::InvalidFormat,
+            files
+                + ": not an LTX-2 audio-video transformer (no 2-D proj_in / audio_proj_in / "
+                  "transformer_blocks.0.scale_shift_table)");
     // What the headers say, independent of any config.
     const auto dim = (*projIn)[0], audioDim = (*audioProjIn)[0];
     const auto layerCount = w.indexCount(part, "transformer_blocks.");
@@ -230,12 +245,13 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
     const bool audioCrossAttnMod = audioTable && (*audioTable)[0] == 9;
     const bool captionProjection = w.find(part, "caption_projection.linear_1.weight") != nullptr;
 
-    auto given = checkpointConfig(w, part, override, transformerConfigFromDiffusers, [](const std::string& json) -> Result<TransformerConfig> {
-        auto parsed = configsFromLtxCore(json);
-        if (!parsed)
-            return parsed.error();
-        return parsed->first;
-    });
+    auto given =
+        checkpointConfig(w, part, override, transformerConfigFromDiffusers, [](const std::string& json) -> Result<TransformerConfig> {
+            auto parsed = configsFromLtxCore(json);
+            if (!parsed)
+                return parsed.error();
+            return parsed->first;
+        });
     if (!given)
         return given.error();
     TransformerConfig c;
@@ -256,16 +272,18 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
         else if (dim % 128 == 0)
             c.heads = dim / 128;
         else
-            return makeError(ErrorCode::InvalidFormat, files + ": cannot infer the attention heads of a " + std::to_string(dim)
-                    + "-wide transformer without a config; pass one");
+            return makeError(ErrorCode::InvalidFormat,
+                files + ": cannot infer the attention heads of a " + std::to_string(dim) + "-wide transformer without a config; pass one");
         // A zero-width projection or gate would make the divisions below divide by zero.
         if (c.heads <= 0 || c.heads > kMaxHeads || dim <= 0 || audioDim <= 0)
-            return makeError(ErrorCode::InvalidFormat, files + ": widths " + std::to_string(dim) + "/" + std::to_string(audioDim) + " and "
-                    + std::to_string(c.heads) + " attention heads (from proj_in / to_gate_logits) are not a transformer's; the file is damaged");
+            return makeError(ErrorCode::InvalidFormat,
+                files + ": widths " + std::to_string(dim) + "/" + std::to_string(audioDim) + " and " + std::to_string(c.heads)
+                    + " attention heads (from proj_in / to_gate_logits) are not a transformer's; the file is damaged");
         c.audioHeads = c.heads;
         if (dim % c.heads || audioDim % c.heads)
-            return makeError(ErrorCode::InvalidFormat, files + ": widths " + std::to_string(dim) + "/" + std::to_string(audioDim)
-                    + " do not split into " + std::to_string(c.heads) + " heads; pass a config");
+            return makeError(ErrorCode::InvalidFormat,
+                files + ": widths " + std::to_string(dim) + "/" + std::to_string(audioDim) + " do not split into " + std::to_string(c.heads)
+                    + " heads; pass a config");
         c.headDim = dim / c.heads;
         c.audioHeadDim = audioDim / c.audioHeads;
         c.layers = layers;
@@ -293,23 +311,25 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
     };
     if (c.dim() != dim || c.inChannels != (*projIn)[1])
         return mismatch(std::to_string(c.heads) + "x" + std::to_string(c.headDim) + " video features from " + std::to_string(c.inChannels)
-                + " channels", "proj_in.weight", "is " + shapeText(*projIn));
+                + " channels",
+            "proj_in.weight", "is " + shapeText(*projIn));
     if (c.audioDim() != audioDim || c.audioInChannels != (*audioProjIn)[1])
         return mismatch(std::to_string(c.audioHeads) + "x" + std::to_string(c.audioHeadDim) + " audio features", "audio_proj_in.weight",
-                "is " + shapeText(*audioProjIn));
+            "is " + shapeText(*audioProjIn));
     if (c.layers != layers)
         return mismatch(std::to_string(c.layers) + " layers", "transformer_blocks", "has " + std::to_string(layers));
     if (c.crossAttnMod != crossAttnMod || c.audioCrossAttnMod != audioCrossAttnMod)
         return mismatch(c.crossAttnMod ? "9 modulation rows (2.3)" : "6 modulation rows (2.0)", "transformer_blocks.0.scale_shift_table",
-                "is " + shapeText(*table));
+            "is " + shapeText(*table));
     if (c.gatedAttn != gated || c.audioGatedAttn != audioGated)
         return mismatch(c.gatedAttn ? "gated attention" : "ungated attention", "to_gate_logits", gated ? "is present" : "is absent");
     if (c.usePromptEmbeddings != captionProjection)
         return mismatch(c.usePromptEmbeddings ? "a caption projection (2.0)" : "no caption projection (2.3)", "caption_projection",
-                captionProjection ? "is present" : "is absent");
+            captionProjection ? "is present" : "is absent");
     if (c.heads != c.audioHeads)
-        return makeError(ErrorCode::Unsupported, files + ": video and audio head counts differ (" + std::to_string(c.heads) + " vs "
-                + std::to_string(c.audioHeads) + "); the cross-modal RoPE assumes they match");
+        return makeError(ErrorCode::Unsupported,
+            files + ": video and audio head counts differ (" + std::to_string(c.heads) + " vs " + std::to_string(c.audioHeads)
+                + "); the cross-modal RoPE assumes they match");
     return c;
 }
 
@@ -371,7 +391,8 @@ Result<Transformer> Transformer::load(const Ltx2Weights& weights, const Transfor
             b.videoA2vTable = w.tensor(p + "video_a2v_cross_attn_scale_shift_table");
             b.audioA2vTable = w.tensor(p + "audio_a2v_cross_attn_scale_shift_table");
             if (impl->offload)
-                b = mapBlock(b, [](const nn::Linear& l) { return l.pinned(); }, nn::pinnedIfCuda);
+                b = mapBlock(
+                    b, [](const nn::Linear& l) { return l.pinned(); }, nn::pinnedIfCuda);
             impl->blocks.push_back(std::move(b));
         }
         if (auto done = w.finish(); !done)
@@ -403,11 +424,15 @@ void Transformer::Impl::chooseAttention()
         why = kernels::fp8AttentionUnavailable(device);
     for (auto& b : blocks)
         b.attn1.fp8Attention = b.audioAttn1.fp8Attention = why.empty();
-    const std::string dtypeName = dtype == at::kBFloat16 ? "bf16" : dtype == at::kHalf ? "fp16" : dtype == at::kFloat ? "float32" : c10::toString(dtype);
+    const std::string dtypeName = dtype == at::kBFloat16 ? "bf16"
+        : dtype == at::kHalf                             ? "fp16"
+        : dtype == at::kFloat                            ? "float32"
+                                                         : c10::toString(dtype);
     attentionPath = why.empty() ? "self-attention: FP8 flash attention (cuDNN)" : "self-attention: " + dtypeName + " SDPA (" + why + ")";
 }
 
-at::Tensor Transformer::Impl::videoCoords(std::int64_t batch, std::int64_t frames, std::int64_t height, std::int64_t width, double fps) const
+at::Tensor Transformer::Impl::videoCoords(
+    std::int64_t batch, std::int64_t frames, std::int64_t height, std::int64_t width, double fps) const
 {
     // LTX2AudioVideoRotaryPosEmbed.prepare_video_coords with patch size 1: [start, end) of
     // every latent cell in pixel space; time shifted for the causal first frame, in seconds.
@@ -465,7 +490,7 @@ std::optional<at::Tensor> additiveTextMask(const std::optional<at::Tensor>& mask
     return ((1 - mask->to(dtype)) * -10000.0).unsqueeze(1).unsqueeze(1);
 }
 
-} // namespace
+}  // namespace
 
 TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
 {
@@ -503,7 +528,8 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
     const std::vector<double> audioMax{double(c.audioPosEmbedMaxPos)};
     const std::vector<double> crossMax{double(std::max(c.posEmbedMaxPos, c.audioPosEmbedMaxPos))};
     const auto videoRope = makeRope(coordsToGrid(vCoords, videoMax), c.dim(), c.ropeTheta, c.ropeDoublePrecision, c.ropeSplit, c.heads);
-    const auto audioRope = makeRope(coordsToGrid(aCoords, audioMax), c.audioDim(), c.ropeTheta, c.ropeDoublePrecision, c.ropeSplit, c.audioHeads);
+    const auto audioRope =
+        makeRope(coordsToGrid(aCoords, audioMax), c.audioDim(), c.ropeTheta, c.ropeDoublePrecision, c.ropeSplit, c.audioHeads);
     const auto crossVideoRope = makeRope(coordsToGrid(vCoords.narrow(1, 0, 1), crossMax), c.audioCrossAttentionDim, c.ropeTheta,
         c.ropeDoublePrecision, c.ropeSplit, c.heads);
     const auto crossAudioRope = makeRope(coordsToGrid(aCoords.narrow(1, 0, 1), crossMax), c.audioCrossAttentionDim, c.ropeTheta,
@@ -553,7 +579,8 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
         c.usePromptEmbeddings ? c.captionChannels : c.crossAttentionDim);
     TORCH_CHECK(audioContext.size(-1) == c.audioCrossAttentionDim, "audio text context has ", audioContext.size(-1),
         " features, the model expects ", c.usePromptEmbeddings ? c.captionChannels : c.audioCrossAttentionDim);
-    const auto textMask = additiveTextMask(in.encoderAttentionMask ? std::optional<at::Tensor>(in.encoderAttentionMask->to(device)) : std::nullopt, dtype);
+    const auto textMask =
+        additiveTextMask(in.encoderAttentionMask ? std::optional<at::Tensor>(in.encoderAttentionMask->to(device)) : std::nullopt, dtype);
     const auto audioTextMask = additiveTextMask(
         in.audioEncoderAttentionMask ? std::optional<at::Tensor>(in.audioEncoderAttentionMask->to(device)) : std::nullopt, dtype);
 
@@ -589,7 +616,8 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
         }
         Block staged;
         if (offload)
-            staged = mapBlock(blocks[i], [&](const nn::Linear& l) { return l.on(device, true); },
+            staged = mapBlock(
+                blocks[i], [&](const nn::Linear& l) { return l.on(device, true); },
                 [&](const at::Tensor& t) { return t.defined() ? t.to(device, true) : t; });
         const auto& b = offload ? staged : blocks[i];
         const bool perturbed = stg.count(static_cast<int>(i)) > 0;
@@ -730,7 +758,8 @@ Result<TransformerInputs> transformerInputsFrom(const tensorfile::TensorSet& set
         in.width = s[2].item<std::int64_t>();
         in.audioNumFrames = s[3].item<std::int64_t>();
     } else if (!in.videoCoords || !in.audioCoords) {
-        return makeError(ErrorCode::InvalidArgument, "the inputs need 'sizes' (num_frames, height, width, audio_num_frames) or both coords");
+        return makeError(
+            ErrorCode::InvalidArgument, "the inputs need 'sizes' (num_frames, height, width, audio_num_frames) or both coords");
     }
     if (const auto* fps = set.find("fps"))
         in.fps = fps->to(at::kDouble).flatten()[0].item<double>();
@@ -819,7 +848,7 @@ lora::Target loraTarget(const std::string& name, std::int64_t in, std::int64_t o
     return t;
 }
 
-} // namespace
+}  // namespace
 
 std::vector<lora::Target> Transformer::loraTargets() const
 {
@@ -879,11 +908,11 @@ Result<std::int64_t> Transformer::setLoraDeltas(const std::vector<nn::LoraDelta>
 void Transformer::visitLinearsMutable(const std::function<void(nn::Linear&)>& f)
 {
     auto& m = *m_impl;
-    for (auto* l : {&m.projIn, &m.audioProjIn, &m.projOut, &m.audioProjOut, &m.captionLinear1, &m.captionLinear2,
-             &m.audioCaptionLinear1, &m.audioCaptionLinear2})
+    for (auto* l : {&m.projIn, &m.audioProjIn, &m.projOut, &m.audioProjOut, &m.captionLinear1, &m.captionLinear2, &m.audioCaptionLinear1,
+             &m.audioCaptionLinear2})
         f(*l);
-    for (auto* ada : {&m.timeEmbed, &m.audioTimeEmbed, &m.promptAdaln, &m.audioPromptAdaln, &m.caVideoScaleShift,
-             &m.caAudioScaleShift, &m.caVideoGate, &m.caAudioGate})
+    for (auto* ada : {&m.timeEmbed, &m.audioTimeEmbed, &m.promptAdaln, &m.audioPromptAdaln, &m.caVideoScaleShift, &m.caAudioScaleShift,
+             &m.caVideoGate, &m.caAudioGate})
         for (auto* l : {&ada->linear1, &ada->linear2, &ada->linear})
             f(*l);
     for (auto& b : m.blocks) {
@@ -926,4 +955,4 @@ std::map<std::string, std::int64_t> Transformer::bytesByRepresentation() const
     return out;
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

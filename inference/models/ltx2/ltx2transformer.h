@@ -26,7 +26,7 @@ struct Target;
 namespace vireo::nn {
 struct Linear;
 struct LoraDelta;
-}
+}  // namespace vireo::nn
 
 namespace vireo::ltx2 {
 
@@ -39,33 +39,33 @@ class Ltx2Weights;
 // batch, every branch (batch row) must be under the threshold for a step to be skipped. One
 // cache serves one clip: the pipeline makes a new one per request.
 struct StepCache {
-    double threshold = 0.0;   // relative L1 change of the first block's residual; 0: never skip
-    int maxConsecutive = 1;   // skipped steps in a row before a full step is forced
-    bool allowSkip = true;    // set per step by the caller (the first and last steps compute)
+    double threshold = 0.0;  // relative L1 change of the first block's residual; 0: never skip
+    int maxConsecutive = 1;  // skipped steps in a row before a full step is forced
+    bool allowSkip = true;  // set per step by the caller (the first and last steps compute)
 
     // What the last call decided; counts over the clip.
     bool skipped = false;
-    double change = -1.0;     // -1: nothing to compare with
+    double change = -1.0;  // -1: nothing to compare with
     int skips = 0, computed = 0;
 
     at::Tensor firstVideo, firstAudio;  // first block's residual at the last full step
-    at::Tensor restVideo, restAudio;    // what the other blocks added at that step
+    at::Tensor restVideo, restAudio;  // what the other blocks added at that step
     int consecutive = 0;
     void reset();
 };
 
 struct TransformerInputs {
-    at::Tensor hiddenStates;              // [B, Tv, in_channels], tokens f-major then h, w
-    at::Tensor audioHiddenStates;         // [B, Ta, audio_in_channels]
-    at::Tensor encoderHiddenStates;       // [B, L, caption_channels (2.0) | cross_attention_dim (2.3)]
+    at::Tensor hiddenStates;  // [B, Tv, in_channels], tokens f-major then h, w
+    at::Tensor audioHiddenStates;  // [B, Ta, audio_in_channels]
+    at::Tensor encoderHiddenStates;  // [B, L, caption_channels (2.0) | cross_attention_dim (2.3)]
     at::Tensor audioEncoderHiddenStates;  // [B, L, caption_channels (2.0) | audio_cross_attention_dim (2.3)]
-    at::Tensor timestep;                  // sigma * 1000: [B] or per video token [B, Tv]
+    at::Tensor timestep;  // sigma * 1000: [B] or per video token [B, Tv]
     std::optional<at::Tensor> audioTimestep;  // [B] or [B, Ta]; default: timestep
-    std::optional<at::Tensor> sigma;          // [B] sigma * 1000 for the 2.3 prompt AdaLN; default: timestep when [B]
-    std::optional<at::Tensor> audioSigma;     // default: sigma
-    std::optional<at::Tensor> encoderAttentionMask;       // [B, L], 1 = attend
+    std::optional<at::Tensor> sigma;  // [B] sigma * 1000 for the 2.3 prompt AdaLN; default: timestep when [B]
+    std::optional<at::Tensor> audioSigma;  // default: sigma
+    std::optional<at::Tensor> encoderAttentionMask;  // [B, L], 1 = attend
     std::optional<at::Tensor> audioEncoderAttentionMask;
-    std::int64_t numFrames = 0, height = 0, width = 0;    // latent grid, for RoPE
+    std::int64_t numFrames = 0, height = 0, width = 0;  // latent grid, for RoPE
     std::int64_t audioNumFrames = 0;
     double fps = 24.0;
     std::optional<at::Tensor> videoCoords;  // [B, 3, Tv, 2] pixel-space bounds, instead of the grid
@@ -73,15 +73,15 @@ struct TransformerInputs {
     // to the grid's coordinates (or to videoCoords).
     std::optional<at::Tensor> extraVideoCoords;
     std::optional<at::Tensor> audioCoords;  // [B, 1, Ta, 2]
-    bool isolateModalities = false;         // no audio<->video cross-attention (modality guidance)
-    bool useCrossTimestep = false;          // cross-modal modulation from the other modality's sigma
-    std::vector<int> stgBlocks;             // spatio-temporal guidance: self-attention -> values
+    bool isolateModalities = false;  // no audio<->video cross-attention (modality guidance)
+    bool useCrossTimestep = false;  // cross-modal modulation from the other modality's sigma
+    std::vector<int> stgBlocks;  // spatio-temporal guidance: self-attention -> values
     std::optional<at::Tensor> perturbationMask;  // [B], 0 = perturbed; default all perturbed
     // Whether every row of perturbationMask is perturbed, when the caller knows: the forward
     // then reads no mask value on the host (a device sync, which a CUDA graph cannot capture).
     std::optional<bool> allPerturbed;
-    std::stop_token stop;                   // checked between blocks
-    StepCache* stepCache = nullptr;         // none: every block runs
+    std::stop_token stop;  // checked between blocks
+    StepCache* stepCache = nullptr;  // none: every block runs
     std::function<void(int block, const at::Tensor& video, const at::Tensor& audio)> onBlock;
 };
 
@@ -100,8 +100,8 @@ struct TransformerOutputs {
 
 struct TransformerLoadOptions {
     c10::Device device = c10::Device(c10::kCPU);
-    c10::ScalarType dtype = c10::kFloat;           // compute dtype; quantized weights stay quantized
-    std::optional<TransformerConfig> config;       // overrides what the checkpoint says or implies
+    c10::ScalarType dtype = c10::kFloat;  // compute dtype; quantized weights stay quantized
+    std::optional<TransformerConfig> config;  // overrides what the checkpoint says or implies
     // The blocks stay in (page-locked) host memory and are copied to the device one at a
     // time during a forward: a model larger than the device runs, slower.
     bool offloadBlocks = false;
@@ -154,4 +154,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -76,13 +76,15 @@ Result<void> validate(const LatentUpsamplerConfig& c, const std::string& where)
 {
     auto bad = [&](ErrorCode code, const std::string& what) { return makeError(code, where + ": " + what); };
     if (c.inChannels < 1 || c.inChannels > kMaxInChannels)
-        return bad(ErrorCode::InvalidFormat, "in_channels " + std::to_string(c.inChannels) + " is outside 1.." + std::to_string(kMaxInChannels));
+        return bad(
+            ErrorCode::InvalidFormat, "in_channels " + std::to_string(c.inChannels) + " is outside 1.." + std::to_string(kMaxInChannels));
     if (c.midChannels < kGroups || c.midChannels > kMaxMidChannels || c.midChannels % kGroups != 0)
-        return bad(ErrorCode::InvalidFormat, "mid_channels " + std::to_string(c.midChannels)
-            + " must be a multiple of 32 (GroupNorm(32)) between 32 and " + std::to_string(kMaxMidChannels));
+        return bad(ErrorCode::InvalidFormat,
+            "mid_channels " + std::to_string(c.midChannels) + " must be a multiple of 32 (GroupNorm(32)) between 32 and "
+                + std::to_string(kMaxMidChannels));
     if (c.numBlocksPerStage < 0 || c.numBlocksPerStage > kMaxBlocks)
-        return bad(ErrorCode::InvalidFormat, "num_blocks_per_stage " + std::to_string(c.numBlocksPerStage) + " is outside 0.."
-            + std::to_string(kMaxBlocks));
+        return bad(ErrorCode::InvalidFormat,
+            "num_blocks_per_stage " + std::to_string(c.numBlocksPerStage) + " is outside 0.." + std::to_string(kMaxBlocks));
     if (c.dims != 2 && c.dims != 3)
         return bad(ErrorCode::InvalidFormat, "dims " + std::to_string(c.dims) + " is neither 2 nor 3");
     if (!c.spatialUpsample && !c.temporalUpsample)
@@ -92,8 +94,8 @@ Result<void> validate(const LatentUpsamplerConfig& c, const std::string& where)
     if (c.temporalUpsample && c.dims == 2)
         return bad(ErrorCode::Unsupported, "temporal upsampling with dims 2 is not supported (the reference cannot run it)");
     if (kindOf(c) == Kind::Rational && !rationalFor(c.rationalSpatialScale))
-        return bad(ErrorCode::Unsupported, "spatial scale " + formatScale(c.rationalSpatialScale)
-            + " is not supported; supported scales are " + kSupportedScales);
+        return bad(ErrorCode::Unsupported,
+            "spatial scale " + formatScale(c.rationalSpatialScale) + " is not supported; supported scales are " + kSupportedScales);
     return {};
 }
 
@@ -113,14 +115,14 @@ Result<LatentUpsamplerConfig> parseConfig(const std::string& text, const std::st
         const std::string cls = jsonutil::stringOr(j, "_class_name");
         const char* expected = ltxCore ? kLtxCoreClass : kDiffusersClass;
         if (!cls.empty() && cls != expected)
-            return makeError(ltxCore ? ErrorCode::NotFound : ErrorCode::InvalidFormat,
-                where + ": is a " + cls + " config, not " + expected);
+            return makeError(
+                ltxCore ? ErrorCode::NotFound : ErrorCode::InvalidFormat, where + ": is a " + cls + " config, not " + expected);
         LatentUpsamplerConfig c;
         if (ltxCore) {
             if (cls.empty()) {
                 bool any = false;
                 for (const char* key : {"in_channels", "mid_channels", "num_blocks_per_stage", "dims", "spatial_upsample",
-                                        "temporal_upsample", "spatial_scale", "rational_resampler"})
+                         "temporal_upsample", "spatial_scale", "rational_resampler"})
                     any = any || j.contains(key);
                 if (!any)
                     return makeError(ErrorCode::NotFound, where + ": holds no LatentUpsampler config");
@@ -196,8 +198,10 @@ std::map<std::string, Shape> expectedShapes(const LatentUpsamplerConfig& c)
 Result<LatentUpsamplerConfig> configFromShapes(const std::map<std::string, Shape>& shapes, const std::string& where)
 {
     auto bad = [&](const std::string& what) {
-        return makeError(ErrorCode::InvalidFormat, where + ": " + what + "; the structure cannot be derived from the tensor shapes "
-            "and the file carries no config");
+        return makeError(ErrorCode::InvalidFormat,
+            where + ": " + what
+                + "; the structure cannot be derived from the tensor shapes "
+                  "and the file carries no config");
     };
     auto shapeOf = [&](const std::string& name) -> const Shape* {
         const auto it = shapes.find(name);
@@ -300,8 +304,9 @@ Result<Inspected> inspect(const fs::path& path)
             if (quant::isQuantizationSibling(t.name))
                 continue;
             if (auto [it, fresh] = fileOf.emplace(t.name, cp.path.filename().string()); !fresh)
-                return makeError(ErrorCode::InvalidFormat, r.origin + ": " + t.name + " is stored in both " + it->second + " and "
-                    + cp.path.filename().string() + "; point at the upsampler's own file");
+                return makeError(ErrorCode::InvalidFormat,
+                    r.origin + ": " + t.name + " is stored in both " + it->second + " and " + cp.path.filename().string()
+                        + "; point at the upsampler's own file");
             r.index.emplace(t.name, nn::StoredTensor{&cp, t.name});
             shapes.emplace(t.name, t.shape);
         }
@@ -314,8 +319,9 @@ Result<Inspected> inspect(const fs::path& path)
         for (const auto& [name, shape] : shapes)
             if (some.size() < 3)
                 some.push_back(name);
-        return makeError(ErrorCode::NotFound, r.origin + ": is not an " + kModel + " (no initial_conv or upsampler tensors"
-            + (some.empty() ? std::string(", no tensors at its top level") : "; it holds " + nn::listNames(some, 3)) + ")");
+        return makeError(ErrorCode::NotFound,
+            r.origin + ": is not an " + kModel + " (no initial_conv or upsampler tensors"
+                + (some.empty() ? std::string(", no tensors at its top level") : "; it holds " + nn::listNames(some, 3)) + ")");
     }
 
     std::optional<LatentUpsamplerConfig> config;
@@ -377,16 +383,18 @@ Result<Inspected> inspect(const fs::path& path)
     }
     const auto by = " (config from " + r.configFrom + ": " + describeLatentUpsampler(r.config) + ")";
     if (!wrong.empty())
-        return makeError(ErrorCode::InvalidFormat, r.origin + ": " + std::to_string(wrong.size()) + " tensor(s) disagree with the config"
-            + by + ": " + nn::listNames(wrong, 4));
+        return makeError(ErrorCode::InvalidFormat,
+            r.origin + ": " + std::to_string(wrong.size()) + " tensor(s) disagree with the config" + by + ": " + nn::listNames(wrong, 4));
     if (!missing.empty() || !unknown.empty()) {
         std::string what;
         if (!missing.empty())
             what = std::to_string(missing.size()) + " tensor(s) missing: " + nn::listNames(missing);
         if (!unknown.empty())
-            what += (what.empty() ? "" : "; ") + std::to_string(unknown.size()) + " tensor(s) match no parameter: " + nn::listNames(unknown);
-        return makeError(ErrorCode::InvalidFormat, r.origin + ": the tensors do not fit the " + kModel + by + ": " + what
-            + (unknown.empty() ? "; the download may be partial" : ""));
+            what +=
+                (what.empty() ? "" : "; ") + std::to_string(unknown.size()) + " tensor(s) match no parameter: " + nn::listNames(unknown);
+        return makeError(ErrorCode::InvalidFormat,
+            r.origin + ": the tensors do not fit the " + kModel + by + ": " + what
+                + (unknown.empty() ? "; the download may be partial" : ""));
     }
     return r;
 }
@@ -452,7 +460,7 @@ at::Tensor binomialKernel()
     return t;
 }
 
-} // namespace
+}  // namespace
 
 Result<LatentUpsamplerConfig> latentUpsamplerConfigFromDiffusers(const std::string& json)
 {
@@ -478,9 +486,8 @@ std::string describeLatentUpsampler(const LatentUpsamplerConfig& c)
     case Kind::Temporal: kind = "temporal x2"; break;
     case Kind::SpatioTemporal: kind = "spatial x2 + temporal x2"; break;
     }
-    return kind + ", " + (c.dims == 2 ? "Conv2d" : "Conv3d") + ", " + std::to_string(c.inChannels) + " -> "
-        + std::to_string(c.midChannels) + " channels, " + std::to_string(c.numBlocksPerStage) + " + "
-        + std::to_string(c.numBlocksPerStage) + " ResBlocks";
+    return kind + ", " + (c.dims == 2 ? "Conv2d" : "Conv3d") + ", " + std::to_string(c.inChannels) + " -> " + std::to_string(c.midChannels)
+        + " channels, " + std::to_string(c.numBlocksPerStage) + " + " + std::to_string(c.numBlocksPerStage) + " ResBlocks";
 }
 
 Result<LatentUpsamplerConfig> probeLatentUpsampler(const fs::path& fileOrFolder)
@@ -512,9 +519,18 @@ LatentUpsampler::~LatentUpsampler() = default;
 LatentUpsampler::LatentUpsampler(LatentUpsampler&&) noexcept = default;
 LatentUpsampler& LatentUpsampler::operator=(LatentUpsampler&&) noexcept = default;
 
-const LatentUpsamplerConfig& LatentUpsampler::config() const { return m_impl->config; }
-c10::Device LatentUpsampler::device() const { return m_impl->device; }
-c10::ScalarType LatentUpsampler::dtype() const { return m_impl->dtype; }
+const LatentUpsamplerConfig& LatentUpsampler::config() const
+{
+    return m_impl->config;
+}
+c10::Device LatentUpsampler::device() const
+{
+    return m_impl->device;
+}
+c10::ScalarType LatentUpsampler::dtype() const
+{
+    return m_impl->dtype;
+}
 
 double LatentUpsampler::spatialScale() const
 {
@@ -555,8 +571,8 @@ std::int64_t LatentUpsampler::residentBytes() const
 Result<LatentUpsampler> LatentUpsampler::load(const fs::path& fileOrFolder, const LatentUpsamplerLoadOptions& options)
 {
     if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
-        return makeError(ErrorCode::InvalidArgument, std::string(kModel) + ": compute dtype " + c10::toString(options.dtype)
-                + " is not float32, bfloat16 or float16");
+        return makeError(ErrorCode::InvalidArgument,
+            std::string(kModel) + ": compute dtype " + c10::toString(options.dtype) + " is not float32, bfloat16 or float16");
     auto inspected = inspect(fileOrFolder);
     if (!inspected)
         return inspected.error();
@@ -673,8 +689,8 @@ Result<at::Tensor> LatentUpsampler::upsample(const at::Tensor& latents, std::sto
     if (!c10::isFloatingType(latents.scalar_type()))
         return invalid(std::string("latents must be floating point, got ") + c10::toString(latents.scalar_type()));
     if (latents.size(1) != m.config.inChannels)
-        return invalid("latents have " + std::to_string(latents.size(1)) + " channels, the upsampler takes "
-            + std::to_string(m.config.inChannels));
+        return invalid(
+            "latents have " + std::to_string(latents.size(1)) + " channels, the upsampler takes " + std::to_string(m.config.inChannels));
     for (std::int64_t d = 0; d < 5; ++d)
         if (latents.size(d) < 1)
             return invalid("latents " + nn::shapeText(latents.sizes().vec()) + " are empty");
@@ -689,8 +705,8 @@ Result<at::Tensor> LatentUpsampler::upsample(const at::Tensor& latents, std::sto
     }
 }
 
-Result<at::Tensor> LatentUpsampler::upsampleNormalized(const at::Tensor& latents, const at::Tensor& latentsMean,
-                                                       const at::Tensor& latentsStd, std::stop_token stop) const
+Result<at::Tensor> LatentUpsampler::upsampleNormalized(
+    const at::Tensor& latents, const at::Tensor& latentsMean, const at::Tensor& latentsStd, std::stop_token stop) const
 {
     const auto& m = *m_impl;
     const auto channels = m.config.inChannels;
@@ -717,4 +733,4 @@ Result<at::Tensor> LatentUpsampler::upsampleNormalized(const at::Tensor& latents
     }
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

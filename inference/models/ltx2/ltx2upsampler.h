@@ -71,12 +71,12 @@ public:
     Result<at::Tensor> upsample(const at::Tensor& latents, std::stop_token stop = {}) const;
     // The pipelines' step on normalized latents, float32 in and out: x * std + mean, upsample,
     // (y - mean) / std, with the video VAE's per-channel statistics (both [C]).
-    Result<at::Tensor> upsampleNormalized(const at::Tensor& latents, const at::Tensor& latentsMean, const at::Tensor& latentsStd,
-                                          std::stop_token stop = {}) const;
+    Result<at::Tensor> upsampleNormalized(
+        const at::Tensor& latents, const at::Tensor& latentsMean, const at::Tensor& latentsStd, std::stop_token stop = {}) const;
 
     const LatentUpsamplerConfig& config() const;
     double spatialScale() const;  // 1 when only upsampling in time
-    int temporalScale() const;    // 2 or 1
+    int temporalScale() const;  // 2 or 1
     std::int64_t residentBytes() const;
     c10::Device device() const;
     c10::ScalarType dtype() const;
@@ -87,4 +87,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -37,7 +37,10 @@ std::string shapeText(const Shape& s)
     return out.str();
 }
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool startsWith(std::string_view s, std::string_view p)
+{
+    return s.substr(0, p.size()) == p;
+}
 
 template <typename T>
 void read(const Json& j, const char* key, T& out)
@@ -76,10 +79,10 @@ std::vector<T> reversed(std::vector<T> v)
 
 struct BlockPlan {
     std::int64_t in = 0, out = 0;  // diffusers' input_channel / output_channel of LTX2VideoUpBlock3d
-    bool convIn = false;           // a width-changing resnet before the upsampler
+    bool convIn = false;  // a width-changing resnet before the upsampler
     bool upsample = false;
     std::array<std::int64_t, 3> stride{1, 1, 1};
-    std::int64_t factor = 1;       // upscale_factor: channel reduction of the depth-to-space
+    std::int64_t factor = 1;  // upscale_factor: channel reduction of the depth-to-space
     bool residual = false;
     std::int64_t upIn = 0, upOut = 0;  // upsampler conv widths
     std::int64_t layers = 0;
@@ -90,7 +93,7 @@ struct Plan {
     std::int64_t width = 0;  // conv_in output, the mid block's width
     std::int64_t midLayers = 0;
     std::vector<BlockPlan> blocks;
-    std::int64_t last = 0;   // conv_out input
+    std::int64_t last = 0;  // conv_out input
     std::int64_t spatialScale = 1, temporalScale = 1;
     Padding padding = Padding::Zeros;
 };
@@ -115,8 +118,8 @@ Result<Plan> planDecoder(const VideoVaeConfig& c)
     const auto count = [&](const char* key, std::size_t have, std::size_t want) -> std::optional<Error> {
         if (have == want)
             return std::nullopt;
-        return bad(std::string(key) + " has " + std::to_string(have) + " entries but " + std::to_string(n)
-            + " up blocks need " + std::to_string(want));
+        return bad(std::string(key) + " has " + std::to_string(have) + " entries but " + std::to_string(n) + " up blocks need "
+            + std::to_string(want));
     };
     if (n == 0)
         return bad("decoder_block_out_channels is empty");
@@ -139,13 +142,13 @@ Result<Plan> planDecoder(const VideoVaeConfig& c)
              count("upsample_residual", c.upsampleResidual.size(), n), count("upsample_factor", c.upsampleFactor.size(), n)})
         if (e)
             return *e;
-    if (c.latentChannels <= 0 || c.outChannels <= 0 || c.patchSize <= 0 || c.latentChannels > kMaxChannels
-        || c.outChannels > kMaxChannels || c.patchSize > 64)
-        return bad("latent_channels, out_channels and patch_size must be positive (and at most " + std::to_string(kMaxChannels)
-            + ", " + std::to_string(kMaxChannels) + " and 64)");
+    if (c.latentChannels <= 0 || c.outChannels <= 0 || c.patchSize <= 0 || c.latentChannels > kMaxChannels || c.outChannels > kMaxChannels
+        || c.patchSize > 64)
+        return bad("latent_channels, out_channels and patch_size must be positive (and at most " + std::to_string(kMaxChannels) + ", "
+            + std::to_string(kMaxChannels) + " and 64)");
     if (c.patchSizeT != 1)
-        return makeError(ErrorCode::Unsupported, "video VAE patch_size_t " + std::to_string(c.patchSizeT)
-                + " is not supported (every LTX-2 VAE uses 1)");
+        return makeError(ErrorCode::Unsupported,
+            "video VAE patch_size_t " + std::to_string(c.patchSizeT) + " is not supported (every LTX-2 VAE uses 1)");
     Plan p;
     if (c.decoderSpatialPaddingMode == "zeros")
         p.padding = Padding::Zeros;
@@ -154,8 +157,8 @@ Result<Plan> planDecoder(const VideoVaeConfig& c)
     else if (c.decoderSpatialPaddingMode == "replicate")
         p.padding = Padding::Replicate;
     else
-        return makeError(ErrorCode::Unsupported, "video VAE decoder_spatial_padding_mode '" + c.decoderSpatialPaddingMode
-                + "' is not supported (zeros, reflect, replicate)");
+        return makeError(ErrorCode::Unsupported,
+            "video VAE decoder_spatial_padding_mode '" + c.decoderSpatialPaddingMode + "' is not supported (zeros, reflect, replicate)");
 
     const auto boc = reversed(c.decoderBlockOutChannels);
     const auto layers = reversed(c.decoderLayersPerBlock);
@@ -192,8 +195,8 @@ Result<Plan> planDecoder(const VideoVaeConfig& c)
         if (b.upsample) {
             b.stride = upsampleStride(c.upsampleType[i]);
             if (b.stride[0] == 0)
-                return makeError(ErrorCode::Unsupported, "video VAE upsample_type '" + c.upsampleType[i]
-                        + "' is not supported (spatial, temporal, spatiotemporal)");
+                return makeError(ErrorCode::Unsupported,
+                    "video VAE upsample_type '" + c.upsampleType[i] + "' is not supported (spatial, temporal, spatiotemporal)");
             const auto prod = b.stride[0] * b.stride[1] * b.stride[2];
             b.upIn = b.out * b.factor;
             b.upOut = b.upIn * prod / b.factor;
@@ -266,14 +269,17 @@ Result<void> checkAgainstTensors(const Ltx2Weights& w, const VideoVaeConfig& c, 
             continue;
         if (name.find("time_embedder") != std::string::npos || name.find("scale_shift_table") != std::string::npos
             || name.find("timestep_scale_multiplier") != std::string::npos)
-            return makeError(ErrorCode::Unsupported, files + ": the video VAE decoder is timestep-conditioned (" + t.name
+            return makeError(ErrorCode::Unsupported,
+                files + ": the video VAE decoder is timestep-conditioned (" + t.name
                     + "); only unconditioned decoders, as in every published LTX-2 / 2.3 VAE, are supported");
         if (name.find("per_channel_scale") != std::string::npos)
-            return makeError(ErrorCode::Unsupported, files + ": the video VAE decoder injects noise (" + t.name
+            return makeError(ErrorCode::Unsupported,
+                files + ": the video VAE decoder injects noise (" + t.name
                     + "); only decoders without noise injection, as in every published LTX-2 / 2.3 VAE, are supported");
     }
     auto mismatch = [&](const std::string& what) {
-        return makeError(ErrorCode::InvalidFormat, files + ": the video VAE config " + what
+        return makeError(ErrorCode::InvalidFormat,
+            files + ": the video VAE config " + what
                 + "; the config does not describe this checkpoint (give the vae/config.json that came with it)");
     };
     const auto upBlocks = w.indexCount(Part::VideoVae, "decoder.up_blocks.");
@@ -318,8 +324,9 @@ Result<VideoVaeConfig> inferFromShapes(const Ltx2Weights& w)
     const auto files = w.describeFiles();
     auto shape = [&](const std::string& name) { return w.shape(Part::VideoVae, name); };
     auto cannot = [&](const std::string& why) {
-        return makeError(ErrorCode::InvalidFormat, files + ": no video VAE config (vae/config.json or the embedded \"vae\" section) and "
-                + why + "; give the vae/config.json that came with this checkpoint");
+        return makeError(ErrorCode::InvalidFormat,
+            files + ": no video VAE config (vae/config.json or the embedded \"vae\" section) and " + why
+                + "; give the vae/config.json that came with this checkpoint");
     };
     const auto convIn = shape("decoder.conv_in.conv.weight");
     const auto convOut = shape("decoder.conv_out.conv.weight");
@@ -357,8 +364,8 @@ Result<VideoVaeConfig> inferFromShapes(const Ltx2Weights& w)
         std::int64_t factor = 1;
         if (up) {
             // Zero or absurd widths would divide by zero or overflow below.
-            if (up->size() != 5 || out <= 0 || out > kMaxChannels || (*up)[0] <= 0 || (*up)[0] > 64 * kMaxChannels
-                || (*up)[1] <= 0 || (*up)[1] > 64 * kMaxChannels || (*up)[1] % out != 0)
+            if (up->size() != 5 || out <= 0 || out > kMaxChannels || (*up)[0] <= 0 || (*up)[0] > 64 * kMaxChannels || (*up)[1] <= 0
+                || (*up)[1] > 64 * kMaxChannels || (*up)[1] % out != 0)
                 return cannot("up block " + std::to_string(i) + "'s upsampler shape " + shapeText(*up) + " is not understood");
             factor = (*up)[1] / out;
             const auto prod = (*up)[0] * factor / (*up)[1];
@@ -397,18 +404,18 @@ Result<VideoVaeConfig> inferFromShapes(const Ltx2Weights& w)
 
 struct DownPlan {
     std::int64_t in = 0, out = 0;  // LTX2VideoDownBlock3D's in_channels / out_channels
-    std::int64_t layers = 0;       // resnets, all of width `in`
+    std::int64_t layers = 0;  // resnets, all of width `in`
     bool downsample = false;
     std::array<std::int64_t, 3> stride{1, 1, 1};
-    std::int64_t convOut = 0;      // the downsampler conv's width: out / (s_t s_h s_w)
-    std::int64_t group = 1;        // channels its residual averages: in s_t s_h s_w / out
+    std::int64_t convOut = 0;  // the downsampler conv's width: out / (s_t s_h s_w)
+    std::int64_t group = 1;  // channels its residual averages: in s_t s_h s_w / out
 };
 
 // The encoder as LTX2VideoEncoder3d builds it from a config, in execution order.
 struct EncoderPlan {
-    std::int64_t patchIn = 0;      // conv_in input: in_channels * patch_size^2
+    std::int64_t patchIn = 0;  // conv_in input: in_channels * patch_size^2
     std::vector<DownPlan> blocks;
-    std::int64_t width = 0;        // the mid block's, and conv_out's input
+    std::int64_t width = 0;  // the mid block's, and conv_out's input
     std::int64_t midLayers = 0;
     std::int64_t spatialScale = 1, temporalScale = 1;
     Padding padding = Padding::Zeros;
@@ -441,9 +448,9 @@ Result<EncoderPlan> planEncoder(const VideoVaeConfig& c)
         return bad(std::string(key) + " has " + std::to_string(have) + " entries but " + std::to_string(n) + " down blocks need "
             + std::to_string(want));
     };
-    for (const auto& e : {count("layers_per_block", c.encoderLayersPerBlock.size(), n + 1),
-             count("down_block_types", c.downBlockTypes.size(), n), count("spatio_temporal_scaling", c.spatioTemporalScaling.size(), n),
-             count("downsample_type", c.downsampleType.size(), n)})
+    for (const auto& e :
+        {count("layers_per_block", c.encoderLayersPerBlock.size(), n + 1), count("down_block_types", c.downBlockTypes.size(), n),
+            count("spatio_temporal_scaling", c.spatioTemporalScaling.size(), n), count("downsample_type", c.downsampleType.size(), n)})
         if (e)
             return *e;
     for (const auto v : c.encoderBlockOutChannels)
@@ -457,13 +464,13 @@ Result<EncoderPlan> planEncoder(const VideoVaeConfig& c)
         return bad("latent_channels, in_channels and patch_size must be positive (and below " + std::to_string(kMaxChannels)
             + ", at most 64 and 64)");
     if (c.patchSizeT != 1)
-        return makeError(ErrorCode::Unsupported, "video VAE patch_size_t " + std::to_string(c.patchSizeT)
-                + " is not supported (every LTX-2 VAE uses 1)");
+        return makeError(ErrorCode::Unsupported,
+            "video VAE patch_size_t " + std::to_string(c.patchSizeT) + " is not supported (every LTX-2 VAE uses 1)");
     EncoderPlan p;
     const auto padding = paddingMode(c.encoderSpatialPaddingMode);
     if (!padding)
-        return makeError(ErrorCode::Unsupported, "video VAE encoder_spatial_padding_mode '" + c.encoderSpatialPaddingMode
-                + "' is not supported (zeros, reflect, replicate)");
+        return makeError(ErrorCode::Unsupported,
+            "video VAE encoder_spatial_padding_mode '" + c.encoderSpatialPaddingMode + "' is not supported (zeros, reflect, replicate)");
     p.padding = *padding;
     p.patchIn = c.inChannels * c.patchSize * c.patchSize;
     p.spatialScale = c.patchSize;
@@ -472,8 +479,8 @@ Result<EncoderPlan> planEncoder(const VideoVaeConfig& c)
     for (std::size_t i = 0; i < n; ++i) {
         const auto where = "down block " + std::to_string(i);
         if (c.downBlockTypes[i] != "LTX2VideoDownBlock3D")
-            return makeError(ErrorCode::Unsupported, "video VAE down block type '" + c.downBlockTypes[i]
-                    + "' is not supported (LTX2VideoDownBlock3D)");
+            return makeError(
+                ErrorCode::Unsupported, "video VAE down block type '" + c.downBlockTypes[i] + "' is not supported (LTX2VideoDownBlock3D)");
         DownPlan b;
         b.in = width;
         b.out = c.encoderBlockOutChannels[i];
@@ -482,18 +489,19 @@ Result<EncoderPlan> planEncoder(const VideoVaeConfig& c)
         if (b.downsample) {
             const auto& type = c.downsampleType[i];
             if (type == "conv")
-                return makeError(ErrorCode::Unsupported, "video VAE downsample_type 'conv' (a strided convolution) is not supported; "
-                        "every published LTX-2 VAE uses space-to-depth downsamplers (spatial, temporal, spatiotemporal)");
+                return makeError(ErrorCode::Unsupported,
+                    "video VAE downsample_type 'conv' (a strided convolution) is not supported; "
+                    "every published LTX-2 VAE uses space-to-depth downsamplers (spatial, temporal, spatiotemporal)");
             b.stride = upsampleStride(type);  // the same three strides, run backwards
             if (b.stride[0] == 0)
-                return makeError(ErrorCode::Unsupported, "video VAE downsample_type '" + type
-                        + "' is not supported (spatial, temporal, spatiotemporal)");
+                return makeError(ErrorCode::Unsupported,
+                    "video VAE downsample_type '" + type + "' is not supported (spatial, temporal, spatiotemporal)");
             const auto prod = b.stride[0] * b.stride[1] * b.stride[2];
             // diffusers' LTX2VideoDownsampler3d averages groups of in * prod / out channels of
             // its space-to-depth input and adds them to the conv's out / prod channels, rearranged.
             if (b.out % prod != 0 || (b.in * prod) % b.out != 0)
-                return bad(where + " goes from " + std::to_string(b.in) + " to " + std::to_string(b.out) + " channels, which its "
-                    + type + " downsampler cannot group (diffusers cannot run this config either)");
+                return bad(where + " goes from " + std::to_string(b.in) + " to " + std::to_string(b.out) + " channels, which its " + type
+                    + " downsampler cannot group (diffusers cannot run this config either)");
             b.convOut = b.out / prod;
             b.group = b.in * prod / b.out;
             p.spatialScale *= b.stride[1];
@@ -549,7 +557,8 @@ Result<void> checkEncoderAgainstTensors(const Ltx2Weights& w, const VideoVaeConf
 {
     const auto files = w.describeFiles();
     auto mismatch = [&](const std::string& what) {
-        return makeError(ErrorCode::InvalidFormat, files + ": the video VAE config " + what
+        return makeError(ErrorCode::InvalidFormat,
+            files + ": the video VAE config " + what
                 + "; the config does not describe this checkpoint's encoder (give the vae/config.json that came with it)");
     };
     const auto downBlocks = w.indexCount(Part::VideoVae, "encoder.down_blocks.");
@@ -593,8 +602,11 @@ Result<VideoVaeConfig> inferEncoderFromShapes(const Ltx2Weights& w, VideoVaeConf
     const auto files = w.describeFiles();
     auto shape = [&](const std::string& name) { return w.shape(Part::VideoVae, name, 5); };
     auto cannot = [&](const std::string& why) {
-        return makeError(ErrorCode::InvalidFormat, files + ": no video VAE config (vae/config.json or the embedded \"vae\" section "
-                "with encoder_blocks) and " + why + "; give the vae/config.json that came with this checkpoint");
+        return makeError(ErrorCode::InvalidFormat,
+            files
+                + ": no video VAE config (vae/config.json or the embedded \"vae\" section "
+                  "with encoder_blocks) and "
+                + why + "; give the vae/config.json that came with this checkpoint");
     };
     const auto convIn = shape("encoder.conv_in.conv.weight");
     const auto convOut = shape("encoder.conv_out.conv.weight");
@@ -628,8 +640,9 @@ Result<VideoVaeConfig> inferEncoderFromShapes(const Ltx2Weights& w, VideoVaeConf
         const auto down = i < n ? shape(prefix + "downsamplers.0.conv.conv.weight") : std::nullopt;
         const auto width = res0 ? (*res0)[1] : down ? (*down)[1] : i == n ? (*convOut)[1] : 0;
         if (width < 1 || width > kMaxChannels)
-            return cannot((i < n ? "down block " + std::to_string(i) : std::string("the mid block")) + " has no resnets or downsampler "
-                "of a sensible width to read its width from");
+            return cannot((i < n ? "down block " + std::to_string(i) : std::string("the mid block"))
+                + " has no resnets or downsampler "
+                  "of a sensible width to read its width from");
         widths.push_back(width);
     }
     std::vector<std::int64_t> boc;
@@ -733,9 +746,11 @@ Result<void> readLtxCoreEncoder(const Json& v, VideoVaeConfig& c, const std::str
         if (!blocks.is_array() || blocks.size() > 65)
             return makeError(ErrorCode::InvalidFormat, what + ": encoder_blocks must be a list of at most 65 [name, parameters] entries");
         const auto unsupported = [&](const std::string& why) {
-            return makeError(ErrorCode::Unsupported, what + ": encoder_blocks " + why + "; only res_x blocks alternating with "
-                    "compress_space_res / compress_time_res / compress_all_res, starting and ending with res_x (every LTX-2 / 2.3 "
-                    "VAE), are supported");
+            return makeError(ErrorCode::Unsupported,
+                what + ": encoder_blocks " + why
+                    + "; only res_x blocks alternating with "
+                      "compress_space_res / compress_time_res / compress_all_res, starting and ending with res_x (every LTX-2 / 2.3 "
+                      "VAE), are supported");
         };
         if (blocks.size() % 2 == 0)
             return unsupported("has " + std::to_string(blocks.size()) + " entries");
@@ -744,8 +759,7 @@ Result<void> readLtxCoreEncoder(const Json& v, VideoVaeConfig& c, const std::str
         std::int64_t width = c.latentChannels;
         for (std::size_t i = 0; i < blocks.size(); ++i) {
             const auto& entry = blocks[i];
-            if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string()
-                || !(entry[1].is_number_integer() || entry[1].is_object()))
+            if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !(entry[1].is_number_integer() || entry[1].is_object()))
                 return makeError(ErrorCode::InvalidFormat, what + ": encoder_blocks entries must be [name, parameters]");
             const auto name = entry[0].get<std::string>();
             const Json params = entry[1].is_number_integer() ? Json{{"num_layers", entry[1]}} : entry[1];
@@ -755,20 +769,25 @@ Result<void> readLtxCoreEncoder(const Json& v, VideoVaeConfig& c, const std::str
                 layers.push_back(valueOr<std::int64_t>(params, "num_layers", 0));
                 continue;
             }
-            const std::string type = name == "compress_space_res" ? "spatial" : name == "compress_time_res" ? "temporal"
-                : name == "compress_all_res" ? "spatiotemporal" : "";
+            const std::string type = name == "compress_space_res" ? "spatial"
+                : name == "compress_time_res"                     ? "temporal"
+                : name == "compress_all_res"                      ? "spatiotemporal"
+                                                                  : "";
             if (type.empty())
                 return unsupported("has '" + name + "' at position " + std::to_string(i));
             const auto multiplier = valueOr<std::int64_t>(params, "multiplier", 2);  // ltx-core's default
             if (multiplier < 1 || multiplier > 64 || __builtin_mul_overflow(width, multiplier, &width) || width > kMaxChannels)
-                return makeError(ErrorCode::InvalidFormat, what + ": latent_channels and the encoder multipliers give a width beyond "
-                        + std::to_string(kMaxChannels) + " (multiplier " + std::to_string(multiplier) + ")");
+                return makeError(ErrorCode::InvalidFormat,
+                    what + ": latent_channels and the encoder multipliers give a width beyond " + std::to_string(kMaxChannels)
+                        + " (multiplier " + std::to_string(multiplier) + ")");
             widths.push_back(width);
             types.push_back(type);
         }
         if (const auto logVar = valueOr<std::string>(v, "latent_log_var", "uniform"); logVar != "uniform")
-            return makeError(ErrorCode::Unsupported, what + ": latent_log_var '" + logVar + "' is not supported (uniform: "
-                    "128 means and one shared log-variance, as in every LTX-2 VAE)");
+            return makeError(ErrorCode::Unsupported,
+                what + ": latent_log_var '" + logVar
+                    + "' is not supported (uniform: "
+                      "128 means and one shared log-variance, as in every LTX-2 VAE)");
         c.inChannels = valueOr<std::int64_t>(v, "in_channels", 3);
         c.encoderBlockOutChannels = widths;
         c.encoderLayersPerBlock = layers;
@@ -784,7 +803,7 @@ Result<void> readLtxCoreEncoder(const Json& v, VideoVaeConfig& c, const std::str
     }
 }
 
-} // namespace
+}  // namespace
 
 // ----------------------------------------------------------------------------- config I/O
 
@@ -824,7 +843,8 @@ Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
         c.scalingFactor = valueOr(v, "scaling_factor", 1.0);
         // ltx-core reads decoder_spatial_padding_mode (default reflect). The 2.3 file names only
         // spatial_padding_mode ("zeros"), which is what diffusers' 2.3 config gives the decoder.
-        c.decoderSpatialPaddingMode = valueOr(v, "decoder_spatial_padding_mode", valueOr<std::string>(v, "spatial_padding_mode", "reflect"));
+        c.decoderSpatialPaddingMode =
+            valueOr(v, "decoder_spatial_padding_mode", valueOr<std::string>(v, "spatial_padding_mode", "reflect"));
         if (valueOr<std::int64_t>(v, "dims", 3) != 3)
             return makeError(ErrorCode::Unsupported, what + ": only 3-D video VAEs are supported");
         if (const auto norm = valueOr<std::string>(v, "norm_layer", "pixel_norm"); norm != "pixel_norm")
@@ -838,8 +858,7 @@ Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
         if (!blocks.is_array() || blocks.size() > 64)
             return makeError(ErrorCode::InvalidFormat, what + ": decoder_blocks must be a list of at most 64 [name, parameters] entries");
         for (const auto& entry : blocks) {
-            if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string()
-                || !(entry[1].is_number_integer() || entry[1].is_object()))
+            if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !(entry[1].is_number_integer() || entry[1].is_object()))
                 return makeError(ErrorCode::InvalidFormat, what + ": decoder_blocks entries must be [name, parameters]");
             Json params = entry[1].is_number_integer() ? Json{{"num_layers", entry[1]}} : entry[1];
             run.push_back({entry[0].get<std::string>(), params});
@@ -852,10 +871,13 @@ Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
         std::vector<std::string> types;
         for (std::size_t i = 1; i < run.size(); ++i) {
             const auto& b = run[i];
-            std::string type = b.name == "compress_all" ? "spatiotemporal" : b.name == "compress_time" ? "temporal"
-                : b.name == "compress_space" ? "spatial" : "";
+            std::string type = b.name == "compress_all" ? "spatiotemporal"
+                : b.name == "compress_time"             ? "temporal"
+                : b.name == "compress_space"            ? "spatial"
+                                                        : "";
             if (type.empty())
-                return makeError(ErrorCode::Unsupported, what + ": decoder block '" + b.name + "' at position " + std::to_string(i)
+                return makeError(ErrorCode::Unsupported,
+                    what + ": decoder block '" + b.name + "' at position " + std::to_string(i)
                         + " is not supported (res_x after compress_all / compress_time / compress_space)");
             types.push_back(type);
             factors.push_back(valueOr<std::int64_t>(b.params, "multiplier", 1));
@@ -872,13 +894,14 @@ Result<VideoVaeConfig> videoVaeConfigFromLtxCore(const std::string& text)
         std::int64_t width = c.latentChannels;
         for (const auto f : factors)
             if (f < 1 || f > 64 || __builtin_mul_overflow(width, f, &width) || width > kMaxChannels)
-                return makeError(ErrorCode::InvalidFormat, what + ": latent_channels and the upsampler multipliers give a width beyond "
-                        + std::to_string(kMaxChannels) + " (multiplier " + std::to_string(f) + ")");
+                return makeError(ErrorCode::InvalidFormat,
+                    what + ": latent_channels and the upsampler multipliers give a width beyond " + std::to_string(kMaxChannels)
+                        + " (multiplier " + std::to_string(f) + ")");
         std::vector<std::int64_t> boc;
         for (const auto f : factors) {
             if (f <= 0 || width % f != 0)
-                return makeError(ErrorCode::InvalidFormat, what + ": upsampler multiplier " + std::to_string(f) + " does not divide the width "
-                        + std::to_string(width));
+                return makeError(ErrorCode::InvalidFormat,
+                    what + ": upsampler multiplier " + std::to_string(f) + " does not divide the width " + std::to_string(width));
             boc.push_back(width);
             width /= f;
         }
@@ -909,9 +932,8 @@ std::string toJson(const VideoVaeConfig& c)
         {"decoder_spatial_padding_mode", c.decoderSpatialPaddingMode}, {"timestep_conditioning", c.timestepConditioning},
         {"resnet_norm_eps", c.resnetNormEps}, {"scaling_factor", c.scalingFactor}, {"in_channels", c.inChannels},
         {"block_out_channels", c.encoderBlockOutChannels}, {"layers_per_block", c.encoderLayersPerBlock},
-        {"down_block_types", c.downBlockTypes}, {"spatio_temporal_scaling", c.spatioTemporalScaling},
-        {"downsample_type", c.downsampleType}, {"encoder_causal", c.encoderCausal},
-        {"encoder_spatial_padding_mode", c.encoderSpatialPaddingMode}};
+        {"down_block_types", c.downBlockTypes}, {"spatio_temporal_scaling", c.spatioTemporalScaling}, {"downsample_type", c.downsampleType},
+        {"encoder_causal", c.encoderCausal}, {"encoder_spatial_padding_mode", c.encoderSpatialPaddingMode}};
     j["spatial_compression_ratio"] = c.spatialCompressionRatio ? Json(*c.spatialCompressionRatio) : Json();
     j["temporal_compression_ratio"] = c.temporalCompressionRatio ? Json(*c.temporalCompressionRatio) : Json();
     return j.dump();
@@ -921,8 +943,10 @@ Result<VideoVaeConfig> resolveVideoVaeConfig(const Ltx2Weights& w, const std::op
 {
     const auto files = w.describeFiles();
     if (!w.find(Part::VideoVae, "decoder.conv_in.conv.weight"))
-        return makeError(ErrorCode::NotFound, files + ": no LTX-2 video VAE decoder in it (decoder.conv_in, or vae.decoder.* in a "
-                "Lightricks file); add the diffusers vae/ folder or the single file that holds the VAE");
+        return makeError(ErrorCode::NotFound,
+            files
+                + ": no LTX-2 video VAE decoder in it (decoder.conv_in, or vae.decoder.* in a "
+                  "Lightricks file); add the diffusers vae/ folder or the single file that holds the VAE");
     auto given = checkpointConfig(w, Part::VideoVae, override, videoVaeConfigFromDiffusers, videoVaeConfigFromLtxCore);
     if (!given)
         return given.error();
@@ -941,14 +965,19 @@ Result<VideoVaeConfig> resolveVideoVaeConfig(const Ltx2Weights& w, const std::op
                 c = *withEncoder;
     }
     if (c.timestepConditioning)
-        return makeError(ErrorCode::Unsupported, files + ": the video VAE config asks for timestep conditioning, which this decoder "
-                "does not implement (no published LTX-2 / 2.3 VAE uses it)");
+        return makeError(ErrorCode::Unsupported,
+            files
+                + ": the video VAE config asks for timestep conditioning, which this decoder "
+                  "does not implement (no published LTX-2 / 2.3 VAE uses it)");
     if (std::any_of(c.decoderInjectNoise.begin(), c.decoderInjectNoise.end(), [](bool b) { return b; }))
-        return makeError(ErrorCode::Unsupported, files + ": the video VAE config asks for decoder_inject_noise, which this decoder "
-                "does not implement (no published LTX-2 / 2.3 VAE uses it)");
+        return makeError(ErrorCode::Unsupported,
+            files
+                + ": the video VAE config asks for decoder_inject_noise, which this decoder "
+                  "does not implement (no published LTX-2 / 2.3 VAE uses it)");
     auto plan = planDecoder(c);
     if (!plan)
-        return makeError(plan.error().code, files + ": " + plan.error().message
+        return makeError(plan.error().code,
+            files + ": " + plan.error().message
                 + (override ? "; fix the config passed in" : "; give the vae/config.json that came with this checkpoint"));
     if (auto ok = checkAgainstTensors(w, c, *plan); !ok)
         return ok.error();
@@ -1029,14 +1058,16 @@ void takeEncoderHalf(VideoVaeConfig& to, const VideoVaeConfig& from)
         to.temporalCompressionRatio = from.temporalCompressionRatio;
 }
 
-} // namespace
+}  // namespace
 
 Result<VideoVaeConfig> resolveVideoEncoderConfig(const Ltx2Weights& w, const std::optional<VideoVaeConfig>& override)
 {
     const auto files = w.describeFiles();
     if (!w.find(Part::VideoVae, "encoder.conv_in.conv.weight"))
-        return makeError(ErrorCode::NotFound, files + " holds no video VAE encoder (encoder.conv_in, or vae.encoder.* in a Lightricks "
-                "file); image-to-video needs the full VAE: add the diffusers vae/ folder or a single file that holds the encoder too");
+        return makeError(ErrorCode::NotFound,
+            files
+                + " holds no video VAE encoder (encoder.conv_in, or vae.encoder.* in a Lightricks "
+                  "file); image-to-video needs the full VAE: add the diffusers vae/ folder or a single file that holds the encoder too");
     VideoVaeConfig c;
     std::optional<VideoVaeConfig> described = override;
     if (!override) {
@@ -1059,7 +1090,8 @@ Result<VideoVaeConfig> resolveVideoEncoderConfig(const Ltx2Weights& w, const std
     }
     auto plan = planEncoder(c);
     if (!plan)
-        return makeError(plan.error().code, files + ": " + plan.error().message
+        return makeError(plan.error().code,
+            files + ": " + plan.error().message
                 + (override ? "; fix the config passed in" : "; give the vae/config.json that came with this checkpoint"));
     if (auto ok = checkEncoderAgainstTensors(w, c, *plan); !ok)
         return ok.error();
@@ -1089,8 +1121,14 @@ struct UpBlock {
     std::vector<ResBlock> resnets;
 };
 
-std::int64_t bytesOf(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
-std::int64_t bytesOf(const Conv& c) { return bytesOf(c.weight) + bytesOf(c.bias); }
+std::int64_t bytesOf(const at::Tensor& t)
+{
+    return t.defined() ? t.numel() * t.element_size() : 0;
+}
+std::int64_t bytesOf(const Conv& c)
+{
+    return bytesOf(c.weight) + bytesOf(c.bias);
+}
 std::int64_t bytesOf(const ResBlock& r)
 {
     return bytesOf(r.conv1) + bytesOf(r.conv2) + bytesOf(r.norm3Weight) + bytesOf(r.norm3Bias) + bytesOf(r.shortcut);
@@ -1157,7 +1195,10 @@ void blendInto(const at::Tensor& a, const at::Tensor& b, std::int64_t extent, in
     head.copy_(a.narrow(dim, a.size(dim) - e, e) * (1 - w) + head * w);
 }
 
-Conv takeConv(WeightTaker& w, const std::string& name) { return {w.tensor(name + ".weight"), w.tensor(name + ".bias")}; }
+Conv takeConv(WeightTaker& w, const std::string& name)
+{
+    return {w.tensor(name + ".weight"), w.tensor(name + ".bias")};
+}
 
 ResBlock takeResBlock(WeightTaker& w, const std::string& prefix, bool widthChanges)
 {
@@ -1179,14 +1220,9 @@ at::Tensor causalConv(const at::Tensor& x, const Conv& c, bool causal, Padding p
     const auto first = x.narrow(2, 0, 1);
     auto h = causal ? at::cat({first, first, x}, 2) : at::cat({first, x, x.narrow(2, x.size(2) - 1, 1)}, 2);
     switch (padding) {
-    case Padding::Zeros:
-        return at::conv3d(h, c.weight, c.bias, {1, 1, 1}, {0, 1, 1});
-    case Padding::Reflect:
-        h = at::reflection_pad3d(h, {1, 1, 1, 1, 0, 0});
-        break;
-    case Padding::Replicate:
-        h = at::replication_pad3d(h, {1, 1, 1, 1, 0, 0});
-        break;
+    case Padding::Zeros: return at::conv3d(h, c.weight, c.bias, {1, 1, 1}, {0, 1, 1});
+    case Padding::Reflect: h = at::reflection_pad3d(h, {1, 1, 1, 1, 0, 0}); break;
+    case Padding::Replicate: h = at::replication_pad3d(h, {1, 1, 1, 1, 0, 0}); break;
     }
     return at::conv3d(h, c.weight, c.bias);
 }
@@ -1202,7 +1238,7 @@ at::Tensor resnetBlock(const ResBlock& r, const at::Tensor& x, bool causal, Padd
     return h.add_(at::conv3d(skip, r.shortcut.weight, r.shortcut.bias));
 }
 
-} // namespace
+}  // namespace
 
 struct VideoDecoder::Impl {
     VideoVaeConfig config;
@@ -1283,15 +1319,19 @@ Result<at::Tensor> VideoDecoder::Impl::decode(const at::Tensor& latents, const V
     if (!latents.defined() || latents.dim() != 5)
         return invalid("latents must be [B, C, F, H, W], got " + (latents.defined() ? std::to_string(latents.dim()) + "-D" : "nothing"));
     if (latents.size(1) != config.latentChannels)
-        return invalid("latents have " + std::to_string(latents.size(1)) + " channels, the VAE takes " + std::to_string(config.latentChannels));
+        return invalid(
+            "latents have " + std::to_string(latents.size(1)) + " channels, the VAE takes " + std::to_string(config.latentChannels));
     const auto batch = latents.size(0), frames = latents.size(2), height = latents.size(3), width = latents.size(4);
     if (batch < 1 || frames < 1 || height < 1 || width < 1)
         return invalid("latents " + shapeText(latents.sizes().vec()) + " are empty");
     if (o.tileSize < 0 || (o.tileSize > 0 && (o.tileOverlap < 0 || o.tileOverlap >= o.tileSize)))
-        return invalid("tile overlap " + std::to_string(o.tileOverlap) + " must be at least 0 and below the tile size " + std::to_string(o.tileSize));
+        return invalid(
+            "tile overlap " + std::to_string(o.tileOverlap) + " must be at least 0 and below the tile size " + std::to_string(o.tileSize));
     if (o.chunkFrames < 0 || (o.chunkFrames > 0 && (o.chunkOverlap < 1 || o.chunkOverlap >= o.chunkFrames)))
-        return invalid("chunk overlap " + std::to_string(o.chunkOverlap) + " must be at least 1 latent frame (a chunk's first latent "
-            "decodes to one frame) and below the chunk length " + std::to_string(o.chunkFrames));
+        return invalid("chunk overlap " + std::to_string(o.chunkOverlap)
+            + " must be at least 1 latent frame (a chunk's first latent "
+              "decodes to one frame) and below the chunk length "
+            + std::to_string(o.chunkFrames));
     const auto rows = tileSpans(height, o.tileSize, o.tileOverlap);
     const auto cols = tileSpans(width, o.tileSize, o.tileOverlap);
     const auto chunks = tileSpans(frames, o.chunkFrames, o.chunkOverlap);
@@ -1300,8 +1340,10 @@ Result<at::Tensor> VideoDecoder::Impl::decode(const at::Tensor& latents, const V
             for (const auto& s : spans)
                 if (s.size < 2)
                     return invalid("this decoder pads by reflection, which needs at least 2 latent cells per tile side; the latent is "
-                        + std::to_string(height) + " x " + std::to_string(width) + (o.tileSize > 0 ? " and a tile would be 1 cell wide; "
-                        "choose another tile size or overlap" : std::string()));
+                        + std::to_string(height) + " x " + std::to_string(width)
+                        + (o.tileSize > 0 ? " and a tile would be 1 cell wide; "
+                                            "choose another tile size or overlap"
+                                          : std::string()));
     }
     const bool causal = o.causal.value_or(config.decoderCausal);
     const auto outDevice = o.outputDevice.value_or(device);
@@ -1321,8 +1363,8 @@ Result<at::Tensor> VideoDecoder::Impl::decode(const at::Tensor& latents, const V
         return video;
     }
     const auto s = plan.spatialScale, t = plan.temporalScale;
-    auto video = at::empty({batch, config.outChannels, t * (frames - 1) + 1, s * height, s * width},
-        at::TensorOptions().dtype(dtype).device(outDevice));
+    auto video = at::empty(
+        {batch, config.outChannels, t * (frames - 1) + 1, s * height, s * width}, at::TensorOptions().dtype(dtype).device(outDevice));
     const auto spatialBlend = o.tileOverlap * s;
     const auto temporalBlend = t * (o.chunkOverlap - 1) + 1;
     for (std::size_t k = 0; k < chunks.size(); ++k) {
@@ -1338,8 +1380,8 @@ Result<at::Tensor> VideoDecoder::Impl::decode(const at::Tensor& latents, const V
             for (std::size_t j = 0; j < cols.size(); ++j) {
                 if (o.stop.stop_requested())
                     throw Stopped{};
-                auto tile = run(zc.narrow(3, rows[i].start, rows[i].size).narrow(4, cols[j].start, cols[j].size), causal, o.stop)
-                                .to(outDevice);
+                auto tile =
+                    run(zc.narrow(3, rows[i].start, rows[i].size).narrow(4, cols[j].start, cols[j].size), causal, o.stop).to(outDevice);
                 if (i > 0)
                     blendInto(above[j], tile, spatialBlend, 3);
                 if (j > 0)
@@ -1347,11 +1389,13 @@ Result<at::Tensor> VideoDecoder::Impl::decode(const at::Tensor& latents, const V
                 const auto keepRows = i + 1 < rows.size() ? (rows[i + 1].start - rows[i].start) * s : tile.size(3);
                 const auto keepCols = j + 1 < cols.size() ? (cols[j + 1].start - cols[j].start) * s : tile.size(4);
                 const auto part = tile.narrow(3, 0, keepRows).narrow(4, 0, keepCols);
-                auto dst = video.narrow(2, first, tile.size(2)).narrow(3, rows[i].start * s, keepRows).narrow(4, cols[j].start * s, keepCols);
+                auto dst =
+                    video.narrow(2, first, tile.size(2)).narrow(3, rows[i].start * s, keepRows).narrow(4, cols[j].start * s, keepCols);
                 if (fade > 0) {
                     // The earlier chunk already wrote these frames: fade from it to this one.
                     const auto e = std::min(fade, tile.size(2));
-                    const auto w = (at::arange(e, tile.options().dtype(at::kFloat)) / static_cast<double>(e)).view({1, 1, e, 1, 1}).to(dtype);
+                    const auto w =
+                        (at::arange(e, tile.options().dtype(at::kFloat)) / static_cast<double>(e)).view({1, 1, e, 1, 1}).to(dtype);
                     auto head = dst.narrow(2, 0, e);
                     head.copy_(head * (1 - w) + part.narrow(2, 0, e) * w);
                     dst.narrow(2, e, tile.size(2) - e).copy_(part.narrow(2, e, tile.size(2) - e));
@@ -1360,9 +1404,11 @@ Result<at::Tensor> VideoDecoder::Impl::decode(const at::Tensor& latents, const V
                 }
                 // Strips, not whole tiles, so one row of tiles is never held at once.
                 if (j + 1 < cols.size())
-                    left = tile.narrow(4, tile.size(4) - std::min(spatialBlend, tile.size(4)), std::min(spatialBlend, tile.size(4))).clone();
+                    left =
+                        tile.narrow(4, tile.size(4) - std::min(spatialBlend, tile.size(4)), std::min(spatialBlend, tile.size(4))).clone();
                 if (i + 1 < rows.size())
-                    above[j] = tile.narrow(3, tile.size(3) - std::min(spatialBlend, tile.size(3)), std::min(spatialBlend, tile.size(3))).clone();
+                    above[j] =
+                        tile.narrow(3, tile.size(3) - std::min(spatialBlend, tile.size(3)), std::min(spatialBlend, tile.size(3))).clone();
                 ++done;
                 if (o.onProgress)
                     o.onProgress(done, total);
@@ -1376,11 +1422,26 @@ VideoDecoder::VideoDecoder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl))
 VideoDecoder::~VideoDecoder() = default;
 VideoDecoder::VideoDecoder(VideoDecoder&&) noexcept = default;
 VideoDecoder& VideoDecoder::operator=(VideoDecoder&&) noexcept = default;
-const VideoVaeConfig& VideoDecoder::config() const { return m_impl->config; }
-c10::Device VideoDecoder::device() const { return m_impl->device; }
-c10::ScalarType VideoDecoder::dtype() const { return m_impl->dtype; }
-std::int64_t VideoDecoder::spatialScale() const { return m_impl->plan.spatialScale; }
-std::int64_t VideoDecoder::temporalScale() const { return m_impl->plan.temporalScale; }
+const VideoVaeConfig& VideoDecoder::config() const
+{
+    return m_impl->config;
+}
+c10::Device VideoDecoder::device() const
+{
+    return m_impl->device;
+}
+c10::ScalarType VideoDecoder::dtype() const
+{
+    return m_impl->dtype;
+}
+std::int64_t VideoDecoder::spatialScale() const
+{
+    return m_impl->plan.spatialScale;
+}
+std::int64_t VideoDecoder::temporalScale() const
+{
+    return m_impl->plan.temporalScale;
+}
 
 std::int64_t VideoDecoder::residentBytes() const
 {
@@ -1446,8 +1507,14 @@ Result<VideoDecoder> VideoDecoder::load(const Ltx2Weights& weights, const VideoD
     return VideoDecoder(std::move(impl));
 }
 
-const at::Tensor& VideoDecoder::latentsMean() const { return m_impl->mean; }
-const at::Tensor& VideoDecoder::latentsStd() const { return m_impl->std; }
+const at::Tensor& VideoDecoder::latentsMean() const
+{
+    return m_impl->mean;
+}
+const at::Tensor& VideoDecoder::latentsStd() const
+{
+    return m_impl->std;
+}
 
 Result<at::Tensor> VideoDecoder::decode(const at::Tensor& latents, const VideoDecodeOptions& options) const
 {
@@ -1456,7 +1523,8 @@ Result<at::Tensor> VideoDecoder::decode(const at::Tensor& latents, const VideoDe
     } catch (const Stopped&) {
         return makeError(ErrorCode::Cancelled, "video decode cancelled");
     } catch (const c10::OutOfMemoryError& e) {
-        return makeError(ErrorCode::OutOfMemory, std::string("LTX-2 video VAE ran out of memory: ") + e.what_without_backtrace()
+        return makeError(ErrorCode::OutOfMemory,
+            std::string("LTX-2 video VAE ran out of memory: ") + e.what_without_backtrace()
                 + "; decode in smaller tiles (tileSize) or temporal chunks (chunkFrames)");
     } catch (const c10::Error& e) {
         return errorFromException(e, "LTX-2 video VAE");
@@ -1481,7 +1549,7 @@ at::Tensor spaceToDepth(const at::Tensor& x, const std::array<std::int64_t, 3>& 
     return x.reshape({b, c, f, s[0], h, s[1], w, s[2]}).permute({0, 1, 3, 5, 7, 2, 4, 6}).reshape({b, c * s[0] * s[1] * s[2], f, h, w});
 }
 
-} // namespace
+}  // namespace
 
 struct VideoEncoder::Impl {
     VideoVaeConfig config;
@@ -1501,7 +1569,7 @@ struct VideoEncoder::Impl {
     at::Tensor downsample(const DownBlock& d, const at::Tensor& x, bool causal) const;
     at::Tensor run(const at::Tensor& video, bool causal, const std::stop_token& stop) const;
     at::Tensor tiled(const at::Tensor& video, const std::vector<Span>& rows, const std::vector<Span>& cols, std::int64_t overlap,
-                     bool causal, const VideoEncodeOptions& o, std::int64_t& done, std::int64_t total) const;
+        bool causal, const VideoEncodeOptions& o, std::int64_t& done, std::int64_t total) const;
     Result<at::Tensor> encode(const at::Tensor& video, const VideoEncodeOptions& options) const;
 };
 
@@ -1527,7 +1595,10 @@ at::Tensor VideoEncoder::Impl::run(const at::Tensor& video, bool causal, const s
     // Patchify: channels (c, p_t, p_w, p_h), diffusers' permute(0, 1, 3, 7, 5, 2, 4, 6).
     const auto p = config.patchSize, pt = config.patchSizeT;
     const auto b = video.size(0), c = video.size(1), f = video.size(2) / pt, hh = video.size(3) / p, ww = video.size(4) / p;
-    auto x = video.to(device, dtype).reshape({b, c, f, pt, hh, p, ww, p}).permute({0, 1, 3, 7, 5, 2, 4, 6}).reshape({b, c * pt * p * p, f, hh, ww});
+    auto x = video.to(device, dtype)
+                 .reshape({b, c, f, pt, hh, p, ww, p})
+                 .permute({0, 1, 3, 7, 5, 2, 4, 6})
+                 .reshape({b, c * pt * p * p, f, hh, ww});
     x = conv(x, convIn, causal);
     for (const auto& d : downs) {
         for (const auto& r : d.resnets) {
@@ -1549,8 +1620,7 @@ at::Tensor VideoEncoder::Impl::run(const at::Tensor& video, bool causal, const s
 // its upper and left neighbours (in place, as blend_v / blend_h leave them, so a tile blends
 // with its neighbours' blended values), and cropped to where the next tile starts.
 at::Tensor VideoEncoder::Impl::tiled(const at::Tensor& video, const std::vector<Span>& rows, const std::vector<Span>& cols,
-                                     std::int64_t overlap, bool causal, const VideoEncodeOptions& o, std::int64_t& done,
-                                     std::int64_t total) const
+    std::int64_t overlap, bool causal, const VideoEncodeOptions& o, std::int64_t& done, std::int64_t total) const
 {
     const auto s = plan.spatialScale;
     const auto step = [&] {
@@ -1564,22 +1634,26 @@ at::Tensor VideoEncoder::Impl::tiled(const at::Tensor& video, const std::vector<
         return out;
     }
     const auto frames = (video.size(2) - 1) / plan.temporalScale + 1;
-    auto out = at::empty({video.size(0), config.latentChannels, frames, rows.back().start + rows.back().size,
-                             cols.back().start + cols.back().size}, at::TensorOptions().dtype(dtype).device(device));
+    auto out = at::empty(
+        {video.size(0), config.latentChannels, frames, rows.back().start + rows.back().size, cols.back().start + cols.back().size},
+        at::TensorOptions().dtype(dtype).device(device));
     std::vector<at::Tensor> above(cols.size());
     for (std::size_t i = 0; i < rows.size(); ++i) {
         at::Tensor left;
         for (std::size_t j = 0; j < cols.size(); ++j) {
             if (o.stop.stop_requested())
                 throw Stopped{};
-            auto tile = run(video.narrow(3, rows[i].start * s, rows[i].size * s).narrow(4, cols[j].start * s, cols[j].size * s), causal, o.stop);
+            auto tile =
+                run(video.narrow(3, rows[i].start * s, rows[i].size * s).narrow(4, cols[j].start * s, cols[j].size * s), causal, o.stop);
             if (i > 0)
                 blendInto(above[j], tile, overlap, 3);
             if (j > 0)
                 blendInto(left, tile, overlap, 4);
             const auto keepRows = i + 1 < rows.size() ? rows[i + 1].start - rows[i].start : tile.size(3);
             const auto keepCols = j + 1 < cols.size() ? cols[j + 1].start - cols[j].start : tile.size(4);
-            out.narrow(3, rows[i].start, keepRows).narrow(4, cols[j].start, keepCols).copy_(tile.narrow(3, 0, keepRows).narrow(4, 0, keepCols));
+            out.narrow(3, rows[i].start, keepRows)
+                .narrow(4, cols[j].start, keepCols)
+                .copy_(tile.narrow(3, 0, keepRows).narrow(4, 0, keepCols));
             left = tile;
             above[j] = tile;
             step();
@@ -1592,7 +1666,8 @@ Result<at::Tensor> VideoEncoder::Impl::encode(const at::Tensor& video, const Vid
 {
     auto invalid = [](const std::string& what) { return makeError(ErrorCode::InvalidArgument, "LTX-2 video VAE encoder: " + what); };
     if (!video.defined() || video.dim() != 5)
-        return invalid("the video must be [B, C, F, H, W], got " + (video.defined() ? std::to_string(video.dim()) + "-D" : std::string("nothing")));
+        return invalid(
+            "the video must be [B, C, F, H, W], got " + (video.defined() ? std::to_string(video.dim()) + "-D" : std::string("nothing")));
     if (!video.is_floating_point())
         return invalid("the video must be floating point in [-1, 1], got " + std::string(c10::toString(video.scalar_type())));
     const auto batch = video.size(0), frames = video.size(2), height = video.size(3), width = video.size(4);
@@ -1605,13 +1680,18 @@ Result<at::Tensor> VideoEncoder::Impl::encode(const at::Tensor& video, const Vid
         return invalid("the video has " + std::to_string(frames) + " frames; the encoder takes " + std::to_string(t) + "k + 1 (1, "
             + std::to_string(t + 1) + ", " + std::to_string(2 * t + 1) + ", ...)");
     if (height % s != 0 || width % s != 0)
-        return invalid("the video is " + std::to_string(height) + " x " + std::to_string(width) + " pixels; height and width must be "
-            "multiples of " + std::to_string(s));
+        return invalid("the video is " + std::to_string(height) + " x " + std::to_string(width)
+            + " pixels; height and width must be "
+              "multiples of "
+            + std::to_string(s));
     if (o.tileSize < 0 || (o.tileSize > 0 && (o.tileOverlap < 0 || o.tileOverlap >= o.tileSize)))
-        return invalid("tile overlap " + std::to_string(o.tileOverlap) + " must be at least 0 and below the tile size " + std::to_string(o.tileSize));
+        return invalid(
+            "tile overlap " + std::to_string(o.tileOverlap) + " must be at least 0 and below the tile size " + std::to_string(o.tileSize));
     if (o.chunkFrames < 0 || (o.chunkFrames > 0 && (o.chunkOverlap < 1 || o.chunkOverlap >= o.chunkFrames)))
-        return invalid("chunk overlap " + std::to_string(o.chunkOverlap) + " must be at least 1 latent frame (a chunk's first latent, "
-            "which its first frame alone encodes to, is dropped) and below the chunk length " + std::to_string(o.chunkFrames));
+        return invalid("chunk overlap " + std::to_string(o.chunkOverlap)
+            + " must be at least 1 latent frame (a chunk's first latent, "
+              "which its first frame alone encodes to, is dropped) and below the chunk length "
+            + std::to_string(o.chunkFrames));
     const auto latentFrames = (frames - 1) / t + 1;
     const auto rows = tileSpans(height / s, o.tileSize, o.tileOverlap);
     const auto cols = tileSpans(width / s, o.tileSize, o.tileOverlap);
@@ -1621,8 +1701,10 @@ Result<at::Tensor> VideoEncoder::Impl::encode(const at::Tensor& video, const Vid
             for (const auto& span : spans)
                 if (span.size < 2)
                     return invalid("this encoder pads by reflection, which needs at least 2 latent cells per tile side; the video is "
-                        + std::to_string(height / s) + " x " + std::to_string(width / s) + " cells" + (o.tileSize > 0 ? " and a tile "
-                        "would be 1 cell wide; choose another tile size or overlap" : std::string()));
+                        + std::to_string(height / s) + " x " + std::to_string(width / s) + " cells"
+                        + (o.tileSize > 0 ? " and a tile "
+                                            "would be 1 cell wide; choose another tile size or overlap"
+                                          : std::string()));
     }
     const bool causal = o.causal.value_or(config.encoderCausal);
     const auto total = static_cast<std::int64_t>(chunks.size() * rows.size() * cols.size());
@@ -1638,8 +1720,8 @@ Result<at::Tensor> VideoEncoder::Impl::encode(const at::Tensor& video, const Vid
         // diffusers' _temporal_tiled_encode: a chunk from latent frame a encodes frames t a ..;
         // a later chunk drops its first latent and blends the next overlap - 1 into the
         // previous chunk's (blended) tail; each chunk keeps the latents up to the next one's.
-        means = at::empty({batch, config.latentChannels, latentFrames, height / s, width / s},
-            at::TensorOptions().dtype(dtype).device(device));
+        means =
+            at::empty({batch, config.latentChannels, latentFrames, height / s, width / s}, at::TensorOptions().dtype(dtype).device(device));
         at::Tensor previous;
         for (std::size_t k = 0; k < chunks.size(); ++k) {
             const auto& chunk = chunks[k];
@@ -1663,11 +1745,26 @@ VideoEncoder::VideoEncoder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl))
 VideoEncoder::~VideoEncoder() = default;
 VideoEncoder::VideoEncoder(VideoEncoder&&) noexcept = default;
 VideoEncoder& VideoEncoder::operator=(VideoEncoder&&) noexcept = default;
-const VideoVaeConfig& VideoEncoder::config() const { return m_impl->config; }
-c10::Device VideoEncoder::device() const { return m_impl->device; }
-c10::ScalarType VideoEncoder::dtype() const { return m_impl->dtype; }
-std::int64_t VideoEncoder::spatialScale() const { return m_impl->plan.spatialScale; }
-std::int64_t VideoEncoder::temporalScale() const { return m_impl->plan.temporalScale; }
+const VideoVaeConfig& VideoEncoder::config() const
+{
+    return m_impl->config;
+}
+c10::Device VideoEncoder::device() const
+{
+    return m_impl->device;
+}
+c10::ScalarType VideoEncoder::dtype() const
+{
+    return m_impl->dtype;
+}
+std::int64_t VideoEncoder::spatialScale() const
+{
+    return m_impl->plan.spatialScale;
+}
+std::int64_t VideoEncoder::temporalScale() const
+{
+    return m_impl->plan.temporalScale;
+}
 
 std::int64_t VideoEncoder::residentBytes() const
 {
@@ -1738,11 +1835,12 @@ Result<at::Tensor> VideoEncoder::encode(const at::Tensor& video, const VideoEnco
     } catch (const Stopped&) {
         return makeError(ErrorCode::Cancelled, "video encode cancelled");
     } catch (const c10::OutOfMemoryError& e) {
-        return makeError(ErrorCode::OutOfMemory, std::string("LTX-2 video VAE encoder ran out of memory: ") + e.what_without_backtrace()
+        return makeError(ErrorCode::OutOfMemory,
+            std::string("LTX-2 video VAE encoder ran out of memory: ") + e.what_without_backtrace()
                 + "; encode in smaller tiles (tileSize) or temporal chunks (chunkFrames)");
     } catch (const c10::Error& e) {
         return errorFromException(e, "LTX-2 video VAE encoder");
     }
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -42,16 +42,16 @@ struct VideoVaeConfig {
     std::int64_t outChannels = 3;
     std::int64_t patchSize = 4, patchSizeT = 1;
     std::vector<std::int64_t> decoderBlockOutChannels{256, 512, 1024};
-    std::vector<std::int64_t> decoderLayersPerBlock{5, 5, 5, 5};   // last entry: the mid block
+    std::vector<std::int64_t> decoderLayersPerBlock{5, 5, 5, 5};  // last entry: the mid block
     std::vector<bool> decoderSpatioTemporalScaling{true, true, true};
     std::vector<bool> decoderInjectNoise{false, false, false, false};
     std::vector<std::string> upsampleType{"spatiotemporal", "spatiotemporal", "spatiotemporal"};
     std::vector<bool> upsampleResidual{true, true, true};
-    std::vector<std::int64_t> upsampleFactor{2, 2, 2};             // channel reduction per up block
-    bool decoderCausal = true;             // the class default; published configs say false
+    std::vector<std::int64_t> upsampleFactor{2, 2, 2};  // channel reduction per up block
+    bool decoderCausal = true;  // the class default; published configs say false
     std::string decoderSpatialPaddingMode = "reflect";  // zeros | reflect | replicate
-    bool timestepConditioning = false;     // refused when true
-    double resnetNormEps = 1e-6;           // only the LayerNorm of a width-changing resnet uses it
+    bool timestepConditioning = false;  // refused when true
+    double resnetNormEps = 1e-6;  // only the LayerNorm of a width-changing resnet uses it
     double scalingFactor = 1.0;
     // As given by the config; absent ones are derived from the decoder's up blocks (diffusers'
     // own fallback formula counts the encoder's blocks and gives 64 / 16 for the real models).
@@ -82,8 +82,8 @@ Result<VideoVaeConfig> resolveVideoEncoderConfig(const Ltx2Weights& weights, con
 
 struct VideoDecoderLoadOptions {
     c10::Device device = c10::Device(c10::kCPU);
-    c10::ScalarType dtype = c10::kFloat;          // compute dtype; the latent statistics stay float32
-    std::optional<VideoVaeConfig> config;         // overrides what the checkpoint says or implies
+    c10::ScalarType dtype = c10::kFloat;  // compute dtype; the latent statistics stay float32
+    std::optional<VideoVaeConfig> config;  // overrides what the checkpoint says or implies
 };
 
 struct VideoDecodeOptions {
@@ -122,7 +122,7 @@ public:
     const VideoVaeConfig& config() const;
     c10::Device device() const;
     c10::ScalarType dtype() const;
-    std::int64_t spatialScale() const;   // 32 for the real models
+    std::int64_t spatialScale() const;  // 32 for the real models
     std::int64_t temporalScale() const;  // 8
     std::int64_t residentBytes() const;
     // The per-channel latent statistics ([latent_channels], float32, on the decoder's device):
@@ -138,8 +138,8 @@ private:
 
 struct VideoEncoderLoadOptions {
     c10::Device device = c10::Device(c10::kCPU);
-    c10::ScalarType dtype = c10::kFloat;          // compute dtype; the latent statistics stay float32
-    std::optional<VideoVaeConfig> config;         // overrides what the checkpoint says or implies
+    c10::ScalarType dtype = c10::kFloat;  // compute dtype; the latent statistics stay float32
+    std::optional<VideoVaeConfig> config;  // overrides what the checkpoint says or implies
 };
 
 struct VideoEncodeOptions {
@@ -188,7 +188,7 @@ public:
     const VideoVaeConfig& config() const;
     c10::Device device() const;
     c10::ScalarType dtype() const;
-    std::int64_t spatialScale() const;   // 32 for the real models
+    std::int64_t spatialScale() const;  // 32 for the real models
     std::int64_t temporalScale() const;  // 8
     std::int64_t residentBytes() const;
 
@@ -198,4 +198,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -41,15 +41,15 @@ std::string shapeText(const std::vector<std::int64_t>& shape)
 }
 
 // Single-element IntArrayRefs spelled out: a bare 0 would also convert to the string-padding overload.
-at::Tensor conv1d(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, std::int64_t stride, std::int64_t padding,
-                  std::int64_t groups = 1)
+at::Tensor conv1d(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, std::int64_t stride,
+    std::int64_t padding, std::int64_t groups = 1)
 {
     const std::array<std::int64_t, 1> s{stride}, p{padding}, d{1};
     return at::conv1d(x, w, bias, s, p, d, groups);
 }
 
 at::Tensor convTranspose1d(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, std::int64_t stride,
-                           std::int64_t padding, std::int64_t groups = 1)
+    std::int64_t padding, std::int64_t groups = 1)
 {
     const std::array<std::int64_t, 1> s{stride}, p{padding}, out{0}, d{1};
     return at::conv_transpose1d(x, w, bias, s, p, out, groups, d);
@@ -147,7 +147,8 @@ Result<void> readStageDiffusers(const Json& j, const std::string& p, VocoderStag
         else if (act == "snakebeta")
             s.act = VocoderActivation::SnakeBeta;
         else
-            return makeError(ErrorCode::Unsupported, std::string(kDiffusersName) + ": " + p + "act_fn '" + act + "' is not supported (diffusers rejects it too)");
+            return makeError(ErrorCode::Unsupported,
+                std::string(kDiffusersName) + ": " + p + "act_fn '" + act + "' is not supported (diffusers rejects it too)");
     }
     if (const auto it = j.find(p + "final_act_fn"); it != j.end()) {
         const auto act = it->is_null() ? std::string() : jsonutil::fieldAs<std::string>(*it, p + "final_act_fn");
@@ -158,8 +159,8 @@ Result<void> readStageDiffusers(const Json& j, const std::string& p, VocoderStag
         else if (act == "clamp")
             s.finalAct = VocoderFinalActivation::Clamp;
         else  // diffusers would silently apply nothing
-            return makeError(ErrorCode::Unsupported, std::string(kDiffusersName) + ": " + p + "final_act_fn '" + act
-                    + "' is none of tanh, clamp, null");
+            return makeError(
+                ErrorCode::Unsupported, std::string(kDiffusersName) + ": " + p + "final_act_fn '" + act + "' is none of tanh, clamp, null");
     }
     return {};
 }
@@ -200,9 +201,12 @@ Result<VocoderStageConfig> readStageLtxCore(const Json& j, bool applyFinalActiva
     return s;
 }
 
-} // namespace
+}  // namespace
 
-std::int64_t VocoderStageConfig::samplesPerFrame() const { return product(upsampleFactors); }
+std::int64_t VocoderStageConfig::samplesPerFrame() const
+{
+    return product(upsampleFactors);
+}
 
 Result<VocoderConfig> vocoderConfigFromDiffusers(const std::string& text)
 {
@@ -338,8 +342,10 @@ Result<VocoderConfig> resolveVocoderConfig(const Ltx2Weights& w, const std::opti
     const std::string stagePrefix = hasBwe ? "vocoder." : "";
     const auto convIn = w.shape(part, stagePrefix + "conv_in.weight");
     if (!convIn)
-        return makeError(ErrorCode::NotFound, files + ": no LTX-2 vocoder (conv_in / vocoder.conv_in) found; give the vocoder folder "
-                "or a Lightricks single file that holds vocoder.* tensors");
+        return makeError(ErrorCode::NotFound,
+            files
+                + ": no LTX-2 vocoder (conv_in / vocoder.conv_in) found; give the vocoder folder "
+                  "or a Lightricks single file that holds vocoder.* tensors");
 
     VocoderConfig c = hasBwe ? bweDefaults() : VocoderConfig{};
     auto given = checkpointConfig(w, part, override, vocoderConfigFromDiffusers, vocoderConfigFromLtxCore);
@@ -352,8 +358,9 @@ Result<VocoderConfig> resolveVocoderConfig(const Ltx2Weights& w, const std::opti
 
     auto invalid = [&](const std::string& what) { return makeError(ErrorCode::InvalidFormat, files + ": " + what); };
     if (c.bwe != hasBwe)
-        return invalid(std::string("the vocoder config describes ") + (c.bwe ? "the 2.3 vocoder with bandwidth extension" : "the 2.0 vocoder")
-                + " but bwe_generator.* tensors are " + (hasBwe ? "present" : "absent"));
+        return invalid(std::string("the vocoder config describes ")
+            + (c.bwe ? "the 2.3 vocoder with bandwidth extension" : "the 2.0 vocoder") + " but bwe_generator.* tensors are "
+            + (hasBwe ? "present" : "absent"));
 
     auto checkStage = [&](VocoderStageConfig& s, const std::string& p) -> Result<void> {
         const auto shape = w.shape(part, p + "conv_in.weight");
@@ -394,14 +401,16 @@ Result<VocoderConfig> resolveVocoderConfig(const Ltx2Weights& w, const std::opti
             if (d.empty())
                 return invalid(p + "resnet_dilations holds an empty list");
         if (s.act == VocoderActivation::LeakyRelu && s.antialias)
-            return makeError(ErrorCode::Unsupported, files + ": " + p + "anti-aliased LeakyReLU is not supported (diffusers nests its filters)");
+            return makeError(
+                ErrorCode::Unsupported, files + ": " + p + "anti-aliased LeakyReLU is not supported (diffusers nests its filters)");
         if ((s.act != VocoderActivation::LeakyRelu) && (s.antialiasRatio < 1 || s.antialiasKernelSize <= s.antialiasRatio))
             return invalid(p + "antialias_kernel_size must exceed antialias_ratio");
         if (s.outChannels < 1 || s.hiddenChannels >> stages < 1)
-            return invalid(p + "hidden_channels " + std::to_string(s.hiddenChannels) + " cannot be halved " + std::to_string(stages) + " times");
+            return invalid(
+                p + "hidden_channels " + std::to_string(s.hiddenChannels) + " cannot be halved " + std::to_string(stages) + " times");
         if (*shape != std::vector<std::int64_t>{s.hiddenChannels, s.inChannels, kOuterKernel})
-            return invalid("the vocoder config says " + std::to_string(s.inChannels) + " -> " + std::to_string(s.hiddenChannels) + " channels but "
-                    + p + "conv_in.weight is " + shapeText(*shape) + "; the config does not belong to these weights");
+            return invalid("the vocoder config says " + std::to_string(s.inChannels) + " -> " + std::to_string(s.hiddenChannels)
+                + " channels but " + p + "conv_in.weight is " + shapeText(*shape) + "; the config does not belong to these weights");
         return {};
     };
     if (auto r = checkStage(c.vocoder, stagePrefix); !r)
@@ -419,17 +428,19 @@ Result<VocoderConfig> resolveVocoderConfig(const Ltx2Weights& w, const std::opti
         if (auto ok = rates.result(); !ok)
             return ok.error();
         if (c.inputSamplingRate <= 0 || c.outputSamplingRate % c.inputSamplingRate)
-            return makeError(ErrorCode::Unsupported, files + ": the bandwidth extension from " + std::to_string(c.inputSamplingRate) + " Hz to "
+            return makeError(ErrorCode::Unsupported,
+                files + ": the bandwidth extension from " + std::to_string(c.inputSamplingRate) + " Hz to "
                     + std::to_string(c.outputSamplingRate) + " Hz is not an integer ratio");
         const auto ratio = c.outputSamplingRate / c.inputSamplingRate;
         // The residual (STFT frames x BWE upsampling) and the resampled skip must line up.
         if (c.windowLength != c.filterLength || c.hopLength < 1 || product(c.bweGenerator.upsampleFactors) != c.hopLength * ratio)
-            return makeError(ErrorCode::Unsupported, files + ": STFT filter " + std::to_string(c.filterLength) + ", window " + std::to_string(c.windowLength)
-                    + ", hop " + std::to_string(c.hopLength) + " and BWE upsampling x" + std::to_string(product(c.bweGenerator.upsampleFactors))
+            return makeError(ErrorCode::Unsupported,
+                files + ": STFT filter " + std::to_string(c.filterLength) + ", window " + std::to_string(c.windowLength) + ", hop "
+                    + std::to_string(c.hopLength) + " and BWE upsampling x" + std::to_string(product(c.bweGenerator.upsampleFactors))
                     + " do not give a residual as long as the x" + std::to_string(ratio) + " skip");
         if (c.bweGenerator.inChannels != c.vocoder.outChannels * c.numMelChannels)
             return invalid("the BWE generator takes " + std::to_string(c.bweGenerator.inChannels) + " channels, not "
-                    + std::to_string(c.vocoder.outChannels) + " x " + std::to_string(c.numMelChannels) + " mel bins");
+                + std::to_string(c.vocoder.outChannels) + " x " + std::to_string(c.numMelChannels) + " mel bins");
     }
     return c;
 }
@@ -446,7 +457,7 @@ struct Conv1d {
 struct Activation {
     VocoderActivation kind = VocoderActivation::LeakyRelu;
     double slope = 0.1;
-    at::Tensor alpha, beta;          // as stored, then replaced by e^alpha [1, C, 1] and 1 / (amplitude + eps)
+    at::Tensor alpha, beta;  // as stored, then replaced by e^alpha [1, C, 1] and 1 / (amplitude + eps)
     at::Tensor invAmplitude;
     bool antialias = false;
     std::int64_t ratio = 2;
@@ -467,8 +478,14 @@ struct Stage {
     Activation actOut;
 };
 
-std::int64_t bytesOf(const at::Tensor& t) { return t.defined() ? t.numel() * t.element_size() : 0; }
-std::int64_t bytesOf(const Conv1d& c) { return bytesOf(c.weight) + bytesOf(c.bias); }
+std::int64_t bytesOf(const at::Tensor& t)
+{
+    return t.defined() ? t.numel() * t.element_size() : 0;
+}
+std::int64_t bytesOf(const Conv1d& c)
+{
+    return bytesOf(c.weight) + bytesOf(c.bias);
+}
 std::int64_t bytesOf(const Activation& a)
 {
     return bytesOf(a.alpha) + bytesOf(a.beta) + bytesOf(a.invAmplitude) + bytesOf(a.upFilter) + bytesOf(a.downFilter);
@@ -512,8 +529,10 @@ public:
                 for (std::size_t d = 0; d < dilations.size(); ++d) {
                     r.convs1.push_back(conv(name + ".convs1." + std::to_string(d), 1, 0, dilations[d], true));
                     r.convs2.push_back(conv(name + ".convs2." + std::to_string(d), 1, 0, 1, true));
-                    r.acts1.push_back(activation(name + ".acts1." + std::to_string(d), c.act, c.antialias, c.leakyReluNegativeSlope, c.antialiasRatio));
-                    r.acts2.push_back(activation(name + ".acts2." + std::to_string(d), c.act, c.antialias, c.leakyReluNegativeSlope, c.antialiasRatio));
+                    r.acts1.push_back(
+                        activation(name + ".acts1." + std::to_string(d), c.act, c.antialias, c.leakyReluNegativeSlope, c.antialiasRatio));
+                    r.acts2.push_back(
+                        activation(name + ".acts2." + std::to_string(d), c.act, c.antialias, c.leakyReluNegativeSlope, c.antialiasRatio));
                 }
                 s.resnets.push_back(std::move(r));
             }
@@ -706,7 +725,7 @@ at::Tensor runStage(const Stage& s, at::Tensor x, const std::stop_token& stop)
     return x;
 }
 
-} // namespace
+}  // namespace
 
 struct Vocoder::Impl {
     VocoderConfig config;
@@ -728,8 +747,14 @@ Vocoder::Vocoder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 Vocoder::~Vocoder() = default;
 Vocoder::Vocoder(Vocoder&&) noexcept = default;
 Vocoder& Vocoder::operator=(Vocoder&&) noexcept = default;
-const VocoderConfig& Vocoder::config() const { return m_impl->config; }
-int Vocoder::sampleRate() const { return static_cast<int>(m_impl->config.sampleRate()); }
+const VocoderConfig& Vocoder::config() const
+{
+    return m_impl->config;
+}
+int Vocoder::sampleRate() const
+{
+    return static_cast<int>(m_impl->config.sampleRate());
+}
 
 Result<Vocoder> Vocoder::load(const Ltx2Weights& weights, const VocoderLoadOptions& options)
 {
@@ -761,7 +786,8 @@ Result<Vocoder> Vocoder::load(const Ltx2Weights& weights, const VocoderLoadOptio
             const auto freqs = c.filterLength / 2 + 1;
             if (bad.empty() && impl->forwardBasis.sizes() != at::IntArrayRef({2 * freqs, 1, c.filterLength}))
                 bad = "mel_stft.stft_fn.forward_basis is " + shapeText(impl->forwardBasis.sizes().vec()) + " but filter_length "
-                    + std::to_string(c.filterLength) + " needs [" + std::to_string(2 * freqs) + ", 1, " + std::to_string(c.filterLength) + "]";
+                    + std::to_string(c.filterLength) + " needs [" + std::to_string(2 * freqs) + ", 1, " + std::to_string(c.filterLength)
+                    + "]";
             if (bad.empty() && impl->melBasis.sizes() != at::IntArrayRef({c.numMelChannels, freqs}))
                 bad = "mel_stft.mel_basis is " + shapeText(impl->melBasis.sizes().vec()) + " but the config needs ["
                     + std::to_string(c.numMelChannels) + ", " + std::to_string(freqs) + "]";
@@ -835,7 +861,8 @@ at::Tensor Vocoder::Impl::run(const at::Tensor& melIn, const std::stop_token& st
     // [B * C, mels, F] -> [B, C * mels, F]: the BWE generator's channel = c * mels + m.
     const auto residual = runStage(bweStage, logMel.reshape({batch, channels * logMel.size(1), logMel.size(2)}), stop);
     const auto skip = resample(x);
-    TORCH_CHECK(residual.sizes() == skip.sizes(), "the BWE residual ", residual.sizes(), " and the resampled skip ", skip.sizes(), " differ");
+    TORCH_CHECK(
+        residual.sizes() == skip.sizes(), "the BWE residual ", residual.sizes(), " and the resampled skip ", skip.sizes(), " differ");
     const auto outSamples = samples * c.outputSamplingRate / c.inputSamplingRate;
     return at::clamp(residual + skip, -1, 1).narrow(2, 0, outSamples).contiguous();
 }
@@ -859,4 +886,4 @@ std::int64_t Vocoder::residentBytes() const
     return bytesOf(m.stage) + bytesOf(m.bweStage) + bytesOf(m.forwardBasis) + bytesOf(m.melBasis) + bytesOf(m.resampleFilter);
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -47,7 +47,7 @@ struct VocoderStageConfig {
 
 struct VocoderConfig {
     VocoderStageConfig vocoder;  // 2.0: the whole model; 2.3: the 16 kHz stage
-    bool bwe = false;            // 2.3: LTX2VocoderWithBWE
+    bool bwe = false;  // 2.3: LTX2VocoderWithBWE
     VocoderStageConfig bweGenerator;
     std::int64_t filterLength = 512, hopLength = 80, windowLength = 512, numMelChannels = 64;
     std::int64_t inputSamplingRate = 16000, outputSamplingRate = 48000;
@@ -103,4 +103,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -19,8 +19,14 @@ namespace {
 
 constexpr std::string_view kDitPrefix = "model.diffusion_model.";
 
-bool startsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool endsWith(std::string_view s, std::string_view p) { return s.size() >= p.size() && s.substr(s.size() - p.size()) == p; }
+bool startsWith(std::string_view s, std::string_view p)
+{
+    return s.substr(0, p.size()) == p;
+}
+bool endsWith(std::string_view s, std::string_view p)
+{
+    return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
 
 void replaceAll(std::string& s, std::string_view from, std::string_view to)
 {
@@ -94,7 +100,7 @@ std::optional<Owner> ownerFromClass(const std::map<std::string, std::string>& co
     return std::nullopt;
 }
 
-} // namespace
+}  // namespace
 
 const char* partName(Part part)
 {
@@ -193,9 +199,9 @@ Result<void> mapLtxCoreVideoEncoder(std::map<std::string, SourceTensor>& part)
                 canonical = "encoder.down_blocks." + std::to_string(k / 2) + tail;
         }
         if (auto [it, inserted] = mapped.emplace(canonical, t); !inserted)
-            return makeError(ErrorCode::InvalidFormat, "'" + canonical + "' is stored twice: as '" + it->second.name + "' in "
-                    + it->second.checkpoint->path.string() + " and as '" + t.name + "' in " + t.checkpoint->path.string()
-                    + "; give each LTX-2 component once");
+            return makeError(ErrorCode::InvalidFormat,
+                "'" + canonical + "' is stored twice: as '" + it->second.name + "' in " + it->second.checkpoint->path.string() + " and as '"
+                    + t.name + "' in " + t.checkpoint->path.string() + "; give each LTX-2 component once");
     }
     part = std::move(mapped);
     return {};
@@ -319,8 +325,10 @@ Result<bool> sameTensor(const SourceTensor& a, const SourceTensor& b)
         return second.error();
     if (!at::equal(*first, *second))
         return false;
-    const std::string base = a.name.size() > 7 && a.name.compare(a.name.size() - 7, 7, ".weight") == 0 ? a.name.substr(0, a.name.size() - 7) : a.name;
-    const std::string otherBase = b.name.size() > 7 && b.name.compare(b.name.size() - 7, 7, ".weight") == 0 ? b.name.substr(0, b.name.size() - 7) : b.name;
+    const std::string base =
+        a.name.size() > 7 && a.name.compare(a.name.size() - 7, 7, ".weight") == 0 ? a.name.substr(0, a.name.size() - 7) : a.name;
+    const std::string otherBase =
+        b.name.size() > 7 && b.name.compare(b.name.size() - 7, 7, ".weight") == 0 ? b.name.substr(0, b.name.size() - 7) : b.name;
     for (const char* suffix : {".weight_scale", ".scale_weight", ".input_scale", ".scale_input"}) {
         const auto* s = a.checkpoint->find(base + suffix);
         const auto* t = b.checkpoint->find(otherBase + suffix);
@@ -340,7 +348,7 @@ Result<bool> sameTensor(const SourceTensor& a, const SourceTensor& b)
     return true;
 }
 
-} // namespace
+}  // namespace
 
 Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& paths)
 {
@@ -401,9 +409,10 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
                     if (!same)
                         return same.error();
                     if (!*same)
-                        return makeError(ErrorCode::InvalidFormat, "'" + canonical + "' is stored twice with different values: as '"
-                                + it->second.name + "' in " + it->second.checkpoint->path.string() + " and as '" + info.name + "' in "
-                                + cp.path.string() + "; these files are not parts of one model (give the matching companion files)");
+                        return makeError(ErrorCode::InvalidFormat,
+                            "'" + canonical + "' is stored twice with different values: as '" + it->second.name + "' in "
+                                + it->second.checkpoint->path.string() + " and as '" + info.name + "' in " + cp.path.string()
+                                + "; these files are not parts of one model (give the matching companion files)");
                     ++w.m_repeated[it->second.checkpoint->path.filename().string() + " and " + cp.path.filename().string()];
                 }
             }
@@ -412,7 +421,8 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
     if (auto mapped = mapLtxCoreVideoEncoder(w.m_parts[static_cast<int>(Part::VideoVae)]); !mapped)
         return mapped.error();
     for (const auto& [files, count] : w.m_repeated)
-        log::info("LTX-2 weights: " + std::to_string(count) + " tensor(s) stored in both " + files + " with the same bytes; each is read once");
+        log::info(
+            "LTX-2 weights: " + std::to_string(count) + " tensor(s) stored in both " + files + " with the same bytes; each is read once");
     bool any = false;
     for (const auto& part : w.m_parts)
         any = any || !part.empty();
@@ -464,9 +474,10 @@ Result<std::int64_t> Ltx2Weights::indexCount(Part part, const std::string& prefi
         for (const char ch : rest.substr(0, dot)) {
             index = index * 10 + (ch - '0');
             if (index >= kMaxBlocks)
-                return makeError(ErrorCode::InvalidFormat, describeFiles() + ": tensor '" + t.name + "' names block "
-                        + std::string(rest.substr(0, std::min<std::size_t>(dot, 24))) + " of " + prefix + "*; at most "
-                        + std::to_string(kMaxBlocks) + " blocks are supported, so the file is damaged or not an LTX-2 checkpoint");
+                return makeError(ErrorCode::InvalidFormat,
+                    describeFiles() + ": tensor '" + t.name + "' names block " + std::string(rest.substr(0, std::min<std::size_t>(dot, 24)))
+                        + " of " + prefix + "*; at most " + std::to_string(kMaxBlocks)
+                        + " blocks are supported, so the file is damaged or not an LTX-2 checkpoint");
         }
         if (static_cast<std::size_t>(index) >= firstOf.size())
             firstOf.resize(static_cast<std::size_t>(index) + 1, nullptr);
@@ -475,9 +486,9 @@ Result<std::int64_t> Ltx2Weights::indexCount(Part part, const std::string& prefi
     }
     for (std::size_t i = 0; i < firstOf.size(); ++i)
         if (!firstOf[i])
-            return makeError(ErrorCode::InvalidFormat, describeFiles() + ": " + prefix + std::to_string(i) + ".* is missing but '"
-                    + firstOf.back()->name + "' names block " + std::to_string(firstOf.size() - 1)
-                    + "; blocks must run from 0 without a gap (a damaged or partial checkpoint)");
+            return makeError(ErrorCode::InvalidFormat,
+                describeFiles() + ": " + prefix + std::to_string(i) + ".* is missing but '" + firstOf.back()->name + "' names block "
+                    + std::to_string(firstOf.size() - 1) + "; blocks must run from 0 without a gap (a damaged or partial checkpoint)");
     return static_cast<std::int64_t>(firstOf.size());
 }
 
@@ -533,7 +544,7 @@ std::string scheduleNamedIn(std::string_view text)
     return dev == distilled ? std::string() : dev ? "dev" : "distilled";
 }
 
-} // namespace
+}  // namespace
 
 Ltx2Weights::TrainedFor Ltx2Weights::trainedFor() const
 {
@@ -660,24 +671,26 @@ Result<void> WeightTaker::finish() const
     const char* what = partName(m_part);
     const auto files = m_weights.describeFiles();
     if (!m_failed.empty())
-        return makeError(ErrorCode::InvalidFormat, files + ": " + std::to_string(m_failed.size()) + " " + what
-                + " weight(s) could not be loaded: " + listNames(m_failed, 4));
+        return makeError(ErrorCode::InvalidFormat,
+            files + ": " + std::to_string(m_failed.size()) + " " + what + " weight(s) could not be loaded: " + listNames(m_failed, 4));
     if (!m_missing.empty())
-        return makeError(ErrorCode::InvalidFormat, files + ": the " + std::string(what) + " is incomplete, "
-                + std::to_string(m_missing.size()) + " parameter(s) missing: " + listNames(m_missing)
-                + "; the download may be partial or this is a different model");
+        return makeError(ErrorCode::InvalidFormat,
+            files + ": the " + std::string(what) + " is incomplete, " + std::to_string(m_missing.size())
+                + " parameter(s) missing: " + listNames(m_missing) + "; the download may be partial or this is a different model");
     std::vector<std::string> unused;
     for (const auto& [name, t] : m_weights.tensors(m_part))
         if (!m_taken.count(name)
             && std::none_of(m_ignored.begin(), m_ignored.end(), [&](const std::string& p) { return startsWith(name, p); }))
             unused.push_back(t.name == name ? name : t.name + " (" + name + ")");
     if (!unused.empty())
-        return makeError(ErrorCode::InvalidFormat, files + ": " + std::to_string(unused.size()) + " tensor(s) match no "
-                + what + " parameter: " + listNames(unused) + "; this checkpoint has a layout this version does not know");
+        return makeError(ErrorCode::InvalidFormat,
+            files + ": " + std::to_string(unused.size()) + " tensor(s) match no " + what + " parameter: " + listNames(unused)
+                + "; this checkpoint has a layout this version does not know");
     if (!m_weights.unknown().empty())
-        return makeError(ErrorCode::InvalidFormat, files + ": " + std::to_string(m_weights.unknown().size())
+        return makeError(ErrorCode::InvalidFormat,
+            files + ": " + std::to_string(m_weights.unknown().size())
                 + " tensor(s) belong to no LTX-2 component: " + listNames(m_weights.unknown()));
     return {};
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

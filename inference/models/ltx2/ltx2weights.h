@@ -25,13 +25,13 @@ namespace vireo::ltx2 {
 
 enum class Part { Transformer, Connectors, VideoVae, AudioVae, Vocoder };
 constexpr int kPartCount = 5;
-const char* partName(Part part);             // "LTX-2 transformer", ...
-const char* partComponent(Part part);        // the diffusers folder: "transformer", "vae", ...
-const char* partClassName(Part part);        // the diffusers class of that folder
+const char* partName(Part part);  // "LTX-2 transformer", ...
+const char* partComponent(Part part);  // the diffusers folder: "transformer", "vae", ...
+const char* partClassName(Part part);  // the diffusers class of that folder
 
 struct SourceTensor {
     const tensorfile::Checkpoint* checkpoint = nullptr;
-    std::string name;          // as stored
+    std::string name;  // as stored
     const tensorfile::TensorInfo* info = nullptr;
 };
 
@@ -139,8 +139,8 @@ private:
 // when it has no section for the part). nullopt: the checkpoint carries none, and the caller
 // infers them from shapes or takes the published defaults. Parse errors name the files.
 template <typename Config, typename FromDiffusers, typename FromLtxCore>
-Result<std::optional<Config>> checkpointConfig(const Ltx2Weights& weights, Part part, const std::optional<Config>& override,
-                                               FromDiffusers fromDiffusers, FromLtxCore fromLtxCore)
+Result<std::optional<Config>> checkpointConfig(
+    const Ltx2Weights& weights, Part part, const std::optional<Config>& override, FromDiffusers fromDiffusers, FromLtxCore fromLtxCore)
 {
     if (override)
         return std::optional<Config>(*override);
@@ -161,4 +161,4 @@ Result<std::optional<Config>> checkpointConfig(const Ltx2Weights& weights, Part 
     return std::optional<Config>();
 }
 
-} // namespace vireo::ltx2
+}  // namespace vireo::ltx2

@@ -29,13 +29,14 @@ void addLora(const LoraAdapter& lora, const at::Tensor& x, at::Tensor& y)
     }
 }
 
-} // namespace
+}  // namespace
 
 at::Tensor Linear::operator()(const at::Tensor& x) const
 {
     auto y = weight.linear(x, bias);
     if (!y)
-        throw ForwardError(name + ": " + y.error().message, y.error().code == ErrorCode::InvalidArgument ? ErrorCode::Unsupported : y.error().code);
+        throw ForwardError(
+            name + ": " + y.error().message, y.error().code == ErrorCode::InvalidArgument ? ErrorCode::Unsupported : y.error().code);
     if (lora)
         addLora(*lora, x, *y);
     return std::move(*y);
@@ -102,10 +103,10 @@ std::shared_ptr<const LoraAdapter> buildLoraAdapter(const Linear& layer, const s
         for (const auto* d : deltas) {
             if (d->target != part.name)
                 continue;
-            TORCH_CHECK(d->down.dim() == 2 && d->up.dim() == 2 && d->down.size(0) == d->up.size(1), d->target,
-                ": LoRA down ", d->down.sizes(), " and up ", d->up.sizes(), " do not pair");
-            TORCH_CHECK(d->down.size(1) == layer.inFeatures() && d->up.size(0) == part.rows, d->target, ": LoRA [",
-                d->up.size(0), " x ", d->down.size(1), "] does not fit the layer's [", part.rows, " x ", layer.inFeatures(), "]");
+            TORCH_CHECK(d->down.dim() == 2 && d->up.dim() == 2 && d->down.size(0) == d->up.size(1), d->target, ": LoRA down ",
+                d->down.sizes(), " and up ", d->up.sizes(), " do not pair");
+            TORCH_CHECK(d->down.size(1) == layer.inFeatures() && d->up.size(0) == part.rows, d->target, ": LoRA [", d->up.size(0), " x ",
+                d->down.size(1), "] does not fit the layer's [", part.rows, " x ", layer.inFeatures(), "]");
             downs.push_back(d->down);
             ups.push_back(d->up);
             rank += d->down.size(0);
@@ -123,9 +124,9 @@ at::Tensor Linear::withGeluTanh(const at::Tensor& x) const
 {
     const auto& w = weight.data();
     // A LoRA adds to the pre-activation, which the fused epilogue never exposes.
-    const bool epilogue = !lora && x.is_cuda() && weight.representation() == quant::Representation::Dense && bias && w.device() == x.device()
-        && w.scalar_type() == x.scalar_type() && bias->scalar_type() == x.scalar_type() && w.dim() == 2 && x.size(-1) == w.size(1)
-        && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf || x.scalar_type() == at::kFloat);
+    const bool epilogue = !lora && x.is_cuda() && weight.representation() == quant::Representation::Dense && bias
+        && w.device() == x.device() && w.scalar_type() == x.scalar_type() && bias->scalar_type() == x.scalar_type() && w.dim() == 2
+        && x.size(-1) == w.size(1) && (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf || x.scalar_type() == at::kFloat);
     if (!epilogue)
         return geluTanh((*this)(x));
     paths::record("GEMM", "dense GEMM");
@@ -181,8 +182,8 @@ at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const a
     return modulate(rmsNorm(x, eps), scale, shift);
 }
 
-std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
-                                                               const at::Tensor& scale, const at::Tensor& shift, double eps)
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(
+    const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps)
 {
     if (x.dim() == 3 && gate.dim() == 3 && scale.dim() == 3 && shift.dim() == 3)
         return kernels::gatedResidualRmsNormModulate(x, delta, gate, scale, shift, eps);
@@ -199,8 +200,7 @@ at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, cons
 }
 
 std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
-                                                                  const at::Tensor& scale, const at::Tensor& shift, double eps,
-                                                                  const at::Tensor& qscale)
+    const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale)
 {
     if (x.dim() == 3 && gate.dim() == 3 && scale.dim() == 3 && shift.dim() == 3)
         return kernels::gatedResidualRmsNormModulateFp8(x, delta, gate, scale, shift, eps, qscale);
@@ -262,7 +262,7 @@ at::Tensor fusedAttentionOperand(const at::Tensor& t)
     return t.clone(at::MemoryFormat::Contiguous);
 }
 
-} // namespace
+}  // namespace
 
 namespace {
 std::atomic<AttentionKernel> g_attentionKernel{AttentionKernel::Default};
@@ -285,8 +285,8 @@ std::optional<AttentionKernel> parseAttentionKernel(std::string_view name)
     std::string lower(name);
     for (auto& ch : lower)
         ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    for (auto k : {AttentionKernel::Default, AttentionKernel::FlashV3, AttentionKernel::Flash, AttentionKernel::Cudnn,
-             AttentionKernel::Efficient})
+    for (auto k :
+        {AttentionKernel::Default, AttentionKernel::FlashV3, AttentionKernel::Flash, AttentionKernel::Cudnn, AttentionKernel::Efficient})
         if (lower == attentionKernelName(k))
             return k;
     return std::nullopt;
@@ -329,15 +329,19 @@ bool attentionOperandAligned(const at::Tensor& t)
     return alignedForFusedAttention(t);
 }
 
-at::Tensor attention(const at::Tensor& qIn, const at::Tensor& kIn, const at::Tensor& vIn,
-                     const std::optional<at::Tensor>& additiveMask, std::int64_t scoreBudgetElements)
+at::Tensor attention(const at::Tensor& qIn, const at::Tensor& kIn, const at::Tensor& vIn, const std::optional<at::Tensor>& additiveMask,
+    std::int64_t scoreBudgetElements)
 {
     TORCH_CHECK(qIn.dim() == 4 && kIn.dim() == 4 && vIn.dim() == 4, "attention expects [B,H,T,D], got q ", qIn.dim(), "-D");
     const auto q = fusedAttentionOperand(qIn), k = fusedAttentionOperand(kIn), v = fusedAttentionOperand(vIn);
     const auto b = q.size(0), h = q.size(1), tq = q.size(2), tk = k.size(2);
     if (paths::active()) {
         const auto t = q.scalar_type();
-        paths::record("attention", std::string(t == at::kFloat ? "f32" : t == at::kBFloat16 ? "bf16" : t == at::kHalf ? "f16" : c10::toString(t))
+        paths::record("attention",
+            std::string(t == at::kFloat  ? "f32"
+                    : t == at::kBFloat16 ? "bf16"
+                    : t == at::kHalf     ? "f16"
+                                         : c10::toString(t))
                 + " SDPA");
     }
     const auto perRow = b * h * tk;
@@ -352,9 +356,10 @@ at::Tensor attention(const at::Tensor& qIn, const at::Tensor& kIn, const at::Ten
             mask = additiveMask->narrow(-2, start, len);
         else
             mask = additiveMask;
-        out.narrow(2, start, len).copy_(at::scaled_dot_product_attention(fusedAttentionOperand(q.narrow(2, start, len)), k, v, mask, 0.0, false));
+        out.narrow(2, start, len)
+            .copy_(at::scaled_dot_product_attention(fusedAttentionOperand(q.narrow(2, start, len)), k, v, mask, 0.0, false));
     }
     return out;
 }
 
-} // namespace vireo::nn
+}  // namespace vireo::nn

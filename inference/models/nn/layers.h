@@ -49,15 +49,15 @@ struct LoraAdapter {
 // One LoRA module's contribution to a canonical layer, ready to apply: up already scaled.
 struct LoraDelta {
     std::string target;  // canonical (diffusers) layer name
-    at::Tensor down;     // [r, in]
-    at::Tensor up;       // [out, r]
+    at::Tensor down;  // [r, in]
+    at::Tensor up;  // [out, r]
 };
 
 struct Linear {
-    std::string name;                  // canonical name, for errors
+    std::string name;  // canonical name, for errors
     quant::QuantizedWeight weight;
     std::optional<at::Tensor> bias;
-    std::vector<LinearPart> parts;     // empty: the layer is `name` itself
+    std::vector<LinearPart> parts;  // empty: the layer is `name` itself
     std::shared_ptr<const LoraAdapter> lora;
 
     bool defined() const { return weight.defined(); }
@@ -102,14 +102,13 @@ at::Tensor rmsNormModulate(const at::Tensor& x, const at::Tensor& scale, const a
 // (x + delta * gate, rmsNormModulate(x + delta * gate, scale, shift, eps)): a gated residual
 // add and the next norm of the stream as one pass on CUDA (kernels/fusedops.h); the same ops on
 // the CPU.
-std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
-                                                               const at::Tensor& scale, const at::Tensor& shift, double eps);
+std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulate(
+    const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate, const at::Tensor& scale, const at::Tensor& shift, double eps);
 // The same two with the normed output as the FP8 input of a GEMM quantized with qscale
 // (Linear::fp8InputScale): one pass on CUDA.
 at::Tensor rmsNormModulateFp8(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale);
 std::pair<at::Tensor, at::Tensor> gatedResidualRmsNormModulateFp8(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& gate,
-                                                                  const at::Tensor& scale, const at::Tensor& shift, double eps,
-                                                                  const at::Tensor& qscale);
+    const at::Tensor& scale, const at::Tensor& shift, double eps, const at::Tensor& qscale);
 // torch.nn.RMSNorm with an optional weight (q/k norms across heads).
 at::Tensor rmsNormWeighted(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
 at::Tensor layerNormNoAffine(const at::Tensor& x, double eps);
@@ -123,8 +122,8 @@ at::Tensor timestepFeatures(const at::Tensor& timesteps, std::int64_t dim, doubl
 // Queries are processed in chunks when the full score matrix would exceed scoreBudgetElements,
 // so the math fallback (no fused kernel for this device, dtype or mask) stays bounded.
 // CUDA operands whose base or strides are not 16-byte aligned are copied first (see layers.cpp).
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const std::optional<at::Tensor>& additiveMask, std::int64_t scoreBudgetElements = 1ll << 28);
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& additiveMask,
+    std::int64_t scoreBudgetElements = 1ll << 28);
 
 // Which fused kernel PyTorch's scaled_dot_product_attention prefers on CUDA. Process-wide (it
 // sets ATen's global choice); Default is PyTorch's own order. Unknown names are an error.
@@ -138,4 +137,4 @@ AttentionKernel attentionKernel();
 // and strides, unit stride on the last dim). Exposed for the GPU tests.
 bool attentionOperandAligned(const at::Tensor& t);
 
-} // namespace vireo::nn
+}  // namespace vireo::nn

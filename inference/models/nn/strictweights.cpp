@@ -10,12 +10,13 @@
 
 namespace vireo::nn {
 
-Result<LanguageModelWeights> findLanguageModel(const tensorfile::ModelSource& source, const std::string& origin,
-                                               const LanguageModelLayout& layout)
+Result<LanguageModelWeights> findLanguageModel(
+    const tensorfile::ModelSource& source, const std::string& origin, const LanguageModelLayout& layout)
 {
     LanguageModelWeights found;
     if (source.kind != tensorfile::SourceKind::DiffusersPipeline) {
-        const bool top = std::any_of(source.checkpoints.begin(), source.checkpoints.end(), [](const auto& c) { return c.component.empty(); });
+        const bool top =
+            std::any_of(source.checkpoints.begin(), source.checkpoints.end(), [](const auto& c) { return c.component.empty(); });
         found.component = top ? "" : "text_encoder";
     } else {
         found.component = "text_encoder";
@@ -26,8 +27,11 @@ Result<LanguageModelWeights> findLanguageModel(const tensorfile::ModelSource& so
             for (const auto& t : cp.tensors)
                 all.emplace(t.name, StoredTensor{&cp, t.name});
     if (all.empty())
-        return makeError(ErrorCode::NotFound, origin + (found.component.empty() ? ": holds no weights"
-                : ": has no text_encoder weights; point at the " + layout.model + " text encoder folder or file"));
+        return makeError(ErrorCode::NotFound,
+            origin
+                + (found.component.empty()
+                        ? ": holds no weights"
+                        : ": has no text_encoder weights; point at the " + layout.model + " text encoder folder or file"));
     if (layout.reject)
         if (auto refused = layout.reject(all))
             return *refused;
@@ -42,8 +46,11 @@ Result<LanguageModelWeights> findLanguageModel(const tensorfile::ModelSource& so
         tried += (tried.empty() ? "" : ", ") + (p.empty() ? std::string("no prefix") : p);
     }
     if (!prefix)
-        return makeError(ErrorCode::InvalidFormat, origin + ": no " + layout.model + " language model here (looked for "
-                "embed_tokens.weight under " + tried + ")");
+        return makeError(ErrorCode::InvalidFormat,
+            origin + ": no " + layout.model
+                + " language model here (looked for "
+                  "embed_tokens.weight under "
+                + tried + ")");
     std::vector<std::string> unknown;
     for (const auto& [name, stored] : all) {
         if (std::any_of(layout.ignored.begin(), layout.ignored.end(), [&](const std::string& p) { return name.starts_with(p); }))
@@ -56,9 +63,9 @@ Result<LanguageModelWeights> findLanguageModel(const tensorfile::ModelSource& so
             unknown.push_back(name);
     }
     if (!unknown.empty())
-        return makeError(ErrorCode::InvalidFormat, origin + ": " + std::to_string(unknown.size()) + " tensor(s) belong neither to the "
-                + layout.model + " language model (" + (prefix->empty() ? "no prefix" : *prefix + "*") + ") nor to its vision tower: "
-                + listNames(unknown));
+        return makeError(ErrorCode::InvalidFormat,
+            origin + ": " + std::to_string(unknown.size()) + " tensor(s) belong neither to the " + layout.model + " language model ("
+                + (prefix->empty() ? "no prefix" : *prefix + "*") + ") nor to its vision tower: " + listNames(unknown));
 
     if (auto it = source.configs.find(found.component); it != source.configs.end()) {
         std::error_code ec;
@@ -90,7 +97,7 @@ std::string listNames(const std::vector<std::string>& names, std::size_t shown)
 }
 
 StrictWeights::StrictWeights(std::map<std::string, StoredTensor> index, quant::LoadOptions options, c10::ScalarType dtype,
-                             std::string origin, std::string model, std::string part)
+    std::string origin, std::string model, std::string part)
     : m_index(std::move(index)), m_options(std::move(options)), m_dtype(dtype), m_origin(std::move(origin)), m_model(std::move(model)),
       m_part(std::move(part))
 {
@@ -168,20 +175,21 @@ at::Tensor StrictWeights::dense(const std::string& name, const std::vector<std::
 Result<void> StrictWeights::finish() const
 {
     if (!m_failed.empty())
-        return makeError(ErrorCode::InvalidFormat, m_origin + ": " + std::to_string(m_failed.size()) + " " + m_model
+        return makeError(ErrorCode::InvalidFormat,
+            m_origin + ": " + std::to_string(m_failed.size()) + " " + m_model
                 + " weight(s) could not be loaded: " + listNames(m_failed, 4));
     if (!m_missing.empty())
-        return makeError(ErrorCode::InvalidFormat, m_origin + ": the " + m_model + " " + m_part + " is incomplete, "
-                + std::to_string(m_missing.size()) + " weight(s) missing: " + listNames(m_missing)
-                + "; the download may be partial or config.json describes another model");
+        return makeError(ErrorCode::InvalidFormat,
+            m_origin + ": the " + m_model + " " + m_part + " is incomplete, " + std::to_string(m_missing.size())
+                + " weight(s) missing: " + listNames(m_missing) + "; the download may be partial or config.json describes another model");
     std::vector<std::string> unused;
     for (const auto& [name, stored] : m_index)
         if (!m_taken.count(name))
             unused.push_back(stored.name);
     if (!unused.empty())
-        return makeError(ErrorCode::InvalidFormat, m_origin + ": " + std::to_string(unused.size()) + " " + m_part
-                + " tensor(s) match no " + m_model + " parameter of this config: " + listNames(unused)
-                + "; config.json may describe another model");
+        return makeError(ErrorCode::InvalidFormat,
+            m_origin + ": " + std::to_string(unused.size()) + " " + m_part + " tensor(s) match no " + m_model
+                + " parameter of this config: " + listNames(unused) + "; config.json may describe another model");
     return {};
 }
 
@@ -190,12 +198,9 @@ bool Embedding::rowsGatherable(const quant::QuantizedWeight& w)
     switch (w.representation()) {
     case quant::Representation::Dense:
     case quant::Representation::Int8:
-    case quant::Representation::Gguf:
-        return true;
-    case quant::Representation::Fp8Scaled:
-        return w.scale().numel() == 1 || (w.scale().dim() == 1 && w.scale().size(0) == w.shape()[0]);
-    case quant::Representation::Nf4:
-        return false;
+    case quant::Representation::Gguf: return true;
+    case quant::Representation::Fp8Scaled: return w.scale().numel() == 1 || (w.scale().dim() == 1 && w.scale().size(0) == w.shape()[0]);
+    case quant::Representation::Nf4: return false;
     }
     return false;
 }
@@ -241,8 +246,7 @@ at::Tensor Embedding::lookup(const at::Tensor& ids, c10::ScalarType dtype) const
         picked = quant::QuantizedWeight::gguf(pickedBlocks, weight.ggmlType(), {flat.numel(), weight.shape()[1]});
         break;
     }
-    default:
-        TORCH_CHECK(false, "embedding rows cannot be taken from a ", weight.describe(), " weight");
+    default: TORCH_CHECK(false, "embedding rows cannot be taken from a ", weight.describe(), " weight");
     }
     if (!picked)
         throw ForwardError("embed_tokens: " + picked.error().message);
@@ -259,4 +263,4 @@ std::int64_t Embedding::residentBytes() const
     return table.defined() ? table.numel() * table.element_size() : weight.residentBytes();
 }
 
-} // namespace vireo::nn
+}  // namespace vireo::nn

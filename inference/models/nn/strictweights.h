@@ -23,7 +23,7 @@
 namespace vireo::tensorfile {
 struct Checkpoint;
 struct ModelSource;
-}
+}  // namespace vireo::tensorfile
 
 namespace vireo::nn {
 
@@ -40,7 +40,7 @@ public:
     // index: canonical name -> stored tensor (quantization siblings left out). model names the
     // model in errors ("Gemma 3"), part what the index covers ("language model").
     StrictWeights(std::map<std::string, StoredTensor> index, quant::LoadOptions options, c10::ScalarType dtype, std::string origin,
-                  std::string model, std::string part);
+        std::string model, std::string part);
 
     bool has(const std::string& name) const { return m_index.count(name) != 0; }
     std::optional<std::vector<std::int64_t>> storedShape(const std::string& name) const;
@@ -77,20 +77,20 @@ struct LanguageModelWeights {
     std::string configPath;  // where that config.json is, for errors
 };
 struct LanguageModelLayout {
-    std::string model;                  // "Gemma 3", in errors
+    std::string model;  // "Gemma 3", in errors
     std::vector<std::string> prefixes;  // tried in order: the first with embed_tokens.weight is the language model's
-    std::vector<std::string> ignored;   // parts a text encoder does not run (vision tower, projector, LM head)
+    std::vector<std::string> ignored;  // parts a text encoder does not run (vision tower, projector, LM head)
     // Checks every stored name before the search (a naming scheme this version does not read).
     std::function<std::optional<Error>(const std::map<std::string, StoredTensor>& all)> reject;
 };
-Result<LanguageModelWeights> findLanguageModel(const tensorfile::ModelSource& source, const std::string& origin,
-                                               const LanguageModelLayout& layout);
+Result<LanguageModelWeights> findLanguageModel(
+    const tensorfile::ModelSource& source, const std::string& origin, const LanguageModelLayout& layout);
 
 // The rows of an embedding table, dequantized, without expanding the whole table when the
 // representation allows it (dense, FP8 per-tensor / per-row, int8, GGUF).
 struct Embedding {
     quant::QuantizedWeight weight;  // dense in the compute dtype, or as stored
-    at::Tensor table;               // a full dequantized copy when rows cannot be taken directly
+    at::Tensor table;  // a full dequantized copy when rows cannot be taken directly
 
     static bool rowsGatherable(const quant::QuantizedWeight& w);
     // Keeps w, or expands it into table when its rows cannot be gathered (NF4, block-scaled FP8).
@@ -99,4 +99,4 @@ struct Embedding {
     std::int64_t residentBytes() const;
 };
 
-} // namespace vireo::nn
+}  // namespace vireo::nn

@@ -21,11 +21,11 @@ using nlohmann::json;
 
 namespace {
 
+using jsonutil::boolField;
 using jsonutil::ConfigError;
 using jsonutil::configFail;
 using jsonutil::intField;
 using jsonutil::numberField;
-using jsonutil::boolField;
 TextConfig parseText(const json& top, const std::string& where)
 {
     if (!top.is_object())
@@ -69,8 +69,8 @@ TextConfig parseText(const json& top, const std::string& where)
         || c.intermediateSize > (1 << 20) || c.layers > 1024 || c.heads > 1024 || c.headDim > 4096
         || !(c.rmsNormEps > 0 && c.rmsNormEps < 1))
         configFail(where + ": inconsistent sizes (vocab " + std::to_string(c.vocabSize) + ", hidden " + std::to_string(c.hiddenSize)
-                + ", layers " + std::to_string(c.layers) + ", heads " + std::to_string(c.heads) + "/" + std::to_string(c.kvHeads)
-                + ", head_dim " + std::to_string(c.headDim) + ")");
+            + ", layers " + std::to_string(c.layers) + ", heads " + std::to_string(c.heads) + "/" + std::to_string(c.kvHeads)
+            + ", head_dim " + std::to_string(c.headDim) + ")");
 
     // rope_parameters (transformers 5) or rope_scaling + rope_theta (4.x).
     json rp = json::object();
@@ -104,7 +104,7 @@ TextConfig parseText(const json& top, const std::string& where)
     for (std::size_t axis = 1; axis < 3; ++axis)
         if (c.mropeSection[axis] * 3 > c.headDim / 2 + 2)
             configFail(where + ": mrope_section " + jsonutil::shortDump(rp["mrope_section"]) + " does not fit head_dim "
-                    + std::to_string(c.headDim));
+                + std::to_string(c.headDim));
     return c;
 }
 
@@ -142,7 +142,7 @@ at::Tensor repeatKv(const at::Tensor& x, std::int64_t n)
 const std::vector<std::string> kIgnoredPrefixes{"visual.", "model.visual.", "lm_head.", "model.lm_head."};
 const std::vector<std::string> kLanguageModelPrefixes{"language_model.", "model.language_model.", "model.", ""};
 
-} // namespace
+}  // namespace
 
 TextConfig TextConfig::qwen3vl_8b()
 {
@@ -191,15 +191,24 @@ TextEncoder::~TextEncoder() = default;
 TextEncoder::TextEncoder(TextEncoder&&) noexcept = default;
 TextEncoder& TextEncoder::operator=(TextEncoder&&) noexcept = default;
 
-const TextConfig& TextEncoder::config() const { return m_impl->config; }
-c10::Device TextEncoder::device() const { return m_impl->device; }
-c10::ScalarType TextEncoder::dtype() const { return m_impl->dtype; }
+const TextConfig& TextEncoder::config() const
+{
+    return m_impl->config;
+}
+c10::Device TextEncoder::device() const
+{
+    return m_impl->device;
+}
+c10::ScalarType TextEncoder::dtype() const
+{
+    return m_impl->dtype;
+}
 
 Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoadOptions& options)
 {
     if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
-        return makeError(ErrorCode::InvalidArgument, std::string("Qwen3-VL: compute dtype ") + c10::toString(options.dtype)
-                + " is not float32, bfloat16 or float16");
+        return makeError(ErrorCode::InvalidArgument,
+            std::string("Qwen3-VL: compute dtype ") + c10::toString(options.dtype) + " is not float32, bfloat16 or float16");
     auto opened = tensorfile::ModelSource::open(path);
     if (!opened)
         return opened.error();
@@ -220,8 +229,10 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
             return parsed.error();
         config = *parsed;
     } else {
-        return makeError(ErrorCode::NotFound, origin + ": no config.json beside the Qwen3-VL weights; put the model's config.json "
-                "next to them or pass a config");
+        return makeError(ErrorCode::NotFound,
+            origin
+                + ": no config.json beside the Qwen3-VL weights; put the model's config.json "
+                  "next to them or pass a config");
     }
 
     auto impl = std::make_unique<Impl>();
@@ -267,8 +278,8 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
     return TextEncoder(std::move(impl));
 }
 
-at::Tensor TextEncoder::Impl::run(const at::Tensor& inputIds, const std::vector<std::int64_t>& taps, const std::stop_token& stop,
-                                  bool& cancelled) const
+at::Tensor TextEncoder::Impl::run(
+    const at::Tensor& inputIds, const std::vector<std::int64_t>& taps, const std::stop_token& stop, bool& cancelled) const
 {
     const auto& c = config;
     TORCH_CHECK(inputIds.dim() == 1, "Qwen3-VL expects the ids of one prompt [T], got ", inputIds.sizes());
@@ -362,4 +373,4 @@ std::map<std::string, std::int64_t> TextEncoder::bytesByRepresentation() const
     return out;
 }
 
-} // namespace vireo::qwen3vl
+}  // namespace vireo::qwen3vl

@@ -52,7 +52,7 @@ Result<TextConfig> parseTextConfig(const std::string& configJson, const std::str
 struct TextEncoderLoadOptions {
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;  // compute dtype; quantized weights stay quantized
-    std::optional<TextConfig> config;     // instead of config.json
+    std::optional<TextConfig> config;  // instead of config.json
 };
 
 class TextEncoder {
@@ -84,4 +84,4 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-} // namespace vireo::qwen3vl
+}  // namespace vireo::qwen3vl
