@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs the whole test suite: the main build
-# (with CUDA kernels compiled when nvcc is present; its tests include test_packages, which
-# builds the installer packages from build/ and runs them unpacked), then the file readers,
-# the CPU dequantization kernels, the model ports and the MP4 writer again under
+# (warnings as errors; CUDA kernels compiled when nvcc is present), the style and static checks
+# of the newest commit's files (scripts/lint.py), the main build's tests (test_packages among
+# them builds the installer packages from build/ and runs them unpacked), then the file
+# readers, the CPU dequantization kernels, the model ports and the MP4 writer again under
 # AddressSanitizer and UndefinedBehaviorSanitizer, then a short fuzzing run of every parser of
 # untrusted input (VIREO_FUZZ_SECONDS per target, default 30; 0 skips it; longer runs by hand
 # with scripts/fuzz.sh).
@@ -13,6 +14,8 @@ JOBS=${VIREO_TEST_JOBS:-2}
 # Warnings are errors here (a fresh build/ only: an existing one keeps how it was configured);
 # the sanitizer and fuzzing builds below keep theirs.
 VIREO_CMAKE_ARGS="-DVIREO_WERROR=ON ${VIREO_CMAKE_ARGS:-}" "$ROOT/scripts/bootstrap.sh" "$ROOT/build"
+# Style and static checks on what the newest commit changed (.clang-format, .clang-tidy).
+python3 "$ROOT/scripts/lint.py" --build "$ROOT/build"
 # The gpu label needs a CUDA device; the GPU machine runs it with `ctest -L gpu`.
 ctest --test-dir "$ROOT/build" --output-on-failure -j "$JOBS" -LE gpu
 

@@ -96,7 +96,9 @@ struct Ltx2Held {
 // none fits, the shortfall.
 void placeLtx2(MemoryPlan& m, const LoadPlan& plan, c10::Device device, const pipelines::Ltx2StoredSizes& sizes, const Ltx2Held& held)
 {
-    const auto [text, transformer, rest] = held;
+    // Plain copies, not a structured binding: the lambdas below capture them (C++20 allows it,
+    // clang-tidy 14 does not).
+    const std::int64_t text = held.text, transformer = held.transformer, rest = held.rest;
     const std::int64_t margin = 512ll << 20;  // CUDA context, cuBLAS workspaces, fragmentation
     struct Candidate {
         Placement placement;
