@@ -613,6 +613,13 @@ struct Tokenizer::Impl {
     // skips as well.
     std::optional<std::int64_t> addToken(AddedToken token);
     void buildTries();
+    // fromJson's stages, in order.
+    void loadPipeline(
+        const json& tj, const std::string& cls, bool gemma, bool qwen2, const std::string& where, const std::optional<std::string>& unk);
+    void loadAddedTokens(const json& tj, const json& config, const std::string& cls, bool rebuilt, const std::string& where);
+    void addSpecialTokens(const std::map<std::string, SpecialSetting>& specials, const json& config, const std::string& where);
+    void resolveSpecials(const std::map<std::string, SpecialSetting>& specials, const std::string& where);
+    void loadPostProcessor(const json& tj, const std::string& where);
 };
 
 void Tokenizer::Impl::normalize(std::string& s) const
@@ -1008,6 +1015,232 @@ Result<Tokenizer> Tokenizer::load(const fs::path& path)
     }
 }
 
+namespace {
+
+const char* const kNamedSpecials[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+
+// Named special tokens: tokenizer_config.json's, else the class defaults.
+std::map<std::string, SpecialSetting> namedSpecials(const json& config, const std::string& where, bool gemma, bool rebuilt)
+{
+    std::map<std::string, SpecialSetting> specials;
+    for (const char* n : kNamedSpecials) {
+        auto s = specialSetting(config, n, where);
+        if (!s.present && rebuilt) {
+            // GemmaTokenizer's signature: <unk>, <bos>, <eos>, <pad>, <mask>; Qwen2Tokenizer's:
+            // unk, eos and pad <|endoftext|>, no bos.
+            const std::map<std::string, std::string> defaults = gemma
+                ? std::map<std::string, std::string>{{"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"unk_token", "<unk>"},
+                    {"pad_token", "<pad>"}, {"mask_token", "<mask>"}}
+                : std::map<std::string, std::string>{
+                    {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}};
+            if (auto it = defaults.find(n); it != defaults.end()) {
+                s.present = true;
+                s.content = it->second;
+            }
+        }
+        specials[n] = s;
+    }
+    return specials;
+}
+
+}  // namespace
+
+// The normalizers, pre-tokenizers and BPE model: as transformers rebuilds a Gemma or Qwen2
+// tokenizer whatever the file declares, else as tokenizer.json says.
+void Tokenizer::Impl::loadPipeline(
+    const json& tj, const std::string& cls, bool gemma, bool qwen2, const std::string& where, const std::optional<std::string>& unk)
+{
+    const auto& model = tj.contains("model") ? tj["model"] : json();
+    if (gemma) {
+        description = cls + " (rebuilt as transformers does: Replace(\" \", \"\u2581\"), Split(\" \"), byte-fallback BPE)";
+        // transformers' GemmaTokenizer.__init__ pipeline, whatever the file declares.
+        normalizers.push_back({NormalizerStep::Kind::Replace, " ", "\u2581", false, false});
+        preTokenizers.push_back({" ", SplitBehavior::MergedWithPrevious, false});
+        loadBpe(model, where, Rebuild::Gemma, unk);
+    } else if (qwen2) {
+        description = cls + " (rebuilt as transformers does: NFC, the Qwen2 split regex, byte-level BPE)";
+        // transformers' Qwen2Tokenizer.__init__ pipeline, whatever the file declares.
+        normalizers.push_back({NormalizerStep::Kind::Nfc, {}, {}, false, false});
+        SplitStep split;
+        split.qwen2Regex = true;
+        split.behavior = SplitBehavior::Isolated;
+        preTokenizers.push_back(split);
+        SplitStep byteLevel;
+        byteLevel.byteLevel = true;
+        preTokenizers.push_back(byteLevel);
+        loadBpe(model, where, Rebuild::Qwen2, std::nullopt);
+    } else {
+        description = cls.empty() ? std::string("tokenizer.json") : cls + " (tokenizer.json as written)";
+        parseNormalizer(tj.value("normalizer", json()), where, normalizers);
+        parsePreTokenizer(tj.value("pre_tokenizer", json()), where, preTokenizers);
+        loadBpe(model, where, Rebuild::None, std::nullopt);
+    }
+}
+
+void Tokenizer::Impl::loadAddedTokens(const json& tj, const json& config, const std::string& cls, bool rebuilt, const std::string& where)
+{
+    // Added tokens. GemmaTokenizer builds its backend from scratch and adds the tokens of
+    // tokenizer_config.json's added_tokens_decoder (in id order); other classes load
+    // tokenizer.json's added_tokens, and the config's list must agree with them.
+    const bool hasDecoder = config.contains("added_tokens_decoder");
+    if (hasDecoder && !config["added_tokens_decoder"].is_object())
+        fail(ErrorCode::InvalidFormat, where + ": tokenizer_config.json 'added_tokens_decoder' is not an object");
+    std::vector<std::pair<std::int64_t, AddedToken>> fromConfig;
+    if (hasDecoder) {
+        for (const auto& [key, value] : config["added_tokens_decoder"].items()) {
+            std::int64_t id = 0;
+            try {
+                id = std::stoll(key);
+            } catch (const std::exception&) {
+                fail(ErrorCode::InvalidFormat, where + ": added_tokens_decoder key '" + key + "' is not an id");
+            }
+            auto t = addedTokenFrom(value, where + " added_tokens_decoder");
+            t.id = id;
+            fromConfig.emplace_back(id, t);
+        }
+        std::sort(fromConfig.begin(), fromConfig.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    }
+    if (rebuilt) {
+        if (!hasDecoder)
+            fail(ErrorCode::Unsupported,
+                where
+                    + ": tokenizer_config.json has no added_tokens_decoder; transformers 5.24 then "
+                      "rebuilds "
+                    + cls + "'s added tokens from legacy files, which this version does not replicate");
+        for (const auto& [id, t] : fromConfig) {
+            // Tokens outside the vocabulary take the next free ids; transformers fills gaps
+            // with placeholders, which this version does not.
+            if (const auto got = addToken(t); got && *got != id)
+                fail(ErrorCode::Unsupported,
+                    where + ": added token '" + t.content + "' has id " + std::to_string(id) + " in tokenizer_config.json but resolves to "
+                        + std::to_string(*got) + " (the added ids are not contiguous after the vocabulary)");
+        }
+    } else {
+        if (tj.contains("added_tokens") && !tj["added_tokens"].is_null()) {
+            if (!tj["added_tokens"].is_array())
+                fail(ErrorCode::InvalidFormat, where + ": 'added_tokens' is not a list");
+            for (const auto& a : tj["added_tokens"]) {
+                auto t = addedTokenFrom(a, where + " added_tokens");
+                const auto declared = t.id;
+                const auto got = addToken(t);
+                if (got && declared >= 0 && declared != *got)
+                    fail(ErrorCode::InvalidFormat,
+                        where + ": added token '" + t.content + "' declares id " + std::to_string(declared) + " but resolves to "
+                            + std::to_string(*got));
+            }
+        }
+        for (const auto& [id, t] : fromConfig) {
+            const auto it = addedIndex.find(t.content);
+            if (it == addedIndex.end() || !added[it->second].sameFlags(t) || added[it->second].id != id)
+                fail(ErrorCode::Unsupported,
+                    where + ": tokenizer_config.json's added token '" + t.content + "' (id " + std::to_string(id)
+                        + ") differs from tokenizer.json's added_tokens; transformers would merge them, "
+                          "this version does not");
+        }
+    }
+}
+
+void Tokenizer::Impl::addSpecialTokens(const std::map<std::string, SpecialSetting>& specials, const json& config, const std::string& where)
+{
+    // Named and extra special tokens join the added vocabulary (transformers' _post_init):
+    // a plain string as AddedToken(special=True, normalized=False), a dict with its own flags.
+    std::vector<SpecialSetting> toAdd;
+    for (const char* n : kNamedSpecials)
+        toAdd.push_back(specials.at(n));
+    for (const char* key : {"additional_special_tokens", "extra_special_tokens"}) {
+        if (!config.contains(key) || config[key].is_null())
+            continue;
+        const auto& v = config[key];
+        if (!v.is_array() && !v.is_object())
+            fail(ErrorCode::InvalidFormat, where + ": '" + key + "' must be a list or an object");
+        for (const auto& item : v) {
+            json holder = {{"t", item}};
+            toAdd.push_back(specialSetting(holder, "t", where + " " + key));
+        }
+    }
+    for (const auto& s : toAdd) {
+        if (!s.content)
+            continue;
+        AddedToken t;
+        if (s.token) {
+            t = *s.token;
+        } else {
+            t.content = *s.content;
+            t.special = true;
+            t.normalized = false;
+        }
+        if (auto it = addedIndex.find(t.content); it != addedIndex.end() && added[it->second].sameFlags(t))
+            continue;
+        addToken(t);
+    }
+}
+
+void Tokenizer::Impl::resolveSpecials(const std::map<std::string, SpecialSetting>& specials, const std::string& where)
+{
+    auto resolve = [&](const char* n) -> std::optional<std::int64_t> {
+        const auto& s = specials.at(n);
+        if (!s.content)
+            return std::nullopt;
+        auto id = idOf(*s.content);
+        if (!id)
+            fail(ErrorCode::InvalidFormat, where + ": " + n + " '" + *s.content + "' is not in the vocabulary");
+        return id;
+    };
+    bos = resolve("bos_token");
+    eos = resolve("eos_token");
+    if (auto own = resolve("pad_token"))
+        pad = *own;
+    else if (eos)
+        pad = *eos;  // diffusers: tokenizer.pad_token = tokenizer.eos_token
+    else
+        fail(ErrorCode::InvalidFormat, where + ": declares neither a pad nor an eos token to pad with");
+}
+
+void Tokenizer::Impl::loadPostProcessor(const json& tj, const std::string& where)
+{
+    // Post-processor: tokenizer.json's. transformers drops add_bos_token / add_eos_token from
+    // tokenizer_config.json whenever a tokenizer.json exists, so they change nothing; a file
+    // without a post-processor then gets an empty template (no BOS).
+    // A ByteLevel post-processor only trims offsets: it adds no ids.
+    if (tj.contains("post_processor") && !tj["post_processor"].is_null() && typeOf(tj["post_processor"]) != "ByteLevel") {
+        const auto& pp = tj["post_processor"];
+        if (typeOf(pp) != "TemplateProcessing")
+            fail(ErrorCode::Unsupported,
+                where + ": the '" + typeOf(pp)
+                    + "' post-processor is not supported by this version "
+                      "(only TemplateProcessing is)");
+        if (!pp.contains("single") || !pp["single"].is_array())
+            fail(ErrorCode::InvalidFormat, where + ": TemplateProcessing without a 'single' template");
+        bool seenA = false;
+        for (const auto& piece : pp["single"]) {
+            if (piece.contains("Sequence")) {
+                if (jsonutil::stringOr(piece["Sequence"], "id") != "A" || seenA)
+                    fail(ErrorCode::InvalidFormat,
+                        where + ": the single template must hold sequence A exactly once: " + shortJson(pp["single"]));
+                seenA = true;
+            } else if (piece.contains("SpecialToken")) {
+                const auto id = jsonutil::stringOr(piece["SpecialToken"], "id");
+                if (!pp.contains("special_tokens") || !pp["special_tokens"].contains(id) || !pp["special_tokens"][id].contains("ids")
+                    || !pp["special_tokens"][id]["ids"].is_array())
+                    fail(ErrorCode::InvalidFormat, where + ": template special token '" + id + "' has no ids");
+                for (const auto& v : pp["special_tokens"][id]["ids"]) {
+                    // The ids index the text encoder's embedding table: only ids the
+                    // vocabulary defines may pass.
+                    const auto tokenId = v.is_number_integer() ? v.get<std::int64_t>() : std::int64_t{-1};
+                    if (!knowsId(tokenId))
+                        fail(ErrorCode::InvalidFormat,
+                            where + ": template special token '" + id + "' has id " + shortJson(v) + ", which is not in the vocabulary");
+                    (seenA ? suffixIds : prefixIds).push_back(tokenId);
+                }
+            } else {
+                fail(ErrorCode::InvalidFormat, where + ": unknown template piece " + shortJson(piece));
+            }
+        }
+        if (!seenA)
+            fail(ErrorCode::InvalidFormat, where + ": the single template has no sequence A");
+    }
+}
+
 Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const std::string& configJson, const std::string& origin)
 {
     auto impl = std::make_unique<Impl>();
@@ -1038,208 +1271,15 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
                     + "' is rebuilt by transformers from its own class "
                       "definition, which this version does not replicate (supported: GemmaTokenizer(Fast), Qwen2Tokenizer(Fast), "
                       "PreTrainedTokenizerFast)");
-        const std::string where = origin;
-
-        // Named special tokens: tokenizer_config.json, else the class defaults (GemmaTokenizer's
-        // signature: <unk>, <bos>, <eos>, <pad>, <mask>).
-        const char* names[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
-        std::map<std::string, SpecialSetting> specials;
-        for (const char* n : names) {
-            auto s = specialSetting(config, n, where);
-            if (!s.present && rebuilt) {
-                // Qwen2Tokenizer's signature: unk, eos and pad <|endoftext|>, no bos.
-                const std::map<std::string, std::string> defaults = gemma
-                    ? std::map<std::string, std::string>{{"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"unk_token", "<unk>"},
-                        {"pad_token", "<pad>"}, {"mask_token", "<mask>"}}
-                    : std::map<std::string, std::string>{
-                        {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}};
-                if (auto it = defaults.find(n); it != defaults.end()) {
-                    s.present = true;
-                    s.content = it->second;
-                }
-            }
-            specials[n] = s;
-        }
-
-        const auto& model = tj.contains("model") ? tj["model"] : json();
-        if (gemma) {
-            impl->description = cls + " (rebuilt as transformers does: Replace(\" \", \"\u2581\"), Split(\" \"), byte-fallback BPE)";
-            // transformers' GemmaTokenizer.__init__ pipeline, whatever the file declares.
-            impl->normalizers.push_back({NormalizerStep::Kind::Replace, " ", "\u2581", false, false});
-            impl->preTokenizers.push_back({" ", SplitBehavior::MergedWithPrevious, false});
-            impl->loadBpe(model, where, Rebuild::Gemma, specials["unk_token"].content);
-        } else if (qwen2) {
-            impl->description = cls + " (rebuilt as transformers does: NFC, the Qwen2 split regex, byte-level BPE)";
-            // transformers' Qwen2Tokenizer.__init__ pipeline, whatever the file declares.
-            impl->normalizers.push_back({NormalizerStep::Kind::Nfc, {}, {}, false, false});
-            SplitStep split;
-            split.qwen2Regex = true;
-            split.behavior = SplitBehavior::Isolated;
-            impl->preTokenizers.push_back(split);
-            SplitStep byteLevel;
-            byteLevel.byteLevel = true;
-            impl->preTokenizers.push_back(byteLevel);
-            impl->loadBpe(model, where, Rebuild::Qwen2, std::nullopt);
-        } else {
-            impl->description = cls.empty() ? std::string("tokenizer.json") : cls + " (tokenizer.json as written)";
-            parseNormalizer(tj.value("normalizer", json()), where, impl->normalizers);
-            parsePreTokenizer(tj.value("pre_tokenizer", json()), where, impl->preTokenizers);
-            impl->loadBpe(model, where, Rebuild::None, std::nullopt);
-        }
-
-        // Added tokens. GemmaTokenizer builds its backend from scratch and adds the tokens of
-        // tokenizer_config.json's added_tokens_decoder (in id order); other classes load
-        // tokenizer.json's added_tokens, and the config's list must agree with them.
-        const bool hasDecoder = config.contains("added_tokens_decoder");
-        if (hasDecoder && !config["added_tokens_decoder"].is_object())
-            fail(ErrorCode::InvalidFormat, where + ": tokenizer_config.json 'added_tokens_decoder' is not an object");
-        std::vector<std::pair<std::int64_t, AddedToken>> fromConfig;
-        if (hasDecoder) {
-            for (const auto& [key, value] : config["added_tokens_decoder"].items()) {
-                std::int64_t id = 0;
-                try {
-                    id = std::stoll(key);
-                } catch (const std::exception&) {
-                    fail(ErrorCode::InvalidFormat, where + ": added_tokens_decoder key '" + key + "' is not an id");
-                }
-                auto t = addedTokenFrom(value, where + " added_tokens_decoder");
-                t.id = id;
-                fromConfig.emplace_back(id, t);
-            }
-            std::sort(fromConfig.begin(), fromConfig.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-        }
-        if (rebuilt) {
-            if (!hasDecoder)
-                fail(ErrorCode::Unsupported,
-                    where
-                        + ": tokenizer_config.json has no added_tokens_decoder; transformers 5.24 then "
-                          "rebuilds "
-                        + cls + "'s added tokens from legacy files, which this version does not replicate");
-            for (const auto& [id, t] : fromConfig) {
-                // Tokens outside the vocabulary take the next free ids; transformers fills gaps
-                // with placeholders, which this version does not.
-                if (const auto got = impl->addToken(t); got && *got != id)
-                    fail(ErrorCode::Unsupported,
-                        where + ": added token '" + t.content + "' has id " + std::to_string(id)
-                            + " in tokenizer_config.json but resolves to " + std::to_string(*got)
-                            + " (the added ids are not contiguous after the vocabulary)");
-            }
-        } else {
-            if (tj.contains("added_tokens") && !tj["added_tokens"].is_null()) {
-                if (!tj["added_tokens"].is_array())
-                    fail(ErrorCode::InvalidFormat, where + ": 'added_tokens' is not a list");
-                for (const auto& a : tj["added_tokens"]) {
-                    auto t = addedTokenFrom(a, where + " added_tokens");
-                    const auto declared = t.id;
-                    const auto got = impl->addToken(t);
-                    if (got && declared >= 0 && declared != *got)
-                        fail(ErrorCode::InvalidFormat,
-                            where + ": added token '" + t.content + "' declares id " + std::to_string(declared) + " but resolves to "
-                                + std::to_string(*got));
-                }
-            }
-            for (const auto& [id, t] : fromConfig) {
-                const auto it = impl->addedIndex.find(t.content);
-                if (it == impl->addedIndex.end() || !impl->added[it->second].sameFlags(t) || impl->added[it->second].id != id)
-                    fail(ErrorCode::Unsupported,
-                        where + ": tokenizer_config.json's added token '" + t.content + "' (id " + std::to_string(id)
-                            + ") differs from tokenizer.json's added_tokens; transformers would merge them, "
-                              "this version does not");
-            }
-        }
-        // Named and extra special tokens join the added vocabulary (transformers' _post_init):
-        // a plain string as AddedToken(special=True, normalized=False), a dict with its own flags.
-        std::vector<SpecialSetting> toAdd;
-        for (const char* n : names)
-            toAdd.push_back(specials[n]);
-        for (const char* key : {"additional_special_tokens", "extra_special_tokens"}) {
-            if (!config.contains(key) || config[key].is_null())
-                continue;
-            const auto& v = config[key];
-            if (!v.is_array() && !v.is_object())
-                fail(ErrorCode::InvalidFormat, where + ": '" + key + "' must be a list or an object");
-            for (const auto& item : v) {
-                json holder = {{"t", item}};
-                toAdd.push_back(specialSetting(holder, "t", where + " " + key));
-            }
-        }
-        for (const auto& s : toAdd) {
-            if (!s.content)
-                continue;
-            AddedToken t;
-            if (s.token) {
-                t = *s.token;
-            } else {
-                t.content = *s.content;
-                t.special = true;
-                t.normalized = false;
-            }
-            if (auto it = impl->addedIndex.find(t.content); it != impl->addedIndex.end() && impl->added[it->second].sameFlags(t))
-                continue;
-            impl->addToken(t);
-        }
+        const std::string& where = origin;
+        const auto specials = namedSpecials(config, where, gemma, rebuilt);
+        impl->loadPipeline(tj, cls, gemma, qwen2, where, specials.at("unk_token").content);
+        impl->loadAddedTokens(tj, config, cls, rebuilt, where);
+        impl->addSpecialTokens(specials, config, where);
         impl->buildTries();
 
-        auto resolve = [&](const char* n) -> std::optional<std::int64_t> {
-            const auto& s = specials[n];
-            if (!s.content)
-                return std::nullopt;
-            auto id = impl->idOf(*s.content);
-            if (!id)
-                fail(ErrorCode::InvalidFormat, where + ": " + n + " '" + *s.content + "' is not in the vocabulary");
-            return id;
-        };
-        impl->bos = resolve("bos_token");
-        impl->eos = resolve("eos_token");
-        if (auto pad = resolve("pad_token"))
-            impl->pad = *pad;
-        else if (impl->eos)
-            impl->pad = *impl->eos;  // diffusers: tokenizer.pad_token = tokenizer.eos_token
-        else
-            fail(ErrorCode::InvalidFormat, where + ": declares neither a pad nor an eos token to pad with");
-
-        // Post-processor: tokenizer.json's. transformers drops add_bos_token / add_eos_token from
-        // tokenizer_config.json whenever a tokenizer.json exists, so they change nothing; a file
-        // without a post-processor then gets an empty template (no BOS).
-        // A ByteLevel post-processor only trims offsets: it adds no ids.
-        if (tj.contains("post_processor") && !tj["post_processor"].is_null() && typeOf(tj["post_processor"]) != "ByteLevel") {
-            const auto& pp = tj["post_processor"];
-            if (typeOf(pp) != "TemplateProcessing")
-                fail(ErrorCode::Unsupported,
-                    where + ": the '" + typeOf(pp)
-                        + "' post-processor is not supported by this version "
-                          "(only TemplateProcessing is)");
-            if (!pp.contains("single") || !pp["single"].is_array())
-                fail(ErrorCode::InvalidFormat, where + ": TemplateProcessing without a 'single' template");
-            bool seenA = false;
-            for (const auto& piece : pp["single"]) {
-                if (piece.contains("Sequence")) {
-                    if (jsonutil::stringOr(piece["Sequence"], "id") != "A" || seenA)
-                        fail(ErrorCode::InvalidFormat,
-                            where + ": the single template must hold sequence A exactly once: " + shortJson(pp["single"]));
-                    seenA = true;
-                } else if (piece.contains("SpecialToken")) {
-                    const auto id = jsonutil::stringOr(piece["SpecialToken"], "id");
-                    if (!pp.contains("special_tokens") || !pp["special_tokens"].contains(id) || !pp["special_tokens"][id].contains("ids")
-                        || !pp["special_tokens"][id]["ids"].is_array())
-                        fail(ErrorCode::InvalidFormat, where + ": template special token '" + id + "' has no ids");
-                    for (const auto& v : pp["special_tokens"][id]["ids"]) {
-                        // The ids index the text encoder's embedding table: only ids the
-                        // vocabulary defines may pass.
-                        const auto tokenId = v.is_number_integer() ? v.get<std::int64_t>() : std::int64_t{-1};
-                        if (!impl->knowsId(tokenId))
-                            fail(ErrorCode::InvalidFormat,
-                                where + ": template special token '" + id + "' has id " + shortJson(v)
-                                    + ", which is not in the vocabulary");
-                        (seenA ? impl->suffixIds : impl->prefixIds).push_back(tokenId);
-                    }
-                } else {
-                    fail(ErrorCode::InvalidFormat, where + ": unknown template piece " + shortJson(piece));
-                }
-            }
-            if (!seenA)
-                fail(ErrorCode::InvalidFormat, where + ": the single template has no sequence A");
-        }
+        impl->resolveSpecials(specials, where);
+        impl->loadPostProcessor(tj, where);
         const auto side = config.contains("truncation_side") && config["truncation_side"].is_string()
             ? config["truncation_side"].get<std::string>()
             : std::string("right");
