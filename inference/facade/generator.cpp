@@ -30,8 +30,8 @@ FamilyRules familyRules(const std::vector<std::filesystem::path>& modelPaths)
 std::optional<FamilyRules> familyRulesById(std::string_view id)
 {
     for (const auto* f : families::registered())
-        if (f->id() == id)
-            return f->rules();
+        if (auto rules = f->rules(); rules.family == id)
+            return rules;
     return std::nullopt;
 }
 

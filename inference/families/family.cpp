@@ -24,7 +24,7 @@ Result<facade::StagePlan> ModelFamily::planStages(const facade::LoadPlan&, const
     facade::StagePlan out;
     out.firstWidth = request.width;
     out.firstHeight = request.height;
-    const auto why = std::string(rules().kind == facade::ModelKind::Image ? "image models" : title()) + " have one stage";
+    const auto why = (rules().kind == facade::ModelKind::Image ? std::string("image models") : rules().title) + " have one stage";
     if (request.stages == "two")
         return makeError(ErrorCode::InvalidArgument, "the two-stage path cannot run: " + why);
     out.reason = request.stages == "single" ? "single stage, as asked" : "single stage: " + why;
@@ -33,7 +33,7 @@ Result<facade::StagePlan> ModelFamily::planStages(const facade::LoadPlan&, const
 
 Result<std::string> ModelFamily::inspectLora(const facade::LoadPlan&, const std::filesystem::path&, bool) const
 {
-    return makeError(ErrorCode::Unsupported, "LoRAs are not supported for " + std::string(title()) + " yet");
+    return makeError(ErrorCode::Unsupported, "LoRAs are not supported for " + rules().title + " yet");
 }
 
 }  // namespace vireo::families

@@ -51,8 +51,6 @@ public:
 class ModelFamily {
 public:
     virtual ~ModelFamily() = default;
-    virtual std::string_view id() const = 0;  // "ltx2": MemoryPlan::pipeline and the recipe's
-    virtual std::string_view title() const = 0;  // "LTX-2", for messages
     virtual facade::FamilyRules rules() const = 0;
     // From the folder layout alone (no weight byte is read).
     virtual bool recognizes(const std::vector<std::filesystem::path>& modelPaths) const = 0;

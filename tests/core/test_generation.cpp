@@ -98,6 +98,26 @@ private slots:
 
     // A guidance of one's own or a step count other than 8 means the dev schedule; the other
     // schedule of a catalog variant takes its family's variant of it; a chosen schedule wins.
+    // Each registered family's rules by its catalog id; an id no family has is none, and a
+    // model without files is tried as LTX-2 (the fallback family).
+    void familyRulesComeFromTheRegistry()
+    {
+        const auto image = vireo::facade::familyRulesById("ideogram4");
+        QVERIFY(image);
+        QCOMPARE(image->kind, vireo::facade::ModelKind::Image);
+        QCOMPARE(image->sizeMultiple, 16);
+        QCOMPARE(image->frameStep, 0);
+        const auto video = vireo::facade::familyRulesById("ltx2");
+        QVERIFY(video);
+        QCOMPARE(video->sizeMultiple, 32);
+        QCOMPARE(video->frameStep, 8);
+        QVERIFY(!vireo::facade::familyRulesById("ltx25"));
+        QVERIFY(!vireo::facade::familyRulesById(""));
+        QCOMPARE(vireo::facade::familyRules({}).family, std::string("ltx2"));
+        QCOMPARE(vireo::generation::sizeProblems(*video, 100, 64, 10).size(), std::size_t(2));
+        QVERIFY(vireo::generation::sizeProblems(*image, 112, 64, 10).empty());
+    }
+
     void theScheduleFollowsWhatWasAsked()
     {
         const auto distilled = catalogModel("ltx-2.3/distilled-bf16");

@@ -299,8 +299,6 @@ Result<ImageResult> Loaded::generateImage(const GenerateRequest& r, const Progre
 
 class Family final : public families::ModelFamily {
 public:
-    std::string_view id() const override { return "ideogram4"; }
-    std::string_view title() const override { return "Ideogram-4"; }
     FamilyRules rules() const override
     {
         FamilyRules r;

@@ -217,8 +217,6 @@ public:
 
 class Family final : public families::ModelFamily {
 public:
-    std::string_view id() const override { return "ltx2"; }
-    std::string_view title() const override { return "LTX-2"; }
     FamilyRules rules() const override
     {
         FamilyRules r;
