@@ -7,7 +7,6 @@ target_compile_options(vireo_options INTERFACE
 target_compile_definitions(vireo_options INTERFACE
   QT_NO_CAST_FROM_ASCII QT_NO_CONTEXTLESS_CONNECT QT_NO_URL_CAST_FROM_STRING
   QT_USE_QSTRINGBUILDER QT_DISABLE_DEPRECATED_UP_TO=0x060400)
-target_include_directories(vireo_options INTERFACE ${PROJECT_SOURCE_DIR})
 # The build machine's folders stay out of the binaries (__FILE__ in checks and asserts, debug
 # info): the installed programs name source files relative to the tree they came from.
 target_compile_options(vireo_options INTERFACE
