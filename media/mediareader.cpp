@@ -54,6 +54,8 @@ struct PacketCloser {
     void operator()(AVPacket* p) const { av_packet_free(&p); }
 };
 using FormatPtr = std::unique_ptr<AVFormatContext, FormatCloser>;
+using CodecPtr = std::unique_ptr<AVCodecContext, CodecCloser>;
+using FramePtr = std::unique_ptr<AVFrame, FrameCloser>;
 
 // Why a path is not a file a reader may open: a folder, or a pipe or device (which a reader
 // would wait on, or read forever); empty for a regular file or one that does not exist.
@@ -151,6 +153,12 @@ std::optional<RgbImage> toRgb(const AVFrame* frame, int w, int h, int flags)
     padded.resize(static_cast<std::size_t>(w) * 3 * h);
     image.rgb = std::move(padded);
     return image;
+}
+
+// readImage and readClipFrames convert alike: what a video is conditioned on, at its own size, as accurately as swscale can.
+std::optional<RgbImage> toRgbAccurate(const AVFrame* frame)
+{
+    return toRgb(frame, frame->width, frame->height, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT);
 }
 
 // A frame the decoder itself marked as damaged (a truncated JPEG's grey bottom, a PNG chunk
@@ -534,7 +542,10 @@ Result<RgbImage> frameAt(const std::filesystem::path& path, double seconds, int 
     return std::move(*image);
 }
 
-Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPixels)
+namespace {
+
+// readImage's first stage: the whole file in memory, refused before its buffer is allocated when it is no regular file, empty or too big.
+Result<std::vector<std::uint8_t>> readImageBytes(const std::filesystem::path& path)
 {
     std::error_code ec;
     const auto status = std::filesystem::status(path, ec);
@@ -560,7 +571,12 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
         if (std::fread(bytes.data(), 1, bytes.size(), file.get()) != bytes.size())
             return mediaError(path, "cannot be read to the end (changed while reading?)", ErrorCode::Io);
     }
+    return bytes;
+}
 
+// What is refused, or cut out, from a still's bytes before FFmpeg parses any of them.
+Result<void> screenImageBytes(const std::filesystem::path& path, std::vector<std::uint8_t>& bytes, std::int64_t maxPixels)
+{
     // HEIF pictures (HEIC, the iPhone's default; AVIF) are ISO media files to FFmpeg 5.1, which
     // cannot read them: say what the file is and what to do, not that it "looks like a MOV".
     if (const auto brand = heifBrand(bytes); brand == "avif" || brand == "avis")
@@ -581,29 +597,12 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
             "is " + pixels(declared->width, declared->height) + " (its " + declared->format + " header says so), more than "
                 + std::to_string(maxPixels) + " pixels, the most a still is read with; scale it down first",
             ErrorCode::InvalidArgument);
-    MemoryInput input{&bytes, 0};
-    constexpr int kBufferBytes = 64 << 10;
-    auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBufferBytes));
-    if (!buffer)
-        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
-    AVIOContext* io = avio_alloc_context(buffer, kBufferBytes, 0, &input, &MemoryInput::read, nullptr, &MemoryInput::seek);
-    if (!io) {
-        av_free(buffer);
-        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
-    }
-    // The format context goes first: it reads through `io`, which it does not own.
-    struct IoCloser {
-        AVIOContext* io;
-        ~IoCloser()
-        {
-            av_freep(&io->buffer);
-            avio_context_free(&io);
-        }
-    } ioCloser{io};
-    // The decoders' own complaints ("CRC mismatch in chunk") would reach the terminal beside
-    // the error this function returns, which says the same for the file by name.
-    if (av_log_get_level() > AV_LOG_FATAL)
-        av_log_set_level(AV_LOG_FATAL);
+    return {};
+}
+
+// The demuxer for the bytes, which readImage accepts only when it is one of FFmpeg's picture formats.
+Result<const AVInputFormat*> probeImageDemuxer(const std::filesystem::path& path, AVIOContext* io)
+{
     const AVInputFormat* demuxer = nullptr;
     const int score = av_probe_input_buffer2(io, &demuxer, "", nullptr, 0, 0);
     if (score < 0 || !demuxer)
@@ -617,6 +616,12 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
         return mediaError(path,
             std::string("not an image FFmpeg can decode (it looks like ") + (demuxer->long_name ? demuxer->long_name : demuxer->name)
                 + ", not a picture)");
+    return demuxer;
+}
+
+// The still opened through the caller's `io` (custom I/O: the context reads through it and does not own it), a picture stream first.
+Result<FormatPtr> openImageInput(const std::filesystem::path& path, AVIOContext* io, const AVInputFormat* demuxer)
+{
     AVFormatContext* raw = avformat_alloc_context();
     if (!raw)
         return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
@@ -627,6 +632,12 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     FormatPtr format(raw);
     if (format->nb_streams < 1 || format->streams[0]->codecpar->codec_type != AVMEDIA_TYPE_VIDEO)
         return mediaError(path, "not an image FFmpeg can decode (no picture in it)");
+    return format;
+}
+
+// The picture stream's decoder, set up to refuse what a hostile still declares (too many pixels, damage) before it allocates.
+Result<CodecPtr> openImageDecoder(const std::filesystem::path& path, const AVFormatContext* format, std::int64_t maxPixels)
+{
     const AVCodecParameters* par = format->streams[0]->codecpar;
     if (par->width > 0 && par->height > 0 && static_cast<std::int64_t>(par->width) * par->height > maxPixels)
         return mediaError(path, "is " + pixels(par->width, par->height) + "; at most " + std::to_string(maxPixels) + " pixels are read",
@@ -636,7 +647,7 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
         return mediaError(path,
             std::string("not an image FFmpeg can decode (this FFmpeg has no ") + avcodec_get_name(par->codec_id) + " decoder)",
             ErrorCode::Unsupported);
-    std::unique_ptr<AVCodecContext, CodecCloser> decoder(avcodec_alloc_context3(codec));
+    CodecPtr decoder(avcodec_alloc_context3(codec));
     if (!decoder || avcodec_parameters_to_context(decoder.get(), par) < 0)
         return mediaError(path, "the image decoder cannot be set up", ErrorCode::Internal);
     decoder->thread_count = 1;
@@ -648,26 +659,32 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     decoder->err_recognition = AV_EF_CRCCHECK | AV_EF_BITSTREAM | (codec->id == AV_CODEC_ID_TIFF ? 0 : AV_EF_EXPLODE);
     if (const int e = avcodec_open2(decoder.get(), codec, nullptr); e < 0)
         return mediaError(path, "not an image FFmpeg can decode (the decoder refused it: " + avError(e) + ")");
+    return decoder;
+}
 
+// The still's one picture, decoded and checked (size, damage) before anything is converted or allocated for it.
+Result<FramePtr> decodeImageFrame(
+    const std::filesystem::path& path, AVFormatContext* format, AVCodecContext* decoder, std::int64_t maxPixels)
+{
     std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
-    std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
+    FramePtr frame(av_frame_alloc());
     if (!packet || !frame)
         return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
     std::string problem;
     bool have = false;
     for (int packets = 0; !have && packets < 64; ++packets) {
-        const int r = av_read_frame(format.get(), packet.get());
+        const int r = av_read_frame(format, packet.get());
         int sent = 0;
         if (r < 0) {
-            sent = avcodec_send_packet(decoder.get(), nullptr);
+            sent = avcodec_send_packet(decoder, nullptr);
         } else {
             if (packet->stream_index == 0)
-                sent = avcodec_send_packet(decoder.get(), packet.get());
+                sent = avcodec_send_packet(decoder, packet.get());
             av_packet_unref(packet.get());
         }
         int failure = sent < 0 && sent != AVERROR_EOF && sent != AVERROR(EAGAIN) ? sent : 0;
         if (!failure) {
-            const int d = avcodec_receive_frame(decoder.get(), frame.get());
+            const int d = avcodec_receive_frame(decoder, frame.get());
             if (d == 0)
                 have = true;
             else if (d != AVERROR(EAGAIN) && d != AVERROR_EOF)
@@ -696,7 +713,57 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
         return mediaError(path, "not an image FFmpeg can decode (the picture is damaged or cut short)");
     if (!sane(frame->width, frame->height) || static_cast<std::int64_t>(frame->width) * frame->height > maxPixels)
         return mediaError(path, "decoded a picture of " + pixels(frame->width, frame->height), ErrorCode::InvalidArgument);
-    auto image = toRgb(frame.get(), frame->width, frame->height, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT);
+    return frame;
+}
+
+}  // namespace
+
+Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPixels)
+{
+    auto read = readImageBytes(path);
+    if (!read)
+        return read.error();
+    std::vector<std::uint8_t>& bytes = *read;
+    if (auto screened = screenImageBytes(path, bytes, maxPixels); !screened)
+        return screened.error();
+    MemoryInput input{&bytes, 0};
+    constexpr int kBufferBytes = 64 << 10;
+    auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBufferBytes));
+    if (!buffer)
+        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
+    AVIOContext* io = avio_alloc_context(buffer, kBufferBytes, 0, &input, &MemoryInput::read, nullptr, &MemoryInput::seek);
+    if (!io) {
+        av_free(buffer);
+        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
+    }
+    // The format context goes first: it reads through `io`, which it does not own.
+    struct IoCloser {
+        AVIOContext* io;
+        ~IoCloser()
+        {
+            av_freep(&io->buffer);
+            avio_context_free(&io);
+        }
+    } ioCloser{io};
+    // The decoders' own complaints ("CRC mismatch in chunk") would reach the terminal beside
+    // the error this function returns, which says the same for the file by name.
+    if (av_log_get_level() > AV_LOG_FATAL)
+        av_log_set_level(AV_LOG_FATAL);
+    auto probed = probeImageDemuxer(path, io);
+    if (!probed)
+        return probed.error();
+    const AVInputFormat* demuxer = *probed;
+    auto format = openImageInput(path, io, demuxer);
+    if (!format)
+        return format.error();
+    auto decoder = openImageDecoder(path, format->get(), maxPixels);
+    if (!decoder)
+        return decoder.error();
+    auto decoded = decodeImageFrame(path, format->get(), decoder->get(), maxPixels);
+    if (!decoded)
+        return decoded.error();
+    const AVFrame* frame = decoded->get();
+    auto image = toRgbAccurate(frame);
     if (!image)
         return mediaError(path,
             std::string("its pixel format (") + av_get_pix_fmt_name(static_cast<AVPixelFormat>(frame->format))
@@ -706,7 +773,7 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     // and WebP decoders report the tag in the frame's metadata, a PNG's eXIf chunk and a TIFF's
     // own Orientation tag (the same tag, in its first IFD; FFmpeg's TIFF decoder skips it) are
     // read here.
-    int orientation = exifOrientation(frame.get());
+    int orientation = exifOrientation(frame);
     if (orientation == 1 && std::string_view(demuxer->name) == "png_pipe")
         orientation = pngExifOrientation(bytes);
     else if (orientation == 1 && std::string_view(demuxer->name) == "tiff_pipe")
@@ -716,57 +783,49 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
     return std::move(*image);
 }
 
-Result<std::vector<RgbImage>> readClipFrames(
-    const std::filesystem::path& path, int count, int fitWidth, int fitHeight, std::int64_t maxPixels, bool fromEnd)
-{
-    if (count < 1 || count > 1025)
-        return mediaError(path, "a clip of " + std::to_string(count) + " frames was asked for (1 to 1025)", ErrorCode::InvalidArgument);
-    auto format = openInput(path);
-    if (!format)
-        return format.error();
-    AVFormatContext* f = format->get();
-    auto video = openVideoStream(path, f, maxPixels);
-    if (!video)
-        return video.error();
-    const auto& decoder = video->decoder;
-    const bool fit = fitWidth > 0 && fitHeight > 0;
-    // Unfitted frames are kept whole: refuse a clip whose frames would not fit in memory.
-    if (!fit && static_cast<std::int64_t>(decoder->width) * decoder->height * 3 * count > (4ll << 30))
-        return mediaError(path, std::to_string(count) + " frames of " + pixels(decoder->width, decoder->height) + " are more than 4 GiB",
-            ErrorCode::InvalidArgument);
+namespace {
+
+// From the start of a clip without a known length, the frames decoded to find its end are
+// bounded: ten minutes at 60 fps.
+constexpr std::int64_t kMaxFramesToFindTheEnd = 36000;
+
+// readClipFrames' state across its decoding passes and the checks after them, kept together so each stage sees the same frames.
+struct ClipFrames {
+    int count = 0;
+    int fitWidth = 0, fitHeight = 0;
+    bool fit = false;
+    bool fromEnd = false;
+    std::int64_t maxPixels = 0;
+    int orientation = 1;  // displayOrientation of the stream
+    bool convertEach = false;  // frames are converted as they come rather than held
 
     // Decoded frames held as they came (references, no copy): from the end, only the last
     // `count` are converted to RGB, once it is known which they are. Converting every frame of a
     // long clip to keep nine cost seconds per thousand frames.
-    struct FrameRef {
-        std::unique_ptr<AVFrame, FrameCloser> frame;
-    };
-    std::deque<FrameRef> held;
+    std::deque<FramePtr> held;
     std::deque<RgbImage> frames;
-    // Decoded frames of a large clip held `count` at a time could take gigabytes: those are
-    // converted (and fitted, usually much smaller) as they come, the way that costs time, not memory.
-    const std::int64_t frameBytes = std::max<std::int64_t>(
-        0, av_image_get_buffer_size(static_cast<AVPixelFormat>(decoder->pix_fmt), decoder->width, decoder->height, 1));
-    const bool convertEach = !fromEnd || frameBytes <= 0 || frameBytes * count > (1ll << 30);
     std::string problem, stoppedEarly;
     std::int64_t lastPts = AV_NOPTS_VALUE, decodedFrames = 0;
     int width = 0, height = 0;
-    // From the start of a clip without a known length, the frames decoded to find its end are
-    // bounded: ten minutes at 60 fps.
-    constexpr std::int64_t kMaxFramesToFindTheEnd = 36000;
     bool endUnknown = false;
-    auto convert = [&](const AVFrame* frame) -> bool {
-        auto rgb = toRgb(frame, frame->width, frame->height, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT);
+
+    // Both ways of keeping a frame (as it comes, or once known to be among the last) end here.
+    bool convert(const AVFrame* frame)
+    {
+        auto rgb = toRgbAccurate(frame);
         if (!rgb) {
             problem = "its pixel format cannot be converted to RGB";
             return false;
         }
-        if (video->orientation > 1)
-            *rgb = exifUpright(*rgb, video->orientation);
+        if (orientation > 1)
+            *rgb = exifUpright(*rgb, orientation);
         frames.push_back(fit ? fitToSize(*rgb, fitWidth, fitHeight) : std::move(*rgb));
         return true;
-    };
-    auto onFrame = [&](AVFrame* frame) {
+    }
+
+    // decodeFrames' onFrame: every frame is checked here before it is kept; true stops the decoding.
+    bool onFrame(AVFrame* frame)
+    {
         if (decodedFrames++ == 0) {
             width = frame->width;
             height = frame->height;
@@ -795,8 +854,8 @@ Result<std::vector<RgbImage>> readClipFrames(
                 frames.pop_front();  // from the end: only the last `count` are kept
             return !fromEnd && static_cast<int>(frames.size()) == count;
         }
-        FrameRef ref{std::unique_ptr<AVFrame, FrameCloser>(av_frame_clone(frame))};
-        if (!ref.frame) {
+        FramePtr ref(av_frame_clone(frame));
+        if (!ref) {
             problem = "out of memory while decoding";
             return true;
         }
@@ -804,57 +863,107 @@ Result<std::vector<RgbImage>> readClipFrames(
         if (static_cast<int>(held.size()) > count)
             held.pop_front();
         return false;
-    };
+    }
+};
+
+// readClipFrames' decoding, in one pass or, when a seek towards the end falls short, two; false when out of memory.
+bool decodeClip(AVFormatContext* f, VideoStream& video, ClipFrames& clip)
+{
+    const auto onFrame = [&clip](AVFrame* frame) { return clip.onFrame(frame); };
     // From the end: start at the key frame before the last count frames (and two seconds more),
     // not at the start of what may be a long recording; from the start when that falls short.
-    const int maxPackets = fromEnd ? 4000000 : 200000;
-    const bool sought = fromEnd && seekBeforeEnd(f, *video, count, 2.0);
-    endUnknown = fromEnd && !sought;
-    bool decoded = decodeFrames(f, *video, maxPackets, onFrame, &stoppedEarly);
-    if (sought && decoded && problem.empty() && static_cast<int>(held.size() + frames.size()) < count) {
-        held.clear();
-        frames.clear();
-        stoppedEarly.clear();
-        decodedFrames = 0;
-        endUnknown = true;
-        av_seek_frame(f, video->index, video->stream->start_time != AV_NOPTS_VALUE ? video->stream->start_time : 0, AVSEEK_FLAG_BACKWARD);
-        avcodec_flush_buffers(video->decoder.get());
-        decoded = decodeFrames(f, *video, maxPackets, onFrame, &stoppedEarly);
+    const int maxPackets = clip.fromEnd ? 4000000 : 200000;
+    const bool sought = clip.fromEnd && seekBeforeEnd(f, video, clip.count, 2.0);
+    clip.endUnknown = clip.fromEnd && !sought;
+    bool decoded = decodeFrames(f, video, maxPackets, onFrame, &clip.stoppedEarly);
+    if (sought && decoded && clip.problem.empty() && static_cast<int>(clip.held.size() + clip.frames.size()) < clip.count) {
+        clip.held.clear();
+        clip.frames.clear();
+        clip.stoppedEarly.clear();
+        clip.decodedFrames = 0;
+        clip.endUnknown = true;
+        av_seek_frame(f, video.index, video.stream->start_time != AV_NOPTS_VALUE ? video.stream->start_time : 0, AVSEEK_FLAG_BACKWARD);
+        avcodec_flush_buffers(video.decoder.get());
+        decoded = decodeFrames(f, video, maxPackets, onFrame, &clip.stoppedEarly);
     }
-    if (!decoded)
+    return decoded;
+}
+
+// Why the frames read from a clip's end are not its end (the demuxer's or decoder's complaint first), or empty when they are.
+std::string clipEndCut(const AVStream* st, const std::string& stoppedEarly, std::int64_t lastPts)
+{
+    const AVRational rate = st->avg_frame_rate.num > 0 ? st->avg_frame_rate : st->r_frame_rate;
+    const std::int64_t start = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
+    std::string cut = stoppedEarly;
+    if (cut.empty() && st->duration > 0 && lastPts != AV_NOPTS_VALUE && rate.num > 0 && rate.den > 0 && st->time_base.num > 0
+        && st->time_base.den > 0) {
+        // Its frames should run to within two frames of the duration its header declares.
+        const double endSeconds = static_cast<double>(lastPts - start) * av_q2d(st->time_base) + 1.0 / av_q2d(rate);
+        const double declared = static_cast<double>(st->duration) * av_q2d(st->time_base);
+        if (endSeconds + 2.0 / av_q2d(rate) < declared) {
+            char text[160];
+            std::snprintf(text, sizeof text, "its frames end at %.2f s, its header says %.2f s", endSeconds, declared);
+            cut = text;
+        }
+    }
+    return cut;
+}
+
+}  // namespace
+
+Result<std::vector<RgbImage>> readClipFrames(
+    const std::filesystem::path& path, int count, int fitWidth, int fitHeight, std::int64_t maxPixels, bool fromEnd)
+{
+    if (count < 1 || count > 1025)
+        return mediaError(path, "a clip of " + std::to_string(count) + " frames was asked for (1 to 1025)", ErrorCode::InvalidArgument);
+    auto format = openInput(path);
+    if (!format)
+        return format.error();
+    AVFormatContext* f = format->get();
+    auto video = openVideoStream(path, f, maxPixels);
+    if (!video)
+        return video.error();
+    const auto& decoder = video->decoder;
+    const bool fit = fitWidth > 0 && fitHeight > 0;
+    // Unfitted frames are kept whole: refuse a clip whose frames would not fit in memory.
+    if (!fit && static_cast<std::int64_t>(decoder->width) * decoder->height * 3 * count > (4ll << 30))
+        return mediaError(path, std::to_string(count) + " frames of " + pixels(decoder->width, decoder->height) + " are more than 4 GiB",
+            ErrorCode::InvalidArgument);
+
+    ClipFrames clip;
+    clip.count = count;
+    clip.fitWidth = fitWidth;
+    clip.fitHeight = fitHeight;
+    clip.fit = fit;
+    clip.fromEnd = fromEnd;
+    clip.maxPixels = maxPixels;
+    clip.orientation = video->orientation;
+    // Decoded frames of a large clip held `count` at a time could take gigabytes: those are
+    // converted (and fitted, usually much smaller) as they come, the way that costs time, not memory.
+    const std::int64_t frameBytes = std::max<std::int64_t>(
+        0, av_image_get_buffer_size(static_cast<AVPixelFormat>(decoder->pix_fmt), decoder->width, decoder->height, 1));
+    clip.convertEach = !fromEnd || frameBytes <= 0 || frameBytes * count > (1ll << 30);
+    if (!decodeClip(f, *video, clip))
         return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
+    const std::string& problem = clip.problem;
     if (!problem.empty())
         return mediaError(
             path, problem, problem.rfind("declares no duration", 0) == 0 ? ErrorCode::InvalidArgument : ErrorCode::InvalidFormat);
-    for (const auto& ref : held)
-        if (!convert(ref.frame.get()))
+    for (const auto& ref : clip.held)
+        if (!clip.convert(ref.get()))
             return mediaError(path, problem);
-    held.clear();
+    clip.held.clear();
     // Its last frames are what a clip from its end continues: a file cut short (an unfinished
     // download or copy) would hand over earlier ones as if they were the end.
     if (fromEnd) {
-        const AVStream* st = video->stream;
-        const AVRational rate = st->avg_frame_rate.num > 0 ? st->avg_frame_rate : st->r_frame_rate;
-        const std::int64_t start = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
-        std::string cut = stoppedEarly;
-        if (cut.empty() && st->duration > 0 && lastPts != AV_NOPTS_VALUE && rate.num > 0 && rate.den > 0 && st->time_base.num > 0
-            && st->time_base.den > 0) {
-            // Its frames should run to within two frames of the duration its header declares.
-            const double endSeconds = static_cast<double>(lastPts - start) * av_q2d(st->time_base) + 1.0 / av_q2d(rate);
-            const double declared = static_cast<double>(st->duration) * av_q2d(st->time_base);
-            if (endSeconds + 2.0 / av_q2d(rate) < declared) {
-                char text[160];
-                std::snprintf(text, sizeof text, "its frames end at %.2f s, its header says %.2f s", endSeconds, declared);
-                cut = text;
-            }
-        }
-        if (!cut.empty())
+        if (const std::string cut = clipEndCut(video->stream, clip.stoppedEarly, clip.lastPts); !cut.empty())
             return mediaError(path,
                 "is cut short or damaged near its end (" + cut
                     + "): its last frames cannot be read, so it cannot be "
                       "continued from there (an unfinished download or copy?)",
                 ErrorCode::Truncated);
     }
+    std::deque<RgbImage>& frames = clip.frames;
     if (static_cast<int>(frames.size()) < count)
         return mediaError(path, "has " + std::to_string(frames.size()) + " decodable frames; " + std::to_string(count) + " are needed",
             frames.empty() ? ErrorCode::Truncated : ErrorCode::InvalidArgument);

@@ -81,6 +81,172 @@ Measured measure(StageRow& row, c10::Device device, int repeats, const std::func
     return m;
 }
 
+// The models the stages run, all loaded (and each load timed into the result) before any stage is timed.
+struct StageModels {
+    c10::Device device;
+    c10::ScalarType dtype;
+    ltx2::VideoEncoder encoder;
+    at::Tensor latentMean, latentStd;
+    ltx2::LatentUpsampler upsampler;
+    ltx2::VideoDecoder decoder;
+};
+
+// Each load is timed to completion (the device synchronized), as the stages are; `weights` must outlive the models.
+Result<StageModels> loadStageModels(
+    const ltx2::Ltx2Weights& weights, const StageBenchOptions& options, c10::Device device, c10::ScalarType dtype, StageBenchResult& r)
+{
+    auto start = Clock::now();
+    ltx2::VideoEncoderLoadOptions encoderOptions;
+    encoderOptions.device = device;
+    encoderOptions.dtype = dtype;
+    auto encoder = ltx2::VideoEncoder::load(weights, encoderOptions);
+    if (!encoder)
+        return encoder.error();
+    deviceSynchronize(device);
+    r.encoderLoadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+    r.encoderResidentBytes = encoder->residentBytes();
+    // The per-channel statistics upsampleNormalized works with, as the decoder reads them.
+    ltx2::WeightTaker statistics(weights, ltx2::Part::VideoVae, device, at::kFloat);
+    statistics.ignorePrefix("");
+    const auto latentMean = statistics.tensor("latents_mean");
+    const auto latentStd = statistics.tensor("latents_std");
+    if (auto done = statistics.finish(); !done)
+        return done.error();
+
+    start = Clock::now();
+    ltx2::LatentUpsamplerLoadOptions upOptions;
+    upOptions.device = device;
+    upOptions.dtype = dtype;
+    auto upsampler = ltx2::LatentUpsampler::load(options.upsamplerPath, upOptions);
+    if (!upsampler)
+        return upsampler.error();
+    deviceSynchronize(device);
+    r.upsamplerLoadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+    r.upsamplerResidentBytes = upsampler->residentBytes();
+    r.upsampler = ltx2::describeLatentUpsampler(upsampler->config());
+
+    start = Clock::now();
+    ltx2::VideoDecoderLoadOptions decoderOptions;
+    decoderOptions.device = device;
+    decoderOptions.dtype = dtype;
+    auto decoder = ltx2::VideoDecoder::load(weights, decoderOptions);
+    if (!decoder)
+        return decoder.error();
+    deviceSynchronize(device);
+    r.decoderLoadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+    r.decoderResidentBytes = decoder->residentBytes();
+    return StageModels{device, dtype, std::move(*encoder), latentMean, latentStd, std::move(*upsampler), std::move(*decoder)};
+}
+
+// The latent grid every stage works on, which the video size gives once the models agree and the size fits them.
+struct LatentGrid {
+    std::int64_t channels = 0, latentFrames = 0, cellsH = 0, cellsW = 0;
+};
+
+// The models are checked against each other and the size against them before any stage runs, so a mismatch is said plainly.
+Result<LatentGrid> latentGrid(const StageModels& m, const StageBenchOptions& options, const std::string& upsamplerName)
+{
+    const auto channels = m.encoder.config().latentChannels;
+    const auto spatial = m.encoder.spatialScale();
+    const auto temporal = m.encoder.temporalScale();
+    if (m.upsampler.config().inChannels != channels)
+        return makeError(ErrorCode::InvalidArgument,
+            "bench stages: the upsampler works on " + std::to_string(m.upsampler.config().inChannels) + " latent channels, the VAE has "
+                + std::to_string(channels));
+    if (m.upsampler.spatialScale() != 2.0 || m.upsampler.temporalScale() != 1)
+        return makeError(
+            ErrorCode::InvalidArgument, "bench stages: the two-stage path needs an x2 spatial upsampler, not " + upsamplerName);
+    if (m.decoder.config().latentChannels != channels || m.decoder.spatialScale() != spatial || m.decoder.temporalScale() != temporal)
+        return makeError(ErrorCode::InvalidArgument,
+            "bench stages: the VAE's decoder takes " + std::to_string(m.decoder.config().latentChannels) + " channels at 1/"
+                + std::to_string(m.decoder.spatialScale()) + " and 1/" + std::to_string(m.decoder.temporalScale()) + ", its encoder gives "
+                + std::to_string(channels) + " at 1/" + std::to_string(spatial) + " and 1/" + std::to_string(temporal));
+    if (options.width % (2 * spatial) || options.height % (2 * spatial) || (options.frames - 1) % temporal)
+        return makeError(ErrorCode::InvalidArgument,
+            "bench stages: --size needs W and H multiples of " + std::to_string(2 * spatial)
+                + " (stage 1 runs at half size) and F = " + std::to_string(temporal) + "k + 1");
+    LatentGrid g;
+    g.channels = channels;
+    g.latentFrames = (options.frames - 1) / temporal + 1;
+    g.cellsH = options.height / spatial;
+    g.cellsW = options.width / spatial;
+    return g;
+}
+
+// The four rows in the order the pipeline runs them, each timed by `measure` into r.rows (and its output kept for outputsPath).
+Result<void> runStages(const StageBenchOptions& options, const StageModels& m, const LatentGrid& g, StageBenchResult& r,
+    std::map<std::string, at::Tensor>& outputs)
+{
+    const auto device = m.device;
+    const auto dtype = m.dtype;
+    const auto channels = g.channels, latentFrames = g.latentFrames, cellsH = g.cellsH, cellsW = g.cellsW;
+    auto run = [&](StageRow row, const at::Tensor& input, const std::function<Result<at::Tensor>(const at::Tensor&)>& op) -> Result<void> {
+        row.inputShape = shapeOf(input);
+        auto measured = measure(row, device, options.repeats, [&] { return op(input); });
+        if (!measured.failure.empty())
+            return makeError(ErrorCode::Internal, "bench stages: " + row.name + ": " + measured.failure);
+        if (!options.outputsPath.empty())
+            outputs[row.name] = measured.output.to(at::kCPU, at::kFloat).contiguous();
+        r.rows.push_back(std::move(row));
+        return {};
+    };
+
+    // 1. Image-to-video's condition: one still at full size, encoded whole.
+    {
+        StageRow row;
+        row.name = "encode_still";
+        row.layout = "whole";
+        const auto still = uniformVideo({1, 3, 1, options.height, options.width}, options.seed).to(device, dtype);
+        if (auto done = run(row, still, [&](const at::Tensor& x) { return m.encoder.encode(x); }); !done)
+            return done.error();
+    }
+    // 2. A clip, in the tiles and chunks Ltx2Pipeline's encodeConditions picks.
+    {
+        StageRow row;
+        row.name = "encode_clip";
+        ltx2::VideoEncodeOptions eo;
+        if (options.frames > 1 && (cellsH > 16 || cellsW > 16)) {
+            eo.tileSize = 16;
+            eo.tileOverlap = 2;
+        }
+        if (options.frames > 1 && latentFrames > 8) {
+            eo.chunkFrames = 8;
+            eo.chunkOverlap = 2;
+        }
+        row.layout = eo.tileSize ? "tiles 16/2 cells" : "whole frames";
+        row.layout += eo.chunkFrames ? ", chunks 8/2 latents" : ", all frames";
+        const auto clip = uniformVideo({1, 3, options.frames, options.height, options.width}, options.seed + 1).to(device, dtype);
+        if (auto done = run(row, clip, [&](const at::Tensor& x) { return m.encoder.encode(x, eo); }); !done)
+            return done.error();
+    }
+    // 3. The two-stage path's x2 upsampling of the half-size stage-1 latent.
+    {
+        StageRow row;
+        row.name = "upsample";
+        row.layout = "whole";
+        const auto low = normalLatent({1, channels, latentFrames, cellsH / 2, cellsW / 2}, options.seed + 2).to(device);
+        if (auto done = run(row, low, [&](const at::Tensor& x) { return m.upsampler.upsampleNormalized(x, m.latentMean, m.latentStd); });
+            !done)
+            return done.error();
+    }
+    // 4. The final latent decoded to the video, tiled as Ltx2Pipeline's decode step tiles it
+    //    (no temporal chunks there).
+    {
+        StageRow row;
+        row.name = "decode";
+        ltx2::VideoDecodeOptions dec;
+        if (cellsH > 16 || cellsW > 16) {
+            dec.tileSize = 16;
+            dec.tileOverlap = 2;
+        }
+        row.layout = dec.tileSize ? "tiles 16/2 cells, all frames" : "whole";
+        const auto latent = normalLatent({1, channels, latentFrames, cellsH, cellsW}, options.seed + 3).to(device, dtype);
+        if (auto done = run(row, latent, [&](const at::Tensor& x) { return m.decoder.decode(x, dec); }); !done)
+            return done.error();
+    }
+    return {};
+}
+
 }  // namespace
 
 Result<StageBenchResult> benchStages(const StageBenchOptions& options)
@@ -105,138 +271,20 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
         auto weights = ltx2::Ltx2Weights::open({options.vaePath});
         if (!weights)
             return weights.error();
-        auto start = Clock::now();
-        ltx2::VideoEncoderLoadOptions encoderOptions;
-        encoderOptions.device = device;
-        encoderOptions.dtype = dtype;
-        auto encoder = ltx2::VideoEncoder::load(*weights, encoderOptions);
-        if (!encoder)
-            return encoder.error();
-        deviceSynchronize(device);
-        r.encoderLoadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
-        r.encoderResidentBytes = encoder->residentBytes();
-        // The per-channel statistics upsampleNormalized works with, as the decoder reads them.
-        ltx2::WeightTaker statistics(*weights, ltx2::Part::VideoVae, device, at::kFloat);
-        statistics.ignorePrefix("");
-        const auto latentMean = statistics.tensor("latents_mean");
-        const auto latentStd = statistics.tensor("latents_std");
-        if (auto done = statistics.finish(); !done)
-            return done.error();
-
-        start = Clock::now();
-        ltx2::LatentUpsamplerLoadOptions upOptions;
-        upOptions.device = device;
-        upOptions.dtype = dtype;
-        auto upsampler = ltx2::LatentUpsampler::load(options.upsamplerPath, upOptions);
-        if (!upsampler)
-            return upsampler.error();
-        deviceSynchronize(device);
-        r.upsamplerLoadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
-        r.upsamplerResidentBytes = upsampler->residentBytes();
-        r.upsampler = ltx2::describeLatentUpsampler(upsampler->config());
-
-        start = Clock::now();
-        ltx2::VideoDecoderLoadOptions decoderOptions;
-        decoderOptions.device = device;
-        decoderOptions.dtype = dtype;
-        auto decoder = ltx2::VideoDecoder::load(*weights, decoderOptions);
-        if (!decoder)
-            return decoder.error();
-        deviceSynchronize(device);
-        r.decoderLoadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
-        r.decoderResidentBytes = decoder->residentBytes();
-
-        const auto channels = encoder->config().latentChannels;
-        const auto spatial = encoder->spatialScale();
-        const auto temporal = encoder->temporalScale();
-        if (upsampler->config().inChannels != channels)
-            return makeError(ErrorCode::InvalidArgument,
-                "bench stages: the upsampler works on " + std::to_string(upsampler->config().inChannels) + " latent channels, the VAE has "
-                    + std::to_string(channels));
-        if (upsampler->spatialScale() != 2.0 || upsampler->temporalScale() != 1)
-            return makeError(
-                ErrorCode::InvalidArgument, "bench stages: the two-stage path needs an x2 spatial upsampler, not " + r.upsampler);
-        if (decoder->config().latentChannels != channels || decoder->spatialScale() != spatial || decoder->temporalScale() != temporal)
-            return makeError(ErrorCode::InvalidArgument,
-                "bench stages: the VAE's decoder takes " + std::to_string(decoder->config().latentChannels) + " channels at 1/"
-                    + std::to_string(decoder->spatialScale()) + " and 1/" + std::to_string(decoder->temporalScale())
-                    + ", its encoder gives " + std::to_string(channels) + " at 1/" + std::to_string(spatial) + " and 1/"
-                    + std::to_string(temporal));
-        if (options.width % (2 * spatial) || options.height % (2 * spatial) || (options.frames - 1) % temporal)
-            return makeError(ErrorCode::InvalidArgument,
-                "bench stages: --size needs W and H multiples of " + std::to_string(2 * spatial)
-                    + " (stage 1 runs at half size) and F = " + std::to_string(temporal) + "k + 1");
-        const auto latentFrames = (options.frames - 1) / temporal + 1;
-        const auto cellsH = options.height / spatial, cellsW = options.width / spatial;
+        auto models = loadStageModels(*weights, options, device, dtype, r);
+        if (!models)
+            return models.error();
+        auto grid = latentGrid(*models, options, r.upsampler);
+        if (!grid)
+            return grid.error();
+        const auto channels = grid->channels, latentFrames = grid->latentFrames, cellsH = grid->cellsH, cellsW = grid->cellsW;
 
         std::map<std::string, at::Tensor> outputs;
-        auto run = [&](StageRow row, const at::Tensor& input,
-                       const std::function<Result<at::Tensor>(const at::Tensor&)>& op) -> Result<void> {
-            row.inputShape = shapeOf(input);
-            auto m = measure(row, device, options.repeats, [&] { return op(input); });
-            if (!m.failure.empty())
-                return makeError(ErrorCode::Internal, "bench stages: " + row.name + ": " + m.failure);
-            if (!options.outputsPath.empty())
-                outputs[row.name] = m.output.to(at::kCPU, at::kFloat).contiguous();
-            r.rows.push_back(std::move(row));
-            return {};
-        };
-
-        // 1. Image-to-video's condition: one still at full size, encoded whole.
-        {
-            StageRow row;
-            row.name = "encode_still";
-            row.layout = "whole";
-            const auto still = uniformVideo({1, 3, 1, options.height, options.width}, options.seed).to(device, dtype);
-            if (auto done = run(row, still, [&](const at::Tensor& x) { return encoder->encode(x); }); !done)
-                return done.error();
-        }
-        // 2. A clip, in the tiles and chunks Ltx2Pipeline's encodeConditions picks.
-        {
-            StageRow row;
-            row.name = "encode_clip";
-            ltx2::VideoEncodeOptions eo;
-            if (options.frames > 1 && (cellsH > 16 || cellsW > 16)) {
-                eo.tileSize = 16;
-                eo.tileOverlap = 2;
-            }
-            if (options.frames > 1 && latentFrames > 8) {
-                eo.chunkFrames = 8;
-                eo.chunkOverlap = 2;
-            }
-            row.layout = eo.tileSize ? "tiles 16/2 cells" : "whole frames";
-            row.layout += eo.chunkFrames ? ", chunks 8/2 latents" : ", all frames";
-            const auto clip = uniformVideo({1, 3, options.frames, options.height, options.width}, options.seed + 1).to(device, dtype);
-            if (auto done = run(row, clip, [&](const at::Tensor& x) { return encoder->encode(x, eo); }); !done)
-                return done.error();
-        }
-        // 3. The two-stage path's x2 upsampling of the half-size stage-1 latent.
-        {
-            StageRow row;
-            row.name = "upsample";
-            row.layout = "whole";
-            const auto low = normalLatent({1, channels, latentFrames, cellsH / 2, cellsW / 2}, options.seed + 2).to(device);
-            if (auto done = run(row, low, [&](const at::Tensor& x) { return upsampler->upsampleNormalized(x, latentMean, latentStd); });
-                !done)
-                return done.error();
-        }
-        // 4. The final latent decoded to the video, tiled as Ltx2Pipeline's decode step tiles it
-        //    (no temporal chunks there).
-        {
-            StageRow row;
-            row.name = "decode";
-            ltx2::VideoDecodeOptions dec;
-            if (cellsH > 16 || cellsW > 16) {
-                dec.tileSize = 16;
-                dec.tileOverlap = 2;
-            }
-            row.layout = dec.tileSize ? "tiles 16/2 cells, all frames" : "whole";
-            const auto latent = normalLatent({1, channels, latentFrames, cellsH, cellsW}, options.seed + 3).to(device, dtype);
-            if (auto done = run(row, latent, [&](const at::Tensor& x) { return decoder->decode(x, dec); }); !done)
-                return done.error();
-        }
+        if (auto done = runStages(options, *models, *grid, r, outputs); !done)
+            return done.error();
         const std::vector<std::vector<std::int64_t>> expected{{1, channels, 1, cellsH, cellsW}, {1, channels, latentFrames, cellsH, cellsW},
-            {1, channels, latentFrames, cellsH, cellsW}, {1, decoder->config().outChannels, options.frames, options.height, options.width}};
+            {1, channels, latentFrames, cellsH, cellsW},
+            {1, models->decoder.config().outChannels, options.frames, options.height, options.width}};
         for (std::size_t i = 0; i < r.rows.size(); ++i)
             if (r.rows[i].outputShape != expected[i])
                 return makeError(ErrorCode::Internal,

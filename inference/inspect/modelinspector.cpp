@@ -347,15 +347,10 @@ std::string relativeName(const ModelSource& source, const std::filesystem::path&
     return ec || rel.empty() ? p.string() : rel.generic_string();
 }
 
-}  // namespace
-
-ModelReport describe(const ModelSource& source)
+// The file list, per-dtype counts and metadata: what describe reports about the bytes
+// before it interprets any tensor name.
+void describeFiles(const ModelSource& source, ModelReport& report)
 {
-    ModelReport report;
-    report.path = source.path.string();
-    report.format = std::string(tensorfile::sourceKindName(source.kind));
-    report.tensors = static_cast<std::int64_t>(source.tensorCount());
-
     json metadata = json::object();
     for (const auto& cp : source.checkpoints) {
         for (const auto& t : cp.tensors)
@@ -381,23 +376,32 @@ ModelReport describe(const ModelSource& source)
             metadata[relativeName(source, cp.path)] = std::move(m);
     }
     report.metadataJson = jsonutil::safeDump(metadata);
+}
 
+// What the detectors found over every checkpoint: the family and quantization are decided
+// only once all of them have been seen.
+struct Detection {
     bool ltxDit = false, audio = false, ideogram = false, upsampler = false;
     VersionVotes votes;
     Fp8Scan fp8;
     std::int64_t nf4 = 0;
     bool nf4Nested = false;
+};
+
+// The tensor-name detectors, run on each checkpoint; GGUF's own type counts come from here too.
+void detectFromTensors(const ModelSource& source, ModelReport& report, Detection& found)
+{
     for (const auto& cp : source.checkpoints) {
         Names names(cp);
-        detectLtx(names, report, votes, ltxDit, audio);
-        detectIdeogram(names, report, ideogram);
-        detectLatentUpsampler(names, report, upsampler);
-        scanFp8(names, fp8);
+        detectLtx(names, report, found.votes, found.ltxDit, found.audio);
+        detectIdeogram(names, report, found.ideogram);
+        detectLatentUpsampler(names, report, found.upsampler);
+        scanFp8(names, found.fp8);
         for (const auto& [name, info] : names.all()) {
             if (name.find(".quant_state.bitsandbytes__nf4") != std::string::npos)
-                ++nf4;
+                ++found.nf4;
             if (endsWith(name, ".nested_absmax"))
-                nf4Nested = true;
+                found.nf4Nested = true;
         }
         if (cp.format == FileFormat::Gguf) {
             report.quantization.scheme = "gguf";
@@ -412,26 +416,36 @@ ModelReport describe(const ModelSource& source)
         if (names.prefixed() && report.layout.empty())
             report.layout = "lightricks";
     }
+}
 
+// A diffusers pipeline's model_index names components (and classes) whether or not their
+// tensors are present; the source kind fixes the layout.
+void detectFromComponents(const ModelSource& source, ModelReport& report, Detection& found)
+{
     for (const auto& component : source.components) {
         if (component.present)
             addComponent(report, component.name);
         else
             report.missingComponents.push_back(component.name);
         if (component.className.find("Ideogram4") != std::string::npos)
-            ideogram = true;
+            found.ideogram = true;
         if (component.className.find("LTX2") != std::string::npos && component.name == "transformer")
-            audio = true;
+            found.audio = true;
     }
     if (source.kind == tensorfile::SourceKind::DiffusersPipeline)
         report.layout = "diffusers";
     else if (source.kind == tensorfile::SourceKind::GgufFile)
         report.layout = "gguf";
+}
 
+// Family and version from the detectors' evidence, then checked against the metadata's claim.
+void decideFamily(const ModelSource& source, ModelReport& report, const Detection& found)
+{
+    const auto& votes = found.votes;
     // Ideogram-4's vendor names ("layers.N.attention") never collide with LTX markers, but an
     // LTX DiT is the stronger signal when both appear.
-    if (ltxDit || !votes.byVersion.empty()) {
-        report.family = (ltxDit && !audio) ? "ltx-video" : "ltx-2";
+    if (found.ltxDit || !votes.byVersion.empty()) {
+        report.family = (found.ltxDit && !found.audio) ? "ltx-video" : "ltx-2";
         if (votes.byVersion.size() == 1) {
             report.version = votes.byVersion.begin()->first;
         } else if (votes.byVersion.size() > 1) {
@@ -448,12 +462,12 @@ ModelReport describe(const ModelSource& source)
                 }
             report.warnings.push_back("version markers disagree: " + detail);
         }
-    } else if (ideogram) {
+    } else if (found.ideogram) {
         report.family = "ideogram-4";
         report.version = "4";
         if (report.attention.empty())
             report.attention = "split-qkv";
-    } else if (upsampler) {
+    } else if (found.upsampler) {
         report.family = "ltx-2-upsampler";
     }
     for (const auto& cp : source.checkpoints) {
@@ -465,13 +479,19 @@ ModelReport describe(const ModelSource& source)
                     "metadata model_version " + it->second + " disagrees with the tensors, which say " + report.version);
         }
     }
+}
 
+// The quantization scheme other than GGUF's (which detectFromTensors settled), from the
+// scans; after decideFamily, since the FP8 convention can depend on the family.
+void decideQuantization(const ModelSource& source, ModelReport& report, const Detection& found)
+{
+    const auto& fp8 = found.fp8;
     auto& q = report.quantization;
     if (q.scheme != "gguf") {
-        if (nf4 > 0) {
+        if (found.nf4 > 0) {
             q.scheme = "nf4";
-            q.quantizedTensors = nf4;
-            q.nf4DoubleQuant = nf4Nested;
+            q.quantizedTensors = found.nf4;
+            q.nf4DoubleQuant = found.nf4Nested;
         } else if (fp8.scaled > 0) {
             q.scheme = "fp8-scaled";
             q.quantizedTensors = fp8.scaled;
@@ -513,6 +533,23 @@ ModelReport describe(const ModelSource& source)
         for (const auto& [k, v] : cp.metadata)
             if (k == "_quantization_metadata" && q.scheme == "fp8-scaled" && q.fp8Convention != "comfyui-legacy")
                 q.fp8Convention = "comfyui";
+}
+
+}  // namespace
+
+ModelReport describe(const ModelSource& source)
+{
+    ModelReport report;
+    report.path = source.path.string();
+    report.format = std::string(tensorfile::sourceKindName(source.kind));
+    report.tensors = static_cast<std::int64_t>(source.tensorCount());
+    describeFiles(source, report);
+
+    Detection found;
+    detectFromTensors(source, report, found);
+    detectFromComponents(source, report, found);
+    decideFamily(source, report, found);
+    decideQuantization(source, report, found);
 
     std::stable_sort(report.components.begin(), report.components.end(), [](const std::string& a, const std::string& b) {
         const auto ia = std::find(kComponentOrder.begin(), kComponentOrder.end(), a) - kComponentOrder.begin();

@@ -400,6 +400,196 @@ std::string MatchReport::toText() const
     return o.str();
 }
 
+namespace {
+
+// Parsing: the file's tensors grouped into modules by name; what no role fits is refused here.
+std::map<std::string, Module> groupModules(const tensorfile::Checkpoint& cp, std::vector<Refusal>& refused)
+{
+    std::map<std::string, Module> modules;
+    for (const auto& t : cp.tensors) {
+        const auto c = classify(t.name);
+        if (c.role == Role::Other) {
+            // A GGUF adapter's own bookkeeping is not a stray tensor.
+            addRefusal(refused, refusalReason(Role::Other), t.name, 1);
+            continue;
+        }
+        auto& m = modules[c.module];
+        m.key = c.module;
+        ++m.keys;
+        if (c.role == Role::Down)
+            m.down = t.name;
+        else if (c.role == Role::Up)
+            m.up = t.name;
+        else if (c.role == Role::Alpha)
+            m.alpha = t.name;
+        else
+            m.other.insert(c.role);
+    }
+    return modules;
+}
+
+// The matching pass's state: what it reads (the file, its PEFT config, the targets by name) and
+// what it gathers besides the report (the naming prefixes, the widths of mismatched modules).
+struct Matching {
+    Matching(const tensorfile::Checkpoint& cp, const std::optional<PeftConfig>& peft, const std::vector<Target>& targets)
+        : cp(cp), peft(peft)
+    {
+        // Every target under its own name and its aliases, and their '.'-collapsed forms (kohya).
+        for (const auto& t : targets) {
+            byName.emplace(t.name, &t);
+            byUnderscored.emplace(underscored(t.name), &t);
+            for (const auto& a : t.aliases) {
+                byName.emplace(a, &t);
+                byUnderscored.emplace(underscored(a), &t);
+            }
+        }
+    }
+
+    const tensorfile::Checkpoint& cp;
+    const std::optional<PeftConfig>& peft;
+    std::unordered_map<std::string, const Target*> byName, byUnderscored;
+    std::set<std::string> prefixes;
+    std::map<std::int64_t, int> mismatchedIn;
+};
+
+// A module's down and up tensors when it is a plain LoRA pair of a rank this version applies;
+// else why not, for the refusal.
+struct LoraPair {
+    const tensorfile::TensorInfo* down = nullptr;
+    const tensorfile::TensorInfo* up = nullptr;
+    std::string refusal;
+};
+
+// The checks a module must pass before its shapes mean anything, in the order they report.
+LoraPair loraPair(const tensorfile::Checkpoint& cp, const Module& m, const Naming& naming)
+{
+    LoraPair p;
+    if (!naming.refusal.empty()) {
+        p.refusal = naming.refusal;
+        return p;
+    }
+    if (!m.other.empty()) {
+        p.refusal = refusalReason(*m.other.begin());
+        return p;
+    }
+    if (m.down.empty() || m.up.empty()) {
+        if (m.down.empty() && m.up.empty())
+            p.refusal = "an alpha without its LoRA pair";
+        else
+            p.refusal = "half a LoRA pair (down without up, or up without down)";
+        return p;
+    }
+    const auto* d = cp.find(m.down);
+    const auto* u = cp.find(m.up);
+    if (d->shape.size() != 2 || u->shape.size() != 2)
+        p.refusal = d->shape.size() == 4 || u->shape.size() == 4 ? "convolution LoRA modules (LoCon) are not supported"
+                                                                 : "LoRA tensors that are not matrices";
+    else if (d->shape[0] != u->shape[1])
+        p.refusal = "down and up of different ranks";
+    else if (d->shape[0] <= 0)
+        p.refusal = "rank 0 (an empty adapter: nothing to apply)";
+    else if (d->shape[0] > kMaxRank)
+        p.refusal = "rank " + std::to_string(d->shape[0]) + ", above the " + std::to_string(kMaxRank)
+            + " this version applies (larger than the layers a LoRA adapts)";
+    p.down = d;
+    p.up = u;
+    return p;
+}
+
+// The layer a module names, looked up the way its naming spells layers.
+const Target* findTarget(const Matching& mt, const Naming& naming)
+{
+    const Target* target = nullptr;
+    if (naming.underscored) {
+        if (const auto it = mt.byUnderscored.find(naming.name); it != mt.byUnderscored.end())
+            target = it->second;
+    } else if (const auto it = mt.byName.find(naming.name); it != mt.byName.end()) {
+        target = it->second;
+    }
+    return target;
+}
+
+// Matching: one module refused, or measured, scaled and matched against the targets.
+void matchModule(Matching& mt, const std::string& key, const Module& m, MatchReport& report)
+{
+    const auto naming = normalise(key);
+    const auto pair = loraPair(mt.cp, m, naming);
+    if (!pair.refusal.empty()) {
+        addRefusal(report.refused, pair.refusal, key, m.keys);
+        return;
+    }
+    const auto* d = pair.down;
+    const auto* u = pair.up;
+    mt.prefixes.insert(naming.prefix);
+    ModuleReport r;
+    r.key = key;
+    r.rank = d->shape[0];
+    r.in = d->shape[1];
+    r.out = u->shape[0];
+    if (!m.alpha.empty()) {
+        r.alpha = scalarOf(mt.cp, m.alpha);
+        if (!r.alpha) {
+            addRefusal(report.refused, "an alpha that is not a finite number", key, m.keys);
+            return;
+        }
+    }
+    // The scale each convention gives (alpha / rank; no alpha: 1, as the Lightricks trainer,
+    // ComfyUI and PEFT without metadata all apply it; alpha 0 means "rank", as kohya reads it).
+    if (r.alpha && *r.alpha != 0)
+        r.scale = *r.alpha / static_cast<double>(r.rank);
+    const Target* target = findTarget(mt, naming);
+    r.target = target ? target->name : naming.name;
+    const auto& peft = mt.peft;
+    if (peft && !r.alpha) {
+        double alpha = peft->alpha.value_or(static_cast<double>(r.rank));
+        for (const auto& [pattern, value] : peft->alphaPattern)
+            if (patternMatches(pattern, r.target) || patternMatches(pattern, naming.name))
+                alpha = value;
+        r.alpha = alpha;
+        r.scale = peft->rslora ? alpha / std::sqrt(static_cast<double>(r.rank)) : alpha / static_cast<double>(r.rank);
+    }
+    if (!target) {
+        r.state = ModuleState::NoSuchLayer;
+        r.reason = "no such layer in this model";
+    } else if (r.in != target->in || r.out != target->out) {
+        r.state = ModuleState::ShapeMismatch;
+        r.reason = "LoRA " + shapeText(r.out, r.in) + " does not fit the layer's " + shapeText(target->out, target->in);
+        ++mt.mismatchedIn[r.in];
+    }
+    report.modules.push_back(std::move(r));
+}
+
+// Reporting: the layout the naming prefixes of the accepted modules say the file was written in.
+std::string layoutOf(const std::set<std::string>& prefixes)
+{
+    return prefixes.empty()                                                                                                    ? "none"
+        : prefixes.size() > 1                                                                                                  ? "mixed"
+        : prefixes.begin()->find("lora_unet_") != std::string::npos || prefixes.begin()->find("lycoris_") != std::string::npos ? "kohya"
+        : prefixes.begin()->find("diffusion_model.") != std::string::npos                                                      ? "comfy"
+        : prefixes.begin()->find("transformer.") != std::string::npos                                                          ? "peft"
+                                                                                                                               : "bare";
+}
+
+// Reporting: what the widths of the mismatched modules say about the model the LoRA was made for.
+void noteTrainedFor(const std::map<std::int64_t, int>& mismatchedIn, MatchReport& report)
+{
+    int mismatched = 0;
+    for (const auto& [in, n] : mismatchedIn)
+        mismatched += n;
+    // Most modules of the wrong width: the LoRA was made for another model, and saying so
+    // helps more than a list of shapes.
+    if (mismatched > 0 && mismatched >= report.matched()) {
+        auto most = mismatchedIn.begin();
+        for (auto it = mismatchedIn.begin(); it != mismatchedIn.end(); ++it)
+            if (it->second > most->second)
+                most = it;
+        report.trainedFor = "layers " + std::to_string(most->first)
+            + " wide where this model's differ: a LoRA for another model size or version (LTX-2.0 and 2.3 differ)";
+    }
+}
+
+}  // namespace
+
 Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector<Target>& targets)
 {
     if (auto bounded = checkLoraHeader(file); !bounded)
@@ -417,148 +607,18 @@ Result<MatchReport> inspect(const std::filesystem::path& file, const std::vector
     report.tensors = static_cast<std::int64_t>(cp.tensors.size());
     report.tensorBytes = static_cast<std::int64_t>(cp.tensorBytes());
 
-    std::map<std::string, Module> modules;
-    for (const auto& t : cp.tensors) {
-        const auto c = classify(t.name);
-        if (c.role == Role::Other) {
-            // A GGUF adapter's own bookkeeping is not a stray tensor.
-            addRefusal(report.refused, refusalReason(Role::Other), t.name, 1);
-            continue;
-        }
-        auto& m = modules[c.module];
-        m.key = c.module;
-        ++m.keys;
-        if (c.role == Role::Down)
-            m.down = t.name;
-        else if (c.role == Role::Up)
-            m.up = t.name;
-        else if (c.role == Role::Alpha)
-            m.alpha = t.name;
-        else
-            m.other.insert(c.role);
-    }
+    const auto modules = groupModules(cp, report.refused);
 
     std::string peftProblem;
     const auto peft = peftConfig(cp, &peftProblem);
     if (!peftProblem.empty())
         return makeError(ErrorCode::InvalidFormat, file.string() + ": " + peftProblem);
 
-    // Every target under its own name and its aliases, and their '.'-collapsed forms (kohya).
-    std::unordered_map<std::string, const Target*> byName, byUnderscored;
-    for (const auto& t : targets) {
-        byName.emplace(t.name, &t);
-        byUnderscored.emplace(underscored(t.name), &t);
-        for (const auto& a : t.aliases) {
-            byName.emplace(a, &t);
-            byUnderscored.emplace(underscored(a), &t);
-        }
-    }
-
-    std::set<std::string> prefixes;
-    std::map<std::int64_t, int> mismatchedIn;
-    for (auto& [key, m] : modules) {
-        const auto naming = normalise(key);
-        if (!naming.refusal.empty()) {
-            addRefusal(report.refused, naming.refusal, key, m.keys);
-            continue;
-        }
-        if (!m.other.empty()) {
-            addRefusal(report.refused, refusalReason(*m.other.begin()), key, m.keys);
-            continue;
-        }
-        if (m.down.empty() || m.up.empty()) {
-            if (m.down.empty() && m.up.empty())
-                addRefusal(report.refused, "an alpha without its LoRA pair", key, m.keys);
-            else
-                addRefusal(report.refused, "half a LoRA pair (down without up, or up without down)", key, m.keys);
-            continue;
-        }
-        const auto* d = cp.find(m.down);
-        const auto* u = cp.find(m.up);
-        if (d->shape.size() != 2 || u->shape.size() != 2) {
-            addRefusal(report.refused,
-                d->shape.size() == 4 || u->shape.size() == 4 ? "convolution LoRA modules (LoCon) are not supported"
-                                                             : "LoRA tensors that are not matrices",
-                key, m.keys);
-            continue;
-        }
-        if (d->shape[0] != u->shape[1]) {
-            addRefusal(report.refused, "down and up of different ranks", key, m.keys);
-            continue;
-        }
-        if (d->shape[0] <= 0) {
-            addRefusal(report.refused, "rank 0 (an empty adapter: nothing to apply)", key, m.keys);
-            continue;
-        }
-        if (d->shape[0] > kMaxRank) {
-            addRefusal(report.refused,
-                "rank " + std::to_string(d->shape[0]) + ", above the " + std::to_string(kMaxRank)
-                    + " this version applies (larger than the layers a LoRA adapts)",
-                key, m.keys);
-            continue;
-        }
-        prefixes.insert(naming.prefix);
-        ModuleReport r;
-        r.key = key;
-        r.rank = d->shape[0];
-        r.in = d->shape[1];
-        r.out = u->shape[0];
-        if (!m.alpha.empty()) {
-            r.alpha = scalarOf(cp, m.alpha);
-            if (!r.alpha) {
-                addRefusal(report.refused, "an alpha that is not a finite number", key, m.keys);
-                continue;
-            }
-        }
-        // The scale each convention gives (alpha / rank; no alpha: 1, as the Lightricks trainer,
-        // ComfyUI and PEFT without metadata all apply it; alpha 0 means "rank", as kohya reads it).
-        if (r.alpha && *r.alpha != 0)
-            r.scale = *r.alpha / static_cast<double>(r.rank);
-        const Target* target = nullptr;
-        if (naming.underscored) {
-            if (const auto it = byUnderscored.find(naming.name); it != byUnderscored.end())
-                target = it->second;
-        } else if (const auto it = byName.find(naming.name); it != byName.end()) {
-            target = it->second;
-        }
-        r.target = target ? target->name : naming.name;
-        if (peft && !r.alpha) {
-            double alpha = peft->alpha.value_or(static_cast<double>(r.rank));
-            for (const auto& [pattern, value] : peft->alphaPattern)
-                if (patternMatches(pattern, r.target) || patternMatches(pattern, naming.name))
-                    alpha = value;
-            r.alpha = alpha;
-            r.scale = peft->rslora ? alpha / std::sqrt(static_cast<double>(r.rank)) : alpha / static_cast<double>(r.rank);
-        }
-        if (!target) {
-            r.state = ModuleState::NoSuchLayer;
-            r.reason = "no such layer in this model";
-        } else if (r.in != target->in || r.out != target->out) {
-            r.state = ModuleState::ShapeMismatch;
-            r.reason = "LoRA " + shapeText(r.out, r.in) + " does not fit the layer's " + shapeText(target->out, target->in);
-            ++mismatchedIn[r.in];
-        }
-        report.modules.push_back(std::move(r));
-    }
-    report.layout = prefixes.empty()                                                                                           ? "none"
-        : prefixes.size() > 1                                                                                                  ? "mixed"
-        : prefixes.begin()->find("lora_unet_") != std::string::npos || prefixes.begin()->find("lycoris_") != std::string::npos ? "kohya"
-        : prefixes.begin()->find("diffusion_model.") != std::string::npos                                                      ? "comfy"
-        : prefixes.begin()->find("transformer.") != std::string::npos                                                          ? "peft"
-                                                                                                                               : "bare";
-    int mismatched = 0;
-    for (const auto& [in, n] : mismatchedIn)
-        mismatched += n;
-    // Most modules of the wrong width: the LoRA was made for another model, and saying so
-    // helps more than a list of shapes.
-    if (mismatched > 0 && mismatched >= report.matched()) {
-        auto most = mismatchedIn.begin();
-        for (auto it = mismatchedIn.begin(); it != mismatchedIn.end(); ++it)
-            if (it->second > most->second)
-                most = it;
-        report.trainedFor = "layers " + std::to_string(most->first)
-            + " wide where this model's differ: a LoRA for another model size or version (LTX-2.0 and 2.3 differ)";
-    }
+    Matching matching(cp, peft, targets);
+    for (const auto& [key, m] : modules)
+        matchModule(matching, key, m, report);
+    report.layout = layoutOf(matching.prefixes);
+    noteTrainedFor(matching.mismatchedIn, report);
     return report;
 }
 

@@ -192,6 +192,18 @@ struct Transformer::Impl {
     TransformerOutputs run(const TransformerInputs& in) const;
     at::Tensor videoCoords(std::int64_t batch, std::int64_t frames, std::int64_t height, std::int64_t width, double fps) const;
     at::Tensor audioCoords(std::int64_t batch, std::int64_t frames) const;
+
+    // The stages of run, and what they hand each other.
+    struct ForwardState;
+    void prepareTimesteps(const TransformerInputs& in, ForwardState& st, const at::Tensor& x, const at::Tensor& a) const;
+    void prepareRope(const TransformerInputs& in, ForwardState& st, const at::Tensor& x, const at::Tensor& a) const;
+    void prepareTimestepEmbeddings(const TransformerInputs& in, ForwardState& st) const;
+    void prepareTextContext(const TransformerInputs& in, ForwardState& st, const at::Tensor& x, const at::Tensor& a) const;
+    void preparePerturbation(const TransformerInputs& in, ForwardState& st) const;
+    void runBlocks(const TransformerInputs& in, const ForwardState& st, at::Tensor& x, at::Tensor& a) const;
+    void runBlock(const TransformerInputs& in, const ForwardState& st, const Block& b, bool perturbed, ResidualStream& video,
+        ResidualStream& audio) const;
+    TransformerOutputs projectOutputs(const ForwardState& st, const at::Tensor& x, const at::Tensor& a) const;
 };
 
 Transformer::Transformer(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -490,29 +502,125 @@ std::optional<at::Tensor> additiveTextMask(const std::optional<at::Tensor>& mask
     return ((1 - mask->to(dtype)) * -10000.0).unsqueeze(1).unsqueeze(1);
 }
 
+// Self-attention and feed-forward: where their first GEMM runs in FP8 with a
+// calibrated input scale, the norm writes its output already quantized.
+void selfAttention(ResidualStream& s, const Attention& attn, const std::vector<at::Tensor>& mod, const Rope& rope, double eps,
+    const at::Tensor* pm, bool ap)
+{
+    const auto dtype = s.peek().scalar_type();
+    if (const auto qs = attn.fp8InputScale(s.peek()))
+        s.addGated(attn.onQuantized(s.normModulateFp8(mod[1], mod[0], eps, *qs), dtype, &rope, pm, ap), mod[2]);
+    else
+        s.addGated(attn(s.normModulate(mod[1], mod[0], eps), nullptr, std::nullopt, &rope, nullptr, pm, ap), mod[2]);
+}
+
+// The feed-forward half of the fused-norm path above (see selfAttention).
+void feedForward(ResidualStream& s, const FeedForward& ff, const std::vector<at::Tensor>& mod, double eps)
+{
+    const auto dtype = s.peek().scalar_type();
+    if (const auto qs = ff.proj.fp8InputScale(s.peek()))
+        s.addGated(ff.onQuantized(s.normModulateFp8(mod[4], mod[3], eps, *qs), dtype), mod[5]);
+    else
+        s.addGated(ff(s.normModulate(mod[4], mod[3], eps)), mod[5]);
+}
+
+// Cross-attention operands: where the GEMM that reads a norm's output runs FP8 with a
+// calibrated input scale, the norm writes it quantized.
+Attention::Operand normFor(
+    ResidualStream& s, const std::optional<at::Tensor>& qscale, const at::Tensor& scale, const at::Tensor& shift, double eps)
+{
+    const auto dtype = s.peek().scalar_type();
+    if (qscale)
+        return Attention::Operand{s.normModulateFp8(scale, shift, eps, *qscale), dtype};
+    return Attention::Operand{s.normModulate(scale, shift, eps), std::nullopt};
+}
+
+// Text cross-attention of one stream: plain (2.0) or modulated and gated (2.3).
+void textCrossAttention(ResidualStream& s, const Attention& attn, bool modulated, const std::vector<at::Tensor>& mod,
+    const at::Tensor& context, const std::optional<at::Tensor>& mask, double eps)
+{
+    if (!modulated) {
+        s.add(attn(nn::rmsNorm(s.value(), eps), &context, mask, nullptr, nullptr));
+        return;
+    }
+    const auto h = normFor(s, attn.queryInputScale(s.peek()), mod[7], mod[6], eps);
+    s.addGated(attn.cross(h, {context, std::nullopt}, mask, nullptr, nullptr), mod[8]);
+}
+
 }  // namespace
+
+// What the stages of one forward hand each other: everything the blocks read besides the streams.
+struct Transformer::Impl::ForwardState {
+    std::int64_t batch = 0;
+    at::TensorOptions f32;
+    at::Tensor timestep, audioTimestep;
+    std::optional<at::Tensor> sigma, audioSigma;
+    Rope videoRope, audioRope, crossVideoRope, crossAudioRope;
+    at::Tensor temb, embedded, tembAudio, audioEmbedded, tembPrompt, tembPromptAudio;
+    at::Tensor caScaleShift, caGate, caAudioScaleShiftT, caAudioGateT;
+    at::Tensor context, audioContext;
+    std::optional<at::Tensor> textMask, audioTextMask;
+    std::set<int> stg;
+    at::Tensor perturbation;
+    bool allPerturbed = false;
+};
 
 TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
 {
-    const auto& c = config;
     auto x = in.hiddenStates.to(device, dtype);
     auto a = in.audioHiddenStates.to(device, dtype);
-    const auto batch = x.size(0);
+    ForwardState st;
+    prepareTimesteps(in, st, x, a);
+
+    // 1. RoPE
+    prepareRope(in, st, x, a);
+
+    // 2. Inputs
+    x = projIn(x);
+    a = audioProjIn(a);
+
+    // 3. Timestep embeddings and modulation
+    prepareTimestepEmbeddings(in, st);
+
+    // 4. Text context
+    prepareTextContext(in, st, x, a);
+
+    // 5. Blocks
+    preparePerturbation(in, st);
+    runBlocks(in, st, x, a);
+
+    // 6. Output
+    return projectOutputs(st, x, a);
+}
+
+// The latents' shapes checked against the config, and every timestep and sigma in float32.
+void Transformer::Impl::prepareTimesteps(const TransformerInputs& in, ForwardState& st, const at::Tensor& x, const at::Tensor& a) const
+{
+    const auto& c = config;
+    st.batch = x.size(0);
+    const auto batch = st.batch;
     TORCH_CHECK(x.dim() == 3 && x.size(2) == c.inChannels, "video latents must be [B, T, ", c.inChannels, "], got ", x.sizes());
     TORCH_CHECK(a.dim() == 3 && a.size(2) == c.audioInChannels && a.size(0) == batch, "audio latents must be [", batch, ", T, ",
         c.audioInChannels, "], got ", a.sizes());
-    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
-    const auto timestep = in.timestep.to(f32);
-    TORCH_CHECK(timestep.size(0) == batch, "timestep batch ", timestep.size(0), " != ", batch);
-    const auto audioTimestep = in.audioTimestep ? in.audioTimestep->to(f32) : timestep;
-    std::optional<at::Tensor> sigma;
+    st.f32 = at::TensorOptions().dtype(at::kFloat).device(device);
+    const auto& f32 = st.f32;
+    st.timestep = in.timestep.to(f32);
+    TORCH_CHECK(st.timestep.size(0) == batch, "timestep batch ", st.timestep.size(0), " != ", batch);
+    st.audioTimestep = in.audioTimestep ? in.audioTimestep->to(f32) : st.timestep;
     if (in.sigma)
-        sigma = in.sigma->to(f32);
-    else if (timestep.dim() == 1)
-        sigma = timestep;
-    const auto audioSigma = in.audioSigma ? std::optional<at::Tensor>(in.audioSigma->to(f32)) : sigma;
+        st.sigma = in.sigma->to(f32);
+    else if (st.timestep.dim() == 1)
+        st.sigma = st.timestep;
+    st.audioSigma = in.audioSigma ? std::optional<at::Tensor>(in.audioSigma->to(f32)) : st.sigma;
+}
 
-    // 1. RoPE
+// The rotary embeddings of both streams and of the cross-modal attention, from the given
+// coordinates or the latent grid; x and a only for their token counts.
+void Transformer::Impl::prepareRope(const TransformerInputs& in, ForwardState& st, const at::Tensor& x, const at::Tensor& a) const
+{
+    const auto& c = config;
+    const auto batch = st.batch;
+    const auto& f32 = st.f32;
     at::Tensor vCoords = in.videoCoords ? in.videoCoords->to(f32) : videoCoords(batch, in.numFrames, in.height, in.width, in.fps);
     if (in.extraVideoCoords) {
         const auto extra = in.extraVideoCoords->to(f32);
@@ -527,50 +635,62 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
     const std::vector<double> videoMax{double(c.posEmbedMaxPos), double(c.baseHeight), double(c.baseWidth)};
     const std::vector<double> audioMax{double(c.audioPosEmbedMaxPos)};
     const std::vector<double> crossMax{double(std::max(c.posEmbedMaxPos, c.audioPosEmbedMaxPos))};
-    const auto videoRope = makeRope(coordsToGrid(vCoords, videoMax), c.dim(), c.ropeTheta, c.ropeDoublePrecision, c.ropeSplit, c.heads);
-    const auto audioRope =
-        makeRope(coordsToGrid(aCoords, audioMax), c.audioDim(), c.ropeTheta, c.ropeDoublePrecision, c.ropeSplit, c.audioHeads);
-    const auto crossVideoRope = makeRope(coordsToGrid(vCoords.narrow(1, 0, 1), crossMax), c.audioCrossAttentionDim, c.ropeTheta,
+    st.videoRope = makeRope(coordsToGrid(vCoords, videoMax), c.dim(), c.ropeTheta, c.ropeDoublePrecision, c.ropeSplit, c.heads);
+    st.audioRope = makeRope(coordsToGrid(aCoords, audioMax), c.audioDim(), c.ropeTheta, c.ropeDoublePrecision, c.ropeSplit, c.audioHeads);
+    st.crossVideoRope = makeRope(coordsToGrid(vCoords.narrow(1, 0, 1), crossMax), c.audioCrossAttentionDim, c.ropeTheta,
         c.ropeDoublePrecision, c.ropeSplit, c.heads);
-    const auto crossAudioRope = makeRope(coordsToGrid(aCoords.narrow(1, 0, 1), crossMax), c.audioCrossAttentionDim, c.ropeTheta,
+    st.crossAudioRope = makeRope(coordsToGrid(aCoords.narrow(1, 0, 1), crossMax), c.audioCrossAttentionDim, c.ropeTheta,
         c.ropeDoublePrecision, c.ropeSplit, c.audioHeads);
+}
 
-    // 2. Inputs
-    x = projIn(x);
-    a = audioProjIn(a);
-
-    // 3. Timestep embeddings and modulation
+// The AdaLN-single embeddings every block modulates with: per stream, for the 2.3 prompt
+// modulation, and for the audio <-> video cross-attention.
+void Transformer::Impl::prepareTimestepEmbeddings(const TransformerInputs& in, ForwardState& st) const
+{
+    const auto& c = config;
+    const auto batch = st.batch;
+    const auto& timestep = st.timestep;
+    const auto& audioTimestep = st.audioTimestep;
+    const auto& sigma = st.sigma;
+    const auto& audioSigma = st.audioSigma;
     const auto gateFactor = c.crossAttnTimestepScaleMultiplier / c.timestepScaleMultiplier;
     auto [temb, embedded] = timeEmbed(timestep.flatten(), dtype);
-    temb = temb.view({batch, -1, temb.size(-1)});
-    embedded = embedded.view({batch, -1, embedded.size(-1)});
+    st.temb = temb.view({batch, -1, temb.size(-1)});
+    st.embedded = embedded.view({batch, -1, embedded.size(-1)});
     auto [tembAudio, audioEmbedded] = audioTimeEmbed(audioTimestep.flatten(), dtype);
-    tembAudio = tembAudio.view({batch, -1, tembAudio.size(-1)});
-    audioEmbedded = audioEmbedded.view({batch, -1, audioEmbedded.size(-1)});
-    at::Tensor tembPrompt, tembPromptAudio;
+    st.tembAudio = tembAudio.view({batch, -1, tembAudio.size(-1)});
+    st.audioEmbedded = audioEmbedded.view({batch, -1, audioEmbedded.size(-1)});
     if ((c.crossAttnMod || c.audioCrossAttnMod) && c.usePromptAdalnSingle) {
         TORCH_CHECK(sigma && audioSigma, "LTX-2.3 needs sigma per batch item (per-token timesteps were given without sigma)");
-        tembPrompt = promptAdaln(sigma->flatten(), dtype).first;
-        tembPrompt = tembPrompt.view({batch, -1, tembPrompt.size(-1)});
-        tembPromptAudio = audioPromptAdaln(audioSigma->flatten(), dtype).first;
-        tembPromptAudio = tembPromptAudio.view({batch, -1, tembPromptAudio.size(-1)});
+        st.tembPrompt = promptAdaln(sigma->flatten(), dtype).first;
+        st.tembPrompt = st.tembPrompt.view({batch, -1, st.tembPrompt.size(-1)});
+        st.tembPromptAudio = audioPromptAdaln(audioSigma->flatten(), dtype).first;
+        st.tembPromptAudio = st.tembPromptAudio.view({batch, -1, st.tembPromptAudio.size(-1)});
     }
     if (in.useCrossTimestep)
         TORCH_CHECK(sigma && audioSigma, "the cross-modal timestep option needs sigma and audio sigma");
     const auto videoCaTimestep = in.useCrossTimestep ? audioSigma->flatten() : timestep.flatten();
     auto caScaleShift = caVideoScaleShift(videoCaTimestep, dtype).first;
     auto caGate = caVideoGate(videoCaTimestep * gateFactor, dtype).first;
-    caScaleShift = caScaleShift.view({batch, -1, caScaleShift.size(-1)});
-    caGate = caGate.view({batch, -1, caGate.size(-1)});
+    st.caScaleShift = caScaleShift.view({batch, -1, caScaleShift.size(-1)});
+    st.caGate = caGate.view({batch, -1, caGate.size(-1)});
     const auto audioCaTimestep = in.useCrossTimestep ? sigma->flatten() : audioTimestep.flatten();
     auto caAudioScaleShiftT = caAudioScaleShift(audioCaTimestep, dtype).first;
     auto caAudioGateT = caAudioGate(audioCaTimestep * gateFactor, dtype).first;
-    caAudioScaleShiftT = caAudioScaleShiftT.view({batch, -1, caAudioScaleShiftT.size(-1)});
-    caAudioGateT = caAudioGateT.view({batch, -1, caAudioGateT.size(-1)});
+    st.caAudioScaleShiftT = caAudioScaleShiftT.view({batch, -1, caAudioScaleShiftT.size(-1)});
+    st.caAudioGateT = caAudioGateT.view({batch, -1, caAudioGateT.size(-1)});
+}
 
-    // 4. Text context
-    auto context = in.encoderHiddenStates.to(device, dtype);
-    auto audioContext = in.audioEncoderHiddenStates.to(device, dtype);
+// The text contexts (projected for 2.0) and their additive masks; x and a, already
+// projected, only for their widths.
+void Transformer::Impl::prepareTextContext(const TransformerInputs& in, ForwardState& st, const at::Tensor& x, const at::Tensor& a) const
+{
+    const auto& c = config;
+    const auto batch = st.batch;
+    auto& context = st.context;
+    auto& audioContext = st.audioContext;
+    context = in.encoderHiddenStates.to(device, dtype);
+    audioContext = in.audioEncoderHiddenStates.to(device, dtype);
     if (c.usePromptEmbeddings) {
         context = captionLinear2(nn::geluTanh(captionLinear1(context))).view({batch, -1, x.size(-1)});
         audioContext = audioCaptionLinear2(nn::geluTanh(audioCaptionLinear1(audioContext))).view({batch, -1, a.size(-1)});
@@ -579,24 +699,31 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
         c.usePromptEmbeddings ? c.captionChannels : c.crossAttentionDim);
     TORCH_CHECK(audioContext.size(-1) == c.audioCrossAttentionDim, "audio text context has ", audioContext.size(-1),
         " features, the model expects ", c.usePromptEmbeddings ? c.captionChannels : c.audioCrossAttentionDim);
-    const auto textMask =
+    st.textMask =
         additiveTextMask(in.encoderAttentionMask ? std::optional<at::Tensor>(in.encoderAttentionMask->to(device)) : std::nullopt, dtype);
-    const auto audioTextMask = additiveTextMask(
+    st.audioTextMask = additiveTextMask(
         in.audioEncoderAttentionMask ? std::optional<at::Tensor>(in.audioEncoderAttentionMask->to(device)) : std::nullopt, dtype);
+}
 
-    // 5. Blocks
-    at::Tensor perturbation;
-    bool allPerturbed = false;
-    const std::set<int> stg(in.stgBlocks.begin(), in.stgBlocks.end());
-    for (const int i : stg)
+// Which blocks take spatio-temporal guidance, and the per-row mask they perturb by.
+void Transformer::Impl::preparePerturbation(const TransformerInputs& in, ForwardState& st) const
+{
+    const auto batch = st.batch;
+    st.stg = std::set<int>(in.stgBlocks.begin(), in.stgBlocks.end());
+    for (const int i : st.stg)
         TORCH_CHECK(i >= 0 && i < static_cast<int>(blocks.size()), "spatio-temporal guidance block ", i, " does not exist (the model has ",
             blocks.size(), " blocks)");
-    if (!stg.empty()) {
-        perturbation = in.perturbationMask ? in.perturbationMask->to(device, dtype) : at::zeros({batch}, f32.dtype(dtype));
-        perturbation = perturbation.view({batch, 1, 1});
-        allPerturbed = in.allPerturbed ? *in.allPerturbed : (perturbation == 0).all().item<bool>();
+    if (!st.stg.empty()) {
+        st.perturbation = in.perturbationMask ? in.perturbationMask->to(device, dtype) : at::zeros({batch}, st.f32.dtype(dtype));
+        st.perturbation = st.perturbation.view({batch, 1, 1});
+        st.allPerturbed = in.allPerturbed ? *in.allPerturbed : (st.perturbation == 0).all().item<bool>();
     }
-    const double eps = c.normEps;
+}
+
+// The block loop: cancellation, the first-block step cache and block offloading around
+// runBlock; x and a go in projected and come out as the last block left them.
+void Transformer::Impl::runBlocks(const TransformerInputs& in, const ForwardState& st, at::Tensor& x, at::Tensor& a) const
+{
     StepCache* cache = blocks.size() > 1 ? in.stepCache : nullptr;
     at::Tensor xIn = x, aIn = a, xFirst, aFirst;
     if (cache)
@@ -620,89 +747,7 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
                 blocks[i], [&](const nn::Linear& l) { return l.on(device, true); },
                 [&](const at::Tensor& t) { return t.defined() ? t.to(device, true) : t; });
         const auto& b = offload ? staged : blocks[i];
-        const bool perturbed = stg.count(static_cast<int>(i)) > 0;
-        const at::Tensor* pm = perturbed ? &perturbation : nullptr;
-        const bool ap = perturbed && allPerturbed;
-
-        // Self-attention and feed-forward: where their first GEMM runs in FP8 with a
-        // calibrated input scale, the norm writes its output already quantized.
-        auto selfAttention = [&](ResidualStream& s, const Attention& attn, const std::vector<at::Tensor>& mod, const Rope& rope) {
-            const auto dtype = s.peek().scalar_type();
-            if (const auto qs = attn.fp8InputScale(s.peek()))
-                s.addGated(attn.onQuantized(s.normModulateFp8(mod[1], mod[0], eps, *qs), dtype, &rope, pm, ap), mod[2]);
-            else
-                s.addGated(attn(s.normModulate(mod[1], mod[0], eps), nullptr, std::nullopt, &rope, nullptr, pm, ap), mod[2]);
-        };
-        auto feedForward = [&](ResidualStream& s, const FeedForward& ff, const std::vector<at::Tensor>& mod) {
-            const auto dtype = s.peek().scalar_type();
-            if (const auto qs = ff.proj.fp8InputScale(s.peek()))
-                s.addGated(ff.onQuantized(s.normModulateFp8(mod[4], mod[3], eps, *qs), dtype), mod[5]);
-            else
-                s.addGated(ff(s.normModulate(mod[4], mod[3], eps)), mod[5]);
-        };
-
-        // 5.1 self-attention
-        const auto vMod = modParams(b.scaleShiftTable, temb);
-        selfAttention(video, b.attn1, vMod, videoRope);
-        const auto aMod = modParams(b.audioScaleShiftTable, tembAudio);
-        selfAttention(audio, b.audioAttn1, aMod, audioRope);
-
-        // 5.2 text cross-attention
-        at::Tensor ctx = context, actx = audioContext;
-        if (c.crossAttnMod || c.audioCrossAttnMod) {
-            std::vector<at::Tensor> kv, akv;
-            if (tembPrompt.defined()) {
-                kv = modParams(b.promptScaleShiftTable, tembPrompt);
-                akv = modParams(b.audioPromptScaleShiftTable, tembPromptAudio);
-            } else {
-                kv = b.promptScaleShiftTable.unsqueeze(0).unsqueeze(0).unbind(2);
-                akv = b.audioPromptScaleShiftTable.unsqueeze(0).unsqueeze(0).unbind(2);
-            }
-            ctx = nn::modulate(context, kv[1], kv[0]);
-            actx = nn::modulate(audioContext, akv[1], akv[0]);
-        }
-        // Cross-attention operands: where the GEMM that reads a norm's output runs FP8 with a
-        // calibrated input scale, the norm writes it quantized.
-        auto normFor = [&](ResidualStream& s, const std::optional<at::Tensor>& qscale, const at::Tensor& scale, const at::Tensor& shift) {
-            const auto dtype = s.peek().scalar_type();
-            if (qscale)
-                return Attention::Operand{s.normModulateFp8(scale, shift, eps, *qscale), dtype};
-            return Attention::Operand{s.normModulate(scale, shift, eps), std::nullopt};
-        };
-        auto textCrossAttention = [&](ResidualStream& s, const Attention& attn, bool modulated, const std::vector<at::Tensor>& mod,
-                                      const at::Tensor& context, const std::optional<at::Tensor>& mask) {
-            if (!modulated) {
-                s.add(attn(nn::rmsNorm(s.value(), eps), &context, mask, nullptr, nullptr));
-                return;
-            }
-            const auto h = normFor(s, attn.queryInputScale(s.peek()), mod[7], mod[6]);
-            s.addGated(attn.cross(h, {context, std::nullopt}, mask, nullptr, nullptr), mod[8]);
-        };
-        textCrossAttention(video, b.attn2, c.crossAttnMod, vMod, ctx, textMask);
-        textCrossAttention(audio, b.audioAttn2, c.audioCrossAttnMod, aMod, actx, audioTextMask);
-
-        // 5.3 audio <-> video cross-attention, both from the states before either update
-        if (!in.isolateModalities) {
-            const auto vCa = modParams(b.videoA2vTable.narrow(0, 0, 4), caScaleShift);
-            const auto vGate = modParams(b.videoA2vTable.narrow(0, 4, 1), caGate)[0];
-            const auto aCa = modParams(b.audioA2vTable.narrow(0, 0, 4), caAudioScaleShiftT);
-            const auto aGate = modParams(b.audioA2vTable.narrow(0, 4, 1), caAudioGateT)[0];
-            // rows: 0 scale(a2v), 1 shift(a2v), 2 scale(v2a), 3 shift(v2a)
-            const auto& toVideo = b.audioToVideo;
-            const auto& toAudio = b.videoToAudio;
-            auto q = normFor(video, toVideo.queryInputScale(video.peek()), vCa[0], vCa[1]);
-            auto kv = normFor(audio, toVideo.contextInputScale(audio.peek()), aCa[0], aCa[1]);
-            const auto a2v = toVideo.cross(q, kv, std::nullopt, &crossVideoRope, &crossAudioRope);
-            q = normFor(audio, toAudio.queryInputScale(audio.peek()), aCa[2], aCa[3]);
-            kv = normFor(video, toAudio.contextInputScale(video.peek()), vCa[2], vCa[3]);
-            const auto v2a = toAudio.cross(q, kv, std::nullopt, &crossAudioRope, &crossVideoRope);
-            video.addGated(a2v, vGate);
-            audio.addGated(v2a, aGate);
-        }
-
-        // 5.4 feed-forward
-        feedForward(video, b.ff, vMod);
-        feedForward(audio, b.audioFf, aMod);
+        runBlock(in, st, b, st.stg.count(static_cast<int>(i)) > 0, video, audio);
         if (in.onBlock)
             in.onBlock(static_cast<int>(i), video.value(), audio.value());
     }
@@ -713,11 +758,70 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
         cache->restVideo = x - xFirst;
         cache->restAudio = a - aFirst;
     }
+}
 
-    // 6. Output
-    auto values = scaleShiftTable.unsqueeze(0).unsqueeze(0) + embedded.unsqueeze(2);
+// One transformer block over both streams, its four stages in the reference's order.
+void Transformer::Impl::runBlock(
+    const TransformerInputs& in, const ForwardState& st, const Block& b, bool perturbed, ResidualStream& video, ResidualStream& audio) const
+{
+    const auto& c = config;
+    const double eps = c.normEps;
+    const at::Tensor* pm = perturbed ? &st.perturbation : nullptr;
+    const bool ap = perturbed && st.allPerturbed;
+
+    // 5.1 self-attention
+    const auto vMod = modParams(b.scaleShiftTable, st.temb);
+    selfAttention(video, b.attn1, vMod, st.videoRope, eps, pm, ap);
+    const auto aMod = modParams(b.audioScaleShiftTable, st.tembAudio);
+    selfAttention(audio, b.audioAttn1, aMod, st.audioRope, eps, pm, ap);
+
+    // 5.2 text cross-attention
+    at::Tensor ctx = st.context, actx = st.audioContext;
+    if (c.crossAttnMod || c.audioCrossAttnMod) {
+        std::vector<at::Tensor> kv, akv;
+        if (st.tembPrompt.defined()) {
+            kv = modParams(b.promptScaleShiftTable, st.tembPrompt);
+            akv = modParams(b.audioPromptScaleShiftTable, st.tembPromptAudio);
+        } else {
+            kv = b.promptScaleShiftTable.unsqueeze(0).unsqueeze(0).unbind(2);
+            akv = b.audioPromptScaleShiftTable.unsqueeze(0).unsqueeze(0).unbind(2);
+        }
+        ctx = nn::modulate(st.context, kv[1], kv[0]);
+        actx = nn::modulate(st.audioContext, akv[1], akv[0]);
+    }
+    textCrossAttention(video, b.attn2, c.crossAttnMod, vMod, ctx, st.textMask, eps);
+    textCrossAttention(audio, b.audioAttn2, c.audioCrossAttnMod, aMod, actx, st.audioTextMask, eps);
+
+    // 5.3 audio <-> video cross-attention, both from the states before either update
+    if (!in.isolateModalities) {
+        const auto vCa = modParams(b.videoA2vTable.narrow(0, 0, 4), st.caScaleShift);
+        const auto vGate = modParams(b.videoA2vTable.narrow(0, 4, 1), st.caGate)[0];
+        const auto aCa = modParams(b.audioA2vTable.narrow(0, 0, 4), st.caAudioScaleShiftT);
+        const auto aGate = modParams(b.audioA2vTable.narrow(0, 4, 1), st.caAudioGateT)[0];
+        // rows: 0 scale(a2v), 1 shift(a2v), 2 scale(v2a), 3 shift(v2a)
+        const auto& toVideo = b.audioToVideo;
+        const auto& toAudio = b.videoToAudio;
+        auto q = normFor(video, toVideo.queryInputScale(video.peek()), vCa[0], vCa[1], eps);
+        auto kv = normFor(audio, toVideo.contextInputScale(audio.peek()), aCa[0], aCa[1], eps);
+        const auto a2v = toVideo.cross(q, kv, std::nullopt, &st.crossVideoRope, &st.crossAudioRope);
+        q = normFor(audio, toAudio.queryInputScale(audio.peek()), aCa[2], aCa[3], eps);
+        kv = normFor(video, toAudio.contextInputScale(video.peek()), vCa[2], vCa[3], eps);
+        const auto v2a = toAudio.cross(q, kv, std::nullopt, &st.crossAudioRope, &st.crossVideoRope);
+        video.addGated(a2v, vGate);
+        audio.addGated(v2a, aGate);
+    }
+
+    // 5.4 feed-forward
+    feedForward(video, b.ff, vMod, eps);
+    feedForward(audio, b.audioFf, aMod, eps);
+}
+
+// The final norm, modulated by the embedded timestep, and the output projections.
+TransformerOutputs Transformer::Impl::projectOutputs(const ForwardState& st, const at::Tensor& x, const at::Tensor& a) const
+{
+    auto values = scaleShiftTable.unsqueeze(0).unsqueeze(0) + st.embedded.unsqueeze(2);
     auto out = nn::modulate(nn::layerNormNoAffine(x, 1e-6), values.select(2, 1), values.select(2, 0));
-    auto audioValues = audioScaleShiftTable.unsqueeze(0).unsqueeze(0) + audioEmbedded.unsqueeze(2);
+    auto audioValues = audioScaleShiftTable.unsqueeze(0).unsqueeze(0) + st.audioEmbedded.unsqueeze(2);
     auto audioOut = nn::modulate(nn::layerNormNoAffine(a, 1e-6), audioValues.select(2, 1), audioValues.select(2, 0));
     return {projOut(out), audioProjOut(audioOut)};
 }
