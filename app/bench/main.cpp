@@ -90,51 +90,29 @@ std::string commandHelp(const std::string& command)
 
 int runCommand(const std::vector<std::string>& args, const char* self)
 {
-    const std::string& command = args[0];
-    // --help anywhere after a benchmark is its help, never an error.
-    if (std::any_of(args.begin() + 1, args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
-        const auto help = commandHelp(command);
-        if (help.empty())
-            return usageError("unknown benchmark '" + command + "'");
-        std::fputs(help.c_str(), stdout);
-        return 0;
-    }
-    if (command == "read")
-        return runBenchRead(args);
-    if (command == "dequant")
-        return runBenchDequant(args);
-    if (command == "gpu-dequant")
-        return runBenchGpuDequant(args);
-    if (command == "stages")
-        return runBenchStages(args);
-    if (command == "ideogram-step")
-        return runBenchIdeogramStep(args);
-    if (command == "lora")
-        return runBenchLora(args);
-    if (command == "download")
-        return runBenchDownload(args, self);
-    if (command == "dit")
-        return runBenchDit(args, self);
-    if (command == "generate")
-        return runBenchGenerate(args, self);
-    if (command == "gpu")
-        return runBenchGpu(args, self);
+    using Args = const std::vector<std::string>&;
+    const std::vector<vireo::cli::Command> benchmarks = {
+        {"read", runBenchRead},
+        {"dequant", runBenchDequant},
+        {"gpu-dequant", runBenchGpuDequant},
+        {"stages", runBenchStages},
+        {"ideogram-step", runBenchIdeogramStep},
+        {"lora", runBenchLora},
+        {"download", [self](Args a) { return runBenchDownload(a, self); }},
+        {"dit", [self](Args a) { return runBenchDit(a, self); }},
+        {"generate", [self](Args a) { return runBenchGenerate(a, self); }},
+        {"gpu", [self](Args a) { return runBenchGpu(a, self); }},
 #ifdef VIREO_HAS_CORE
-    if (command == "runtime")
-        return runBenchRuntime(args);
-    if (command == "speed")
-        return runBenchSpeed(args);
-    if (command == "startup")
-        return runBenchStartup(args, self);
+        {"runtime", runBenchRuntime},
+        {"speed", runBenchSpeed},
+        {"startup", [self](Args a) { return runBenchStartup(a, self); }},
 #else
-    if (command == "runtime" || command == "speed" || command == "startup")
-        return usageError(command + " needs a build with the Qt layers (VIREO_GUI=ON)");
+        {"runtime", [](Args a) { return usageError(a[0] + " needs a build with the Qt layers (VIREO_GUI=ON)"); }},
+        {"speed", [](Args a) { return usageError(a[0] + " needs a build with the Qt layers (VIREO_GUI=ON)"); }},
+        {"startup", [](Args a) { return usageError(a[0] + " needs a build with the Qt layers (VIREO_GUI=ON)"); }},
 #endif
-    if (command == "version" || command == "--version") {
-        std::printf("vireo-bench %s\n", VIREO_VERSION);
-        return 0;
-    }
-    return usageError("unknown benchmark '" + command + "'");
+    };
+    return vireo::cli::dispatch("vireo-bench", VIREO_VERSION, args, benchmarks, commandHelp, usageError, "benchmark");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "inference/util/text.h"
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -131,6 +132,29 @@ int runProgram(
         std::fprintf(stderr, "%s: %s: internal error; please report it with the command you ran\n", program, command.c_str());
     }
     return 1;
+}
+
+int dispatch(const char* program, const char* version, const std::vector<std::string>& args, const std::vector<Command>& commands,
+    const std::function<std::string(const std::string&)>& help, const std::function<int(const std::string&)>& usageError,
+    const std::string& noun)
+{
+    const std::string& name = args.at(0);
+    // --help anywhere after a command is its help, never an error.
+    if (std::any_of(args.begin() + 1, args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+        const auto text = help(name);
+        if (text.empty())
+            return usageError("unknown " + noun + " '" + name + "'");
+        std::fputs(text.c_str(), stdout);
+        return 0;
+    }
+    for (const auto& c : commands)
+        if (c.name == name)
+            return c.run(args);
+    if (name == "version" || name == "--version") {
+        std::printf("%s %s\n", program, version);
+        return 0;
+    }
+    return usageError("unknown " + noun + " '" + name + "'");
 }
 
 }  // namespace vireo::cli

@@ -80,4 +80,18 @@ inline std::string lower(std::string_view text)
 int runProgram(
     const char* program, int argc, char** argv, const std::string& usage, const std::function<int(const std::vector<std::string>&)>& run);
 
+// One command of vireo-cli or a benchmark of vireo-bench: its name and what runs it (given every
+// argument, the name first).
+struct Command {
+    std::string name;
+    std::function<int(const std::vector<std::string>&)> run;
+};
+
+// Runs the command `args[0]` names. `--help` anywhere after it prints its help (`help(name)`,
+// empty for an unknown name) and exits 0; "version" and "--version" print `program version`; an
+// unknown name is `usageError("unknown <noun> '<name>'")`.
+int dispatch(const char* program, const char* version, const std::vector<std::string>& args, const std::vector<Command>& commands,
+    const std::function<std::string(const std::string&)>& help, const std::function<int(const std::string&)>& usageError,
+    const std::string& noun);
+
 }  // namespace vireo::cli

@@ -176,58 +176,45 @@ std::string commandHelp(const std::string& command)
     return out.empty() ? out : "usage: vireo-cli " + command + " ...\n" + out;
 }
 
-int runCommand(const std::string& command, std::vector<std::string>& args)
+int runCommand(const std::vector<std::string>& all)
 {
-    if (command == "bench") {
-        // The benchmarks are developer tools, left out of the installed program.
-        std::string rest;
-        for (const auto& a : args)
-            rest += " " + a;
-        std::fprintf(stderr, "vireo-cli: the benchmarks moved to vireo-bench (built in the build tree, not installed): vireo-bench%s\n",
-            vireo::terminalSafe(rest.substr(0, 200)).c_str());
-        return 2;
-    }
-    // --help anywhere after a command is that command's help, never an error.
-    if (std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
-        const auto help = commandHelp(command);
-        if (help.empty())
-            return usageError("unknown command '" + command + "'");
-        std::fputs(help.c_str(), stdout);
-        return 0;
-    }
-    if (command == "inspect")
-        return runInspect(args);
-    if (command == "tensor")
-        return runTensor(args);
-    if (command == "dit-forward")
-        return runDitForward(args);
-    if (command == "lora")
-        return runLora(args);
-#ifdef VIREO_HAS_CORE
-    if (command == "generate")
-        return runGenerate(args);
-#else
-    if (command == "generate")
-        return usageError("generate needs a build with the studio's runtime (VIREO_GUI=ON)");
+    using Args = const std::vector<std::string>&;
+    // The commands take the arguments after their name.
+    const auto rest = [](int (*run)(Args)) { return [run](Args a) { return run(std::vector<std::string>(a.begin() + 1, a.end())); }; };
+#ifndef VIREO_HAS_CORE
+    const auto needsQt = [](Args a) { return usageError(a[0] + " needs a build with the Qt layers (VIREO_GUI=ON)"); };
 #endif
+    const std::vector<vireo::cli::Command> commands = {
+        {"bench",
+            [](Args a) {
+                // The benchmarks are developer tools, left out of the installed program.
+                std::string given;
+                for (std::size_t i = 1; i < a.size(); ++i)
+                    given += " " + a[i];
+                std::fprintf(stderr,
+                    "vireo-cli: the benchmarks moved to vireo-bench (built in the build tree, not installed): vireo-bench%s\n",
+                    vireo::terminalSafe(given.substr(0, 200)).c_str());
+                return 2;
+            }},
+        {"inspect", rest(runInspect)},
+        {"tensor", rest(runTensor)},
+        {"dit-forward", rest(runDitForward)},
+        {"lora", rest(runLora)},
 #ifdef VIREO_HAS_CORE
-    if (command == "plan")
-        return runPlan(args);
-    if (command == "download")
-        return runDownload(args);
-    if (command == "trust")
-        return runTrust(args);
-    if (command == "cache")
-        return runCache(args);
+        {"generate", rest(runGenerate)},
+        {"plan", rest(runPlan)},
+        {"download", rest(runDownload)},
+        {"trust", rest(runTrust)},
+        {"cache", rest(runCache)},
 #else
-    if (command == "plan" || command == "download" || command == "trust" || command == "cache")
-        return usageError(command + " needs a build with the Qt layers (VIREO_GUI=ON)");
+        {"generate", [](Args) { return usageError("generate needs a build with the studio's runtime (VIREO_GUI=ON)"); }},
+        {"plan", needsQt},
+        {"download", needsQt},
+        {"trust", needsQt},
+        {"cache", needsQt},
 #endif
-    if (command == "version" || command == "--version") {
-        std::printf("vireo-cli %s\n", VIREO_VERSION);
-        return 0;
-    }
-    return usageError("unknown command '" + command + "'");
+    };
+    return vireo::cli::dispatch("vireo-cli", VIREO_VERSION, all, commands, commandHelp, usageError, "command");
 }
 
 }  // namespace
@@ -241,8 +228,5 @@ int main(int argc, char** argv)
     QCoreApplication::setApplicationName(QStringLiteral("vireo"));
     QCoreApplication::setApplicationVersion(QStringLiteral(VIREO_VERSION));
 #endif
-    return vireo::cli::runProgram("vireo-cli", argc, argv, usage(), [&](const std::vector<std::string>& all) {
-        std::vector<std::string> rest(all.begin() + 1, all.end());
-        return runCommand(all[0], rest);
-    });
+    return vireo::cli::runProgram("vireo-cli", argc, argv, usage(), runCommand);
 }

@@ -33,11 +33,6 @@ std::string shapeText(c10::IntArrayRef shape)
     return s.str();
 }
 
-std::int64_t bytesOf(const at::Tensor& t)
-{
-    return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0;
-}
-
 // Each distinct reason is logged once, not once per forward.
 void logFallbackOnce(const std::string& reason)
 {
@@ -562,6 +557,11 @@ Result<at::Tensor> QuantizedWeight::linear(const at::Tensor& input, const std::o
             b = bias->to(input.device(), dtype);
         return at::linear(input.to(dtype), *w, b);
     });
+}
+
+std::int64_t bytesOf(const at::Tensor& t)
+{
+    return t.defined() ? static_cast<std::int64_t>(t.nbytes()) : 0;
 }
 
 }  // namespace vireo::quant

@@ -107,4 +107,7 @@ private:
     c10::ScalarType m_nf4Dtype = c10::kBFloat16;
 };
 
+// The bytes a tensor holds (0 when undefined): what the models' residentBytes() add up.
+std::int64_t bytesOf(const at::Tensor& t);
+
 }  // namespace vireo::quant

@@ -1,6 +1,7 @@
 #include "inference/models/flux2/flux2vae.h"
 
 #include "inference/models/nn/strictweights.h"
+#include "inference/quant/quantizedweight.h"
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
 #include "inference/util/device.h"
@@ -86,10 +87,7 @@ struct UpBlock {
     std::optional<Conv> upsample;
 };
 
-std::int64_t bytesOf(const at::Tensor& t)
-{
-    return t.defined() ? t.numel() * t.element_size() : 0;
-}
+using quant::bytesOf;
 
 }  // namespace
 

@@ -220,10 +220,7 @@ struct Layer {
     bool sliding = false;
 };
 
-std::int64_t bytesOf(const at::Tensor& t)
-{
-    return t.defined() ? t.numel() * t.element_size() : 0;
-}
+using quant::bytesOf;
 
 // Gemma3RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) in float32, back to x's dtype.
 at::Tensor gemmaNorm(const at::Tensor& x, const at::Tensor& scale, double eps)

@@ -63,10 +63,7 @@ Block mapBlock(const Block& b, LinearFn&& linear, TensorFn&& tensor)
     return out;
 }
 
-std::int64_t bytesOf(const at::Tensor& t)
-{
-    return t.defined() ? t.numel() * t.element_size() : 0;
-}
+using quant::bytesOf;
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "inference/models/ltx2/ltx2audiovae.h"
 
+#include "inference/quant/quantizedweight.h"
 #include "inference/util/device.h"
 
 #include "inference/models/ltx2/ltx2config.h"
@@ -86,10 +87,7 @@ struct Level {
     std::optional<Conv2d> upsample;
 };
 
-std::int64_t bytesOf(const at::Tensor& t)
-{
-    return t.defined() ? t.numel() * t.element_size() : 0;
-}
+using quant::bytesOf;
 std::int64_t bytesOf(const Conv2d& c)
 {
     return bytesOf(c.weight) + bytesOf(c.bias);

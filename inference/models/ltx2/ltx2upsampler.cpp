@@ -1,6 +1,7 @@
 #include "inference/models/ltx2/ltx2upsampler.h"
 
 #include "inference/models/nn/strictweights.h"
+#include "inference/quant/quantizedweight.h"
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
 #include "inference/util/device.h"
@@ -444,10 +445,7 @@ at::Tensor pixelShuffleTime(const at::Tensor& x)
     return x.reshape({b, -1, 2, f, h, w}).permute({0, 1, 3, 2, 4, 5}).reshape({b, -1, f * 2, h, w});
 }
 
-std::int64_t bytesOf(const at::Tensor& t)
-{
-    return t.defined() ? t.numel() * t.element_size() : 0;
-}
+using quant::bytesOf;
 
 at::Tensor binomialKernel()
 {

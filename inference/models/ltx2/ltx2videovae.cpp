@@ -1,5 +1,6 @@
 #include "inference/models/ltx2/ltx2videovae.h"
 
+#include "inference/quant/quantizedweight.h"
 #include "inference/util/device.h"
 
 #include "inference/models/ltx2/ltx2config.h"
@@ -1121,10 +1122,7 @@ struct UpBlock {
     std::vector<ResBlock> resnets;
 };
 
-std::int64_t bytesOf(const at::Tensor& t)
-{
-    return t.defined() ? t.numel() * t.element_size() : 0;
-}
+using quant::bytesOf;
 std::int64_t bytesOf(const Conv& c)
 {
     return bytesOf(c.weight) + bytesOf(c.bias);

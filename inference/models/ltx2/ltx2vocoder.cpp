@@ -1,5 +1,6 @@
 #include "inference/models/ltx2/ltx2vocoder.h"
 
+#include "inference/quant/quantizedweight.h"
 #include "inference/util/device.h"
 
 #include "inference/models/ltx2/ltx2config.h"
@@ -478,10 +479,7 @@ struct Stage {
     Activation actOut;
 };
 
-std::int64_t bytesOf(const at::Tensor& t)
-{
-    return t.defined() ? t.numel() * t.element_size() : 0;
-}
+using quant::bytesOf;
 std::int64_t bytesOf(const Conv1d& c)
 {
     return bytesOf(c.weight) + bytesOf(c.bias);

@@ -113,10 +113,7 @@ struct Layer {
     at::Tensor inputNorm, postAttentionNorm, qNorm, kNorm;
 };
 
-std::int64_t bytesOf(const at::Tensor& t)
-{
-    return t.defined() ? t.numel() * t.element_size() : 0;
-}
+using quant::bytesOf;
 
 // Qwen3VLTextRMSNorm: normalized in float32, back to x's dtype, then times the weight.
 at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps)
