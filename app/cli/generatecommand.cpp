@@ -64,7 +64,7 @@ std::string generateHelp()
         "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] "
         "[--clip-from-end] ...]\n"
         "         [--stages auto|single|two] [--two-stage]\n"
-        "         [--upsampler FILE] [--dry-run [--plan-for DEVICE]] [--again FILE]\n"
+        "         [--upsampler FILE] [--dry-run [--plan-for DEVICE]] [--again FILE] [--set KNOB=VALUE ...]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
         "  --again FILE makes FILE again from the recipe inside it (model files, prompt, seed, sizes, schedule,\n"
         "  guidance, LoRAs, start images and clips, stages); options after it change what they name (--seed N).\n"
@@ -79,12 +79,21 @@ std::string generateHelp()
         "  --clip-from-end: at frame 0 the video extends the clip); --image-frame and --image-strength after it are its own.\n"
         "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
         "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow\n"
+        "  --set KNOB=VALUE sets a control of the model's family's own (its recipe keeps it); the knobs:\n"
+        "%k"
         "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n"
         "  --dry-run prints the memory plan and the path each component takes on the device (the dtype, FP8 or\n"
         "  dequantized GEMMs, the attention) and loads nothing; --out is then optional. --plan-for DEVICE plans for\n"
         "  another GPU instead of this machine's (%s)\n";
-    const auto at = text.find("%s");
-    return text.substr(0, at) + knownDevices() + text.substr(at + 2);
+    std::string knobs;
+    for (const char* family : {"ltx2", "ideogram4"})
+        if (const auto rules = vireo::facade::familyRulesById(family))
+            knobs += "    " + rules->title + ": " + vireo::generation::describeKnobs(*rules) + "\n";
+    auto out = text;
+    const auto k = out.find("%k");
+    out.replace(k, 2, knobs);
+    const auto at = out.find("%s");
+    return out.substr(0, at) + knownDevices() + out.substr(at + 2);
 }
 
 namespace {
@@ -260,7 +269,14 @@ std::optional<int> applyValue(const std::string& a, const std::string& v, Genera
         load.device = v;
     else if (a == "--dtype")
         load.dtype = v;
-    else if (a == "--speed") {
+    else if (a == "--set") {
+        // The range is the family's, checked with the rest of the ask (generation::prepare).
+        const auto eq = v.find('=');
+        const auto value = parseNumber<double>(std::string_view(v).substr(eq == std::string::npos ? v.size() : eq + 1), -1e9, 1e9);
+        if (eq == std::string::npos || eq == 0 || !value)
+            return usage("--set takes KNOB=VALUE with a number for VALUE, not " + v);
+        ask.knobs[v.substr(0, eq)] = *value;
+    } else if (a == "--speed") {
         auto m = vireo::facade::parseSpeedMode(v);
         if (!m)
             return usage("--speed is quality, balanced or fast");
@@ -327,8 +343,9 @@ std::optional<int> parseOptions(const std::vector<std::string>& given, GenerateO
     }
     if (o.planFor && !o.dryRun)
         return usage("--plan-for plans for another device: it goes with --dry-run");
+    // A dry run writes nothing: its name only has to suit what the model makes.
     if (o.dryRun && o.out.empty())
-        o.out = "dry-run.mp4";
+        o.out = vireo::facade::detectModelKind(o.load.modelPaths) == vireo::facade::ModelKind::Image ? "dry-run.png" : "dry-run.mp4";
     if (o.load.modelPaths.empty() || o.ask.prompt.empty() || o.out.empty())
         return usage("--model, --prompt and --out are required");
     return std::nullopt;
@@ -428,7 +445,7 @@ std::optional<int> showPlan(
             auto j = planJson(*plan);
             j["request"] = {{"width", base.width}, {"height", base.height}, {"frames", base.frames}, {"fps", base.fps},
                 {"schedule", base.schedule}, {"steps", base.steps}, {"guidance", base.guidance}, {"audio_guidance", base.audioGuidance},
-                {"guidance_rescale", base.guidanceRescale}, {"guidance_schedule", base.guidanceSchedule},
+                {"guidance_rescale", base.guidanceRescale}, {"guidance_schedule", base.guidanceSchedule}, {"knobs", base.knobs},
                 {"defaults_basis", defaults.basis}};
             std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         } else {
@@ -498,19 +515,20 @@ int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::
         const auto resident = engine.resident();
         std::printf("%s\n",
             nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
-                {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.frames},
+                {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.request.frames},
                 {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
-                {"speed", last->recipe.speed}, {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs},
-                {"paths", last->recipe.paths}, {"planned_paths", last->recipe.plannedPaths}, {"path_warnings", last->recipe.pathWarnings},
-                {"kind", last->recipe.kind}, {"width", last->recipe.width}, {"height", last->recipe.height},
-                {"stages", last->recipe.stages}, {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
+                {"speed", last->recipe.request.speed}, {"knobs", last->recipe.request.knobs}, {"steps_skipped", last->recipe.stepsSkipped},
+                {"cuda_graphs", last->recipe.cudaGraphs}, {"paths", last->recipe.paths}, {"planned_paths", last->recipe.plannedPaths},
+                {"path_warnings", last->recipe.pathWarnings}, {"kind", last->recipe.kind}, {"width", last->recipe.request.width},
+                {"height", last->recipe.request.height}, {"stages", last->recipe.stages}, {"stages_reason", last->recipe.stagesReason},
+                {"conditions", conditionsJson}}
                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                 .c_str());
         return 0;
     }
     if (last->recipe.stepsSkipped > 0)
-        std::printf("speed %s: %d of %d denoise steps reused the transformer's previous work\n", last->recipe.speed.c_str(),
-            last->recipe.stepsSkipped, last->recipe.steps);
+        std::printf("speed %s: %d of %d denoise steps reused the transformer's previous work\n", last->recipe.request.speed.c_str(),
+            last->recipe.stepsSkipped, last->recipe.request.steps);
     if (!last->recipe.paths.empty())
         std::printf("compute: %s\n", last->recipe.paths.c_str());
     for (const auto& w : last->recipe.pathWarnings)
@@ -518,10 +536,10 @@ int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::
     if (!last->recipe.cudaGraphs.empty())
         std::printf("CUDA graphs: %s\n", last->recipe.cudaGraphs.c_str());
     if (image)
-        std::printf("[%7.2f s] wrote %s (%lldx%lld image)\n", total, out.c_str(), static_cast<long long>(last->recipe.width),
-            static_cast<long long>(last->recipe.height));
+        std::printf("[%7.2f s] wrote %s (%lldx%lld image)\n", total, out.c_str(), static_cast<long long>(last->recipe.request.width),
+            static_cast<long long>(last->recipe.request.height));
     else
-        std::printf("[%7.2f s] wrote %s (%lld frames)\n", total, out.c_str(), static_cast<long long>(last->recipe.frames));
+        std::printf("[%7.2f s] wrote %s (%lld frames)\n", total, out.c_str(), static_cast<long long>(last->recipe.request.frames));
     return 0;
 }
 

@@ -88,17 +88,18 @@ struct Fields {
 
 Fields fieldsFrom(const output::Recipe& r)
 {
+    const auto& q = r.request;
     Fields f;
     f.kind = QString::fromStdString(r.kind);
-    f.width = static_cast<int>(r.width);
-    f.height = static_cast<int>(r.height);
-    f.frames = static_cast<int>(r.frames);
-    f.fps = r.fps;
-    f.duration = r.fps > 0 && r.frames > 0 ? static_cast<double>(r.frames) / r.fps : 0;
-    f.seed = r.seed;
+    f.width = static_cast<int>(q.width);
+    f.height = static_cast<int>(q.height);
+    f.frames = static_cast<int>(q.frames);
+    f.fps = q.fps;
+    f.duration = q.fps > 0 && q.frames > 0 ? static_cast<double>(q.frames) / q.fps : 0;
+    f.seed = q.seed;
     // The list shows and searches the start of a prompt; a model reads at most about a thousand
     // tokens of it. A megabyte "prompt" from a file anyone made stays in that file.
-    f.prompt = QString::fromStdString(output::truncatedUtf8(r.prompt, kListedPromptBytes));
+    f.prompt = QString::fromStdString(output::truncatedUtf8(q.prompt, kListedPromptBytes));
     f.model = QString::fromStdString(!r.modelTitle.empty() ? r.modelTitle : r.modelVersion.empty() ? r.pipeline : "LTX-" + r.modelVersion);
     f.family = QString::fromStdString(r.family);
     f.variant = QString::fromStdString(r.variant);
@@ -107,8 +108,8 @@ Fields fieldsFrom(const output::Recipe& r)
         // Kept in the index with its prompts cut (Generate again reads a recipe this size back
         // from the file itself); the rest of the recipe is what the detail view shows.
         auto bounded = r;
-        bounded.prompt = output::truncatedUtf8(r.prompt, kStoredPromptBytes);
-        bounded.negativePrompt = output::truncatedUtf8(r.negativePrompt, kStoredPromptBytes);
+        bounded.request.prompt = output::truncatedUtf8(q.prompt, kStoredPromptBytes);
+        bounded.request.negativePrompt = output::truncatedUtf8(q.negativePrompt, kStoredPromptBytes);
         bounded.extraJson = "{}";
         json = bounded.toJson();
         if (json.size() > kStoredRecipeBytes)

@@ -3,11 +3,11 @@
 #include <QDir>
 #include <QFileInfo>
 
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
 #include <random>
+#include <sstream>
 
 namespace vireo::generation {
 
@@ -74,6 +74,43 @@ std::vector<std::string> sizeProblems(const facade::FamilyRules& rules, std::int
     return out;
 }
 
+namespace {
+
+std::string number(double v)
+{
+    std::ostringstream out;
+    out << v;
+    return out.str();
+}
+
+}  // namespace
+
+std::string describeKnobs(const facade::FamilyRules& rules)
+{
+    if (rules.knobs.empty())
+        return rules.title + " has no controls of its own";
+    std::string out;
+    for (const auto& k : rules.knobs)
+        out += (out.empty() ? "" : "; ") + k.id + " (" + number(k.minimum) + " to " + number(k.maximum) + ", default "
+            + number(k.defaultValue) + "): " + k.help;
+    return out;
+}
+
+std::string knobProblem(const facade::FamilyRules& rules, const std::string& id, double value)
+{
+    const auto* k = rules.knob(id);
+    if (!k) {
+        std::string ids;
+        for (const auto& known : rules.knobs)
+            ids += (ids.empty() ? "" : ", ") + known.id;
+        return rules.title + " has no control named '" + id + "'"
+            + (ids.empty() ? std::string(" (it has none of its own)") : " (its controls: " + ids + ")");
+    }
+    if (!(value >= k->minimum && value <= k->maximum))
+        return id + " must be from " + number(k->minimum) + " to " + number(k->maximum) + ", not " + number(value);
+    return {};
+}
+
 Result<runtime::GenerationDefaults> defaultsFor(
     const catalog::Catalog& catalog, const runtime::ModelRef& model, const Ask& ask, const facade::ModelFacts* known)
 {
@@ -116,6 +153,8 @@ facade::GenerateRequest requestFor(const runtime::GenerationDefaults& defaults, 
     r.guidanceRescale = ask.rescale.value_or(ask.guidance ? 0.0 : r.guidanceRescale);
     r.seed = ask.seed.value_or(defaults.randomSeed ? static_cast<std::int64_t>(std::random_device{}() & 0x7fffffff) : defaults.seed);
     r.loras = ask.loras;
+    for (const auto& [id, value] : ask.knobs)
+        r.knobs[id] = value;
     if (const auto speed = facade::parseSpeedMode(ask.speed.empty() ? r.speed : ask.speed))
         r.speed = std::string(facade::speedModeName(*speed));
     r.guidanceSchedule.clear();
@@ -152,6 +191,11 @@ Result<Prepared> prepare(
         return invalid("the speed is quality, balanced or fast, not " + ask.speed);
     if (const auto problems = sizeProblems(rules, r.width, r.height, r.frames); !problems.empty())
         return invalid(problems.front());
+    for (const auto& [id, value] : ask.knobs)
+        if (const auto problem = knobProblem(rules, id, value); !problem.empty())
+            return invalid(problem);
+    for (const auto& k : rules.knobs)
+        r.knobs.try_emplace(k.id, k.defaultValue);
     if (!out.image) {
         if (r.stages != "auto" && r.stages != "single" && r.stages != "two")
             return invalid("the stages are auto, single or two, not " + r.stages);
@@ -183,37 +227,38 @@ Result<void> decodeConditions(const Prepared& prepared)
 
 Result<Again> askFromRecipe(const output::Recipe& r, const QString& folder)
 {
+    const auto& q = r.request;
     Again out;
     out.modelKey = QString::fromStdString(r.modelKey);
     if (out.modelKey.isEmpty())
         return makeError(ErrorCode::InvalidFormat, "its recipe does not say which model made it");
     out.dtype = r.dtype;
     auto& a = out.ask;
-    a.prompt = r.prompt;
-    a.seed = r.seed;
-    a.width = r.width;
-    a.height = r.height;
-    a.steps = r.steps;
+    a.prompt = q.prompt;
+    a.seed = q.seed;
+    a.width = q.width;
+    a.height = q.height;
+    a.steps = q.steps;
+    a.knobs = q.knobs;
     out.image = r.kind == "image";
     if (out.image) {
         // The reference's schedule of weights comes back from the defaults at its step count;
         // a constant weight is given as such.
-        const auto extra = nlohmann::json::parse(r.extraJson, nullptr, false);
-        if (!(extra.is_object() && extra.contains("guidance_schedule")))
-            a.guidance = r.guidance;
+        if (q.guidanceSchedule.empty())
+            a.guidance = q.guidance;
         return out;
     }
-    a.negativePrompt = r.negativePrompt;
-    a.frames = r.frames;
-    a.fps = r.fps;
-    a.schedule = r.schedule;
-    a.guidance = r.guidance;
-    a.audioGuidance = r.audioGuidance;
-    a.rescale = r.guidanceRescale;
+    a.negativePrompt = q.negativePrompt;
+    a.frames = q.frames;
+    a.fps = q.fps;
+    a.schedule = q.schedule;
+    a.guidance = q.guidance;
+    a.audioGuidance = q.audioGuidance;
+    a.rescale = q.guidanceRescale;
     // Case-insensitive, as everywhere speed modes are named.
-    a.speed = QString::fromStdString(r.speed).toLower().toStdString();
+    a.speed = QString::fromStdString(q.speed).toLower().toStdString();
     // The path that ran, so the same one runs again; older recipes: what was asked.
-    a.stages = r.stages.empty() ? r.stagesRequested : r.stages;
+    a.stages = r.stages.empty() ? q.stages : r.stages;
     for (const auto& l : r.loras)
         if (l.status.rfind("refused", 0) != 0)  // one refused then changed nothing
             a.loras.push_back({l.path, l.strength});

@@ -12,6 +12,7 @@
 #include "core/runtime/defaults.h"
 #include "core/runtime/engine.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@ struct Ask {
     std::string stages;  // "auto" | "single" | "two"; empty: auto
     std::vector<facade::LoraRequest> loras;
     std::vector<runtime::ConditionFile> conditions;
+    std::map<std::string, double> knobs;  // the family's own controls (FamilyRules::knobs) by id
 };
 
 // The rules of the model's family: the catalog variant's family, else the one its files belong to.
@@ -45,6 +47,12 @@ std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& pl
 // The family's size rules as sentences (empty when they hold): Ideogram-4 works on 16-pixel
 // patches, LTX-2 on 32-pixel latent cells and 8k + 1 frames.
 std::vector<std::string> sizeProblems(const facade::FamilyRules& rules, std::int64_t width, std::int64_t height, std::int64_t frames);
+
+// A knob the family does not declare, or a value outside its range, as a sentence naming the
+// knob and what the family takes; empty when the knob and value are fine.
+std::string knobProblem(const facade::FamilyRules& rules, const std::string& id, double value);
+// The family's knobs as "id (min to max, default d)" lines, for help texts and errors.
+std::string describeKnobs(const facade::FamilyRules& rules);
 
 // The defaults for this model: a catalog variant's own (its schedule's sibling when the ask
 // chooses the other schedule), else those its files call for (Generator::readModelFacts),
@@ -65,7 +73,8 @@ struct Prepared {
 };
 
 // The job for this ask with these defaults (from defaultsFor). A rule the ask breaks is an
-// InvalidArgument error naming it, and nothing is read but headers.
+// InvalidArgument error naming it, and nothing is read but headers. The job's request holds a
+// value for every knob the family declares, so its recipe names them all.
 Result<Prepared> prepare(
     const catalog::Catalog& catalog, const runtime::GenerationDefaults& defaults, const runtime::ModelRef& model, const Ask& ask);
 

@@ -172,7 +172,7 @@ Result<void> writeVideo(const std::filesystem::path& path, const facade::VideoRe
     }
     const auto recipeText = recipe.toJson();
     auto writer = media::Mp4Writer::open(path, v, a,
-        {{"comment", recipeText}, {"vireo_recipe", recipeText}, {"title", truncatedUtf8(sanitizedText(recipe.prompt), 200)},
+        {{"comment", recipeText}, {"vireo_recipe", recipeText}, {"title", truncatedUtf8(sanitizedText(recipe.request.prompt), 200)},
             {"encoder", recipe.app}});
     if (!writer)
         return writer.error();
@@ -212,7 +212,7 @@ Result<void> writeImage(const std::filesystem::path& path, const QImage& image, 
     QImageWriter writer(QString::fromStdString(tmp.string()), "png");
     Recipe asImage = recipe;
     asImage.kind = "image";
-    asImage.frames = 1;
+    asImage.request.frames = 1;
     // Qt "simplifies" PNG text on both sides (QImageWriter::setText when writing,
     // QImageReader::text when reading): runs of spaces and no-break spaces in the prompt would
     // collapse, and the prompt read back would tokenize (and generate) differently. The recipe is
@@ -229,7 +229,7 @@ Result<void> writeImage(const std::filesystem::path& path, const QImage& image, 
     }
     QImage tagged = image;
     tagged.setText(QStringLiteral("vireo_recipe"), text);
-    writer.setText(QStringLiteral("Description"), QString::fromStdString(truncatedUtf8(recipe.prompt, 2000)));
+    writer.setText(QStringLiteral("Description"), QString::fromStdString(truncatedUtf8(recipe.request.prompt, 2000)));
     writer.setText(QStringLiteral("Software"), QString::fromStdString(recipe.app));
     std::error_code ignored;
     if (!writer.write(tagged)) {

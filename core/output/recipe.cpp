@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <set>
 
 namespace vireo::output {
@@ -48,7 +49,7 @@ const std::set<std::string>& knownKeys()
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
         "steps_skipped", "cuda_graphs", "paths", "planned_paths", "path_warnings", "loras", "conditions", "stages", "stages_requested",
-        "stages_reason", "seconds", "created"};
+        "stages_reason", "knobs", "guidance_schedule", "seconds", "created"};
     return keys;
 }
 
@@ -152,23 +153,27 @@ std::string Recipe::toJson() const
     j["model_title"] = modelTitle;
     j["model_key"] = modelKey;
     j["files"] = files_;
-    j["prompt"] = prompt;
-    j["negative_prompt"] = negativePrompt;
-    j["seed"] = seed;
-    j["schedule"] = schedule;
-    j["steps"] = steps;
+    // The request's fields stay at the top level, where every earlier version wrote them.
+    const auto& q = request;
+    j["prompt"] = q.prompt;
+    j["negative_prompt"] = q.negativePrompt;
+    j["seed"] = q.seed;
+    j["schedule"] = q.schedule;
+    j["steps"] = q.steps;
     j["sigmas"] = sigmas;
-    j["guidance_scale"] = guidance;
-    j["audio_guidance_scale"] = audioGuidance;
-    j["guidance_rescale"] = guidanceRescale;
-    j["width"] = width;
-    j["height"] = height;
-    j["frames"] = frames;
-    j["fps"] = fps;
+    j["guidance_scale"] = q.guidance;
+    j["audio_guidance_scale"] = q.audioGuidance;
+    j["guidance_rescale"] = q.guidanceRescale;
+    if (!q.guidanceSchedule.empty())
+        j["guidance_schedule"] = q.guidanceSchedule;
+    j["width"] = q.width;
+    j["height"] = q.height;
+    j["frames"] = q.frames;
+    j["fps"] = q.fps;
     j["device"] = device;
     j["dtype"] = dtype;
     j["placement"] = placement;
-    j["speed"] = speed;
+    j["speed"] = q.speed;
     j["steps_skipped"] = stepsSkipped;
     if (!cudaGraphs.empty())
         j["cuda_graphs"] = cudaGraphs;
@@ -185,13 +190,198 @@ std::string Recipe::toJson() const
             {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}, {"copy_sha256", c.copySha256}, {"copy_frames", c.copyIsFrames}});
     j["conditions"] = conditions_;
     j["stages"] = stages;
-    j["stages_requested"] = stagesRequested;
+    j["stages_requested"] = q.stages;
     j["stages_reason"] = stagesReason;
+    if (!q.knobs.empty())
+        j["knobs"] = q.knobs;
     j["seconds"] = secondsPerPhase;
     j["created"] = created;
     // Invalid UTF-8 in any string (a prompt from a file, a path) is replaced, never thrown.
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
+
+namespace {
+
+using Failure = std::optional<Error>;
+
+Failure invalid(const std::string& message)
+{
+    return makeError(ErrorCode::InvalidFormat, message);
+}
+
+// The field's value, or null when it is absent or null (both mean "this version's default").
+const json* field(const json& j, const char* key)
+{
+    if (!j.contains(key) || j.at(key).is_null())
+        return nullptr;
+    return &j.at(key);
+}
+
+// The fields that are one value each (texts and numbers).
+void readScalars(Reader& rd, Recipe& r)
+{
+    rd.get("app", r.app);
+    rd.get("kind", r.kind);
+    rd.get("pipeline", r.pipeline);
+    rd.get("family", r.family);
+    rd.get("variant", r.variant);
+    rd.get("model_version", r.modelVersion);
+    rd.get("repo", r.repo);
+    rd.get("commit", r.commit);
+    rd.get("model_title", r.modelTitle);
+    rd.get("model_key", r.modelKey);
+    auto& q = r.request;
+    rd.get("prompt", q.prompt);
+    rd.get("negative_prompt", q.negativePrompt);
+    rd.get("seed", q.seed);
+    rd.get("schedule", q.schedule);
+    rd.get("steps", q.steps);
+    rd.get("guidance_scale", q.guidance);
+    rd.get("audio_guidance_scale", q.audioGuidance);
+    rd.get("guidance_rescale", q.guidanceRescale);
+    rd.get("width", q.width);
+    rd.get("height", q.height);
+    rd.get("frames", q.frames);
+    rd.get("fps", q.fps);
+    rd.get("device", r.device);
+    rd.get("dtype", r.dtype);
+    rd.get("placement", r.placement);
+    rd.get("speed", q.speed);
+    rd.get("steps_skipped", r.stepsSkipped);
+    rd.get("cuda_graphs", r.cudaGraphs);
+    rd.get("paths", r.paths);
+    rd.get("planned_paths", r.plannedPaths);
+    rd.get("created", r.created);
+    rd.get("stages", r.stages);
+    rd.get("stages_requested", q.stages);
+    rd.get("stages_reason", r.stagesReason);
+}
+
+// The lists of plain values: path warnings, the guidance schedule and sigmas.
+Failure readValueLists(const json& j, Recipe& r)
+{
+    if (const auto* a = field(j, "path_warnings")) {
+        if (!a->is_array())
+            return invalid("recipe field 'path_warnings' is not a list of texts");
+        for (const auto& v : *a) {
+            if (!v.is_string())
+                return invalid("recipe field 'path_warnings' is not a list of texts");
+            r.pathWarnings.push_back(v.get<std::string>());
+        }
+    }
+    if (const auto* a = field(j, "guidance_schedule")) {
+        if (!a->is_array() || a->size() > 1000)
+            return invalid("recipe field 'guidance_schedule' is not a list of at most 1000 numbers");
+        for (const auto& v : *a) {
+            if (!v.is_number())
+                return invalid("recipe field 'guidance_schedule' is not a list of at most 1000 numbers");
+            r.request.guidanceSchedule.push_back(v.get<double>());
+        }
+    }
+    if (const auto* a = field(j, "sigmas")) {
+        if (!a->is_array())
+            return invalid("recipe field 'sigmas' is not a list of numbers");
+        for (const auto& v : *a) {
+            if (!v.is_number())
+                return invalid("recipe field 'sigmas' is not a list of numbers");
+            r.sigmas.push_back(v.get<double>());
+        }
+    }
+    return std::nullopt;
+}
+
+// The weight files and LoRAs, each an object of its own.
+Failure readFilesAndLoras(const json& j, Recipe& r)
+{
+    if (const auto* a = field(j, "files")) {
+        if (!a->is_array())
+            return invalid("recipe field 'files' is not a list");
+        for (const auto& f : *a) {
+            if (!f.is_object())
+                return invalid("an entry of recipe field 'files' is not an object");
+            WeightFile w;
+            Reader fr{f, {}};
+            fr.get("path", w.path);
+            fr.get("bytes", w.bytes);
+            fr.get("sha256", w.sha256);
+            if (!fr.error.empty())
+                return invalid("files: " + fr.error);
+            r.files.push_back(std::move(w));
+        }
+    }
+    if (const auto* a = field(j, "loras")) {
+        if (!a->is_array())
+            return invalid("recipe field 'loras' is not a list");
+        for (const auto& l : *a) {
+            if (!l.is_object())
+                return invalid("an entry of recipe field 'loras' is not an object");
+            LoraUse u;
+            Reader lr{l, {}};
+            lr.get("path", u.path);
+            lr.get("sha256", u.sha256);
+            lr.get("strength", u.strength);
+            lr.get("status", u.status);
+            if (!lr.error.empty())
+                return invalid("loras: " + lr.error);
+            r.loras.push_back(std::move(u));
+        }
+    }
+    return std::nullopt;
+}
+
+// The stills and clips the video was conditioned on, at most 64.
+Failure readConditions(const json& j, Recipe& r)
+{
+    if (const auto* a = field(j, "conditions")) {
+        if (!a->is_array())
+            return invalid("recipe field 'conditions' is not a list");
+        if (a->size() > 64)
+            return invalid("recipe field 'conditions' lists " + std::to_string(a->size()) + " conditions (at most 64)");
+        for (const auto& c : *a) {
+            if (!c.is_object())
+                return invalid("an entry of recipe field 'conditions' is not an object");
+            ConditionUse u;
+            Reader cr{c, {}};
+            cr.get("source", u.source);
+            cr.get("copy", u.copy);
+            cr.get("sha256", u.sha256);
+            cr.get("frame", u.frame);
+            cr.get("strength", u.strength);
+            cr.get("crf", u.crf);
+            cr.get("frames", u.frames);
+            cr.get("from_end", u.fromEnd);
+            cr.get("copy_sha256", u.copySha256);
+            cr.get("copy_frames", u.copyIsFrames);
+            if (!cr.error.empty())
+                return invalid("conditions: " + cr.error);
+            r.conditions.push_back(std::move(u));
+        }
+    }
+    return std::nullopt;
+}
+
+// The family's knobs and the seconds per phase: objects of numbers.
+Failure readNumberMaps(const json& j, Recipe& r)
+{
+    if (const auto* k = field(j, "knobs")) {
+        if (!k->is_object() || k->size() > 64)
+            return invalid("recipe field 'knobs' is not an object of at most 64 numbers");
+        for (const auto& [id, v] : k->items()) {
+            // Checked as kept, so what this writes always reads back.
+            auto key = sanitizedText(id);
+            if (!v.is_number() || key.empty() || key.size() > 64)
+                return invalid("recipe field 'knobs' is not an object of at most 64 numbers");
+            r.request.knobs[std::move(key)] = v.get<double>();
+        }
+    }
+    if (const auto* s = field(j, "seconds"); s && s->is_object())
+        for (const auto& [k, v] : s->items())
+            if (v.is_number())
+                r.secondsPerPhase[sanitizedText(k)] = v.get<double>();
+    return std::nullopt;
+}
+
+}  // namespace
 
 Result<Recipe> Recipe::fromJson(const std::string& text)
 {
@@ -214,128 +404,12 @@ Result<Recipe> Recipe::fromJson(const std::string& text)
         r.version = 0;  // written before the field existed (vireo-cli of stop 9)
     if (r.version > kVersion + 100)
         return makeError(ErrorCode::Unsupported, "recipe version " + std::to_string(r.version) + " is from a much newer Vireo");
-    rd.get("app", r.app);
-    rd.get("kind", r.kind);
-    rd.get("pipeline", r.pipeline);
-    rd.get("family", r.family);
-    rd.get("variant", r.variant);
-    rd.get("model_version", r.modelVersion);
-    rd.get("repo", r.repo);
-    rd.get("commit", r.commit);
-    rd.get("model_title", r.modelTitle);
-    rd.get("model_key", r.modelKey);
-    rd.get("prompt", r.prompt);
-    rd.get("negative_prompt", r.negativePrompt);
-    rd.get("seed", r.seed);
-    rd.get("schedule", r.schedule);
-    rd.get("steps", r.steps);
-    rd.get("guidance_scale", r.guidance);
-    rd.get("audio_guidance_scale", r.audioGuidance);
-    rd.get("guidance_rescale", r.guidanceRescale);
-    rd.get("width", r.width);
-    rd.get("height", r.height);
-    rd.get("frames", r.frames);
-    rd.get("fps", r.fps);
-    rd.get("device", r.device);
-    rd.get("dtype", r.dtype);
-    rd.get("placement", r.placement);
-    rd.get("speed", r.speed);
-    rd.get("steps_skipped", r.stepsSkipped);
-    rd.get("cuda_graphs", r.cudaGraphs);
-    rd.get("paths", r.paths);
-    rd.get("planned_paths", r.plannedPaths);
-    rd.get("created", r.created);
-    rd.get("stages", r.stages);
-    rd.get("stages_requested", r.stagesRequested);
-    rd.get("stages_reason", r.stagesReason);
+    readScalars(rd, r);
     if (!rd.error.empty())
         return makeError(ErrorCode::InvalidFormat, rd.error);
-    auto arrayOf = [&](const char* key) -> const json* {
-        if (!j.contains(key) || j.at(key).is_null())
-            return nullptr;
-        return &j.at(key);
-    };
-    if (const auto* a = arrayOf("path_warnings")) {
-        if (!a->is_array())
-            return makeError(ErrorCode::InvalidFormat, "recipe field 'path_warnings' is not a list of texts");
-        for (const auto& v : *a) {
-            if (!v.is_string())
-                return makeError(ErrorCode::InvalidFormat, "recipe field 'path_warnings' is not a list of texts");
-            r.pathWarnings.push_back(v.get<std::string>());
-        }
-    }
-    if (const auto* a = arrayOf("sigmas")) {
-        if (!a->is_array())
-            return makeError(ErrorCode::InvalidFormat, "recipe field 'sigmas' is not a list of numbers");
-        for (const auto& v : *a) {
-            if (!v.is_number())
-                return makeError(ErrorCode::InvalidFormat, "recipe field 'sigmas' is not a list of numbers");
-            r.sigmas.push_back(v.get<double>());
-        }
-    }
-    if (const auto* a = arrayOf("files")) {
-        if (!a->is_array())
-            return makeError(ErrorCode::InvalidFormat, "recipe field 'files' is not a list");
-        for (const auto& f : *a) {
-            if (!f.is_object())
-                return makeError(ErrorCode::InvalidFormat, "an entry of recipe field 'files' is not an object");
-            WeightFile w;
-            Reader fr{f, {}};
-            fr.get("path", w.path);
-            fr.get("bytes", w.bytes);
-            fr.get("sha256", w.sha256);
-            if (!fr.error.empty())
-                return makeError(ErrorCode::InvalidFormat, "files: " + fr.error);
-            r.files.push_back(std::move(w));
-        }
-    }
-    if (const auto* a = arrayOf("loras")) {
-        if (!a->is_array())
-            return makeError(ErrorCode::InvalidFormat, "recipe field 'loras' is not a list");
-        for (const auto& l : *a) {
-            if (!l.is_object())
-                return makeError(ErrorCode::InvalidFormat, "an entry of recipe field 'loras' is not an object");
-            LoraUse u;
-            Reader lr{l, {}};
-            lr.get("path", u.path);
-            lr.get("sha256", u.sha256);
-            lr.get("strength", u.strength);
-            lr.get("status", u.status);
-            if (!lr.error.empty())
-                return makeError(ErrorCode::InvalidFormat, "loras: " + lr.error);
-            r.loras.push_back(std::move(u));
-        }
-    }
-    if (const auto* a = arrayOf("conditions")) {
-        if (!a->is_array())
-            return makeError(ErrorCode::InvalidFormat, "recipe field 'conditions' is not a list");
-        if (a->size() > 64)
-            return makeError(
-                ErrorCode::InvalidFormat, "recipe field 'conditions' lists " + std::to_string(a->size()) + " conditions (at most 64)");
-        for (const auto& c : *a) {
-            if (!c.is_object())
-                return makeError(ErrorCode::InvalidFormat, "an entry of recipe field 'conditions' is not an object");
-            ConditionUse u;
-            Reader cr{c, {}};
-            cr.get("source", u.source);
-            cr.get("copy", u.copy);
-            cr.get("sha256", u.sha256);
-            cr.get("frame", u.frame);
-            cr.get("strength", u.strength);
-            cr.get("crf", u.crf);
-            cr.get("frames", u.frames);
-            cr.get("from_end", u.fromEnd);
-            cr.get("copy_sha256", u.copySha256);
-            cr.get("copy_frames", u.copyIsFrames);
-            if (!cr.error.empty())
-                return makeError(ErrorCode::InvalidFormat, "conditions: " + cr.error);
-            r.conditions.push_back(std::move(u));
-        }
-    }
-    if (const auto* s = arrayOf("seconds"); s && s->is_object())
-        for (const auto& [k, v] : s->items())
-            if (v.is_number())
-                r.secondsPerPhase[sanitizedText(k)] = v.get<double>();
+    for (const auto& read : {readValueLists, readFilesAndLoras, readConditions, readNumberMaps})
+        if (auto failed = read(j, r))
+            return *failed;
     json extra = json::object();
     for (const auto& [k, v] : j.items())
         if (!knownKeys().count(k))

@@ -7,6 +7,7 @@
 // by any earlier version loads (unknown keys are kept, missing ones take their defaults), and
 // a field of the wrong type is an error that names the field.
 
+#include "inference/facade/generator.h"
 #include "inference/util/result.h"
 
 #include <cstdint>
@@ -57,16 +58,13 @@ struct Recipe {
     std::string modelTitle;  // what the user picked, for display
     std::string modelKey;  // the studio's key for it ("catalog:ltx-2.3/distilled-fp8", "local:...")
     std::vector<WeightFile> files;
-    std::string prompt, negativePrompt;
-    std::int64_t seed = 0;
-    std::string schedule = "distilled";
-    int steps = 0;
+    // The request as it ran: what the user asked with every default filled in (the steps the
+    // schedule ran, the stage path asked for, every family knob). Its LoRAs and conditions are
+    // not kept in it but below, each with its hash and what became of it; the preview settings
+    // and the prompt's token limit (no front end sets it) are not written.
+    facade::GenerateRequest request;
     std::vector<double> sigmas;
-    double guidance = 1.0, audioGuidance = 1.0, guidanceRescale = 0.0;
-    std::int64_t width = 0, height = 0, frames = 0;
-    double fps = 24.0;
     std::string device, dtype, placement;
-    std::string speed = "quality";  // quality | balanced | fast
     int stepsSkipped = 0;  // denoise steps the step cache served (balanced, fast)
     std::string cudaGraphs;  // what became of the denoise passes' CUDA graphs; empty on the CPU
     std::string paths;  // what ran where, counted as it ran: GEMM paths and the attention; empty in older recipes
@@ -75,7 +73,6 @@ struct Recipe {
     std::vector<LoraUse> loras;
     std::vector<ConditionUse> conditions;  // empty: text only
     std::string stages;  // the path that ran: "single" | "two"; empty for images and older recipes
-    std::string stagesRequested;  // "auto" | "single" | "two"
     std::string stagesReason;  // why that path, as the UI said it
     std::map<std::string, double> secondsPerPhase;
     std::string created;  // ISO 8601 UTC

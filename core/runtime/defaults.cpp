@@ -37,6 +37,14 @@ Result<GenerationDefaults> parse(const std::string& json, const std::string& pip
     number("guidance_rescale", d.guidanceRescale, 0, 1);
     double seed = -1;
     number("seed", seed, -1, 9.0e15);
+    // The family's own controls, by the ids its rules declare, within their ranges.
+    if (const auto rules = facade::familyRulesById(pipeline))
+        for (const auto& k : rules->knobs)
+            if (j.contains(k.id)) {
+                double v = k.defaultValue;
+                number(k.id.c_str(), v, k.minimum, k.maximum);
+                d.knobs[k.id] = v;
+            }
     if (!error.empty())
         return makeError(ErrorCode::InvalidFormat, error);
     d.randomSeed = seed < 0;
@@ -141,6 +149,7 @@ facade::GenerateRequest requestFrom(const GenerationDefaults& d)
     r.guidanceRescale = d.guidanceRescale;
     r.seed = d.seed;
     r.guidanceSchedule = d.guidanceSchedule;
+    r.knobs = d.knobs;
     return r;
 }
 

@@ -7,6 +7,7 @@
 #include "core/catalog/catalog.h"
 #include "inference/facade/generator.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@ struct GenerationDefaults {
     std::vector<double> guidanceSchedule;
     bool randomSeed = true;
     std::int64_t seed = 0;
+    // The family's own controls (FamilyRules::knobs) the catalog's defaults set, by id.
+    std::map<std::string, double> knobs;
     // Defaults this version cannot honour, said out loud ("spatio-temporal guidance (stg_scale 1)
     // is not applied by this version"), never dropped silently.
     std::vector<std::string> notApplied;

@@ -623,9 +623,10 @@ output::Recipe Engine::Impl::recipeBase(const GenerateJob& g) const
     recipe.modelTitle = g.model.title.toStdString();
     recipe.modelKey = g.model.key.toStdString();
     recipe.files = output::describeWeightFiles(generator->files());
-    recipe.prompt = g.request.prompt;
-    recipe.seed = g.request.seed;
-    recipe.guidance = g.request.guidance;
+    recipe.request = g.request;
+    // Kept below with their hashes and outcomes; a condition's decoded frames stay out of it.
+    recipe.request.loras.clear();
+    recipe.request.conditions.clear();
     recipe.device = generator->memoryPlan().device;
     recipe.dtype = generator->memoryPlan().dtype;
     recipe.placement = std::string(facade::placementName(generator->memoryPlan().placement));
@@ -725,17 +726,16 @@ output::Recipe Engine::Impl::videoRecipe(const GenerateJob& g, const facade::Vid
     output::Recipe recipe = recipeBase(g);
     recipe.kind = "video";
     recipe.pipeline = "ltx2";
-    recipe.negativePrompt = g.request.negativePrompt;
-    recipe.schedule = result.schedule;
+    // What ran, where the request left it to the model (the schedule's steps).
+    auto& ran = recipe.request;
+    ran.schedule = result.schedule;
     recipe.sigmas = result.sigmas;
-    recipe.steps = static_cast<int>(result.sigmas.size()) - 1;
-    recipe.audioGuidance = g.request.audioGuidance;
-    recipe.guidanceRescale = g.request.guidanceRescale;
-    recipe.width = result.width;
-    recipe.height = result.height;
-    recipe.frames = result.frameCount;
-    recipe.fps = result.fps;
-    recipe.speed = result.speed;
+    ran.steps = static_cast<int>(result.sigmas.size()) - 1;
+    ran.width = result.width;
+    ran.height = result.height;
+    ran.frames = result.frameCount;
+    ran.fps = result.fps;
+    ran.speed = result.speed;
     recipe.stepsSkipped = result.stepsSkipped;
     recipe.cudaGraphs = result.cudaGraphs;
     recipe.secondsPerPhase = result.secondsPerPhase;
@@ -746,7 +746,6 @@ output::Recipe Engine::Impl::videoRecipe(const GenerateJob& g, const facade::Vid
             QFileInfo::exists(QString::fromStdString(l.path.string())) ? output::fileSha256(l.path) : std::string(), l.strength, l.status});
 
     recipe.stages = result.stages.twoStage ? "two" : "single";
-    recipe.stagesRequested = g.request.stages;
     recipe.stagesReason = result.stages.reason;
 
     return recipe;
@@ -910,23 +909,19 @@ void Engine::Impl::generateImage(const std::shared_ptr<Job>& job)
     output::Recipe recipe = recipeBase(g);
     recipe.kind = "image";
     recipe.pipeline = "ideogram4";
-    recipe.schedule = "logit-normal";
+    auto& ran = recipe.request;
+    ran.schedule = "logit-normal";
     recipe.sigmas = result->sigmas;
-    recipe.steps = static_cast<int>(result->sigmas.size()) - 1;
+    ran.steps = static_cast<int>(result->sigmas.size()) - 1;
     // A constant weight is `guidance`; a schedule (the reference's 45 x 7 then 3 x 3) is kept
-    // whole, since `guidance` alone would not make the image again.
+    // whole in the request, since `guidance` alone would not make the image again.
     if (!result->guidance.empty())
-        recipe.guidance = result->guidance.front();
-    if (!g.request.guidanceSchedule.empty()) {
-        nlohmann::json extra = nlohmann::json::object();
-        extra["guidance_schedule"] = g.request.guidanceSchedule;
-        recipe.extraJson = extra.dump();
-    }
-    recipe.audioGuidance = 1.0;
-    recipe.width = result->width;
-    recipe.height = result->height;
-    recipe.frames = 1;
-    recipe.fps = 0;
+        ran.guidance = result->guidance.front();
+    ran.audioGuidance = 1.0;
+    ran.width = result->width;
+    ran.height = result->height;
+    ran.frames = 1;
+    ran.fps = 0;
     recipe.secondsPerPhase = result->secondsPerPhase;
     ranPaths(recipe, result->paths, result->pathWarnings);
     const auto path = outputPathFor(g, "png");

@@ -29,8 +29,10 @@ FamilyRules familyRules(const std::vector<std::filesystem::path>& modelPaths)
 
 std::optional<FamilyRules> familyRulesById(std::string_view id)
 {
+    // A catalog pipeline names its schedule after the family: "ltx2-dev".
+    const auto family = id.substr(0, id.find('-'));
     for (const auto* f : families::registered())
-        if (auto rules = f->rules(); rules.family == id)
+        if (auto rules = f->rules(); rules.family == family)
             return rules;
     return std::nullopt;
 }

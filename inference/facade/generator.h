@@ -53,6 +53,18 @@ enum class ModelKind { Video, Image };
 std::string_view modelKindName(ModelKind kind);  // "video" | "image"
 ModelKind detectModelKind(const std::vector<std::filesystem::path>& modelPaths);
 
+// A numeric control a family declares beyond the ones every family shares (prompt, size, steps,
+// guidance, seed): the window shows one spin box per knob, vireo-cli takes --set ID=VALUE, the
+// catalog's defaults may set it by its id, and the recipe keeps its value. Declaring one in the
+// family's rules() and reading it in its generate is all a new knob takes.
+struct Knob {
+    std::string id;  // "schedule_mu": the CLI's, the catalog's and the recipe's name
+    std::string label;  // "Schedule shift", as the window shows it
+    std::string help;  // one sentence: what it changes
+    double minimum = 0.0, maximum = 1.0, defaultValue = 0.0, step = 0.1;
+    int decimals = 2;
+};
+
 // The rules a model family's requests follow, for the front ends' checks and controls.
 struct FamilyRules {
     std::string family;  // "ltx2", "ideogram4"
@@ -62,10 +74,13 @@ struct FamilyRules {
     int frameStep = 8;  // frames are frameStep * k + 1; 0: one still
     std::string sizeUnit;  // what the size multiple is: "16-pixel patches", "32-pixel latent cells"
     bool negativePrompt = true, audio = true, loras = true, conditions = true, stages = true;
+    std::vector<Knob> knobs;  // the family's own controls, in the order the window shows them
+    const Knob* knob(std::string_view id) const;
 };
 // The family these files belong to (its folder layout alone) and its rules.
 FamilyRules familyRules(const std::vector<std::filesystem::path>& modelPaths);
-// A registered family's rules by its id (the catalog's "pipeline"); nullopt for an unknown id.
+// A registered family's rules by its id or a catalog pipeline of it ("ltx2", "ltx2-dev");
+// nullopt for an unknown id.
 std::optional<FamilyRules> familyRulesById(std::string_view id);
 
 struct LoadPlan {
@@ -217,6 +232,10 @@ struct GenerateRequest {
     // halves cleanly), "single" or "two" (an error when it cannot run).
     std::vector<ConditionInput> conditions;
     std::string stages = "auto";
+    // The family's own controls (FamilyRules::knobs) by id; one missing takes the knob's default.
+    std::map<std::string, double> knobs;
+    // This knob's value here, else the declared default.
+    double knob(const Knob& k) const;
 };
 
 // The path a request would take with this load plan, and why; an error for "two" when the

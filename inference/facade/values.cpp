@@ -23,6 +23,20 @@ std::string_view modelKindName(ModelKind kind)
     return kind == ModelKind::Image ? "image" : "video";
 }
 
+const Knob* FamilyRules::knob(std::string_view id) const
+{
+    for (const auto& k : knobs)
+        if (k.id == id)
+            return &k;
+    return nullptr;
+}
+
+double GenerateRequest::knob(const Knob& k) const
+{
+    const auto it = knobs.find(k.id);
+    return it == knobs.end() ? k.defaultValue : it->second;
+}
+
 std::string_view placementName(Placement placement)
 {
     switch (placement) {

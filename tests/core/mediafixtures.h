@@ -60,7 +60,7 @@ inline void writeClip(const QString& path, const std::optional<output::Recipe>& 
 {
     std::map<std::string, std::string> tags;
     if (recipe)
-        tags = {{"comment", recipe->toJson()}, {"vireo_recipe", recipe->toJson()}, {"title", recipe->prompt}};
+        tags = {{"comment", recipe->toJson()}, {"vireo_recipe", recipe->toJson()}, {"title", recipe->request.prompt}};
     media::VideoStreamSpec v;
     v.width = width;
     v.height = height;

@@ -23,6 +23,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
 #include <fstream>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -153,8 +154,8 @@ private slots:
         QVERIFY2(s->state == JobState::Done, qPrintable(s->error));
         QVERIFY(QFile::exists(s->outputPath));
         QVERIFY(s->outputPath.startsWith(job.outputFolder));
-        QCOMPARE(s->recipe.seed, 3);
-        QCOMPARE(s->recipe.frames, 9);
+        QCOMPARE(s->recipe.request.seed, 3);
+        QCOMPARE(s->recipe.request.frames, 9);
         QVERIFY(!s->recipe.files.empty());
         QTRY_VERIFY(previews.count() >= 1);
         const auto strip = previews.last().at(1).value<QImage>();
@@ -607,17 +608,17 @@ private slots:
         QCOMPARE(image.size(), QSize(64, 48));
         QCOMPARE(s->recipe.kind, std::string("image"));
         QCOMPARE(s->recipe.pipeline, std::string("ideogram4"));
-        QCOMPARE(s->recipe.steps, 5);
+        QCOMPARE(s->recipe.request.steps, 5);
         QCOMPARE(s->recipe.sigmas.size(), std::size_t(6));
         // The recipe travels inside the PNG.
         const auto embedded = gallery::readEmbeddedRecipe(s->outputPath);
         QVERIFY(embedded);
         QCOMPARE(embedded->kind, std::string("image"));
         QCOMPARE(embedded->pipeline, std::string("ideogram4"));
-        QCOMPARE(embedded->seed, std::int64_t(1234));
-        QCOMPARE(embedded->guidance, 3.5);
-        QCOMPARE(embedded->width, std::int64_t(64));
-        QCOMPARE(embedded->height, std::int64_t(48));
+        QCOMPARE(embedded->request.seed, std::int64_t(1234));
+        QCOMPARE(embedded->request.guidance, 3.5);
+        QCOMPARE(embedded->request.width, std::int64_t(64));
+        QCOMPARE(embedded->request.height, std::int64_t(48));
         QVERIFY(!embedded->files.empty());
         // The studio's gallery lists it as an image, with its recipe and a thumbnail it can make.
         auto* gallery = (*studio)->gallery();
@@ -680,7 +681,7 @@ private slots:
         QCOMPARE(s->recipe.conditions[1].frame, std::int64_t(9));
         QCOMPARE(s->recipe.conditions[1].strength, 0.5);
         QCOMPARE(s->recipe.conditions[1].crf, 0);
-        QCOMPARE(s->recipe.stagesRequested, std::string("auto"));
+        QCOMPARE(s->recipe.request.stages, std::string("auto"));
         QVERIFY(s->recipe.stages == "single" || s->recipe.stages == "two");
         // The picture is kept beside the video, byte for byte, under the output's name.
         const QFileInfo out(s->outputPath);

@@ -52,13 +52,13 @@ output::Recipe sampleRecipe(std::int64_t seed, const std::string& prompt)
     r.modelTitle = "LTX-2.3 · tiny";
     r.modelKey = "local:/models/tiny";
     r.modelVersion = "2.3";
-    r.prompt = prompt;
-    r.seed = seed;
-    r.steps = 8;
-    r.width = 96;
-    r.height = 64;
-    r.frames = 9;
-    r.fps = 24;
+    r.request.prompt = prompt;
+    r.request.seed = seed;
+    r.request.steps = 8;
+    r.request.width = 96;
+    r.request.height = 64;
+    r.request.frames = 9;
+    r.request.fps = 24;
     r.created = "2026-11-30T12:00:00Z";
     r.files.push_back({"/models/tiny/transformer.safetensors", 1234, std::string(64, 'a')});
     r.secondsPerPhase = {{"denoise", 1.5}, {"decode video", 0.25}};
@@ -113,13 +113,13 @@ private slots:
         auto v0 = output::Recipe::fromJson(readText(sourceFile(QStringLiteral("tests/core/data/recipe-v0.json"))));
         QVERIFY2(v0.ok(), v0.ok() ? "" : v0.error().message.c_str());
         QCOMPARE(v0->version, 0);
-        QCOMPARE(v0->seed, 7);
-        QCOMPARE(v0->steps, 8);
+        QCOMPARE(v0->request.seed, 7);
+        QCOMPARE(v0->request.steps, 8);
         QCOMPARE(v0->sigmas.size(), std::size_t(9));
         QCOMPARE(v0->files.size(), std::size_t(2));
         QCOMPARE(v0->files[1].bytes, 22630400);
         QCOMPARE(v0->modelVersion, std::string("2.3"));
-        QCOMPARE(v0->width, 96);
+        QCOMPARE(v0->request.width, 96);
         QCOMPARE(v0->kind, std::string("video"));
 
         auto v1 = output::Recipe::fromJson(readText(sourceFile(QStringLiteral("tests/core/data/recipe-v1.json"))));
@@ -129,13 +129,13 @@ private slots:
         QCOMPARE(v1->loras.size(), std::size_t(1));
         QCOMPARE(v1->loras[0].strength, 0.8);
         QCOMPARE(v1->secondsPerPhase.at("denoise"), 18.9);
-        QCOMPARE(v1->seed, 1234567);
+        QCOMPARE(v1->request.seed, 1234567);
         // A key this version does not know survives a round trip.
         const auto again = output::Recipe::fromJson(v1->toJson());
         QVERIFY(again.ok());
         QCOMPARE(nlohmann::json::parse(again->toJson()).at("future_option").at("nested").size(), std::size_t(3));
         QCOMPARE(again->toJson(), v1->toJson());
-        QCOMPARE(again->prompt, v1->prompt);
+        QCOMPARE(again->request.prompt, v1->request.prompt);
 
         // Recipes older than conditioning have none, and no stage path.
         QVERIFY(v0->conditions.empty() && v1->conditions.empty());
@@ -148,7 +148,7 @@ private slots:
         withImage.conditions.push_back({"/home/ana/keyframe.png", "", std::string(64, 'b'), 57, 0.65, 0, 1, false, {}, false});
         withImage.conditions.push_back({"/home/ana/Videos/pier.mp4", "", std::string(64, 'c'), 0, 1.0, 0, 17, true, {}, false});
         withImage.stages = "two";
-        withImage.stagesRequested = "auto";
+        withImage.request.stages = "auto";
         withImage.stagesReason = "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
         auto back = output::Recipe::fromJson(withImage.toJson());
         QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
@@ -165,7 +165,7 @@ private slots:
         QCOMPARE(back->conditions[1].crf, 0);
         QCOMPARE(back->conditions[1].frames, 1);
         QCOMPARE(back->stages, std::string("two"));
-        QCOMPARE(back->stagesRequested, std::string("auto"));
+        QCOMPARE(back->request.stages, std::string("auto"));
         QCOMPARE(back->stagesReason, withImage.stagesReason);
         QCOMPARE(back->toJson(), withImage.toJson());
         // What became of the CUDA graphs: absent from a CPU run's recipe, kept from a GPU run's.
@@ -198,7 +198,7 @@ private slots:
             auto refused = output::Recipe::fromJson(huge);
             QVERIFY2(!refused.ok(), huge);
         }
-        QCOMPARE(output::Recipe::fromJson(R"({"width": 768.0})")->width, std::int64_t(768));
+        QCOMPARE(output::Recipe::fromJson(R"({"width": 768.0})")->request.width, std::int64_t(768));
     }
 
     void migratesStoredV1Database()
@@ -270,8 +270,8 @@ private slots:
         QString problem;
         const auto fromClip = gallery::readEmbeddedRecipe(clip, &problem);
         QVERIFY2(fromClip.has_value(), qPrintable(problem));
-        QCOMPARE(fromClip->seed, 41);
-        QCOMPARE(fromClip->prompt, std::string("a heron lifts off a misty lake"));
+        QCOMPARE(fromClip->request.seed, 41);
+        QCOMPARE(fromClip->request.prompt, std::string("a heron lifts off a misty lake"));
 
         QImage image(64, 48, QImage::Format_RGB32);
         image.fill(QColor(30, 90, 160));
@@ -282,7 +282,7 @@ private slots:
         QVERIFY(QDir(dir.path()).entryList(QStringList{QStringLiteral(".*part*")}, QDir::Hidden | QDir::Files).isEmpty());
         const auto fromPng = gallery::readEmbeddedRecipe(png, &problem);
         QVERIFY2(fromPng.has_value(), qPrintable(problem));
-        QCOMPARE(fromPng->seed, 42);
+        QCOMPARE(fromPng->request.seed, 42);
         // The prompt comes back byte for byte from both kinds of file: runs of spaces, tabs,
         // line breaks, no-break spaces and other scripts tokenize differently if changed.
         const std::string spaced = "  two  spaces,\ta tab,\n\na blank line,\u00a0no-break\u00a0spaces, \u65e5\u672c\u8a9e, "
@@ -291,11 +291,11 @@ private slots:
         QVERIFY(output::writeImage(spacedPng.toStdString(), image, sampleRecipe(44, spaced)).ok());
         const auto spacedBack = gallery::readEmbeddedRecipe(spacedPng, &problem);
         QVERIFY2(spacedBack.has_value(), qPrintable(problem));
-        QVERIFY2(spacedBack->prompt == spaced, spacedBack->prompt.c_str());
+        QVERIFY2(spacedBack->request.prompt == spaced, spacedBack->request.prompt.c_str());
         const QString spacedClip = dir.filePath(QStringLiteral("spaced.mp4"));
         writeClip(spacedClip, sampleRecipe(45, spaced));
         const auto spacedClipBack = gallery::readEmbeddedRecipe(spacedClip, &problem);
-        QVERIFY2(spacedClipBack.has_value() && spacedClipBack->prompt == spaced, qPrintable(problem));
+        QVERIFY2(spacedClipBack.has_value() && spacedClipBack->request.prompt == spaced, qPrintable(problem));
 
         auto thumb = gallery::makeThumbnail(clip);
         QVERIFY2(thumb.ok(), thumb.ok() ? "" : thumb.error().message.c_str());

@@ -66,18 +66,18 @@ vireo::output::Recipe fullRecipe()
     r.modelKey = QString(QStringLiteral("local:") + tinyModel()).toStdString();
     r.modelTitle = "tiny LTX-2.3";
     r.modelVersion = "2.3";
-    r.prompt = "a red fox trots across a frozen lake at dawn, breath steaming, ice creaking";
-    r.negativePrompt = "blurry, watermark";
-    r.seed = 424242;
-    r.schedule = "dev";
-    r.steps = 13;
-    r.guidance = 3.5;
-    r.audioGuidance = 2.25;
-    r.guidanceRescale = 0.3;
-    r.width = 160;
-    r.height = 96;
-    r.frames = 25;
-    r.fps = 25;
+    r.request.prompt = "a red fox trots across a frozen lake at dawn, breath steaming, ice creaking";
+    r.request.negativePrompt = "blurry, watermark";
+    r.request.seed = 424242;
+    r.request.schedule = "dev";
+    r.request.steps = 13;
+    r.request.guidance = 3.5;
+    r.request.audioGuidance = 2.25;
+    r.request.guidanceRescale = 0.3;
+    r.request.width = 160;
+    r.request.height = 96;
+    r.request.frames = 25;
+    r.request.fps = 25;
     r.device = "cpu";
     r.paths = "68 dense GEMM; self-attention: float32 SDPA (its GEMMs do not run FP8 here)";
     r.created = "2026-11-30T18:00:00Z";
@@ -121,8 +121,8 @@ private slots:
         // Outputs made before this window opened (their rows never written, as after a crash).
         for (int i = 0; i < 8; ++i) {
             auto r = fullRecipe();
-            r.prompt = kPrompts[i];
-            r.seed = 1000 + i;
+            r.request.prompt = kPrompts[i];
+            r.request.seed = 1000 + i;
             r.modelTitle = i % 3 == 0 ? "LTX-2.3 · Distilled FP8" : "tiny LTX-2.3";
             r.created = QStringLiteral("2026-11-%1T1%2:00:00Z").arg(20 + i).arg(i).toStdString();
             vireo::test::writeClip(QDir(outputs()).filePath(QStringLiteral("clip-%1.mp4").arg(i)), r, 25, 256, 144, 24, i);
@@ -141,7 +141,7 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(page->model()->rowCount(), 9, 20000);
         QTRY_VERIFY(!w->studio()->gallery()->scanning());
         // Newest first, then the filters.
-        QCOMPARE(page->filter()->index(0, 0).data(GalleryModel::PromptRole).toString(), QString::fromStdString(fullRecipe().prompt));
+        QCOMPARE(page->filter()->index(0, 0).data(GalleryModel::PromptRole).toString(), QString::fromStdString(fullRecipe().request.prompt));
         QTest::keyClicks(child<QLineEdit>(page, "search"), QStringLiteral("LIGHTHOUSE"));
         QCOMPARE(page->filter()->rowCount(), 1);
         QVERIFY(child<QLabel>(page, "count")->text().contains(QStringLiteral("1 of 9")));
@@ -177,7 +177,7 @@ private slots:
         // An output recorded by another connection (vireo-cli generate) appears without a restart.
         const QString fromCli = QDir(outputs()).filePath(QStringLiteral("from-cli.mp4"));
         auto r = fullRecipe();
-        r.prompt = "made by vireo-cli";
+        r.request.prompt = "made by vireo-cli";
         r.created = "2026-12-01T09:00:00Z";
         vireo::test::writeClip(fromCli, r);
         {
@@ -245,8 +245,8 @@ private slots:
         auto* gen = w->generatePage();
         const auto r = fullRecipe();
         QCOMPARE(child<QComboBox>(gen, "model")->currentData().toString(), QString::fromStdString(r.modelKey));
-        QCOMPARE(child<QPlainTextEdit>(gen, "prompt")->toPlainText(), QString::fromStdString(r.prompt));
-        QCOMPARE(child<QPlainTextEdit>(gen, "negative")->toPlainText(), QString::fromStdString(r.negativePrompt));
+        QCOMPARE(child<QPlainTextEdit>(gen, "prompt")->toPlainText(), QString::fromStdString(r.request.prompt));
+        QCOMPARE(child<QPlainTextEdit>(gen, "negative")->toPlainText(), QString::fromStdString(r.request.negativePrompt));
         QCOMPARE(child<QSpinBox>(gen, "width")->value(), 160);
         QCOMPARE(child<QSpinBox>(gen, "height")->value(), 96);
         QCOMPARE(child<QSpinBox>(gen, "frames")->value(), 25);
@@ -266,7 +266,7 @@ private slots:
         QCOMPARE(w->currentPage(), MainWindow::Page::Generate);
         QVERIFY(child<QCheckBox>(gen, "randomSeed")->isChecked());
         QCOMPARE(child<QSpinBox>(gen, "steps")->value(), 13);
-        QCOMPARE(child<QPlainTextEdit>(gen, "prompt")->toPlainText(), QString::fromStdString(r.prompt));
+        QCOMPARE(child<QPlainTextEdit>(gen, "prompt")->toPlainText(), QString::fromStdString(r.request.prompt));
     }
 
     void missingDamagedTrashUndoAndExport()
@@ -336,7 +336,7 @@ private slots:
         const qint64 back = idOf(gallery, QStringLiteral("moved-away.mp4"));
         QVERIFY(back > 0);
         QVERIFY(gallery->item(back)->hasRecipe);
-        QCOMPARE(gallery->recipe(back)->seed, 1002);
+        QCOMPARE(gallery->recipe(back)->request.seed, 1002);
 
         // Forget: the row goes, the file stays.
         QVERIFY(page->openItem(back));
@@ -363,17 +363,17 @@ private slots:
         QFile condFile(cond);
         QVERIFY(condFile.open(QIODevice::ReadOnly));
         auto r = fullRecipe();
-        r.prompt = "the harbour wakes up, gulls and ropes";
+        r.request.prompt = "the harbour wakes up, gulls and ropes";
         r.conditions.push_back({"/somewhere/else/harbour.png", "harbour.cond0.png",
             QCryptographicHash::hash(condFile.readAll(), QCryptographicHash::Sha256).toHex().toStdString(), 9, 0.6, 33, 1, false, {},
             false});
         r.stages = "single";
-        r.stagesRequested = "single";
+        r.request.stages = "single";
         vireo::test::writeClip(QDir(outputs()).filePath(QStringLiteral("harbour.mp4")), r, 25, 160, 96, 25, 1);
         auto still = fullRecipe();
         still.kind = "image";
         still.pipeline = "ideogram4";
-        still.frames = 1;
+        still.request.frames = 1;
         const QString png = QDir(outputs()).filePath(QStringLiteral("poster.png"));
         QVERIFY(vireo::output::writeImage(png.toStdString(), vireo::test::renderScene(64, 48, 0, 1), still).ok());
         gallery->rescan();
@@ -425,7 +425,7 @@ private slots:
         QTRY_VERIFY(gen->conditionFromEnd());
         QCOMPARE(child<QSpinBox>(gen, "clipFrames")->value(), 9);
         QCOMPARE(child<QSpinBox>(gen, "imageFrame")->value(), 0);
-        QCOMPARE(child<QPlainTextEdit>(gen, "prompt")->toPlainText(), QString::fromStdString(r.prompt));
+        QCOMPARE(child<QPlainTextEdit>(gen, "prompt")->toPlainText(), QString::fromStdString(r.request.prompt));
         QVERIFY2(child<QLabel>(gen, "imageName")->text().contains(QStringLiteral("last 9 frames")),
             qPrintable(child<QLabel>(gen, "imageName")->text()));
         // A picture has nothing to extend.

@@ -324,7 +324,7 @@ private slots:
         QString problem;
         const auto recipe = vireo::gallery::readEmbeddedRecipe(first, &problem);
         QVERIFY2(recipe, qPrintable(problem));
-        QCOMPARE(QString::fromStdString(recipe->prompt), QString::fromUtf8(prompt));
+        QCOMPARE(QString::fromStdString(recipe->request.prompt), QString::fromUtf8(prompt));
         // Another size and seed on the page first, so the recipe has to put them back.
         child<QSpinBox>(page, "width")->setValue(96);
         child<QSpinBox>(page, "seed")->setValue(1);
@@ -471,15 +471,15 @@ private slots:
         QCOMPARE(child<QSpinBox>(page, "width")->value(), 768);
         vireo::output::Recipe again;
         again.modelKey = QString(QStringLiteral("local:") + tinyModel()).toStdString();
-        again.prompt = "a quiet pier";
-        again.width = 384;
-        again.height = 256;
-        again.frames = 17;
-        again.fps = 24;
-        again.schedule = "distilled";
-        again.steps = 8;
-        again.guidance = 1.0;
-        again.audioGuidance = 1.0;
+        again.request.prompt = "a quiet pier";
+        again.request.width = 384;
+        again.request.height = 256;
+        again.request.frames = 17;
+        again.request.fps = 24;
+        again.request.schedule = "distilled";
+        again.request.steps = 8;
+        again.request.guidance = 1.0;
+        again.request.audioGuidance = 1.0;
         QVERIFY(page->applyRecipe(again, false));
         QCOMPARE(child<QSpinBox>(page, "width")->value(), 384);
         QVERIFY2(!child<QComboBox>(page, "sizePreset")->currentData().toSize().isValid(),

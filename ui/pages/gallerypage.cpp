@@ -68,14 +68,15 @@ QString timeText(qint64 ms)
 // The recipe as a person reads it: what was asked, with which model, how, and what it cost.
 QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
 {
+    const auto& q = r.request;
     QString h;
     auto row = [&h](const QString& k, const QString& v) {
         if (!v.isEmpty())
             h += QStringLiteral("<tr><td style='color:#8a93a3;padding-right:12px'>%1</td><td>%2</td></tr>").arg(k, v);
     };
-    h += QStringLiteral("<h3 style='margin:0'>Prompt</h3><p>%1</p>").arg(esc(r.prompt).replace(QLatin1Char('\n'), QStringLiteral("<br>")));
-    if (!r.negativePrompt.empty())
-        h += QStringLiteral("<h4 style='margin:0'>Negative prompt</h4><p>%1</p>").arg(esc(r.negativePrompt));
+    h += QStringLiteral("<h3 style='margin:0'>Prompt</h3><p>%1</p>").arg(esc(q.prompt).replace(QLatin1Char('\n'), QStringLiteral("<br>")));
+    if (!q.negativePrompt.empty())
+        h += QStringLiteral("<h4 style='margin:0'>Negative prompt</h4><p>%1</p>").arg(esc(q.negativePrompt));
     h += QStringLiteral("<table cellspacing=2>");
     row(QStringLiteral("Model"), esc(r.modelTitle.empty() ? r.pipeline : r.modelTitle));
     if (!r.family.empty())
@@ -85,15 +86,15 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
         row(QStringLiteral("Hub"), esc(r.repo + (r.commit.empty() ? std::string() : " @ " + r.commit)));
     row(QStringLiteral("Size"),
         QStringLiteral("%1 × %2, %3 frames at %4 fps (%5 s)")
-            .arg(r.width)
-            .arg(r.height)
-            .arg(r.frames)
-            .arg(r.fps)
-            .arg(r.fps > 0 ? QString::number(static_cast<double>(r.frames) / r.fps, 'f', 2) : QStringLiteral("?")));
-    row(QStringLiteral("Seed"), QString::number(r.seed));
-    row(QStringLiteral("Schedule"), QStringLiteral("%1, %2 steps").arg(esc(r.schedule)).arg(r.steps));
+            .arg(q.width)
+            .arg(q.height)
+            .arg(q.frames)
+            .arg(q.fps)
+            .arg(q.fps > 0 ? QString::number(static_cast<double>(q.frames) / q.fps, 'f', 2) : QStringLiteral("?")));
+    row(QStringLiteral("Seed"), QString::number(q.seed));
+    row(QStringLiteral("Schedule"), QStringLiteral("%1, %2 steps").arg(esc(q.schedule)).arg(q.steps));
     row(QStringLiteral("Guidance"),
-        QStringLiteral("video %1, audio %2, rescale %3").arg(r.guidance).arg(r.audioGuidance).arg(r.guidanceRescale));
+        QStringLiteral("video %1, audio %2, rescale %3").arg(q.guidance).arg(q.audioGuidance).arg(q.guidanceRescale));
     if (!r.stages.empty()) {
         const QString path =
             r.stages == "two" ? QStringLiteral("two stages (half size, latent upsample ×2, refine)") : QStringLiteral("one stage");
@@ -117,7 +118,13 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
             c.join(QStringLiteral("<br>")));
     }
     row(QStringLiteral("Speed"),
-        r.stepsSkipped > 0 ? QStringLiteral("%1, %2 of %3 steps reused").arg(esc(r.speed)).arg(r.stepsSkipped).arg(r.steps) : esc(r.speed));
+        r.stepsSkipped > 0 ? QStringLiteral("%1, %2 of %3 steps reused").arg(esc(q.speed)).arg(r.stepsSkipped).arg(q.steps) : esc(q.speed));
+    if (!q.knobs.empty()) {
+        QStringList k;
+        for (const auto& [id, value] : q.knobs)
+            k << esc(id) + QStringLiteral(" ") + QString::number(value);
+        row(QStringLiteral("Controls"), k.join(QStringLiteral(", ")));
+    }
     row(QStringLiteral("Ran on"),
         esc(r.device + (r.dtype.empty() ? std::string() : ", " + r.dtype) + (r.placement.empty() ? std::string() : ", " + r.placement)));
     if (!r.paths.empty())
@@ -667,7 +674,7 @@ void GalleryPage::showDetail()
     m_forget->setVisible(!present);
     m_reveal->setEnabled(present);
     m_export->setEnabled(present);
-    m_fps = m_recipe && m_recipe->fps > 0 ? m_recipe->fps : item->fps > 0 ? item->fps : 24;
+    m_fps = m_recipe && m_recipe->request.fps > 0 ? m_recipe->request.fps : item->fps > 0 ? item->fps : 24;
     if (m_player) {
         m_player->stop();
         m_player->setSource({});

@@ -457,6 +457,12 @@ QWidget* GeneratePage::samplingCard()
     m_speed->setToolTip(tr("Balanced and Fast reuse the transformer's work on denoising steps where its first block "
                            "sees almost no change. The first and last steps always run in full; the recipe records how many were reused."));
     form->addRow(tr("Speed"), m_speed);
+    m_knobBox = new QWidget;
+    m_knobBox->setObjectName(QStringLiteral("knobs"));
+    auto* knobForm = new QFormLayout(m_knobBox);
+    knobForm->setContentsMargins(0, 0, 0, 0);
+    form->addRow(m_knobBox);
+    m_knobBox->hide();
     auto* seedRow = new QHBoxLayout;
     seedRow->addWidget(m_seed, 1);
     seedRow->addWidget(m_randomSeed);
@@ -874,6 +880,11 @@ void GeneratePage::applyDefaults()
     m_rescale->setValue(d->guidanceRescale);
     if (!m_imageMode)
         m_schedule->setCurrentIndex(m_schedule->findData(QString::fromStdString(d->schedule)));
+    for (const auto& [id, spin] : m_knobs)
+        if (const auto* k = m_rules.knob(id)) {
+            const QSignalBlocker block(spin);
+            spin->setValue(d->knobs.count(id) ? d->knobs.at(id) : k->defaultValue);
+        }
     syncPreset();
     QStringList notes;
     if (!d->basis.empty())
@@ -1038,7 +1049,10 @@ void GeneratePage::syncPreset()
 void GeneratePage::setRules(const facade::FamilyRules& rules)
 {
     const bool image = rules.kind == facade::ModelKind::Image;
+    const bool sameKnobs = m_knobs.size() == rules.knobs.size() && rules.family == m_rules.family;
     m_rules = rules;
+    if (m_knobBox && !sameKnobs)
+        showKnobs();
     if (image == m_imageMode)
         return;
     m_imageMode = image;
@@ -1074,6 +1088,29 @@ void GeneratePage::setRules(const facade::FamilyRules& rules)
         m_notes->setVisible(!m_notes->text().isEmpty());
 }
 
+// One spin box per knob of the family, in its declared order; no knob, no box.
+void GeneratePage::showKnobs()
+{
+    auto* form = static_cast<QFormLayout*>(m_knobBox->layout());
+    while (form->rowCount() > 0)
+        form->removeRow(0);
+    m_knobs.clear();
+    for (const auto& k : m_rules.knobs) {
+        auto* spin = new QDoubleSpinBox;
+        spin->setObjectName(QStringLiteral("knob_") + QString::fromStdString(k.id));
+        spin->setDecimals(k.decimals);
+        spin->setRange(k.minimum, k.maximum);
+        spin->setSingleStep(k.step);
+        spin->setValue(m_defaults.knobs.count(k.id) ? m_defaults.knobs.at(k.id) : k.defaultValue);
+        spin->setToolTip(QString::fromStdString(k.help));
+        spin->setAccessibleName(QString::fromStdString(k.label));
+        connect(spin, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
+        form->addRow(QString::fromStdString(k.label), spin);
+        m_knobs.emplace_back(k.id, spin);
+    }
+    m_knobBox->setVisible(!m_knobs.empty());
+}
+
 void GeneratePage::updateDuration()
 {
     const double s = static_cast<double>(m_frames->value()) / std::max(0.01, m_fps->value());
@@ -1088,6 +1125,8 @@ generation::Ask GeneratePage::ask() const
     a.height = m_height->value();
     a.steps = m_steps->value();
     a.seed = m_seed->value();
+    for (const auto& [id, spin] : m_knobs)
+        a.knobs[id] = spin->value();
     if (m_imageMode) {
         // The defaults' guidance on show means the reference's schedule of weights.
         if (m_guidance->value() != m_defaults.guidance)
@@ -1281,7 +1320,7 @@ void GeneratePage::onJobFinished(quint64 id)
         m_progress->setValue(1000);
         m_eta->clear();
         m_lastOutput = s->outputPath;
-        QString saved = tr("Saved %1 · seed %2").arg(s->outputPath).arg(s->recipe.seed);
+        QString saved = tr("Saved %1 · seed %2").arg(s->outputPath).arg(s->recipe.request.seed);
         // A slower path than planned (cuDNN refusing a shape, a weight the FP8 GEMM cannot take)
         // is said where the result is, with its count.
         for (const auto& w : s->recipe.pathWarnings)
@@ -1434,11 +1473,16 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     }
     m_steps->setValue(ask.steps.value_or(m_steps->value()));
     // An image's reference schedule of weights: the page shows its guidance, which means it.
-    m_guidance->setValue(ask.guidance.value_or(r.guidance));
-    m_audioGuidance->setValue(ask.audioGuidance.value_or(r.audioGuidance));
-    m_rescale->setValue(ask.rescale.value_or(r.guidanceRescale));
+    m_guidance->setValue(ask.guidance.value_or(r.request.guidance));
+    m_audioGuidance->setValue(ask.audioGuidance.value_or(r.request.audioGuidance));
+    m_rescale->setValue(ask.rescale.value_or(r.request.guidanceRescale));
     // An unknown speed mode is Quality.
     m_speed->setCurrentIndex(std::max(0, m_speed->findData(QString::fromStdString(ask.speed))));
+    for (const auto& [id, spin] : m_knobs)
+        if (const auto it = ask.knobs.find(id); it != ask.knobs.end()) {
+            const QSignalBlocker block(spin);
+            spin->setValue(it->second);
+        }
     m_loras->setFromRecipe(r.loras);
     {
         const QSignalBlocker block(m_stages);
@@ -1470,10 +1514,10 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
                        .arg(ask.conditions.size());
     }
     m_randomSeed->setChecked(vary);
-    if (!vary && (r.seed < 0 || r.seed > m_seed->maximum())) {
+    if (!vary && (r.request.seed < 0 || r.request.seed > m_seed->maximum())) {
         // Never a silently different seed: the same seed or a clear word.
         reason =
-            tr("The recipe's seed %1 is outside 0 to %2, which this page holds; a new seed is used.").arg(r.seed).arg(m_seed->maximum());
+            tr("The recipe's seed %1 is outside 0 to %2, which this page holds; a new seed is used.").arg(r.request.seed).arg(m_seed->maximum());
         m_modelStatus->setText(reason);
         if (why)
             *why = reason;
@@ -1483,7 +1527,7 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
         return false;
     }
     if (!vary)
-        m_seed->setValue(static_cast<int>(r.seed));
+        m_seed->setValue(static_cast<int>(r.request.seed));
     validate();
     m_planTimer->start();
     return found;

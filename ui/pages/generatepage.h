@@ -150,6 +150,7 @@ private:
     runtime::Engine* engine() const;
     void ensurePlayer();
     void setRules(const facade::FamilyRules& rules);
+    void showKnobs();
     facade::FamilyRules modelRules() const;
     bool keyMakesImages(const QString& key) const;
     void fillPresets(bool image);
@@ -250,6 +251,9 @@ private:
     QFormLayout* m_promptForm = nullptr;
     QFormLayout* m_sizeForm = nullptr;
     QFormLayout* m_samplingForm = nullptr;
+    // The family's own controls (FamilyRules::knobs), one spin box each, rebuilt per family.
+    QWidget* m_knobBox = nullptr;
+    std::vector<std::pair<std::string, QDoubleSpinBox*>> m_knobs;
     QLayout* m_framesRow = nullptr;
     QLayout* m_transport = nullptr;
     bool m_imageMode = false;
