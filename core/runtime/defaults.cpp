@@ -68,11 +68,6 @@ Result<GenerationDefaults> parse(const std::string& json, const std::string& pip
                 origin + ": default 'guidance_schedule' must be [[steps, weight], ...] covering the " + std::to_string(d.steps)
                     + " default steps");
     }
-    if (image)
-        for (const auto& [key, neutral] : {std::pair<const char*, double>{"schedule_mu", 0.0}, {"schedule_std", 1.5}})
-            if (j.contains(key) && j.at(key).is_number() && j.at(key).get<double>() != neutral)
-                d.notApplied.push_back(std::string(key) + " " + j.at(key).dump()
-                    + " is not applied by this version (it uses the reference's " + std::to_string(neutral) + ")");
     // The distilled models run their 8 trained sigmas whatever a family default says.
     if (d.schedule == "distilled")
         d.steps = 8;

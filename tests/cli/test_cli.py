@@ -588,6 +588,19 @@ def test_generate_image(tmp_dir=RUN_TMP):
           p.stderr)
     p = run("generate", "--model", model, "--prompt", "x", "--steps", 0, "--out", str(bad) + ".png")
     check("generate: image steps are validated", p.returncode == 2 and "--steps" in p.stderr, p.stderr)
+    # The family's knobs: --set within their ranges, named when unknown or out of range.
+    p = run("generate", "--model", model, "--prompt", "x", "--set", "schedule_std=9", "--out", str(bad) + ".png")
+    check("generate: a knob out of its range is refused", p.returncode == 2 and "schedule_std must be from 0.1 to 5, not 9" in p.stderr,
+          p.stderr)
+    p = run("generate", "--model", model, "--prompt", "x", "--set", "stg_scale=1", "--out", str(bad) + ".png")
+    check("generate: a knob the family does not have is named with the ones it has",
+          p.returncode == 2 and "no control named 'stg_scale' (its controls: schedule_mu, schedule_std)" in p.stderr, p.stderr)
+    p = run("generate", "--model", model, "--prompt", "x", "--set", "schedule_mu", "--out", str(bad) + ".png")
+    check("generate: --set without a value is a usage error", p.returncode == 2 and "KNOB=VALUE" in p.stderr, p.stderr)
+    p = run("generate", "--model", model, "--prompt", "x", "--set", "schedule_mu=0.5", "--dry-run", "--json")
+    request = json.loads(p.stdout.strip().splitlines()[-1]).get("request", {}) if p.returncode == 0 else {}
+    check("generate --dry-run --json shows every knob of the family in the request",
+          request.get("knobs") == {"schedule_mu": 0.5, "schedule_std": 1.5}, p.stderr or p.stdout[-400:])
     check("generate: nothing written by refused image requests", not Path(str(bad) + ".png").exists())
 
 

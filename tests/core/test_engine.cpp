@@ -630,6 +630,25 @@ private slots:
             5000);
         QVERIFY(gallery::makeThumbnail(s->outputPath));
 
+        // The family's schedule knobs reach the sampler: the sigmas are sigmoid(mean + std z)
+        // with mean = mu + log(h w / 512^2) / 2, so a shift moves every logit by mu and a spread
+        // scales each logit's distance from the mean (the clamped ends aside).
+        runtime::GenerateJob shaped = job;
+        shaped.request.knobs = {{"schedule_mu", 0.5}, {"schedule_std", 1.75}};
+        const auto shapedId = e->enqueueGenerate(shaped);
+        QVERIFY(waitFinished(*e, shapedId));
+        const auto t = e->job(shapedId);
+        QVERIFY2(t->state == JobState::Done, qPrintable(t->error));
+        QCOMPARE(t->recipe.request.knobs, shaped.request.knobs);
+        QCOMPARE(gallery::readEmbeddedRecipe(t->outputPath)->request.knobs, shaped.request.knobs);
+        const auto logit = [](double s) { return std::log(s / (1 - s)); };
+        const double base = 0.5 * std::log(64.0 * 48.0 / (512.0 * 512.0));
+        QCOMPARE(t->recipe.sigmas.size(), s->recipe.sigmas.size());
+        for (std::size_t i = 1; i + 1 < s->recipe.sigmas.size(); ++i) {
+            const double before = logit(s->recipe.sigmas[i]) - base, after = logit(t->recipe.sigmas[i]) - (base + 0.5);
+            QVERIFY2(std::abs(after - before * 1.75 / 1.5) < 1e-3, qPrintable(QStringLiteral("sigma %1").arg(i)));
+        }
+
         // An image model asked for an MP4 fails before anything is written, naming the fix.
         runtime::GenerateJob wrong = job;
         wrong.outputPath = m_out.filePath(QStringLiteral("image.mp4"));

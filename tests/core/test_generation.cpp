@@ -224,6 +224,66 @@ private slots:
         QVERIFY(!p->stagesReason.empty());
     }
 
+    // A family's own controls: declared in its rules, defaulted from the catalog by id, set by
+    // the ask within their ranges, every one held by the job's request (so the recipe names
+    // them all) and back from a recipe; an unknown knob or a value out of range is named.
+    void familyKnobsTravelFromCatalogToRequest()
+    {
+        const auto rules = vireo::facade::familyRulesById("ideogram4");
+        QVERIFY(rules && rules->knob("schedule_mu") && rules->knob("schedule_std"));
+        QVERIFY(vireo::facade::familyRulesById("ltx2")->knobs.empty());
+        QCOMPARE(vireo::facade::familyRulesById("ltx2-dev")->family, std::string("ltx2"));
+        const auto model = catalogModel("ideogram-4/fp8");
+        const auto d = vireo::generation::defaultsFor(m_catalog, model);
+        QVERIFY(d);
+        QCOMPARE(d->knobs.at("schedule_std"), 1.5);
+        QVERIFY(d->notApplied.empty());
+        Ask a = prompt();
+        a.knobs["schedule_mu"] = 0.5;
+        auto p = vireo::generation::prepare(m_catalog, *d, model, a);
+        QVERIFY2(p, p ? "" : p.error().message.c_str());
+        QCOMPARE(p->job.request.knobs, (std::map<std::string, double>{{"schedule_mu", 0.5}, {"schedule_std", 1.5}}));
+        a.knobs["schedule_std"] = 9.0;
+        p = vireo::generation::prepare(m_catalog, *d, model, a);
+        QVERIFY(!p && p.error().message == "schedule_std must be from 0.1 to 5, not 9");
+        a.knobs.erase("schedule_std");
+        a.knobs["stg_scale"] = 1.0;
+        p = vireo::generation::prepare(m_catalog, *d, model, a);
+        QVERIFY(!p);
+        QCOMPARE(p.error().message, std::string("Ideogram-4 has no control named 'stg_scale' (its controls: schedule_mu, schedule_std)"));
+        const auto video = localModel(fixtures() + QStringLiteral("/ltx2pipeline/v23/diffusers"));
+        const auto vd = vireo::generation::defaultsFor(m_catalog, video);
+        QVERIFY(vd);
+        p = vireo::generation::prepare(m_catalog, *vd, video, a);
+        QVERIFY(!p && p.error().message.find("LTX-2 has no control named 'schedule_mu' (it has none of its own)") == 0);
+        QVERIFY(vireo::generation::describeKnobs(*rules).find("schedule_mu (-3 to 3, default 0)") == 0);
+        // A recipe's knobs come back as the ask's.
+        vireo::output::Recipe recipe;
+        recipe.modelKey = "catalog:ideogram-4/fp8";
+        recipe.kind = "image";
+        recipe.request.knobs = {{"schedule_mu", 0.5}, {"schedule_std", 1.75}};
+        const auto read = vireo::output::Recipe::fromJson(recipe.toJson());
+        QVERIFY(read);
+        QCOMPARE(read->request.knobs, recipe.request.knobs);
+        const auto again = vireo::generation::askFromRecipe(*read, m_work.path());
+        QVERIFY(again);
+        QCOMPARE(again->ask.knobs, recipe.request.knobs);
+        // The recipe embeds the request: an image's schedule of guidance weights is part of it
+        // (older versions kept it among the unknown keys, at the same place in the JSON), so
+        // "Generate again" leaves the guidance to it.
+        const auto scheduled = vireo::output::Recipe::fromJson(
+            R"({"recipe_version": 1, "kind": "image", "model_key": "catalog:ideogram-4/fp8", "prompt": "a sign", "steps": 2,)"
+            R"( "guidance_scale": 7.0, "guidance_schedule": [7.0, 3.0]})");
+        QVERIFY(scheduled);
+        QCOMPARE(scheduled->request.guidanceSchedule, (std::vector<double>{7.0, 3.0}));
+        QCOMPARE(scheduled->extraJson, std::string("{}"));
+        const auto scheduledAgain = vireo::generation::askFromRecipe(*scheduled, m_work.path());
+        QVERIFY(scheduledAgain && !scheduledAgain->ask.guidance && scheduledAgain->ask.steps == 2);
+        QVERIFY(!vireo::output::Recipe::fromJson(R"({"guidance_schedule": [1, "x"]})"));
+        QVERIFY(!vireo::output::Recipe::fromJson(R"({"knobs": {"schedule_mu": "high"}})"));
+        QVERIFY(!vireo::output::Recipe::fromJson(R"({"knobs": [1]})"));
+    }
+
     // An image model takes a prompt, a size on its 16-pixel grid, steps, guidance and a seed;
     // everything else is named, in the CLI's option words, instead of being dropped.
     void anImageModelNamesWhatItDoesNotTake()

@@ -719,6 +719,14 @@ private slots:
         QCOMPARE(child<QSpinBox>(page, "steps")->value(), 48);
         QCOMPARE(child<QDoubleSpinBox>(page, "guidance")->value(), 7.0);
         QTRY_VERIFY(child<QLabel>(page, "memoryPlan")->text().contains(QStringLiteral("unconditional transformer")));
+        // The family's own knobs, one box each with the catalog's defaults, go into the ask.
+        auto* mu = child<QDoubleSpinBox>(page, "knob_schedule_mu");
+        auto* spread = child<QDoubleSpinBox>(page, "knob_schedule_std");
+        QVERIFY(mu->isVisible() && spread->isVisible());
+        QCOMPARE(mu->value(), 0.0);
+        QCOMPARE(spread->value(), 1.5);
+        spread->setValue(1.75);
+        QCOMPARE(page->request().knobs.at("schedule_std"), 1.75);
 
         child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("A photo of a cat holding a sign that says hello world"));
         child<QSpinBox>(page, "width")->setValue(72);  // off the 16-pixel grid
@@ -745,12 +753,18 @@ private slots:
         QVERIFY(shownImage->isVisible());
         QVERIFY(!shownImage->pixmap().isNull());
         QVERIFY(!child<QWidget>(page, "player")->isVisible());
-        // In the gallery as an image with its recipe.
+        // In the gallery as an image with its recipe, which keeps the knobs and gives them back.
         auto* gallery = w->studio()->gallery();
         QTRY_VERIFY_WITH_TIMEOUT(std::any_of(gallery->items().begin(), gallery->items().end(),
                                      [&](const auto& i) { return i.path == out && i.hasRecipe && i.kind == QStringLiteral("image"); }),
             5000);
         saveScreenshot(w.get(), QStringLiteral("generate-image.png"));
+        const auto recipe = vireo::gallery::readEmbeddedRecipe(out);
+        QVERIFY(recipe);
+        QCOMPARE(recipe->request.knobs, (std::map<std::string, double>{{"schedule_mu", 0.0}, {"schedule_std", 1.75}}));
+        spread->setValue(1.5);
+        QVERIFY(page->applyRecipe(*recipe, false));
+        QCOMPARE(spread->value(), 1.75);
 
         // Back to the video model: the video controls return.
         QVERIFY(page->selectModel(QStringLiteral("local:") + tinyModel()));
