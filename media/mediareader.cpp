@@ -355,7 +355,7 @@ bool seekBeforeEnd(AVFormatContext* f, VideoStream& v, int count, double marginS
     const std::int64_t start = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
     std::int64_t duration = st->duration;
     if (duration <= 0 && f->duration > 0)
-        duration = av_rescale_q(f->duration, AV_TIME_BASE_Q, st->time_base);
+        duration = av_rescale_q(f->duration, AVRational{1, AV_TIME_BASE}, st->time_base);
     if (duration <= 0)
         return false;
     // In doubles first: a hostile header's rates and durations must not overflow the arithmetic.

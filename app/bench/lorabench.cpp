@@ -116,12 +116,12 @@ std::optional<int> parseLoraBenchArgs(const std::vector<std::string>& args, Lora
                 return benchUsage("--repeat is 1 to 1000");
             o.repeats = static_cast<int>(*n);
         } else if (a == "--device" && hasValue) {
-            const auto d = args[++i];
+            const auto& d = args[++i];
             if (d != "cpu" && d.rfind("cuda", 0) != 0)
                 return benchUsage("--device is cpu or cuda[:N]");
             o.device = c10::Device(d);
         } else if (a == "--dtype" && hasValue) {
-            const auto d = args[++i];
+            const auto& d = args[++i];
             if (d != "f32" && d != "bf16")
                 return benchUsage("--dtype is f32 or bf16");
             o.dtype = d == "bf16" ? c10::kBFloat16 : c10::kFloat;

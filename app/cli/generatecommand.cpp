@@ -515,13 +515,13 @@ int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::
         const auto resident = engine.resident();
         std::printf("%s\n",
             nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
-                {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}}, {"frames", last->recipe.request.frames},
-                {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras},
-                {"speed", last->recipe.request.speed}, {"knobs", last->recipe.request.knobs}, {"steps_skipped", last->recipe.stepsSkipped},
-                {"cuda_graphs", last->recipe.cudaGraphs}, {"paths", last->recipe.paths}, {"planned_paths", last->recipe.plannedPaths},
-                {"path_warnings", last->recipe.pathWarnings}, {"kind", last->recipe.kind}, {"width", last->recipe.request.width},
-                {"height", last->recipe.request.height}, {"stages", last->recipe.stages}, {"stages_reason", last->recipe.stagesReason},
-                {"conditions", conditionsJson}}
+                {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}},
+                {"frames", last->recipe.request.frames}, {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds},
+                {"loras", loras}, {"speed", last->recipe.request.speed}, {"knobs", last->recipe.request.knobs},
+                {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs}, {"paths", last->recipe.paths},
+                {"planned_paths", last->recipe.plannedPaths}, {"path_warnings", last->recipe.pathWarnings}, {"kind", last->recipe.kind},
+                {"width", last->recipe.request.width}, {"height", last->recipe.request.height}, {"stages", last->recipe.stages},
+                {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                 .c_str());
         return 0;

@@ -141,7 +141,8 @@ private slots:
         QTRY_COMPARE_WITH_TIMEOUT(page->model()->rowCount(), 9, 20000);
         QTRY_VERIFY(!w->studio()->gallery()->scanning());
         // Newest first, then the filters.
-        QCOMPARE(page->filter()->index(0, 0).data(GalleryModel::PromptRole).toString(), QString::fromStdString(fullRecipe().request.prompt));
+        QCOMPARE(
+            page->filter()->index(0, 0).data(GalleryModel::PromptRole).toString(), QString::fromStdString(fullRecipe().request.prompt));
         QTest::keyClicks(child<QLineEdit>(page, "search"), QStringLiteral("LIGHTHOUSE"));
         QCOMPARE(page->filter()->rowCount(), 1);
         QVERIFY(child<QLabel>(page, "count")->text().contains(QStringLiteral("1 of 9")));

@@ -1516,8 +1516,9 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     m_randomSeed->setChecked(vary);
     if (!vary && (r.request.seed < 0 || r.request.seed > m_seed->maximum())) {
         // Never a silently different seed: the same seed or a clear word.
-        reason =
-            tr("The recipe's seed %1 is outside 0 to %2, which this page holds; a new seed is used.").arg(r.request.seed).arg(m_seed->maximum());
+        reason = tr("The recipe's seed %1 is outside 0 to %2, which this page holds; a new seed is used.")
+                     .arg(r.request.seed)
+                     .arg(m_seed->maximum());
         m_modelStatus->setText(reason);
         if (why)
             *why = reason;
