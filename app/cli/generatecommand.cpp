@@ -521,7 +521,8 @@ int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::
                 {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs}, {"paths", last->recipe.paths},
                 {"planned_paths", last->recipe.plannedPaths}, {"path_warnings", last->recipe.pathWarnings}, {"kind", last->recipe.kind},
                 {"width", last->recipe.request.width}, {"height", last->recipe.request.height}, {"stages", last->recipe.stages},
-                {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson}}
+                {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson},
+                {"audio_sample_rate", last->recipe.audioSampleRate}, {"audio_channels", last->recipe.audioChannels}}
                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                 .c_str());
         return 0;

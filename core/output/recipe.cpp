@@ -49,7 +49,7 @@ const std::set<std::string>& knownKeys()
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
         "steps_skipped", "cuda_graphs", "paths", "planned_paths", "path_warnings", "loras", "conditions", "stages", "stages_requested",
-        "stages_reason", "knobs", "guidance_schedule", "seconds", "created"};
+        "stages_reason", "knobs", "guidance_schedule", "audio_sample_rate", "audio_channels", "seconds", "created"};
     return keys;
 }
 
@@ -170,6 +170,10 @@ std::string Recipe::toJson() const
     j["height"] = q.height;
     j["frames"] = q.frames;
     j["fps"] = q.fps;
+    if (audioSampleRate > 0) {
+        j["audio_sample_rate"] = audioSampleRate;
+        j["audio_channels"] = audioChannels;
+    }
     j["device"] = device;
     j["dtype"] = dtype;
     j["placement"] = placement;
@@ -243,6 +247,8 @@ void readScalars(Reader& rd, Recipe& r)
     rd.get("height", q.height);
     rd.get("frames", q.frames);
     rd.get("fps", q.fps);
+    rd.get("audio_sample_rate", r.audioSampleRate);
+    rd.get("audio_channels", r.audioChannels);
     rd.get("device", r.device);
     rd.get("dtype", r.dtype);
     rd.get("placement", r.placement);

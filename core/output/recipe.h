@@ -64,6 +64,7 @@ struct Recipe {
     // and the prompt's token limit (no front end sets it) are not written.
     facade::GenerateRequest request;
     std::vector<double> sigmas;
+    int audioSampleRate = 0, audioChannels = 0;  // the video's sound track; 0 for images and older recipes
     std::string device, dtype, placement;
     int stepsSkipped = 0;  // denoise steps the step cache served (balanced, fast)
     std::string cudaGraphs;  // what became of the denoise passes' CUDA graphs; empty on the CPU

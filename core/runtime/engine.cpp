@@ -736,6 +736,8 @@ output::Recipe Engine::Impl::videoRecipe(const GenerateJob& g, const facade::Vid
     ran.frames = result.frameCount;
     ran.fps = result.fps;
     ran.speed = result.speed;
+    recipe.audioSampleRate = result.sampleRate;
+    recipe.audioChannels = result.channels;
     recipe.stepsSkipped = result.stepsSkipped;
     recipe.cudaGraphs = result.cudaGraphs;
     recipe.secondsPerPhase = result.secondsPerPhase;

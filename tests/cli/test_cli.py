@@ -200,6 +200,7 @@ def test_generate(tmp_dir=RUN_TMP):
               and recipe["prompt"].startswith("a red fox") and recipe["model_version"] == "2.3"
               and all(len(f["sha256"]) == 64 for f in recipe["files"]) and recipe["frames"] == 17
               and recipe["speed"] == "fast" and 0 <= recipe["steps_skipped"] <= 6
+              and recipe.get("audio_sample_rate") == int(streams["audio"]["sample_rate"]) and recipe.get("audio_channels") == streams["audio"]["channels"]
               and recipe.get("paths", "").startswith("GEMM: ") and " dense GEMM" in recipe.get("paths", "")
               and "attention: " in recipe.get("paths", "") and " f32 SDPA" in recipe.get("paths", "")
               and "transformer: dense GEMM in f32 on the CPU" in recipe.get("planned_paths", "")
@@ -327,6 +328,9 @@ def test_generate_image_conditioning(tmp_dir=RUN_TMP):
         j = json.loads(p.stdout)
         check("generate --image --json reports the conditions and the path", j["conditions"][0]["sha256"] == sha and j["stages"] == "single",
               p.stdout[-400:])
+        check("generate --json reports the sound track's sample rate and channels (scripts read them)",
+              j.get("audio_sample_rate") == recipe.get("audio_sample_rate") and j.get("audio_sample_rate", 0) > 0
+              and j.get("audio_channels") == recipe.get("audio_channels"), p.stdout[-400:])
 
         # That video's first frames as a clip to continue from: checked, then run.
         clip = Path(tmp_dir) / "clip to continue.mp4"

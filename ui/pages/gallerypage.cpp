@@ -91,6 +91,8 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
             .arg(q.frames)
             .arg(q.fps)
             .arg(q.fps > 0 ? QString::number(static_cast<double>(q.frames) / q.fps, 'f', 2) : QStringLiteral("?")));
+    if (r.audioSampleRate > 0)
+        row(QStringLiteral("Sound"), QStringLiteral("%1 Hz, %2 channels").arg(r.audioSampleRate).arg(r.audioChannels));
     row(QStringLiteral("Seed"), QString::number(q.seed));
     row(QStringLiteral("Schedule"), QStringLiteral("%1, %2 steps").arg(esc(q.schedule)).arg(q.steps));
     row(QStringLiteral("Guidance"),
