@@ -159,6 +159,14 @@ void releaseCachedDeviceMemory()
         c10::cuda::CUDACachingAllocator::emptyCache();
 }
 
+Result<void> checkComputeDtype(const std::string& model, c10::ScalarType dtype)
+{
+    if (dtype != c10::kFloat && dtype != c10::kBFloat16 && dtype != c10::kHalf)
+        return makeError(
+            ErrorCode::InvalidArgument, model + ": compute dtype " + c10::toString(dtype) + " is not float32, bfloat16 or float16");
+    return {};
+}
+
 Error errorFromException(const std::exception& e, const std::string& what, ErrorCode fallback)
 {
     std::string text;

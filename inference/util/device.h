@@ -8,6 +8,7 @@
 #include "inference/util/result.h"
 
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <exception>
@@ -49,6 +50,10 @@ std::string cudaUnavailableReason();
 // One error for an exception thrown by libtorch inside `what` (a phase or component name):
 // out of memory on any device becomes ErrorCode::OutOfMemory, a CUDA fault DeviceFault, the
 // rest InvalidArgument. The message says what happened and what to do.
+// A module's compute dtype: float32, bfloat16 or float16 (quantized weights dequantize into it);
+// anything else is InvalidArgument naming `model` ("Gemma 3").
+Result<void> checkComputeDtype(const std::string& model, c10::ScalarType dtype);
+
 Error errorFromException(const std::exception& e, const std::string& what, ErrorCode fallback = ErrorCode::InvalidArgument);
 
 // After a CUDA fault: whether the device still runs work (a sticky error such as an illegal

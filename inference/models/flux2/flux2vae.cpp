@@ -170,9 +170,8 @@ const VaeConfig& VaeDecoder::config() const
 
 Result<VaeDecoder> VaeDecoder::load(const fs::path& path, const VaeLoadOptions& options)
 {
-    if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
-        return makeError(ErrorCode::InvalidArgument,
-            std::string("FLUX.2 VAE: compute dtype ") + c10::toString(options.dtype) + " is not float32, bfloat16 or float16");
+    if (auto bad = checkComputeDtype("FLUX.2 VAE", options.dtype); !bad)
+        return bad.error();
     auto opened = tensorfile::ModelSource::open(path);
     if (!opened)
         return opened.error();

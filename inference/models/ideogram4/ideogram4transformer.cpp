@@ -160,9 +160,8 @@ bool Transformer::offloadsBlocks() const
 
 Result<Transformer> Transformer::load(const fs::path& path, const TransformerLoadOptions& options)
 {
-    if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
-        return makeError(ErrorCode::InvalidArgument,
-            std::string("Ideogram-4: compute dtype ") + c10::toString(options.dtype) + " is not float32, bfloat16 or float16");
+    if (auto bad = checkComputeDtype("Ideogram-4", options.dtype); !bad)
+        return bad.error();
     auto opened = tensorfile::ModelSource::open(path);
     if (!opened)
         return opened.error();

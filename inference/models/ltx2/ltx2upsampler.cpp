@@ -568,9 +568,8 @@ std::int64_t LatentUpsampler::residentBytes() const
 
 Result<LatentUpsampler> LatentUpsampler::load(const fs::path& fileOrFolder, const LatentUpsamplerLoadOptions& options)
 {
-    if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
-        return makeError(ErrorCode::InvalidArgument,
-            std::string(kModel) + ": compute dtype " + c10::toString(options.dtype) + " is not float32, bfloat16 or float16");
+    if (auto bad = checkComputeDtype(std::string(kModel), options.dtype); !bad)
+        return bad.error();
     auto inspected = inspect(fileOrFolder);
     if (!inspected)
         return inspected.error();

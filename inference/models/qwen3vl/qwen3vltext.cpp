@@ -203,9 +203,8 @@ c10::ScalarType TextEncoder::dtype() const
 
 Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoadOptions& options)
 {
-    if (options.dtype != at::kFloat && options.dtype != at::kBFloat16 && options.dtype != at::kHalf)
-        return makeError(ErrorCode::InvalidArgument,
-            std::string("Qwen3-VL: compute dtype ") + c10::toString(options.dtype) + " is not float32, bfloat16 or float16");
+    if (auto bad = checkComputeDtype("Qwen3-VL", options.dtype); !bad)
+        return bad.error();
     auto opened = tensorfile::ModelSource::open(path);
     if (!opened)
         return opened.error();
