@@ -152,6 +152,13 @@ VT_TEST(badLayoutsAreNamedLoadErrors)
     auto bad = ideogram4::Transformer::load(ditDir() / "bad_qkv", o);
     VT_CHECK_MSG(!bad.ok() && mentions(bad.error().message, {"attention.qkv.weight", "3 x"}), (bad.ok() ? "loaded" : bad.error().message));
     std::printf("   refused: %s\n", bad.error().message.c_str());
+    // A compute dtype no module computes in is named before a byte is read.
+    ideogram4::TransformerLoadOptions integer;
+    integer.dtype = at::kInt;
+    bad = ideogram4::Transformer::load(ditDir() / "diffusers" / "transformer", integer);
+    VT_CHECK_MSG(!bad.ok() && bad.error().code == ErrorCode::InvalidArgument
+            && bad.error().message == "Ideogram-4: compute dtype Int is not float32, bfloat16 or float16",
+        (bad.ok() ? "loaded" : bad.error().message));
 
     const auto dir = fs::temp_directory_path() / ("vireo_ideogram4_strict_" + std::to_string(::getpid()));
     fs::create_directories(dir);
