@@ -86,9 +86,8 @@ std::string generateHelp()
         "  dequantized GEMMs, the attention) and loads nothing; --out is then optional. --plan-for DEVICE plans for\n"
         "  another GPU instead of this machine's (%s)\n";
     std::string knobs;
-    for (const char* family : {"ltx2", "ideogram4"})
-        if (const auto rules = vireo::facade::familyRulesById(family))
-            knobs += "    " + rules->title + ": " + vireo::generation::describeKnobs(*rules) + "\n";
+    for (const auto& rules : vireo::facade::registeredFamilyRules())
+        knobs += "    " + rules.title + ": " + vireo::generation::describeKnobs(rules) + "\n";
     auto out = text;
     const auto k = out.find("%k");
     out.replace(k, 2, knobs);

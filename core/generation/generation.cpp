@@ -90,7 +90,7 @@ std::string describeKnobs(const facade::FamilyRules& rules)
         return rules.title + " has no controls of its own";
     std::string out;
     for (const auto& k : rules.knobs)
-        out += (out.empty() ? "" : "; ") + k.id + " (" + number(k.minimum) + " to " + number(k.maximum) + ", default "
+        out += (out.empty() ? "" : " ") + k.id + " (" + number(k.minimum) + " to " + number(k.maximum) + ", default "
             + number(k.defaultValue) + "): " + k.help;
     return out;
 }

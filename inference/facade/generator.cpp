@@ -27,13 +27,21 @@ FamilyRules familyRules(const std::vector<std::filesystem::path>& modelPaths)
     return families::familyFor(modelPaths).rules();
 }
 
+std::vector<FamilyRules> registeredFamilyRules()
+{
+    std::vector<FamilyRules> out;
+    for (const auto* f : families::registered())
+        out.push_back(f->rules());
+    return out;
+}
+
 std::optional<FamilyRules> familyRulesById(std::string_view id)
 {
     // A catalog pipeline names its schedule after the family: "ltx2-dev".
     const auto family = id.substr(0, id.find('-'));
-    for (const auto* f : families::registered())
-        if (auto rules = f->rules(); rules.family == family)
-            return rules;
+    for (auto& rules : registeredFamilyRules())
+        if (rules.family == family)
+            return std::move(rules);
     return std::nullopt;
 }
 

@@ -82,6 +82,8 @@ FamilyRules familyRules(const std::vector<std::filesystem::path>& modelPaths);
 // A registered family's rules by its id or a catalog pipeline of it ("ltx2", "ltx2-dev");
 // nullopt for an unknown id.
 std::optional<FamilyRules> familyRulesById(std::string_view id);
+// Every registered family's rules, in the registry's order (help texts list their knobs).
+std::vector<FamilyRules> registeredFamilyRules();
 
 struct LoadPlan {
     // A diffusers folder, a Lightricks single file, or a GGUF transformer with its companions.

@@ -599,6 +599,9 @@ def test_generate_image(tmp_dir=RUN_TMP):
     p = run("generate", "--model", model, "--prompt", "x", "--set", "stg_scale=1", "--out", str(bad) + ".png")
     check("generate: a knob the family does not have is named with the ones it has",
           p.returncode == 2 and "no control named 'stg_scale' (its controls: schedule_mu, schedule_std)" in p.stderr, p.stderr)
+    p = run("generate", "--help")
+    check("generate --help lists every family's knobs", p.returncode == 0 and "Ideogram-4: schedule_mu (-3 to 3, default 0)" in p.stdout
+          and "LTX-2: LTX-2 has no controls of its own" in p.stdout, p.stdout[-600:])
     p = run("generate", "--model", model, "--prompt", "x", "--set", "schedule_mu", "--out", str(bad) + ".png")
     check("generate: --set without a value is a usage error", p.returncode == 2 and "KNOB=VALUE" in p.stderr, p.stderr)
     p = run("generate", "--model", model, "--prompt", "x", "--set", "schedule_mu=0.5", "--dry-run", "--json")

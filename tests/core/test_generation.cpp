@@ -257,6 +257,10 @@ private slots:
         p = vireo::generation::prepare(m_catalog, *vd, video, a);
         QVERIFY(!p && p.error().message.find("LTX-2 has no control named 'schedule_mu' (it has none of its own)") == 0);
         QVERIFY(vireo::generation::describeKnobs(*rules).find("schedule_mu (-3 to 3, default 0)") == 0);
+        std::vector<std::string> families;
+        for (const auto& r : vireo::facade::registeredFamilyRules())
+            families.push_back(r.family);
+        QCOMPARE(families, (std::vector<std::string>{"ideogram4", "ltx2"}));
         // A recipe's knobs come back as the ask's.
         vireo::output::Recipe recipe;
         recipe.modelKey = "catalog:ideogram-4/fp8";

@@ -880,10 +880,11 @@ void GeneratePage::applyDefaults()
     m_rescale->setValue(d->guidanceRescale);
     if (!m_imageMode)
         m_schedule->setCurrentIndex(m_schedule->findData(QString::fromStdString(d->schedule)));
+    const auto defaultRequest = runtime::requestFrom(m_defaults);
     for (const auto& [id, spin] : m_knobs)
         if (const auto* k = m_rules.knob(id)) {
             const QSignalBlocker block(spin);
-            spin->setValue(d->knobs.count(id) ? d->knobs.at(id) : k->defaultValue);
+            spin->setValue(defaultRequest.knob(*k));
         }
     syncPreset();
     QStringList notes;
@@ -1049,9 +1050,9 @@ void GeneratePage::syncPreset()
 void GeneratePage::setRules(const facade::FamilyRules& rules)
 {
     const bool image = rules.kind == facade::ModelKind::Image;
-    const bool sameKnobs = m_knobs.size() == rules.knobs.size() && rules.family == m_rules.family;
+    const bool otherFamily = rules.family != m_rules.family;
     m_rules = rules;
-    if (m_knobBox && !sameKnobs)
+    if (m_knobBox && otherFamily)
         showKnobs();
     if (image == m_imageMode)
         return;
@@ -1095,13 +1096,14 @@ void GeneratePage::showKnobs()
     while (form->rowCount() > 0)
         form->removeRow(0);
     m_knobs.clear();
+    const auto defaultRequest = runtime::requestFrom(m_defaults);
     for (const auto& k : m_rules.knobs) {
         auto* spin = new QDoubleSpinBox;
         spin->setObjectName(QStringLiteral("knob_") + QString::fromStdString(k.id));
         spin->setDecimals(k.decimals);
         spin->setRange(k.minimum, k.maximum);
         spin->setSingleStep(k.step);
-        spin->setValue(m_defaults.knobs.count(k.id) ? m_defaults.knobs.at(k.id) : k.defaultValue);
+        spin->setValue(defaultRequest.knob(k));
         spin->setToolTip(QString::fromStdString(k.help));
         spin->setAccessibleName(QString::fromStdString(k.label));
         connect(spin, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
