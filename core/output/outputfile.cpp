@@ -18,7 +18,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <cerrno>
+#include <csignal>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace vireo::output {
 
@@ -242,6 +246,34 @@ Result<void> writeImage(const std::filesystem::path& path, const QImage& image, 
         return makeError(ErrorCode::Io, path.string() + ": " + std::strerror(err));
     }
     return {};
+}
+
+int removeStalePartials(const std::filesystem::path& folder)
+{
+    // POSIX rather than std::filesystem: the torch wheel's libtorch exports its own copy.
+    DIR* dir = ::opendir(folder.c_str());
+    if (!dir)
+        return 0;
+    int removed = 0;
+    while (const dirent* e = ::readdir(dir)) {
+        const std::string name = e->d_name;
+        const auto at = name.rfind(".part");
+        if (name.size() < 2 || name[0] != '.' || at == std::string::npos || at + 5 >= name.size())
+            continue;
+        const std::string digits = name.substr(at + 5);
+        if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+            continue;
+        const auto pid = static_cast<pid_t>(std::strtol(digits.c_str(), nullptr, 10));
+        // Only a writer that is gone: a live process (this one, another studio) may still write it.
+        if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        struct stat st {};
+        const auto path = folder / name;
+        if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(path.c_str()) == 0)
+            ++removed;
+    }
+    ::closedir(dir);
+    return removed;
 }
 
 }  // namespace vireo::output

@@ -39,4 +39,8 @@ Result<void> writeVideo(const std::filesystem::path& path, const facade::VideoRe
 // never replaces an existing file.
 Result<void> writeImage(const std::filesystem::path& path, const QImage& image, const Recipe& recipe);
 
+// The hidden ".NAME.mp4.part<pid>" files a video writer killed mid-file left in `folder` (the
+// pid names a process that is gone): removed, never adopted as outputs. Returns how many.
+int removeStalePartials(const std::filesystem::path& folder);
+
 }  // namespace vireo::output

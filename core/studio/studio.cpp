@@ -3,6 +3,7 @@
 #include "core/gallery/gallery.h"
 #include "core/hub/cachemanager.h"
 #include "core/hub/downloadmanager.h"
+#include "core/output/outputfile.h"
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
 #include "core/settings/studiosettings.h"
@@ -39,11 +40,14 @@ Studio::Studio(catalog::Catalog catalog, Options options, QObject* parent) : QOb
             return files;
         },
         this);
+    // A window or server killed while it wrote a video left a hidden part file there.
+    if (!m_options.headless || m_options.listGallery)
+        output::removeStalePartials(m_settings->outputsFolder().toStdString());
     m_gallery = new gallery::Gallery(galleryDatabaseFile(), m_settings->outputsFolder(), this);
     QString error;
-    const bool opened = !m_options.recordOutputs ? true
-        : m_options.headless                     ? m_gallery->openForRecording(&error)
-                                                 : m_gallery->open(&error);
+    const bool opened = !m_options.recordOutputs       ? true
+        : m_options.headless && !m_options.listGallery ? m_gallery->openForRecording(&error)
+                                                       : m_gallery->open(&error);
     if (!opened) {
         m_galleryError = error;
         spdlog::error("gallery: {}", error.toStdString());  // the Gallery page shows it too

@@ -38,6 +38,9 @@ public:
         // the outputs folder, no watching), and `recordOutputs` false records none (--no-gallery).
         bool headless = false;
         bool recordOutputs = true;
+        // A headless front end that lists the gallery as the window does (vireo-cli serve): the
+        // outputs folder is scanned and other writers are noticed.
+        bool listGallery = false;
     };
     // Fails only when the built-in catalog is damaged (a packaging defect).
     static Result<std::unique_ptr<Studio>> create(QObject* parent = nullptr) { return create(Options{}, parent); }

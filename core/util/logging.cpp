@@ -63,10 +63,10 @@ QString initLogging(const QString& appName)
     return dir;
 }
 
-void initCommandLineLogging()
+void initCommandLineLogging(bool info)
 {
     auto logger = spdlog::stderr_color_mt("vireo-cli");
-    logger->set_level(spdlog::level::warn);
+    logger->set_level(info ? spdlog::level::info : spdlog::level::warn);
     spdlog::set_default_logger(logger);
 }
 

@@ -8,7 +8,8 @@ namespace vireo::core {
 // (mode 0600: paths and repo names can be private). Returns that folder.
 QString initLogging(const QString& appName);
 QString logDirectory();
-// Command-line use: only warnings and errors, on stderr (stdout is the command's output).
-void initCommandLineLogging();
+// Command-line use: only warnings and errors (`info`: and what a server reports as it runs), on
+// stderr (stdout is the command's output).
+void initCommandLineLogging(bool info = false);
 
 }  // namespace vireo::core

@@ -1,0 +1,1442 @@
+#include "core/api/apiservice.h"
+
+#include "core/api/jobjournal.h"
+#include "core/gallery/gallery.h"
+#include "core/gallery/gallerystore.h"
+#include "core/generation/generation.h"
+#include "core/hub/downloadmanager.h"
+#include "core/output/outputfile.h"
+#include "core/runtime/engine.h"
+#include "core/runtime/modelresolver.h"
+#include "core/settings/studiosettings.h"
+#include "core/studio/studio.h"
+#include "inference/util/jsonlimits.h"
+
+#include <QBuffer>
+#include <QCoreApplication>
+#include <QCache>
+#include <QCryptographicHash>
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QImageReader>
+#include <QPointer>
+#include <QRandomGenerator>
+#include <QSaveFile>
+#include <QStandardPaths>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace vireo::api {
+
+namespace {
+
+using nlohmann::json;
+
+// A request a route refuses: the status and OpenAI's error fields.
+struct ApiError {
+    int status = 400;
+    std::string message, param, code;
+};
+
+[[noreturn]] void refuse(int status, std::string message, std::string param = {}, std::string code = {})
+{
+    throw ApiError{status, std::move(message), std::move(param), std::move(code)};
+}
+
+std::int64_t nowSeconds()
+{
+    return QDateTime::currentSecsSinceEpoch();
+}
+
+std::string randomId(const char* prefix)
+{
+    const auto a = QRandomGenerator::system()->generate64();
+    const auto b = QRandomGenerator::system()->generate();
+    return std::string(prefix) + QString::number(a, 16).rightJustified(16, QLatin1Char('0')).toStdString()
+        + QString::number(b, 16).rightJustified(8, QLatin1Char('0')).toStdString();
+}
+
+// Job ids come from us: anything else (a path, "../x", 10 KB of text) is simply not found.
+bool plausibleId(const std::string& id)
+{
+    if (id.empty() || id.size() > 64)
+        return false;
+    for (const char c : id)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'))
+            return false;
+    return true;
+}
+
+// The fields of a request body, from JSON or from a multipart form (where every value is text):
+// readers take numbers given as text too, as the openai client sends "seconds": "4".
+class Fields {
+public:
+    json values = json::object();
+    std::map<std::string, FormPart> files;
+    std::set<std::string> used;
+
+    bool has(const std::string& k) const { return values.contains(k) && !values[k].is_null(); }
+    std::optional<std::string> text(const std::string& k)
+    {
+        used.insert(k);
+        if (!has(k))
+            return std::nullopt;
+        if (!values[k].is_string())
+            refuse(400, "'" + k + "' must be a string", k);
+        return values[k].get<std::string>();
+    }
+    std::optional<double> number(const std::string& k, double lo, double hi)
+    {
+        used.insert(k);
+        if (!has(k))
+            return std::nullopt;
+        const auto& v = values[k];
+        double d = 0;
+        if (v.is_number()) {
+            d = v.get<double>();
+        } else if (v.is_string()) {
+            const auto s = v.get<std::string>();
+            bool ok = false;
+            d = QString::fromStdString(s).trimmed().toDouble(&ok);
+            if (!ok)
+                refuse(400, "'" + k + "' must be a number, not \"" + jsonutil::shortDump(v) + "\"", k);
+        } else {
+            refuse(400, "'" + k + "' must be a number", k);
+        }
+        if (!std::isfinite(d) || d < lo || d > hi)
+            refuse(
+                400, "'" + k + "' must be between " + QString::number(lo).toStdString() + " and " + QString::number(hi).toStdString(), k);
+        return d;
+    }
+    std::optional<std::int64_t> integer(const std::string& k, std::int64_t lo, std::int64_t hi)
+    {
+        const auto d = number(k, static_cast<double>(lo), static_cast<double>(hi));
+        if (!d)
+            return std::nullopt;
+        if (*d != std::floor(*d))
+            refuse(400, "'" + k + "' must be a whole number", k);
+        return static_cast<std::int64_t>(*d);
+    }
+    // A field the route does not take is named, never silently dropped.
+    void refuseUnknown(const std::set<std::string>& ignorable)
+    {
+        for (const auto& [k, v] : values.items())
+            if (!used.count(k) && !ignorable.count(k))
+                refuse(400, "'" + k + "' is not a parameter this server supports", k, "unsupported_parameter");
+        for (const auto& [k, f] : files)
+            if (!used.count(k))
+                refuse(400, "'" + k + "' is not a file this route takes", k, "unsupported_parameter");
+    }
+};
+
+Fields readFields(const Request& req)
+{
+    Fields f;
+    const auto type = QString::fromStdString(req.header("content-type")).section(QLatin1Char(';'), 0, 0).trimmed().toLower();
+    if (type == QStringLiteral("multipart/form-data")) {
+        std::string why;
+        auto parts = parseMultipart(req.header("content-type"), req.body, &why);
+        if (!parts)
+            refuse(400, "the form body could not be read: " + why);
+        for (auto& [name, part] : *parts) {
+            if (!part.filename.empty() || name == "input_reference")
+                f.files[name] = std::move(part);
+            else
+                f.values[name] = output::sanitizedText(part.data);
+        }
+        return f;
+    }
+    if (type != QStringLiteral("application/json") && !(type.isEmpty() && req.body.empty()))
+        refuse(415,
+            "send the body as application/json or multipart/form-data, not "
+                + (type.isEmpty() ? std::string("nothing") : type.toStdString()));
+    if (req.body.empty())
+        refuse(400, "the request has no body; send a JSON object");
+    jsonutil::JsonLimits limits;
+    limits.maxBytes = 1 << 20;
+    limits.maxDepth = 16;
+    limits.maxValues = 10000;
+    auto parsed = jsonutil::parseUntrusted(req.body, "the request body", limits);
+    if (!parsed)
+        refuse(400, parsed.error().message);
+    if (!parsed->is_object())
+        refuse(400, "the request body must be a JSON object");
+    f.values = std::move(*parsed);
+    return f;
+}
+
+struct ServedModel {
+    std::string id;
+    QString key, title;
+    std::string kind;  // "image" | "video"; empty when not known (not ready)
+    std::string family;
+    bool ready = false;
+    std::string missing;
+};
+
+}  // namespace
+
+struct ApiService::Impl {
+    ApiService* q = nullptr;
+    core::Studio* studio = nullptr;
+    Options options;
+    std::unique_ptr<ApiServer> server;
+    std::unique_ptr<JobJournal> journal;
+    runtime::Engine* engine = nullptr;
+
+    struct Job {
+        std::string id, kind;  // "video" | "image"
+        json params;  // what the client asked, normalized (model id, prompt, size, frames, seed, ...)
+        std::int64_t createdAt = 0, completedAt = 0;
+        std::string status = "queued";
+        quint64 engineJob = 0;
+        std::string error, errorCode;
+        QString outputPath;
+        std::string recipeJson;
+        std::string phase;
+        qint64 done = 0, total = 0;
+        double etaSeconds = -1;
+        int progress = 0;
+        double loadSeconds = 0, generateSeconds = 0, writeSeconds = 0;  // as the engine measured them
+        std::vector<std::shared_ptr<EventStream>> listeners;
+        std::vector<double> listenerPreviewFps;
+        std::vector<std::chrono::steady_clock::time_point> listenerLastPreview;
+    };
+    std::map<std::string, Job> jobs;
+    std::vector<std::string> order;  // acceptance order
+    std::map<quint64, std::string> byEngineJob;
+
+    // A synchronous image request waits for its n jobs.
+    struct ImageWait {
+        std::vector<std::string> jobIds;
+        std::string format;  // "b64_json" | "url"
+        ApiServer::Reply reply;
+        std::int64_t created = 0;
+    };
+    std::vector<std::shared_ptr<ImageWait>> imageWaits;
+
+    std::vector<ServedModel> modelCache;
+    std::chrono::steady_clock::time_point modelCacheTime;
+    QCache<QString, QByteArray> thumbnails{16 * 1024 * 1024};
+
+    // --- models -------------------------------------------------------------------------------
+    const std::vector<ServedModel>& models()
+    {
+        const auto now = std::chrono::steady_clock::now();
+        if (!modelCache.empty() && now - modelCacheTime < std::chrono::seconds(3))
+            return modelCache;
+        modelCache.clear();
+        modelCacheTime = now;
+        const auto& catalog = studio->downloads()->catalog();
+        std::set<std::string> taken;
+        auto add = [&](const QString& key, const QString& title, bool ready, const QString& missing, std::string id) {
+            if (taken.count(id)) {
+                int n = 2;
+                while (taken.count(id + "-" + std::to_string(n)))
+                    ++n;
+                id += "-" + std::to_string(n);
+            }
+            taken.insert(id);
+            ServedModel m;
+            m.id = id;
+            m.key = key;
+            m.title = title;
+            m.ready = ready;
+            m.missing = missing.toStdString();
+            if (ready) {
+                if (auto ref = studio->models()->resolve(key)) {
+                    m.kind = generation::makesImages(catalog, *ref) ? "image" : "video";
+                    m.family = generation::rulesFor(catalog, *ref).family;
+                } else {
+                    m.ready = false;
+                    m.missing = ref.error().message;
+                }
+            }
+            modelCache.push_back(std::move(m));
+        };
+        auto localId = [](const QString& key) {
+            const auto first = key.mid(6).section(QLatin1Char('|'), 0, 0);
+            return "local/" + QFileInfo(first).fileName().toStdString();
+        };
+        for (const auto& c : studio->models()->choices()) {
+            std::string id = c.kind == QStringLiteral("catalog") ? c.variantId.toStdString()
+                : c.kind == QStringLiteral("repo")               ? c.key.mid(5).toStdString()
+                                                                 : localId(c.key);
+            add(c.key, c.title, c.ready, c.missing, id);
+        }
+        for (const auto& key : options.extraModels) {
+            const auto first = key.mid(6).section(QLatin1Char('|'), 0, 0);
+            add(key, QFileInfo(first).fileName(), QFileInfo::exists(first), QStringLiteral("%1 is gone").arg(first), localId(key));
+        }
+        return modelCache;
+    }
+
+    const ServedModel* findModel(const std::string& id)
+    {
+        for (const auto& m : models())
+            if (m.id == id)
+                return &m;
+        return nullptr;
+    }
+
+    // The model a request names, ready and of the kind the route makes.
+    const ServedModel& modelFor(Fields& f, const std::string& kind)
+    {
+        auto id = f.text("model");
+        if (!id || id->empty()) {
+            std::vector<const ServedModel*> ready;
+            for (const auto& m : models())
+                if (m.ready && m.kind == kind)
+                    ready.push_back(&m);
+            if (ready.size() == 1)
+                return *ready.front();
+            refuse(400,
+                ready.empty() ? "no " + kind + " model is ready on this server; download one in Vireo first"
+                              : "'model' is required: several " + kind + " models are ready (GET /v1/models lists them)",
+                "model");
+        }
+        const auto* m = findModel(*id);
+        if (!m)
+            refuse(400, "the model '" + output::truncatedUtf8(*id, 200) + "' is not one this server knows (GET /v1/models lists them)",
+                "model", "model_not_found");
+        if (!m->ready)
+            refuse(409, "the model '" + m->id + "' is not ready: " + m->missing, "model", "model_not_ready");
+        if (m->kind != kind)
+            refuse(400,
+                "the model '" + m->id + "' makes " + (m->kind == "image" ? "images; use /v1/images/generations" : "videos; use /v1/videos"),
+                "model");
+        return *m;
+    }
+
+    // --- jobs ----------------------------------------------------------------------------------
+    int activeJobs() const
+    {
+        int n = 0;
+        for (const auto& [_, j] : jobs)
+            n += (j.status == "queued" || j.status == "in_progress") ? 1 : 0;
+        return n;
+    }
+
+    json journalForm(const Job& j) const
+    {
+        json r{{"id", j.id}, {"kind", j.kind}, {"params", j.params}, {"created_at", j.createdAt}, {"status", j.status}};
+        if (j.completedAt)
+            r["completed_at"] = j.completedAt;
+        if (!j.error.empty())
+            r["error"] = {{"message", j.error}, {"code", j.errorCode}};
+        if (!j.outputPath.isEmpty())
+            r["output"] = j.outputPath.toStdString();
+        return r;
+    }
+
+    void persist(const Job& j)
+    {
+        if (!journal)
+            return;
+        if (auto w = journal->record(journalForm(j)); !w)
+            spdlog::error("api: {}", w.error().message);
+    }
+
+    json videoObject(const Job& j) const
+    {
+        const auto& p = j.params;
+        json v{{"id", j.id}, {"object", j.kind == "video" ? "video" : "image"}, {"created_at", j.createdAt},
+            {"completed_at", j.completedAt ? json(j.completedAt) : json(nullptr)}, {"expires_at", nullptr}, {"model", p.value("model", "")},
+            {"progress", j.progress}, {"prompt", p.value("prompt", "")}, {"seconds", p.value("seconds", "")},
+            {"size", std::to_string(p.value("width", 0)) + "x" + std::to_string(p.value("height", 0))}, {"status", j.status},
+            {"remixed_from_video_id", nullptr}, {"error", nullptr}, {"seed", p.value("seed", 0)}, {"frames", p.value("frames", 0)},
+            {"phase", j.phase}, {"eta_seconds", j.etaSeconds >= 0 ? json(std::round(j.etaSeconds * 10) / 10) : json(nullptr)}};
+        if (!j.error.empty())
+            v["error"] = {{"code", j.errorCode}, {"message", j.error}};
+        return v;
+    }
+
+    // The ask a job's params make (the same fields vireo-cli generate takes).
+    generation::Ask askFor(const Job& j) const
+    {
+        const auto& p = j.params;
+        generation::Ask ask;
+        ask.prompt = p.value("prompt", "");
+        if (p.contains("negative_prompt"))
+            ask.negativePrompt = p["negative_prompt"].get<std::string>();
+        if (p.contains("width"))
+            ask.width = p["width"].get<std::int64_t>();
+        if (p.contains("height"))
+            ask.height = p["height"].get<std::int64_t>();
+        if (p.contains("frames") && j.kind == "video")
+            ask.frames = p["frames"].get<std::int64_t>();
+        if (p.contains("seed"))
+            ask.seed = p["seed"].get<std::int64_t>();
+        if (p.contains("fps"))
+            ask.fps = p["fps"].get<double>();
+        if (p.contains("steps"))
+            ask.steps = p["steps"].get<int>();
+        if (p.contains("guidance"))
+            ask.guidance = p["guidance"].get<double>();
+        if (p.contains("speed"))
+            ask.speed = p["speed"].get<std::string>();
+        if (p.contains("reference")) {
+            runtime::ConditionFile c;
+            c.path = QString::fromStdString(p["reference"].get<std::string>());
+            ask.conditions.push_back(c);
+        }
+        return ask;
+    }
+
+    // Checks the job's ask as the window would and queues it on the engine; an ApiError says why not.
+    void enqueue(Job& j)
+    {
+        const auto* m = findModel(j.params.value("model", ""));
+        if (!m || !m->ready)
+            refuse(409, "the model '" + j.params.value("model", std::string()) + "' is not ready" + (m ? ": " + m->missing : std::string()),
+                "model", "model_not_ready");
+        auto ref = studio->models()->resolve(m->key);
+        if (!ref)
+            refuse(409, ref.error().message, "model", "model_not_ready");
+        const auto& catalog = studio->downloads()->catalog();
+        const auto ask = askFor(j);
+        auto defaults = generation::defaultsFor(catalog, *ref, ask);
+        if (!defaults)
+            refuse(409, defaults.error().message, "model");
+        auto prepared = generation::prepare(catalog, *defaults, *ref, ask);
+        if (!prepared)
+            refuse(400, prepared.error().message);
+        auto job = prepared->job;
+        job.outputFolder = options.outputsFolder.isEmpty() ? studio->settings()->outputsFolder() : options.outputsFolder;
+        QDir().mkpath(job.outputFolder);
+        // The seed that ran is the job's from now on: a replay after a restart makes the same output.
+        j.params["seed"] = job.request.seed;
+        j.params["frames"] = job.request.frames;
+        j.params["width"] = job.request.width;
+        j.params["height"] = job.request.height;
+        j.engineJob = engine->enqueueGenerate(job);
+        byEngineJob[j.engineJob] = j.id;
+    }
+
+    void finishJob(Job& j, const std::string& status, const std::string& error, const std::string& code)
+    {
+        j.status = status;
+        j.error = error;
+        j.errorCode = code;
+        j.completedAt = nowSeconds();
+        if (status == "completed")
+            j.progress = 100;
+        persist(j);
+        std::string event = "event: " + std::string(status == "completed" ? "completed" : "failed")
+            + "\ndata: " + videoObject(j).dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+        for (auto& l : j.listeners) {
+            l->push(event);
+            l->close();
+        }
+        j.listeners.clear();
+        j.listenerPreviewFps.clear();
+        j.listenerLastPreview.clear();
+        answerImageWaits();
+        emit q->jobsChanged();
+    }
+
+    void onEngineJobChanged(quint64 engineId)
+    {
+        const auto it = byEngineJob.find(engineId);
+        if (it == byEngineJob.end())
+            return;
+        auto& j = jobs[it->second];
+        const auto s = engine->job(engineId);
+        if (!s)
+            return;
+        if (s->state == runtime::JobState::Running && j.status == "queued") {
+            j.status = "in_progress";
+            persist(j);
+            broadcast(j, "status", videoObject(j));
+            emit q->jobsChanged();
+        }
+    }
+
+    void onEngineProgress(quint64 engineId, const QString& phase, qint64 done, qint64 total, double eta)
+    {
+        const auto it = byEngineJob.find(engineId);
+        if (it == byEngineJob.end())
+            return;
+        auto& j = jobs[it->second];
+        j.phase = phase.toStdString();
+        j.done = done;
+        j.total = total;
+        j.etaSeconds = eta;
+        // Denoising is most of a run: it spans 5..90 %, loading before it, decoding after.
+        const double frac = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0;
+        int p = j.progress;
+        if (j.phase == "denoise" || j.phase.rfind("denoise", 0) == 0)
+            p = 5 + static_cast<int>(85 * frac);
+        else if (j.phase.find("load") != std::string::npos || j.phase.find("encode") != std::string::npos)
+            p = std::max(p, static_cast<int>(5 * frac));
+        else
+            p = std::max(p, 90 + static_cast<int>(9 * frac));
+        j.progress = std::clamp(std::max(p, j.progress), 0, 99);
+        // `monotonic`: when the studio heard of the step, on the clock Python's time.monotonic()
+        // reads on Linux (the benchmark measures the event's latency with it).
+        const double monotonic = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+        broadcast(j, "progress",
+            json{{"phase", j.phase}, {"step", done}, {"steps", total}, {"progress", j.progress},
+                {"eta_seconds", eta >= 0 ? json(eta) : json(nullptr)}, {"monotonic", monotonic}});
+    }
+
+    void onEnginePreview(quint64 engineId, const QImage& strip, int step)
+    {
+        const auto it = byEngineJob.find(engineId);
+        if (it == byEngineJob.end())
+            return;
+        auto& j = jobs[it->second];
+        if (j.listeners.empty())
+            return;
+        QByteArray jpeg;
+        const auto now = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < j.listeners.size(); ++i) {
+            const double fps = j.listenerPreviewFps[i];
+            if (fps <= 0)
+                continue;
+            if (now - j.listenerLastPreview[i] < std::chrono::duration<double>(1.0 / fps))
+                continue;
+            if (jpeg.isEmpty()) {
+                QBuffer buffer(&jpeg);
+                buffer.open(QIODevice::WriteOnly);
+                strip.save(&buffer, "JPEG", 70);
+            }
+            j.listenerLastPreview[i] = now;
+            j.listeners[i]->push("event: preview\ndata: "
+                + json{{"step", step}, {"width", strip.width()}, {"height", strip.height()}, {"jpeg_base64", jpeg.toBase64().toStdString()}}
+                      .dump()
+                + "\n\n");
+        }
+    }
+
+    void onEngineFinished(quint64 engineId)
+    {
+        const auto it = byEngineJob.find(engineId);
+        if (it == byEngineJob.end())
+            return;
+        const auto id = it->second;
+        byEngineJob.erase(it);
+        auto jt = jobs.find(id);
+        if (jt == jobs.end())
+            return;  // deleted by its client while it ran
+        auto& j = jt->second;
+        const auto s = engine->job(engineId);
+        if (!s) {
+            finishJob(j, "failed", "the engine lost track of the job", "internal");
+            return;
+        }
+        j.loadSeconds = s->loadSeconds;
+        j.generateSeconds = s->generateSeconds;
+        j.writeSeconds = s->writeSeconds;
+        if (s->state == runtime::JobState::Done) {
+            j.outputPath = s->outputPath;
+            j.recipeJson = s->recipe.toJson();
+            finishJob(j, "completed", {}, {});
+        } else if (s->state == runtime::JobState::Cancelled) {
+            finishJob(j, "failed", "cancelled", "cancelled");
+        } else {
+            const std::string code = s->errorCode == ErrorCode::OutOfMemory ? "out_of_memory"
+                : s->errorCode == ErrorCode::DeviceFault                    ? "device_fault"
+                                                                            : "generation_failed";
+            finishJob(j, "failed", s->error.toStdString(), code);
+        }
+    }
+
+    void broadcast(Job& j, const std::string& event, const json& data)
+    {
+        if (j.listeners.empty())
+            return;
+        const auto text = "event: " + event + "\ndata: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+        for (std::size_t i = 0; i < j.listeners.size();) {
+            if (j.listeners[i]->abandoned()) {
+                j.listeners.erase(j.listeners.begin() + static_cast<std::ptrdiff_t>(i));
+                j.listenerPreviewFps.erase(j.listenerPreviewFps.begin() + static_cast<std::ptrdiff_t>(i));
+                j.listenerLastPreview.erase(j.listenerLastPreview.begin() + static_cast<std::ptrdiff_t>(i));
+                continue;
+            }
+            j.listeners[i]->push(text);
+            ++i;
+        }
+    }
+
+    void answerImageWaits()
+    {
+        for (std::size_t w = 0; w < imageWaits.size();) {
+            auto& wait = *imageWaits[w];
+            bool allDone = true;
+            const Job* failed = nullptr;
+            for (const auto& id : wait.jobIds) {
+                const auto it = jobs.find(id);
+                if (it == jobs.end()) {
+                    allDone = true;
+                    failed = nullptr;
+                    break;
+                }
+                if (it->second.status == "failed")
+                    failed = &it->second;
+                else if (it->second.status != "completed")
+                    allDone = false;
+            }
+            if (!allDone && !failed) {
+                ++w;
+                continue;
+            }
+            if (failed) {
+                // One image failing fails the request (its siblings still finish and are listed).
+                const int status = failed->errorCode == "out_of_memory" ? 503 : failed->errorCode == "cancelled" ? 409 : 500;
+                wait.reply(errorResponse(status, "the image could not be made: " + failed->error, {}, failed->errorCode));
+            } else {
+                json data = json::array();
+                std::string problem;
+                for (const auto& id : wait.jobIds) {
+                    const auto it = jobs.find(id);
+                    if (it == jobs.end()) {
+                        problem = "an image of this request was deleted before it was sent";
+                        break;
+                    }
+                    json item{{"revised_prompt", nullptr}};
+                    if (wait.format == "url") {
+                        item["url"] = server->baseUrl() + "/v1/vireo/jobs/" + id + "/content";
+                    } else {
+                        QFile file(it->second.outputPath);
+                        if (!file.open(QIODevice::ReadOnly)) {
+                            problem = "the image " + it->second.outputPath.toStdString()
+                                + " could not be read back: " + file.errorString().toStdString();
+                            break;
+                        }
+                        item["b64_json"] = file.readAll().toBase64().toStdString();
+                    }
+                    item["vireo_id"] = id;
+                    item["seed"] = it->second.params.value("seed", 0);
+                    data.push_back(item);
+                }
+                if (!problem.empty())
+                    wait.reply(errorResponse(500, problem));
+                else
+                    wait.reply(jsonResponse(200, json{{"created", wait.created}, {"data", data}, {"output_format", "png"}}));
+            }
+            imageWaits.erase(imageWaits.begin() + static_cast<std::ptrdiff_t>(w));
+        }
+    }
+
+    Job& jobOr404(const std::string& id, const std::string& kind = {})
+    {
+        const auto it = plausibleId(id) ? jobs.find(id) : jobs.end();
+        if (it == jobs.end() || (!kind.empty() && it->second.kind != kind))
+            refuse(404, "no " + (kind.empty() ? std::string("job") : kind) + " has the id '" + output::truncatedUtf8(id, 80) + "'", {},
+                "not_found");
+        return it->second;
+    }
+
+    // --- routes --------------------------------------------------------------------------------
+    Response listModels()
+    {
+        json data = json::array(), unavailable = json::array();
+        for (const auto& m : models()) {
+            if (m.ready)
+                data.push_back({{"id", m.id}, {"object", "model"}, {"created", 0}, {"owned_by", "vireo"}, {"title", m.title.toStdString()},
+                    {"family", m.family}, {"kind", m.kind}, {"ready", true}});
+            else
+                unavailable.push_back({{"id", m.id}, {"title", m.title.toStdString()}, {"ready", false}, {"missing", m.missing}});
+        }
+        return jsonResponse(200, json{{"object", "list"}, {"data", data}, {"unavailable", unavailable}});
+    }
+
+    Response getModel(const std::string& id)
+    {
+        const auto* m = findModel(id);
+        if (!m)
+            refuse(404, "no model has the id '" + output::truncatedUtf8(id, 200) + "'", {}, "model_not_found");
+        return jsonResponse(200,
+            json{{"id", m->id}, {"object", "model"}, {"created", 0}, {"owned_by", "vireo"}, {"title", m->title.toStdString()},
+                {"family", m->family}, {"kind", m->kind}, {"ready", m->ready}, {"missing", m->missing}});
+    }
+
+    // The fields both kinds take: prompt, size, seed and Vireo's own settings.
+    json commonParams(Fields& f, const ServedModel& m)
+    {
+        json p{{"model", m.id}};
+        auto prompt = f.text("prompt");
+        if (!prompt || output::sanitizedText(*prompt).find_first_not_of(" \t\n") == std::string::npos)
+            refuse(400, "'prompt' is required and must not be empty", "prompt");
+        if (prompt->size() > 20000)
+            refuse(400, "'prompt' is longer than 20,000 bytes", "prompt");
+        p["prompt"] = output::sanitizedText(*prompt);
+        if (auto size = f.text("size"); size && *size != "auto") {
+            const auto parts = QString::fromStdString(*size).toLower().split(QLatin1Char('x'));
+            bool okW = false, okH = false;
+            const int w = parts.size() == 2 ? parts[0].toInt(&okW) : 0;
+            const int h = parts.size() == 2 ? parts[1].toInt(&okH) : 0;
+            if (!okW || !okH || w <= 0 || h <= 0 || w > 8192 || h > 8192)
+                refuse(400, "'size' must be WIDTHxHEIGHT in pixels (for example 768x512), not '" + output::truncatedUtf8(*size, 40) + "'",
+                    "size");
+            p["width"] = w;
+            p["height"] = h;
+        }
+        if (auto seed = f.integer("seed", 0, (std::int64_t(1) << 53)))
+            p["seed"] = *seed;
+        if (auto neg = f.text("negative_prompt"))
+            p["negative_prompt"] = output::sanitizedText(*neg);
+        if (auto steps = f.integer("steps", 1, 200))
+            p["steps"] = *steps;
+        if (auto g = f.number("guidance", 0, 50))
+            p["guidance"] = *g;
+        if (auto speed = f.text("speed")) {
+            if (*speed != "quality" && *speed != "balanced" && *speed != "fast")
+                refuse(400, "'speed' must be quality, balanced or fast", "speed");
+            p["speed"] = *speed;
+        }
+        return p;
+    }
+
+    // The family's size rules, as the window says them, before anything is queued.
+    void checkSize(const ServedModel& m, const json& p, const std::string& frameParam)
+    {
+        auto ref = studio->models()->resolve(m.key);
+        if (!ref)
+            refuse(409, ref.error().message, "model", "model_not_ready");
+        const auto& catalog = studio->downloads()->catalog();
+        const auto rules = generation::rulesFor(catalog, *ref);
+        auto defaults = generation::defaultsFor(catalog, *ref);
+        if (!defaults)
+            refuse(409, defaults.error().message, "model");
+        const auto w = p.value("width", defaults->width), h = p.value("height", defaults->height);
+        const auto frames = rules.frameStep > 0 ? p.value("frames", defaults->frames) : std::int64_t(1);
+        for (const auto& problem : generation::sizeProblems(rules, w, h, frames))
+            refuse(400, problem, problem.find("frame") != std::string::npos ? frameParam : "size");
+    }
+
+    void checkQueue(int adding)
+    {
+        if (activeJobs() + adding > options.maxQueuedJobs) {
+            ApiError e{429, "the queue is full (" + std::to_string(options.maxQueuedJobs) + " jobs); try again later", {}, "queue_full"};
+            throw e;
+        }
+    }
+
+    // RFC 7240 "Prefer: wait=0": the client would rather hear 503 than wait for a model to load.
+    bool mustLoadFirst(const Request& req, const ServedModel& m)
+    {
+        const auto prefer = QString::fromStdString(req.header("prefer")).toLower();
+        if (!prefer.contains(QStringLiteral("wait=0")))
+            return false;
+        auto ref = studio->models()->resolve(m.key);
+        if (!ref)
+            return false;
+        const auto resident = engine->resident();
+        if (resident && resident->model.sameLoadAs(*ref))
+            return false;
+        bool loading = false;
+        for (const auto& s : engine->jobs())
+            loading = loading
+                || (s.kind == runtime::JobKind::Load && (s.state == runtime::JobState::Queued || s.state == runtime::JobState::Running));
+        if (!loading)
+            engine->enqueueLoad(*ref);
+        return true;
+    }
+
+    Job& accept(const std::string& kind, json params)
+    {
+        Job j;
+        j.id = randomId(kind == "video" ? "video_" : "img_");
+        j.kind = kind;
+        j.params = std::move(params);
+        j.createdAt = nowSeconds();
+        const auto id = j.id;
+        jobs[id] = std::move(j);
+        order.push_back(id);
+        auto& job = jobs[id];
+        try {
+            enqueue(job);
+        } catch (...) {
+            jobs.erase(id);
+            order.pop_back();
+            throw;
+        }
+        persist(job);
+        emit q->jobsChanged();
+        return job;
+    }
+
+    void generateImages(const Request& req, ApiServer::Reply reply)
+    {
+        auto f = readFields(req);
+        const auto& m = modelFor(f, "image");
+        auto p = commonParams(f, m);
+        const auto n = f.integer("n", 1, 8).value_or(1);
+        std::string format = f.text("response_format").value_or("b64_json");
+        if (format != "b64_json" && format != "url")
+            refuse(400, "'response_format' must be b64_json or url", "response_format");
+        if (auto of = f.text("output_format"); of && *of != "png")
+            refuse(400, "'output_format' " + output::truncatedUtf8(*of, 20) + " is not made here; images are PNG", "output_format");
+        for (const char* k : {"quality", "background", "moderation"})
+            if (auto v = f.text(k); v && *v != "auto" && !(std::string(k) == "background" && *v == "opaque"))
+                refuse(400, "'" + std::string(k) + "' " + output::truncatedUtf8(*v, 20) + " is not supported; leave it out or use auto", k,
+                    "unsupported_parameter");
+        if (f.has("stream")) {
+            f.used.insert("stream");
+            if (f.values["stream"] != false)
+                refuse(400, "'stream' is not supported for images; follow a job's progress with /v1/vireo/jobs/{id}/events", "stream",
+                    "unsupported_parameter");
+        }
+        f.text("user");
+        f.refuseUnknown({});
+        checkSize(m, p, "size");
+        checkQueue(static_cast<int>(n));
+        if (mustLoadFirst(req, m)) {
+            auto r = errorResponse(503, "the model '" + m.id + "' is loading; try again shortly", {}, "model_loading");
+            r.headers.emplace_back("Retry-After", "10");
+            reply(r);
+            return;
+        }
+        auto wait = std::make_shared<ImageWait>();
+        wait->format = format;
+        wait->reply = std::move(reply);
+        wait->created = nowSeconds();
+        const auto seed = p.contains("seed") ? p["seed"].get<std::int64_t>() : -1;
+        for (std::int64_t i = 0; i < n; ++i) {
+            auto params = p;
+            if (seed >= 0)
+                params["seed"] = seed + i;  // n images of one seed would be one image n times
+            wait->jobIds.push_back(accept("image", params).id);
+        }
+        imageWaits.push_back(wait);
+        answerImageWaits();
+    }
+
+    std::string saveReference(Fields& f, const std::string& jobId)
+    {
+        f.used.insert("input_reference");
+        QByteArray bytes;
+        if (auto it = f.files.find("input_reference"); it != f.files.end()) {
+            bytes = QByteArray::fromStdString(it->second.data);
+        } else if (f.has("input_reference")) {
+            const auto& v = f.values["input_reference"];
+            const json* url = v.is_object() && v.contains("image_url") ? &v["image_url"] : (v.is_string() ? &v : nullptr);
+            if (v.is_object() && v.contains("file_id"))
+                refuse(
+                    400, "'input_reference.file_id' needs a files API this server does not have; send the image itself", "input_reference");
+            if (!url || !url->is_string())
+                refuse(400, "'input_reference' must be an image file or {\"image_url\": \"data:image/png;base64,...\"}", "input_reference");
+            const auto text = QString::fromStdString(url->get<std::string>());
+            if (!text.startsWith(QStringLiteral("data:image/")) || !text.contains(QStringLiteral(";base64,")))
+                refuse(400, "'input_reference.image_url' must be a data: URL; this server fetches nothing from the network",
+                    "input_reference");
+            bytes = QByteArray::fromBase64(text.section(QStringLiteral(";base64,"), 1).toLatin1());
+        } else {
+            return {};
+        }
+        QBuffer buffer(&bytes);
+        buffer.open(QIODevice::ReadOnly);
+        QImageReader reader(&buffer);
+        const auto format = reader.format();
+        const auto size = reader.size();
+        if (format != "png" && format != "jpeg")
+            refuse(400, "'input_reference' is not a PNG or JPEG image", "input_reference");
+        if (!size.isValid() || size.width() > 8192 || size.height() > 8192)
+            refuse(400, "'input_reference' is larger than 8192 pixels on a side", "input_reference");
+        if (reader.read().isNull())
+            refuse(400, "'input_reference' does not decode: " + reader.errorString().toStdString(), "input_reference");
+        const auto folder =
+            options.uploadsFolder.isEmpty() ? QDir(studio->dataFolder()).filePath(QStringLiteral("api-uploads")) : options.uploadsFolder;
+        QDir().mkpath(folder);
+        const auto path =
+            QDir(folder).filePath(QString::fromStdString(jobId) + (format == "png" ? QStringLiteral(".png") : QStringLiteral(".jpg")));
+        QSaveFile file(path);
+        if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
+            refuse(507, "the reference image could not be stored: " + file.errorString().toStdString());
+        return path.toStdString();
+    }
+
+    Response createVideo(const Request& req)
+    {
+        auto f = readFields(req);
+        const auto& m = modelFor(f, "video");
+        auto p = commonParams(f, m);
+        const auto fps = f.number("fps", 1, 120);
+        if (fps)
+            p["fps"] = *fps;
+        auto ref = studio->models()->resolve(m.key);
+        if (!ref)
+            refuse(409, ref.error().message, "model");
+        const auto& catalog = studio->downloads()->catalog();
+        const auto rules = generation::rulesFor(catalog, *ref);
+        auto defaults = generation::defaultsFor(catalog, *ref);
+        if (!defaults)
+            refuse(409, defaults.error().message, "model");
+        const double rate = fps.value_or(defaults->fps);
+        const auto seconds = f.number("seconds", 0.05, 60);
+        if (auto frames = f.integer("frames", 1, 100000)) {
+            p["frames"] = *frames;  // Vireo's own field: exact, and it wins over seconds
+        } else if (seconds) {
+            // The family's frame grid (8k + 1 for LTX-2): the nearest count to what was asked.
+            const int step = std::max(1, rules.frameStep);
+            const auto k = std::max<std::int64_t>(1, std::llround(*seconds * rate / step));
+            p["frames"] = k * step + 1;
+        }
+        if (p.contains("frames"))
+            p["seconds"] = QString::number(static_cast<double>(p["frames"].get<std::int64_t>()) / rate, 'g', 4).toStdString();
+        else
+            p["seconds"] = QString::number(static_cast<double>(defaults->frames) / rate, 'g', 4).toStdString();
+        checkSize(m, p, p.contains("frames") && !f.values.contains("frames") ? "seconds" : "frames");
+        checkQueue(1);
+        const std::string id = randomId("video_");
+        if (auto reference = saveReference(f, id); !reference.empty())
+            p["reference"] = reference;
+        f.refuseUnknown({"user"});
+        if (mustLoadFirst(req, m)) {
+            auto r = errorResponse(503, "the model '" + m.id + "' is loading; try again shortly", {}, "model_loading");
+            r.headers.emplace_back("Retry-After", "10");
+            return r;
+        }
+        auto& job = accept("video", p);
+        auto r = jsonResponse(200, videoObject(job));
+        r.headers.emplace_back("openai-poll-after-ms", "500");
+        return r;
+    }
+
+    Response listJobs(const Request& req, const std::string& kind)
+    {
+        Fields q;
+        for (const auto& [k, v] : req.query)
+            q.values[k] = v;
+        const auto limit = q.integer("limit", 1, 100).value_or(20);
+        const auto orderName = q.text("order").value_or("desc");
+        if (orderName != "asc" && orderName != "desc")
+            refuse(400, "'order' must be asc or desc", "order");
+        const auto after = q.text("after");
+        std::vector<std::string> ids;
+        for (const auto& id : order)
+            if (jobs.count(id) && (kind.empty() || jobs[id].kind == kind))
+                ids.push_back(id);
+        if (orderName == "desc")
+            std::reverse(ids.begin(), ids.end());
+        std::size_t start = 0;
+        if (after) {
+            const auto it = std::find(ids.begin(), ids.end(), *after);
+            if (it == ids.end())
+                refuse(400, "'after' names no item of this list", "after");
+            start = static_cast<std::size_t>(it - ids.begin()) + 1;
+        }
+        json data = json::array();
+        for (std::size_t i = start; i < ids.size() && data.size() < static_cast<std::size_t>(limit); ++i)
+            data.push_back(videoObject(jobs[ids[i]]));
+        const bool more = start + data.size() < ids.size();
+        return jsonResponse(200,
+            json{{"object", "list"}, {"data", data}, {"first_id", data.empty() ? json(nullptr) : data.front()["id"]},
+                {"last_id", data.empty() ? json(nullptr) : data.back()["id"]}, {"has_more", more}});
+    }
+
+    Response deleteJob(const std::string& id, const std::string& kind)
+    {
+        auto& j = jobOr404(id, kind);
+        if (j.status == "queued" || j.status == "in_progress") {
+            engine->cancel(j.engineJob);
+            byEngineJob.erase(j.engineJob);
+            for (auto& l : j.listeners)
+                l->close();
+        } else if (!j.outputPath.isEmpty()) {
+            // The output goes to the trash, where the user can still get it back.
+            auto* gallery = studio->gallery();
+            bool trashed = false;
+            if (gallery->isOpen())
+                for (const auto& item : gallery->items())
+                    if (item.path == j.outputPath) {
+                        trashed = gallery->trash(item.id).ok();
+                        break;
+                    }
+            if (!trashed && QFile::exists(j.outputPath))
+                QFile::moveToTrash(j.outputPath);
+        }
+        if (journal)
+            if (auto w = journal->forget(j.id); !w)
+                spdlog::error("api: {}", w.error().message);
+        const auto kept = j.id;
+        jobs.erase(kept);
+        order.erase(std::remove(order.begin(), order.end(), kept), order.end());
+        emit q->jobsChanged();
+        return jsonResponse(200, json{{"id", kept}, {"object", kind == "image" ? "image.deleted" : "video.deleted"}, {"deleted", true}});
+    }
+
+    Response content(const Request& req, const std::string& id, const std::string& kind)
+    {
+        auto& j = jobOr404(id, kind);
+        if (j.status != "completed")
+            refuse(409, "the " + j.kind + " '" + id + "' is " + j.status + "; its content is not there yet", {}, "not_ready");
+        const auto variant = req.query.count("variant") ? req.query.at("variant") : std::string("video");
+        if (variant == "thumbnail") {
+            QByteArray* cached = thumbnails.object(j.outputPath);
+            QByteArray bytes;
+            if (cached) {
+                bytes = *cached;
+            } else {
+                auto made = gallery::makeThumbnail(j.outputPath);
+                if (!made)
+                    refuse(404, "no thumbnail could be made: " + made.error().message, {}, "not_found");
+                bytes = *made;
+                thumbnails.insert(j.outputPath, new QByteArray(bytes), static_cast<int>(bytes.size()));
+            }
+            Response r;
+            r.contentType = "image/jpeg";
+            r.body = bytes.toStdString();
+            return r;
+        }
+        if (variant != "video" && !(j.kind == "image" && variant == "image"))
+            refuse(400, "'variant' must be video or thumbnail", "variant");
+        Response r;
+        r.file = FileBody{j.outputPath.toStdString(), j.kind == "image" ? "image/png" : "video/mp4", "private, max-age=3600",
+            QFileInfo(j.outputPath).fileName().toStdString()};
+        return r;
+    }
+
+    Response jobDetails(const std::string& id)
+    {
+        auto& j = jobOr404(id);
+        auto v = videoObject(j);
+        v["kind"] = j.kind;
+        v["params"] = j.params;
+        v["params"].erase("reference");
+        if (!j.recipeJson.empty())
+            v["recipe"] = json::parse(j.recipeJson, nullptr, false);
+        if (j.status == "completed" || j.status == "failed")
+            v["timings"] = {{"load_seconds", j.loadSeconds}, {"generate_seconds", j.generateSeconds}, {"write_seconds", j.writeSeconds}};
+        return jsonResponse(200, v);
+    }
+
+    Response events(const Request& req, const std::string& id)
+    {
+        auto& j = jobOr404(id);
+        Fields q;
+        for (const auto& [k, v] : req.query)
+            q.values[k] = v;
+        const double fps = q.number("preview_fps", 0, 30).value_or(0);
+        auto stream = std::make_shared<EventStream>();
+        stream->push("event: status\ndata: " + videoObject(j).dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
+        if (j.status == "completed" || j.status == "failed") {
+            stream->close();
+        } else {
+            j.listeners.push_back(stream);
+            j.listenerPreviewFps.push_back(fps);
+            j.listenerLastPreview.push_back({});
+        }
+        Response r;
+        r.events = stream;
+        return r;
+    }
+
+    Response galleryList(const Request& req)
+    {
+        auto* g = studio->gallery();
+        if (!g->isOpen())
+            refuse(503, "the gallery is not open: " + studio->galleryError().toStdString(), {}, "gallery_unavailable");
+        Fields q;
+        for (const auto& [k, v] : req.query)
+            q.values[k] = v;
+        const auto limit = q.integer("limit", 1, 500).value_or(50);
+        const auto after = q.integer("after", 0, std::numeric_limits<std::int32_t>::max());
+        json data = json::array();
+        bool started = !after, more = false;
+        for (const auto& item : g->items()) {
+            if (!started) {
+                started = item.id == *after;
+                continue;
+            }
+            if (data.size() >= static_cast<std::size_t>(limit)) {
+                more = true;
+                break;
+            }
+            data.push_back({{"id", item.id}, {"kind", item.kind.toStdString()}, {"width", item.width}, {"height", item.height},
+                {"frames", item.frames}, {"fps", item.fps}, {"seconds", item.durationSeconds},
+                {"created", item.created.toString(Qt::ISODate).toStdString()}, {"model", item.modelTitle.toStdString()},
+                {"family", item.family.toStdString()}, {"prompt", item.prompt.toStdString()}, {"seed", item.seed},
+                {"bytes", item.fileBytes}, {"missing", item.missing}, {"has_recipe", item.hasRecipe},
+                {"file", "/v1/vireo/gallery/" + std::to_string(item.id) + "/file"}});
+        }
+        return jsonResponse(200, json{{"object", "list"}, {"data", data}, {"has_more", more}});
+    }
+
+    const gallery::GalleryItem galleryItem(const std::string& idText)
+    {
+        auto* g = studio->gallery();
+        bool ok = false;
+        const auto id = QString::fromStdString(idText).toLongLong(&ok);
+        const auto item = ok && g->isOpen() ? g->item(id) : std::nullopt;
+        if (!item)
+            refuse(404, "no gallery item has the id '" + output::truncatedUtf8(idText, 40) + "'", {}, "not_found");
+        return *item;
+    }
+
+    Response galleryFile(const std::string& id)
+    {
+        const auto item = galleryItem(id);
+        Response r;
+        r.file = FileBody{item.path.toStdString(), item.kind == QStringLiteral("image") ? "image/png" : "video/mp4",
+            "private, max-age=3600", QFileInfo(item.path).fileName().toStdString()};
+        return r;
+    }
+
+    Response galleryRecipe(const std::string& id)
+    {
+        const auto item = galleryItem(id);
+        const auto recipe = studio->gallery()->recipe(item.id);
+        if (!recipe)
+            refuse(404, "the gallery item " + id + " has no recipe", {}, "not_found");
+        return jsonResponse(200, json::parse(recipe->toJson(), nullptr, false));
+    }
+
+    Response plan(const Request& req)
+    {
+        auto f = readFields(req);
+        auto id = f.text("model");
+        const auto* m = id ? findModel(*id) : nullptr;
+        if (!m)
+            refuse(400, "'model' must name a model of GET /v1/models", "model");
+        if (!m->ready)
+            refuse(409, "the model '" + m->id + "' is not ready: " + m->missing, "model", "model_not_ready");
+        auto p = commonParams(f, *m);
+        if (auto frames = f.integer("frames", 1, 100000))
+            p["frames"] = *frames;
+        f.refuseUnknown({"seconds", "user", "n", "response_format"});
+        auto ref = studio->models()->resolve(m->key);
+        if (!ref)
+            refuse(409, ref.error().message, "model");
+        Job probe;
+        probe.kind = m->kind;
+        probe.params = p;
+        const auto ask = askFor(probe);
+        const auto& catalog = studio->downloads()->catalog();
+        auto defaults = generation::defaultsFor(catalog, *ref, ask);
+        if (!defaults)
+            refuse(409, defaults.error().message, "model");
+        auto prepared = generation::prepare(catalog, *defaults, *ref, ask);
+        if (!prepared)
+            refuse(400, prepared.error().message);
+        const auto& r = prepared->job.request;
+        const facade::SizeRequest size{r.width, r.height, r.frames, !prepared->image && r.guidance > 1.0};
+        auto planned = facade::Generator::planMemory(ref->plan, size);
+        if (!planned)
+            refuse(409, planned.error().message, "model");
+        json components = json::array();
+        for (const auto& c : planned->components)
+            components.push_back({{"name", c.name}, {"bytes", c.bytes}, {"where", c.where}});
+        return jsonResponse(200,
+            json{{"model", m->id}, {"device", planned->device}, {"dtype", planned->dtype}, {"fits", planned->fits},
+                {"device_peak_bytes", planned->devicePeakBytes}, {"host_peak_bytes", planned->hostPeakBytes},
+                {"shortfall_bytes", planned->shortfallBytes}, {"explanation", planned->explanation}, {"components", components},
+                {"width", r.width}, {"height", r.height}, {"frames", r.frames}, {"steps", r.steps}, {"stages", prepared->stagesReason}});
+    }
+
+    Response openApi();
+
+    struct Route {
+        std::string method, pattern, summary;
+        std::function<void(Impl&, const Request&, const std::vector<std::string>&, ApiServer::Reply&)> run;
+    };
+    std::vector<Route> routes;
+    void buildRoutes();
+
+    void handle(const Request& req, ApiServer::Reply reply)
+    {
+        try {
+            dispatch(req, reply);
+        } catch (const ApiError& e) {
+            auto r = errorResponse(e.status, e.message, e.param, e.code);
+            if (e.status == 429)
+                r.headers.emplace_back("Retry-After", std::to_string(retryAfterSeconds()));
+            reply(r);
+        } catch (const jsonutil::FieldError& e) {
+            reply(errorResponse(400, e.what()));
+        } catch (const std::exception& e) {
+            spdlog::error("api: {} {}: {}", req.method, req.path, e.what());
+            reply(errorResponse(500, std::string("the request failed inside Vireo (a defect; please report it): ") + e.what()));
+        }
+    }
+
+    int retryAfterSeconds() const
+    {
+        // The running job's remaining time, as the engine estimates it; at least a second.
+        double eta = 0;
+        for (const auto& [_, j] : jobs)
+            if (j.status == "in_progress" && j.etaSeconds > 0)
+                eta = std::max(eta, j.etaSeconds);
+        return std::max(1, static_cast<int>(std::ceil(eta > 0 ? eta : 5)));
+    }
+
+    void dispatch(const Request& req, ApiServer::Reply& reply)
+    {
+        const auto segments = QString::fromStdString(req.path).split(QLatin1Char('/'), Qt::SkipEmptyParts);
+        std::vector<std::string> allowed;
+        for (const auto& route : routes) {
+            const auto pattern = QString::fromStdString(route.pattern).split(QLatin1Char('/'), Qt::SkipEmptyParts);
+            if (pattern.size() != segments.size())
+                continue;
+            std::vector<std::string> params;
+            bool match = true;
+            for (int i = 0; i < pattern.size() && match; ++i) {
+                if (pattern[i].startsWith(QLatin1Char('{')))
+                    params.push_back(segments[i].toStdString());
+                else
+                    match = pattern[i] == segments[i];
+            }
+            if (!match)
+                continue;
+            const bool head = req.method == "HEAD" && route.method == "GET";
+            if (route.method != req.method && !head) {
+                allowed.push_back(route.method);
+                continue;
+            }
+            route.run(*this, req, params, reply);
+            return;
+        }
+        if (!allowed.empty()) {
+            std::string list;
+            for (const auto& m : allowed)
+                list += (list.empty() ? "" : ", ") + m + (m == "GET" ? ", HEAD" : "");
+            auto r = errorResponse(
+                405, req.method.substr(0, 16) + " is not allowed on " + output::truncatedUtf8(req.path, 200) + " (allowed: " + list + ")");
+            r.headers.emplace_back("Allow", list);
+            reply(r);
+            return;
+        }
+        refuse(404, "no route " + output::truncatedUtf8(req.path, 200) + " (GET /v1/vireo/openapi.json lists them)", {}, "not_found");
+    }
+};
+
+void ApiService::Impl::buildRoutes()
+{
+    auto plain = [](auto fn) {
+        return [fn](Impl& s, const Request& r, const std::vector<std::string>& p, ApiServer::Reply& reply) { reply(fn(s, r, p)); };
+    };
+    routes = {
+        {"GET", "/v1/models", "The models that are ready, and what the others miss",
+            plain([](Impl& s, const Request&, const auto&) { return s.listModels(); })},
+        {"GET", "/v1/models/{id}", "One model", plain([](Impl& s, const Request&, const auto& p) { return s.getModel(p[0]); })},
+        {"POST", "/v1/images/generations", "Make images (synchronous): prompt, size, n, seed, response_format",
+            [](Impl& s, const Request& r, const auto&, ApiServer::Reply& reply) { s.generateImages(r, reply); }},
+        {"POST", "/v1/videos", "Start a video (asynchronous): model, prompt, size, seconds, input_reference",
+            plain([](Impl& s, const Request& r, const auto&) { return s.createVideo(r); })},
+        {"GET", "/v1/videos", "The video jobs: after, limit, order",
+            plain([](Impl& s, const Request& r, const auto&) { return s.listJobs(r, "video"); })},
+        {"GET", "/v1/videos/{id}", "A video job's status, progress and ETA", plain([](Impl& s, const Request&, const auto& p) {
+             const auto& j = s.jobOr404(p[0], "video");
+             auto r = jsonResponse(200, s.videoObject(j));
+             // The openai client's poll helper waits this long between polls.
+             if (j.status == "queued" || j.status == "in_progress")
+                 r.headers.emplace_back("openai-poll-after-ms", "500");
+             return r;
+         })},
+        {"DELETE", "/v1/videos/{id}", "Cancel a video job, or delete a finished one (its file goes to the trash)",
+            plain([](Impl& s, const Request&, const auto& p) { return s.deleteJob(p[0], "video"); })},
+        {"GET", "/v1/videos/{id}/content", "The MP4 (variant=video) or a JPEG (variant=thumbnail); Range, If-Range, ETag",
+            plain([](Impl& s, const Request& r, const auto& p) { return s.content(r, p[0], "video"); })},
+        {"GET", "/v1/vireo/jobs", "Every job of the API, images and videos",
+            plain([](Impl& s, const Request& r, const auto&) { return s.listJobs(r, {}); })},
+        {"GET", "/v1/vireo/jobs/{id}", "A job with its parameters and, once done, its full recipe",
+            plain([](Impl& s, const Request&, const auto& p) { return s.jobDetails(p[0]); })},
+        {"GET", "/v1/vireo/jobs/{id}/content", "A job's output file; Range, If-Range, ETag",
+            plain([](Impl& s, const Request& r, const auto& p) { return s.content(r, p[0], {}); })},
+        {"GET", "/v1/vireo/jobs/{id}/events", "Server-Sent Events: status, progress (phase, step, ETA), previews (preview_fps)",
+            plain([](Impl& s, const Request& r, const auto& p) { return s.events(r, p[0]); })},
+        {"DELETE", "/v1/vireo/jobs/{id}", "Cancel or delete any job",
+            plain([](Impl& s, const Request&, const auto& p) { return s.deleteJob(p[0], {}); })},
+        {"GET", "/v1/vireo/gallery", "The gallery: limit, after",
+            plain([](Impl& s, const Request& r, const auto&) { return s.galleryList(r); })},
+        {"GET", "/v1/vireo/gallery/{id}/file", "A gallery item's file; Range, If-Range, ETag",
+            plain([](Impl& s, const Request&, const auto& p) { return s.galleryFile(p[0]); })},
+        {"GET", "/v1/vireo/gallery/{id}/recipe", "A gallery item's full recipe",
+            plain([](Impl& s, const Request&, const auto& p) { return s.galleryRecipe(p[0]); })},
+        {"POST", "/v1/vireo/plan", "The memory plan of a request before it runs",
+            plain([](Impl& s, const Request& r, const auto&) { return s.plan(r); })},
+        {"GET", "/v1/vireo/openapi.json", "This list, as an OpenAPI 3.1 document",
+            plain([](Impl& s, const Request&, const auto&) { return s.openApi(); })},
+    };
+}
+
+Response ApiService::Impl::openApi()
+{
+    json paths = json::object();
+    for (const auto& r : routes) {
+        json op{{"summary", r.summary},
+            {"responses", {{"200", {{"description", "OK"}}}, {"default", {{"description", "an OpenAI-shaped error"}}}}}};
+        json parameters = json::array();
+        for (const auto& segment : QString::fromStdString(r.pattern).split(QLatin1Char('/'), Qt::SkipEmptyParts))
+            if (segment.startsWith(QLatin1Char('{')))
+                parameters.push_back({{"name", segment.mid(1, segment.size() - 2).toStdString()}, {"in", "path"}, {"required", true},
+                    {"schema", {{"type", "string"}}}});
+        if (!parameters.empty())
+            op["parameters"] = parameters;
+        paths[r.pattern][QString::fromStdString(r.method).toLower().toStdString()] = op;
+    }
+    return jsonResponse(200,
+        json{{"openapi", "3.1.0"},
+            {"info", {{"title", "Vireo Studio local API"}, {"version", QCoreApplication::applicationVersion().toStdString()}}},
+            {"servers", json::array({{{"url", server ? server->baseUrl() : std::string()}}})},
+            {"components", {{"securitySchemes", {{"bearer", {{"type", "http"}, {"scheme", "bearer"}}}}}}}, {"paths", paths}});
+}
+
+ApiService::ApiService(core::Studio* studio, Options options, QObject* parent) : QObject(parent), m_impl(std::make_unique<Impl>())
+{
+    m_impl->q = this;
+    m_impl->studio = studio;
+    m_impl->options = std::move(options);
+    m_impl->buildRoutes();
+}
+
+ApiService::~ApiService()
+{
+    // The server first: no request reaches the routes once this object starts going away.
+    m_impl->server.reset();
+}
+
+Result<void> ApiService::start()
+{
+    auto& d = *m_impl;
+    if (d.server)
+        return {};
+    d.engine = d.studio->engine(d.options.device);
+    connect(d.engine, &runtime::Engine::jobChanged, this, [this](quint64 id) { m_impl->onEngineJobChanged(id); });
+    connect(d.engine, &runtime::Engine::jobProgress, this, [this](quint64 id, const QString& phase, qint64 done, qint64 total, double eta) {
+        m_impl->onEngineProgress(id, phase, done, total, eta);
+    });
+    connect(d.engine, &runtime::Engine::previewReady, this,
+        [this](quint64 id, const QImage& strip, int step) { m_impl->onEnginePreview(id, strip, step); });
+    connect(d.engine, &runtime::Engine::jobFinished, this, [this](quint64 id) { m_impl->onEngineFinished(id); });
+
+    const auto journalFile =
+        d.options.journalFile.isEmpty() ? QDir(d.studio->dataFolder()).filePath(QStringLiteral("api-jobs.jsonl")) : d.options.journalFile;
+    JobJournal::Contents contents;
+    auto journal = JobJournal::open(journalFile, &contents);
+    if (!journal)
+        return journal.error();
+    d.journal = std::move(*journal);
+    if (contents.damagedLines > 0)
+        spdlog::warn("api: {}: {} damaged line(s) skipped (cut short by a crash?)", journalFile.toStdString(), contents.damagedLines);
+    int requeued = 0, cutOff = 0;
+    for (const auto& record : contents.jobs) {
+        Impl::Job j;
+        j.id = record.value("id", "");
+        j.kind = record.value("kind", "video");
+        j.params = record.value("params", json::object());
+        j.createdAt = record.value("created_at", std::int64_t(0));
+        j.completedAt = record.value("completed_at", std::int64_t(0));
+        j.status = record.value("status", "failed");
+        if (const auto e = record.find("error"); e != record.end() && e->is_object()) {
+            j.error = e->value("message", "");
+            j.errorCode = e->value("code", "");
+        }
+        j.outputPath = QString::fromStdString(record.value("output", ""));
+        if (!plausibleId(j.id) || !j.params.is_object())
+            continue;
+        const auto id = j.id;
+        d.jobs[id] = std::move(j);
+        d.order.push_back(id);
+        auto& job = d.jobs[id];
+        if (job.status == "in_progress") {
+            // A job that ran when the server stopped: its output was never renamed into place.
+            job.status = "failed";
+            job.error = "the server stopped while this job ran; nothing was kept";
+            job.errorCode = "interrupted";
+            job.completedAt = nowSeconds();
+            d.persist(job);
+            ++cutOff;
+        } else if (job.status == "queued") {
+            try {
+                d.enqueue(job);
+                ++requeued;
+            } catch (const ApiError& e) {
+                job.status = "failed";
+                job.error = "could not be queued again after a restart: " + e.message;
+                job.errorCode = "requeue_failed";
+                job.completedAt = nowSeconds();
+                d.persist(job);
+            }
+        } else if (job.status == "completed") {
+            job.progress = 100;
+        }
+    }
+    if (requeued || cutOff)
+        spdlog::info("api: {} job(s) queued again, {} cut off by the last stop", requeued, cutOff);
+
+    // A video a killed server was writing left a hidden part file; it is not an output.
+    const auto outputs = d.options.outputsFolder.isEmpty() ? d.studio->settings()->outputsFolder() : d.options.outputsFolder;
+    if (const int stale = output::removeStalePartials(outputs.toStdString()); stale > 0)
+        spdlog::info("api: removed {} part file(s) of outputs cut off by the last stop", stale);
+
+    auto serverOptions = d.options.server;
+    if (!serverOptions.bodyLimit)
+        serverOptions.bodyLimit = [](const std::string& method, const std::string& path) -> std::size_t {
+            // An image upload rides only on video requests; everything else is a small JSON body.
+            return method == "POST" && path == "/v1/videos" ? 48u * 1024 * 1024 : 1u << 20;
+        };
+    auto handler = [this](Request request, ApiServer::Reply reply) {
+        QMetaObject::invokeMethod(
+            this, [this, request = std::move(request), reply = std::move(reply)]() mutable { m_impl->handle(request, std::move(reply)); },
+            Qt::QueuedConnection);
+    };
+    auto server = ApiServer::start(serverOptions, handler);
+    if (!server)
+        return server.error();
+    d.server = std::move(*server);
+    spdlog::info("api: serving on {}", d.server->baseUrl());
+    return {};
+}
+
+bool ApiService::running() const
+{
+    return m_impl->server != nullptr;
+}
+
+QString ApiService::baseUrl() const
+{
+    return m_impl->server ? QString::fromStdString(m_impl->server->baseUrl()) : QString();
+}
+
+ApiServer::Stats ApiService::stats() const
+{
+    return m_impl->server ? m_impl->server->stats() : ApiServer::Stats{};
+}
+
+QString ApiService::defaultTokenFile()
+{
+    return QDir(core::Studio::defaultDataFolder()).filePath(QStringLiteral("api-token"));
+}
+
+Result<std::string> ApiService::ensureToken(const QString& file)
+{
+    QFile existing(file);
+    if (existing.exists()) {
+        // A token others can read is no secret: refuse it rather than serve behind it.
+        if (existing.permissions() & (QFile::ReadGroup | QFile::ReadOther | QFile::WriteGroup | QFile::WriteOther))
+            return makeError(ErrorCode::PermissionDenied,
+                file.toStdString() + " can be read by other users; make it private (chmod 600) or delete it for a new token");
+        if (!existing.open(QIODevice::ReadOnly))
+            return makeError(ErrorCode::Io, file.toStdString() + ": " + existing.errorString().toStdString());
+        const auto token = QString::fromUtf8(existing.read(4096)).trimmed().toStdString();
+        if (token.size() < 16 || token.find_first_of(" \t\r\n") != std::string::npos)
+            return makeError(ErrorCode::InvalidFormat, file.toStdString() + " does not hold a token (16 or more characters, one word)");
+        return token;
+    }
+    QDir().mkpath(QFileInfo(file).absolutePath());
+    QByteArray raw(32, Qt::Uninitialized);
+    QRandomGenerator::system()->fillRange(reinterpret_cast<quint32*>(raw.data()), raw.size() / 4);
+    const auto token = "vireo-" + raw.toBase64(QByteArray::Base64UrlEncoding | QByteArray::OmitTrailingEquals).toStdString();
+    QSaveFile out(file);
+    // The permissions are set before any byte of the token is written.
+    if (!out.open(QIODevice::WriteOnly) || !out.setPermissions(QFile::ReadOwner | QFile::WriteOwner))
+        return makeError(ErrorCode::Io, "cannot write " + file.toStdString() + ": " + out.errorString().toStdString());
+    out.write(QByteArray::fromStdString(token + "\n"));
+    if (!out.commit())
+        return makeError(ErrorCode::Io, "cannot write " + file.toStdString() + ": " + out.errorString().toStdString());
+    QFile::setPermissions(file, QFile::ReadOwner | QFile::WriteOwner);
+    return token;
+}
+
+}  // namespace vireo::api
