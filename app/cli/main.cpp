@@ -8,6 +8,7 @@
 #include <QCoreApplication>
 
 #include "app/cli/generatecommand.h"
+#include "app/cli/servecommand.h"
 #endif
 #include "inference/inspect/modelinspector.h"
 #include "inference/util/heap.h"
@@ -48,6 +49,9 @@ commands:
   lora inspect FILE --model PATH [--json]
                                a LoRA matched against a model before it is applied: modules
                                matched and unmatched, refusals, rank and alpha
+  serve [--listen HOST:PORT --model PATH ...]
+                               the local HTTP API (OpenAI-compatible images and videos, and
+                               Vireo's own routes) on the studio's models; see serve --help
   plan REPO [rules] [--json]   the files a download would fetch, sizes, cache and disk
   download REPO [rules]        download them into the Hugging Face cache (Ctrl-C
                                cancels; running it again resumes); a repo outside the
@@ -202,6 +206,7 @@ int runCommand(const std::vector<std::string>& all)
         {"lora", rest(runLora)},
 #ifdef VIREO_HAS_CORE
         {"generate", rest(runGenerate)},
+        {"serve", rest(runServe)},
         {"plan", rest(runPlan)},
         {"download", rest(runDownload)},
         {"trust", rest(runTrust)},
@@ -209,6 +214,7 @@ int runCommand(const std::vector<std::string>& all)
 #else
         {"generate", [](Args) { return usageError("generate needs a build with the studio's runtime (VIREO_GUI=ON)"); }},
         {"plan", needsQt},
+        {"serve", needsQt},
         {"download", needsQt},
         {"trust", needsQt},
         {"cache", needsQt},
