@@ -1,5 +1,6 @@
 #include "ui/mainwindow.h"
 
+#include "core/api/apiservice.h"
 #include "core/catalog/catalog.h"
 #include "core/studio/studio.h"
 #include "core/hub/downloadmanager.h"
@@ -88,6 +89,46 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
         resize(1180, 760);
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
     showPage(static_cast<Page>(std::clamp(settings.value(QStringLiteral("window/page"), 0).toInt(), 0, 4)));
+    connect(m_settings, &core::StudioSettings::changed, this, &MainWindow::applyApiSettings);
+    applyApiSettings();
+}
+
+void MainWindow::applyApiSettings()
+{
+    const bool on = m_settings->apiEnabled();
+    const auto config = QStringLiteral("%1|%2").arg(m_settings->apiPort()).arg(m_settings->apiPublic());
+    if (on && m_api && config == m_apiConfig)
+        return;
+    delete m_api;  // its server closes every connection; jobs it queued run on in the engine
+    m_api = nullptr;
+    m_apiConfig.clear();
+    if (!on) {
+        m_settingsPage->setApiStatus(tr("Off: only this window and vireo-cli use the models."));
+        return;
+    }
+    api::ApiService::Options o;
+    o.server.port = static_cast<std::uint16_t>(m_settings->apiPort());
+    o.server.host = m_settings->apiPublic() ? "0.0.0.0" : "127.0.0.1";
+    QString tokenNote;
+    if (m_settings->apiPublic()) {
+        const auto file = api::ApiService::defaultTokenFile();
+        auto token = api::ApiService::ensureToken(file);
+        if (!token) {
+            m_settingsPage->setApiStatus(tr("Not serving: %1").arg(QString::fromStdString(token.error().message)));
+            return;
+        }
+        o.server.token = *token;
+        tokenNote = tr(" Other machines send the bearer token kept in %1 (readable only by you).").arg(file);
+    }
+    auto* service = new api::ApiService(m_studio, o, this);
+    if (auto started = service->start(); !started) {
+        delete service;
+        m_settingsPage->setApiStatus(tr("Not serving: %1").arg(QString::fromStdString(started.error().message)));
+        return;
+    }
+    m_api = service;
+    m_apiConfig = config;
+    m_settingsPage->setApiStatus(tr("Serving on %1 (GET /v1/vireo/openapi.json lists the routes).").arg(service->baseUrl()) + tokenNote);
 }
 
 // The sidebar, its pages and the window's shortcuts.

@@ -13,6 +13,10 @@ namespace vireo::hub {
 class DownloadManager;
 }
 
+namespace vireo::api {
+class ApiService;
+}
+
 namespace vireo::ui {
 
 class ModelsPage;
@@ -42,6 +46,8 @@ public:
     hub::DownloadManager* downloads() const { return m_manager; }
     core::StudioSettings* settings() const { return m_settings; }
     QListWidget* navigation() const { return m_navigation; }
+    // The local API serving this studio's engines while Settings says so; nullptr when off.
+    api::ApiService* apiService() const { return m_api; }
 
 protected:
     void closeEvent(QCloseEvent* event) override;
@@ -50,6 +56,8 @@ private:
     void buildNavigation();
     void connectPages();
     void addHubLora(const QString& repo);
+    // Starts, restarts or stops the local API as the settings say.
+    void applyApiSettings();
     core::Studio* m_studio;
     QListWidget* m_navigation;
     QStackedWidget* m_pages;
@@ -60,6 +68,8 @@ private:
     GeneratePage* m_generate;
     GalleryPage* m_gallery;
     SettingsPage* m_settingsPage;
+    api::ApiService* m_api = nullptr;
+    QString m_apiConfig;  // what m_api was started with ("port|public")
 };
 
 }  // namespace vireo::ui

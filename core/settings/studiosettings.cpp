@@ -253,6 +253,33 @@ void StudioSettings::setOutputsFolder(const QString& folder)
     emit changed();
 }
 
+bool StudioSettings::apiEnabled() const
+{
+    return QSettings().value(QStringLiteral("api/enabled"), false).toBool();
+}
+
+int StudioSettings::apiPort() const
+{
+    const int port = QSettings().value(QStringLiteral("api/port"), 8765).toInt();
+    return port >= 1 && port <= 65535 ? port : 8765;
+}
+
+bool StudioSettings::apiPublic() const
+{
+    return QSettings().value(QStringLiteral("api/public"), false).toBool();
+}
+
+void StudioSettings::setApi(bool enabled, int port, bool answerOthers)
+{
+    if (enabled == apiEnabled() && port == apiPort() && answerOthers == apiPublic())
+        return;
+    QSettings s;
+    s.setValue(QStringLiteral("api/enabled"), enabled);
+    s.setValue(QStringLiteral("api/port"), port);
+    s.setValue(QStringLiteral("api/public"), answerOthers);
+    emit changed();
+}
+
 QString StudioSettings::computeDevice() const
 {
     const auto d = QSettings().value(kDevice, QStringLiteral("auto")).toString().trimmed().toLower();

@@ -64,6 +64,12 @@ public:
     QStringList localModels() const;
     void addLocalModel(const QString& entry);
     void removeLocalModel(const QString& entry);
+    // The local HTTP API served by the running studio (Settings' switch): on or off, its port, and
+    // whether it answers other machines (then only with the bearer token).
+    bool apiEnabled() const;
+    int apiPort() const;
+    bool apiPublic() const;
+    void setApi(bool enabled, int port, bool answerOthers);
 
 signals:
     void changed();

@@ -8,8 +8,12 @@
 #include "ui/pages/modelspage.h"
 #include "ui/pages/settingspage.h"
 #include "ui/theme.h"
+#include "core/api/apiservice.h"
 
 #include <QAbstractButton>
+#include <QCheckBox>
+#include <QLabel>
+#include <QSpinBox>
 #include <QAbstractSpinBox>
 #include <QAccessible>
 #include <QApplication>
@@ -29,8 +33,49 @@
 #include <QTreeWidget>
 
 #include <cmath>
+#include <future>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 using vireo::test::saveScreenshot;
+
+namespace {
+
+int freePort()
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t n = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+    ::close(fd);
+    return ntohs(a.sin_port);
+}
+
+// One request to 127.0.0.1:port and the whole answer; empty when nothing answers.
+std::string httpExchange(int port, const std::string& request)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    std::string out;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) >= 0) {
+        char buffer[4096];
+        for (ssize_t got; (got = ::recv(fd, buffer, sizeof buffer, 0)) > 0;)
+            out.append(buffer, static_cast<std::size_t>(got));
+    }
+    ::close(fd);
+    return out;
+}
+
+}  // namespace
 using vireo::ui::MainWindow;
 
 class TestMainWindow : public QObject {
@@ -259,6 +304,36 @@ private slots:
         QCOMPARE(done.at(0).at(1).toBool(), false);
         QVERIFY2(page->statusText().contains(QStringLiteral("bad magic")), qPrintable(page->statusText()));
         QVERIFY(page->reportView()->isHidden());
+    }
+
+    // Settings -> Local API serves the running studio: the switch starts the server on the port
+    // the page shows, a client gets the models, and switching off closes the port.
+    void settingsServeTheLocalApi()
+    {
+        auto owned = vireo::test::openStudioWindow();
+        auto& window = *owned;
+        auto* page = window.settingsPage();
+        QVERIFY(!window.apiService());
+        QVERIFY(page->apiStatus()->text().startsWith(QStringLiteral("Off")));
+        const int port = freePort();
+        page->apiPortBox()->setValue(port);
+        page->apiBox()->setChecked(true);
+        QVERIFY(window.apiService() && window.apiService()->running());
+        QVERIFY2(
+            page->apiStatus()->text().contains(QStringLiteral("http://127.0.0.1:%1").arg(port)), qPrintable(page->apiStatus()->text()));
+        QCOMPARE(window.settings()->apiPort(), port);
+        // The routes run on this (the studio's) thread: the exchange runs on another while this
+        // one keeps its event loop turning.
+        auto answer = std::async(std::launch::async, [port] {
+            return httpExchange(
+                port, "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\nConnection: close\r\n\r\n");
+        });
+        QTRY_VERIFY_WITH_TIMEOUT(answer.wait_for(std::chrono::seconds(0)) == std::future_status::ready, 20000);
+        const auto text = answer.get();
+        QVERIFY2(text.rfind("HTTP/1.1 200", 0) == 0 && text.find("\"object\":\"list\"") != std::string::npos, text.c_str());
+        page->apiBox()->setChecked(false);
+        QVERIFY(!window.apiService());
+        QVERIFY(httpExchange(port, "GET / HTTP/1.1\r\n\r\n").empty());  // nothing listens any more
     }
 
     void geometryAndPageAreRemembered()

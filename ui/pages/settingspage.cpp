@@ -74,6 +74,7 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     layout->addWidget(hubCard());
     layout->addWidget(outputsCard());
     layout->addWidget(trustCard());
+    layout->addWidget(apiCard());
     m_saved->setObjectName(QStringLiteral("pageSubtitle"));
     layout->addWidget(m_saved);
     layout->addStretch(1);
@@ -270,6 +271,45 @@ void SettingsPage::chooseOutputs(const QString& folder)
     showSaved(tr("outputs folder"));
 }
 
+// The local HTTP API: other programs (scripts, chat front ends, the openai client) drive this
+// studio's engines; their jobs share its queue and their outputs land in its Gallery.
+QWidget* SettingsPage::apiCard()
+{
+    QFormLayout* form = nullptr;
+    auto* box = card(form);
+    m_api = new QCheckBox(tr("Serve the local API (OpenAI-compatible images and videos)"));
+    m_api->setObjectName(QStringLiteral("apiEnabled"));
+    m_api->setToolTip(tr("Other programs on this machine can then make images and videos with the models here"));
+    m_apiPort = new QSpinBox;
+    m_apiPort->setObjectName(QStringLiteral("apiPort"));
+    m_apiPort->setAccessibleName(tr("API port"));
+    m_apiPort->setRange(1, 65535);
+    m_apiPublic = new QCheckBox(tr("Answer other machines too (they must send the API token)"));
+    m_apiPublic->setObjectName(QStringLiteral("apiPublic"));
+    m_apiPublic->setToolTip(tr("Listens on every network interface; for TLS put a reverse proxy (Caddy, nginx) in front"));
+    m_apiStatus = new QLabel;
+    m_apiStatus->setObjectName(QStringLiteral("pageSubtitle"));
+    m_apiStatus->setWordWrap(true);
+    m_apiStatus->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    form->addRow(tr("Local API"), m_api);
+    form->addRow(tr("Port"), m_apiPort);
+    form->addRow(QString(), m_apiPublic);
+    form->addRow(QString(), m_apiStatus);
+    const auto apply = [this] {
+        m_settings->setApi(m_api->isChecked(), m_apiPort->value(), m_apiPublic->isChecked());
+        showSaved(tr("local API"));
+    };
+    connect(m_api, &QCheckBox::toggled, this, apply);
+    connect(m_apiPublic, &QCheckBox::toggled, this, apply);
+    connect(m_apiPort, &QSpinBox::editingFinished, this, apply);
+    return box;
+}
+
+void SettingsPage::setApiStatus(const QString& text)
+{
+    m_apiStatus->setText(text);
+}
+
 void SettingsPage::load()
 {
     if (!m_cache->hasFocus())
@@ -296,6 +336,13 @@ void SettingsPage::load()
         m_keepFree->setValue(static_cast<double>(m_settings->headroomBytes()) / 1e9);
     }
     m_offline->setChecked(m_settings->offline());
+    {
+        const QSignalBlocker a(m_api), b(m_apiPort), c(m_apiPublic);
+        m_api->setChecked(m_settings->apiEnabled());
+        if (!m_apiPort->hasFocus())
+            m_apiPort->setValue(m_settings->apiPort());
+        m_apiPublic->setChecked(m_settings->apiPublic());
+    }
     m_trusted->clear();
     m_trusted->addItems(m_settings->trustedRepos());
     m_revoke->setEnabled(false);

@@ -32,6 +32,12 @@ public:
     QDoubleSpinBox* keepFreeBox() const { return m_keepFree; }
     QCheckBox* offlineBox() const { return m_offline; }
     QListWidget* trustedList() const { return m_trusted; }
+    QCheckBox* apiBox() const { return m_api; }
+    QSpinBox* apiPortBox() const { return m_apiPort; }
+    QCheckBox* apiPublicBox() const { return m_apiPublic; }
+    QLabel* apiStatus() const { return m_apiStatus; }
+    // What the window's API service says: the address it serves, or why it does not.
+    void setApiStatus(const QString& text);
     QPushButton* revokeButton() const { return m_revoke; }
 
 private:
@@ -39,6 +45,7 @@ private:
     QWidget* hubCard();
     QWidget* outputsCard();
     QWidget* trustCard();
+    QWidget* apiCard();
     // "Saved: …" for a few seconds under the cards.
     void showSaved(const QString& what);
     void chooseOutputs(const QString& folder);
@@ -46,6 +53,10 @@ private:
     core::StudioSettings* m_settings;
     QLineEdit* m_cache;
     QLineEdit* m_outputs;
+    QCheckBox* m_api = nullptr;
+    QSpinBox* m_apiPort = nullptr;
+    QCheckBox* m_apiPublic = nullptr;
+    QLabel* m_apiStatus = nullptr;
     QLineEdit* m_endpoint;
     QLineEdit* m_token;
     QPushButton* m_saveToken;
