@@ -32,6 +32,8 @@ int runBenchLora(const std::vector<std::string>& args);
 int runBenchDownload(const std::vector<std::string>& args, const char* self);
 int runBenchDit(const std::vector<std::string>& args, const char* self);
 int runBenchGenerate(const std::vector<std::string>& args, const char* self);
+// tests/bench/bench_api.py drives `vireo-cli serve`.
+int runBenchApi(const std::vector<std::string>& args, const char* self);
 int runBenchGpu(const std::vector<std::string>& args, const char* self);
 
 #ifdef VIREO_HAS_CORE

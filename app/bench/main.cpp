@@ -61,6 +61,11 @@ benchmarks:
   dit [--python PY] [--layers N] [--tokens N] [--repeat N] [--json]
                                one LTX-2.3 transformer forward on CPU against diffusers on
                                the same weights; resident bytes as bf16, FP8 and Q4_K
+  api [--python PY] [--model PATH] [--size WxH] [--frames N] [--runs N] [--json]
+                               the local HTTP API (vireo-cli serve) against its engine: a
+                               warm job's overhead, status polls per second, and a denoise
+                               step's latency to its Server-Sent Event (default model: the
+                               tiny LTX-2.3 fixture under VIREO_FIXTURES_ROOT)
   generate [--python PY] [--small] [--ideogram] [--two-stage] [--json]
                                each LTX-2 phase (Ideogram-4 with --ideogram) timed next to
                                diffusers' pipeline on the same weights (tiny and medium
@@ -101,6 +106,7 @@ int runCommand(const std::vector<std::string>& args, const char* self)
         {"download", [self](Args a) { return runBenchDownload(a, self); }},
         {"dit", [self](Args a) { return runBenchDit(a, self); }},
         {"generate", [self](Args a) { return runBenchGenerate(a, self); }},
+        {"api", [self](Args a) { return runBenchApi(a, self); }},
         {"gpu", [self](Args a) { return runBenchGpu(a, self); }},
 #ifdef VIREO_HAS_CORE
         {"runtime", runBenchRuntime},

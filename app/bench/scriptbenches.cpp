@@ -115,6 +115,23 @@ int runBenchGenerate(const std::vector<std::string>& args, const char* self)
     return runScript("bench generate", python, script, self, extra);
 }
 
+int runBenchApi(const std::vector<std::string>& args, const char* self)
+{
+    std::string python = "python3", extra;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        if (args[i] == "--python" && i + 1 < args.size())
+            python = args[++i];
+        else if (args[i] == "--json")
+            extra += " --json";
+        else if ((args[i] == "--model" || args[i] == "--size" || args[i] == "--frames" || args[i] == "--runs") && i + 1 < args.size()
+            && args[i + 1].find_first_of("\"$`\\") == std::string::npos)  // nothing the shell would expand
+            extra += " " + args[i] + " \"" + args[i + 1] + "\"", ++i;
+        else
+            return usageError("bench api: unexpected argument " + args[i]);
+    }
+    return runScript("bench api", python, "bench_api.py", self, extra);
+}
+
 // The GPU benchmark drives diffusers, vireo-cli and this program from one script (one device
 // call); the options after --python are the script's own.
 int runBenchGpu(const std::vector<std::string>& args, const char* self)
