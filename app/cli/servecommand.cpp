@@ -85,7 +85,7 @@ std::optional<int> parse(const std::vector<std::string>& args, ServeOptions& o)
         }
         if (i + 1 >= args.size())
             return usage(a + (a.rfind("--", 0) == 0 ? " needs a value" : ": not an option"));
-        const std::string v = args[++i];
+        const std::string& v = args[++i];
         const auto q = QString::fromStdString(v);
         if (a == "--listen") {
             const auto colon = v.rfind(':');

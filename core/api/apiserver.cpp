@@ -1,5 +1,11 @@
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
 #include <utility>
+// Boost 1.74's Asio finds C++20 coroutines on GCC only; on Clang (clang-tidy) it looks for the
+// Coroutines TS headers, which libstdc++ does not have, while <coroutine> works.
+#if defined(__clang__) && defined(__cpp_impl_coroutine) && !defined(BOOST_ASIO_HAS_CO_AWAIT)
+#define BOOST_ASIO_HAS_CO_AWAIT 1
+#define BOOST_ASIO_HAS_STD_COROUTINE 1
+#endif
 
 #include "core/api/apiserver.h"
 
