@@ -146,11 +146,29 @@ Fields readFields(const Request& req)
         auto parts = parseMultipart(req.header("content-type"), req.body, &why);
         if (!parts)
             refuse(400, "the form body could not be read: " + why);
-        for (auto& [name, part] : *parts) {
-            if (!part.filename.empty() || name == "input_reference")
+        for (auto& part : *parts) {
+            const auto name = part.name;
+            if (!part.filename.empty() || name == "input_reference") {
                 f.files[name] = std::move(part);
-            else
-                f.values[name] = output::sanitizedText(part.data);
+                continue;
+            }
+            auto value = output::sanitizedText(part.data);
+            // The openai client flattens nested extra_body values as qs does: knobs[ID]=V, and a
+            // list of LoRAs as loras[][path]=P, loras[][strength]=S, in order.
+            if (name.size() > 7 && name.rfind("knobs[", 0) == 0 && name.back() == ']') {
+                f.values["knobs"][name.substr(6, name.size() - 7)] = value;
+            } else if (name == "loras[][path]") {
+                f.values["loras"].push_back(json{{"path", value}});
+            } else if (name == "loras[][strength]") {
+                auto& loras = f.values["loras"];
+                if (!loras.is_array() || loras.empty() || loras.back().contains("strength"))
+                    refuse(400, "'loras[][strength]' must follow its 'loras[][path]'", "loras");
+                loras.back()["strength"] = value;
+            } else if (f.values.contains(name)) {
+                refuse(400, "'" + output::truncatedUtf8(name, 60) + "' is given twice", name);
+            } else {
+                f.values[name] = value;
+            }
         }
         return f;
     }
@@ -388,6 +406,24 @@ struct ApiService::Impl {
             c.path = QString::fromStdString(p["reference"].get<std::string>());
             ask.conditions.push_back(c);
         }
+        for (const auto& c : p.value("conditions", json::array())) {
+            runtime::ConditionFile file;
+            file.path = QString::fromStdString(c.value("path", ""));
+            file.frame = c.value("frame", std::int64_t(0));
+            file.strength = c.value("strength", 1.0);
+            ask.conditions.push_back(file);
+        }
+        for (const auto& l : p.value("loras", json::array()))
+            ask.loras.push_back({l.value("path", ""), l.value("strength", 1.0)});
+        if (p.contains("schedule"))
+            ask.schedule = p["schedule"].get<std::string>();
+        if (p.contains("stages"))
+            ask.stages = p["stages"].get<std::string>();
+        if (p.contains("audio_guidance"))
+            ask.audioGuidance = p["audio_guidance"].get<double>();
+        if (const auto it = p.find("knobs"); it != p.end() && it->is_object())
+            for (const auto& [id, value] : it->items())
+                ask.knobs[id] = value.get<double>();
         return ask;
     }
 
@@ -403,12 +439,19 @@ struct ApiService::Impl {
             refuse(409, ref.error().message, "model", "model_not_ready");
         const auto& catalog = studio->downloads()->catalog();
         const auto ask = askFor(j);
+        if (generation::makesImages(catalog, *ref))
+            if (const auto extra = generation::notForImages(ask, ref->plan); !extra.empty()) {
+                std::string list;
+                for (const auto& e : extra)
+                    list += (list.empty() ? "" : ", ") + e;
+                refuse(400, list + (extra.size() == 1 ? " does" : " do") + " not apply to an image model", extra.front());
+            }
         auto defaults = generation::defaultsFor(catalog, *ref, ask);
         if (!defaults)
             refuse(409, defaults.error().message, "model");
         auto prepared = generation::prepare(catalog, *defaults, *ref, ask);
         if (!prepared)
-            refuse(400, prepared.error().message);
+            refuseNamingUploads(prepared.error().message, j.params);
         auto job = prepared->job;
         job.outputFolder = options.outputsFolder.isEmpty() ? studio->settings()->outputsFolder() : options.outputsFolder;
         QDir().mkpath(job.outputFolder);
@@ -421,8 +464,37 @@ struct ApiService::Impl {
         byEngineJob[j.engineJob] = j.id;
     }
 
+    // Uploaded stills are needed until the job has run: the engine keeps its own copy beside the
+    // output for the recipe.
+    static void dropUploads(const json& params)
+    {
+        if (params.contains("reference"))
+            QFile::remove(QString::fromStdString(params["reference"].get<std::string>()));
+        for (const auto& c : params.value("conditions", json::array()))
+            QFile::remove(QString::fromStdString(c.value("path", "")));
+    }
+
+    // A sentence about an uploaded still names the request's field, not the server's file.
+    [[noreturn]] static void refuseNamingUploads(std::string message, const json& params)
+    {
+        std::string param;
+        auto name = [&](const std::string& path, const std::string& field) {
+            for (auto at = message.find(path); !path.empty() && at != std::string::npos; at = message.find(path)) {
+                message.replace(at, path.size(), "'" + field + "'");
+                param = param.empty() ? field.substr(0, field.find('[')) : param;
+            }
+        };
+        if (params.contains("reference"))
+            name(params["reference"].get<std::string>(), "input_reference");
+        const auto conditions = params.value("conditions", json::array());
+        for (std::size_t i = 0; i < conditions.size(); ++i)
+            name(conditions[i].value("path", ""), "conditions[" + std::to_string(i) + "]");
+        refuse(400, message, param);
+    }
+
     void finishJob(Job& j, const std::string& status, const std::string& error, const std::string& code)
     {
+        dropUploads(j.params);
         j.status = status;
         j.error = error;
         j.errorCode = code;
@@ -694,7 +766,85 @@ struct ApiService::Impl {
                 refuse(400, "'speed' must be quality, balanced or fast", "speed");
             p["speed"] = *speed;
         }
+        if (auto schedule = f.text("schedule")) {
+            if (*schedule != "distilled" && *schedule != "dev")
+                refuse(400, "'schedule' must be distilled or dev", "schedule");
+            p["schedule"] = *schedule;
+        }
+        if (auto stages = f.text("stages")) {
+            if (*stages != "auto" && *stages != "single" && *stages != "two")
+                refuse(400, "'stages' must be auto, single or two", "stages");
+            p["stages"] = *stages;
+        }
+        if (auto g = f.number("audio_guidance", 0, 50))
+            p["audio_guidance"] = *g;
+        readKnobs(f, p);
+        readLoras(f, p);
+        readConditions(f, p);
         return p;
+    }
+
+    // The family's own controls by id; prepare() checks each against the family's rules.
+    void readKnobs(Fields& f, json& p)
+    {
+        f.used.insert("knobs");
+        if (!f.has("knobs"))
+            return;
+        const auto& knobs = f.values["knobs"];
+        if (!knobs.is_object() || knobs.size() > 32)
+            refuse(400, "'knobs' must be an object of at most 32 numbers by the family's knob ids", "knobs");
+        Fields inner;
+        inner.values = knobs;
+        for (const auto& [id, _] : knobs.items())
+            p["knobs"][id] = *inner.number(id, -1e9, 1e9);
+    }
+
+    // LoRA files on this machine, by path: a local API's caller is the machine's user (or holds
+    // its token), and the file is only read as a LoRA, with every refusal in the recipe.
+    void readLoras(Fields& f, json& p)
+    {
+        f.used.insert("loras");
+        if (!f.has("loras"))
+            return;
+        const auto& loras = f.values["loras"];
+        if (!loras.is_array() || loras.size() > 16)
+            refuse(400, "'loras' must be a list of at most 16 {\"path\", \"strength\"} objects", "loras");
+        for (std::size_t i = 0; i < loras.size(); ++i) {
+            const auto field = "loras[" + std::to_string(i) + "]";
+            if (!loras[i].is_object() || !loras[i].contains("path") || !loras[i]["path"].is_string())
+                refuse(400, "'" + field + "' must be an object with a \"path\"", "loras");
+            const auto path = loras[i]["path"].get<std::string>();
+            const QFileInfo info(QString::fromStdString(path));
+            if (path.empty() || !info.isAbsolute() || !info.isFile() || !info.isReadable())
+                refuse(400, "'" + field + ".path' is not a readable LoRA file on this machine (give an absolute path)", "loras");
+            Fields one;
+            one.values = loras[i];
+            const double strength = one.number("strength", -100, 100).value_or(1.0);
+            p["loras"].push_back({{"path", path}, {"strength", strength}});
+        }
+    }
+
+    // Stills at output frames (keyframes), each a data: URL in a JSON body; input_reference is
+    // the first frame's shorthand.
+    void readConditions(Fields& f, json& p)
+    {
+        f.used.insert("conditions");
+        if (!f.has("conditions"))
+            return;
+        const auto& conditions = f.values["conditions"];
+        if (!conditions.is_array() || conditions.size() > 8)
+            refuse(400, "'conditions' must be a list of at most 8 {\"image\", \"frame\", \"strength\"} objects", "conditions");
+        for (std::size_t i = 0; i < conditions.size(); ++i) {
+            const auto field = "conditions[" + std::to_string(i) + "]";
+            if (!conditions[i].is_object() || !conditions[i].contains("image") || !conditions[i]["image"].is_string())
+                refuse(400, "'" + field + "' must be an object with an \"image\" data: URL", "conditions");
+            Fields one;
+            one.values = conditions[i];
+            const auto frame = one.integer("frame", 0, 100000).value_or(0);
+            const auto strength = one.number("strength", 0, 1).value_or(1.0);
+            const auto path = storeImage(dataUrlBytes(conditions[i]["image"].get<std::string>(), field + ".image"), field + ".image");
+            p["conditions"].push_back({{"path", path}, {"frame", frame}, {"strength", strength}});
+        }
     }
 
     // The family's size rules, as the window says them, before anything is queued.
@@ -812,47 +962,54 @@ struct ApiService::Impl {
         answerImageWaits();
     }
 
-    std::string saveReference(Fields& f, const std::string& jobId)
+    static QByteArray dataUrlBytes(const std::string& url, const std::string& field)
+    {
+        const auto text = QString::fromStdString(url);
+        if (!text.startsWith(QStringLiteral("data:image/")) || !text.contains(QStringLiteral(";base64,")))
+            refuse(400, "'" + field + "' must be a data: URL (data:image/png;base64,...); this server fetches nothing from the network",
+                field);
+        return QByteArray::fromBase64(text.section(QStringLiteral(";base64,"), 1).toLatin1());
+    }
+
+    std::string saveReference(Fields& f)
     {
         f.used.insert("input_reference");
-        QByteArray bytes;
-        if (auto it = f.files.find("input_reference"); it != f.files.end()) {
-            bytes = QByteArray::fromStdString(it->second.data);
-        } else if (f.has("input_reference")) {
-            const auto& v = f.values["input_reference"];
-            const json* url = v.is_object() && v.contains("image_url") ? &v["image_url"] : (v.is_string() ? &v : nullptr);
-            if (v.is_object() && v.contains("file_id"))
-                refuse(
-                    400, "'input_reference.file_id' needs a files API this server does not have; send the image itself", "input_reference");
-            if (!url || !url->is_string())
-                refuse(400, "'input_reference' must be an image file or {\"image_url\": \"data:image/png;base64,...\"}", "input_reference");
-            const auto text = QString::fromStdString(url->get<std::string>());
-            if (!text.startsWith(QStringLiteral("data:image/")) || !text.contains(QStringLiteral(";base64,")))
-                refuse(400, "'input_reference.image_url' must be a data: URL; this server fetches nothing from the network",
-                    "input_reference");
-            bytes = QByteArray::fromBase64(text.section(QStringLiteral(";base64,"), 1).toLatin1());
-        } else {
+        if (auto it = f.files.find("input_reference"); it != f.files.end())
+            return storeImage(QByteArray::fromStdString(it->second.data), "input_reference");
+        if (!f.has("input_reference"))
             return {};
-        }
+        const auto& v = f.values["input_reference"];
+        if (v.is_object() && v.contains("file_id"))
+            refuse(400, "'input_reference.file_id' needs a files API this server does not have; send the image itself", "input_reference");
+        const json* url = v.is_object() && v.contains("image_url") ? &v["image_url"] : (v.is_string() ? &v : nullptr);
+        if (!url || !url->is_string())
+            refuse(400, "'input_reference' must be an image file or {\"image_url\": \"data:image/png;base64,...\"}", "input_reference");
+        return storeImage(dataUrlBytes(url->get<std::string>(), "input_reference"), "input_reference");
+    }
+
+    // An uploaded still, checked from its header before it is decoded, kept in the uploads folder.
+    std::string storeImage(QByteArray bytes, const std::string& field)
+    {
         QBuffer buffer(&bytes);
         buffer.open(QIODevice::ReadOnly);
         QImageReader reader(&buffer);
         const auto format = reader.format();
         const auto size = reader.size();
         if (format != "png" && format != "jpeg")
-            refuse(400, "'input_reference' is not a PNG or JPEG image", "input_reference");
+            refuse(400, "'" + field + "' is not a PNG or JPEG image", field);
         if (!size.isValid() || size.width() > 8192 || size.height() > 8192)
-            refuse(400, "'input_reference' is larger than 8192 pixels on a side", "input_reference");
+            refuse(400, "'" + field + "' is larger than 8192 pixels on a side", field);
         if (reader.read().isNull())
-            refuse(400, "'input_reference' does not decode: " + reader.errorString().toStdString(), "input_reference");
+            refuse(400, "'" + field + "' does not decode: " + reader.errorString().toStdString(), field);
         const auto folder =
             options.uploadsFolder.isEmpty() ? QDir(studio->dataFolder()).filePath(QStringLiteral("api-uploads")) : options.uploadsFolder;
         QDir().mkpath(folder);
-        const auto path =
-            QDir(folder).filePath(QString::fromStdString(jobId) + (format == "png" ? QStringLiteral(".png") : QStringLiteral(".jpg")));
+        const auto path = QDir(folder).filePath(
+            QString::fromStdString(randomId("upload_")) + (format == "png" ? QStringLiteral(".png") : QStringLiteral(".jpg")));
         QSaveFile file(path);
+        requestUploads.push_back(path);
         if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
-            refuse(507, "the reference image could not be stored: " + file.errorString().toStdString());
+            refuse(507, "'" + field + "' could not be stored: " + file.errorString().toStdString());
         return path.toStdString();
     }
 
@@ -888,8 +1045,7 @@ struct ApiService::Impl {
             p["seconds"] = QString::number(static_cast<double>(defaults->frames) / rate, 'g', 4).toStdString();
         checkSize(m, p, p.contains("frames") && !f.values.contains("frames") ? "seconds" : "frames");
         checkQueue(1);
-        const std::string id = randomId("video_");
-        if (auto reference = saveReference(f, id); !reference.empty())
+        if (auto reference = saveReference(f); !reference.empty())
             p["reference"] = reference;
         f.refuseUnknown({"user"});
         if (mustLoadFirst(req, m)) {
@@ -939,6 +1095,7 @@ struct ApiService::Impl {
     {
         auto& j = jobOr404(id, kind);
         if (j.status == "queued" || j.status == "in_progress") {
+            dropUploads(j.params);
             engine->cancel(j.engineJob);
             byEngineJob.erase(j.engineJob);
             for (auto& l : j.listeners)
@@ -1143,10 +1300,26 @@ struct ApiService::Impl {
     std::vector<Route> routes;
     void buildRoutes();
 
+    // Stills stored while the request being handled was read: removed if it is refused.
+    std::vector<QString> requestUploads;
+
     void handle(const Request& req, ApiServer::Reply reply)
     {
+        requestUploads.clear();
+        struct DropOnRefusal {
+            std::vector<QString>& files;
+            bool accepted = false;
+            ~DropOnRefusal()
+            {
+                if (!accepted)
+                    for (const auto& f : files)
+                        QFile::remove(f);
+                files.clear();
+            }
+        } uploads{requestUploads};
         try {
             dispatch(req, reply);
+            uploads.accepted = true;
         } catch (const ApiError& e) {
             auto r = errorResponse(e.status, e.message, e.param, e.code);
             if (e.status == 429)

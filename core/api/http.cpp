@@ -321,10 +321,10 @@ std::string parameter(const std::string& value, const std::string& key)
 
 }  // namespace
 
-std::optional<std::map<std::string, FormPart>> parseMultipart(
+std::optional<std::vector<FormPart>> parseMultipart(
     const std::string& contentType, const std::string& body, std::string* error, std::size_t maxParts)
 {
-    auto fail = [&](const std::string& why) -> std::optional<std::map<std::string, FormPart>> {
+    auto fail = [&](const std::string& why) -> std::optional<std::vector<FormPart>> {
         if (error)
             *error = why;
         return std::nullopt;
@@ -333,7 +333,7 @@ std::optional<std::map<std::string, FormPart>> parseMultipart(
     if (boundary.empty() || boundary.size() > 70)
         return fail("the multipart body has no valid boundary (RFC 2046: 1 to 70 characters)");
     const std::string delimiter = "--" + boundary;
-    std::map<std::string, FormPart> parts;
+    std::vector<FormPart> parts;
     std::size_t at = body.find(delimiter);
     if (at == std::string::npos)
         return fail("the multipart body never opens its boundary");
@@ -378,7 +378,7 @@ std::optional<std::map<std::string, FormPart>> parseMultipart(
         part.data = body.substr(dataStart, next - dataStart);
         if (part.name.empty())
             return fail("a multipart part has no field name");
-        parts[part.name] = std::move(part);
+        parts.push_back(std::move(part));
         at = next + 2;
     }
 }

@@ -96,13 +96,14 @@ std::optional<std::pair<std::string, std::map<std::string, std::string>>> splitT
 // Compares in time that depends on the lengths only (a bearer token).
 bool constantTimeEquals(const std::string& a, const std::string& b);
 
-// A multipart/form-data body as the openai client sends it: its fields by name (the last of a
-// repeated name wins), each with the filename and type of an uploaded part. Bounded: at most
-// `maxParts` parts. nullopt with the reason in `error` for a body that is not well formed.
+// A multipart/form-data body as the openai client sends it: its parts in order (nested values
+// come flattened, "knobs[id]", "loras[][path]", and order pairs them), each with the filename and
+// type of an uploaded part. Bounded: at most `maxParts` parts. nullopt with the reason in
+// `error` for a body that is not well formed.
 struct FormPart {
     std::string name, filename, contentType, data;
 };
-std::optional<std::map<std::string, FormPart>> parseMultipart(
+std::optional<std::vector<FormPart>> parseMultipart(
     const std::string& contentType, const std::string& body, std::string* error, std::size_t maxParts = 32);
 
 }  // namespace vireo::api

@@ -406,6 +406,62 @@ def test_errors(server):
     check("the server still runs", server.proc.poll() is None, server.read_log()[-500:])
 
 
+def test_recipe_fields(server):
+    """Vireo's own fields beside OpenAI's: keyframes, LoRAs, knobs, stages; refused by name when
+    the model cannot take them; uploads kept only until the job has run."""
+    import openai
+    client = client_for(server)
+    still = base64.b64encode((RUN_TMP / "api-image.png").read_bytes()).decode()
+    keyframe = {"model": "local/diffusers", "prompt": "a keyframe", "size": "96x64", "frames": 17, "seed": 2,
+                "conditions": [{"image": f"data:image/png;base64,{still}", "frame": 8, "strength": 0.9}]}
+    s, _, b = server.request("POST", "/v1/videos", keyframe)
+    err = json.loads(b).get("error") or {}
+    check("a keyframe off the latent grid (frame 8): 400 naming the field, not the server's file",
+          s == 400 and err.get("param") == "conditions" and "'conditions[0]'" in err.get("message", "")
+          and "api-uploads" not in err.get("message", ""), b[:300])
+    keyframe["conditions"][0]["frame"] = 9
+    s, _, b = server.request("POST", "/v1/videos", keyframe)
+    job = json.loads(b)
+    deadline = time.time() + 300
+    while s == 200 and job.get("status") in ("queued", "in_progress") and time.time() < deadline:
+        time.sleep(0.3)
+        s, _, b = server.request("GET", f"/v1/videos/{job['id']}")
+        job = json.loads(b)
+    recipe = json.loads(server.request("GET", f"/v1/vireo/jobs/{job.get('id')}")[2]).get("recipe", {}) if s == 200 else {}
+    conditions = recipe.get("conditions", [])
+    check("a keyframe (a data: URL at frame 9) conditions the video and is in its recipe",
+          job.get("status") == "completed" and len(conditions) == 1 and conditions[0].get("frame") == 9
+          and abs(conditions[0].get("strength", 0) - 0.9) < 1e-9, (job.get("status"), job.get("error"), conditions))
+    uploads = server.home / "data" / "Vireo" / "vireo" / "api-uploads"
+    left = list(uploads.iterdir()) if uploads.exists() else []
+    check("the uploaded still is removed once the job has run (the recipe keeps its copy)", not left, left)
+    try:
+        client.videos.create(model="local/diffusers", prompt="x", size="96x64", seconds="0.7",
+                             extra_body={"loras": [{"path": "/nonexistent/style.safetensors", "strength": 0.5}]})
+        err = None
+    except openai.BadRequestError as e:
+        err = e
+    check("a LoRA that is not a file, through the openai client's form: 400 naming loras[0]",
+          err is not None and "loras[0].path" in str(err.body), getattr(err, "body", None))
+    s, _, b = server.request("POST", "/v1/images/generations", {"model": "local/model", "prompt": "x", "size": "64x48",
+                                                                 "loras": [{"path": str(IMAGE_MODEL / "model_index.json")}]})
+    err = json.loads(b).get("error", {})
+    check("a LoRA on an image model: 400 naming it", s == 400 and err.get("param") == "lora", (s, err))
+    s, _, b = server.request("POST", "/v1/images/generations", {"model": "local/model", "prompt": "x", "size": "64x48",
+                                                                 "knobs": {"no_such_knob": 1}})
+    check("an unknown knob: 400 that names it", s == 400 and "no_such_knob" in json.loads(b)["error"]["message"], b[:300])
+    image = client.images.generate(model="local/model", prompt="a kite", size="64x48",
+                                   extra_body={"seed": 5, "steps": 2, "knobs": {"schedule_mu": 0.5}})
+    vid = (image.data[0].model_extra or {}).get("vireo_id")
+    recipe = json.loads(server.request("GET", f"/v1/vireo/jobs/{vid}")[2]).get("recipe", {})
+    check("a family knob through the openai client reaches the recipe", recipe.get("knobs", {}).get("schedule_mu") == 0.5,
+          recipe.get("knobs"))
+    s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "x", "size": "96x64", "stages": "two"})
+    check("two stages at a size that does not halve: 400 with the reason", s == 400 and "halve" in b.decode(), b[:300])
+    s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "x", "stages": "three"})
+    check("an unknown stage path: 400 naming stages", s == 400 and json.loads(b)["error"]["param"] == "stages", b[:300])
+
+
 def test_concurrency(server, video_id):
     """50 clients, 500 requests of every kind at once: no 5xx, no crash, every answer whole."""
     failures = []
@@ -582,6 +638,7 @@ def main():
         test_openapi(server)
         test_errors(server)
         test_queue_and_cancel(server)
+        test_recipe_fields(server)
         check("the server still runs after everything", server.proc.poll() is None)
     finally:
         rc = server.stop()
