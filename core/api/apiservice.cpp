@@ -512,7 +512,30 @@ struct ApiService::Impl {
         j.listenerPreviewFps.clear();
         j.listenerLastPreview.clear();
         answerImageWaits();
+        forgetOldJobs();
         emit q->jobsChanged();
+    }
+
+    // A server that runs for months keeps the newest finished jobs (as its journal does at each
+    // start); older ones stay in the Gallery, with their files.
+    void forgetOldJobs(std::size_t keep = 1000)
+    {
+        std::size_t finished = 0;
+        for (const auto& id : order)
+            finished += (jobs.count(id) && (jobs[id].status == "completed" || jobs[id].status == "failed")) ? 1 : 0;
+        for (auto it = order.begin(); finished > keep && it != order.end();) {
+            const auto j = jobs.find(*it);
+            const bool done = j != jobs.end() && (j->second.status == "completed" || j->second.status == "failed");
+            const bool waited = std::any_of(imageWaits.begin(), imageWaits.end(),
+                [&](const auto& w) { return std::find(w->jobIds.begin(), w->jobIds.end(), *it) != w->jobIds.end(); });
+            if (done && !waited) {
+                jobs.erase(j);
+                it = order.erase(it);
+                --finished;
+            } else {
+                ++it;
+            }
+        }
     }
 
     void onEngineJobChanged(quint64 engineId)
