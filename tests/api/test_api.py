@@ -582,6 +582,28 @@ def test_token_beyond_loopback():
     check("a token file others can read is refused", p.returncode == 1 and "chmod 600" in p.stderr, p.stderr[-300:])
 
 
+def test_model_not_ready():
+    """A model whose files went away: listed with what is missing, and a 409 that says so."""
+    gone = RUN_TMP / "gone-model"
+    shutil.copytree(IMAGE_MODEL, gone)
+    server = Server("gone", "--model", gone)
+    try:
+        shutil.rmtree(gone)
+        time.sleep(3.5)  # the model list is read again after 3 s
+        s, _, b = server.request("GET", "/v1/models")
+        listed = json.loads(b)
+        missing = [m for m in listed.get("unavailable", []) if m["id"] == "local/gone-model"]
+        check("GET /v1/models: a model whose files went away is listed as unavailable, with why",
+              s == 200 and missing and "gone" in missing[0].get("missing", "") and all(m["id"] != "local/gone-model" for m in listed["data"]),
+              b[:400])
+        s, _, b = server.request("POST", "/v1/images/generations", {"model": "local/gone-model", "prompt": "x"})
+        err = json.loads(b).get("error", {})
+        check("a request for it: 409 model_not_ready, saying what is missing",
+              s == 409 and err.get("code") == "model_not_ready" and "gone" in err.get("message", ""), (s, err))
+    finally:
+        server.stop()
+
+
 def test_restart_after_kill():
     """kill -9 while a job runs and another waits: after the restart the running one is failed
     with the reason, the queued one runs, and no output is half-written."""
@@ -644,6 +666,7 @@ def main():
         rc = server.stop()
     check("Ctrl-C stops the server cleanly", rc == 0, server.read_log()[-800:])
     test_token_beyond_loopback()
+    test_model_not_ready()
     test_restart_after_kill()
     print(f"Totals: {results['passed']} passed, {results['failed']} failed")
     return 1 if results["failed"] or not results["passed"] else 0
