@@ -151,7 +151,8 @@ bool hostAllowed(const Shared& s, const std::string& hostHeader)
     return false;
 }
 
-Request toRequest(const http::request<http::string_body>& req, std::map<std::string, std::string> query, std::string path)
+// The body is moved, not copied: an upload may be tens of megabytes.
+Request toRequest(http::request<http::string_body>&& req, std::map<std::string, std::string> query, std::string path)
 {
     Request r;
     r.method = std::string(req.method_string());
@@ -162,7 +163,7 @@ Request toRequest(const http::request<http::string_body>& req, std::map<std::str
         auto& slot = r.headers[name];
         slot = slot.empty() ? std::string(f.value()) : slot + ", " + std::string(f.value());
     }
-    r.body = req.body();
+    r.body = std::move(req.body());
     return r;
 }
 
@@ -278,8 +279,7 @@ public:
                 }
             }
             m_stream.expires_never();
-            const auto& req = parser.get();
-            Request request = toRequest(req, std::move(target->second), std::move(target->first));
+            Request request = toRequest(parser.release(), std::move(target->second), std::move(target->first));
             const std::string method = request.method;
             const Request echo{method, request.path, {}, request.headers, {}};
             auto asked = askHandler(m_shared, request);

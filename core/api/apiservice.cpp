@@ -220,13 +220,15 @@ struct ApiService::Impl {
         QString outputPath;
         std::string recipeJson;
         std::string phase;
-        qint64 done = 0, total = 0;
         double etaSeconds = -1;
         int progress = 0;
         double loadSeconds = 0, generateSeconds = 0, writeSeconds = 0;  // as the engine measured them
-        std::vector<std::shared_ptr<EventStream>> listeners;
-        std::vector<double> listenerPreviewFps;
-        std::vector<std::chrono::steady_clock::time_point> listenerLastPreview;
+        struct Listener {
+            std::shared_ptr<EventStream> stream;
+            double previewFps = 0;  // 0: no previews
+            std::chrono::steady_clock::time_point lastPreview;
+        };
+        std::vector<Listener> listeners;
     };
     std::map<std::string, Job> jobs;
     std::vector<std::string> order;  // acceptance order
@@ -505,12 +507,10 @@ struct ApiService::Impl {
         std::string event = "event: " + std::string(status == "completed" ? "completed" : "failed")
             + "\ndata: " + videoObject(j).dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
         for (auto& l : j.listeners) {
-            l->push(event);
-            l->close();
+            l.stream->push(event);
+            l.stream->close();
         }
         j.listeners.clear();
-        j.listenerPreviewFps.clear();
-        j.listenerLastPreview.clear();
         answerImageWaits();
         forgetOldJobs();
         emit q->jobsChanged();
@@ -562,8 +562,6 @@ struct ApiService::Impl {
             return;
         auto& j = jobs[it->second];
         j.phase = phase.toStdString();
-        j.done = done;
-        j.total = total;
         j.etaSeconds = eta;
         // Denoising is most of a run: it spans 5..90 %, loading before it, decoding after.
         const double frac = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0;
@@ -593,19 +591,16 @@ struct ApiService::Impl {
             return;
         QByteArray jpeg;
         const auto now = std::chrono::steady_clock::now();
-        for (std::size_t i = 0; i < j.listeners.size(); ++i) {
-            const double fps = j.listenerPreviewFps[i];
-            if (fps <= 0)
-                continue;
-            if (now - j.listenerLastPreview[i] < std::chrono::duration<double>(1.0 / fps))
+        for (auto& l : j.listeners) {
+            if (l.previewFps <= 0 || now - l.lastPreview < std::chrono::duration<double>(1.0 / l.previewFps))
                 continue;
             if (jpeg.isEmpty()) {
                 QBuffer buffer(&jpeg);
                 buffer.open(QIODevice::WriteOnly);
                 strip.save(&buffer, "JPEG", 70);
             }
-            j.listenerLastPreview[i] = now;
-            j.listeners[i]->push("event: preview\ndata: "
+            l.lastPreview = now;
+            l.stream->push("event: preview\ndata: "
                 + json{{"step", step}, {"width", strip.width()}, {"height", strip.height()}, {"jpeg_base64", jpeg.toBase64().toStdString()}}
                       .dump()
                 + "\n\n");
@@ -650,16 +645,9 @@ struct ApiService::Impl {
         if (j.listeners.empty())
             return;
         const auto text = "event: " + event + "\ndata: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-        for (std::size_t i = 0; i < j.listeners.size();) {
-            if (j.listeners[i]->abandoned()) {
-                j.listeners.erase(j.listeners.begin() + static_cast<std::ptrdiff_t>(i));
-                j.listenerPreviewFps.erase(j.listenerPreviewFps.begin() + static_cast<std::ptrdiff_t>(i));
-                j.listenerLastPreview.erase(j.listenerLastPreview.begin() + static_cast<std::ptrdiff_t>(i));
-                continue;
-            }
-            j.listeners[i]->push(text);
-            ++i;
-        }
+        std::erase_if(j.listeners, [](const auto& l) { return l.stream->abandoned(); });
+        for (auto& l : j.listeners)
+            l.stream->push(text);
     }
 
     void answerImageWaits()
@@ -822,6 +810,18 @@ struct ApiService::Impl {
             p["knobs"][id] = *inner.number(id, -1e9, 1e9);
     }
 
+    // A field that is a list of at most `most` objects, each with the string `key`.
+    static const json& objectList(Fields& f, const std::string& name, std::size_t most, const std::string& key, const std::string& shape)
+    {
+        const auto& list = f.values[name];
+        if (!list.is_array() || list.size() > most)
+            refuse(400, "'" + name + "' must be a list of at most " + std::to_string(most) + " " + shape + " objects", name);
+        for (std::size_t i = 0; i < list.size(); ++i)
+            if (!list[i].is_object() || !list[i].contains(key) || !list[i][key].is_string())
+                refuse(400, "'" + name + "[" + std::to_string(i) + "]' must be an object with a string \"" + key + "\"", name);
+        return list;
+    }
+
     // LoRA files on this machine, by path: a local API's caller is the machine's user (or holds
     // its token), and the file is only read as a LoRA, with every refusal in the recipe.
     void readLoras(Fields& f, json& p)
@@ -829,13 +829,9 @@ struct ApiService::Impl {
         f.used.insert("loras");
         if (!f.has("loras"))
             return;
-        const auto& loras = f.values["loras"];
-        if (!loras.is_array() || loras.size() > 16)
-            refuse(400, "'loras' must be a list of at most 16 {\"path\", \"strength\"} objects", "loras");
+        const auto& loras = objectList(f, "loras", 16, "path", "{\"path\", \"strength\"}");
         for (std::size_t i = 0; i < loras.size(); ++i) {
             const auto field = "loras[" + std::to_string(i) + "]";
-            if (!loras[i].is_object() || !loras[i].contains("path") || !loras[i]["path"].is_string())
-                refuse(400, "'" + field + "' must be an object with a \"path\"", "loras");
             const auto path = loras[i]["path"].get<std::string>();
             const QFileInfo info(QString::fromStdString(path));
             if (path.empty() || !info.isAbsolute() || !info.isFile() || !info.isReadable())
@@ -854,13 +850,9 @@ struct ApiService::Impl {
         f.used.insert("conditions");
         if (!f.has("conditions"))
             return;
-        const auto& conditions = f.values["conditions"];
-        if (!conditions.is_array() || conditions.size() > 8)
-            refuse(400, "'conditions' must be a list of at most 8 {\"image\", \"frame\", \"strength\"} objects", "conditions");
+        const auto& conditions = objectList(f, "conditions", 8, "image", "{\"image\", \"frame\", \"strength\"}");
         for (std::size_t i = 0; i < conditions.size(); ++i) {
             const auto field = "conditions[" + std::to_string(i) + "]";
-            if (!conditions[i].is_object() || !conditions[i].contains("image") || !conditions[i]["image"].is_string())
-                refuse(400, "'" + field + "' must be an object with an \"image\" data: URL", "conditions");
             Fields one;
             one.values = conditions[i];
             const auto frame = one.integer("frame", 0, 100000).value_or(0);
@@ -870,20 +862,30 @@ struct ApiService::Impl {
         }
     }
 
-    // The family's size rules, as the window says them, before anything is queued.
-    void checkSize(const ServedModel& m, const json& p, const std::string& frameParam)
+    // The files, rules and defaults of a served model, read once per request.
+    struct Resolved {
+        runtime::ModelRef ref;
+        facade::FamilyRules rules;
+        runtime::GenerationDefaults defaults;
+    };
+    Resolved resolve(const ServedModel& m)
     {
         auto ref = studio->models()->resolve(m.key);
         if (!ref)
             refuse(409, ref.error().message, "model", "model_not_ready");
         const auto& catalog = studio->downloads()->catalog();
-        const auto rules = generation::rulesFor(catalog, *ref);
         auto defaults = generation::defaultsFor(catalog, *ref);
         if (!defaults)
             refuse(409, defaults.error().message, "model");
-        const auto w = p.value("width", defaults->width), h = p.value("height", defaults->height);
-        const auto frames = rules.frameStep > 0 ? p.value("frames", defaults->frames) : std::int64_t(1);
-        for (const auto& problem : generation::sizeProblems(rules, w, h, frames))
+        return {*ref, generation::rulesFor(catalog, *ref), *defaults};
+    }
+
+    // The family's size rules, as the window says them, before anything is queued.
+    static void checkSize(const Resolved& r, const json& p, const std::string& frameParam)
+    {
+        const auto w = p.value("width", r.defaults.width), h = p.value("height", r.defaults.height);
+        const auto frames = r.rules.frameStep > 0 ? p.value("frames", r.defaults.frames) : std::int64_t(1);
+        for (const auto& problem : generation::sizeProblems(r.rules, w, h, frames))
             refuse(400, problem, problem.find("frame") != std::string::npos ? frameParam : "size");
     }
 
@@ -896,23 +898,20 @@ struct ApiService::Impl {
     }
 
     // RFC 7240 "Prefer: wait=0": the client would rather hear 503 than wait for a model to load.
-    bool mustLoadFirst(const Request& req, const ServedModel& m)
+    bool mustLoadFirst(const Request& req, const runtime::ModelRef& ref)
     {
         const auto prefer = QString::fromStdString(req.header("prefer")).toLower();
         if (!prefer.contains(QStringLiteral("wait=0")))
             return false;
-        auto ref = studio->models()->resolve(m.key);
-        if (!ref)
-            return false;
         const auto resident = engine->resident();
-        if (resident && resident->model.sameLoadAs(*ref))
+        if (resident && resident->model.sameLoadAs(ref))
             return false;
         bool loading = false;
         for (const auto& s : engine->jobs())
             loading = loading
                 || (s.kind == runtime::JobKind::Load && (s.state == runtime::JobState::Queued || s.state == runtime::JobState::Running));
         if (!loading)
-            engine->enqueueLoad(*ref);
+            engine->enqueueLoad(ref);
         return true;
     }
 
@@ -962,9 +961,10 @@ struct ApiService::Impl {
         }
         f.text("user");
         f.refuseUnknown({});
-        checkSize(m, p, "size");
+        const auto resolved = resolve(m);
+        checkSize(resolved, p, "size");
         checkQueue(static_cast<int>(n));
-        if (mustLoadFirst(req, m)) {
+        if (mustLoadFirst(req, resolved.ref)) {
             auto r = errorResponse(503, "the model '" + m.id + "' is loading; try again shortly", {}, "model_loading");
             r.headers.emplace_back("Retry-After", "10");
             reply(r);
@@ -1044,14 +1044,9 @@ struct ApiService::Impl {
         const auto fps = f.number("fps", 1, 120);
         if (fps)
             p["fps"] = *fps;
-        auto ref = studio->models()->resolve(m.key);
-        if (!ref)
-            refuse(409, ref.error().message, "model");
-        const auto& catalog = studio->downloads()->catalog();
-        const auto rules = generation::rulesFor(catalog, *ref);
-        auto defaults = generation::defaultsFor(catalog, *ref);
-        if (!defaults)
-            refuse(409, defaults.error().message, "model");
+        const auto resolved = resolve(m);
+        const auto& rules = resolved.rules;
+        const auto* defaults = &resolved.defaults;
         const double rate = fps.value_or(defaults->fps);
         const auto seconds = f.number("seconds", 0.05, 60);
         if (auto frames = f.integer("frames", 1, 100000)) {
@@ -1066,12 +1061,12 @@ struct ApiService::Impl {
             p["seconds"] = QString::number(static_cast<double>(p["frames"].get<std::int64_t>()) / rate, 'g', 4).toStdString();
         else
             p["seconds"] = QString::number(static_cast<double>(defaults->frames) / rate, 'g', 4).toStdString();
-        checkSize(m, p, p.contains("frames") && !f.values.contains("frames") ? "seconds" : "frames");
+        checkSize(resolved, p, p.contains("frames") && !f.values.contains("frames") ? "seconds" : "frames");
         checkQueue(1);
         if (auto reference = saveReference(f); !reference.empty())
             p["reference"] = reference;
         f.refuseUnknown({"user"});
-        if (mustLoadFirst(req, m)) {
+        if (mustLoadFirst(req, resolved.ref)) {
             auto r = errorResponse(503, "the model '" + m.id + "' is loading; try again shortly", {}, "model_loading");
             r.headers.emplace_back("Retry-After", "10");
             return r;
@@ -1122,7 +1117,7 @@ struct ApiService::Impl {
             engine->cancel(j.engineJob);
             byEngineJob.erase(j.engineJob);
             for (auto& l : j.listeners)
-                l->close();
+                l.stream->close();
         } else if (!j.outputPath.isEmpty()) {
             // The output goes to the trash, where the user can still get it back.
             auto* gallery = studio->gallery();
@@ -1203,9 +1198,7 @@ struct ApiService::Impl {
         if (j.status == "completed" || j.status == "failed") {
             stream->close();
         } else {
-            j.listeners.push_back(stream);
-            j.listenerPreviewFps.push_back(fps);
-            j.listenerLastPreview.push_back({});
+            j.listeners.push_back({stream, fps, {}});
         }
         Response r;
         r.events = stream;
@@ -1506,12 +1499,32 @@ Result<void> ApiService::start()
         [this](quint64 id, const QImage& strip, int step) { m_impl->onEnginePreview(id, strip, step); });
     connect(d.engine, &runtime::Engine::jobFinished, this, [this](quint64 id) { m_impl->onEngineFinished(id); });
 
+    // Listening comes first: a port that is taken stops here, before the journal is touched.
+    // Requests that arrive meanwhile wait for this thread, so they see the replayed jobs.
+    auto serverOptions = d.options.server;
+    if (!serverOptions.bodyLimit)
+        serverOptions.bodyLimit = [](const std::string& method, const std::string& path) -> std::size_t {
+            // An image upload rides only on video requests; everything else is a small JSON body.
+            return method == "POST" && path == "/v1/videos" ? 48u * 1024 * 1024 : 1u << 20;
+        };
+    auto handler = [this](Request request, ApiServer::Reply reply) {
+        QMetaObject::invokeMethod(
+            this, [this, request = std::move(request), reply = std::move(reply)]() mutable { m_impl->handle(request, std::move(reply)); },
+            Qt::QueuedConnection);
+    };
+    auto server = ApiServer::start(serverOptions, handler);
+    if (!server)
+        return server.error();
+    d.server = std::move(*server);
+
     const auto journalFile =
         d.options.journalFile.isEmpty() ? QDir(d.studio->dataFolder()).filePath(QStringLiteral("api-jobs.jsonl")) : d.options.journalFile;
     JobJournal::Contents contents;
     auto journal = JobJournal::open(journalFile, &contents);
-    if (!journal)
+    if (!journal) {
+        d.server.reset();
         return journal.error();
+    }
     d.journal = std::move(*journal);
     if (contents.damagedLines > 0)
         spdlog::warn("api: {}: {} damaged line(s) skipped (cut short by a crash?)", journalFile.toStdString(), contents.damagedLines);
@@ -1561,26 +1574,12 @@ Result<void> ApiService::start()
     if (requeued || cutOff)
         spdlog::info("api: {} job(s) queued again, {} cut off by the last stop", requeued, cutOff);
 
-    // A video a killed server was writing left a hidden part file; it is not an output.
-    const auto outputs = d.options.outputsFolder.isEmpty() ? d.studio->settings()->outputsFolder() : d.options.outputsFolder;
-    if (const int stale = output::removeStalePartials(outputs.toStdString()); stale > 0)
-        spdlog::info("api: removed {} part file(s) of outputs cut off by the last stop", stale);
+    // A video a killed server was writing left a hidden part file; it is not an output. The
+    // Studio clears its own outputs folder when it starts; a folder of the server's is cleared here.
+    if (!d.options.outputsFolder.isEmpty())
+        if (const int stale = output::removeStalePartials(d.options.outputsFolder.toStdString()); stale > 0)
+            spdlog::info("api: removed {} part file(s) of outputs cut off by the last stop", stale);
 
-    auto serverOptions = d.options.server;
-    if (!serverOptions.bodyLimit)
-        serverOptions.bodyLimit = [](const std::string& method, const std::string& path) -> std::size_t {
-            // An image upload rides only on video requests; everything else is a small JSON body.
-            return method == "POST" && path == "/v1/videos" ? 48u * 1024 * 1024 : 1u << 20;
-        };
-    auto handler = [this](Request request, ApiServer::Reply reply) {
-        QMetaObject::invokeMethod(
-            this, [this, request = std::move(request), reply = std::move(reply)]() mutable { m_impl->handle(request, std::move(reply)); },
-            Qt::QueuedConnection);
-    };
-    auto server = ApiServer::start(serverOptions, handler);
-    if (!server)
-        return server.error();
-    d.server = std::move(*server);
     spdlog::info("api: serving on {}", d.server->baseUrl());
     return {};
 }

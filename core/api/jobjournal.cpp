@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <map>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,6 +44,19 @@ Result<std::unique_ptr<JobJournal>> JobJournal::open(const QString& file, Conten
 {
     const auto path = file.toStdString();
     QDir().mkpath(QFileInfo(file).absolutePath());
+    // One server per journal: a second would run the same queued jobs again. The lock is on a
+    // file of its own, since the journal itself is replaced below.
+    const auto lockPath = path + ".lock";
+    const int lock = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock < 0)
+        return makeError(ErrorCode::Io, lockPath + ": cannot lock the API's job journal: " + std::strerror(errno));
+    if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+        ::close(lock);
+        return makeError(
+            ErrorCode::PermissionDenied, path + " is in use by another Vireo server; give this one its own (--journal) or stop the other");
+    }
+    std::unique_ptr<JobJournal> journal(new JobJournal);
+    journal->m_lockFd = lock;
     std::vector<std::string> order;
     std::map<std::string, nlohmann::json> last;
     int damaged = 0;
@@ -115,7 +129,6 @@ Result<std::unique_ptr<JobJournal>> JobJournal::open(const QString& file, Conten
         ::fsync(d);
         ::close(d);
     }
-    std::unique_ptr<JobJournal> journal(new JobJournal);
     journal->m_file = file;
     journal->m_fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
     if (journal->m_fd < 0)
@@ -129,6 +142,8 @@ JobJournal::~JobJournal()
 {
     if (m_fd >= 0)
         ::close(m_fd);
+    if (m_lockFd >= 0)
+        ::close(m_lockFd);
 }
 
 Result<void> JobJournal::append(const std::string& line)

@@ -25,6 +25,7 @@ public:
         int damagedLines = 0;  // torn or not JSON: skipped
     };
     // `keepFinished`: how many finished jobs (completed, failed) survive the rewrite, newest kept.
+    // A journal another process holds open is refused (PermissionDenied).
     static Result<std::unique_ptr<JobJournal>> open(const QString& file, Contents* contents, std::size_t keepFinished = 1000);
     ~JobJournal();
 
@@ -39,6 +40,7 @@ private:
     Result<void> append(const std::string& line);
     QString m_file;
     int m_fd = -1;
+    int m_lockFd = -1;  // flock'd for the journal's lifetime
 };
 
 }  // namespace vireo::api

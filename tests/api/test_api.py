@@ -580,6 +580,15 @@ def test_token_beyond_loopback():
     p = subprocess.run([CLI, "serve", "--listen", "0.0.0.0:0", "--token-file", str(bad)], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config")))
     check("a token file others can read is refused", p.returncode == 1 and "chmod 600" in p.stderr, p.stderr[-300:])
+    short = home / "short-token"
+    short.write_text("abc")
+    os.chmod(short, 0o600)
+    p = subprocess.run([CLI, "serve", "--listen", "127.0.0.1:0", "--token-file", str(short)], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config")))
+    check("a token file that holds no token is refused", p.returncode == 1 and "does not hold a token" in p.stderr, p.stderr[-300:])
+    p = subprocess.run([CLI, "serve", "--listen", "localhost:0"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config")))
+    check("a listen address that is not an IP address is refused", p.returncode == 1 and "not an IP address" in p.stderr, p.stderr[-300:])
 
 
 def test_model_not_ready():
@@ -613,16 +622,21 @@ def test_restart_after_kill():
         s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": f"killed {i}", "size": "96x64",
                                                          "frames": 49, "seed": 11 + i})
         ids.append(json.loads(b)["id"] if s == 200 else None)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        s, _, b = server.request("GET", f"/v1/videos/{ids[0]}")
-        job = json.loads(b)
-        if job.get("phase") == "denoise":
+    # Killed on the first denoise step its events report: the job is surely mid-run.
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+    conn.request("GET", f"/v1/vireo/jobs/{ids[0]}/events", headers={"Host": f"127.0.0.1:{server.port}"})
+    events = conn.getresponse()
+    mid_run = False
+    while not mid_run:
+        line = events.fp.readline()
+        if not line or line.startswith(b"event: completed"):
             break
-        time.sleep(0.05)
+        mid_run = line.startswith(b"data: ") and b'"phase":"denoise"' in line
     server.proc.send_signal(signal.SIGKILL)
     server.proc.wait()
     server.log.close()
+    conn.close()
+    check("the kill came while the first job was denoising", mid_run)
     again = Server("killed", home=server.home)
     s, _, b = again.request("GET", f"/v1/videos/{ids[0]}")
     first = json.loads(b)
@@ -662,6 +676,14 @@ def main():
         test_queue_and_cancel(server)
         test_recipe_fields(server)
         check("the server still runs after everything", server.proc.poll() is None)
+        taken = subprocess.run([CLI, "serve", "--listen", f"127.0.0.1:{server.port}"], capture_output=True, text=True, timeout=60,
+                               env=server.env)
+        check("a port already taken: the second server says so and stops",
+              taken.returncode == 1 and "another program" in taken.stderr, taken.stderr[-300:])
+        shared = subprocess.run([CLI, "serve", "--listen", "127.0.0.1:0", "--journal", str(server.journal)], capture_output=True,
+                                text=True, timeout=60, env=server.env)
+        check("a second server on the same journal is refused (it would run the queued jobs again)",
+              shared.returncode == 1 and "in use by another Vireo server" in shared.stderr, shared.stderr[-300:])
     finally:
         rc = server.stop()
     check("Ctrl-C stops the server cleanly", rc == 0, server.read_log()[-800:])

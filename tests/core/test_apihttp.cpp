@@ -192,6 +192,14 @@ void TestApiHttp::journalSurvivesATornLine()
     QVERIFY(m);
     QCOMPARE(trimmed.jobs.size(), std::size_t(3));
     QCOMPARE(trimmed.jobs.back()["id"].get<std::string>(), std::string("video_e"));
+    // A second server on the same journal would run its queued jobs again: refused while held.
+    JobJournal::Contents second;
+    auto other = JobJournal::open(file, &second);
+    QVERIFY(!other);
+    QCOMPARE(other.error().code, vireo::ErrorCode::PermissionDenied);
+    QVERIFY(other.error().message.find("in use by another Vireo server") != std::string::npos);
+    m->reset();
+    QVERIFY(JobJournal::open(file, &second));
 }
 
 QTEST_GUILESS_MAIN(TestApiHttp)
