@@ -138,6 +138,12 @@ void detectLtx(const Names& n, ModelReport& report, VersionVotes& votes, bool& l
             votes.vote("2.0", "caption projection inside the transformer");
         if (n.hasPrefix("prompt_adaln_single.") || n.hasPrefix("prompt_adaln."))
             votes.vote("2.3", "prompt AdaLN");
+        if (n.has("keyframes_abs_pos_embedding")) {
+            report.facts["Keyframe embedding"] = "yes";
+            votes.vote("2.5", "keyframe position embedding");
+        }
+        if (n.has("transformer_blocks.0.ff.net.0.proj.weight"))
+            report.facts["Video FFN bias"] = n.has("transformer_blocks.0.ff.net.0.proj.bias") ? "yes" : "no";
     }
     const bool connectors = n.hasPrefix("video_embeddings_connector.") || n.hasPrefix("video_connector.");
     if (connectors) {
@@ -441,7 +447,14 @@ void detectFromComponents(const ModelSource& source, ModelReport& report, Detect
 // Family and version from the detectors' evidence, then checked against the metadata's claim.
 void decideFamily(const ModelSource& source, ModelReport& report, const Detection& found)
 {
-    const auto& votes = found.votes;
+    auto votes = found.votes;
+    // 2.5 keeps every 2.3 marker but the prompt AdaLN and adds its own: 2.3's evidence is
+    // 2.5's once a 2.5 marker is there, with no disagreement to report.
+    if (const auto v25 = votes.byVersion.find("2.5"); v25 != votes.byVersion.end())
+        if (const auto v23 = votes.byVersion.find("2.3"); v23 != votes.byVersion.end()) {
+            v25->second.insert(v25->second.end(), v23->second.begin(), v23->second.end());
+            votes.byVersion.erase(v23);
+        }
     // Ideogram-4's vendor names ("layers.N.attention") never collide with LTX markers, but an
     // LTX DiT is the stronger signal when both appear.
     if (found.ltxDit || !votes.byVersion.empty()) {

@@ -1,9 +1,11 @@
-// LTX-2 / LTX-2.3 transformer and text connectors against diffusers 0.42.1 at tiny sizes
+// LTX-2 / 2.3 / 2.5 transformer and the text connectors against diffusers 0.42.1 at tiny sizes
 // (tests/fixtures/make_ltx2_dit_fixtures.py), in every checkpoint layout.
 #include "tests/harness/vireotest.h"
 #include "tests/inference/fixtures.h"
 
+#include "inference/inspect/modelinspector.h"
 #include "inference/models/ltx2/ltx2connectors.h"
+#include "inference/models/ltx2/ltx2pipeline.h"
 #include "inference/models/nn/layers.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2weights.h"
@@ -123,6 +125,35 @@ VT_TEST(ltx23TransformerMatchesDiffusersInEveryLayout)
 {
     checkTransformerCases("23", 8);
 }
+// 2.5: the keyframe embedding, the masked video self-attention, no video FFN bias and the
+// timestep-free prompt modulation, in every layout.
+VT_TEST(ltx25TransformerMatchesDiffusersInEveryLayout)
+{
+    checkTransformerCases("25", 10);
+    const auto& c = transformer("25", "diffusers").config();
+    VT_CHECK(c.keyframesAbsPosEmbedding && !c.ffBias && c.audioFfBias && !c.usePromptAdalnSingle);
+}
+
+// The keyframe mask changes only the tokens it marks at the input, and a model without the
+// embedding (2.3) ignores it, as the reference does.
+VT_TEST(keyframeMaskIsIgnoredWithoutTheEmbedding)
+{
+    auto set = tensorfile::readTensorSet(versionDir("23") / "case_base.safetensors");
+    VT_CHECK(set.ok());
+    auto in = ltx2::transformerInputsFrom(*set);
+    VT_CHECK(in.ok());
+    const auto plain = transformer("23", "diffusers").forward(*in);
+    in->videoKeyframesMask = at::ones({in->hiddenStates.size(0), in->hiddenStates.size(1)});
+    const auto marked = transformer("23", "diffusers").forward(*in);
+    VT_CHECK(plain.ok() && marked.ok() && at::equal(plain->video, marked->video));
+    in->videoKeyframesMask = at::ones({1, 3});
+    const auto bad = transformer("25", "diffusers").forward(*in);
+    VT_CHECK(!bad.ok() && bad.error().message.find("keyframe mask") != std::string::npos);
+    in->videoKeyframesMask.reset();
+    in->videoSelfAttentionMask = at::ones({1, 3, 3});
+    const auto badMask = transformer("25", "diffusers").forward(*in);
+    VT_CHECK(!badMask.ok() && badMask.error().message.find("self-attention mask") != std::string::npos);
+}
 
 VT_TEST(connectorsMatchDiffusersInEveryLayout)
 {
@@ -151,9 +182,42 @@ VT_TEST(connectorsMatchDiffusersInEveryLayout)
     }
 }
 
+// Until its text encoder and DFR passes run, a 2.5 checkpoint is refused by name, never run
+// as a 2.3 and never reported as a missing part.
+VT_TEST(theLtx2PipelineRefusesLtx25ByName)
+{
+    for (const std::string layout : {"diffusers", "single", "gguf"}) {
+        pipelines::Ltx2PipelineOptions options;
+        options.modelPaths = layoutPaths("25", layout);
+        const auto r = pipelines::Ltx2Pipeline::open(options);
+        VT_CHECK(!r.ok());
+        VT_CHECK_MSG(r.error().code == ErrorCode::Unsupported && r.error().message.find("LTX-2.5") != std::string::npos
+                && r.error().message.find("missing") == std::string::npos,
+            r.error().message);
+    }
+}
+
+// The inspector names 2.5 from its own markers; 2.3's markers, which 2.5 keeps, are no
+// disagreement.
+VT_TEST(theInspectorRecognizesLtx25)
+{
+    for (const auto& path : {versionDir("25") / "single.safetensors", versionDir("25") / "transformer.gguf",
+             versionDir("25") / "diffusers" / "transformer" / "diffusion_pytorch_model.safetensors"}) {
+        const auto r = inspect::inspectPath(path);
+        VT_CHECK_MSG(r.ok(), path << ": " << (r.ok() ? "" : r.error().message));
+        VT_COMPARE(r->version, std::string("2.5"));
+        VT_COMPARE(r->facts.at("Keyframe embedding"), std::string("yes"));
+        VT_COMPARE(r->facts.at("Video FFN bias"), std::string("no"));
+        for (const auto& w : r->warnings)
+            VT_CHECK_MSG(w.find("disagree") == std::string::npos, path << ": " << w);
+    }
+    const auto r23 = inspect::inspectPath(versionDir("23") / "single.safetensors");
+    VT_CHECK(r23.ok() && r23->version == "2.3" && !r23->facts.count("Keyframe embedding"));
+}
+
 VT_TEST(layoutsLoadToTheSameModule)
 {
-    for (const std::string v : {"20", "23"}) {
+    for (const std::string v : {"20", "23", "25"}) {
         auto set = tensorfile::readTensorSet(versionDir(v) / "case_base.safetensors");
         VT_CHECK(set.ok());
         auto in = ltx2::transformerInputsFrom(*set);
@@ -169,7 +233,7 @@ VT_TEST(layoutsLoadToTheSameModule)
 
 VT_TEST(quantizedLayoutsKeepTheirRepresentation)
 {
-    for (const std::string v : {"20", "23"}) {
+    for (const std::string v : {"20", "23", "25"}) {
         const auto fp8 = transformer(v, "fp8").bytesByRepresentation();
         const auto gguf = transformer(v, "gguf").bytesByRepresentation();
         const auto dense = transformer(v, "diffusers").bytesByRepresentation();
@@ -187,7 +251,7 @@ VT_TEST(quantizedLayoutsKeepTheirRepresentation)
 VT_TEST(versionAndConfigComeFromHeaders)
 {
     // The GGUF has no config at all: everything comes from tensor shapes.
-    for (const auto& [v, version] : {std::pair{"20", "2.0"}, {"23", "2.3"}}) {
+    for (const auto& [v, version] : {std::pair{"20", "2.0"}, {"23", "2.3"}, {"25", "2.5"}}) {
         const auto probed = ltx2::resolveTransformerConfig(openWeights(v, "gguf"), std::nullopt);
         VT_CHECK_MSG(probed.ok(), (probed.ok() ? "" : probed.error().message));
         VT_COMPARE(probed->version(), std::string(version));

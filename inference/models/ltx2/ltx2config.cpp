@@ -117,11 +117,7 @@ Result<TransformerConfig> transformerConfigFromDiffusers(const std::string& text
         read(j, "audio_hop_length", c.audioHopLength);
         read(j, "timestep_scale_multiplier", c.timestepScaleMultiplier);
         read(j, "cross_attn_timestep_scale_multiplier", c.crossAttnTimestepScaleMultiplier);
-        bool keyframes = false;
-        read(j, "use_keyframes_abs_pos_embedding", keyframes);
-        if (keyframes)
-            return makeError(
-                ErrorCode::Unsupported, "transformer/config.json: LTX-2.5 keyframe embeddings are not supported by this version");
+        read(j, "use_keyframes_abs_pos_embedding", c.keyframesAbsPosEmbedding);
         std::string activation = "gelu-approximate";
         read(j, "activation_fn", activation);
         if (activation != "gelu-approximate")
@@ -361,7 +357,8 @@ std::string toJson(const TransformerConfig& c)
         {"base_height", c.baseHeight}, {"base_width", c.baseWidth}, {"audio_scale_factor", c.audioScaleFactor},
         {"audio_pos_embed_max_pos", c.audioPosEmbedMaxPos}, {"audio_sampling_rate", c.audioSamplingRate},
         {"audio_hop_length", c.audioHopLength}, {"timestep_scale_multiplier", c.timestepScaleMultiplier},
-        {"cross_attn_timestep_scale_multiplier", c.crossAttnTimestepScaleMultiplier}};
+        {"cross_attn_timestep_scale_multiplier", c.crossAttnTimestepScaleMultiplier},
+        {"use_keyframes_abs_pos_embedding", c.keyframesAbsPosEmbedding}};
     return j.dump();
 }
 

@@ -24,6 +24,9 @@ struct TransformerConfig {
     bool usePromptAdalnSingle = true;
     bool perturbedAttn = false;
     bool ffBias = true, audioFfBias = true, attentionBias = true, attentionOutBias = true;
+    // 2.5: a learned [1, dim] embedding added after proj_in to tokens whose latent frame
+    // encodes one pixel frame (the causal first frame, generated keyframe slots).
+    bool keyframesAbsPosEmbedding = false;
     double normEps = 1e-6;
     double ropeTheta = 10000.0;
     bool ropeDoublePrecision = true;
@@ -36,8 +39,9 @@ struct TransformerConfig {
 
     std::int64_t dim() const { return heads * headDim; }
     std::int64_t audioDim() const { return audioHeads * audioHeadDim; }
-    // "2.3" when the text cross-attention is AdaLN-modulated (9-row tables), else "2.0".
-    std::string version() const { return crossAttnMod ? "2.3" : "2.0"; }
+    // "2.5" with the keyframe embedding, "2.3" when the text cross-attention is
+    // AdaLN-modulated (9-row tables), else "2.0".
+    std::string version() const { return keyframesAbsPosEmbedding ? "2.5" : crossAttnMod ? "2.3" : "2.0"; }
 };
 
 // LTX2TextConnectors' configuration.

@@ -518,6 +518,14 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     auto transformer = ltx2::resolveTransformerConfig(w, std::nullopt);
     if (!transformer)
         missing.push_back("transformer (" + transformer.error().message + ")");
+    if (transformer && transformer->keyframesAbsPosEmbedding)
+        // Its transformer runs (ltx2transformer.h), but 2.5 reads its prompt with Gemma 4 and
+        // renders through the DFR passes, neither of which is ported yet: a 2.3-style run would
+        // produce a video that is not what this model makes.
+        return makeError(ErrorCode::Unsupported,
+            w.describeFiles()
+                + ": this is LTX-2.5, which this version of Vireo cannot run yet (its Gemma 4 text encoder and its DFR "
+                  "pipeline are still being ported); use an LTX-2.3 or LTX-2 checkpoint for now");
     // The text encoder decides what the connectors read (its width and hidden-state count).
     if (options.textEncoderPath) {
         impl->textEncoderPath = *options.textEncoderPath;

@@ -184,6 +184,7 @@ struct Transformer::Impl {
     AdaLayerNormSingle timeEmbed, audioTimeEmbed, promptAdaln, audioPromptAdaln;
     AdaLayerNormSingle caVideoScaleShift, caAudioScaleShift, caVideoGate, caAudioGate;
     at::Tensor scaleShiftTable, audioScaleShiftTable;
+    at::Tensor keyframesEmbedding;  // [1, dim], 2.5
     std::vector<Block> blocks;
     // How the self-attentions run, for the load report: FP8, or the compute dtype and why.
     std::string attentionPath;
@@ -204,6 +205,7 @@ struct Transformer::Impl {
     void runBlock(const TransformerInputs& in, const ForwardState& st, const Block& b, bool perturbed, ResidualStream& video,
         ResidualStream& audio) const;
     TransformerOutputs projectOutputs(const ForwardState& st, const at::Tensor& x, const at::Tensor& a) const;
+    void markKeyframes(const TransformerInputs& in, at::Tensor& x) const;
 };
 
 Transformer::Transformer(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -256,6 +258,7 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
     const auto audioTable = w.shape(part, "transformer_blocks.0.audio_scale_shift_table", 2);
     const bool audioCrossAttnMod = audioTable && (*audioTable)[0] == 9;
     const bool captionProjection = w.find(part, "caption_projection.linear_1.weight") != nullptr;
+    const bool keyframes = w.find(part, "keyframes_abs_pos_embedding") != nullptr;
 
     auto given =
         checkpointConfig(w, part, override, transformerConfigFromDiffusers, [](const std::string& json) -> Result<TransformerConfig> {
@@ -269,6 +272,15 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
     TransformerConfig c;
     if (*given) {
         c = **given;
+        if (!override && !w.diffusersConfig(part)) {
+            // An ltx-core embedded config: which of its keys carry the 2.5 options is not
+            // verified against a published file, and the tensors say it without doubt.
+            c.keyframesAbsPosEmbedding = keyframes;
+            c.ffBias = w.find(part, "transformer_blocks.0.ff.net.0.proj.bias") != nullptr;
+            c.audioFfBias = w.find(part, "transformer_blocks.0.audio_ff.net.0.proj.bias") != nullptr;
+            if (c.crossAttnMod || c.audioCrossAttnMod)
+                c.usePromptAdalnSingle = w.find(part, "prompt_adaln.linear.weight") != nullptr;
+        }
     } else {
         // No hyper-parameters (GGUF): every real LTX-2 checkpoint uses split RoPE, 128-wide
         // video heads and as many audio heads as video heads.
@@ -314,6 +326,7 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
             c.audioCrossAttentionDim = (*k)[1];
         c.ffBias = w.find(part, "transformer_blocks.0.ff.net.0.proj.bias") != nullptr;
         c.audioFfBias = w.find(part, "transformer_blocks.0.audio_ff.net.0.proj.bias") != nullptr;
+        c.keyframesAbsPosEmbedding = keyframes;
     }
     if (auto valid = validate(c, files + ": the transformer's hyper-parameters"); !valid)
         return valid.error();
@@ -338,6 +351,9 @@ Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& w, const s
     if (c.usePromptEmbeddings != captionProjection)
         return mismatch(c.usePromptEmbeddings ? "a caption projection (2.0)" : "no caption projection (2.3)", "caption_projection",
             captionProjection ? "is present" : "is absent");
+    if (c.keyframesAbsPosEmbedding != keyframes)
+        return mismatch(c.keyframesAbsPosEmbedding ? "a keyframe embedding (2.5)" : "no keyframe embedding", "keyframes_abs_pos_embedding",
+            keyframes ? "is present" : "is absent");
     if (c.heads != c.audioHeads)
         return makeError(ErrorCode::Unsupported,
             files + ": video and audio head counts differ (" + std::to_string(c.heads) + " vs " + std::to_string(c.audioHeads)
@@ -378,6 +394,12 @@ Result<Transformer> Transformer::load(const Ltx2Weights& weights, const Transfor
         }
         impl->scaleShiftTable = w.tensor("scale_shift_table");
         impl->audioScaleShiftTable = w.tensor("audio_scale_shift_table");
+        if (c.keyframesAbsPosEmbedding) {
+            impl->keyframesEmbedding = w.tensor("keyframes_abs_pos_embedding");
+            TORCH_CHECK(
+                impl->keyframesEmbedding.dim() == 2 && impl->keyframesEmbedding.size(0) == 1 && impl->keyframesEmbedding.size(1) == c.dim(),
+                "keyframes_abs_pos_embedding is ", impl->keyframesEmbedding.sizes(), ", expected [1, ", c.dim(), "]");
+        }
         impl->projOut = w.linear("proj_out", true);
         impl->audioProjOut = w.linear("audio_proj_out", true);
         if (impl->offload)
@@ -505,13 +527,14 @@ std::optional<at::Tensor> additiveTextMask(const std::optional<at::Tensor>& mask
 // Self-attention and feed-forward: where their first GEMM runs in FP8 with a
 // calibrated input scale, the norm writes its output already quantized.
 void selfAttention(ResidualStream& s, const Attention& attn, const std::vector<at::Tensor>& mod, const Rope& rope, double eps,
-    const at::Tensor* pm, bool ap)
+    const at::Tensor* pm, bool ap, const std::optional<at::Tensor>& mask = std::nullopt)
 {
     const auto dtype = s.peek().scalar_type();
-    if (const auto qs = attn.fp8InputScale(s.peek()))
+    const auto qs = mask ? std::nullopt : attn.fp8InputScale(s.peek());  // the quantized path attends unmasked
+    if (qs)
         s.addGated(attn.onQuantized(s.normModulateFp8(mod[1], mod[0], eps, *qs), dtype, &rope, pm, ap), mod[2]);
     else
-        s.addGated(attn(s.normModulate(mod[1], mod[0], eps), nullptr, std::nullopt, &rope, nullptr, pm, ap), mod[2]);
+        s.addGated(attn(s.normModulate(mod[1], mod[0], eps), nullptr, mask, &rope, nullptr, pm, ap), mod[2]);
 }
 
 // The feed-forward half of the fused-norm path above (see selfAttention).
@@ -560,6 +583,7 @@ struct Transformer::Impl::ForwardState {
     at::Tensor caScaleShift, caGate, caAudioScaleShiftT, caAudioGateT;
     at::Tensor context, audioContext;
     std::optional<at::Tensor> textMask, audioTextMask;
+    std::optional<at::Tensor> videoSelfMask;  // additive [B, 1, Tv, Tv]
     std::set<int> stg;
     at::Tensor perturbation;
     bool allPerturbed = false;
@@ -578,6 +602,7 @@ TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
     // 2. Inputs
     x = projIn(x);
     a = audioProjIn(a);
+    markKeyframes(in, x);
 
     // 3. Timestep embeddings and modulation
     prepareTimestepEmbeddings(in, st);
@@ -703,6 +728,28 @@ void Transformer::Impl::prepareTextContext(const TransformerInputs& in, ForwardS
         additiveTextMask(in.encoderAttentionMask ? std::optional<at::Tensor>(in.encoderAttentionMask->to(device)) : std::nullopt, dtype);
     st.audioTextMask = additiveTextMask(
         in.audioEncoderAttentionMask ? std::optional<at::Tensor>(in.audioEncoderAttentionMask->to(device)) : std::nullopt, dtype);
+    if (in.videoSelfAttentionMask) {
+        const auto& m = *in.videoSelfAttentionMask;
+        const auto tokens = x.size(1);
+        TORCH_CHECK(m.dim() == 3 && m.size(0) == batch && m.size(1) == tokens && m.size(2) == tokens,
+            "the video self-attention mask must be [", batch, ", ", tokens, ", ", tokens, "], got ", m.sizes());
+        // Multiplicative 0/1 in, additive (1 - m) * -10000 over every head, as the reference.
+        st.videoSelfMask = ((1 - m.to(device, dtype)) * -10000.0).unsqueeze(1);
+    }
+}
+
+// 2.5: the tokens whose latent frame encodes a single pixel frame get the learned keyframe
+// embedding. A model without one ignores the mask, as the reference does.
+void Transformer::Impl::markKeyframes(const TransformerInputs& in, at::Tensor& x) const
+{
+    if (!in.videoKeyframesMask || !keyframesEmbedding.defined())
+        return;
+    auto m = in.videoKeyframesMask->to(device);
+    if (m.dim() == 2)
+        m = m.unsqueeze(-1);
+    TORCH_CHECK(m.dim() == 3 && m.size(0) == x.size(0) && m.size(1) == x.size(1) && m.size(2) == 1, "the keyframe mask must be [",
+        x.size(0), ", ", x.size(1), "] or [", x.size(0), ", ", x.size(1), ", 1], got ", in.videoKeyframesMask->sizes());
+    x = x + (m > 0).to(x.scalar_type()) * keyframesEmbedding.to(x.scalar_type());
 }
 
 // Which blocks take spatio-temporal guidance, and the per-row mask they perturb by.
@@ -771,7 +818,7 @@ void Transformer::Impl::runBlock(
 
     // 5.1 self-attention
     const auto vMod = modParams(b.scaleShiftTable, st.temb);
-    selfAttention(video, b.attn1, vMod, st.videoRope, eps, pm, ap);
+    selfAttention(video, b.attn1, vMod, st.videoRope, eps, pm, ap, st.videoSelfMask);
     const auto aMod = modParams(b.audioScaleShiftTable, st.tembAudio);
     selfAttention(audio, b.audioAttn1, aMod, st.audioRope, eps, pm, ap);
 
@@ -853,6 +900,8 @@ Result<TransformerInputs> transformerInputsFrom(const tensorfile::TensorSet& set
     optional("video_coords", in.videoCoords);
     optional("audio_coords", in.audioCoords);
     optional("perturbation_mask", in.perturbationMask);
+    optional("video_keyframes_mask", in.videoKeyframesMask);
+    optional("video_self_attention_mask", in.videoSelfAttentionMask);
     if (const auto* sizes = set.find("sizes")) {
         if (sizes->numel() != 4)
             return makeError(ErrorCode::InvalidArgument, "'sizes' must hold 4 numbers: num_frames, height, width, audio_num_frames");
@@ -1047,6 +1096,7 @@ std::map<std::string, std::int64_t> Transformer::bytesByRepresentation() const
     const auto& m = *m_impl;
     addTensor(m.scaleShiftTable);
     addTensor(m.audioScaleShiftTable);
+    addTensor(m.keyframesEmbedding);
     for (const auto& b : m.blocks) {
         for (const auto* at : {&b.attn1, &b.audioAttn1, &b.attn2, &b.audioAttn2, &b.audioToVideo, &b.videoToAudio}) {
             addTensor(at->normQ);

@@ -1,6 +1,6 @@
 #pragma once
 
-// The LTX-2 / LTX-2.3 audio-video DiT, ported from diffusers 0.42.1
+// The LTX-2 / 2.3 / 2.5 audio-video DiT, ported from diffusers 0.42.1
 // (LTX2VideoTransformer3DModel, models/transformers/transformer_ltx2.py).
 
 #include "inference/models/ltx2/ltx2config.h"
@@ -73,6 +73,11 @@ struct TransformerInputs {
     // to the grid's coordinates (or to videoCoords).
     std::optional<at::Tensor> extraVideoCoords;
     std::optional<at::Tensor> audioCoords;  // [B, 1, Ta, 2]
+    // 2.5: [B, Tv] or [B, Tv, 1], > 0 where a token's latent frame encodes one pixel frame
+    // (the causal first frame, keyframe slots); those get the keyframe embedding.
+    std::optional<at::Tensor> videoKeyframesMask;
+    // [B, Tv, Tv], 1 = a video query may attend to that key (DFR passes); none: all.
+    std::optional<at::Tensor> videoSelfAttentionMask;
     bool isolateModalities = false;  // no audio<->video cross-attention (modality guidance)
     bool useCrossTimestep = false;  // cross-modal modulation from the other modality's sigma
     std::vector<int> stgBlocks;  // spatio-temporal guidance: self-attention -> values
@@ -88,7 +93,8 @@ struct TransformerInputs {
 // Inputs from named tensors (the dit-forward file format): hidden_states,
 // audio_hidden_states, encoder_hidden_states, audio_encoder_hidden_states, timestep,
 // optional audio_timestep, sigma, audio_sigma, encoder_attention_mask,
-// audio_encoder_attention_mask, video_coords, audio_coords, perturbation_mask; sizes (int64
+// audio_encoder_attention_mask, video_coords, audio_coords, perturbation_mask,
+// video_keyframes_mask, video_self_attention_mask; sizes (int64
 // [num_frames, height, width, audio_num_frames]) unless coords are given; fps ([1]); and the
 // metadata flags isolate_modalities, use_cross_timestep ("0"/"1") and stg_blocks ("1,2").
 Result<TransformerInputs> transformerInputsFrom(const tensorfile::TensorSet& set);
