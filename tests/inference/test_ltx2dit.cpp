@@ -5,6 +5,7 @@
 
 #include "inference/inspect/modelinspector.h"
 #include "inference/models/ltx2/ltx2connectors.h"
+#include "inference/models/ltx2/ltx2durationhead.h"
 #include "inference/models/ltx2/ltx2pipeline.h"
 #include "inference/models/nn/layers.h"
 #include "inference/models/ltx2/ltx2transformer.h"
@@ -12,6 +13,7 @@
 #include "inference/tensorfile/tensorset.h"
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <iterator>
@@ -213,6 +215,61 @@ VT_TEST(theInspectorRecognizesLtx25)
     }
     const auto r23 = inspect::inspectPath(versionDir("23") / "single.safetensors");
     VT_CHECK(r23.ok() && r23->version == "2.3" && !r23->facts.count("Keyframe embedding"));
+}
+
+// The 2.5 duration head in both layouts (diffusers' folder, ltx-core's MultiheadAttention
+// pooler inside the single file) predicts diffusers' seconds from either stream or both.
+VT_TEST(durationHeadMatchesDiffusersInBothLayouts)
+{
+    auto set = tensorfile::readTensorSet(versionDir("25") / "duration.safetensors");
+    VT_CHECK(set.ok());
+    const auto& video = *set->find("video");
+    const auto& audio = *set->find("audio");
+    for (const std::string layout : {"diffusers", "single"}) {
+        auto head = ltx2::DurationHead::load(openWeights("25", layout));
+        VT_CHECK_MSG(head.ok(), layout << ": " << (head.ok() ? "" : head.error().message));
+        VT_COMPARE(head->config().queries, 2);
+        VT_COMPARE(head->config().heads, 2);
+        VT_COMPARE(head->config().mlpHidden, 12);
+        const std::pair<const char*, std::pair<std::optional<at::Tensor>, std::optional<at::Tensor>>> cases[] = {
+            {"expected.both", {video, audio}}, {"expected.video", {video, std::nullopt}}, {"expected.audio", {std::nullopt, audio}}};
+        for (const auto& [key, inputs] : cases) {
+            const auto seconds = head->seconds(inputs.first, inputs.second);
+            VT_CHECK_MSG(seconds.ok(), key << ": " << (seconds.ok() ? "" : seconds.error().message));
+            const auto& expected = *set->find(key);
+            const double error = ((*seconds - expected).abs() / expected).max().item<double>();
+            std::printf("   duration %-9s %-15s %s s (relative error %.1e)\n", layout.c_str(), key,
+                std::to_string(seconds->select(0, 0).item<double>()).c_str(), error);
+            VT_CHECK_MSG(error < 1e-5, layout << " " << key << ": relative error " << error);
+        }
+        VT_CHECK(!head->seconds(std::nullopt, std::nullopt).ok());
+        const auto wrong = head->seconds(audio, std::nullopt);  // audio-wide tokens given as video
+        VT_CHECK(!wrong.ok() && wrong.error().message.find("video connector output") != std::string::npos);
+    }
+    // A transformer without a head says so by name; the transformer itself does not need one.
+    const auto none = ltx2::resolveDurationHeadConfig(openWeights("25", "gguf"));
+    VT_CHECK(!none.ok() && none.error().code == ErrorCode::NotFound && none.error().message.find("duration head") != std::string::npos);
+}
+
+// predict_num_frames' clamp, floor to the grid and step-up, with Python's rounding, row by row.
+VT_TEST(durationFramesFollowTheReference)
+{
+    std::ifstream in(versionDir("25") / "duration_frames.json");
+    const auto table = nlohmann::json::parse(in);
+    const auto ratio = table.at("ratio").get<std::int64_t>();
+    int rows = 0;
+    for (const auto& row : table.at("rows")) {
+        const auto got = ltx2::framesForSeconds(
+            row.at("seconds").get<double>(), row.at("fps").get<double>(), ratio, row.at("min").get<double>(), row.at("max").get<double>());
+        VT_CHECK_MSG(got.frames == row.at("frames").get<std::int64_t>(), row.dump() << " -> " << got.frames);
+        VT_COMPARE((got.frames - 1) % ratio, std::int64_t{0});
+        ++rows;
+    }
+    VT_COMPARE(rows, 220);
+    VT_COMPARE(ltx2::framesForSeconds(5.2, 24.0, 8).frames, std::int64_t{121});
+    VT_CHECK(ltx2::framesForSeconds(31.0, 24.0, 8).clamped);
+    VT_CHECK(ltx2::framesForSeconds(1.01, 24.0, 8, 1.0, 1.02).outsideBounds);
+    VT_COMPARE(ltx2::framesForSeconds(std::nan(""), 24.0, 8).frames, std::int64_t{1});
 }
 
 VT_TEST(layoutsLoadToTheSameModule)

@@ -44,7 +44,8 @@ std::string listNames(const std::vector<std::string>& names, std::size_t limit =
     return out.str();
 }
 
-enum class Owner { Transformer, Connectors, VideoVae, AudioVae, Vocoder, Other, Unknown };
+// The same order as Part: an owner indexes the parts.
+enum class Owner { Transformer, Connectors, VideoVae, AudioVae, Vocoder, DurationHead, Other, Unknown };
 
 // Where a key of a top-level file (single file, GGUF, loose safetensors) belongs, and its
 // canonical name.
@@ -66,6 +67,8 @@ std::pair<Owner, std::string> classifyTopLevel(const std::string& stored)
         return {Owner::AudioVae, ltxCoreToDiffusersAudioVae(name.substr(10))};
     if (!dit && startsWith(name, "vocoder."))
         return {Owner::Vocoder, ltxCoreToDiffusersVocoder(name.substr(8))};
+    if (!dit && startsWith(name, "duration_head."))
+        return {Owner::DurationHead, name.substr(14)};
     return {Owner::Transformer, ltxCoreToDiffusersTransformer(name)};
 }
 
@@ -97,6 +100,8 @@ std::optional<Owner> ownerFromClass(const std::map<std::string, std::string>& co
         return Owner::AudioVae;
     if (cls == "LTX2Vocoder" || cls == "LTX2VocoderWithBWE")
         return Owner::Vocoder;
+    if (cls == "LTX2DurationHead")
+        return Owner::DurationHead;
     return std::nullopt;
 }
 
@@ -110,6 +115,7 @@ const char* partName(Part part)
     case Part::VideoVae: return "LTX-2 video VAE";
     case Part::AudioVae: return "LTX-2 audio VAE";
     case Part::Vocoder: return "LTX-2 vocoder";
+    case Part::DurationHead: return "LTX-2.5 duration head";
     }
     return "?";
 }
@@ -122,6 +128,7 @@ const char* partComponent(Part part)
     case Part::VideoVae: return "vae";
     case Part::AudioVae: return "audio_vae";
     case Part::Vocoder: return "vocoder";
+    case Part::DurationHead: return "duration_head";
     }
     return "?";
 }
@@ -134,6 +141,7 @@ const char* partClassName(Part part)
     case Part::VideoVae: return "AutoencoderKLLTX2Video";
     case Part::AudioVae: return "AutoencoderKLLTX2Audio";
     case Part::Vocoder: return "LTX2Vocoder";  // or LTX2VocoderWithBWE
+    case Part::DurationHead: return "LTX2DurationHead";
     }
     return "?";
 }
@@ -384,6 +392,9 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
                     canonical = info.name;
                 } else if (cp.component == "vocoder") {
                     owner = Owner::Vocoder;
+                    canonical = info.name;
+                } else if (cp.component == "duration_head") {
+                    owner = Owner::DurationHead;
                     canonical = info.name;
                 } else if (cp.component.empty() && folderOwner) {
                     owner = *folderOwner;
