@@ -48,7 +48,18 @@ RopeConfig ropeFrom(const json& p, const char* layerType, const std::string& whe
         type = p["rope_type"].get<std::string>();
     else if (p.contains("type") && p["type"].is_string())
         type = p["type"].get<std::string>();
-    if (p.contains("partial_rotary_factor") && numberField(p, "partial_rotary_factor", 1.0, where) != 1.0)
+    const double partial = p.contains("partial_rotary_factor") ? numberField(p, "partial_rotary_factor", 1.0, where) : 1.0;
+    if (type == "proportional") {
+        // Gemma 4's full-attention RoPE (modeling_rope_utils._compute_proportional_rope_parameters).
+        r.proportional = true;
+        r.partialRotaryFactor = partial;
+        r.linearFactor = p.contains("factor") ? numberField(p, "factor", 1.0, where) : 1.0;
+        if (!(partial > 0.0 && partial <= 1.0) || !(r.linearFactor > 0.0))
+            configFail(where + ": proportional rope for " + std::string(layerType)
+                + " needs 0 < partial_rotary_factor <= 1 and a positive factor");
+        return r;
+    }
+    if (partial != 1.0)
         configFail(where + ": partial_rotary_factor " + jsonutil::shortDump(p["partial_rotary_factor"]) + " for " + layerType
             + " is not supported by this version");
     if (type == "linear") {
@@ -56,16 +67,22 @@ RopeConfig ropeFrom(const json& p, const char* layerType, const std::string& whe
         if (!(r.linearFactor > 0.0))
             configFail(where + ": linear rope scaling for " + std::string(layerType) + " needs a positive 'factor'");
     } else if (type != "default") {
-        configFail(where + ": rope_type '" + type + "' for " + layerType + " is not supported by this version (default and linear are)");
+        configFail(where + ": rope_type '" + type + "' for " + layerType
+            + " is not supported by this version (default, linear and proportional are)");
     }
     return r;
 }
+
+TextConfig parseGemma4(const json& top, const std::string& where);
+std::vector<LayerType> layerTypesFrom(const json& tc, std::int64_t layers, std::int64_t defaultPattern, const std::string& where);
 
 TextConfig parseText(const json& top, const std::string& where)
 {
     if (!top.is_object())
         configFail(where + ": is not a JSON object");
     const std::string modelType = top.contains("model_type") && top["model_type"].is_string() ? top["model_type"].get<std::string>() : "";
+    if (modelType.starts_with("gemma4"))
+        return parseGemma4(top, where);
     TextConfig c;
     json tc = json::object();
     if (top.contains("text_config") && !top["text_config"].is_null()) {
@@ -131,25 +148,7 @@ TextConfig parseText(const json& top, const std::string& where)
             + " is set; transformers 5.24 ignores it for Gemma 3 and this port does not implement it");
 
     // Layer types: layer_types, else the legacy sliding_window_pattern (default 6).
-    if (tc.contains("layer_types") && !tc["layer_types"].is_null()) {
-        if (!tc["layer_types"].is_array() || static_cast<std::int64_t>(tc["layer_types"].size()) != c.layers)
-            configFail(where + ": layer_types must list " + std::to_string(c.layers) + " layer types");
-        for (const auto& t : tc["layer_types"]) {
-            const auto name = t.is_string() ? t.get<std::string>() : jsonutil::shortDump(t);
-            if (name == "sliding_attention")
-                c.layerTypes.push_back(LayerType::Sliding);
-            else if (name == "full_attention")
-                c.layerTypes.push_back(LayerType::Full);
-            else
-                configFail(where + ": layer type '" + name + "' is not supported (sliding_attention and full_attention are)");
-        }
-    } else {
-        const auto pattern = intField(tc, "sliding_window_pattern", 6, where);
-        if (pattern <= 0)
-            configFail(where + ": sliding_window_pattern must be positive");
-        for (std::int64_t i = 0; i < c.layers; ++i)
-            c.layerTypes.push_back((i + 1) % pattern ? LayerType::Sliding : LayerType::Full);
-    }
+    c.layerTypes = layerTypesFrom(tc, c.layers, 6, where);
     const bool anySliding = std::find(c.layerTypes.begin(), c.layerTypes.end(), LayerType::Sliding) != c.layerTypes.end();
     if (tc.contains("sliding_window") && tc["sliding_window"].is_null()) {
         if (anySliding)
@@ -188,10 +187,157 @@ TextConfig parseText(const json& top, const std::string& where)
     return c;
 }
 
+// Layer types as listed, else the pattern of `pattern` sliding layers then one full.
+std::vector<LayerType> layerTypesFrom(const json& tc, std::int64_t layers, std::int64_t defaultPattern, const std::string& where)
+{
+    std::vector<LayerType> types;
+    if (tc.contains("layer_types") && !tc["layer_types"].is_null()) {
+        if (!tc["layer_types"].is_array() || static_cast<std::int64_t>(tc["layer_types"].size()) != layers)
+            configFail(where + ": layer_types must list " + std::to_string(layers) + " layer types");
+        for (const auto& t : tc["layer_types"]) {
+            const auto name = t.is_string() ? t.get<std::string>() : jsonutil::shortDump(t);
+            if (name == "sliding_attention")
+                types.push_back(LayerType::Sliding);
+            else if (name == "full_attention")
+                types.push_back(LayerType::Full);
+            else
+                configFail(where + ": layer type '" + name + "' is not supported (sliding_attention and full_attention are)");
+        }
+        return types;
+    }
+    const auto pattern = intField(tc, "sliding_window_pattern", defaultPattern, where);
+    if (pattern <= 0)
+        configFail(where + ": sliding_window_pattern must be positive");
+    for (std::int64_t i = 0; i < layers; ++i)
+        types.push_back((i + 1) % pattern ? LayerType::Sliding : LayerType::Full);
+    return types;
+}
+
+// Gemma4UnifiedConfig (configuration_gemma4_unified.py): the text model of LTX-2.5's encoder.
+TextConfig parseGemma4(const json& top, const std::string& where)
+{
+    const std::string modelType = top["model_type"].get<std::string>();
+    TextConfig c;
+    c.family = Family::Gemma4;
+    c.vocabSize = 262144;
+    c.layers = 30;
+    c.slidingWindow = 1024;
+    json tc = top;
+    if (modelType == "gemma4_unified") {
+        if (!top.contains("text_config") || !top["text_config"].is_object())
+            configFail(where + ": a gemma4_unified config without a text_config object");
+        tc = top["text_config"];
+        // The multimodal wrapper swaps these to the pad id before the lookup (get_placeholder_mask).
+        for (const auto& [key, fallback] : {std::pair{"image_token_id", 258880}, {"video_token_id", 258884}, {"audio_token_id", 258881}})
+            if (!(top.contains(key) && top[key].is_null()))
+                c.placeholderIds.push_back(intField(top, key, fallback, where));
+    } else if (modelType != "gemma4_unified_text") {
+        configFail(where + ": is a '" + modelType
+            + "' config: the dense Gemma 4 (a prompt enhancer such as gemma-4-E2B-it) is not a text encoder; LTX-2.5 encodes with "
+              "the unified Gemma 4 (model_type gemma4_unified)");
+    }
+    const std::string textType = tc.contains("model_type") && tc["model_type"].is_string() ? tc["model_type"].get<std::string>() : "";
+    if (!textType.empty() && textType != "gemma4_unified_text")
+        configFail(where + ": the text config is a '" + textType + "' config, not gemma4_unified_text");
+    c.vocabSize = intField(tc, "vocab_size", c.vocabSize, where);
+    c.hiddenSize = intField(tc, "hidden_size", c.hiddenSize, where);
+    c.intermediateSize = intField(tc, "intermediate_size", c.intermediateSize, where);
+    c.layers = intField(tc, "num_hidden_layers", c.layers, where);
+    c.heads = intField(tc, "num_attention_heads", c.heads, where);
+    c.kvHeads = intField(tc, "num_key_value_heads", c.kvHeads, where);
+    c.headDim = intField(tc, "head_dim", c.headDim, where);
+    c.rmsNormEps = numberField(tc, "rms_norm_eps", c.rmsNormEps, where);
+    c.attentionBias = boolField(tc, "attention_bias", false, where);
+    c.tieLastHiddenStates = boolField(tc, "tie_last_hidden_states", true, where);
+    c.padTokenId = tc.contains("pad_token_id") && tc["pad_token_id"].is_null() ? 0 : intField(tc, "pad_token_id", 0, where);
+    c.fullKeyIsValue = boolField(tc, "attention_k_eq_v", false, where);
+    if (intField(tc, "num_kv_shared_layers", 0, where) != 0)
+        configFail(where + ": num_kv_shared_layers is set; key/value sharing (Gemma 4's small models) is not supported by this version");
+    if (tc.contains("use_bidirectional_attention") && tc["use_bidirectional_attention"].is_string()
+        && tc["use_bidirectional_attention"] == "all")
+        configFail(where + ": use_bidirectional_attention \"all\" (a non-causal encoder) is not supported; LTX-2.5's encoder is causal");
+    const std::string act = tc.contains("hidden_activation") && tc["hidden_activation"].is_string()
+        ? tc["hidden_activation"].get<std::string>()
+        : "gelu_pytorch_tanh";
+    if (act != "gelu_pytorch_tanh" && act != "gelu")
+        configFail(where + ": hidden_activation '" + act + "' is not supported by this version (gelu_pytorch_tanh and gelu are)");
+    c.geluTanh = act == "gelu_pytorch_tanh";
+    if (c.layers <= 0 || c.layers > 1024)
+        configFail(where + ": num_hidden_layers " + std::to_string(c.layers) + " is out of range");
+    c.layerTypes = layerTypesFrom(tc, c.layers, 6, where);
+    c.layerTypes.back() = LayerType::Full;  // Gemma4UnifiedTextConfig forces it (with a warning)
+    c.slidingWindow = intField(tc, "sliding_window", c.slidingWindow, where);
+
+    // Full-attention layers: per_layer_config as saved, else global_head_dim and
+    // num_global_key_value_heads as given to the constructor (__post_init__).
+    c.fullHeadDim = intField(tc, "global_head_dim", 512, where);
+    c.fullKvHeads = c.fullKeyIsValue && tc.contains("num_global_key_value_heads") && !tc["num_global_key_value_heads"].is_null()
+        ? intField(tc, "num_global_key_value_heads", c.kvHeads, where)
+        : c.kvHeads;
+    if (tc.contains("per_layer_config") && !tc["per_layer_config"].is_null()) {
+        if (!tc["per_layer_config"].is_object())
+            configFail(where + ": per_layer_config is not an object");
+        bool first = true;
+        for (const auto& [key, entry] : tc["per_layer_config"].items()) {
+            std::int64_t index = -1;
+            try {
+                index = std::stoll(key);
+            } catch (const std::exception&) {
+            }
+            if (index < 0 || index >= c.layers || !entry.is_object())
+                configFail(where + ": per_layer_config names layer '" + key + "', which is not a layer of this model");
+            if (c.layerTypes[static_cast<std::size_t>(index)] != LayerType::Full)
+                configFail(where + ": per_layer_config overrides sliding layer " + key + "; only full-attention overrides are supported");
+            for (const auto& [k, _] : entry.items())
+                if (k != "head_dim" && k != "num_key_value_heads")
+                    configFail(where + ": per_layer_config." + key + "." + k + " is not supported by this version");
+            const auto headDim = intField(entry, "head_dim", c.headDim, where);
+            const auto kvHeads = intField(entry, "num_key_value_heads", c.kvHeads, where);
+            if (!first && (headDim != c.fullHeadDim || kvHeads != c.fullKvHeads))
+                configFail(where + ": per_layer_config gives full-attention layers different shapes; this version needs one");
+            c.fullHeadDim = headDim;
+            c.fullKvHeads = kvHeads;
+            first = false;
+        }
+        if (first) {  // an empty table: every layer as the sliding ones
+            c.fullHeadDim = c.headDim;
+            c.fullKvHeads = c.kvHeads;
+        }
+    }
+    for (const auto t : {LayerType::Sliding, LayerType::Full})
+        if (c.headDimOf(t) <= 0 || c.headDimOf(t) > 4096 || c.headDimOf(t) % 2 || c.kvHeadsOf(t) <= 0 || c.heads % c.kvHeadsOf(t))
+            configFail(where + ": head_dim " + std::to_string(c.headDimOf(t)) + " with " + std::to_string(c.kvHeadsOf(t))
+                + " key/value heads for " + std::to_string(c.heads) + " heads is not a usable attention shape");
+    if (c.vocabSize <= 0 || c.hiddenSize <= 0 || c.intermediateSize <= 0 || c.heads <= 0 || c.vocabSize > (1 << 24)
+        || c.hiddenSize > (1 << 16) || c.intermediateSize > (1 << 20) || c.heads > 1024 || !(c.rmsNormEps > 0 && c.rmsNormEps < 1)
+        || c.padTokenId < 0 || c.padTokenId >= c.vocabSize || c.slidingWindow <= 0)
+        configFail(where + ": inconsistent sizes (vocab " + std::to_string(c.vocabSize) + ", hidden " + std::to_string(c.hiddenSize)
+            + ", heads " + std::to_string(c.heads) + ", pad " + std::to_string(c.padTokenId) + ", window " + std::to_string(c.slidingWindow)
+            + ")");
+
+    json rp = tc.contains("rope_parameters") && !tc["rope_parameters"].is_null() ? tc["rope_parameters"] : json::object();
+    if (!rp.is_object())
+        configFail(where + ": rope_parameters is not an object");
+    if (!rp.contains("sliding_attention") || rp["sliding_attention"].is_null())
+        rp["sliding_attention"] = json{{"rope_type", "default"}, {"rope_theta", 10'000.0}};
+    if (!rp.contains("full_attention") || rp["full_attention"].is_null())
+        rp["full_attention"] = json{{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1'000'000.0}};
+    c.ropeSliding = ropeFrom(rp["sliding_attention"], "sliding_attention", where);
+    c.ropeFull = ropeFrom(rp["full_attention"], "full_attention", where);
+    if (!(c.ropeFull.theta > 0) || !(c.ropeSliding.theta > 0))
+        configFail(where + ": rope_theta must be given and positive for both layer types");
+    return c;
+}
+
 // ------------------------------------------------------------------ weights
 
 const std::vector<std::string> kIgnoredPrefixes{"vision_tower.", "model.vision_tower.", "multi_modal_projector.",
-    "model.multi_modal_projector.", "lm_head.", "language_model.lm_head."};
+    "model.multi_modal_projector.", "lm_head.", "language_model.lm_head.",
+    // Gemma 4 unified: its towers and embedders (both namings), and what Lightricks' single
+    // file carries beside the language model: the LTX text projection (the connectors read
+    // it), the tokenizer and the other Hub files as byte tensors.
+    "vision_model.", "audio_projector.", "model.audio_tower.", "model.embed_vision.", "model.embed_audio.", "model.vision_embedder.",
+    "model.audio_embedder.", "text_embedding_projection.", "tokenizer_json", "hf_asset__"};
 // Tried in order; the first under which embed_tokens.weight exists names the language model.
 const std::vector<std::string> kLanguageModelPrefixes{"model.language_model.", "language_model.model.", "model.", ""};
 
@@ -199,41 +345,84 @@ using nn::Embedding;
 using nn::StoredTensor;
 using Stored = nn::StoredTensor;
 
-// Gemma's weights with Gemma3RMSNorm's (1 + w) scale, in float32 as the reference computes it.
+// Gemma's norm weights in float32 as the reference computes with them: Gemma3RMSNorm scales by
+// (1 + w), Gemma4UnifiedRMSNorm by w.
 class Taker : public nn::StrictWeights {
 public:
-    Taker(std::map<std::string, Stored> index, quant::LoadOptions options, c10::ScalarType dtype, std::string origin)
-        : nn::StrictWeights(std::move(index), std::move(options), dtype, std::move(origin), "Gemma 3", "language model")
+    Taker(std::map<std::string, Stored> index, quant::LoadOptions options, c10::ScalarType dtype, std::string origin, const char* model,
+        bool plusOne)
+        : nn::StrictWeights(std::move(index), std::move(options), dtype, std::move(origin), model, "language model"), m_plusOne(plusOne)
     {
     }
 
     at::Tensor norm(const std::string& name, std::int64_t size)
     {
         auto w = dense(name, {size}, at::kFloat);
-        return w.defined() ? (w + 1.0).contiguous() : w;
+        return w.defined() && m_plusOne ? (w + 1.0).contiguous() : w;
     }
+
+private:
+    bool m_plusOne;
 };
 
 struct Layer {
     nn::Linear q, k, v, o, gate, up, down;
     at::Tensor inputNorm, postAttentionNorm, preFeedforwardNorm, postFeedforwardNorm, qNorm, kNorm;
+    at::Tensor scalar;  // Gemma 4: the output is scaled by it; undefined for Gemma 3
     bool sliding = false;
+    std::int64_t headDim = 0, kvHeads = 0;
+    bool valueIsKey = false;  // Gemma 4's attention_k_eq_v on a full layer: no v_proj
 };
 
 using quant::bytesOf;
 
-// Gemma3RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) in float32, back to x's dtype.
-at::Tensor gemmaNorm(const at::Tensor& x, const at::Tensor& scale, double eps)
+// Gemma3RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) in float32, back to x's dtype; Gemma 4
+// writes the reciprocal root as pow(., -0.5) (for JAX parity, modeling_gemma4_unified.py) and
+// has a norm without weight (undefined scale) for the values.
+at::Tensor gemmaNorm(const at::Tensor& x, const at::Tensor& scale, double eps, Family family = Family::Gemma3)
 {
     const auto xf = x.to(at::kFloat);
-    const auto normed = xf * at::rsqrt(xf.pow(2).mean(-1, true) + eps);
-    return (normed * scale).to(x.scalar_type());
+    const auto meanSquare = xf.pow(2).mean(-1, true) + eps;
+    auto normed = xf * (family == Family::Gemma4 ? at::pow(meanSquare, -0.5) : at::rsqrt(meanSquare));
+    if (scale.defined())
+        normed = normed * scale;
+    return normed.to(x.scalar_type());
 }
 
 at::Tensor rotateHalf(const at::Tensor& x)
 {
     const auto half = x.size(-1) / 2;
     return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// The config Lightricks embeds in its single text-encoder file (safetensors metadata
+// `gemma_config`, ltx-core gemma_assets.py), with where it came from for errors.
+std::optional<std::pair<std::string, std::string>> embeddedConfig(const tensorfile::ModelSource& source)
+{
+    for (const auto& cp : source.checkpoints)
+        if (cp.component.empty() || cp.component == "text_encoder")
+            if (const auto it = cp.metadata.find("gemma_config"); it != cp.metadata.end())
+                return std::pair{it->second, cp.path.filename().string() + " (gemma_config metadata)"};
+    return std::nullopt;
+}
+
+// Gemma 4 when the config the source carries says so (model_type gemma4*); Gemma 3 otherwise,
+// whose loader then names what is wrong.
+Family familyOf(const tensorfile::ModelSource& source, const std::optional<std::pair<std::string, std::string>>& embedded)
+{
+    std::optional<std::string> text;
+    for (const char* component : {"text_encoder", ""})
+        if (const auto it = source.configs.find(component); !text && it != source.configs.end())
+            text = it->second;
+    if (!text && embedded)
+        text = embedded->first;
+    if (!text)
+        return Family::Gemma3;
+    const auto parsed = jsonutil::parseUntrusted(*text, "config.json");
+    if (!parsed || !parsed->is_object())
+        return Family::Gemma3;
+    const auto type = jsonutil::stringOr(*parsed, "model_type");
+    return type.starts_with("gemma4") ? Family::Gemma4 : Family::Gemma3;
 }
 
 // repeat_kv: [B, KV, T, D] -> [B, KV * n, T, D], each key head used by n consecutive query heads.
@@ -292,7 +481,9 @@ struct TextEncoder::Impl {
     Embedding embed;
     std::vector<Layer> layers;
     at::Tensor finalNorm;
-    at::Tensor invFreqFull, invFreqSliding;  // float32 [head_dim / 2] on the device
+    at::Tensor invFreqFull, invFreqSliding;  // float32 [its layers' head_dim / 2] on the device
+
+    at::Tensor norm(const at::Tensor& x, const at::Tensor& scale) const { return gemmaNorm(x, scale, config.rmsNormEps, config.family); }
 
     at::Tensor run(const at::Tensor& inputIds, const at::Tensor& attentionMask, const std::stop_token& stop, bool& cancelled) const;
     at::Tensor attention(const Layer& layer, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& mask,
@@ -319,15 +510,20 @@ c10::ScalarType TextEncoder::dtype() const
 
 Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoadOptions& options)
 {
-    if (auto bad = checkComputeDtype("Gemma 3", options.dtype); !bad)
+    if (auto bad = checkComputeDtype("Gemma", options.dtype); !bad)
         return bad.error();
     auto opened = tensorfile::ModelSource::open(path);
     if (!opened)
         return opened.error();
     const auto& source = *opened;
     const std::string origin = path.string();
+    // Which Gemma, before the weights are looked at, so errors name it: the given config, the
+    // config.json the source carries, or the one Lightricks embeds in its single file.
+    const auto embedded = embeddedConfig(source);
+    const auto family = options.config ? options.config->family : familyOf(source, embedded);
+    const char* model = family == Family::Gemma4 ? "Gemma 4" : "Gemma 3";
 
-    nn::LanguageModelLayout layout{"Gemma 3", kLanguageModelPrefixes, kIgnoredPrefixes, [&](const std::map<std::string, Stored>& all) {
+    nn::LanguageModelLayout layout{model, kLanguageModelPrefixes, kIgnoredPrefixes, [&](const std::map<std::string, Stored>& all) {
                                        std::optional<Error> refused;
                                        if (all.count("token_embd.weight") || std::any_of(all.begin(), all.end(), [](const auto& kv) {
                                                return startsWith(kv.first, "blk.");
@@ -335,7 +531,7 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
                                            refused = makeError(ErrorCode::Unsupported,
                                                origin
                                                    + ": uses llama.cpp's GGUF names (token_embd, blk.N.*), whose norms carry "
-                                                     "Gemma's +1 baked in; this version reads Gemma 3 in transformers' layout only");
+                                                     "Gemma's +1 baked in; this version reads Gemma in transformers' layout only");
                                        return refused;
                                    }};
     auto found = nn::findLanguageModel(source, origin, layout);
@@ -349,6 +545,11 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
         config = *options.config;
     } else if (found->configText) {
         auto parsed = parseTextConfig(*found->configText, found->configPath);
+        if (!parsed)
+            return parsed.error();
+        config = *parsed;
+    } else if (embedded) {
+        auto parsed = parseTextConfig(embedded->first, embedded->second);
         if (!parsed)
             return parsed.error();
         config = *parsed;
@@ -379,21 +580,30 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
     try {
         quant::LoadOptions lo;
         lo.device = options.device;
-        Taker w(std::move(index), lo, options.dtype, origin);
-        const auto d = c.hiddenSize, qd = c.heads * c.headDim, kvd = c.kvHeads * c.headDim;
+        const bool gemma4 = c.family == Family::Gemma4;
+        Taker w(std::move(index), lo, options.dtype, origin, model, !gemma4);
+        const auto d = c.hiddenSize;
         // NF4 or block-scaled FP8 tables: rows are not separable, so they are expanded once.
         if (auto set = impl->embed.set(w.weight("embed_tokens.weight", {c.vocabSize, d}), options.dtype, options.device); !set)
             return makeError(ErrorCode::InvalidFormat, origin + ": embed_tokens: " + set.error().message);
         for (std::int64_t i = 0; i < c.layers; ++i) {
             const auto p = "layers." + std::to_string(i) + ".";
             Layer l;
-            l.sliding = c.layerTypes[static_cast<std::size_t>(i)] == LayerType::Sliding;
+            const auto type = c.layerTypes[static_cast<std::size_t>(i)];
+            l.sliding = type == LayerType::Sliding;
+            l.headDim = c.headDimOf(type);
+            l.kvHeads = c.kvHeadsOf(type);
+            l.valueIsKey = gemma4 && !l.sliding && c.fullKeyIsValue;
+            const auto qd = c.heads * l.headDim, kvd = l.kvHeads * l.headDim;
             l.q = w.linear(p + "self_attn.q_proj", qd, d, c.attentionBias);
             l.k = w.linear(p + "self_attn.k_proj", kvd, d, c.attentionBias);
-            l.v = w.linear(p + "self_attn.v_proj", kvd, d, c.attentionBias);
+            if (!l.valueIsKey)
+                l.v = w.linear(p + "self_attn.v_proj", kvd, d, c.attentionBias);
             l.o = w.linear(p + "self_attn.o_proj", d, qd, c.attentionBias);
-            l.qNorm = w.norm(p + "self_attn.q_norm.weight", c.headDim);
-            l.kNorm = w.norm(p + "self_attn.k_norm.weight", c.headDim);
+            l.qNorm = w.norm(p + "self_attn.q_norm.weight", l.headDim);
+            l.kNorm = w.norm(p + "self_attn.k_norm.weight", l.headDim);
+            if (gemma4)
+                l.scalar = w.dense(p + "layer_scalar", {1}, options.dtype);
             l.gate = w.linear(p + "mlp.gate_proj", c.intermediateSize, d, false);
             l.up = w.linear(p + "mlp.up_proj", c.intermediateSize, d, false);
             l.down = w.linear(p + "mlp.down_proj", d, c.intermediateSize, false);
@@ -407,19 +617,24 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
         if (auto done = w.finish(); !done)
             return done.error();
 
-        // Gemma3RotaryEmbedding: 1 / base^(arange(0, dim, 2) / dim), divided by the linear factor.
-        auto invFreq = [&](const RopeConfig& r) {
+        // Gemma3RotaryEmbedding: 1 / base^(arange(0, dim, 2) / dim), divided by the linear factor;
+        // proportional: only the first int(partial * dim // 2) of them, zeros after.
+        auto invFreq = [&](const RopeConfig& r, std::int64_t dim) {
+            const auto angles =
+                r.proportional ? static_cast<std::int64_t>(std::floor(r.partialRotaryFactor * static_cast<double>(dim) / 2.0)) : dim / 2;
             const auto exponent =
-                at::arange(0, c.headDim, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / static_cast<double>(c.headDim);
+                at::arange(0, 2 * angles, 2, at::TensorOptions().dtype(at::kLong)).to(at::kFloat) / static_cast<double>(dim);
             auto f = at::reciprocal(at::pow(at::Scalar(r.theta), exponent));
+            if (angles < dim / 2)
+                f = at::cat({f, at::zeros({dim / 2 - angles}, f.options())});
             if (r.linearFactor != 1.0)
                 f = f / r.linearFactor;
             return f.to(options.device);
         };
-        impl->invFreqFull = invFreq(c.ropeFull);
-        impl->invFreqSliding = invFreq(c.ropeSliding);
+        impl->invFreqFull = invFreq(c.ropeFull, c.headDimOf(LayerType::Full));
+        impl->invFreqSliding = invFreq(c.ropeSliding, c.headDimOf(LayerType::Sliding));
     } catch (const c10::Error& e) {
-        return errorFromException(e, origin + ": loading Gemma 3 failed", ErrorCode::Internal);
+        return errorFromException(e, origin + ": loading " + model + " failed", ErrorCode::Internal);
     }
     return TextEncoder(std::move(impl));
 }
@@ -429,16 +644,22 @@ at::Tensor TextEncoder::Impl::attention(const Layer& layer, const at::Tensor& x,
 {
     const auto& c = config;
     const auto b = x.size(0), t = x.size(1);
-    auto q = layer.q(x).view({b, t, c.heads, c.headDim}).transpose(1, 2);
-    auto k = layer.k(x).view({b, t, c.kvHeads, c.headDim}).transpose(1, 2);
-    auto v = layer.v(x).view({b, t, c.kvHeads, c.headDim}).transpose(1, 2);
-    q = gemmaNorm(q, layer.qNorm, c.rmsNormEps);
-    k = gemmaNorm(k, layer.kNorm, c.rmsNormEps);
+    const auto hd = layer.headDim;
+    auto q = layer.q(x).view({b, t, c.heads, hd}).transpose(1, 2);
+    auto k = layer.k(x).view({b, t, layer.kvHeads, hd}).transpose(1, 2);
+    // Gemma 4: the values are the raw keys where there is no v_proj, and are normalized without
+    // a weight either way.
+    auto v = (layer.valueIsKey ? k : layer.v(x).view({b, t, layer.kvHeads, hd}).transpose(1, 2));
+    if (c.family == Family::Gemma4)
+        v = norm(v, at::Tensor());
+    q = norm(q, layer.qNorm);
+    k = norm(k, layer.kNorm);
     q = q * cos + rotateHalf(q) * sin;
     k = k * cos + rotateHalf(k) * sin;
-    k = repeatKv(k, c.heads / c.kvHeads);
-    v = repeatKv(v, c.heads / c.kvHeads);
-    const double scale = 1.0 / std::sqrt(c.queryPreAttnScalar);
+    k = repeatKv(k, c.heads / layer.kvHeads);
+    v = repeatKv(v, c.heads / layer.kvHeads);
+    // Gemma 4 leaves the scale to its q/k norms.
+    const double scale = c.family == Family::Gemma4 ? 1.0 : 1.0 / std::sqrt(c.queryPreAttnScalar);
     // Queries in chunks so the score matrix of a math fallback stays bounded.
     const auto perRow = b * c.heads * t;
     const auto rows = std::max<std::int64_t>(1, (std::int64_t{1} << 28) / std::max<std::int64_t>(1, perRow));
@@ -446,7 +667,7 @@ at::Tensor TextEncoder::Impl::attention(const Layer& layer, const at::Tensor& x,
     if (rows >= t) {
         out = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, scale);
     } else {
-        out = at::empty({b, c.heads, t, c.headDim}, q.options());
+        out = at::empty({b, c.heads, t, hd}, q.options());
         for (std::int64_t start = 0; start < t; start += rows) {
             const auto len = std::min(rows, t - start);
             out.narrow(2, start, len)
@@ -456,14 +677,14 @@ at::Tensor TextEncoder::Impl::attention(const Layer& layer, const at::Tensor& x,
     // A query that may see no key (a left-padded position) gets 0, as torch's SDPA gives the
     // reference on the CPU; fused kernels elsewhere may return NaN there instead.
     out = at::where(rowHasKey, out, at::zeros({}, out.options()));
-    return layer.o(out.transpose(1, 2).reshape({b, t, c.heads * c.headDim}));
+    return layer.o(out.transpose(1, 2).reshape({b, t, c.heads * hd}));
 }
 
 at::Tensor TextEncoder::Impl::run(
     const at::Tensor& inputIds, const at::Tensor& attentionMask, const std::stop_token& stop, bool& cancelled) const
 {
     const auto& c = config;
-    TORCH_CHECK(inputIds.dim() == 2, "Gemma 3 expects input ids [B, T], got ", inputIds.sizes());
+    TORCH_CHECK(inputIds.dim() == 2, c.familyName(), " expects input ids [B, T], got ", inputIds.sizes());
     TORCH_CHECK(attentionMask.sizes() == inputIds.sizes(), "the attention mask ", attentionMask.sizes(), " does not match the ids ",
         inputIds.sizes());
     TORCH_CHECK(!at::isFloatingType(inputIds.scalar_type()), "input ids must be integers, got ", inputIds.scalar_type());
@@ -471,6 +692,8 @@ at::Tensor TextEncoder::Impl::run(
     auto ids = inputIds.to(device, at::kLong);
     if (c.imageTokenId && *c.imageTokenId >= c.vocabSize)
         ids = at::where(ids == *c.imageTokenId, at::zeros({}, ids.options()), ids);
+    for (const auto placeholder : c.placeholderIds)
+        ids = at::where(ids == placeholder, at::full({}, c.padTokenId, ids.options()), ids);
     if (ids.numel() > 0) {
         const auto lo = ids.min().item<std::int64_t>(), hi = ids.max().item<std::int64_t>();
         TORCH_CHECK(lo >= 0 && hi < c.vocabSize, "token ids must lie in [0, ", c.vocabSize, "), got ", lo, "..", hi,
@@ -511,18 +734,20 @@ at::Tensor TextEncoder::Impl::run(
             return {};
         }
         const auto& l = layers[i];
-        auto a = gemmaNorm(h, l.inputNorm, c.rmsNormEps);
+        auto a = norm(h, l.inputNorm);
         a = l.sliding ? attention(l, a, cosSliding, sinSliding, slidingMask, slidingRows)
                       : attention(l, a, cosFull, sinFull, fullMask, fullRows);
-        h = h + gemmaNorm(a, l.postAttentionNorm, c.rmsNormEps);
-        auto f = gemmaNorm(h, l.preFeedforwardNorm, c.rmsNormEps);
+        h = h + norm(a, l.postAttentionNorm);
+        auto f = norm(h, l.preFeedforwardNorm);
         const auto gate = l.gate(f);
         f = l.down((c.geluTanh ? nn::geluTanh(gate) : at::gelu(gate)) * l.up(f));
-        h = h + gemmaNorm(f, l.postFeedforwardNorm, c.rmsNormEps);
+        h = h + norm(f, l.postFeedforwardNorm);
+        if (l.scalar.defined())
+            h = h * l.scalar;
         if (i + 1 < layers.size())
             out.select(3, static_cast<std::int64_t>(i) + 1).copy_(h);
     }
-    out.select(3, c.layers).copy_(c.tieLastHiddenStates ? gemmaNorm(h, finalNorm, c.rmsNormEps) : h);
+    out.select(3, c.layers).copy_(c.tieLastHiddenStates ? norm(h, finalNorm) : h);
     return out;
 }
 
@@ -532,12 +757,12 @@ Result<at::Tensor> TextEncoder::forward(const at::Tensor& inputIds, const at::Te
         bool cancelled = false;
         auto out = m_impl->run(inputIds, attentionMask, stop, cancelled);
         if (cancelled)
-            return makeError(ErrorCode::Cancelled, "Gemma 3 text encoding was cancelled");
+            return makeError(ErrorCode::Cancelled, std::string(m_impl->config.familyName()) + " text encoding was cancelled");
         return out;
     } catch (const nn::ForwardError& e) {
-        return makeError(e.code, m_impl->origin + ": Gemma 3: " + e.what());
+        return makeError(e.code, m_impl->origin + ": " + m_impl->config.familyName() + ": " + e.what());
     } catch (const c10::Error& e) {
-        return errorFromException(e, m_impl->origin + ": Gemma 3");
+        return errorFromException(e, m_impl->origin + ": " + m_impl->config.familyName());
     }
 }
 
@@ -564,7 +789,8 @@ std::map<std::string, std::int64_t> TextEncoder::bytesByRepresentation() const
     for (const auto& l : m.layers) {
         for (const auto* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
             addLinear(*lin);
-        for (const auto* t : {&l.inputNorm, &l.postAttentionNorm, &l.preFeedforwardNorm, &l.postFeedforwardNorm, &l.qNorm, &l.kNorm})
+        for (const auto* t :
+            {&l.inputNorm, &l.postAttentionNorm, &l.preFeedforwardNorm, &l.postFeedforwardNorm, &l.qNorm, &l.kNorm, &l.scalar})
             out["dense"] += bytesOf(*t);
     }
     out["dense"] += bytesOf(m.finalNorm);

@@ -1,8 +1,13 @@
 #pragma once
 
 // Gemma 3's language model as LTX-2's text encoder, ported from transformers 5.24
-// (models/gemma3/modeling_gemma3.py: Gemma3TextModel inside Gemma3ForConditionalGeneration).
-// forward() returns what diffusers' LTX2Pipeline._get_gemma_prompt_embeds builds from
+// (models/gemma3/modeling_gemma3.py: Gemma3TextModel inside Gemma3ForConditionalGeneration),
+// and Gemma 4's unified one as LTX-2.5's (models/gemma4_unified/modeling_gemma4_unified.py:
+// Gemma4UnifiedTextModel inside Gemma4UnifiedForConditionalGeneration). The two share the
+// layer structure; Gemma 4 differs in the norms (w, not 1 + w), an unscaled attention with a
+// weightless norm on the values, wider full-attention heads with fewer key/value heads whose
+// values may be the raw keys, proportional (partial) RoPE on those, and a learned scalar per
+// layer. forward() returns what diffusers' LTX2Pipeline._get_gemma_prompt_embeds builds from
 // output_hidden_states=True: the embeddings, the output of every layer but the last, and the
 // final-norm output of the last layer, stacked on a new last axis.
 //
@@ -34,10 +39,18 @@ enum class LayerType { Sliding, Full };
 struct RopeConfig {
     double theta = 10000.0;
     double linearFactor = 1.0;  // rope_type "linear": inverse frequencies / factor; 1 = "default"
+    // rope_type "proportional" (Gemma 4): only the first partial * headDim / 2 frequencies
+    // turn, the others are 0 (the rotation covers the whole head).
+    bool proportional = false;
+    double partialRotaryFactor = 1.0;
 };
 
-// Gemma3TextConfig; the defaults are transformers' (a config.json only lists what differs).
+enum class Family { Gemma3, Gemma4 };
+
+// Gemma3TextConfig or Gemma4UnifiedTextConfig; the defaults are transformers' (a config.json
+// only lists what differs), Gemma 3's here and Gemma 4's where parseTextConfig reads one.
 struct TextConfig {
+    Family family = Family::Gemma3;
     std::int64_t vocabSize = 262208;
     std::int64_t hiddenSize = 2304;
     std::int64_t intermediateSize = 9216;
@@ -57,6 +70,19 @@ struct TextConfig {
     // Gemma3Model replaces this id by 0 before the embedding when it is outside the vocabulary.
     std::optional<std::int64_t> imageTokenId;
 
+    // Gemma 4: full-attention layers' head width and key/value heads (0: as the sliding ones),
+    // and whether their values are the raw key projection (attention_k_eq_v: no v_proj).
+    std::int64_t fullHeadDim = 0, fullKvHeads = 0;
+    bool fullKeyIsValue = false;
+    // Gemma 4's multimodal placeholders (image, video, audio): swapped to padTokenId before the
+    // embedding, whatever the vocabulary.
+    std::vector<std::int64_t> placeholderIds;
+    std::int64_t padTokenId = 0;
+
+    std::int64_t headDimOf(LayerType t) const { return t == LayerType::Full && fullHeadDim > 0 ? fullHeadDim : headDim; }
+    std::int64_t kvHeadsOf(LayerType t) const { return t == LayerType::Full && fullKvHeads > 0 ? fullKvHeads : kvHeads; }
+    const char* familyName() const { return family == Family::Gemma4 ? "Gemma 4" : "Gemma 3"; }
+
     // LTX-2's text encoder, google/gemma-3-12b-it(-qat-q4_0-unquantized) (ltx-core
     // text_encoders/gemma/config.py): used when a weights file comes without config.json.
     static TextConfig gemma3_12b();
@@ -64,7 +90,9 @@ struct TextConfig {
 
 // config.json of a Gemma3ForConditionalGeneration (its text_config) or of a Gemma3TextConfig,
 // in the current (layer_types, rope_parameters) or the older (sliding_window_pattern,
-// rope_theta, rope_local_base_freq, rope_scaling) form. origin names the file in errors.
+// rope_theta, rope_local_base_freq, rope_scaling) form; or of a
+// Gemma4UnifiedForConditionalGeneration / Gemma4UnifiedTextConfig (per_layer_config, or
+// global_head_dim and num_global_key_value_heads). origin names the file in errors.
 Result<TextConfig> parseTextConfig(const std::string& configJson, const std::string& origin);
 // A tensor of a Gemma 3 checkpoint the text encoder never loads (the vision tower, its
 // projector, the LM head): what a memory plan leaves out.
