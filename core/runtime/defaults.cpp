@@ -95,7 +95,7 @@ Result<GenerationDefaults> defaultsForVariant(const catalog::Catalog& catalog, c
 
 Result<GenerationDefaults> defaultsForVersion(const catalog::Catalog& catalog, const std::string& version, const std::string& schedule)
 {
-    const std::string family = version == "4" ? "ideogram-4" : version == "2.0" ? "ltx-2" : "ltx-2.3";
+    const std::string family = version == "4" ? "ideogram-4" : version == "2.0" ? "ltx-2" : version == "2.5" ? "ltx-2.5" : "ltx-2.3";
     const auto* f = catalog.family(family);
     if (!f)
         return makeError(ErrorCode::NotFound, "the catalog has no " + family + " family");

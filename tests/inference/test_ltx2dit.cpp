@@ -6,7 +6,6 @@
 #include "inference/inspect/modelinspector.h"
 #include "inference/models/ltx2/ltx2connectors.h"
 #include "inference/models/ltx2/ltx2durationhead.h"
-#include "inference/models/ltx2/ltx2pipeline.h"
 #include "inference/models/nn/layers.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2weights.h"
@@ -181,21 +180,6 @@ VT_TEST(connectorsMatchDiffusersInEveryLayout)
             std::printf("   %s %-28s video %.2e audio %.2e\n", v.c_str(), file.filename().c_str(), video, audio);
             VT_CHECK_MSG(video <= kTolerance && audio <= kTolerance, file << ": max abs error above 1e-4");
         }
-    }
-}
-
-// Until its text encoder and DFR passes run, a 2.5 checkpoint is refused by name, never run
-// as a 2.3 and never reported as a missing part.
-VT_TEST(theLtx2PipelineRefusesLtx25ByName)
-{
-    for (const std::string layout : {"diffusers", "single", "gguf"}) {
-        pipelines::Ltx2PipelineOptions options;
-        options.modelPaths = layoutPaths("25", layout);
-        const auto r = pipelines::Ltx2Pipeline::open(options);
-        VT_CHECK(!r.ok());
-        VT_CHECK_MSG(r.error().code == ErrorCode::Unsupported && r.error().message.find("LTX-2.5") != std::string::npos
-                && r.error().message.find("missing") == std::string::npos,
-            r.error().message);
     }
 }
 

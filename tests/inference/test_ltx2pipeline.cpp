@@ -1,4 +1,4 @@
-// LTX-2 / LTX-2.3 end to end against diffusers' LTX2Pipeline at tiny sizes
+// LTX-2 / 2.3 / 2.5 end to end against diffusers' LTX2Pipeline at tiny sizes
 // (tests/fixtures/make_ltx2_pipeline_fixtures.py): the same prompt, injected start latents
 // and schedule give the same final latents, frames and waveform, from every layout.
 #include "tests/harness/vireotest.h"
@@ -69,7 +69,10 @@ pipelines::Ltx2PipelineOptions optionsFor(const std::string& v, const std::strin
     if (layout == "diffusers") {
         o.modelPaths = {d / "diffusers"};
     } else if (layout == "single") {
-        o.modelPaths = {d / "single" / (v == "20" ? "ltx-2-tiny.safetensors" : "ltx-2.3-tiny.safetensors")};
+        o.modelPaths = {d / "single"
+            / (v == "20"        ? "ltx-2-tiny.safetensors"
+                    : v == "25" ? "ltx-2.5-tiny.safetensors"
+                                : "ltx-2.3-tiny.safetensors")};
         o.textEncoderPath = d / "single" / "gemma";
     } else if (layout == "publisher") {
         // The catalog's GGUF variant as unsloth/LTX-2.3-GGUF names its files: the same weights as
@@ -162,16 +165,17 @@ void checkRun(const std::string& v, const std::string& runName, const std::strin
 
 }  // namespace
 
+// 2.5 with its Gemma 4 encoder, run as diffusers' LTX2Pipeline runs it (not yet its DFR recipe).
 VT_TEST(distilledMatchesDiffusers)
 {
-    for (const std::string v : {"20", "23"})
+    for (const std::string v : {"20", "23", "25"})
         for (const std::string layout : {"diffusers", "single"})
             checkRun(v, "distilled", layout);
 }
 
 VT_TEST(devWithGuidanceMatchesDiffusers)
 {
-    for (const std::string v : {"20", "23"})
+    for (const std::string v : {"20", "23", "25"})
         checkRun(v, "dev", "diffusers");
 }
 
@@ -189,8 +193,9 @@ VT_TEST(bfloat16StaysCloseToTheReference)
 {
     // The FP8 layouts in bf16 take the FP8 tensor-core path on a GPU (activations quantized
     // to e4m3), so their bound is wider.
-    for (const auto& [v, layout, runName] : std::vector<std::tuple<std::string, std::string, std::string>>{{"20", "diffusers", "distilled"},
-             {"23", "diffusers", "distilled"}, {"23", "fp8", "distilled_fp8"}, {"20", "fp8", "distilled_fp8"}}) {
+    for (const auto& [v, layout, runName] :
+        std::vector<std::tuple<std::string, std::string, std::string>>{{"20", "diffusers", "distilled"}, {"23", "diffusers", "distilled"},
+            {"23", "fp8", "distilled_fp8"}, {"20", "fp8", "distilled_fp8"}, {"25", "diffusers", "distilled"}}) {
         auto run = tensorfile::readTensorSet(dir(v) / ("run_" + runName + ".safetensors"));
         VT_CHECK(run.ok());
         auto options = optionsFor(v, layout);
@@ -229,6 +234,27 @@ VT_TEST(missingComponentsAreListedBeforeAnythingLoads)
     o.textEncoderPath.reset();
     p = pipelines::Ltx2Pipeline::open(o);
     VT_CHECK(!p.ok() && p.error().message.find("Gemma 3 text encoder") != std::string::npos);
+}
+
+// LTX-2.5 reads Gemma 4's states and 2.3 Gemma 3's, equally wide at 12B: a swapped encoder is
+// refused by name before anything loads, never run.
+VT_TEST(aTextEncoderOfTheOtherGenerationIsRefused)
+{
+    auto o = optionsFor("25", "single");
+    o.textEncoderPath = dir("23") / "single" / "gemma";
+    auto p = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK(!p.ok());
+    VT_CHECK_MSG(!p.ok() && p.error().message.find("Gemma 3 text encoder, and LTX-2.5 reads its prompt with Gemma 4") != std::string::npos,
+        (p.ok() ? std::string("accepted") : p.error().message));
+    o = optionsFor("23", "single");
+    o.textEncoderPath = dir("25") / "single" / "gemma";
+    p = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK_MSG(!p.ok() && p.error().message.find("Gemma 4 text encoder, and LTX-2.3 reads its prompt with Gemma 3") != std::string::npos,
+        (p.ok() ? std::string("accepted") : p.error().message));
+    o = optionsFor("25", "single");
+    o.textEncoderPath.reset();
+    p = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK(!p.ok() && p.error().message.find("Gemma 4 text encoder") != std::string::npos);
 }
 
 // A tensor two of the given files both hold: the same bytes are read once (and counted);

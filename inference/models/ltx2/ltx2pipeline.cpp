@@ -518,14 +518,6 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     auto transformer = ltx2::resolveTransformerConfig(w, std::nullopt);
     if (!transformer)
         missing.push_back("transformer (" + transformer.error().message + ")");
-    if (transformer && transformer->keyframesAbsPosEmbedding)
-        // Its transformer runs (ltx2transformer.h), but 2.5 reads its prompt with Gemma 4 and
-        // renders through the DFR passes, neither of which is ported yet: a 2.3-style run would
-        // produce a video that is not what this model makes.
-        return makeError(ErrorCode::Unsupported,
-            w.describeFiles()
-                + ": this is LTX-2.5, which this version of Vireo cannot run yet (its Gemma 4 text encoder and its DFR "
-                  "pipeline are still being ported); use an LTX-2.3 or LTX-2 checkpoint for now");
     // The text encoder decides what the connectors read (its width and hidden-state count).
     if (options.textEncoderPath) {
         impl->textEncoderPath = *options.textEncoderPath;
@@ -535,13 +527,26 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
                 impl->textEncoderPath = p / "text_encoder";
     }
     std::optional<ltx2::TextFeatures> textFeatures;
+    std::optional<gemma3::Family> textFamily;
     if (!impl->textEncoderPath.empty()) {
         std::ifstream in(impl->textEncoderPath / "config.json");
         std::ostringstream text;
         text << in.rdbuf();
         if (in)
-            if (auto tc = gemma3::parseTextConfig(text.str(), (impl->textEncoderPath / "config.json").string()))
+            if (auto tc = gemma3::parseTextConfig(text.str(), (impl->textEncoderPath / "config.json").string())) {
                 textFeatures = ltx2::TextFeatures{tc->hiddenSize, tc->layers + 1};
+                textFamily = tc->family;
+            }
+    }
+    // LTX-2.5 was trained on Gemma 4's states and 2.0 / 2.3 on Gemma 3's; both are 3840 x 49
+    // wide at 12B, so a swapped encoder would load and run, and make nonsense.
+    if (transformer && textFamily) {
+        const bool wantsGemma4 = transformer->keyframesAbsPosEmbedding;
+        if (wantsGemma4 != (*textFamily == gemma3::Family::Gemma4))
+            return makeError(ErrorCode::InvalidArgument,
+                impl->textEncoderPath.string() + " is a " + (wantsGemma4 ? "Gemma 3" : "Gemma 4") + " text encoder, and LTX-"
+                    + transformer->version() + " reads its prompt with " + (wantsGemma4 ? "Gemma 4" : "Gemma 3")
+                    + "; give the text encoder published with this model");
     }
     impl->textFeatures = textFeatures;
     if (auto c = ltx2::resolveConnectorConfig(w, std::nullopt, textFeatures); !c)
@@ -554,7 +559,8 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     if (auto v = ltx2::resolveVocoderConfig(w, std::nullopt); !v)
         missing.push_back("vocoder (" + v.error().message + ")");
     if (impl->textEncoderPath.empty() || !isDir(impl->textEncoderPath))
-        missing.push_back("Gemma 3 text encoder (give its folder; a diffusers folder has it in text_encoder/)");
+        missing.push_back(std::string(transformer && transformer->keyframesAbsPosEmbedding ? "Gemma 4" : "Gemma 3")
+            + " text encoder (give its folder; a diffusers folder has it in text_encoder/)");
     // An upsampler of the wrong kind is not a missing part: it is there, and named for what it is.
     std::optional<std::string> wrongUpsampler;
     if (options.spatialUpsamplerPath) {
