@@ -137,6 +137,9 @@ private slots:
         // The 2.3 variants read the text encoder of Lightricks' diffusers repo.
         repos.insert(
             QStringLiteral("Lightricks/LTX-2"), QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/diffusers"))}});
+        // LTX-2.5's diffusers repo: the tiny 2.5 pipeline with its Gemma 4 encoder.
+        repos.insert(QStringLiteral("Lightricks/LTX-2.5-Diffusers"),
+            QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/../v25/diffusers"))}});
         QString error;
         QVERIFY2(m_hub.startWithSpec(m_work.path(), QJsonObject{{QStringLiteral("repos"), repos}}, {}, &error), qPrintable(error));
         QSettings().setValue(QStringLiteral("hub/endpoint"), m_hub.hubUrl());
@@ -308,6 +311,64 @@ private slots:
         for (const auto& item : (*studio)->gallery()->items())
             listed = listed || QFileInfo(item.path) == QFileInfo(job.outputPath);
         QVERIFY2(listed, qPrintable((*studio)->galleryError()));
+    }
+
+    // LTX-2.5 as a user gets it from the catalog: exactly the eight components the distilled
+    // recipe reads, recognized as 2.5 from its files, given its family's defaults, and run to a
+    // video with its recipe (one stage: the repo's plan carries no upsampler).
+    void theLtx25VariantDownloadsAndGenerates()
+    {
+        auto studio = vireo::core::Studio::create();
+        QVERIFY(studio);
+        const QString id = QStringLiteral("ltx-2.5/diffusers-bf16");
+        QStringList planned;
+        const auto model = download(**studio, id, &planned);
+        QVERIFY(model);
+        std::set<QString> folders;
+        for (const auto& p : planned) {
+            QVERIFY2(p.startsWith(QStringLiteral("Lightricks/LTX-2.5-Diffusers/")), qPrintable(p));
+            const auto rel = p.mid(QStringLiteral("Lightricks/LTX-2.5-Diffusers/").size());
+            folders.insert(rel.contains(QLatin1Char('/')) ? rel.section(QLatin1Char('/'), 0, 0) : rel);
+        }
+        QCOMPARE(folders,
+            (std::set<QString>{QStringLiteral("model_index.json"), QStringLiteral("transformer"), QStringLiteral("connectors"),
+                QStringLiteral("vae"), QStringLiteral("audio_vae"), QStringLiteral("vocoder"), QStringLiteral("text_encoder"),
+                QStringLiteral("tokenizer"), QStringLiteral("scheduler")}));
+        const auto facts = vireo::facade::Generator::readModelFacts(model->plan);
+        QVERIFY2(facts, facts ? "" : facts.error().message.c_str());
+        QCOMPARE(QString::fromStdString(facts->version), QStringLiteral("2.5"));
+        const auto& catalog = (*studio)->downloads()->catalog();
+        const auto fromFiles = vireo::runtime::defaultsForModel(catalog, *facts);
+        const auto fromCatalog = vireo::runtime::defaultsForVariant(catalog, id.toStdString());
+        QVERIFY2(fromFiles && fromCatalog, fromFiles ? "no catalog defaults" : fromFiles.error().message.c_str());
+        QVERIFY(fromFiles->schedule == "distilled" && fromCatalog->schedule == "distilled" && fromFiles->steps == fromCatalog->steps);
+        QVERIFY2(fromFiles->basis.find("LTX-2.5") != std::string::npos, fromFiles->basis.c_str());
+
+        vireo::generation::Ask ask;
+        ask.prompt = "a red fox in the snow";
+        ask.width = 64;
+        ask.height = 64;
+        ask.frames = 9;
+        ask.seed = 7;
+        const auto defaults = vireo::generation::defaultsFor(catalog, *model, ask);
+        QVERIFY2(defaults, defaults ? "" : defaults.error().message.c_str());
+        auto prepared = vireo::generation::prepare(catalog, *defaults, *model, ask);
+        QVERIFY2(prepared, prepared ? "" : prepared.error().message.c_str());
+        auto job = prepared->job;
+        job.outputPath = m_work.filePath(QStringLiteral("fox25.mp4"));
+        auto* engine = (*studio)->engine(QStringLiteral("cpu"));
+        const auto jobId = engine->enqueueGenerate(job);
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                const auto s = engine->job(jobId);
+                return s && s->state != vireo::runtime::JobState::Queued && s->state != vireo::runtime::JobState::Running;
+            },
+            300000));
+        const auto s = engine->job(jobId);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QVERIFY(QFileInfo(job.outputPath).size() > 1000);
+        QCOMPARE(QString::fromStdString(s->recipe.modelVersion), QStringLiteral("2.5"));
+        QCOMPARE(QString::fromStdString(s->recipe.stages), QStringLiteral("single"));
     }
 };
 
