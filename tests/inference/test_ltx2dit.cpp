@@ -6,6 +6,7 @@
 #include "inference/inspect/modelinspector.h"
 #include "inference/models/ltx2/ltx2connectors.h"
 #include "inference/models/ltx2/ltx2durationhead.h"
+#include "inference/models/ltx2/ltx2pipeline.h"
 #include "inference/models/nn/layers.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2weights.h"
@@ -254,6 +255,24 @@ VT_TEST(durationFramesFollowTheReference)
     VT_CHECK(ltx2::framesForSeconds(31.0, 24.0, 8).clamped);
     VT_CHECK(ltx2::framesForSeconds(1.01, 24.0, 8, 1.0, 1.02).outsideBounds);
     VT_COMPARE(ltx2::framesForSeconds(std::nan(""), 24.0, 8).frames, std::int64_t{1});
+}
+
+// The DFR canvas, padding and slot positions, for every frame count the reference was asked.
+VT_TEST(dfrCanvasFollowsTheReference)
+{
+    std::ifstream in(versionDir("25") / "dfr_canvas.json");
+    const auto table = nlohmann::json::parse(in);
+    int rows = 0;
+    for (const auto& row : table.at("rows")) {
+        const auto c = pipelines::dfrCanvas(row.at("frames").get<std::int64_t>());
+        VT_CHECK_MSG(c.ok(), row.dump());
+        VT_CHECK_MSG(c->paddedFrames == row.at("padded").get<std::int64_t>() && c->segment == row.at("segment").get<std::int64_t>()
+                && c->slots == row.at("slots").get<std::vector<std::int64_t>>(),
+            row.dump() << " -> " << c->paddedFrames << " / " << c->segment);
+        ++rows;
+    }
+    VT_COMPARE(rows, 126);
+    VT_CHECK(!pipelines::dfrCanvas(1).ok() && !pipelines::dfrCanvas(10).ok() && !pipelines::dfrCanvas(-7).ok());
 }
 
 VT_TEST(layoutsLoadToTheSameModule)

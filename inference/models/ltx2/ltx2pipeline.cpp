@@ -141,7 +141,18 @@ struct Ltx2Pipeline::Impl {
         at::Tensor extraCoords;  // [1, 3, K, 2] keyframe tokens' RoPE bounds; undefined: none
         sched::FlowSchedule schedule;
         Ltx2Phase phase = Ltx2Phase::Denoise;
+        // A DFR pass: the slot tokens after the canvas's, the tokens the keyframe embedding
+        // marks ([1, T + K]), and after the loop every token of it and the slots unpacked.
+        bool dfr = false;
+        std::int64_t slotTokens = 0, slotCount = 0;
+        at::Tensor keyframes, allTokens, slots;
     };
+    // The RoPE bounds of keyframe tokens (a condition, a DFR slot) appended after the grid's:
+    // pixel space without the causal first-frame shift, starting at pixel frame `start`, one
+    // pixel frame long for a still (_prepare_keyframe_coords), time in seconds at `fps`.
+    at::Tensor keyframeCoords(std::int64_t frames, std::int64_t height, std::int64_t width, double start, bool still, double fps,
+        const at::TensorOptions& f32) const;
+
     std::vector<EncodedCondition> encodeConditions(const Ltx2Request& req, std::int64_t width, std::int64_t height,
         const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop);
     // Puts the conditions into a pass whose base latents ([1, T, C]) are set: first-frame ones
@@ -183,6 +194,7 @@ struct Ltx2Pipeline::Impl {
     void checkRequest(const Ltx2Request& req) const;
     ltx2::ConnectorOutputs encodePrompt(Run& run);
     Pass startPass(Run& run, at::Generator& generator);
+    Pass startDfrPass(Run& run, at::Generator& generator, const DfrCanvas& canvas);
     void denoisePass(Run& run, Pass& p, ltx2::TransformerInputs& in);
     void refineAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator);
     void decodeVideo(Run& run, const Pass& pass);
@@ -384,17 +396,8 @@ void Ltx2Pipeline::Impl::applyConditions(
         }
         // A keyframe: extra tokens with their own RoPE bounds, in pixel space without the
         // causal first-frame shift, at pixel frame 8 (k - 1) + 1 (_prepare_keyframe_coords).
-        const auto f = c.unpacked.size(2), h = c.unpacked.size(3), w = c.unpacked.size(4);
-        const auto grid = at::stack(at::meshgrid({at::arange(f, f32), at::arange(h, f32), at::arange(w, f32)}, "ij"), 0);
-        auto coords = at::stack({grid, grid + 1}, -1).flatten(1, 3).unsqueeze(0);  // [1, 3, n, 2]
-        const auto scale =
-            at::tensor(std::vector<float>{float(tc.vaeScaleFactors[0]), float(tc.vaeScaleFactors[1]), float(tc.vaeScaleFactors[2])}, f32);
-        coords = coords * scale.view({1, 3, 1, 1});
-        auto t = coords.select(1, 0);
-        t.add_(double((c.latentIndex - 1) * tc.vaeScaleFactors[0] + 1));
-        if (c.pixelFrames == 1)
-            t.select(2, 1).copy_(t.select(2, 0) + 1);
-        t.div_(fps);
+        const auto coords = keyframeCoords(c.unpacked.size(2), c.unpacked.size(3), c.unpacked.size(4),
+            double((c.latentIndex - 1) * tc.vaeScaleFactors[0] + 1), c.pixelFrames == 1, fps, f32);
         extraTokens.push_back(tokens);
         extraMask.push_back(at::full({1, tokens.size(1)}, c.strength, f32));
         extraCoords.push_back(coords);
@@ -418,6 +421,45 @@ void Ltx2Pipeline::Impl::applyConditions(
         pass.mask = mask;
         pass.clean = clean;
     }
+}
+
+at::Tensor Ltx2Pipeline::Impl::keyframeCoords(
+    std::int64_t frames, std::int64_t height, std::int64_t width, double start, bool still, double fps, const at::TensorOptions& f32) const
+{
+    const auto& tc = transformerConfig;
+    const auto grid = at::stack(at::meshgrid({at::arange(frames, f32), at::arange(height, f32), at::arange(width, f32)}, "ij"), 0);
+    auto coords = at::stack({grid, grid + 1}, -1).flatten(1, 3).unsqueeze(0);  // [1, 3, n, 2]
+    const auto scale =
+        at::tensor(std::vector<float>{float(tc.vaeScaleFactors[0]), float(tc.vaeScaleFactors[1]), float(tc.vaeScaleFactors[2])}, f32);
+    coords = coords * scale.view({1, 3, 1, 1});
+    auto t = coords.select(1, 0);
+    t.add_(start);
+    if (still)
+        t.select(2, 1).copy_(t.select(2, 0) + 1);
+    t.div_(fps);
+    return coords;
+}
+
+Result<DfrCanvas> dfrCanvas(std::int64_t frames)
+{
+    if (frames < 9 || (frames - 1) % 8 || frames > (1 << 20))
+        return makeError(ErrorCode::InvalidArgument, "the DFR canvas needs 8k + 1 frames, at least 9, got " + std::to_string(frames));
+    const auto content = frames - 1;
+    // The segment (3 or 4 latent frames) that pads least; the longer one on a tie.
+    std::int64_t segment = 0, leastPad = 0;
+    for (const std::int64_t candidate : {24, 32}) {
+        const auto pad = (candidate - content % candidate) % candidate;
+        if (segment == 0 || pad <= leastPad) {
+            segment = candidate;
+            leastPad = pad;
+        }
+    }
+    DfrCanvas c;
+    c.segment = segment;
+    c.paddedFrames = content + leastPad + 1;
+    for (std::int64_t p = segment; p <= content + leastPad; p += segment)
+        c.slots.push_back(p);
+    return c;
 }
 
 Ltx2Pipeline::Ltx2Pipeline(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -620,6 +662,19 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
         if (!(c.strength >= 0.0 && c.strength <= 1.0))
             throw makeError(ErrorCode::InvalidArgument, name + ": strength must be in [0, 1]");
     }
+    if (req.dfr) {
+        if (!transformerConfig.keyframesAbsPosEmbedding)
+            throw makeError(ErrorCode::InvalidArgument,
+                "the DFR pass is LTX-2.5's (its transformer marks the keyframe slots); this is LTX-" + transformerConfig.version());
+        if (req.frames < 9)
+            throw makeError(ErrorCode::InvalidArgument, "the DFR pass needs at least 9 frames, got " + std::to_string(req.frames));
+        if (!req.conditions.empty())
+            throw makeError(ErrorCode::InvalidArgument, "image and clip conditions are not taken by the DFR pass in this version");
+        if (req.twoStage || guided(req) || (req.schedule != Ltx2Schedule::Distilled && !req.sigmas))
+            throw makeError(ErrorCode::InvalidArgument, "the DFR pass runs one stage of the distilled schedule, without guidance");
+    } else if (req.dfrStart) {
+        throw makeError(ErrorCode::InvalidArgument, "a DFR start state was given to a request that is not a DFR pass");
+    }
     if (req.twoStage) {
         if (!options.spatialUpsamplerPath)
             throw makeError(ErrorCode::InvalidArgument, "the two-stage path needs the spatial upsampler; none was given with the model");
@@ -755,7 +810,110 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
     return pass;
 }
 
-// 4. The loop of LTX2Pipeline / LTX2ConditionPipeline, in place on `p`.
+namespace {
+
+// The fps a DFR pass gives the transformer's positions: playback rates above 30 only change
+// muxing (utils.py MAX_CONDITIONING_FPS, SNAP_CONDITIONING_FPS_ABOVE).
+double dfrConditioningFps(double fps)
+{
+    return fps > 30.0 ? 60.0 : fps;
+}
+
+// [1, C, F, H, W] -> [1, F * H * W, C], frame-major as the pipelines pack.
+at::Tensor packLatents(const at::Tensor& x)
+{
+    return x.permute({0, 2, 3, 4, 1}).reshape({x.size(0), -1, x.size(1)});
+}
+
+}  // namespace
+
+// 2'. A DFR pass's start (LTX2DFRPipeline.prepare_latents without conditions): the padded
+// canvas's tokens, then one latent frame of slot tokens per slot, zero or from dfrStart; one
+// draw over all of them, noised to the schedule's first sigma (or dfrStart's level).
+Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(Run& run, at::Generator& generator, const DfrCanvas& canvas)
+{
+    const auto& req = run.req;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
+    const auto cpuF32 = at::TensorOptions().dtype(at::kFloat);
+    const auto& tc = transformerConfig;
+    Pass pass;
+    pass.dfr = true;
+    pass.latentFrames = (canvas.paddedFrames - 1) / 8 + 1;
+    pass.latentH = req.height / 32;
+    pass.latentW = req.width / 32;
+    const auto perFrame = pass.latentH * pass.latentW;
+    pass.baseTokens = pass.latentFrames * perFrame;
+    pass.slotCount = static_cast<std::int64_t>(canvas.slots.size());
+    pass.slotTokens = perFrame * pass.slotCount;
+    const auto total = pass.baseTokens + pass.slotTokens;
+    const double perSecond = static_cast<double>(audioConfig.sampleRate) / static_cast<double>(audioConfig.melHopLength) / 4.0;
+    const auto audioFrames = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(canvas.paddedFrames) / req.fps * perSecond));
+
+    if (req.sigmas) {
+        pass.schedule.sigmas = *req.sigmas;
+        if (pass.schedule.sigmas.size() < 2 || pass.schedule.sigmas.back() != 0.0)
+            throw makeError(ErrorCode::InvalidArgument, "explicit sigmas must end in 0");
+    } else {
+        pass.schedule = req.dfrStart ? sched::ltx2Stage2DistilledSchedule() : sched::ltx2DistilledSchedule();
+    }
+    run.out.sigmas = pass.schedule.sigmas;
+    const double noiseScale = req.dfrStart ? req.dfrStart->noiseScale : pass.schedule.sigmas.front();
+
+    at::Tensor latents, audio;
+    if (req.dfrStart) {
+        const auto& start = *req.dfrStart;
+        const auto want = [&](const at::Tensor& t, std::int64_t frames) {
+            return t.defined() && t.dim() == 5 && t.size(0) == 1 && t.size(1) == tc.inChannels && t.size(2) == frames
+                && t.size(3) == pass.latentH && t.size(4) == pass.latentW;
+        };
+        if (!want(start.latents, pass.latentFrames) || !want(start.slots, pass.slotCount))
+            throw makeError(ErrorCode::InvalidArgument,
+                "a DFR second pass starts from [1, " + std::to_string(tc.inChannels) + ", " + std::to_string(pass.latentFrames) + ", "
+                    + std::to_string(pass.latentH) + ", " + std::to_string(pass.latentW) + "] latents and " + std::to_string(pass.slotCount)
+                    + " slot frames of the same size");
+        if (!start.audio.defined() || start.audio.sizes() != at::IntArrayRef({1, audioFrames, audioConfig.packedWidth()}))
+            throw makeError(ErrorCode::InvalidArgument,
+                "a DFR second pass takes its audio packed [1, " + std::to_string(audioFrames) + ", "
+                    + std::to_string(audioConfig.packedWidth()) + "]");
+        if (!(noiseScale >= 0.0 && noiseScale <= 1.0))
+            throw makeError(ErrorCode::InvalidArgument, "the DFR noise scale must be in [0, 1]");
+        latents = at::cat({packLatents(start.latents.to(f32)), packLatents(start.slots.to(f32))}, 1);
+        audio = start.audio.to(f32);
+    } else {
+        latents = at::zeros({1, total, tc.inChannels}, f32);
+    }
+    at::Tensor videoNoise = req.videoNoise ? req.videoNoise->to(f32) : at::randn({1, total, tc.inChannels}, generator, cpuF32).to(f32);
+    at::Tensor audioNoise;
+    if (req.audioNoise) {
+        audioNoise = req.audioNoise->to(f32);
+    } else {
+        const auto noise = at::randn({1, audioConfig.latentChannels, audioFrames, audioConfig.latentMelBins()}, generator, cpuF32);
+        audioNoise = noise.transpose(1, 2).flatten(2, 3).to(f32);
+    }
+    if (videoNoise.sizes() != latents.sizes())
+        throw makeError(ErrorCode::InvalidArgument,
+            "DFR video noise must be [1, " + std::to_string(total) + ", " + std::to_string(tc.inChannels) + "] (canvas and slot tokens)");
+    if (audioNoise.sizes() != at::IntArrayRef({1, audioFrames, audioConfig.packedWidth()}))
+        throw makeError(ErrorCode::InvalidArgument,
+            "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
+    // The reference's expressions, so a draw at noise scale 1 is taken bit for bit.
+    pass.latents = videoNoise * noiseScale + latents * (1 - noiseScale);
+    pass.audioLatents = audio.defined() ? audioNoise * noiseScale + audio * (1 - noiseScale) : audioNoise;
+
+    // The keyframe embedding marks the causal first frame (one pixel frame) and every slot.
+    pass.keyframes = at::zeros({1, total}, f32);
+    pass.keyframes.narrow(1, 0, perFrame).fill_(1.0);
+    pass.keyframes.narrow(1, pass.baseTokens, pass.slotTokens).fill_(1.0);
+    const double fps = dfrConditioningFps(req.fps);
+    std::vector<at::Tensor> coords;
+    for (const auto position : canvas.slots)
+        coords.push_back(keyframeCoords(1, pass.latentH, pass.latentW, static_cast<double>(position), true, fps, f32));
+    if (!coords.empty())
+        pass.extraCoords = at::cat(coords, 2);
+    return pass;
+}
+
+// 4. The loop of LTX2Pipeline / LTX2ConditionPipeline (and of a DFR pass), in place on `p`.
 void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs& in)
 {
     const auto& req = run.req;
@@ -772,6 +930,9 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     in.extraVideoCoords.reset();
     if (p.extraCoords.defined())
         in.extraVideoCoords = cfg ? at::cat({p.extraCoords, p.extraCoords}, 0) : p.extraCoords;
+    in.videoKeyframesMask.reset();
+    if (p.dfr)
+        in.videoKeyframesMask = p.keyframes;
     const auto mask = p.mask.defined() ? std::optional<at::Tensor>(cfg ? at::cat({p.mask, p.mask}, 0) : p.mask) : std::nullopt;
     // A new cache per pass: nothing of another clip or stage is ever reused.
     ltx2::StepCache stepCache;
@@ -803,7 +964,13 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
         const auto sigmaT = at::scalar_tensor(sigma, f32);
         at::Tensor x0, ax0;
-        if (cfg) {
+        if (p.dfr) {
+            // Each token's clean estimate at its own sigma, the timestep it was given / 1000 (a
+            // conditioned token sits lower), as LTX2DFRPipeline.denoise computes it.
+            const auto tokenSigma = (mask ? in.timestep : t.unsqueeze(-1).expand({batch, latents.size(1)})) / 1000.0f;
+            x0 = latents - v * tokenSigma.unsqueeze(-1);
+            ax0 = audioLatents - a * sigmaT;
+        } else if (cfg) {
             const auto vc = v.chunk(2), ac = a.chunk(2);
             x0 = latents - vc[1] * sigmaT;
             const auto x0u = latents - vc[0] * sigmaT;
@@ -847,7 +1014,14 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     if (transformer->device().is_cuda())
         out.cudaGraphs +=
             (out.cudaGraphs.empty() ? "" : "; ") + std::string(p.phase == Ltx2Phase::Refine ? "refine: " : "denoise: ") + graphed.summary();
-    // Keyframe tokens are dropped once the loop is done.
+    if (p.dfr) {
+        p.allTokens = latents;
+        p.slots = latents.narrow(1, latents.size(1) - p.slotTokens, p.slotTokens)
+                      .reshape({1, p.slotCount, p.latentH, p.latentW, tc.inChannels})
+                      .permute({0, 4, 1, 2, 3})
+                      .contiguous();
+    }
+    // Keyframe (and slot) tokens are dropped once the loop is done.
     latents = latents.narrow(1, 0, p.baseTokens).contiguous();
 }
 
@@ -1017,7 +1191,11 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     out.twoStage = req.twoStage;
     const auto ctx = encodePrompt(run);
     auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed));
-    Pass pass = startPass(run, generator);
+    std::optional<DfrCanvas> canvas;
+    if (req.dfr)
+        canvas = take(dfrCanvas(req.frames));
+    out.dfrCanvas = canvas;
+    Pass pass = canvas ? startDfrPass(run, generator, *canvas) : startPass(run, generator);
 
     // 4. Denoising.
     auto start = Clock::now();
@@ -1035,8 +1213,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     in.audioEncoderHiddenStates = ctx.audio;
     in.encoderAttentionMask = ctx.mask;
     in.audioEncoderAttentionMask = ctx.mask;
-    in.audioNumFrames = audioLatentFrames(req);
-    in.fps = req.fps;
+    in.audioNumFrames = pass.audioLatents.size(1);
+    in.fps = canvas ? dfrConditioningFps(req.fps) : req.fps;
     in.useCrossTimestep = true;  // the pipeline's default
     in.stop = stop;
     denoisePass(run, pass, in);
@@ -1047,8 +1225,17 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         out.stage1AudioLatents = pass.audioLatents;
         refineAtFullSize(run, pass, in, generator);
     }
-    out.finalVideoLatents = pass.latents;
+    out.finalVideoLatents = pass.dfr ? pass.allTokens : pass.latents;
     out.finalAudioLatents = pass.audioLatents;
+    if (pass.dfr) {
+        // The padded canvas is trimmed to the frames asked for (utils.trim_canvas); the audio is
+        // cut to their duration when decoded.
+        out.slotLatents = pass.slots;
+        const auto keep = (req.frames - 1) / 8 + 1;
+        pass.latents = pass.latents.narrow(1, 0, keep * pass.latentH * pass.latentW).contiguous();
+        pass.latentFrames = keep;
+        pass.baseTokens = pass.latents.size(1);
+    }
     decodeVideo(run, pass);
     decodeAudio(run, pass);
     return std::move(run.out);

@@ -93,6 +93,24 @@ struct Ltx2Condition {
     double strength = 1.0;  // in [0, 1]
 };
 
+// LTX-2.5's DFR canvas (diffusers dfr_layout.resolve_canvas): frames - 1 padded up to a whole
+// number of keyframe segments of 24 or 32 frames, whichever pads less (32 on a tie), and the
+// generated keyframe slots at each segment's end: [S, 2S, ..., padded - 1].
+struct DfrCanvas {
+    std::int64_t paddedFrames = 0, segment = 0;
+    std::vector<std::int64_t> slots;
+};
+// InvalidArgument unless frames is 8k + 1 and at least 9.
+Result<DfrCanvas> dfrCanvas(std::int64_t frames);
+
+// The second-stage form of a DFR pass (diffusers LTX2DFRPipeline with `latents`,
+// `keyframes_latents` and `audio_latents`): normalized [1, C, F, H, W] on the padded canvas,
+// the slots [1, C, K, H, W], the audio packed [1, La, C_a]; noised to noiseScale.
+struct Ltx2DfrStart {
+    at::Tensor latents, slots, audio;
+    double noiseScale = 0.909375;
+};
+
 struct Ltx2Request {
     std::string prompt;
     std::string negativePrompt;
@@ -127,6 +145,14 @@ struct Ltx2Request {
     // Injected stage-2 draws (checks against a reference): packed [1, tokens (+ keyframe
     // tokens), C] and [1, audio tokens, C_a].
     std::optional<at::Tensor> stage2VideoNoise, stage2AudioNoise;
+    // LTX-2.5's DFR pass (diffusers LTX2DFRPipeline, one pass): the clip is made on the padded
+    // DFR canvas with one generated keyframe slot per segment end, the first latent frame and the
+    // slots marked for the 2.5 transformer's keyframe embedding, every token's clean estimate
+    // taken at its own sigma, positions at 60 fps above 30; the canvas is trimmed to `frames`
+    // for decoding. Distilled sigmas, no guidance, no conditions yet; needs a 2.5 transformer.
+    // videoNoise then covers the whole packed sequence (canvas tokens, then slot tokens).
+    bool dfr = false;
+    std::optional<Ltx2DfrStart> dfrStart;  // the second-stage form; none: from noise (stage 1)
 };
 
 enum class Ltx2Phase {
@@ -176,6 +202,10 @@ struct Ltx2Output {
     // output (normalized, [1, C, F, 2h, 2w]).
     bool twoStage = false;
     at::Tensor conditionLatents, stage1VideoLatents, stage1AudioLatents, upsampledLatents;
+    // DFR runs: the canvas and its slots' latents (normalized [1, C, K, H, W]); finalVideoLatents
+    // then holds every packed token of the pass (canvas, then slots).
+    std::optional<DfrCanvas> dfrCanvas;
+    at::Tensor slotLatents;
 };
 
 class Ltx2Pipeline {
@@ -205,7 +235,7 @@ public:
     Result<Ltx2Output> generate(
         const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress = {}, std::stop_token stop = {});
 
-    std::string version() const;  // "2.0" or "2.3"
+    std::string version() const;  // "2.0", "2.3" or "2.5"
     // "dev" or "distilled" as the transformer's files say, and where (Ltx2Weights::trainedFor).
     std::pair<std::string, std::string> trainedFor() const;
     // Bytes each loaded component holds now ("text_encoder", "transformer", ...).
