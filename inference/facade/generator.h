@@ -206,6 +206,7 @@ struct ConditionInput {
 // (half size, latent upsample x2, three refining steps at full size).
 struct StagePlan {
     bool twoStage = false;
+    bool dfr = false;  // LTX-2.5's DFR pass (keyframe slots on a padded canvas)
     std::string reason;  // one sentence for the UI
     std::int64_t firstWidth = 0, firstHeight = 0;  // stage 1's size (the full size when single)
 };

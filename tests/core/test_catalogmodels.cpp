@@ -369,6 +369,10 @@ private slots:
         QVERIFY(QFileInfo(job.outputPath).size() > 1000);
         QCOMPARE(QString::fromStdString(s->recipe.modelVersion), QStringLiteral("2.5"));
         QCOMPARE(QString::fromStdString(s->recipe.stages), QStringLiteral("single"));
+        // One stage of 2.5 is its own DFR pass, and the recipe and the page say so before it runs.
+        QVERIFY2(s->recipe.stagesReason.find("LTX-2.5 DFR pass: 1 keyframe slot(s) on a 25-frame canvas") != std::string::npos,
+            s->recipe.stagesReason.c_str());
+        QVERIFY2(prepared->stagesReason == s->recipe.stagesReason, prepared->stagesReason.c_str());
     }
 };
 

@@ -236,6 +236,109 @@ VT_TEST(missingComponentsAreListedBeforeAnythingLoads)
     VT_CHECK(!p.ok() && p.error().message.find("Gemma 3 text encoder") != std::string::npos);
 }
 
+namespace {
+
+// One LTX2DFRPipeline pass against the pipeline's own draws (run_dfr: from noise; run_dfr_refine:
+// the second-stage form from the first's raw outputs, which the reference normalizes with the
+// VAEs' statistics before noising them to its noise scale).
+void checkDfrRun(const std::string& runName)
+{
+    auto run = tensorfile::readTensorSet(dir("25") / ("run_" + runName + ".safetensors"));
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    const auto& m = r.metadata;
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("25", "diffusers"));
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    pipelines::Ltx2Request req;
+    req.prompt = m.at("prompt");
+    req.width = std::stoll(m.at("width"));
+    req.height = std::stoll(m.at("height"));
+    req.frames = std::stoll(m.at("num_frames"));
+    req.fps = std::stod(m.at("frame_rate"));
+    req.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
+    req.dfr = true;
+    req.videoNoise = *r.find("video_noise");
+    req.audioNoise = *r.find("audio_noise");
+    req.keepDecodedVideo = true;
+    if (r.find("given_latents")) {
+        auto stats = [&](const char* component) {
+            auto t = tensorfile::readTensorSet(dir("25") / "diffusers" / component / "diffusion_pytorch_model.safetensors");
+            VT_CHECK(t.ok());
+            return std::pair{*t->find("latents_mean"), *t->find("latents_std")};
+        };
+        const auto [mean, stdDev] = stats("vae");  // scaling_factor 1
+        const auto [audioMean, audioStd] = stats("audio_vae");
+        auto normalize = [&](const at::Tensor& x) { return (x - mean.view({1, -1, 1, 1, 1})) / stdDev.view({1, -1, 1, 1, 1}); };
+        const auto audio = r.find("given_audio")->transpose(1, 2).flatten(2, 3);  // [1, C, L, M] -> [1, L, C * M]
+        req.dfrStart = pipelines::Ltx2DfrStart{normalize(*r.find("given_latents")), normalize(*r.find("given_slots")),
+            (audio - audioMean) / audioStd, std::stod(m.at("noise_scale"))};
+    }
+    auto out = pipeline->generate(req);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    VT_CHECK(out->dfrCanvas && out->dfrCanvas->paddedFrames == std::stoll(m.at("padded_frames"))
+        && out->dfrCanvas->segment == std::stoll(m.at("segment")) && out->dfrCanvas->slots.size() == 1);
+    const auto sigmas = r.find("sigmas")->to(at::kDouble);
+    VT_COMPARE(out->sigmas.size(), static_cast<std::size_t>(sigmas.numel()));
+    double sigmaErr = 0;
+    for (std::size_t i = 0; i < out->sigmas.size(); ++i)
+        sigmaErr = std::max(sigmaErr,
+            std::abs(static_cast<double>(static_cast<float>(out->sigmas[i])) - sigmas[static_cast<std::int64_t>(i)].item<double>()));
+    // Every packed token of the pass, the canvas's and the slot's.
+    const double video = relErr(out->finalVideoLatents, *r.find("final_video_latents"));
+    const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
+    const double decoded = absErr(out->video, *r.find("video"));
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
+    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
+    const double mel = absErr(out->mel, *r.find("mel"));
+    const double wave = relErr(out->rawWaveform, *r.find("waveform"));
+    std::printf("   v25 %-10s sigmas %.1e | tokens rel video %.2e audio %.2e | video abs %.2e, frames max %d/255 | mel %.2e | waveform "
+                "rel %.2e\n",
+        runName.c_str(), sigmaErr, video, audio, decoded, frameDiff, mel, wave);
+    VT_CHECK(sigmaErr == 0.0);
+    VT_CHECK_MSG(video <= 1e-3 && audio <= 1e-3, "final latents relative error above 1e-3");
+    VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && mel <= 1e-3 && wave <= 1e-3, "decoded outputs differ");
+    VT_COMPARE(out->slotLatents.sizes().vec(), (std::vector<std::int64_t>{1, 8, 1, 2, 3}));
+}
+
+}  // namespace
+
+// LTX-2.5's DFR pass: the padded canvas, its slot on the pad, the keyframe marks and the
+// per-token sigmas, trimmed to the 17 frames asked for; then its second-stage form.
+VT_TEST(dfrPassMatchesDiffusers)
+{
+    checkDfrRun("dfr");
+    checkDfrRun("dfr_refine");
+}
+
+// The DFR pass is 2.5's and takes what this version implements, or is refused by name.
+VT_TEST(dfrRequestsAreValidated)
+{
+    auto p23 = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(p23.ok());
+    pipelines::Ltx2Request req;
+    req.width = 96;
+    req.height = 64;
+    req.frames = 17;
+    req.maxSequenceLength = 32;
+    req.dfr = true;
+    auto r = p23->generate(req);
+    VT_CHECK_MSG(!r.ok() && r.error().message.find("DFR pass is LTX-2.5's") != std::string::npos, (r.ok() ? "ran" : r.error().message));
+    auto p25 = pipelines::Ltx2Pipeline::open(optionsFor("25", "diffusers"));
+    VT_CHECK(p25.ok());
+    req.guidanceScale = 3.0;
+    r = p25->generate(req);
+    VT_CHECK(!r.ok() && r.error().message.find("without guidance") != std::string::npos);
+    req.guidanceScale = 1.0;
+    req.dfrStart = pipelines::Ltx2DfrStart{at::zeros({1, 8, 3, 2, 3}), at::zeros({1, 8, 1, 2, 3}), at::zeros({1, 25, 8}), 0.9};
+    r = p25->generate(req);
+    VT_CHECK_MSG(
+        !r.ok() && r.error().message.find("starts from [1, 8, 4, 2, 3]") != std::string::npos, (r.ok() ? "ran" : r.error().message));
+    req.dfr = false;
+    r = p25->generate(req);
+    VT_CHECK(!r.ok() && r.error().message.find("not a DFR pass") != std::string::npos);
+}
+
 // LTX-2.5 reads Gemma 4's states and 2.3 Gemma 3's, equally wide at 12B: a swapped encoder is
 // refused by name before anything loads, never run.
 VT_TEST(aTextEncoderOfTheOtherGenerationIsRefused)

@@ -358,6 +358,49 @@ public:
 
     Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request) const override
     {
+        auto out = stagePath(plan, request);
+        if (!out || !isLtx25(plan))
+            return out;
+        // LTX-2.5 in one stage runs its own DFR pass where it can; its two-stage DFR recipe is
+        // not in this version, so with an upsampler it takes LTX-2.3's two stages. The reason
+        // says which.
+        if (out->twoStage) {
+            out->reason += "; LTX-2.3's two stages (LTX-2.5's two-stage DFR is not in this version)";
+            return out;
+        }
+        std::string blocker;
+        if (!request.conditions.empty())
+            blocker = "the DFR pass takes no image or clip conditions in this version";
+        else if (lower(request.schedule) != "distilled" || request.guidance > 1.0 || request.audioGuidance > 1.0)
+            blocker = "the DFR pass runs the distilled schedule without guidance";
+        else if (request.frames < 9)
+            blocker = "the DFR pass needs at least 9 frames";
+        if (!blocker.empty()) {
+            out->reason += "; LTX-2.3's pass, not DFR: " + blocker;
+            return out;
+        }
+        const auto canvas = pipelines::dfrCanvas(request.frames);
+        if (!canvas)
+            return canvas.error();
+        out->dfr = true;
+        out->reason = "LTX-2.5 DFR pass: " + std::to_string(canvas->slots.size()) + " keyframe slot(s) on a "
+            + std::to_string(canvas->paddedFrames) + "-frame canvas (" + out->reason + ")";
+        return out;
+    }
+
+    // Whether the transformer's headers say LTX-2.5 (its keyframe embedding).
+    static bool isLtx25(const LoadPlan& plan)
+    {
+        auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
+        if (!weights)
+            return false;
+        const auto config = ltx2::resolveTransformerConfig(*weights, std::nullopt);
+        return config && config->keyframesAbsPosEmbedding;
+    }
+
+    // One stage or two, from the upsampler, the schedule and the size.
+    static Result<StagePlan> stagePath(const LoadPlan& plan, const GenerateRequest& request)
+    {
         StagePlan out;
         out.firstWidth = request.width;
         out.firstHeight = request.height;
@@ -445,6 +488,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
     if (!stages)
         return stages.error();
     req.twoStage = stages->twoStage;
+    req.dfr = stages->dfr;
     const std::int64_t latentFrames = (r.frames - 1) / 8 + 1;
     for (const auto& c : r.conditions) {
         const auto name = c.source.empty() ? std::string("a condition") : c.source;
