@@ -311,6 +311,52 @@ VT_TEST(dfrPassMatchesDiffusers)
     checkDfrRun("dfr_refine");
 }
 
+// The published two-pass recipe without the IC-LoRA reference (ltx-pipelines DFRPipeline):
+// a DFR pass at half size, canvas and slots upsampled x2, a detailing DFR pass at full size
+// from them; stage 1's audio is the one kept.
+VT_TEST(dfrTwoPassesMatchTheReference)
+{
+    auto run = tensorfile::readTensorSet(dir("25") / "run_dfr_two_stage.safetensors");
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    const auto& m = r.metadata;
+    auto options = optionsFor("25", "diffusers");
+    options.spatialUpsamplerPath = dir("23") / "diffusers" / "latent_upsampler";
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    pipelines::Ltx2Request req;
+    req.prompt = m.at("prompt");
+    req.width = std::stoll(m.at("width"));
+    req.height = std::stoll(m.at("height"));
+    req.frames = std::stoll(m.at("num_frames"));
+    req.fps = std::stod(m.at("frame_rate"));
+    req.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
+    req.dfr = true;
+    req.twoStage = true;
+    req.videoNoise = *r.find("stage1_video_noise");
+    req.audioNoise = *r.find("stage1_audio_noise");
+    req.stage2VideoNoise = *r.find("stage2_video_noise");
+    req.stage2AudioNoise = *r.find("stage2_audio_noise");
+    req.keepDecodedVideo = true;
+    auto out = pipeline->generate(req);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    const double stage1 = relErr(out->stage1VideoLatents, *r.find("stage1_final_video_latents"));
+    const double upsampled = relErr(out->upsampledLatents, *r.find("upsampled_canvas"));
+    const double video = relErr(out->finalVideoLatents, *r.find("final_video_latents"));
+    const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
+    const double decoded = absErr(out->video, *r.find("video"));
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
+    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
+    const double mel = absErr(out->mel, *r.find("mel"));
+    const double wave = relErr(out->rawWaveform, *r.find("waveform"));
+    std::printf("   v25 dfr two passes: stage 1 rel %.2e | upsampled rel %.2e | tokens rel video %.2e audio %.2e | video abs %.2e, frames "
+                "max %d/255 | mel %.2e | waveform rel %.2e\n",
+        stage1, upsampled, video, audio, decoded, frameDiff, mel, wave);
+    VT_CHECK_MSG(stage1 <= 1e-3 && upsampled <= 1e-3 && video <= 1e-3 && audio <= 1e-3, "latents differ");
+    VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && mel <= 1e-3 && wave <= 1e-3, "decoded outputs differ");
+}
+
 // The DFR pass is 2.5's and takes what this version implements, or is refused by name.
 VT_TEST(dfrRequestsAreValidated)
 {

@@ -361,13 +361,8 @@ public:
         auto out = stagePath(plan, request);
         if (!out || !isLtx25(plan))
             return out;
-        // LTX-2.5 in one stage runs its own DFR pass where it can; its two-stage DFR recipe is
-        // not in this version, so with an upsampler it takes LTX-2.3's two stages. The reason
-        // says which.
-        if (out->twoStage) {
-            out->reason += "; LTX-2.3's two stages (LTX-2.5's two-stage DFR is not in this version)";
-            return out;
-        }
+        // LTX-2.5 runs its own DFR passes where it can (one at full size, or half size, upsample
+        // and a detailing pass), else LTX-2.3's; the reason says which and why.
         std::string blocker;
         if (!request.conditions.empty())
             blocker = "the DFR pass takes no image or clip conditions in this version";
@@ -376,15 +371,16 @@ public:
         else if (request.frames < 9)
             blocker = "the DFR pass needs at least 9 frames";
         if (!blocker.empty()) {
-            out->reason += "; LTX-2.3's pass, not DFR: " + blocker;
+            out->reason += "; LTX-2.3's path, not DFR: " + blocker;
             return out;
         }
         const auto canvas = pipelines::dfrCanvas(request.frames);
         if (!canvas)
             return canvas.error();
         out->dfr = true;
-        out->reason = "LTX-2.5 DFR pass: " + std::to_string(canvas->slots.size()) + " keyframe slot(s) on a "
-            + std::to_string(canvas->paddedFrames) + "-frame canvas (" + out->reason + ")";
+        out->reason = std::string(out->twoStage ? "LTX-2.5 DFR, two passes" : "LTX-2.5 DFR pass") + ": "
+            + std::to_string(canvas->slots.size()) + " keyframe slot(s) on a " + std::to_string(canvas->paddedFrames) + "-frame canvas ("
+            + out->reason + ")";
         return out;
     }
 

@@ -194,7 +194,15 @@ struct Ltx2Pipeline::Impl {
     void checkRequest(const Ltx2Request& req) const;
     ltx2::ConnectorOutputs encodePrompt(Run& run);
     Pass startPass(Run& run, at::Generator& generator);
-    Pass startDfrPass(Run& run, at::Generator& generator, const DfrCanvas& canvas);
+    // One DFR pass's size, start and draws: stage 1 from noise, or the second-stage form.
+    struct DfrPassSpec {
+        std::int64_t width = 0, height = 0;
+        const Ltx2DfrStart* start = nullptr;
+        const std::optional<at::Tensor>* videoNoise = nullptr;
+        const std::optional<at::Tensor>* audioNoise = nullptr;
+    };
+    Pass startDfrPass(Run& run, at::Generator& generator, const DfrCanvas& canvas, const DfrPassSpec& spec);
+    void refineDfrAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas);
     void denoisePass(Run& run, Pass& p, ltx2::TransformerInputs& in);
     void refineAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator);
     void decodeVideo(Run& run, const Pass& pass);
@@ -670,8 +678,10 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
             throw makeError(ErrorCode::InvalidArgument, "the DFR pass needs at least 9 frames, got " + std::to_string(req.frames));
         if (!req.conditions.empty())
             throw makeError(ErrorCode::InvalidArgument, "image and clip conditions are not taken by the DFR pass in this version");
-        if (req.twoStage || guided(req) || (req.schedule != Ltx2Schedule::Distilled && !req.sigmas))
-            throw makeError(ErrorCode::InvalidArgument, "the DFR pass runs one stage of the distilled schedule, without guidance");
+        if (guided(req) || (req.schedule != Ltx2Schedule::Distilled && !req.sigmas))
+            throw makeError(ErrorCode::InvalidArgument, "the DFR pass runs the distilled schedule, without guidance");
+        if (req.twoStage && req.dfrStart)
+            throw makeError(ErrorCode::InvalidArgument, "a DFR start state is the second stage's; it takes no stage of its own");
     } else if (req.dfrStart) {
         throw makeError(ErrorCode::InvalidArgument, "a DFR start state was given to a request that is not a DFR pass");
     }
@@ -830,17 +840,19 @@ at::Tensor packLatents(const at::Tensor& x)
 // 2'. A DFR pass's start (LTX2DFRPipeline.prepare_latents without conditions): the padded
 // canvas's tokens, then one latent frame of slot tokens per slot, zero or from dfrStart; one
 // draw over all of them, noised to the schedule's first sigma (or dfrStart's level).
-Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(Run& run, at::Generator& generator, const DfrCanvas& canvas)
+Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
+    Run& run, at::Generator& generator, const DfrCanvas& canvas, const DfrPassSpec& spec)
 {
     const auto& req = run.req;
+    const Ltx2DfrStart* given = spec.start;
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
     const auto cpuF32 = at::TensorOptions().dtype(at::kFloat);
     const auto& tc = transformerConfig;
     Pass pass;
     pass.dfr = true;
     pass.latentFrames = (canvas.paddedFrames - 1) / 8 + 1;
-    pass.latentH = req.height / 32;
-    pass.latentW = req.width / 32;
+    pass.latentH = spec.height / 32;
+    pass.latentW = spec.width / 32;
     const auto perFrame = pass.latentH * pass.latentW;
     pass.baseTokens = pass.latentFrames * perFrame;
     pass.slotCount = static_cast<std::int64_t>(canvas.slots.size());
@@ -849,19 +861,20 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(Run& run, at::Generato
     const double perSecond = static_cast<double>(audioConfig.sampleRate) / static_cast<double>(audioConfig.melHopLength) / 4.0;
     const auto audioFrames = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(canvas.paddedFrames) / req.fps * perSecond));
 
-    if (req.sigmas) {
+    if (req.sigmas && !given) {
         pass.schedule.sigmas = *req.sigmas;
         if (pass.schedule.sigmas.size() < 2 || pass.schedule.sigmas.back() != 0.0)
             throw makeError(ErrorCode::InvalidArgument, "explicit sigmas must end in 0");
     } else {
-        pass.schedule = req.dfrStart ? sched::ltx2Stage2DistilledSchedule() : sched::ltx2DistilledSchedule();
+        pass.schedule = given ? sched::ltx2Stage2DistilledSchedule() : sched::ltx2DistilledSchedule();
     }
-    run.out.sigmas = pass.schedule.sigmas;
-    const double noiseScale = req.dfrStart ? req.dfrStart->noiseScale : pass.schedule.sigmas.front();
+    if (run.out.sigmas.empty())
+        run.out.sigmas = pass.schedule.sigmas;
+    const double noiseScale = given ? given->noiseScale : pass.schedule.sigmas.front();
 
     at::Tensor latents, audio;
-    if (req.dfrStart) {
-        const auto& start = *req.dfrStart;
+    if (given) {
+        const auto& start = *given;
         const auto want = [&](const at::Tensor& t, std::int64_t frames) {
             return t.defined() && t.dim() == 5 && t.size(0) == 1 && t.size(1) == tc.inChannels && t.size(2) == frames
                 && t.size(3) == pass.latentH && t.size(4) == pass.latentW;
@@ -882,10 +895,11 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(Run& run, at::Generato
     } else {
         latents = at::zeros({1, total, tc.inChannels}, f32);
     }
-    at::Tensor videoNoise = req.videoNoise ? req.videoNoise->to(f32) : at::randn({1, total, tc.inChannels}, generator, cpuF32).to(f32);
+    at::Tensor videoNoise =
+        spec.videoNoise && *spec.videoNoise ? (*spec.videoNoise)->to(f32) : at::randn({1, total, tc.inChannels}, generator, cpuF32).to(f32);
     at::Tensor audioNoise;
-    if (req.audioNoise) {
-        audioNoise = req.audioNoise->to(f32);
+    if (spec.audioNoise && *spec.audioNoise) {
+        audioNoise = (*spec.audioNoise)->to(f32);
     } else {
         const auto noise = at::randn({1, audioConfig.latentChannels, audioFrames, audioConfig.latentMelBins()}, generator, cpuF32);
         audioNoise = noise.transpose(1, 2).flatten(2, 3).to(f32);
@@ -1099,6 +1113,47 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
     pass = std::move(refine);
 }
 
+// 5'. LTX-2.5's second DFR pass (ltx-pipelines DFRPipeline): stage 1's canvas and its slots
+// upsampled x2 in space, then a DFR pass at full size from them and from stage 1's audio, noised
+// to the first stage-2 sigma. Stage 1's audio is the one kept: the second pass only details
+// the picture. `pass` becomes the second one.
+void Ltx2Pipeline::Impl::refineDfrAtFullSize(
+    Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas)
+{
+    const auto& req = run.req;
+    auto& out = run.out;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
+    const auto& tc = transformerConfig;
+    auto start = Clock::now();
+    run.report(Ltx2Phase::UpsampleLatents, 0, 1);
+    loadUpsampler();
+    if (!videoDecoder)
+        videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(options.device, options.dtype)));
+    const auto low = pass.latents.reshape({1, pass.latentFrames, pass.latentH, pass.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3});
+    auto up = [&](const at::Tensor& x) {
+        return take(upsampler->upsampleNormalized(x, videoDecoder->latentsMean(), videoDecoder->latentsStd(), run.stop)).to(f32);
+    };
+    Ltx2DfrStart next;
+    next.latents = up(low);
+    next.slots = up(pass.slots);
+    next.audio = pass.audioLatents;
+    next.noiseScale = sched::ltx2Stage2DistilledSchedule().sigmas.front();
+    out.upsampledLatents = next.latents;
+    run.report(Ltx2Phase::UpsampleLatents, 1, 1);
+    run.timed("upsample latents", start);
+    run.checkStop();
+
+    start = Clock::now();
+    auto refine = startDfrPass(run, generator, canvas, {req.width, req.height, &next, &req.stage2VideoNoise, &req.stage2AudioNoise});
+    refine.phase = Ltx2Phase::Refine;
+    const auto stage1Audio = pass.audioLatents;
+    denoisePass(run, refine, in);
+    run.timed("refine", start);
+    run.checkStop();
+    refine.audioLatents = stage1Audio;
+    pass = std::move(refine);
+}
+
 // 6. The video decoded, and turned into bytes as the reference's postprocessing does.
 void Ltx2Pipeline::Impl::decodeVideo(Run& run, const Pass& pass)
 {
@@ -1195,7 +1250,15 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     if (req.dfr)
         canvas = take(dfrCanvas(req.frames));
     out.dfrCanvas = canvas;
-    Pass pass = canvas ? startDfrPass(run, generator, *canvas) : startPass(run, generator);
+    Pass pass;
+    if (canvas) {
+        const bool half = req.twoStage;
+        pass = startDfrPass(run, generator, *canvas,
+            {half ? req.width / 2 : req.width, half ? req.height / 2 : req.height, req.dfrStart ? &*req.dfrStart : nullptr, &req.videoNoise,
+                &req.audioNoise});
+    } else {
+        pass = startPass(run, generator);
+    }
 
     // 4. Denoising.
     auto start = Clock::now();
@@ -1221,9 +1284,12 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
     run.timed("denoise", start);
     run.checkStop();
     if (req.twoStage) {
-        out.stage1VideoLatents = pass.latents;
+        out.stage1VideoLatents = pass.dfr ? pass.allTokens : pass.latents;
         out.stage1AudioLatents = pass.audioLatents;
-        refineAtFullSize(run, pass, in, generator);
+        if (canvas)
+            refineDfrAtFullSize(run, pass, in, generator, *canvas);
+        else
+            refineAtFullSize(run, pass, in, generator);
     }
     out.finalVideoLatents = pass.dfr ? pass.allTokens : pass.latents;
     out.finalAudioLatents = pass.audioLatents;
