@@ -233,6 +233,17 @@ if [[ $QUICK -eq 0 ]]; then
   sed -n '/== bench gpu/,$p' "$OUTDIR/bench.log" | tee -a "$SUMMARY"
   grep -E "FAILED|Error|error" "$OUTDIR/bench.log" | head -20 | tee -a "$SUMMARY"
   rm -rf /tmp/vireo-bench-gpu
+  # LTX-2.5's step beside 2.3's, when the budget allows: bf16 and FP8, the default attention.
+  if [[ $((BUDGET - $(elapsed))) -gt 150 ]]; then
+    PYTHONUNBUFFERED=1 timeout $((BUDGET - $(elapsed) - 60)) "$PYTHON" "$ROOT/tests/bench/bench_gpu.py" "$BUILD/app/vireo-cli" \
+      --bench "$BUILD/app/vireo-bench" --version 2.5 --layers 4 --repeat 10 --attention default --skip q4k,dequant \
+      --work /tmp/vireo-bench-gpu25 --report "$OUTDIR/bench25.json" >"$OUTDIR/bench25.log" 2>&1
+    note "bench gpu 2.5: rc $? at $(elapsed) s"
+    sed -n '/== bench gpu/,$p' "$OUTDIR/bench25.log" | tee -a "$SUMMARY"
+    rm -rf /tmp/vireo-bench-gpu25
+  else
+    note "bench gpu 2.5: skipped (budget)"
+  fi
 fi
 
 # 4. compute-sanitizer memcheck: kernels, layers, then one pipeline case per version.

@@ -107,6 +107,8 @@ int runBenchGenerate(const std::vector<std::string>& args, const char* self)
             python = args[++i];
         else if (args[i] == "--json" || args[i] == "--small" || args[i] == "--two-stage")
             extra += " " + args[i];
+        else if (args[i] == "--version" && i + 1 < args.size() && (args[i + 1] == "2.3" || args[i + 1] == "2.5"))
+            extra += " --version " + args[++i];
         else if (args[i] == "--ideogram")
             script = "bench_generate_ideogram.py";
         else

@@ -2,7 +2,7 @@
 next to diffusers' LTX2Pipeline running the same configuration from the same pipeline folder in
 the same run, as per-phase ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
 
-Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json]
+Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json] [--version 2.3|2.5]
 
 Two configurations (--small runs only the first):
   tiny    the pipeline fixture's defaults (3-layer 64-wide DiT), 96x64, 9 frames
@@ -11,6 +11,14 @@ Two configurations (--small runs only the first):
 Both: distilled schedule (8 steps, DISTILLED_SIGMA_VALUES, non-shifting FlowMatchEulerDiscrete),
 guidance off (CFG 1 / audio 1, rescale 0, STG and modality guidance off), max_sequence_length 1024
 (the pipeline default, which `vireo-cli generate` always uses), float32, torch's default threads.
+
+--version 2.5 (default 2.3): the same two configurations as LTX-2.5 pipelines (the DiT with
+use_keyframes_abs_pos_embedding=True, ff_bias=False, use_prompt_adaln_single=False; the fixture's tiny
+Gemma 4 unified text encoder, as wide and as deep as 2.3's tiny Gemma 3), timed against diffusers'
+LTX2DFRPipeline: one DFR pass at full size (the 8 distilled sigmas, generate_slots=True, non-shifting
+FlowMatchEulerDiscrete with shift 1.0) on the padded canvas (9 and 25 frames -> a 25-frame canvas,
+segment 24, one keyframe slot), which `vireo-cli generate` runs by itself for a 2.5 model without an
+upsampler (checked: its stages reason must say "LTX-2.5 DFR pass"). No --two-stage with 2.5.
 
 Diffusers: every component is loaded with its own from_pretrained (timed, one warm-up load then
 best of N), then one warm-up __call__ and best of N, each phase timed with perf_counter wrappers
@@ -60,6 +68,22 @@ PHASES = [
     ("mux", None, "not done by the pipeline (diffusers' encode_video needs PyAV)"),
 ]
 LOAD_PHASES = ("load text encoder", "load transformer")
+# LTX-2.5 (LTX2DFRPipeline): the same rows, measured on that pipeline's own methods.
+PHASES_DFR = [
+    ("load text encoder", "load text encoder", "tokenizer + Gemma 4 + connectors from_pretrained"),
+    ("encode prompt", "encode prompt", "pipe.encode_prompt (tokenizer + Gemma 4) + connectors forward"),
+    ("load transformer", "load transformer", "transformer from_pretrained"),
+    ("denoise", "denoise", "pipe.denoise (the 8 steps over canvas + slot tokens; prepare_latents and "
+                           "prepare_audio_latents are outside it, as Vireo's start state is outside its denoise)"),
+    ("decode video", "decode video", "vae.decode + video_processor.postprocess_video (canvas trimmed to the request)"),
+    ("decode audio", "decode audio", "audio_vae.decode"),
+    ("vocoder", "vocoder", "vocoder forward"),
+    ("mux", None, "not done by the pipeline (diffusers' encode_video needs PyAV)"),
+]
+
+
+def phases() -> list:
+    return PHASES_DFR if VERSION == "2.5" else PHASES
 COMPUTE_PHASES = ("encode prompt", "denoise", "decode video", "decode audio", "vocoder")
 
 
@@ -68,11 +92,15 @@ COMPUTE_PHASES = ("encode prompt", "denoise", "decode video", "decode audio", "v
 def medium_parts(seed: int) -> dict[str, torch.nn.Module]:
     """LTX-2.3 with a real-shaped transformer (8 x 128 video heads, 8 x 64 audio heads, 4 layers)
     and connectors of the matching widths; the VAEs, vocoder and Gemma stay the fixture's tiny ones
-    (connector input = Gemma hidden 48 x (2 layers + 1))."""
+    (connector input = Gemma hidden 48 x (2 layers + 1)). LTX-2.5: the same on 2.3's configs, the DiT
+    with the 2.5 options (fx.V25_OPTIONS)."""
+    base = fx.BASE[VERSION]
     dim, audio_dim = 8 * 128, 8 * 64
-    dit = dict(mm.dit_config(VERSION, dim=dim, audio_dim=audio_dim, layers=4),
+    dit = dict(mm.dit_config(base, dim=dim, audio_dim=audio_dim, layers=4),
                num_attention_heads=8, attention_head_dim=128, audio_num_attention_heads=8, audio_attention_head_dim=64)
-    con = dict(mm.connector_config(VERSION, dim=dim, audio_dim=audio_dim),
+    if VERSION == "2.5":
+        dit.update(fx.V25_OPTIONS)
+    con = dict(mm.connector_config(base, dim=dim, audio_dim=audio_dim),
                video_connector_num_attention_heads=8, video_connector_attention_head_dim=128,
                audio_connector_num_attention_heads=8, audio_connector_attention_head_dim=64)
     torch.manual_seed(seed)
@@ -95,6 +123,9 @@ def medium_parts(seed: int) -> dict[str, torch.nn.Module]:
     assert con_m.config.caption_channels == t.config.caption_channels
     assert con_m.config.video_hidden_dim == t.config.cross_attention_dim
     assert con_m.config.audio_hidden_dim == t.config.audio_cross_attention_dim
+    if VERSION == "2.5":
+        assert t.config.use_keyframes_abs_pos_embedding and not t.config.ff_bias and not t.config.use_prompt_adaln_single
+        assert t.state_dict()["keyframes_abs_pos_embedding"].abs().max() > 0
     return parts
 
 
@@ -107,7 +138,8 @@ CONFIGS = {
 
 
 def write_pipeline(folder: Path, parts, tok_src: Path) -> dict:
-    gemma = mm.tiny_gemma3(SEED * 10 + 1).float().eval()
+    # 2.5: the fixture's tiny Gemma 4 unified (hidden 48, 2 layers: the same connector input as tiny_gemma3).
+    gemma = (fx.tiny_gemma4 if VERSION == "2.5" else mm.tiny_gemma3)(SEED * 10 + 1).float().eval()
     fx.write_diffusers(folder, VERSION, parts, gemma, tok_src)
     params = {name: sum(p.numel() for p in m.parameters()) for name, m in parts.items()}
     params["text_encoder"] = sum(p.numel() for p in gemma.parameters())
@@ -117,8 +149,12 @@ def write_pipeline(folder: Path, parts, tok_src: Path) -> dict:
 # =========================================================================== diffusers side
 
 def load_pipeline(folder: Path) -> tuple[LTX2Pipeline, dict[str, float]]:
-    """Every component through its own from_pretrained (what LTX2Pipeline.from_pretrained does), timed."""
-    from transformers import AutoTokenizer, Gemma3ForConditionalGeneration
+    """Every component through its own from_pretrained (what LTX2Pipeline.from_pretrained does), timed.
+    LTX-2.5: Gemma 4 unified, and an LTX2DFRPipeline of the same components."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    text_encoder_class = getattr(transformers, fx.text_encoder_class(VERSION))
 
     seconds, comps = {}, {}
 
@@ -128,16 +164,22 @@ def load_pipeline(folder: Path) -> tuple[LTX2Pipeline, dict[str, float]]:
         seconds[name] = time.perf_counter() - t0
 
     timed("tokenizer", lambda: AutoTokenizer.from_pretrained(folder / "tokenizer"))
-    timed("text_encoder", lambda: Gemma3ForConditionalGeneration.from_pretrained(folder / "text_encoder",
-                                                                                  dtype=torch.float32).eval())
+    timed("text_encoder", lambda: text_encoder_class.from_pretrained(folder / "text_encoder", dtype=torch.float32).eval())
     timed("connectors", lambda: LTX2TextConnectors.from_pretrained(folder / "connectors").eval())
     timed("transformer", lambda: LTX2VideoTransformer3DModel.from_pretrained(folder / "transformer").eval())
     timed("vae", lambda: AutoencoderKLLTX2Video.from_pretrained(folder / "vae").eval())
     timed("audio_vae", lambda: AutoencoderKLLTX2Audio.from_pretrained(folder / "audio_vae").eval())
     timed("vocoder", lambda: LTX2VocoderWithBWE.from_pretrained(folder / "vocoder").eval())
-    # The folder's scheduler/ holds the dev config; the distilled checkpoints ship this one (sigmas verbatim).
+    # The folder's scheduler/ holds the dev config; the distilled checkpoints ship this one (sigmas verbatim;
+    # LTX2DFRPipeline needs it: it sets the sigmas without mu, so no dynamic shifting, and shift is 1.0).
     scheduler = FlowMatchEulerDiscreteScheduler(**fx.DISTILLED_SCHEDULER)
-    pipe = LTX2Pipeline(scheduler=scheduler, **comps)
+    if VERSION == "2.5":
+        from diffusers import LTX2DFRPipeline
+
+        assert not scheduler.config.use_dynamic_shifting and scheduler.config.shift == 1.0
+        pipe = LTX2DFRPipeline(scheduler=scheduler, **comps)
+    else:
+        pipe = LTX2Pipeline(scheduler=scheduler, **comps)
     pipe.set_progress_bar_config(disable=True)
     for name in ("text_encoder", "connectors", "transformer", "vae", "audio_vae", "vocoder"):
         assert all(p.dtype == torch.float32 for p in getattr(pipe, name).parameters()), name
@@ -251,14 +293,114 @@ def diffusers_run(pipe: LTX2Pipeline, cfg: dict) -> dict:
     }
 
 
+class DfrPhaseTimer:
+    """LTX2DFRPipeline's phases: perf_counter wrappers on its own methods (encode_prompt, prepare_latents,
+    prepare_audio_latents, denoise, the decoders) and forward hooks on its modules (connectors, transformer,
+    vocoder); nothing of __call__ is re-implemented."""
+
+    def __init__(self, pipe):
+        self.pipe = pipe
+
+    @contextlib.contextmanager
+    def active(self, acc: dict):
+        pipe, handles, patched = self.pipe, [], []
+        clock = time.perf_counter
+        state = {}
+        acc.update({"encode_prompt": 0.0, "connectors": 0.0, "prepare_latents": 0.0, "prepare_audio_latents": 0.0,
+                    "denoise": 0.0, "transformer": 0.0, "transformer_calls": 0, "vae_decode": 0.0, "postprocess": 0.0,
+                    "audio_vae_decode": 0.0, "vocoder": 0.0})
+
+        def pre(name):
+            def hook(_m, _args):
+                state[name] = clock()
+            return hook
+
+        def post(name):
+            def hook(_m, _args, _out):
+                acc[name] += clock() - state[name]
+                if name == "transformer":
+                    acc["transformer_calls"] += 1
+            return hook
+
+        for module, name in ((pipe.connectors, "connectors"), (pipe.transformer, "transformer"), (pipe.vocoder, "vocoder")):
+            handles.append(module.register_forward_pre_hook(pre(name)))
+            handles.append(module.register_forward_hook(post(name)))
+
+        def wrap(obj, attr, name):
+            orig = getattr(obj, attr)
+
+            def timed(*a, **k):
+                t0 = clock()
+                try:
+                    return orig(*a, **k)
+                finally:
+                    acc[name] += clock() - t0
+            setattr(obj, attr, timed)
+            patched.append((obj, attr))
+
+        for attr in ("encode_prompt", "prepare_latents", "prepare_audio_latents", "denoise"):
+            wrap(pipe, attr, attr)
+        wrap(pipe.vae, "decode", "vae_decode")
+        wrap(pipe.video_processor, "postprocess_video", "postprocess")
+        wrap(pipe.audio_vae, "decode", "audio_vae_decode")
+        try:
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+            for obj, attr in patched:
+                delattr(obj, attr)
+
+
+def dfr_canvas(cfg: dict) -> dict:
+    """The padded canvas the DFR pass runs on (diffusers' resolve_canvas, VAE time compression 8)."""
+    from diffusers.pipelines.ltx2.dfr_layout import resolve_canvas
+
+    padded, segment, positions = resolve_canvas(cfg["frames"], 8)
+    lat = ((padded - 1) // 8 + 1, cfg["height"] // 32, cfg["width"] // 32)
+    return {"canvas_frames": padded, "segment": segment, "slot_positions": positions, "canvas_latent_fhw": list(lat),
+            "tokens": (lat[0] + len(positions)) * lat[1] * lat[2]}
+
+
+def diffusers_dfr_run(pipe, cfg: dict) -> dict:
+    """One LTX2DFRPipeline pass at full size: text-to-video with generated keyframe slots, distilled, no guidance."""
+    acc: dict = {}
+    timer = DfrPhaseTimer(pipe)
+    t0 = time.perf_counter()
+    with timer.active(acc):
+        frames, audio, keyframes, positions = pipe(
+            prompt=PROMPT, height=cfg["height"], width=cfg["width"], num_frames=cfg["frames"], frame_rate=FPS,
+            sigmas=list(DISTILLED_SIGMA_VALUES), noise_scale=None, generate_slots=True, keyframe_positions=None,
+            freeze_audio=False, use_cross_timestep=True, generator=torch.Generator().manual_seed(SEED),
+            output_type="np", return_dict=False, max_sequence_length=MAX_SEQUENCE_LENGTH,
+        )
+    wall = time.perf_counter() - t0
+    assert keyframes is None and positions is None  # decoded output is terminal
+    assert acc["transformer_calls"] == len(DISTILLED_SIGMA_VALUES), acc["transformer_calls"]
+    assert frames.shape[1:4] == (cfg["frames"], cfg["height"], cfg["width"]), frames.shape
+    return {
+        "encode prompt": acc["encode_prompt"] + acc["connectors"],
+        "denoise": acc["denoise"],
+        "decode video": acc["vae_decode"] + acc["postprocess"],
+        "decode audio": acc["audio_vae_decode"],
+        "vocoder": acc["vocoder"],
+        "_detail": {"transformer_calls_sum": acc["transformer"], "connectors": acc["connectors"],
+                    "encode_prompt": acc["encode_prompt"], "prepare_latents": acc["prepare_latents"],
+                    "prepare_audio_latents": acc["prepare_audio_latents"], "vae_decode": acc["vae_decode"],
+                    "postprocess_video": acc["postprocess"], "call_wall": wall,
+                    "finite": bool(torch.isfinite(torch.as_tensor(frames)).all()) and bool(torch.isfinite(audio).all())},
+    }
+
+
 def bench_diffusers(folder: Path, cfg: dict, repeat: int) -> dict:
     pipe, _ = load_pipeline(folder)  # warm-up load (file cache, lazy imports)
     del pipe
     loads = [load_phases(load_pipeline(folder)[1]) for _ in range(repeat - 1)]
     pipe, s = load_pipeline(folder)
     loads.append(load_phases(s))
-    diffusers_run(pipe, cfg)  # warm-up: first-call allocations, oneDNN primitives
-    runs = [diffusers_run(pipe, cfg) for _ in range(repeat)]
+    run = diffusers_dfr_run if VERSION == "2.5" else diffusers_run
+    run(pipe, cfg)  # warm-up: first-call allocations, oneDNN primitives
+    runs = [run(pipe, cfg) for _ in range(repeat)]
     best = {k: min(l[k] for l in loads) for k in loads[0]}
     best.update({k: min(r[k] for r in runs) for k in COMPUTE_PHASES})
     return {"best": best, "loads": loads, "runs": runs,
@@ -273,9 +415,12 @@ def vireo_run(cli: str, folder: Path, cfg: dict, out: Path, repeat: int = 1) -> 
            "--width", str(cfg["width"]), "--height", str(cfg["height"]), "--fps", f"{FPS:g}", "--seed", str(SEED),
            "--out", str(out), "--json", "--repeat", str(repeat)]
     report = benchcli.run_json("bench generate", cmd)
-    missing = [name for name, _, _ in PHASES if name not in report.get("phases", {})]
+    missing = [name for name, _, _ in phases() if name not in report.get("phases", {})]
     if missing:
         sys.exit(f"bench generate: `{' '.join(cmd)}` reported no time for {missing}:\n{json.dumps(report)}")
+    if VERSION == "2.5" and (report.get("stages") == "two" or "LTX-2.5 DFR pass" not in report.get("stages_reason", "")):
+        sys.exit(f"bench generate: vireo did not run LTX-2.5's DFR pass (stages {report.get('stages')!r}, "
+                 f"reason {report.get('stages_reason')!r})")
     return report
 
 
@@ -287,16 +432,19 @@ def bench_vireo(cli: str, folder: Path, cfg: dict, repeat: int, tmp: Path) -> di
     per_run = report["runs"]
     runs = [dict(report, phases=p) for p in per_run[1:]]
     # mux happens once, after the last run.
-    best = {name: min(p.get(name, report["phases"][name]) for p in per_run[1:]) for name, _, _ in PHASES}
+    best = {name: min(p.get(name, report["phases"][name]) for p in per_run[1:]) for name, _, _ in phases()}
     # The engine loads every resident component before the first generate() (one figure,
     # load_seconds), so the pipeline's own load phases are empty: shown as one row instead.
     for name in LOAD_PHASES:
         best[name] = None
     # Wall clock of each warm generate() call (the first one loads the components).
-    return {"best": best, "runs": runs, "seconds": report["run_seconds"][1:], "load_seconds": report["load_seconds"],
+    out = {"best": best, "runs": runs, "seconds": report["run_seconds"][1:], "load_seconds": report["load_seconds"],
             "component_bytes": runs[-1].get("component_bytes", {}),
             "run_totals": [sum(r["phases"][k] for k in COMPUTE_PHASES) for r in runs],
             "run_totals_all": [sum(r["phases"][k] for k in COMPUTE_PHASES) + report["load_seconds"] for r in runs]}
+    if VERSION == "2.5":
+        out.update(stages=report.get("stages"), stages_reason=report.get("stages_reason"))
+    return out
 
 
 # =========================================================================== driver
@@ -316,9 +464,13 @@ def bench_config(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> 
     vireo_s = time.perf_counter() - t0
 
     lat = ((cfg["frames"] - 1) // 8 + 1, cfg["height"] // 32, cfg["width"] // 32)
+    tokens = lat[0] * lat[1] * lat[2]
+    if VERSION == "2.5":  # the DFR pass runs on the padded canvas, plus one latent frame per keyframe slot
+        canvas = dfr_canvas(cfg)
+        lat, tokens = tuple(canvas["canvas_latent_fhw"]), canvas["tokens"]
     db, vb = d["best"], v["best"]
     rows = []
-    for vname, dkey, note in PHASES:
+    for vname, dkey, note in phases():
         ds = db.get(dkey) if dkey else None
         vs = vb[vname]
         if vname in ("decode video", "decode audio", "vocoder"):
@@ -333,6 +485,7 @@ def bench_config(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> 
                  "diffusers_measures": "every component's from_pretrained; vireo: the engine's load of the model "
                                        "(every component it keeps resident, before the first run)"})
     d_compute, v_compute = min(d["run_totals"]), min(v["run_totals"])
+    type_name = "LTX2DFRPipeline" if VERSION == "2.5" else "LTX2Pipeline"
     d_all = d_compute + d_load
     v_all = min(v["run_totals_all"])
     totals = {
@@ -340,14 +493,14 @@ def bench_config(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> 
                     "diffusers": d_compute, "vireo": v_compute, "ratio": v_compute / d_compute},
         "with_loads": {"what": "all phases but mux; diffusers: best run + best load of every component",
                        "diffusers": d_all, "vireo": v_all, "ratio": v_all / d_all},
-        "wall": {"what": "best warm call, wall clock: diffusers LTX2Pipeline.__call__, vireo Ltx2Pipeline::generate "
+        "wall": {"what": f"best warm call, wall clock: diffusers {type_name}.__call__, vireo Ltx2Pipeline::generate "
                          "(both without the MP4)",
                  "diffusers": min(d["call_walls"]), "vireo": min(v["seconds"]),
                  "ratio": min(v["seconds"]) / min(d["call_walls"])},
     }
-    return {
+    result = {
         "config": name, "describe": cfg["describe"], "width": cfg["width"], "height": cfg["height"],
-        "frames": cfg["frames"], "fps": FPS, "latent_fhw": list(lat), "video_tokens": lat[0] * lat[1] * lat[2],
+        "frames": cfg["frames"], "fps": FPS, "latent_fhw": list(lat), "video_tokens": tokens,
         "steps": len(DISTILLED_SIGMA_VALUES), "max_sequence_length": MAX_SEQUENCE_LENGTH, "parameters": params,
         "rows": rows, "totals": totals,
         "diffusers": {"best": db, "runs": [{k: r[k] for k in COMPUTE_PHASES} | r["_detail"] for r in d["runs"]],
@@ -356,6 +509,10 @@ def bench_config(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> 
         "component_bytes": v["component_bytes"],
         "bench_seconds": {"build_and_write": build_s, "diffusers": diffusers_s, "vireo": vireo_s},
     }
+    if VERSION == "2.5":
+        result.update(pipeline="LTX2DFRPipeline", dfr=canvas,
+                      vireo_stages={"stages": v["stages"], "stages_reason": v["stages_reason"]})
+    return result
 
 
 # =========================================================================== two stages
@@ -455,12 +612,17 @@ def fmt(x, width=10, digits=3):
 
 def print_config(r: dict, repeat: int) -> None:
     p = r["parameters"]
+    slots = f" + {len(r['dfr']['slot_positions'])} slot frame(s)" if "dfr" in r else ""
     print(f"\n== {r['config']}: {r['width']}x{r['height']}, {r['frames']} frames at {r['fps']:g} fps "
-          f"(latent {'x'.join(map(str, r['latent_fhw']))} = {r['video_tokens']} video tokens), "
+          f"(latent {'x'.join(map(str, r['latent_fhw']))}{slots} = {r['video_tokens']} video tokens), "
           f"{r['steps']} distilled steps, no guidance, {r['max_sequence_length']} text tokens")
     print(f"   {r['describe']}; parameters: transformer {p['transformer'] / 1e6:.1f} M, connectors "
           f"{p['connectors'] / 1e6:.1f} M, Gemma {p['text_encoder'] / 1e6:.2f} M, VAE {p['vae'] / 1e6:.2f} M, "
           f"audio VAE {p['audio_vae'] / 1e6:.2f} M, vocoder {p['vocoder'] / 1e6:.2f} M")
+    if "dfr" in r:
+        c = r["dfr"]
+        print(f"   LTX2DFRPipeline, one DFR pass: canvas {c['canvas_frames']} frames (segment {c['segment']}, slots at "
+              f"{c['slot_positions']}); vireo: {r['vireo_stages']['stages_reason']}")
     print(f"   {'phase':20s}{'diffusers s':>12s}{'vireo s':>11s}{'ratio':>9s}   diffusers measures")
     for row in r["rows"]:
         ratio = f"{row['ratio']:8.2f}x" if row["ratio"] is not None else f"{'-':>9s}"
@@ -486,9 +648,15 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2, help="best of N (default 2)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--two-stage", action="store_true", help="only the two-stage distilled path (medium model)")
+    ap.add_argument("--version", choices=("2.3", "2.5"), default="2.3",
+                    help="LTX version (default 2.3); 2.5: LTX-2.5 pipelines against diffusers' LTX2DFRPipeline")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
+    if args.two_stage and args.version != "2.3":
+        ap.error("--two-stage is LTX-2.3's only")
+    global VERSION
+    VERSION = args.version
     if not (os.path.isfile(args.cli) and os.access(args.cli, os.X_OK)):
         sys.exit(f"bench generate: {args.cli} is not an executable")
     start = time.perf_counter()
@@ -497,7 +665,8 @@ def main() -> int:
     names = ["tiny"] if args.small else ["tiny", "medium"]
     threads = torch.get_num_threads()  # torch's default: nothing here sets it
     if not args.json:
-        print(f"bench generate: LTX-{VERSION} text-to-video+audio on CPU, float32; diffusers {mm.diffusers.__version__}, "
+        dfr = " (one DFR pass: diffusers' LTX2DFRPipeline)" if VERSION == "2.5" else ""
+        print(f"bench generate: LTX-{VERSION} text-to-video+audio{dfr} on CPU, float32; diffusers {mm.diffusers.__version__}, "
               f"torch {torch.__version__}; threads: torch default {threads} (diffusers), vireo-cli runs with "
               f"libtorch's default (nothing sets it; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})",
               flush=True)
@@ -528,6 +697,10 @@ def main() -> int:
         f"1-minute load average {load_before:.2f} before, {load_after:.2f} after, on {cores} CPUs (this bench alone "
         f"keeps it near {threads}; much more means other work ran alongside and the times are not comparable to other runs)",
     ]
+    if VERSION == "2.5":
+        notes.append("LTX-2.5: both sides run one DFR pass on the padded canvas (keyframe slot tokens included); "
+                     "diffusers' prepare_latents and prepare_audio_latents (start state) are in no row, like Vireo's "
+                     "start state (the JSON's diffusers runs list them); vireo-cli chose the DFR pass itself (stages_reason).")
     if args.json:
         print(json.dumps({"bench": "generate", "version": VERSION, "threads": {"torch_default": threads,
                           "vireo": "libtorch default (not reported by generate --json)"},

@@ -1,6 +1,6 @@
 """`vireo-bench gpu`: the GPU benchmark, in one run on a CUDA machine.
 
-The LTX-2.3 transformer at its real width (32x128 video heads, 32x64 audio heads, 4096/2048
+The LTX-2.3 (or, with --version 2.5, LTX-2.5) transformer at its real width (32x128 video heads, 32x64 audio heads, 4096/2048
 text context) with random weights and --layers of its 48 layers, on the anchor workload
 768x512x121 (6144 video tokens, 126 audio tokens, 1024 text tokens), one forward:
   * diffusers eager bf16 (and, with --compile, under torch.compile) on the device;
@@ -13,7 +13,10 @@ Each figure is a median over --repeat forwards timed with CUDA events (diffusers
 synchronized clock (Vireo), after warm-up; ratios are against diffusers' eager time in the
 same run. The 8-step distilled denoise at 48 layers is extrapolated as t * 48/layers * 8.
 
-Usage: bench_gpu.py VIREO_CLI [--bench VIREO_BENCH] [--layers 4] [--repeat 10]
+LTX-2.5 differs in its blocks (no video FFN bias) and its input (the keyframe embedding, on the
+first latent frame's tokens here, as a DFR pass marks them).
+
+Usage: bench_gpu.py VIREO_CLI [--bench VIREO_BENCH] [--version 2.3|2.5] [--layers 4] [--repeat 10]
                               [--attention default,flash,flash3] [--compile] [--work DIR] [--report FILE.json]
 VIREO_BENCH is vireo-bench, by default the one beside VIREO_CLI (both are built in app/).
 Needs torch with CUDA, diffusers 0.42.1 and gguf (carry them as wheels to the GPU machine).
@@ -46,6 +49,7 @@ AUDIO_TOKENS, TEXT_TOKENS, FPS, T = 126, 1024, 24.0, 700.0
 ap = argparse.ArgumentParser()
 ap.add_argument("cli", help="path of vireo-cli")
 ap.add_argument("--bench", default="", help="path of vireo-bench (default: beside vireo-cli)")
+ap.add_argument("--version", choices=("2.3", "2.5"), default="2.3")
 ap.add_argument("--layers", type=int, default=4)
 ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--attention", default="default,flash,flash3")
@@ -76,6 +80,8 @@ CONFIG = dict(
     gated_attn=True, cross_attn_mod=True, audio_gated_attn=True, audio_cross_attn_mod=True,
     use_prompt_embeddings=False, perturbed_attn=True, rope_type="split", rope_double_precision=True,
 )
+if args.version == "2.5":  # transformer_ltx2.py's LTX-2.5 options
+    CONFIG.update(ff_bias=False, use_keyframes_abs_pos_embedding=True)
 if DRY:
     F, H, W, AUDIO_TOKENS, TEXT_TOKENS = 2, 4, 8, 10, 16
     CONFIG.update(num_attention_heads=4, attention_head_dim=64, cross_attention_dim=256, audio_num_attention_heads=4,
@@ -124,7 +130,7 @@ for name, t in sorted(model.state_dict(keep_vars=True).items()):
     t.data.copy_(noise.to(t.dtype))
 params = sum(p.numel() for p in model.parameters())
 DEVICE_NAME = "cpu (dry run)" if DRY else torch.cuda.get_device_name(0)
-log(f"model: LTX-2.3 width, {args.layers} layers, {params / 1e9:.2f} B parameters, bf16 on {DEVICE_NAME}")
+log(f"model: LTX-{args.version} width, {args.layers} layers, {params / 1e9:.2f} B parameters, bf16 on {DEVICE_NAME}")
 
 gi = torch.Generator(device=dev).manual_seed(1234)
 inputs = dict(
@@ -137,6 +143,10 @@ inputs = dict(
     encoder_attention_mask=torch.ones(1, TEXT_TOKENS, device=dev),
     audio_encoder_attention_mask=torch.ones(1, TEXT_TOKENS, device=dev),
 )
+if args.version == "2.5":
+    keyframes = torch.zeros(1, F * H * W, 1, device=dev)
+    keyframes[:, : H * W] = 1.0  # the causal first frame
+    inputs["video_keyframes_mask"] = keyframes
 
 
 def forward(m=model):
@@ -365,7 +375,7 @@ if args.compile:
 
 
 scale = 48 / args.layers * 8
-print("\n== bench gpu: LTX-2.3 transformer, %d of 48 layers, 768x512x121 (6144 video / 126 audio / 1024 text tokens)" % args.layers)
+print(f"\n== bench gpu: LTX-{args.version} transformer, %d of 48 layers, 768x512x121 (6144 video / 126 audio / 1024 text tokens)" % args.layers)
 print(f"   device {DEVICE_NAME}, torch {torch.__version__}, diffusers {diffusers.__version__}")
 print(f"   {'variant':28s} {'ms/fwd':>8s} {'x eager':>8s} {'8-step 48L s':>12s} {'peak GiB':>9s} {'resident':>9s} {'rel err':>9s}")
 print(f"   {'diffusers eager bf16':28s} {eager_s * 1e3:8.2f} {1.0:8.3f} {eager_s * scale:12.2f} {eager_peak / 2**30:9.2f}")

@@ -1,4 +1,4 @@
-// LoRAs on the LTX-2.0 / LTX-2.3 transformer against diffusers + PEFT at tiny sizes
+// LoRAs on the LTX-2.0 / 2.3 / 2.5 transformer against diffusers + PEFT at tiny sizes
 // (tests/fixtures/make_ltx2_lora_fixtures.py): every LoRA layout (PEFT with alpha metadata,
 // Lightricks/ComfyUI native, kohya) on every base layout (float32 diffusers, single file,
 // GGUF, scaled FP8 against the weights those files hold), two LoRAs at once, a swap from one
@@ -148,14 +148,19 @@ VT_TEST(ltx23LorasMatchPeftOnEveryBase)
 {
     checkVersion("23");
 }
+// 2.5's LoRAs (its video feed-forward has no bias to adapt beside) on its bf16, FP8 and GGUF bases.
+VT_TEST(ltx25LorasMatchPeftOnEveryBase)
+{
+    checkVersion("25");
+}
 
 VT_TEST(reportsMatchTheManifest)
 {
     c10::InferenceMode guard;
     const auto manifest = nlohmann::json::parse(test::readText(loraDir() / "manifest.json"));
     std::map<std::string, std::vector<lora::Target>> targets;
-    for (const auto* v : {"20", "23"})
-        targets[v == std::string("20") ? "2.0" : "2.3"] = load(v, "diffusers").loraTargets();
+    for (const auto& [v, version] : {std::pair{"20", "2.0"}, {"23", "2.3"}, {"25", "2.5"}})
+        targets[version] = load(v, "diffusers").loraTargets();
     int checked = 0;
     for (const auto& e : manifest.at("loras")) {
         const auto version = e.at("version").is_null() ? std::string("2.3") : e.at("version").get<std::string>();
@@ -172,7 +177,7 @@ VT_TEST(reportsMatchTheManifest)
         }
         ++checked;
     }
-    VT_COMPARE(checked, 19);
+    VT_COMPARE(checked, 27);  // 8 per version (2.0, 2.3, 2.5), and 3 hostile files
     // A 2.0 LoRA on the 2.3 model and the other way: the difference is named, not papered over.
     auto cross = lora::inspect(loraFile("20", "lora_A_peft.safetensors"), targets.at("2.3"));
     std::printf("   2.0 LoRA on 2.3: %s\n", cross->status().c_str());
