@@ -561,7 +561,7 @@ VT_TEST(firstBlockStepCacheSkipsOnlyWhatBarelyChanged)
         VT_CHECK(model.forward(*moved2).ok() && !c->skipped);
     }
     std::printf(
-        "   relative change, all %lld rows moved %.4f; half of them %.4f\n", static_cast<long long>(2 * rows), all.change, half.change);
+        "   relative change, all %lld rows moved %.4f; half of them %.4f\n", 2 * static_cast<long long>(rows), all.change, half.change);
     VT_CHECK(std::abs(all.change - half.change) <= 1e-6 * all.change);
 
     // Another batch size never reuses what was cached for this one.

@@ -266,8 +266,10 @@ void checkDfrRun(const std::string& runName)
             VT_CHECK(t.ok());
             return std::pair{*t->find("latents_mean"), *t->find("latents_std")};
         };
-        const auto [mean, stdDev] = stats("vae");  // scaling_factor 1
+        const auto video = stats("vae");  // scaling_factor 1
         const auto [audioMean, audioStd] = stats("audio_vae");
+        const auto& mean = video.first;
+        const auto& stdDev = video.second;
         auto normalize = [&](const at::Tensor& x) { return (x - mean.view({1, -1, 1, 1, 1})) / stdDev.view({1, -1, 1, 1, 1}); };
         const auto audio = r.find("given_audio")->transpose(1, 2).flatten(2, 3);  // [1, C, L, M] -> [1, L, C * M]
         req.dfrStart = pipelines::Ltx2DfrStart{normalize(*r.find("given_latents")), normalize(*r.find("given_slots")),
