@@ -115,6 +115,31 @@ pipelines::Ltx2Request requestFrom(const tensorfile::TensorSet& run)
     return r;
 }
 
+// A run's outputs against the reference's: the schedule, the final packed latents, the decoded
+// video, its bytes, the mel spectrogram and the waveform.
+struct RunErrors {
+    double sigmas = 0, video = 0, audio = 0, decoded = 0, mel = 0, wave = 0;
+    int frames = 0;
+};
+RunErrors errorsAgainst(const pipelines::Ltx2Output& out, const tensorfile::TensorSet& r)
+{
+    RunErrors e;
+    const auto sigmas = r.find("sigmas")->to(at::kDouble);
+    VT_COMPARE(out.sigmas.size(), static_cast<std::size_t>(sigmas.numel()));
+    for (std::size_t i = 0; i < out.sigmas.size(); ++i)
+        e.sigmas = std::max(e.sigmas,
+            std::abs(static_cast<double>(static_cast<float>(out.sigmas[i])) - sigmas[static_cast<std::int64_t>(i)].item<double>()));
+    e.video = relErr(out.finalVideoLatents, *r.find("final_video_latents"));
+    e.audio = relErr(out.finalAudioLatents, *r.find("final_audio_latents"));
+    e.decoded = absErr(out.video, *r.find("video"));
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out.frames.sizes().vec(), refFrames.sizes().vec());
+    e.frames = static_cast<int>((out.frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
+    e.mel = absErr(out.mel, *r.find("mel"));
+    e.wave = relErr(out.rawWaveform, *r.find("waveform"));
+    return e;
+}
+
 void checkRun(const std::string& v, const std::string& runName, const std::string& layout)
 {
     auto run = tensorfile::readTensorSet(dir(v) / ("run_" + runName + ".safetensors"));
@@ -135,20 +160,8 @@ void checkRun(const std::string& v, const std::string& runName, const std::strin
     });
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
     const auto& r = *run;
-    const auto sigmas = r.find("sigmas")->to(at::kDouble);
-    VT_COMPARE(out->sigmas.size(), static_cast<std::size_t>(sigmas.numel()));
-    double sigmaErr = 0;
-    for (std::size_t i = 0; i < out->sigmas.size(); ++i)
-        sigmaErr = std::max(sigmaErr,
-            std::abs(static_cast<double>(static_cast<float>(out->sigmas[i])) - sigmas[static_cast<std::int64_t>(i)].item<double>()));
-    const double video = relErr(out->finalVideoLatents, *r.find("final_video_latents"));
-    const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
-    const double decoded = absErr(out->video, *r.find("video"));
-    const auto refFrames = r.find("frames_uint8")->select(0, 0);
-    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
-    const double mel = absErr(out->mel, *r.find("mel"));
+    const auto [sigmaErr, video, audio, decoded, mel, wave, frameDiff] = errorsAgainst(*out, r);
     const auto refWave = *r.find("waveform");
-    const double wave = relErr(out->rawWaveform, refWave);
     std::printf("   %s v%s %-10s %-9s sigmas %.1e | latents rel video %.2e audio %.2e | video abs %.2e, frames max %d/255 | mel %.2e | "
                 "waveform rel %.2e\n",
         testDevice().str().c_str(), v.c_str(), runName.c_str(), layout.c_str(), sigmaErr, video, audio, decoded, frameDiff, mel, wave);
@@ -279,21 +292,8 @@ void checkDfrRun(const std::string& runName)
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
     VT_CHECK(out->dfrCanvas && out->dfrCanvas->paddedFrames == std::stoll(m.at("padded_frames"))
         && out->dfrCanvas->segment == std::stoll(m.at("segment")) && out->dfrCanvas->slots.size() == 1);
-    const auto sigmas = r.find("sigmas")->to(at::kDouble);
-    VT_COMPARE(out->sigmas.size(), static_cast<std::size_t>(sigmas.numel()));
-    double sigmaErr = 0;
-    for (std::size_t i = 0; i < out->sigmas.size(); ++i)
-        sigmaErr = std::max(sigmaErr,
-            std::abs(static_cast<double>(static_cast<float>(out->sigmas[i])) - sigmas[static_cast<std::int64_t>(i)].item<double>()));
-    // Every packed token of the pass, the canvas's and the slot's.
-    const double video = relErr(out->finalVideoLatents, *r.find("final_video_latents"));
-    const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
-    const double decoded = absErr(out->video, *r.find("video"));
-    const auto refFrames = r.find("frames_uint8")->select(0, 0);
-    VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
-    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
-    const double mel = absErr(out->mel, *r.find("mel"));
-    const double wave = relErr(out->rawWaveform, *r.find("waveform"));
+    // finalVideoLatents: every packed token of the pass, the canvas's and the slot's.
+    const auto [sigmaErr, video, audio, decoded, mel, wave, frameDiff] = errorsAgainst(*out, r);
     std::printf("   v25 %-10s sigmas %.1e | tokens rel video %.2e audio %.2e | video abs %.2e, frames max %d/255 | mel %.2e | waveform "
                 "rel %.2e\n",
         runName.c_str(), sigmaErr, video, audio, decoded, frameDiff, mel, wave);
@@ -344,14 +344,8 @@ VT_TEST(dfrTwoPassesMatchTheReference)
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
     const double stage1 = relErr(out->stage1VideoLatents, *r.find("stage1_final_video_latents"));
     const double upsampled = relErr(out->upsampledLatents, *r.find("upsampled_canvas"));
-    const double video = relErr(out->finalVideoLatents, *r.find("final_video_latents"));
-    const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
-    const double decoded = absErr(out->video, *r.find("video"));
-    const auto refFrames = r.find("frames_uint8")->select(0, 0);
-    VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
-    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
-    const double mel = absErr(out->mel, *r.find("mel"));
-    const double wave = relErr(out->rawWaveform, *r.find("waveform"));
+    const auto [sigmaErr, video, audio, decoded, mel, wave, frameDiff] = errorsAgainst(*out, r);
+    VT_CHECK(sigmaErr == 0.0);
     std::printf("   v25 dfr two passes: stage 1 rel %.2e | upsampled rel %.2e | tokens rel video %.2e audio %.2e | video abs %.2e, frames "
                 "max %d/255 | mel %.2e | waveform rel %.2e\n",
         stage1, upsampled, video, audio, decoded, frameDiff, mel, wave);
