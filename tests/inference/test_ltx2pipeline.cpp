@@ -15,6 +15,7 @@
 #include "inference/util/device.h"
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
@@ -273,6 +274,17 @@ void checkDfrRun(const std::string& runName)
     req.videoNoise = *r.find("video_noise");
     req.audioNoise = *r.find("audio_noise");
     req.keepDecodedVideo = true;
+    if (r.find("condition_pixels_0")) {
+        // A still at frame 0 (held in the canvas by the blend) and one at pixel frame 9 (appended).
+        const auto conditions = nlohmann::json::parse(m.at("conditions"));
+        for (std::size_t i = 0; i < conditions.size(); ++i) {
+            pipelines::Ltx2Condition c;
+            c.pixels = *r.find("condition_pixels_" + std::to_string(i));
+            c.latentIndex = conditions[i].at("latent_index").get<std::int64_t>();
+            c.strength = conditions[i].at("strength").get<double>();
+            req.conditions.push_back(c);
+        }
+    }
     if (r.find("given_latents")) {
         auto stats = [&](const char* component) {
             auto t = tensorfile::readTensorSet(dir("25") / "diffusers" / component / "diffusion_pytorch_model.safetensors");
@@ -311,6 +323,7 @@ VT_TEST(dfrPassMatchesDiffusers)
 {
     checkDfrRun("dfr");
     checkDfrRun("dfr_refine");
+    checkDfrRun("dfr_conditioned");
 }
 
 // The published two-pass recipe without the IC-LoRA reference (ltx-pipelines DFRPipeline):

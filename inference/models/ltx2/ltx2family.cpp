@@ -364,9 +364,7 @@ public:
         // LTX-2.5 runs its own DFR passes where it can (one at full size, or half size, upsample
         // and a detailing pass), else LTX-2.3's; the reason says which and why.
         std::string blocker;
-        if (!request.conditions.empty())
-            blocker = "the DFR pass takes no image or clip conditions in this version";
-        else if (lower(request.schedule) != "distilled" || request.guidance > 1.0 || request.audioGuidance > 1.0)
+        if (lower(request.schedule) != "distilled" || request.guidance > 1.0 || request.audioGuidance > 1.0)
             blocker = "the DFR pass runs the distilled schedule without guidance";
         else if (request.frames < 9)
             blocker = "the DFR pass needs at least 9 frames";

@@ -676,8 +676,6 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
                 "the DFR pass is LTX-2.5's (its transformer marks the keyframe slots); this is LTX-" + transformerConfig.version());
         if (req.frames < 9)
             throw makeError(ErrorCode::InvalidArgument, "the DFR pass needs at least 9 frames, got " + std::to_string(req.frames));
-        if (!req.conditions.empty())
-            throw makeError(ErrorCode::InvalidArgument, "image and clip conditions are not taken by the DFR pass in this version");
         if (guided(req) || (req.schedule != Ltx2Schedule::Distilled && !req.sigmas))
             throw makeError(ErrorCode::InvalidArgument, "the DFR pass runs the distilled schedule, without guidance");
         if (req.twoStage && req.dfrStart)
@@ -837,9 +835,11 @@ at::Tensor packLatents(const at::Tensor& x)
 
 }  // namespace
 
-// 2'. A DFR pass's start (LTX2DFRPipeline.prepare_latents without conditions): the padded
-// canvas's tokens, then one latent frame of slot tokens per slot, zero or from dfrStart; one
-// draw over all of them, noised to the schedule's first sigma (or dfrStart's level).
+// 2'. A DFR pass's start (LTX2DFRPipeline.prepare_latents): the padded canvas's tokens, the
+// conditions' (a first-frame one holds the canvas's first tokens at its clean value, a later one
+// is appended as keyframe tokens), then one latent frame of slot tokens per slot, zero or from
+// dfrStart; one draw over all of them, noised to the schedule's first sigma (or dfrStart's
+// level), and the conditioned tokens pulled to their clean values.
 Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
     Run& run, at::Generator& generator, const DfrCanvas& canvas, const DfrPassSpec& spec)
 {
@@ -895,8 +895,43 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
     } else {
         latents = at::zeros({1, total, tc.inChannels}, f32);
     }
-    at::Tensor videoNoise =
-        spec.videoNoise && *spec.videoNoise ? (*spec.videoNoise)->to(f32) : at::randn({1, total, tc.inChannels}, generator, cpuF32).to(f32);
+    // Conditions at this pass's size: [canvas | keyframe tokens | slots].
+    const auto conditionStart = Clock::now();
+    const auto conditions = encodeConditions(req, spec.width, spec.height, run.progress, run.stop);
+    if (!conditions.empty())
+        run.timed("encode conditions", conditionStart);
+    run.checkStop();
+    const double fps = dfrConditioningFps(req.fps);
+    auto mask = at::zeros({1, total}, f32);
+    auto clean = at::zeros_like(latents);
+    std::vector<at::Tensor> keyTokens, keyMask, coords;
+    for (const auto& c : conditions) {
+        const auto tokens = c.packed.to(f32);
+        if (c.latentIndex == 0) {
+            // The canvas's own first tokens keep their start state; the blend holds them.
+            const auto n = tokens.size(1);
+            mask.narrow(1, 0, n).fill_(c.strength);
+            clean.narrow(1, 0, n).copy_(tokens);
+            continue;
+        }
+        keyTokens.push_back(tokens);
+        keyMask.push_back(at::full({1, tokens.size(1)}, c.strength, f32));
+        coords.push_back(keyframeCoords(c.unpacked.size(2), c.unpacked.size(3), c.unpacked.size(4),
+            double((c.latentIndex - 1) * tc.vaeScaleFactors[0] + 1), c.pixelFrames == 1, fps, f32));
+    }
+    std::int64_t keyframeTokens = 0;
+    if (!keyTokens.empty()) {
+        const auto kf = at::cat(keyTokens, 1);
+        keyframeTokens = kf.size(1);
+        const auto slotsPart = latents.narrow(1, pass.baseTokens, pass.slotTokens);
+        latents = at::cat({latents.narrow(1, 0, pass.baseTokens), at::zeros_like(kf), slotsPart}, 1);
+        clean = at::cat({clean.narrow(1, 0, pass.baseTokens), kf, clean.narrow(1, pass.baseTokens, pass.slotTokens)}, 1);
+        mask = at::cat({mask.narrow(1, 0, pass.baseTokens), at::cat(keyMask, 1), mask.narrow(1, pass.baseTokens, pass.slotTokens)}, 1);
+    }
+    const auto allTokens = total + keyframeTokens;
+    // One draw over every token, then the audio's (the reference's order).
+    at::Tensor videoNoise = spec.videoNoise && *spec.videoNoise ? (*spec.videoNoise)->to(f32)
+                                                                : at::randn({1, allTokens, tc.inChannels}, generator, cpuF32).to(f32);
     at::Tensor audioNoise;
     if (spec.audioNoise && *spec.audioNoise) {
         audioNoise = (*spec.audioNoise)->to(f32);
@@ -906,20 +941,26 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
     }
     if (videoNoise.sizes() != latents.sizes())
         throw makeError(ErrorCode::InvalidArgument,
-            "DFR video noise must be [1, " + std::to_string(total) + ", " + std::to_string(tc.inChannels) + "] (canvas and slot tokens)");
+            "DFR video noise must be [1, " + std::to_string(allTokens) + ", " + std::to_string(tc.inChannels)
+                + "] (canvas, keyframe and slot tokens)");
     if (audioNoise.sizes() != at::IntArrayRef({1, audioFrames, audioConfig.packedWidth()}))
         throw makeError(ErrorCode::InvalidArgument,
             "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
     // The reference's expressions, so a draw at noise scale 1 is taken bit for bit.
     pass.latents = videoNoise * noiseScale + latents * (1 - noiseScale);
+    if (!conditions.empty()) {
+        const auto m = mask.unsqueeze(-1);
+        pass.latents = clean * m + pass.latents * (1 - m);
+        pass.mask = mask;
+        pass.clean = clean;
+    }
     pass.audioLatents = audio.defined() ? audioNoise * noiseScale + audio * (1 - noiseScale) : audioNoise;
 
-    // The keyframe embedding marks the causal first frame (one pixel frame) and every slot.
-    pass.keyframes = at::zeros({1, total}, f32);
+    // The keyframe embedding marks the causal first frame (one pixel frame) and every slot; not
+    // the given keyframes, whose content is not generated.
+    pass.keyframes = at::zeros({1, allTokens}, f32);
     pass.keyframes.narrow(1, 0, perFrame).fill_(1.0);
-    pass.keyframes.narrow(1, pass.baseTokens, pass.slotTokens).fill_(1.0);
-    const double fps = dfrConditioningFps(req.fps);
-    std::vector<at::Tensor> coords;
+    pass.keyframes.narrow(1, allTokens - pass.slotTokens, pass.slotTokens).fill_(1.0);
     for (const auto position : canvas.slots)
         coords.push_back(keyframeCoords(1, pass.latentH, pass.latentW, static_cast<double>(position), true, fps, f32));
     if (!coords.empty())

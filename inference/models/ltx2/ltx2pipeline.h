@@ -149,8 +149,10 @@ struct Ltx2Request {
     // DFR canvas with one generated keyframe slot per segment end, the first latent frame and the
     // slots marked for the 2.5 transformer's keyframe embedding, every token's clean estimate
     // taken at its own sigma, positions at 60 fps above 30; the canvas is trimmed to `frames`
-    // for decoding. Distilled sigmas, no guidance, no conditions yet; needs a 2.5 transformer.
-    // videoNoise then covers the whole packed sequence (canvas tokens, then slot tokens).
+    // for decoding; conditions as LTX2DFRPipeline places them (a first-frame one held by the
+    // blend, later ones appended as keyframe tokens). Distilled sigmas, no guidance; needs a 2.5
+    // transformer. With twoStage: a pass at half size, canvas and slots upsampled, a detailing pass.
+    // videoNoise then covers the whole packed sequence (canvas, keyframe, then slot tokens).
     bool dfr = false;
     std::optional<Ltx2DfrStart> dfrStart;  // the second-stage form; none: from noise (stage 1)
 };
