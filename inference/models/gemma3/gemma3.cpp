@@ -74,6 +74,22 @@ RopeConfig ropeFrom(const json& p, const char* layerType, const std::string& whe
 }
 
 TextConfig parseGemma4(const json& top, const std::string& where);
+// The text config's sizes and flags both generations name alike (absent keys keep c's values).
+void readCommonFields(const json& tc, TextConfig& c, const std::string& where)
+{
+    c.vocabSize = intField(tc, "vocab_size", c.vocabSize, where);
+    c.hiddenSize = intField(tc, "hidden_size", c.hiddenSize, where);
+    c.intermediateSize = intField(tc, "intermediate_size", c.intermediateSize, where);
+    c.layers = intField(tc, "num_hidden_layers", c.layers, where);
+    c.heads = intField(tc, "num_attention_heads", c.heads, where);
+    c.kvHeads = intField(tc, "num_key_value_heads", c.kvHeads, where);
+    if (tc.contains("head_dim") && tc["head_dim"].is_null())
+        configFail(where + ": head_dim is null");
+    c.headDim = intField(tc, "head_dim", c.headDim, where);
+    c.rmsNormEps = numberField(tc, "rms_norm_eps", c.rmsNormEps, where);
+    c.attentionBias = boolField(tc, "attention_bias", false, where);
+    c.tieLastHiddenStates = boolField(tc, "tie_last_hidden_states", true, where);
+}
 std::vector<LayerType> layerTypesFrom(const json& tc, std::int64_t layers, std::int64_t defaultPattern, const std::string& where);
 
 TextConfig parseText(const json& top, const std::string& where)
@@ -105,19 +121,8 @@ TextConfig parseText(const json& top, const std::string& where)
     if (!textType.empty() && textType != "gemma3_text")
         configFail(where + ": the text config is a '" + textType + "' config, not gemma3_text");
 
-    c.vocabSize = intField(tc, "vocab_size", c.vocabSize, where);
-    c.hiddenSize = intField(tc, "hidden_size", c.hiddenSize, where);
-    c.intermediateSize = intField(tc, "intermediate_size", c.intermediateSize, where);
-    c.layers = intField(tc, "num_hidden_layers", c.layers, where);
-    c.heads = intField(tc, "num_attention_heads", c.heads, where);
-    c.kvHeads = intField(tc, "num_key_value_heads", c.kvHeads, where);
-    if (tc.contains("head_dim") && tc["head_dim"].is_null())
-        configFail(where + ": head_dim is null");
-    c.headDim = intField(tc, "head_dim", c.headDim, where);
-    c.rmsNormEps = numberField(tc, "rms_norm_eps", c.rmsNormEps, where);
+    readCommonFields(tc, c, where);
     c.queryPreAttnScalar = numberField(tc, "query_pre_attn_scalar", c.queryPreAttnScalar, where);
-    c.attentionBias = boolField(tc, "attention_bias", false, where);
-    c.tieLastHiddenStates = boolField(tc, "tie_last_hidden_states", true, where);
     if (c.vocabSize <= 0 || c.hiddenSize <= 0 || c.intermediateSize <= 0 || c.layers <= 0 || c.heads <= 0 || c.kvHeads <= 0
         || c.headDim <= 0 || c.heads % c.kvHeads != 0 || c.headDim % 2 != 0
         || !(c.queryPreAttnScalar > 0)
@@ -239,16 +244,7 @@ TextConfig parseGemma4(const json& top, const std::string& where)
     const std::string textType = tc.contains("model_type") && tc["model_type"].is_string() ? tc["model_type"].get<std::string>() : "";
     if (!textType.empty() && textType != "gemma4_unified_text")
         configFail(where + ": the text config is a '" + textType + "' config, not gemma4_unified_text");
-    c.vocabSize = intField(tc, "vocab_size", c.vocabSize, where);
-    c.hiddenSize = intField(tc, "hidden_size", c.hiddenSize, where);
-    c.intermediateSize = intField(tc, "intermediate_size", c.intermediateSize, where);
-    c.layers = intField(tc, "num_hidden_layers", c.layers, where);
-    c.heads = intField(tc, "num_attention_heads", c.heads, where);
-    c.kvHeads = intField(tc, "num_key_value_heads", c.kvHeads, where);
-    c.headDim = intField(tc, "head_dim", c.headDim, where);
-    c.rmsNormEps = numberField(tc, "rms_norm_eps", c.rmsNormEps, where);
-    c.attentionBias = boolField(tc, "attention_bias", false, where);
-    c.tieLastHiddenStates = boolField(tc, "tie_last_hidden_states", true, where);
+    readCommonFields(tc, c, where);
     c.padTokenId = tc.contains("pad_token_id") && tc["pad_token_id"].is_null() ? 0 : intField(tc, "pad_token_id", 0, where);
     c.fullKeyIsValue = boolField(tc, "attention_k_eq_v", false, where);
     if (intField(tc, "num_kv_shared_layers", 0, where) != 0)

@@ -358,8 +358,14 @@ public:
 
     Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request) const override
     {
+        return stagesFor(plan, request, isLtx25(plan));
+    }
+
+    // planStages for a model whose version is known (a loaded one: no headers read again).
+    static Result<StagePlan> stagesFor(const LoadPlan& plan, const GenerateRequest& request, bool ltx25)
+    {
         auto out = stagePath(plan, request);
-        if (!out || !isLtx25(plan))
+        if (!out || !ltx25)
             return out;
         // LTX-2.5 runs its own DFR passes where it can (one at full size, or half size, upsample
         // and a detailing pass), else LTX-2.3's; the reason says which and why.
@@ -478,7 +484,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
             return makeError(ErrorCode::InvalidArgument, l.path.string() + ": a LoRA strength must be between -100 and 100");
         req.loras.push_back({l.path, l.strength});
     }
-    auto stages = family().planStages(plan, r);
+    auto stages = Family::stagesFor(plan, r, pipeline.version() == "2.5");
     if (!stages)
         return stages.error();
     req.twoStage = stages->twoStage;
