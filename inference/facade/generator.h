@@ -100,6 +100,9 @@ struct LoadPlan {
     // ltx-2-spatial-upscaler-x2-1.0.safetensors, or a diffusers latent_upsampler/ folder).
     // None: only single-stage generation.
     std::optional<std::filesystem::path> spatialUpsamplerPath;
+    // The latent temporal x2 upsampler of LTX-2.5's temporal refine rounds (the same layouts; a
+    // diffusers temporal_latent_upsampler/ folder is found without it). None: no rounds.
+    std::optional<std::filesystem::path> temporalUpsamplerPath;
 };
 
 // The request shape the memory plan sizes activations and decoding for.
@@ -207,6 +210,7 @@ struct ConditionInput {
 struct StagePlan {
     bool twoStage = false;
     bool dfr = false;  // LTX-2.5's DFR pass (keyframe slots on a padded canvas)
+    int temporalRounds = 0;  // LTX-2.5's temporal refine rounds after it (each doubles the rate)
     std::string reason;  // one sentence for the UI
     std::int64_t firstWidth = 0, firstHeight = 0;  // stage 1's size (the full size when single)
 };
@@ -258,6 +262,7 @@ enum class Phase {
     EncodeConditions,  // the conditioning stills and clips through the video VAE encoder
     UpsampleLatents,  // two-stage: stage 1's latents x2 in space
     Refine,  // two-stage: the refining steps at full size
+    TemporalRefine,  // LTX-2.5: the temporal refine rounds' tiles at twice the frame rate
 };
 std::string_view phaseName(Phase phase);
 

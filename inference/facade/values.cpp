@@ -103,6 +103,7 @@ std::string_view phaseName(Phase phase)
     case Phase::EncodeConditions: return "encode conditions";
     case Phase::UpsampleLatents: return "upsample latents";
     case Phase::Refine: return "refine";
+    case Phase::TemporalRefine: return "temporal refine";
     }
     return "?";
 }

@@ -231,7 +231,9 @@ private slots:
     {
         const auto rules = vireo::facade::familyRulesById("ideogram4");
         QVERIFY(rules && rules->knob("schedule_mu") && rules->knob("schedule_std"));
-        QVERIFY(vireo::facade::familyRulesById("ltx2")->knobs.empty());
+        // LTX's own: the temporal rounds of 2.5 (0 by default; the catalog sets none).
+        const auto ltx = vireo::facade::familyRulesById("ltx2");
+        QVERIFY(ltx->knobs.size() == 1 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
         QCOMPARE(vireo::facade::familyRulesById("ltx2-dev")->family, std::string("ltx2"));
         const auto model = catalogModel("ideogram-4/fp8");
         const auto d = vireo::generation::defaultsFor(m_catalog, model);
@@ -255,7 +257,13 @@ private slots:
         const auto vd = vireo::generation::defaultsFor(m_catalog, video);
         QVERIFY(vd);
         p = vireo::generation::prepare(m_catalog, *vd, video, a);
-        QVERIFY(!p && p.error().message.find("LTX-2 has no control named 'schedule_mu' (it has none of its own)") == 0);
+        QVERIFY(!p && p.error().message.find("LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds)") == 0);
+        // LTX's control is 2.5's: an LTX-2.3 model refuses it by name, before loading anything.
+        Ask rounds = prompt();
+        rounds.knobs["temporal_rounds"] = 1;
+        p = vireo::generation::prepare(m_catalog, *vd, video, rounds);
+        QVERIFY2(!p && p.error().message.find("temporal refine rounds are LTX-2.5's") != std::string::npos,
+            p ? "accepted" : p.error().message.c_str());
         QVERIFY(vireo::generation::describeKnobs(*rules).find("schedule_mu (-3 to 3, default 0)") == 0);
         std::vector<std::string> families;
         for (const auto& r : vireo::facade::registeredFamilyRules())

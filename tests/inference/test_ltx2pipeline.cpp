@@ -15,10 +15,12 @@
 #include "inference/util/device.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
+#include <fstream>
 #include <limits>
 #include <optional>
 
@@ -364,6 +366,172 @@ VT_TEST(dfrTwoPassesMatchTheReference)
         stage1, upsampled, video, audio, decoded, frameDiff, mel, wave);
     VT_CHECK_MSG(stage1 <= 1e-3 && upsampled <= 1e-3 && video <= 1e-3 && audio <= 1e-3, "latents differ");
     VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && mel <= 1e-3 && wave <= 1e-3, "decoded outputs differ");
+}
+
+// A temporal refine round's tiles as diffusers' dfr_layout.temporal_tile_plan cuts them, and
+// every malformed seam list refused; a canvas that is not 8k + 1 frames (which the reference
+// floors) is refused too.
+VT_TEST(temporalTilePlansMatchTheReference)
+{
+    std::ifstream file(dir("25") / "dfr_temporal_tiles.json");
+    VT_CHECK(file.good());
+    const auto doc = nlohmann::json::parse(file);
+    int checked = 0, refused = 0;
+    for (const auto& c : doc.at("cases")) {
+        const auto name = c.at("name").get<std::string>();
+        const auto plan = pipelines::dfrTemporalTiles(
+            c.at("seam_positions").get<std::vector<std::int64_t>>(), c.at("num_frames").get<std::int64_t>(), c.at("num_tiles").get<int>());
+        const auto frames = c.at("num_frames").get<std::int64_t>();
+        if (c.at("error").get<bool>() || (frames - 1) % 8 != 0) {
+            VT_CHECK_MSG(!plan.ok() && plan.error().message.find("temporal tile plan") != std::string::npos, name);
+            ++refused;
+            continue;
+        }
+        VT_CHECK_MSG(plan.ok(), name + ": " + (plan.ok() ? "" : plan.error().message));
+        const auto& want = c.at("tiles");
+        VT_COMPARE(plan->size(), want.size());
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            const auto& t = (*plan)[i];
+            const auto& w = want[i];
+            VT_CHECK_MSG(t.start == w.at("start").get<std::int64_t>() && t.end == w.at("end").get<std::int64_t>()
+                    && t.leftRamp == w.at("left_ramp").get<std::int64_t>() && t.pixelStart == w.at("pixel_start").get<std::int64_t>()
+                    && t.pixelEnd == w.at("pixel_end").get<std::int64_t>() && t.anchors == w.at("anchors").get<std::vector<std::int64_t>>()
+                    && t.slots == w.at("slots").get<std::vector<std::int64_t>>(),
+                name + " tile " + std::to_string(i));
+        }
+        ++checked;
+    }
+    std::printf("   temporal tile plans: %d as the reference cuts them, %d refused\n", checked, refused);
+    VT_CHECK(checked >= 12 && refused >= 9);
+}
+
+// The ancestral sampler of the temporal rounds, step by step against LTXEulerAncestralRFScheduler
+// with its recorded draws; and its draws from a generator seeded as the pipeline seeds a tile's
+// are the reference's own.
+VT_TEST(ancestralStepsMatchTheScheduler)
+{
+    auto set = tensorfile::readTensorSet(dir("25") / "ancestral_steps.safetensors");
+    VT_CHECK_MSG(set.ok(), (set.ok() ? "" : set.error().message));
+    const auto& r = *set;
+    const auto sigmas = r.find("sigmas")->to(at::kDouble);
+    auto x = *r.find("sample");
+    double worst = 0.0;
+    for (std::int64_t i = 0; i + 1 < sigmas.numel(); ++i) {
+        const auto s = sigmas[i].item<double>(), sn = sigmas[i + 1].item<double>();
+        const auto v = *r.find("v_" + std::to_string(i));
+        int draws = 0;
+        const auto noise = r.find("noise_" + std::to_string(i));
+        x = pipelines::ancestralRfStep(x, x - v * static_cast<float>(s), s, sn, 0.5, [&] {
+            ++draws;
+            return *noise;
+        });
+        VT_COMPARE(draws, sn == 0.0 ? 0 : 1);
+        worst = std::max(worst, absErr(x, *r.find("x_" + std::to_string(i))));
+    }
+    std::printf("   ancestral RF steps: max abs %.2e\n", worst);
+    VT_CHECK(worst <= 1e-6);
+
+    auto run = tensorfile::readTensorSet(dir("25") / "run_dfr_temporal.safetensors");
+    VT_CHECK(run.ok());
+    const auto seed = std::stoll(run->metadata.at("seed"));
+    for (const auto& [round, tile] : {std::pair{1, 1}, std::pair{2, 3}}) {
+        auto g = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(seed + 1000 * round + tile));
+        const auto prefix = "round" + std::to_string(round) + "_tile" + std::to_string(tile) + "_ancestral_";
+        for (int i = 0; i < 3; ++i) {
+            const auto want = *run->find(prefix + std::to_string(i));
+            VT_CHECK_MSG(at::equal(at::randn(want.sizes(), g, at::TensorOptions().dtype(at::kFloat)), want), prefix + std::to_string(i));
+        }
+    }
+}
+
+namespace {
+
+// Stage 1 and LTX-2.5's temporal refine rounds, chained as ltx-pipelines' DFRPipeline does,
+// against the reference's own draws (the stage's, each tile's start; the ancestral draws from
+// the seed as the reference seeds them).
+void checkTemporalRun(const std::string& runName)
+{
+    auto run = tensorfile::readTensorSet(dir("25") / ("run_" + runName + ".safetensors"));
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    const auto& m = r.metadata;
+    auto options = optionsFor("25", "diffusers");
+    options.temporalUpsamplerPath = dir("25") / "diffusers" / "temporal_latent_upsampler";
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    pipelines::Ltx2Request req;
+    req.prompt = m.at("prompt");
+    req.width = std::stoll(m.at("width"));
+    req.height = std::stoll(m.at("height"));
+    req.frames = std::stoll(m.at("num_frames"));
+    req.fps = std::stod(m.at("frame_rate"));
+    req.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
+    req.seed = std::stoll(m.at("seed"));
+    req.dfr = true;
+    req.temporalRounds = std::stoi(m.at("rounds"));
+    req.videoNoise = *r.find("stage1_video_noise");
+    req.audioNoise = *r.find("stage1_audio_noise");
+    req.keepDecodedVideo = true;
+    for (int round = 1; round <= req.temporalRounds; ++round)
+        for (int tile = 0;; ++tile) {
+            const auto noise = r.find("round" + std::to_string(round) + "_tile" + std::to_string(tile) + "_noise");
+            if (!noise)
+                break;
+            req.temporalTileNoise.push_back(*noise);
+        }
+    if (r.find("condition_pixels_0")) {
+        const auto conditions = nlohmann::json::parse(m.at("conditions"));
+        for (std::size_t i = 0; i < conditions.size(); ++i) {
+            pipelines::Ltx2Condition c;
+            c.pixels = *r.find("condition_pixels_" + std::to_string(i));  // [1, H, W, 3]
+            c.latentIndex = conditions[i].at("latent_index").get<std::int64_t>();
+            c.strength = conditions[i].at("strength").get<double>();
+            req.conditions.push_back(c);
+        }
+    }
+    auto out = pipeline->generate(req);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    auto stats = tensorfile::readTensorSet(dir("25") / "diffusers" / "vae" / "diffusion_pytorch_model.safetensors");
+    VT_CHECK(stats.ok());
+    const auto mean = stats->find("latents_mean")->view({1, -1, 1, 1, 1}), stdDev = stats->find("latents_std")->view({1, -1, 1, 1, 1});
+    const auto raw = [&](const at::Tensor& x) { return x.cpu() * stdDev + mean; };
+    VT_COMPARE(out->roundLatents.size(), static_cast<std::size_t>(req.temporalRounds));
+    double canvas = 0.0, keyframes = 0.0;
+    for (int round = 1; round <= req.temporalRounds; ++round) {
+        const auto k = static_cast<std::size_t>(round - 1);
+        const auto name = "round" + std::to_string(round);
+        canvas = std::max(canvas, relErr(raw(out->roundLatents[k]), *r.find(name + "_canvas")));
+        keyframes = std::max(keyframes, relErr(raw(out->roundKeyframes[k]), *r.find(name + "_keyframes")));
+        const auto positions = r.find(name + "_positions")->to(at::kLong);
+        VT_COMPARE(out->roundPositions[k],
+            std::vector<std::int64_t>(positions.data_ptr<std::int64_t>(), positions.data_ptr<std::int64_t>() + positions.numel()));
+    }
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
+    const int frameDiff = (out->frames.to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>();
+    const double decoded = absErr(out->video, *r.find("video"));
+    const double wave = relErr(out->rawWaveform, *r.find("vocoder_waveform"));
+    // The soundtrack lasts as long as the refined video (the tiny vocoder's is shorter: padded).
+    VT_COMPARE(out->waveform.size(-1), std::llround(static_cast<double>(out->frames.size(0)) / out->fps * out->sampleRate));
+    const double fps = std::stod(m.at("frame_rate")) * double(1 << req.temporalRounds);
+    std::printf(
+        "   v25 %-24s rounds %d: canvas rel %.2e | keyframes rel %.2e | video abs %.2e, frames max %d/255 | waveform rel %.2e | %lld "
+        "frames at %.0f fps\n",
+        runName.c_str(), req.temporalRounds, canvas, keyframes, decoded, frameDiff, wave, static_cast<long long>(out->frames.size(0)),
+        out->fps);
+    VT_CHECK_MSG(canvas <= 1e-3 && keyframes <= 1e-3, "round latents differ");
+    VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && wave <= 1e-3, "decoded outputs differ");
+    VT_CHECK(out->fps == fps);
+}
+
+}  // namespace
+
+// LTX-2.5's temporal refine rounds: the frame rate doubled twice, tiles cut on the keyframe
+// seams, anchors and slots, the audio frozen; with a first-frame still through a round too.
+VT_TEST(temporalRoundsMatchTheReference)
+{
+    checkTemporalRun("dfr_temporal");
+    checkTemporalRun("dfr_temporal_conditioned");
 }
 
 // The DFR pass is 2.5's and takes what this version implements, or is refused by name.

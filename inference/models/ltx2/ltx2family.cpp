@@ -51,6 +51,33 @@ std::optional<std::filesystem::path> upsamplerOf(const LoadPlan& plan)
     return std::nullopt;
 }
 
+// Likewise the temporal x2 upsampler of LTX-2.5's temporal refine rounds.
+std::optional<std::filesystem::path> temporalUpsamplerOf(const LoadPlan& plan)
+{
+    if (plan.temporalUpsamplerPath)
+        return plan.temporalUpsamplerPath;
+    std::error_code ec;
+    for (const auto& p : plan.modelPaths)
+        if (std::filesystem::is_regular_file(p / "temporal_latent_upsampler" / "config.json", ec))
+            return p / "temporal_latent_upsampler";
+    return std::nullopt;
+}
+
+// The family's own control of LTX-2.5's temporal refine rounds.
+facade::Knob temporalRoundsKnob()
+{
+    facade::Knob k;
+    k.id = "temporal_rounds";
+    k.label = "Temporal rounds";
+    k.help = "LTX-2.5 with a temporal upsampler: each round doubles the frame rate and the frames (0: none)";
+    k.minimum = 0;
+    k.maximum = 2;
+    k.defaultValue = 0;
+    k.step = 1;
+    k.decimals = 0;
+    return k;
+}
+
 pipelines::Ltx2PipelineOptions pipelineOptions(const LoadPlan& plan, c10::Device device, c10::ScalarType dtype, Placement placement)
 {
     pipelines::Ltx2PipelineOptions o;
@@ -65,6 +92,7 @@ pipelines::Ltx2PipelineOptions pipelineOptions(const LoadPlan& plan, c10::Device
         o.textEncoderDevice = c10::Device(c10::kCPU);
     o.offloadTransformerBlocks = placement == Placement::OffloadTransformerBlocks;
     o.spatialUpsamplerPath = upsamplerOf(plan);
+    o.temporalUpsamplerPath = temporalUpsamplerOf(plan);
     return o;
 }
 
@@ -83,6 +111,7 @@ Phase phaseOf(pipelines::Ltx2Phase p)
     case P::EncodeConditions: return Phase::EncodeConditions;
     case P::UpsampleLatents: return Phase::UpsampleLatents;
     case P::Refine: return Phase::Refine;
+    case P::TemporalRefine: return Phase::TemporalRefine;
     }
     return Phase::Denoise;
 }
@@ -226,6 +255,7 @@ public:
         r.sizeMultiple = 32;  // 32-pixel latent cells
         r.frameStep = 8;  // 8 frames per latent frame after the first
         r.sizeUnit = "32-pixel latent cells";
+        r.knobs = {temporalRoundsKnob()};
         return r;
     }
     // The fallback: whatever another family does not claim is tried as LTX-2, whose loader
@@ -279,7 +309,7 @@ public:
         // The video encoder (conditions) and the upsampler (two stages) load with the rest, so
         // nothing can tip a running studio over mid-run.
         const std::int64_t rest = bytesOf("connectors") + bytesOf("video_vae") + bytesOf("audio_vae") + bytesOf("vocoder")
-            + bytesOf("video_encoder") + bytesOf("spatial_upsampler");
+            + bytesOf("video_encoder") + bytesOf("spatial_upsampler") + bytesOf("temporal_upsampler");
 
         placeLtx2(m, plan, device, sizes, {text, transformer, rest});
         // On the CPU the weights are held in f32 unless asked otherwise: what the same model
@@ -318,6 +348,9 @@ public:
         if (upsamplerOf(plan))
             m.components.push_back(
                 {"spatial_upsampler", bytesOf("spatial_upsampler"), storedOf("spatial_upsampler"), dev + ", the two-stage path"});
+        if (temporalUpsamplerOf(plan))
+            m.components.push_back({"temporal_upsampler", bytesOf("temporal_upsampler"), storedOf("temporal_upsampler"),
+                dev + ", the temporal refine rounds"});
         std::vector<capability::ComponentInput> inputs;
         for (const auto& c : m.components) {
             capability::ComponentInput in;
@@ -331,7 +364,8 @@ public:
         planPathsInto(m, caps, plan.dtype, inputs);
 
         const std::int64_t stored = storedOf("text_encoder") + storedOf("transformer") + storedOf("connectors") + storedOf("video_vae")
-            + storedOf("audio_vae") + storedOf("vocoder") + storedOf("video_encoder") + storedOf("spatial_upsampler");
+            + storedOf("audio_vae") + storedOf("vocoder") + storedOf("video_encoder") + storedOf("spatial_upsampler")
+            + storedOf("temporal_upsampler");
         m.explanation = ltx2Explanation(m, size, caps, onCpu, {text, transformer, rest}, stored, cpuPeak);
         return m;
     }
@@ -365,6 +399,9 @@ public:
     static Result<StagePlan> stagesFor(const LoadPlan& plan, const GenerateRequest& request, bool ltx25)
     {
         auto out = stagePath(plan, request);
+        const auto rounds = request.knob(temporalRoundsKnob());
+        if (out && rounds != 0 && !ltx25)
+            return makeError(ErrorCode::InvalidArgument, "temporal_rounds: the temporal refine rounds are LTX-2.5's; this model is not");
         if (!out || !ltx25)
             return out;
         // LTX-2.5 runs its own DFR passes where it can (one at full size, or half size, upsample
@@ -375,6 +412,9 @@ public:
         else if (request.frames < 9)
             blocker = "the DFR pass needs at least 9 frames";
         if (!blocker.empty()) {
+            if (rounds != 0)
+                return makeError(
+                    ErrorCode::InvalidArgument, "temporal_rounds: the temporal refine rounds follow the DFR pass, and " + blocker);
             out->reason += "; LTX-2.3's path, not DFR: " + blocker;
             return out;
         }
@@ -385,6 +425,21 @@ public:
         out->reason = std::string(out->twoStage ? "LTX-2.5 DFR, two passes" : "LTX-2.5 DFR pass") + ": "
             + std::to_string(canvas->slots.size()) + " keyframe slot(s) on a " + std::to_string(canvas->paddedFrames) + "-frame canvas ("
             + out->reason + ")";
+        if (rounds != 0) {
+            if (rounds != 1 && rounds != 2)
+                return makeError(ErrorCode::InvalidArgument, "temporal_rounds is 0, 1 or 2");
+            if (!temporalUpsamplerOf(plan))
+                return makeError(ErrorCode::InvalidArgument,
+                    "temporal_rounds: no temporal upsampler is loaded with this model (give one, such as "
+                    "ltx-2.3-temporal-upscaler-x2-1.0.safetensors)");
+            const auto n = static_cast<int>(rounds);
+            const auto scale = std::int64_t{1} << n;
+            out->temporalRounds = n;
+            std::ostringstream s;
+            s << ", then " << n << " temporal round(s): " << (request.frames - 1) * scale + 1 << " frames at "
+              << request.fps * double(scale) << " fps";
+            out->reason += s.str();
+        }
         return out;
     }
 
@@ -489,6 +544,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         return stages.error();
     req.twoStage = stages->twoStage;
     req.dfr = stages->dfr;
+    req.temporalRounds = stages->temporalRounds;
     const std::int64_t latentFrames = (r.frames - 1) / 8 + 1;
     for (const auto& c : r.conditions) {
         const auto name = c.source.empty() ? std::string("a condition") : c.source;

@@ -90,6 +90,7 @@ const char* phaseName(Ltx2Phase phase)
     case Ltx2Phase::EncodeConditions: return "encode conditions";
     case Ltx2Phase::UpsampleLatents: return "upsample latents";
     case Ltx2Phase::Refine: return "refine";
+    case Ltx2Phase::TemporalRefine: return "temporal refine";
     }
     return "?";
 }
@@ -110,6 +111,7 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::Vocoder> vocoder;
     std::optional<ltx2::VideoEncoder> videoEncoder;  // loaded with the rest when the VAE has an encoder
     std::optional<ltx2::LatentUpsampler> upsampler;  // loaded with the rest when a path is set
+    std::optional<ltx2::LatentUpsampler> temporalUpsampler;  // likewise
     at::Tensor previewProjection;
     // The LoRAs on the transformer now, and what became of them.
     std::vector<Ltx2Lora> appliedLoras;
@@ -122,6 +124,7 @@ struct Ltx2Pipeline::Impl {
     void loadTransformer(const std::function<void(const Ltx2Progress&)>& progress);
     void loadDecoders(const std::function<void(const Ltx2Progress&)>& progress);
     void loadUpsampler();
+    void loadTemporalUpsampler();
     // The video VAE's encoder, for image and video conditions, where the checkpoint has one.
     void loadVideoEncoder();
 
@@ -146,6 +149,12 @@ struct Ltx2Pipeline::Impl {
         bool dfr = false;
         std::int64_t slotTokens = 0, slotCount = 0;
         at::Tensor keyframes, allTokens, slots;
+        // A temporal refine tile: the ancestral sampler with the tile's own generator, and the
+        // audio frozen at the stage's (the video still attends to it); its steps are reported
+        // after `reportOffset` of `reportTotal` (0: the pass's own count).
+        std::optional<at::Generator> ancestral;
+        bool freezeAudio = false;
+        std::int64_t reportOffset = 0, reportTotal = 0;
     };
     // The RoPE bounds of keyframe tokens (a condition, a DFR slot) appended after the grid's:
     // pixel space without the causal first-frame shift, starting at pixel frame `start`, one
@@ -167,6 +176,9 @@ struct Ltx2Pipeline::Impl {
         const std::function<void(const Ltx2Progress&)>& progress;
         std::stop_token stop;
         Ltx2Output out;
+        // What is decoded: the request's frames and rate, or the temporal rounds' (doubled each).
+        std::int64_t frames = 0;
+        double fps = 0.0;
         void report(Ltx2Phase phase, std::int64_t done, std::int64_t total) const
         {
             if (progress)
@@ -205,6 +217,7 @@ struct Ltx2Pipeline::Impl {
     void refineDfrAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas);
     void denoisePass(Run& run, Pass& p, ltx2::TransformerInputs& in);
     void refineAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator);
+    void temporalRefine(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas);
     void decodeVideo(Run& run, const Pass& pass);
     void decodeAudio(Run& run, const Pass& pass);
 };
@@ -312,6 +325,16 @@ void Ltx2Pipeline::Impl::loadUpsampler()
     o.device = options.device;
     o.dtype = options.dtype;
     upsampler = take(ltx2::LatentUpsampler::load(*options.spatialUpsamplerPath, o));
+}
+
+void Ltx2Pipeline::Impl::loadTemporalUpsampler()
+{
+    if (temporalUpsampler || !options.temporalUpsamplerPath)
+        return;
+    ltx2::LatentUpsamplerLoadOptions o;
+    o.device = options.device;
+    o.dtype = options.dtype;
+    temporalUpsampler = take(ltx2::LatentUpsampler::load(*options.temporalUpsamplerPath, o));
 }
 
 void Ltx2Pipeline::Impl::loadVideoEncoder()
@@ -470,6 +493,73 @@ Result<DfrCanvas> dfrCanvas(std::int64_t frames)
     return c;
 }
 
+Result<std::vector<DfrTemporalTile>> dfrTemporalTiles(const std::vector<std::int64_t>& seams, std::int64_t frames, int tiles)
+{
+    constexpr std::int64_t kRatio = 8;
+    const auto refuse = [](const std::string& why) { return makeError(ErrorCode::InvalidArgument, "temporal tile plan: " + why); };
+    if (frames < 9 || (frames - 1) % kRatio || frames > (1 << 22))
+        return refuse("the canvas needs 8k + 1 frames, at least 9, got " + std::to_string(frames));
+    if (tiles < 1)
+        return refuse("at least one tile, got " + std::to_string(tiles));
+    // Cells: 0, then each seam's latent frame; the last must be the canvas's last.
+    std::vector<std::int64_t> cells{0};
+    for (const auto p : seams) {
+        if (p < 0 || p % kRatio)
+            return refuse("seam " + std::to_string(p) + " is not on an x8 latent border");
+        if (p / kRatio <= cells.back())
+            return refuse("seams must be strictly increasing and after frame 0");
+        cells.push_back(p / kRatio);
+    }
+    const auto latentFrames = (frames - 1) / kRatio + 1;
+    if (cells.size() < 2 || cells.back() != latentFrames - 1)
+        return refuse("the last seam must be the canvas's last frame (" + std::to_string(frames - 1) + ")");
+    // Segments dealt out with the leftovers on the leading tiles, never a tile without one.
+    const auto segments = static_cast<std::int64_t>(cells.size()) - 1;
+    const auto count = std::min<std::int64_t>(tiles, segments);
+    const auto overlap = cells[1] + 1;
+    std::vector<DfrTemporalTile> plan;
+    std::int64_t cursor = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+        DfrTemporalTile t;
+        const auto resume = cells[static_cast<std::size_t>(cursor)] + 1;
+        t.start = i == 0 ? 0 : std::max<std::int64_t>(0, resume - overlap);
+        t.leftRamp = i == 0 ? 0 : resume - t.start;
+        cursor += segments / count + (i < segments % count ? 1 : 0);
+        t.end = cells[static_cast<std::size_t>(cursor)] + 1;
+        t.pixelStart = t.start * kRatio;
+        t.pixelEnd = (t.end - 1) * kRatio;
+        std::vector<std::int64_t> marks{t.pixelStart};
+        for (const auto p : seams) {
+            if (p >= t.pixelStart && p <= t.pixelEnd)
+                t.anchors.push_back(p);
+            if (p > t.pixelStart && p <= t.pixelEnd)
+                marks.push_back(p);
+        }
+        for (std::size_t m = 1; m < marks.size(); ++m)
+            t.slots.push_back((marks[m - 1] + marks[m]) / 2);
+        plan.push_back(std::move(t));
+    }
+    return plan;
+}
+
+at::Tensor ancestralRfStep(
+    const at::Tensor& x, const at::Tensor& x0, double sigma, double sigmaNext, double eta, const std::function<at::Tensor()>& noise)
+{
+    // float32 scalars, as the scheduler keeps its sigmas.
+    const auto s = static_cast<float>(sigma), sn = static_cast<float>(sigmaNext);
+    if (std::abs(sn) < 1e-8f)
+        return x0.to(at::kFloat);
+    const float down = sn * (1.0f + (sn / s - 1.0f) * static_cast<float>(eta));
+    const float alphaNext = 1.0f - sn, alphaDown = 1.0f - down;
+    const float ratio = down / s;
+    auto out = x.to(at::kFloat) * ratio + x0.to(at::kFloat) * (1.0f - ratio);
+    if (eta > 0.0) {
+        const float renoise = std::sqrt(std::max(0.0f, sn * sn - down * down * (alphaNext * alphaNext) / (alphaDown * alphaDown + 1e-12f)));
+        out = out * (alphaNext / (alphaDown + 1e-12f)) + noise().to(out.options()) * renoise;
+    }
+    return out;
+}
+
 Ltx2Pipeline::Ltx2Pipeline(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 Ltx2Pipeline::~Ltx2Pipeline() = default;
 Ltx2Pipeline::Ltx2Pipeline(Ltx2Pipeline&&) noexcept = default;
@@ -490,9 +580,11 @@ std::vector<std::filesystem::path> Ltx2Pipeline::files() const
 {
     auto out = m_impl->options.modelPaths;
     out.push_back(m_impl->textEncoderPath);
-    // The latent upsampler changes a two-stage output: it is named by its own files, unless it
-    // is inside a model folder already listed (a diffusers folder's latent_upsampler/).
-    if (const auto& up = m_impl->options.spatialUpsamplerPath) {
+    // The latent upsamplers change the output: each is named by its own files, unless it is
+    // inside a model folder already listed (a diffusers folder's latent_upsampler/).
+    for (const auto& up : {m_impl->options.spatialUpsamplerPath, m_impl->options.temporalUpsamplerPath}) {
+        if (!up)
+            continue;
         const auto given = up->lexically_normal().string();
         const bool inside = std::any_of(out.begin(), out.end(), [&](const std::filesystem::path& p) {
             const auto folder = p.lexically_normal().string();
@@ -551,6 +643,8 @@ std::map<std::string, std::int64_t> Ltx2Pipeline::componentBytes() const
         out["video_encoder"] = m.videoEncoder->residentBytes();
     if (m.upsampler)
         out["spatial_upsampler"] = m.upsampler->residentBytes();
+    if (m.temporalUpsampler)
+        out["temporal_upsampler"] = m.temporalUpsampler->residentBytes();
     return out;
 }
 
@@ -627,6 +721,20 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
                 + " latent upsampler; the two-stage path needs an x2 "
                   "spatial upsampler (such as ltx-2.3-spatial-upscaler-x2-1.1.safetensors), or run in a single stage";
     }
+    if (options.temporalUpsamplerPath) {
+        const auto file = options.temporalUpsamplerPath->filename().string();
+        auto up = ltx2::probeLatentUpsampler(*options.temporalUpsamplerPath);
+        if (!up)
+            missing.push_back("temporal upsampler (" + up.error().message + ")");
+        else if (transformer && up->inChannels != transformer->inChannels)
+            wrongUpsampler = file + " is a latent upsampler for " + std::to_string(up->inChannels) + " latent channels, and this model has "
+                + std::to_string(transformer->inChannels) + ": it belongs to another model; give the upsampler published with this one";
+        else if (up->spatialUpsample || !up->temporalUpsample)
+            // A round doubles the frames at the same size.
+            wrongUpsampler = file + " is a " + ltx2::describeLatentUpsampler(*up)
+                + " latent upsampler; the temporal refine rounds need a temporal x2 upsampler (such as "
+                  "ltx-2.3-temporal-upscaler-x2-1.0.safetensors)";
+    }
     if (!missing.empty()) {
         std::string text;
         for (const auto& m : missing)
@@ -682,6 +790,15 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
             throw makeError(ErrorCode::InvalidArgument, "a DFR start state is the second stage's; it takes no stage of its own");
     } else if (req.dfrStart) {
         throw makeError(ErrorCode::InvalidArgument, "a DFR start state was given to a request that is not a DFR pass");
+    }
+    if (req.temporalRounds < 0 || req.temporalRounds > 2)
+        throw makeError(ErrorCode::InvalidArgument, "temporal refine rounds are 0, 1 or 2, got " + std::to_string(req.temporalRounds));
+    if (req.temporalRounds > 0) {
+        if (!req.dfr)
+            throw makeError(ErrorCode::InvalidArgument, "temporal refine rounds follow LTX-2.5's DFR pass; this request is not one");
+        if (!options.temporalUpsamplerPath)
+            throw makeError(
+                ErrorCode::InvalidArgument, "temporal refine rounds need the temporal x2 latent upsampler; none was given with the model");
     }
     if (req.twoStage) {
         if (!options.spatialUpsamplerPath)
@@ -825,6 +942,18 @@ namespace {
 double dfrConditioningFps(double fps)
 {
     return fps > 30.0 ? 60.0 : fps;
+}
+
+// The temporal rounds' sampler and schedule (utils.py TEMPORAL_ANCESTRAL_ETA and
+// TEMPORAL_ROUND_DISTILLED_SIGMA_VALUES: the distilled sigmas from 0.975), the strength of the
+// keyframes a round carries in (ANCHOR_KEYFRAME_STRENGTH).
+constexpr double kTemporalAncestralEta = 0.5;
+constexpr double kAnchorStrength = 0.95;
+sched::FlowSchedule temporalRoundSchedule()
+{
+    auto s = sched::ltx2DistilledSchedule();
+    s.sigmas.erase(s.sigmas.begin(), s.sigmas.begin() + 4);
+    return s;
 }
 
 // [1, C, F, H, W] -> [1, F * H * W, C], frame-major as the pipelines pack.
@@ -999,7 +1128,14 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     auto& latents = p.latents;
     auto& audioLatents = p.audioLatents;
     const int steps = p.schedule.steps();
-    run.report(p.phase, 0, steps);
+    const auto reportTotal = p.reportTotal > 0 ? p.reportTotal : steps;
+    run.report(p.phase, p.reportOffset, reportTotal);
+    // Frozen audio is clean: timestep and sigma 0 for its stream (and the video's cross-modal
+    // modulation), never stepped.
+    const auto frozen = p.freezeAudio ? at::zeros({batch}, f32) : at::Tensor();
+    in.audioSigma.reset();
+    if (p.freezeAudio)
+        in.audioSigma = frozen;
     for (int i = 0; i < steps; ++i) {
         run.checkStop();
         stepCache.allowSkip = i > 0 && i + 1 < steps;
@@ -1011,7 +1147,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         in.audioHiddenStates = (cfg ? at::cat({audioLatents, audioLatents}, 0) : audioLatents).to(dtype);
         // Conditioned tokens see a lower noise level: timestep * (1 - strength), per token.
         in.timestep = mask ? t.unsqueeze(-1) * (1 - *mask) : t;
-        in.audioTimestep = t;
+        in.audioTimestep = p.freezeAudio ? frozen : t;
         in.sigma = t;
         auto pred = take(graphed.forward(in));
         if (in.stepCache)
@@ -1054,14 +1190,27 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             const auto m = p.mask.unsqueeze(-1);
             x0 = x0 * (1 - m) + p.clean * m;
         }
-        // Back to a velocity and one Euler step, as the pipeline and scheduler do.
-        v = (latents - x0) / sigmaT;
-        a = (audioLatents - ax0) / sigmaT;
         const auto dt = at::scalar_tensor(sigmaNext, f32) - sigmaT;
-        latents = latents + dt * v;
-        audioLatents = audioLatents + dt * a;
+        if (p.ancestral) {
+            // The ancestral step re-noises every token: the conditioned ones are pulled back after it.
+            latents = ancestralRfStep(latents, x0, sigma, sigmaNext, kTemporalAncestralEta, [&] {
+                return at::randn(latents.sizes(), *p.ancestral, at::TensorOptions().dtype(at::kFloat));
+            }).to(f32);
+            if (p.mask.defined()) {
+                const auto m = p.mask.unsqueeze(-1);
+                latents = latents * (1 - m) + p.clean * m;
+            }
+        } else {
+            // Back to a velocity and one Euler step, as the pipeline and scheduler do.
+            v = (latents - x0) / sigmaT;
+            latents = latents + dt * v;
+        }
+        if (!p.freezeAudio) {
+            a = (audioLatents - ax0) / sigmaT;
+            audioLatents = audioLatents + dt * a;
+        }
         if (progress)
-            progress({p.phase, i + 1, steps,
+            progress({p.phase, p.reportOffset + i + 1, reportTotal,
                 x0.narrow(1, 0, p.baseTokens).reshape({1, p.latentFrames, p.latentH, p.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3})});
     }
     out.stepsSkipped += stepCache.skips;
@@ -1195,6 +1344,223 @@ void Ltx2Pipeline::Impl::refineDfrAtFullSize(
     pass = std::move(refine);
 }
 
+namespace {
+
+// [1, T, C] -> [1, C, F, H, W] for a grid of F x H x W tokens.
+at::Tensor unpackLatents(const at::Tensor& tokens, std::int64_t frames, std::int64_t h, std::int64_t w)
+{
+    return tokens.reshape({tokens.size(0), frames, h, w, tokens.size(2)}).permute({0, 4, 1, 2, 3}).contiguous();
+}
+
+// A temporal tile's share of the stage's audio (packed [1, La, C]): its wall-clock window of the
+// source, linearly resampled to the tokens its duration has at the conditioning rate (the
+// reference's _audio_window_for_tile; wall clock, since a round's canvas is a frame short of
+// twice the last).
+at::Tensor audioWindowForTile(const at::Tensor& audio, std::int64_t pixelStart, std::int64_t tileFrames, double playbackFps,
+    double sourceSeconds, double conditioningFps, double perSecond)
+{
+    const auto source = audio.size(1);
+    const auto n =
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(std::nearbyint(static_cast<double>(tileFrames) / conditioningFps * perSecond)));
+    const double begin = static_cast<double>(pixelStart) / playbackFps / sourceSeconds * static_cast<double>(source);
+    const double span = static_cast<double>(tileFrames) / playbackFps / sourceSeconds * static_cast<double>(source);
+    const auto positions = (at::arange(n, audio.options().dtype(at::kFloat)) * (span / static_cast<double>(n)) + begin)
+                               .clamp(0, static_cast<double>(source - 1));
+    const auto low = positions.floor().to(at::kLong);
+    const auto high = (low + 1).clamp_max(source - 1);
+    const auto weight = (positions - low).to(audio.scalar_type()).view({1, -1, 1});
+    return audio.index_select(1, low) * (1 - weight) + audio.index_select(1, high) * weight;
+}
+
+}  // namespace
+
+// 5''. LTX-2.5's temporal refine rounds after the DFR pass(es), as ltx-pipelines' DFRPipeline
+// chains LTX2DFRTemporalRefinePipeline: each round upsamples the canvas x2 in time, doubles the
+// rate, and details it in tiles cut on the keyframe seams. A tile holds the keyframes carried in
+// (at 0.95), generates new slots halfway between them, and follows the stage's audio, frozen;
+// its run-up is dropped at the stitch, and its slots join the carried keyframes. `pass` ends
+// holding the last round's canvas and keyframes.
+void Ltx2Pipeline::Impl::temporalRefine(
+    Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas)
+{
+    const auto& req = run.req;
+    auto& out = run.out;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
+    const auto cpuF32 = at::TensorOptions().dtype(at::kFloat);
+    const auto& tc = transformerConfig;
+    const auto ratio = tc.vaeScaleFactors[0];
+    const auto h = pass.latentH, w = pass.latentW, perFrame = h * w;
+    loadTemporalUpsampler();
+    if (!videoDecoder)
+        videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(options.device, options.dtype)));
+    const auto conditionStart = Clock::now();
+    const auto conditions = encodeConditions(req, req.width, req.height, run.progress, run.stop);
+    if (!conditions.empty())
+        run.timed("encode conditions", conditionStart);
+
+    auto video = unpackLatents(pass.latents, pass.latentFrames, h, w);
+    auto carry = pass.slots;
+    auto positions = canvas.slots;
+    auto frames = canvas.paddedFrames;
+    double fps = req.fps;
+    const double sourceSeconds = static_cast<double>(canvas.paddedFrames) / req.fps;
+    const double perSecond = static_cast<double>(audioConfig.sampleRate) / static_cast<double>(audioConfig.melHopLength) / 4.0;
+    const auto stageAudio = pass.audioLatents;
+    const auto schedule = temporalRoundSchedule();
+    const double noiseScale = schedule.sigmas.front();
+    std::size_t drawn = 0;
+    for (int round = 1; round <= req.temporalRounds; ++round) {
+        auto start = Clock::now();
+        run.report(Ltx2Phase::UpsampleLatents, 0, 1);
+        video =
+            take(temporalUpsampler->upsampleNormalized(video, videoDecoder->latentsMean(), videoDecoder->latentsStd(), run.stop)).to(f32);
+        frames = 2 * (frames - 1) + 1;
+        if (video.size(2) != (frames - 1) / ratio + 1 || video.size(3) != h || video.size(4) != w)
+            throw makeError(ErrorCode::InvalidFormat, "the temporal upsampler did not double the clip's frames at the same size");
+        run.report(Ltx2Phase::UpsampleLatents, 1, 1);
+        run.timed("upsample latents", start);
+        run.checkStop();
+        const double playback = 2 * fps;
+        const double conditioningFps = dfrConditioningFps(playback);
+        std::vector<std::int64_t> seams;
+        for (const auto p : positions)
+            seams.push_back(2 * p);
+        const auto tiles = take(dfrTemporalTiles(seams, frames, 1 << round));
+        const std::int64_t scale = std::int64_t{1} << round;
+
+        start = Clock::now();
+        std::vector<at::Tensor> stitched;
+        std::vector<std::pair<std::int64_t, at::Tensor>> newSlots;
+        for (std::size_t k = 0; k < tiles.size(); ++k) {
+            const auto& tile = tiles[k];
+            const auto tileLatents = video.narrow(2, tile.start, tile.end - tile.start);
+            const auto latentFrames = tileLatents.size(2);
+            const auto tileFrames = (latentFrames - 1) * ratio + 1;
+            const auto base = latentFrames * perFrame;
+            // [canvas | conditions | anchors | slots], as LTX2DFRPipeline.prepare_latents lays them out.
+            std::vector<at::Tensor> latents{packLatents(tileLatents)}, clean{at::zeros_like(latents[0])}, mask{at::zeros({1, base}, f32)},
+                marks{at::zeros({1, base}, f32)}, coords;
+            marks[0].narrow(1, 0, perFrame).fill_(1.0);
+            const auto append = [&](const at::Tensor& tokens, const at::Tensor& init, double strength, double mark,
+                                    const at::Tensor& where) {
+                latents.push_back(init);
+                clean.push_back(tokens);
+                mask.push_back(at::full({1, tokens.size(1)}, strength, f32));
+                marks.push_back(at::full({1, tokens.size(1)}, mark, f32));
+                coords.push_back(where);
+            };
+            for (const auto& c : conditions) {
+                const auto pixel = (c.latentIndex == 0 ? 0 : (c.latentIndex - 1) * ratio + 1) * scale;
+                if (pixel < tile.pixelStart || pixel > tile.pixelEnd)
+                    continue;
+                const auto tokens = c.packed.to(f32);
+                if (pixel == tile.pixelStart) {
+                    // The tile's own first tokens keep their start state; the blend holds them.
+                    mask[0].narrow(1, 0, tokens.size(1)).fill_(c.strength);
+                    clean[0].narrow(1, 0, tokens.size(1)).copy_(tokens);
+                    continue;
+                }
+                append(tokens, at::zeros_like(tokens), c.strength, 0.0,
+                    keyframeCoords(c.unpacked.size(2), c.unpacked.size(3), c.unpacked.size(4), double(pixel - tile.pixelStart),
+                        c.pixelFrames == 1, conditioningFps, f32));
+            }
+            for (const auto anchor : tile.anchors) {
+                const auto index = std::find(seams.begin(), seams.end(), anchor) - seams.begin();
+                const auto tokens = packLatents(carry.narrow(2, index, 1).to(f32));
+                append(tokens, at::zeros_like(tokens), kAnchorStrength, 0.0,
+                    keyframeCoords(1, h, w, double(anchor - tile.pixelStart), true, conditioningFps, f32));
+            }
+            // Slots start from the nearest upsampled frame, generated and marked.
+            for (const auto slot : tile.slots) {
+                const auto local = slot - tile.pixelStart;
+                const auto nearest = std::min<std::int64_t>(
+                    static_cast<std::int64_t>(std::nearbyint(static_cast<double>(local) / static_cast<double>(ratio))), latentFrames - 1);
+                const auto tokens = packLatents(tileLatents.narrow(2, nearest, 1));
+                append(at::zeros_like(tokens), tokens, 0.0, 1.0, keyframeCoords(1, h, w, double(local), true, conditioningFps, f32));
+            }
+            Pass tp;
+            tp.dfr = true;
+            tp.phase = Ltx2Phase::TemporalRefine;
+            tp.latentFrames = latentFrames;
+            tp.latentH = h;
+            tp.latentW = w;
+            tp.baseTokens = base;
+            tp.slotCount = static_cast<std::int64_t>(tile.slots.size());
+            tp.slotTokens = tp.slotCount * perFrame;
+            tp.schedule = schedule;
+            const auto x = at::cat(latents, 1);
+            tp.clean = at::cat(clean, 1);
+            tp.mask = at::cat(mask, 1);
+            tp.keyframes = at::cat(marks, 1);
+            if (!coords.empty())
+                tp.extraCoords = at::cat(coords, 2);
+            // The tile's start draw comes from the run's generator, in tile order; its ancestral
+            // draws from a generator of its own.
+            at::Tensor noise;
+            if (!req.temporalTileNoise.empty()) {
+                if (drawn >= req.temporalTileNoise.size())
+                    throw makeError(ErrorCode::InvalidArgument, "fewer temporal tile draws were given than the rounds have tiles");
+                noise = req.temporalTileNoise[drawn++].to(f32);
+            } else {
+                noise = at::randn(x.sizes(), generator, cpuF32).to(f32);
+            }
+            if (noise.sizes() != x.sizes())
+                throw makeError(ErrorCode::InvalidArgument,
+                    "temporal tile noise " + std::to_string(drawn) + " must be [1, " + std::to_string(x.size(1)) + ", "
+                        + std::to_string(x.size(2)) + "]");
+            const auto m = tp.mask.unsqueeze(-1);
+            tp.latents = tp.clean * m + (noise * noiseScale + x * (1 - noiseScale)) * (1 - m);
+            tp.audioLatents =
+                audioWindowForTile(stageAudio, tile.pixelStart, tileFrames, playback, sourceSeconds, conditioningFps, perSecond);
+            tp.freezeAudio = true;
+            tp.ancestral = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed + 1000 * round) + k);
+            tp.reportOffset = static_cast<std::int64_t>(k) * schedule.steps();
+            tp.reportTotal = static_cast<std::int64_t>(tiles.size()) * schedule.steps();
+            in.audioNumFrames = tp.audioLatents.size(1);
+            in.fps = conditioningFps;
+            denoisePass(run, tp, in);
+            run.checkStop();
+            stitched.push_back(unpackLatents(tp.latents, latentFrames, h, w).narrow(2, tile.leftRamp, latentFrames - tile.leftRamp));
+            for (std::size_t i = 0; i < tile.slots.size(); ++i)
+                newSlots.emplace_back(tile.slots[i], tp.slots.narrow(2, static_cast<std::int64_t>(i), 1));
+        }
+        video = at::cat(stitched, 2);
+        if (video.size(2) != (frames - 1) / ratio + 1)
+            throw makeError(ErrorCode::Internal, "a temporal round stitched " + std::to_string(video.size(2)) + " latent frames");
+        // The seams carried on, joined by this round's slots (a slot two tiles share: the first's).
+        std::map<std::int64_t, at::Tensor> kept;
+        for (std::size_t i = 0; i < seams.size(); ++i)
+            kept[seams[i]] = carry.narrow(2, static_cast<std::int64_t>(i), 1);
+        std::map<std::int64_t, at::Tensor> firstSlot;
+        for (const auto& [position, latent] : newSlots)
+            firstSlot.emplace(position, latent);
+        for (const auto& [position, latent] : firstSlot)
+            kept[position] = latent;
+        positions.clear();
+        std::vector<at::Tensor> carried;
+        for (const auto& [position, latent] : kept) {
+            positions.push_back(position);
+            carried.push_back(latent);
+        }
+        carry = at::cat(carried, 2);
+        fps = playback;
+        out.roundLatents.push_back(video);
+        out.roundKeyframes.push_back(carry);
+        out.roundPositions.push_back(positions);
+        out.roundTiles.push_back(tiles);
+        run.timed("temporal refine", start);
+    }
+    pass.latents = packLatents(video);
+    pass.latentFrames = video.size(2);
+    pass.baseTokens = pass.latents.size(1);
+    pass.slots = carry;
+    pass.slotCount = carry.size(2);
+    pass.slotTokens = pass.slotCount * perFrame;
+    pass.allTokens = at::cat({pass.latents, packLatents(carry)}, 1);
+    run.frames = (run.frames - 1) * (std::int64_t{1} << req.temporalRounds) + 1;
+    run.fps = fps;
+}
+
 // 6. The video decoded, and turned into bytes as the reference's postprocessing does.
 void Ltx2Pipeline::Impl::decodeVideo(Run& run, const Pass& pass)
 {
@@ -1235,7 +1601,7 @@ void Ltx2Pipeline::Impl::decodeVideo(Run& run, const Pass& pass)
     if (req.keepDecodedVideo)
         out.video = decoded.to(at::kFloat);
     decoded = at::Tensor();
-    out.fps = req.fps;
+    out.fps = run.fps;
     run.timed("decode video", start);
     run.checkStop();
 }
@@ -1244,13 +1610,12 @@ void Ltx2Pipeline::Impl::decodeVideo(Run& run, const Pass& pass)
 // video's length.
 void Ltx2Pipeline::Impl::decodeAudio(Run& run, const Pass& pass)
 {
-    const auto& req = run.req;
     auto& out = run.out;
     const auto stop = run.stop;
     const auto device = options.device;
     const auto dtype = options.dtype;
     const auto& audioLatents = pass.audioLatents;
-    const double duration = static_cast<double>(req.frames) / req.fps;
+    const double duration = static_cast<double>(run.frames) / run.fps;
     auto start = Clock::now();
     run.report(Ltx2Phase::DecodeAudio, 0, 1);
     if (!audioDecoder) {
@@ -1282,7 +1647,7 @@ void Ltx2Pipeline::Impl::decodeAudio(Run& run, const Pass& pass)
 Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
 {
     checkRequest(req);
-    Run run{req, progress, stop, {}};
+    Run run{req, progress, stop, {}, req.frames, req.fps};
     auto& out = run.out;
     out.twoStage = req.twoStage;
     const auto ctx = encodePrompt(run);
@@ -1332,13 +1697,18 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<v
         else
             refineAtFullSize(run, pass, in, generator);
     }
+    if (canvas && req.temporalRounds > 0) {
+        // The canvas without its slots: what the rounds upsample.
+        pass.latents = pass.latents.narrow(1, 0, pass.baseTokens).contiguous();
+        temporalRefine(run, pass, in, generator, *canvas);
+    }
     out.finalVideoLatents = pass.dfr ? pass.allTokens : pass.latents;
     out.finalAudioLatents = pass.audioLatents;
     if (pass.dfr) {
         // The padded canvas is trimmed to the frames asked for (utils.trim_canvas); the audio is
         // cut to their duration when decoded.
         out.slotLatents = pass.slots;
-        const auto keep = (req.frames - 1) / 8 + 1;
+        const auto keep = (run.frames - 1) / 8 + 1;
         pass.latents = pass.latents.narrow(1, 0, keep * pass.latentH * pass.latentW).contiguous();
         pass.latentFrames = keep;
         pass.baseTokens = pass.latents.size(1);
@@ -1364,6 +1734,7 @@ Result<void> Ltx2Pipeline::load(const std::function<void(const Ltx2Progress&)>& 
         // nothing mid-run (only a text encoder the placement releases after each prompt does).
         m_impl->loadVideoEncoder();
         m_impl->loadUpsampler();
+        m_impl->loadTemporalUpsampler();
     } catch (const Error& e) {
         release();
         if (stop.stop_requested())
@@ -1394,6 +1765,7 @@ void Ltx2Pipeline::release()
     m.vocoder.reset();
     m.videoEncoder.reset();
     m.upsampler.reset();
+    m.temporalUpsampler.reset();
     m.previewProjection = at::Tensor();
     heap::releaseFreeMemory();
     releaseCachedDeviceMemory();
@@ -1454,12 +1826,15 @@ Ltx2StoredSizes Ltx2Pipeline::storedSizes() const
                 blockBytes[name.substr(0, name.find('.', 19))] += quant::heldBytes(*t.checkpoint, *t.info, computeBytes);
         }
     }
-    if (m.options.spatialUpsamplerPath) {
-        out.componentBytes["spatial_upsampler"] += 0;
-        if (auto source = tensorfile::ModelSource::open(*m.options.spatialUpsamplerPath))
+    for (const auto& [path, component] : {std::pair{m.options.spatialUpsamplerPath, "spatial_upsampler"},
+             std::pair{m.options.temporalUpsamplerPath, "temporal_upsampler"}}) {
+        if (!path)
+            continue;
+        out.componentBytes[component] += 0;
+        if (auto source = tensorfile::ModelSource::open(*path))
             for (const auto& cp : source->checkpoints)
                 for (const auto& t : cp.tensors)
-                    count("spatial_upsampler", cp, t);
+                    count(component, cp, t);
     }
     for (const auto& [_, b] : blockBytes)
         out.transformerBlockBytes = std::max(out.transformerBlockBytes, b);

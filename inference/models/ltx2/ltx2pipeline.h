@@ -49,6 +49,9 @@ struct Ltx2PipelineOptions {
     // The latent spatial upsampler of the two-stage path (a Lightricks single file or a
     // diffusers latent_upsampler/ folder); checked by open(), loaded by load().
     std::optional<std::filesystem::path> spatialUpsamplerPath;
+    // The latent temporal x2 upsampler of LTX-2.5's temporal refine rounds (same layouts);
+    // checked by open(), loaded by load() and needed only by a request with rounds.
+    std::optional<std::filesystem::path> temporalUpsamplerPath;
 };
 
 // What each component holds as stored, read from headers before anything loads.
@@ -103,6 +106,29 @@ struct DfrCanvas {
 // InvalidArgument unless frames is 8k + 1 and at least 9.
 Result<DfrCanvas> dfrCanvas(std::int64_t frames);
 
+// One tile of an LTX-2.5 temporal refine round (diffusers dfr_layout.temporal_tile_plan): the
+// latent frames [start, end) of the round's canvas, whose first leftRamp frames are run-up
+// dropped at the stitch; its pixel frames [pixelStart, pixelEnd]; the carried keyframes it holds
+// (anchors) and the new slots it generates, halfway between its marks, in the canvas's pixels.
+struct DfrTemporalTile {
+    std::int64_t start = 0, end = 0, leftRamp = 0;
+    std::int64_t pixelStart = 0, pixelEnd = 0;
+    std::vector<std::int64_t> anchors, slots;
+};
+// The canvas of `frames` split on its keyframe seams (pixel positions on x8 latent borders,
+// strictly increasing, the last one the canvas's last frame) into `tiles` tiles, at most one per
+// segment; each tile after the first starts one segment and a cell before the seam it resumes
+// from. InvalidArgument for seams that break those rules.
+Result<std::vector<DfrTemporalTile>> dfrTemporalTiles(const std::vector<std::int64_t>& seams, std::int64_t frames, int tiles);
+
+// One step of the Euler ancestral sampler for rectified flow (diffusers
+// LTXEulerAncestralRFScheduler, s_noise 1) from `x` at `sigma` with the clean estimate `x0`:
+// a deterministic step down to sigma_down = sigmaNext * (1 + (sigmaNext / sigma - 1) * eta),
+// then fresh noise back up to sigmaNext; the last step (sigmaNext 0) returns x0. `noise` is
+// drawn only when needed, shaped as x.
+at::Tensor ancestralRfStep(
+    const at::Tensor& x, const at::Tensor& x0, double sigma, double sigmaNext, double eta, const std::function<at::Tensor()>& noise);
+
 // The second-stage form of a DFR pass (diffusers LTX2DFRPipeline with `latents`,
 // `keyframes_latents` and `audio_latents`): normalized [1, C, F, H, W] on the padded canvas,
 // the slots [1, C, K, H, W], the audio packed [1, La, C_a]; noised to noiseScale.
@@ -155,6 +181,16 @@ struct Ltx2Request {
     // videoNoise then covers the whole packed sequence (canvas, keyframe, then slot tokens).
     bool dfr = false;
     std::optional<Ltx2DfrStart> dfrStart;  // the second-stage form; none: from noise (stage 1)
+    // LTX-2.5's temporal refine rounds after the DFR pass(es) (LTX2DFRTemporalRefinePipeline,
+    // as ltx-pipelines' DFRPipeline chains them): each doubles the frame rate and the frames
+    // ((F - 1) x 2 + 1) with the temporal x2 upsampler, then details the canvas in 2^round
+    // tiles cut on the keyframe seams, the carried keyframes held at 0.95, new slots between
+    // them, the stage's audio frozen and followed, 4 distilled sigmas with the ancestral sampler
+    // (eta 0.5, per tile seeded seed + 1000 round + tile). 0 to 2; needs the temporal upsampler.
+    int temporalRounds = 0;
+    // Injected draws of the rounds' tiles, in order (checks against a reference): each tile's
+    // start noise over its packed tokens [canvas | conditions | anchors | slots].
+    std::vector<at::Tensor> temporalTileNoise;
 };
 
 enum class Ltx2Phase {
@@ -168,7 +204,8 @@ enum class Ltx2Phase {
     LoadDecoders,
     EncodeConditions,
     UpsampleLatents,
-    Refine
+    Refine,
+    TemporalRefine
 };
 const char* phaseName(Ltx2Phase phase);
 
@@ -208,6 +245,11 @@ struct Ltx2Output {
     // then holds every packed token of the pass (canvas, then slots).
     std::optional<DfrCanvas> dfrCanvas;
     at::Tensor slotLatents;
+    // Temporal refine rounds: each round's canvas (normalized [1, C, F, H, W]), its carried
+    // keyframes ([1, C, K, H, W]) and their pixel positions, the tile plans.
+    std::vector<at::Tensor> roundLatents, roundKeyframes;
+    std::vector<std::vector<std::int64_t>> roundPositions;
+    std::vector<std::vector<DfrTemporalTile>> roundTiles;
 };
 
 class Ltx2Pipeline {
