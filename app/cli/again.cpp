@@ -54,8 +54,10 @@ Result<MadeAgain> madeAgain(const std::string& file)
     // The device and placement are this machine's choice (options after --again); the files are the recipe's.
     out.load.modelPaths = model->plan.modelPaths;
     out.load.textEncoderPath = model->plan.textEncoderPath;
-    if (!out.image)
+    if (!out.image) {
         out.load.spatialUpsamplerPath = model->plan.spatialUpsamplerPath;
+        out.load.temporalUpsamplerPath = model->plan.temporalUpsamplerPath;
+    }
     if (!again->dtype.empty())
         out.load.dtype = again->dtype;
     if (out.load.modelPaths.empty())

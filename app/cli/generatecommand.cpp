@@ -64,7 +64,7 @@ std::string generateHelp()
         "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] "
         "[--clip-from-end] ...]\n"
         "         [--stages auto|single|two] [--two-stage]\n"
-        "         [--upsampler FILE] [--dry-run [--plan-for DEVICE]] [--again FILE] [--set KNOB=VALUE ...]\n"
+        "         [--upsampler FILE] [--temporal-upsampler FILE] [--dry-run [--plan-for DEVICE]] [--again FILE] [--set KNOB=VALUE ...]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
         "  --again FILE makes FILE again from the recipe inside it (model files, prompt, seed, sizes, schedule,\n"
         "  guidance, LoRAs, start images and clips, stages); options after it change what they name (--seed N).\n"
@@ -79,6 +79,8 @@ std::string generateHelp()
         "  --clip-from-end: at frame 0 the video extends the clip); --image-frame and --image-strength after it are its own.\n"
         "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
         "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow\n"
+        "  --temporal-upsampler FILE: LTX-2.5's temporal x2 latent upsampler, for --set temporal_rounds=1 or 2 (each\n"
+        "  round doubles the frame rate and the frames: 121 at 24 fps -> 241 at 48 -> 481 at 96)\n"
         "  --set KNOB=VALUE sets a control of the model's family's own (its recipe keeps it); the knobs:\n"
         "%k"
         "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n"
@@ -224,6 +226,8 @@ std::optional<int> applyValue(const std::string& a, const std::string& v, Genera
             return usage("--plan-for: '" + v + "' is not a known device (" + knownDevices() + ")");
     } else if (a == "--upsampler")
         load.spatialUpsamplerPath = v;
+    else if (a == "--temporal-upsampler")
+        load.temporalUpsamplerPath = v;
     else if (a == "--text-encoder")
         load.textEncoderPath = v;
     else if (a == "--prompt")
@@ -360,7 +364,8 @@ vireo::runtime::ModelRef modelFor(const vireo::facade::LoadPlan& load)
         paths << QString::fromStdString(p.string());
     model.key = vireo::runtime::ModelResolver::localKey(paths,
         load.textEncoderPath ? QString::fromStdString(load.textEncoderPath->string()) : QString(),
-        load.spatialUpsamplerPath ? QString::fromStdString(load.spatialUpsamplerPath->string()) : QString());
+        load.spatialUpsamplerPath ? QString::fromStdString(load.spatialUpsamplerPath->string()) : QString(),
+        load.temporalUpsamplerPath ? QString::fromStdString(load.temporalUpsamplerPath->string()) : QString());
     model.title = QFileInfo(paths.first()).fileName();
     model.plan = load;
     return model;
@@ -410,6 +415,10 @@ std::optional<int> checkFiles(const GenerateOptions& o)
         }
     if (load.spatialUpsamplerPath && ::stat(load.spatialUpsamplerPath->c_str(), &st) != 0) {
         std::fprintf(stderr, "vireo-cli: %s: no such spatial upsampler\n", load.spatialUpsamplerPath->c_str());
+        return 1;
+    }
+    if (load.temporalUpsamplerPath && ::stat(load.temporalUpsamplerPath->c_str(), &st) != 0) {
+        std::fprintf(stderr, "vireo-cli: %s: no such temporal upsampler\n", load.temporalUpsamplerPath->c_str());
         return 1;
     }
     for (const auto& c : conditions)

@@ -49,6 +49,7 @@ std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& pl
         {!ask.conditions.empty(), ask.conditions.empty() || ask.conditions.front().clipFrames == 0 ? "image" : "clip"},
         {!ask.stages.empty(), "stages"},
         {plan.spatialUpsamplerPath.has_value(), "upsampler"},
+        {plan.temporalUpsamplerPath.has_value(), "temporal-upsampler"},
     };
     for (const auto& [set, name] : checks)
         if (set)

@@ -71,7 +71,7 @@ bool ModelRef::sameLoadAs(const ModelRef& o) const
     return key == o.key && a.modelPaths == b.modelPaths && a.textEncoderPath == b.textEncoderPath && a.device == b.device
         && a.dtype == b.dtype && a.placement == b.placement && a.attentionKernel == b.attentionKernel
         && a.fp8FastAccumulation == b.fp8FastAccumulation && a.cpuThreads == b.cpuThreads
-        && a.spatialUpsamplerPath == b.spatialUpsamplerPath;
+        && a.spatialUpsamplerPath == b.spatialUpsamplerPath && a.temporalUpsamplerPath == b.temporalUpsamplerPath;
 }
 
 // Two stages or conditions change every phase's time, so they are part of what is remembered.
@@ -335,8 +335,9 @@ QStringList Engine::filesInUse() const
             out << QString::fromStdString(p.string());
         if (m.plan.textEncoderPath)
             out << QString::fromStdString(m.plan.textEncoderPath->string());
-        if (m.plan.spatialUpsamplerPath)
-            out << QString::fromStdString(m.plan.spatialUpsamplerPath->string());
+        for (const auto& up : {m.plan.spatialUpsamplerPath, m.plan.temporalUpsamplerPath})
+            if (up)
+                out << QString::fromStdString(up->string());
     };
     std::lock_guard lock(m_impl->mutex);
     if (m_impl->residentInfo)

@@ -35,11 +35,13 @@ ModelResolver::ModelResolver(hub::DownloadManager* downloads, core::StudioSettin
     connect(m_settings, &core::StudioSettings::changed, this, &ModelResolver::choicesChanged);
 }
 
-QString ModelResolver::localKey(const QStringList& modelPaths, const QString& textEncoder, const QString& spatialUpsampler)
+QString ModelResolver::localKey(
+    const QStringList& modelPaths, const QString& textEncoder, const QString& spatialUpsampler, const QString& temporalUpsampler)
 {
     return QStringLiteral("local:") + modelPaths.join(QLatin1Char('|'))
         + (textEncoder.isEmpty() ? QString() : QStringLiteral("|te=") + textEncoder)
-        + (spatialUpsampler.isEmpty() ? QString() : QStringLiteral("|up=") + spatialUpsampler);
+        + (spatialUpsampler.isEmpty() ? QString() : QStringLiteral("|up=") + spatialUpsampler)
+        + (temporalUpsampler.isEmpty() ? QString() : QStringLiteral("|tu=") + temporalUpsampler);
 }
 
 bool ModelResolver::trusted(const QString& repo) const
@@ -104,6 +106,8 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
                 m.plan.textEncoderPath = p.mid(3).toStdString();
             else if (p.startsWith(QStringLiteral("up=")))
                 m.plan.spatialUpsamplerPath = p.mid(3).toStdString();
+            else if (p.startsWith(QStringLiteral("tu=")))
+                m.plan.temporalUpsamplerPath = p.mid(3).toStdString();
             else
                 m.plan.modelPaths.emplace_back(p.toStdString());
         }
@@ -115,6 +119,9 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
         if (m.plan.spatialUpsamplerPath && !QFileInfo::exists(QString::fromStdString(m.plan.spatialUpsamplerPath->string())))
             return makeError(ErrorCode::NotFound,
                 "the spatial upsampler " + m.plan.spatialUpsamplerPath->string() + " does not exist (moved or deleted?)");
+        if (m.plan.temporalUpsamplerPath && !QFileInfo::exists(QString::fromStdString(m.plan.temporalUpsamplerPath->string())))
+            return makeError(ErrorCode::NotFound,
+                "the temporal upsampler " + m.plan.temporalUpsamplerPath->string() + " does not exist (moved or deleted?)");
         m.title = localTitle(QString::fromStdString(m.plan.modelPaths.front().string()));
         return m;
     }
@@ -148,10 +155,11 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
         if (!dir)
             return makeError(ErrorCode::InvalidArgument, dir.error().message);
         const auto snapshot = *dir / "snapshots" / src.commit;
-        if (role == "spatial_upscaler") {
+        if (role == "spatial_upscaler" || role == "temporal_upscaler") {
+            auto& path = role == "spatial_upscaler" ? m.plan.spatialUpsamplerPath : m.plan.temporalUpsamplerPath;
             for (const auto& f : src.files)
                 if (isWeightFile(f.path))
-                    m.plan.spatialUpsamplerPath = snapshot / f.path;
+                    path = snapshot / f.path;
             continue;
         }
         if (role == "text_encoder") {

@@ -42,7 +42,8 @@ public:
 
     // "local:" entries: model paths joined by '|', optionally "|te=<text encoder folder>" and
     // "|up=<spatial upsampler>" (the two-stage path's latent upsampler).
-    static QString localKey(const QStringList& modelPaths, const QString& textEncoder = {}, const QString& spatialUpsampler = {});
+    static QString localKey(const QStringList& modelPaths, const QString& textEncoder = {}, const QString& spatialUpsampler = {},
+        const QString& temporalUpsampler = {});
 
 signals:
     void choicesChanged();

@@ -15,6 +15,7 @@
 #include "core/settings/studiosettings.h"
 #include "core/studio/studio.h"
 #include "inference/facade/generator.h"
+#include "media/mediareader.h"
 #include "tests/hub/testhub.h"
 
 #include <QCoreApplication>
@@ -28,6 +29,7 @@
 #include <QTest>
 
 #include <set>
+#include <sstream>
 
 using vireo::hub::DownloadTask;
 
@@ -373,6 +375,41 @@ private slots:
         QVERIFY2(s->recipe.stagesReason.find("LTX-2.5 DFR pass: 1 keyframe slot(s) on a 25-frame canvas") != std::string::npos,
             s->recipe.stagesReason.c_str());
         QVERIFY2(prepared->stagesReason == s->recipe.stagesReason, prepared->stagesReason.c_str());
+
+        // Temporal rounds need the temporal upsampler, which this variant does not download:
+        // refused with the reason before anything runs.
+        ask.knobs["temporal_rounds"] = 1;
+        const auto noUpsampler = vireo::generation::prepare(catalog, *defaults, *model, ask);
+        QVERIFY(!noUpsampler);
+        QVERIFY2(noUpsampler.error().message.find("no temporal upsampler") != std::string::npos, noUpsampler.error().message.c_str());
+        // With one given, the plan says what the round makes, and the job makes it: twice the
+        // frames (less one) at twice the rate, the audio as long as the video.
+        auto withUpsampler = *model;
+        withUpsampler.plan.temporalUpsamplerPath =
+            QString(qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline/v25/diffusers/temporal_latent_upsampler"))
+                .toStdString();
+        const auto rounds = vireo::generation::prepare(catalog, *defaults, withUpsampler, ask);
+        QVERIFY2(rounds, rounds ? "" : rounds.error().message.c_str());
+        const auto fps = defaults->fps;
+        std::ostringstream want;
+        want << "then 1 temporal round(s): 17 frames at " << fps * 2 << " fps";
+        QVERIFY2(rounds->stagesReason.find(want.str()) != std::string::npos, rounds->stagesReason.c_str());
+        auto roundJob = rounds->job;
+        roundJob.outputPath = m_work.filePath(QStringLiteral("fox25-48.mp4"));
+        const auto roundId = engine->enqueueGenerate(roundJob);
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                const auto st = engine->job(roundId);
+                return st && st->state != vireo::runtime::JobState::Queued && st->state != vireo::runtime::JobState::Running;
+            },
+            300000));
+        const auto rs = engine->job(roundId);
+        QVERIFY2(rs->state == vireo::runtime::JobState::Done, qPrintable(rs->error));
+        QCOMPARE(rs->recipe.request.knobs.at("temporal_rounds"), 1.0);
+        const auto probe = vireo::media::probeMedia(roundJob.outputPath.toStdString());
+        QVERIFY2(probe, probe ? "" : probe.error().message.c_str());
+        QCOMPARE(probe->frames, std::int64_t(17));
+        QCOMPARE(probe->fps, fps * 2);
     }
 };
 
