@@ -56,7 +56,7 @@ std::string generateHelp()
 {
     const std::string text =
         "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4|FILE.png\n"
-        "         [--negative TEXT] [--frames N] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
+        "         [--negative TEXT] [--frames N|auto] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
         "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement "
         "auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
@@ -66,6 +66,7 @@ std::string generateHelp()
         "         [--stages auto|single|two] [--two-stage]\n"
         "         [--upsampler FILE] [--temporal-upsampler FILE] [--dry-run [--plan-for DEVICE]] [--again FILE] [--set KNOB=VALUE ...]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
+        "  --frames auto lets a model that can (LTX-2.5, its duration head) read the length from the prompt (1 to 20 s)\n"
         "  --again FILE makes FILE again from the recipe inside it (model files, prompt, seed, sizes, schedule,\n"
         "  guidance, LoRAs, start images and clips, stages); options after it change what they name (--seed N).\n"
         "  Video models (LTX-2) write FILE.mp4; image models (an Ideogram-4 folder) write FILE.png and take\n"
@@ -73,7 +74,7 @@ std::string generateHelp()
         "  --repeat N runs the request N times in one process (timings of warm runs); the video of the last is written\n"
         "  --force runs although the memory plan says the model does not fit\n"
         "  --image conditions the video on a still (image-to-video; with --image-frame 8k + 1, a keyframe); the options\n"
-        "  after it (frame 0, strength 1, CRF 33: the H.264 round trip LTX-2 was trained with; 0 skips it) are its own.\n"
+        "  after it (frame 0, strength 1, CRF: the H.264 round trip the model was trained with, 33, LTX-2.5 18; 0 skips it) are its own.\n"
         "  The picture is scaled to cover the output and cropped in the centre; a copy is kept beside the video.\n"
         "  --clip conditions on the first --clip-frames (8k + 1, default 9) frames of a video (its last ones with\n"
         "  --clip-from-end: at frame 0 the video extends the clip); --image-frame and --image-strength after it are its own.\n"
@@ -242,7 +243,7 @@ std::optional<int> applyValue(const std::string& a, const std::string& v, Genera
             return usage(spec.error().message);
         ask.loras.push_back({spec->path, spec->strength});
     } else if (a == "--frames")
-        ask.frames = integer(1, 1025);
+        ask.frames = vireo::cli::lower(v) == "auto" ? 0 : integer(1, 1025);  // auto: the model reads the length from the prompt
     else if (a == "--width")
         ask.width = integer(32, 8192);
     else if (a == "--height")
@@ -442,7 +443,7 @@ std::optional<int> showPlan(
         budget->deviceCaps = o.planFor;
         budget->deviceFreeBytes = budget->deviceTotalBytes = o.planFor->totalBytes;
     }
-    const vireo::facade::SizeRequest size{base.width, base.height, base.frames, !image && base.guidance > 1.0};
+    const vireo::facade::SizeRequest size{base.width, base.height, vireo::facade::planningFrames(base), !image && base.guidance > 1.0};
     auto plan = vireo::facade::Generator::planMemory(o.load, size, budget);
     if (!plan) {
         std::fprintf(stderr, "vireo-cli: %s\n", plan.error().message.c_str());
@@ -521,10 +522,18 @@ int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::
         phases[image ? "write" : "mux"] = last->writeSeconds;
         runs.back() = phases;
         const auto resident = engine.resident();
+        // What the file holds: temporal rounds double the frames (less one) and the rate the
+        // recipe keeps.
+        const auto& knobs = last->recipe.request.knobs;
+        const int scale = 1 << (knobs.count("temporal_rounds") ? std::clamp(static_cast<int>(knobs.at("temporal_rounds")), 0, 2) : 0);
+        nlohmann::json predicted = nullptr;
+        if (last->recipe.predictedSeconds)
+            predicted = *last->recipe.predictedSeconds;
         std::printf("%s\n",
             nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
                 {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}},
-                {"frames", last->recipe.request.frames}, {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds},
+                {"frames", (last->recipe.request.frames - 1) * scale + 1}, {"fps", last->recipe.request.fps * scale},
+                {"predicted_seconds", predicted}, {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds},
                 {"loras", loras}, {"speed", last->recipe.request.speed}, {"knobs", last->recipe.request.knobs},
                 {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs}, {"paths", last->recipe.paths},
                 {"planned_paths", last->recipe.plannedPaths}, {"path_warnings", last->recipe.pathWarnings}, {"kind", last->recipe.kind},

@@ -629,6 +629,12 @@ struct ApiService::Impl {
         if (s->state == runtime::JobState::Done) {
             j.outputPath = s->outputPath;
             j.recipeJson = s->recipe.toJson();
+            if (j.kind == "video" && j.params.value("frames", std::int64_t(-1)) == 0 && s->recipe.request.fps > 0) {
+                // A length left on auto is known now: the video object says what was made.
+                const auto& ran = s->recipe.request;
+                j.params["frames"] = ran.frames;
+                j.params["seconds"] = QString::number(static_cast<double>(ran.frames) / ran.fps, 'g', 4).toStdString();
+            }
             finishJob(j, "completed", {}, {});
         } else if (s->state == runtime::JobState::Cancelled) {
             finishJob(j, "failed", "cancelled", "cancelled");
@@ -1048,19 +1054,32 @@ struct ApiService::Impl {
         const auto& rules = resolved.rules;
         const auto* defaults = &resolved.defaults;
         const double rate = fps.value_or(defaults->fps);
-        const auto seconds = f.number("seconds", 0.05, 60);
-        if (auto frames = f.integer("frames", 1, 100000)) {
-            p["frames"] = *frames;  // Vireo's own field: exact, and it wins over seconds
-        } else if (seconds) {
-            // The family's frame grid (8k + 1 for LTX-2): the nearest count to what was asked.
-            const int step = std::max(1, rules.frameStep);
-            const auto k = std::max<std::int64_t>(1, std::llround(*seconds * rate / step));
-            p["frames"] = k * step + 1;
+        // "auto" (seconds or frames): the length the model reads from the prompt, where it can.
+        const auto isAuto = [&](const char* k) {
+            return f.has(k) && f.values[k].is_string() && QString::fromStdString(f.values[k].get<std::string>()).trimmed() == u"auto";
+        };
+        const bool autoLength = isAuto("seconds") || isAuto("frames");
+        if (autoLength) {
+            f.used.insert("seconds");
+            f.used.insert("frames");
+            if (!rules.autoLength)
+                refuse(400, rules.title + " cannot read a length from the prompt: give 'seconds' or 'frames'",
+                    isAuto("frames") ? "frames" : "seconds");
+            p["frames"] = 0;  // the model picks (the plan and the stage reason say how)
+            p["seconds"] = "auto";
+        } else {
+            const auto seconds = f.number("seconds", 0.05, 60);
+            if (auto frames = f.integer("frames", 1, 100000)) {
+                p["frames"] = *frames;  // Vireo's own field: exact, and it wins over seconds
+            } else if (seconds) {
+                // The family's frame grid (8k + 1 for LTX-2): the nearest count to what was asked.
+                const int step = std::max(1, rules.frameStep);
+                const auto k = std::max<std::int64_t>(1, std::llround(*seconds * rate / step));
+                p["frames"] = k * step + 1;
+            }
+            const auto frames = p.contains("frames") ? p["frames"].get<std::int64_t>() : defaults->frames;
+            p["seconds"] = QString::number(static_cast<double>(frames) / rate, 'g', 4).toStdString();
         }
-        if (p.contains("frames"))
-            p["seconds"] = QString::number(static_cast<double>(p["frames"].get<std::int64_t>()) / rate, 'g', 4).toStdString();
-        else
-            p["seconds"] = QString::number(static_cast<double>(defaults->frames) / rate, 'g', 4).toStdString();
         checkSize(resolved, p, p.contains("frames") && !f.values.contains("frames") ? "seconds" : "frames");
         checkQueue(1);
         if (auto reference = saveReference(f); !reference.empty())
@@ -1293,7 +1312,7 @@ struct ApiService::Impl {
         if (!prepared)
             refuse(400, prepared.error().message);
         const auto& r = prepared->job.request;
-        const facade::SizeRequest size{r.width, r.height, r.frames, !prepared->image && r.guidance > 1.0};
+        const facade::SizeRequest size{r.width, r.height, facade::planningFrames(r), !prepared->image && r.guidance > 1.0};
         auto planned = facade::Generator::planMemory(ref->plan, size);
         if (!planned)
             refuse(409, planned.error().message, "model");

@@ -65,7 +65,9 @@ std::vector<std::string> sizeProblems(const facade::FamilyRules& rules, std::int
         out.emplace_back(
             "Width and height must be multiples of " + std::to_string(cell) + " (" + rules.title + " works on " + rules.sizeUnit + ").");
     const auto step = rules.frameStep;
-    if (step > 0 && (frames - 1) % step) {
+    if (step > 0 && frames == 0 && !rules.autoLength)
+        out.emplace_back(rules.title + " cannot read a length from the prompt: give the frames (" + std::to_string(step) + "k + 1).");
+    else if (step > 0 && frames != 0 && (frames - 1) % step) {
         const auto below = (frames - 1) / step * step + 1, above = ((frames - 1) / step + 1) * step + 1;
         out.emplace_back("Frames must be " + std::to_string(step) + "k + 1 (1, " + std::to_string(step + 1) + ", "
             + std::to_string(2 * step + 1) + ", … " + std::to_string(15 * step + 1) + ", …): " + std::to_string(below) + " or "
@@ -210,6 +212,10 @@ Result<Prepared> prepare(
                 return invalid((c.clipFrames > 0 ? "clip " : "image ") + c.path.toStdString() + ": " + problem);
         }
         out.job.conditions = ask.conditions;
+        // A still's CRF left to the family: its own (LTX-2.5 was trained at 18, the others at 33).
+        for (auto& c : out.job.conditions)
+            if (c.crf == runtime::kFamilyConditionCrf)
+                c.crf = c.clipFrames > 0 ? 0 : defaults.conditionCrf;
     }
     out.job.model = model;
     out.job.request = std::move(r);

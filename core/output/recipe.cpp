@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -49,7 +50,7 @@ const std::set<std::string>& knownKeys()
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
         "steps_skipped", "cuda_graphs", "paths", "planned_paths", "path_warnings", "loras", "conditions", "stages", "stages_requested",
-        "stages_reason", "knobs", "guidance_schedule", "audio_sample_rate", "audio_channels", "seconds", "created"};
+        "stages_reason", "predicted_seconds", "knobs", "guidance_schedule", "audio_sample_rate", "audio_channels", "seconds", "created"};
     return keys;
 }
 
@@ -196,6 +197,8 @@ std::string Recipe::toJson() const
     j["stages"] = stages;
     j["stages_requested"] = q.stages;
     j["stages_reason"] = stagesReason;
+    if (predictedSeconds)
+        j["predicted_seconds"] = *predictedSeconds;
     if (!q.knobs.empty())
         j["knobs"] = q.knobs;
     j["seconds"] = secondsPerPhase;
@@ -261,6 +264,10 @@ void readScalars(Reader& rd, Recipe& r)
     rd.get("stages", r.stages);
     rd.get("stages_requested", q.stages);
     rd.get("stages_reason", r.stagesReason);
+    double predicted = -1.0;
+    rd.get("predicted_seconds", predicted);
+    if (std::isfinite(predicted) && predicted > 0.0)
+        r.predictedSeconds = predicted;
 }
 
 // The lists of plain values: path warnings, the guidance schedule and sigmas.

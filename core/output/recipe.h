@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,9 @@ struct Recipe {
     std::vector<ConditionUse> conditions;  // empty: text only
     std::string stages;  // the path that ran: "single" | "two"; empty for images and older recipes
     std::string stagesReason;  // why that path, as the UI said it
+    // A length left on auto: the seconds the model read from the prompt (request.frames holds
+    // the frames made of them, so the recipe makes the same video again).
+    std::optional<double> predictedSeconds;
     std::map<std::string, double> secondsPerPhase;
     std::string created;  // ISO 8601 UTC
     std::string extraJson = "{}";  // keys this version does not know, kept as they were

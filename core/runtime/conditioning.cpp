@@ -52,12 +52,19 @@ std::string conditionProblem(std::int64_t frame, int conditionFrames, double str
 {
     if (!(strength >= 0.0 && strength <= 1.0))
         return "the strength " + number(strength) + " is outside 0 .. 1";
-    if (crf < 0 || crf > 51)
+    if (crf != kFamilyConditionCrf && (crf < 0 || crf > 51))
         return "the CRF " + std::to_string(crf) + " is outside 0 .. 51 (0: no re-compression)";
     if (frame < 0 || (frame != 0 && (frame - 1) % 8 != 0))
         return "frame " + std::to_string(frame) + " is not 0 or 8k + 1 (1, 9, 17, ...): conditions start on a latent frame";
     if (conditionFrames < 1 || (conditionFrames - 1) % 8 != 0)
         return "a clip of " + std::to_string(conditionFrames) + " frames is not 8k + 1 (1, 9, 17, ...)";
+    if (frames == 0) {  // the length left on auto: known only once the prompt is read
+        if (frame != 0)
+            return "frame " + std::to_string(frame) + ": a keyframe after frame 0 needs a set length (auto picks it from the prompt)";
+        if (conditionFrames > 1)
+            return "a clip needs a set length (auto picks it from the prompt); give the frames";
+        return {};
+    }
     if (frame >= frames)
         return "frame " + std::to_string(frame) + " is past the last frame of a " + std::to_string(frames) + "-frame video";
     if (frame + conditionFrames > frames)
@@ -133,7 +140,8 @@ Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int w
         return makeError(ErrorCode::InvalidArgument, path.string() + ": " + problem);
     auto prepared = file.clipFrames > 0
         ? prepareConditionClip(path, width, height, file.frame, file.strength, file.clipFrames, file.clipFromEnd)
-        : prepareConditionImage(path, width, height, file.frame, file.strength, file.crf);
+        : prepareConditionImage(
+            path, width, height, file.frame, file.strength, file.crf == kFamilyConditionCrf ? kDefaultConditionCrf : file.crf);
     if (prepared && !file.expectedSha256.empty() && prepared->sha256 != file.expectedSha256)
         return makeError(ErrorCode::InvalidArgument,
             path.string()

@@ -20,13 +20,16 @@ namespace vireo::runtime {
 
 // The x264 CRF of conditioning stills for LTX-2 and LTX-2.3 (diffusers' DEFAULT_IMAGE_CRF).
 inline constexpr int kDefaultConditionCrf = 33;
+// A still's CRF left to the model family (generation::prepare puts in the family's default:
+// 33, LTX-2.5's 18); a job that did not go through it gets kDefaultConditionCrf.
+inline constexpr int kFamilyConditionCrf = -1;
 
 // A conditioning file as a job carries it; decoded on the engine's thread.
 struct ConditionFile {
     QString path;
     std::int64_t frame = 0;  // the output frame it shows at: 0 or 8k + 1
     double strength = 1.0;  // 0 .. 1
-    int crf = kDefaultConditionCrf;  // stills: the H.264 round trip's CRF; 0: none
+    int crf = kFamilyConditionCrf;  // stills: the H.264 round trip's CRF; 0: none
     int clipFrames = 0;  // 0: a still; else the first clipFrames (8k + 1) frames of a video
     bool clipFromEnd = false;  // a clip's last clipFrames frames instead: the video extends it
     // The SHA-256 the file must have (a recipe's, for Generate again): checked where the file is
@@ -37,7 +40,7 @@ struct ConditionFile {
 
 // What is wrong with a condition for an output of `frames` frames, as a sentence; empty when
 // it can run. Frames are 0 or 8k + 1 (a latent frame boundary) and the condition must end by
-// the last frame.
+// the last frame; an output length left on auto (frames 0) takes a still at frame 0 only.
 std::string conditionProblem(std::int64_t frame, int conditionFrames, double strength, int crf, std::int64_t frames);
 
 // A still, decoded, through the H.264 round trip at its own size (the reference re-compresses

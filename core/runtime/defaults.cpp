@@ -35,6 +35,7 @@ Result<GenerationDefaults> parse(const std::string& json, const std::string& pip
     number("guidance", d.guidance, 0, 100);
     number("audio_guidance", d.audioGuidance, 0, 100);
     number("guidance_rescale", d.guidanceRescale, 0, 1);
+    number("condition_crf", d.conditionCrf, 0, 51);
     double seed = -1;
     number("seed", seed, -1, 9.0e15);
     // The family's own controls, by the ids its rules declare, within their ranges.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <condition_variable>
@@ -213,7 +214,8 @@ quint64 Engine::enqueueGenerate(const GenerateJob& g)
     job->model = g.model;
     job->generate = g;
     job->force = g.forcePlacement;
-    job->size = {g.request.width, g.request.height, g.request.frames, g.request.guidance > 1.0 || g.request.audioGuidance > 1.0};
+    job->size = {
+        g.request.width, g.request.height, facade::planningFrames(g.request), g.request.guidance > 1.0 || g.request.audioGuidance > 1.0};
     quint64 id;
     {
         std::lock_guard lock(m_impl->mutex);
@@ -715,8 +717,9 @@ std::vector<std::pair<QString, qint64>> Engine::Impl::videoPhases(
         phases.push_back({QStringLiteral("upsample latents"), 1});
         phases.push_back({QStringLiteral("refine"), 3});
     }
-    for (const auto& [name, units] : std::initializer_list<std::pair<QString, qint64>>{{QStringLiteral("decode video"), 1},
-             {QStringLiteral("decode audio"), 1}, {QStringLiteral("vocoder"), 1}, {QStringLiteral("mux"), g.request.frames + 1}})
+    for (const auto& [name, units] :
+        std::initializer_list<std::pair<QString, qint64>>{{QStringLiteral("decode video"), 1}, {QStringLiteral("decode audio"), 1},
+            {QStringLiteral("vocoder"), 1}, {QStringLiteral("mux"), facade::planningFrames(g.request) + 1}})
         phases.push_back({name, units});
     return phases;
 }
@@ -734,8 +737,12 @@ output::Recipe Engine::Impl::videoRecipe(const GenerateJob& g, const facade::Vid
     ran.steps = static_cast<int>(result.sigmas.size()) - 1;
     ran.width = result.width;
     ran.height = result.height;
-    ran.frames = result.frameCount;
-    ran.fps = result.fps;
+    // Temporal rounds double the frames (less one) and the rate of what the passes made: the
+    // request keeps the passes' own, so making it again makes the same video.
+    const int scale = 1 << std::clamp(result.stages.temporalRounds, 0, 2);
+    ran.frames = (result.frameCount - 1) / scale + 1;
+    ran.fps = result.fps / scale;
+    recipe.predictedSeconds = result.predictedSeconds;
     ran.speed = result.speed;
     recipe.audioSampleRate = result.sampleRate;
     recipe.audioChannels = result.channels;
@@ -844,8 +851,8 @@ void Engine::Impl::generate(const std::shared_ptr<Job>& job)
     }
 
     // The recipe: the exact files by hash, and everything the request said.
-    progress(
-        job, QStringLiteral("mux"), 0, g.request.frames + 1, tracker.update(QStringLiteral("mux"), 0, g.request.frames + 1, now()), true);
+    progress(job, QStringLiteral("mux"), 0, result->frameCount + 1, tracker.update(QStringLiteral("mux"), 0, result->frameCount + 1, now()),
+        true);
     auto recipe = videoRecipe(g, *result);
     const auto path = outputPathFor(g, "mp4");
     const auto copies = keepConditions(g, request, path, recipe);

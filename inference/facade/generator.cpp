@@ -9,6 +9,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace vireo::facade {
 
 using families::parseDevice;
@@ -43,6 +46,14 @@ std::optional<FamilyRules> familyRulesById(std::string_view id)
         if (rules.family == family)
             return std::move(rules);
     return std::nullopt;
+}
+
+std::int64_t planningFrames(const GenerateRequest& request)
+{
+    if (request.frames != 0)
+        return request.frames;
+    const auto longest = static_cast<std::int64_t>(std::nearbyint(20.0 * std::clamp(request.fps, 0.5, 240.0)));
+    return std::max<std::int64_t>(1, (longest - 1) / 8 * 8 + 1);
 }
 
 Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request)

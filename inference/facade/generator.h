@@ -74,6 +74,9 @@ struct FamilyRules {
     int frameStep = 8;  // frames are frameStep * k + 1; 0: one still
     std::string sizeUnit;  // what the size multiple is: "16-pixel patches", "32-pixel latent cells"
     bool negativePrompt = true, audio = true, loras = true, conditions = true, stages = true;
+    // Frames 0 ("auto") asks the model for the prompt's length, where its files can say it
+    // (LTX-2.5's duration head; planStages refuses it for the others).
+    bool autoLength = false;
     std::vector<Knob> knobs;  // the family's own controls, in the order the window shows them
     const Knob* knob(std::string_view id) const;
 };
@@ -217,6 +220,7 @@ struct StagePlan {
 
 struct GenerateRequest {
     std::string prompt, negativePrompt;
+    // frames 0: auto, the length the model reads from the prompt (FamilyRules::autoLength).
     std::int64_t width = 768, height = 512, frames = 121;
     double fps = 24.0;
     std::string schedule = "distilled";  // "distilled" | "dev"
@@ -244,6 +248,10 @@ struct GenerateRequest {
     // This knob's value here, else the declared default.
     double knob(const Knob& k) const;
 };
+
+// The longest a length left on auto can be (20 s at the request's rate, on the 8k + 1 grid), for
+// planning memory and time before the prompt is read; the request's frames otherwise.
+std::int64_t planningFrames(const GenerateRequest& request);
 
 // The path a request would take with this load plan, and why; an error for "two" when the
 // two-stage path cannot run (no upsampler, dev schedule, size that does not halve).
@@ -297,6 +305,8 @@ struct VideoResult {
     int stepsSkipped = 0;  // denoise steps the step cache served
     std::string cudaGraphs;  // what became of the denoise passes' CUDA graphs; empty on the CPU
     StagePlan stages;  // the path that ran
+    // A length left on auto: what the model read from the prompt, in seconds.
+    std::optional<double> predictedSeconds;
     // What ran where, counted as it ran ("GEMM: 9,240 FP8 tensor-core GEMM, ...; attention: ..."),
     // and one warning per slower path taken instead of the planned one, with its count.
     std::string paths;

@@ -225,6 +225,15 @@ def test_generate(tmp_dir=RUN_TMP):
                        env=dict(os.environ, XDG_CONFIG_HOME=str(config), HF_ENDPOINT="http://127.0.0.1:9"))
     check("generate leaves the window's unfinished downloads as they were", q.returncode == 0 and conf.read_bytes() == before,
           q.stderr[-300:] + repr(conf.read_bytes()[:300]))
+    # A length left on auto: LTX-2.5's duration head reads it; LTX-2.3 has none, and says so.
+    auto_out = Path(tmp_dir) / f"auto-{os.getpid()}.mp4"
+    p = run("generate", "--model", root / "diffusers", "--prompt", "x", "--frames", "auto", "--out", auto_out)
+    check("generate --frames auto without a duration head is refused with the reason", p.returncode != 0
+          and "no duration head" in p.stderr and not auto_out.exists(), p.stderr)
+    p = run("generate", "--model", root.parent / "v25" / "diffusers", "--prompt", "x", "--frames", "auto", "--width", 64,
+            "--height", 64, "--dry-run")
+    check("generate --frames auto --dry-run on LTX-2.5 plans the length from the prompt",
+          p.returncode == 0 and "the length from the prompt" in p.stdout, p.stderr[-400:] + p.stdout[-400:])
     p = run("generate", "--model", root / "diffusers", "--prompt", "x", "--speed", "turbo", "--out", out)
     check("generate: an unknown speed mode is a usage error", p.returncode == 2 and "quality, balanced or fast" in p.stderr, p.stderr)
     p = run("generate", "--model", root / "diffusers", "--prompt", "again", "--frames", 9, "--width", 96, "--height", 64, "--out", out)
@@ -601,7 +610,7 @@ def test_generate_image(tmp_dir=RUN_TMP):
           p.returncode == 2 and "no control named 'stg_scale' (its controls: schedule_mu, schedule_std)" in p.stderr, p.stderr)
     p = run("generate", "--help")
     check("generate --help lists every family's knobs", p.returncode == 0 and "Ideogram-4: schedule_mu (-3 to 3, default 0)" in p.stdout
-          and "LTX-2: LTX-2 has no controls of its own" in p.stdout, p.stdout[-600:])
+          and "LTX-2: temporal_rounds (0 to 2, default 0)" in p.stdout, p.stdout[-600:])
     p = run("generate", "--model", model, "--prompt", "x", "--set", "schedule_mu", "--out", str(bad) + ".png")
     check("generate: --set without a value is a usage error", p.returncode == 2 and "KNOB=VALUE" in p.stderr, p.stderr)
     p = run("generate", "--model", model, "--prompt", "x", "--set", "schedule_mu=0.5", "--dry-run", "--json")

@@ -335,7 +335,7 @@ private slots:
         QCOMPARE(folders,
             (std::set<QString>{QStringLiteral("model_index.json"), QStringLiteral("transformer"), QStringLiteral("connectors"),
                 QStringLiteral("vae"), QStringLiteral("audio_vae"), QStringLiteral("vocoder"), QStringLiteral("text_encoder"),
-                QStringLiteral("tokenizer"), QStringLiteral("scheduler")}));
+                QStringLiteral("tokenizer"), QStringLiteral("scheduler"), QStringLiteral("duration_head")}));
         const auto facts = vireo::facade::Generator::readModelFacts(model->plan);
         QVERIFY2(facts, facts ? "" : facts.error().message.c_str());
         QCOMPARE(QString::fromStdString(facts->version), QStringLiteral("2.5"));
@@ -410,6 +410,34 @@ private slots:
         QVERIFY2(probe, probe ? "" : probe.error().message.c_str());
         QCOMPARE(probe->frames, std::int64_t(17));
         QCOMPARE(probe->fps, fps * 2);
+
+        // The length left on auto: the duration head downloaded with the variant reads it from
+        // the prompt; the plan says so, and the recipe keeps the seconds and the frames made.
+        ask.knobs.erase("temporal_rounds");
+        ask.frames = 0;
+        const auto autoPlan = vireo::generation::prepare(catalog, *defaults, *model, ask);
+        QVERIFY2(autoPlan, autoPlan ? "" : autoPlan.error().message.c_str());
+        QVERIFY2(autoPlan->stagesReason.find("the length from the prompt") != std::string::npos, autoPlan->stagesReason.c_str());
+        auto autoJob = autoPlan->job;
+        autoJob.outputPath = m_work.filePath(QStringLiteral("fox25-auto.mp4"));
+        const auto autoId = engine->enqueueGenerate(autoJob);
+        QVERIFY(QTest::qWaitFor(
+            [&] {
+                const auto st = engine->job(autoId);
+                return st && st->state != vireo::runtime::JobState::Queued && st->state != vireo::runtime::JobState::Running;
+            },
+            300000));
+        const auto as = engine->job(autoId);
+        QVERIFY2(as->state == vireo::runtime::JobState::Done, qPrintable(as->error));
+        QVERIFY(as->recipe.predictedSeconds && *as->recipe.predictedSeconds > 0);
+        QVERIFY2(as->recipe.stagesReason.find("the prompt's length") != std::string::npos, as->recipe.stagesReason.c_str());
+        const auto autoProbe = vireo::media::probeMedia(autoJob.outputPath.toStdString());
+        QVERIFY2(autoProbe, autoProbe ? "" : autoProbe.error().message.c_str());
+        const auto made = as->recipe.request.frames;
+        QCOMPARE(autoProbe->frames, made);
+        QVERIFY2(made >= 25 && (made - 1) % 8 == 0, std::to_string(made).c_str());
+        const auto again = vireo::output::Recipe::fromJson(as->recipe.toJson());
+        QVERIFY(again && again->predictedSeconds == as->recipe.predictedSeconds && again->request.frames == made);
     }
 };
 

@@ -224,6 +224,30 @@ private slots:
         QVERIFY(!p->stagesReason.empty());
     }
 
+    // A start image's H.264 round trip is the one its model was trained with, unless asked:
+    // LTX-2.3 at CRF 33, LTX-2.5 at 18 (its family's default); a clip is never re-compressed.
+    void stillsTakeTheirFamilysCrf()
+    {
+        for (const auto& [version, want] : {std::pair{"v23", 33}, std::pair{"v25", 18}}) {
+            const auto video =
+                localModel(fixtures() + QStringLiteral("/ltx2pipeline/") + QString::fromLatin1(version) + QStringLiteral("/diffusers"));
+            const auto d = vireo::generation::defaultsFor(m_catalog, video);
+            QVERIFY2(d, d ? "" : d.error().message.c_str());
+            QCOMPARE(d->conditionCrf, want);
+            Ask a = prompt();
+            a.frames = 17;
+            vireo::runtime::ConditionFile still;
+            still.path = QStringLiteral("/nowhere/start.png");
+            a.conditions.push_back(still);
+            auto p = vireo::generation::prepare(m_catalog, *d, video, a);
+            QVERIFY2(p, p ? "" : p.error().message.c_str());
+            QCOMPARE(p->job.conditions.front().crf, want);
+            a.conditions.front().crf = 0;  // asked: kept
+            p = vireo::generation::prepare(m_catalog, *d, video, a);
+            QVERIFY(p && p->job.conditions.front().crf == 0);
+        }
+    }
+
     // A family's own controls: declared in its rules, defaulted from the catalog by id, set by
     // the ask within their ranges, every one held by the job's request (so the recipe names
     // them all) and back from a recipe; an unknown knob or a value out of range is named.
@@ -258,6 +282,11 @@ private slots:
         QVERIFY(vd);
         p = vireo::generation::prepare(m_catalog, *vd, video, a);
         QVERIFY(!p && p.error().message.find("LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds)") == 0);
+        // A length left on auto needs a duration head, which LTX-2.3's files do not carry.
+        Ask autoLength = prompt();
+        autoLength.frames = 0;
+        p = vireo::generation::prepare(m_catalog, *vd, video, autoLength);
+        QVERIFY2(!p && p.error().message.find("no duration head") != std::string::npos, p ? "accepted" : p.error().message.c_str());
         // LTX's control is 2.5's: an LTX-2.3 model refuses it by name, before loading anything.
         Ask rounds = prompt();
         rounds.knobs["temporal_rounds"] = 1;

@@ -269,7 +269,9 @@ void checkDfrRun(const std::string& runName)
     req.prompt = m.at("prompt");
     req.width = std::stoll(m.at("width"));
     req.height = std::stoll(m.at("height"));
-    req.frames = std::stoll(m.at("num_frames"));
+    // A length left on auto: the duration head picks it (num_frames holds what it picked).
+    const bool autoLength = m.count("num_frames_requested") && m.at("num_frames_requested") == "auto";
+    req.frames = autoLength ? 0 : std::stoll(m.at("num_frames"));
     req.fps = std::stod(m.at("frame_rate"));
     req.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
     req.dfr = true;
@@ -315,17 +317,29 @@ void checkDfrRun(const std::string& runName)
     VT_CHECK_MSG(video <= 1e-3 && audio <= 1e-3, "final latents relative error above 1e-3");
     VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && mel <= 1e-3 && wave <= 1e-3, "decoded outputs differ");
     VT_COMPARE(out->slotLatents.sizes().vec(), (std::vector<std::int64_t>{1, 8, 1, 2, 3}));
+    if (autoLength) {
+        const double want = r.find("duration_seconds")->item<double>();
+        std::printf("   v25 %-10s the prompt's length %.6f s (reference %.6f s): %lld frames\n", runName.c_str(),
+            out->predictedSeconds.value_or(-1), want, static_cast<long long>(out->predictedFrames));
+        VT_CHECK(out->predictedSeconds && std::abs(*out->predictedSeconds - want) <= 1e-5 * want);
+        VT_COMPARE(out->predictedFrames, std::stoll(m.at("predicted_num_frames")));
+        VT_COMPARE(out->frames.size(0), std::stoll(m.at("predicted_num_frames")));
+    } else {
+        VT_CHECK(!out->predictedSeconds);
+    }
 }
 
 }  // namespace
 
 // LTX-2.5's DFR pass: the padded canvas, its slot on the pad, the keyframe marks and the
-// per-token sigmas, trimmed to the 17 frames asked for; then its second-stage form.
+// per-token sigmas, trimmed to the 17 frames asked for; then its second-stage form, with
+// conditions, and with the length left to the duration head.
 VT_TEST(dfrPassMatchesDiffusers)
 {
     checkDfrRun("dfr");
     checkDfrRun("dfr_refine");
     checkDfrRun("dfr_conditioned");
+    checkDfrRun("dfr_auto");
 }
 
 // The published two-pass recipe without the IC-LoRA reference (ltx-pipelines DFRPipeline):

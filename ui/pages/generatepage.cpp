@@ -404,8 +404,14 @@ QWidget* GeneratePage::sizeCard()
     wh->addWidget(m_height);
     form->addRow(tr("Preset"), m_preset);
     form->addRow(tr("Width × height"), wh);
+    m_autoLength = new QCheckBox(tr("auto"));
+    m_autoLength->setObjectName(QStringLiteral("autoLength"));
+    m_autoLength->setHidden(true);  // until a family that can is chosen
+    m_autoLength->setToolTip(tr("Let the model read the length from the prompt (1 to 20 s): LTX-2.5 models, whose files carry a "
+                                "duration head. Only a start image at frame 0 goes with it."));
     auto* fr = new QHBoxLayout;
     fr->addWidget(m_frames);
+    fr->addWidget(m_autoLength);
     fr->addWidget(new QLabel(tr("at")));
     fr->addWidget(m_fps);
     fr->addWidget(new QLabel(tr("fps")));
@@ -631,6 +637,12 @@ void GeneratePage::connectControls()
     connect(m_width, &QSpinBox::valueChanged, this, sizeEdited);
     connect(m_height, &QSpinBox::valueChanged, this, sizeEdited);
     connect(m_frames, &QSpinBox::valueChanged, this, [this] {
+        validate();
+        m_planTimer->start();
+    });
+    connect(m_autoLength, &QCheckBox::toggled, this, [this](bool on) {
+        m_frames->setEnabled(!on);
+        updateDuration();
         validate();
         m_planTimer->start();
     });
@@ -926,14 +938,14 @@ bool GeneratePage::validate()
     setError(m_promptError, prompt);
     // The family's rules, as the generation service will check them.
     QStringList size;
-    for (const auto& problem : generation::sizeProblems(m_rules, m_width->value(), m_height->value(), m_frames->value()))
+    for (const auto& problem : generation::sizeProblems(m_rules, m_width->value(), m_height->value(), askedFrames()))
         size << QString::fromStdString(problem);
     setError(m_sizeError, size.join(QLatin1Char('\n')));
     ok = ok && size.isEmpty();
     if (!m_imageMode && !m_conditionPath.isEmpty()) {
         updateConditionThumbnail();
-        const auto problem = runtime::conditionProblem(m_imageFrame->value(), m_conditionClip ? m_clipFrames->value() : 1,
-            m_imageStrength->value(), m_conditionCrf, m_frames->value());
+        const auto problem = runtime::conditionProblem(
+            m_imageFrame->value(), m_conditionClip ? m_clipFrames->value() : 1, m_imageStrength->value(), m_conditionCrf, askedFrames());
         setImageError(problem.empty()
                 ? QString()
                 : (m_conditionClip ? tr("The start clip: %1.") : tr("The start image: %1.")).arg(QString::fromStdString(problem)));
@@ -1016,7 +1028,7 @@ bool GeneratePage::useAsStartImage(const QString& path, QString* why)
     // Read on a worker: a long clip's last frame is decoded to show it, never on this thread.
     ConditionSettings s;
     s.anyKind = true;
-    s.crf = runtime::kDefaultConditionCrf;
+    s.crf = runtime::kFamilyConditionCrf;
     loadConditionImage(path, s);
     return true;
 }
@@ -1054,6 +1066,10 @@ void GeneratePage::setRules(const facade::FamilyRules& rules)
     m_rules = rules;
     if (m_knobBox && otherFamily)
         showKnobs();
+    // Only a family that can read a length from the prompt offers it.
+    m_autoLength->setHidden(image || !rules.autoLength);
+    m_frames->setEnabled(askedFrames() != 0);
+    updateDuration();
     if (image == m_imageMode)
         return;
     m_imageMode = image;
@@ -1113,8 +1129,17 @@ void GeneratePage::showKnobs()
     m_knobBox->setVisible(!m_knobs.empty());
 }
 
+std::int64_t GeneratePage::askedFrames() const
+{
+    return !m_autoLength->isHidden() && m_autoLength->isChecked() ? 0 : m_frames->value();
+}
+
 void GeneratePage::updateDuration()
 {
+    if (askedFrames() == 0) {
+        m_duration->setText(tr("As long as the prompt asks (1 to 20 s), with sound"));
+        return;
+    }
     const double s = static_cast<double>(m_frames->value()) / std::max(0.01, m_fps->value());
     m_duration->setText(tr("%1 s of video with sound").arg(s, 0, 'f', 2));
 }
@@ -1136,7 +1161,7 @@ generation::Ask GeneratePage::ask() const
         return a;
     }
     a.negativePrompt = m_negative->isEnabled() ? exactText(m_negative).toStdString() : std::string();
-    a.frames = m_frames->value();
+    a.frames = askedFrames();
     a.fps = m_fps->value();
     a.schedule = m_schedule->currentData().toString().toStdString();
     a.guidance = m_guidance->value();
@@ -1162,7 +1187,12 @@ void GeneratePage::requestPlan()
         m_memory->setText(QString());
         return;
     }
-    facade::SizeRequest size{m_width->value(), m_height->value(), m_imageMode ? 1 : m_frames->value(), m_guidance->value() > 1.0};
+    // A length on auto is planned at its longest.
+    facade::GenerateRequest longest;
+    longest.frames = askedFrames();
+    longest.fps = m_fps->value();
+    facade::SizeRequest size{
+        m_width->value(), m_height->value(), m_imageMode ? 1 : facade::planningFrames(longest), m_guidance->value() > 1.0};
     auto placement = facade::parsePlacement(m_placement->currentData().toString().toStdString()).value_or(facade::Placement::Auto);
     auto* e = engine();
     watch(e);
@@ -1177,7 +1207,7 @@ QString GeneratePage::planInputs() const
         .arg(m_model->currentData().toString())
         .arg(m_width->value())
         .arg(m_height->value())
-        .arg(m_imageMode ? 1 : m_frames->value())
+        .arg(m_imageMode ? 1 : askedFrames())
         .arg(m_guidance->value() > 1.0 ? 1 : 0)
         .arg(m_placement->currentData().toString());
 }
@@ -1469,7 +1499,9 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     m_height->setValue(static_cast<int>(ask.height.value_or(m_height->value())));
     syncPreset();
     if (!again->image) {
-        m_frames->setValue(static_cast<int>(ask.frames.value_or(m_frames->value())));
+        m_autoLength->setChecked(ask.frames == std::int64_t(0));
+        if (ask.frames != std::int64_t(0))
+            m_frames->setValue(static_cast<int>(ask.frames.value_or(m_frames->value())));
         m_fps->setValue(ask.fps.value_or(m_fps->value()));
         m_schedule->setCurrentIndex(std::max(0, m_schedule->findData(QString::fromStdString(ask.schedule))));
     }
@@ -1621,7 +1653,7 @@ bool GeneratePage::applyCondition(const QString& path, const Result<runtime::Con
     m_conditionRefused.clear();
     m_conditionPath = QFileInfo(path).absoluteFilePath();
     m_conditionSha256.clear();
-    m_conditionCrf = runtime::kDefaultConditionCrf;
+    m_conditionCrf = runtime::kFamilyConditionCrf;
     m_conditionPreview = source->preview;
     m_conditionLast = source->last;
     m_conditionLastProblem = source->lastProblem;
@@ -1653,7 +1685,7 @@ void GeneratePage::clearConditionImage()
     m_conditionPath.clear();
     m_conditionSha256.clear();
     m_conditionPreview = QImage();
-    m_conditionCrf = runtime::kDefaultConditionCrf;
+    m_conditionCrf = runtime::kFamilyConditionCrf;
     m_conditionClip = false;
     m_conditionRefused.clear();
     m_conditionLast = QImage();

@@ -175,6 +175,8 @@ private:
     QSpinBox* m_width;
     QSpinBox* m_height;
     QSpinBox* m_frames;
+    // The length left to the model (LTX-2.5's duration head): frames 0 in the ask.
+    QCheckBox* m_autoLength = nullptr;
     QDoubleSpinBox* m_fps;
     QLabel* m_duration;
     QLabel* m_sizeError;
@@ -254,6 +256,8 @@ private:
     // The family's own controls (FamilyRules::knobs), one spin box each, rebuilt per family.
     QWidget* m_knobBox = nullptr;
     std::vector<std::pair<std::string, QDoubleSpinBox*>> m_knobs;
+    // The frames the ask holds: 0 when the length is left on auto.
+    std::int64_t askedFrames() const;
     QLayout* m_framesRow = nullptr;
     QLayout* m_transport = nullptr;
     bool m_imageMode = false;

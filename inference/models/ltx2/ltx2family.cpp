@@ -2,6 +2,7 @@
 
 #include "inference/families/common.h"
 #include "inference/lora/lora.h"
+#include "inference/models/ltx2/ltx2durationhead.h"
 #include "inference/models/ltx2/ltx2pipeline.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2weights.h"
@@ -256,6 +257,7 @@ public:
         r.frameStep = 8;  // 8 frames per latent frame after the first
         r.sizeUnit = "32-pixel latent cells";
         r.knobs = {temporalRoundsKnob()};
+        r.autoLength = true;
         return r;
     }
     // The fallback: whatever another family does not claim is tried as LTX-2, whose loader
@@ -392,6 +394,19 @@ public:
 
     Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request) const override
     {
+        // A length left on auto needs the files' duration head: refused before anything loads.
+        if (request.frames == 0) {
+            auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
+            if (!weights)
+                return weights.error();
+            if (auto head = ltx2::resolveDurationHeadConfig(*weights); !head)
+                return makeError(ErrorCode::InvalidArgument,
+                    "the length cannot be left on auto: "
+                        + (head.error().code == ErrorCode::NotFound
+                                ? std::string("this model has no duration head (LTX-2.5's files carry one)")
+                                : head.error().message)
+                        + "; give the frames");
+        }
         return stagesFor(plan, request, isLtx25(plan));
     }
 
@@ -409,7 +424,7 @@ public:
         std::string blocker;
         if (lower(request.schedule) != "distilled" || request.guidance > 1.0 || request.audioGuidance > 1.0)
             blocker = "the DFR pass runs the distilled schedule without guidance";
-        else if (request.frames < 9)
+        else if (request.frames != 0 && request.frames < 9)
             blocker = "the DFR pass needs at least 9 frames";
         if (!blocker.empty()) {
             if (rounds != 0)
@@ -418,13 +433,18 @@ public:
             out->reason += "; LTX-2.3's path, not DFR: " + blocker;
             return out;
         }
-        const auto canvas = pipelines::dfrCanvas(request.frames);
-        if (!canvas)
-            return canvas.error();
         out->dfr = true;
-        out->reason = std::string(out->twoStage ? "LTX-2.5 DFR, two passes" : "LTX-2.5 DFR pass") + ": "
-            + std::to_string(canvas->slots.size()) + " keyframe slot(s) on a " + std::to_string(canvas->paddedFrames) + "-frame canvas ("
-            + out->reason + ")";
+        if (request.frames == 0) {
+            out->reason = std::string(out->twoStage ? "LTX-2.5 DFR, two passes" : "LTX-2.5 DFR pass")
+                + ": the length from the prompt (the duration head: 1 to 20 s), keyframe slots on its canvas (" + out->reason + ")";
+        } else {
+            const auto canvas = pipelines::dfrCanvas(request.frames);
+            if (!canvas)
+                return canvas.error();
+            out->reason = std::string(out->twoStage ? "LTX-2.5 DFR, two passes" : "LTX-2.5 DFR pass") + ": "
+                + std::to_string(canvas->slots.size()) + " keyframe slot(s) on a " + std::to_string(canvas->paddedFrames)
+                + "-frame canvas (" + out->reason + ")";
+        }
         if (rounds != 0) {
             if (rounds != 1 && rounds != 2)
                 return makeError(ErrorCode::InvalidArgument, "temporal_rounds is 0, 1 or 2");
@@ -436,8 +456,12 @@ public:
             const auto scale = std::int64_t{1} << n;
             out->temporalRounds = n;
             std::ostringstream s;
-            s << ", then " << n << " temporal round(s): " << (request.frames - 1) * scale + 1 << " frames at "
-              << request.fps * double(scale) << " fps";
+            s << ", then " << n << " temporal round(s): ";
+            if (request.frames == 0)
+                s << scale << "x the frames";
+            else
+                s << (request.frames - 1) * scale + 1 << " frames";
+            s << " at " << request.fps * double(scale) << " fps";
             out->reason += s.str();
         }
         return out;
@@ -557,7 +581,10 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
                 name + ": a conditioning clip must have 8k + 1 frames (1 for a still), got " + std::to_string(c.frames));
         if (c.rgb.size() != static_cast<std::size_t>(c.frames) * static_cast<std::size_t>(c.width) * static_cast<std::size_t>(c.height) * 3)
             return makeError(ErrorCode::InvalidArgument, name + ": the pixel buffer does not hold frames x height x width x 3 bytes");
-        if (c.frame < 0 || c.frame >= r.frames || (c.frame != 0 && (c.frame - 1) % 8 != 0))
+        if (r.frames == 0 && (c.frame != 0 || c.frames > 1))
+            return makeError(ErrorCode::InvalidArgument,
+                name + ": with the length on auto (read from the prompt), only a still at frame 0 conditions the video");
+        if (c.frame < 0 || (r.frames != 0 && c.frame >= r.frames) || (c.frame != 0 && (c.frame - 1) % 8 != 0))
             return makeError(ErrorCode::InvalidArgument,
                 name + ": frame " + std::to_string(c.frame) + " is not 0 or 8k + 1 inside the clip's " + std::to_string(r.frames)
                     + " frames (1, 9, 17, ...)");
@@ -611,6 +638,15 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         v.stepsSkipped = out->stepsSkipped;
         v.cudaGraphs = out->cudaGraphs;
         v.stages = *stages;
+        if (out->predictedSeconds) {
+            // The length the prompt asked for, said where the path is.
+            v.predictedSeconds = out->predictedSeconds;
+            std::ostringstream s;
+            s.precision(3);
+            s << "; the prompt's length: " << *out->predictedSeconds << " s, " << out->predictedFrames << " frames at " << r.fps << " fps"
+              << (out->predictionClamped ? " (held to 1-20 s)" : "");
+            v.stages.reason += s.str();
+        }
         v.paths = recording.counts().text();
         v.pathWarnings = recording.counts().warnings();
         return v;

@@ -7,6 +7,7 @@
 #include "inference/models/gemma3/gemma3.h"
 #include "inference/models/ltx2/ltx2audiovae.h"
 #include "inference/models/ltx2/ltx2connectors.h"
+#include "inference/models/ltx2/ltx2durationhead.h"
 #include "inference/models/ltx2/ltx2graphs.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2upsampler.h"
@@ -112,6 +113,9 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::VideoEncoder> videoEncoder;  // loaded with the rest when the VAE has an encoder
     std::optional<ltx2::LatentUpsampler> upsampler;  // loaded with the rest when a path is set
     std::optional<ltx2::LatentUpsampler> temporalUpsampler;  // likewise
+    std::optional<ltx2::DurationHead> durationHead;  // loaded with the rest where the files have one
+    // Why a length cannot be left on auto (no head, or a broken one); empty when it can.
+    std::string noDurationHead;
     at::Tensor previewProjection;
     // The LoRAs on the transformer now, and what became of them.
     std::vector<Ltx2Lora> appliedLoras;
@@ -205,6 +209,7 @@ struct Ltx2Pipeline::Impl {
     // The stages of run(), in order.
     void checkRequest(const Ltx2Request& req) const;
     ltx2::ConnectorOutputs encodePrompt(Run& run);
+    std::int64_t predictFrames(Run& run, const ltx2::ConnectorOutputs& ctx);
     Pass startPass(Run& run, at::Generator& generator);
     // One DFR pass's size, start and draws: stage 1 from noise, or the second-stage form.
     struct DfrPassSpec {
@@ -565,6 +570,11 @@ Ltx2Pipeline::~Ltx2Pipeline() = default;
 Ltx2Pipeline::Ltx2Pipeline(Ltx2Pipeline&&) noexcept = default;
 Ltx2Pipeline& Ltx2Pipeline::operator=(Ltx2Pipeline&&) noexcept = default;
 
+bool Ltx2Pipeline::hasDurationHead() const
+{
+    return m_impl->noDurationHead.empty();
+}
+
 std::string Ltx2Pipeline::version() const
 {
     return m_impl->transformerConfig.version();
@@ -745,6 +755,10 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
         return makeError(ErrorCode::Unsupported, *wrongUpsampler);
     impl->transformerConfig = *transformer;
     impl->audioConfig = *audio;
+    // The duration head is optional: without it (or with a broken one) only a given length runs.
+    if (auto head = ltx2::resolveDurationHeadConfig(w); !head)
+        impl->noDurationHead =
+            head.error().code == ErrorCode::NotFound ? "this model has no duration head (LTX-2.5's files carry one)" : head.error().message;
     return Ltx2Pipeline(std::move(impl));
 }
 
@@ -754,12 +768,16 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
     if (req.width % 32 || req.height % 32 || req.width <= 0 || req.height <= 0)
         throw makeError(ErrorCode::InvalidArgument,
             "width and height must be positive multiples of 32, got " + std::to_string(req.width) + "x" + std::to_string(req.height));
-    if (req.frames < 1 || (req.frames - 1) % 8)
+    const bool autoLength = req.frames == 0;
+    if (autoLength && !noDurationHead.empty())
+        throw makeError(ErrorCode::InvalidArgument, "the length cannot be left on auto: " + noDurationHead + "; give the frames");
+    if (!autoLength && (req.frames < 1 || (req.frames - 1) % 8))
         throw makeError(ErrorCode::InvalidArgument, "frames must be 8k + 1 (1, 9, 17, ..., 121), got " + std::to_string(req.frames));
     if (!(req.fps > 0))
         throw makeError(ErrorCode::InvalidArgument, "fps must be positive");
 
-    const std::int64_t latentFrames = (req.frames - 1) / 8 + 1;
+    // A length left on auto holds at least one latent frame: first-frame conditions only.
+    const std::int64_t latentFrames = autoLength ? 1 : (req.frames - 1) / 8 + 1;
     for (std::size_t i = 0; i < req.conditions.size(); ++i) {
         const auto& c = req.conditions[i];
         const auto name = "condition " + std::to_string(i + 1);
@@ -773,8 +791,9 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
             throw makeError(ErrorCode::InvalidArgument, name + ": a clip must have 8k + 1 frames, got " + std::to_string(c.pixels.size(0)));
         if (c.latentIndex < 0 || c.latentIndex >= latentFrames)
             throw makeError(ErrorCode::InvalidArgument,
-                name + ": latent index " + std::to_string(c.latentIndex) + " is outside the clip's " + std::to_string(latentFrames)
-                    + " latent frames");
+                autoLength ? name + ": a keyframe after frame 0 needs a set length (auto picks it from the prompt)"
+                           : name + ": latent index " + std::to_string(c.latentIndex) + " is outside the clip's "
+                        + std::to_string(latentFrames) + " latent frames");
         if (!(c.strength >= 0.0 && c.strength <= 1.0))
             throw makeError(ErrorCode::InvalidArgument, name + ": strength must be in [0, 1]");
     }
@@ -782,7 +801,7 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
         if (!transformerConfig.keyframesAbsPosEmbedding)
             throw makeError(ErrorCode::InvalidArgument,
                 "the DFR pass is LTX-2.5's (its transformer marks the keyframe slots); this is LTX-" + transformerConfig.version());
-        if (req.frames < 9)
+        if (req.frames < 9 && !autoLength)
             throw makeError(ErrorCode::InvalidArgument, "the DFR pass needs at least 9 frames, got " + std::to_string(req.frames));
         if (guided(req) || (req.schedule != Ltx2Schedule::Distilled && !req.sigmas))
             throw makeError(ErrorCode::InvalidArgument, "the DFR pass runs the distilled schedule, without guidance");
@@ -810,6 +829,27 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
         if (req.schedule != Ltx2Schedule::Distilled || req.sigmas || guided(req))
             throw makeError(ErrorCode::InvalidArgument, "the two-stage path is the distilled model's: distilled schedule, no guidance");
     }
+}
+
+// 1'. A length left on auto, from the duration head (LTX2DFRPipeline with num_frames None): its
+// seconds for the positive prompt's connector outputs, made a frame count at the request's rate
+// (1 to 20 s, on the 8k + 1 grid).
+std::int64_t Ltx2Pipeline::Impl::predictFrames(Run& run, const ltx2::ConnectorOutputs& ctx)
+{
+    const auto start = Clock::now();
+    if (!durationHead)
+        durationHead = take(ltx2::DurationHead::load(weights, options.device, options.dtype));
+    const auto last = ctx.video.size(0) - 1;
+    const auto seconds =
+        take(durationHead->seconds(ctx.video.narrow(0, last, 1), ctx.audio.narrow(0, last, 1))).to(at::kDouble).cpu().item<double>();
+    if (!std::isfinite(seconds))
+        throw makeError(ErrorCode::InvalidFormat, "the duration head predicted no length (" + std::to_string(seconds) + " s)");
+    const auto predicted = ltx2::framesForSeconds(seconds, run.req.fps, transformerConfig.vaeScaleFactors[0]);
+    run.out.predictedSeconds = seconds;
+    run.out.predictedFrames = predicted.frames;
+    run.out.predictionClamped = predicted.clamped || predicted.outsideBounds;
+    run.timed("duration head", start);
+    return predicted.frames;
 }
 
 // 1. Prompt -> Gemma hidden states -> connectors (the negative prompt first under guidance).
@@ -1644,13 +1684,23 @@ void Ltx2Pipeline::Impl::decodeAudio(Run& run, const Pass& pass)
     run.timed("vocoder", start);
 }
 
-Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& req, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
+Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& asked, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
 {
-    checkRequest(req);
-    Run run{req, progress, stop, {}, req.frames, req.fps};
+    checkRequest(asked);
+    Run prompted{asked, progress, stop, {}, asked.frames, asked.fps};
+    const auto ctx = encodePrompt(prompted);
+    // A length left on auto: the duration head reads it from the prompt's connector outputs (the
+    // positive prompt's, the last under guidance), then the request runs as if it had been given.
+    std::optional<Ltx2Request> resolved;
+    if (asked.frames == 0) {
+        resolved = asked;
+        resolved->frames = predictFrames(prompted, ctx);
+        checkRequest(*resolved);
+    }
+    const auto& req = resolved ? *resolved : asked;
+    Run run{req, progress, stop, std::move(prompted.out), req.frames, req.fps};
     auto& out = run.out;
     out.twoStage = req.twoStage;
-    const auto ctx = encodePrompt(run);
     auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed));
     std::optional<DfrCanvas> canvas;
     if (req.dfr)
@@ -1735,6 +1785,8 @@ Result<void> Ltx2Pipeline::load(const std::function<void(const Ltx2Progress&)>& 
         m_impl->loadVideoEncoder();
         m_impl->loadUpsampler();
         m_impl->loadTemporalUpsampler();
+        if (m_impl->noDurationHead.empty() && !m_impl->durationHead)
+            m_impl->durationHead = take(ltx2::DurationHead::load(m_impl->weights, m_impl->options.device, m_impl->options.dtype));
     } catch (const Error& e) {
         release();
         if (stop.stop_requested())
@@ -1766,6 +1818,7 @@ void Ltx2Pipeline::release()
     m.videoEncoder.reset();
     m.upsampler.reset();
     m.temporalUpsampler.reset();
+    m.durationHead.reset();
     m.previewProjection = at::Tensor();
     heap::releaseFreeMemory();
     releaseCachedDeviceMemory();
@@ -1810,9 +1863,12 @@ Ltx2StoredSizes Ltx2Pipeline::storedSizes() const
             formBytes[component][quant::storedFormat(cp, t)] += static_cast<std::int64_t>(t.bytes);
     };
     const std::pair<ltx2::Part, const char*> parts[] = {{ltx2::Part::Transformer, "transformer"}, {ltx2::Part::Connectors, "connectors"},
-        {ltx2::Part::VideoVae, "video_vae"}, {ltx2::Part::AudioVae, "audio_vae"}, {ltx2::Part::Vocoder, "vocoder"}};
+        {ltx2::Part::VideoVae, "video_vae"}, {ltx2::Part::AudioVae, "audio_vae"}, {ltx2::Part::Vocoder, "vocoder"},
+        {ltx2::Part::DurationHead, "duration_head"}};
     std::map<std::string, std::int64_t> blockBytes;
     for (const auto& [part, component] : parts) {
+        if (part == ltx2::Part::DurationHead && m.weights.tensors(part).empty())
+            continue;  // optional: no head, no component
         out.componentBytes[component] += 0;
         out.componentHeldBytes[component] += 0;
         for (const auto& [name, t] : m.weights.tensors(part)) {

@@ -140,6 +140,8 @@ struct Ltx2DfrStart {
 struct Ltx2Request {
     std::string prompt;
     std::string negativePrompt;
+    // frames 0: "auto", the length LTX-2.5's duration head reads from the prompt (1 to 20 s at
+    // fps, on the 8k + 1 grid); only a model with a duration head, and only first-frame conditions.
     std::int64_t width = 768, height = 512, frames = 121;
     double fps = 24.0;
     Ltx2Schedule schedule = Ltx2Schedule::Distilled;
@@ -245,6 +247,11 @@ struct Ltx2Output {
     // then holds every packed token of the pass (canvas, then slots).
     std::optional<DfrCanvas> dfrCanvas;
     at::Tensor slotLatents;
+    // A length left on auto: the duration head's seconds, the frames made of them, and whether
+    // the prediction was outside the 1-20 s the length is held to.
+    std::optional<double> predictedSeconds;
+    std::int64_t predictedFrames = 0;
+    bool predictionClamped = false;
     // Temporal refine rounds: each round's canvas (normalized [1, C, F, H, W]), its carried
     // keyframes ([1, C, K, H, W]) and their pixel positions, the tile plans.
     std::vector<at::Tensor> roundLatents, roundKeyframes;
@@ -280,6 +287,9 @@ public:
         const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress = {}, std::stop_token stop = {});
 
     std::string version() const;  // "2.0", "2.3" or "2.5"
+    // Whether the files hold a duration head (frames 0 picks the length from the prompt), and
+    // why not when they hold a broken one.
+    bool hasDurationHead() const;
     // "dev" or "distilled" as the transformer's files say, and where (Ltx2Weights::trainedFor).
     std::pair<std::string, std::string> trainedFor() const;
     // Bytes each loaded component holds now ("text_encoder", "transformer", ...).
