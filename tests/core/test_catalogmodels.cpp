@@ -60,6 +60,20 @@ bool waitIdle(DownloadTask* task, int ms)
     return QTest::qWaitFor([task] { return !task->busy(); }, ms);
 }
 
+// A job through the engine to its end (five minutes at most), and how it ended.
+std::optional<vireo::runtime::JobStatus> runToEnd(vireo::runtime::Engine* engine, const vireo::runtime::GenerateJob& job)
+{
+    const auto id = engine->enqueueGenerate(job);
+    // Past the wait, the status says how far it got: the caller checks it is Done.
+    (void)QTest::qWaitFor(
+        [&] {
+            const auto s = engine->job(id);
+            return s && s->state != vireo::runtime::JobState::Queued && s->state != vireo::runtime::JobState::Running;
+        },
+        300000);
+    return engine->job(id);
+}
+
 struct Expected {
     const char* id;
     const char* gguf;
@@ -289,14 +303,8 @@ private slots:
         QCOMPARE(prepared->job.request.steps, 8);
         auto job = prepared->job;
         job.outputPath = m_work.filePath(QStringLiteral("fox.mp4"));
-        const auto id = engine->enqueueGenerate(job);
-        QVERIFY(QTest::qWaitFor(
-            [&] {
-                const auto s = engine->job(id);
-                return s && s->state != vireo::runtime::JobState::Queued && s->state != vireo::runtime::JobState::Running;
-            },
-            300000));
-        const auto s = engine->job(id);
+        const auto s = runToEnd(engine, job);
+        QVERIFY(s);
         QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
         QVERIFY(QFileInfo(job.outputPath).size() > 1000);
         // The recipe names the downloaded GGUF by its hash and says what ran: dequantized GEMMs.
@@ -359,14 +367,8 @@ private slots:
         auto job = prepared->job;
         job.outputPath = m_work.filePath(QStringLiteral("fox25.mp4"));
         auto* engine = (*studio)->engine(QStringLiteral("cpu"));
-        const auto jobId = engine->enqueueGenerate(job);
-        QVERIFY(QTest::qWaitFor(
-            [&] {
-                const auto s = engine->job(jobId);
-                return s && s->state != vireo::runtime::JobState::Queued && s->state != vireo::runtime::JobState::Running;
-            },
-            300000));
-        const auto s = engine->job(jobId);
+        const auto s = runToEnd(engine, job);
+        QVERIFY(s);
         QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
         QVERIFY(QFileInfo(job.outputPath).size() > 1000);
         QCOMPARE(QString::fromStdString(s->recipe.modelVersion), QStringLiteral("2.5"));
@@ -396,14 +398,8 @@ private slots:
         QVERIFY2(rounds->stagesReason.find(want.str()) != std::string::npos, rounds->stagesReason.c_str());
         auto roundJob = rounds->job;
         roundJob.outputPath = m_work.filePath(QStringLiteral("fox25-48.mp4"));
-        const auto roundId = engine->enqueueGenerate(roundJob);
-        QVERIFY(QTest::qWaitFor(
-            [&] {
-                const auto st = engine->job(roundId);
-                return st && st->state != vireo::runtime::JobState::Queued && st->state != vireo::runtime::JobState::Running;
-            },
-            300000));
-        const auto rs = engine->job(roundId);
+        const auto rs = runToEnd(engine, roundJob);
+        QVERIFY(rs);
         QVERIFY2(rs->state == vireo::runtime::JobState::Done, qPrintable(rs->error));
         QCOMPARE(rs->recipe.request.knobs.at("temporal_rounds"), 1.0);
         const auto probe = vireo::media::probeMedia(roundJob.outputPath.toStdString());
@@ -420,14 +416,8 @@ private slots:
         QVERIFY2(autoPlan->stagesReason.find("the length from the prompt") != std::string::npos, autoPlan->stagesReason.c_str());
         auto autoJob = autoPlan->job;
         autoJob.outputPath = m_work.filePath(QStringLiteral("fox25-auto.mp4"));
-        const auto autoId = engine->enqueueGenerate(autoJob);
-        QVERIFY(QTest::qWaitFor(
-            [&] {
-                const auto st = engine->job(autoId);
-                return st && st->state != vireo::runtime::JobState::Queued && st->state != vireo::runtime::JobState::Running;
-            },
-            300000));
-        const auto as = engine->job(autoId);
+        const auto as = runToEnd(engine, autoJob);
+        QVERIFY(as);
         QVERIFY2(as->state == vireo::runtime::JobState::Done, qPrintable(as->error));
         QVERIFY(as->recipe.predictedSeconds && *as->recipe.predictedSeconds > 0);
         QVERIFY2(as->recipe.stagesReason.find("the prompt's length") != std::string::npos, as->recipe.stagesReason.c_str());

@@ -118,6 +118,35 @@ pipelines::Ltx2Request requestFrom(const tensorfile::TensorSet& run)
     return r;
 }
 
+// A DFR run's request from its metadata: the prompt, the size (a length left on auto when the
+// reference let its duration head pick it), the rate and its still conditions; the draws are
+// the caller's.
+pipelines::Ltx2Request dfrRequestFrom(const tensorfile::TensorSet& run)
+{
+    const auto& m = run.metadata;
+    pipelines::Ltx2Request req;
+    req.prompt = m.at("prompt");
+    req.width = std::stoll(m.at("width"));
+    req.height = std::stoll(m.at("height"));
+    const bool autoLength = m.count("num_frames_requested") && m.at("num_frames_requested") == "auto";
+    req.frames = autoLength ? 0 : std::stoll(m.at("num_frames"));
+    req.fps = std::stod(m.at("frame_rate"));
+    req.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
+    req.dfr = true;
+    req.keepDecodedVideo = true;
+    if (run.find("condition_pixels_0")) {
+        const auto conditions = nlohmann::json::parse(m.at("conditions"));
+        for (std::size_t i = 0; i < conditions.size(); ++i) {
+            pipelines::Ltx2Condition c;
+            c.pixels = *run.find("condition_pixels_" + std::to_string(i));  // [1, H, W, 3]
+            c.latentIndex = conditions[i].at("latent_index").get<std::int64_t>();
+            c.strength = conditions[i].at("strength").get<double>();
+            req.conditions.push_back(c);
+        }
+    }
+    return req;
+}
+
 // A run's outputs against the reference's: the schedule, the final packed latents, the decoded
 // video, its bytes, the mel spectrogram and the waveform.
 struct RunErrors {
@@ -265,30 +294,12 @@ void checkDfrRun(const std::string& runName)
     const auto& m = r.metadata;
     auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("25", "diffusers"));
     VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
-    pipelines::Ltx2Request req;
-    req.prompt = m.at("prompt");
-    req.width = std::stoll(m.at("width"));
-    req.height = std::stoll(m.at("height"));
-    // A length left on auto: the duration head picks it (num_frames holds what it picked).
-    const bool autoLength = m.count("num_frames_requested") && m.at("num_frames_requested") == "auto";
-    req.frames = autoLength ? 0 : std::stoll(m.at("num_frames"));
-    req.fps = std::stod(m.at("frame_rate"));
-    req.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
-    req.dfr = true;
+    // dfr_conditioned: a still at frame 0 (held in the canvas by the blend) and one at pixel
+    // frame 9 (appended); dfr_auto: the length left to the duration head.
+    auto req = dfrRequestFrom(r);
+    const bool autoLength = req.frames == 0;
     req.videoNoise = *r.find("video_noise");
     req.audioNoise = *r.find("audio_noise");
-    req.keepDecodedVideo = true;
-    if (r.find("condition_pixels_0")) {
-        // A still at frame 0 (held in the canvas by the blend) and one at pixel frame 9 (appended).
-        const auto conditions = nlohmann::json::parse(m.at("conditions"));
-        for (std::size_t i = 0; i < conditions.size(); ++i) {
-            pipelines::Ltx2Condition c;
-            c.pixels = *r.find("condition_pixels_" + std::to_string(i));
-            c.latentIndex = conditions[i].at("latent_index").get<std::int64_t>();
-            c.strength = conditions[i].at("strength").get<double>();
-            req.conditions.push_back(c);
-        }
-    }
     if (r.find("given_latents")) {
         auto stats = [&](const char* component) {
             auto t = tensorfile::readTensorSet(dir("25") / "diffusers" / component / "diffusion_pytorch_model.safetensors");
@@ -350,25 +361,16 @@ VT_TEST(dfrTwoPassesMatchTheReference)
     auto run = tensorfile::readTensorSet(dir("25") / "run_dfr_two_stage.safetensors");
     VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
     const auto& r = *run;
-    const auto& m = r.metadata;
     auto options = optionsFor("25", "diffusers");
     options.spatialUpsamplerPath = dir("23") / "diffusers" / "latent_upsampler";
     auto pipeline = pipelines::Ltx2Pipeline::open(options);
     VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
-    pipelines::Ltx2Request req;
-    req.prompt = m.at("prompt");
-    req.width = std::stoll(m.at("width"));
-    req.height = std::stoll(m.at("height"));
-    req.frames = std::stoll(m.at("num_frames"));
-    req.fps = std::stod(m.at("frame_rate"));
-    req.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
-    req.dfr = true;
+    auto req = dfrRequestFrom(r);
     req.twoStage = true;
     req.videoNoise = *r.find("stage1_video_noise");
     req.audioNoise = *r.find("stage1_audio_noise");
     req.stage2VideoNoise = *r.find("stage2_video_noise");
     req.stage2AudioNoise = *r.find("stage2_audio_noise");
-    req.keepDecodedVideo = true;
     auto out = pipeline->generate(req);
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
     const double stage1 = relErr(out->stage1VideoLatents, *r.find("stage1_final_video_latents"));
@@ -473,19 +475,11 @@ void checkTemporalRun(const std::string& runName)
     options.temporalUpsamplerPath = dir("25") / "diffusers" / "temporal_latent_upsampler";
     auto pipeline = pipelines::Ltx2Pipeline::open(options);
     VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
-    pipelines::Ltx2Request req;
-    req.prompt = m.at("prompt");
-    req.width = std::stoll(m.at("width"));
-    req.height = std::stoll(m.at("height"));
-    req.frames = std::stoll(m.at("num_frames"));
-    req.fps = std::stod(m.at("frame_rate"));
-    req.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
+    auto req = dfrRequestFrom(r);
     req.seed = std::stoll(m.at("seed"));
-    req.dfr = true;
     req.temporalRounds = std::stoi(m.at("rounds"));
     req.videoNoise = *r.find("stage1_video_noise");
     req.audioNoise = *r.find("stage1_audio_noise");
-    req.keepDecodedVideo = true;
     for (int round = 1; round <= req.temporalRounds; ++round)
         for (int tile = 0;; ++tile) {
             const auto noise = r.find("round" + std::to_string(round) + "_tile" + std::to_string(tile) + "_noise");
@@ -493,16 +487,6 @@ void checkTemporalRun(const std::string& runName)
                 break;
             req.temporalTileNoise.push_back(*noise);
         }
-    if (r.find("condition_pixels_0")) {
-        const auto conditions = nlohmann::json::parse(m.at("conditions"));
-        for (std::size_t i = 0; i < conditions.size(); ++i) {
-            pipelines::Ltx2Condition c;
-            c.pixels = *r.find("condition_pixels_" + std::to_string(i));  // [1, H, W, 3]
-            c.latentIndex = conditions[i].at("latent_index").get<std::int64_t>();
-            c.strength = conditions[i].at("strength").get<double>();
-            req.conditions.push_back(c);
-        }
-    }
     auto out = pipeline->generate(req);
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
     auto stats = tensorfile::readTensorSet(dir("25") / "diffusers" / "vae" / "diffusion_pytorch_model.safetensors");
