@@ -544,6 +544,30 @@ private slots:
         QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
     }
 
+    // LTX-2.5 reads a length from the prompt: "auto" beside the frames asks for it (frames 0 in
+    // the request, the frames field idle); the temporal rounds are the family's own control.
+    void theLengthCanBeLeftToTheModel()
+    {
+        const QString v25 = qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline/v25/diffusers");
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel(), v25});
+        auto w = vireo::test::openStudioWindow();
+        w->showPage(MainWindow::Page::Generate);
+        auto* page = w->generatePage();
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a fox in the snow"));
+        QVERIFY(page->selectModel(QStringLiteral("local:") + v25));
+        auto* box = child<QCheckBox>(page, "autoLength");
+        auto* frames = child<QSpinBox>(page, "frames");
+        QVERIFY(!box->isHidden());
+        box->setChecked(true);
+        QVERIFY(!frames->isEnabled());
+        QCOMPARE(page->request().frames, std::int64_t(0));
+        QVERIFY(child<QDoubleSpinBox>(page, "knob_temporal_rounds"));
+        box->setChecked(false);
+        QVERIFY(frames->isEnabled());
+        QCOMPARE(page->request().frames, std::int64_t(frames->value()));
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
+    }
+
     // A model on disk comes in through one dialog that takes its companions, text encoder and
     // upsampler and checks them from the headers before it is listed; Cancel closes it and
     // nothing else; a listed one can be taken off the list; a model inspected on the Models page

@@ -468,7 +468,8 @@ QWidget* GeneratePage::samplingCard()
     auto* knobForm = new QFormLayout(m_knobBox);
     knobForm->setContentsMargins(0, 0, 0, 0);
     form->addRow(m_knobBox);
-    m_knobBox->hide();
+    // The rules the page starts with are a family's too (the fallback's): its knobs from the start.
+    showKnobs();
     auto* seedRow = new QHBoxLayout;
     seedRow->addWidget(m_seed, 1);
     seedRow->addWidget(m_randomSeed);
