@@ -109,6 +109,8 @@ int runBenchGenerate(const std::vector<std::string>& args, const char* self)
             extra += " " + args[i];
         else if (args[i] == "--version" && i + 1 < args.size() && (args[i + 1] == "2.3" || args[i + 1] == "2.5"))
             extra += " --version " + args[++i];
+        else if (args[i] == "--temporal-rounds" && i + 1 < args.size() && args[i + 1] == "1")
+            extra += " --temporal-rounds " + args[++i];
         else if (args[i] == "--ideogram")
             script = "bench_generate_ideogram.py";
         else

@@ -2,7 +2,8 @@
 next to diffusers' LTX2Pipeline running the same configuration from the same pipeline folder in
 the same run, as per-phase ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
 
-Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json] [--version 2.3|2.5]
+Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json] [--two-stage] [--version 2.3|2.5]
+                          [--temporal-rounds 0|1]
 
 Two configurations (--small runs only the first):
   tiny    the pipeline fixture's defaults (3-layer 64-wide DiT), 96x64, 9 frames
@@ -19,6 +20,16 @@ LTX2DFRPipeline: one DFR pass at full size (the 8 distilled sigmas, generate_slo
 FlowMatchEulerDiscrete with shift 1.0) on the padded canvas (9 and 25 frames -> a 25-frame canvas,
 segment 24, one keyframe slot), which `vireo-cli generate` runs by itself for a 2.5 model without an
 upsampler (checked: its stages reason must say "LTX-2.5 DFR pass"). No --two-stage with 2.5.
+
+--temporal-rounds 1 (2.5 only): after each configuration, a "temporal round 1" section: the same model in
+a second folder with a temporal x2 latent upsampler (temporal_latent_upsampler/, LTX2LatentUpsamplerModel
+with temporal_upsample=True, mid 256, 2 + 2 blocks, seeded), at the frames of the configuration's DFR canvas
+(25: no pad), F frames -> (F-1)*2+1 frames at twice the fps. Diffusers: the DFR pass (output_type="latent")
+then LTX2DFRTemporalRefinePipeline round 1 (LTXEulerAncestralRFScheduler(eta=0.5)) on its latents,
+keyframes, positions and audio, output_type="np", one generator through both; vireo: `vireo-cli generate
+--set temporal_rounds=1` (checked: its stages reason must name the temporal round, and its JSON's
+frames/fps the doubled ones). Rows: encode prompt, the pass's denoise, temporal upsample, temporal tiles,
+round (the two), decode video, decode audio, vocoder; total compute and wall.
 
 Diffusers: every component is loaded with its own from_pretrained (timed, one warm-up load then
 best of N), then one warm-up __call__ and best of N, each phase timed with perf_counter wrappers
@@ -410,10 +421,10 @@ def bench_diffusers(folder: Path, cfg: dict, repeat: int) -> dict:
 
 # =========================================================================== vireo side
 
-def vireo_run(cli: str, folder: Path, cfg: dict, out: Path, repeat: int = 1) -> dict:
+def vireo_run(cli: str, folder: Path, cfg: dict, out: Path, repeat: int = 1, extra: list[str] = ()) -> dict:
     cmd = [cli, "generate", "--model", str(folder), "--prompt", PROMPT, "--frames", str(cfg["frames"]),
            "--width", str(cfg["width"]), "--height", str(cfg["height"]), "--fps", f"{FPS:g}", "--seed", str(SEED),
-           "--out", str(out), "--json", "--repeat", str(repeat)]
+           "--out", str(out), "--json", "--repeat", str(repeat), *extra]
     report = benchcli.run_json("bench generate", cmd)
     missing = [name for name, _, _ in phases() if name not in report.get("phases", {})]
     if missing:
@@ -606,6 +617,249 @@ def print_two_stage(r: dict, repeat: int) -> None:
     print(f"   best of {repeat} (diffusers after a warm-up run; vireo: one process, after a warm-up run)")
 
 
+# =========================================================================== LTX-2.5 temporal round
+
+TEMPORAL_UPSAMPLER = "temporal_latent_upsampler"  # the folder name vireo-cli finds in a diffusers folder
+
+
+def temporal_upsampler(seed: int, channels: int):
+    """A temporal x2 latent upsampler (F -> 2F - 1) as narrow as two_stage_upsampler (mid 256, 2 + 2 blocks)."""
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+
+    torch.manual_seed(seed)
+    up = LTX2LatentUpsamplerModel(in_channels=channels, mid_channels=256, num_blocks_per_stage=2, dims=3,
+                                  spatial_upsample=False, temporal_upsample=True)
+    return mm.randomize_(up.float().eval(), seed * 100 + 78, std=0.02)
+
+
+class TemporalPhaseTimer:
+    """LTX2DFRTemporalRefinePipeline's phases: perf_counter wrappers on its own methods (encode_prompt,
+    upsample_latents, prepare_latents, denoise, the decoders) and forward hooks on connectors, transformer and
+    vocoder; nothing of __call__ is re-implemented."""
+
+    def __init__(self, pipe):
+        self.pipe = pipe
+
+    @contextlib.contextmanager
+    def active(self, acc: dict):
+        pipe, handles, patched, state = self.pipe, [], [], {}
+        clock = time.perf_counter
+        acc.update({"encode_prompt": 0.0, "connectors": 0.0, "upsample_latents": 0.0, "prepare_latents": 0.0,
+                    "denoise": 0.0, "denoise_calls": 0, "transformer": 0.0, "transformer_calls": 0, "vae_decode": 0.0,
+                    "postprocess": 0.0, "audio_vae_decode": 0.0, "vocoder": 0.0})
+
+        def pre(name):
+            def hook(_m, _args):
+                state[name] = clock()
+            return hook
+
+        def post(name):
+            def hook(_m, _args, _out):
+                acc[name] += clock() - state[name]
+                if name == "transformer":
+                    acc["transformer_calls"] += 1
+            return hook
+
+        for module, name in ((pipe.connectors, "connectors"), (pipe.transformer, "transformer"), (pipe.vocoder, "vocoder")):
+            handles.append(module.register_forward_pre_hook(pre(name)))
+            handles.append(module.register_forward_hook(post(name)))
+
+        def wrap(obj, attr, name):
+            orig = getattr(obj, attr)
+
+            def timed(*a, **k):
+                t0 = clock()
+                try:
+                    return orig(*a, **k)
+                finally:
+                    acc[name] += clock() - t0
+                    if name == "denoise":
+                        acc["denoise_calls"] += 1
+            setattr(obj, attr, timed)
+            patched.append((obj, attr))
+
+        for attr in ("encode_prompt", "upsample_latents", "prepare_latents", "denoise"):
+            wrap(pipe, attr, attr)
+        wrap(pipe.vae, "decode", "vae_decode")
+        wrap(pipe.video_processor, "postprocess_video", "postprocess")
+        wrap(pipe.audio_vae, "decode", "audio_vae_decode")
+        try:
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+            for obj, attr in patched:
+                delattr(obj, attr)
+
+
+TEMPORAL_PHASES = ("encode prompt", "denoise", "temporal upsample", "temporal tiles", "decode video", "decode audio",
+                   "vocoder")
+
+
+def diffusers_temporal_run(pipe, tpipe, cfg: dict) -> dict:
+    """The DFR pass (output_type='latent') then LTX2DFRTemporalRefinePipeline round 1 on its latents, keyframes,
+    positions and audio (output_type='np': the refined canvas and the audio decoded); one generator through both."""
+    from diffusers.pipelines.ltx2.utils import TEMPORAL_ROUND_DISTILLED_SIGMA_VALUES
+
+    generator = torch.Generator().manual_seed(SEED)
+    acc1: dict = {}
+    t0 = time.perf_counter()
+    with DfrPhaseTimer(pipe).active(acc1):
+        out = pipe(prompt=PROMPT, height=cfg["height"], width=cfg["width"], num_frames=cfg["frames"], frame_rate=FPS,
+                   sigmas=list(DISTILLED_SIGMA_VALUES), noise_scale=None, generate_slots=True, keyframe_positions=None,
+                   freeze_audio=False, use_cross_timestep=True, generator=generator, output_type="latent",
+                   return_dict=True, max_sequence_length=MAX_SEQUENCE_LENGTH)
+    t1 = time.perf_counter()
+    canvas = dfr_canvas(cfg)
+    assert acc1["transformer_calls"] == len(DISTILLED_SIGMA_VALUES), acc1["transformer_calls"]
+    assert out.frames.shape[2] == canvas["canvas_latent_fhw"][0], out.frames.shape
+    assert list(out.keyframe_positions) == list(canvas["slot_positions"]), out.keyframe_positions
+    acc2: dict = {}
+    with TemporalPhaseTimer(tpipe).active(acc2):
+        frames, audio, keyframes, positions = tpipe(
+            prompt=PROMPT, latents=out.frames, keyframes_latents=out.keyframes,
+            keyframe_positions=list(out.keyframe_positions), audio_latents=out.audio, height=cfg["height"],
+            width=cfg["width"], num_frames=canvas["canvas_frames"], frame_rate=FPS, round_index=1,
+            use_cross_timestep=True, generator=generator, output_type="np", return_dict=False,
+            max_sequence_length=MAX_SEQUENCE_LENGTH)
+    t2 = time.perf_counter()
+    out_frames = 2 * (canvas["canvas_frames"] - 1) + 1
+    assert keyframes is None and positions is None
+    assert frames.shape[1:4] == (out_frames, cfg["height"], cfg["width"]), frames.shape
+    assert acc2["transformer_calls"] == len(TEMPORAL_ROUND_DISTILLED_SIGMA_VALUES) * acc2["denoise_calls"], acc2
+    decode = acc2["vae_decode"] + acc2["postprocess"] + acc2["audio_vae_decode"] + acc2["vocoder"]
+    round_s = (t2 - t1) - acc2["encode_prompt"] - acc2["connectors"] - decode  # upsample + tiles (+ stitching)
+    return {
+        "encode prompt": acc1["encode_prompt"] + acc1["connectors"] + acc2["encode_prompt"] + acc2["connectors"],
+        "denoise": acc1["denoise"],
+        "temporal upsample": acc2["upsample_latents"],
+        "temporal tiles": round_s - acc2["upsample_latents"],
+        "round": round_s,
+        "decode video": acc2["vae_decode"] + acc2["postprocess"],
+        "decode audio": acc2["audio_vae_decode"],
+        "vocoder": acc2["vocoder"],
+        "_detail": {"pass_call_wall": t1 - t0, "round_call_wall": t2 - t1, "call_wall": t2 - t0,
+                    "pass_encode_prompt": acc1["encode_prompt"] + acc1["connectors"],
+                    "round_encode_prompt": acc2["encode_prompt"] + acc2["connectors"],
+                    "pass_prepare_latents": acc1["prepare_latents"] + acc1["prepare_audio_latents"],
+                    "round_prepare_latents": acc2["prepare_latents"], "round_denoise": acc2["denoise"],
+                    "tiles": acc2["denoise_calls"], "round_transformer_calls": acc2["transformer_calls"],
+                    "round_transformer_sum": acc2["transformer"], "out_frames": out_frames, "out_fps": 2 * FPS,
+                    "finite": bool(torch.isfinite(torch.as_tensor(frames)).all()) and bool(torch.isfinite(audio).all())},
+    }
+
+
+def bench_temporal(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
+    """`--temporal-rounds 1`: the config's pipeline folder plus temporal_latent_upsampler/, at the request whose DFR
+    canvas needs no pad (so both sides decode the same frames: diffusers' round decodes the whole canvas)."""
+    from diffusers import LTX2DFRTemporalRefinePipeline, LTXEulerAncestralRFScheduler
+    from diffusers.pipelines.ltx2.latent_upsampler import LTX2LatentUpsamplerModel
+
+    base = CONFIGS[name]
+    cfg = dict(base, frames=dfr_canvas(base)["canvas_frames"])
+    canvas = dfr_canvas(cfg)
+    assert canvas["canvas_frames"] == cfg["frames"], canvas
+    folder = tmp / f"{name}_temporal"
+    t0 = time.perf_counter()
+    params = write_pipeline(folder, cfg["build"](), tok_src)
+    channels = json.loads((folder / "vae" / "config.json").read_text())["latent_channels"]
+    up = temporal_upsampler(SEED, channels)
+    up.save_pretrained(folder / TEMPORAL_UPSAMPLER, safe_serialization=True)
+    params["temporal_latent_upsampler"] = sum(p.numel() for p in up.parameters())
+    build_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    pipe, _ = load_pipeline(folder)
+    upsampler = LTX2LatentUpsamplerModel.from_pretrained(folder / TEMPORAL_UPSAMPLER).float().eval()
+    c = pipe.components
+    tpipe = LTX2DFRTemporalRefinePipeline(
+        scheduler=LTXEulerAncestralRFScheduler(eta=0.5), vae=c["vae"], audio_vae=c["audio_vae"],
+        text_encoder=c["text_encoder"], tokenizer=c["tokenizer"], connectors=c["connectors"],
+        transformer=c["transformer"], vocoder=c["vocoder"], temporal_latent_upsampler=upsampler)
+    tpipe.set_progress_bar_config(disable=True)
+    diffusers_temporal_run(pipe, tpipe, cfg)  # warm-up
+    d_runs = [diffusers_temporal_run(pipe, tpipe, cfg) for _ in range(repeat)]
+    del pipe, tpipe
+    diffusers_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    report = vireo_run(cli, folder, cfg, tmp / f"{folder.name}-vireo.mp4", repeat + 1, ["--set", "temporal_rounds=1"])
+    vireo_s = time.perf_counter() - t0
+    reason = report.get("stages_reason", "")
+    out_frames = 2 * (cfg["frames"] - 1) + 1
+    if "temporal round" not in reason:
+        sys.exit(f"bench generate --temporal-rounds 1: vireo ran no temporal round (stages {report.get('stages')!r}, "
+                 f"reason {reason!r})")
+    if report.get("frames") != out_frames or report.get("fps") != 2 * FPS:
+        sys.exit(f"bench generate --temporal-rounds 1: vireo wrote {report.get('frames')} frames at {report.get('fps')} "
+                 f"fps, not {out_frames} at {2 * FPS:g}")
+    v_runs = []
+    for p in report["runs"][1:]:
+        missing = [k for k in ("encode prompt", "denoise", "upsample latents", "temporal refine", "decode video")
+                   if k not in p]
+        if missing:
+            sys.exit(f"bench generate --temporal-rounds 1: vireo reported no time for {missing}: {json.dumps(p)}")
+        r = {"encode prompt": p["encode prompt"], "denoise": p["denoise"], "temporal upsample": p["upsample latents"],
+             "temporal tiles": p["temporal refine"], "decode video": p["decode video"],
+             "decode audio": p.get("decode audio", 0.0), "vocoder": p.get("vocoder", 0.0)}
+        r["round"] = r["temporal upsample"] + r["temporal tiles"]
+        v_runs.append(r)
+    notes = {
+        "encode prompt": "diffusers: both calls' encode_prompt + connectors (the round encodes the prompt again); "
+                         "vireo: once",
+        "denoise": "the DFR pass's 8 steps (LTX2DFRPipeline.denoise, output_type='latent')",
+        "temporal upsample": "the temporal x2 latent upsampler on the canvas (upsample_latents)",
+        "temporal tiles": "the round's keyframe-seam tiles, 4 DiT steps each (TEMPORAL_ROUND_DISTILLED_SIGMA_VALUES, "
+                          "ancestral eta 0.5; prepare_latents + denoise + stitch)",
+        "round": "temporal upsample + temporal tiles",
+        "decode video": f"vae.decode + postprocess_video of the refined {out_frames}-frame canvas",
+        "decode audio": "audio_vae.decode (the pass's audio, frozen through the round)",
+        "vocoder": "vocoder forward",
+    }
+    rows = []
+    for k in ("encode prompt", "denoise", "temporal upsample", "temporal tiles", "round", "decode video",
+              "decode audio", "vocoder"):
+        ds, vs = min(r[k] for r in d_runs), min(r[k] for r in v_runs)
+        rows.append({"phase": k, "diffusers": ds, "vireo": vs, "ratio": vs / ds if ds else None, "measures": notes[k]})
+    d_tot = min(sum(r[k] for k in TEMPORAL_PHASES) for r in d_runs)
+    v_tot = min(sum(r[k] for k in TEMPORAL_PHASES) for r in v_runs)
+    d_wall, v_wall = min(r["_detail"]["call_wall"] for r in d_runs), min(report["run_seconds"][1:])
+    totals = {
+        "compute": {"what": "encode prompt + denoise + temporal upsample + temporal tiles + decode video + decode audio "
+                            "+ vocoder (best run)", "diffusers": d_tot, "vireo": v_tot, "ratio": v_tot / d_tot},
+        "wall": {"what": "best warm run, wall clock: diffusers LTX2DFRPipeline + LTX2DFRTemporalRefinePipeline "
+                         "__call__s, vireo Ltx2Pipeline::generate (both without the MP4)",
+                 "diffusers": d_wall, "vireo": v_wall, "ratio": v_wall / d_wall},
+    }
+    return {"config": f"{name} temporal round 1", "section": "temporal round 1", "width": cfg["width"],
+            "height": cfg["height"], "frames": cfg["frames"], "fps": FPS, "out_frames": out_frames, "out_fps": 2 * FPS,
+            "dfr": canvas, "tiles": d_runs[0]["_detail"]["tiles"], "parameters": params, "rows": rows, "totals": totals,
+            "diffusers_runs": [{k: r[k] for k in r if k != "_detail"} | r["_detail"] for r in d_runs],
+            "vireo_runs": v_runs, "vireo_phases": report["runs"][1:], "vireo_frames": report.get("frames"),
+            "vireo_fps": report.get("fps"), "load_seconds": {"vireo": report["load_seconds"]},
+            "vireo_stages": {"stages": report.get("stages"), "stages_reason": reason},
+            "bench_seconds": {"build_and_write": build_s, "diffusers": diffusers_s, "vireo": vireo_s}}
+
+
+def print_temporal(r: dict, repeat: int) -> None:
+    print(f"\n== {r['config']}: {r['width']}x{r['height']}, {r['frames']} frames at {r['fps']:g} fps -> "
+          f"{r['out_frames']} frames at {r['out_fps']:g} fps (DFR canvas {r['dfr']['canvas_frames']}, slots at "
+          f"{r['dfr']['slot_positions']}; round 1: {r['tiles']} tile(s)); temporal upsampler "
+          f"{r['parameters']['temporal_latent_upsampler'] / 1e6:.1f} M parameters")
+    print(f"   diffusers: LTX2DFRPipeline (latent) + LTX2DFRTemporalRefinePipeline round 1 (np); vireo: "
+          f"{r['vireo_stages']['stages_reason']}")
+    print(f"   {'phase':20s}{'diffusers s':>12s}{'vireo s':>11s}{'ratio':>9s}   measures")
+    for row in r["rows"]:
+        ratio = f"{row['ratio']:8.2f}x" if row["ratio"] is not None else f"{'-':>9s}"
+        print(f"   {row['phase']:20s}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 11)}{ratio}   {row['measures']}")
+    for key, label in (("compute", "total compute"), ("wall", "wall")):
+        t = r["totals"][key]
+        print(f"   {label:20s}{fmt(t['diffusers'], 12)}{fmt(t['vireo'], 11)}{t['ratio']:8.2f}x   {t['what']}")
+    b = r["bench_seconds"]
+    print(f"   best of {repeat} (diffusers after a warm-up run; vireo: one process, after a warm-up run); bench time: "
+          f"build+write {b['build_and_write']:.1f} s, diffusers {b['diffusers']:.1f} s, vireo {b['vireo']:.1f} s")
+
+
 def fmt(x, width=10, digits=3):
     return f"{x:{width}.{digits}f}" if x is not None else f"{'n/a':>{width}}"
 
@@ -650,11 +904,16 @@ def main() -> int:
     ap.add_argument("--two-stage", action="store_true", help="only the two-stage distilled path (medium model)")
     ap.add_argument("--version", choices=("2.3", "2.5"), default="2.3",
                     help="LTX version (default 2.3); 2.5: LTX-2.5 pipelines against diffusers' LTX2DFRPipeline")
+    ap.add_argument("--temporal-rounds", type=int, choices=(0, 1), default=0,
+                    help="2.5 only: 1 adds a 'temporal round 1' section per configuration (the DFR pass then one "
+                         "temporal refine round, against LTX2DFRTemporalRefinePipeline)")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
     if args.two_stage and args.version != "2.3":
         ap.error("--two-stage is LTX-2.3's only")
+    if args.temporal_rounds and args.version != "2.5":
+        ap.error("--temporal-rounds is LTX-2.5's only (--version 2.5)")
     global VERSION
     VERSION = args.version
     if not (os.path.isfile(args.cli) and os.access(args.cli, os.X_OK)):
@@ -681,6 +940,12 @@ def main() -> int:
             if not args.json:
                 print_config(r, args.repeat)
                 sys.stdout.flush()
+            if args.temporal_rounds:
+                r = bench_temporal(name, args.cli, args.repeat, tmp, tok_src)
+                results.append(r)
+                if not args.json:
+                    print_temporal(r, args.repeat)
+                    sys.stdout.flush()
         if args.two_stage:
             r = bench_two_stage(args.cli, args.repeat, tmp, tok_src)
             results.append(r)
@@ -701,8 +966,15 @@ def main() -> int:
         notes.append("LTX-2.5: both sides run one DFR pass on the padded canvas (keyframe slot tokens included); "
                      "diffusers' prepare_latents and prepare_audio_latents (start state) are in no row, like Vireo's "
                      "start state (the JSON's diffusers runs list them); vireo-cli chose the DFR pass itself (stages_reason).")
+    if args.temporal_rounds:
+        notes.append("temporal round 1 (the 'temporal round 1' sections): a second pipeline folder per configuration "
+                     "with temporal_latent_upsampler/ (mid 256, 2 + 2 blocks, temporal x2), at the frames whose DFR canvas "
+                     "has no pad (diffusers' round decodes the whole canvas); vireo-cli --set temporal_rounds=1 (its "
+                     "stages_reason must name the temporal round; its JSON's frames/fps must be (F-1)*2+1 at 2x fps). "
+                     "diffusers encodes the prompt twice (pass and round), vireo once; both sides' round = temporal "
+                     "upsample + tiles; the pass's video is not decoded on either side.")
     if args.json:
-        print(json.dumps({"bench": "generate", "version": VERSION, "threads": {"torch_default": threads,
+        print(json.dumps({"bench": "generate", "version": VERSION, "temporal_rounds": args.temporal_rounds, "threads": {"torch_default": threads,
                           "vireo": "libtorch default (not reported by generate --json)"},
                           "repeat": args.repeat, "diffusers_version": mm.diffusers.__version__,
                           "torch_version": torch.__version__, "configs": results, "notes": notes,
