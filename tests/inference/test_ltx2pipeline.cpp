@@ -558,6 +558,31 @@ VT_TEST(dfrRequestsAreValidated)
     req.dfr = false;
     r = p25->generate(req);
     VT_CHECK(!r.ok() && r.error().message.find("not a DFR pass") != std::string::npos);
+    // Temporal rounds: LTX-2.5's, after a DFR pass, with a temporal upsampler, 0 to 2 of them.
+    req.dfrStart.reset();
+    req.temporalRounds = 1;
+    r = p25->generate(req);
+    VT_CHECK_MSG(!r.ok() && r.error().message.find("follow LTX-2.5's DFR pass") != std::string::npos, (r.ok() ? "ran" : r.error().message));
+    req.dfr = true;
+    r = p25->generate(req);
+    VT_CHECK_MSG(!r.ok() && r.error().message.find("need the temporal x2 latent upsampler") != std::string::npos,
+        (r.ok() ? "ran" : r.error().message));
+    req.temporalRounds = 3;
+    r = p25->generate(req);
+    VT_CHECK(!r.ok() && r.error().message.find("0, 1 or 2") != std::string::npos);
+    // A spatial upsampler given as the temporal one is named for what it is.
+    auto o = optionsFor("25", "diffusers");
+    o.temporalUpsamplerPath = dir("23") / "diffusers" / "latent_upsampler";
+    auto wrong = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK_MSG(!wrong.ok() && wrong.error().message.find("need a temporal x2 upsampler") != std::string::npos,
+        (wrong.ok() ? std::string("opened") : wrong.error().message));
+    // A length left on auto needs a duration head, which the 2.3 files lack.
+    req.temporalRounds = 0;
+    req.dfr = false;
+    req.frames = 0;
+    r = p23->generate(req);
+    VT_CHECK_MSG(!r.ok() && r.error().message.find("no duration head") != std::string::npos, (r.ok() ? "ran" : r.error().message));
+    VT_CHECK(!p23->hasDurationHead() && p25->hasDurationHead());
 }
 
 // LTX-2.5 reads Gemma 4's states and 2.3 Gemma 3's, equally wide at 12B: a swapped encoder is

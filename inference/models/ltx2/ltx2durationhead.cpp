@@ -90,6 +90,14 @@ std::int64_t roundHalfEven(double x)
 
 }  // namespace
 
+std::string durationHeadProblem(const Ltx2Weights& weights)
+{
+    auto head = resolveDurationHeadConfig(weights);
+    if (head)
+        return {};
+    return head.error().code == ErrorCode::NotFound ? "this model has no duration head (LTX-2.5's files carry one)" : head.error().message;
+}
+
 Result<DurationHeadConfig> resolveDurationHeadConfig(const Ltx2Weights& w)
 {
     const auto part = Part::DurationHead;

@@ -33,6 +33,9 @@ struct DurationHeadConfig {
 // (diffusers' config.json, else the embedded ltx-core one, else 4), checked against each other.
 // NotFound when the weights hold no duration head.
 Result<DurationHeadConfig> resolveDurationHeadConfig(const Ltx2Weights& weights);
+// Why these weights cannot pick a length left on "auto" (no duration head, or a broken one);
+// empty when they can.
+std::string durationHeadProblem(const Ltx2Weights& weights);
 
 class DurationHead {
 public:

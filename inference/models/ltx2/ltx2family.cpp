@@ -39,29 +39,29 @@ std::vector<LoraOutcome> outcomesOf(const std::vector<pipelines::Ltx2LoraOutcome
     return out;
 }
 
-// The plan's upsampler, else the latent_upsampler/ folder of a diffusers model folder (where
+// The upsampler the plan names, else the `folder` of a diffusers model folder (where
 // Lightricks' diffusers repos keep it).
-std::optional<std::filesystem::path> upsamplerOf(const LoadPlan& plan)
+std::optional<std::filesystem::path> companionOf(
+    const LoadPlan& plan, const std::optional<std::filesystem::path>& given, const char* folder)
 {
-    if (plan.spatialUpsamplerPath)
-        return plan.spatialUpsamplerPath;
+    if (given)
+        return given;
     std::error_code ec;
     for (const auto& p : plan.modelPaths)
-        if (std::filesystem::is_regular_file(p / "latent_upsampler" / "config.json", ec))
-            return p / "latent_upsampler";
+        if (std::filesystem::is_regular_file(p / folder / "config.json", ec))
+            return p / folder;
     return std::nullopt;
 }
 
-// Likewise the temporal x2 upsampler of LTX-2.5's temporal refine rounds.
+std::optional<std::filesystem::path> upsamplerOf(const LoadPlan& plan)
+{
+    return companionOf(plan, plan.spatialUpsamplerPath, "latent_upsampler");
+}
+
+// The temporal x2 upsampler of LTX-2.5's temporal refine rounds.
 std::optional<std::filesystem::path> temporalUpsamplerOf(const LoadPlan& plan)
 {
-    if (plan.temporalUpsamplerPath)
-        return plan.temporalUpsamplerPath;
-    std::error_code ec;
-    for (const auto& p : plan.modelPaths)
-        if (std::filesystem::is_regular_file(p / "temporal_latent_upsampler" / "config.json", ec))
-            return p / "temporal_latent_upsampler";
-    return std::nullopt;
+    return companionOf(plan, plan.temporalUpsamplerPath, "temporal_latent_upsampler");
 }
 
 // The family's own control of LTX-2.5's temporal refine rounds.
@@ -394,20 +394,15 @@ public:
 
     Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request) const override
     {
-        // A length left on auto needs the files' duration head: refused before anything loads.
-        if (request.frames == 0) {
-            auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
-            if (!weights)
-                return weights.error();
-            if (auto head = ltx2::resolveDurationHeadConfig(*weights); !head)
-                return makeError(ErrorCode::InvalidArgument,
-                    "the length cannot be left on auto: "
-                        + (head.error().code == ErrorCode::NotFound
-                                ? std::string("this model has no duration head (LTX-2.5's files carry one)")
-                                : head.error().message)
-                        + "; give the frames");
-        }
-        return stagesFor(plan, request, isLtx25(plan));
+        // Headers only, read once: the version, and for a length left on auto the duration head
+        // (refused before anything loads).
+        auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
+        if (weights && request.frames == 0)
+            if (const auto problem = ltx2::durationHeadProblem(*weights); !problem.empty())
+                return makeError(ErrorCode::InvalidArgument, "the length cannot be left on auto: " + problem + "; give the frames");
+        if (!weights && request.frames == 0)
+            return weights.error();
+        return stagesFor(plan, request, weights && isLtx25(*weights));
     }
 
     // planStages for a model whose version is known (a loaded one: no headers read again).
@@ -468,12 +463,9 @@ public:
     }
 
     // Whether the transformer's headers say LTX-2.5 (its keyframe embedding).
-    static bool isLtx25(const LoadPlan& plan)
+    static bool isLtx25(const ltx2::Ltx2Weights& weights)
     {
-        auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
-        if (!weights)
-            return false;
-        const auto config = ltx2::resolveTransformerConfig(*weights, std::nullopt);
+        const auto config = ltx2::resolveTransformerConfig(weights, std::nullopt);
         return config && config->keyframesAbsPosEmbedding;
     }
 

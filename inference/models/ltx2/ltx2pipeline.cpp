@@ -127,8 +127,10 @@ struct Ltx2Pipeline::Impl {
     void loadText(const std::function<void(const Ltx2Progress&)>& progress);
     void loadTransformer(const std::function<void(const Ltx2Progress&)>& progress);
     void loadDecoders(const std::function<void(const Ltx2Progress&)>& progress);
-    void loadUpsampler();
-    void loadTemporalUpsampler();
+    // The spatial or the temporal upsampler into its slot, where a path names one.
+    void loadLatentUpsampler(std::optional<ltx2::LatentUpsampler>& slot, const std::optional<std::filesystem::path>& path);
+    void loadUpsampler() { loadLatentUpsampler(upsampler, options.spatialUpsamplerPath); }
+    void loadTemporalUpsampler() { loadLatentUpsampler(temporalUpsampler, options.temporalUpsamplerPath); }
     // The video VAE's encoder, for image and video conditions, where the checkpoint has one.
     void loadVideoEncoder();
 
@@ -322,24 +324,14 @@ void Ltx2Pipeline::Impl::loadDecoders(const std::function<void(const Ltx2Progres
         progress({Ltx2Phase::LoadDecoders, 3, 3, {}});
 }
 
-void Ltx2Pipeline::Impl::loadUpsampler()
+void Ltx2Pipeline::Impl::loadLatentUpsampler(std::optional<ltx2::LatentUpsampler>& slot, const std::optional<std::filesystem::path>& path)
 {
-    if (upsampler || !options.spatialUpsamplerPath)
+    if (slot || !path)
         return;
     ltx2::LatentUpsamplerLoadOptions o;
     o.device = options.device;
     o.dtype = options.dtype;
-    upsampler = take(ltx2::LatentUpsampler::load(*options.spatialUpsamplerPath, o));
-}
-
-void Ltx2Pipeline::Impl::loadTemporalUpsampler()
-{
-    if (temporalUpsampler || !options.temporalUpsamplerPath)
-        return;
-    ltx2::LatentUpsamplerLoadOptions o;
-    o.device = options.device;
-    o.dtype = options.dtype;
-    temporalUpsampler = take(ltx2::LatentUpsampler::load(*options.temporalUpsamplerPath, o));
+    slot = take(ltx2::LatentUpsampler::load(*path, o));
 }
 
 void Ltx2Pipeline::Impl::loadVideoEncoder()
@@ -756,9 +748,7 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     impl->transformerConfig = *transformer;
     impl->audioConfig = *audio;
     // The duration head is optional: without it (or with a broken one) only a given length runs.
-    if (auto head = ltx2::resolveDurationHeadConfig(w); !head)
-        impl->noDurationHead =
-            head.error().code == ErrorCode::NotFound ? "this model has no duration head (LTX-2.5's files carry one)" : head.error().message;
+    impl->noDurationHead = ltx2::durationHeadProblem(w);
     return Ltx2Pipeline(std::move(impl));
 }
 
