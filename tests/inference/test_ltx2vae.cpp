@@ -4,13 +4,18 @@
 #include "tests/harness/vireotest.h"
 #include "tests/inference/fixtures.h"
 
+#include "inference/models/ltx2/ltx2diffusiondecoder.h"
 #include "inference/models/ltx2/ltx2videovae.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/tensorfile/tensorset.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <deque>
+#include <fstream>
 #include <map>
 #include <stop_token>
 
@@ -692,6 +697,240 @@ VT_TEST(bfloat16EncodeStaysClose)
     const double err = maxAbsDiff(out, tensorOf(set, "expected.latents"));
     std::printf("   bf16 encode max abs %.2e (|z| max %.3f)\n", err, tensorOf(set, "expected.latents").abs().max().item<double>());
     VT_CHECK(err <= 0.05);
+}
+
+// --- LTX-2.5's diffusion video decoder (tests/fixtures/make_ltx2_diffdec_fixtures.py) ---
+
+namespace {
+
+fs::path diffDir()
+{
+    return test::fixturesRoot() / "ltx2diffdec";
+}
+
+const ltx2::DiffusionDecoder& diffusionDecoder(const std::string& which)
+{
+    static std::map<std::string, ltx2::DiffusionDecoder> cache;
+    if (auto it = cache.find(which); it != cache.end())
+        return it->second;
+    // "a": the diffusers pipeline folder (model_index.json + diffusion_decoder/); "v": the
+    // component folder given on its own.
+    const auto path = which == "a" ? diffDir() / "diffusers" : diffDir() / "v" / "diffusion_decoder";
+    auto model = ltx2::DiffusionDecoder::load(openWeights({path}));
+    if (!model)
+        throw std::runtime_error(which + ": " + model.error().message);
+    return cache.emplace(which, std::move(*model)).first->second;
+}
+
+template <typename T>
+T orThrow(Result<T> r)
+{
+    if (!r)
+        throw std::runtime_error(r.error().message);
+    return std::move(*r);
+}
+
+// Noise handed out in the order the reference drew it, each checked against the shape asked.
+struct RecordedNoise {
+    std::deque<at::Tensor> draws;
+    at::Tensor operator()(const std::vector<std::int64_t>& shape)
+    {
+        if (draws.empty())
+            throw std::runtime_error("the decode drew more noise than the reference");
+        auto t = draws.front();
+        draws.pop_front();
+        if (t.sizes() != at::IntArrayRef(shape))
+            throw std::runtime_error("the decode drew noise of another shape than the reference");
+        return t;
+    }
+};
+
+}  // namespace
+
+VT_TEST(neighborhoodAttentionMatchesTheReference)
+{
+    const auto set = readCase(diffDir() / "case.safetensors");
+    const auto cases = nlohmann::json::parse(test::readText(diffDir() / "na_cases.json"));
+    int checked = 0;
+    for (const auto& c : cases.at("cases")) {
+        const auto name = c.at("name").get<std::string>();
+        const auto kernel = c.at("kernel").get<std::vector<std::int64_t>>();
+        const ltx2::Extent3 k{kernel[0], kernel[1], kernel[2]};
+        const auto& q = tensorOf(set, name + ".q");
+        const auto& expected = tensorOf(set, name + ".out");
+        // The default blocks, one-cell blocks, uneven blocks and one block over the whole grid
+        // must all give the reference's windows.
+        for (const ltx2::Extent3 block : {ltx2::Extent3{}, ltx2::Extent3{1, 1, 1}, ltx2::Extent3{2, 3, 4}, ltx2::Extent3{64, 64, 64}}) {
+            const auto out = ltx2::neighborhoodAttention(q, tensorOf(set, name + ".k"), tensorOf(set, name + ".v"), k, block);
+            const double err = maxAbsDiff(out, expected);
+            VT_CHECK_MSG(err <= 1e-5,
+                name + " block " + std::to_string(block[0]) + "x" + std::to_string(block[1]) + "x" + std::to_string(block[2]) + ": "
+                    + std::to_string(err));
+        }
+        ++checked;
+    }
+    VT_CHECK(checked == 4);
+}
+
+VT_TEST(rotaryEmbeddingMatchesTheReference)
+{
+    const auto set = readCase(diffDir() / "case.safetensors");
+    for (const char* name : {"rope8", "rope16"}) {
+        const double err =
+            maxAbsDiff(ltx2::rotateNeighborhood3d(tensorOf(set, std::string(name) + ".in")), tensorOf(set, std::string(name) + ".out"));
+        VT_CHECK_MSG(err <= 1e-6, std::string(name) + ": " + std::to_string(err));
+    }
+}
+
+VT_TEST(diffusionDecoderMatchesDiffusers)
+{
+    const auto set = readCase(diffDir() / "case.safetensors");
+    const auto& d = diffusionDecoder("a");
+    const auto& latents = tensorOf(set, "latents");
+    const auto features = orThrow(d.stagesOneToThree(latents));
+    VT_CHECK_MSG(
+        maxAbsDiff(features, tensorOf(set, "expected.stages13")) <= kTolerance, maxAbsDiff(features, tensorOf(set, "expected.stages13")));
+    const auto context = orThrow(d.stageFour(features));
+    VT_CHECK_MSG(
+        maxAbsDiff(context, tensorOf(set, "expected.context")) <= kTolerance, maxAbsDiff(context, tensorOf(set, "expected.context")));
+    const auto& xT = tensorOf(set, "x_t");
+    const auto video = orThrow(d.denoise(context, xT));
+    const auto& expected = tensorOf(set, "expected.video");
+    const double err = maxAbsDiff(video, expected);
+    std::printf(
+        "   diffusion decode %s, max abs %.2e (|y| max %.3f)\n", c10::str(video.sizes()).c_str(), err, expected.abs().max().item<double>());
+    VT_CHECK_MSG(err <= kTolerance, err);
+    // The frames and pixels the rest of the pipeline plans by: 8 (F - 1) + 1 at 16x here.
+    VT_CHECK(
+        video.size(2) == 8 * (latents.size(2) - 1) + 1 && video.size(3) == 16 * latents.size(3) && video.size(4) == 16 * latents.size(4));
+
+    const double steps3 = maxAbsDiff(orThrow(d.denoise(context, xT, 3)), tensorOf(set, "expected.video_x0_steps3"));
+    VT_CHECK_MSG(steps3 <= kTolerance, steps3);
+
+    // decode() drawing its own noise: a CPU generator seeded as torch.Generator().manual_seed.
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(1234);
+    ltx2::DiffusionDecodeOptions options;
+    options.noise = [&](const std::vector<std::int64_t>& shape) {
+        return at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat));
+    };
+    std::int64_t progress = 0;
+    options.onProgress = [&](std::int64_t done, std::int64_t total) { progress = done * 100 + total; };
+    const double seeded = maxAbsDiff(orThrow(d.decode(latents, options)), tensorOf(set, "expected.decode_seed1234"));
+    VT_CHECK_MSG(seeded <= kTolerance, seeded);
+    VT_CHECK(progress == 101);
+
+    // The v-prediction decoder with its configured 3 steps.
+    const auto& b = diffusionDecoder("v");
+    VT_CHECK(!b.config().predictsX0 && b.config().steps == 3);
+    const auto bContext = orThrow(b.stageFour(orThrow(b.stagesOneToThree(tensorOf(set, "b.latents")))));
+    const double v = maxAbsDiff(orThrow(b.denoise(bContext, tensorOf(set, "b.x_t"))), tensorOf(set, "b.expected.video"));
+    VT_CHECK_MSG(v <= kTolerance, v);
+
+    // The statistics it carries, for a decode without the conv VAE.
+    const auto& normalized = tensorOf(set, "normalized");
+    const auto denormalized =
+        normalized * d.latentsStd().view({1, -1, 1, 1, 1}) / d.config().scalingFactor + d.latentsMean().view({1, -1, 1, 1, 1});
+    VT_CHECK(maxAbsDiff(denormalized, tensorOf(set, "expected.denormalized")) <= 1e-6);
+}
+
+VT_TEST(tiledDiffusionDecodeMatchesDiffusers)
+{
+    const auto set = readCase(diffDir() / "case.safetensors");
+    const auto tiles = nlohmann::json::parse(test::readText(diffDir() / "tiled.json"));
+    ltx2::DiffusionDecodeTiling tiling;
+    tiling.tileHeight = tiles["tile_sample_min_height"].get<std::int64_t>();
+    tiling.tileWidth = tiles["tile_sample_min_width"].get<std::int64_t>();
+    tiling.tileFrames = tiles["tile_sample_min_num_frames"].get<std::int64_t>();
+    tiling.strideHeight = tiles["tile_sample_stride_height"].get<std::int64_t>();
+    tiling.strideWidth = tiles["tile_sample_stride_width"].get<std::int64_t>();
+    tiling.strideFrames = tiles["tile_sample_stride_num_frames"].get<std::int64_t>();
+    for (const std::string prefix : {"", "b."}) {
+        RecordedNoise noise;
+        for (int i = 0; set.find(prefix + "tiled.noise." + std::to_string(i)); ++i)
+            noise.draws.push_back(tensorOf(set, prefix + "tiled.noise." + std::to_string(i)));
+        const auto drawn = noise.draws.size();
+        VT_CHECK(drawn >= 1);
+        ltx2::DiffusionDecodeOptions options;
+        options.noise = std::ref(noise);
+        options.tiling = tiling;
+        std::int64_t tilesDone = 0, tilesTotal = 0;
+        options.onProgress = [&](std::int64_t done, std::int64_t total) {
+            tilesDone = done;
+            tilesTotal = total;
+        };
+        const auto& d = diffusionDecoder(prefix.empty() ? "a" : "v");
+        const auto video = orThrow(d.decode(tensorOf(set, "tiled.latents"), options));
+        const auto& expected = tensorOf(set, prefix + "expected.tiled");
+        const double err = maxAbsDiff(video, expected);
+        std::printf(
+            "   %stiled decode: %lld tiles, %zu draws, max abs %.2e\n", prefix.c_str(), static_cast<long long>(tilesTotal), drawn, err);
+        VT_CHECK_MSG(err <= kTolerance, err);
+        VT_CHECK(noise.draws.empty());
+        VT_CHECK(tilesTotal > 1 && tilesDone == tilesTotal);
+    }
+}
+
+VT_TEST(diffusionDecoderRefusesWhatItCannotRun)
+{
+    const test::ScratchDir scratch("vireo_ltx2diffdec_");
+    const auto source = diffDir() / "v" / "diffusion_decoder";
+    const auto config = nlohmann::json::parse(test::readText(source / "config.json"));
+    const auto weights = readCase(source / "diffusion_pytorch_model.safetensors");
+    auto folder = [&](const std::string& name, const nlohmann::json& c, const std::map<std::string, at::Tensor>& tensors) {
+        const auto dir = scratch.path / name;
+        fs::create_directories(dir);
+        std::ofstream(dir / "config.json") << c.dump();
+        VT_CHECK(tensorfile::writeSafetensors(dir / "diffusion_pytorch_model.safetensors", tensors, {}).ok());
+        return dir;
+    };
+    auto refused = [&](const fs::path& dir, const std::string& needle) {
+        auto w = ltx2::Ltx2Weights::open({dir});
+        VT_CHECK(w.ok());
+        if (!w.ok())
+            return;
+        auto r = ltx2::DiffusionDecoder::load(*w);
+        VT_CHECK(!r.ok());
+        if (!r.ok())
+            VT_CHECK_MSG(r.error().message.find(needle) != std::string::npos, r.error().message);
+    };
+    auto damaged = config;
+    damaged["decoder_stage_channels"][1] = 24;
+    refused(folder("channels", damaged, weights.tensors), "is not stage 0's");
+    damaged = config;
+    damaged["decoder_stage_kernels"] = nlohmann::json::array({{3, 3, 3}});
+    refused(folder("kernels", damaged, weights.tensors), "disagree in length");
+    damaged = config;
+    damaged["decoder_head_dim"] = 12;
+    refused(folder("headdim", damaged, weights.tensors), "decoder_head_dim");
+    damaged = config;
+    damaged["decoder_stage_depths"][0] = 1000000000;
+    refused(folder("depth", damaged, weights.tensors), "decoder_stage_depths");
+    damaged = config;
+    damaged["temporal_compression_ratio"] = 4;
+    refused(folder("ratio", damaged, weights.tensors), "compression ratios");
+    damaged = config;
+    damaged["decoder_model_output_type"] = "epsilon";
+    refused(folder("type", damaged, weights.tensors), "decoder_model_output_type");
+    auto missing = weights.tensors;
+    VT_CHECK(missing.erase("decoder.diff_blocks.1.mlp.w_gate.weight") == 1);
+    refused(folder("missing", config, missing), "decoder.diff_blocks.1.mlp.w_gate.weight");
+    auto extra = weights.tensors;
+    extra.emplace("decoder.diff_blocks.0.attn.to_qkv.weight", at::zeros({24, 8}));
+    refused(folder("extra", config, extra), "to_qkv");
+
+    // A video smaller than a kernel is refused by name, not crashed on; a cancel stops it.
+    const auto& d = diffusionDecoder("a");
+    ltx2::DiffusionDecodeOptions options;
+    options.noise = [](const std::vector<std::int64_t>& shape) { return at::zeros(shape); };
+    auto small = d.decode(at::zeros({1, 8, 1, 1, 1}), options);
+    VT_CHECK(!small.ok());
+    if (!small.ok())
+        VT_CHECK_MSG(small.error().message.find("too small") != std::string::npos, small.error().message);
+    std::stop_source stop;
+    stop.request_stop();
+    options.stop = stop.get_token();
+    auto cancelled = d.decode(tensorOf(readCase(diffDir() / "case.safetensors"), "latents"), options);
+    VT_CHECK(!cancelled.ok() && cancelled.error().code == ErrorCode::Cancelled);
 }
 
 VT_MAIN("TestLtx2Vae")

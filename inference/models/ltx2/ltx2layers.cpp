@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <mutex>
 #include <numbers>
 #include <set>
@@ -378,6 +379,18 @@ std::pair<at::Tensor, at::Tensor> AdaLayerNormSingle::operator()(const at::Tenso
     auto embedded = linear2(at::silu(linear1(features)));
     auto modulation = linear(at::silu(embedded));
     return {modulation, embedded};
+}
+
+void blendOverlap(const at::Tensor& a, const at::Tensor& b, std::int64_t extent, int dim)
+{
+    const auto e = std::min({a.size(dim), b.size(dim), extent});
+    if (e <= 0)
+        return;
+    std::vector<std::int64_t> view(static_cast<std::size_t>(b.dim()), 1);
+    view[static_cast<std::size_t>(dim)] = e;
+    const auto w = (at::arange(e, b.options().dtype(at::kFloat)) / static_cast<double>(e)).view(view).to(b.scalar_type());
+    auto head = b.narrow(dim, 0, e);
+    head.copy_(a.narrow(dim, a.size(dim) - e, e) * (1 - w) + head * w);
 }
 
 }  // namespace vireo::ltx2

@@ -112,4 +112,8 @@ struct AdaLayerNormSingle {
     std::int64_t residentBytes() const { return linear1.residentBytes() + linear2.residentBytes() + linear.residentBytes(); }
 };
 
+// diffusers' blend_v / blend_h / blend_t between two tiles of a [B, C, F, H, W] decode: the
+// first `extent` entries of b along dim fade in over the last ones of a, in place.
+void blendOverlap(const at::Tensor& a, const at::Tensor& b, std::int64_t extent, int dim);
+
 }  // namespace vireo::ltx2

@@ -4,6 +4,7 @@
 #include "inference/util/device.h"
 
 #include "inference/models/ltx2/ltx2config.h"
+#include "inference/models/ltx2/ltx2layers.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/util/jsonlimits.h"
 
@@ -1180,19 +1181,6 @@ std::vector<Span> tileSpans(std::int64_t length, std::int64_t size, std::int64_t
     return spans;
 }
 
-// diffusers' blend_v / blend_h: the first e rows (columns) of b fade in over the last e of a.
-void blendInto(const at::Tensor& a, const at::Tensor& b, std::int64_t extent, int dim)
-{
-    const auto e = std::min({a.size(dim), b.size(dim), extent});
-    if (e <= 0)
-        return;
-    Shape view(5, 1);
-    view[static_cast<std::size_t>(dim)] = e;
-    const auto w = (at::arange(e, b.options().dtype(at::kFloat)) / static_cast<double>(e)).view(view).to(b.scalar_type());
-    auto head = b.narrow(dim, 0, e);
-    head.copy_(a.narrow(dim, a.size(dim) - e, e) * (1 - w) + head * w);
-}
-
 Conv takeConv(WeightTaker& w, const std::string& name)
 {
     return {w.tensor(name + ".weight"), w.tensor(name + ".bias")};
@@ -1381,9 +1369,9 @@ Result<at::Tensor> VideoDecoder::Impl::decode(const at::Tensor& latents, const V
                 auto tile =
                     run(zc.narrow(3, rows[i].start, rows[i].size).narrow(4, cols[j].start, cols[j].size), causal, o.stop).to(outDevice);
                 if (i > 0)
-                    blendInto(above[j], tile, spatialBlend, 3);
+                    blendOverlap(above[j], tile, spatialBlend, 3);
                 if (j > 0)
-                    blendInto(left, tile, spatialBlend, 4);
+                    blendOverlap(left, tile, spatialBlend, 4);
                 const auto keepRows = i + 1 < rows.size() ? (rows[i + 1].start - rows[i].start) * s : tile.size(3);
                 const auto keepCols = j + 1 < cols.size() ? (cols[j + 1].start - cols[j].start) * s : tile.size(4);
                 const auto part = tile.narrow(3, 0, keepRows).narrow(4, 0, keepCols);
@@ -1644,9 +1632,9 @@ at::Tensor VideoEncoder::Impl::tiled(const at::Tensor& video, const std::vector<
             auto tile =
                 run(video.narrow(3, rows[i].start * s, rows[i].size * s).narrow(4, cols[j].start * s, cols[j].size * s), causal, o.stop);
             if (i > 0)
-                blendInto(above[j], tile, overlap, 3);
+                blendOverlap(above[j], tile, overlap, 3);
             if (j > 0)
-                blendInto(left, tile, overlap, 4);
+                blendOverlap(left, tile, overlap, 4);
             const auto keepRows = i + 1 < rows.size() ? rows[i + 1].start - rows[i].start : tile.size(3);
             const auto keepCols = j + 1 < cols.size() ? cols[j + 1].start - cols[j].start : tile.size(4);
             out.narrow(3, rows[i].start, keepRows)
@@ -1726,7 +1714,7 @@ Result<at::Tensor> VideoEncoder::Impl::encode(const at::Tensor& video, const Vid
             auto latents = tiled(x.narrow(2, t * chunk.start, t * (chunk.size - 1) + 1), rows, cols, o.tileOverlap, causal, o, done, total);
             if (k > 0) {
                 latents = latents.narrow(2, 1, latents.size(2) - 1);
-                blendInto(previous, latents, o.chunkOverlap - 1, 2);
+                blendOverlap(previous, latents, o.chunkOverlap - 1, 2);
             }
             const auto first = k == 0 ? 0 : chunk.start + 1;
             const auto keep = k + 1 < chunks.size() ? chunks[k + 1].start + 1 - first : latents.size(2);

@@ -45,7 +45,7 @@ std::string listNames(const std::vector<std::string>& names, std::size_t limit =
 }
 
 // The same order as Part: an owner indexes the parts.
-enum class Owner { Transformer, Connectors, VideoVae, AudioVae, Vocoder, DurationHead, Other, Unknown };
+enum class Owner { Transformer, Connectors, VideoVae, AudioVae, Vocoder, DurationHead, DiffusionDecoder, Other, Unknown };
 
 // Where a key of a top-level file (single file, GGUF, loose safetensors) belongs, and its
 // canonical name.
@@ -102,6 +102,8 @@ std::optional<Owner> ownerFromClass(const std::map<std::string, std::string>& co
         return Owner::Vocoder;
     if (cls == "LTX2DurationHead")
         return Owner::DurationHead;
+    if (cls == "LTX2VideoDiffusionDecoderModel")
+        return Owner::DiffusionDecoder;
     return std::nullopt;
 }
 
@@ -116,6 +118,7 @@ const char* partName(Part part)
     case Part::AudioVae: return "LTX-2 audio VAE";
     case Part::Vocoder: return "LTX-2 vocoder";
     case Part::DurationHead: return "LTX-2.5 duration head";
+    case Part::DiffusionDecoder: return "LTX-2.5 diffusion video decoder";
     }
     return "?";
 }
@@ -129,6 +132,7 @@ const char* partComponent(Part part)
     case Part::AudioVae: return "audio_vae";
     case Part::Vocoder: return "vocoder";
     case Part::DurationHead: return "duration_head";
+    case Part::DiffusionDecoder: return "diffusion_decoder";
     }
     return "?";
 }
@@ -142,6 +146,7 @@ const char* partClassName(Part part)
     case Part::AudioVae: return "AutoencoderKLLTX2Audio";
     case Part::Vocoder: return "LTX2Vocoder";  // or LTX2VocoderWithBWE
     case Part::DurationHead: return "LTX2DurationHead";
+    case Part::DiffusionDecoder: return "LTX2VideoDiffusionDecoderModel";
     }
     return "?";
 }
@@ -395,6 +400,9 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
                     canonical = info.name;
                 } else if (cp.component == "duration_head") {
                     owner = Owner::DurationHead;
+                    canonical = info.name;
+                } else if (cp.component == "diffusion_decoder") {
+                    owner = Owner::DiffusionDecoder;
                     canonical = info.name;
                 } else if (cp.component.empty() && folderOwner) {
                     owner = *folderOwner;

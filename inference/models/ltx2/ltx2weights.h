@@ -24,9 +24,10 @@
 namespace vireo::ltx2 {
 
 // DurationHead (LTX-2.5): a single file's `duration_head.*` with the prefix removed, or a
-// diffusers `duration_head/` folder.
-enum class Part { Transformer, Connectors, VideoVae, AudioVae, Vocoder, DurationHead };
-constexpr int kPartCount = 6;
+// diffusers `duration_head/` folder. DiffusionDecoder (LTX-2.5): a diffusers
+// `diffusion_decoder/` folder.
+enum class Part { Transformer, Connectors, VideoVae, AudioVae, Vocoder, DurationHead, DiffusionDecoder };
+constexpr int kPartCount = 7;
 const char* partName(Part part);  // "LTX-2 transformer", ...
 const char* partComponent(Part part);  // the diffusers folder: "transformer", "vae", ...
 const char* partClassName(Part part);  // the diffusers class of that folder
