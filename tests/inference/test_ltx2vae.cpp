@@ -918,19 +918,46 @@ VT_TEST(diffusionDecoderRefusesWhatItCannotRun)
     extra.emplace("decoder.diff_blocks.0.attn.to_qkv.weight", at::zeros({24, 8}));
     refused(folder("extra", config, extra), "to_qkv");
 
-    // A video smaller than a kernel is refused by name, not crashed on; a cancel stops it.
+    // The stages' own check stays (a grid below a kernel is named, not crashed on).
     const auto& d = diffusionDecoder("a");
+    auto tooSmall = d.stagesOneToThree(at::zeros({1, 8, 1, 1, 1}));
+    VT_CHECK(!tooSmall.ok());
+    if (!tooSmall.ok())
+        VT_CHECK_MSG(tooSmall.error().message.find("too small") != std::string::npos, tooSmall.error().message);
+    // A cancel stops a decode.
     ltx2::DiffusionDecodeOptions options;
     options.noise = [](const std::vector<std::int64_t>& shape) { return at::zeros(shape); };
-    auto small = d.decode(at::zeros({1, 8, 1, 1, 1}), options);
-    VT_CHECK(!small.ok());
-    if (!small.ok())
-        VT_CHECK_MSG(small.error().message.find("too small") != std::string::npos, small.error().message);
     std::stop_source stop;
     stop.request_stop();
     options.stop = stop.get_token();
     auto cancelled = d.decode(tensorOf(readCase(diffDir() / "case.safetensors"), "latents"), options);
     VT_CHECK(!cancelled.ok() && cancelled.error().code == ErrorCode::Cancelled);
+}
+
+VT_TEST(smallVideosArePaddedAsLtxCoreDoes)
+{
+    const auto& d = diffusionDecoder("a");
+    // The tiny decoder needs (2, 3, 3) latents: below that diffusers refuses; the frames are
+    // padded with the last one, rows and columns with both edges, and the pixels cropped back.
+    const auto floor = ltx2::minimumLatentExtent(d.config());
+    VT_CHECK(floor == (ltx2::Extent3{2, 3, 3}));
+    // The shipped decoder's floor: 17 frames, 224 px.
+    VT_CHECK(ltx2::minimumLatentExtent(ltx2::DiffusionDecoderConfig{}) == (ltx2::Extent3{3, 7, 7}));
+    const auto latents = tensorOf(readCase(diffDir() / "case.safetensors"), "latents").narrow(2, 0, 1).narrow(3, 0, 2).narrow(4, 0, 1);
+    auto noise = [](const std::vector<std::int64_t>& shape) {
+        auto g = at::make_generator<at::CPUGeneratorImpl>(7);
+        return at::randn(shape, g, at::TensorOptions().dtype(at::kFloat));
+    };
+    ltx2::DiffusionDecodeOptions options;
+    options.noise = noise;
+    const auto small = orThrow(d.decode(latents, options));
+    VT_CHECK(small.sizes() == at::IntArrayRef({1, 3, 1, 32, 16}));
+    // W 1 -> 3: one column before, one after; H 2 -> 3: one row after; F 1 -> 2: the last repeated.
+    const auto padded = at::cat({latents.narrow(4, 0, 1), latents, latents.narrow(4, 0, 1)}, 4);
+    const auto padded2 = at::cat({padded, padded.narrow(3, 1, 1)}, 3);
+    const auto padded3 = at::cat({padded2, padded2}, 2);
+    const auto whole = orThrow(d.decode(padded3, options));
+    VT_CHECK(maxAbsDiff(small, whole.narrow(2, 0, 1).narrow(3, 0, 32).narrow(4, 16, 16)) == 0.0);
 }
 
 VT_MAIN("TestLtx2Vae")

@@ -176,6 +176,13 @@ at::Tensor axisMask(
     return keys.ge(starts).logical_and(keys.lt(starts + k));
 }
 
+Shape shapeWith(const at::Tensor& x, std::int64_t dim, std::int64_t size)
+{
+    auto s = x.sizes().vec();
+    s[static_cast<std::size_t>(dim)] = size;
+    return s;
+}
+
 std::int64_t windowStart(std::int64_t q, std::int64_t n, std::int64_t k)
 {
     return std::clamp<std::int64_t>(q - k / 2, 0, n - k);
@@ -267,6 +274,39 @@ at::Tensor rotateNeighborhood3d(const at::Tensor& x, double base)
         parts.push_back(at::stack({even * cos - odd * sin, even * sin + odd * cos}, -1).reshape(chunk.sizes()).to(x.scalar_type()));
     }
     return at::cat(parts, -1);
+}
+
+std::string diffusionDecoderProblem(const Ltx2Weights& weights)
+{
+    auto c = resolveDiffusionDecoderConfig(weights);
+    if (c)
+        return {};
+    return c.error().code == ErrorCode::NotFound ? "this model has no diffusion video decoder (LTX-2.5's files carry one)"
+                                                 : c.error().message;
+}
+
+Extent3 minimumLatentExtent(const DiffusionDecoderConfig& c)
+{
+    // The grids each stage sees, followed through the upsamples: frames with the trailing ghost
+    // frames, the leading duplicate dropped after a temporal x2 and the ghosts cropped before
+    // stage 5, so the floor is exactly where diffusers starts to refuse.
+    const auto fits = [&](std::size_t axis, std::int64_t length) {
+        auto n = axis == 0 ? length + c.trailingPadFrames() : length;
+        for (std::size_t s = 0; s < c.upsampleStrides.size(); ++s) {
+            if (n < c.stageKernels[s][axis])
+                return false;
+            const auto stride = c.upsampleStrides[s][axis];
+            n = n * stride - (axis == 0 && stride == 2 ? 1 : 0);
+        }
+        if (axis == 0)
+            n -= c.trailingPadFrames() * c.temporalRatio;
+        return n >= c.stage5Kernel[axis];
+    };
+    Extent3 floor{1, 1, 1};
+    for (std::size_t a = 0; a < 3; ++a)
+        while (!fits(a, floor[a]) && floor[a] < kMaxKernel)
+            ++floor[a];
+    return floor;
 }
 
 Result<DiffusionDecoderConfig> resolveDiffusionDecoderConfig(const Ltx2Weights& w)
@@ -509,6 +549,7 @@ struct DiffusionDecoder::Impl {
     }
 
     at::Tensor decode(const at::Tensor& latents, const DiffusionDecodeOptions& o) const;
+    at::Tensor decodeWhole(const at::Tensor& latents, const DiffusionDecodeOptions& o) const;
     at::Tensor tiledDecode(const at::Tensor& latents, const DiffusionDecodeOptions& o) const;
 
     at::Tensor draw(const DiffusionDecodeOptions& o, const Shape& shape) const
@@ -544,9 +585,41 @@ std::vector<std::pair<std::int64_t, std::int64_t>> tileIntervals(
 
 }  // namespace
 
-at::Tensor DiffusionDecoder::Impl::decode(const at::Tensor& latents, const DiffusionDecodeOptions& o) const
+at::Tensor DiffusionDecoder::Impl::decode(const at::Tensor& input, const DiffusionDecodeOptions& o) const
 {
     TORCH_CHECK(static_cast<bool>(o.noise), "the diffusion decoder needs a noise source");
+    TORCH_CHECK(input.dim() == 5 && input.size(1) == config.latentChannels && input.size(2) > 0 && input.size(3) > 0 && input.size(4) > 0,
+        "the diffusion decoder takes latents [B, ", config.latentChannels, ", F, H, W], got ", input.sizes());
+    const auto floor = minimumLatentExtent(config);
+    at::Tensor latents = input;
+    std::int64_t before[3] = {0, 0, 0};
+    for (int a = 0; a < 3; ++a) {
+        const auto dim = 2 + a;
+        const auto length = latents.size(dim);
+        if (length >= floor[static_cast<std::size_t>(a)])
+            continue;
+        const auto need = floor[static_cast<std::size_t>(a)] - length;
+        // Frames: the last one repeated (the causal grid keeps frame 0 first); rows and columns:
+        // both edges replicated, half before.
+        before[a] = a == 0 ? 0 : need / 2;
+        const auto after = need - before[a];
+        std::vector<at::Tensor> parts;
+        if (before[a])
+            parts.push_back(latents.narrow(dim, 0, 1).expand(shapeWith(latents, dim, before[a])));
+        parts.push_back(latents);
+        parts.push_back(latents.narrow(dim, length - 1, 1).expand(shapeWith(latents, dim, after)));
+        latents = at::cat(parts, dim);
+    }
+    auto video = decodeWhole(latents, o);
+    if (latents.sizes() == input.sizes())
+        return video;
+    const auto frames = (input.size(2) - 1) * config.temporalRatio + 1;
+    const auto r = config.spatialRatio;
+    return video.narrow(2, 0, frames).narrow(3, before[1] * r, input.size(3) * r).narrow(4, before[2] * r, input.size(4) * r).contiguous();
+}
+
+at::Tensor DiffusionDecoder::Impl::decodeWhole(const at::Tensor& latents, const DiffusionDecodeOptions& o) const
+{
     if (o.tiling) {
         const auto& t = *o.tiling;
         TORCH_CHECK(latents.dim() == 5, "the diffusion decoder takes latents [B, C, F, H, W], got ", latents.sizes());

@@ -53,6 +53,12 @@ struct DiffusionDecoderConfig {
 // From the diffusers config.json, checked for range and consistency and against the shapes in
 // the headers. NotFound when the weights hold no diffusion decoder.
 Result<DiffusionDecoderConfig> resolveDiffusionDecoderConfig(const Ltx2Weights& weights);
+// Why these weights cannot decode with a diffusion decoder (none, or a broken one); empty when
+// they can.
+std::string diffusionDecoderProblem(const Ltx2Weights& weights);
+// The smallest latent grid every stage's kernel fits ((3, 7, 7) for the shipped decoder: 17
+// frames, 224 px); decode() pads smaller latents up to it.
+Extent3 minimumLatentExtent(const DiffusionDecoderConfig& config);
 
 // Neighbourhood attention as NATTEN's na3d computes it: each query attends to a `kernel` window
 // centred on it and shifted inward at the grid's borders so it always holds kernel positions
@@ -97,6 +103,9 @@ public:
 
     // latents: denormalized [B, C, F, H, W] (as the conv VAE's decoder takes them after its own
     // statistics). Returns [B, 3, 8 (F - 1) + 1, 32 H, 32 W] in about [-1, 1], compute dtype.
+    // Latents below minimumLatentExtent() are padded as ltx-core pads them (the last frame
+    // repeated, the edge rows and columns replicated on both sides) and the pixels cropped back:
+    // diffusers refuses them, and a 9-frame clip or a 192-px video must still decode.
     Result<at::Tensor> decode(const at::Tensor& latents, const DiffusionDecodeOptions& options) const;
 
     // The parts, exposed for the parity tests: stages 1-3 (channels-last features with the
