@@ -934,6 +934,47 @@ VT_TEST(diffusionDecoderRefusesWhatItCannotRun)
     VT_CHECK(!cancelled.ok() && cancelled.error().code == ErrorCode::Cancelled);
 }
 
+// Lightricks' video VAE files (make_ltx2_diffdec_fixtures.py single/): the same decoders in
+// ltx-core's names, fused q/k/v, stored gates, the config embedded with ltx-core's names and
+// defaults; the stand-alone file's bare prefixes and the single file's `vae.` ones.
+VT_TEST(diffusionDecoderReadsLightricksFiles)
+{
+    const auto set = readCase(diffDir() / "case.safetensors");
+    const auto& latents = tensorOf(set, "latents");
+    const auto& xT = tensorOf(set, "x_t");
+    for (const char* file : {"vae", "gated", "monolith"}) {
+        const auto weights = openWeights({diffDir() / "single" / (std::string(file) + ".safetensors")});
+        VT_CHECK_MSG(weights.unknown().empty(), file);
+        auto d = ltx2::DiffusionDecoder::load(weights);
+        VT_CHECK_MSG(d.ok(), std::string(file) + ": " + (d.ok() ? "" : d.error().message));
+        if (!d.ok())
+            continue;
+        VT_CHECK(d->config().predictsX0 && d->config().steps == 1 && d->config().spatialRatio == 16 && d->config().temporalRatio == 8);
+        const auto context = orThrow(d->stageFour(orThrow(d->stagesOneToThree(latents))));
+        const double err = maxAbsDiff(orThrow(d->denoise(context, xT)), tensorOf(set, "expected.video"));
+        std::printf("   %s: max abs %.2e\n", file, err);
+        VT_CHECK_MSG(err <= kTolerance, std::string(file) + ": " + std::to_string(err));
+        VT_CHECK(at::equal(d->latentsMean(), diffusionDecoder("a").latentsMean()));
+        // The statistics serve the conv side too (the encoder's and the upsamplers' latents).
+        VT_CHECK(weights.find(ltx2::Part::VideoVae, "latents_mean") != nullptr);
+        VT_CHECK(weights.tensors(ltx2::Part::VideoVae).count("decoder.conv_in.weight") == 0);
+    }
+    // The v-prediction decoder whose config leaves model_output_type to ltx-core's default.
+    auto v = ltx2::DiffusionDecoder::load(openWeights({diffDir() / "single" / "v.safetensors"}));
+    VT_CHECK_MSG(v.ok(), (v.ok() ? "" : v.error().message));
+    if (v.ok()) {
+        VT_CHECK(!v->config().predictsX0 && v->config().steps == 3);
+        const auto context = orThrow(v->stageFour(orThrow(v->stagesOneToThree(tensorOf(set, "b.latents")))));
+        const double err = maxAbsDiff(orThrow(v->denoise(context, tensorOf(set, "b.x_t"))), tensorOf(set, "b.expected.video"));
+        VT_CHECK_MSG(err <= kTolerance, err);
+    }
+    // A fused q/k/v of the wrong size is refused by name.
+    auto broken = ltx2::DiffusionDecoder::load(openWeights({diffDir() / "single" / "broken_qkv.safetensors"}));
+    VT_CHECK(!broken.ok());
+    if (!broken.ok())
+        VT_CHECK_MSG(broken.error().message.find("diff_blocks.0.attn.qkv") != std::string::npos, broken.error().message);
+}
+
 VT_TEST(smallVideosArePaddedAsLtxCoreDoes)
 {
     const auto& d = diffusionDecoder("a");

@@ -98,6 +98,91 @@ Result<DiffusionDecoderConfig> fromDiffusers(const std::string& text)
     }
 }
 
+// Lightricks' embedded config: `vae.decoder` (or `vae` itself) in ltx-core's names, with
+// ltx-core's defaults where a field is absent (they differ from diffusers': v-prediction in 2
+// steps, timestep scale 1, a (3, 7, 7) stage-5 kernel, half the widths). NotFound without a
+// `vae` section.
+Result<DiffusionDecoderConfig> fromLtxCore(const std::string& text)
+{
+    auto j = jsonutil::parseUntrusted(text, "the VAE file's embedded config");
+    if (!j)
+        return j.error();
+    const auto* vae = jsonutil::objectField(*j, "vae");
+    if (!vae)
+        return makeError(ErrorCode::NotFound, "no vae section");
+    const auto* found = jsonutil::objectField(*vae, "decoder");
+    const auto& d = found ? *found : *vae;
+    try {
+        DiffusionDecoderConfig c;
+        c.stageChannels = {1024, 512, 256, 256, 128};
+        c.stage5Kernel = {3, 7, 7};
+        c.timestepScale = 1.0;
+        c.steps = 2;
+        c.predictsX0 = false;
+        jsonutil::readField(*vae, "latent_channels", c.latentChannels);
+        jsonutil::readField(d, "in_channels", c.latentChannels);
+        jsonutil::readField(d, "out_channels", c.outChannels);
+        jsonutil::readField(d, "patch_size", c.patchSize);
+        jsonutil::readField(d, "na_head_dim", c.headDim);
+        jsonutil::readField(d, "head_dim", c.headDim);
+        jsonutil::readField(d, "stage_channels", c.stageChannels);
+        jsonutil::readField(d, "stage_depths", c.stageDepths);
+        auto triple = [](const std::vector<std::int64_t>& l, const char* key) {
+            if (l.size() != 3)
+                throw jsonutil::FieldError(std::string("'") + key + "' must hold (T, H, W) triples");
+            return Extent3{l[0], l[1], l[2]};
+        };
+        std::vector<std::vector<std::int64_t>> kernels;
+        if (jsonutil::readField(d, "stage_kernels", kernels)) {
+            c.stageKernels.clear();
+            for (const auto& k : kernels)
+                c.stageKernels.push_back(triple(k, "stage_kernels"));
+        }
+        if (const auto it = d.find("upsamples"); it != d.end() && !it->is_null()) {
+            if (!it->is_array())
+                throw jsonutil::FieldError("'upsamples' must list [[t, h, w], reduction] pairs");
+            c.upsampleStrides.clear();
+            c.channelReductions.clear();
+            for (const auto& pair : *it) {
+                if (!pair.is_array() || pair.size() != 2)
+                    throw jsonutil::FieldError("'upsamples' must list [[t, h, w], reduction] pairs");
+                c.upsampleStrides.push_back(triple(jsonutil::fieldAs<std::vector<std::int64_t>>(pair[0], "upsamples"), "upsamples"));
+                c.channelReductions.push_back(jsonutil::fieldAs<std::int64_t>(pair[1], "upsamples"));
+            }
+        }
+        // ltx-core lists a kernel for stage 5 among the stage kernels too; its stage5_kernel rules.
+        if (c.stageKernels.size() > c.upsampleStrides.size())
+            c.stageKernels.resize(c.upsampleStrides.size());
+        std::vector<std::int64_t> k5;
+        if (jsonutil::readField(d, "stage5_kernel", k5))
+            c.stage5Kernel = triple(k5, "stage5_kernel");
+        std::int64_t stage5Channels = 0;
+        if (jsonutil::readField(d, "stage5_channels", stage5Channels)
+            && (c.stageChannels.empty() || stage5Channels != c.stageChannels.back()))
+            throw jsonutil::FieldError("'stage5_channels' differs from the last stage's width; no such decoder is published");
+        jsonutil::readField(d, "t_emb_dim", c.timeEmbedDim);
+        jsonutil::readField(d, "timestep_scale_multiplier", c.timestepScale);
+        jsonutil::readField(d, "default_num_inference_steps", c.steps);
+        std::string type = "v";
+        jsonutil::readField(*vae, "model_output_type", type);
+        if (type != "x0" && type != "v")
+            throw jsonutil::FieldError("'model_output_type' is \"" + type + "\", expected \"x0\" or \"v\"");
+        c.predictsX0 = type == "x0";
+        // Not stored: what the strides and the patch make (8 and 32 for the published decoder).
+        std::int64_t t = 1, h = c.patchSize, w = c.patchSize;
+        for (const auto& st : c.upsampleStrides) {
+            t *= st[0];
+            h *= st[1];
+            w *= st[2];
+        }
+        c.temporalRatio = t;
+        c.spatialRatio = h == w ? h : 0;
+        return c;
+    } catch (const std::exception& e) {
+        return makeError(ErrorCode::InvalidFormat, std::string("the VAE file's embedded config: ") + e.what());
+    }
+}
+
 // Every size in range and the stages consistent with each other and with the compression
 // ratios the rest of the pipeline plans frames and pixels by.
 Result<void> validate(const DiffusionDecoderConfig& c, const std::string& where)
@@ -315,13 +400,14 @@ Result<DiffusionDecoderConfig> resolveDiffusionDecoderConfig(const Ltx2Weights& 
     const auto files = w.describeFiles();
     if (w.tensors(part).empty())
         return makeError(ErrorCode::NotFound, files + ": no LTX-2.5 diffusion video decoder (a diffusion_decoder/ folder)");
-    const auto json = w.diffusersConfig(part);
-    if (!json)
-        return makeError(ErrorCode::InvalidFormat, files + ": the diffusion decoder has no config.json; download its folder again");
-    auto parsed = fromDiffusers(*json);
-    if (!parsed)
-        return makeError(parsed.error().code, files + ": " + parsed.error().message);
-    const auto& c = *parsed;
+    auto given = checkpointConfig(w, part, std::optional<DiffusionDecoderConfig>(), fromDiffusers, fromLtxCore);
+    if (!given)
+        return given.error();
+    if (!*given)
+        return makeError(ErrorCode::InvalidFormat,
+            files
+                + ": the diffusion decoder carries no config (a diffusers config.json, or the VAE file's embedded one); download it again");
+    const auto& c = **given;
     if (auto ok = validate(c, files + ": the diffusion decoder's config"); !ok)
         return ok.error();
     // The shapes the config implies, against the headers: a mismatch is the wrong file or config.
@@ -790,14 +876,48 @@ Result<DiffusionDecoder> DiffusionDecoder::load(const Ltx2Weights& weights, c10:
     const auto& c = *config;
     try {
         WeightTaker w(weights, Part::DiffusionDecoder, device, dtype);
+        const auto dense = [](const std::string& name, const at::Tensor& weight, std::optional<at::Tensor> bias) {
+            nn::Linear l;
+            l.name = name;
+            l.weight = quant::QuantizedWeight::dense(weight.contiguous());
+            l.bias = std::move(bias);
+            return l;
+        };
+        // Lightricks' files may carry the static gates of a distilled decoder beside the Linear
+        // they scale: folded into its output rows (and bias) in float32, as ltx-core folds them.
+        const auto gated = [&](const std::string& name, const std::string& gateName, bool bias) {
+            if (!w.has(gateName))
+                return w.linear(name, bias);
+            const auto gate = w.tensor(gateName).to(at::kFloat).flatten();
+            auto weight = w.tensor(name + ".weight");
+            TORCH_CHECK(weight.dim() == 2 && (gate.numel() == weight.size(0) || gate.numel() == 1), gateName, " is ", gate.sizes(),
+                ", expected one value per output of ", name, " (", weight.size(0), ")");
+            std::optional<at::Tensor> b;
+            if (bias)
+                b = (w.tensor(name + ".bias").to(at::kFloat) * gate).to(dtype);
+            return dense(name, (weight.to(at::kFloat) * gate.unsqueeze(1)).to(dtype), b);
+        };
         auto block = [&](const std::string& prefix, std::int64_t dim, const Extent3& kernel, bool diffusion) {
             Impl::Block b;
             b.norm1 = w.tensor(prefix + "norm1.weight");
             b.norm2 = w.tensor(prefix + "norm2.weight");
-            b.attn.toQ = w.linear(prefix + "attn.to_q", true);
-            b.attn.toK = w.linear(prefix + "attn.to_k", true);
-            b.attn.toV = w.linear(prefix + "attn.to_v", true);
-            b.attn.toOut = w.linear(prefix + "attn.to_out.0", true);
+            if (w.has(prefix + "attn.qkv.weight")) {
+                // Lightricks stores q, k and v as one [3C, C] projection, q | k | v.
+                const auto qkv = w.tensor(prefix + "attn.qkv.weight");
+                const auto bias = w.tensor(prefix + "attn.qkv.bias");
+                TORCH_CHECK(qkv.dim() == 2 && qkv.size(0) == 3 * dim && qkv.size(1) == dim && bias.dim() == 1 && bias.size(0) == 3 * dim,
+                    prefix, "attn.qkv is ", qkv.sizes(), " / ", bias.sizes(), ", expected [", 3 * dim, ", ", dim, "] / [", 3 * dim, "]");
+                const auto rows = qkv.chunk(3, 0);
+                const auto biases = bias.chunk(3, 0);
+                b.attn.toQ = dense(prefix + "attn.to_q", rows[0], biases[0].contiguous());
+                b.attn.toK = dense(prefix + "attn.to_k", rows[1], biases[1].contiguous());
+                b.attn.toV = dense(prefix + "attn.to_v", rows[2], biases[2].contiguous());
+            } else {
+                b.attn.toQ = w.linear(prefix + "attn.to_q", true);
+                b.attn.toK = w.linear(prefix + "attn.to_k", true);
+                b.attn.toV = w.linear(prefix + "attn.to_v", true);
+            }
+            b.attn.toOut = gated(prefix + "attn.to_out.0", prefix + "gate_msa", true);
             b.attn.normQ = w.tensor(prefix + "attn.norm_q.weight");
             b.attn.normK = w.tensor(prefix + "attn.norm_k.weight");
             b.attn.kernel = kernel;
@@ -805,9 +925,9 @@ Result<DiffusionDecoder> DiffusionDecoder::load(const Ltx2Weights& weights, c10:
             b.attn.heads = dim / c.headDim;
             b.mlp.up = w.linear(prefix + "mlp.w_up", false);
             b.mlp.gate = w.linear(prefix + "mlp.w_gate", false);
-            b.mlp.down = w.linear(prefix + "mlp.w_down", false);
+            b.mlp.down = gated(prefix + "mlp.w_down", prefix + "gate_mlp", false);
             if (diffusion) {
-                b.contextProj = w.linear(prefix + "context_proj", true);
+                b.contextProj = gated(prefix + "context_proj", prefix + "gate_ctx", true);
                 b.scaleShift = w.tensor(prefix + "scale_shift_table");
                 TORCH_CHECK(b.scaleShift.dim() == 2 && b.scaleShift.size(0) == kModulationChunks && b.scaleShift.size(1) == dim, prefix,
                     "scale_shift_table is ", b.scaleShift.sizes(), ", expected [", kModulationChunks, ", ", dim, "]");

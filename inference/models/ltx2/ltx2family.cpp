@@ -2,9 +2,11 @@
 
 #include "inference/families/common.h"
 #include "inference/lora/lora.h"
+#include "inference/models/ltx2/ltx2diffusiondecoder.h"
 #include "inference/models/ltx2/ltx2durationhead.h"
 #include "inference/models/ltx2/ltx2pipeline.h"
 #include "inference/models/ltx2/ltx2transformer.h"
+#include "inference/models/ltx2/ltx2videovae.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/util/device.h"
 #include "inference/util/format.h"
@@ -77,6 +79,27 @@ facade::Knob temporalRoundsKnob()
     k.step = 1;
     k.decimals = 0;
     return k;
+}
+
+// Which decoder makes the pixels, where LTX-2.5's files carry a diffusion video decoder.
+facade::Knob videoDecoderKnob()
+{
+    facade::Knob k;
+    k.id = "video_decoder";
+    k.label = "Video decoder";
+    k.help = "0: the checkpoint's (LTX-2.5's diffusion decoder where it ships one), 1: the VAE's decoder, 2: the diffusion decoder";
+    k.minimum = 0;
+    k.maximum = 2;
+    k.defaultValue = 0;
+    k.step = 1;
+    k.decimals = 0;
+    return k;
+}
+
+pipelines::Ltx2VideoDecode videoDecodeOf(const GenerateRequest& request)
+{
+    const auto v = request.knob(videoDecoderKnob());
+    return v == 1 ? pipelines::Ltx2VideoDecode::Vae : v == 2 ? pipelines::Ltx2VideoDecode::Diffusion : pipelines::Ltx2VideoDecode::Auto;
 }
 
 pipelines::Ltx2PipelineOptions pipelineOptions(const LoadPlan& plan, c10::Device device, c10::ScalarType dtype, Placement placement)
@@ -256,7 +279,7 @@ public:
         r.sizeMultiple = 32;  // 32-pixel latent cells
         r.frameStep = 8;  // 8 frames per latent frame after the first
         r.sizeUnit = "32-pixel latent cells";
-        r.knobs = {temporalRoundsKnob()};
+        r.knobs = {temporalRoundsKnob(), videoDecoderKnob()};
         r.autoLength = true;
         return r;
     }
@@ -301,6 +324,14 @@ public:
         m.encodeBytes = batch * textTokens * 3840 * 49 * bytesPerValue + (64ll << 20);
         const auto tileH = std::min<std::int64_t>(size.height, 576), tileW = std::min<std::int64_t>(size.width, 576);
         m.decodeBytes = 5 * 256 * size.frames * (tileH / 4) * (tileW / 4) * bytesPerValue + size.frames * size.height * size.width * 3 * 4;
+        if (sizes.componentBytes.count("diffusion_decoder")) {
+            // LTX-2.5's diffusion decoder: stage 5's 256-wide tokens on 4x4 pixel patches, a few
+            // live at once, per tile of at most 768 px and 80 frames.
+            const auto dh = std::min<std::int64_t>(size.height, 768), dw = std::min<std::int64_t>(size.width, 768);
+            const auto df = std::min<std::int64_t>(size.frames, 80);
+            m.decodeBytes = std::max(
+                m.decodeBytes, 8 * 256 * df * (dh / 4) * (dw / 4) * bytesPerValue + size.frames * size.height * size.width * 3 * 4);
+        }
 
         // What each component holds once loaded (dense weights in the compute dtype), not what
         // it stores: bf16 weights under f32 compute take twice their file size.
@@ -311,7 +342,7 @@ public:
         // The video encoder (conditions) and the upsampler (two stages) load with the rest, so
         // nothing can tip a running studio over mid-run.
         const std::int64_t rest = bytesOf("connectors") + bytesOf("video_vae") + bytesOf("audio_vae") + bytesOf("vocoder")
-            + bytesOf("video_encoder") + bytesOf("spatial_upsampler") + bytesOf("temporal_upsampler");
+            + bytesOf("video_encoder") + bytesOf("spatial_upsampler") + bytesOf("temporal_upsampler") + bytesOf("diffusion_decoder");
 
         placeLtx2(m, plan, device, sizes, {text, transformer, rest});
         // On the CPU the weights are held in f32 unless asked otherwise: what the same model
@@ -353,6 +384,9 @@ public:
         if (temporalUpsamplerOf(plan))
             m.components.push_back({"temporal_upsampler", bytesOf("temporal_upsampler"), storedOf("temporal_upsampler"),
                 dev + ", the temporal refine rounds"});
+        if (sizes.componentBytes.count("diffusion_decoder"))
+            m.components.push_back({"diffusion_decoder", bytesOf("diffusion_decoder"), storedOf("diffusion_decoder"),
+                dev + ", LTX-2.5's video decoder" + (size.height > 768 || size.width > 768 || size.frames > 80 ? ", tiled" : "")});
         std::vector<capability::ComponentInput> inputs;
         for (const auto& c : m.components) {
             capability::ComponentInput in;
@@ -367,7 +401,7 @@ public:
 
         const std::int64_t stored = storedOf("text_encoder") + storedOf("transformer") + storedOf("connectors") + storedOf("video_vae")
             + storedOf("audio_vae") + storedOf("vocoder") + storedOf("video_encoder") + storedOf("spatial_upsampler")
-            + storedOf("temporal_upsampler");
+            + storedOf("temporal_upsampler") + storedOf("diffusion_decoder");
         m.explanation = ltx2Explanation(m, size, caps, onCpu, {text, transformer, rest}, stored, cpuPeak);
         return m;
     }
@@ -402,7 +436,30 @@ public:
                 return makeError(ErrorCode::InvalidArgument, "the length cannot be left on auto: " + problem + "; give the frames");
         if (!weights && request.frames == 0)
             return weights.error();
-        return stagesFor(plan, request, weights && isLtx25(*weights));
+        auto out = stagesFor(plan, request, weights && isLtx25(*weights));
+        if (out && weights) {
+            auto decoder = decoderNote(*weights, request);
+            if (!decoder)
+                return decoder.error();
+            out->reason += *decoder;
+        }
+        return out;
+    }
+
+    // Which decoder will make the pixels, for the stage reason; refused where the files lack it.
+    static Result<std::string> decoderNote(const ltx2::Ltx2Weights& weights, const GenerateRequest& request)
+    {
+        const auto asked = videoDecodeOf(request);
+        const auto problem = ltx2::diffusionDecoderProblem(weights);
+        if (asked == pipelines::Ltx2VideoDecode::Diffusion && !problem.empty())
+            return makeError(ErrorCode::InvalidArgument, "video_decoder: " + problem + "; decode with the VAE");
+        if (asked == pipelines::Ltx2VideoDecode::Vae && !ltx2::resolveVideoVaeConfig(weights, std::nullopt))
+            return makeError(ErrorCode::InvalidArgument,
+                "video_decoder: these files carry only LTX-2.5's diffusion video decoder, not the VAE's; decode with the diffusion "
+                "decoder or give the VAE file (ltx-2.5-video-vae-conv-bf16.safetensors)");
+        if (asked != pipelines::Ltx2VideoDecode::Vae && problem.empty())
+            return std::string("; decoded by the diffusion video decoder");
+        return std::string();
     }
 
     // planStages for a model whose version is known (a loaded one: no headers read again).
@@ -561,6 +618,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
     req.twoStage = stages->twoStage;
     req.dfr = stages->dfr;
     req.temporalRounds = stages->temporalRounds;
+    req.videoDecode = videoDecodeOf(r);
     const std::int64_t latentFrames = (r.frames - 1) / 8 + 1;
     for (const auto& c : r.conditions) {
         const auto name = c.source.empty() ? std::string("a condition") : c.source;
@@ -630,6 +688,8 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         v.stepsSkipped = out->stepsSkipped;
         v.cudaGraphs = out->cudaGraphs;
         v.stages = *stages;
+        if (out->videoDecoder == "diffusion")
+            v.stages.reason += "; decoded by the diffusion video decoder";
         if (out->predictedSeconds) {
             // The length the prompt asked for, said where the path is.
             v.predictedSeconds = out->predictedSeconds;

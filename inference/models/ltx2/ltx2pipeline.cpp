@@ -7,6 +7,7 @@
 #include "inference/models/gemma3/gemma3.h"
 #include "inference/models/ltx2/ltx2audiovae.h"
 #include "inference/models/ltx2/ltx2connectors.h"
+#include "inference/models/ltx2/ltx2diffusiondecoder.h"
 #include "inference/models/ltx2/ltx2durationhead.h"
 #include "inference/models/ltx2/ltx2graphs.h"
 #include "inference/models/ltx2/ltx2transformer.h"
@@ -107,7 +108,11 @@ struct Ltx2Pipeline::Impl {
     std::optional<text::Tokenizer> tokenizer;
     std::optional<ltx2::Connectors> connectors;
     std::optional<ltx2::Transformer> transformer;
-    std::optional<ltx2::VideoDecoder> videoDecoder;
+    std::optional<ltx2::VideoDecoder> videoDecoder;  // where the files carry the VAE's decoder
+    std::optional<ltx2::DiffusionDecoder> diffusionDecoder;  // where they carry LTX-2.5's
+    bool vaeDecoder = true;
+    // Why the diffusion decoder cannot run (none, or a broken one); empty when it can.
+    std::string noDiffusionDecoder;
     std::optional<ltx2::AudioDecoder> audioDecoder;
     std::optional<ltx2::Vocoder> vocoder;
     std::optional<ltx2::VideoEncoder> videoEncoder;  // loaded with the rest when the VAE has an encoder
@@ -127,6 +132,13 @@ struct Ltx2Pipeline::Impl {
     void loadText(const std::function<void(const Ltx2Progress&)>& progress);
     void loadTransformer(const std::function<void(const Ltx2Progress&)>& progress);
     void loadDecoders(const std::function<void(const Ltx2Progress&)>& progress);
+    // The latent statistics diffusion runs on: the VAE's, else the diffusion decoder's (the
+    // same numbers in a published checkpoint).
+    std::pair<at::Tensor, at::Tensor> latentStats();
+    bool decodesByDiffusion(const Ltx2Request& req) const
+    {
+        return req.videoDecode == Ltx2VideoDecode::Diffusion || (req.videoDecode == Ltx2VideoDecode::Auto && noDiffusionDecoder.empty());
+    }
     // The spatial or the temporal upsampler into its slot, where a path names one.
     void loadLatentUpsampler(std::optional<ltx2::LatentUpsampler>& slot, const std::optional<std::filesystem::path>& path);
     void loadUpsampler() { loadLatentUpsampler(upsampler, options.spatialUpsamplerPath); }
@@ -185,6 +197,9 @@ struct Ltx2Pipeline::Impl {
         // What is decoded: the request's frames and rate, or the temporal rounds' (doubled each).
         std::int64_t frames = 0;
         double fps = 0.0;
+        // The run's generator: the diffusion decoder's noise continues its stream after every
+        // stage's draws, as ltx-pipelines hands the one generator to the decoder.
+        at::Generator* generator = nullptr;
         void report(Ltx2Phase phase, std::int64_t done, std::int64_t total) const
         {
             if (progress)
@@ -306,12 +321,15 @@ std::vector<Ltx2LoraOutcome> Ltx2Pipeline::Impl::applyLoras(const std::vector<Lt
 
 void Ltx2Pipeline::Impl::loadDecoders(const std::function<void(const Ltx2Progress&)>& progress)
 {
-    if (videoDecoder && audioDecoder && vocoder)
+    const bool diffusion = noDiffusionDecoder.empty();
+    if ((videoDecoder || !vaeDecoder) && (diffusionDecoder || !diffusion) && audioDecoder && vocoder)
         return;
     if (progress)
         progress({Ltx2Phase::LoadDecoders, 0, 3, {}});
-    if (!videoDecoder)
+    if (!videoDecoder && vaeDecoder)
         videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(options.device, options.dtype)));
+    if (!diffusionDecoder && diffusion)
+        diffusionDecoder = take(ltx2::DiffusionDecoder::load(weights, options.device, options.dtype));
     if (progress)
         progress({Ltx2Phase::LoadDecoders, 1, 3, {}});
     if (!audioDecoder)
@@ -322,6 +340,18 @@ void Ltx2Pipeline::Impl::loadDecoders(const std::function<void(const Ltx2Progres
         vocoder = take(ltx2::Vocoder::load(weights, onDevice<ltx2::VocoderLoadOptions>(options.device, options.dtype)));
     if (progress)
         progress({Ltx2Phase::LoadDecoders, 3, 3, {}});
+}
+
+std::pair<at::Tensor, at::Tensor> Ltx2Pipeline::Impl::latentStats()
+{
+    if (vaeDecoder) {
+        if (!videoDecoder)
+            videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(options.device, options.dtype)));
+        return {videoDecoder->latentsMean(), videoDecoder->latentsStd()};
+    }
+    if (!diffusionDecoder)
+        diffusionDecoder = take(ltx2::DiffusionDecoder::load(weights, options.device, options.dtype));
+    return {diffusionDecoder->latentsMean(), diffusionDecoder->latentsStd()};
 }
 
 void Ltx2Pipeline::Impl::loadLatentUpsampler(std::optional<ltx2::LatentUpsampler>& slot, const std::optional<std::filesystem::path>& path)
@@ -562,6 +592,16 @@ Ltx2Pipeline::~Ltx2Pipeline() = default;
 Ltx2Pipeline::Ltx2Pipeline(Ltx2Pipeline&&) noexcept = default;
 Ltx2Pipeline& Ltx2Pipeline::operator=(Ltx2Pipeline&&) noexcept = default;
 
+bool Ltx2Pipeline::hasVaeDecoder() const
+{
+    return m_impl->vaeDecoder;
+}
+
+bool Ltx2Pipeline::hasDiffusionDecoder() const
+{
+    return m_impl->noDiffusionDecoder.empty();
+}
+
 bool Ltx2Pipeline::hasDurationHead() const
 {
     return m_impl->noDurationHead.empty();
@@ -637,6 +677,8 @@ std::map<std::string, std::int64_t> Ltx2Pipeline::componentBytes() const
         out["transformer"] = m.transformer->residentBytes();
     if (m.videoDecoder)
         out["video_vae"] = m.videoDecoder->residentBytes();
+    if (m.diffusionDecoder)
+        out["diffusion_decoder"] = m.diffusionDecoder->residentBytes();
     if (m.audioDecoder)
         out["audio_vae"] = m.audioDecoder->residentBytes();
     if (m.vocoder)
@@ -697,8 +739,17 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     impl->textFeatures = textFeatures;
     if (auto c = ltx2::resolveConnectorConfig(w, std::nullopt, textFeatures); !c)
         missing.push_back("text connectors (" + c.error().message + ")");
-    if (auto v = ltx2::resolveVideoVaeConfig(w, std::nullopt); !v)
-        missing.push_back("video VAE (" + v.error().message + ")");
+    // A video decoder: the VAE's, or LTX-2.5's diffusion decoder (a damaged one is named, never
+    // passed over for the other).
+    impl->noDiffusionDecoder = ltx2::diffusionDecoderProblem(w);
+    const bool diffusionDecoder = impl->noDiffusionDecoder.empty();
+    if (!diffusionDecoder && !w.tensors(ltx2::Part::DiffusionDecoder).empty())
+        missing.push_back("diffusion video decoder (" + impl->noDiffusionDecoder + ")");
+    if (auto v = ltx2::resolveVideoVaeConfig(w, std::nullopt); !v) {
+        impl->vaeDecoder = false;
+        if (!diffusionDecoder)
+            missing.push_back("video VAE (" + v.error().message + ")");
+    }
     auto audio = ltx2::resolveAudioVaeConfig(w, std::nullopt);
     if (!audio)
         missing.push_back("audio VAE (" + audio.error().message + ")");
@@ -787,6 +838,12 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
         if (!(c.strength >= 0.0 && c.strength <= 1.0))
             throw makeError(ErrorCode::InvalidArgument, name + ": strength must be in [0, 1]");
     }
+    if (req.videoDecode == Ltx2VideoDecode::Diffusion && !noDiffusionDecoder.empty())
+        throw makeError(ErrorCode::InvalidArgument, "video_decoder: " + noDiffusionDecoder + "; decode with the VAE");
+    if (req.videoDecode == Ltx2VideoDecode::Vae && !vaeDecoder)
+        throw makeError(ErrorCode::InvalidArgument,
+            "video_decoder: these files carry only LTX-2.5's diffusion video decoder, not the VAE's; decode with the diffusion decoder "
+            "or give the VAE file (ltx-2.5-video-vae-conv-bf16.safetensors)");
     if (req.dfr) {
         if (!transformerConfig.keyframesAbsPosEmbedding)
             throw makeError(ErrorCode::InvalidArgument,
@@ -1268,7 +1325,6 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
     auto& out = run.out;
     const auto stop = run.stop;
     const auto device = options.device;
-    const auto dtype = options.dtype;
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
     const auto cpuF32 = at::TensorOptions().dtype(at::kFloat);
     const auto& tc = transformerConfig;
@@ -1279,10 +1335,9 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
     auto start = Clock::now();
     report(Ltx2Phase::UpsampleLatents, 0, 1);
     loadUpsampler();
-    if (!videoDecoder)
-        videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(device, dtype)));
+    const auto [mean, std] = latentStats();
     const auto low = pass.latents.reshape({1, pass.latentFrames, pass.latentH, pass.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3});
-    auto up = take(upsampler->upsampleNormalized(low, videoDecoder->latentsMean(), videoDecoder->latentsStd(), stop)).to(f32);
+    auto up = take(upsampler->upsampleNormalized(low, mean, std, stop)).to(f32);
     out.upsampledLatents = up;
     report(Ltx2Phase::UpsampleLatents, 1, 1);
     timed("upsample latents", start);
@@ -1347,12 +1402,9 @@ void Ltx2Pipeline::Impl::refineDfrAtFullSize(
     auto start = Clock::now();
     run.report(Ltx2Phase::UpsampleLatents, 0, 1);
     loadUpsampler();
-    if (!videoDecoder)
-        videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(options.device, options.dtype)));
+    const auto stats = latentStats();
     const auto low = pass.latents.reshape({1, pass.latentFrames, pass.latentH, pass.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3});
-    auto up = [&](const at::Tensor& x) {
-        return take(upsampler->upsampleNormalized(x, videoDecoder->latentsMean(), videoDecoder->latentsStd(), run.stop)).to(f32);
-    };
+    auto up = [&](const at::Tensor& x) { return take(upsampler->upsampleNormalized(x, stats.first, stats.second, run.stop)).to(f32); };
     Ltx2DfrStart next;
     next.latents = up(low);
     next.slots = up(pass.slots);
@@ -1421,8 +1473,7 @@ void Ltx2Pipeline::Impl::temporalRefine(
     const auto ratio = tc.vaeScaleFactors[0];
     const auto h = pass.latentH, w = pass.latentW, perFrame = h * w;
     loadTemporalUpsampler();
-    if (!videoDecoder)
-        videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(options.device, options.dtype)));
+    const auto stats = latentStats();
     const auto conditionStart = Clock::now();
     const auto conditions = encodeConditions(req, req.width, req.height, run.progress, run.stop);
     if (!conditions.empty())
@@ -1442,8 +1493,7 @@ void Ltx2Pipeline::Impl::temporalRefine(
     for (int round = 1; round <= req.temporalRounds; ++round) {
         auto start = Clock::now();
         run.report(Ltx2Phase::UpsampleLatents, 0, 1);
-        video =
-            take(temporalUpsampler->upsampleNormalized(video, videoDecoder->latentsMean(), videoDecoder->latentsStd(), run.stop)).to(f32);
+        video = take(temporalUpsampler->upsampleNormalized(video, stats.first, stats.second, run.stop)).to(f32);
         frames = 2 * (frames - 1) + 1;
         if (video.size(2) != (frames - 1) / ratio + 1 || video.size(3) != h || video.size(4) != w)
             throw makeError(ErrorCode::InvalidFormat, "the temporal upsampler did not double the clip's frames at the same size");
@@ -1603,19 +1653,42 @@ void Ltx2Pipeline::Impl::decodeVideo(Run& run, const Pass& pass)
     const auto& latents = pass.latents;
     const auto latentH = pass.latentH, latentW = pass.latentW;
     const auto start = Clock::now();
-    if (!videoDecoder)
-        videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(device, dtype)));
     const auto unpacked = latents.reshape({1, pass.latentFrames, latentH, latentW, tc.inChannels}).permute({0, 4, 1, 2, 3}).contiguous();
-    ltx2::VideoDecodeOptions decodeOptions;
-    decodeOptions.stop = stop;
-    // Bound memory at real sizes: tiles of 16 latent cells (512 px) as diffusers' tiling.
-    if (latentH > 16 || latentW > 16) {
-        decodeOptions.tileSize = 16;
-        decodeOptions.tileOverlap = 2;
-    }
-    decodeOptions.onProgress = [&](std::int64_t done, std::int64_t total) { run.report(Ltx2Phase::DecodeVideo, done, total); };
+    const auto onProgress = [&](std::int64_t done, std::int64_t total) { run.report(Ltx2Phase::DecodeVideo, done, total); };
     run.report(Ltx2Phase::DecodeVideo, 0, 1);
-    auto decoded = take(videoDecoder->decode(unpacked.to(dtype), decodeOptions));  // [1, 3, F, H, W]
+    at::Tensor decoded;  // [1, 3, F, H, W]
+    if (decodesByDiffusion(req)) {
+        if (!diffusionDecoder)
+            diffusionDecoder = take(ltx2::DiffusionDecoder::load(weights, device, dtype));
+        // Denormalized with the VAE's statistics where it is there, as the decode pipeline does.
+        const auto [mean, std] = latentStats();
+        const double scaling = videoDecoder ? videoDecoder->config().scalingFactor : diffusionDecoder->config().scalingFactor;
+        const auto z = unpacked.to(mean.device(), at::kFloat) * std.view({1, -1, 1, 1, 1}) / scaling + mean.view({1, -1, 1, 1, 1});
+        ltx2::DiffusionDecodeOptions decodeOptions;
+        decodeOptions.stop = stop;
+        decodeOptions.onProgress = onProgress;
+        auto* generator = run.generator;
+        decodeOptions.noise = [generator](const std::vector<std::int64_t>& shape) {
+            return at::randn(shape, *generator, at::TensorOptions().dtype(at::kFloat));
+        };
+        // Bound memory at real sizes: the reference's tiles (768 px, 80 frames) past them.
+        decodeOptions.tiling = ltx2::DiffusionDecodeTiling{};
+        decoded = take(diffusionDecoder->decode(z.to(dtype), decodeOptions));
+        out.videoDecoder = "diffusion";
+    } else {
+        if (!videoDecoder)
+            videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(device, dtype)));
+        ltx2::VideoDecodeOptions decodeOptions;
+        decodeOptions.stop = stop;
+        // Bound memory at real sizes: tiles of 16 latent cells (512 px) as diffusers' tiling.
+        if (latentH > 16 || latentW > 16) {
+            decodeOptions.tileSize = 16;
+            decodeOptions.tileOverlap = 2;
+        }
+        decodeOptions.onProgress = onProgress;
+        decoded = take(videoDecoder->decode(unpacked.to(dtype), decodeOptions));
+        out.videoDecoder = "vae";
+    }
     // The reference's postprocessing in float32, (v / 2 + 0.5) clamped, x 255, rounded, in that
     // order so the bytes agree; a few frames at a time, so a float copy of the whole video never
     // exists next to the decoder's output.
@@ -1692,6 +1765,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& asked, const std::function
     auto& out = run.out;
     out.twoStage = req.twoStage;
     auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed));
+    run.generator = &generator;
     std::optional<DfrCanvas> canvas;
     if (req.dfr)
         canvas = take(dfrCanvas(req.frames));
@@ -1803,6 +1877,7 @@ void Ltx2Pipeline::release()
     m.connectors.reset();
     m.transformer.reset();
     m.videoDecoder.reset();
+    m.diffusionDecoder.reset();
     m.audioDecoder.reset();
     m.vocoder.reset();
     m.videoEncoder.reset();
@@ -1826,7 +1901,20 @@ Result<at::Tensor> Ltx2Pipeline::previewProjection()
         // A fixed generator: the same model always gets the same projection.
         auto generator = at::make_generator<at::CPUGeneratorImpl>(20261201);
         const auto z = at::randn({1, channels, 1, kCells, kCells}, generator, at::TensorOptions().dtype(at::kFloat));
-        auto decoded = take(m.videoDecoder->decode(z.to(m.options.device, m.options.dtype)));  // [1, 3, 1, 32 n, 32 n]
+        at::Tensor decoded;  // [1, 3, 1, 32 n, 32 n]
+        if (m.videoDecoder) {
+            decoded = take(m.videoDecoder->decode(z.to(m.options.device, m.options.dtype)));
+        } else {
+            // Only the diffusion decoder: its noise from the same fixed generator.
+            const auto& d = *m.diffusionDecoder;
+            const auto denormalized = z.to(d.latentsMean().device()) * d.latentsStd().view({1, -1, 1, 1, 1}) / d.config().scalingFactor
+                + d.latentsMean().view({1, -1, 1, 1, 1});
+            ltx2::DiffusionDecodeOptions o;
+            o.noise = [&](const std::vector<std::int64_t>& shape) {
+                return at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat));
+            };
+            decoded = take(d.decode(denormalized.to(m.options.dtype), o));
+        }
         m.previewProjection = fitPreviewProjection(z[0].select(1, 0), decoded[0].select(1, 0));
         return m.previewProjection;
     } catch (const Error& e) {
@@ -1854,11 +1942,11 @@ Ltx2StoredSizes Ltx2Pipeline::storedSizes() const
     };
     const std::pair<ltx2::Part, const char*> parts[] = {{ltx2::Part::Transformer, "transformer"}, {ltx2::Part::Connectors, "connectors"},
         {ltx2::Part::VideoVae, "video_vae"}, {ltx2::Part::AudioVae, "audio_vae"}, {ltx2::Part::Vocoder, "vocoder"},
-        {ltx2::Part::DurationHead, "duration_head"}};
+        {ltx2::Part::DurationHead, "duration_head"}, {ltx2::Part::DiffusionDecoder, "diffusion_decoder"}};
     std::map<std::string, std::int64_t> blockBytes;
     for (const auto& [part, component] : parts) {
-        if (part == ltx2::Part::DurationHead && m.weights.tensors(part).empty())
-            continue;  // optional: no head, no component
+        if ((part == ltx2::Part::DurationHead || part == ltx2::Part::DiffusionDecoder) && m.weights.tensors(part).empty())
+            continue;  // optional: not in the files, no component
         out.componentBytes[component] += 0;
         out.componentHeldBytes[component] += 0;
         for (const auto& [name, t] : m.weights.tensors(part)) {

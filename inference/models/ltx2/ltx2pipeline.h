@@ -137,6 +137,8 @@ struct Ltx2DfrStart {
     double noiseScale = 0.909375;
 };
 
+enum class Ltx2VideoDecode { Auto, Vae, Diffusion };
+
 struct Ltx2Request {
     std::string prompt;
     std::string negativePrompt;
@@ -157,6 +159,9 @@ struct Ltx2Request {
     // Keep the video decoder's float output in Ltx2Output::video (for checks against a
     // reference). Off by default: at 121 x 704 x 1280 it is 1.3 GB.
     bool keepDecodedVideo = false;
+    // Which decoder makes the pixels: Auto takes LTX-2.5's diffusion video decoder where the
+    // files carry one (the reference's default from 2.5 on) and the VAE's decoder otherwise.
+    Ltx2VideoDecode videoDecode = Ltx2VideoDecode::Auto;
     // Applied unfused to the transformer for this request; the same list as the previous
     // request costs nothing, another one a swap of the adapters (no reload of the base).
     std::vector<Ltx2Lora> loras;
@@ -257,6 +262,8 @@ struct Ltx2Output {
     std::vector<at::Tensor> roundLatents, roundKeyframes;
     std::vector<std::vector<std::int64_t>> roundPositions;
     std::vector<std::vector<DfrTemporalTile>> roundTiles;
+    // Which decoder made the pixels: "vae" or "diffusion".
+    std::string videoDecoder;
 };
 
 class Ltx2Pipeline {
@@ -290,6 +297,9 @@ public:
     // Whether the files hold a duration head (frames 0 picks the length from the prompt), and
     // why not when they hold a broken one.
     bool hasDurationHead() const;
+    // Which video decoders the files carry: the VAE's (convolutional) one, LTX-2.5's diffusion one.
+    bool hasVaeDecoder() const;
+    bool hasDiffusionDecoder() const;
     // "dev" or "distilled" as the transformer's files say, and where (Ltx2Weights::trainedFor).
     std::pair<std::string, std::string> trainedFor() const;
     // Bytes each loaded component holds now ("text_encoder", "transformer", ...).

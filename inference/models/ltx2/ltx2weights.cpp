@@ -72,6 +72,44 @@ std::pair<Owner, std::string> classifyTopLevel(const std::string& stored)
     return {Owner::Transformer, ltxCoreToDiffusersTransformer(name)};
 }
 
+// What a top-level file's embedded config says of its video VAE (Lightricks' files): whether
+// it is one, and whether its decoder is LTX-2.5's diffusion decoder (ltx-core builds that for
+// any vae._class_name but "CausalVideoAutoencoder").
+struct VaeFileKind {
+    bool vaeSection = false, diffusionDecoder = false;
+};
+VaeFileKind vaeFileKind(const tensorfile::Checkpoint& cp)
+{
+    VaeFileKind kind;
+    const auto it = cp.metadata.find("config");
+    if (it == cp.metadata.end())
+        return kind;
+    const auto json = jsonutil::parseUntrusted(it->second, cp.path.filename().string() + ": the embedded config");
+    if (!json)
+        return kind;
+    const auto* vae = jsonutil::objectField(*json, "vae");
+    if (!vae)
+        return kind;
+    kind.vaeSection = true;
+    const auto cls = jsonutil::stringOr(*vae, "_class_name", "CausalVideoAutoencoder");
+    kind.diffusionDecoder = cls != "CausalVideoAutoencoder";
+    return kind;
+}
+
+// A Lightricks stand-alone VAE file keeps its parts at the top (decoder., encoder.,
+// per_channel_statistics.): the same tensors as a single file's `vae.` ones.
+bool bareVaeFile(const tensorfile::Checkpoint& cp)
+{
+    bool any = false;
+    for (const auto& t : cp.tensors) {
+        if (startsWith(t.name, "decoder.") || startsWith(t.name, "encoder.") || startsWith(t.name, "per_channel_statistics."))
+            any = true;
+        else if (!quant::isQuantizationSibling(t.name))
+            return false;
+    }
+    return any;
+}
+
 // config.json's "_class_name", or "" when the text is no JSON object or names no class (a
 // number there is no class either; the part's own config reader reports the damage).
 std::string classNameOf(const std::string& configText)
@@ -149,6 +187,21 @@ const char* partClassName(Part part)
     case Part::DiffusionDecoder: return "LTX2VideoDiffusionDecoderModel";
     }
     return "?";
+}
+
+std::optional<std::string> ltxCoreToDiffusersDiffusionDecoder(const std::string& key)
+{
+    if (key == "type_emb" || startsWith(key, "coarse_"))
+        return std::nullopt;
+    std::string name = key;
+    replaceAll(name, ".attn.proj.", ".attn.to_out.0.");
+    replaceAll(name, ".attn.q_norm.", ".attn.norm_q.");
+    replaceAll(name, ".attn.k_norm.", ".attn.norm_k.");
+    if (startsWith(name, "t_embedder.mlp.0."))
+        name = "t_embedder.timestep_embedder.linear_1." + name.substr(17);
+    else if (startsWith(name, "t_embedder.mlp.2."))
+        name = "t_embedder.timestep_embedder.linear_2." + name.substr(17);
+    return "decoder." + name;
 }
 
 std::string ltxCoreToDiffusersVideoVae(const std::string& key)
@@ -378,6 +431,10 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
     for (const auto& source : *w.m_sources) {
         const auto folderOwner = ownerFromClass(source.configs);
         for (const auto& cp : source.checkpoints) {
+            const auto vaeKind = cp.component.empty() ? vaeFileKind(cp) : VaeFileKind{};
+            const bool bareVae = cp.component.empty() && vaeKind.vaeSection && bareVaeFile(cp);
+            const auto vaeName = [&](const std::string& name) { return bareVae ? "vae." + name : name; };
+            std::size_t dropped = 0;
             for (const auto& info : cp.tensors) {
                 if (quant::isQuantizationSibling(info.name))
                     continue;
@@ -409,8 +466,20 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
                     canonical = info.name;
                 } else if (!cp.component.empty()) {
                     owner = Owner::Other;
+                } else if (vaeKind.diffusionDecoder && startsWith(vaeName(info.name), "vae.decoder.")) {
+                    // LTX-2.5's diffusion decoder in Lightricks' naming; a bundled preview head
+                    // and the unused type embedding are dropped as both references drop them.
+                    auto mapped = ltxCoreToDiffusersDiffusionDecoder(vaeName(info.name).substr(12));
+                    owner = mapped ? Owner::DiffusionDecoder : Owner::Other;
+                    if (mapped)
+                        canonical = *mapped;
+                    else
+                        ++dropped;
                 } else {
-                    std::tie(owner, canonical) = classifyTopLevel(info.name);
+                    std::tie(owner, canonical) = classifyTopLevel(vaeName(info.name));
+                    // The statistics serve the diffusion decoder too (the file's only ones).
+                    if (vaeKind.diffusionDecoder && owner == Owner::VideoVae && (canonical == "latents_mean" || canonical == "latents_std"))
+                        w.m_parts[static_cast<int>(Part::DiffusionDecoder)].emplace(canonical, SourceTensor{&cp, info.name, &info});
                 }
                 if (owner == Owner::Other)
                     continue;
@@ -435,6 +504,9 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
                     ++w.m_repeated[it->second.checkpoint->path.filename().string() + " and " + cp.path.filename().string()];
                 }
             }
+            if (dropped)
+                log::info(cp.path.filename().string() + ": " + std::to_string(dropped)
+                    + " tensor(s) of the diffusion decoder no decoder reads (a bundled preview head, the type embedding) are skipped");
         }
     }
     if (auto mapped = mapLtxCoreVideoEncoder(w.m_parts[static_cast<int>(Part::VideoVae)]); !mapped)

@@ -25,7 +25,9 @@ namespace vireo::ltx2 {
 
 // DurationHead (LTX-2.5): a single file's `duration_head.*` with the prefix removed, or a
 // diffusers `duration_head/` folder. DiffusionDecoder (LTX-2.5): a diffusers
-// `diffusion_decoder/` folder.
+// `diffusion_decoder/` folder, or the `decoder.` tensors of a Lightricks video VAE file whose
+// embedded config names a diffusion VAE (a stand-alone file with bare `decoder.` / `encoder.` /
+// `per_channel_statistics.` names is read as a single file's `vae.` ones).
 enum class Part { Transformer, Connectors, VideoVae, AudioVae, Vocoder, DurationHead, DiffusionDecoder };
 constexpr int kPartCount = 7;
 const char* partName(Part part);  // "LTX-2 transformer", ...
@@ -54,6 +56,11 @@ std::string ltxCoreToDiffusersVideoVae(const std::string& name);
 // `vae.encoder.down_blocks.K.*`: 2m = down_blocks.m, 2m+1 = down_blocks.m.downsamplers.0, the
 // last (even) K = mid_block. Fails when a renamed tensor collides with a stored one.
 Result<void> mapLtxCoreVideoEncoder(std::map<std::string, SourceTensor>& part);
+// LTX-2.5's diffusion decoder, `decoder.` (or `vae.decoder.`) removed, to diffusers' names:
+// attn.proj / q_norm / k_norm and t_embedder.mlp.{0,2} renamed; the fused attn.qkv and the
+// gates (gate_msa / gate_mlp / gate_ctx) keep their names for the loader to split and fold.
+// nullopt: a tensor no decoder reads (type_emb, a coarse_* preview head).
+std::optional<std::string> ltxCoreToDiffusersDiffusionDecoder(const std::string& name);
 // `audio_vae.` removed: only the statistics are renamed.
 std::string ltxCoreToDiffusersAudioVae(const std::string& name);
 // `vocoder.` removed: ups/resblocks/conv_pre/conv_post/act_post/downsample.lowpass renamed.
