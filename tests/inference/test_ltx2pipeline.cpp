@@ -353,6 +353,67 @@ VT_TEST(dfrPassMatchesDiffusers)
     checkDfrRun("dfr_auto");
 }
 
+// LTX-2.5's diffusion video decoder in the pipeline: run_dfr's pass, then diffusers'
+// LTX2VideoDiffusionDecodePipeline on the trimmed canvas with a generator seeded as the request
+// (the pass's draws are injected, so the run's generator has drawn nothing before the decode,
+// as ltx-pipelines hands its one generator on); the VAE's decoder on request, and the diffusion
+// decoder refused where the files have none.
+VT_TEST(diffusionDecodeMatchesTheReferenceChain)
+{
+    auto run = tensorfile::readTensorSet(dir("25") / "run_dfr_diffdec.safetensors");
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    auto options = optionsFor("25", "diffusers");
+    options.modelPaths.push_back(dir("25") / "diffusion_decoder");
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    VT_CHECK(pipeline->hasDiffusionDecoder() && pipeline->hasVaeDecoder());
+    VT_CHECK(pipeline->componentBytes().empty());
+    auto req = dfrRequestFrom(r);
+    req.videoNoise = *r.find("video_noise");
+    req.audioNoise = *r.find("audio_noise");
+    req.seed = r.find("decode_seed")->item<std::int64_t>();
+    auto out = pipeline->generate(req);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    VT_COMPARE(out->videoDecoder, std::string("diffusion"));
+    VT_CHECK(pipeline->componentBytes().count("diffusion_decoder") == 1);
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
+    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
+    const double decoded = absErr(out->video, *r.find("video"));
+    std::printf("   v25 diffusion decode: video abs %.2e (|y| max %.2f), frames max %d/255\n", decoded,
+        r.find("video")->abs().max().item<double>(), frameDiff);
+    VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1, "the diffusion decode differs");
+
+    // The VAE's decoder on request: run_dfr's own frames.
+    auto vae = tensorfile::readTensorSet(dir("25") / "run_dfr.safetensors");
+    VT_CHECK(vae.ok());
+    req.videoDecode = pipelines::Ltx2VideoDecode::Vae;
+    out = pipeline->generate(req);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    VT_COMPARE(out->videoDecoder, std::string("vae"));
+    const auto vaeFrames = vae->find("frames_uint8")->select(0, 0);
+    VT_CHECK((out->frames.cpu().to(at::kInt) - vaeFrames.to(at::kInt)).abs().max().item<int>() <= 1);
+
+    // Files without a diffusion decoder decode with the VAE, and refuse it by name when asked.
+    auto plain = pipelines::Ltx2Pipeline::open(optionsFor("25", "diffusers"));
+    VT_CHECK(plain.ok() && !plain->hasDiffusionDecoder());
+    req.videoDecode = pipelines::Ltx2VideoDecode::Diffusion;
+    out = plain->generate(req);
+    VT_CHECK(!out.ok());
+    if (!out.ok())
+        VT_CHECK_MSG(out.error().message.find("no diffusion video decoder") != std::string::npos, out.error().message);
+
+    // Another model's decoder (another latent space) is refused when the files are opened.
+    auto foreign = optionsFor("25", "diffusers");
+    foreign.modelPaths.push_back(test::fixturesRoot() / "ltx2diffdec" / "diffusers" / "diffusion_decoder");
+    auto refused = pipelines::Ltx2Pipeline::open(foreign);
+    VT_CHECK(!refused.ok());
+    if (!refused.ok())
+        VT_CHECK_MSG(
+            refused.error().message.find("give the decoder published with this model") != std::string::npos, refused.error().message);
+}
+
 // The published two-pass recipe without the IC-LoRA reference (ltx-pipelines DFRPipeline):
 // a DFR pass at half size, canvas and slots upsampled x2, a detailing DFR pass at full size
 // from them; stage 1's audio is the one kept.

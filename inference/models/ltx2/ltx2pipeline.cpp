@@ -745,6 +745,18 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     const bool diffusionDecoder = impl->noDiffusionDecoder.empty();
     if (!diffusionDecoder && !w.tensors(ltx2::Part::DiffusionDecoder).empty())
         missing.push_back("diffusion video decoder (" + impl->noDiffusionDecoder + ")");
+    if (diffusionDecoder && transformer) {
+        // Another model's decoder would load and decode nonsense: its latent space must be this one's.
+        const auto c = ltx2::resolveDiffusionDecoderConfig(w);
+        if (c->latentChannels != transformer->inChannels || c->temporalRatio != transformer->vaeScaleFactors[0]
+            || c->spatialRatio != transformer->vaeScaleFactors[1])
+            return makeError(ErrorCode::InvalidArgument,
+                w.describeFiles() + ": the diffusion video decoder reads " + std::to_string(c->latentChannels) + "-channel latents at "
+                    + std::to_string(c->temporalRatio) + " frames and " + std::to_string(c->spatialRatio)
+                    + " px per cell, and this model makes " + std::to_string(transformer->inChannels) + "-channel ones at "
+                    + std::to_string(transformer->vaeScaleFactors[0]) + " and " + std::to_string(transformer->vaeScaleFactors[1])
+                    + "; give the decoder published with this model");
+    }
     if (auto v = ltx2::resolveVideoVaeConfig(w, std::nullopt); !v) {
         impl->vaeDecoder = false;
         if (!diffusionDecoder)

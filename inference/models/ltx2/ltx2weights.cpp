@@ -426,7 +426,23 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
         auto source = tensorfile::ModelSource::open(path);
         if (!source)
             return source.error();
+        // LTX-2.5's diffusion decoder ships as a folder beside the pipeline's components without
+        // being one of them (the DFR pipeline does not list it): read it where it is.
+        std::optional<std::filesystem::path> beside;
+        if (source->kind == tensorfile::SourceKind::DiffusersPipeline) {
+            const auto listed = std::any_of(
+                source->components.begin(), source->components.end(), [](const auto& c) { return c.name == "diffusion_decoder"; });
+            std::error_code ec;
+            if (!listed && std::filesystem::is_regular_file(source->root / "diffusion_decoder" / "config.json", ec))
+                beside = source->root / "diffusion_decoder";
+        }
         w.m_sources->push_back(std::move(*source));
+        if (beside) {
+            auto extra = tensorfile::ModelSource::open(*beside);
+            if (!extra)
+                return extra.error();
+            w.m_sources->push_back(std::move(*extra));
+        }
     }
     for (const auto& source : *w.m_sources) {
         const auto folderOwner = ownerFromClass(source.configs);
