@@ -154,8 +154,13 @@ private slots:
         repos.insert(
             QStringLiteral("Lightricks/LTX-2"), QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/diffusers"))}});
         // LTX-2.5's diffusers repo: the tiny 2.5 pipeline with its Gemma 4 encoder.
-        repos.insert(QStringLiteral("Lightricks/LTX-2.5-Diffusers"),
-            QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/../v25/diffusers"))}});
+        // Its diffusion video decoder ships beside the pipeline's components, not listed in
+        // model_index.json (LTX2DFRPipeline does not take one).
+        auto ltx25 = filesUnder(root + QStringLiteral("/../v25/diffusers"));
+        const auto decoder = filesUnder(root + QStringLiteral("/../v25/diffusion_decoder"), QStringLiteral("diffusion_decoder/"));
+        for (auto it = decoder.begin(); it != decoder.end(); ++it)
+            ltx25.insert(it.key(), it.value());
+        repos.insert(QStringLiteral("Lightricks/LTX-2.5-Diffusers"), QJsonObject{{QStringLiteral("files"), ltx25}});
         QString error;
         QVERIFY2(m_hub.startWithSpec(m_work.path(), QJsonObject{{QStringLiteral("repos"), repos}}, {}, &error), qPrintable(error));
         QSettings().setValue(QStringLiteral("hub/endpoint"), m_hub.hubUrl());
@@ -323,7 +328,7 @@ private slots:
         QVERIFY2(listed, qPrintable((*studio)->galleryError()));
     }
 
-    // LTX-2.5 as a user gets it from the catalog: exactly the eight components the distilled
+    // LTX-2.5 as a user gets it from the catalog: exactly the components the distilled
     // recipe reads, recognized as 2.5 from its files, given its family's defaults, and run to a
     // video with its recipe (one stage: the repo's plan carries no upsampler).
     void theLtx25VariantDownloadsAndGenerates()
@@ -343,7 +348,8 @@ private slots:
         QCOMPARE(folders,
             (std::set<QString>{QStringLiteral("model_index.json"), QStringLiteral("transformer"), QStringLiteral("connectors"),
                 QStringLiteral("vae"), QStringLiteral("audio_vae"), QStringLiteral("vocoder"), QStringLiteral("text_encoder"),
-                QStringLiteral("tokenizer"), QStringLiteral("scheduler"), QStringLiteral("duration_head")}));
+                QStringLiteral("tokenizer"), QStringLiteral("scheduler"), QStringLiteral("duration_head"),
+                QStringLiteral("diffusion_decoder")}));
         const auto facts = vireo::facade::Generator::readModelFacts(model->plan);
         QVERIFY2(facts, facts ? "" : facts.error().message.c_str());
         QCOMPARE(QString::fromStdString(facts->version), QStringLiteral("2.5"));
@@ -377,6 +383,24 @@ private slots:
         QVERIFY2(s->recipe.stagesReason.find("LTX-2.5 DFR pass: 1 keyframe slot(s) on a 25-frame canvas") != std::string::npos,
             s->recipe.stagesReason.c_str());
         QVERIFY2(prepared->stagesReason == s->recipe.stagesReason, prepared->stagesReason.c_str());
+        // The repository's diffusion decoder made the pixels, and the plan said so before the run.
+        QVERIFY2(
+            s->recipe.stagesReason.find("decoded by the diffusion video decoder") != std::string::npos, s->recipe.stagesReason.c_str());
+        // The VAE's decoder on request: the knob is kept in the recipe, and the plan no longer says it.
+        {
+            auto vaeAsk = ask;
+            vaeAsk.knobs["video_decoder"] = 1;
+            const auto vaePlan = vireo::generation::prepare(catalog, *defaults, *model, vaeAsk);
+            QVERIFY2(vaePlan, vaePlan ? "" : vaePlan.error().message.c_str());
+            QVERIFY2(vaePlan->stagesReason.find("diffusion video decoder") == std::string::npos, vaePlan->stagesReason.c_str());
+            auto vaeJob = vaePlan->job;
+            vaeJob.outputPath = m_work.filePath(QStringLiteral("fox25-vae.mp4"));
+            const auto vs = runToEnd(engine, vaeJob);
+            QVERIFY(vs);
+            QVERIFY2(vs->state == vireo::runtime::JobState::Done, qPrintable(vs->error));
+            QCOMPARE(vs->recipe.request.knobs.at("video_decoder"), 1.0);
+            QVERIFY(vs->recipe.stagesReason.find("diffusion video decoder") == std::string::npos);
+        }
 
         // Temporal rounds need the temporal upsampler, which this variant does not download:
         // refused with the reason before anything runs.
