@@ -134,6 +134,8 @@ int runBenchStages(const std::vector<std::string>& args)
             options.vaePath = args[++i];
         else if (a == "--upsampler" && hasValue)
             options.upsamplerPath = args[++i];
+        else if (a == "--diffusion-decoder" && hasValue)
+            options.diffusionDecoderPath = args[++i];
         else if (a == "--size" && hasValue) {
             const auto& v = args[++i];
             const auto x1 = v.find('x'), x2 = v.find('x', x1 == std::string::npos ? x1 : x1 + 1);
@@ -154,9 +156,12 @@ int runBenchStages(const std::vector<std::string>& args)
         else if (taken == 0)
             return usageError("bench stages: unexpected argument " + a);
     }
-    if (options.vaePath.empty() || options.upsamplerPath.empty())
-        return usageError("bench stages: --vae PATH and --upsampler PATH are required");
-    auto r = vireo::bench::benchStages(options);
+    const bool diffusion = !options.diffusionDecoderPath.empty();
+    if (diffusion && (!options.vaePath.empty() || !options.upsamplerPath.empty()))
+        return usageError("bench stages: --diffusion-decoder PATH times that decoder alone; give it without --vae and --upsampler");
+    if (!diffusion && (options.vaePath.empty() || options.upsamplerPath.empty()))
+        return usageError("bench stages: --vae PATH and --upsampler PATH are required (or --diffusion-decoder PATH alone)");
+    auto r = diffusion ? vireo::bench::benchDiffusionDecode(options) : vireo::bench::benchStages(options);
     if (!r)
         return fail(r.error());
     std::fputs((asJson ? vireo::bench::stageBenchJson(*r) + "\n" : vireo::bench::formatStageBench(*r)).c_str(), stdout);

@@ -37,6 +37,9 @@ benchmarks:
                                the LTX-2 video VAE encoder (a still, a tiled clip), the x2
                                latent upsampler and the tiled VAE decode: time and peak
                                memory (default 768x512x121)
+  stages --diffusion-decoder PATH [--size WxHxF] [...the same options]
+                               LTX-2.5's diffusion video decoder alone, as the pipeline
+                               decodes (its noise from a generator seeded seed + 4)
   ideogram-step --model PATH [--component transformer|unconditional_transformer]
          [--size WxH] [--text-tokens N] [--device cpu|cuda] [--dtype bf16|f32]
          [--repeat N] [--seed N] [--out FILE.safetensors] [--json]

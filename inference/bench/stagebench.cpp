@@ -1,5 +1,6 @@
 #include "inference/bench/stagebench.h"
 
+#include "inference/models/ltx2/ltx2diffusiondecoder.h"
 #include "inference/models/ltx2/ltx2upsampler.h"
 #include "inference/models/ltx2/ltx2videovae.h"
 #include "inference/models/ltx2/ltx2weights.h"
@@ -299,6 +300,78 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
     return r;
 }
 
+Result<StageBenchResult> benchDiffusionDecode(const StageBenchOptions& options)
+{
+    StageBenchResult r;
+    auto resolved = benchDeviceAndDtype("bench stages", options.device, options.dtype);
+    if (!resolved)
+        return resolved.error();
+    const auto [device, dtype] = *resolved;
+    if (options.repeats < 1 || options.width < 1 || options.height < 1 || options.frames < 1)
+        return makeError(ErrorCode::InvalidArgument, "bench stages: size and repeats must be positive");
+    r.device = device.is_cuda() ? cudaDeviceSummary() : "cpu (" + std::to_string(at::get_num_threads()) + " threads)";
+    r.dtype = options.dtype;
+    r.memoryMethod = device.is_cuda() ? "CUDA caching allocator, peak above the allocation before the op"
+                                      : "peak RSS growth over the warm-up run (lower bound)";
+    r.width = options.width;
+    r.height = options.height;
+    r.frames = options.frames;
+    r.repeats = options.repeats;
+    try {
+        auto weights = ltx2::Ltx2Weights::open({options.diffusionDecoderPath});
+        if (!weights)
+            return weights.error();
+        const auto start = Clock::now();
+        auto decoder = ltx2::DiffusionDecoder::load(*weights, device, dtype);
+        if (!decoder)
+            return decoder.error();
+        r.decoderLoadSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+        r.decoderResidentBytes = decoder->residentBytes();
+        const auto& c = decoder->config();
+        if (options.width % c.spatialRatio || options.height % c.spatialRatio || (options.frames - 1) % c.temporalRatio)
+            return makeError(ErrorCode::InvalidArgument,
+                "bench stages: --size needs W and H multiples of " + std::to_string(c.spatialRatio)
+                    + " and F = " + std::to_string(c.temporalRatio) + "k + 1");
+        const auto latent = normalLatent({1, c.latentChannels, (options.frames - 1) / c.temporalRatio + 1, options.height / c.spatialRatio,
+                                             options.width / c.spatialRatio},
+            options.seed + 3);
+        ltx2::DiffusionDecodeOptions o;
+        o.tiling = ltx2::DiffusionDecodeTiling{};
+        StageRow row;
+        row.name = "diffusion_decode";
+        row.inputShape = shapeOf(latent);
+        const bool tiled =
+            options.frames > o.tiling->tileFrames || options.height > o.tiling->tileHeight || options.width > o.tiling->tileWidth;
+        row.layout = tiled ? "tiles 768/704 px, 80/56 frames" : "whole";
+        const auto mean = decoder->latentsMean().to(device).view({1, -1, 1, 1, 1});
+        const auto std = decoder->latentsStd().to(device).view({1, -1, 1, 1, 1});
+        const auto input = latent.to(device);
+        auto measured = measure(row, device, options.repeats, [&]() -> Result<at::Tensor> {
+            auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed + 4);
+            auto run = o;
+            run.noise = [&](const std::vector<std::int64_t>& shape) {
+                return at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat));
+            };
+            return decoder->decode((input * std / c.scalingFactor + mean).to(dtype), run);
+        });
+        if (!measured.failure.empty())
+            return makeError(ErrorCode::Internal, "bench stages: diffusion_decode: " + measured.failure);
+        const std::vector<std::int64_t> expected{1, c.outChannels, options.frames, options.height, options.width};
+        if (row.outputShape != expected)
+            return makeError(ErrorCode::Internal,
+                "bench stages: diffusion_decode gave " + shapeText(row.outputShape) + ", expected " + shapeText(expected));
+        if (!options.outputsPath.empty())
+            if (auto w =
+                    tensorfile::writeSafetensors(options.outputsPath, {{row.name, measured.output.to(at::kCPU, at::kFloat).contiguous()}});
+                !w)
+                return w.error();
+        r.rows.push_back(std::move(row));
+    } catch (const std::exception& e) {
+        return errorFromException(e, "bench stages", ErrorCode::Internal);
+    }
+    return r;
+}
+
 std::string formatStageBench(const StageBenchResult& r)
 {
     std::ostringstream s;
@@ -307,11 +380,15 @@ std::string formatStageBench(const StageBenchResult& r)
         static_cast<long long>(r.width), static_cast<long long>(r.height), static_cast<long long>(r.frames), r.dtype.c_str(),
         r.device.c_str(), r.repeats);
     s << line;
-    std::snprintf(line, sizeof line,
-        "  encoder loaded in %.2f s (%.1f MiB), decoder in %.2f s (%.1f MiB), upsampler in %.2f s (%.1f MiB): %s\n", r.encoderLoadSeconds,
-        static_cast<double>(r.encoderResidentBytes) / 1048576.0, r.decoderLoadSeconds,
-        static_cast<double>(r.decoderResidentBytes) / 1048576.0, r.upsamplerLoadSeconds,
-        static_cast<double>(r.upsamplerResidentBytes) / 1048576.0, r.upsampler.c_str());
+    if (r.rows.size() == 1 && r.rows.front().name == "diffusion_decode")
+        std::snprintf(line, sizeof line, "  diffusion decoder loaded in %.2f s (%.1f MiB)\n", r.decoderLoadSeconds,
+            static_cast<double>(r.decoderResidentBytes) / 1048576.0);
+    else
+        std::snprintf(line, sizeof line,
+            "  encoder loaded in %.2f s (%.1f MiB), decoder in %.2f s (%.1f MiB), upsampler in %.2f s (%.1f MiB): %s\n",
+            r.encoderLoadSeconds, static_cast<double>(r.encoderResidentBytes) / 1048576.0, r.decoderLoadSeconds,
+            static_cast<double>(r.decoderResidentBytes) / 1048576.0, r.upsamplerLoadSeconds,
+            static_cast<double>(r.upsamplerResidentBytes) / 1048576.0, r.upsampler.c_str());
     s << line;
     s << "  memory: " << r.memoryMethod << "\n";
     std::snprintf(line, sizeof line, "  %-13s %-20s %-20s %10s %11s %-38s %s\n", "stage", "input", "output", "median s", "peak MiB",

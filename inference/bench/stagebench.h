@@ -20,6 +20,9 @@ struct StageBenchOptions {
     int repeats = 3;  // timed runs after one warm-up; the median is the figure
     std::uint64_t seed = 1234;  // inputs are drawn on the CPU in float32 (see stageBenchInputs)
     std::filesystem::path outputsPath;  // optional: the four outputs as float32 safetensors
+    // LTX-2.5's diffusion video decoder (anything Ltx2Weights::open reads it from): timed alone by
+    // benchDiffusionDecode, on the final latent as the pipeline hands it over.
+    std::filesystem::path diffusionDecoderPath;
 };
 
 struct StageRow {
@@ -52,6 +55,11 @@ struct StageBenchResult {
 // and the video VAE decoder on the full-size latent (tiled by the pipeline's rule). Each op is
 // timed to completion (device synchronized) after a warm-up.
 Result<StageBenchResult> benchStages(const StageBenchOptions& options);
+// One row, "diffusion_decode": the normalized latent [1, C, F', H', W'] (randn, CPU generator
+// seed + 3) denormalized with the decoder's statistics in float32 and decoded as the pipeline
+// decodes (the reference's tiles past 768 px or 80 frames), its noise from a CPU generator
+// seeded seed + 4 on every run, so a Python driver reproduces the output.
+Result<StageBenchResult> benchDiffusionDecode(const StageBenchOptions& options);
 
 std::string formatStageBench(const StageBenchResult& result);
 std::string stageBenchJson(const StageBenchResult& result);
