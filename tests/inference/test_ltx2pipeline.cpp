@@ -21,6 +21,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -313,7 +314,7 @@ void checkDfrRun(const std::string& runName)
         auto normalize = [&](const at::Tensor& x) { return (x - mean.view({1, -1, 1, 1, 1})) / stdDev.view({1, -1, 1, 1, 1}); };
         const auto audio = r.find("given_audio")->transpose(1, 2).flatten(2, 3);  // [1, C, L, M] -> [1, L, C * M]
         req.dfrStart = pipelines::Ltx2DfrStart{normalize(*r.find("given_latents")), normalize(*r.find("given_slots")),
-            (audio - audioMean) / audioStd, std::stod(m.at("noise_scale"))};
+            (audio - audioMean) / audioStd, std::stod(m.at("noise_scale")), at::Tensor(), 1};
     }
     auto out = pipeline->generate(req);
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
@@ -423,9 +424,12 @@ VT_TEST(diffusionDecodeMatchesTheReferenceChain)
 // The published two-pass recipe without the IC-LoRA reference (ltx-pipelines DFRPipeline):
 // a DFR pass at half size, canvas and slots upsampled x2, a detailing DFR pass at full size
 // from them; stage 1's audio is the one kept.
-VT_TEST(dfrTwoPassesMatchTheReference)
+namespace {
+
+// run_dfr_two_stage and its variants: the two passes against the reference's with its draws.
+void checkDfrTwoPasses(const std::string& runName, const std::function<void(pipelines::Ltx2Request&)>& adjust = {})
 {
-    auto run = tensorfile::readTensorSet(dir("25") / "run_dfr_two_stage.safetensors");
+    auto run = tensorfile::readTensorSet(dir("25") / ("run_" + runName + ".safetensors"));
     VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
     const auto& r = *run;
     auto options = optionsFor("25", "diffusers");
@@ -438,17 +442,99 @@ VT_TEST(dfrTwoPassesMatchTheReference)
     req.audioNoise = *r.find("stage1_audio_noise");
     req.stage2VideoNoise = *r.find("stage2_video_noise");
     req.stage2AudioNoise = *r.find("stage2_audio_noise");
+    if (adjust)
+        adjust(req);
     auto out = pipeline->generate(req);
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
     const double stage1 = relErr(out->stage1VideoLatents, *r.find("stage1_final_video_latents"));
     const double upsampled = relErr(out->upsampledLatents, *r.find("upsampled_canvas"));
     const auto [sigmaErr, video, audio, decoded, mel, wave, frameDiff] = errorsAgainst(*out, r);
     VT_CHECK(sigmaErr == 0.0);
-    std::printf("   v25 dfr two passes: stage 1 rel %.2e | upsampled rel %.2e | tokens rel video %.2e audio %.2e | video abs %.2e, frames "
+    std::printf("   v25 %s: stage 1 rel %.2e | upsampled rel %.2e | tokens rel video %.2e audio %.2e | video abs %.2e, frames "
                 "max %d/255 | mel %.2e | waveform rel %.2e\n",
-        stage1, upsampled, video, audio, decoded, frameDiff, mel, wave);
+        runName.c_str(), stage1, upsampled, video, audio, decoded, frameDiff, mel, wave);
     VT_CHECK_MSG(stage1 <= 1e-3 && upsampled <= 1e-3 && video <= 1e-3 && audio <= 1e-3, "latents differ");
     VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && mel <= 1e-3 && wave <= 1e-3, "decoded outputs differ");
+}
+
+}  // namespace
+
+VT_TEST(dfrTwoPassesMatchTheReference)
+{
+    checkDfrTwoPasses("dfr_two_stage");
+}
+
+// The second pass with the detailing IC-LoRA's reference: stage 1's half-size canvas appended as
+// clean tokens after the slots, its positions scaled x2 (LTX2DFRPipeline's reference_latents,
+// ltx-pipelines' VideoConditionByReferenceLatent), without a LoRA.
+VT_TEST(dfrDetailingReferenceMatchesTheReference)
+{
+    checkDfrTwoPasses("dfr_two_stage_reference", [](pipelines::Ltx2Request& req) { req.detailingReference = true; });
+}
+
+// The detailing IC-LoRA (reference_downscale_factor in its metadata) is the second pass's alone:
+// stage 1 is what it is without it, the second pass changes, its outcome is reported; a one-pass
+// run and a malformed factor are refused.
+VT_TEST(theDetailingLoraDetailsTheSecondPassOnly)
+{
+    const test::ScratchDir scratch("vireo_ltx2detailing_");
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(11);
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    const std::map<std::string, at::Tensor> tensors{
+        {"diffusion_model.transformer_blocks.0.attn1.to_q.lora_A.weight", at::randn({4, 64}, generator, f32)},
+        {"diffusion_model.transformer_blocks.0.attn1.to_q.lora_B.weight", at::randn({64, 4}, generator, f32)}};
+    const auto lora = scratch.path / "detailing.safetensors";
+    VT_CHECK(tensorfile::writeSafetensors(lora, tensors, {{"reference_downscale_factor", "2"}}).ok());
+    const auto bad = scratch.path / "bad.safetensors";
+    VT_CHECK(tensorfile::writeSafetensors(bad, tensors, {{"reference_downscale_factor", "two"}}).ok());
+    const auto plain = scratch.path / "plain.safetensors";
+    VT_CHECK(tensorfile::writeSafetensors(plain, tensors, {}).ok());
+    const auto factor = pipelines::icLoraReferenceDownscale(lora);
+    VT_CHECK(factor.ok() && *factor == std::optional<std::int64_t>(2));
+    const auto none = pipelines::icLoraReferenceDownscale(plain);
+    VT_CHECK(none.ok() && !*none);
+    const auto malformed = pipelines::icLoraReferenceDownscale(bad);
+    VT_CHECK(!malformed.ok() && malformed.error().message.find("reference_downscale_factor") != std::string::npos);
+
+    auto run = tensorfile::readTensorSet(dir("25") / "run_dfr_two_stage_reference.safetensors");
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    auto options = optionsFor("25", "diffusers");
+    options.spatialUpsamplerPath = dir("23") / "diffusers" / "latent_upsampler";
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK(pipeline.ok());
+    auto req = dfrRequestFrom(r);
+    req.twoStage = true;
+    req.videoNoise = *r.find("stage1_video_noise");
+    req.audioNoise = *r.find("stage1_audio_noise");
+    req.stage2VideoNoise = *r.find("stage2_video_noise");
+    req.stage2AudioNoise = *r.find("stage2_audio_noise");
+    req.detailingReference = true;
+    const auto without = pipeline->generate(req);
+    VT_CHECK_MSG(without.ok(), (without.ok() ? "" : without.error().message));
+    req.detailingReference = false;
+    req.detailingLora = pipelines::Ltx2Lora{lora, 1.0};
+    const auto with = pipeline->generate(req);
+    VT_CHECK_MSG(with.ok(), (with.ok() ? "" : with.error().message));
+    if (!without.ok() || !with.ok())
+        return;
+    VT_CHECK(at::equal(with->stage1VideoLatents, without->stage1VideoLatents));
+    const double moved = (with->finalVideoLatents - without->finalVideoLatents).abs().max().item<double>();
+    std::printf("   the detailing LoRA moved the second pass by %.3e (stage 1 unchanged)\n", moved);
+    VT_CHECK(moved > 1e-4);
+    VT_CHECK(with->loras.size() == 1 && with->loras[0].path == lora && with->loras[0].matched == 1 && with->loras[0].status == "applied");
+    // The next request without it runs without it.
+    req.detailingLora.reset();
+    req.detailingReference = true;
+    const auto again = pipeline->generate(req);
+    VT_CHECK(again.ok() && at::equal(again->finalVideoLatents, without->finalVideoLatents));
+
+    req.twoStage = false;
+    req.stage2VideoNoise.reset();
+    req.stage2AudioNoise.reset();
+    req.detailingLora = pipelines::Ltx2Lora{lora, 1.0};
+    const auto onePass = pipeline->generate(req);
+    VT_CHECK(!onePass.ok() && onePass.error().message.find("two-pass DFR recipe's second pass") != std::string::npos);
 }
 
 // A temporal refine round's tiles as diffusers' dfr_layout.temporal_tile_plan cuts them, and
@@ -618,7 +704,8 @@ VT_TEST(dfrRequestsAreValidated)
     r = p25->generate(req);
     VT_CHECK(!r.ok() && r.error().message.find("without guidance") != std::string::npos);
     req.guidanceScale = 1.0;
-    req.dfrStart = pipelines::Ltx2DfrStart{at::zeros({1, 8, 3, 2, 3}), at::zeros({1, 8, 1, 2, 3}), at::zeros({1, 25, 8}), 0.9};
+    req.dfrStart =
+        pipelines::Ltx2DfrStart{at::zeros({1, 8, 3, 2, 3}), at::zeros({1, 8, 1, 2, 3}), at::zeros({1, 25, 8}), 0.9, at::Tensor(), 1};
     r = p25->generate(req);
     VT_CHECK_MSG(
         !r.ok() && r.error().message.find("starts from [1, 8, 4, 2, 3]") != std::string::npos, (r.ok() ? "ran" : r.error().message));

@@ -465,6 +465,47 @@ public:
     // planStages for a model whose version is known (a loaded one: no headers read again).
     static Result<StagePlan> stagesFor(const LoadPlan& plan, const GenerateRequest& request, bool ltx25)
     {
+        auto out = dfrStagesFor(plan, request, ltx25);
+        if (!out)
+            return out;
+        auto detailing = detailingLoraOf(request, *out);
+        if (!detailing)
+            return detailing.error();
+        if (*detailing)
+            out->reason +=
+                "; the detailing IC-LoRA " + (*detailing)->path.filename().string() + " on the second pass, stage 1's canvas its reference";
+        return out;
+    }
+
+    // An IC-LoRA among the request's LoRAs (reference_downscale_factor in its metadata) is the DFR
+    // recipe's detailing LoRA: the second pass's alone, with stage 1 as its reference. Anywhere
+    // else it would run without the reference it was trained on: refused, never applied blind.
+    static Result<std::optional<LoraRequest>> detailingLoraOf(const GenerateRequest& request, const StagePlan& stages)
+    {
+        std::optional<LoraRequest> found;
+        for (const auto& l : request.loras) {
+            auto factor = pipelines::icLoraReferenceDownscale(l.path);
+            if (!factor)
+                return factor.error();
+            if (!*factor)
+                continue;
+            if (!(stages.dfr && stages.twoStage))
+                return makeError(ErrorCode::InvalidArgument,
+                    l.path.filename().string()
+                        + " is an IC-LoRA (reference_downscale_factor in its metadata): it details the second pass of LTX-2.5's "
+                          "two-pass DFR recipe, which this run does not take (an LTX-2.5 model with a spatial upsampler, at a size "
+                          "whose halves are multiples of 32)");
+            if (found)
+                return makeError(ErrorCode::InvalidArgument,
+                    "two IC-LoRAs (" + found->path.filename().string() + ", " + l.path.filename().string()
+                        + "): the second pass takes one reference; keep one");
+            found = l;
+        }
+        return found;
+    }
+
+    static Result<StagePlan> dfrStagesFor(const LoadPlan& plan, const GenerateRequest& request, bool ltx25)
+    {
         auto out = stagePath(plan, request);
         const auto rounds = request.knob(temporalRoundsKnob());
         if (out && rounds != 0 && !ltx25)
@@ -619,6 +660,13 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
     req.dfr = stages->dfr;
     req.temporalRounds = stages->temporalRounds;
     req.videoDecode = videoDecodeOf(r);
+    if (auto detailing = Family::detailingLoraOf(r, *stages); !detailing) {
+        return detailing.error();
+    } else if (*detailing) {
+        // The second pass's alone: out of the list every pass applies.
+        req.detailingLora = pipelines::Ltx2Lora{(*detailing)->path, (*detailing)->strength};
+        std::erase_if(req.loras, [&](const pipelines::Ltx2Lora& l) { return l.path == (*detailing)->path; });
+    }
     const std::int64_t latentFrames = (r.frames - 1) / 8 + 1;
     for (const auto& c : r.conditions) {
         const auto name = c.source.empty() ? std::string("a condition") : c.source;

@@ -27,6 +27,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -165,7 +166,7 @@ struct Ltx2Pipeline::Impl {
         // A DFR pass: the slot tokens after the canvas's, the tokens the keyframe embedding
         // marks ([1, T + K]), and after the loop every token of it and the slots unpacked.
         bool dfr = false;
-        std::int64_t slotTokens = 0, slotCount = 0;
+        std::int64_t slotTokens = 0, slotCount = 0, referenceTokens = 0;
         at::Tensor keyframes, allTokens, slots;
         // A temporal refine tile: the ancestral sampler with the tile's own generator, and the
         // audio frozen at the stage's (the video still attends to it); its steps are reported
@@ -856,6 +857,8 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
         throw makeError(ErrorCode::InvalidArgument,
             "video_decoder: these files carry only LTX-2.5's diffusion video decoder, not the VAE's; decode with the diffusion decoder "
             "or give the VAE file (ltx-2.5-video-vae-conv-bf16.safetensors)");
+    if (!req.dfr && (req.detailingLora || req.detailingReference))
+        throw makeError(ErrorCode::InvalidArgument, "the detailing IC-LoRA is LTX-2.5's DFR recipe's (its second pass)");
     if (req.dfr) {
         if (!transformerConfig.keyframesAbsPosEmbedding)
             throw makeError(ErrorCode::InvalidArgument,
@@ -866,6 +869,9 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
             throw makeError(ErrorCode::InvalidArgument, "the DFR pass runs the distilled schedule, without guidance");
         if (req.twoStage && req.dfrStart)
             throw makeError(ErrorCode::InvalidArgument, "a DFR start state is the second stage's; it takes no stage of its own");
+        if ((req.detailingLora || req.detailingReference) && !req.twoStage)
+            throw makeError(ErrorCode::InvalidArgument,
+                "the detailing IC-LoRA details the two-pass DFR recipe's second pass; this run has one pass (give a spatial upsampler)");
     } else if (req.dfrStart) {
         throw makeError(ErrorCode::InvalidArgument, "a DFR start state was given to a request that is not a DFR pass");
     }
@@ -1156,7 +1162,25 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
         clean = at::cat({clean.narrow(1, 0, pass.baseTokens), kf, clean.narrow(1, pass.baseTokens, pass.slotTokens)}, 1);
         mask = at::cat({mask.narrow(1, 0, pass.baseTokens), at::cat(keyMask, 1), mask.narrow(1, pass.baseTokens, pass.slotTokens)}, 1);
     }
-    const auto allTokens = total + keyframeTokens;
+    // The IC-LoRA reference after the slots: clean, held by the blend at strength 1, unmarked.
+    std::int64_t referenceTokens = 0;
+    at::Tensor referenceCoords;
+    if (given && given->reference.defined()) {
+        const auto& ref = given->reference;
+        if (ref.dim() != 5 || ref.size(0) != 1 || ref.size(1) != tc.inChannels || ref.size(2) < 1 || ref.size(3) < 1 || ref.size(4) < 1
+            || given->referenceDownscale < 1 || given->referenceDownscale > 16)
+            throw makeError(ErrorCode::InvalidArgument,
+                "an IC-LoRA reference is [1, " + std::to_string(tc.inChannels) + ", F, h, w] latents with a downscale of 1 to 16");
+        const auto tokens = packLatents(ref.to(f32));
+        referenceTokens = tokens.size(1);
+        latents = at::cat({latents, at::zeros_like(tokens)}, 1);
+        clean = at::cat({clean, tokens}, 1);
+        mask = at::cat({mask, at::ones({1, referenceTokens}, f32)}, 1);
+        referenceCoords = ltx2::videoCoordsFor(tc, ref.size(2), ref.size(3), ref.size(4), fps, options.device);
+        referenceCoords.narrow(1, 1, 2).mul_(static_cast<double>(given->referenceDownscale));
+    }
+    pass.referenceTokens = referenceTokens;
+    const auto allTokens = total + keyframeTokens + referenceTokens;
     // One draw over every token, then the audio's (the reference's order).
     at::Tensor videoNoise = spec.videoNoise && *spec.videoNoise ? (*spec.videoNoise)->to(f32)
                                                                 : at::randn({1, allTokens, tc.inChannels}, generator, cpuF32).to(f32);
@@ -1170,13 +1194,13 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
     if (videoNoise.sizes() != latents.sizes())
         throw makeError(ErrorCode::InvalidArgument,
             "DFR video noise must be [1, " + std::to_string(allTokens) + ", " + std::to_string(tc.inChannels)
-                + "] (canvas, keyframe and slot tokens)");
+                + "] (canvas, keyframe, slot and reference tokens)");
     if (audioNoise.sizes() != at::IntArrayRef({1, audioFrames, audioConfig.packedWidth()}))
         throw makeError(ErrorCode::InvalidArgument,
             "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
     // The reference's expressions, so a draw at noise scale 1 is taken bit for bit.
     pass.latents = videoNoise * noiseScale + latents * (1 - noiseScale);
-    if (!conditions.empty()) {
+    if (!conditions.empty() || referenceTokens > 0) {
         const auto m = mask.unsqueeze(-1);
         pass.latents = clean * m + pass.latents * (1 - m);
         pass.mask = mask;
@@ -1188,9 +1212,11 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
     // the given keyframes, whose content is not generated.
     pass.keyframes = at::zeros({1, allTokens}, f32);
     pass.keyframes.narrow(1, 0, perFrame).fill_(1.0);
-    pass.keyframes.narrow(1, allTokens - pass.slotTokens, pass.slotTokens).fill_(1.0);
+    pass.keyframes.narrow(1, pass.baseTokens + keyframeTokens, pass.slotTokens).fill_(1.0);
     for (const auto position : canvas.slots)
         coords.push_back(keyframeCoords(1, pass.latentH, pass.latentW, static_cast<double>(position), true, fps, f32));
+    if (referenceCoords.defined())
+        coords.push_back(referenceCoords);
     if (!coords.empty())
         pass.extraCoords = at::cat(coords, 2);
     return pass;
@@ -1319,7 +1345,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             (out.cudaGraphs.empty() ? "" : "; ") + std::string(p.phase == Ltx2Phase::Refine ? "refine: " : "denoise: ") + graphed.summary();
     if (p.dfr) {
         p.allTokens = latents;
-        p.slots = latents.narrow(1, latents.size(1) - p.slotTokens, p.slotTokens)
+        p.slots = latents.narrow(1, latents.size(1) - p.referenceTokens - p.slotTokens, p.slotTokens)
                       .reshape({1, p.slotCount, p.latentH, p.latentW, tc.inChannels})
                       .permute({0, 4, 1, 2, 3})
                       .contiguous();
@@ -1422,6 +1448,22 @@ void Ltx2Pipeline::Impl::refineDfrAtFullSize(
     next.slots = up(pass.slots);
     next.audio = pass.audioLatents;
     next.noiseScale = sched::ltx2Stage2DistilledSchedule().sigmas.front();
+    // The detailing IC-LoRA reads stage 1's half-size canvas as its reference, in the second
+    // pass only (ltx-pipelines' stage_detailing).
+    const bool detailing = req.detailingLora || req.detailingReference;
+    if (detailing) {
+        next.reference = low.contiguous();
+        next.referenceDownscale = 2;
+        if (req.detailingLora) {
+            const auto factor = take(icLoraReferenceDownscale(req.detailingLora->path));
+            if (factor && *factor != 1)
+                next.referenceDownscale = *factor;
+            auto loras = req.loras;
+            loras.push_back(*req.detailingLora);
+            applyLoras(loras);
+            out.loras = loraOutcomes;
+        }
+    }
     out.upsampledLatents = next.latents;
     run.report(Ltx2Phase::UpsampleLatents, 1, 1);
     run.timed("upsample latents", start);
@@ -1434,8 +1476,31 @@ void Ltx2Pipeline::Impl::refineDfrAtFullSize(
     denoisePass(run, refine, in);
     run.timed("refine", start);
     run.checkStop();
+    // The rounds after it run without the detailing LoRA.
+    if (req.detailingLora)
+        applyLoras(req.loras);
     refine.audioLatents = stage1Audio;
     pass = std::move(refine);
+}
+
+Result<std::optional<std::int64_t>> icLoraReferenceDownscale(const std::filesystem::path& lora)
+{
+    auto source = tensorfile::ModelSource::open(lora);
+    if (!source)
+        return source.error();
+    for (const auto& cp : source->checkpoints) {
+        const auto it = cp.metadata.find("reference_downscale_factor");
+        if (it == cp.metadata.end())
+            continue;
+        std::int64_t factor = 0;
+        const auto& text = it->second;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), factor);
+        if (ec != std::errc() || end != text.data() + text.size() || factor < 1 || factor > 16)
+            return makeError(ErrorCode::InvalidFormat,
+                lora.filename().string() + ": reference_downscale_factor is \"" + text.substr(0, 32) + "\", expected 1 to 16");
+        return std::optional<std::int64_t>(factor);
+    }
+    return std::optional<std::int64_t>();
 }
 
 namespace {

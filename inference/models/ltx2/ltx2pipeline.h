@@ -132,9 +132,19 @@ at::Tensor ancestralRfStep(
 // The second-stage form of a DFR pass (diffusers LTX2DFRPipeline with `latents`,
 // `keyframes_latents` and `audio_latents`): normalized [1, C, F, H, W] on the padded canvas,
 // the slots [1, C, K, H, W], the audio packed [1, La, C_a]; noised to noiseScale.
+// An IC-LoRA's reference_downscale_factor from its safetensors metadata: nullopt when the file
+// says nothing (not an IC-LoRA, or one at the reference's own size); an error for a file that
+// cannot be read or a factor outside 1 to 16.
+Result<std::optional<std::int64_t>> icLoraReferenceDownscale(const std::filesystem::path& lora);
+
 struct Ltx2DfrStart {
     at::Tensor latents, slots, audio;
     double noiseScale = 0.909375;
+    // An IC-LoRA reference (the detailing LoRA's: stage 1's half-size canvas), normalized
+    // [1, C, F, h, w]: appended as clean tokens after the slots, its spatial positions scaled by
+    // referenceDownscale into this pass's grid (LTX2DFRPipeline's reference_latents).
+    at::Tensor reference;
+    std::int64_t referenceDownscale = 1;
 };
 
 enum class Ltx2VideoDecode { Auto, Vae, Diffusion };
@@ -195,6 +205,13 @@ struct Ltx2Request {
     // them, the stage's audio frozen and followed, 4 distilled sigmas with the ancestral sampler
     // (eta 0.5, per tile seeded seed + 1000 round + tile). 0 to 2; needs the temporal upsampler.
     int temporalRounds = 0;
+    // LTX-2.5's detailing IC-LoRA on the two-pass DFR recipe: applied in the second pass only,
+    // with stage 1's half-size canvas appended as its clean reference, the positions scaled by
+    // the LoRA's reference_downscale_factor (metadata; 2 when absent, as ltx-pipelines reads
+    // it). detailingReference appends the reference without a LoRA (the reference pipelines
+    // allow it). Needs dfr and twoStage.
+    std::optional<Ltx2Lora> detailingLora;
+    bool detailingReference = false;
     // Injected draws of the rounds' tiles, in order (checks against a reference): each tile's
     // start noise over its packed tokens [canvas | conditions | anchors | slots].
     std::vector<at::Tensor> temporalTileNoise;

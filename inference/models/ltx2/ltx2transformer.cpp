@@ -465,15 +465,13 @@ void Transformer::Impl::chooseAttention()
     attentionPath = why.empty() ? "self-attention: FP8 flash attention (cuDNN)" : "self-attention: " + dtypeName + " SDPA (" + why + ")";
 }
 
-at::Tensor Transformer::Impl::videoCoords(
-    std::int64_t batch, std::int64_t frames, std::int64_t height, std::int64_t width, double fps) const
+at::Tensor videoCoordsFor(
+    const TransformerConfig& config, std::int64_t frames, std::int64_t height, std::int64_t width, double fps, c10::Device device)
 {
-    // LTX2AudioVideoRotaryPosEmbed.prepare_video_coords with patch size 1: [start, end) of
-    // every latent cell in pixel space; time shifted for the causal first frame, in seconds.
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
     const auto grid = at::stack(at::meshgrid({at::arange(frames, f32), at::arange(height, f32), at::arange(width, f32)}, "ij"), 0);
     const auto ends = grid + 1;
-    auto coords = at::stack({grid, ends}, -1).flatten(1, 3).unsqueeze(0).repeat({batch, 1, 1, 1});
+    auto coords = at::stack({grid, ends}, -1).flatten(1, 3).unsqueeze(0);
     // Filled on the device, not copied from the host: the forward stays capturable in a CUDA graph.
     std::vector<at::Tensor> factors;
     for (const auto f : config.vaeScaleFactors)
@@ -484,6 +482,12 @@ at::Tensor Transformer::Impl::videoCoords(
     t.copy_((t + config.causalOffset - config.vaeScaleFactors[0]).clamp_min(0));
     t.copy_(t / fps);
     return pixel;
+}
+
+at::Tensor Transformer::Impl::videoCoords(
+    std::int64_t batch, std::int64_t frames, std::int64_t height, std::int64_t width, double fps) const
+{
+    return videoCoordsFor(config, frames, height, width, fps, device).repeat({batch, 1, 1, 1});
 }
 
 at::Tensor Transformer::Impl::audioCoords(std::int64_t batch, std::int64_t frames) const

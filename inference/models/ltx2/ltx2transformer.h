@@ -117,6 +117,12 @@ struct TransformerLoadOptions {
 // the tensor shapes), checked against the shapes in the headers. No weight bytes are read.
 Result<TransformerConfig> resolveTransformerConfig(const Ltx2Weights& weights, const std::optional<TransformerConfig>& override);
 
+// LTX2AudioVideoRotaryPosEmbed.prepare_video_coords (patch size 1): [1, 3, F H W, 2], the
+// [start, end) of every latent cell in pixel space, time shifted for the causal first frame and
+// in seconds at fps.
+at::Tensor videoCoordsFor(
+    const TransformerConfig& config, std::int64_t frames, std::int64_t height, std::int64_t width, double fps, c10::Device device);
+
 // The same targets from the checkpoint's headers, before (or without) loading it.
 std::vector<lora::Target> loraTargetsFromHeaders(const Ltx2Weights& weights);
 
