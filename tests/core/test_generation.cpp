@@ -257,7 +257,10 @@ private slots:
         QVERIFY(rules && rules->knob("schedule_mu") && rules->knob("schedule_std"));
         // LTX's own: the temporal rounds of 2.5 (0 by default; the catalog sets none).
         const auto ltx = vireo::facade::familyRulesById("ltx2");
-        QVERIFY(ltx->knobs.size() == 1 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
+        // LTX's own: the temporal rounds of 2.5 (0 by default; the catalog sets none) and which
+        // video decoder makes the pixels (0: the checkpoint's).
+        QVERIFY(ltx->knobs.size() == 2 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
+        QVERIFY(ltx->knob("video_decoder") && ltx->knob("video_decoder")->defaultValue == 0 && ltx->knob("video_decoder")->maximum == 2);
         QCOMPARE(vireo::facade::familyRulesById("ltx2-dev")->family, std::string("ltx2"));
         const auto model = catalogModel("ideogram-4/fp8");
         const auto d = vireo::generation::defaultsFor(m_catalog, model);
@@ -281,12 +284,39 @@ private slots:
         const auto vd = vireo::generation::defaultsFor(m_catalog, video);
         QVERIFY(vd);
         p = vireo::generation::prepare(m_catalog, *vd, video, a);
-        QVERIFY(!p && p.error().message.find("LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds)") == 0);
+        QVERIFY(
+            !p && p.error().message.find("LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds, video_decoder)") == 0);
         // A length left on auto needs a duration head, which LTX-2.3's files do not carry.
         Ask autoLength = prompt();
         autoLength.frames = 0;
         p = vireo::generation::prepare(m_catalog, *vd, video, autoLength);
         QVERIFY2(!p && p.error().message.find("no duration head") != std::string::npos, p ? "accepted" : p.error().message.c_str());
+        // LTX-2.3's files carry no diffusion video decoder: asking for it is refused by name.
+        Ask diffusion = prompt();
+        diffusion.knobs["video_decoder"] = 2;
+        p = vireo::generation::prepare(m_catalog, *vd, video, diffusion);
+        QVERIFY2(
+            !p && p.error().message.find("no diffusion video decoder") != std::string::npos, p ? "accepted" : p.error().message.c_str());
+        // An IC-LoRA (reference_downscale_factor in its metadata) runs only as the detailing LoRA
+        // of 2.5's two-pass DFR recipe: on LTX-2.3 it is refused by name, never applied blind.
+        {
+            QTemporaryDir dir;
+            const auto path = dir.filePath(QStringLiteral("ic-lora.safetensors"));
+            const QByteArray header =
+                R"({"__metadata__":{"reference_downscale_factor":"2"},"x.lora_A.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            const quint64 n = static_cast<quint64>(header.size());
+            QByteArray size(8, 0);
+            for (int i = 0; i < 8; ++i)
+                size[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+            f.write(size + header + QByteArray(4, 0));
+            f.close();
+            Ask ic = prompt();
+            ic.loras.push_back({path.toStdString(), 1.0});
+            p = vireo::generation::prepare(m_catalog, *vd, video, ic);
+            QVERIFY2(!p && p.error().message.find("is an IC-LoRA") != std::string::npos, p ? "accepted" : p.error().message.c_str());
+        }
         // LTX's control is 2.5's: an LTX-2.3 model refuses it by name, before loading anything.
         Ask rounds = prompt();
         rounds.knobs["temporal_rounds"] = 1;
