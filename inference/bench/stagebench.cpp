@@ -306,7 +306,8 @@ Result<StageBenchResult> benchDiffusionDecode(const StageBenchOptions& options)
     auto resolved = benchDeviceAndDtype("bench stages", options.device, options.dtype);
     if (!resolved)
         return resolved.error();
-    const auto [device, dtype] = *resolved;
+    const auto device = resolved->first;
+    const auto dtype = resolved->second;
     if (options.repeats < 1 || options.width < 1 || options.height < 1 || options.frames < 1)
         return makeError(ErrorCode::InvalidArgument, "bench stages: size and repeats must be positive");
     r.device = device.is_cuda() ? cudaDeviceSummary() : "cpu (" + std::to_string(at::get_num_threads()) + " threads)";

@@ -351,7 +351,7 @@ at::Tensor rotateNeighborhood3d(const at::Tensor& x, double base)
         const auto inv = (1.0 / at::pow(base, at::arange(0, dim, 2, f64) / static_cast<double>(dim))).to(at::kFloat);
         const auto positions = at::arange(x.size(1 + axis), f32);
         Shape shape{1, 1, 1, 1, 1, inv.size(0)};
-        shape[static_cast<std::size_t>(1 + axis)] = positions.size(0);
+        shape[static_cast<std::size_t>(axis) + 1] = positions.size(0);
         const auto angles = (positions.unsqueeze(1) * inv.unsqueeze(0)).reshape(shape);
         const auto cos = angles.cos(), sin = angles.sin();
         const auto pairs = chunk.reshape({chunk.size(0), chunk.size(1), chunk.size(2), chunk.size(3), chunk.size(4), dim / 2, 2});
