@@ -78,6 +78,13 @@ pipelines::Ltx2PipelineOptions optionsFor(const std::string& v, const std::strin
                     : v == "25" ? "ltx-2.5-tiny.safetensors"
                                 : "ltx-2.3-tiny.safetensors")};
         o.textEncoderPath = d / "single" / "gemma";
+    } else if (layout == "lightricks") {
+        // LTX-2.5 as Lightricks publishes it, one file per component; the text encoder is one file
+        // (Gemma, its config and tokenizer, the text projection), found among the model's files.
+        const auto l = d / "lightricks";
+        o.modelPaths = {l / "diffusion_models" / "ltx-2.5-22b-distilled-transformer-bf16.safetensors",
+            l / "text_encoders" / "gemma4-12b-with-proj-ltx-2.5-bf16.safetensors", l / "vae" / "ltx-2.5-video-vae-conv-bf16.safetensors",
+            l / "vae" / "ltx-2.5-audio-vae-bf16.safetensors"};
     } else if (layout == "publisher") {
         // The catalog's GGUF variant as unsloth/LTX-2.3-GGUF names its files: the same weights as
         // gguf/, each companion embedding only its own config sections (none in the connectors file).
@@ -217,6 +224,7 @@ VT_TEST(distilledMatchesDiffusers)
     for (const std::string v : {"20", "23", "25"})
         for (const std::string layout : {"diffusers", "single"})
             checkRun(v, "distilled", layout);
+    checkRun("25", "distilled", "lightricks");
 }
 
 VT_TEST(devWithGuidanceMatchesDiffusers)

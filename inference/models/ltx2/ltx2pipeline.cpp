@@ -21,6 +21,7 @@
 #include "inference/util/heap.h"
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
+#include "inference/tensorfile/tensorview.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -77,6 +78,61 @@ bool isDir(const std::filesystem::path& p)
     return ::access((p / ".").c_str(), F_OK) == 0;
 }
 
+// Lightricks' LTX-2.5 text encoder is one file: a Gemma with its config (metadata gemma_config),
+// its tokenizer (byte tensors) and the LTX text projection. The config when `p` is such a file.
+std::optional<std::string> gemmaFileConfig(const std::filesystem::path& p)
+{
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(p, ec) || p.extension() != ".safetensors")
+        return std::nullopt;
+    auto source = tensorfile::ModelSource::open(p);
+    if (!source)
+        return std::nullopt;
+    for (const auto& cp : source->checkpoints)
+        if (const auto it = cp.metadata.find("gemma_config"); it != cp.metadata.end())
+            return it->second;
+    return std::nullopt;
+}
+
+// The tokenizer such a file carries: tokenizer.json in a byte tensor, its config in an
+// `hf_asset__tokenizer_config.json` tensor or metadata entry (ltx-core gemma_assets.py).
+Result<text::Tokenizer> tokenizerFromGemmaFile(const std::filesystem::path& file)
+{
+    auto source = tensorfile::ModelSource::open(file);
+    if (!source)
+        return source.error();
+    std::string json, config;
+    for (const auto& cp : source->checkpoints) {
+        auto bytesOf = [&](const char* name) -> Result<std::string> {
+            const auto* info = cp.find(name);
+            if (!info)
+                return std::string();
+            auto raw = tensorfile::rawBytes(cp, *info);
+            if (!raw)
+                return raw.error();
+            const auto t = raw->contiguous();
+            return std::string(reinterpret_cast<const char*>(t.data_ptr()), static_cast<std::size_t>(t.nbytes()));
+        };
+        auto j = bytesOf("tokenizer_json");
+        if (!j)
+            return j.error();
+        auto c = bytesOf("hf_asset__tokenizer_config.json");
+        if (!c)
+            return c.error();
+        if (!j->empty())
+            json = std::move(*j);
+        if (!c->empty())
+            config = std::move(*c);
+        if (config.empty())
+            if (const auto it = cp.metadata.find("hf_asset__tokenizer_config.json"); it != cp.metadata.end())
+                config = it->second;
+    }
+    if (json.empty())
+        return makeError(ErrorCode::InvalidFormat,
+            file.filename().string() + " carries no tokenizer (a tokenizer_json tensor); download the text encoder file again");
+    return text::Tokenizer::fromJson(json, config, file.filename().string() + " (tokenizer_json)");
+}
+
 }  // namespace
 
 const char* phaseName(Ltx2Phase phase)
@@ -102,6 +158,7 @@ struct Ltx2Pipeline::Impl {
     Ltx2PipelineOptions options;
     ltx2::Ltx2Weights weights;
     std::filesystem::path textEncoderPath;
+    bool textEncoderFile = false;  // Lightricks' single text encoder file (its tokenizer inside)
     std::optional<ltx2::TextFeatures> textFeatures;
     ltx2::TransformerConfig transformerConfig;
     ltx2::AudioVaeConfig audioConfig;
@@ -251,6 +308,10 @@ void Ltx2Pipeline::Impl::loadText(const std::function<void(const Ltx2Progress&)>
         if (progress)
             progress({Ltx2Phase::LoadText, done, 1, {}});
     };
+    if (!tokenizer && textEncoderFile) {
+        report(0);
+        tokenizer = take(tokenizerFromGemmaFile(textEncoderPath));
+    }
     if (!tokenizer) {
         report(0);
         auto tokFolder = textEncoderPath;
@@ -695,12 +756,27 @@ std::map<std::string, std::int64_t> Ltx2Pipeline::componentBytes() const
 
 Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
 {
-    auto weights = ltx2::Ltx2Weights::open(options.modelPaths);
+    // Lightricks' single text encoder file, given as the text encoder or among the model's files:
+    // its text projection is read with the model's weights.
+    std::optional<std::filesystem::path> textFile;
+    std::optional<std::string> textFileConfig;
+    if (options.textEncoderPath)
+        if ((textFileConfig = gemmaFileConfig(*options.textEncoderPath)))
+            textFile = *options.textEncoderPath;
+    for (const auto& p : options.modelPaths)
+        if (!textFile)
+            if ((textFileConfig = gemmaFileConfig(p)))
+                textFile = p;
+    auto paths = options.modelPaths;
+    if (textFile && std::find(paths.begin(), paths.end(), *textFile) == paths.end())
+        paths.push_back(*textFile);
+    auto weights = ltx2::Ltx2Weights::open(paths);
     if (!weights)
         return weights.error();
     auto impl = std::make_unique<Impl>();
     impl->options = options;
     impl->weights = std::move(*weights);
+    impl->textEncoderFile = textFile.has_value();
     const auto& w = impl->weights;
     // Every component must be there before anything loads: a partial pipeline never runs.
     std::vector<std::string> missing;
@@ -708,7 +784,9 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     if (!transformer)
         missing.push_back("transformer (" + transformer.error().message + ")");
     // The text encoder decides what the connectors read (its width and hidden-state count).
-    if (options.textEncoderPath) {
+    if (textFile) {
+        impl->textEncoderPath = *textFile;
+    } else if (options.textEncoderPath) {
         impl->textEncoderPath = *options.textEncoderPath;
     } else {
         for (const auto& p : options.modelPaths)
@@ -717,7 +795,14 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     }
     std::optional<ltx2::TextFeatures> textFeatures;
     std::optional<gemma3::Family> textFamily;
-    if (!impl->textEncoderPath.empty()) {
+    if (textFileConfig) {
+        if (auto tc = gemma3::parseTextConfig(*textFileConfig, textFile->filename().string() + " (gemma_config)")) {
+            textFeatures = ltx2::TextFeatures{tc->hiddenSize, tc->layers + 1};
+            textFamily = tc->family;
+        } else {
+            return tc.error();
+        }
+    } else if (!impl->textEncoderPath.empty()) {
         std::ifstream in(impl->textEncoderPath / "config.json");
         std::ostringstream text;
         text << in.rdbuf();
@@ -768,9 +853,10 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
         missing.push_back("audio VAE (" + audio.error().message + ")");
     if (auto v = ltx2::resolveVocoderConfig(w, std::nullopt); !v)
         missing.push_back("vocoder (" + v.error().message + ")");
-    if (impl->textEncoderPath.empty() || !isDir(impl->textEncoderPath))
+    if (impl->textEncoderPath.empty() || (!isDir(impl->textEncoderPath) && !textFile))
         missing.push_back(std::string(transformer && transformer->keyframesAbsPosEmbedding ? "Gemma 4" : "Gemma 3")
-            + " text encoder (give its folder; a diffusers folder has it in text_encoder/)");
+            + " text encoder (give its folder, or Lightricks' single file such as gemma4-12b-with-proj-ltx-2.5-bf16.safetensors; a "
+              "diffusers folder has it in text_encoder/)");
     // An upsampler of the wrong kind is not a missing part: it is there, and named for what it is.
     std::optional<std::string> wrongUpsampler;
     if (options.spatialUpsamplerPath) {

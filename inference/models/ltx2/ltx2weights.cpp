@@ -447,6 +447,10 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
     for (const auto& source : *w.m_sources) {
         const auto folderOwner = ownerFromClass(source.configs);
         for (const auto& cp : source.checkpoints) {
+            // Lightricks' text encoder file (a Gemma with its config embedded as gemma_config)
+            // carries the LTX text projection beside the language model: the projection is the
+            // connectors', the rest the text encoder's own loader reads.
+            const bool gemmaFile = cp.component.empty() && cp.metadata.count("gemma_config") > 0;
             const auto vaeKind = cp.component.empty() ? vaeFileKind(cp) : VaeFileKind{};
             const bool bareVae = cp.component.empty() && vaeKind.vaeSection && bareVaeFile(cp);
             const auto vaeName = [&](const std::string& name) { return bareVae ? "vae." + name : name; };
@@ -482,6 +486,10 @@ Result<Ltx2Weights> Ltx2Weights::open(const std::vector<std::filesystem::path>& 
                     canonical = info.name;
                 } else if (!cp.component.empty()) {
                     owner = Owner::Other;
+                } else if (gemmaFile) {
+                    owner = startsWith(info.name, "text_embedding_projection.") ? Owner::Connectors : Owner::Other;
+                    if (owner == Owner::Connectors)
+                        canonical = ltxCoreToDiffusersConnector(info.name);
                 } else if (vaeKind.diffusionDecoder && startsWith(vaeName(info.name), "vae.decoder.")) {
                     // LTX-2.5's diffusion decoder in Lightricks' naming; a bundled preview head
                     // and the unused type embedding are dropped as both references drop them.
