@@ -161,6 +161,16 @@ private slots:
         for (auto it = decoder.begin(); it != decoder.end(); ++it)
             ltx25.insert(it.key(), it.value());
         repos.insert(QStringLiteral("Lightricks/LTX-2.5-Diffusers"), QJsonObject{{QStringLiteral("files"), ltx25}});
+        // Lightricks' own LTX-2.5 repository: one file per component under the Hub's names (the
+        // tiny 2.5 model split as published; the spatial upscaler is the 2.3 fixture's, whose
+        // latents are the same 8 channels).
+        auto lightricks25 = filesUnder(root + QStringLiteral("/../v25/lightricks"));
+        QJsonObject upscaler;
+        upscaler.insert(
+            QStringLiteral("path"), QString(root + QStringLiteral("/publisher/lightricks/ltx-2.3-spatial-upscaler-x2-1.1.safetensors")));
+        upscaler.insert(QStringLiteral("lfs"), true);
+        lightricks25.insert(QStringLiteral("latent_upscale_models/ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors"), upscaler);
+        repos.insert(QStringLiteral("Lightricks/LTX-2.5"), QJsonObject{{QStringLiteral("files"), lightricks25}});
         QString error;
         QVERIFY2(m_hub.startWithSpec(m_work.path(), QJsonObject{{QStringLiteral("repos"), repos}}, {}, &error), qPrintable(error));
         QSettings().setValue(QStringLiteral("hub/endpoint"), m_hub.hubUrl());
@@ -326,6 +336,52 @@ private slots:
         for (const auto& item : (*studio)->gallery()->items())
             listed = listed || QFileInfo(item.path) == QFileInfo(job.outputPath);
         QVERIFY2(listed, qPrintable((*studio)->galleryError()));
+    }
+
+    // LTX-2.5 as Lightricks publishes it, one file per component: exactly the five files the
+    // distilled two-pass recipe reads (the text encoder one file with its tokenizer inside),
+    // recognized as 2.5, run to a video in its two DFR passes.
+    void theLtx25LightricksFilesDownloadAndGenerate()
+    {
+        auto studio = vireo::core::Studio::create();
+        QVERIFY(studio);
+        const QString id = QStringLiteral("ltx-2.5/lightricks-bf16");
+        QStringList planned;
+        const auto model = download(**studio, id, &planned);
+        QVERIFY(model);
+        std::set<QString> files(planned.begin(), planned.end());
+        const QString repo = QStringLiteral("Lightricks/LTX-2.5/");
+        QCOMPARE(files,
+            (std::set<QString>{repo + QStringLiteral("diffusion_models/ltx-2.5-22b-distilled-transformer-bf16.safetensors"),
+                repo + QStringLiteral("text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors"),
+                repo + QStringLiteral("vae/ltx-2.5-video-vae-conv-bf16.safetensors"),
+                repo + QStringLiteral("vae/ltx-2.5-audio-vae-bf16.safetensors"),
+                repo + QStringLiteral("latent_upscale_models/ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors")}));
+        QVERIFY(!model->plan.textEncoderPath.has_value());
+        QVERIFY(model->plan.spatialUpsamplerPath.has_value());
+        const auto facts = vireo::facade::Generator::readModelFacts(model->plan);
+        QVERIFY2(facts, facts ? "" : facts.error().message.c_str());
+        QCOMPARE(QString::fromStdString(facts->version), QStringLiteral("2.5"));
+        const auto& catalog = (*studio)->downloads()->catalog();
+        vireo::generation::Ask ask;
+        ask.prompt = "a red fox in the snow";
+        ask.width = 64;
+        ask.height = 64;
+        ask.frames = 9;
+        ask.seed = 7;
+        const auto defaults = vireo::generation::defaultsFor(catalog, *model, ask);
+        QVERIFY2(defaults, defaults ? "" : defaults.error().message.c_str());
+        auto prepared = vireo::generation::prepare(catalog, *defaults, *model, ask);
+        QVERIFY2(prepared, prepared ? "" : prepared.error().message.c_str());
+        QVERIFY2(prepared->stagesReason.find("LTX-2.5 DFR, two passes") != std::string::npos, prepared->stagesReason.c_str());
+        auto job = prepared->job;
+        job.outputPath = m_work.filePath(QStringLiteral("fox25-lightricks.mp4"));
+        const auto s = runToEnd((*studio)->engine(QStringLiteral("cpu")), job);
+        QVERIFY(s);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QVERIFY(QFileInfo(job.outputPath).size() > 1000);
+        QCOMPARE(QString::fromStdString(s->recipe.modelVersion), QStringLiteral("2.5"));
+        QCOMPARE(QString::fromStdString(s->recipe.stages), QStringLiteral("two"));
     }
 
     // LTX-2.5 as a user gets it from the catalog: exactly the components the distilled

@@ -238,7 +238,10 @@ Result<void> mapLtxCoreVideoEncoder(std::map<std::string, SourceTensor>& part)
     // ltx-core index of each tensor to rename; -1: not a plain index, the name stays (and the
     // load fails on it as an unknown tensor).
     auto indexOf = [&](const std::string& canonical, const SourceTensor& t) -> int {
-        if (!startsWith(t.name, kStored) || !startsWith(canonical, kCanonical))
+        // ltx-core's indices: a single file's `vae.` names, or a Lightricks VAE file's bare ones
+        // (it embeds its config; a diffusers folder's files do not, and keep diffusers' indices).
+        const bool ltxCore = startsWith(t.name, kStored) || (startsWith(t.name, kCanonical) && t.checkpoint->metadata.count("config") > 0);
+        if (!ltxCore || !startsWith(canonical, kCanonical))
             return -1;
         const auto rest = std::string_view(canonical).substr(kCanonical.size());
         const auto dot = rest.find('.');
