@@ -248,17 +248,12 @@ Result<void> runStages(const StageBenchOptions& options, const StageModels& m, c
     return {};
 }
 
-}  // namespace
-
-Result<StageBenchResult> benchStages(const StageBenchOptions& options)
+// The result's header: the device, dtype, memory method, size and repeats the rows ran with.
+Result<StageBenchResult> startResult(const StageBenchOptions& options, c10::Device device)
 {
-    StageBenchResult r;
-    auto resolved = benchDeviceAndDtype("bench stages", options.device, options.dtype);
-    if (!resolved)
-        return resolved.error();
-    const auto [device, dtype] = *resolved;
     if (options.repeats < 1 || options.width < 1 || options.height < 1 || options.frames < 1)
         return makeError(ErrorCode::InvalidArgument, "bench stages: size and repeats must be positive");
+    StageBenchResult r;
     r.device = device.is_cuda() ? cudaDeviceSummary() : "cpu (" + std::to_string(at::get_num_threads()) + " threads)";
     r.dtype = options.dtype;
     r.memoryMethod = device.is_cuda() ? "CUDA caching allocator, peak above the allocation before the op"
@@ -267,6 +262,21 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
     r.height = options.height;
     r.frames = options.frames;
     r.repeats = options.repeats;
+    return r;
+}
+
+}  // namespace
+
+Result<StageBenchResult> benchStages(const StageBenchOptions& options)
+{
+    auto resolved = benchDeviceAndDtype("bench stages", options.device, options.dtype);
+    if (!resolved)
+        return resolved.error();
+    const auto [device, dtype] = *resolved;
+    auto started = startResult(options, device);
+    if (!started)
+        return started.error();
+    auto& r = *started;
 
     try {
         auto weights = ltx2::Ltx2Weights::open({options.vaePath});
@@ -302,22 +312,15 @@ Result<StageBenchResult> benchStages(const StageBenchOptions& options)
 
 Result<StageBenchResult> benchDiffusionDecode(const StageBenchOptions& options)
 {
-    StageBenchResult r;
     auto resolved = benchDeviceAndDtype("bench stages", options.device, options.dtype);
     if (!resolved)
         return resolved.error();
     const auto device = resolved->first;
     const auto dtype = resolved->second;
-    if (options.repeats < 1 || options.width < 1 || options.height < 1 || options.frames < 1)
-        return makeError(ErrorCode::InvalidArgument, "bench stages: size and repeats must be positive");
-    r.device = device.is_cuda() ? cudaDeviceSummary() : "cpu (" + std::to_string(at::get_num_threads()) + " threads)";
-    r.dtype = options.dtype;
-    r.memoryMethod = device.is_cuda() ? "CUDA caching allocator, peak above the allocation before the op"
-                                      : "peak RSS growth over the warm-up run (lower bound)";
-    r.width = options.width;
-    r.height = options.height;
-    r.frames = options.frames;
-    r.repeats = options.repeats;
+    auto started = startResult(options, device);
+    if (!started)
+        return started.error();
+    auto& r = *started;
     try {
         auto weights = ltx2::Ltx2Weights::open({options.diffusionDecoderPath});
         if (!weights)

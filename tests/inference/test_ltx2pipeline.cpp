@@ -227,6 +227,31 @@ VT_TEST(distilledMatchesDiffusers)
     checkRun("25", "distilled", "lightricks");
 }
 
+// Lightricks' text encoder file without its tokenizer is named for what it lacks.
+VT_TEST(aTextEncoderFileWithoutItsTokenizerIsNamed)
+{
+    const test::ScratchDir scratch("vireo_ltx2gemmafile_");
+    auto o = optionsFor("25", "lightricks");
+    auto set = tensorfile::readTensorSet(o.modelPaths[1]);
+    VT_CHECK_MSG(set.ok(), (set.ok() ? "" : set.error().message));
+    VT_CHECK(set->tensors.erase("tokenizer_json") == 1);
+    const auto stripped = scratch.path / "gemma4-no-tokenizer.safetensors";
+    VT_CHECK(tensorfile::writeSafetensors(stripped, set->tensors, set->metadata).ok());
+    o.modelPaths[1] = stripped;
+    auto pipeline = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    pipelines::Ltx2Request req;
+    req.prompt = "a fox";
+    req.width = 64;
+    req.height = 64;
+    req.frames = 9;
+    auto out = pipeline->generate(req);
+    VT_CHECK(!out.ok());
+    if (!out.ok())
+        VT_CHECK_MSG(
+            out.error().message.find("gemma4-no-tokenizer.safetensors carries no tokenizer") != std::string::npos, out.error().message);
+}
+
 VT_TEST(devWithGuidanceMatchesDiffusers)
 {
     for (const std::string v : {"20", "23", "25"})

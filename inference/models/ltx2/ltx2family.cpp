@@ -66,34 +66,33 @@ std::optional<std::filesystem::path> temporalUpsamplerOf(const LoadPlan& plan)
     return companionOf(plan, plan.temporalUpsamplerPath, "temporal_latent_upsampler");
 }
 
-// The family's own control of LTX-2.5's temporal refine rounds.
-facade::Knob temporalRoundsKnob()
+// A whole-number control from 0 to maximum, default 0.
+facade::Knob choiceKnob(const char* id, const char* label, const char* help, double maximum)
 {
     facade::Knob k;
-    k.id = "temporal_rounds";
-    k.label = "Temporal rounds";
-    k.help = "LTX-2.5 with a temporal upsampler: each round doubles the frame rate and the frames (0: none)";
+    k.id = id;
+    k.label = label;
+    k.help = help;
     k.minimum = 0;
-    k.maximum = 2;
+    k.maximum = maximum;
     k.defaultValue = 0;
     k.step = 1;
     k.decimals = 0;
     return k;
 }
 
+// The family's own control of LTX-2.5's temporal refine rounds.
+facade::Knob temporalRoundsKnob()
+{
+    return choiceKnob("temporal_rounds", "Temporal rounds",
+        "LTX-2.5 with a temporal upsampler: each round doubles the frame rate and the frames (0: none)", 2);
+}
+
 // Which decoder makes the pixels, where LTX-2.5's files carry a diffusion video decoder.
 facade::Knob videoDecoderKnob()
 {
-    facade::Knob k;
-    k.id = "video_decoder";
-    k.label = "Video decoder";
-    k.help = "0: the checkpoint's (LTX-2.5's diffusion decoder where it ships one), 1: the VAE's decoder, 2: the diffusion decoder";
-    k.minimum = 0;
-    k.maximum = 2;
-    k.defaultValue = 0;
-    k.step = 1;
-    k.decimals = 0;
-    return k;
+    return choiceKnob("video_decoder", "Video decoder",
+        "0: the checkpoint's (LTX-2.5's diffusion decoder where it ships one), 1: the VAE's decoder, 2: the diffusion decoder", 2);
 }
 
 pipelines::Ltx2VideoDecode videoDecodeOf(const GenerateRequest& request)
