@@ -252,6 +252,124 @@ VT_TEST(aTextEncoderFileWithoutItsTokenizerIsNamed)
             out.error().message.find("gemma4-no-tokenizer.safetensors carries no tokenizer") != std::string::npos, out.error().message);
 }
 
+namespace {
+
+// A copy of one of the lightricks/ files with its metadata edited, in the scratch folder.
+fs::path restamped(const test::ScratchDir& scratch, const fs::path& file, const std::string& name,
+    const std::function<void(std::map<std::string, std::string>&)>& edit)
+{
+    auto set = tensorfile::readTensorSet(file);
+    VT_CHECK_MSG(set.ok(), (set.ok() ? "" : set.error().message));
+    edit(set->metadata);
+    const auto out = scratch.path / name;
+    VT_CHECK(tensorfile::writeSafetensors(out, set->tensors, set->metadata).ok());
+    return out;
+}
+
+// gemma_config with a top-level gemma_version, as ltx-core's packer writes it.
+void setGemmaVersion(std::map<std::string, std::string>& metadata, const std::string& version)
+{
+    auto config = nlohmann::json::parse(metadata.at("gemma_config"));
+    config["gemma_version"] = version;
+    metadata["gemma_config"] = config.dump();
+}
+
+}  // namespace
+
+// ltx-core's pairing rule where Lightricks stamps its transformer file: the Gemma version the
+// DiT was trained on must be the text encoder's (two Gemma 4 12B encoders share every shape).
+VT_TEST(lightricksStampsPairTheTextEncoder)
+{
+    const test::ScratchDir scratch("vireo_ltx2stamp_");
+    const auto base = optionsFor("25", "lightricks");
+    const auto stamp = [](std::map<std::string, std::string>& m) { m["gemma_source_checkpoint"] = R"({"gemma_version": "tiny-ltx-v1"})"; };
+    const auto stamped = restamped(scratch, base.modelPaths[0], "ltx-2.5-stamped-transformer.safetensors", stamp);
+    const auto v1 = restamped(scratch, base.modelPaths[1], "gemma-v1.safetensors", [](auto& m) { setGemmaVersion(m, "tiny-ltx-v1"); });
+    const auto v2 = restamped(scratch, base.modelPaths[1], "gemma-v2.safetensors", [](auto& m) { setGemmaVersion(m, "tiny-ltx-v2"); });
+    const auto open = [&](const fs::path& transformer, const fs::path& te) {
+        auto o = base;
+        o.modelPaths[0] = transformer;
+        o.modelPaths[1] = te;
+        return pipelines::Ltx2Pipeline::open(o);
+    };
+    {
+        auto p = open(stamped, v1);
+        VT_CHECK_MSG(p.ok(), (p.ok() ? "" : p.error().message));
+        if (p.ok())
+            VT_CHECK(p->openWarnings().empty());
+    }
+    for (const auto& [te, said] : {std::pair{v2, std::string("\"tiny-ltx-v2\"")}, std::pair{base.modelPaths[1], std::string("none")}}) {
+        auto p = open(stamped, te);
+        VT_CHECK(!p.ok());
+        if (!p.ok()) {
+            const auto& m = p.error().message;
+            VT_CHECK_MSG(m.find("ltx-2.5-stamped-transformer.safetensors was trained on the text encoder of Gemma version \"tiny-ltx-v1\"")
+                        != std::string::npos
+                    && m.find(te.filename().string() + " (gemma_config) is version " + said) != std::string::npos,
+                m);
+        }
+    }
+    // model_version 2.5.0 with no stamp: unchecked when the encoder names no version either
+    // (a warning), refused when it does.
+    {
+        auto p = open(base.modelPaths[0], base.modelPaths[1]);
+        VT_CHECK_MSG(p.ok(), (p.ok() ? "" : p.error().message));
+        if (p.ok()) {
+            VT_COMPARE(p->openWarnings().size(), std::size_t{1});
+            if (!p->openWarnings().empty())
+                VT_CHECK_MSG(p->openWarnings()[0].find("the pairing is not checked") != std::string::npos, p->openWarnings()[0]);
+        }
+        auto refused = open(base.modelPaths[0], v1);
+        VT_CHECK(!refused.ok());
+        if (!refused.ok())
+            VT_CHECK_MSG(refused.error().message.find("names no Gemma version (gemma_source_checkpoint)") != std::string::npos,
+                refused.error().message);
+    }
+}
+
+// ltx-core sizes the text features from the Gemma config: a transformer config without
+// caption_channels still loads its connectors.
+VT_TEST(theConnectorWidthComesFromTheTextEncoder)
+{
+    const test::ScratchDir scratch("vireo_ltx2width_");
+    auto o = optionsFor("25", "lightricks");
+    o.modelPaths[0] = restamped(scratch, o.modelPaths[0], "no-caption-channels.safetensors", [](auto& m) {
+        auto config = nlohmann::json::parse(m.at("config"));
+        VT_CHECK(config["transformer"].erase("caption_channels") == 1);
+        m["config"] = config.dump();
+    });
+    auto p = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK_MSG(p.ok(), (p.ok() ? "" : p.error().message));
+    if (p.ok()) {
+        auto loaded = p->load({}, {});
+        VT_CHECK_MSG(loaded.ok(), (loaded.ok() ? "" : loaded.error().message));
+    }
+}
+
+// A Lightricks LTX-2.5 transformer file given without its companions: each missing part is
+// named with the Hub file that holds it.
+VT_TEST(aSplitTransformerNamesTheFilesItLacks)
+{
+    const auto base = optionsFor("25", "lightricks");
+    auto o = base;
+    o.modelPaths = {base.modelPaths[0]};
+    auto alone = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK(!alone.ok());
+    if (!alone.ok())
+        for (const char* file : {"Lightricks/LTX-2.5 has it in text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors",
+                 "Lightricks/LTX-2.5 has it in vae/ltx-2.5-video-vae-bf16.safetensors (or vae/ltx-2.5-video-vae-conv-bf16.safetensors)",
+                 "Lightricks/LTX-2.5 has it in vae/ltx-2.5-audio-vae-bf16.safetensors"})
+            VT_CHECK_MSG(alone.error().message.find(file) != std::string::npos, alone.error().message);
+    o.modelPaths = {base.modelPaths[0], base.modelPaths[1]};
+    auto withText = pipelines::Ltx2Pipeline::open(o);
+    VT_CHECK(!withText.ok());
+    if (!withText.ok()) {
+        const auto& m = withText.error().message;
+        VT_CHECK_MSG(
+            m.find("text connectors") == std::string::npos && m.find("vae/ltx-2.5-audio-vae-bf16.safetensors") != std::string::npos, m);
+    }
+}
+
 VT_TEST(devWithGuidanceMatchesDiffusers)
 {
     for (const std::string v : {"20", "23", "25"})

@@ -341,6 +341,63 @@ Result<void> validate(const ConnectorConfig& c, const std::string& where)
     return b.result();
 }
 
+namespace {
+
+// ltx-core's parse_model_version: the leading dot-separated whole numbers ("2.3.rc1" -> 2.3;
+// nothing numeric -> empty, below every version).
+std::vector<long> versionParts(const std::string& text)
+{
+    std::vector<long> out;
+    std::size_t at = 0;
+    while (at <= text.size() && out.size() < 8) {
+        const auto dot = text.find('.', at);
+        const auto part = text.substr(at, dot == std::string::npos ? std::string::npos : dot - at);
+        if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos)
+            break;
+        out.push_back(std::stol(part));
+        if (dot == std::string::npos)
+            break;
+        at = dot + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+Result<std::string> checkGemmaVersion(const GemmaStamp& stamp, const std::string& gemmaConfig, const std::string& gemmaName)
+{
+    auto config = jsonutil::parseUntrusted(gemmaConfig, gemmaName);
+    if (!config)
+        return config.error();
+    const auto actualIt = config->is_object() ? config->find("gemma_version") : config->end();
+    const bool hasActual = config->is_object() && actualIt != config->end() && !actualIt->is_null();
+    const std::string actual = hasActual ? jsonutil::shortDump(*actualIt) : "none";
+    if (stamp.sourceCheckpoint) {
+        auto source = jsonutil::parseUntrusted(*stamp.sourceCheckpoint, stamp.file + ": gemma_source_checkpoint");
+        if (!source)
+            return source.error();
+        const auto expectedIt = source->is_object() ? source->find("gemma_version") : source->end();
+        const bool hasExpected = source->is_object() && expectedIt != source->end() && !expectedIt->is_null();
+        const std::string expected = hasExpected ? jsonutil::shortDump(*expectedIt) : "none";
+        if (hasExpected != hasActual || (hasExpected && *expectedIt != *actualIt))
+            return makeError(ErrorCode::InvalidArgument,
+                stamp.file + " was trained on the text encoder of Gemma version " + expected + ", and " + gemmaName + " is version "
+                    + actual + "; give the text encoder published with this model");
+        return std::string();
+    }
+    const auto version = versionParts(stamp.modelVersion.value_or(""));
+    if (version >= std::vector<long>{2, 4, 0}) {
+        if (!hasActual)
+            return stamp.file + " (model_version " + *stamp.modelVersion + ") names no Gemma version and neither does " + gemmaName
+                + ": the pairing is not checked";
+        return makeError(ErrorCode::InvalidArgument,
+            stamp.file + " (model_version " + *stamp.modelVersion + ") names no Gemma version (gemma_source_checkpoint), which "
+                + "LTX-2.4 and later files carry, and " + gemmaName + " is version " + actual
+                + "; the file is damaged or not Lightricks' own; download the model again");
+    }
+    return std::string();
+}
+
 std::string toJson(const TransformerConfig& c)
 {
     Json j{{"in_channels", c.inChannels}, {"out_channels", c.outChannels}, {"num_attention_heads", c.heads},

@@ -93,6 +93,18 @@ Result<ConnectorConfig> connectorConfigFromDiffusers(const std::string& json);
 // The "transformer" section of an ltx-core checkpoint's __metadata__["config"].
 Result<std::pair<TransformerConfig, ConnectorConfig>> configsFromLtxCore(const std::string& json);
 
+// ltx-core's pairing of a transformer file with its Gemma (encoder_configurator.py,
+// _check_gemma_version), from what Lightricks stamps in the transformer file's metadata:
+// `gemma_source_checkpoint` (JSON, its `gemma_version` must equal the Gemma config's) and
+// `model_version` (from 2.4 on the stamp is required). LTX-2.5's encoder is a fine-tune that
+// any other Gemma 4 12B matches in every shape, so only this stamp tells them apart. An error
+// for a mismatch; otherwise a warning to log, empty when proven or when nothing is stamped.
+struct GemmaStamp {
+    std::optional<std::string> sourceCheckpoint, modelVersion;
+    std::string file;  // the transformer file, for messages
+};
+Result<std::string> checkGemmaVersion(const GemmaStamp& stamp, const std::string& gemmaConfig, const std::string& gemmaName);
+
 std::string toJson(const TransformerConfig& config);
 std::string toJson(const ConnectorConfig& config);
 

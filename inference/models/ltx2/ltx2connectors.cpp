@@ -91,7 +91,19 @@ Result<ConnectorConfig> resolveConnectorConfig(
         if (!parsed)
             return parsed.error();
         auto fromCore = parsed->second;
-        fromCore.textProjInFactor = fromCore.captionChannels > 0 ? projIn / fromCore.captionChannels : 0;
+        // ltx-core sizes the feature extractor from the Gemma config, not from caption_channels;
+        // the transformer's number is the fallback when no text encoder config is known.
+        if (textFeatures) {
+            if (projIn != textFeatures->hidden * textFeatures->states)
+                return makeError(ErrorCode::InvalidFormat,
+                    files + ": the text projection takes " + std::to_string(projIn) + " features, not the text encoder's "
+                        + std::to_string(textFeatures->hidden) + " x " + std::to_string(textFeatures->states)
+                        + "; give the text encoder published with this model");
+            fromCore.captionChannels = textFeatures->hidden;
+            fromCore.textProjInFactor = textFeatures->states;
+        } else {
+            fromCore.textProjInFactor = fromCore.captionChannels > 0 ? projIn / fromCore.captionChannels : 0;
+        }
         return fromCore;
     });
     if (!given)

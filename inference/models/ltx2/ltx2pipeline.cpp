@@ -19,6 +19,7 @@
 #include "inference/text/tokenizer.h"
 #include "inference/util/device.h"
 #include "inference/util/heap.h"
+#include "inference/util/log.h"
 #include "inference/quant/weightloader.h"
 #include "inference/tensorfile/modelsource.h"
 #include "inference/tensorfile/tensorview.h"
@@ -179,6 +180,8 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::DurationHead> durationHead;  // loaded with the rest where the files have one
     // Why a length cannot be left on auto (no head, or a broken one); empty when it can.
     std::string noDurationHead;
+    // What open() found questionable but not wrong (also logged).
+    std::vector<std::string> openWarnings;
     at::Tensor previewProjection;
     // The LoRAs on the transformer now, and what became of them.
     std::vector<Ltx2Lora> appliedLoras;
@@ -727,6 +730,11 @@ std::map<std::string, int> Ltx2Pipeline::matmulPaths() const
     return m_impl->transformer ? m_impl->transformer->matmulPaths() : std::map<std::string, int>{};
 }
 
+const std::vector<std::string>& Ltx2Pipeline::openWarnings() const
+{
+    return m_impl->openWarnings;
+}
+
 std::map<std::string, std::int64_t> Ltx2Pipeline::componentBytes() const
 {
     std::map<std::string, std::int64_t> out;
@@ -795,10 +803,14 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     }
     std::optional<ltx2::TextFeatures> textFeatures;
     std::optional<gemma3::Family> textFamily;
+    std::optional<std::string> textConfig;
+    std::string textConfigName;
     if (textFileConfig) {
-        if (auto tc = gemma3::parseTextConfig(*textFileConfig, textFile->filename().string() + " (gemma_config)")) {
+        textConfigName = textFile->filename().string() + " (gemma_config)";
+        if (auto tc = gemma3::parseTextConfig(*textFileConfig, textConfigName)) {
             textFeatures = ltx2::TextFeatures{tc->hiddenSize, tc->layers + 1};
             textFamily = tc->family;
+            textConfig = *textFileConfig;
         } else {
             return tc.error();
         }
@@ -806,11 +818,29 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
         std::ifstream in(impl->textEncoderPath / "config.json");
         std::ostringstream text;
         text << in.rdbuf();
+        textConfigName = (impl->textEncoderPath / "config.json").string();
         if (in)
-            if (auto tc = gemma3::parseTextConfig(text.str(), (impl->textEncoderPath / "config.json").string())) {
+            if (auto tc = gemma3::parseTextConfig(text.str(), textConfigName)) {
                 textFeatures = ltx2::TextFeatures{tc->hiddenSize, tc->layers + 1};
                 textFamily = tc->family;
+                textConfig = text.str();
             }
+    }
+    // Where Lightricks stamped the transformer file, its Gemma version decides the pairing.
+    if (textConfig) {
+        const auto source = w.metadata(ltx2::Part::Transformer, "gemma_source_checkpoint");
+        const auto version = w.metadata(ltx2::Part::Transformer, "model_version");
+        if (source || version) {
+            const ltx2::GemmaStamp stamp{source ? std::optional(source->value) : std::nullopt,
+                version ? std::optional(version->value) : std::nullopt, source ? source->file : version->file};
+            auto checked = ltx2::checkGemmaVersion(stamp, *textConfig, textConfigName);
+            if (!checked)
+                return checked.error();
+            if (!checked->empty()) {
+                log::warn("LTX-2: " + *checked);
+                impl->openWarnings.push_back(*checked);
+            }
+        }
     }
     // LTX-2.5 was trained on Gemma 4's states and 2.0 / 2.3 on Gemma 3's; both are 3840 x 49
     // wide at 12B, so a swapped encoder would load and run, and make nonsense.
@@ -823,8 +853,15 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
                     + "; give the text encoder published with this model");
     }
     impl->textFeatures = textFeatures;
+    // Lightricks publishes LTX-2.5 one file per component (their transformer file stamped with
+    // model_version): a missing part is named with the file that holds it.
+    const bool lightricks25 = transformer && transformer->keyframesAbsPosEmbedding && w.metadata(ltx2::Part::Transformer, "model_version");
+    const auto inFile = [&](const std::string& what, const char* file) {
+        return lightricks25 ? what + "; Lightricks/LTX-2.5 has it in " + file : what;
+    };
     if (auto c = ltx2::resolveConnectorConfig(w, std::nullopt, textFeatures); !c)
-        missing.push_back("text connectors (" + c.error().message + ")");
+        missing.push_back(
+            inFile("text connectors (" + c.error().message + ")", "text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors"));
     // A video decoder: the VAE's, or LTX-2.5's diffusion decoder (a damaged one is named, never
     // passed over for the other).
     impl->noDiffusionDecoder = ltx2::diffusionDecoderProblem(w);
@@ -846,13 +883,14 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     if (auto v = ltx2::resolveVideoVaeConfig(w, std::nullopt); !v) {
         impl->vaeDecoder = false;
         if (!diffusionDecoder)
-            missing.push_back("video VAE (" + v.error().message + ")");
+            missing.push_back(inFile("video VAE (" + v.error().message + ")",
+                "vae/ltx-2.5-video-vae-bf16.safetensors (or vae/ltx-2.5-video-vae-conv-bf16.safetensors)"));
     }
     auto audio = ltx2::resolveAudioVaeConfig(w, std::nullopt);
     if (!audio)
-        missing.push_back("audio VAE (" + audio.error().message + ")");
+        missing.push_back(inFile("audio VAE (" + audio.error().message + ")", "vae/ltx-2.5-audio-vae-bf16.safetensors"));
     if (auto v = ltx2::resolveVocoderConfig(w, std::nullopt); !v)
-        missing.push_back("vocoder (" + v.error().message + ")");
+        missing.push_back(inFile("vocoder (" + v.error().message + ")", "vae/ltx-2.5-audio-vae-bf16.safetensors"));
     if (impl->textEncoderPath.empty() || (!isDir(impl->textEncoderPath) && !textFile))
         missing.push_back(std::string(transformer && transformer->keyframesAbsPosEmbedding ? "Gemma 4" : "Gemma 3")
             + " text encoder (give its folder, or Lightricks' single file such as gemma4-12b-with-proj-ltx-2.5-bf16.safetensors; a "

@@ -321,6 +321,9 @@ public:
     std::pair<std::string, std::string> trainedFor() const;
     // Bytes each loaded component holds now ("text_encoder", "transformer", ...).
     std::map<std::string, std::int64_t> componentBytes() const;
+    // What opening found questionable but not wrong, such as a pairing with a text encoder
+    // that nothing could check; each is also logged.
+    const std::vector<std::string>& openWarnings() const;
     // How the transformer's linear layers multiply (empty until it is loaded).
     std::map<std::string, int> matmulPaths() const;
     // The weight files, for the recipe.

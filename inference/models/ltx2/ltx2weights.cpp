@@ -640,6 +640,18 @@ std::optional<std::string> Ltx2Weights::ltxCoreConfig(std::optional<Part> part) 
     return std::nullopt;
 }
 
+std::optional<Ltx2Weights::Stamp> Ltx2Weights::metadata(Part part, const std::string& key) const
+{
+    const auto& tensors = m_parts[static_cast<int>(part)];
+    if (tensors.empty())
+        return std::nullopt;
+    const auto* cp = tensors.begin()->second.checkpoint;
+    const auto it = cp->metadata.find(key);
+    if (it == cp->metadata.end())
+        return std::nullopt;
+    return Stamp{it->second, cp->path.filename().string()};
+}
+
 namespace {
 
 // "dev" or "distilled" when the words of a name say exactly one of them.

@@ -92,6 +92,12 @@ public:
     // holds this part's tensors first, so a companion file (a separate VAE, connectors or
     // vocoder file, each with its own config) answers for its own part.
     std::optional<std::string> ltxCoreConfig(std::optional<Part> part = std::nullopt) const;
+    // A metadata entry of the first file holding this part's tensors (Lightricks stamps its
+    // transformer file with model_version and gemma_source_checkpoint), and that file's name.
+    struct Stamp {
+        std::string value, file;
+    };
+    std::optional<Stamp> metadata(Part part, const std::string& key) const;
     std::string describeFiles() const;
 
     // What the transformer's own files say it was trained for, so defaults follow the model and
