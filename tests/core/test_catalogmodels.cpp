@@ -338,9 +338,10 @@ private slots:
         QVERIFY2(listed, qPrintable((*studio)->galleryError()));
     }
 
-    // LTX-2.5 as Lightricks publishes it, one file per component: exactly the five files the
-    // distilled two-pass recipe reads (the text encoder one file with its tokenizer inside),
-    // recognized as 2.5, run to a video in its two DFR passes.
+    // LTX-2.5 as Lightricks publishes it, one file per component: exactly the six files the
+    // distilled two-pass recipe reads (the text encoder one file with its tokenizer inside, the
+    // video VAE the one with the diffusion decoder, the duration head for a length on auto),
+    // recognized as 2.5, run to a video in its two DFR passes and decoded by diffusion.
     void theLtx25LightricksFilesDownloadAndGenerate()
     {
         auto studio = vireo::core::Studio::create();
@@ -354,8 +355,9 @@ private slots:
         QCOMPARE(files,
             (std::set<QString>{repo + QStringLiteral("diffusion_models/ltx-2.5-22b-distilled-transformer-bf16.safetensors"),
                 repo + QStringLiteral("text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors"),
-                repo + QStringLiteral("vae/ltx-2.5-video-vae-conv-bf16.safetensors"),
+                repo + QStringLiteral("vae/ltx-2.5-video-vae-bf16.safetensors"),
                 repo + QStringLiteral("vae/ltx-2.5-audio-vae-bf16.safetensors"),
+                repo + QStringLiteral("model_patches/ltx-2.5-duration-head-bf16.safetensors"),
                 repo + QStringLiteral("latent_upscale_models/ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors")}));
         QVERIFY(!model->plan.textEncoderPath.has_value());
         QVERIFY(model->plan.spatialUpsamplerPath.has_value());
@@ -382,6 +384,8 @@ private slots:
         QVERIFY(QFileInfo(job.outputPath).size() > 1000);
         QCOMPARE(QString::fromStdString(s->recipe.modelVersion), QStringLiteral("2.5"));
         QCOMPARE(QString::fromStdString(s->recipe.stages), QStringLiteral("two"));
+        QVERIFY2(
+            s->recipe.stagesReason.find("decoded by the diffusion video decoder") != std::string::npos, s->recipe.stagesReason.c_str());
     }
 
     // LTX-2.5 as a user gets it from the catalog: exactly the components the distilled
@@ -442,6 +446,20 @@ private slots:
         // The repository's diffusion decoder made the pixels, and the plan said so before the run.
         QVERIFY2(
             s->recipe.stagesReason.find("decoded by the diffusion video decoder") != std::string::npos, s->recipe.stagesReason.c_str());
+        // The memory plan counts the decoder that runs: the VAE's loads only when asked for.
+        {
+            vireo::facade::MemoryBudget budget;
+            budget.hostAvailableBytes = 1ll << 40;
+            auto plan = vireo::facade::Generator::planMemory(model->plan, {64, 64, 9, false}, budget);
+            QVERIFY2(plan, plan ? "" : plan.error().message.c_str());
+            bool vaeOnRequest = false, diffusionDecoder = false;
+            for (const auto& c : plan->components) {
+                vaeOnRequest =
+                    vaeOnRequest || (c.name == "video_vae" && c.where.find("loaded only for video_decoder=1") != std::string::npos);
+                diffusionDecoder = diffusionDecoder || (c.name == "diffusion_decoder" && c.bytes > 0);
+            }
+            QVERIFY(vaeOnRequest && diffusionDecoder);
+        }
         // The VAE's decoder on request: the knob is kept in the recipe, and the plan no longer says it.
         {
             auto vaeAsk = ask;

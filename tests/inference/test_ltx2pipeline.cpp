@@ -8,6 +8,7 @@
 #include "inference/lora/lora.h"
 #include "inference/models/ltx2/ltx2graphs.h"
 #include "inference/models/ltx2/ltx2transformer.h"
+#include "inference/models/ltx2/ltx2videovae.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/models/nn/layers.h"
 #include "inference/models/ltx2/ltx2pipeline.h"
@@ -84,7 +85,7 @@ pipelines::Ltx2PipelineOptions optionsFor(const std::string& v, const std::strin
         const auto l = d / "lightricks";
         o.modelPaths = {l / "diffusion_models" / "ltx-2.5-22b-distilled-transformer-bf16.safetensors",
             l / "text_encoders" / "gemma4-12b-with-proj-ltx-2.5-bf16.safetensors", l / "vae" / "ltx-2.5-video-vae-conv-bf16.safetensors",
-            l / "vae" / "ltx-2.5-audio-vae-bf16.safetensors"};
+            l / "vae" / "ltx-2.5-audio-vae-bf16.safetensors", l / "model_patches" / "ltx-2.5-duration-head-bf16.safetensors"};
     } else if (layout == "publisher") {
         // The catalog's GGUF variant as unsloth/LTX-2.3-GGUF names its files: the same weights as
         // gguf/, each companion embedding only its own config sections (none in the connectors file).
@@ -370,6 +371,75 @@ VT_TEST(aSplitTransformerNamesTheFilesItLacks)
     }
 }
 
+// Lightricks' default LTX-2.5 video VAE file: the diffusion decoder and the VAE's encoder in one
+// file, the encoder's config nested under vae.encoder. It decodes as diffusers' decode chain
+// does, refuses the VAE's decoder by name (the file has none), and encodes a condition exactly
+// as the conv VAE file does.
+VT_TEST(lightricksDiffusionVaeFileDecodesAndEncodes)
+{
+    auto run = tensorfile::readTensorSet(dir("25") / "run_dfr_diffdec.safetensors");
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    auto conv = optionsFor("25", "lightricks");
+    auto options = conv;
+    options.modelPaths[2] = dir("25") / "lightricks" / "vae" / "ltx-2.5-video-vae-bf16.safetensors";
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    VT_CHECK(pipeline->hasDiffusionDecoder() && !pipeline->hasVaeDecoder());
+    auto req = dfrRequestFrom(r);
+    req.videoNoise = *r.find("video_noise");
+    req.audioNoise = *r.find("audio_noise");
+    req.seed = r.find("decode_seed")->item<std::int64_t>();
+    auto out = pipeline->generate(req);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    VT_COMPARE(out->videoDecoder, std::string("diffusion"));
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
+    const double decoded = absErr(out->video, *r.find("video"));
+    std::printf("   v25 Lightricks diffusion VAE file: video abs %.2e, frames max %d/255\n", decoded, frameDiff);
+    VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1, "the diffusion decode differs");
+    req.videoDecode = pipelines::Ltx2VideoDecode::Vae;
+    out = pipeline->generate(req);
+    VT_CHECK(!out.ok());
+    if (!out.ok())
+        VT_CHECK_MSG(out.error().message.find("carry only LTX-2.5's diffusion video decoder") != std::string::npos, out.error().message);
+
+    // The same conditions through the conv file's encoder and this file's (its nested config).
+    auto conditioned = tensorfile::readTensorSet(dir("25") / "run_dfr_conditioned.safetensors");
+    VT_CHECK_MSG(conditioned.ok(), (conditioned.ok() ? "" : conditioned.error().message));
+    auto creq = dfrRequestFrom(*conditioned);
+    VT_CHECK(!creq.conditions.empty());
+    creq.videoNoise = *conditioned->find("video_noise");
+    creq.audioNoise = *conditioned->find("audio_noise");
+    creq.keepDecodedVideo = false;
+    auto viaConv = pipelines::Ltx2Pipeline::open(conv);
+    VT_CHECK_MSG(viaConv.ok(), (viaConv.ok() ? "" : viaConv.error().message));
+    auto a = viaConv->generate(creq);
+    auto b = pipeline->generate(creq);
+    VT_CHECK_MSG(a.ok() && b.ok(), (!a.ok() ? a.error().message : !b.ok() ? b.error().message : ""));
+    if (a.ok() && b.ok()) {
+        // The DFR pass holds the encodings in its canvas: its final latents show them.
+        VT_COMPARE(absErr(b->finalVideoLatents, a->finalVideoLatents.cpu()), 0.0);
+    }
+
+    // The nested section is what the encoder is built from: one that lies about a width is refused.
+    const test::ScratchDir scratch("vireo_ltx2dvae_");
+    const auto lying = restamped(scratch, options.modelPaths[2], "lying-encoder.safetensors", [](std::map<std::string, std::string>& m) {
+        auto config = nlohmann::json::parse(m.at("config"));
+        auto& multiplier = config["vae"]["encoder"]["blocks"][1][1]["multiplier"];
+        multiplier = multiplier.get<int>() * 2;
+        m["config"] = config.dump();
+    });
+    auto weights = ltx2::Ltx2Weights::open({lying});
+    VT_CHECK_MSG(weights.ok(), (weights.ok() ? "" : weights.error().message));
+    if (weights.ok()) {
+        auto encoder = ltx2::resolveVideoEncoderConfig(*weights, std::nullopt);
+        VT_CHECK(!encoder.ok());
+        if (!encoder.ok())
+            VT_CHECK_MSG(encoder.error().message.find("lying-encoder.safetensors") != std::string::npos, encoder.error().message);
+    }
+}
+
 VT_TEST(devWithGuidanceMatchesDiffusers)
 {
     for (const std::string v : {"20", "23", "25"})
@@ -438,13 +508,13 @@ namespace {
 // One LTX2DFRPipeline pass against the pipeline's own draws (run_dfr: from noise; run_dfr_refine:
 // the second-stage form from the first's raw outputs, which the reference normalizes with the
 // VAEs' statistics before noising them to its noise scale).
-void checkDfrRun(const std::string& runName)
+void checkDfrRun(const std::string& runName, const std::string& layout = "diffusers")
 {
     auto run = tensorfile::readTensorSet(dir("25") / ("run_" + runName + ".safetensors"));
     VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
     const auto& r = *run;
     const auto& m = r.metadata;
-    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("25", "diffusers"));
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("25", layout));
     VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
     // dfr_conditioned: a still at frame 0 (held in the canvas by the blend) and one at pixel
     // frame 9 (appended); dfr_auto: the length left to the duration head.
@@ -503,6 +573,8 @@ VT_TEST(dfrPassMatchesDiffusers)
     checkDfrRun("dfr_refine");
     checkDfrRun("dfr_conditioned");
     checkDfrRun("dfr_auto");
+    // Lightricks' files, the duration head one of them (model_patches/).
+    checkDfrRun("dfr_auto", "lightricks");
 }
 
 // LTX-2.5's diffusion video decoder in the pipeline: run_dfr's pass, then diffusers'
@@ -529,6 +601,8 @@ VT_TEST(diffusionDecodeMatchesTheReferenceChain)
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
     VT_COMPARE(out->videoDecoder, std::string("diffusion"));
     VT_CHECK(pipeline->componentBytes().count("diffusion_decoder") == 1);
+    // The VAE's decoder is not loaded for a diffusion decode; asked for, it loads then.
+    VT_CHECK(pipeline->componentBytes().count("video_vae") == 0);
     const auto refFrames = r.find("frames_uint8")->select(0, 0);
     VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
     const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
@@ -544,6 +618,7 @@ VT_TEST(diffusionDecodeMatchesTheReferenceChain)
     out = pipeline->generate(req);
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
     VT_COMPARE(out->videoDecoder, std::string("vae"));
+    VT_CHECK(pipeline->componentBytes().count("video_vae") == 1);
     const auto vaeFrames = vae->find("frames_uint8")->select(0, 0);
     VT_CHECK((out->frames.cpu().to(at::kInt) - vaeFrames.to(at::kInt)).abs().max().item<int>() <= 1);
 

@@ -338,10 +338,14 @@ public:
         auto bytesOf = [&](const char* name) { return b.count(name) ? b.at(name) : 0; };
         auto storedOf = [&](const char* name) { return sizes.componentBytes.count(name) ? sizes.componentBytes.at(name) : 0; };
         const std::int64_t text = bytesOf("text_encoder"), transformer = bytesOf("transformer");
+        // Where the diffusion decoder decodes (the default wherever the files carry one), the
+        // VAE's decoder loads only for a request that asks for it.
+        const bool vaeOnRequest = pipeline->hasDiffusionDecoder() && pipeline->hasVaeDecoder();
         // The video encoder (conditions) and the upsampler (two stages) load with the rest, so
         // nothing can tip a running studio over mid-run.
-        const std::int64_t rest = bytesOf("connectors") + bytesOf("video_vae") + bytesOf("audio_vae") + bytesOf("vocoder")
-            + bytesOf("video_encoder") + bytesOf("spatial_upsampler") + bytesOf("temporal_upsampler") + bytesOf("diffusion_decoder");
+        const std::int64_t rest = bytesOf("connectors") + (vaeOnRequest ? 0 : bytesOf("video_vae")) + bytesOf("audio_vae")
+            + bytesOf("vocoder") + bytesOf("video_encoder") + bytesOf("spatial_upsampler") + bytesOf("temporal_upsampler")
+            + bytesOf("diffusion_decoder");
 
         placeLtx2(m, plan, device, sizes, {text, transformer, rest});
         // On the CPU the weights are held in f32 unless asked otherwise: what the same model
@@ -370,7 +374,8 @@ public:
             {"transformer", transformer, storedOf("transformer"),
                 m.placement == Placement::OffloadTransformerBlocks ? "cpu, streamed to " + dev + " block by block" : dev},
             {"video_vae", bytesOf("video_vae"), storedOf("video_vae"),
-                dev + (size.height > 512 || size.width > 512 ? ", tiled decode" : "")},
+                dev + (size.height > 512 || size.width > 512 ? ", tiled decode" : "")
+                    + (vaeOnRequest ? ", loaded only for video_decoder=1 (not counted)" : "")},
             {"audio_vae", bytesOf("audio_vae"), storedOf("audio_vae"), dev},
             {"vocoder", bytesOf("vocoder"), storedOf("vocoder"), dev},
         };

@@ -170,6 +170,7 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::VideoDecoder> videoDecoder;  // where the files carry the VAE's decoder
     std::optional<ltx2::DiffusionDecoder> diffusionDecoder;  // where they carry LTX-2.5's
     bool vaeDecoder = true;
+    double vaeScaling = 1.0;  // the VAE's scaling_factor, known without loading its decoder
     // Why the diffusion decoder cannot run (none, or a broken one); empty when it can.
     std::string noDiffusionDecoder;
     std::optional<ltx2::AudioDecoder> audioDecoder;
@@ -386,12 +387,15 @@ std::vector<Ltx2LoraOutcome> Ltx2Pipeline::Impl::applyLoras(const std::vector<Lt
 
 void Ltx2Pipeline::Impl::loadDecoders(const std::function<void(const Ltx2Progress&)>& progress)
 {
+    // Where the files carry LTX-2.5's diffusion decoder it decodes by default: the VAE's decoder
+    // (about 1 GB at 22B) loads only when a request asks for it.
     const bool diffusion = noDiffusionDecoder.empty();
-    if ((videoDecoder || !vaeDecoder) && (diffusionDecoder || !diffusion) && audioDecoder && vocoder)
+    const bool vae = vaeDecoder && !diffusion;
+    if ((videoDecoder || !vae) && (diffusionDecoder || !diffusion) && audioDecoder && vocoder)
         return;
     if (progress)
         progress({Ltx2Phase::LoadDecoders, 0, 3, {}});
-    if (!videoDecoder && vaeDecoder)
+    if (!videoDecoder && vae)
         videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(options.device, options.dtype)));
     if (!diffusionDecoder && diffusion)
         diffusionDecoder = take(ltx2::DiffusionDecoder::load(weights, options.device, options.dtype));
@@ -409,10 +413,15 @@ void Ltx2Pipeline::Impl::loadDecoders(const std::function<void(const Ltx2Progres
 
 std::pair<at::Tensor, at::Tensor> Ltx2Pipeline::Impl::latentStats()
 {
-    if (vaeDecoder) {
-        if (!videoDecoder)
-            videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(options.device, options.dtype)));
+    if (videoDecoder)
         return {videoDecoder->latentsMean(), videoDecoder->latentsStd()};
+    if (vaeDecoder) {
+        // The VAE's two vectors, read without its decoder (which may never load).
+        ltx2::WeightTaker statistics(weights, ltx2::Part::VideoVae, options.device, at::kFloat);
+        statistics.ignorePrefix("");
+        auto mean = statistics.tensor("latents_mean");
+        auto std = statistics.tensor("latents_std");
+        return {std::move(mean), std::move(std)};
     }
     if (!diffusionDecoder)
         diffusionDecoder = take(ltx2::DiffusionDecoder::load(weights, options.device, options.dtype));
@@ -880,7 +889,9 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
                     + std::to_string(transformer->vaeScaleFactors[0]) + " and " + std::to_string(transformer->vaeScaleFactors[1])
                     + "; give the decoder published with this model");
     }
-    if (auto v = ltx2::resolveVideoVaeConfig(w, std::nullopt); !v) {
+    if (auto v = ltx2::resolveVideoVaeConfig(w, std::nullopt); v) {
+        impl->vaeScaling = v->scalingFactor;
+    } else {
         impl->vaeDecoder = false;
         if (!diffusionDecoder)
             missing.push_back(inFile("video VAE (" + v.error().message + ")",
@@ -1863,7 +1874,7 @@ void Ltx2Pipeline::Impl::decodeVideo(Run& run, const Pass& pass)
             diffusionDecoder = take(ltx2::DiffusionDecoder::load(weights, device, dtype));
         // Denormalized with the VAE's statistics where it is there, as the decode pipeline does.
         const auto [mean, std] = latentStats();
-        const double scaling = videoDecoder ? videoDecoder->config().scalingFactor : diffusionDecoder->config().scalingFactor;
+        const double scaling = vaeDecoder ? vaeScaling : diffusionDecoder->config().scalingFactor;
         const auto z = unpacked.to(mean.device(), at::kFloat) * std.view({1, -1, 1, 1, 1}) / scaling + mean.view({1, -1, 1, 1, 1});
         ltx2::DiffusionDecodeOptions decodeOptions;
         decodeOptions.stop = stop;

@@ -993,6 +993,35 @@ namespace {
 // The encoder half the checkpoint's own config gives: diffusers' config.json, else the
 // embedded "vae" section (diffusers' keys, or ltx-core's encoder_blocks). nullopt when
 // neither describes the encoder.
+// LTX-2.5's CausalDiffusionVAE nests its encoder under vae.encoder (ltx-core
+// _prepare_video_encoder_kwargs): `blocks` for encoder_blocks, out_channels the latent width;
+// the flat fields the conv VAE's section uses, gathered as ltx-core falls back to them.
+Json flatEncoderSection(const Json& vae)
+{
+    const auto nested = vae.find("encoder");
+    if (nested == vae.end() || !nested->is_object())
+        return vae;
+    const Json& e = *nested;
+    Json flat = Json::object();
+    const auto take = [&](const char* to, std::initializer_list<std::pair<const Json*, const char*>> from) {
+        for (const auto& [j, key] : from)
+            if (const auto f = j->find(key); f != j->end() && !f->is_null()) {
+                flat[to] = *f;
+                return;
+            }
+    };
+    take("latent_channels", {{&e, "out_channels"}, {&vae, "latent_channels"}});
+    take("encoder_blocks", {{&e, "blocks"}, {&e, "encoder_blocks"}});
+    take("dims", {{&e, "dims"}, {&vae, "dims"}});
+    take("in_channels", {{&e, "in_channels"}});
+    take("patch_size", {{&e, "patch_size"}});
+    take("norm_layer", {{&e, "norm_layer"}});
+    take("latent_log_var", {{&e, "latent_log_var"}});
+    take("spatial_padding_mode", {{&e, "spatial_padding_mode"}, {&vae, "encoder_spatial_padding_mode"}});
+    take("scaling_factor", {{&vae, "scaling_factor"}});
+    return flat;
+}
+
 Result<std::optional<VideoVaeConfig>> describedEncoder(const Ltx2Weights& w)
 {
     const auto named = [&](const Error& e) { return makeError(e.code, w.describeFiles() + ": " + e.message); };
@@ -1012,7 +1041,7 @@ Result<std::optional<VideoVaeConfig>> describedEncoder(const Ltx2Weights& w)
     const auto it = parsed->find("vae");
     if (it == parsed->end() || !it->is_object())
         return std::optional<VideoVaeConfig>();
-    const Json& v = *it;
+    const Json v = flatEncoderSection(*it);
     if (v.contains("block_out_channels") || v.contains("layers_per_block") || v.contains("downsample_type")) {
         auto c = parseDiffusers(v, what);
         if (!c)
