@@ -635,9 +635,6 @@ int runGenerate(const std::vector<std::string>& given)
         std::fprintf(stderr, "vireo-cli: %s\n", decoded.error().message.c_str());
         return 1;
     }
-    if (!asJson)
-        for (const auto& note : defaults->notApplied)
-            std::fprintf(stderr, "vireo-cli: note: %s\n", note.c_str());
     if (auto done = showPlan(o, base, *defaults, image))
         return *done;
 

@@ -74,13 +74,11 @@ Result<GenerationDefaults> parse(const std::string& json, const std::string& pip
         d.steps = 8;
     if (!j.contains("audio_guidance"))
         d.audioGuidance = d.guidance;
-    // Scales at which these guidances do nothing: STG at 0, modality guidance at 1.
-    const std::pair<const char*, double> unsupported[] = {{"stg_scale", 0.0}, {"modality_scale", 1.0}};
-    for (const auto& [key, neutral] : unsupported)
-        if (j.contains(key) && j.at(key).is_number() && j.at(key).get<double>() != neutral)
-            d.notApplied.push_back(std::string(key) + " " + j.at(key).dump()
-                + " is not applied by this version (the guidance "
-                  "it sets is not implemented yet)");
+    // The audio's STG and modality scales follow the video's unless given, as diffusers'
+    // LTX2Pipeline defaults them (and as audio_guidance follows guidance above).
+    for (const auto& [video, audio] : {std::pair{"stg_scale", "audio_stg_scale"}, std::pair{"modality_scale", "audio_modality_scale"}})
+        if (d.knobs.count(video) && !d.knobs.count(audio))
+            d.knobs[audio] = d.knobs.at(video);
     return d;
 }
 

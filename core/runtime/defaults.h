@@ -27,9 +27,6 @@ struct GenerationDefaults {
     std::int64_t seed = 0;
     // The family's own controls (FamilyRules::knobs) the catalog's defaults set, by id.
     std::map<std::string, double> knobs;
-    // Defaults this version cannot honour, said out loud ("spatio-temporal guidance (stg_scale 1)
-    // is not applied by this version"), never dropped silently.
-    std::vector<std::string> notApplied;
     // The H.264 round trip of conditioning stills, as the family was trained (33; LTX-2.5: 18).
     int conditionCrf = 33;
     // Why these defaults, for a model outside the catalog ("LTX-2.0 dev defaults: the name

@@ -257,16 +257,40 @@ private slots:
         QVERIFY(rules && rules->knob("schedule_mu") && rules->knob("schedule_std"));
         // LTX's own: the temporal rounds of 2.5 (0 by default; the catalog sets none).
         const auto ltx = vireo::facade::familyRulesById("ltx2");
-        // LTX's own: the temporal rounds of 2.5 (0 by default; the catalog sets none) and which
-        // video decoder makes the pixels (0: the checkpoint's).
-        QVERIFY(ltx->knobs.size() == 2 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
+        // LTX's own: the temporal rounds of 2.5 (0 by default; the catalog sets none), which
+        // video decoder makes the pixels (0: the checkpoint's), and STG and modality guidance
+        // (neutral by default; the dev variants turn them on).
+        QVERIFY(ltx->knobs.size() == 7 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
         QVERIFY(ltx->knob("video_decoder") && ltx->knob("video_decoder")->defaultValue == 0 && ltx->knob("video_decoder")->maximum == 2);
+        QVERIFY(ltx->knob("stg_scale")->defaultValue == 0 && ltx->knob("modality_scale")->defaultValue == 1
+            && ltx->knob("stg_block")->defaultValue == -1 && ltx->knob("audio_stg_scale") && ltx->knob("audio_modality_scale"));
+        {
+            // A dev variant's catalog defaults: Lightricks' guidance, the audio following the video.
+            const auto dev = vireo::generation::defaultsFor(m_catalog, catalogModel("ltx-2.3/dev-bf16"));
+            QVERIFY2(dev, dev ? "" : dev.error().message.c_str());
+            QCOMPARE(dev->knobs.at("stg_scale"), 1.0);
+            QCOMPARE(dev->knobs.at("audio_stg_scale"), 1.0);
+            QCOMPARE(dev->knobs.at("modality_scale"), 3.0);
+            QCOMPARE(dev->knobs.at("audio_modality_scale"), 3.0);
+            QCOMPARE(dev->knobs.at("stg_block"), 28.0);
+            // The plan says what guidance the run takes, before it runs; LTX-2.0's STG is not run.
+            for (const auto& [version, want] :
+                {std::pair{"v23", "; guidance: CFG 3 / 7, STG 1 / 1 on block 28, modality 3 / 3, rescale 0.7 / 0.7"},
+                    std::pair{"v20", "; guidance: CFG 3 / 7, modality 3 / 3, rescale 0.7 / 0.7; STG not run"}}) {
+                const auto video =
+                    localModel(fixtures() + QStringLiteral("/ltx2pipeline/") + QString::fromLatin1(version) + QStringLiteral("/diffusers"));
+                Ask g = prompt();
+                g.frames = 9;
+                const auto planned = vireo::generation::prepare(m_catalog, *dev, video, g);
+                QVERIFY2(planned, planned ? "" : planned.error().message.c_str());
+                QVERIFY2(planned->stagesReason.find(want) != std::string::npos, planned->stagesReason.c_str());
+            }
+        }
         QCOMPARE(vireo::facade::familyRulesById("ltx2-dev")->family, std::string("ltx2"));
         const auto model = catalogModel("ideogram-4/fp8");
         const auto d = vireo::generation::defaultsFor(m_catalog, model);
         QVERIFY(d);
         QCOMPARE(d->knobs.at("schedule_std"), 1.5);
-        QVERIFY(d->notApplied.empty());
         Ask a = prompt();
         a.knobs["schedule_mu"] = 0.5;
         auto p = vireo::generation::prepare(m_catalog, *d, model, a);
@@ -284,8 +308,10 @@ private slots:
         const auto vd = vireo::generation::defaultsFor(m_catalog, video);
         QVERIFY(vd);
         p = vireo::generation::prepare(m_catalog, *vd, video, a);
-        QVERIFY(
-            !p && p.error().message.find("LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds, video_decoder)") == 0);
+        QVERIFY(!p
+            && p.error().message.find("LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds, video_decoder, stg_scale, "
+                                      "audio_stg_scale, modality_scale, audio_modality_scale, stg_block)")
+                == 0);
         // A length left on auto needs a duration head, which LTX-2.3's files do not carry.
         Ask autoLength = prompt();
         autoLength.frames = 0;

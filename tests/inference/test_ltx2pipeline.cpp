@@ -116,10 +116,17 @@ pipelines::Ltx2Request requestFrom(const tensorfile::TensorSet& run)
     r.frames = std::stoll(m.at("num_frames"));
     r.fps = std::stod(m.at("frame_rate"));
     r.steps = std::stoi(m.at("steps"));
-    r.schedule = m.at("case") == "dev" ? pipelines::Ltx2Schedule::Dev : pipelines::Ltx2Schedule::Distilled;
+    r.schedule = m.at("case") == "distilled" ? pipelines::Ltx2Schedule::Distilled : pipelines::Ltx2Schedule::Dev;
     r.guidanceScale = std::stod(m.at("guidance_scale"));
     r.audioGuidanceScale = std::stod(m.at("audio_guidance_scale"));
     r.guidanceRescale = std::stod(m.at("guidance_rescale"));
+    r.audioGuidanceRescale = std::stod(m.at("audio_guidance_rescale"));
+    r.stgScale = std::stod(m.at("stg_scale"));
+    r.audioStgScale = std::stod(m.at("audio_stg_scale"));
+    r.modalityScale = std::stod(m.at("modality_scale"));
+    r.audioModalityScale = std::stod(m.at("audio_modality_scale"));
+    for (const auto& b : nlohmann::json::parse(m.at("stg_blocks")))
+        r.stgBlocks.push_back(b.get<int>());
     r.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
     r.videoNoise = *run.find("init_video_latents");
     r.audioNoise = *run.find("init_audio_latents");
@@ -215,6 +222,10 @@ void checkRun(const std::string& v, const std::string& runName, const std::strin
     const auto samples = std::llround(static_cast<double>(out->frames.size(0)) / out->fps * out->sampleRate);
     VT_COMPARE(out->waveform.size(1), samples);
     VT_COMPARE(out->sampleRate, static_cast<int>(r.find("sample_rate")->item<std::int64_t>()));
+    if (r.metadata.count("stg") && r.metadata.at("stg") == "1")
+        VT_CHECK_MSG(out->guidance.find(v == "20" ? "STG not run" : "STG ") != std::string::npos, out->guidance);
+    if (r.metadata.count("modality") && r.metadata.at("modality") == "1")
+        VT_CHECK_MSG(out->guidance.find("modality ") != std::string::npos, out->guidance);
 }
 
 }  // namespace
@@ -444,6 +455,18 @@ VT_TEST(devWithGuidanceMatchesDiffusers)
 {
     for (const std::string v : {"20", "23", "25"})
         checkRun(v, "dev", "diffusers");
+}
+
+// STG and modality guidance as LTX2Pipeline runs them (one more forward each per step, on the
+// positive prompt, the deltas summed in x0 and rescaled per modality): all of them with CFG, then
+// each alone. LTX-2.0 has no perturbed attention path, in diffusers as here: its STG changes
+// nothing, and the output says so.
+VT_TEST(stgAndModalityGuidanceMatchDiffusers)
+{
+    for (const std::string v : {"20", "23", "25"})
+        for (const std::string run : {"dev_guided", "stg_only", "modality_only"})
+            for (const std::string layout : {"diffusers", "single"})
+                checkRun(v, run, layout);
 }
 
 VT_TEST(quantizedLayoutsMatchTheirDequantizedReference)
@@ -1179,6 +1202,34 @@ VT_TEST(stepCacheSkipsMiddleStepsAndStartsAfreshEachClip)
     auto again = pipeline->generate(request);
     VT_CHECK(again.ok());
     VT_CHECK(at::equal(again->frames, fast->frames) && at::equal(again->finalVideoLatents, fast->finalVideoLatents));
+}
+
+// The step cache with the guidance branches: the conditional branch decides and is the one
+// counted (one change per step), each branch reuses only its own residuals, and a clip never
+// sees another's.
+VT_TEST(stepCacheKeepsEachGuidanceBranchApart)
+{
+    auto run = tensorfile::readTensorSet(dir("23") / "run_dev_guided.safetensors");
+    VT_CHECK(run.ok());
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    auto quality = pipeline->generate(requestFrom(*run));
+    VT_CHECK_MSG(quality.ok(), (quality.ok() ? "" : quality.error().message));
+    auto request = requestFrom(*run);
+    request.stepCacheThreshold = std::numeric_limits<double>::infinity();
+    request.stepCacheMaxConsecutive = 1;
+    auto fast = pipeline->generate(request);
+    VT_CHECK_MSG(fast.ok(), (fast.ok() ? "" : fast.error().message));
+    const auto steps = static_cast<int>(fast->sigmas.size()) - 1;
+    VT_COMPARE(static_cast<int>(fast->stepChanges.size()), steps);
+    VT_COMPARE(fast->stepsSkipped, (steps - 1) / 2);
+    VT_CHECK(at::isfinite(fast->finalVideoLatents).all().item<bool>() && at::isfinite(fast->finalAudioLatents).all().item<bool>());
+    const double distance = relErr(fast->finalVideoLatents, quality->finalVideoLatents);
+    std::printf("   guided, %d of %d steps reused: final video latents %.3f relative to quality\n", fast->stepsSkipped, steps, distance);
+    VT_CHECK(distance > 0 && distance < 1.0);
+    auto again = pipeline->generate(request);
+    VT_CHECK(again.ok());
+    VT_CHECK(at::equal(again->finalVideoLatents, fast->finalVideoLatents) && at::equal(again->finalAudioLatents, fast->finalAudioLatents));
 }
 
 namespace {

@@ -903,8 +903,6 @@ void GeneratePage::applyDefaults()
     QStringList notes;
     if (!d->basis.empty())
         notes << QString::fromStdString(d->basis);
-    for (const auto& n : d->notApplied)
-        notes << QString::fromStdString(n);
     m_notes->setText(notes.join(QLatin1Char('\n')));
     m_notes->setVisible(!notes.isEmpty());
 }

@@ -95,6 +95,81 @@ facade::Knob videoDecoderKnob()
         "0: the checkpoint's (LTX-2.5's diffusion decoder where it ships one), 1: the VAE's decoder, 2: the diffusion decoder", 2);
 }
 
+facade::Knob scaleKnob(const char* id, const char* label, const char* help, double neutral)
+{
+    facade::Knob k;
+    k.id = id;
+    k.label = label;
+    k.help = help;
+    k.minimum = 0;
+    k.maximum = 10;
+    k.defaultValue = neutral;
+    k.step = 0.1;
+    k.decimals = 2;
+    return k;
+}
+
+// STG and modality guidance (diffusers' LTX2Pipeline): neutral by default, so a distilled run
+// keeps one forward per step; the dev variants' catalog defaults turn them on.
+facade::Knob stgScaleKnob()
+{
+    return scaleKnob("stg_scale", "STG", "Spatio-temporal guidance for the video (0: off): one more forward per step", 0.0);
+}
+facade::Knob audioStgScaleKnob()
+{
+    return scaleKnob("audio_stg_scale", "Audio STG", "Spatio-temporal guidance for the audio (0: off)", 0.0);
+}
+facade::Knob modalityScaleKnob()
+{
+    return scaleKnob("modality_scale", "Modality guidance",
+        "Guidance away from the video made without the audio (1: off): one more forward per step", 1.0);
+}
+facade::Knob audioModalityScaleKnob()
+{
+    return scaleKnob(
+        "audio_modality_scale", "Audio modality guidance", "Guidance away from the audio made without the video (1: off)", 1.0);
+}
+facade::Knob stgBlockKnob()
+{
+    facade::Knob k;
+    k.id = "stg_block";
+    k.label = "STG block";
+    k.help = "The transformer block STG perturbs (-1: the version's, 29 for LTX-2.0 and 28 for LTX-2.3)";
+    k.minimum = -1;
+    k.maximum = 63;
+    k.defaultValue = -1;
+    k.step = 1;
+    k.decimals = 0;
+    return k;
+}
+
+// Any guidance branch: CFG, STG or modality (each adds forwards; none runs on the distilled paths).
+bool anyGuidance(const GenerateRequest& r)
+{
+    return r.guidance > 1.0 || r.audioGuidance > 1.0 || r.knob(stgScaleKnob()) > 0.0 || r.knob(audioStgScaleKnob()) > 0.0
+        || r.knob(modalityScaleKnob()) > 1.0 || r.knob(audioModalityScaleKnob()) > 1.0;
+}
+
+// The guidance of a pipeline request, from the generic one's fields and knobs.
+void setGuidance(pipelines::Ltx2Request& req, const GenerateRequest& r)
+{
+    req.guidanceScale = r.guidance;
+    req.audioGuidanceScale = r.audioGuidance;
+    req.guidanceRescale = r.guidanceRescale;
+    req.stgScale = r.knob(stgScaleKnob());
+    req.audioStgScale = r.knob(audioStgScaleKnob());
+    req.modalityScale = r.knob(modalityScaleKnob());
+    req.audioModalityScale = r.knob(audioModalityScaleKnob());
+    if (const auto block = r.knob(stgBlockKnob()); block >= 0)
+        req.stgBlocks = {static_cast<int>(block)};
+}
+
+// "; guidance: CFG 3 / 7, STG 1 / 1 on block 28, ..." for the stage reason (nothing without any).
+std::string guidanceNote(const std::string& described)
+{
+    return described.empty() || described == "none" ? std::string() : "; guidance: " + described;
+}
+
 pipelines::Ltx2VideoDecode videoDecodeOf(const GenerateRequest& request)
 {
     const auto v = request.knob(videoDecoderKnob());
@@ -278,7 +353,8 @@ public:
         r.sizeMultiple = 32;  // 32-pixel latent cells
         r.frameStep = 8;  // 8 frames per latent frame after the first
         r.sizeUnit = "32-pixel latent cells";
-        r.knobs = {temporalRoundsKnob(), videoDecoderKnob()};
+        r.knobs = {temporalRoundsKnob(), videoDecoderKnob(), stgScaleKnob(), audioStgScaleKnob(), modalityScaleKnob(),
+            audioModalityScaleKnob(), stgBlockKnob()};
         r.autoLength = true;
         return r;
     }
@@ -446,6 +522,12 @@ public:
             if (!decoder)
                 return decoder.error();
             out->reason += *decoder;
+            if (!out->dfr)
+                if (const auto tc = ltx2::resolveTransformerConfig(*weights, std::nullopt)) {
+                    pipelines::Ltx2Request guidance;
+                    setGuidance(guidance, request);
+                    out->reason += guidanceNote(pipelines::describeGuidance(guidance, *tc));
+                }
         }
         return out;
     }
@@ -519,7 +601,7 @@ public:
         // LTX-2.5 runs its own DFR passes where it can (one at full size, or half size, upsample
         // and a detailing pass), else LTX-2.3's; the reason says which and why.
         std::string blocker;
-        if (lower(request.schedule) != "distilled" || request.guidance > 1.0 || request.audioGuidance > 1.0)
+        if (lower(request.schedule) != "distilled" || anyGuidance(request))
             blocker = "the DFR pass runs the distilled schedule without guidance";
         else if (request.frames != 0 && request.frames < 9)
             blocker = "the DFR pass needs at least 9 frames";
@@ -586,6 +668,8 @@ public:
             blocker = "no spatial upsampler is loaded with this model";
         else if (request.schedule != "distilled")
             blocker = "the two-stage path refines with the distilled schedule; this request uses \"" + request.schedule + "\"";
+        else if (anyGuidance(request))
+            blocker = "the two-stage path runs without guidance (CFG, STG or modality); this request asks for some";
         else if (request.width % 64 != 0 || request.height % 64 != 0)
             blocker = std::to_string(request.width) + "x" + std::to_string(request.height)
                 + " does not halve into 32-pixel latent cells (both sides must be multiples of 64)";
@@ -647,9 +731,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
     req.fps = r.fps;
     req.schedule = schedule == "dev" ? pipelines::Ltx2Schedule::Dev : pipelines::Ltx2Schedule::Distilled;
     req.steps = r.steps;
-    req.guidanceScale = r.guidance;
-    req.audioGuidanceScale = r.audioGuidance;
-    req.guidanceRescale = r.guidanceRescale;
+    setGuidance(req, r);
     req.seed = r.seed;
     req.maxSequenceLength = r.maxSequenceLength;
     for (const auto& l : r.loras) {
@@ -742,6 +824,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         v.stages = *stages;
         if (out->videoDecoder == "diffusion")
             v.stages.reason += "; decoded by the diffusion video decoder";
+        v.stages.reason += guidanceNote(out->guidance);
         if (out->predictedSeconds) {
             // The length the prompt asked for, said where the path is.
             v.predictedSeconds = out->predictedSeconds;

@@ -278,6 +278,9 @@ struct Ltx2Pipeline::Impl {
         }
     };
     static bool guided(const Ltx2Request& req) { return req.guidanceScale > 1.0 || req.audioGuidanceScale > 1.0; }
+    static bool anyGuidance(const Ltx2Request& req) { return guided(req) || stgOn(req) || modalityOn(req); }
+    std::vector<int> stgBlocksFor(const Ltx2Request& req) const { return pipelines::stgBlocksFor(req, transformerConfig); }
+    bool stgRuns(const Ltx2Request& req) const { return pipelines::stgRuns(req, transformerConfig); }
     // The audio latent frames of the request's duration (the audio VAE's mel hop and 4x).
     std::int64_t audioLatentFrames(const Ltx2Request& req) const
     {
@@ -1000,8 +1003,9 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
                 "the DFR pass is LTX-2.5's (its transformer marks the keyframe slots); this is LTX-" + transformerConfig.version());
         if (req.frames < 9 && !autoLength)
             throw makeError(ErrorCode::InvalidArgument, "the DFR pass needs at least 9 frames, got " + std::to_string(req.frames));
-        if (guided(req) || (req.schedule != Ltx2Schedule::Distilled && !req.sigmas))
-            throw makeError(ErrorCode::InvalidArgument, "the DFR pass runs the distilled schedule, without guidance");
+        if (anyGuidance(req) || (req.schedule != Ltx2Schedule::Distilled && !req.sigmas))
+            throw makeError(
+                ErrorCode::InvalidArgument, "the DFR pass runs the distilled schedule, without guidance (CFG, STG or modality)");
         if (req.twoStage && req.dfrStart)
             throw makeError(ErrorCode::InvalidArgument, "a DFR start state is the second stage's; it takes no stage of its own");
         if ((req.detailingLora || req.detailingReference) && !req.twoStage)
@@ -1026,9 +1030,79 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
             throw makeError(ErrorCode::InvalidArgument,
                 "the two-stage path runs stage 1 at half size: width and height must be multiples of 64, got " + std::to_string(req.width)
                     + "x" + std::to_string(req.height));
-        if (req.schedule != Ltx2Schedule::Distilled || req.sigmas || guided(req))
-            throw makeError(ErrorCode::InvalidArgument, "the two-stage path is the distilled model's: distilled schedule, no guidance");
+        if (req.schedule != Ltx2Schedule::Distilled || req.sigmas || anyGuidance(req))
+            throw makeError(ErrorCode::InvalidArgument,
+                "the two-stage path is the distilled model's: distilled schedule, no guidance (CFG, STG or modality)");
     }
+    for (const auto& [name, value] : {std::pair{"stg_scale", req.stgScale}, std::pair{"audio_stg_scale", req.audioStgScale},
+             std::pair{"modality_scale", req.modalityScale}, std::pair{"audio_modality_scale", req.audioModalityScale},
+             std::pair{"guidance_rescale", req.guidanceRescale},
+             std::pair{"audio_guidance_rescale", req.audioGuidanceRescale.value_or(0.0)}})
+        if (!std::isfinite(value) || value < 0.0 || value > 100.0)
+            throw makeError(ErrorCode::InvalidArgument, std::string(name) + " must be between 0 and 100, got " + std::to_string(value));
+    if (stgRuns(req))
+        for (const int b : stgBlocksFor(req))
+            if (b < 0 || b >= transformerConfig.layers)
+                throw makeError(ErrorCode::InvalidArgument,
+                    "STG block " + std::to_string(b) + " is not a block of this model (0 to " + std::to_string(transformerConfig.layers - 1)
+                        + "); give stg_block");
+}
+
+bool stgOn(const Ltx2Request& req)
+{
+    return req.stgScale > 0.0 || req.audioStgScale > 0.0;
+}
+
+bool modalityOn(const Ltx2Request& req)
+{
+    return req.modalityScale > 1.0 || req.audioModalityScale > 1.0;
+}
+
+std::vector<int> stgBlocksFor(const Ltx2Request& req, const ltx2::TransformerConfig& config)
+{
+    if (!req.stgBlocks.empty())
+        return req.stgBlocks;
+    return {config.version() == "2.0" ? 29 : 28};
+}
+
+bool stgRuns(const Ltx2Request& req, const ltx2::TransformerConfig& config)
+{
+    return stgOn(req) && config.perturbedAttn;
+}
+
+std::string describeGuidance(const Ltx2Request& req, const ltx2::TransformerConfig& config)
+{
+    const auto guided = [](const Ltx2Request& r) { return r.guidanceScale > 1.0 || r.audioGuidanceScale > 1.0; };
+    const auto stgRuns = [&](const Ltx2Request& r) { return pipelines::stgRuns(r, config); };
+    const auto stgBlocksFor = [&](const Ltx2Request& r) { return pipelines::stgBlocksFor(r, config); };
+    const auto num = [](double v) {
+        std::ostringstream s;
+        s.precision(3);
+        s << v;
+        return s.str();
+    };
+    const auto pair = [&](double video, double audio) { return num(video) + " / " + num(audio); };
+    std::vector<std::string> parts;
+    if (guided(req))
+        parts.push_back("CFG " + pair(req.guidanceScale, req.audioGuidanceScale));
+    if (stgRuns(req)) {
+        std::string blocks;
+        for (const int b : stgBlocksFor(req))
+            blocks += (blocks.empty() ? "" : ", ") + std::to_string(b);
+        parts.push_back("STG " + pair(req.stgScale, req.audioStgScale) + " on block " + blocks);
+    }
+    if (modalityOn(req))
+        parts.push_back("modality " + pair(req.modalityScale, req.audioModalityScale));
+    const double audioRescale = req.audioGuidanceRescale.value_or(req.guidanceRescale);
+    if (!parts.empty() && (req.guidanceRescale > 0 || audioRescale > 0))
+        parts.push_back("rescale " + pair(req.guidanceRescale, audioRescale));
+    std::string out = parts.empty() ? "none" : "";
+    for (const auto& p : parts)
+        out += (out.empty() ? "" : ", ") + p;
+    if (stgOn(req) && !stgRuns(req))
+        out += "; STG not run: this model has no perturbed attention path (diffusers builds LTX-2.0 without one, and its STG pass "
+               "changes nothing)";
+    return out;
 }
 
 // 1'. A length left on auto, from the duration head (LTX2DFRPipeline with num_frames None): its
@@ -1383,6 +1457,37 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     stepCache.threshold = req.stepCacheThreshold;
     stepCache.maxConsecutive = std::max(1, req.stepCacheMaxConsecutive);
     in.stepCache = req.stepCacheThreshold > 0 ? &stepCache : nullptr;
+    // STG and modality guidance: one more batch-1 forward each per step, on the positive prompt,
+    // after the conditional one (LTX2Pipeline's order). Each branch keeps its own step cache and
+    // skips only where the conditional branch skipped, so no delta mixes a stale estimate with a
+    // fresh one.
+    const bool stgPass = !p.dfr && stgRuns(req);
+    const bool modalityPass = !p.dfr && modalityOn(req);
+    const auto stgBlocks = stgPass ? stgBlocksFor(req) : std::vector<int>{};
+    ltx2::TransformerInputs one;
+    ltx2::StepCache stgCache, modalityCache;
+    for (auto* c : {&stgCache, &modalityCache}) {
+        c->threshold = stepCache.threshold;
+        c->maxConsecutive = stepCache.maxConsecutive;
+    }
+    const auto frozenOne = p.freezeAudio ? at::zeros({1}, f32) : at::Tensor();
+    if (stgPass || modalityPass) {
+        one = in;
+        const auto positive = [&](const at::Tensor& x) { return cfg ? x.narrow(0, 1, 1) : x; };
+        one.encoderHiddenStates = positive(in.encoderHiddenStates);
+        one.audioEncoderHiddenStates = positive(in.audioEncoderHiddenStates);
+        if (in.encoderAttentionMask)
+            one.encoderAttentionMask = positive(*in.encoderAttentionMask);
+        if (in.audioEncoderAttentionMask)
+            one.audioEncoderAttentionMask = positive(*in.audioEncoderAttentionMask);
+        if (p.extraCoords.defined())
+            one.extraVideoCoords = p.extraCoords;
+        one.audioSigma.reset();
+        if (p.freezeAudio)
+            one.audioSigma = frozenOne;
+    }
+    if (!p.dfr)
+        out.guidance = describeGuidance(req, transformerConfig);
     // Graphs per pass too: their memory is freed before the decoders run.
     ltx2::GraphedForward graphed(*transformer, options.cudaGraphs);
     auto& latents = p.latents;
@@ -1413,6 +1518,34 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         if (in.stepCache)
             out.stepChanges.push_back(stepCache.change);
         auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
+        at::Tensor vStg, aStg, vModality, aModality;
+        if (stgPass || modalityPass) {
+            const auto t1 = t.narrow(0, 0, 1);
+            one.hiddenStates = latents.to(dtype);
+            one.audioHiddenStates = audioLatents.to(dtype);
+            one.timestep = p.mask.defined() ? t1.unsqueeze(-1) * (1 - p.mask) : t1;
+            one.audioTimestep = p.freezeAudio ? frozenOne : t1;
+            one.sigma = t1;
+            const auto branch = [&](ltx2::StepCache& cache) {
+                cache.allowSkip = stepCache.allowSkip && stepCache.skipped;
+                one.stepCache = in.stepCache ? &cache : nullptr;
+                auto r = take(graphed.forward(one));
+                return std::pair{r.video.to(at::kFloat), r.audio.to(at::kFloat)};
+            };
+            if (stgPass) {
+                one.stgBlocks = stgBlocks;
+                one.perturbationMask.reset();
+                one.allPerturbed = true;  // every row: no mask value read on the host
+                std::tie(vStg, aStg) = branch(stgCache);
+                one.stgBlocks.clear();
+                one.allPerturbed.reset();
+            }
+            if (modalityPass) {
+                one.isolateModalities = true;
+                std::tie(vModality, aModality) = branch(modalityCache);
+                one.isolateModalities = false;
+            }
+        }
         const auto sigmaT = at::scalar_tensor(sigma, f32);
         at::Tensor x0, ax0;
         if (p.dfr) {
@@ -1421,28 +1554,33 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             const auto tokenSigma = (mask ? in.timestep : t.unsqueeze(-1).expand({batch, latents.size(1)})) / 1000.0f;
             x0 = latents - v * tokenSigma.unsqueeze(-1);
             ax0 = audioLatents - a * sigmaT;
-        } else if (cfg) {
-            const auto vc = v.chunk(2), ac = a.chunk(2);
-            x0 = latents - vc[1] * sigmaT;
-            const auto x0u = latents - vc[0] * sigmaT;
-            ax0 = audioLatents - ac[1] * sigmaT;
-            const auto ax0u = audioLatents - ac[0] * sigmaT;
-            auto x0g = x0 + (req.guidanceScale - 1) * (x0 - x0u);
-            auto ax0g = ax0 + (req.audioGuidanceScale - 1) * (ax0 - ax0u);
-            if (req.guidanceRescale > 0) {
-                x0g = rescaleGuided(x0g, x0, req.guidanceRescale);
-                ax0g = rescaleGuided(ax0g, ax0, req.guidanceRescale);
+        } else {
+            // Every branch's clean estimate from the same latents, in float32; the deltas added to
+            // the conditional one in LTX2Pipeline's order (CFG, STG, modality), then each modality
+            // rescaled against the conditional estimate with its own factor (even with no delta:
+            // the identity up to rounding, as the reference does it).
+            x0 = latents - (cfg ? v.narrow(0, 1, 1) : v) * sigmaT;
+            ax0 = audioLatents - (cfg ? a.narrow(0, 1, 1) : a) * sigmaT;
+            auto x0g = x0, ax0g = ax0;
+            if (cfg) {
+                x0g = x0g + (req.guidanceScale - 1) * (x0 - (latents - v.narrow(0, 0, 1) * sigmaT));
+                ax0g = ax0g + (req.audioGuidanceScale - 1) * (ax0 - (audioLatents - a.narrow(0, 0, 1) * sigmaT));
             }
+            if (stgPass) {
+                x0g = x0g + req.stgScale * (x0 - (latents - vStg * sigmaT));
+                ax0g = ax0g + req.audioStgScale * (ax0 - (audioLatents - aStg * sigmaT));
+            }
+            if (modalityPass) {
+                x0g = x0g + (req.modalityScale - 1) * (x0 - (latents - vModality * sigmaT));
+                ax0g = ax0g + (req.audioModalityScale - 1) * (ax0 - (audioLatents - aModality * sigmaT));
+            }
+            const double audioRescale = req.audioGuidanceRescale.value_or(req.guidanceRescale);
+            if (req.guidanceRescale > 0)
+                x0g = rescaleGuided(x0g, x0, req.guidanceRescale);
+            if (audioRescale > 0)
+                ax0g = rescaleGuided(ax0g, ax0, audioRescale);
             x0 = x0g;
             ax0 = ax0g;
-        } else {
-            x0 = latents - v * sigmaT;
-            ax0 = audioLatents - a * sigmaT;
-            // The reference rescales even without CFG (x0 against itself: the identity up to rounding).
-            if (req.guidanceRescale > 0) {
-                x0 = rescaleGuided(x0, x0, req.guidanceRescale);
-                ax0 = rescaleGuided(ax0, ax0, req.guidanceRescale);
-            }
         }
         // Conditioned tokens are pulled to their clean values in sample space (a strength-1
         // token gets a zero velocity and never moves).

@@ -23,6 +23,10 @@
 #include <utility>
 #include <vector>
 
+namespace vireo::ltx2 {
+struct TransformerConfig;
+}
+
 namespace vireo::pipelines {
 
 struct Ltx2PipelineOptions {
@@ -161,7 +165,15 @@ struct Ltx2Request {
     std::optional<std::vector<double>> sigmas;  // explicit schedule (N + 1 values ending in 0)
     double guidanceScale = 1.0;  // video CFG; > 1 runs the negative prompt too
     double audioGuidanceScale = 1.0;
-    double guidanceRescale = 0.0;  // applied as the reference does, video and audio alike
+    double guidanceRescale = 0.0;  // applied as the reference does, against the conditional estimate
+    std::optional<double> audioGuidanceRescale;  // none: guidanceRescale
+    // Spatio-temporal guidance (diffusers' stg_scale): above 0, one more forward per step on the
+    // positive prompt whose self-attention in `stgBlocks` returns its values, and the estimate is
+    // pushed away from it. Modality guidance (modality_scale): above 1, one more forward without
+    // the audio-video cross-attention, pushed away from likewise. Both as LTX2Pipeline does.
+    double stgScale = 0.0, audioStgScale = 0.0;
+    double modalityScale = 1.0, audioModalityScale = 1.0;
+    std::vector<int> stgBlocks;  // empty: the version's block (LTX-2.0: 29, LTX-2.3: 28)
     std::int64_t seed = 0;
     std::int64_t maxSequenceLength = 1024;
     // Start states instead of seeded noise (packed, normalized: [1, tokens, channels]).
@@ -217,6 +229,21 @@ struct Ltx2Request {
     std::vector<at::Tensor> temporalTileNoise;
 };
 
+// diffusers' gating of the extra guidance branches (LTX2Pipeline.do_spatio_temporal_guidance /
+// do_modality_isolation_guidance): either modality's scale turns the pass on, and then both
+// get their deltas.
+bool stgOn(const Ltx2Request& req);
+bool modalityOn(const Ltx2Request& req);
+// The blocks STG perturbs: the request's, else the version's (diffusers' recommendation and
+// Lightricks' defaults: block 29 of LTX-2.0, 28 of LTX-2.3 and later).
+std::vector<int> stgBlocksFor(const Ltx2Request& req, const ltx2::TransformerConfig& config);
+// STG needs the perturbed attention path: diffusers builds LTX-2.0 without it, and its STG pass
+// then changes nothing, so it is not run.
+bool stgRuns(const Ltx2Request& req, const ltx2::TransformerConfig& config);
+// "CFG 3 / 7, STG 1 / 1 on block 28, modality 3 / 3, rescale 0.7 / 0.7" (video / audio), "none",
+// and what was asked for that does not run on this model.
+std::string describeGuidance(const Ltx2Request& req, const ltx2::TransformerConfig& config);
+
 enum class Ltx2Phase {
     LoadText,
     Encode,
@@ -247,6 +274,9 @@ struct Ltx2Output {
     int sampleRate = 0;
     double fps = 24.0;
     std::vector<double> sigmas;
+    // The guidance the denoise ran ("CFG 3 / 7, STG 1 / 1 on block 28, modality 3 / 3,
+    // rescale 0.7 / 0.7"; video / audio), and what a request asked for that did nothing here.
+    std::string guidance;
     // For checking against a reference: the final packed latents, the decoded video (when the
     // request keeps it), the mel spectrogram and the vocoder's untrimmed waveform.
     at::Tensor finalVideoLatents, finalAudioLatents, video, mel, rawWaveform;
