@@ -1741,30 +1741,35 @@ VT_TEST(cudaGraphsGiveWayWhenMemoryRunsOut)
 // (on a CUDA device).
 VT_TEST(cudaGraphsOptionKeepsThePipelineResults)
 {
-    auto run = tensorfile::readTensorSet(dir("23") / "run_distilled.safetensors");
-    VT_CHECK(run.ok());
-    auto results = std::vector<pipelines::Ltx2Output>{};
-    for (const bool graphs : {false, true}) {
-        auto o = optionsFor("23", "diffusers");
-        o.cudaGraphs = graphs;
-        auto pipeline = pipelines::Ltx2Pipeline::open(o);
-        VT_CHECK(pipeline.ok());
-        auto out = pipeline->generate(requestFrom(*run));
-        VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
-        std::printf("   %s, graphs %s: %s\n", testDevice().str().c_str(), graphs ? "on" : "off", out->cudaGraphs.c_str());
-        results.push_back(std::move(*out));
+    // The distilled run (one forward per step) and the guided dev run (CFG, STG and modality: a
+    // graph per branch, three keys in one pool).
+    for (const auto& [runName, captured] : {std::pair{"distilled", "1 captured"}, std::pair{"dev_guided", "3 captured"}}) {
+        auto run = tensorfile::readTensorSet(dir("23") / ("run_" + std::string(runName) + ".safetensors"));
+        VT_CHECK(run.ok());
+        auto results = std::vector<pipelines::Ltx2Output>{};
+        for (const bool graphs : {false, true}) {
+            auto o = optionsFor("23", "diffusers");
+            o.cudaGraphs = graphs;
+            auto pipeline = pipelines::Ltx2Pipeline::open(o);
+            VT_CHECK(pipeline.ok());
+            auto out = pipeline->generate(requestFrom(*run));
+            VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+            std::printf("   %s %s, graphs %s: %s\n", testDevice().str().c_str(), runName, graphs ? "on" : "off", out->cudaGraphs.c_str());
+            results.push_back(std::move(*out));
+        }
+        // On the CPU there is nothing to report (GraphedForward's own reason is tested above).
+        if (testDevice().is_cuda()) {
+            VT_COMPARE(results[0].cudaGraphs, std::string("denoise: off: turned off"));
+            VT_CHECK_MSG(results[1].cudaGraphs.rfind(std::string("denoise: on: ") + captured, 0) == 0, results[1].cudaGraphs);
+        } else {
+            VT_CHECK_MSG(
+                results[0].cudaGraphs.empty() && results[1].cudaGraphs.empty(), results[0].cudaGraphs + " | " + results[1].cudaGraphs);
+        }
+        const double video = maxAbs(results[1].finalVideoLatents.cpu(), results[0].finalVideoLatents.cpu());
+        const double audio = maxAbs(results[1].finalAudioLatents.cpu(), results[0].finalAudioLatents.cpu());
+        std::printf("   graphs on vs off: final latents max abs video %.3g audio %.3g\n", video, audio);
+        VT_CHECK(at::equal(results[1].finalVideoLatents, results[0].finalVideoLatents));
+        VT_CHECK(at::equal(results[1].finalAudioLatents, results[0].finalAudioLatents));
+        VT_CHECK(at::equal(results[1].frames, results[0].frames));
     }
-    // On the CPU there is nothing to report (GraphedForward's own reason is tested above).
-    if (testDevice().is_cuda()) {
-        VT_COMPARE(results[0].cudaGraphs, std::string("denoise: off: turned off"));
-        VT_CHECK_MSG(results[1].cudaGraphs.rfind("denoise: on: 1 captured", 0) == 0, results[1].cudaGraphs);
-    } else {
-        VT_CHECK_MSG(results[0].cudaGraphs.empty() && results[1].cudaGraphs.empty(), results[0].cudaGraphs + " | " + results[1].cudaGraphs);
-    }
-    const double video = maxAbs(results[1].finalVideoLatents.cpu(), results[0].finalVideoLatents.cpu());
-    const double audio = maxAbs(results[1].finalAudioLatents.cpu(), results[0].finalAudioLatents.cpu());
-    std::printf("   graphs on vs off: final latents max abs video %.3g audio %.3g\n", video, audio);
-    VT_CHECK(at::equal(results[1].finalVideoLatents, results[0].finalVideoLatents));
-    VT_CHECK(at::equal(results[1].finalAudioLatents, results[0].finalAudioLatents));
-    VT_CHECK(at::equal(results[1].frames, results[0].frames));
 }
