@@ -69,7 +69,7 @@ benchmarks:
                                warm job's overhead, status polls per second, and a denoise
                                step's latency to its Server-Sent Event (default model: the
                                tiny LTX-2.3 fixture under VIREO_FIXTURES_ROOT)
-  generate [--python PY] [--small] [--ideogram] [--two-stage] [--version 2.3|2.5] [--temporal-rounds 1] [--json]
+  generate [--python PY] [--small] [--ideogram] [--two-stage] [--version 2.3|2.5] [--temporal-rounds 1] [--guided] [--json]
                                each LTX-2 phase (Ideogram-4 with --ideogram) timed next to
                                diffusers' pipeline on the same weights (tiny and medium
                                configurations), as ratios; --two-stage: the two-stage

@@ -3,7 +3,11 @@ next to diffusers' LTX2Pipeline running the same configuration from the same pip
 the same run, as per-phase ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
 
 Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json] [--two-stage] [--version 2.3|2.5]
-                          [--temporal-rounds 0|1]
+                          [--temporal-rounds 0|1] [--guided]
+
+--guided (2.3): after each configuration, the dev recipe's denoise with Lightricks' guidance (CFG 3 / 7, STG 1 / 1
+on block 1, modality 3 / 3, rescale 0.7; 8 dev steps, the folder's scheduler) against LTX2Pipeline with the same
+arguments, and with CFG alone on both sides: the extra branches' cost as a ratio within each implementation.
 
 Two configurations (--small runs only the first):
   tiny    the pipeline fixture's defaults (3-layer 64-wide DiT), 96x64, 9 frames
@@ -526,6 +530,73 @@ def bench_config(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> 
     return result
 
 
+# =========================================================================== guided dev denoise
+
+# The dev models' guidance as Lightricks' defaults set it (CFG 3 / 7, STG 1 / 1, modality 3 / 3, rescale 0.7), on
+# the configuration's model with the folder's scheduler, 8 dev steps; STG on block 1. Each side also runs with CFG
+# alone, so the extra branches' cost is a ratio within one implementation.
+GUIDED_STEPS = 8
+GUIDED_BLOCK = 1
+GUIDED = dict(guidance_scale=3.0, audio_guidance_scale=7.0, stg_scale=1.0, audio_stg_scale=1.0, modality_scale=3.0,
+              audio_modality_scale=3.0, guidance_rescale=0.7, audio_guidance_rescale=0.7)
+CFG_ONLY = dict(GUIDED, stg_scale=0.0, audio_stg_scale=0.0, modality_scale=1.0, audio_modality_scale=1.0)
+NEGATIVE = "worst quality, blurry"
+
+
+def diffusers_guided_run(pipe: LTX2Pipeline, cfg: dict, kw: dict) -> float:
+    acc: dict = {}
+    with PhaseTimer(pipe).active(acc):
+        pipe(prompt=PROMPT, negative_prompt=NEGATIVE, height=cfg["height"], width=cfg["width"], num_frames=cfg["frames"],
+             frame_rate=FPS, num_inference_steps=GUIDED_STEPS, sigmas=None, **kw,
+             spatio_temporal_guidance_blocks=[GUIDED_BLOCK] if kw["stg_scale"] > 0 else None, noise_scale=0.0,
+             generator=torch.Generator().manual_seed(SEED), use_cross_timestep=True, output_type="np", return_dict=False,
+             max_sequence_length=MAX_SEQUENCE_LENGTH)
+    branches = 1 + int(kw["stg_scale"] > 0) + int(kw["modality_scale"] > 1)
+    assert pipe.do_classifier_free_guidance and acc["transformer_calls"] == GUIDED_STEPS * branches, acc["transformer_calls"]
+    return acc["denoise"]
+
+
+def vireo_guided_denoise(cli: str, folder: Path, cfg: dict, kw: dict, repeat: int, out: Path) -> tuple[float, str]:
+    extra = ["--schedule", "dev", "--steps", str(GUIDED_STEPS), "--negative", NEGATIVE,
+             "--guidance", f"{kw['guidance_scale']:g}", "--audio-guidance", f"{kw['audio_guidance_scale']:g}",
+             "--rescale", f"{kw['guidance_rescale']:g}"]
+    for knob in ("stg_scale", "audio_stg_scale", "modality_scale", "audio_modality_scale"):
+        extra += ["--set", f"{knob}={kw[knob]:g}"]
+    extra += ["--set", f"stg_block={GUIDED_BLOCK}"]
+    report = vireo_run(cli, folder, cfg, out, repeat + 1, extra)
+    return min(p["denoise"] for p in report["runs"][1:]), report.get("stages_reason", "")
+
+
+def bench_guided(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
+    cfg = CONFIGS[name]
+    folder = tmp / f"guided-{name}"
+    write_pipeline(folder, cfg["build"](), tok_src)
+    pipe, _ = load_pipeline(folder)
+    rows = {}
+    for label, kw in (("CFG only", CFG_ONLY), ("CFG + STG + modality", GUIDED)):
+        diffusers_guided_run(pipe, cfg, kw)  # warm-up
+        d = min(diffusers_guided_run(pipe, cfg, kw) for _ in range(repeat))
+        out = tmp / f"guided-{name}-{'all' if kw['stg_scale'] > 0 else 'cfg'}.mp4"
+        v, reason = vireo_guided_denoise(cli, folder, cfg, kw, repeat, out)
+        if kw["stg_scale"] > 0 and f"STG 1 / 1 on block {GUIDED_BLOCK}, modality 3 / 3" not in reason:
+            sys.exit(f"bench generate: vireo did not run the guidance asked for (stages reason {reason!r})")
+        rows[label] = {"diffusers": d, "vireo": v, "ratio": v / d}
+    cost = {side: rows["CFG + STG + modality"][side] / rows["CFG only"][side] for side in ("diffusers", "vireo")}
+    return {"config": f"guided_{name}", "width": cfg["width"], "height": cfg["height"], "frames": cfg["frames"],
+            "steps": GUIDED_STEPS, "stg_block": GUIDED_BLOCK, "guidance": GUIDED, "denoise": rows,
+            "branch_cost": {**cost, "what": "denoise with CFG + STG + modality / denoise with CFG only, same side"}}
+
+
+def print_guided(r: dict, repeat: int) -> None:
+    print(f"\n== guided dev denoise, {r['config']}: {r['width']}x{r['height']}x{r['frames']}, {r['steps']} dev steps, "
+          f"CFG 3 / 7, STG 1 / 1 on block {r['stg_block']}, modality 3 / 3, rescale 0.7 (best of {repeat})")
+    print(f"   {'denoise':<24}{'diffusers s':>12}{'vireo s':>12}{'ratio':>8}")
+    for label, row in r["denoise"].items():
+        print(f"   {label:<24}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 12)}{fmt(row['ratio'], 8)}")
+    c = r["branch_cost"]
+    print(f"   extra branches' cost (guided / CFG only): diffusers {c['diffusers']:.2f}x, vireo {c['vireo']:.2f}x")
+
+
 # =========================================================================== two stages
 
 # The medium model at 512x320 (stage 1 at 256x160), with a latent upsampler narrower than the real
@@ -902,6 +973,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2, help="best of N (default 2)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--two-stage", action="store_true", help="only the two-stage distilled path (medium model)")
+    ap.add_argument("--guided", action="store_true",
+                    help="2.3 only: the dev guidance (CFG, STG, modality) denoise per configuration, and its cost over CFG alone")
     ap.add_argument("--version", choices=("2.3", "2.5"), default="2.3",
                     help="LTX version (default 2.3); 2.5: LTX-2.5 pipelines against diffusers' LTX2DFRPipeline")
     ap.add_argument("--temporal-rounds", type=int, choices=(0, 1), default=0,
@@ -912,6 +985,8 @@ def main() -> int:
         ap.error("--repeat must be >= 1")
     if args.two_stage and args.version != "2.3":
         ap.error("--two-stage is LTX-2.3's only")
+    if args.guided and (args.version != "2.3" or args.two_stage):
+        ap.error("--guided is LTX-2.3's, without --two-stage")
     if args.temporal_rounds and args.version != "2.5":
         ap.error("--temporal-rounds is LTX-2.5's only (--version 2.5)")
     global VERSION
@@ -940,6 +1015,12 @@ def main() -> int:
             if not args.json:
                 print_config(r, args.repeat)
                 sys.stdout.flush()
+            if args.guided:
+                r = bench_guided(name, args.cli, args.repeat, tmp, tok_src)
+                results.append(r)
+                if not args.json:
+                    print_guided(r, args.repeat)
+                    sys.stdout.flush()
             if args.temporal_rounds:
                 r = bench_temporal(name, args.cli, args.repeat, tmp, tok_src)
                 results.append(r)
