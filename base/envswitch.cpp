@@ -48,6 +48,8 @@ const std::vector<Switch>& switches()
         {"VIREO_FP8_ATTENTION", true, "0 keeps attention in bf16 for FP8 checkpoints"},
         {"VIREO_FP8_TENSOR_CORES", true,
             "0 dequantizes FP8 weights before each GEMM, as on GPUs without FP8 tensor cores (Ampere and older)"},
+        {"VIREO_BATCH_GUIDANCE", true,
+            "0 runs LTX's STG and modality guidance branches as forwards of their own instead of one batch with the conditional one"},
         {"HF_HUB_OFFLINE", false, "1 fetches nothing from the Hub (huggingface_hub's switch)"},
         {"TRANSFORMERS_OFFLINE", false, "1 fetches nothing from the Hub (the transformers library's switch)"},
     };

@@ -443,7 +443,7 @@ std::optional<int> showPlan(
         budget->deviceCaps = o.planFor;
         budget->deviceFreeBytes = budget->deviceTotalBytes = o.planFor->totalBytes;
     }
-    const vireo::facade::SizeRequest size{base.width, base.height, vireo::facade::planningFrames(base), !image && base.guidance > 1.0};
+    const auto size = vireo::facade::sizeRequestOf(base, image);
     auto plan = vireo::facade::Generator::planMemory(o.load, size, budget);
     if (!plan) {
         std::fprintf(stderr, "vireo-cli: %s\n", plan.error().message.c_str());

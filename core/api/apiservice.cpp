@@ -1312,7 +1312,7 @@ struct ApiService::Impl {
         if (!prepared)
             refuse(400, prepared.error().message);
         const auto& r = prepared->job.request;
-        const facade::SizeRequest size{r.width, r.height, facade::planningFrames(r), !prepared->image && r.guidance > 1.0};
+        const auto size = facade::sizeRequestOf(r, prepared->image);
         auto planned = facade::Generator::planMemory(ref->plan, size);
         if (!planned)
             refuse(409, planned.error().message, "model");

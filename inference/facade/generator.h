@@ -112,6 +112,7 @@ struct LoadPlan {
 struct SizeRequest {
     std::int64_t width = 768, height = 512, frames = 121;
     bool guidance = false;  // classifier-free guidance doubles the transformer's batch
+    int extraBranches = 0;  // more guidance branches (LTX's STG, modality), a batch row each where batched
 };
 
 // Free memory to plan against; measured on this machine unless given (tests, what-ifs).
@@ -252,6 +253,10 @@ struct GenerateRequest {
 // The longest a length left on auto can be (20 s at the request's rate, on the 8k + 1 grid), for
 // planning memory and time before the prompt is read; the request's frames otherwise.
 std::int64_t planningFrames(const GenerateRequest& request);
+// What a request plans memory for: its size, its planning frames, CFG and the other guidance
+// branches its knobs turn on (stg_scale / audio_stg_scale above 0, modality_scale /
+// audio_modality_scale above 1, diffusers' gating).
+SizeRequest sizeRequestOf(const GenerateRequest& request, bool image);
 
 // The path a request would take with this load plan, and why; an error for "two" when the
 // two-stage path cannot run (no upsampler, dev schedule, size that does not halve).

@@ -425,11 +425,12 @@ def bench_diffusers(folder: Path, cfg: dict, repeat: int) -> dict:
 
 # =========================================================================== vireo side
 
-def vireo_run(cli: str, folder: Path, cfg: dict, out: Path, repeat: int = 1, extra: list[str] = ()) -> dict:
+def vireo_run(cli: str, folder: Path, cfg: dict, out: Path, repeat: int = 1, extra: list[str] = (),
+              env: dict | None = None) -> dict:
     cmd = [cli, "generate", "--model", str(folder), "--prompt", PROMPT, "--frames", str(cfg["frames"]),
            "--width", str(cfg["width"]), "--height", str(cfg["height"]), "--fps", f"{FPS:g}", "--seed", str(SEED),
            "--out", str(out), "--json", "--repeat", str(repeat), *extra]
-    report = benchcli.run_json("bench generate", cmd)
+    report = benchcli.run_json("bench generate", cmd, env)
     missing = [name for name, _, _ in phases() if name not in report.get("phases", {})]
     if missing:
         sys.exit(f"bench generate: `{' '.join(cmd)}` reported no time for {missing}:\n{json.dumps(report)}")
@@ -556,14 +557,15 @@ def diffusers_guided_run(pipe: LTX2Pipeline, cfg: dict, kw: dict) -> float:
     return acc["denoise"]
 
 
-def vireo_guided_denoise(cli: str, folder: Path, cfg: dict, kw: dict, repeat: int, out: Path) -> tuple[float, str]:
+def vireo_guided_denoise(cli: str, folder: Path, cfg: dict, kw: dict, repeat: int, out: Path,
+                         batched: bool = True) -> tuple[float, str]:
     extra = ["--schedule", "dev", "--steps", str(GUIDED_STEPS), "--negative", NEGATIVE,
              "--guidance", f"{kw['guidance_scale']:g}", "--audio-guidance", f"{kw['audio_guidance_scale']:g}",
              "--rescale", f"{kw['guidance_rescale']:g}"]
     for knob in ("stg_scale", "audio_stg_scale", "modality_scale", "audio_modality_scale"):
         extra += ["--set", f"{knob}={kw[knob]:g}"]
     extra += ["--set", f"stg_block={GUIDED_BLOCK}"]
-    report = vireo_run(cli, folder, cfg, out, repeat + 1, extra)
+    report = vireo_run(cli, folder, cfg, out, repeat + 1, extra, None if batched else {"VIREO_BATCH_GUIDANCE": "0"})
     return min(p["denoise"] for p in report["runs"][1:]), report.get("stages_reason", "")
 
 
@@ -581,7 +583,12 @@ def bench_guided(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> 
         if kw["stg_scale"] > 0 and f"STG 1 / 1 on block {GUIDED_BLOCK}, modality 3 / 3" not in reason:
             sys.exit(f"bench generate: vireo did not run the guidance asked for (stages reason {reason!r})")
         rows[label] = {"diffusers": d, "vireo": v, "ratio": v / d}
+    # The same branches as forwards of their own (VIREO_BATCH_GUIDANCE=0), as diffusers runs them.
+    v, _ = vireo_guided_denoise(cli, folder, cfg, GUIDED, repeat, tmp / f"guided-{name}-separate.mp4", batched=False)
+    d = rows["CFG + STG + modality"]["diffusers"]
+    rows["... branches separate"] = {"diffusers": d, "vireo": v, "ratio": v / d}
     cost = {side: rows["CFG + STG + modality"][side] / rows["CFG only"][side] for side in ("diffusers", "vireo")}
+    cost["vireo_batched_over_separate"] = rows["CFG + STG + modality"]["vireo"] / v
     return {"config": f"guided_{name}", "width": cfg["width"], "height": cfg["height"], "frames": cfg["frames"],
             "steps": GUIDED_STEPS, "stg_block": GUIDED_BLOCK, "guidance": GUIDED, "denoise": rows,
             "branch_cost": {**cost, "what": "denoise with CFG + STG + modality / denoise with CFG only, same side"}}
@@ -594,7 +601,8 @@ def print_guided(r: dict, repeat: int) -> None:
     for label, row in r["denoise"].items():
         print(f"   {label:<24}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 12)}{fmt(row['ratio'], 8)}")
     c = r["branch_cost"]
-    print(f"   extra branches' cost (guided / CFG only): diffusers {c['diffusers']:.2f}x, vireo {c['vireo']:.2f}x")
+    print(f"   extra branches' cost (guided / CFG only): diffusers {c['diffusers']:.2f}x, vireo {c['vireo']:.2f}x (batched); "
+          f"vireo batched / separate {c['vireo_batched_over_separate']:.2f}x")
 
 
 # =========================================================================== two stages

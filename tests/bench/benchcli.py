@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 
-def run_json(bench: str, cmd: list[str]) -> dict:
-    """Exits with the command's output when it cannot run, fails, or prints no JSON."""
+def run_json(bench: str, cmd: list[str], env: dict | None = None) -> dict:
+    """Exits with the command's output when it cannot run, fails, or prints no JSON. env: variables set on top of
+    this process's environment."""
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env} if env else None)
     except OSError as e:
         sys.exit(f"{bench}: cannot run {cmd[0]}: {e}")
     if p.returncode != 0:

@@ -459,6 +459,13 @@ private slots:
                 diffusionDecoder = diffusionDecoder || (c.name == "diffusion_decoder" && c.bytes > 0);
             }
             QVERIFY(vaeOnRequest && diffusionDecoder);
+            // STG and modality guidance batched with CFG: four rows of activations, not two.
+            auto cfgOnly = vireo::facade::Generator::planMemory(model->plan, {64, 64, 9, true}, budget);
+            vireo::facade::SizeRequest guidedSize{64, 64, 9, true};
+            guidedSize.extraBranches = 2;
+            auto guided = vireo::facade::Generator::planMemory(model->plan, guidedSize, budget);
+            QVERIFY(cfgOnly && guided);
+            QCOMPARE(guided->activationBytes, cfgOnly->activationBytes * 2);
         }
         // The VAE's decoder on request: the knob is kept in the recipe, and the plan no longer says it.
         {

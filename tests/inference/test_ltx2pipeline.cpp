@@ -188,7 +188,7 @@ RunErrors errorsAgainst(const pipelines::Ltx2Output& out, const tensorfile::Tens
     return e;
 }
 
-void checkRun(const std::string& v, const std::string& runName, const std::string& layout)
+void checkRun(const std::string& v, const std::string& runName, const std::string& layout, std::optional<bool> batchGuidance = std::nullopt)
 {
     auto run = tensorfile::readTensorSet(dir(v) / ("run_" + runName + ".safetensors"));
     VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
@@ -198,7 +198,9 @@ void checkRun(const std::string& v, const std::string& runName, const std::strin
     std::vector<pipelines::Ltx2Phase> phases;
     int lastStep = -1;
     bool monotonic = true;
-    auto out = pipeline->generate(requestFrom(*run), [&](const pipelines::Ltx2Progress& p) {
+    auto request = requestFrom(*run);
+    request.batchGuidance = batchGuidance;
+    auto out = pipeline->generate(request, [&](const pipelines::Ltx2Progress& p) {
         if (phases.empty() || phases.back() != p.phase)
             phases.push_back(p.phase);
         if (p.phase == pipelines::Ltx2Phase::Denoise) {
@@ -210,9 +212,11 @@ void checkRun(const std::string& v, const std::string& runName, const std::strin
     const auto& r = *run;
     const auto [sigmaErr, video, audio, decoded, mel, wave, frameDiff] = errorsAgainst(*out, r);
     const auto refWave = *r.find("waveform");
-    std::printf("   %s v%s %-10s %-9s sigmas %.1e | latents rel video %.2e audio %.2e | video abs %.2e, frames max %d/255 | mel %.2e | "
+    const std::string how = !batchGuidance ? "" : *batchGuidance ? " batched" : " separate";
+    std::printf("   %s v%s %-10s %-9s%s sigmas %.1e | latents rel video %.2e audio %.2e | video abs %.2e, frames max %d/255 | mel %.2e | "
                 "waveform rel %.2e\n",
-        testDevice().str().c_str(), v.c_str(), runName.c_str(), layout.c_str(), sigmaErr, video, audio, decoded, frameDiff, mel, wave);
+        testDevice().str().c_str(), v.c_str(), runName.c_str(), layout.c_str(), how.c_str(), sigmaErr, video, audio, decoded, frameDiff,
+        mel, wave);
     VT_CHECK(sigmaErr == 0.0);
     VT_CHECK_MSG(video <= 1e-3 && audio <= 1e-3, "final latents relative error above 1e-3");
     VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && mel <= 1e-3 && wave <= 1e-3, "decoded outputs differ");
@@ -224,6 +228,11 @@ void checkRun(const std::string& v, const std::string& runName, const std::strin
     VT_COMPARE(out->sampleRate, static_cast<int>(r.find("sample_rate")->item<std::int64_t>()));
     if (r.metadata.count("stg") && r.metadata.at("stg") == "1")
         VT_CHECK_MSG(out->guidance.find(v == "20" ? "STG not run" : "STG ") != std::string::npos, out->guidance);
+    if (batchGuidance)
+        VT_CHECK_MSG((out->guidance.find("(branches batched)") != std::string::npos)
+                == (*batchGuidance
+                    && (out->guidance.find(" on block") != std::string::npos || out->guidance.find("modality ") != std::string::npos)),
+            out->guidance);
     if (r.metadata.count("modality") && r.metadata.at("modality") == "1")
         VT_CHECK_MSG(out->guidance.find("modality ") != std::string::npos, out->guidance);
 }
@@ -466,7 +475,8 @@ VT_TEST(stgAndModalityGuidanceMatchDiffusers)
     for (const std::string v : {"20", "23", "25"})
         for (const std::string run : {"dev_guided", "stg_only", "modality_only"})
             for (const std::string layout : {"diffusers", "single"})
-                checkRun(v, run, layout);
+                for (const bool batched : {true, false})
+                    checkRun(v, run, layout, batched);
 }
 
 VT_TEST(quantizedLayoutsMatchTheirDequantizedReference)

@@ -1190,8 +1190,12 @@ void GeneratePage::requestPlan()
     facade::GenerateRequest longest;
     longest.frames = askedFrames();
     longest.fps = m_fps->value();
-    facade::SizeRequest size{
-        m_width->value(), m_height->value(), m_imageMode ? 1 : facade::planningFrames(longest), m_guidance->value() > 1.0};
+    longest.width = m_width->value();
+    longest.height = m_height->value();
+    longest.guidance = m_guidance->value();
+    for (const auto& [id, spin] : m_knobs)
+        longest.knobs[id] = spin->value();
+    const auto size = facade::sizeRequestOf(longest, m_imageMode);
     auto placement = facade::parsePlacement(m_placement->currentData().toString().toStdString()).value_or(facade::Placement::Auto);
     auto* e = engine();
     watch(e);

@@ -1,4 +1,5 @@
 #include "inference/models/ltx2/ltx2family.h"
+#include "base/envswitch.h"
 
 #include "inference/families/common.h"
 #include "inference/lora/lora.h"
@@ -393,7 +394,8 @@ public:
         // The working memory, from the shapes (see docs/gpu-notes.md for the measured peaks
         // these were checked against: 0.61 GB of transformer activations at 6144 tokens).
         const auto tokens = ((size.frames - 1) / 8 + 1) * (size.height / 32) * (size.width / 32);
-        const auto batch = size.guidance ? 2 : 1;
+        // The guidance branches batched with the conditional forward add a row each.
+        const auto batch = (size.guidance ? 2 : 1) + (env::flag("VIREO_BATCH_GUIDANCE") ? size.extraBranches : 0);
         m.activationBytes = tokens * batch * (sizes.ffnDim * 2 + sizes.videoDim * 8) * bytesPerValue;
         const std::int64_t textTokens = 1024;
         m.encodeBytes = batch * textTokens * 3840 * 49 * bytesPerValue + (64ll << 20);

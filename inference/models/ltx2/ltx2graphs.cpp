@@ -37,7 +37,7 @@ std::vector<Tensor*> slots(Inputs& in)
 {
     std::vector<Tensor*> out{&in.hiddenStates, &in.audioHiddenStates, &in.encoderHiddenStates, &in.audioEncoderHiddenStates, &in.timestep};
     for (auto* o : {&in.audioTimestep, &in.sigma, &in.audioSigma, &in.encoderAttentionMask, &in.audioEncoderAttentionMask, &in.videoCoords,
-             &in.extraVideoCoords, &in.audioCoords, &in.perturbationMask})
+             &in.extraVideoCoords, &in.audioCoords, &in.perturbationMask, &in.isolationMask})
         out.push_back(*o ? &**o : nullptr);
     return out;
 }

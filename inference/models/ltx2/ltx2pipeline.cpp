@@ -1,4 +1,5 @@
 #include "inference/models/ltx2/ltx2pipeline.h"
+#include "base/envswitch.h"
 #include "inference/families/previewprojection.h"
 
 #include "inference/lora/lora.h"
@@ -1438,32 +1439,45 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     auto& out = run.out;
     const auto& progress = run.progress;
     const bool cfg = guided(req);
-    const auto batch = cfg ? 2 : 1;
     const auto dtype = options.dtype;
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
     const auto& tc = transformerConfig;
+    // STG and modality guidance: one more forward each per step, on the positive prompt, after
+    // the conditional one (LTX2Pipeline's order), either batched with it or on their own.
+    const bool stgPass = !p.dfr && stgRuns(req);
+    const bool modalityPass = !p.dfr && modalityOn(req);
+    const auto stgBlocks = stgPass ? stgBlocksFor(req) : std::vector<int>{};
+    // Batched: rows [negative (CFG), positive, STG, modality] in one forward; the STG row's
+    // self-attention in its blocks returns its values (a per-row mask), the modality row takes
+    // nothing from the other stream; one pass over the weights per step. On their own: a
+    // batch-1 forward per branch, each with its own step cache that skips only where the
+    // conditional branch skipped, so no delta mixes a stale estimate with a fresh one.
+    const bool batched = (stgPass || modalityPass) && req.batchGuidance.value_or(env::flag("VIREO_BATCH_GUIDANCE"));
+    const std::int64_t cfgRows = cfg ? 2 : 1;
+    const std::int64_t stgRow = stgPass ? cfgRows : -1;
+    const std::int64_t modalityRow = modalityPass ? cfgRows + (stgPass ? 1 : 0) : -1;
+    const std::int64_t batch = batched ? cfgRows + (stgPass ? 1 : 0) + (modalityPass ? 1 : 0) : cfgRows;
+    // The caller's inputs come back as they were: this pass widens the context for its rows.
+    struct Restore {
+        ltx2::TransformerInputs& in;
+        ltx2::TransformerInputs saved;
+        ~Restore() { in = std::move(saved); }
+    } restore{in, in};
     in.numFrames = p.latentFrames;
     in.height = p.latentH;
     in.width = p.latentW;
     in.extraVideoCoords.reset();
     if (p.extraCoords.defined())
-        in.extraVideoCoords = cfg ? at::cat({p.extraCoords, p.extraCoords}, 0) : p.extraCoords;
+        in.extraVideoCoords = p.extraCoords.expand({batch, -1, -1, -1}).contiguous();
     in.videoKeyframesMask.reset();
     if (p.dfr)
         in.videoKeyframesMask = p.keyframes;
-    const auto mask = p.mask.defined() ? std::optional<at::Tensor>(cfg ? at::cat({p.mask, p.mask}, 0) : p.mask) : std::nullopt;
+    const auto mask = p.mask.defined() ? std::optional<at::Tensor>(p.mask.expand({batch, -1}).contiguous()) : std::nullopt;
     // A new cache per pass: nothing of another clip or stage is ever reused.
     ltx2::StepCache stepCache;
     stepCache.threshold = req.stepCacheThreshold;
     stepCache.maxConsecutive = std::max(1, req.stepCacheMaxConsecutive);
     in.stepCache = req.stepCacheThreshold > 0 ? &stepCache : nullptr;
-    // STG and modality guidance: one more batch-1 forward each per step, on the positive prompt,
-    // after the conditional one (LTX2Pipeline's order). Each branch keeps its own step cache and
-    // skips only where the conditional branch skipped, so no delta mixes a stale estimate with a
-    // fresh one.
-    const bool stgPass = !p.dfr && stgRuns(req);
-    const bool modalityPass = !p.dfr && modalityOn(req);
-    const auto stgBlocks = stgPass ? stgBlocksFor(req) : std::vector<int>{};
     ltx2::TransformerInputs one;
     ltx2::StepCache stgCache, modalityCache;
     for (auto* c : {&stgCache, &modalityCache}) {
@@ -1471,15 +1485,41 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         c->maxConsecutive = stepCache.maxConsecutive;
     }
     const auto frozenOne = p.freezeAudio ? at::zeros({1}, f32) : at::Tensor();
-    if (stgPass || modalityPass) {
+    const auto positive = [&](const at::Tensor& x) { return cfg ? x.narrow(0, 1, 1) : x; };
+    if (batched) {
+        const auto widen = [&](const at::Tensor& x) {
+            std::vector<at::Tensor> parts{x};
+            for (auto r = cfgRows; r < batch; ++r)
+                parts.push_back(positive(x));
+            return at::cat(parts, 0);
+        };
+        in.encoderHiddenStates = widen(in.encoderHiddenStates);
+        in.audioEncoderHiddenStates = widen(in.audioEncoderHiddenStates);
+        if (in.encoderAttentionMask)
+            in.encoderAttentionMask = widen(*in.encoderAttentionMask);
+        if (in.audioEncoderAttentionMask)
+            in.audioEncoderAttentionMask = widen(*in.audioEncoderAttentionMask);
+        if (stgPass) {
+            in.stgBlocks = stgBlocks;
+            auto keep = at::ones({batch}, f32);
+            keep[stgRow] = 0.0;
+            in.perturbationMask = keep;
+            in.allPerturbed = false;  // mixed rows: no mask value read on the host
+        }
+        if (modalityPass) {
+            auto keep = at::ones({batch}, f32);
+            keep[modalityRow] = 0.0;
+            in.isolationMask = keep;
+        }
+    } else if (stgPass || modalityPass) {
         one = in;
-        const auto positive = [&](const at::Tensor& x) { return cfg ? x.narrow(0, 1, 1) : x; };
         one.encoderHiddenStates = positive(in.encoderHiddenStates);
         one.audioEncoderHiddenStates = positive(in.audioEncoderHiddenStates);
         if (in.encoderAttentionMask)
             one.encoderAttentionMask = positive(*in.encoderAttentionMask);
         if (in.audioEncoderAttentionMask)
             one.audioEncoderAttentionMask = positive(*in.audioEncoderAttentionMask);
+        one.extraVideoCoords.reset();
         if (p.extraCoords.defined())
             one.extraVideoCoords = p.extraCoords;
         one.audioSigma.reset();
@@ -1487,7 +1527,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             one.audioSigma = frozenOne;
     }
     if (!p.dfr)
-        out.guidance = describeGuidance(req, transformerConfig);
+        out.guidance = describeGuidance(req, transformerConfig) + (batched ? " (branches batched)" : "");
     // Graphs per pass too: their memory is freed before the decoders run.
     ltx2::GraphedForward graphed(*transformer, options.cudaGraphs);
     auto& latents = p.latents;
@@ -1508,8 +1548,8 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         const float sigma = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i)]);
         const float sigmaNext = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i) + 1]);
         const auto t = at::full({batch}, sigma * 1000.0f, f32);
-        in.hiddenStates = (cfg ? at::cat({latents, latents}, 0) : latents).to(dtype);
-        in.audioHiddenStates = (cfg ? at::cat({audioLatents, audioLatents}, 0) : audioLatents).to(dtype);
+        in.hiddenStates = (batch > 1 ? latents.expand({batch, -1, -1}) : latents).to(dtype).contiguous();
+        in.audioHiddenStates = (batch > 1 ? audioLatents.expand({batch, -1, -1}) : audioLatents).to(dtype).contiguous();
         // Conditioned tokens see a lower noise level: timestep * (1 - strength), per token.
         in.timestep = mask ? t.unsqueeze(-1) * (1 - *mask) : t;
         in.audioTimestep = p.freezeAudio ? frozen : t;
@@ -1519,7 +1559,18 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             out.stepChanges.push_back(stepCache.change);
         auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
         at::Tensor vStg, aStg, vModality, aModality;
-        if (stgPass || modalityPass) {
+        if (batched) {
+            if (stgPass) {
+                vStg = v.narrow(0, stgRow, 1);
+                aStg = a.narrow(0, stgRow, 1);
+            }
+            if (modalityPass) {
+                vModality = v.narrow(0, modalityRow, 1);
+                aModality = a.narrow(0, modalityRow, 1);
+            }
+            v = v.narrow(0, 0, cfgRows);
+            a = a.narrow(0, 0, cfgRows);
+        } else if (stgPass || modalityPass) {
             const auto t1 = t.narrow(0, 0, 1);
             one.hiddenStates = latents.to(dtype);
             one.audioHiddenStates = audioLatents.to(dtype);

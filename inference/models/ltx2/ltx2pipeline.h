@@ -174,6 +174,9 @@ struct Ltx2Request {
     double stgScale = 0.0, audioStgScale = 0.0;
     double modalityScale = 1.0, audioModalityScale = 1.0;
     std::vector<int> stgBlocks;  // empty: the version's block (LTX-2.0: 29, LTX-2.3: 28)
+    // The STG and modality branches batched with the conditional one (one forward of up to 4
+    // rows per step) or run as forwards of their own; none: batched unless VIREO_BATCH_GUIDANCE=0.
+    std::optional<bool> batchGuidance;
     std::int64_t seed = 0;
     std::int64_t maxSequenceLength = 1024;
     // Start states instead of seeded noise (packed, normalized: [1, tokens, channels]).

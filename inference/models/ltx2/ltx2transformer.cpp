@@ -591,6 +591,7 @@ struct Transformer::Impl::ForwardState {
     std::set<int> stg;
     at::Tensor perturbation;
     bool allPerturbed = false;
+    at::Tensor keepCrossModal;  // [B, 1, 1], 0 where a row runs without the audio-video cross-attention
 };
 
 TransformerOutputs Transformer::Impl::run(const TransformerInputs& in) const
@@ -769,6 +770,10 @@ void Transformer::Impl::preparePerturbation(const TransformerInputs& in, Forward
         st.perturbation = st.perturbation.view({batch, 1, 1});
         st.allPerturbed = in.allPerturbed ? *in.allPerturbed : (st.perturbation == 0).all().item<bool>();
     }
+    if (in.isolationMask) {
+        TORCH_CHECK(in.isolationMask->numel() == batch, "the isolation mask has ", in.isolationMask->numel(), " rows, the batch ", batch);
+        st.keepCrossModal = in.isolationMask->to(device, dtype).view({batch, 1, 1});
+    }
 }
 
 // The block loop: cancellation, the first-block step cache and block offloading around
@@ -858,8 +863,11 @@ void Transformer::Impl::runBlock(
         q = normFor(audio, toAudio.queryInputScale(audio.peek()), aCa[2], aCa[3], eps);
         kv = normFor(video, toAudio.contextInputScale(video.peek()), vCa[2], vCa[3], eps);
         const auto v2a = toAudio.cross(q, kv, std::nullopt, &st.crossAudioRope, &st.crossVideoRope);
-        video.addGated(a2v, vGate);
-        audio.addGated(v2a, aGate);
+        // Rows of a batched modality-guidance branch take nothing from the other stream (a zero
+        // contribution is the skip for finite values).
+        const bool rowMask = st.keepCrossModal.defined();
+        video.addGated(rowMask ? a2v * st.keepCrossModal : a2v, vGate);
+        audio.addGated(rowMask ? v2a * st.keepCrossModal : v2a, aGate);
     }
 
     // 5.4 feed-forward
@@ -904,6 +912,7 @@ Result<TransformerInputs> transformerInputsFrom(const tensorfile::TensorSet& set
     optional("video_coords", in.videoCoords);
     optional("audio_coords", in.audioCoords);
     optional("perturbation_mask", in.perturbationMask);
+    optional("isolation_mask", in.isolationMask);
     optional("video_keyframes_mask", in.videoKeyframesMask);
     optional("video_self_attention_mask", in.videoSelfAttentionMask);
     if (const auto* sizes = set.find("sizes")) {

@@ -85,6 +85,9 @@ struct TransformerInputs {
     // Whether every row of perturbationMask is perturbed, when the caller knows: the forward
     // then reads no mask value on the host (a device sync, which a CUDA graph cannot capture).
     std::optional<bool> allPerturbed;
+    // [B], 0 where a row runs without the audio-video cross-attention (modality guidance batched
+    // with other branches); isolateModalities drops it for every row instead.
+    std::optional<at::Tensor> isolationMask;
     std::stop_token stop;  // checked between blocks
     StepCache* stepCache = nullptr;  // none: every block runs
     std::function<void(int block, const at::Tensor& video, const at::Tensor& audio)> onBlock;
