@@ -333,7 +333,7 @@ Result<TransformerOutputs> GraphedForward::Impl::graphed(const TransformerInputs
                 fail(failure);
             } else if (!r) {
                 // A warm-up that did not finish (cancelled, bad inputs) warms nothing up.
-                const auto error = r.error();
+                const auto& error = r.error();
                 entries.erase(std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.key == key; }));
                 if (!yieldMemory(error))
                     return error;
