@@ -58,16 +58,7 @@ std::int64_t planningFrames(const GenerateRequest& request)
 
 SizeRequest sizeRequestOf(const GenerateRequest& request, bool image)
 {
-    SizeRequest size{request.width, request.height, image ? 1 : planningFrames(request), !image && request.guidance > 1.0};
-    if (!image) {
-        const auto value = [&](const char* id, double neutral) {
-            const auto it = request.knobs.find(id);
-            return it == request.knobs.end() ? neutral : it->second;
-        };
-        size.extraBranches = (value("stg_scale", 0.0) > 0.0 || value("audio_stg_scale", 0.0) > 0.0 ? 1 : 0)
-            + (value("modality_scale", 1.0) > 1.0 || value("audio_modality_scale", 1.0) > 1.0 ? 1 : 0);
-    }
-    return size;
+    return {request.width, request.height, image ? 1 : planningFrames(request), !image && request.guidance > 1.0, request.knobs};
 }
 
 Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request)

@@ -112,7 +112,8 @@ struct LoadPlan {
 struct SizeRequest {
     std::int64_t width = 768, height = 512, frames = 121;
     bool guidance = false;  // classifier-free guidance doubles the transformer's batch
-    int extraBranches = 0;  // more guidance branches (LTX's STG, modality), a batch row each where batched
+    // The family's own controls (some add guidance branches, a batch row each where batched).
+    std::map<std::string, double> knobs{};
 };
 
 // Free memory to plan against; measured on this machine unless given (tests, what-ifs).
@@ -245,7 +246,7 @@ struct GenerateRequest {
     std::vector<ConditionInput> conditions;
     std::string stages = "auto";
     // The family's own controls (FamilyRules::knobs) by id; one missing takes the knob's default.
-    std::map<std::string, double> knobs;
+    std::map<std::string, double> knobs{};
     // This knob's value here, else the declared default.
     double knob(const Knob& k) const;
 };
@@ -253,9 +254,8 @@ struct GenerateRequest {
 // The longest a length left on auto can be (20 s at the request's rate, on the 8k + 1 grid), for
 // planning memory and time before the prompt is read; the request's frames otherwise.
 std::int64_t planningFrames(const GenerateRequest& request);
-// What a request plans memory for: its size, its planning frames, CFG and the other guidance
-// branches its knobs turn on (stg_scale / audio_stg_scale above 0, modality_scale /
-// audio_modality_scale above 1, diffusers' gating).
+// What a request plans memory for: its size, its planning frames, CFG and its knobs (which the
+// family reads for what they add).
 SizeRequest sizeRequestOf(const GenerateRequest& request, bool image);
 
 // The path a request would take with this load plan, and why; an error for "two" when the

@@ -127,6 +127,18 @@ private:
         return *model;
     }
 
+    // A tiny clip's ask: every LTX run of this file makes the same fox at 64x64x9.
+    static vireo::generation::Ask foxAsk()
+    {
+        vireo::generation::Ask ask;
+        ask.prompt = "a red fox in the snow";
+        ask.width = 64;
+        ask.height = 64;
+        ask.frames = 9;
+        ask.seed = 7;
+        return ask;
+    }
+
 private slots:
     void initTestCase()
     {
@@ -302,12 +314,7 @@ private slots:
         auto* engine = (*studio)->engine(QStringLiteral("cpu"));
         // From "download finished" to "generated" the way the window goes: the generation
         // service fills what was not asked from the variant's defaults and checks the rules.
-        vireo::generation::Ask ask;
-        ask.prompt = "a red fox in the snow";
-        ask.width = 64;
-        ask.height = 64;
-        ask.frames = 9;
-        ask.seed = 7;
+        auto ask = foxAsk();
         ask.stages = "single";
         const auto& catalog = (*studio)->downloads()->catalog();
         const auto defaults = vireo::generation::defaultsFor(catalog, *model, ask);
@@ -365,12 +372,7 @@ private slots:
         QVERIFY2(facts, facts ? "" : facts.error().message.c_str());
         QCOMPARE(QString::fromStdString(facts->version), QStringLiteral("2.5"));
         const auto& catalog = (*studio)->downloads()->catalog();
-        vireo::generation::Ask ask;
-        ask.prompt = "a red fox in the snow";
-        ask.width = 64;
-        ask.height = 64;
-        ask.frames = 9;
-        ask.seed = 7;
+        auto ask = foxAsk();
         const auto defaults = vireo::generation::defaultsFor(catalog, *model, ask);
         QVERIFY2(defaults, defaults ? "" : defaults.error().message.c_str());
         auto prepared = vireo::generation::prepare(catalog, *defaults, *model, ask);
@@ -420,12 +422,7 @@ private slots:
         QVERIFY(fromFiles->schedule == "distilled" && fromCatalog->schedule == "distilled" && fromFiles->steps == fromCatalog->steps);
         QVERIFY2(fromFiles->basis.find("LTX-2.5") != std::string::npos, fromFiles->basis.c_str());
 
-        vireo::generation::Ask ask;
-        ask.prompt = "a red fox in the snow";
-        ask.width = 64;
-        ask.height = 64;
-        ask.frames = 9;
-        ask.seed = 7;
+        auto ask = foxAsk();
         const auto defaults = vireo::generation::defaultsFor(catalog, *model, ask);
         QVERIFY2(defaults, defaults ? "" : defaults.error().message.c_str());
         auto prepared = vireo::generation::prepare(catalog, *defaults, *model, ask);
@@ -462,7 +459,7 @@ private slots:
             // STG and modality guidance batched with CFG: four rows of activations, not two.
             auto cfgOnly = vireo::facade::Generator::planMemory(model->plan, {64, 64, 9, true}, budget);
             vireo::facade::SizeRequest guidedSize{64, 64, 9, true};
-            guidedSize.extraBranches = 2;
+            guidedSize.knobs = {{"stg_scale", 1.0}, {"audio_modality_scale", 3.0}};
             auto guided = vireo::facade::Generator::planMemory(model->plan, guidedSize, budget);
             QVERIFY(cfgOnly && guided);
             QCOMPARE(guided->activationBytes, cfgOnly->activationBytes * 2);

@@ -275,6 +275,29 @@ VT_TEST(aTextEncoderFileWithoutItsTokenizerIsNamed)
 
 namespace {
 
+// run_dfr_diffdec's request, its pass's draws injected and the decode seeded as the reference's.
+pipelines::Ltx2Request diffusionDecodeRequest(const tensorfile::TensorSet& r)
+{
+    auto req = dfrRequestFrom(r);
+    req.videoNoise = *r.find("video_noise");
+    req.audioNoise = *r.find("audio_noise");
+    req.seed = r.find("decode_seed")->item<std::int64_t>();
+    return req;
+}
+
+// A diffusion-decoded run's pixels against run_dfr_diffdec's.
+void checkDiffusionDecode(const pipelines::Ltx2Output& out, const tensorfile::TensorSet& r, const char* what)
+{
+    VT_COMPARE(out.videoDecoder, std::string("diffusion"));
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out.frames.sizes().vec(), refFrames.sizes().vec());
+    const int frameDiff = static_cast<int>((out.frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
+    const double decoded = absErr(out.video, *r.find("video"));
+    std::printf("   v25 %s: video abs %.2e (|y| max %.2f), frames max %d/255\n", what, decoded, r.find("video")->abs().max().item<double>(),
+        frameDiff);
+    VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1, "the diffusion decode differs");
+}
+
 // A copy of one of the lightricks/ files with its metadata edited, in the scratch folder.
 fs::path restamped(const test::ScratchDir& scratch, const fs::path& file, const std::string& name,
     const std::function<void(std::map<std::string, std::string>&)>& edit)
@@ -406,18 +429,11 @@ VT_TEST(lightricksDiffusionVaeFileDecodesAndEncodes)
     auto pipeline = pipelines::Ltx2Pipeline::open(options);
     VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
     VT_CHECK(pipeline->hasDiffusionDecoder() && !pipeline->hasVaeDecoder());
-    auto req = dfrRequestFrom(r);
-    req.videoNoise = *r.find("video_noise");
-    req.audioNoise = *r.find("audio_noise");
-    req.seed = r.find("decode_seed")->item<std::int64_t>();
+    auto req = diffusionDecodeRequest(r);
     auto out = pipeline->generate(req);
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
-    VT_COMPARE(out->videoDecoder, std::string("diffusion"));
-    const auto refFrames = r.find("frames_uint8")->select(0, 0);
-    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
-    const double decoded = absErr(out->video, *r.find("video"));
-    std::printf("   v25 Lightricks diffusion VAE file: video abs %.2e, frames max %d/255\n", decoded, frameDiff);
-    VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1, "the diffusion decode differs");
+    if (out.ok())
+        checkDiffusionDecode(*out, r, "Lightricks diffusion VAE file");
     req.videoDecode = pipelines::Ltx2VideoDecode::Vae;
     out = pipeline->generate(req);
     VT_CHECK(!out.ok());
@@ -626,23 +642,13 @@ VT_TEST(diffusionDecodeMatchesTheReferenceChain)
     VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
     VT_CHECK(pipeline->hasDiffusionDecoder() && pipeline->hasVaeDecoder());
     VT_CHECK(pipeline->componentBytes().empty());
-    auto req = dfrRequestFrom(r);
-    req.videoNoise = *r.find("video_noise");
-    req.audioNoise = *r.find("audio_noise");
-    req.seed = r.find("decode_seed")->item<std::int64_t>();
+    auto req = diffusionDecodeRequest(r);
     auto out = pipeline->generate(req);
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
-    VT_COMPARE(out->videoDecoder, std::string("diffusion"));
+    checkDiffusionDecode(*out, r, "diffusion decode");
     VT_CHECK(pipeline->componentBytes().count("diffusion_decoder") == 1);
     // The VAE's decoder is not loaded for a diffusion decode; asked for, it loads then.
     VT_CHECK(pipeline->componentBytes().count("video_vae") == 0);
-    const auto refFrames = r.find("frames_uint8")->select(0, 0);
-    VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
-    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
-    const double decoded = absErr(out->video, *r.find("video"));
-    std::printf("   v25 diffusion decode: video abs %.2e (|y| max %.2f), frames max %d/255\n", decoded,
-        r.find("video")->abs().max().item<double>(), frameDiff);
-    VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1, "the diffusion decode differs");
 
     // The VAE's decoder on request: run_dfr's own frames.
     auto vae = tensorfile::readTensorSet(dir("25") / "run_dfr.safetensors");
@@ -1212,6 +1218,28 @@ VT_TEST(stepCacheSkipsMiddleStepsAndStartsAfreshEachClip)
     auto again = pipeline->generate(request);
     VT_CHECK(again.ok());
     VT_CHECK(at::equal(again->frames, fast->frames) && at::equal(again->finalVideoLatents, fast->finalVideoLatents));
+}
+
+// Guidance a model cannot take is refused by name: an STG block it does not have (the version's
+// 28 on the 3-block tiny model) or a scale out of range.
+VT_TEST(guidanceItCannotTakeIsRefused)
+{
+    auto run = tensorfile::readTensorSet(dir("23") / "run_stg_only.safetensors");
+    VT_CHECK(run.ok());
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    const auto refused = [&](pipelines::Ltx2Request r, const std::string& said) {
+        auto out = pipeline->generate(r);
+        VT_CHECK(!out.ok());
+        if (!out.ok())
+            VT_CHECK_MSG(out.error().message.find(said) != std::string::npos, out.error().message);
+    };
+    auto r = requestFrom(*run);
+    r.stgBlocks.clear();
+    refused(r, "STG block 28 is not a block of this model (0 to 2); give stg_block");
+    r = requestFrom(*run);
+    r.modalityScale = -1.0;
+    refused(r, "modality_scale must be between 0 and 100");
 }
 
 // The step cache with the guidance branches: the conditional branch decides and is the one

@@ -144,11 +144,22 @@ facade::Knob stgBlockKnob()
     return k;
 }
 
+// The guidance branches beyond CFG that a request's knobs turn on (STG, modality; diffusers'
+// gating): a forward each, or a batch row each where batched.
+int guidanceBranches(const std::map<std::string, double>& knobs)
+{
+    const auto value = [&](const facade::Knob& k) {
+        const auto it = knobs.find(k.id);
+        return it == knobs.end() ? k.defaultValue : it->second;
+    };
+    return (value(stgScaleKnob()) > 0.0 || value(audioStgScaleKnob()) > 0.0 ? 1 : 0)
+        + (value(modalityScaleKnob()) > 1.0 || value(audioModalityScaleKnob()) > 1.0 ? 1 : 0);
+}
+
 // Any guidance branch: CFG, STG or modality (each adds forwards; none runs on the distilled paths).
 bool anyGuidance(const GenerateRequest& r)
 {
-    return r.guidance > 1.0 || r.audioGuidance > 1.0 || r.knob(stgScaleKnob()) > 0.0 || r.knob(audioStgScaleKnob()) > 0.0
-        || r.knob(modalityScaleKnob()) > 1.0 || r.knob(audioModalityScaleKnob()) > 1.0;
+    return r.guidance > 1.0 || r.audioGuidance > 1.0 || guidanceBranches(r.knobs) > 0;
 }
 
 // The guidance of a pipeline request, from the generic one's fields and knobs.
@@ -395,7 +406,7 @@ public:
         // these were checked against: 0.61 GB of transformer activations at 6144 tokens).
         const auto tokens = ((size.frames - 1) / 8 + 1) * (size.height / 32) * (size.width / 32);
         // The guidance branches batched with the conditional forward add a row each.
-        const auto batch = (size.guidance ? 2 : 1) + (env::flag("VIREO_BATCH_GUIDANCE") ? size.extraBranches : 0);
+        const auto batch = (size.guidance ? 2 : 1) + (env::flag("VIREO_BATCH_GUIDANCE") ? guidanceBranches(size.knobs) : 0);
         m.activationBytes = tokens * batch * (sizes.ffnDim * 2 + sizes.videoDim * 8) * bytesPerValue;
         const std::int64_t textTokens = 1024;
         m.encodeBytes = batch * textTokens * 3840 * 49 * bytesPerValue + (64ll << 20);
@@ -518,18 +529,19 @@ public:
                 return makeError(ErrorCode::InvalidArgument, "the length cannot be left on auto: " + problem + "; give the frames");
         if (!weights && request.frames == 0)
             return weights.error();
-        auto out = stagesFor(plan, request, weights && isLtx25(*weights));
+        const auto transformer =
+            weights ? ltx2::resolveTransformerConfig(*weights, std::nullopt) : Result<ltx2::TransformerConfig>(weights.error());
+        auto out = stagesFor(plan, request, transformer && transformer->keyframesAbsPosEmbedding);
         if (out && weights) {
             auto decoder = decoderNote(*weights, request);
             if (!decoder)
                 return decoder.error();
             out->reason += *decoder;
-            if (!out->dfr)
-                if (const auto tc = ltx2::resolveTransformerConfig(*weights, std::nullopt)) {
-                    pipelines::Ltx2Request guidance;
-                    setGuidance(guidance, request);
-                    out->reason += guidanceNote(pipelines::describeGuidance(guidance, *tc));
-                }
+            if (!out->dfr && transformer) {
+                pipelines::Ltx2Request guidance;
+                setGuidance(guidance, request);
+                out->reason += guidanceNote(pipelines::describeGuidance(guidance, *transformer));
+            }
         }
         return out;
     }
@@ -646,13 +658,6 @@ public:
             out->reason += s.str();
         }
         return out;
-    }
-
-    // Whether the transformer's headers say LTX-2.5 (its keyframe embedding).
-    static bool isLtx25(const ltx2::Ltx2Weights& weights)
-    {
-        const auto config = ltx2::resolveTransformerConfig(weights, std::nullopt);
-        return config && config->keyframesAbsPosEmbedding;
     }
 
     // One stage or two, from the upsampler, the schedule and the size.

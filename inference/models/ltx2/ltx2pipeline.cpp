@@ -278,7 +278,7 @@ struct Ltx2Pipeline::Impl {
             out.secondsPerPhase[name] += std::chrono::duration<double>(Clock::now() - start).count();
         }
     };
-    static bool guided(const Ltx2Request& req) { return req.guidanceScale > 1.0 || req.audioGuidanceScale > 1.0; }
+    static bool guided(const Ltx2Request& req) { return cfgOn(req); }
     static bool anyGuidance(const Ltx2Request& req) { return guided(req) || stgOn(req) || modalityOn(req); }
     std::vector<int> stgBlocksFor(const Ltx2Request& req) const { return pipelines::stgBlocksFor(req, transformerConfig); }
     bool stgRuns(const Ltx2Request& req) const { return pipelines::stgRuns(req, transformerConfig); }
@@ -1049,6 +1049,11 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
                         + "); give stg_block");
 }
 
+bool cfgOn(const Ltx2Request& req)
+{
+    return req.guidanceScale > 1.0 || req.audioGuidanceScale > 1.0;
+}
+
 bool stgOn(const Ltx2Request& req)
 {
     return req.stgScale > 0.0 || req.audioStgScale > 0.0;
@@ -1073,9 +1078,6 @@ bool stgRuns(const Ltx2Request& req, const ltx2::TransformerConfig& config)
 
 std::string describeGuidance(const Ltx2Request& req, const ltx2::TransformerConfig& config)
 {
-    const auto guided = [](const Ltx2Request& r) { return r.guidanceScale > 1.0 || r.audioGuidanceScale > 1.0; };
-    const auto stgRuns = [&](const Ltx2Request& r) { return pipelines::stgRuns(r, config); };
-    const auto stgBlocksFor = [&](const Ltx2Request& r) { return pipelines::stgBlocksFor(r, config); };
     const auto num = [](double v) {
         std::ostringstream s;
         s.precision(3);
@@ -1084,11 +1086,11 @@ std::string describeGuidance(const Ltx2Request& req, const ltx2::TransformerConf
     };
     const auto pair = [&](double video, double audio) { return num(video) + " / " + num(audio); };
     std::vector<std::string> parts;
-    if (guided(req))
+    if (cfgOn(req))
         parts.push_back("CFG " + pair(req.guidanceScale, req.audioGuidanceScale));
-    if (stgRuns(req)) {
+    if (stgRuns(req, config)) {
         std::string blocks;
-        for (const int b : stgBlocksFor(req))
+        for (const int b : stgBlocksFor(req, config))
             blocks += (blocks.empty() ? "" : ", ") + std::to_string(b);
         parts.push_back("STG " + pair(req.stgScale, req.audioStgScale) + " on block " + blocks);
     }
@@ -1100,7 +1102,7 @@ std::string describeGuidance(const Ltx2Request& req, const ltx2::TransformerConf
     std::string out = parts.empty() ? "none" : "";
     for (const auto& p : parts)
         out += (out.empty() ? "" : ", ") + p;
-    if (stgOn(req) && !stgRuns(req))
+    if (stgOn(req) && !stgRuns(req, config))
         out += "; STG not run: this model has no perturbed attention path (diffusers builds LTX-2.0 without one, and its STG pass "
                "changes nothing)";
     return out;
@@ -1486,39 +1488,39 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     }
     const auto frozenOne = p.freezeAudio ? at::zeros({1}, f32) : at::Tensor();
     const auto positive = [&](const at::Tensor& x) { return cfg ? x.narrow(0, 1, 1) : x; };
+    // The text context and its masks, each mapped the same way (widened for the batched rows, or
+    // the positive half for a branch of its own).
+    const auto mapContext = [](ltx2::TransformerInputs& to, const ltx2::TransformerInputs& from, const auto& f) {
+        to.encoderHiddenStates = f(from.encoderHiddenStates);
+        to.audioEncoderHiddenStates = f(from.audioEncoderHiddenStates);
+        if (from.encoderAttentionMask)
+            to.encoderAttentionMask = f(*from.encoderAttentionMask);
+        if (from.audioEncoderAttentionMask)
+            to.audioEncoderAttentionMask = f(*from.audioEncoderAttentionMask);
+    };
+    // 1 in every row but `row` (0: that row is the branch's).
+    const auto allBut = [&](std::int64_t row) {
+        auto keep = at::ones({batch}, f32);
+        keep[row] = 0.0;
+        return keep;
+    };
     if (batched) {
-        const auto widen = [&](const at::Tensor& x) {
+        mapContext(in, in, [&](const at::Tensor& x) {
             std::vector<at::Tensor> parts{x};
             for (auto r = cfgRows; r < batch; ++r)
                 parts.push_back(positive(x));
             return at::cat(parts, 0);
-        };
-        in.encoderHiddenStates = widen(in.encoderHiddenStates);
-        in.audioEncoderHiddenStates = widen(in.audioEncoderHiddenStates);
-        if (in.encoderAttentionMask)
-            in.encoderAttentionMask = widen(*in.encoderAttentionMask);
-        if (in.audioEncoderAttentionMask)
-            in.audioEncoderAttentionMask = widen(*in.audioEncoderAttentionMask);
+        });
         if (stgPass) {
             in.stgBlocks = stgBlocks;
-            auto keep = at::ones({batch}, f32);
-            keep[stgRow] = 0.0;
-            in.perturbationMask = keep;
+            in.perturbationMask = allBut(stgRow);
             in.allPerturbed = false;  // mixed rows: no mask value read on the host
         }
-        if (modalityPass) {
-            auto keep = at::ones({batch}, f32);
-            keep[modalityRow] = 0.0;
-            in.isolationMask = keep;
-        }
+        if (modalityPass)
+            in.isolationMask = allBut(modalityRow);
     } else if (stgPass || modalityPass) {
         one = in;
-        one.encoderHiddenStates = positive(in.encoderHiddenStates);
-        one.audioEncoderHiddenStates = positive(in.audioEncoderHiddenStates);
-        if (in.encoderAttentionMask)
-            one.encoderAttentionMask = positive(*in.encoderAttentionMask);
-        if (in.audioEncoderAttentionMask)
-            one.audioEncoderAttentionMask = positive(*in.audioEncoderAttentionMask);
+        mapContext(one, in, positive);
         one.extraVideoCoords.reset();
         if (p.extraCoords.defined())
             one.extraVideoCoords = p.extraCoords;

@@ -235,6 +235,7 @@ struct Ltx2Request {
 // diffusers' gating of the extra guidance branches (LTX2Pipeline.do_spatio_temporal_guidance /
 // do_modality_isolation_guidance): either modality's scale turns the pass on, and then both
 // get their deltas.
+bool cfgOn(const Ltx2Request& req);  // either scale above 1: the negative prompt runs too
 bool stgOn(const Ltx2Request& req);
 bool modalityOn(const Ltx2Request& req);
 // The blocks STG perturbs: the request's, else the version's (diffusers' recommendation and
