@@ -57,6 +57,7 @@ Result<MadeAgain> madeAgain(const std::string& file)
     if (!out.image) {
         out.load.spatialUpsamplerPath = model->plan.spatialUpsamplerPath;
         out.load.temporalUpsamplerPath = model->plan.temporalUpsamplerPath;
+        out.load.distilledLoraPath = model->plan.distilledLoraPath;
     }
     if (!again->dtype.empty())
         out.load.dtype = again->dtype;

@@ -64,7 +64,8 @@ std::string generateHelp()
         "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] "
         "[--clip-from-end] ...]\n"
         "         [--stages auto|single|two] [--two-stage]\n"
-        "         [--upsampler FILE] [--temporal-upsampler FILE] [--dry-run [--plan-for DEVICE]] [--again FILE] [--set KNOB=VALUE ...]\n"
+        "         [--upsampler FILE] [--temporal-upsampler FILE] [--distilled-lora FILE] [--dry-run [--plan-for DEVICE]] [--again FILE]\n"
+        "         [--set KNOB=VALUE ...]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
         "  --frames auto lets a model that can (LTX-2.5, its duration head) read the length from the prompt (1 to 20 s)\n"
         "  --again FILE makes FILE again from the recipe inside it (model files, prompt, seed, sizes, schedule,\n"
@@ -79,7 +80,8 @@ std::string generateHelp()
         "  --clip conditions on the first --clip-frames (8k + 1, default 9) frames of a video (its last ones with\n"
         "  --clip-from-end: at frame 0 the video extends the clip); --image-frame and --image-strength after it are its own.\n"
         "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
-        "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow\n"
+        "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow, or the dev\n"
+        "  schedule with --distilled-lora FILE (Lightricks' dev recipe: guided stage 1, the distilled LoRA refines)\n"
         "  --temporal-upsampler FILE: LTX-2.5's temporal x2 latent upsampler, for --set temporal_rounds=1 or 2 (each\n"
         "  round doubles the frame rate and the frames: 121 at 24 fps -> 241 at 48 -> 481 at 96)\n"
         "  --set KNOB=VALUE sets a control of the model's family's own (its recipe keeps it); the knobs:\n"
@@ -229,6 +231,8 @@ std::optional<int> applyValue(const std::string& a, const std::string& v, Genera
         load.spatialUpsamplerPath = v;
     else if (a == "--temporal-upsampler")
         load.temporalUpsamplerPath = v;
+    else if (a == "--distilled-lora")
+        load.distilledLoraPath = v;
     else if (a == "--text-encoder")
         load.textEncoderPath = v;
     else if (a == "--prompt")
@@ -366,7 +370,8 @@ vireo::runtime::ModelRef modelFor(const vireo::facade::LoadPlan& load)
     model.key = vireo::runtime::ModelResolver::localKey(paths,
         load.textEncoderPath ? QString::fromStdString(load.textEncoderPath->string()) : QString(),
         load.spatialUpsamplerPath ? QString::fromStdString(load.spatialUpsamplerPath->string()) : QString(),
-        load.temporalUpsamplerPath ? QString::fromStdString(load.temporalUpsamplerPath->string()) : QString());
+        load.temporalUpsamplerPath ? QString::fromStdString(load.temporalUpsamplerPath->string()) : QString(),
+        load.distilledLoraPath ? QString::fromStdString(load.distilledLoraPath->string()) : QString());
     model.title = QFileInfo(paths.first()).fileName();
     model.plan = load;
     return model;
@@ -422,6 +427,11 @@ std::optional<int> checkFiles(const GenerateOptions& o)
         std::fprintf(stderr, "vireo-cli: %s: no such temporal upsampler\n", load.temporalUpsamplerPath->c_str());
         return 1;
     }
+    if (load.distilledLoraPath)
+        if (const auto why = vireo::cli::notARegularFile(load.distilledLoraPath->string(), "distilled LoRA"); !why.empty()) {
+            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
+            return 1;
+        }
     for (const auto& c : conditions)
         if (const auto why = vireo::cli::notARegularFile(c.path.toStdString(), c.clipFrames > 0 ? "video" : "image"); !why.empty()) {
             std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());

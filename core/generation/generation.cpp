@@ -50,6 +50,7 @@ std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& pl
         {!ask.stages.empty(), "stages"},
         {plan.spatialUpsamplerPath.has_value(), "upsampler"},
         {plan.temporalUpsamplerPath.has_value(), "temporal-upsampler"},
+        {plan.distilledLoraPath.has_value(), "distilled-lora"},
     };
     for (const auto& [set, name] : checks)
         if (set)
@@ -157,6 +158,20 @@ facade::GenerateRequest requestFor(const runtime::GenerationDefaults& defaults, 
     r.loras = ask.loras;
     for (const auto& [id, value] : ask.knobs)
         r.knobs[id] = value;
+    // The LTX dev model's HQ recipe brings Lightricks' preset for what the ask leaves open
+    // (ltx-pipelines LTX_2_3_HQ_PARAMS): 15 steps, no STG, rescale 0.45 for the video and 1 for
+    // the audio.
+    if (const auto hq = r.knobs.find("hq"); !image && hq != r.knobs.end() && hq->second == 1) {
+        if (!ask.steps)
+            r.steps = 15;
+        for (const char* k : {"stg_scale", "audio_stg_scale"})
+            if (!ask.knobs.count(k))
+                r.knobs[k] = 0.0;
+        if (!ask.rescale)
+            r.guidanceRescale = 0.45;
+        if (!ask.knobs.count("audio_guidance_rescale"))
+            r.knobs["audio_guidance_rescale"] = 1.0;
+    }
     if (const auto speed = facade::parseSpeedMode(ask.speed.empty() ? r.speed : ask.speed))
         r.speed = std::string(facade::speedModeName(*speed));
     r.guidanceSchedule.clear();

@@ -72,7 +72,8 @@ bool ModelRef::sameLoadAs(const ModelRef& o) const
     return key == o.key && a.modelPaths == b.modelPaths && a.textEncoderPath == b.textEncoderPath && a.device == b.device
         && a.dtype == b.dtype && a.placement == b.placement && a.attentionKernel == b.attentionKernel
         && a.fp8FastAccumulation == b.fp8FastAccumulation && a.cpuThreads == b.cpuThreads
-        && a.spatialUpsamplerPath == b.spatialUpsamplerPath && a.temporalUpsamplerPath == b.temporalUpsamplerPath;
+        && a.spatialUpsamplerPath == b.spatialUpsamplerPath && a.temporalUpsamplerPath == b.temporalUpsamplerPath
+        && a.distilledLoraPath == b.distilledLoraPath;
 }
 
 // Two stages or conditions change every phase's time, so they are part of what is remembered.
@@ -337,7 +338,7 @@ QStringList Engine::filesInUse() const
             out << QString::fromStdString(p.string());
         if (m.plan.textEncoderPath)
             out << QString::fromStdString(m.plan.textEncoderPath->string());
-        for (const auto& up : {m.plan.spatialUpsamplerPath, m.plan.temporalUpsamplerPath})
+        for (const auto& up : {m.plan.spatialUpsamplerPath, m.plan.temporalUpsamplerPath, m.plan.distilledLoraPath})
             if (up)
                 out << QString::fromStdString(up->string());
     };

@@ -35,13 +35,14 @@ ModelResolver::ModelResolver(hub::DownloadManager* downloads, core::StudioSettin
     connect(m_settings, &core::StudioSettings::changed, this, &ModelResolver::choicesChanged);
 }
 
-QString ModelResolver::localKey(
-    const QStringList& modelPaths, const QString& textEncoder, const QString& spatialUpsampler, const QString& temporalUpsampler)
+QString ModelResolver::localKey(const QStringList& modelPaths, const QString& textEncoder, const QString& spatialUpsampler,
+    const QString& temporalUpsampler, const QString& distilledLora)
 {
     return QStringLiteral("local:") + modelPaths.join(QLatin1Char('|'))
         + (textEncoder.isEmpty() ? QString() : QStringLiteral("|te=") + textEncoder)
         + (spatialUpsampler.isEmpty() ? QString() : QStringLiteral("|up=") + spatialUpsampler)
-        + (temporalUpsampler.isEmpty() ? QString() : QStringLiteral("|tu=") + temporalUpsampler);
+        + (temporalUpsampler.isEmpty() ? QString() : QStringLiteral("|tu=") + temporalUpsampler)
+        + (distilledLora.isEmpty() ? QString() : QStringLiteral("|dl=") + distilledLora);
 }
 
 bool ModelResolver::trusted(const QString& repo) const
@@ -108,6 +109,8 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
                 m.plan.spatialUpsamplerPath = p.mid(3).toStdString();
             else if (p.startsWith(QStringLiteral("tu=")))
                 m.plan.temporalUpsamplerPath = p.mid(3).toStdString();
+            else if (p.startsWith(QStringLiteral("dl=")))
+                m.plan.distilledLoraPath = p.mid(3).toStdString();
             else
                 m.plan.modelPaths.emplace_back(p.toStdString());
         }
@@ -122,6 +125,9 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
         if (m.plan.temporalUpsamplerPath && !QFileInfo::exists(QString::fromStdString(m.plan.temporalUpsamplerPath->string())))
             return makeError(ErrorCode::NotFound,
                 "the temporal upsampler " + m.plan.temporalUpsamplerPath->string() + " does not exist (moved or deleted?)");
+        if (m.plan.distilledLoraPath && !QFileInfo::exists(QString::fromStdString(m.plan.distilledLoraPath->string())))
+            return makeError(
+                ErrorCode::NotFound, "the distilled LoRA " + m.plan.distilledLoraPath->string() + " does not exist (moved or deleted?)");
         m.title = localTitle(QString::fromStdString(m.plan.modelPaths.front().string()));
         return m;
     }
@@ -155,8 +161,10 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
         if (!dir)
             return makeError(ErrorCode::InvalidArgument, dir.error().message);
         const auto snapshot = *dir / "snapshots" / src.commit;
-        if (role == "spatial_upscaler" || role == "temporal_upscaler") {
-            auto& path = role == "spatial_upscaler" ? m.plan.spatialUpsamplerPath : m.plan.temporalUpsamplerPath;
+        if (role == "spatial_upscaler" || role == "temporal_upscaler" || role == "distilled_lora") {
+            auto& path = role == "spatial_upscaler" ? m.plan.spatialUpsamplerPath
+                : role == "temporal_upscaler"       ? m.plan.temporalUpsamplerPath
+                                                    : m.plan.distilledLoraPath;
             for (const auto& f : src.files)
                 if (isWeightFile(f.path))
                     path = snapshot / f.path;

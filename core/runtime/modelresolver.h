@@ -40,10 +40,11 @@ public:
     // Whether every Hub repo of a model is trusted (catalog publisher or approved).
     bool trusted(const QString& repo) const;
 
-    // "local:" entries: model paths joined by '|', optionally "|te=<text encoder folder>" and
-    // "|up=<spatial upsampler>" (the two-stage path's latent upsampler).
+    // "local:" entries: model paths joined by '|', optionally "|te=<text encoder folder>",
+    // "|up=<spatial upsampler>" (the two-stage path's latent upsampler), "|tu=<temporal
+    // upsampler>" and "|dl=<distilled LoRA>" (the dev two-stage recipe's).
     static QString localKey(const QStringList& modelPaths, const QString& textEncoder = {}, const QString& spatialUpsampler = {},
-        const QString& temporalUpsampler = {});
+        const QString& temporalUpsampler = {}, const QString& distilledLora = {});
 
 signals:
     void choicesChanged();

@@ -106,6 +106,9 @@ struct LoadPlan {
     // The latent temporal x2 upsampler of LTX-2.5's temporal refine rounds (the same layouts; a
     // diffusers temporal_latent_upsampler/ folder is found without it). None: no rounds.
     std::optional<std::filesystem::path> temporalUpsamplerPath;
+    // The distilled LoRA of a dev model's two-stage recipe (Lightricks' ltx-2.3-22b-distilled-
+    // lora-384-1.1.safetensors): stage 2 refines with it. None: the dev model runs one stage.
+    std::optional<std::filesystem::path> distilledLoraPath;
 };
 
 // The request shape the memory plan sizes activations and decoding for.

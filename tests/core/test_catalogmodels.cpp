@@ -77,14 +77,14 @@ std::optional<vireo::runtime::JobStatus> runToEnd(vireo::runtime::Engine* engine
 struct Expected {
     const char* id;
     const char* gguf;
-    bool upscaler;
+    bool distilledLora;  // the dev two-stage recipe's
 };
 
 const Expected kVariants[] = {
-    {"ltx-2.3/distilled-gguf-q4_k_m", "distilled/ltx-2.3-22b-distilled-Q4_K_M.gguf", true},
-    {"ltx-2.3/distilled-gguf-q8_0", "distilled/ltx-2.3-22b-distilled-Q8_0.gguf", true},
-    {"ltx-2.3/dev-gguf-q4_k_m", "ltx-2.3-22b-dev-Q4_K_M.gguf", false},
-    {"ltx-2.3/dev-gguf-q8_0", "ltx-2.3-22b-dev-Q8_0.gguf", false},
+    {"ltx-2.3/distilled-gguf-q4_k_m", "distilled/ltx-2.3-22b-distilled-Q4_K_M.gguf", false},
+    {"ltx-2.3/distilled-gguf-q8_0", "distilled/ltx-2.3-22b-distilled-Q8_0.gguf", false},
+    {"ltx-2.3/dev-gguf-q4_k_m", "ltx-2.3-22b-dev-Q4_K_M.gguf", true},
+    {"ltx-2.3/dev-gguf-q8_0", "ltx-2.3-22b-dev-Q8_0.gguf", true},
 };
 
 }  // namespace
@@ -160,8 +160,13 @@ private slots:
         QJsonObject repos;
         repos.insert(QStringLiteral("unsloth/LTX-2.3-GGUF"),
             QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/publisher/unsloth"))}});
-        repos.insert(QStringLiteral("Lightricks/LTX-2.3"),
-            QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/publisher/lightricks"))}});
+        // The dev variants' distilled LoRA: the recipe fixture's, under the Hub's name.
+        auto lightricks23 = filesUnder(root + QStringLiteral("/publisher/lightricks"));
+        const QString lora = qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2recipes/v23/distilled_lora.safetensors");
+        QVERIFY2(QFileInfo::exists(lora), "the ltx2recipes fixture has no distilled LoRA");
+        lightricks23.insert(QStringLiteral("ltx-2.3-22b-distilled-lora-384-1.1.safetensors"),
+            QJsonObject{{QStringLiteral("path"), lora}, {QStringLiteral("lfs"), true}});
+        repos.insert(QStringLiteral("Lightricks/LTX-2.3"), QJsonObject{{QStringLiteral("files"), lightricks23}});
         // The 2.3 variants read the text encoder of Lightricks' diffusers repo.
         repos.insert(
             QStringLiteral("Lightricks/LTX-2"), QJsonObject{{QStringLiteral("files"), filesUnder(root + QStringLiteral("/diffusers"))}});
@@ -203,13 +208,15 @@ private slots:
             QVERIFY2(model, v.id);
             // Exactly what the pipeline reads: the transformer of this quant, the connectors, both VAE
             // files (the vocoder is inside the audio VAE file), the upscaler for the two-stage
-            // distilled path, and Gemma's diffusers folders; nothing of the other variants.
+            // path (and the dev recipe's distilled LoRA), and Gemma's diffusers folders; nothing
+            // of the other variants.
             std::set<QString> want{QStringLiteral("unsloth/LTX-2.3-GGUF/") + QString::fromLatin1(v.gguf),
                 QStringLiteral("unsloth/LTX-2.3-GGUF/text_encoders/ltx-2.3-22b-%1_embeddings_connectors.safetensors").arg(kind),
                 QStringLiteral("unsloth/LTX-2.3-GGUF/vae/ltx-2.3-22b-%1_video_vae.safetensors").arg(kind),
                 QStringLiteral("unsloth/LTX-2.3-GGUF/vae/ltx-2.3-22b-%1_audio_vae.safetensors").arg(kind)};
-            if (v.upscaler)
-                want.insert(QStringLiteral("Lightricks/LTX-2.3/ltx-2.3-spatial-upscaler-x2-1.1.safetensors"));
+            want.insert(QStringLiteral("Lightricks/LTX-2.3/ltx-2.3-spatial-upscaler-x2-1.1.safetensors"));
+            if (v.distilledLora)
+                want.insert(QStringLiteral("Lightricks/LTX-2.3/ltx-2.3-22b-distilled-lora-384-1.1.safetensors"));
             std::set<QString> weights;
             for (const auto& p : planned)
                 if (!p.startsWith(QStringLiteral("Lightricks/LTX-2/")))
@@ -224,7 +231,8 @@ private slots:
             // The finished download as the loader takes it, and its plan from the headers alone.
             QCOMPARE(model->plan.modelPaths.size(), std::size_t(4));
             QVERIFY(model->plan.textEncoderPath.has_value());
-            QCOMPARE(model->plan.spatialUpsamplerPath.has_value(), v.upscaler);
+            QVERIFY(model->plan.spatialUpsamplerPath.has_value());
+            QCOMPARE(model->plan.distilledLoraPath.has_value(), v.distilledLora);
             vireo::facade::MemoryBudget budget;
             budget.hostAvailableBytes = 1ll << 40;
             auto plan = vireo::facade::Generator::planMemory(model->plan, {64, 64, 9, false}, budget);

@@ -260,7 +260,11 @@ private slots:
         // LTX's own: the temporal rounds of 2.5 (0 by default; the catalog sets none), which
         // video decoder makes the pixels (0: the checkpoint's), and STG and modality guidance
         // (neutral by default; the dev variants turn them on).
-        QVERIFY(ltx->knobs.size() == 7 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
+        QVERIFY(ltx->knobs.size() == 11 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
+        // Lightricks' dev recipes: HQ off, the distilled LoRA at the recipe's strengths, the
+        // audio rescale following the video's.
+        QVERIFY(ltx->knob("hq")->defaultValue == 0 && ltx->knob("distilled_lora_strength")->defaultValue == -1
+            && ltx->knob("distilled_lora_stage1_strength")->defaultValue == -1 && ltx->knob("audio_guidance_rescale")->defaultValue == -1);
         QVERIFY(ltx->knob("video_decoder") && ltx->knob("video_decoder")->defaultValue == 0 && ltx->knob("video_decoder")->maximum == 2);
         QVERIFY(ltx->knob("stg_scale")->defaultValue == 0 && ltx->knob("modality_scale")->defaultValue == 1
             && ltx->knob("stg_block")->defaultValue == -1 && ltx->knob("audio_stg_scale") && ltx->knob("audio_modality_scale"));
@@ -290,6 +294,38 @@ private slots:
                 QVERIFY2(planned, planned ? "" : planned.error().message.c_str());
                 QVERIFY2(planned->stagesReason.find(want) != std::string::npos, planned->stagesReason.c_str());
             }
+            // With the upsampler and the distilled LoRA the dev model runs Lightricks' two-stage
+            // recipe; hq=1 takes the HQ one, with its preset for what the ask leaves open.
+            auto single = localModel(fixtures() + QStringLiteral("/ltx2pipeline/v23/single/ltx-2.3-tiny.safetensors"));
+            single.plan.textEncoderPath = QString(fixtures() + QStringLiteral("/ltx2pipeline/v23/single/gemma")).toStdString();
+            single.plan.spatialUpsamplerPath =
+                QString(fixtures() + QStringLiteral("/ltx2pipeline/v23/diffusers/latent_upsampler")).toStdString();
+            single.plan.distilledLoraPath =
+                QString(fixtures() + QStringLiteral("/ltx2recipes/v23/distilled_lora.safetensors")).toStdString();
+            Ask g = prompt();
+            g.frames = 9;
+            g.width = 192;
+            g.height = 128;
+            auto devRecipe = vireo::generation::prepare(m_catalog, *dev, single, g);
+            QVERIFY2(devRecipe, devRecipe ? "" : devRecipe.error().message.c_str());
+            QVERIFY2(devRecipe->stagesReason.find("two stages: Lightricks' dev recipe") == 0
+                    && devRecipe->stagesReason.find("distilled_lora.safetensors at 1, unguided") != std::string::npos
+                    && devRecipe->stagesReason.find("STG 1 / 1 on block 28") != std::string::npos,
+                devRecipe->stagesReason.c_str());
+            g.knobs["hq"] = 1;
+            g.knobs["modality_scale"] = 2;
+            auto hq = vireo::generation::prepare(m_catalog, *dev, single, g);
+            QVERIFY2(hq, hq ? "" : hq.error().message.c_str());
+            const auto& q = hq->job.request;
+            QCOMPARE(q.steps, 15);
+            QCOMPARE(q.guidanceRescale, 0.45);
+            QCOMPARE(q.knobs.at("stg_scale"), 0.0);
+            QCOMPARE(q.knobs.at("audio_stg_scale"), 0.0);
+            QCOMPARE(q.knobs.at("audio_guidance_rescale"), 1.0);
+            QCOMPARE(q.knobs.at("modality_scale"), 2.0);  // what the ask sets stays
+            QVERIFY2(hq->stagesReason.find("HQ recipe (res2s sampler") != std::string::npos
+                    && hq->stagesReason.find("modality 2 / 3, rescale 0.45 / 1") != std::string::npos,
+                hq->stagesReason.c_str());
         }
         QCOMPARE(vireo::facade::familyRulesById("ltx2-dev")->family, std::string("ltx2"));
         const auto model = catalogModel("ideogram-4/fp8");
@@ -315,7 +351,8 @@ private slots:
         p = vireo::generation::prepare(m_catalog, *vd, video, a);
         QVERIFY(!p
             && p.error().message.find("LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds, video_decoder, stg_scale, "
-                                      "audio_stg_scale, modality_scale, audio_modality_scale, stg_block)")
+                                      "audio_stg_scale, modality_scale, audio_modality_scale, stg_block, audio_guidance_rescale, hq, "
+                                      "distilled_lora_strength, distilled_lora_stage1_strength)")
                 == 0);
         // A length left on auto needs a duration head, which LTX-2.3's files do not carry.
         Ask autoLength = prompt();

@@ -1384,6 +1384,172 @@ VT_TEST(twoStageDistilledMatchesDiffusers)
         checkConditioned(v, "two_stage", "diffusers");
 }
 
+// Lightricks' dev two-stage recipe (ltx-pipelines 1.0.0 TI2VidTwoStagesPipeline) against
+// ltx-core's own pieces run at tiny size (make_ltx2_recipe_fixtures.py): stage 1 guided on the
+// 4096-token dev schedule, the upsampler, stage 2 with the distilled LoRA and no guidance, the
+// draws of ltx-core's one generator injected.
+namespace {
+
+void checkDevRecipe(const std::string& v, const std::string& runName)
+{
+    const auto root = test::envPath("VIREO_FIXTURES_ROOT") / "ltx2recipes" / ("v" + v);
+    auto run = tensorfile::readTensorSet(root / ("run_" + runName + ".safetensors"));
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    const auto& m = r.metadata;
+    auto options = optionsFor(v, "single");
+    options.spatialUpsamplerPath = dir(v) / "diffusers" / "latent_upsampler";
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    pipelines::Ltx2Request q;
+    q.prompt = m.at("prompt");
+    q.negativePrompt = m.at("negative_prompt");
+    q.width = std::stoll(m.at("width"));
+    q.height = std::stoll(m.at("height"));
+    q.frames = std::stoll(m.at("num_frames"));
+    q.fps = std::stod(m.at("frame_rate"));
+    q.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
+    q.schedule = pipelines::Ltx2Schedule::Dev;
+    q.steps = std::stoi(m.at("stage1_steps"));
+    q.guidanceScale = std::stod(m.at("video_cfg_scale"));
+    q.audioGuidanceScale = std::stod(m.at("audio_cfg_scale"));
+    q.stgScale = std::stod(m.at("video_stg_scale"));
+    q.audioStgScale = std::stod(m.at("audio_stg_scale"));
+    q.modalityScale = std::stod(m.at("video_modality_scale"));
+    q.audioModalityScale = std::stod(m.at("audio_modality_scale"));
+    q.guidanceRescale = std::stod(m.at("video_rescale_scale"));
+    q.audioGuidanceRescale = std::stod(m.at("audio_rescale_scale"));
+    for (const auto& b : nlohmann::json::parse(m.at("video_stg_blocks")))
+        q.stgBlocks.push_back(b.get<int>());
+    q.twoStage = true;
+    q.distilledLora = pipelines::Ltx2Lora{root / m.at("distilled_lora"), std::stod(m.at("distilled_lora_strength_stage2"))};
+    const bool hq = m.at("stage1_sampler").rfind("res2s", 0) == 0;
+    if (hq) {
+        q.sampler = pipelines::Ltx2Sampler::Res2s;
+        q.distilledLoraStage1Strength = std::stod(m.at("distilled_lora_strength_stage1"));
+    }
+    const auto& noise0 = *r.find("noise_0");
+    q.videoNoise = noise0.dim() == 3 ? noise0 : packVideo(noise0);
+    q.audioNoise = packAudio(*r.find("noise_1"));
+    q.stage2VideoNoise = *r.find("noise_2");
+    q.stage2AudioNoise = *r.find("noise_3");
+    if (const auto* image = r.find("image"))
+        q.conditions.push_back({image->unsqueeze(0), 0, std::stod(m.at("image_strength"))});
+    if (const auto* key = r.find("keyframe_image"))
+        q.conditions.push_back({key->unsqueeze(0), std::stoll(m.at("keyframe_index")), std::stod(m.at("keyframe_strength"))});
+    auto out = pipeline->generate(q);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+
+    const auto refSigmas = r.find("sigmas_stage1")->to(at::kDouble);
+    double sigmas = 0;
+    VT_COMPARE(static_cast<std::int64_t>(out->sigmas.size()), refSigmas.numel());
+    for (std::int64_t i = 0; i < refSigmas.numel(); ++i)
+        sigmas = std::max(sigmas, std::abs(out->sigmas[static_cast<std::size_t>(i)] - refSigmas[i].item<double>()));
+    const double stage1 = relErr(out->stage1VideoLatents, *r.find("stage1_final_video_latents"));
+    const double upsampled = relErr(out->upsampledLatents, *r.find("upsampled_latents_normalized"));
+    const double video = relErr(out->finalVideoLatents, *r.find("final_video_latents_packed"));
+    const double audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out->frames.sizes(), refFrames.sizes());
+    const int frameDiff = static_cast<int>((out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>());
+    std::printf(
+        "   v%s %-18s sigmas abs %.1e | stage 1 rel %.2e, upsampled rel %.2e | final rel video %.2e audio %.2e | frames max %d/255\n",
+        v.c_str(), runName.c_str(), sigmas, stage1, upsampled, video, audio, frameDiff);
+    VT_CHECK_MSG(sigmas <= 1e-6, "the stage-1 schedule differs from ltx-core's");
+    VT_CHECK_MSG(stage1 <= 1e-3 && upsampled <= 1e-3, "the stage-1 or upsampled latents differ");
+    VT_CHECK_MSG(video <= 1e-3 && audio <= 1e-3, "final latents relative error above 1e-3");
+    VT_CHECK_MSG(frameDiff <= 1, "frames differ");
+    const auto said = hq ? "stage 2: none (distilled LoRA at 0.5), res2s" : "stage 2: none (distilled LoRA at 1)";
+    VT_CHECK_MSG(out->guidance.find(said) != std::string::npos, out->guidance);
+    VT_CHECK(!out->loras.empty() && out->loras.back().status == "applied" && out->loras.back().unmatched == 0);
+}
+
+}  // namespace
+
+VT_TEST(devTwoStageRecipeMatchesLtxCore)
+{
+    for (const std::string v : {"23", "20"})
+        checkDevRecipe(v, "dev_two_stage");
+    checkDevRecipe("23", "dev_two_stage_i2v");
+}
+
+// Lightricks' HQ recipe (TI2VidTwoStagesHQPipeline): res2s in both stages with its SDE draws
+// from the reference's own fixed-seed generators (not injected), the distilled LoRA at 0.25
+// in stage 1 and 0.5 in stage 2, STG off, the rescale per stream.
+VT_TEST(hqTwoStageRecipeMatchesLtxCore)
+{
+    checkDevRecipe("23", "hq_two_stage");
+    // The coefficients at a small and a large step (res2s.py get_res2s_coefficients).
+    const auto small = pipelines::res2sCoefficients(0.0065), large = pipelines::res2sCoefficients(1.6162);
+    VT_CHECK(
+        std::abs(small.a21 - 0.499188379) < 1e-8 && std::abs(small.b1 + 0.001079819) < 1e-8 && std::abs(small.b2 - 0.997836850) < 1e-8);
+    VT_CHECK(
+        std::abs(large.a21 - 0.342962443) < 1e-8 && std::abs(large.b1 + 0.128082988) < 1e-8 && std::abs(large.b2 - 0.623905198) < 1e-8);
+    // Without noise the SDE step keeps the line's clean end (0 here) and scales its noise part
+    // down to what sqrt(sn^2 - up^2) leaves (up = sn / 2): 1.25 x sqrt(0.12); at 0 the target.
+    const auto x = at::full({1, 2, 2}, 1.0, at::kDouble), target = at::full({1, 2, 2}, 0.5, at::kDouble);
+    VT_CHECK(at::equal(pipelines::res2sSdeStep(x, target, 0.8, 0.0, at::ones_like(x), false), target));
+    const auto quiet = pipelines::res2sSdeStep(x, target, 0.8, 0.4, at::zeros_like(x), false);
+    VT_CHECK((quiet - 1.25 * std::sqrt(0.12)).abs().max().item<double>() < 1e-12);
+    const auto noisy = pipelines::res2sSdeStep(x, target, 0.8, 0.4, at::ones_like(x), false);
+    VT_CHECK((noisy - quiet - 0.2).abs().max().item<double>() < 1e-12);
+}
+
+// Lightricks' dev two-stage recipe follows ltx-core's guidance rules, which differ from
+// diffusers' where a scale sits below its neutral value, where one stream's STG is off, and on
+// LTX-2.0; the single-stage dev path keeps diffusers' rules. The recipe needs its LoRA.
+VT_TEST(theDevRecipeFollowsLtxCoreGuidanceRules)
+{
+    ltx2::TransformerConfig v20, v23;
+    v23.crossAttnMod = v23.audioCrossAttnMod = v23.perturbedAttn = true;
+    pipelines::Ltx2Request single;
+    single.schedule = pipelines::Ltx2Schedule::Dev;
+    single.guidanceScale = 0.5;
+    single.audioGuidanceScale = 1.0;
+    single.stgScale = 1.0;
+    single.audioStgScale = 0.0;
+    single.stgBlocks = {1};
+    auto recipe = single;
+    recipe.twoStage = true;
+    VT_CHECK(!pipelines::lightricksRules(single) && pipelines::lightricksRules(recipe));
+    VT_CHECK(!pipelines::cfgOn(single) && pipelines::cfgOn(recipe));
+    VT_CHECK(!pipelines::stgRuns(single, v20) && pipelines::stgRuns(recipe, v20));
+    VT_CHECK(pipelines::stgRuns(single, v23) && pipelines::stgRuns(recipe, v23));
+    const auto said = pipelines::describeGuidance(recipe, v20);
+    VT_CHECK_MSG(
+        said.find("CFG 0.5 / 1") != std::string::npos && said.find("STG 1 / 0 on block 1 (video only)") != std::string::npos, said);
+    VT_CHECK_MSG(
+        pipelines::describeGuidance(single, v20).find("STG not run") != std::string::npos, pipelines::describeGuidance(single, v20));
+    auto twoStageDistilled = recipe;
+    twoStageDistilled.schedule = pipelines::Ltx2Schedule::Distilled;
+    VT_CHECK(!pipelines::lightricksRules(twoStageDistilled));
+
+    auto options = optionsFor("23", "single");
+    options.spatialUpsamplerPath = dir("23") / "diffusers" / "latent_upsampler";
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK(pipeline.ok());
+    pipelines::Ltx2Request q;
+    q.prompt = "a fox";
+    q.width = 192;
+    q.height = 128;
+    q.frames = 9;
+    q.maxSequenceLength = 32;
+    q.schedule = pipelines::Ltx2Schedule::Dev;
+    q.steps = 2;
+    q.guidanceScale = 3.0;
+    q.twoStage = true;
+    auto out = pipeline->generate(q);
+    VT_CHECK(!out.ok());
+    if (!out.ok())
+        VT_CHECK_MSG(out.error().message.find("needs the distilled LoRA") != std::string::npos, out.error().message);
+    q.twoStage = false;
+    q.distilledLora = pipelines::Ltx2Lora{dir("23") / "no-such-lora.safetensors", 1.0};
+    out = pipeline->generate(q);
+    VT_CHECK(!out.ok());
+    if (!out.ok())
+        VT_CHECK_MSG(out.error().message.find("this request is not one") != std::string::npos, out.error().message);
+}
+
 // What cannot run is refused before anything heavy, with the reason.
 VT_TEST(conditionAndTwoStageRequestsAreValidated)
 {
@@ -1458,9 +1624,37 @@ VT_TEST(stagePlanSaysWhichPathRunsAndWhy)
     VT_CHECK(two.ok() && two->twoStage && two->firstWidth == 96 && two->firstHeight == 64);
     r.schedule = "dev";
     auto dev = facade::planStages(plan, r);
-    VT_CHECK(dev.ok() && !dev->twoStage && dev->reason.find("distilled") != std::string::npos);
+    VT_CHECK(dev.ok() && !dev->twoStage && dev->reason.find("distilled LoRA") != std::string::npos);
     r.stages = "two";
     VT_CHECK(!facade::planStages(plan, r).ok());
+    // With the distilled LoRA the dev schedule takes Lightricks' dev recipe, guided.
+    auto recipe = plan;
+    recipe.distilledLoraPath = dir("23") / "distilled_lora.safetensors";
+    r.stages = "auto";
+    r.guidance = 3.0;
+    auto devTwo = facade::planStages(recipe, r);
+    VT_CHECK(devTwo.ok() && devTwo->twoStage && devTwo->firstWidth == 96);
+    if (devTwo.ok())
+        VT_CHECK_MSG(devTwo->reason.find("Lightricks' dev recipe") != std::string::npos
+                && devTwo->reason.find("distilled_lora.safetensors at 1") != std::string::npos
+                && devTwo->reason.find("guidance: CFG 3") != std::string::npos,
+            devTwo->reason);
+    // The HQ recipe: res2s, the distilled LoRA in both stages at the recipe's strengths; it
+    // cannot run without what the dev recipe needs.
+    r.knobs["hq"] = 1;
+    auto hq = facade::planStages(recipe, r);
+    VT_CHECK(hq.ok() && hq->twoStage);
+    if (hq.ok())
+        VT_CHECK_MSG(hq->reason.find("HQ recipe (res2s sampler") != std::string::npos && hq->reason.find("at 0.25") != std::string::npos
+                && hq->reason.find("at 0.5,") != std::string::npos,
+            hq->reason);
+    auto noLora = facade::planStages(plan, r);
+    VT_CHECK(!noLora.ok());
+    if (!noLora.ok())
+        VT_CHECK_MSG(noLora.error().message.find("hq: the HQ recipe") != std::string::npos, noLora.error().message);
+    r.knobs.clear();
+    r.guidance = 1.0;
+    r.stages = "two";
     r.schedule = "distilled";
     r.width = 96;
     VT_CHECK(!facade::planStages(plan, r).ok());

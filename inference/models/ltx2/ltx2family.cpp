@@ -144,6 +144,44 @@ facade::Knob stgBlockKnob()
     return k;
 }
 
+// A strength from 0 to 2, or -1 for the recipe's own.
+facade::Knob recipeStrengthKnob(const char* id, const char* label, const char* help)
+{
+    auto k = scaleKnob(id, label, help, -1.0);
+    k.minimum = -1;
+    k.maximum = 2;
+    return k;
+}
+
+// Lightricks' dev two-stage recipes: the distilled LoRA in the refining stage (1 in the dev
+// recipe, 0.5 in HQ), and in stage 1 too in HQ (0.25).
+facade::Knob distilledLoraStrengthKnob()
+{
+    return recipeStrengthKnob("distilled_lora_strength", "Distilled LoRA",
+        "The distilled LoRA's strength in the dev two-stage recipe's refining stage (-1: the recipe's, 1, or 0.5 in HQ)");
+}
+facade::Knob distilledLoraStage1StrengthKnob()
+{
+    return recipeStrengthKnob("distilled_lora_stage1_strength", "Distilled LoRA, stage 1",
+        "The distilled LoRA's strength in the dev two-stage recipe's first stage (-1: the recipe's, none, or 0.25 in HQ)");
+}
+// ltx-pipelines' HQ recipe (ti2vid_two_stages_hq) instead of its dev two-stage one.
+facade::Knob hqKnob()
+{
+    return choiceKnob("hq", "HQ recipe",
+        "1: the dev model's HQ recipe: the res2s sampler in both stages, the distilled LoRA in both (Lightricks' preset for what "
+        "is left unset: 15 steps, no STG, rescale 0.45 / audio 1)",
+        1);
+}
+// The audio's own rescale (ltx-core rescales each stream with its own amount).
+facade::Knob audioRescaleKnob()
+{
+    auto k = scaleKnob("audio_guidance_rescale", "Audio rescale", "The audio guidance's rescale (-1: the video's)", -1.0);
+    k.minimum = -1;
+    k.maximum = 1;
+    return k;
+}
+
 // The guidance branches beyond CFG that a request's knobs turn on (STG, modality; diffusers'
 // gating): a forward each, or a batch row each where batched.
 int guidanceBranches(const std::map<std::string, double>& knobs)
@@ -162,6 +200,20 @@ bool anyGuidance(const GenerateRequest& r)
     return r.guidance > 1.0 || r.audioGuidance > 1.0 || guidanceBranches(r.knobs) > 0;
 }
 
+// The distilled LoRA's strengths in the dev two-stage recipes (stage 1: none outside HQ unless
+// asked), from the knobs or the recipe's own.
+std::pair<std::optional<double>, double> distilledStrengths(const GenerateRequest& r)
+{
+    const bool hq = r.knob(hqKnob()) == 1;
+    const auto s1 = r.knob(distilledLoraStage1StrengthKnob()), s2 = r.knob(distilledLoraStrengthKnob());
+    std::optional<double> stage1;
+    if (s1 >= 0)
+        stage1 = s1;
+    else if (hq)
+        stage1 = 0.25;
+    return {stage1, s2 >= 0 ? s2 : hq ? 0.5 : 1.0};
+}
+
 // The guidance of a pipeline request, from the generic one's fields and knobs.
 void setGuidance(pipelines::Ltx2Request& req, const GenerateRequest& r)
 {
@@ -174,6 +226,8 @@ void setGuidance(pipelines::Ltx2Request& req, const GenerateRequest& r)
     req.audioModalityScale = r.knob(audioModalityScaleKnob());
     if (const auto block = r.knob(stgBlockKnob()); block >= 0)
         req.stgBlocks = {static_cast<int>(block)};
+    if (const auto rescale = r.knob(audioRescaleKnob()); rescale >= 0)
+        req.audioGuidanceRescale = rescale;
 }
 
 // "; guidance: CFG 3 / 7, STG 1 / 1 on block 28, ..." for the stage reason (nothing without any).
@@ -346,7 +400,14 @@ public:
     Result<VideoResult> generate(const GenerateRequest& r, const ProgressFn& progress, std::stop_token stop) override;
     Result<std::vector<LoraOutcome>> applyLoras(const std::vector<LoraRequest>& loras) override;
     std::string version() const override { return pipeline.version(); }
-    std::vector<std::filesystem::path> files() const override { return pipeline.files(); }
+    std::vector<std::filesystem::path> files() const override
+    {
+        // The dev recipes' distilled LoRA changes the output: it is named by its file too.
+        auto out = pipeline.files();
+        if (plan.distilledLoraPath)
+            out.push_back(*plan.distilledLoraPath);
+        return out;
+    }
     std::map<std::string, std::int64_t> residentBytes() const override { return pipeline.componentBytes(); }
     std::map<std::string, int> matmulPaths() const override { return pipeline.matmulPaths(); }
 
@@ -366,7 +427,8 @@ public:
         r.frameStep = 8;  // 8 frames per latent frame after the first
         r.sizeUnit = "32-pixel latent cells";
         r.knobs = {temporalRoundsKnob(), videoDecoderKnob(), stgScaleKnob(), audioStgScaleKnob(), modalityScaleKnob(),
-            audioModalityScaleKnob(), stgBlockKnob()};
+            audioModalityScaleKnob(), stgBlockKnob(), audioRescaleKnob(), hqKnob(), distilledLoraStrengthKnob(),
+            distilledLoraStage1StrengthKnob()};
         r.autoLength = true;
         return r;
     }
@@ -435,8 +497,17 @@ public:
         const std::int64_t rest = bytesOf("connectors") + (vaeOnRequest ? 0 : bytesOf("video_vae")) + bytesOf("audio_vae")
             + bytesOf("vocoder") + bytesOf("video_encoder") + bytesOf("spatial_upsampler") + bytesOf("temporal_upsampler")
             + bytesOf("diffusion_decoder");
+        // The dev recipe's distilled LoRA rides on the transformer unfused in stage 2: its bf16
+        // adapters held in the compute dtype (7.6 GB at LTX-2.3's rank 384).
+        std::int64_t distilledStored = 0;
+        if (plan.distilledLoraPath) {
+            std::error_code ec;
+            const auto size = std::filesystem::file_size(*plan.distilledLoraPath, ec);
+            distilledStored = ec ? 0 : static_cast<std::int64_t>(size);
+        }
+        const std::int64_t distilledHeld = distilledStored / 2 * bytesPerValue;
 
-        placeLtx2(m, plan, device, sizes, {text, transformer, rest});
+        placeLtx2(m, plan, device, sizes, {text, transformer, rest + distilledHeld});
         // On the CPU the weights are held in f32 unless asked otherwise: what the same model
         // would need there, for the advice when the GPU cannot hold it.
         const auto cpuPeak = sizes.heldBytesF32 + std::max({m.activationBytes, m.decodeBytes, m.encodeBytes}) * (4 / bytesPerValue);
@@ -477,6 +548,8 @@ public:
         if (temporalUpsamplerOf(plan))
             m.components.push_back({"temporal_upsampler", bytesOf("temporal_upsampler"), storedOf("temporal_upsampler"),
                 dev + ", the temporal refine rounds"});
+        if (plan.distilledLoraPath)
+            m.components.push_back({"distilled_lora", distilledHeld, distilledStored, dev + ", adapters on the transformer in stage 2"});
         if (sizes.componentBytes.count("diffusion_decoder"))
             m.components.push_back({"diffusion_decoder", bytesOf("diffusion_decoder"), storedOf("diffusion_decoder"),
                 dev + ", LTX-2.5's video decoder" + (size.height > 768 || size.width > 768 || size.frames > 80 ? ", tiled" : "")});
@@ -494,8 +567,8 @@ public:
 
         const std::int64_t stored = storedOf("text_encoder") + storedOf("transformer") + storedOf("connectors") + storedOf("video_vae")
             + storedOf("audio_vae") + storedOf("vocoder") + storedOf("video_encoder") + storedOf("spatial_upsampler")
-            + storedOf("temporal_upsampler") + storedOf("diffusion_decoder");
-        m.explanation = ltx2Explanation(m, size, caps, onCpu, {text, transformer, rest}, stored, cpuPeak);
+            + storedOf("temporal_upsampler") + storedOf("diffusion_decoder") + distilledStored;
+        m.explanation = ltx2Explanation(m, size, caps, onCpu, {text, transformer, rest + distilledHeld}, stored, cpuPeak);
         return m;
     }
 
@@ -540,6 +613,8 @@ public:
             if (!out->dfr && transformer) {
                 pipelines::Ltx2Request guidance;
                 setGuidance(guidance, request);
+                guidance.twoStage = out->twoStage;  // the dev recipe's stage 1 follows ltx-core's rules
+                guidance.schedule = lower(request.schedule) == "dev" ? pipelines::Ltx2Schedule::Dev : pipelines::Ltx2Schedule::Distilled;
                 out->reason += guidanceNote(pipelines::describeGuidance(guidance, *transformer));
             }
         }
@@ -670,16 +745,27 @@ public:
             return makeError(ErrorCode::InvalidArgument, "stages \"" + request.stages + "\": use auto, single or two");
         // Why the two-stage path cannot run, or empty when it can. Stage 1 runs at half size, so
         // each half must still be a whole number of 32-pixel latent cells.
+        // The dev schedule takes Lightricks' dev recipe: guided stage 1, the distilled LoRA refines.
+        const bool devRecipe = lower(request.schedule) == "dev";
         std::string blocker;
         if (!upsamplerOf(plan))
             blocker = "no spatial upsampler is loaded with this model";
-        else if (request.schedule != "distilled")
+        else if (devRecipe && !plan.distilledLoraPath)
+            blocker = "the dev model's two-stage recipe refines with the distilled LoRA, and none is loaded with this model";
+        else if (!devRecipe && lower(request.schedule) != "distilled")
             blocker = "the two-stage path refines with the distilled schedule; this request uses \"" + request.schedule + "\"";
-        else if (anyGuidance(request))
+        else if (!devRecipe && anyGuidance(request))
             blocker = "the two-stage path runs without guidance (CFG, STG or modality); this request asks for some";
         else if (request.width % 64 != 0 || request.height % 64 != 0)
             blocker = std::to_string(request.width) + "x" + std::to_string(request.height)
                 + " does not halve into 32-pixel latent cells (both sides must be multiples of 64)";
+        const bool hq = request.knob(hqKnob()) == 1;
+        if (hq && (request.stages == "single" || !blocker.empty() || !devRecipe))
+            return makeError(ErrorCode::InvalidArgument,
+                "hq: the HQ recipe runs the dev model in two stages with the distilled LoRA; "
+                    + std::string(request.stages == "single" ? "this request asks for one stage"
+                            : !devRecipe                     ? "this request uses the " + request.schedule + " schedule"
+                                                             : blocker));
         if (request.stages == "single") {
             out.reason = "single stage, as asked";
             return out;
@@ -693,6 +779,21 @@ public:
         out.twoStage = true;
         out.firstWidth = request.width / 2;
         out.firstHeight = request.height / 2;
+        if (devRecipe) {
+            const auto [stage1, stage2] = distilledStrengths(request);
+            const auto num = [](double v) {
+                std::ostringstream s;
+                s.precision(3);
+                s << v;
+                return s.str();
+            };
+            out.reason = std::string(request.stages == "two" ? "two stages, as asked" : "two stages") + ": Lightricks' "
+                + (hq ? "HQ recipe (res2s sampler, " : "dev recipe (") + "guided stage 1 at half size"
+                + (stage1 ? " with the distilled LoRA at " + num(*stage1) : "")
+                + ", latent upsample x2, 3 refining steps with the distilled LoRA " + plan.distilledLoraPath->filename().string() + " at "
+                + num(stage2) + ", unguided)";
+            return out;
+        }
         out.reason = request.stages == "two"
             ? "two stages, as asked"
             : "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
@@ -750,6 +851,13 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
     if (!stages)
         return stages.error();
     req.twoStage = stages->twoStage;
+    if (req.twoStage && req.schedule == pipelines::Ltx2Schedule::Dev && !stages->dfr && plan.distilledLoraPath) {
+        const auto [stage1, stage2] = distilledStrengths(r);
+        req.distilledLora = pipelines::Ltx2Lora{*plan.distilledLoraPath, stage2};
+        req.distilledLoraStage1Strength = stage1;
+        if (r.knob(hqKnob()) == 1)
+            req.sampler = pipelines::Ltx2Sampler::Res2s;
+    }
     req.dfr = stages->dfr;
     req.temporalRounds = stages->temporalRounds;
     req.videoDecode = videoDecodeOf(r);

@@ -57,7 +57,7 @@ std::string keyOf(const Transformer& model, const TransformerInputs& in, bool al
     std::snprintf(fps, sizeof fps, "%a", in.fps);
     key += "|" + std::to_string(in.numFrames) + "x" + std::to_string(in.height) + "x" + std::to_string(in.width) + "|"
         + std::to_string(in.audioNumFrames) + "|" + fps + "|" + (in.isolateModalities ? "I" : "-") + (in.useCrossTimestep ? "C" : "-")
-        + (allPerturbed ? "P" : "-") + "|stg";
+        + (allPerturbed ? "P" : "-") + (in.stgVideo ? "V" : "-") + (in.stgAudio ? "A" : "-") + "|stg";
     for (const int b : in.stgBlocks)
         key += "," + std::to_string(b);
     key += "|" + std::string(nn::attentionKernelName(nn::attentionKernel())) + (quant::fp8FastAccumulation() ? "|fast" : "");

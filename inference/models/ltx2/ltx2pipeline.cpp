@@ -35,6 +35,7 @@
 #include <fstream>
 #include <sstream>
 #include <cmath>
+#include <limits>
 #include <unistd.h>
 
 namespace vireo::pipelines {
@@ -236,6 +237,10 @@ struct Ltx2Pipeline::Impl {
         std::optional<at::Generator> ancestral;
         bool freezeAudio = false;
         std::int64_t reportOffset = 0, reportTotal = 0;
+        // No guidance in this pass whatever the request asks (the dev recipe's second stage):
+        // one forward per step on the positive prompt.
+        bool unguided = false;
+        Ltx2Sampler sampler = Ltx2Sampler::Euler;
     };
     // The RoPE bounds of keyframe tokens (a condition, a DFR slot) appended after the grid's:
     // pixel space without the causal first-frame shift, starting at pixel frame `start`, one
@@ -247,8 +252,10 @@ struct Ltx2Pipeline::Impl {
         const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop);
     // Puts the conditions into a pass whose base latents ([1, T, C]) are set: first-frame ones
     // replace tokens, keyframes are appended; then noise to noiseScale where not conditioned.
-    void applyConditions(
-        Pass& pass, const std::vector<EncodedCondition>& conditions, double fps, const at::Tensor& noise, double noiseScale) const;
+    // A still keyframe spans one pixel frame in time as diffusers places it, or its latent
+    // frame's eight as ltx-core does (ltxCoreKeyframes).
+    void applyConditions(Pass& pass, const std::vector<EncodedCondition>& conditions, double fps, const at::Tensor& noise,
+        double noiseScale, bool ltxCoreKeyframes = false) const;
     c10::Device textDevice() const { return options.textEncoderDevice.value_or(options.device); }
 
     // One run's request, reports, timings and stop, shared by its stages.
@@ -304,6 +311,10 @@ struct Ltx2Pipeline::Impl {
     Pass startDfrPass(Run& run, at::Generator& generator, const DfrCanvas& canvas, const DfrPassSpec& spec);
     void refineDfrAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas);
     void denoisePass(Run& run, Pass& p, ltx2::TransformerInputs& in);
+    // The res2s loop over a pass's schedule, with the pass's guided, condition-blended clean
+    // estimate at (video, audio, sigma).
+    using Evaluate = std::function<std::pair<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, float)>;
+    void res2sLoop(Run& run, Pass& p, const Evaluate& evaluate) const;
     void refineAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator);
     void temporalRefine(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas);
     void decodeVideo(Run& run, const Pass& pass);
@@ -510,11 +521,12 @@ std::vector<Ltx2Pipeline::Impl::EncodedCondition> Ltx2Pipeline::Impl::encodeCond
     return out;
 }
 
-void Ltx2Pipeline::Impl::applyConditions(
-    Pass& pass, const std::vector<EncodedCondition>& conditions, double fps, const at::Tensor& noise, double noiseScale) const
+void Ltx2Pipeline::Impl::applyConditions(Pass& pass, const std::vector<EncodedCondition>& conditions, double fps, const at::Tensor& noise,
+    double noiseScale, bool ltxCoreKeyframes) const
 {
     const auto& tc = transformerConfig;
-    auto latents = pass.latents;
+    // A copy: the base latents may be a view of the caller's (the upsampler's output).
+    auto latents = pass.latents.clone();
     const auto f32 = latents.options();
     const auto channels = latents.size(2);
     auto mask = at::zeros({1, latents.size(1)}, f32);
@@ -531,9 +543,10 @@ void Ltx2Pipeline::Impl::applyConditions(
             continue;
         }
         // A keyframe: extra tokens with their own RoPE bounds, in pixel space without the
-        // causal first-frame shift, at pixel frame 8 (k - 1) + 1 (_prepare_keyframe_coords).
+        // causal first-frame shift, at pixel frame 8 (k - 1) + 1 (_prepare_keyframe_coords;
+        // ltx-core's VideoConditionByKeyframeIndex does not shorten a still's span).
         const auto coords = keyframeCoords(c.unpacked.size(2), c.unpacked.size(3), c.unpacked.size(4),
-            double((c.latentIndex - 1) * tc.vaeScaleFactors[0] + 1), c.pixelFrames == 1, fps, f32);
+            double((c.latentIndex - 1) * tc.vaeScaleFactors[0] + 1), c.pixelFrames == 1 && !ltxCoreKeyframes, fps, f32);
         extraTokens.push_back(tokens);
         extraMask.push_back(at::full({1, tokens.size(1)}, c.strength, f32));
         extraCoords.push_back(coords);
@@ -663,6 +676,55 @@ at::Tensor ancestralRfStep(
         out = out * (alphaNext / (alphaDown + 1e-12f)) + noise().to(out.options()) * renoise;
     }
     return out;
+}
+
+Res2sCoefficients res2sCoefficients(double h)
+{
+    // phi_j(z) = (e^z - sum_{k<j} z^k / k!) / z^j, 1 / j! near 0 (res2s.py phi).
+    const auto phi = [](int j, double z) {
+        if (std::abs(z) < 1e-10)
+            return j == 1 ? 1.0 : 0.5;
+        double remainder = 0, term = 1;
+        for (int k = 0; k < j; ++k) {
+            remainder += term;
+            term *= z / (k + 1);
+        }
+        return (std::exp(z) - remainder) / std::pow(z, j);
+    };
+    constexpr double c2 = 0.5;
+    Res2sCoefficients c;
+    c.a21 = c2 * phi(1, -h * c2);
+    c.b2 = phi(2, -h) / c2;
+    c.b1 = phi(1, -h) - c.b2;
+    return c;
+}
+
+at::Tensor res2sSdeStep(
+    const at::Tensor& sample, const at::Tensor& target, double sigma, double sigmaNext, const at::Tensor& noise, bool float32Sigmas)
+{
+    // get_sde_coeff with sigma_up = sigmaNext / 2 (never clamped: below 0.9999 sigmaNext).
+    double up = 0, alpha = 0, down = 0, s = sigma, sn = sigmaNext;
+    if (float32Sigmas) {
+        const float fs = static_cast<float>(sigma), fsn = static_cast<float>(sigmaNext), fup = fsn * 0.5f;
+        const float residual = std::sqrt(std::max(fsn * fsn - fup * fup, 0.0f));
+        const float falpha = (1.0f - fsn) + residual;
+        up = fup;
+        alpha = falpha;
+        down = residual / falpha;
+        s = fs;
+        sn = fsn;
+    } else {
+        up = sn * 0.5;
+        const double residual = std::sqrt(std::max(sn * sn - up * up, 0.0));
+        alpha = (1.0 - sn) + residual;
+        down = residual / alpha;
+    }
+    if (up == 0 || sn == 0)
+        return target;
+    const double span = float32Sigmas ? static_cast<double>(static_cast<float>(s) - static_cast<float>(sn)) : s - sn;
+    const auto eps = (sample - target) / span;
+    const auto x0 = sample - s * eps;
+    return alpha * (x0 + down * eps) + up * noise;
 }
 
 Ltx2Pipeline::Ltx2Pipeline(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -1031,10 +1093,24 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
             throw makeError(ErrorCode::InvalidArgument,
                 "the two-stage path runs stage 1 at half size: width and height must be multiples of 64, got " + std::to_string(req.width)
                     + "x" + std::to_string(req.height));
-        if (req.schedule != Ltx2Schedule::Distilled || req.sigmas || anyGuidance(req))
+        const bool devRecipe = req.schedule == Ltx2Schedule::Dev && req.distilledLora;
+        if (req.sigmas || (req.schedule != Ltx2Schedule::Distilled && !devRecipe) || (!devRecipe && anyGuidance(req)))
             throw makeError(ErrorCode::InvalidArgument,
-                "the two-stage path is the distilled model's: distilled schedule, no guidance (CFG, STG or modality)");
+                req.schedule == Ltx2Schedule::Dev && !req.sigmas
+                    ? "the dev model's two-stage recipe needs the distilled LoRA for its second stage; give it, or run one stage"
+                    : "the two-stage path runs the distilled schedule without guidance, or the dev schedule with the distilled LoRA "
+                      "(Lightricks' dev recipe); explicit sigmas are not taken");
     }
+    if (req.sampler == Ltx2Sampler::Res2s && !req.distilledLora)
+        throw makeError(
+            ErrorCode::InvalidArgument, "res2s is the HQ recipe's sampler: two stages on the dev schedule with the distilled LoRA");
+    if (req.distilledLoraStage1Strength
+        && (!req.distilledLora || !std::isfinite(*req.distilledLoraStage1Strength) || std::abs(*req.distilledLoraStage1Strength) > 100))
+        throw makeError(ErrorCode::InvalidArgument,
+            "the distilled LoRA's stage-1 strength needs the distilled LoRA, and a strength between -100 and 100");
+    if (req.distilledLora && !(req.twoStage && req.schedule == Ltx2Schedule::Dev && !req.dfr))
+        throw makeError(ErrorCode::InvalidArgument,
+            "the distilled LoRA is the second stage's of the dev two-stage recipe; this request is not one (two stages, dev schedule)");
     for (const auto& [name, value] : {std::pair{"stg_scale", req.stgScale}, std::pair{"audio_stg_scale", req.audioStgScale},
              std::pair{"modality_scale", req.modalityScale}, std::pair{"audio_modality_scale", req.audioModalityScale},
              std::pair{"guidance_rescale", req.guidanceRescale},
@@ -1049,19 +1125,41 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
                         + "); give stg_block");
 }
 
+bool lightricksRules(const Ltx2Request& req)
+{
+    return req.twoStage && req.schedule == Ltx2Schedule::Dev && !req.dfr;
+}
+
+namespace {
+
+// ltx-core's test for a neutral scale (math.isclose's default tolerance).
+bool offNeutral(double scale, double neutral)
+{
+    return std::abs(scale - neutral) > 1e-9 * std::max(std::abs(scale), std::abs(neutral));
+}
+
+bool passOn(const Ltx2Request& req, double video, double audio, double neutral)
+{
+    if (lightricksRules(req))
+        return offNeutral(video, neutral) || offNeutral(audio, neutral);
+    return video > neutral || audio > neutral;
+}
+
+}  // namespace
+
 bool cfgOn(const Ltx2Request& req)
 {
-    return req.guidanceScale > 1.0 || req.audioGuidanceScale > 1.0;
+    return passOn(req, req.guidanceScale, req.audioGuidanceScale, 1.0);
 }
 
 bool stgOn(const Ltx2Request& req)
 {
-    return req.stgScale > 0.0 || req.audioStgScale > 0.0;
+    return passOn(req, req.stgScale, req.audioStgScale, 0.0);
 }
 
 bool modalityOn(const Ltx2Request& req)
 {
-    return req.modalityScale > 1.0 || req.audioModalityScale > 1.0;
+    return passOn(req, req.modalityScale, req.audioModalityScale, 1.0);
 }
 
 std::vector<int> stgBlocksFor(const Ltx2Request& req, const ltx2::TransformerConfig& config)
@@ -1073,7 +1171,7 @@ std::vector<int> stgBlocksFor(const Ltx2Request& req, const ltx2::TransformerCon
 
 bool stgRuns(const Ltx2Request& req, const ltx2::TransformerConfig& config)
 {
-    return stgOn(req) && config.perturbedAttn;
+    return stgOn(req) && (config.perturbedAttn || lightricksRules(req));
 }
 
 std::string describeGuidance(const Ltx2Request& req, const ltx2::TransformerConfig& config)
@@ -1092,7 +1190,10 @@ std::string describeGuidance(const Ltx2Request& req, const ltx2::TransformerConf
         std::string blocks;
         for (const int b : stgBlocksFor(req, config))
             blocks += (blocks.empty() ? "" : ", ") + std::to_string(b);
-        parts.push_back("STG " + pair(req.stgScale, req.audioStgScale) + " on block " + blocks);
+        std::string streams;
+        if (lightricksRules(req) && (req.stgScale == 0.0) != (req.audioStgScale == 0.0))
+            streams = req.stgScale == 0.0 ? " (audio only)" : " (video only)";
+        parts.push_back("STG " + pair(req.stgScale, req.audioStgScale) + " on block " + blocks + streams);
     }
     if (modalityOn(req))
         parts.push_back("modality " + pair(req.modalityScale, req.audioModalityScale));
@@ -1239,15 +1340,22 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
     } else {
         sched::Ltx2DevScheduleOptions o;
         o.steps = req.steps ? req.steps : 40;
-        o.tokens = pass.baseTokens + keyframeTokens;  // diffusers derives mu from the packed sequence length
+        // diffusers derives mu from the packed sequence length; Lightricks' dev recipe keeps
+        // the scheduler's default 4096 tokens (ti2vid_two_stages.py passes no latent), its HQ
+        // recipe counts the stage's grid without keyframe tokens (an empty latent of its shape).
+        if (!lightricksRules(req))
+            o.tokens = pass.baseTokens + keyframeTokens;
+        else if (req.sampler == Ltx2Sampler::Res2s)
+            o.tokens = pass.baseTokens;
         pass.schedule = take(sched::ltx2DevSchedule(o));
     }
     out.sigmas = pass.schedule.sigmas;
+    pass.sampler = req.sampler;
     if (conditions.empty()) {
         pass.latents = videoNoise;  // bit for bit the draw, as the text-to-video reference starts
     } else {
         pass.latents = at::zeros({1, pass.baseTokens, tc.inChannels}, f32);
-        applyConditions(pass, conditions, req.fps, videoNoise, pass.schedule.sigmas.front());
+        applyConditions(pass, conditions, req.fps, videoNoise, pass.schedule.sigmas.front(), lightricksRules(req));
     }
     return pass;
 }
@@ -1440,14 +1548,17 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     const auto& req = run.req;
     auto& out = run.out;
     const auto& progress = run.progress;
-    const bool cfg = guided(req);
+    // What `in` holds ([negative, positive] contexts under CFG) and what this pass runs.
+    const bool cfgContexts = guided(req);
+    const bool cfg = cfgContexts && !p.unguided;
+    const bool lightricks = lightricksRules(req);
     const auto dtype = options.dtype;
     const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
     const auto& tc = transformerConfig;
     // STG and modality guidance: one more forward each per step, on the positive prompt, after
     // the conditional one (LTX2Pipeline's order), either batched with it or on their own.
-    const bool stgPass = !p.dfr && stgRuns(req);
-    const bool modalityPass = !p.dfr && modalityOn(req);
+    const bool stgPass = !p.dfr && !p.unguided && stgRuns(req);
+    const bool modalityPass = !p.dfr && !p.unguided && modalityOn(req);
     const auto stgBlocks = stgPass ? stgBlocksFor(req) : std::vector<int>{};
     // Batched: rows [negative (CFG), positive, STG, modality] in one forward; the STG row's
     // self-attention in its blocks returns its values (a per-row mask), the modality row takes
@@ -1487,7 +1598,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         c->maxConsecutive = stepCache.maxConsecutive;
     }
     const auto frozenOne = p.freezeAudio ? at::zeros({1}, f32) : at::Tensor();
-    const auto positive = [&](const at::Tensor& x) { return cfg ? x.narrow(0, 1, 1) : x; };
+    const auto positive = [&](const at::Tensor& x) { return cfgContexts ? x.narrow(0, 1, 1) : x; };
     // The text context and its masks, each mapped the same way (widened for the batched rows, or
     // the positive half for a branch of its own).
     const auto mapContext = [](ltx2::TransformerInputs& to, const ltx2::TransformerInputs& from, const auto& f) {
@@ -1504,6 +1615,11 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         keep[row] = 0.0;
         return keep;
     };
+    if (cfgContexts && !cfg)
+        mapContext(in, in, positive);
+    // ltx-core perturbs a stream only where its own STG scale is set.
+    in.stgVideo = !lightricks || req.stgScale != 0.0;
+    in.stgAudio = !lightricks || req.audioStgScale != 0.0;
     if (batched) {
         mapContext(in, in, [&](const at::Tensor& x) {
             std::vector<at::Tensor> parts{x};
@@ -1528,7 +1644,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         if (p.freezeAudio)
             one.audioSigma = frozenOne;
     }
-    if (!p.dfr)
+    if (!p.dfr && !p.unguided)
         out.guidance = describeGuidance(req, transformerConfig) + (batched ? " (branches batched)" : "");
     // Graphs per pass too: their memory is freed before the decoders run.
     ltx2::GraphedForward graphed(*transformer, options.cudaGraphs);
@@ -1543,12 +1659,12 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     in.audioSigma.reset();
     if (p.freezeAudio)
         in.audioSigma = frozen;
-    for (int i = 0; i < steps; ++i) {
-        run.checkStop();
-        stepCache.allowSkip = i > 0 && i + 1 < steps;
-        // The scheduler keeps sigmas in float32; the DiT gets sigma * 1000 in float32.
-        const float sigma = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i)]);
-        const float sigmaNext = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i) + 1]);
+    // One evaluation: every branch's forward at `sigma` from these latents, the guided clean
+    // estimates, conditioned tokens pulled to their clean values.
+    struct Estimate {
+        at::Tensor video, audio;
+    };
+    const auto evaluate = [&](const at::Tensor& latents, const at::Tensor& audioLatents, float sigma) -> Estimate {
         const auto t = at::full({batch}, sigma * 1000.0f, f32);
         in.hiddenStates = (batch > 1 ? latents.expand({batch, -1, -1}) : latents).to(dtype).contiguous();
         in.audioHiddenStates = (batch > 1 ? audioLatents.expand({batch, -1, -1}) : audioLatents).to(dtype).contiguous();
@@ -1611,26 +1727,28 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             // Every branch's clean estimate from the same latents, in float32; the deltas added to
             // the conditional one in LTX2Pipeline's order (CFG, STG, modality), then each modality
             // rescaled against the conditional estimate with its own factor (even with no delta:
-            // the identity up to rounding, as the reference does it).
-            x0 = latents - (cfg ? v.narrow(0, 1, 1) : v) * sigmaT;
+            // the identity up to rounding, as the reference does it). ltx-core's X0Model takes a
+            // conditioned token's estimate at its own sigma, diffusers' pipeline at the step's.
+            const auto vs = lightricks && p.mask.defined() ? (sigmaT * (1 - p.mask)).unsqueeze(-1) : sigmaT;
+            x0 = latents - (cfg ? v.narrow(0, 1, 1) : v) * vs;
             ax0 = audioLatents - (cfg ? a.narrow(0, 1, 1) : a) * sigmaT;
             auto x0g = x0, ax0g = ax0;
             if (cfg) {
-                x0g = x0g + (req.guidanceScale - 1) * (x0 - (latents - v.narrow(0, 0, 1) * sigmaT));
+                x0g = x0g + (req.guidanceScale - 1) * (x0 - (latents - v.narrow(0, 0, 1) * vs));
                 ax0g = ax0g + (req.audioGuidanceScale - 1) * (ax0 - (audioLatents - a.narrow(0, 0, 1) * sigmaT));
             }
             if (stgPass) {
-                x0g = x0g + req.stgScale * (x0 - (latents - vStg * sigmaT));
+                x0g = x0g + req.stgScale * (x0 - (latents - vStg * vs));
                 ax0g = ax0g + req.audioStgScale * (ax0 - (audioLatents - aStg * sigmaT));
             }
             if (modalityPass) {
-                x0g = x0g + (req.modalityScale - 1) * (x0 - (latents - vModality * sigmaT));
+                x0g = x0g + (req.modalityScale - 1) * (x0 - (latents - vModality * vs));
                 ax0g = ax0g + (req.audioModalityScale - 1) * (ax0 - (audioLatents - aModality * sigmaT));
             }
             const double audioRescale = req.audioGuidanceRescale.value_or(req.guidanceRescale);
-            if (req.guidanceRescale > 0)
+            if (req.guidanceRescale > 0 && !p.unguided)
                 x0g = rescaleGuided(x0g, x0, req.guidanceRescale);
-            if (audioRescale > 0)
+            if (audioRescale > 0 && !p.unguided)
                 ax0g = rescaleGuided(ax0g, ax0, audioRescale);
             x0 = x0g;
             ax0 = ax0g;
@@ -1641,6 +1759,27 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             const auto m = p.mask.unsqueeze(-1);
             x0 = x0 * (1 - m) + p.clean * m;
         }
+        return {x0, ax0};
+    };
+
+    const bool res2s = p.sampler == Ltx2Sampler::Res2s;
+    if (res2s) {
+        // ltx-pipelines' res2s loop compares nothing with a previous call: no step cache.
+        in.stepCache = nullptr;
+        res2sLoop(run, p, [&](const at::Tensor& v, const at::Tensor& a, float sigma) {
+            auto e = evaluate(v, a, sigma);
+            return std::pair{e.video, e.audio};
+        });
+    }
+    for (int i = 0; i < (res2s ? 0 : steps); ++i) {
+        run.checkStop();
+        stepCache.allowSkip = i > 0 && i + 1 < steps;
+        // The scheduler keeps sigmas in float32; the DiT gets sigma * 1000 in float32.
+        const float sigma = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i)]);
+        const float sigmaNext = static_cast<float>(p.schedule.sigmas[static_cast<std::size_t>(i) + 1]);
+        const auto sigmaT = at::scalar_tensor(sigma, f32);
+        auto [x0, ax0] = evaluate(latents, audioLatents, sigma);
+        at::Tensor v, a;
         const auto dt = at::scalar_tensor(sigmaNext, f32) - sigmaT;
         if (p.ancestral) {
             // The ancestral step re-noises every token: the conditioned ones are pulled back after it.
@@ -1678,6 +1817,91 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     }
     // Keyframe (and slot) tokens are dropped once the loop is done.
     latents = latents.narrow(1, 0, p.baseTokens).contiguous();
+}
+
+// 4'. ltx-pipelines' res2s loop (res2s_audio_video_denoising_loop with its defaults, legacy mode):
+// per step the guided estimate at the anchor, a midpoint at sqrt(sigma sigmaNext) re-noised by
+// the SDE, the anchor refined against it (bong iteration) while the step is small, the estimate
+// at the midpoint, the second-order combination re-noised to the next sigma; a last estimate at
+// 0.0011 where the schedule ends in 0. Anchors, midpoints and the combination in float64, as the
+// reference keeps them; the SDE draws from its two generators, seeded -1 (steps) and 9999
+// (substeps) whatever the request's seed, drawn on the CPU so every device makes the same.
+void Ltx2Pipeline::Impl::res2sLoop(Run& run, Pass& p, const Evaluate& evaluate) const
+{
+    const auto& tc = transformerConfig;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
+    auto stepNoise = at::make_generator<at::CPUGeneratorImpl>(std::numeric_limits<std::uint64_t>::max());
+    auto substepNoise = at::make_generator<at::CPUGeneratorImpl>(std::uint64_t{9999});
+    const auto draw = [&](at::Generator& g, const at::Tensor& like) {
+        auto n = at::randn(like.sizes(), g, at::TensorOptions().dtype(at::kDouble));
+        n = (n - n.mean()) / n.std();
+        n = (n - n.mean({-2, -1}, true)) / n.std({-2, -1}, true, true);
+        return n.to(options.device);
+    };
+    // Conditioned tokens back to their clean values after each re-noising (legacy mode).
+    const auto hold = [&](const at::Tensor& x) {
+        if (!p.mask.defined())
+            return x;
+        const auto m = p.mask.unsqueeze(-1).to(at::kDouble);
+        return x * (1 - m) + p.clean.to(at::kDouble) * m;
+    };
+    // The float32 schedule, its final 0 replaced by 0.0011, 0 (no division by zero).
+    std::vector<float> sigmas;
+    for (const double v : p.schedule.sigmas)
+        sigmas.push_back(static_cast<float>(v));
+    const int steps = static_cast<int>(sigmas.size()) - 1;
+    const bool toZero = sigmas.back() == 0.0f;
+    if (toZero) {
+        sigmas.back() = 0.0011f;
+        sigmas.push_back(0.0f);
+    }
+    const auto reportTotal = p.reportTotal > 0 ? p.reportTotal : steps;
+    auto& video = p.latents;
+    auto& audio = p.audioLatents;
+    const auto preview = [&](const at::Tensor& x0) {
+        return x0.narrow(1, 0, p.baseTokens).reshape({1, p.latentFrames, p.latentH, p.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3});
+    };
+    for (int i = 0; i < steps; ++i) {
+        run.checkStop();
+        const double sigma = sigmas[static_cast<std::size_t>(i)], sigmaNext = sigmas[static_cast<std::size_t>(i) + 1];
+        const double h = -std::log(sigmaNext / sigma);
+        const auto c = res2sCoefficients(h);
+        const double sub = std::sqrt(sigma * sigmaNext);
+        auto anchorV = video.to(at::kDouble), anchorA = audio.to(at::kDouble);
+        const auto [d1v, d1a] = evaluate(video, audio, static_cast<float>(sigma));
+        const auto d1V = d1v.to(at::kDouble), d1A = d1a.to(at::kDouble);
+        auto e1V = d1V - anchorV, e1A = d1A - anchorA;
+        auto midV = anchorV + h * c.a21 * e1V, midA = anchorA + h * c.a21 * e1A;
+        const auto subNoiseV = draw(substepNoise, video), subNoiseA = draw(substepNoise, audio);
+        midV = hold(res2sSdeStep(anchorV, midV, sigma, sub, subNoiseV, false));
+        midA = res2sSdeStep(anchorA, midA, sigma, sub, subNoiseA, false);
+        if (h < 0.5 && sigma > 0.03) {
+            // The anchor that the noised midpoint lies on the line to (bong iteration).
+            for (int k = 0; k < 100; ++k) {
+                anchorV = midV - h * c.a21 * e1V;
+                e1V = d1V - anchorV;
+                anchorA = midA - h * c.a21 * e1A;
+                e1A = d1A - anchorA;
+            }
+        }
+        const auto [d2v, d2a] = evaluate(midV.to(at::kFloat), midA.to(at::kFloat), static_cast<float>(sub));
+        const auto e2V = d2v.to(at::kDouble) - anchorV, e2A = d2a.to(at::kDouble) - anchorA;
+        auto nextV = anchorV + h * (c.b1 * e1V + c.b2 * e2V);
+        auto nextA = anchorA + h * (c.b1 * e1A + c.b2 * e2A);
+        const auto stepNoiseV = draw(stepNoise, video), stepNoiseA = draw(stepNoise, audio);
+        nextV = hold(res2sSdeStep(anchorV, nextV, sigma, sigmaNext, stepNoiseV, true));
+        nextA = res2sSdeStep(anchorA, nextA, sigma, sigmaNext, stepNoiseA, true);
+        video = nextV.to(f32);
+        audio = nextA.to(f32);
+        if (run.progress)
+            run.progress({p.phase, p.reportOffset + i + 1, reportTotal, preview(d2v)});
+    }
+    if (toZero) {
+        run.checkStop();
+        const auto [x0, ax0] = evaluate(video, audio, sigmas[static_cast<std::size_t>(steps)]);
+        video = x0.to(f32);
+        audio = ax0.to(f32);
+    }
 }
 
 // 5. Upsample stage 1's latents x2 in space (on the VAE's own scale, as the upsampler was
@@ -1742,9 +1966,37 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
         throw makeError(ErrorCode::InvalidArgument,
             "stage-2 audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
     refine.latents = up.permute({0, 2, 3, 4, 1}).reshape({1, refine.baseTokens, tc.inChannels});
-    applyConditions(refine, fullConditions, req.fps, noise2, noiseScale);
+    applyConditions(refine, fullConditions, req.fps, noise2, noiseScale, lightricksRules(req));
     refine.audioLatents = audioNoise2 * noiseScale + pass.audioLatents * (1 - noiseScale);
     timed("encode conditions", start);
+    if (req.distilledLora) {
+        // The dev recipe's second stage: the user's LoRAs and the distilled one on the dev
+        // weights (ltx-pipelines' with_additional_loras), no guidance. Without the distilled
+        // LoRA three steps of the dev model make noise, so a LoRA that matched nothing fails the run.
+        start = Clock::now();
+        auto loras = req.loras;
+        loras.push_back(*req.distilledLora);
+        applyLoras(loras);
+        out.loras = loraOutcomes;
+        const auto& distilled = loraOutcomes.back();
+        if (distilled.status.rfind("refused", 0) == 0 || distilled.matched == 0)
+            throw makeError(ErrorCode::InvalidArgument,
+                "the distilled LoRA " + req.distilledLora->path.filename().string() + " cannot be applied to this model ("
+                    + distilled.status + "); the dev recipe's second stage needs it: give the distilled LoRA of this LTX version");
+        timed("apply loras", start);
+        refine.unguided = true;
+        refine.sampler = req.sampler;
+        const auto num = [](double v) {
+            std::ostringstream s;
+            s.precision(3);
+            s << v;
+            return s.str();
+        };
+        const std::string sampler = req.sampler == Ltx2Sampler::Res2s ? ", res2s" : "";
+        out.guidance = "stage 1: " + out.guidance
+            + (req.distilledLoraStage1Strength ? ", distilled LoRA at " + num(*req.distilledLoraStage1Strength) : "") + sampler
+            + "; stage 2: none (distilled LoRA at " + num(req.distilledLora->strength) + ")" + sampler;
+    }
     start = Clock::now();
     denoisePass(run, refine, in);
     timed("refine", start);
@@ -2188,12 +2440,21 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& asked, const std::function
     loadTransformer(progress);
     run.timed("load transformer", start);
     start = Clock::now();
-    if (req.loras != appliedLoras) {
-        applyLoras(req.loras);
+    // The HQ recipe's stage 1 runs with the distilled LoRA too, at its own strength.
+    auto stage1Loras = req.loras;
+    if (req.distilledLora && req.distilledLoraStage1Strength)
+        stage1Loras.push_back({req.distilledLora->path, *req.distilledLoraStage1Strength});
+    if (stage1Loras != appliedLoras) {
+        applyLoras(stage1Loras);
         run.timed("apply loras", start);
         start = Clock::now();
     }
     out.loras = loraOutcomes;
+    if (stage1Loras.size() > req.loras.size() && !loraOutcomes.empty()
+        && (loraOutcomes.back().status.rfind("refused", 0) == 0 || loraOutcomes.back().matched == 0))
+        throw makeError(ErrorCode::InvalidArgument,
+            "the distilled LoRA " + req.distilledLora->path.filename().string() + " cannot be applied to this model ("
+                + loraOutcomes.back().status + "); give the distilled LoRA of this LTX version");
     ltx2::TransformerInputs in;
     in.encoderHiddenStates = ctx.video;
     in.audioEncoderHiddenStates = ctx.audio;

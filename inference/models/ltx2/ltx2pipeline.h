@@ -133,6 +133,20 @@ Result<std::vector<DfrTemporalTile>> dfrTemporalTiles(const std::vector<std::int
 at::Tensor ancestralRfStep(
     const at::Tensor& x, const at::Tensor& x0, double sigma, double sigmaNext, double eta, const std::function<at::Tensor()>& noise);
 
+// ltx-pipelines' res2s sampler (utils/res2s.py, samplers.py res2s_audio_video_denoising_loop):
+// a second-order exponential Runge-Kutta step with the midpoint c2 = 0.5, for a step of size
+// h = ln(sigma / sigmaNext): x_mid = x + h a21 (d1 - x), x_next = x + h (b1 (d1 - x) + b2 (d2 - x)).
+struct Res2sCoefficients {
+    double a21 = 0, b1 = 0, b2 = 0;
+};
+Res2sCoefficients res2sCoefficients(double h);
+// Its SDE re-noising (ltx-core Res2sDiffusionStep.step): the point at sigmaNext on the line
+// through `sample` (at sigma) and `target`, a quarter of its noise variance replaced by `noise`;
+// `target` itself when sigmaNext is 0. The coefficients in float32 where the reference takes
+// them from its float32 sigmas (the full steps), else in float64 (the substeps).
+at::Tensor res2sSdeStep(
+    const at::Tensor& sample, const at::Tensor& target, double sigma, double sigmaNext, const at::Tensor& noise, bool float32Sigmas);
+
 // The second-stage form of a DFR pass (diffusers LTX2DFRPipeline with `latents`,
 // `keyframes_latents` and `audio_latents`): normalized [1, C, F, H, W] on the padded canvas,
 // the slots [1, C, K, H, W], the audio packed [1, La, C_a]; noised to noiseScale.
@@ -152,6 +166,10 @@ struct Ltx2DfrStart {
 };
 
 enum class Ltx2VideoDecode { Auto, Vae, Diffusion };
+
+// Euler on the clean estimate, or ltx-pipelines' res2s (two evaluations per step, SDE noise from
+// its two fixed-seed generators; the HQ recipe's).
+enum class Ltx2Sampler { Euler, Res2s };
 
 struct Ltx2Request {
     std::string prompt;
@@ -200,6 +218,15 @@ struct Ltx2Request {
     // (and stage 1's audio) noised to 0.909375, without guidance. Needs the upsampler and a
     // size whose halves are multiples of 32.
     bool twoStage = false;
+    // Lightricks' dev two-stage recipe (ltx-pipelines 1.0.0 TI2VidTwoStagesPipeline) is twoStage
+    // on the dev schedule with this LoRA: stage 1 runs the dev model guided at half size on the
+    // dev schedule of 4096 tokens; stage 2 adds the LoRA to `loras` and runs the three stage-2
+    // sigmas on the positive prompt alone. Guidance there follows ltx-core (lightricksRules).
+    std::optional<Ltx2Lora> distilledLora;
+    // The HQ recipe (TI2VidTwoStagesHQPipeline): the distilled LoRA also in stage 1 at this
+    // strength (0.25 there), and res2s in both stages.
+    std::optional<double> distilledLoraStage1Strength;
+    Ltx2Sampler sampler = Ltx2Sampler::Euler;
     // Injected stage-2 draws (checks against a reference): packed [1, tokens (+ keyframe
     // tokens), C] and [1, audio tokens, C_a].
     std::optional<at::Tensor> stage2VideoNoise, stage2AudioNoise;
@@ -232,17 +259,23 @@ struct Ltx2Request {
     std::vector<at::Tensor> temporalTileNoise;
 };
 
-// diffusers' gating of the extra guidance branches (LTX2Pipeline.do_spatio_temporal_guidance /
-// do_modality_isolation_guidance): either modality's scale turns the pass on, and then both
-// get their deltas.
-bool cfgOn(const Ltx2Request& req);  // either scale above 1: the negative prompt runs too
+// Whether a request follows ltx-core's guidance rather than diffusers': Lightricks' dev
+// two-stage recipe has no diffusers counterpart. ltx-core turns a pass on for any scale off its
+// neutral value (CFG and modality 1, STG 0), perturbs a stream's self-attention only where that
+// stream's STG scale is set, runs STG on LTX-2.0 too, and takes a conditioned token's clean
+// estimate at its own noise level.
+bool lightricksRules(const Ltx2Request& req);
+// The gating of the extra guidance branches (diffusers' LTX2Pipeline.do_spatio_temporal_guidance /
+// do_modality_isolation_guidance, or ltx-core's under lightricksRules): either modality's scale
+// turns the pass on, and then both get their deltas.
+bool cfgOn(const Ltx2Request& req);  // the negative prompt runs too
 bool stgOn(const Ltx2Request& req);
 bool modalityOn(const Ltx2Request& req);
 // The blocks STG perturbs: the request's, else the version's (diffusers' recommendation and
 // Lightricks' defaults: block 29 of LTX-2.0, 28 of LTX-2.3 and later).
 std::vector<int> stgBlocksFor(const Ltx2Request& req, const ltx2::TransformerConfig& config);
-// STG needs the perturbed attention path: diffusers builds LTX-2.0 without it, and its STG pass
-// then changes nothing, so it is not run.
+// STG needs the perturbed attention path under diffusers' rules: diffusers builds LTX-2.0 without
+// it, and its STG pass then changes nothing, so it is not run (ltx-core runs it on every version).
 bool stgRuns(const Ltx2Request& req, const ltx2::TransformerConfig& config);
 // "CFG 3 / 7, STG 1 / 1 on block 28, modality 3 / 3, rescale 0.7 / 0.7" (video / audio), "none",
 // and what was asked for that does not run on this model.

@@ -822,14 +822,14 @@ void Transformer::Impl::runBlock(
 {
     const auto& c = config;
     const double eps = c.normEps;
-    const at::Tensor* pm = perturbed ? &st.perturbation : nullptr;
-    const bool ap = perturbed && st.allPerturbed;
+    const bool pv = perturbed && in.stgVideo, pa = perturbed && in.stgAudio;
+    const at::Tensor* pm = &st.perturbation;
 
     // 5.1 self-attention
     const auto vMod = modParams(b.scaleShiftTable, st.temb);
-    selfAttention(video, b.attn1, vMod, st.videoRope, eps, pm, ap, st.videoSelfMask);
+    selfAttention(video, b.attn1, vMod, st.videoRope, eps, pv ? pm : nullptr, pv && st.allPerturbed, st.videoSelfMask);
     const auto aMod = modParams(b.audioScaleShiftTable, st.tembAudio);
-    selfAttention(audio, b.audioAttn1, aMod, st.audioRope, eps, pm, ap);
+    selfAttention(audio, b.audioAttn1, aMod, st.audioRope, eps, pa ? pm : nullptr, pa && st.allPerturbed);
 
     // 5.2 text cross-attention
     at::Tensor ctx = st.context, actx = st.audioContext;

@@ -81,6 +81,9 @@ struct TransformerInputs {
     bool isolateModalities = false;  // no audio<->video cross-attention (modality guidance)
     bool useCrossTimestep = false;  // cross-modal modulation from the other modality's sigma
     std::vector<int> stgBlocks;  // spatio-temporal guidance: self-attention -> values
+    // Which streams' self-attention STG perturbs: both, as diffusers does; ltx-core perturbs a
+    // stream only where its own STG scale is set.
+    bool stgVideo = true, stgAudio = true;
     std::optional<at::Tensor> perturbationMask;  // [B], 0 = perturbed; default all perturbed
     // Whether every row of perturbationMask is perturbed, when the caller knows: the forward
     // then reads no mask value on the host (a device sync, which a CUDA graph cannot capture).
