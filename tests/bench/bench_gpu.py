@@ -8,10 +8,16 @@ text context) with random weights and --layers of its 48 layers, on the anchor w
     folder, Lightricks scaled FP8 with input scales calibrated on this workload, and a Q4_K
     GGUF (random blocks: timing only), for each attention kernel asked for;
 then the CUDA dequantization ops against the device copy (vireo-bench gpu-dequant) and an
-unfused LoRA's cost (vireo-bench lora).
+unfused LoRA's cost (vireo-bench lora); then Lightricks' dev two-stage recipe beside the
+distilled one: one guided step of stage 1 at half size (768x512 -> 384x256: the four branches
+negative, positive, STG on block 1 and modality-isolated) as diffusers' LTX2Pipeline runs them
+(a batch-2 forward, then one batch-1 forward per branch) and as Vireo does (one 4-row forward),
+and the rank-384 distilled LoRA's cost on the full-size forward of stage 2.
 Each figure is a median over --repeat forwards timed with CUDA events (diffusers) or a
 synchronized clock (Vireo), after warm-up; ratios are against diffusers' eager time in the
-same run. The 8-step distilled denoise at 48 layers is extrapolated as t * 48/layers * 8.
+same run. The 8-step distilled denoise at 48 layers is extrapolated as t * 48/layers * 8; the recipes at
+48 layers as distilled 8 half-size + 3 full-size forwards, dev 30 guided half-size steps + 3 full-size
+forwards with the LoRA (half-size forwards timed for the distilled one as the guided step's single row).
 
 LTX-2.5 differs in its blocks (no video FFN bias) and its input (the keyframe embedding, on the
 first latent frame's tokens here, as a DFR pass marks them).
@@ -54,7 +60,7 @@ ap.add_argument("--layers", type=int, default=4)
 ap.add_argument("--repeat", type=int, default=10)
 ap.add_argument("--attention", default="default,flash,flash3")
 ap.add_argument("--compile", action="store_true")
-ap.add_argument("--skip", default="", help="comma list of: fp8, q4k, dequant")
+ap.add_argument("--skip", default="", help="comma list of: fp8, q4k, dequant, lora, recipes")
 ap.add_argument("--work", default="")
 ap.add_argument("--report", default="")
 ap.add_argument("--dry-run-cpu", action="store_true", help="a tiny model on the CPU: checks this script, measures nothing")
@@ -362,6 +368,93 @@ if "lora" not in skip and not DRY:
         else:
             log(f"lora {kind} FAILED: {p.stderr.strip()[-800:]}")
 
+recipes = {}
+if "recipes" not in skip and "error" not in results.get(f"bf16/{kernels[0]}", {"error": 1}):
+    # One guided step of the dev recipe's stage 1 (half size), and a plain half-size forward
+    # (a distilled stage-1 step), on the same weights.
+    hh, hw = max(1, H // 2), max(1, W // 2)
+    gh = torch.Generator(device=dev).manual_seed(4321)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gh, device=dev).to(BF16)
+
+    half = dict(inputs, hidden_states=rnd(1, F * hh * hw, 128), audio_hidden_states=rnd(1, AUDIO_TOKENS, 128))
+    if "video_keyframes_mask" in half:
+        half["video_keyframes_mask"] = torch.zeros(1, F * hh * hw, 1, device=dev)
+        half["video_keyframes_mask"][:, : hh * hw] = 1.0
+    negative = dict(encoder_hidden_states=rnd(1, TEXT_TOKENS, CONFIG["cross_attention_dim"]),
+                    audio_encoder_hidden_states=rnd(1, TEXT_TOKENS, CONFIG["audio_cross_attention_dim"]))
+    stg_block = min(1, args.layers - 1)
+
+    def rows(n: int, with_negative: bool) -> dict:
+        out = {}
+        for k, v in half.items():
+            if k in negative and with_negative:
+                out[k] = torch.cat([negative[k]] + [v] * (n - 1))
+            elif torch.is_tensor(v) and v.dim() > 0 and v.shape[0] == 1:
+                out[k] = v.expand(n, *v.shape[1:]).contiguous()
+            else:
+                out[k] = v
+        return out
+
+    def half_forward(kw: dict, **extra):
+        return model(**kw, num_frames=F, height=hh, width=hw, fps=FPS, audio_num_frames=AUDIO_TOKENS, return_dict=False, **extra)
+
+    cfg_in, one_in = rows(2, True), rows(1, False)
+
+    def diffusers_guided_step():
+        half_forward(cfg_in)
+        half_forward(one_in, spatio_temporal_guidance_blocks=[stg_block])
+        half_forward(one_in, isolate_modalities=True)
+
+    model.to(dev)
+    recipes["diffusers_guided_step_seconds"] = cuda_median(diffusers_guided_step, args.repeat)
+    recipes["diffusers_half_forward_seconds"] = cuda_median(lambda: half_forward(one_in), args.repeat)
+    batched = rows(4, True)
+    batched["perturbation_mask"] = torch.tensor([1.0, 1.0, 0.0, 1.0], device=dev)
+    batched["isolation_mask"] = torch.tensor([1.0, 1.0, 1.0, 0.0], device=dev)
+    for name, kw, meta in (("guided", batched, {"stg_blocks": str(stg_block)}), ("half", one_in, {})):
+        io = {k: v.cpu().contiguous() for k, v in kw.items() if torch.is_tensor(v)}
+        io["sizes"] = torch.tensor([F, hh, hw, AUDIO_TOKENS], dtype=torch.int64)
+        io["fps"] = torch.tensor([FPS])
+        save_file(io, str(work / f"inputs_{name}.safetensors"), metadata=meta)
+        cmd = [args.cli, "dit-forward", "--model", str(files["bf16"]), "--inputs", str(work / f"inputs_{name}.safetensors"),
+               "--out", str(work / f"out_{name}.safetensors"), "--device", dev.type, "--dtype", "bf16",
+               "--repeat", str(args.repeat + 1), "--attention", kernels[0], "--json"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            log(f"vireo {name} half-size forward FAILED: {(p.stderr or p.stdout).strip()[-600:]}")
+            recipes = {}
+            break
+        recipes[f"vireo_{name}_seconds"] = json.loads(p.stdout.strip().splitlines()[-1])["median_seconds"]
+    if recipes:
+        # The distilled LoRA is rank 384 (ltx-2.3-22b-distilled-lora-384): its unfused cost on
+        # the full-size forward of stage 2.
+        lora_ratio = 1.0
+        if not DRY:
+            p = subprocess.run([BENCH, "lora", "--model", str(files["bf16"]), "--device", "cuda", "--dtype", "bf16", "--rank", "384",
+                                "--tokens", str(F * H * W), "--json"], capture_output=True, text=True)
+            if p.returncode == 0:
+                lora_ratio = json.loads(p.stdout.strip().splitlines()[-1])["ratio"]
+            else:
+                log(f"lora rank 384 FAILED: {p.stderr.strip()[-600:]}")
+        recipes["lora384_ratio"] = lora_ratio
+        full_v, full_d = results[f"bf16/{kernels[0]}"]["median_seconds"], eager_s
+        per_layer = 48 / args.layers
+        recipes["distilled_two_stage_48l_seconds"] = {
+            "diffusers": per_layer * (8 * recipes["diffusers_half_forward_seconds"] + 3 * full_d),
+            "vireo": per_layer * (8 * recipes["vireo_half_seconds"] + 3 * full_v)}
+        recipes["dev_two_stage_48l_seconds"] = {
+            "diffusers": per_layer * (30 * recipes["diffusers_guided_step_seconds"] + 3 * full_d * lora_ratio),
+            "vireo": per_layer * (30 * recipes["vireo_guided_seconds"] + 3 * full_v * lora_ratio)}
+        log(f"guided half-size step: diffusers {recipes['diffusers_guided_step_seconds'] * 1e3:.2f} ms (3 forwards), vireo "
+            f"{recipes['vireo_guided_seconds'] * 1e3:.2f} ms (one 4-row forward): "
+            f"{recipes['vireo_guided_seconds'] / recipes['diffusers_guided_step_seconds']:.3f}x; rank-384 LoRA x{lora_ratio:.3f}")
+    if args.compile:
+        model.cpu()
+        if not DRY:
+            torch.cuda.empty_cache()
+
 if args.compile:
     t0 = time.perf_counter()
     model = model.to(dev)
@@ -388,7 +481,12 @@ for key, r in results.items():
     m = r["median_seconds"]
     print(f"   {'vireo ' + key:28s} {m * 1e3:8.2f} {m / eager_s:8.3f} {m * scale:12.2f} {r['peak_bytes'] / 2**30:9.2f} "
           f"{r['resident_bytes'] / 2**30:9.2f} {r['rel_video']:9.2e}")
-report = {"layers": args.layers, "device": DEVICE_NAME, "torch": torch.__version__,
+if recipes:
+    print(f"   recipes at 48 layers, s ({'diffusers':>9s} {'vireo':>9s}): distilled two-stage "
+          f"{recipes['distilled_two_stage_48l_seconds']['diffusers']:9.2f} {recipes['distilled_two_stage_48l_seconds']['vireo']:9.2f}"
+          f" | dev two-stage (30 guided steps, LoRA x{recipes['lora384_ratio']:.3f}) "
+          f"{recipes['dev_two_stage_48l_seconds']['diffusers']:9.2f} {recipes['dev_two_stage_48l_seconds']['vireo']:9.2f}")
+report = {"layers": args.layers, "recipes": recipes, "device": DEVICE_NAME, "torch": torch.__version__,
           "diffusers": diffusers.__version__, "eager_seconds": eager_s, "eager_peak_bytes": eager_peak,
           "compiled_seconds": compiled_s, "vireo": results, "gpu_dequant": dequant, "lora": lora, "extrapolation_factor": scale,
           "total_seconds": time.perf_counter() - t_start}

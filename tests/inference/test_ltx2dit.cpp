@@ -125,13 +125,13 @@ VT_TEST(ltx20TransformerMatchesDiffusersInEveryLayout)
 }
 VT_TEST(ltx23TransformerMatchesDiffusersInEveryLayout)
 {
-    checkTransformerCases("23", 8);
+    checkTransformerCases("23", 9);
 }
 // 2.5: the keyframe embedding, the masked video self-attention, no video FFN bias and the
 // timestep-free prompt modulation, in every layout.
 VT_TEST(ltx25TransformerMatchesDiffusersInEveryLayout)
 {
-    checkTransformerCases("25", 10);
+    checkTransformerCases("25", 11);
     const auto& c = transformer("25", "diffusers").config();
     VT_CHECK(c.keyframesAbsPosEmbedding && !c.ffBias && c.audioFfBias && !c.usePromptAdalnSingle);
 }

@@ -920,7 +920,7 @@ private slots:
         QVERIFY2(line->text().contains(QStringLiteral("as asked")), qPrintable(line->text()));
         QVERIFY(page->canGenerate());
         child<QComboBox>(page, "schedule")->setCurrentIndex(child<QComboBox>(page, "schedule")->findData(QStringLiteral("dev")));
-        QVERIFY2(line->text().contains(QStringLiteral("distilled schedule")), qPrintable(line->text()));
+        QVERIFY2(line->text().contains(QStringLiteral("refines with the distilled LoRA")), qPrintable(line->text()));
         QVERIFY(!page->canGenerate());
     }
 
