@@ -187,6 +187,16 @@ private slots:
             QStringLiteral("path"), QString(root + QStringLiteral("/publisher/lightricks/ltx-2.3-spatial-upscaler-x2-1.1.safetensors")));
         upscaler.insert(QStringLiteral("lfs"), true);
         lightricks25.insert(QStringLiteral("latent_upscale_models/ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors"), upscaler);
+        // The dev variant: the tiny transformer under the dev file's name, and the recipe
+        // fixture's distilled LoRA (its modules and widths are the tiny 2.5 transformer's too).
+        lightricks25.insert(QStringLiteral("diffusion_models/ltx-2.5-22b-dev-transformer-bf16.safetensors"),
+            QJsonObject{
+                {QStringLiteral("path"),
+                    QString(
+                        root + QStringLiteral("/../v25/lightricks/diffusion_models/ltx-2.5-22b-distilled-transformer-bf16.safetensors"))},
+                {QStringLiteral("lfs"), true}});
+        lightricks25.insert(QStringLiteral("loras/ltx-2.5-22b-distilled-lora-450-bf16.safetensors"),
+            QJsonObject{{QStringLiteral("path"), lora}, {QStringLiteral("lfs"), true}});
         repos.insert(QStringLiteral("Lightricks/LTX-2.5"), QJsonObject{{QStringLiteral("files"), lightricks25}});
         QString error;
         QVERIFY2(m_hub.startWithSpec(m_work.path(), QJsonObject{{QStringLiteral("repos"), repos}}, {}, &error), qPrintable(error));
@@ -396,6 +406,50 @@ private slots:
         QCOMPARE(QString::fromStdString(s->recipe.stages), QStringLiteral("two"));
         QVERIFY2(
             s->recipe.stagesReason.find("decoded by the diffusion video decoder") != std::string::npos, s->recipe.stagesReason.c_str());
+    }
+
+    // LTX-2.5's dev transformer as Lightricks publishes it: the dev two-stage recipe with the
+    // distilled LoRA and the upscaler from the same repo, run through the engine to a video.
+    void theLtx25DevVariantRunsTheDevRecipe()
+    {
+        auto studio = vireo::core::Studio::create();
+        QVERIFY(studio);
+        const QString id = QStringLiteral("ltx-2.5/lightricks-dev-bf16");
+        QStringList planned;
+        const auto model = download(**studio, id, &planned);
+        QVERIFY(model);
+        QCOMPARE(planned.size(), 7);
+        QVERIFY(planned.contains(QStringLiteral("Lightricks/LTX-2.5/loras/ltx-2.5-22b-distilled-lora-450-bf16.safetensors")));
+        QVERIFY(model->plan.spatialUpsamplerPath && model->plan.distilledLoraPath);
+        const auto facts = vireo::facade::Generator::readModelFacts(model->plan);
+        QVERIFY2(facts, facts ? "" : facts.error().message.c_str());
+        QCOMPARE(QString::fromStdString(facts->version), QStringLiteral("2.5"));
+        QCOMPARE(QString::fromStdString(facts->trainedFor), QStringLiteral("dev"));
+        const auto& catalog = (*studio)->downloads()->catalog();
+        auto ask = foxAsk();
+        ask.steps = 3;
+        const auto defaults = vireo::generation::defaultsFor(catalog, *model, ask);
+        QVERIFY2(defaults, defaults ? "" : defaults.error().message.c_str());
+        QCOMPARE(QString::fromStdString(defaults->schedule), QStringLiteral("dev"));
+        // The catalog's STG block (28) is not one of the tiny model's three: refused by the plan.
+        auto refused = vireo::generation::prepare(catalog, *defaults, *model, ask);
+        QVERIFY(!refused);
+        QVERIFY2(refused.error().message.find("STG block 28 is not a block of this model (0 to 2)") != std::string::npos,
+            refused.error().message.c_str());
+        ask.knobs["stg_block"] = 1;
+        auto prepared = vireo::generation::prepare(catalog, *defaults, *model, ask);
+        QVERIFY2(prepared, prepared ? "" : prepared.error().message.c_str());
+        QVERIFY2(prepared->stagesReason.find("two stages: Lightricks' dev recipe") == 0
+                && prepared->stagesReason.find("ltx-2.5-22b-distilled-lora-450-bf16.safetensors at 1") != std::string::npos
+                && prepared->stagesReason.find("LTX-2.3's path, not DFR") != std::string::npos,
+            prepared->stagesReason.c_str());
+        auto job = prepared->job;
+        job.outputPath = m_work.filePath(QStringLiteral("fox25-dev.mp4"));
+        const auto s = runToEnd((*studio)->engine(QStringLiteral("cpu")), job);
+        QVERIFY(s);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QVERIFY(QFileInfo(job.outputPath).size() > 1000);
+        QCOMPARE(QString::fromStdString(s->recipe.stages), QStringLiteral("two"));
     }
 
     // LTX-2.5 as a user gets it from the catalog: exactly the components the distilled

@@ -615,6 +615,13 @@ public:
                 setGuidance(guidance, request);
                 guidance.twoStage = out->twoStage;  // the dev recipe's stage 1 follows ltx-core's rules
                 guidance.schedule = lower(request.schedule) == "dev" ? pipelines::Ltx2Schedule::Dev : pipelines::Ltx2Schedule::Distilled;
+                // A block the model does not have is refused here, before anything loads.
+                if (pipelines::stgRuns(guidance, *transformer))
+                    for (const int b : pipelines::stgBlocksFor(guidance, *transformer))
+                        if (b < 0 || b >= transformer->layers)
+                            return makeError(ErrorCode::InvalidArgument,
+                                "STG block " + std::to_string(b) + " is not a block of this model (0 to "
+                                    + std::to_string(transformer->layers - 1) + "); give stg_block");
                 out->reason += guidanceNote(pipelines::describeGuidance(guidance, *transformer));
             }
         }

@@ -1583,8 +1583,18 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     if (p.extraCoords.defined())
         in.extraVideoCoords = p.extraCoords.expand({batch, -1, -1, -1}).contiguous();
     in.videoKeyframesMask.reset();
+    // ltx-core marks the first latent frame (one pixel frame, like a keyframe slot) for a model
+    // with the keyframe embedding whatever the pipeline (LatentTools._first_frame_keyframes_mask,
+    // after 1.0.0); diffusers' LTX2Pipeline marks nothing outside its DFR passes.
+    at::Tensor firstFrame;
+    if (!p.dfr && lightricks && tc.keyframesAbsPosEmbedding) {
+        firstFrame = at::zeros({1, p.latents.size(1)}, f32);
+        firstFrame.narrow(1, 0, p.latentH * p.latentW).fill_(1.0);
+    }
     if (p.dfr)
         in.videoKeyframesMask = p.keyframes;
+    else if (firstFrame.defined())
+        in.videoKeyframesMask = firstFrame.expand({batch, -1}).contiguous();
     const auto mask = p.mask.defined() ? std::optional<at::Tensor>(p.mask.expand({batch, -1}).contiguous()) : std::nullopt;
     // A new cache per pass: nothing of another clip or stage is ever reused.
     ltx2::StepCache stepCache;
@@ -1637,6 +1647,8 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     } else if (stgPass || modalityPass) {
         one = in;
         mapContext(one, in, positive);
+        if (firstFrame.defined())
+            one.videoKeyframesMask = firstFrame;
         one.extraVideoCoords.reset();
         if (p.extraCoords.defined())
             one.extraVideoCoords = p.extraCoords;
