@@ -137,6 +137,22 @@ Result<runtime::GenerationDefaults> defaultsFor(
     return runtime::defaultsForVersion(catalog, image ? "4" : "2.3", schedule.empty() ? "distilled" : schedule);
 }
 
+void applyPresets(const facade::FamilyRules& rules, const Ask& ask, facade::GenerateRequest& r)
+{
+    for (const auto& p : rules.presets) {
+        const auto on = r.knobs.find(p.knob);
+        if (on == r.knobs.end() || on->second != p.value)
+            continue;
+        if (p.steps && !ask.steps)
+            r.steps = *p.steps;
+        if (p.rescale && !ask.rescale)
+            r.guidanceRescale = *p.rescale;
+        for (const auto& [id, value] : p.knobs)
+            if (!ask.knobs.count(id))
+                r.knobs[id] = value;
+    }
+}
+
 facade::GenerateRequest requestFor(const runtime::GenerationDefaults& defaults, bool image, const Ask& ask)
 {
     auto r = runtime::requestFrom(defaults);
@@ -158,20 +174,6 @@ facade::GenerateRequest requestFor(const runtime::GenerationDefaults& defaults, 
     r.loras = ask.loras;
     for (const auto& [id, value] : ask.knobs)
         r.knobs[id] = value;
-    // The LTX dev model's HQ recipe brings Lightricks' preset for what the ask leaves open
-    // (ltx-pipelines LTX_2_3_HQ_PARAMS): 15 steps, no STG, rescale 0.45 for the video and 1 for
-    // the audio.
-    if (const auto hq = r.knobs.find("hq"); !image && hq != r.knobs.end() && hq->second == 1) {
-        if (!ask.steps)
-            r.steps = 15;
-        for (const char* k : {"stg_scale", "audio_stg_scale"})
-            if (!ask.knobs.count(k))
-                r.knobs[k] = 0.0;
-        if (!ask.rescale)
-            r.guidanceRescale = 0.45;
-        if (!ask.knobs.count("audio_guidance_rescale"))
-            r.knobs["audio_guidance_rescale"] = 1.0;
-    }
     if (const auto speed = facade::parseSpeedMode(ask.speed.empty() ? r.speed : ask.speed))
         r.speed = std::string(facade::speedModeName(*speed));
     r.guidanceSchedule.clear();
@@ -200,6 +202,7 @@ Result<Prepared> prepare(
         return invalid(list + (extra.size() == 1 ? " does" : " do") + " not apply to an image model (Ideogram-4)");
     }
     auto r = requestFor(defaults, out.image, ask);
+    applyPresets(rules, ask, r);
     if (r.prompt.find_first_not_of(" \t\n") == std::string::npos)
         return invalid("the prompt is empty");
     if (r.seed < 0 || r.seed > 2147483647)

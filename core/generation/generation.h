@@ -65,6 +65,8 @@ Result<runtime::GenerationDefaults> defaultsFor(
 // The request for this ask: the ask where it says, the defaults elsewhere, checked against
 // nothing (what a page shows while the user is still typing); prepare() checks it.
 facade::GenerateRequest requestFor(const runtime::GenerationDefaults& defaults, bool image, const Ask& ask);
+// The family's presets whose knob the request turns on, for what the ask leaves unset.
+void applyPresets(const facade::FamilyRules& rules, const Ask& ask, facade::GenerateRequest& r);
 
 struct Prepared {
     runtime::GenerateJob job;  // model, request and conditions; the output's name is the front end's

@@ -79,6 +79,16 @@ struct FamilyRules {
     bool autoLength = false;
     std::vector<Knob> knobs;  // the family's own controls, in the order the window shows them
     const Knob* knob(std::string_view id) const;
+    // A knob value that brings a recipe's own settings for what the user leaves unset (LTX's
+    // hq = 1: Lightricks' HQ preset); the window shows them when the knob is turned to it.
+    struct Preset {
+        std::string knob;
+        double value = 1;
+        std::optional<int> steps;
+        std::optional<double> rescale;
+        std::map<std::string, double> knobs;
+    };
+    std::vector<Preset> presets;
 };
 // The family these files belong to (its folder layout alone) and its rules.
 FamilyRules familyRules(const std::vector<std::filesystem::path>& modelPaths);

@@ -462,6 +462,21 @@ private slots:
         QCOMPARE(child<QSpinBox>(page, "steps")->value(), 40);
         QCOMPARE(child<QDoubleSpinBox>(page, "guidance")->value(), 3.0);
         QVERIFY(child<QSpinBox>(page, "steps")->isEnabled());
+        // The HQ recipe's knob shows Lightricks' HQ preset on the page, and turning it off the
+        // defaults again; the request is what the page shows.
+        auto* hq = child<QDoubleSpinBox>(page, "knob_hq");
+        const double rescale = child<QDoubleSpinBox>(page, "rescale")->value();
+        hq->setValue(1);
+        QCOMPARE(child<QSpinBox>(page, "steps")->value(), 15);
+        QCOMPARE(child<QDoubleSpinBox>(page, "rescale")->value(), 0.45);
+        QCOMPARE(child<QDoubleSpinBox>(page, "knob_stg_scale")->value(), 0.0);
+        QCOMPARE(child<QDoubleSpinBox>(page, "knob_audio_guidance_rescale")->value(), 1.0);
+        QCOMPARE(page->request().steps, 15);
+        QCOMPARE(page->request().knobs.at("hq"), 1.0);
+        hq->setValue(0);
+        QCOMPARE(child<QSpinBox>(page, "steps")->value(), 40);
+        QCOMPARE(child<QDoubleSpinBox>(page, "rescale")->value(), rescale);
+        QCOMPARE(child<QDoubleSpinBox>(page, "knob_audio_guidance_rescale")->value(), -1.0);
         schedule->setCurrentIndex(schedule->findData(QStringLiteral("distilled")));
         QCOMPARE(child<QSpinBox>(page, "steps")->value(), 8);
         QCOMPARE(child<QDoubleSpinBox>(page, "guidance")->value(), 1.0);

@@ -1121,11 +1121,34 @@ void GeneratePage::showKnobs()
         spin->setValue(defaultRequest.knob(k));
         spin->setToolTip(QString::fromStdString(k.help));
         spin->setAccessibleName(QString::fromStdString(k.label));
-        connect(spin, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
+        connect(spin, &QDoubleSpinBox::valueChanged, this, [this, id = k.id](double value) {
+            applyKnobPreset(id, value);
+            validate();
+        });
         form->addRow(QString::fromStdString(k.label), spin);
         m_knobs.emplace_back(k.id, spin);
     }
     m_knobBox->setVisible(!m_knobs.empty());
+}
+
+void GeneratePage::applyKnobPreset(const std::string& knob, double value)
+{
+    const auto defaults = runtime::requestFrom(m_defaults);
+    for (const auto& p : m_rules.presets) {
+        if (p.knob != knob)
+            continue;
+        const bool on = value == p.value;
+        if (p.steps)
+            m_steps->setValue(on ? *p.steps : defaults.steps);
+        if (p.rescale)
+            m_rescale->setValue(on ? *p.rescale : defaults.guidanceRescale);
+        for (const auto& [id, v] : p.knobs)
+            for (const auto& [shown, spin] : m_knobs)
+                if (shown == id) {
+                    const auto* k = m_rules.knob(id);
+                    spin->setValue(on ? v : k ? defaults.knob(*k) : spin->value());
+                }
+    }
 }
 
 std::int64_t GeneratePage::askedFrames() const

@@ -151,6 +151,8 @@ private:
     void ensurePlayer();
     void setRules(const facade::FamilyRules& rules);
     void showKnobs();
+    // A knob turned to a preset's value shows the preset's settings; turned away, the defaults'.
+    void applyKnobPreset(const std::string& knob, double value);
     facade::FamilyRules modelRules() const;
     bool keyMakesImages(const QString& key) const;
     void fillPresets(bool image);

@@ -429,6 +429,14 @@ public:
         r.knobs = {temporalRoundsKnob(), videoDecoderKnob(), stgScaleKnob(), audioStgScaleKnob(), modalityScaleKnob(),
             audioModalityScaleKnob(), stgBlockKnob(), audioRescaleKnob(), hqKnob(), distilledLoraStrengthKnob(),
             distilledLoraStage1StrengthKnob()};
+        // Lightricks' HQ preset (ltx-pipelines LTX_2_3_HQ_PARAMS): 15 steps, no STG, rescale
+        // 0.45 for the video and 1 for the audio.
+        FamilyRules::Preset hq;
+        hq.knob = hqKnob().id;
+        hq.steps = 15;
+        hq.rescale = 0.45;
+        hq.knobs = {{stgScaleKnob().id, 0.0}, {audioStgScaleKnob().id, 0.0}, {audioRescaleKnob().id, 1.0}};
+        r.presets = {hq};
         r.autoLength = true;
         return r;
     }
