@@ -1521,6 +1521,9 @@ VT_TEST(stgPerturbsEachStreamAsLtxCore)
 VT_TEST(hqTwoStageRecipeMatchesLtxCore)
 {
     checkDevRecipe("23", "hq_two_stage");
+    // With an image at frame 0 and a keyframe at 0.8: the conditioned tokens held after every
+    // SDE re-noising (legacy mode), the schedule on the grid without the keyframe tokens.
+    checkDevRecipe("23", "hq_two_stage_i2v");
     // The coefficients at a small and a large step (res2s.py get_res2s_coefficients).
     const auto small = pipelines::res2sCoefficients(0.0065), large = pipelines::res2sCoefficients(1.6162);
     VT_CHECK(
