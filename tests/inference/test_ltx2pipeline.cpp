@@ -1587,6 +1587,16 @@ VT_TEST(theDevRecipeFollowsLtxCoreGuidanceRules)
     VT_CHECK(!out.ok());
     if (!out.ok())
         VT_CHECK_MSG(out.error().message.find("needs the distilled LoRA") != std::string::npos, out.error().message);
+    // A file that is no LoRA of this model is refused from its header, before stage 1 runs.
+    q.distilledLora = pipelines::Ltx2Lora{dir("23") / "diffusers" / "latent_upsampler" / "diffusion_pytorch_model.safetensors", 1.0};
+    std::vector<pipelines::Ltx2Phase> phases;
+    out = pipeline->generate(q, [&](const pipelines::Ltx2Progress& p) { phases.push_back(p.phase); });
+    VT_CHECK(!out.ok());
+    if (!out.ok())
+        VT_CHECK_MSG(
+            out.error().message.find("the distilled LoRA diffusion_pytorch_model.safetensors cannot be applied") != std::string::npos,
+            out.error().message);
+    VT_CHECK(std::find(phases.begin(), phases.end(), pipelines::Ltx2Phase::Denoise) == phases.end());
     q.twoStage = false;
     q.distilledLora = pipelines::Ltx2Lora{dir("23") / "no-such-lora.safetensors", 1.0};
     out = pipeline->generate(q);

@@ -2452,6 +2452,16 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& asked, const std::function
     loadTransformer(progress);
     run.timed("load transformer", start);
     start = Clock::now();
+    // The dev recipes' stage 2 is noise without the distilled LoRA: one that matches nothing
+    // here is refused from its header before stage 1 runs.
+    if (req.distilledLora) {
+        auto report = lora::inspect(req.distilledLora->path, loraTargets());
+        if (!report || !report->usable())
+            throw makeError(ErrorCode::InvalidArgument,
+                "the distilled LoRA " + req.distilledLora->path.filename().string() + " cannot be applied to this model ("
+                    + (report ? std::string("none of its modules matches this transformer") : report.error().message)
+                    + "); give the distilled LoRA of this LTX version");
+    }
     // The HQ recipe's stage 1 runs with the distilled LoRA too, at its own strength.
     auto stage1Loras = req.loras;
     if (req.distilledLora && req.distilledLoraStage1Strength)
