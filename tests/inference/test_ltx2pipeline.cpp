@@ -1390,8 +1390,20 @@ VT_TEST(twoStageDistilledMatchesDiffusers)
 // draws of ltx-core's one generator injected.
 namespace {
 
+// The GPU machine's run carries only the pipeline fixture (scripts/gpu-check.sh: the carry
+// limit); there the recipe fixture's checks are left out, and said so. Everywhere else it exists.
+bool recipeFixtureHere()
+{
+    if (std::filesystem::exists(test::envPath("VIREO_FIXTURES_ROOT") / "ltx2recipes") || !testDevice().is_cuda())
+        return true;
+    std::printf("   left out: the ltx2recipes fixture was not carried to this machine\n");
+    return false;
+}
+
 void checkDevRecipe(const std::string& v, const std::string& runName)
 {
+    if (!recipeFixtureHere())
+        return;
     const auto root = test::envPath("VIREO_FIXTURES_ROOT") / "ltx2recipes" / ("v" + v);
     auto run = tensorfile::readTensorSet(root / ("run_" + runName + ".safetensors"));
     VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
@@ -1478,6 +1490,8 @@ VT_TEST(devTwoStageRecipeMatchesLtxCore)
 // the recipe fixture's inputs, for 2.0 and 2.3.
 VT_TEST(stgPerturbsEachStreamAsLtxCore)
 {
+    if (!recipeFixtureHere())
+        return;
     for (const std::string v : {"23", "20"}) {
         auto set =
             tensorfile::readTensorSet(test::envPath("VIREO_FIXTURES_ROOT") / "ltx2recipes" / ("v" + v) / "dit_stg_streams.safetensors");
