@@ -112,9 +112,9 @@ std::vector<DeviceInfo> availableDevices()
 {
     std::vector<DeviceInfo> out;
     out.push_back({"cpu", "CPU (" + std::to_string(at::get_num_threads()) + " threads)", families::hostAvailableBytes()});
-    if (cudaAvailable()) {
-        out.push_back({"cuda:0", cudaDeviceSummary(), cudaTotalMemory()});
-    }
+    // Every CUDA device this process sees (CUDA_VISIBLE_DEVICES applies), each its own engine.
+    for (int i = 0; i < cudaDeviceCount(); ++i)
+        out.push_back({"cuda:" + std::to_string(i), cudaDeviceSummary(i), cudaTotalMemory(i)});
     return out;
 }
 
@@ -127,7 +127,7 @@ void releaseDeviceCaches()
 bool deviceHealthy(const std::string& device)
 {
     const auto d = parseDevice(device);
-    return !d || !d->is_cuda() || cudaContextHealthy();
+    return !d || !d->is_cuda() || cudaContextHealthy(d->has_index() ? d->index() : 0);
 }
 
 std::optional<bool> parseFlag(std::string_view text)

@@ -57,6 +57,10 @@ Result<c10::Device> parseDevice(const std::string& name)
             return makeError(ErrorCode::Unsupported, "device " + name + " is not supported; use cpu or cuda");
         if (device.is_cuda() && !device.has_index())
             device = c10::Device(c10::kCUDA, 0);
+        if (device.is_cuda() && device.index() >= cudaDeviceCount())
+            return makeError(ErrorCode::InvalidArgument,
+                "device " + name + " was asked for, but this machine has " + std::to_string(cudaDeviceCount()) + " CUDA device(s) (cuda:0"
+                    + (cudaDeviceCount() > 1 ? " to cuda:" + std::to_string(cudaDeviceCount() - 1) : std::string()) + ")");
         return device;
     } catch (const std::exception&) {
         return makeError(ErrorCode::InvalidArgument, "'" + name + "' is not a device (cpu, cuda, cuda:1)");

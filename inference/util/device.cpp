@@ -37,18 +37,23 @@ bool cudaAvailable()
     return at::hasCUDA() && c10::cuda::device_count() > 0;
 }
 
-std::string cudaDeviceSummary()
+int cudaDeviceCount()
 {
-    if (!cudaAvailable())
+    return cudaAvailable() ? static_cast<int>(c10::cuda::device_count()) : 0;
+}
+
+std::string cudaDeviceSummary(int index)
+{
+    if (index < 0 || index >= cudaDeviceCount())
         return {};
-    const auto* p = at::cuda::getDeviceProperties(0);
+    const auto* p = at::cuda::getDeviceProperties(index);
     return std::string(p->name) + " (compute capability " + std::to_string(p->major) + "." + std::to_string(p->minor) + ", "
         + std::to_string(p->totalGlobalMem / (1024 * 1024)) + " MiB)";
 }
 
-std::int64_t cudaTotalMemory()
+std::int64_t cudaTotalMemory(int index)
 {
-    return cudaAvailable() ? static_cast<std::int64_t>(at::cuda::getDeviceProperties(0)->totalGlobalMem) : 0;
+    return index >= 0 && index < cudaDeviceCount() ? static_cast<std::int64_t>(at::cuda::getDeviceProperties(index)->totalGlobalMem) : 0;
 }
 
 capability::DeviceCaps deviceCaps(c10::Device device)
@@ -184,12 +189,13 @@ Error errorFromException(const std::exception& e, const std::string& what, Error
     return makeError(fallback, what + ": " + text);
 }
 
-bool cudaContextHealthy()
+bool cudaContextHealthy(int index)
 {
-    if (!cudaAvailable())
+    if (index < 0 || index >= cudaDeviceCount())
         return true;
     try {
-        const auto probe = at::ones({16}, at::TensorOptions().device(at::kCUDA));
+        const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
+        const auto probe = at::ones({16}, at::TensorOptions().device(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index))));
         return probe.sum().item<double>() == 16.0 && cudaDeviceSynchronize() == cudaSuccess;
     } catch (const std::exception&) {
         return false;

@@ -30,11 +30,13 @@ std::pair<std::int64_t, std::int64_t> cudaMemoryInfo(c10::Device device);
 // program) can have them.
 void releaseCachedDeviceMemory();
 
-// Whether this process can use CUDA at all, and its first device's name and capability.
+// Whether this process can use CUDA at all, how many devices it sees, and a device's name and
+// capability.
 bool cudaAvailable();
-std::string cudaDeviceSummary();
-// Total memory of the first CUDA device, without creating a context (0 without CUDA).
-std::int64_t cudaTotalMemory();
+int cudaDeviceCount();  // 0 without CUDA
+std::string cudaDeviceSummary(int index = 0);
+// Total memory of a CUDA device, without creating a context (0 without CUDA or that device).
+std::int64_t cudaTotalMemory(int index = 0);
 
 // What the capability gate needs to know of a device (read once per device and kept): the
 // CPU's for a CPU device; for a CUDA device its compute capability, memory, the driver's and
@@ -56,8 +58,8 @@ Result<void> checkComputeDtype(const std::string& model, c10::ScalarType dtype);
 
 Error errorFromException(const std::exception& e, const std::string& what, ErrorCode fallback = ErrorCode::InvalidArgument);
 
-// After a CUDA fault: whether the device still runs work (a sticky error such as an illegal
+// After a CUDA fault: whether that device still runs work (a sticky error such as an illegal
 // address poisons the whole context until the process ends).
-bool cudaContextHealthy();
+bool cudaContextHealthy(int index = 0);
 
 }  // namespace vireo
