@@ -1611,6 +1611,21 @@ VT_TEST(theDevRecipeFollowsLtxCoreGuidanceRules)
             out.error().message.find("the distilled LoRA diffusion_pytorch_model.safetensors cannot be applied") != std::string::npos,
             out.error().message);
     VT_CHECK(std::find(phases.begin(), phases.end(), pipelines::Ltx2Phase::Denoise) == phases.end());
+    // res2s and a stage-1 LoRA strength belong to the recipe; a strength must be finite.
+    auto res2s = q;
+    res2s.distilledLora.reset();
+    res2s.twoStage = false;
+    res2s.sampler = pipelines::Ltx2Sampler::Res2s;
+    out = pipeline->generate(res2s);
+    VT_CHECK(!out.ok());
+    if (!out.ok())
+        VT_CHECK_MSG(out.error().message.find("res2s is the HQ recipe's sampler") != std::string::npos, out.error().message);
+    auto stage1 = q;
+    stage1.distilledLoraStage1Strength = std::numeric_limits<double>::quiet_NaN();
+    out = pipeline->generate(stage1);
+    VT_CHECK(!out.ok());
+    if (!out.ok())
+        VT_CHECK_MSG(out.error().message.find("stage-1 strength") != std::string::npos, out.error().message);
     q.twoStage = false;
     q.distilledLora = pipelines::Ltx2Lora{dir("23") / "no-such-lora.safetensors", 1.0};
     out = pipeline->generate(q);
