@@ -18,9 +18,15 @@
 #      build-gpu/out) as they are written, so a run cut short still returns what it did.
 #      scripts/gpu-check.sh --stages builds vireo-bench and runs only the stage benchmark,
 #      --ideogram only the Ideogram-4 one.
-#   The carry limit (64 MiB) holds one family's fixtures: `--stage` stages LTX-2's (56 MiB),
-#   `--stage ideogram` Ideogram-4's (17 MiB) instead; the tests of the other family are then
-#   left out of the run (said in the summary).
+#   The fixtures outgrew the carry limit (64 MiB; LTX-2's alone are 160 MiB now), so `--stage`
+#   carries the generators' wheels instead (diffusers, transformers, gguf, regex: the machine has
+#   torch, tokenizers, safetensors and huggingface_hub) and the run makes every fixture there,
+#   in the background while it builds: LTX-2's pipeline, upsampler and diffusion-decoder ones and
+#   Ideogram-4's. (The ltx2recipes fixture needs ltx-core and PyAV, too big to carry: the recipe
+#   checks are left out there and say so.) `--stage local [ideogram]` copies one family's
+#   fixtures from build/ as before, for a run that must not depend on the generators.
+#   The device tool brings back at most 8 files: the run keeps summary.txt and one logs.tar.gz
+#   (every log, packed again at each step) in $OUT.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD="$ROOT/build-gpu"
@@ -29,32 +35,39 @@ IDEOGRAM_FIXTURES="tests/fixtures/ideogram4"
 
 if [[ "${1:-}" == "--stage" ]]; then
   set -e
-  staged=$FIXTURES
-  marker=v23/run_distilled.safetensors
-  if [[ "${2:-}" == "ideogram" ]]; then
-    staged=$IDEOGRAM_FIXTURES
-    marker=pipeline/case.safetensors
+  staged=""
+  if [[ "${2:-}" == "local" ]]; then
+    staged=$FIXTURES
+    marker=v23/run_distilled.safetensors
+    if [[ "${3:-}" == "ideogram" ]]; then
+      staged=$IDEOGRAM_FIXTURES
+      marker=pipeline/case.safetensors
+    fi
+    source="$ROOT/build/$staged"
+    if [[ ! -f "$source/$marker" ]]; then
+      echo "gpu-check: no fixtures in $source; run scripts/test.sh (or ctest -R fixtures) first" >&2
+      exit 1
+    fi
   fi
-  source="$ROOT/build/$staged"
-  if [[ ! -f "$source/$marker" ]]; then
-    echo "gpu-check: no fixtures in $source; run scripts/test.sh (or ctest -R fixtures) first" >&2
-    exit 1
-  fi
-  rm -rf "$BUILD/$FIXTURES" "$BUILD/$IDEOGRAM_FIXTURES" "$BUILD/third_party"
-  mkdir -p "$BUILD/$staged" "$BUILD/third_party"
-  cp -a "$source/." "$BUILD/$staged/"
+  rm -rf "$BUILD/tests/fixtures" "$BUILD/third_party" "$ROOT/.whl"
+  mkdir -p "$BUILD/third_party" "$BUILD/tests/fixtures"
+  [[ -n "$staged" ]] && mkdir -p "$BUILD/$staged" && cp -a "$source/." "$BUILD/$staged/"
   cp -a /usr/include/nlohmann "$BUILD/third_party/"
   # The cuDNN frontend headers for FP8 attention, compressed (3 MB as text; the carry limit is
   # 64 MiB and the fixtures take 56).
   "$ROOT/scripts/cudnn-frontend.sh"
   tar -C "$ROOT/.cache/cudnn-frontend" -cJf "$BUILD/third_party/cudnn-frontend.tar.xz" include .version
-  # diffusers and gguf for the benchmark (pure Python; the GPU machine has their dependencies
-  # except importlib_metadata).
+  # The references at the project's pins, for the benchmark and the fixture generators: the GPU
+  # machine has their other dependencies (torch 2.11, tokenizers 0.23, huggingface_hub 1.3x,
+  # safetensors 0.8), except importlib_metadata and a regex as new as transformers checks for.
   mkdir -p "$ROOT/.whl"
+  pin() { grep -E "^$1==" "$ROOT/requirements.txt"; }
   "$ROOT/.venv/bin/python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-    --platform manylinux_2_28_x86_64 -d "$ROOT/.whl" diffusers==0.42.1 gguf==0.19.0 importlib_metadata==10.2.0
-  du -sh "$BUILD/$staged" "$BUILD/third_party" "$ROOT/.whl"
-  echo "carry: [\"build-gpu/$staged\", \"build-gpu/third_party\", \".whl\"]"
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$ROOT/.whl" \
+    "$(pin diffusers)" "$(pin gguf)" "$(pin transformers)" importlib_metadata==10.2.0 \
+    "regex==$("$ROOT/.venv/bin/python" -c 'import importlib.metadata as m; print(m.version("regex"))')"
+  du -sh "$BUILD/tests/fixtures" "$BUILD/third_party" "$ROOT/.whl"
+  echo "carry: [\"build-gpu/tests/fixtures\", \"build-gpu/third_party\", \".whl\"]"
   exit 0
 fi
 
@@ -69,11 +82,19 @@ IDEOGRAM_ONLY=0
 [[ "${1:-}" == "--bench" ]] && BENCH_ONLY=1
 [[ "${1:-}" == "--stages" ]] && STAGES_ONLY=1 && BENCH_ONLY=1
 [[ "${1:-}" == "--ideogram" ]] && IDEOGRAM_ONLY=1 && BENCH_ONLY=1
-OUTDIR=${OUT:-$BUILD/out}
-mkdir -p "$OUTDIR"
+# Logs are written to $BUILD/logs; $OUT (or build-gpu/out) gets summary.txt and logs.tar.gz,
+# packed again after every note so a run cut short still returns what it did.
+RESULTS=${OUT:-$BUILD/out}
+OUTDIR="$BUILD/logs"
+rm -rf "$OUTDIR"
+mkdir -p "$OUTDIR" "$RESULTS"
 SUMMARY="$OUTDIR/summary.txt"
 : >"$SUMMARY"
-note() { echo "$*" | tee -a "$SUMMARY"; }
+pack() {
+  cp "$SUMMARY" "$RESULTS/summary.txt.tmp" && mv "$RESULTS/summary.txt.tmp" "$RESULTS/summary.txt"
+  tar -C "$OUTDIR" -czf "$RESULTS/logs.tar.gz.tmp" . 2>/dev/null && mv "$RESULTS/logs.tar.gz.tmp" "$RESULTS/logs.tar.gz"
+}
+note() { echo "$*" | tee -a "$SUMMARY"; pack; }
 start=$SECONDS
 elapsed() { echo $((SECONDS - start)); }
 # The device lease is short: later stages shrink or skip to end within this many seconds.
@@ -81,20 +102,25 @@ BUDGET=${VIREO_GPU_BUDGET_S:-450}
 
 PYTHON=${VIREO_PYTHON:-$(command -v python3)}
 "$PYTHON" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print('torch', torch.__version__, torch.cuda.get_device_name(0))" | tee -a "$SUMMARY" || exit 1
-[[ -f "$BUILD/third_party/nlohmann/json.hpp" && ( -d "$BUILD/$FIXTURES/v23" || -d "$BUILD/$IDEOGRAM_FIXTURES/pipeline" ) ]] \
+[[ -f "$BUILD/third_party/nlohmann/json.hpp" ]] \
   || { echo "gpu-check: build-gpu/ was not staged; run scripts/gpu-check.sh --stage here and carry what it prints" >&2; exit 1; }
-# The tests whose fixtures were not carried are left out.
-unstaged=()
-[[ -d "$BUILD/$FIXTURES/v23" ]] || unstaged+=(test_ltx2pipeline_cuda)
-[[ -d "$BUILD/$IDEOGRAM_FIXTURES/pipeline" ]] || unstaged+=(test_ideogram4_cuda)
-exclude=()
-if [[ ${#unstaged[@]} -gt 0 ]]; then
-  exclude=(-E "$(IFS='|'; echo "${unstaged[*]}")")
-  note "not staged, left out: ${unstaged[*]}"
-fi
 if compgen -G "$ROOT/.whl/*.whl" >/dev/null; then
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/vireo-site "$ROOT"/.whl/*.whl \
     && export PYTHONPATH=/tmp/vireo-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+# The fixtures that were not carried are made here by the pinned references, while the build runs.
+fixture_jobs=()
+make_fixture() {
+  local name=$1 script=$2
+  [[ -d "$BUILD/tests/fixtures/$name" ]] && return
+  OMP_NUM_THREADS=3 "$PYTHON" "$ROOT/tests/fixtures/$script" "$BUILD/tests/fixtures/$name" >"$OUTDIR/fixture-$name.log" 2>&1 &
+  fixture_jobs+=("$!:$name")
+}
+if [[ $BENCH_ONLY -eq 0 ]]; then
+  make_fixture ltx2pipeline make_ltx2_pipeline_fixtures.py
+  make_fixture ltx2upsampler make_ltx2_upsampler_fixtures.py
+  make_fixture ltx2diffdec make_ltx2_diffdec_fixtures.py
+  make_fixture ideogram4 make_ideogram4_fixtures.py
 fi
 
 # 1. Build (sm_90 native code only, which is what this GPU runs; packages carry every
@@ -115,6 +141,23 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF
 build_rc=$?
 note "build: rc $build_rc at $(elapsed) s; $(grep -m1 -E "FP8 attention" "$OUTDIR/build.log" || echo "FP8 attention: not reported")"
 [[ $build_rc -eq 0 ]] || { tail -40 "$OUTDIR/build.log"; exit 1; }
+"$BUILD/app/vireo-cli" devices >"$OUTDIR/devices.txt" 2>&1 && "$BUILD/app/vireo-cli" devices --json >"$OUTDIR/devices.json" 2>&1
+note "vireo-cli devices: rc $?"; cat "$OUTDIR/devices.txt" | tee -a "$SUMMARY"
+for job in "${fixture_jobs[@]}"; do
+  wait "${job%%:*}"
+  rc=$?
+  note "fixture ${job#*:} made here: rc $rc at $(elapsed) s; $(tail -1 "$OUTDIR/fixture-${job#*:}.log")"
+  [[ $rc -eq 0 ]] || { tail -5 "$OUTDIR/fixture-${job#*:}.log" | tee -a "$SUMMARY"; rm -rf "$BUILD/tests/fixtures/${job#*:}"; }
+done
+# The tests whose fixtures are neither carried nor made here are left out.
+unstaged=()
+[[ $BENCH_ONLY -eq 0 && ! -d "$BUILD/$FIXTURES/v23" ]] && unstaged+=(test_ltx2pipeline_cuda)
+[[ $BENCH_ONLY -eq 0 && ! -d "$BUILD/$IDEOGRAM_FIXTURES/pipeline" ]] && unstaged+=(test_ideogram4_cuda)
+exclude=()
+if [[ ${#unstaged[@]} -gt 0 ]]; then
+  exclude=(-E "$(IFS='|'; echo "${unstaged[*]}")")
+  note "no fixtures, left out: ${unstaged[*]}"
+fi
 
 # 2. Every gpu-labelled test. -FA: the fixtures were carried in (their generators need diffusers).
 gpu_rc=0
@@ -130,7 +173,9 @@ if [[ $BENCH_ONLY -eq 0 && $gpu_rc -ne 0 && -s "$failed_log" ]]; then
   failed=$(cut -d: -f2 "$failed_log" | paste -sd'|')
   for switches in "VIREO_CUDA_GRAPHS=0" "VIREO_CUDA_GRAPHS=0 VIREO_FP8_ATTENTION=0" \
       "VIREO_CUDA_GRAPHS=0 VIREO_FP8_ATTENTION=0 VIREO_FUSED_KERNELS=0"; do
-    env $switches timeout 200 ctest --test-dir "$BUILD" -R "^($failed)\$" -FA '.*' --output-on-failure -V --timeout 180 \
+    left=$((BUDGET - $(elapsed)))
+    [[ $left -lt 90 ]] && { note "failed tests again with $switches: skipped (budget)"; continue; }
+    env $switches timeout $((left / 3 < 200 ? left / 3 : 200)) ctest --test-dir "$BUILD" -R "^($failed)\$" -FA '.*' --output-on-failure -V --timeout 180 \
       >"$OUTDIR/ctest-rerun-${switches// /-}.log" 2>&1
     rc=$?
     note "failed tests again with $switches: rc $rc ($( [[ $rc -eq 0 ]] && echo 'all pass: the switched-off part is at fault' || echo 'still failing')) at $(elapsed) s"

@@ -1,6 +1,7 @@
 // vireo-cli: the headless front end. Parses arguments and wires the layers; the work lives
 // in inference/ (and core/ for Hub commands).
 #include "app/cli/args.h"
+#include "app/cli/devicecommand.h"
 #include "app/cli/ditcommands.h"
 #include "app/cli/loracommands.h"
 #include "base/envswitch.h"
@@ -61,6 +62,8 @@ commands:
   cache [list|delete-variant ID|delete-repo REPO|clean] [--yes]
                                what models take on disk; delete one (shared files stay) or
                                clean up stale partial files (shows the plan without --yes)
+  devices [--json]             the CPU and every CUDA device this process sees: memory, compute
+                               dtype, and whether FP8 weights and attention run natively
   version                      print the version
 
 rules: --revision R, --include GLOB, --exclude GLOB, --diffusers [--component NAME]
@@ -204,6 +207,7 @@ int runCommand(const std::vector<std::string>& all)
         {"tensor", rest(runTensor)},
         {"dit-forward", rest(runDitForward)},
         {"lora", rest(runLora)},
+        {"devices", rest(runDevices)},
 #ifdef VIREO_HAS_CORE
         {"generate", rest(runGenerate)},
         {"serve", rest(runServe)},

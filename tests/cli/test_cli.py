@@ -68,6 +68,22 @@ def test_text_and_usage():
     check("missing path", p.returncode == 1 and "no such file or folder" in p.stderr, p.stderr)
     p = run("frobnicate")
     check("unknown command", p.returncode == 2 and "unknown command" in p.stderr, p.stderr)
+    p = run("devices", "--json")
+    try:
+        d = json.loads(p.stdout)
+        entries = d["devices"]
+        cuda = [e for e in entries if e["device"].startswith("cuda:")]
+        ok = (p.returncode == 0 and entries[0]["device"] == "cpu" and entries[0]["total_bytes"] > 0
+              and [e["device"] for e in cuda] == [f"cuda:{i}" for i in range(len(cuda))]
+              and all(0 <= e["free_bytes"] <= e["total_bytes"] and e["compute_capability"] for e in cuda)
+              and (bool(cuda) or isinstance(d["cuda_unavailable"], str)))
+    except (ValueError, KeyError, IndexError):
+        ok = False
+    check("devices --json: the CPU, then cuda:0..N-1 with memory and capability (or why no CUDA)", ok, p.stderr or p.stdout[:600])
+    p = run("devices")
+    check("devices: text names the CPU", p.returncode == 0 and p.stdout.startswith("cpu: CPU ("), p.stderr or p.stdout[:300])
+    p = run("devices", "--all")
+    check("devices: an unknown argument is a usage error", p.returncode == 2 and "--all" in p.stderr, p.stderr)
     p = run_bench("read", FIXTURES / "tensorfiles/gguf_v3_all_types.gguf", "--repeat", "1", "--json")
     ok = p.returncode == 0
     if ok:
