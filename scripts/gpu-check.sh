@@ -73,15 +73,18 @@ fi
 
 # --quick: no benchmark; --bench: only the benchmarks (ops, forward with kernel profiles,
 # torch.compile baseline), no tests; --stages: only the VAE encoder/upsampler/decode stage benchmark;
-# --ideogram: only the Ideogram-4 step benchmark.
+# --ideogram: only the Ideogram-4 step benchmark; --ampere: only the Ampere path (its own build and
+# the gpu tests, without the sm_90 build, benchmarks or memcheck).
 QUICK=0
 BENCH_ONLY=0
 STAGES_ONLY=0
 IDEOGRAM_ONLY=0
+AMPERE_ONLY=0
 [[ "${1:-}" == "--quick" ]] && QUICK=1
 [[ "${1:-}" == "--bench" ]] && BENCH_ONLY=1
 [[ "${1:-}" == "--stages" ]] && STAGES_ONLY=1 && BENCH_ONLY=1
 [[ "${1:-}" == "--ideogram" ]] && IDEOGRAM_ONLY=1 && BENCH_ONLY=1
+[[ "${1:-}" == "--ampere" ]] && AMPERE_ONLY=1
 # Logs are written to $BUILD/logs; $OUT (or build-gpu/out) gets summary.txt and logs.tar.gz,
 # packed again after every note so a run cut short still returns what it did.
 RESULTS=${OUT:-$BUILD/out}
@@ -119,8 +122,9 @@ make_fixture() {
 if [[ $BENCH_ONLY -eq 0 ]]; then
   make_fixture ltx2pipeline make_ltx2_pipeline_fixtures.py
   make_fixture ltx2upsampler make_ltx2_upsampler_fixtures.py
-  make_fixture ltx2diffdec make_ltx2_diffdec_fixtures.py
-  make_fixture ideogram4 make_ideogram4_fixtures.py
+  # The Ampere run tests LTX-2 alone; the diffusion-decoder fixture only checks a refusal there.
+  [[ $AMPERE_ONLY -eq 1 ]] || make_fixture ltx2diffdec make_ltx2_diffdec_fixtures.py
+  [[ $AMPERE_ONLY -eq 1 ]] || make_fixture ideogram4 make_ideogram4_fixtures.py
 fi
 
 # 1. Build (sm_90 native code only, which is what this GPU runs; packages carry every
@@ -131,39 +135,51 @@ if [[ -f "$BUILD/third_party/cudnn-frontend.tar.xz" ]]; then
   tar -C "$BUILD/third_party/cudnn-frontend" -xJf "$BUILD/third_party/cudnn-frontend.tar.xz"
   frontend=(-DVIREO_CUDNN_FRONTEND_INCLUDE="$BUILD/third_party/cudnn-frontend/include")
 fi
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON "${frontend[@]}" \
+if [[ $AMPERE_ONLY -eq 1 ]]; then
+  echo "sm_90 build: skipped (--ampere)" >"$OUTDIR/build.log"
+else
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIREO_GUI=OFF -DVIREO_CUDA=ON "${frontend[@]}" \
   -DVIREO_PYTHON="$PYTHON" -DVIREO_NLOHMANN_INCLUDE="$BUILD/third_party" -DTORCH_CUDA_ARCH_LIST=9.0 >"$OUTDIR/build.log" 2>&1 \
   && if [[ $STAGES_ONLY -eq 1 || $IDEOGRAM_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-bench; \
      elif [[ $BENCH_ONLY -eq 1 ]]; then ninja -C "$BUILD" vireo-cli vireo-bench vireo_kernels; \
      else ninja -C "$BUILD" test_fp8dequant_gpu test_dequant_gpu test_fusedops_gpu test_backend_ops test_cuda_layers test_ltx2pipeline test_ideogram4 vireo-cli \
        $([[ $QUICK -eq 1 ]] || echo vireo-bench); fi \
      >>"$OUTDIR/build.log" 2>&1
+fi
 build_rc=$?
 note "build: rc $build_rc at $(elapsed) s; $(grep -m1 -E "FP8 attention" "$OUTDIR/build.log" || echo "FP8 attention: not reported")"
 [[ $build_rc -eq 0 ]] || { tail -40 "$OUTDIR/build.log"; exit 1; }
-"$BUILD/app/vireo-cli" devices >"$OUTDIR/devices.txt" 2>&1 && "$BUILD/app/vireo-cli" devices --json >"$OUTDIR/devices.json" 2>&1
-note "vireo-cli devices: rc $?"; cat "$OUTDIR/devices.txt" | tee -a "$SUMMARY"
-for job in "${fixture_jobs[@]}"; do
-  wait "${job%%:*}"
-  rc=$?
-  note "fixture ${job#*:} made here: rc $rc at $(elapsed) s; $(tail -1 "$OUTDIR/fixture-${job#*:}.log")"
-  [[ $rc -eq 0 ]] || { tail -5 "$OUTDIR/fixture-${job#*:}.log" | tee -a "$SUMMARY"; rm -rf "$BUILD/tests/fixtures/${job#*:}"; }
-done
-# The tests whose fixtures are neither carried nor made here are left out.
-unstaged=()
-[[ $BENCH_ONLY -eq 0 && ! -d "$BUILD/$FIXTURES/v23" ]] && unstaged+=(test_ltx2pipeline_cuda)
-[[ $BENCH_ONLY -eq 0 && ! -d "$BUILD/$IDEOGRAM_FIXTURES/pipeline" ]] && unstaged+=(test_ideogram4_cuda)
-exclude=()
-if [[ ${#unstaged[@]} -gt 0 ]]; then
-  exclude=(-E "$(IFS='|'; echo "${unstaged[*]}")")
-  note "no fixtures, left out: ${unstaged[*]}"
+if [[ -x "$BUILD/app/vireo-cli" ]]; then
+  "$BUILD/app/vireo-cli" devices >"$OUTDIR/devices.txt" 2>&1 && "$BUILD/app/vireo-cli" devices --json >"$OUTDIR/devices.json" 2>&1
+  note "vireo-cli devices: rc $?"; cat "$OUTDIR/devices.txt" | tee -a "$SUMMARY"
 fi
+# Waits for the fixtures made here, then leaves out the tests whose fixtures are neither carried
+# nor made (a second call does nothing).
+exclude=()
+await_fixtures() {
+  for job in "${fixture_jobs[@]}"; do
+    wait "${job%%:*}"
+    rc=$?
+    note "fixture ${job#*:} made here: rc $rc at $(elapsed) s; $(tail -1 "$OUTDIR/fixture-${job#*:}.log")"
+    [[ $rc -eq 0 ]] || { tail -5 "$OUTDIR/fixture-${job#*:}.log" | tee -a "$SUMMARY"; rm -rf "$BUILD/tests/fixtures/${job#*:}"; }
+  done
+  # The tests whose fixtures are neither carried nor made here are left out.
+  local unstaged=()
+  [[ $BENCH_ONLY -eq 0 && ! -d "$BUILD/$FIXTURES/v23" ]] && unstaged+=(test_ltx2pipeline_cuda)
+  [[ $BENCH_ONLY -eq 0 && ! -d "$BUILD/$IDEOGRAM_FIXTURES/pipeline" ]] && unstaged+=(test_ideogram4_cuda)
+  if [[ ${#unstaged[@]} -gt 0 ]]; then
+    exclude=(-E "$(IFS='|'; echo "${unstaged[*]}")")
+    note "no fixtures, left out: ${unstaged[*]}"
+  fi
+  fixture_jobs=()
+}
+[[ $AMPERE_ONLY -eq 1 ]] || await_fixtures
 
 # 2. Every gpu-labelled test. -FA: the fixtures were carried in (their generators need diffusers).
 gpu_rc=0
-[[ $BENCH_ONLY -eq 1 ]] || { ctest --test-dir "$BUILD" -L gpu "${exclude[@]}" -FA '.*' --output-on-failure -V --timeout 300 >"$OUTDIR/ctest.log" 2>&1; gpu_rc=$?; }
-[[ $BENCH_ONLY -eq 1 ]] || note "ctest -L gpu: rc $gpu_rc at $(elapsed) s"
-[[ $BENCH_ONLY -eq 1 ]] || grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]|fp8 attention" "$OUTDIR/ctest.log" | grep -v "PASS" | tail -60 | tee -a "$SUMMARY"
+[[ $BENCH_ONLY -eq 1 || $AMPERE_ONLY -eq 1 ]] || { ctest --test-dir "$BUILD" -L gpu "${exclude[@]}" -FA '.*' --output-on-failure -V --timeout 300 >"$OUTDIR/ctest.log" 2>&1; gpu_rc=$?; }
+[[ $BENCH_ONLY -eq 1 || $AMPERE_ONLY -eq 1 ]] || note "ctest -L gpu: rc $gpu_rc at $(elapsed) s"
+[[ $BENCH_ONLY -eq 1 || $AMPERE_ONLY -eq 1 ]] || grep -E "^[0-9]+: (FAIL|   )|Totals|tests passed|tests failed|\(Failed\)|max rel|rel [0-9]|fp8 attention" "$OUTDIR/ctest.log" | grep -v "PASS" | tail -60 | tee -a "$SUMMARY"
 
 # A failure is diagnosed in the same run: the failed tests again with CUDA graphs off, then also
 # with FP8 attention off, then also with the fused kernels replaced by their torch compositions. Passing only there names the
@@ -198,9 +214,10 @@ ampere_path() {
   local rc=$?
   note "Ampere path build (TORCH_CUDA_ARCH_LIST=8.0+PTX): rc $rc at $(elapsed) s"
   [[ $rc -eq 0 ]] || { tail -20 "$OUTDIR/build-sm80.log" | tee -a "$SUMMARY"; return; }
+  await_fixtures
   left=$((BUDGET - $(elapsed)))
   # The pipeline case needs the fixtures of the main build folder.
-  [[ -d "$BUILD/$FIXTURES/v23" ]] && { mkdir -p "$dir/tests/fixtures"; ln -sfn "$BUILD/$FIXTURES" "$dir/$FIXTURES"; }
+  mkdir -p "$dir/tests" && rm -rf "$dir/tests/fixtures" && ln -sfn "$BUILD/tests/fixtures" "$dir/tests/fixtures"
   VIREO_FP8_TENSOR_CORES=0 CUDA_FORCE_PTX_JIT=1 timeout $((left > 40 ? left - 20 : 20)) ctest --test-dir "$dir" -L gpu "${exclude[@]}" \
     -E 'test_ideogram4_cuda' -FA '.*' --output-on-failure -V --timeout 240 >"$OUTDIR/ctest-sm80.log" 2>&1
   rc=$?
@@ -250,6 +267,11 @@ ideogram_bench() {
   fi
   rm -rf /tmp/vireo-bench-ideogram
 }
+if [[ $AMPERE_ONLY -eq 1 ]]; then
+  ampere_path
+  note "gpu-check: done in $(elapsed) s"
+  exit 0
+fi
 if [[ $STAGES_ONLY -eq 1 ]]; then
   stage_bench 360
   note "gpu-check: done in $(elapsed) s"
