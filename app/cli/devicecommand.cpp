@@ -96,7 +96,10 @@ int runDevices(const std::vector<std::string>& args)
     }
     for (const auto& r : reports) {
         std::cout << r.info.name << ": " << vireo::terminalSafe(r.info.description) << "\n";
-        std::cout << "  memory: " << gib(r.freeBytes) << (r.caps ? " free of " : " available of ") << gib(r.info.totalBytes) << "\n";
+        if (r.caps)
+            std::cout << "  memory: " << gib(r.freeBytes) << " free of " << gib(r.info.totalBytes) << "\n";
+        else
+            std::cout << "  memory: " << gib(r.freeBytes) << " available\n";
         if (!r.caps)
             continue;
         if (r.refusal) {
