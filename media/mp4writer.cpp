@@ -8,6 +8,7 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -43,6 +44,12 @@ int moveWithoutReplacing(const std::filesystem::path& from, const std::filesyste
     if (::access(to.c_str(), F_OK) == 0)
         return EEXIST;
     return std::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
+}
+
+std::filesystem::path partialPath(const std::filesystem::path& path)
+{
+    static std::atomic<unsigned long> counter{0};
+    return path.parent_path() / ("." + path.filename().string() + ".part" + std::to_string(::getpid()) + "-" + std::to_string(++counter));
 }
 
 struct Mp4Writer::Impl {
@@ -154,7 +161,7 @@ Result<std::unique_ptr<Mp4Writer>> Mp4Writer::open(const std::filesystem::path& 
     if (::access(path.c_str(), F_OK) == 0)
         return makeError(
             ErrorCode::InvalidArgument, path.string() + ": the file exists; choose another name (outputs are never overwritten)");
-    impl->tmp = path.parent_path() / ("." + path.filename().string() + ".part" + std::to_string(::getpid()));
+    impl->tmp = partialPath(path);
 
     int r = avformat_alloc_output_context2(&impl->format, nullptr, "mp4", impl->tmp.c_str());
     if (r < 0 || !impl->format)

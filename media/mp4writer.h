@@ -35,6 +35,11 @@ struct AudioStreamSpec {
 // the name is taken). Atomic where the filesystem allows (RENAME_NOREPLACE, else a hard
 // link); FAT-like volumes have neither and get a check right before the rename.
 int moveWithoutReplacing(const std::filesystem::path& from, const std::filesystem::path& to);
+// The hidden name an output is written under before it is moved into place:
+// "<folder>/.<name>.part<pid>-<n>", unique within the process (two engines may write the same
+// name at once) and naming the writer's process, so a later run can tell a partial file whose
+// writer is gone (output::removeStalePartials) from one still being written.
+std::filesystem::path partialPath(const std::filesystem::path& path);
 
 class Mp4Writer {
 public:

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <cerrno>
 #include <csignal>
 #include <dirent.h>
@@ -147,11 +148,16 @@ Result<std::filesystem::path> freshOutputPath(const std::filesystem::path& folde
         slug.chop(1);
     const QString stamp = QDateTime::currentDateTime().toString(QStringLiteral("yyyy-MM-dd_HH-mm-ss"));
     const QString base = stamp + (slug.isEmpty() ? QString() : QLatin1Char('_') + slug);
+    // A name handed out stays claimed for the process: engines of two GPUs finishing the same
+    // prompt in the same second must not both take it (the second would fail at its final move).
+    static std::mutex claimedMutex;
+    static std::set<QString> claimed;
+    std::lock_guard lock(claimedMutex);
     for (int n = 1; n < 10000; ++n) {
         const QString name =
             base + (n > 1 ? QStringLiteral(" (%1)").arg(n) : QString()) + QLatin1Char('.') + QString::fromStdString(extension);
         const QString full = QDir(dir).filePath(name);
-        if (!QFileInfo::exists(full) && !QFileInfo(full).isSymLink())
+        if (!QFileInfo::exists(full) && !QFileInfo(full).isSymLink() && claimed.insert(full).second)
             return std::filesystem::path(full.toStdString());
     }
     return makeError(ErrorCode::Io, folder.string() + ": no free name for the output");
@@ -212,7 +218,7 @@ Result<void> writeImage(const std::filesystem::path& path, const QImage& image, 
     struct stat st {};
     if (::lstat(path.c_str(), &st) == 0)
         return makeError(ErrorCode::InvalidArgument, path.string() + " exists; outputs are never overwritten");
-    const auto tmp = path.parent_path() / ("." + path.filename().string() + ".part");
+    const auto tmp = media::partialPath(path);
     QImageWriter writer(QString::fromStdString(tmp.string()), "png");
     Recipe asImage = recipe;
     asImage.kind = "image";
@@ -260,8 +266,15 @@ int removeStalePartials(const std::filesystem::path& folder)
         const auto at = name.rfind(".part");
         if (name.size() < 2 || name[0] != '.' || at == std::string::npos || at + 5 >= name.size())
             continue;
-        const std::string digits = name.substr(at + 5);
-        if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+        // ".part<pid>" (older writers) or ".part<pid>-<n>".
+        std::string digits = name.substr(at + 5);
+        if (const auto dash = digits.find('-'); dash != std::string::npos) {
+            const auto n = digits.substr(dash + 1);
+            if (n.empty() || n.size() > 19 || n.find_first_not_of("0123456789") != std::string::npos)
+                continue;
+            digits.resize(dash);
+        }
+        if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
             continue;
         const auto pid = static_cast<pid_t>(std::strtol(digits.c_str(), nullptr, 10));
         // Only a writer that is gone: a live process (this one, another studio) may still write it.

@@ -4,10 +4,12 @@
 // device has free, what it holds, how much work waits for it and what the job's memory plan
 // needs there, so the rules are tested on tables of devices without any GPU.
 
+#include "base/capability.h"
 #include "inference/util/result.h"
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,9 @@ struct DeviceSlot {
     std::string residentModel;
     std::int64_t residentBytes = 0;
     int queued = 0;  // jobs waiting or running on it
+    // What the device can do, for planning there; empty: measured on this machine when planned
+    // (tables of devices in tests name real GPUs instead).
+    std::optional<capability::DeviceCaps> caps;
 };
 
 // What a job needs: its model, the device it is pinned to ("" for any GPU), and its memory

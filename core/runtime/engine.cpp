@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <condition_variable>
@@ -110,7 +111,13 @@ struct Engine::Impl {
     std::condition_variable wake;
     std::deque<std::shared_ptr<Job>> queue;
     std::map<quint64, std::shared_ptr<Job>> jobs;
-    quint64 nextId = 1;
+    // Ids come from one counter for every engine of the process: a front end that follows the
+    // jobs of several devices (the device pool, the API) keys on the id alone.
+    static quint64 nextId()
+    {
+        static std::atomic<quint64> counter{1};
+        return counter++;
+    }
     bool stopping = false;
 
     // Owned by the engine thread; `residentInfo` is its snapshot for other threads.
@@ -195,7 +202,7 @@ quint64 Engine::enqueueLoad(const ModelRef& model, facade::SizeRequest size, boo
     quint64 id;
     {
         std::lock_guard lock(m_impl->mutex);
-        id = job->status.id = m_impl->nextId++;
+        id = job->status.id = Impl::nextId();
         m_impl->jobs[id] = job;
         m_impl->queue.push_back(job);
     }
@@ -220,7 +227,7 @@ quint64 Engine::enqueueGenerate(const GenerateJob& g)
     quint64 id;
     {
         std::lock_guard lock(m_impl->mutex);
-        id = job->status.id = m_impl->nextId++;
+        id = job->status.id = Impl::nextId();
         m_impl->jobs[id] = job;
         m_impl->queue.push_back(job);
     }
@@ -237,7 +244,7 @@ quint64 Engine::enqueueUnload()
     quint64 id;
     {
         std::lock_guard lock(m_impl->mutex);
-        id = job->status.id = m_impl->nextId++;
+        id = job->status.id = Impl::nextId();
         m_impl->jobs[id] = job;
         m_impl->queue.push_back(job);
     }
@@ -291,6 +298,15 @@ QList<JobStatus> Engine::jobs() const
     for (const auto& [_, j] : m_impl->jobs)
         out.append(j->status);
     return out;
+}
+
+int Engine::pending() const
+{
+    std::lock_guard lock(m_impl->mutex);
+    return static_cast<int>(std::count_if(m_impl->jobs.begin(), m_impl->jobs.end(), [](const auto& kv) {
+        const auto s = kv.second->status.state;
+        return s == JobState::Queued || s == JobState::Running;
+    }));
 }
 
 std::optional<JobStatus> Engine::job(quint64 id) const

@@ -92,6 +92,8 @@ public:
 
     QList<JobStatus> jobs() const;
     std::optional<JobStatus> job(quint64 id) const;
+    // Jobs queued or running (what the device pool ranks devices by).
+    int pending() const;
     // Forgets finished jobs (the queue view's "clear").
     void clearFinished();
 

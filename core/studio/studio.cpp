@@ -4,6 +4,7 @@
 #include "core/hub/cachemanager.h"
 #include "core/hub/downloadmanager.h"
 #include "core/output/outputfile.h"
+#include "core/runtime/devicepool.h"
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
 #include "core/settings/studiosettings.h"
@@ -84,6 +85,13 @@ QString Studio::defaultDataFolder()
 QString Studio::galleryDatabaseFile()
 {
     return QDir(defaultDataFolder()).filePath(QStringLiteral("gallery.sqlite"));
+}
+
+runtime::DevicePool* Studio::devicePool()
+{
+    if (!m_pool)
+        m_pool = new runtime::DevicePool({runtime::DevicePool::machineSlots, [this](const QString& device) { return engine(device); }}, this);
+    return m_pool;
 }
 
 runtime::Engine* Studio::engine(const QString& deviceIn)

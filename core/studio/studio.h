@@ -22,6 +22,7 @@ namespace vireo::gallery {
 class Gallery;
 }
 namespace vireo::runtime {
+class DevicePool;
 class Engine;
 class ModelResolver;
 }  // namespace vireo::runtime
@@ -55,6 +56,9 @@ public:
     gallery::Gallery* gallery() const { return m_gallery; }
     // The engine of a device ("cpu", "cuda:0"; empty: the settings' device), created on first use.
     runtime::Engine* engine(const QString& device = {});
+    // Every device's engine behind one submit: a job goes where its memory plan fits (the GPU
+    // holding its model, then the shortest queue) or where it is pinned. Created on first use.
+    runtime::DevicePool* devicePool();
     // Where the studio keeps its own data (remembered run times, the gallery).
     QString dataFolder() const;
     static QString defaultDataFolder();
@@ -78,6 +82,7 @@ private:
     hub::CacheManager* m_cache = nullptr;
     gallery::Gallery* m_gallery = nullptr;
     std::map<QString, runtime::Engine*> m_engines;
+    runtime::DevicePool* m_pool = nullptr;
 };
 
 }  // namespace vireo::core

@@ -7,6 +7,7 @@
 #include "core/gallery/gallery.h"
 #include "core/gallery/gallerystore.h"
 #include "core/studio/studio.h"
+#include "tests/core/tinyjobs.h"
 
 #include "inference/facade/generator.h"
 
@@ -35,19 +36,13 @@ using runtime::JobState;
 
 namespace {
 
+using test::tinyModel;
+using test::smallRequest;
+using test::waitFinished;
+
 QString fixtures()
 {
-    return qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/ltx2pipeline");
-}
-
-runtime::ModelRef tinyModel(const QString& version = QStringLiteral("v23"))
-{
-    runtime::ModelRef m;
-    m.key = QStringLiteral("local:tiny-") + version;
-    m.title = QStringLiteral("tiny LTX ") + version;
-    m.plan.modelPaths = {QString(fixtures() + QLatin1Char('/') + version + QStringLiteral("/diffusers")).toStdString()};
-    m.plan.device = "cpu";
-    return m;
+    return test::ltxFixtures();
 }
 
 runtime::ModelRef tinyIdeogram()
@@ -72,17 +67,6 @@ facade::GenerateRequest imageRequest()
     return r;
 }
 
-facade::GenerateRequest smallRequest(std::int64_t size = 64, std::int64_t frames = 9)
-{
-    facade::GenerateRequest r;
-    r.prompt = "a fox in the snow";
-    r.width = size;
-    r.height = size;
-    r.frames = frames;
-    r.seed = 3;
-    return r;
-}
-
 std::int64_t virtualBytes()
 {
     std::ifstream statm("/proc/self/statm");
@@ -97,23 +81,6 @@ std::int64_t residentBytes()
     std::int64_t size = 0, resident = 0;
     statm >> size >> resident;
     return resident * ::sysconf(_SC_PAGESIZE);
-}
-
-bool waitFinished(Engine& e, quint64 id, int ms = 120000)
-{
-    QElapsedTimer t;
-    t.start();
-    while (t.elapsed() < ms) {
-        const auto s = e.job(id);
-        if (s && (s->state == JobState::Done || s->state == JobState::Failed || s->state == JobState::Cancelled)) {
-            // Progress is delivered queued: what the job reported before it finished is
-            // handed over now, so a test sees all of it.
-            QCoreApplication::processEvents();
-            return true;
-        }
-        QTest::qWait(5);
-    }
-    return false;
 }
 
 }  // namespace

@@ -443,6 +443,33 @@ private slots:
         QCOMPARE(v.readAll(), QByteArray("the user's own file"));
     }
 
+    // Two engines finishing the same prompt in the same second get two names, and only the
+    // partial files of writers that are gone are cleaned up (both temporary-name forms).
+    void freshNamesAreClaimedAndOnlyGoneWritersPartialsGo()
+    {
+        QTemporaryDir dir;
+        const auto first = output::freshOutputPath(dir.path().toStdString(), "a fox", "mp4");
+        const auto second = output::freshOutputPath(dir.path().toStdString(), "a fox", "mp4");
+        QVERIFY(first && second);
+        QVERIFY2(*first != *second, first->c_str());
+        const auto touch = [&](const QString& name) {
+            QFile f(dir.filePath(name));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("partial");
+        };
+        const QString own = QString::number(QCoreApplication::applicationPid());
+        // 999999999 is past any pid_max: a writer that is surely gone.
+        touch(QStringLiteral(".a.mp4.part999999999"));
+        touch(QStringLiteral(".b.mp4.part999999999-3"));
+        touch(QStringLiteral(".c.mp4.part") + own + QStringLiteral("-1"));
+        touch(QStringLiteral(".d.mp4.part999999999-"));
+        touch(QStringLiteral(".e.mp4.part999999999-x"));
+        QCOMPARE(output::removeStalePartials(dir.path().toStdString()), 2);
+        const auto left = QDir(dir.path()).entryList(QDir::Hidden | QDir::Files);
+        QCOMPARE(left, (QStringList{QStringLiteral(".c.mp4.part") + own + QStringLiteral("-1"), QStringLiteral(".d.mp4.part999999999-"),
+                           QStringLiteral(".e.mp4.part999999999-x")}));
+    }
+
     void survivesKilledWriters()
     {
         QTemporaryDir dir;
