@@ -10,6 +10,7 @@
 #include "core/output/recipe.h"
 #include "core/runtime/conditioning.h"
 #include "core/runtime/defaults.h"
+#include "core/runtime/devicepool.h"
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
 #include "core/studio/studio.h"
@@ -58,7 +59,7 @@ std::string generateHelp()
         "usage: vireo-cli generate --model PATH [--model PATH ...] [--text-encoder GEMMA_FOLDER] --prompt TEXT --out FILE.mp4|FILE.png\n"
         "         [--negative TEXT] [--frames N|auto] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
         "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--rescale R]\n"
-        "         [--device cpu|cuda] [--dtype auto|f32|bf16] [--placement "
+        "         [--device cpu|cuda|cuda:N|auto] [--dtype auto|f32|bf16] [--placement "
         "auto|all-resident|text-encoder-on-cpu|offload-transformer-blocks]\n"
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
         "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] "
@@ -87,6 +88,8 @@ std::string generateHelp()
         "  --set KNOB=VALUE sets a control of the model's family's own (its recipe keeps it); the knobs:\n"
         "%k"
         "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n"
+        "  --device auto runs on the GPU the memory plan fits with the fewest jobs queued (the CPU on a box\n"
+        "  without one) and says which and why\n"
         "  --dry-run prints the memory plan and the path each component takes on the device (the dtype, FP8 or\n"
         "  dequantized GEMMs, the attention) and loads nothing; --out is then optional. --plan-for DEVICE plans for\n"
         "  another GPU instead of this machine's (%s)\n";
@@ -153,6 +156,7 @@ struct GenerateOptions {
     vireo::generation::Ask ask;
     std::string out;
     bool asJson = false, force = false, recordInGallery = true, dryRun = false;
+    bool autoDevice = false;  // --device auto: the device pool places the job
     std::optional<vireo::capability::DeviceCaps> planFor;
     int repeat = 1;
 };
@@ -273,9 +277,11 @@ std::optional<int> applyValue(const std::string& a, const std::string& v, Genera
         if (s != "distilled" && s != "dev")
             return usage("--schedule is distilled or dev");
         ask.schedule = s;
-    } else if (a == "--device")
-        load.device = v;
-    else if (a == "--dtype")
+    } else if (a == "--device") {
+        // auto: planned and shown for the first GPU (the CPU without one); the pool then places it.
+        o.autoDevice = vireo::cli::lower(v) == "auto";
+        load.device = o.autoDevice ? (vireo::facade::availableDevices().size() > 1 ? "cuda:0" : "cpu") : v;
+    } else if (a == "--dtype")
         load.dtype = v;
     else if (a == "--set") {
         // The range is the family's, checked with the rest of the ask (generation::prepare).
@@ -648,7 +654,26 @@ int runGenerate(const std::vector<std::string>& given)
     if (auto done = showPlan(o, base, *defaults, image))
         return *done;
 
-    auto& engine = *(*studio)->engine(QString::fromStdString(load.device));
+    // --device auto: the pool picks the device for the first run; the repeats (timing runs) follow it.
+    vireo::runtime::Engine* chosen = nullptr;
+    std::optional<quint64> autoFirst;
+    if (o.autoDevice) {
+        vireo::runtime::GenerateJob probe = prepared->job;
+        probe.forcePlacement = o.force;
+        probe.writeOutput = o.repeat == 1;
+        if (probe.writeOutput)
+            probe.outputPath = QString::fromStdString(out);
+        auto placed = (*studio)->devicePool()->submit(probe);
+        if (!placed) {
+            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(placed.error().message).c_str());
+            return 1;
+        }
+        if (!asJson)
+            std::printf("device: %s (%s)\n", qPrintable(placed->device), vireo::terminalSafe(placed->reason.toStdString()).c_str());
+        chosen = placed->engine;
+        autoFirst = placed->id;
+    }
+    auto& engine = chosen ? *chosen : *(*studio)->engine(QString::fromStdString(load.device));
     QObject::connect(studio->get(), &vireo::core::Studio::outputNotRecorded, &app, [](const QString& path, const QString& reason) {
         std::fprintf(
             stderr, "vireo-cli: warning: %s was written but not listed in the gallery: %s\n", qPrintable(path), qPrintable(reason));
@@ -656,12 +681,15 @@ int runGenerate(const std::vector<std::string>& given)
     using Clock = std::chrono::steady_clock;
     const auto started = Clock::now();
     std::vector<quint64> ids;
-    for (int r = 0; r < o.repeat; ++r) {
+    if (autoFirst)
+        ids.push_back(*autoFirst);
+    for (int r = autoFirst ? 1 : 0; r < o.repeat; ++r) {
         vireo::runtime::GenerateJob job = prepared->job;
         job.forcePlacement = o.force;
         job.writeOutput = r + 1 == o.repeat;
         if (job.writeOutput)
             job.outputPath = QString::fromStdString(out);
+        job.model.plan.device = engine.device().toStdString();
         ids.push_back(engine.enqueueGenerate(job));
     }
     if (!asJson && image)

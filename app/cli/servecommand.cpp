@@ -44,7 +44,9 @@ options:
   --text-encoder DIR     the text encoder of the --model before it
   --upsampler FILE       the latent upsampler of the --model before it
   --outputs DIR          write outputs here instead of the studio's outputs folder
-  --device DEV           cpu, cuda or cuda:N (default: the studio's setting)
+  --device DEV           cpu, cuda, cuda:N, or auto: each job on the GPU its memory plan fits
+                         with the fewest jobs queued (default: the studio's setting); a job's
+                         own "device" field (auto, cpu, cuda:N) overrides it
   --max-queue N          jobs queued or running through the API before 429 (default 16)
   --max-connections N    open connections before new ones are closed (default 256)
   --header-timeout S    seconds a client has to send a request's headers, idle time between

@@ -6,6 +6,7 @@
 #include "core/generation/generation.h"
 #include "core/hub/downloadmanager.h"
 #include "core/output/outputfile.h"
+#include "core/runtime/devicepool.h"
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
 #include "core/settings/studiosettings.h"
@@ -208,7 +209,16 @@ struct ApiService::Impl {
     Options options;
     std::unique_ptr<ApiServer> server;
     std::unique_ptr<JobJournal> journal;
-    runtime::Engine* engine = nullptr;
+    runtime::Engine* engine = nullptr;  // the default device's: warm-up loads, what is resident
+    runtime::DevicePool* pool = nullptr;  // every device's engine: jobs placed by plan or pinned
+
+    // A job's status wherever it runs (ids are unique across engines).
+    std::optional<runtime::JobStatus> engineStatus(quint64 id) const
+    {
+        if (auto s = pool->job(id))
+            return s;
+        return engine->job(id);
+    }
 
     struct Job {
         std::string id, kind;  // "video" | "image"
@@ -462,7 +472,20 @@ struct ApiService::Impl {
         j.params["frames"] = job.request.frames;
         j.params["width"] = job.request.width;
         j.params["height"] = job.request.height;
-        j.engineJob = engine->enqueueGenerate(job);
+        // The job's own device, else the server's: "auto" places it by plan and queue, a device
+        // pins it; without either it runs on the default device's engine as before.
+        std::string device = j.params.value("device", std::string());
+        if (device.empty() && options.device == QStringLiteral("auto"))
+            device = "auto";
+        if (device.empty()) {
+            j.engineJob = engine->enqueueGenerate(job);
+        } else {
+            auto placed = pool->submit(job, device == "auto" ? QString() : QString::fromStdString(device));
+            if (!placed)
+                refuse(placed.error().code == ErrorCode::NotFound ? 400 : 409, placed.error().message, "device", "device_unavailable");
+            j.engineJob = placed->id;
+            j.params["placed_on"] = placed->device.toStdString();
+        }
         byEngineJob[j.engineJob] = j.id;
     }
 
@@ -544,7 +567,7 @@ struct ApiService::Impl {
         if (it == byEngineJob.end())
             return;
         auto& j = jobs[it->second];
-        const auto s = engine->job(engineId);
+        const auto s = engineStatus(engineId);
         if (!s)
             return;
         if (s->state == runtime::JobState::Running && j.status == "queued") {
@@ -618,7 +641,7 @@ struct ApiService::Impl {
         if (jt == jobs.end())
             return;  // deleted by its client while it ran
         auto& j = jt->second;
-        const auto s = engine->job(engineId);
+        const auto s = engineStatus(engineId);
         if (!s) {
             finishJob(j, "failed", "the engine lost track of the job", "internal");
             return;
@@ -795,6 +818,15 @@ struct ApiService::Impl {
         }
         if (auto g = f.number("audio_guidance", 0, 50))
             p["audio_guidance"] = *g;
+        if (auto device = f.text("device")) {
+            // "auto" or a device of this box ("cpu", "cuda:1"); the pool says which exist.
+            const bool named = *device == "cpu"
+                || (device->rfind("cuda:", 0) == 0 && device->size() > 5 && device->size() <= 8
+                    && device->find_first_not_of("0123456789", 5) == std::string::npos);
+            if (*device != "auto" && !named)
+                refuse(400, "'device' must be auto, cpu or cuda:N, not '" + output::truncatedUtf8(*device, 40) + "'", "device");
+            p["device"] = *device;
+        }
         readKnobs(f, p);
         readLoras(f, p);
         readConditions(f, p);
@@ -1133,7 +1165,8 @@ struct ApiService::Impl {
         auto& j = jobOr404(id, kind);
         if (j.status == "queued" || j.status == "in_progress") {
             dropUploads(j.params);
-            engine->cancel(j.engineJob);
+            if (!pool->cancel(j.engineJob))
+                engine->cancel(j.engineJob);
             byEngineJob.erase(j.engineJob);
             for (auto& l : j.listeners)
                 l.stream->close();
@@ -1509,14 +1542,36 @@ Result<void> ApiService::start()
     auto& d = *m_impl;
     if (d.server)
         return {};
-    d.engine = d.studio->engine(d.options.device);
-    connect(d.engine, &runtime::Engine::jobChanged, this, [this](quint64 id) { m_impl->onEngineJobChanged(id); });
-    connect(d.engine, &runtime::Engine::jobProgress, this, [this](quint64 id, const QString& phase, qint64 done, qint64 total, double eta) {
-        m_impl->onEngineProgress(id, phase, done, total, eta);
+    d.engine = d.studio->engine(d.options.device == QStringLiteral("auto") ? QString() : d.options.device);
+    d.pool = d.studio->devicePool();
+    // Each job's signals come once: from the pool for the jobs it placed (on any engine), from
+    // the default engine for the rest.
+    const auto fromPool = [this](quint64 id) { return m_impl->pool->engineOf(id) != nullptr; };
+    connect(d.engine, &runtime::Engine::jobChanged, this, [this, fromPool](quint64 id) {
+        if (!fromPool(id))
+            m_impl->onEngineJobChanged(id);
     });
-    connect(d.engine, &runtime::Engine::previewReady, this,
+    connect(d.engine, &runtime::Engine::jobProgress, this,
+        [this, fromPool](quint64 id, const QString& phase, qint64 done, qint64 total, double eta) {
+            if (!fromPool(id))
+                m_impl->onEngineProgress(id, phase, done, total, eta);
+        });
+    connect(d.engine, &runtime::Engine::previewReady, this, [this, fromPool](quint64 id, const QImage& strip, int step) {
+        if (!fromPool(id))
+            m_impl->onEnginePreview(id, strip, step);
+    });
+    connect(d.engine, &runtime::Engine::jobFinished, this, [this, fromPool](quint64 id) {
+        if (!fromPool(id))
+            m_impl->onEngineFinished(id);
+    });
+    connect(d.pool, &runtime::DevicePool::jobChanged, this, [this](quint64 id) { m_impl->onEngineJobChanged(id); });
+    connect(
+        d.pool, &runtime::DevicePool::jobProgress, this, [this](quint64 id, const QString& phase, qint64 done, qint64 total, double eta) {
+            m_impl->onEngineProgress(id, phase, done, total, eta);
+        });
+    connect(d.pool, &runtime::DevicePool::previewReady, this,
         [this](quint64 id, const QImage& strip, int step) { m_impl->onEnginePreview(id, strip, step); });
-    connect(d.engine, &runtime::Engine::jobFinished, this, [this](quint64 id) { m_impl->onEngineFinished(id); });
+    connect(d.pool, &runtime::DevicePool::jobFinished, this, [this](quint64 id) { m_impl->onEngineFinished(id); });
 
     // Listening comes first: a port that is taken stops here, before the journal is touched.
     // Requests that arrive meanwhile wait for this thread, so they see the replayed jobs.

@@ -90,7 +90,8 @@ QString Studio::galleryDatabaseFile()
 runtime::DevicePool* Studio::devicePool()
 {
     if (!m_pool)
-        m_pool = new runtime::DevicePool({runtime::DevicePool::machineSlots, [this](const QString& device) { return engine(device); }}, this);
+        m_pool =
+            new runtime::DevicePool({runtime::DevicePool::machineSlots, [this](const QString& device) { return engine(device); }}, this);
     return m_pool;
 }
 

@@ -458,6 +458,27 @@ def test_recipe_fields(server):
           recipe.get("knobs"))
     s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "x", "size": "96x64", "stages": "two"})
     check("two stages at a size that does not halve: 400 with the reason", s == 400 and "halve" in b.decode(), b[:300])
+    # A job's own device: "auto" places it by plan and queue (here the CPU, the only device) and
+    # says where; a device the box lacks, or a word that is not a device, is refused by name.
+    s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "a placed fox", "size": "96x64",
+                                                    "frames": 9, "seed": 4, "device": "auto"})
+    job = json.loads(b)
+    deadline = time.time() + 300
+    while s == 200 and job.get("status") in ("queued", "in_progress") and time.time() < deadline:
+        time.sleep(0.3)
+        s, _, b = server.request("GET", f"/v1/videos/{job['id']}")
+        job = json.loads(b)
+    placed = json.loads(server.request("GET", f"/v1/vireo/jobs/{job.get('id')}")[2]).get("params", {}) if s == 200 else {}
+    check("a job with \"device\": \"auto\" is placed by the device pool and says where",
+          job.get("status") == "completed" and placed.get("placed_on") in ("cpu", "cuda:0"), (job.get("status"), job.get("error"), placed))
+    s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "x", "size": "96x64", "device": "cuda:7"})
+    err = json.loads(b).get("error", {})
+    check("a device the box does not have: 400 naming the box's devices",
+          s == 400 and err.get("param") == "device" and "cuda:7, which this box does not have (cpu" in err.get("message", ""), (s, err))
+    s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "x", "size": "96x64", "device": "gpu"})
+    err = json.loads(b).get("error", {})
+    check("a device that is not one: 400", s == 400 and err.get("param") == "device" and "auto, cpu or cuda:N" in err.get("message", ""),
+          (s, err))
     s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "x", "stages": "three"})
     check("an unknown stage path: 400 naming stages", s == 400 and json.loads(b)["error"]["param"] == "stages", b[:300])
 

@@ -203,6 +203,15 @@ def test_generate(tmp_dir=RUN_TMP):
             "--frames", 17, "--width", 96, "--height", 64, "--fps", 24, "--seed", 7, "--speed", "Fast", "--out", out)
     ok = p.returncode == 0 and "denoise            8/8" in p.stdout and "vocoder" in p.stdout and out.exists()
     check("generate writes an MP4", ok, p.stderr or p.stdout)
+    # --device auto: the device pool places the job and says where and why (the CPU on a box
+    # without a GPU; on the GPU machine, cuda:0 with its queue and memory).
+    placed = Path(tmp_dir) / f"vireo-cli-generate-auto-{os.getpid()}.mp4"
+    q = run("generate", "--model", root / "diffusers", "--prompt", "a red fox", "--frames", 9, "--width", 64, "--height", 64,
+            "--seed", 7, "--device", "auto", "--no-gallery", "--out", placed)
+    lines = [line for line in q.stdout.splitlines() if line.startswith("device: ")]
+    check("generate --device auto: placed by the pool, with the reason", q.returncode == 0 and placed.exists() and len(lines) == 1
+          and (lines[0] == "device: cpu (cpu: the box has no GPU)" or lines[0].startswith("device: cuda:")),
+          q.stderr[-600:] or q.stdout[-600:])
     if ok:
         probe = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-show_streams", "-show_format", "-of", "json", str(out)],
                                capture_output=True, text=True)

@@ -158,7 +158,8 @@ private slots:
         QVERIFY(!r);
         QCOMPARE(r.error().code, ErrorCode::OutOfMemory);
         const auto& m = r.error().message;
-        QVERIFY2(m.find("no GPU can hold this job") != std::string::npos && m.find("cuda:0 (NVIDIA GeForce RTX 4090): needs") != std::string::npos
+        QVERIFY2(m.find("no GPU can hold this job") != std::string::npos
+                && m.find("cuda:0 (NVIDIA GeForce RTX 4090): needs") != std::string::npos
                 && m.find("cuda:1 (NVIDIA GeForce RTX 4090): needs") != std::string::npos,
             m.c_str());
         for (const auto& [_, e] : box.engines)

@@ -36,8 +36,8 @@ using runtime::JobState;
 
 namespace {
 
-using test::tinyModel;
 using test::smallRequest;
+using test::tinyModel;
 using test::waitFinished;
 
 QString fixtures()

@@ -466,8 +466,9 @@ private slots:
         touch(QStringLiteral(".e.mp4.part999999999-x"));
         QCOMPARE(output::removeStalePartials(dir.path().toStdString()), 2);
         const auto left = QDir(dir.path()).entryList(QDir::Hidden | QDir::Files);
-        QCOMPARE(left, (QStringList{QStringLiteral(".c.mp4.part") + own + QStringLiteral("-1"), QStringLiteral(".d.mp4.part999999999-"),
-                           QStringLiteral(".e.mp4.part999999999-x")}));
+        QCOMPARE(left,
+            (QStringList{QStringLiteral(".c.mp4.part") + own + QStringLiteral("-1"), QStringLiteral(".d.mp4.part999999999-"),
+                QStringLiteral(".e.mp4.part999999999-x")}));
     }
 
     void survivesKilledWriters()

@@ -7,10 +7,12 @@
 #include "core/output/outputfile.h"
 #include "core/runtime/conditioning.h"
 #include "core/runtime/defaults.h"
+#include "core/runtime/devicepool.h"
 #include "core/runtime/engine.h"
 #include "core/settings/studiosettings.h"
 #include "core/studio/studio.h"
 #include "core/hub/downloadmanager.h"
+#include "inference/facade/generator.h"
 #include "inference/util/format.h"
 #include "ui/pages/pagehelpers.h"
 
@@ -53,6 +55,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <functional>
 
 namespace vireo::ui {
@@ -493,6 +496,16 @@ QWidget* GeneratePage::memoryCard()
     m_memory->setWordWrap(true);
     m_memory->setTextInteractionFlags(Qt::TextSelectableByMouse);
     form->addRow(tr("Placement"), m_placement);
+    // Where the job runs: the settings' device (the plan below is for it), a device of this box,
+    // or the GPU whose memory plan fits with the fewest jobs queued (the device pool decides).
+    m_runOn = new QComboBox;
+    m_runOn->setObjectName(QStringLiteral("runOn"));
+    m_runOn->addItem(tr("Best GPU for the job"), QStringLiteral("auto"));
+    for (const auto& d : facade::availableDevices())
+        m_runOn->addItem(QStringLiteral("%1 · %2").arg(QString::fromStdString(d.name), QString::fromStdString(d.description)),
+            QString::fromStdString(d.name));
+    m_runOn->setToolTip(tr("Best GPU: where the model is already loaded, else the card with the fewest jobs queued that holds it"));
+    form->addRow(tr("Run on"), m_runOn);
     form->addRow(m_memory);
     return box;
 }
@@ -703,7 +716,8 @@ void GeneratePage::connectControls()
     });
     connect(m_cancelSelected, &QPushButton::clicked, this, [this] {
         if (auto* item = m_queue->currentItem())
-            engine()->cancel(item->data(Qt::UserRole).toULongLong());
+            if (auto* e = engineOf(item->data(Qt::UserRole).toULongLong()))
+                e->cancel(item->data(Qt::UserRole).toULongLong());
     });
     connect(m_play, &QPushButton::clicked, this, [this] {
         if (!m_player)
@@ -732,6 +746,10 @@ void GeneratePage::connectControls()
         const int i = m_placement->findData(m_studio->settings()->placement());
         m_placement->setCurrentIndex(i < 0 ? 0 : i);
     }
+    {
+        const int i = m_runOn->findData(m_studio->settings()->resolvedComputeDevice());
+        m_runOn->setCurrentIndex(i < 0 ? 0 : i);
+    }
     m_randomSeed->setChecked(true);
     m_seed->setEnabled(false);
     watch(engine());
@@ -753,6 +771,20 @@ void GeneratePage::ensurePlayer()
 runtime::Engine* GeneratePage::engine() const
 {
     return m_studio->engine();
+}
+
+runtime::Engine* GeneratePage::engineOf(quint64 id) const
+{
+    for (auto* e : m_watched)
+        if (e->job(id))
+            return e;
+    return nullptr;
+}
+
+std::optional<runtime::JobStatus> GeneratePage::jobStatus(quint64 id) const
+{
+    const auto* e = engineOf(id);
+    return e ? e->job(id) : std::nullopt;
 }
 
 void GeneratePage::watch(runtime::Engine* e)
@@ -1310,18 +1342,40 @@ quint64 GeneratePage::generate()
     auto job = std::move(prepared->job);
     job.outputFolder = m_studio->settings()->outputsFolder();
     job.forcePlacement = planCurrent && !m_planFits;  // asked above, and answered yes
-    auto* e = engine();
-    watch(e);
-    const auto id = e->enqueueGenerate(job);
+    // The settings' device takes the job as before (the plan shown is its); another choice goes
+    // through the device pool, which plans it for each device and says where it went and why.
+    const auto runOn = m_runOn->currentData().toString();
+    runtime::Engine* e = nullptr;
+    quint64 id = 0;
+    QString placedNote;
+    if (runOn.isEmpty() || runOn == m_studio->settings()->resolvedComputeDevice()) {
+        e = engine();
+        watch(e);
+        id = e->enqueueGenerate(job);
+    } else {
+        // Watched before the job is queued: its first reports come from that engine.
+        const auto placed = m_studio->devicePool()->submit(job, runOn == QStringLiteral("auto") ? QString() : runOn);
+        if (!placed) {
+            m_generateWhy->setText(QString::fromStdString(placed.error().message));
+            m_generateWhy->setVisible(true);
+            return 0;
+        }
+        e = placed->engine;
+        watch(e);
+        id = placed->id;
+        placedNote = tr("On %1: %2").arg(placed->device, placed->reason);
+    }
     m_pageJobs.insert(id);
     // The status area follows the running job; a new one shows there once nothing else is.
-    const auto shown = m_job ? e->job(m_job) : std::nullopt;
+    const auto shown = m_job ? jobStatus(m_job) : std::nullopt;
     if (!shown || (shown->state != runtime::JobState::Running && shown->state != runtime::JobState::Queued)) {
         m_job = id;
         m_progress->setValue(0);
         m_phase->setText(tr("Queued"));
         m_eta->clear();
     }
+    if (!placedNote.isEmpty())
+        m_result->setText(placedNote);
     m_cancel->setEnabled(true);
     refreshQueue();
     return id;
@@ -1329,8 +1383,8 @@ quint64 GeneratePage::generate()
 
 void GeneratePage::cancelCurrent()
 {
-    if (m_job)
-        engine()->cancel(m_job);
+    if (auto* e = m_job ? engineOf(m_job) : nullptr)
+        e->cancel(m_job);
 }
 
 void GeneratePage::onJobProgress(quint64 id, const QString& phase, qint64 done, qint64 total, double eta)
@@ -1365,11 +1419,12 @@ void GeneratePage::onJobFinished(quint64 id)
     refreshQueue();
     if (id != m_job)
         return;
-    const auto s = engine()->job(id);
+    const auto s = jobStatus(id);
     m_cancel->setEnabled(false);
-    for (const auto& j : engine()->jobs())
-        if (m_pageJobs.contains(j.id) && (j.state == runtime::JobState::Queued || j.state == runtime::JobState::Running))
-            m_cancel->setEnabled(true);
+    for (const auto* e : m_watched)
+        for (const auto& j : e->jobs())
+            if (m_pageJobs.contains(j.id) && (j.state == runtime::JobState::Queued || j.state == runtime::JobState::Running))
+                m_cancel->setEnabled(true);
     if (!s)
         return;
     switch (s->state) {
@@ -1432,11 +1487,20 @@ void GeneratePage::onJobFinished(quint64 id)
 
 void GeneratePage::refreshQueue()
 {
-    const auto jobs = engine()->jobs();
+    // Every device's jobs in the order they were queued (ids are unique across engines), each
+    // with its device once there is more than one.
+    std::vector<std::pair<runtime::JobStatus, QString>> jobs;
+    for (const auto* e : m_watched)
+        for (const auto& j : e->jobs())
+            jobs.emplace_back(j, e->device());
+    std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.first.id < b.first.id; });
+    const bool several = m_watched.size() > 1;
     const auto selected = m_queue->currentItem() ? m_queue->currentItem()->data(Qt::UserRole).toULongLong() : 0;
     m_queue->clear();
-    for (const auto& j : jobs) {
+    for (const auto& [j, device] : jobs) {
         QString line = QStringLiteral("%1 · %2").arg(runtime::jobStateName(j.state), j.title);
+        if (several)
+            line = device + QStringLiteral(" · ") + line;
         if (j.state == runtime::JobState::Failed)
             line += QStringLiteral(" — ") + j.error;
         auto* item = new QListWidgetItem(line, m_queue);

@@ -8,6 +8,7 @@
 #include <QSet>
 #include <QWidget>
 
+#include <optional>
 #include <vector>
 
 class QAudioOutput;
@@ -148,6 +149,9 @@ private:
     void updateDuration();
     void watch(runtime::Engine* engine);
     runtime::Engine* engine() const;
+    // The engine of a job this page watches, wherever it was placed (null when none has it).
+    runtime::Engine* engineOf(quint64 id) const;
+    std::optional<runtime::JobStatus> jobStatus(quint64 id) const;
     void ensurePlayer();
     void setRules(const facade::FamilyRules& rules);
     void showKnobs();
@@ -191,6 +195,7 @@ private:
     QCheckBox* m_randomSeed;
     QSpinBox* m_seed;
     QComboBox* m_placement;
+    QComboBox* m_runOn = nullptr;  // "auto" (the device pool places it) or a device
     QLabel* m_memory;
     QLabel* m_notes;
     QPushButton* m_generate;
