@@ -6,6 +6,7 @@
 #include "core/gallery/gallery.h"
 #include "core/gallery/gallerystore.h"
 #include "core/output/recipe.h"
+#include "core/runtime/devicepool.h"
 #include "core/studio/studio.h"
 #include "media/mediareader.h"
 #include "media/mp4writer.h"
@@ -248,6 +249,31 @@ private slots:
         QVERIFY(clock.elapsed() < 1000);
         QTRY_VERIFY(child<QLabel>(page, "phase")->text().contains(QStringLiteral("nothing was written")));
         QCOMPARE(QDir(outputs()).entryList(QDir::Files | QDir::Hidden).size(), before);
+    }
+
+    // The "Run on" box: the settings' device by default (the plan shown is for it), every device
+    // of the box, and "Best GPU", which hands the job to the device pool; the page says where it
+    // went and follows it there like any other job.
+    void runOnBestGpuGoesThroughTheDevicePool()
+    {
+        auto w = videoPage("a heron over a misty lake", 96, 64, 9);
+        QVERIFY(w);
+        auto* page = w->generatePage();
+        auto* runOn = child<QComboBox>(page, "runOn");
+        QCOMPARE(runOn->currentData().toString(), QStringLiteral("cpu"));
+        QCOMPARE(runOn->itemData(0).toString(), QStringLiteral("auto"));
+        QVERIFY(runOn->findData(QStringLiteral("cpu")) > 0);
+        runOn->setCurrentIndex(0);
+        QTRY_VERIFY(page->canGenerate());
+        const auto id = page->generate();
+        QVERIFY(id != 0);
+        const QString placed = child<QLabel>(page, "result")->text();
+        QVERIFY2(placed == QStringLiteral("On cpu: cpu: the box has no GPU"), qPrintable(placed));
+        QVERIFY(w->studio()->devicePool()->engineOf(id) != nullptr);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !page->lastOutput().isEmpty() || child<QLabel>(page, "phase")->text().startsWith(QStringLiteral("Failed")), 120000);
+        QVERIFY2(!page->lastOutput().isEmpty(), qPrintable(child<QLabel>(page, "result")->text()));
+        QCOMPARE(w->studio()->devicePool()->job(id)->state, vireo::runtime::JobState::Done);
     }
 
     // The page without a mouse (issue #27): Tab leaves the prompt instead of typing a tab,
