@@ -2,6 +2,7 @@
 
 #include "core/api/apiservice.h"
 #include "core/catalog/catalog.h"
+#include "core/runtime/devicepool.h"
 #include "core/studio/studio.h"
 #include "core/hub/downloadmanager.h"
 #include "core/hub/hfcache.h"
@@ -70,6 +71,7 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
       m_settingsPage(new SettingsPage(studio->settings()))
 {
     m_models->catalogPanel()->setCacheManager(studio->cache());
+    m_settingsPage->setDevicePool(studio->devicePool());
     setWindowTitle(tr("Vireo Studio"));
     setMinimumSize(900, 600);
 

@@ -29,6 +29,7 @@
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <QTableWidget>
 #include <QTest>
 #include <QTreeWidget>
 
@@ -334,6 +335,31 @@ private slots:
         page->apiBox()->setChecked(false);
         QVERIFY(!window.apiService());
         QVERIFY(httpExchange(port, "GET / HTTP/1.1\r\n\r\n").empty());  // nothing listens any more
+    }
+
+    // Settings -> Devices: every device of the box with its memory, what it holds and its queue,
+    // and the default device, saved at once.
+    void settingsListTheDevicesAndTheDefault()
+    {
+        auto owned = vireo::test::openStudioWindow();
+        auto& window = *owned;
+        auto* page = window.settingsPage();
+        page->refreshDevices();
+        auto* table = page->devicesTable();
+        QVERIFY(table->rowCount() >= 1);
+        QCOMPARE(table->item(0, 0)->text(), QStringLiteral("cpu"));
+        QVERIFY2(table->item(0, 2)->text().endsWith(QStringLiteral("GB available")), qPrintable(table->item(0, 2)->text()));
+        QCOMPARE(table->item(0, 3)->text(), QStringLiteral("nothing"));
+        QCOMPARE(table->item(0, 4)->text(), QStringLiteral("0"));
+        for (int r = 1; r < table->rowCount(); ++r)
+            QVERIFY(table->item(r, 0)->text().startsWith(QStringLiteral("cuda:")));
+        auto* device = page->computeDeviceBox();
+        const int cpu = device->findData(QStringLiteral("cpu"));
+        QVERIFY(cpu > 0);
+        device->setCurrentIndex(cpu);
+        QCOMPARE(window.settings()->computeDevice(), QStringLiteral("cpu"));
+        device->setCurrentIndex(0);
+        QCOMPARE(window.settings()->computeDevice(), QStringLiteral("auto"));
     }
 
     void geometryAndPageAreRemembered()

@@ -1,10 +1,15 @@
 #include "ui/pages/settingspage.h"
 
+#include "core/runtime/devicepool.h"
 #include "core/settings/studiosettings.h"
 #include "core/util/logging.h"
+#include "inference/facade/generator.h"
 #include "ui/pages/pagehelpers.h"
 
 #include <QCheckBox>
+#include <QComboBox>
+#include <QHeaderView>
+#include <QTableWidget>
 #include <QDesktopServices>
 #include <QDir>
 #include <QFileDialog>
@@ -74,6 +79,7 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     layout->addWidget(hubCard());
     layout->addWidget(outputsCard());
     layout->addWidget(trustCard());
+    layout->addWidget(devicesCard());
     layout->addWidget(apiCard());
     m_saved->setObjectName(QStringLiteral("pageSubtitle"));
     layout->addWidget(m_saved);
@@ -86,6 +92,68 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
 
     connect(m_settings, &core::StudioSettings::changed, this, &SettingsPage::load);
     load();
+}
+
+// The devices: the default one for the Generate page, and every device with its memory, the model
+// it holds and its queue (what the "Best GPU" choice decides by).
+QWidget* SettingsPage::devicesCard()
+{
+    QFormLayout* form = nullptr;
+    auto* box = card(form);
+    m_computeDevice = new QComboBox;
+    m_computeDevice->setObjectName(QStringLiteral("computeDevice"));
+    m_computeDevice->addItem(tr("Automatic (the first GPU, else the CPU)"), QStringLiteral("auto"));
+    for (const auto& d : facade::availableDevices())
+        m_computeDevice->addItem(QStringLiteral("%1 · %2").arg(QString::fromStdString(d.name), QString::fromStdString(d.description)),
+            QString::fromStdString(d.name));
+    m_computeDevice->setToolTip(tr("Where the Generate page runs a job unless it is told otherwise"));
+    form->addRow(tr("Default device"), m_computeDevice);
+    connect(m_computeDevice, &QComboBox::currentIndexChanged, this, [this] {
+        m_settings->setComputeDevice(m_computeDevice->currentData().toString());
+        showSaved(tr("default device"));
+    });
+    m_devices = new QTableWidget(0, 5);
+    m_devices->setObjectName(QStringLiteral("devices"));
+    m_devices->setHorizontalHeaderLabels({tr("Device"), tr("Name"), tr("Memory free"), tr("Holds"), tr("Jobs")});
+    m_devices->verticalHeader()->setVisible(false);
+    m_devices->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_devices->setSelectionMode(QAbstractItemView::NoSelection);
+    m_devices->horizontalHeader()->setSectionResizeMode(1, QHeaderView::Stretch);
+    m_devices->setMaximumHeight(160);
+    form->addRow(m_devices);
+    auto* timer = new QTimer(this);
+    timer->setInterval(2000);
+    connect(timer, &QTimer::timeout, this, [this] {
+        if (isVisible())
+            refreshDevices();
+    });
+    timer->start();
+    return box;
+}
+
+void SettingsPage::setDevicePool(runtime::DevicePool* pool)
+{
+    m_pool = pool;
+    refreshDevices();
+}
+
+void SettingsPage::refreshDevices()
+{
+    const auto devices = m_pool ? m_pool->devices() : runtime::DevicePool::machineSlots();
+    const auto gb = [](std::int64_t bytes) { return QString::number(static_cast<double>(bytes) / 1e9, 'f', 1) + QStringLiteral(" GB"); };
+    m_devices->setRowCount(static_cast<int>(devices.size()));
+    for (int i = 0; i < static_cast<int>(devices.size()); ++i) {
+        const auto& d = devices[static_cast<std::size_t>(i)];
+        const QString memory =
+            d.device == "cpu" ? tr("%1 available").arg(gb(d.freeBytes)) : tr("%1 of %2").arg(gb(d.freeBytes), gb(d.totalBytes));
+        const QString holds = d.residentModel.empty()
+            ? tr("nothing")
+            : QStringLiteral("%1 (%2)").arg(QString::fromStdString(d.residentModel), gb(d.residentBytes));
+        const QStringList cells{QString::fromStdString(d.device), QString::fromStdString(d.name), memory, holds, QString::number(d.queued)};
+        for (int c = 0; c < cells.size(); ++c)
+            m_devices->setItem(i, c, new QTableWidgetItem(cells[c]));
+    }
+    m_devices->resizeColumnToContents(0);
 }
 
 // The Hub: cache, endpoint, token, parallel downloads, free space, offline.
@@ -336,6 +404,11 @@ void SettingsPage::load()
         m_keepFree->setValue(static_cast<double>(m_settings->headroomBytes()) / 1e9);
     }
     m_offline->setChecked(m_settings->offline());
+    {
+        const QSignalBlocker quiet(m_computeDevice);
+        const int i = m_computeDevice->findData(m_settings->computeDevice());
+        m_computeDevice->setCurrentIndex(i < 0 ? 0 : i);
+    }
     {
         const QSignalBlocker a(m_api), b(m_apiPort), c(m_apiPublic);
         m_api->setChecked(m_settings->apiEnabled());

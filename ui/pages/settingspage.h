@@ -3,6 +3,8 @@
 #include <QWidget>
 
 class QCheckBox;
+class QComboBox;
+class QTableWidget;
 class QLabel;
 class QLineEdit;
 class QListWidget;
@@ -12,6 +14,9 @@ class QSpinBox;
 
 namespace vireo::core {
 class StudioSettings;
+}
+namespace vireo::runtime {
+class DevicePool;
 }
 
 namespace vireo::ui {
@@ -39,6 +44,12 @@ public:
     // What the window's API service says: the address it serves, or why it does not.
     void setApiStatus(const QString& text);
     QPushButton* revokeButton() const { return m_revoke; }
+    // The Devices card lists what the pool sees: each device's name, free memory, the model it
+    // holds and its queue (refreshed every 2 s while the page is shown).
+    void setDevicePool(runtime::DevicePool* pool);
+    QTableWidget* devicesTable() const { return m_devices; }
+    QComboBox* computeDeviceBox() const { return m_computeDevice; }
+    void refreshDevices();
 
 private:
     void load();
@@ -46,6 +57,7 @@ private:
     QWidget* outputsCard();
     QWidget* trustCard();
     QWidget* apiCard();
+    QWidget* devicesCard();
     // "Saved: …" for a few seconds under the cards.
     void showSaved(const QString& what);
     void chooseOutputs(const QString& folder);
@@ -68,6 +80,9 @@ private:
     QListWidget* m_trusted;
     QPushButton* m_revoke;
     QLabel* m_saved;
+    QComboBox* m_computeDevice = nullptr;
+    QTableWidget* m_devices = nullptr;
+    runtime::DevicePool* m_pool = nullptr;
 };
 
 }  // namespace vireo::ui
