@@ -243,6 +243,9 @@ struct ApiService::Impl {
     std::map<std::string, Job> jobs;
     std::vector<std::string> order;  // acceptance order
     std::map<quint64, std::string> byEngineJob;
+    // A client that retries a submit after a lost connection (a remote studio) sends the same
+    // Idempotency-Key and gets the job it made, not a second one; kept in the journal's params.
+    std::map<std::string, std::string> byIdempotencyKey;
 
     // A synchronous image request waits for its n jobs.
     struct ImageWait {
@@ -762,6 +765,27 @@ struct ApiService::Impl {
         return jsonResponse(200, json{{"object", "list"}, {"data", data}, {"unavailable", unavailable}});
     }
 
+    // What a client choosing among hosts needs in one request: this server's version, every
+    // device with its free memory, the model it holds and its queue, the models ready here, and
+    // how many API jobs wait or run (against the server's limit).
+    Response hostStatus()
+    {
+        json devices = json::array();
+        for (const auto& d : pool->devices())
+            devices.push_back({{"device", d.device}, {"name", d.name}, {"total_bytes", d.totalBytes}, {"free_bytes", d.freeBytes},
+                {"resident_model", d.residentModel.empty() ? json(nullptr) : json(d.residentModel)}, {"resident_bytes", d.residentBytes},
+                {"queued", d.queued}});
+        json ready = json::array();
+        for (const auto& m : models())
+            if (m.ready)
+                ready.push_back(m.id);
+        return jsonResponse(200,
+            json{{"object", "vireo.host"}, {"version", QCoreApplication::applicationVersion().toStdString()}, {"devices", devices},
+                {"models_ready", ready}, {"jobs_active", activeJobs()}, {"max_queued_jobs", options.maxQueuedJobs},
+                {"default_device", engine->device().toStdString()},
+                {"placement", options.device == QStringLiteral("auto") ? "auto" : "default"}});
+    }
+
     Response getModel(const std::string& id)
     {
         const auto* m = findModel(id);
@@ -1079,6 +1103,22 @@ struct ApiService::Impl {
         auto f = readFields(req);
         const auto& m = modelFor(f, "video");
         auto p = commonParams(f, m);
+        const auto key = req.header("idempotency-key");
+        if (!key.empty()) {
+            if (key.size() > 255 || std::any_of(key.begin(), key.end(), [](char c) { return c < 0x21 || c > 0x7e; }))
+                refuse(400, "'Idempotency-Key' must be 1 to 255 visible ASCII characters", "Idempotency-Key");
+            if (const auto it = byIdempotencyKey.find(key); it != byIdempotencyKey.end() && jobs.count(it->second)) {
+                const auto& earlier = jobs.at(it->second);
+                if (earlier.params.value("model", "") != p.value("model", "")
+                    || earlier.params.value("prompt", "") != p.value("prompt", ""))
+                    refuse(422, "this Idempotency-Key was used for another request (" + earlier.id + ")", "Idempotency-Key",
+                        "idempotency_key_reused");
+                auto r = jsonResponse(200, videoObject(earlier));
+                r.headers.emplace_back("Idempotent-Replayed", "true");
+                return r;
+            }
+            p["idempotency_key"] = key;
+        }
         const auto fps = f.number("fps", 1, 120);
         if (fps)
             p["fps"] = *fps;
@@ -1123,6 +1163,8 @@ struct ApiService::Impl {
             return r;
         }
         auto& job = accept("video", p);
+        if (!key.empty())
+            byIdempotencyKey[key] = job.id;
         auto r = jsonResponse(200, videoObject(job));
         r.headers.emplace_back("openai-poll-after-ms", "500");
         return r;
@@ -1496,6 +1538,8 @@ void ApiService::Impl::buildRoutes()
             plain([](Impl& s, const Request&, const auto& p) { return s.galleryRecipe(p[0]); })},
         {"POST", "/v1/vireo/plan", "The memory plan of a request before it runs",
             plain([](Impl& s, const Request& r, const auto&) { return s.plan(r); })},
+        {"GET", "/v1/vireo/host", "This host: version, every device (memory, the model it holds, its queue), models ready, jobs active",
+            plain([](Impl& s, const Request&, const auto&) { return s.hostStatus(); })},
         {"GET", "/v1/vireo/openapi.json", "This list, as an OpenAPI 3.1 document",
             plain([](Impl& s, const Request&, const auto&) { return s.openApi(); })},
     };
@@ -1619,6 +1663,8 @@ Result<void> ApiService::start()
         if (!plausibleId(j.id) || !j.params.is_object())
             continue;
         const auto id = j.id;
+        if (const auto key = j.params.value("idempotency_key", std::string()); !key.empty())
+            d.byIdempotencyKey[key] = id;
         d.jobs[id] = std::move(j);
         d.order.push_back(id);
         auto& job = d.jobs[id];

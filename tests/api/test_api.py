@@ -479,6 +479,14 @@ def test_recipe_fields(server):
     err = json.loads(b).get("error", {})
     check("a device that is not one: 400", s == 400 and err.get("param") == "device" and "auto, cpu or cuda:N" in err.get("message", ""),
           (s, err))
+    # What a client choosing among hosts reads: every device, the model each holds, the models ready.
+    s, _, b = server.request("GET", "/v1/vireo/host")
+    host = json.loads(b) if s == 200 else {}
+    devices = host.get("devices", [])
+    check("GET /v1/vireo/host: version, devices with memory and what they hold, models ready, jobs active",
+          host.get("object") == "vireo.host" and host.get("version") and devices and devices[0]["device"] == "cpu"
+          and devices[0]["total_bytes"] > 0 and "queued" in devices[0] and "resident_model" in devices[0]
+          and "local/diffusers" in host.get("models_ready", []) and isinstance(host.get("jobs_active"), int), b[:600])
     s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "x", "stages": "three"})
     check("an unknown stage path: 400 naming stages", s == 400 and json.loads(b)["error"]["param"] == "stages", b[:300])
 
@@ -641,8 +649,17 @@ def test_restart_after_kill():
     ids = []
     for i in range(2):
         s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": f"killed {i}", "size": "96x64",
-                                                         "frames": 49, "seed": 11 + i})
+                                                         "frames": 49, "seed": 11 + i}, {"Idempotency-Key": f"retry-{i}"})
         ids.append(json.loads(b)["id"] if s == 200 else None)
+    # A client that lost the answer sends the same request with the same key: the same job.
+    s, h, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "killed 1", "size": "96x64",
+                                                     "frames": 49, "seed": 12}, {"Idempotency-Key": "retry-1"})
+    check("Idempotency-Key: a retried submit gets the job it made, not a second one",
+          s == 200 and json.loads(b).get("id") == ids[1] and h.get("idempotent-replayed") == "true", (s, h, b[:200]))
+    s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "something else", "size": "96x64"},
+                             {"Idempotency-Key": "retry-1"})
+    check("Idempotency-Key reused for another request: 422", s == 422 and json.loads(b)["error"]["code"] == "idempotency_key_reused",
+          (s, b[:200]))
     # Killed on the first denoise step its events report: the job is surely mid-run.
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
     conn.request("GET", f"/v1/vireo/jobs/{ids[0]}/events", headers={"Host": f"127.0.0.1:{server.port}"})
@@ -672,6 +689,10 @@ def test_restart_after_kill():
             break
         time.sleep(0.3)
     check("after kill -9: the queued job runs after the restart", second.get("status") == "completed", second)
+    s, h, b = again.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "killed 1", "size": "96x64",
+                                                    "frames": 49, "seed": 12}, {"Idempotency-Key": "retry-1"})
+    check("Idempotency-Key after the restart: still the same job (kept in the journal)",
+          s == 200 and json.loads(b).get("id") == ids[1] and h.get("idempotent-replayed") == "true", (s, b[:200]))
     outputs = [p for p in again.outputs.iterdir() if p.suffix == ".mp4"] if again.outputs.exists() else []
     readable = all(subprocess.run(["ffprobe", "-v", "error", str(p)], capture_output=True).returncode == 0 for p in outputs)
     check("no half-written output: every MP4 in the outputs folder reads", len(outputs) == 1 and readable, [p.name for p in outputs])
