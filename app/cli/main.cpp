@@ -8,6 +8,7 @@
 #ifdef VIREO_HAS_CORE
 #include <QCoreApplication>
 
+#include "app/cli/batchcommand.h"
 #include "app/cli/generatecommand.h"
 #include "app/cli/servecommand.h"
 #endif
@@ -53,6 +54,9 @@ commands:
   serve [--listen HOST:PORT --model PATH ...]
                                the local HTTP API (OpenAI-compatible images and videos, and
                                Vireo's own routes) on the studio's models; see serve --help
+  batch JOBS.jsonl --local --outputs DIR
+                               one generation per line of a JSONL file (the API's fields),
+                               each output once, resumable; see batch --help
   plan REPO [rules] [--json]   the files a download would fetch, sizes, cache and disk
   download REPO [rules]        download them into the Hugging Face cache (Ctrl-C
                                cancels; running it again resumes); a repo outside the
@@ -178,6 +182,8 @@ std::string commandHelp(const std::string& command)
 #ifdef VIREO_HAS_CORE
     if (command == "generate")
         return generateHelp();
+    if (command == "batch")
+        return batchHelp();
 #endif
     const auto out = vireo::cli::usageEntries(kUsage, command);
     return out.empty() ? out : "usage: vireo-cli " + command + " ...\n" + out;
@@ -211,6 +217,7 @@ int runCommand(const std::vector<std::string>& all)
 #ifdef VIREO_HAS_CORE
         {"generate", rest(runGenerate)},
         {"serve", rest(runServe)},
+        {"batch", rest(runBatch)},
         {"plan", rest(runPlan)},
         {"download", rest(runDownload)},
         {"trust", rest(runTrust)},
@@ -219,6 +226,7 @@ int runCommand(const std::vector<std::string>& all)
         {"generate", [](Args) { return usageError("generate needs a build with the studio's runtime (VIREO_GUI=ON)"); }},
         {"plan", needsQt},
         {"serve", needsQt},
+        {"batch", needsQt},
         {"download", needsQt},
         {"trust", needsQt},
         {"cache", needsQt},

@@ -957,6 +957,85 @@ def test_generate_again(tmp_dir=RUN_TMP):
     check("generate --again on a file without a recipe says so", p.returncode == 1 and "holds no Vireo recipe" in p.stderr, p.stderr[-300:])
 
 
+def test_batch_local(tmp_dir=RUN_TMP):
+    """vireo-cli batch: a JSONL of jobs checked line by line before anything runs, run here
+    through the device pool into a batch folder (fixed names, markers with the SHA-256, the
+    lines' copy with seeds), and resumed: what is missing is made again with its seed, what
+    is done is never made twice."""
+    import hashlib
+    work = Path(tmp_dir) / "batch"
+    work.mkdir()
+    model = FIXTURES / "ltx2pipeline" / "v23" / "diffusers"
+    base = {"model": str(model), "width": 64, "height": 64, "frames": 9}
+    def write(name, lines):
+        path = work / name
+        path.write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
+        return path
+    for name, lines, said in [
+        ("unknown.jsonl", [{**base, "prompt": "a"}, {**base, "prompt": "b", "temprature": 1}], "unknown.jsonl:2: unknown field 'temprature'"),
+        ("noprompt.jsonl", [{**base}], "noprompt.jsonl:1: 'prompt' is required"),
+        ("twice.jsonl", [{**base, "prompt": "a", "id": "x"}, "", {**base, "prompt": "b", "id": "x"}],
+         "twice.jsonl:3: the id 'x' is taken by an earlier line"),
+        ("deep.jsonl", ['{"a": ' + "[" * 50 + "]" * 50 + "}"], "deep.jsonl:1: nested deeper than 8 levels"),
+        ("notjson.jsonl", ["{prompt: x}"], "notjson.jsonl:1: not JSON"),
+        ("badid.jsonl", [{**base, "prompt": "a", "id": "../up"}], "badid.jsonl:1: 'id' must be 1 to 64 letters"),
+        ("nomodel.jsonl", [{**base, "prompt": "a", "model": "no/such-variant"}], "nomodel.jsonl:1:"),
+        ("size.jsonl", [{**base, "prompt": "a", "width": 100}], "size.jsonl:1:"),
+    ]:
+        p = run("batch", write(name, lines), "--local", "--outputs", work / "out")
+        check(f"batch refuses {name} before anything runs, naming the line", p.returncode == 2 and said in p.stderr
+              and not (work / "out").exists(), p.stderr[-400:])
+    jobs = write("jobs.jsonl", [{**base, "prompt": "a red fox", "id": "fox", "seed": 5}, {**base, "prompt": "a heron"},
+                                {**base, "prompt": "an owl", "id": "owl", "device": "auto"}])
+    p = run("batch", "check", jobs)
+    check("batch check: every line prepared, nothing run", p.returncode == 0 and "3 jobs, each checked" in p.stdout, p.stderr[-300:])
+    p = run("batch", jobs, "--local", "--outputs", work / "out", "--name", "b1", "--no-gallery")
+    folder = work / "out" / "b1"
+    copy = [json.loads(l) for l in (folder / ".vireo" / "jobs.jsonl").read_text().splitlines()] if folder.exists() else []
+    def marker_ok(job_id):
+        m = json.loads((folder / f"{job_id}.json").read_text())
+        data = (folder / m["output"]).read_bytes()
+        return m["status"] == "done" and m["bytes"] == len(data) and m["sha256"] == hashlib.sha256(data).hexdigest()
+    ok = (p.returncode == 0 and [c["id"] for c in copy] == ["fox", "job-1", "owl"] and copy[0]["seed"] == 5
+          and all(isinstance(c["seed"], int) for c in copy) and all(marker_ok(i) for i in ("fox", "job-1", "owl")))
+    check("batch --local: each output under its id, a marker with its SHA-256, seeds fixed in the copy", ok,
+          p.stderr[-600:] or p.stdout[-600:])
+    def recipe_seed(path):
+        probe = subprocess.run(["ffprobe", "-v", "error", "-show_format", "-of", "json", str(path)], capture_output=True, text=True)
+        try:
+            return json.loads(json.loads(probe.stdout)["format"]["tags"]["vireo_recipe"])["seed"]
+        except (ValueError, KeyError):
+            return None
+    check("batch: the seed drawn at submit is the one that ran", bool(copy) and recipe_seed(folder / "job-1.mp4") == copy[1]["seed"],
+          recipe_seed(folder / "job-1.mp4"))
+    if not ok:
+        return
+    # A task lost (its output and marker gone) and one killed between its output and its marker.
+    (folder / "job-1.mp4").unlink()
+    (folder / "job-1.json").unlink()
+    (folder / "owl.json").unlink()
+    owl_before = (folder / "owl.mp4").stat().st_mtime_ns
+    fox_before = (folder / "fox.mp4").stat().st_mtime_ns
+    p = run("batch", "resume", folder, "--no-gallery")
+    check("batch resume: only the lost task runs again, with its seed; a whole output only gets its marker",
+          p.returncode == 0 and "2 done before, 1 queued" in p.stdout and marker_ok("job-1") and marker_ok("owl")
+          and recipe_seed(folder / "job-1.mp4") == copy[1]["seed"] and (folder / "owl.mp4").stat().st_mtime_ns == owl_before
+          and (folder / "fox.mp4").stat().st_mtime_ns == fox_before, p.stderr[-400:] or p.stdout[-400:])
+    files = sorted(x.name for x in folder.iterdir())
+    p = run("batch", "resume", folder, "--no-gallery")
+    check("batch resume of a finished batch makes nothing", p.returncode == 0 and "3 done before, 0 queued" in p.stdout
+          and sorted(x.name for x in folder.iterdir()) == files, p.stdout[-300:])
+    p = run("batch", "status", folder, "--json")
+    try:
+        st = json.loads(p.stdout)
+    except ValueError:
+        st = {}
+    check("batch status --json: 3 of 3 done with their hashes", st.get("done") == 3 and st.get("total") == 3
+          and all(len(t["sha256"]) == 64 for t in st.get("tasks", [])), p.stdout[-300:])
+    p = run("batch", jobs, "--local", "--outputs", work / "out", "--name", "b1")
+    check("batch into an existing folder is refused, pointing at resume", p.returncode == 1 and "batch resume" in p.stderr, p.stderr[-300:])
+
+
 test_bad_corpus()
 test_inputs_checked_before_loading()
 test_hostile_files()
@@ -972,5 +1051,6 @@ test_generate_image_conditioning()
 test_bench_stages()
 test_bench_ideogram_step()
 test_generate_again()
+test_batch_local()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)

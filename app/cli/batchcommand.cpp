@@ -1,0 +1,321 @@
+#include "app/cli/batchcommand.h"
+
+#include "core/batch/batch.h"
+#include "core/hub/downloadmanager.h"
+#include "core/output/outputfile.h"
+#include "core/runtime/devicepool.h"
+#include "core/runtime/engine.h"
+#include "core/runtime/modelresolver.h"
+#include "core/studio/studio.h"
+#include "core/util/logging.h"
+#include "inference/util/text.h"
+
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QRandomGenerator>
+#include <QSaveFile>
+#include <QTimer>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <regex>
+
+namespace {
+
+constexpr const char* kUsage =
+    R"(usage: vireo-cli batch JOBS.jsonl --local --outputs DIR [--device auto|cpu|cuda:N] [--name NAME] [--no-gallery]
+       vireo-cli batch check JOBS.jsonl
+       vireo-cli batch resume DIR/BATCH [--device ...] [--no-gallery]
+       vireo-cli batch status DIR/BATCH [--json]
+
+  One generation per non-empty line of JOBS.jsonl, a JSON object with the HTTP API's fields:
+  id, model (a catalog variant such as ltx-2.3/distilled-fp8, or a model file or folder),
+  text_encoder, upsampler, prompt, negative_prompt, seed, width, height, frames, fps, steps,
+  guidance, audio_guidance, rescale, schedule, speed, stages, knobs, loras [{path, strength}],
+  conditions [{image, frame, strength, crf}], device. Relative paths are taken from the file's
+  folder. Every line is checked (headers only) before anything runs.
+  --local runs the batch here: DIR/NAME (default: batch-<date>-<time>) gets each output as
+  <id>.mp4 or <id>.png and a marker <id>.json (bytes, SHA-256, seconds, device) once it is
+  whole, and .vireo/jobs.jsonl keeps the lines with their seeds, so `resume` makes what is
+  missing, the same, and nothing twice. Jobs go to the GPU their memory plan fits with the
+  fewest jobs queued (--device auto, the default) or where --device or a line's "device" pins
+  them. Ctrl-C cancels and leaves no partial file.
+)";
+
+std::atomic<bool> g_interrupted{false};
+
+void onInterrupt(int)
+{
+    g_interrupted = true;
+}
+
+int usage(const std::string& message)
+{
+    std::fprintf(stderr, "vireo-cli: batch: %s\n\n%s", vireo::terminalSafe(message).c_str(), kUsage);
+    return 2;
+}
+
+int fail(const std::string& message, int status = 1)
+{
+    std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(message).c_str());
+    return status;
+}
+
+struct Options {
+    std::string command;  // "run", "check", "resume", "status"
+    std::string target;  // the JSONL file, or the batch folder
+    std::string outputs, name, device;
+    bool local = false, gallery = true, json = false;
+};
+
+// Each line made into its engine job with the studio's generation service: the first problem,
+// naming the line, stops the batch before anything runs.
+struct Planned {
+    vireo::batch::Line line;
+    vireo::generation::Prepared prepared;
+};
+
+vireo::Result<std::vector<Planned>> planAll(
+    vireo::core::Studio& studio, const std::vector<vireo::batch::Line>& lines, const std::string& name)
+{
+    const auto& catalog = studio.downloads()->catalog();
+    std::vector<Planned> out;
+    for (const auto& line : lines) {
+        const std::string where = name + ":" + std::to_string(line.fileLine);
+        auto model = studio.models()->resolve(line.modelKey);
+        if (!model)
+            return vireo::makeError(model.error().code, where + ": " + model.error().message);
+        auto defaults = vireo::generation::defaultsFor(catalog, *model, line.ask);
+        if (!defaults)
+            return vireo::makeError(defaults.error().code, where + ": " + defaults.error().message);
+        auto prepared = vireo::generation::prepare(catalog, *defaults, *model, line.ask);
+        if (!prepared)
+            return vireo::makeError(prepared.error().code, where + ": " + prepared.error().message);
+        out.push_back({line, std::move(*prepared)});
+    }
+    return out;
+}
+
+int runStatus(const Options& o)
+{
+    const auto tasks = vireo::batch::status(o.target);
+    if (!tasks)
+        return fail(tasks.error().message);
+    int done = 0;
+    for (const auto& t : *tasks)
+        done += t.done ? 1 : 0;
+    if (o.json) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& t : *tasks)
+            list.push_back({{"id", t.id}, {"done", t.done}, {"output", t.output}, {"sha256", t.sha256}});
+        std::printf("%s\n", nlohmann::json{{"done", done}, {"total", tasks->size()}, {"tasks", list}}.dump(2).c_str());
+        return 0;
+    }
+    for (const auto& t : *tasks)
+        std::printf("%-24s %s\n", t.id.c_str(), t.done ? ("done: " + t.output).c_str() : "not yet");
+    std::printf("%d of %zu done\n", done, tasks->size());
+    return 0;
+}
+
+// Runs every task of the batch folder that has no marker yet, through the device pool.
+int runTasks(const Options& o, vireo::core::Studio& studio, const std::filesystem::path& folder, std::vector<Planned> planned)
+{
+    auto* pool = studio.devicePool();
+    struct Running {
+        std::size_t task;
+        std::filesystem::path output;
+        QString device;
+    };
+    std::map<quint64, Running> running;
+    const auto started = std::chrono::steady_clock::now();
+    const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+    // Partial files of a run that was killed (this machine's pids, so the check is sound here).
+    vireo::output::removeStalePartials(folder);
+    int skipped = 0, failed = 0, done = 0;
+    for (std::size_t i = 0; i < planned.size(); ++i) {
+        auto& p = planned[i];
+        const auto output = vireo::batch::outputPath(folder, p.line, p.prepared.image);
+        if (std::filesystem::exists(vireo::batch::markerPath(folder, p.line.id))) {
+            ++skipped;
+            continue;
+        }
+        if (std::filesystem::exists(output)) {
+            // Killed between the output's rename and its marker: the output is whole (it is only
+            // ever moved into place whole), so the marker is all that is missing.
+            if (auto marked = vireo::batch::writeMarker(folder, p.line, output, 0, "unknown"); !marked)
+                return fail(marked.error().message);
+            ++skipped;
+            continue;
+        }
+        auto job = p.prepared.job;
+        job.outputPath = QString::fromStdString(output.string());
+        const auto device = !p.line.device.empty() ? p.line.device : o.device.empty() ? std::string("auto") : o.device;
+        auto placed = pool->submit(job, device == "auto" ? QString() : QString::fromStdString(device));
+        if (!placed) {
+            std::fprintf(stderr, "vireo-cli: %s: %s\n", p.line.id.c_str(), vireo::terminalSafe(placed.error().message).c_str());
+            ++failed;
+            continue;
+        }
+        running[placed->id] = {i, output, placed->device};
+    }
+    const auto total = planned.size();
+    std::printf("%s: %zu jobs, %d done before, %zu queued\n", folder.string().c_str(), total, skipped, running.size());
+    std::fflush(stdout);
+    if (running.empty())
+        return failed ? 1 : 0;
+
+    QTimer poll;
+    QObject::connect(&poll, &QTimer::timeout, [&] {
+        if (g_interrupted.exchange(false))
+            for (const auto& [id, _] : running)
+                pool->cancel(id);
+    });
+    poll.start(20);
+    QObject::connect(pool, &vireo::runtime::DevicePool::jobFinished, [&](quint64 id) {
+        const auto it = running.find(id);
+        if (it == running.end())
+            return;
+        const auto& r = it->second;
+        const auto& p = planned[r.task];
+        const auto s = pool->job(id);
+        if (s && s->state == vireo::runtime::JobState::Done) {
+            if (auto marked = vireo::batch::writeMarker(folder, p.line, r.output, s->elapsedSeconds, r.device.toStdString()); !marked) {
+                std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(marked.error().message).c_str());
+                ++failed;
+            } else {
+                ++done;
+                std::printf("[%7.2f s] %s: done in %.1f s on %s (%s)\n", elapsed(), p.line.id.c_str(), s->elapsedSeconds,
+                    qPrintable(r.device), r.output.filename().string().c_str());
+            }
+        } else {
+            ++failed;
+            std::printf("[%7.2f s] %s: %s\n", elapsed(), p.line.id.c_str(),
+                s ? vireo::terminalSafe(s->state == vireo::runtime::JobState::Cancelled ? "cancelled" : s->error.toStdString()).c_str()
+                  : "lost");
+        }
+        std::fflush(stdout);
+        running.erase(it);
+        if (running.empty())
+            QCoreApplication::quit();
+    });
+    struct sigaction action {};
+    action.sa_handler = onInterrupt;
+    sigemptyset(&action.sa_mask);
+    struct sigaction previousInt {
+    }, previousTerm{};
+    ::sigaction(SIGINT, &action, &previousInt);
+    ::sigaction(SIGTERM, &action, &previousTerm);
+    QCoreApplication::exec();
+    ::sigaction(SIGINT, &previousInt, nullptr);
+    ::sigaction(SIGTERM, &previousTerm, nullptr);
+    std::printf("%d of %zu done (%d before this run), %d failed or cancelled\n", done + skipped, total, skipped, failed);
+    return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int runBatch(const std::vector<std::string>& args)
+{
+    Options o;
+    std::size_t i = 0;
+    if (!args.empty() && (args[0] == "check" || args[0] == "resume" || args[0] == "status")) {
+        o.command = args[0];
+        i = 1;
+    } else {
+        o.command = "run";
+    }
+    for (; i < args.size(); ++i) {
+        const auto& a = args[i];
+        const auto value = [&](std::string& into) {
+            if (i + 1 >= args.size())
+                return false;
+            into = args[++i];
+            return true;
+        };
+        if (a == "--local")
+            o.local = true;
+        else if (a == "--no-gallery")
+            o.gallery = false;
+        else if (a == "--json")
+            o.json = true;
+        else if (a == "--outputs" || a == "--name" || a == "--device") {
+            if (!value(a == "--outputs" ? o.outputs : a == "--name" ? o.name : o.device))
+                return usage(a + " needs a value");
+        } else if (!a.empty() && a[0] == '-')
+            return usage("unknown option " + a.substr(0, 100));
+        else if (o.target.empty())
+            o.target = a;
+        else
+            return usage("one JOBS.jsonl or batch folder");
+    }
+    if (o.target.empty())
+        return usage(o.command == "run" || o.command == "check" ? "give the JOBS.jsonl file" : "give the batch folder");
+    if (!o.device.empty() && o.device != "auto" && o.device != "cpu" && o.device.rfind("cuda:", 0) != 0)
+        return usage("--device is auto, cpu or cuda:N");
+    if (o.command == "status")
+        return runStatus(o);
+    if (o.command == "run" && !o.local)
+        return usage("say where it runs: --local (here); Slurm is not supported yet");
+    if (o.command == "run" && o.outputs.empty())
+        return usage("--outputs DIR: where the batch folder goes");
+    static const std::regex namePattern("[A-Za-z0-9._-]{1,64}");
+    if (!o.name.empty() && (!std::regex_match(o.name, namePattern) || o.name == "." || o.name == ".."))
+        return usage("--name: 1 to 64 letters, digits, '.', '_' or '-'");
+
+    // The lines: the user's file, or the batch folder's own copy (seeds fixed) for resume.
+    const std::filesystem::path source =
+        o.command == "resume" ? std::filesystem::path(o.target) / ".vireo" / "jobs.jsonl" : std::filesystem::path(o.target);
+    auto lines = vireo::batch::readFile(source);
+    if (!lines)
+        return fail(lines.error().message, 2);
+
+    int argc = 1;
+    char name[] = "vireo-cli";
+    char* argv[] = {name, nullptr};
+    QCoreApplication app(argc, argv);
+    vireo::core::initCommandLineLogging();
+    vireo::core::Studio::Options studioOptions;
+    studioOptions.headless = true;
+    studioOptions.recordOutputs = o.gallery;
+    auto studio = vireo::core::Studio::create(studioOptions);
+    if (!studio)
+        return fail("the built-in catalog is damaged: " + studio.error().message);
+    auto planned = planAll(**studio, *lines, source.filename().string());
+    if (!planned)
+        return fail(planned.error().message, 2);
+    if (o.command == "check") {
+        std::printf("%s: %zu jobs, each checked (headers only)\n", o.target.c_str(), planned->size());
+        return 0;
+    }
+
+    std::filesystem::path folder = o.target;
+    if (o.command == "run") {
+        const auto batchName =
+            o.name.empty() ? "batch-" + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")).toStdString() : o.name;
+        folder = std::filesystem::path(o.outputs) / batchName;
+        if (std::filesystem::exists(folder))
+            return fail(folder.string() + " exists; `vireo-cli batch resume " + folder.string() + "` continues it, or give another --name");
+        std::error_code ec;
+        std::filesystem::create_directories(folder / ".vireo", ec);
+        if (ec)
+            return fail(folder.string() + ": cannot create it (" + ec.message() + ")");
+        // The copy every run reads: seeds drawn now, so a task run again makes the same output.
+        std::string copy;
+        for (const auto& p : *planned)
+            copy += vireo::batch::copyLine(p.line, p.prepared.job.request.seed) + "\n";
+        QSaveFile file(QString::fromStdString((folder / ".vireo" / "jobs.jsonl").string()));
+        if (!file.open(QIODevice::WriteOnly)
+            || file.write(copy.data(), static_cast<qint64>(copy.size())) != static_cast<qint64>(copy.size()) || !file.commit())
+            return fail(folder.string() + "/.vireo/jobs.jsonl: cannot write it (" + file.errorString().toStdString() + ")");
+    }
+    return runTasks(o, **studio, folder, std::move(*planned));
+}
+
+std::string batchHelp()
+{
+    return kUsage;
+}
