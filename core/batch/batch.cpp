@@ -373,4 +373,96 @@ Result<std::vector<TaskState>> status(const std::filesystem::path& batchFolder)
     return out;
 }
 
+namespace {
+
+bool shellSafe(const std::string& s)
+{
+    return s.find_first_of("'\n\r") == std::string::npos;
+}
+
+}  // namespace
+
+Result<std::string> slurmTaskScript(const std::string& vireoCli, const std::filesystem::path& batchFolder, const SlurmOptions& o)
+{
+    for (const auto& s : {vireoCli, batchFolder.string(), o.cache})
+        if (!shellSafe(s))
+            return makeError(
+                ErrorCode::InvalidArgument, output::truncatedUtf8(s, 200) + ": a path with a quote or a line break; use another");
+    std::string script = "#!/bin/sh\n"
+                         "# Made by vireo-cli batch --slurm: each task of the array makes the line of .vireo/jobs.jsonl\n"
+                         "# its index names, with the models from the cache (never a download on a node).\n"
+                         "export HF_HUB_OFFLINE=1\n";
+    if (!o.cache.empty())
+        script += "export HF_HUB_CACHE='" + o.cache + "'\n";
+    script += "'" + vireoCli + "' batch run-task '" + batchFolder.string()
+        + "' --index \"$SLURM_ARRAY_TASK_ID\" --no-gallery\n"
+          "rc=$?\n"
+          "# 0: made (or made before); 2: the line cannot run (requeueing would not help); else once more,\n"
+          "# up to the limit, on whichever node Slurm picks.\n"
+          "if [ $rc -ne 0 ] && [ $rc -ne 2 ] && [ \"${SLURM_RESTART_COUNT:-0}\" -lt "
+        + std::to_string(o.requeueLimit)
+        + " ]; then\n"
+          "  scontrol requeue \"$SLURM_JOB_ID\"\n"
+          "fi\n"
+          "exit $rc\n";
+    return script;
+}
+
+std::vector<std::string> sbatchArguments(
+    const SlurmOptions& o, int tasks, const std::filesystem::path& batchFolder, const std::string& jobName, const std::string& script)
+{
+    std::vector<std::string> a{"--parsable", "--requeue", "--job-name=" + jobName,
+        "--array=0-" + std::to_string(tasks - 1) + (o.maxParallel > 0 ? "%" + std::to_string(o.maxParallel) : std::string()),
+        "--output=" + (batchFolder / ".vireo" / "task-%a.log").string(), "--open-mode=append", "--chdir=" + batchFolder.string()};
+    if (!o.partition.empty())
+        a.push_back("--partition=" + o.partition);
+    if (!o.account.empty())
+        a.push_back("--account=" + o.account);
+    if (!o.time.empty())
+        a.push_back("--time=" + o.time);
+    if (!o.mem.empty())
+        a.push_back("--mem=" + o.mem);
+    if (o.gpusPerTask > 0)
+        a.push_back("--gpus-per-task=" + std::to_string(o.gpusPerTask));
+    if (o.cpusPerTask > 0)
+        a.push_back("--cpus-per-task=" + std::to_string(o.cpusPerTask));
+    a.insert(a.end(), o.extra.begin(), o.extra.end());
+    a.push_back(script);
+    return a;
+}
+
+std::optional<std::int64_t> parseSbatchJobId(const std::string& answer)
+{
+    static const std::regex pattern("\\s*([0-9]{1,18})(;[^\\s]*)?\\s*");
+    std::smatch m;
+    if (!std::regex_match(answer, m, pattern))
+        return std::nullopt;
+    return std::stoll(m[1].str());
+}
+
+std::map<int, std::string> parseSqueue(const std::string& text, std::int64_t jobId)
+{
+    std::map<int, std::string> out;
+    std::istringstream in(text);
+    std::string line;
+    const std::string prefix = std::to_string(jobId) + "_";
+    static const std::regex range("\\[([0-9]+)-([0-9]+)(%[0-9]+)?\\]");
+    while (std::getline(in, line)) {
+        std::istringstream words(line);
+        std::string id, state;
+        if (!(words >> id >> state) || id.rfind(prefix, 0) != 0)
+            continue;
+        const auto task = id.substr(prefix.size());
+        std::smatch m;
+        if (std::regex_match(task, m, range)) {
+            const auto first = std::stoll(m[1].str()), last = std::stoll(m[2].str());
+            for (auto i = first; i <= last && i - first < 100000; ++i)
+                out[static_cast<int>(i)] = state;
+        } else if (!task.empty() && task.size() < 10 && task.find_first_not_of("0123456789") == std::string::npos) {
+            out[std::stoi(task)] = state;
+        }
+    }
+    return out;
+}
+
 }  // namespace vireo::batch

@@ -14,6 +14,7 @@
 #include <QString>
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,5 +61,29 @@ std::filesystem::path markerPath(const std::filesystem::path& batchFolder, const
 // SHA-256, the seconds it took, the device and host it ran on.
 Result<void> writeMarker(const std::filesystem::path& batchFolder, const Line& line, const std::filesystem::path& output, double seconds,
     const std::string& device);
+
+// Slurm, the scheduler most GPU clusters run: the batch becomes one array job, task i running
+// line i (`vireo-cli batch run-task FOLDER --index i`). The command lines are built and their
+// answers read by these pure functions; the caller runs the programs.
+struct SlurmOptions {
+    std::string partition, account, time, mem;  // empty: the cluster's defaults
+    int gpusPerTask = 0, cpusPerTask = 0;  // 0: not asked
+    int maxParallel = 0;  // tasks running at once (the array's %N); 0: no limit
+    int requeueLimit = 3;  // a task that failed is requeued while SLURM_RESTART_COUNT is below
+    std::string cache;  // HF_HUB_CACHE for the tasks (a shared folder); empty: theirs
+    std::vector<std::string> extra;  // further sbatch arguments, as given
+};
+// The task script: runs the line of the array index with the models offline (never a download
+// on a node), and requeues a task that failed (not a bad line: exit 2) below the limit. Paths
+// with a quote or a line break are refused.
+Result<std::string> slurmTaskScript(const std::string& vireoCli, const std::filesystem::path& batchFolder, const SlurmOptions& o);
+// sbatch's arguments for `tasks` tasks (indices 0 .. tasks-1), the script last.
+std::vector<std::string> sbatchArguments(
+    const SlurmOptions& o, int tasks, const std::filesystem::path& batchFolder, const std::string& jobName, const std::string& script);
+// sbatch --parsable's answer: "12345" or "12345;cluster" -> 12345; nullopt for anything else.
+std::optional<std::int64_t> parseSbatchJobId(const std::string& answer);
+// squeue -h -r -j ID -o "%i %T %r" lines: "12_3 RUNNING None" -> task 3 running ("12_[4-5]" as
+// pending ranges are expanded); the states by task index.
+std::map<int, std::string> parseSqueue(const std::string& text, std::int64_t jobId);
 
 }  // namespace vireo::batch

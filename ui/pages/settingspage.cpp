@@ -140,7 +140,9 @@ void SettingsPage::setDevicePool(runtime::DevicePool* pool)
 void SettingsPage::refreshDevices()
 {
     const auto devices = m_pool ? m_pool->devices() : runtime::DevicePool::machineSlots();
-    const auto gb = [](std::int64_t bytes) { return QString::number(static_cast<double>(bytes) / 1e9, 'f', 1) + QStringLiteral(" GB"); };
+    const auto gb = [](std::int64_t bytes) -> QString {
+        return QString::number(static_cast<double>(bytes) / 1e9, 'f', 1) + QStringLiteral(" GB");
+    };
     m_devices->setRowCount(static_cast<int>(devices.size()));
     for (int i = 0; i < static_cast<int>(devices.size()); ++i) {
         const auto& d = devices[static_cast<std::size_t>(i)];
