@@ -455,8 +455,8 @@ int runBatch(const std::vector<std::string>& args)
         if (o.index >= static_cast<int>(lines->size()))
             return fail(
                 source.string() + ": no line " + std::to_string(o.index) + " (the batch has " + std::to_string(lines->size()) + ")", 2);
-        auto one = (*lines)[static_cast<std::size_t>(o.index)];
-        lines->assign(1, std::move(one));
+        std::vector<vireo::batch::Line> one{(*lines)[static_cast<std::size_t>(o.index)]};
+        lines->swap(one);
     }
 
     int argc = 1;

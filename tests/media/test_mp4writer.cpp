@@ -44,7 +44,7 @@ Result<void> writeClip(media::Mp4Writer& w, int frames, int width, int height, d
     for (int f = 0; f < frames; ++f) {
         for (int y = 0; y < height; ++y)
             for (int x = 0; x < width; ++x) {
-                auto* p = &rgb[static_cast<std::size_t>((y * width + x) * 3)];
+                auto* p = &rgb[(static_cast<std::size_t>(y) * static_cast<std::size_t>(width) + static_cast<std::size_t>(x)) * 3];
                 p[0] = static_cast<std::uint8_t>((x * 255) / width);
                 p[1] = static_cast<std::uint8_t>((y * 255) / height);
                 p[2] = static_cast<std::uint8_t>((f * 255) / frames);
