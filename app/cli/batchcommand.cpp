@@ -36,6 +36,7 @@ constexpr const char* kUsage =
        vireo-cli batch JOBS.jsonl --slurm --outputs DIR [--cache HF_CACHE] [--partition P] [--account A]
                  [--gpus-per-task N] [--cpus-per-task N] [--mem M] [--time T] [--max-parallel N]
                  [--requeue-limit N] [--sbatch-arg ARG ...] [--name NAME]
+       vireo-cli batch JOBS.jsonl --prepare --outputs DIR [--name NAME]   (the folder alone: another scheduler runs the tasks)
        vireo-cli batch check JOBS.jsonl
        vireo-cli batch resume DIR/BATCH [--device ...] [--no-gallery]
        vireo-cli batch status DIR/BATCH [--json]
@@ -84,7 +85,7 @@ struct Options {
     std::string command;  // "run", "check", "resume", "status", "cancel", "run-task"
     std::string target;  // the JSONL file, or the batch folder
     std::string outputs, name, device;
-    bool local = false, slurm = false, gallery = true, json = false;
+    bool local = false, slurm = false, prepare = false, gallery = true, json = false;
     int index = -1;  // run-task
     vireo::batch::SlurmOptions slurmOptions;
 };
@@ -379,6 +380,8 @@ int runBatch(const std::vector<std::string>& args)
         };
         if (a == "--local")
             o.local = true;
+        else if (a == "--prepare")
+            o.prepare = true;
         else if (a == "--slurm")
             o.slurm = true;
         else if (a == "--index") {
@@ -435,8 +438,9 @@ int runBatch(const std::vector<std::string>& args)
     }
     if (o.command == "run-task" && o.index < 0)
         return usage("run-task needs --index I");
-    if (o.command == "run" && o.local == o.slurm)
-        return usage("say where it runs: --local (here) or --slurm (one Slurm array job)");
+    if (o.command == "run" && int(o.local) + int(o.slurm) + int(o.prepare) != 1)
+        return usage(
+            "say where it runs: --local (here), --slurm (one Slurm array job) or --prepare (the folder alone, for another scheduler)");
     if (o.command == "run" && o.outputs.empty())
         return usage("--outputs DIR: where the batch folder goes");
     static const std::regex namePattern("[A-Za-z0-9._-]{1,64}");
@@ -500,6 +504,12 @@ int runBatch(const std::vector<std::string>& args)
             return fail(folder.string() + "/.vireo/jobs.jsonl: cannot write it (" + file.errorString().toStdString() + ")");
         if (o.slurm)
             return submitToSlurm(o, folder, static_cast<int>(planned->size()));
+        if (o.prepare) {
+            // For a scheduler of one's own (a Kubernetes Indexed Job): task i runs line i.
+            std::printf("prepared %zu tasks in %s\neach task: vireo-cli batch run-task %s --index I (I from 0 to %zu)\n", planned->size(),
+                folder.string().c_str(), folder.string().c_str(), planned->size() - 1);
+            return 0;
+        }
     }
     return runTasks(o, **studio, folder, std::move(*planned));
 }
