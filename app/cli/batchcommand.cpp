@@ -8,6 +8,7 @@
 #include "core/runtime/devicepool.h"
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
+#include "core/settings/studiosettings.h"
 #include "core/studio/studio.h"
 #include "core/util/logging.h"
 #include "inference/util/text.h"
@@ -502,6 +503,9 @@ int runBatch(const std::vector<std::string>& args)
         if (!file.open(QIODevice::WriteOnly)
             || file.write(copy.data(), static_cast<qint64>(copy.size())) != static_cast<qint64>(copy.size()) || !file.commit())
             return fail(folder.string() + "/.vireo/jobs.jsonl: cannot write it (" + file.errorString().toStdString() + ")");
+        // The window's gallery adopts the outputs as they land (tasks on other machines record nothing).
+        if (o.gallery)
+            (*studio)->settings()->addWatchedFolder(QString::fromStdString(folder.string()));
         if (o.slurm)
             return submitToSlurm(o, folder, static_cast<int>(planned->size()));
         if (o.prepare) {

@@ -66,6 +66,16 @@ public slots:
         emit scanned(folder, n ? *n : 0, n ? QString() : QString::fromStdString(n.error().message));
     }
 
+    void scanNew(const QString& folder)
+    {
+        if (!ensureOpen()) {
+            emit scanned(folder, 0, m_openError);
+            return;
+        }
+        auto n = m_store->importNew(folder);
+        emit scanned(folder, n ? *n : 0, n ? QString() : QString::fromStdString(n.error().message));
+    }
+
 signals:
     void made(qint64 id, const QImage& image);
     void failed(qint64 id, const QString& problem);
@@ -191,6 +201,28 @@ void Gallery::poll()
     // Another connection committed (the CLI, the worker, a second window): read the rows again.
     if (m_store && m_store->dataVersion() != m_dataVersion)
         reload();
+    // Watched folders every 10 s, while no walk is under way: outputs that land there (a batch's,
+    // written by other machines' tasks) are adopted; a finished or vanished folder is dropped
+    // after a last look.
+    if (++m_pollTicks % 5 != 0 || m_scans > 0 || !m_watch.folders)
+        return;
+    for (const auto& folder : m_watch.folders()) {
+        if (!QFileInfo(folder).isDir()) {
+            if (m_watch.forget)
+                m_watch.forget(folder);
+            continue;
+        }
+        const bool finished = m_watch.finished && m_watch.finished(folder);
+        ++m_scans;
+        QMetaObject::invokeMethod(m_worker, "scanNew", Qt::QueuedConnection, Q_ARG(QString, folder));
+        if (finished && m_watch.forget)
+            m_watch.forget(folder);
+    }
+}
+
+void Gallery::setWatch(Watch watch)
+{
+    m_watch = std::move(watch);
 }
 
 std::optional<GalleryItem> Gallery::item(qint64 id) const

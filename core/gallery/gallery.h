@@ -18,6 +18,8 @@
 #include <QThread>
 #include <QTimer>
 
+#include <functional>
+
 namespace vireo::gallery {
 
 class GalleryWorker;
@@ -55,6 +57,15 @@ public:
     // carry one; scanFinished follows.
     void importFolder(const QString& folder);
     void rescan();
+    // Folders looked at again every 10 s while the gallery is open (a batch whose outputs other
+    // machines write): `folders` gives the list now, `finished` says no more outputs will come
+    // to one (it gets a last look, then `forget`), and a folder that is gone is forgotten too.
+    struct Watch {
+        std::function<QStringList()> folders;
+        std::function<bool(const QString&)> finished;
+        std::function<void(const QString&)> forget;
+    };
+    void setWatch(Watch watch);
     bool scanning() const { return m_scans > 0; }
 
     // To the freedesktop trash; the returned token undoes it (restore).
@@ -92,6 +103,8 @@ private:
     QSet<qint64> m_none;  // nothing to show (missing without a stored thumbnail)
     bool m_busy = false;  // one thumbnail in flight at a time keeps the queue reorderable
     int m_scans = 0;
+    int m_pollTicks = 0;
+    Watch m_watch;
     QThread m_thread;
     GalleryWorker* m_worker = nullptr;
     QTimer m_poll;

@@ -380,7 +380,17 @@ Result<qint64> GalleryStore::import(const QString& path)
     return id;
 }
 
+Result<int> GalleryStore::importNew(const QString& folder)
+{
+    return walk(folder, false);
+}
+
 Result<int> GalleryStore::rescan(const QString& folder)
+{
+    return walk(folder, true);
+}
+
+Result<int> GalleryStore::walk(const QString& folder, bool checkRows)
 {
     QSet<QString> known;
     QList<QPair<qint64, QString>> rows;
@@ -390,6 +400,8 @@ Result<int> GalleryStore::rescan(const QString& folder)
             return sqlError(m_file, QStringLiteral("reading the gallery"), q.lastError());
         while (q.next()) {
             known.insert(q.value(1).toString());
+            if (!checkRows)
+                continue;
             const bool exists = QFileInfo::exists(q.value(1).toString());
             if (exists == (q.value(2).toInt() != 0))
                 rows.append({q.value(0).toLongLong(), exists ? QStringLiteral("present") : QStringLiteral("missing")});

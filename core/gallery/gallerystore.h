@@ -60,6 +60,9 @@ public:
     // Adopts the outputs in `folder` (and its sub-folders, 4 deep) that have no row, and marks
     // rows whose file is gone as missing (and back when it returns). Returns rows added.
     Result<int> rescan(const QString& folder);
+    // Adopts the outputs in `folder` that have no row, without checking the rows it has (what a
+    // watched batch folder needs every few seconds).
+    Result<int> importNew(const QString& folder);
 
     // Every row, newest first, without thumbnails and recipe texts (hasRecipe says if there is one).
     QList<GalleryItem> items() const;
@@ -81,6 +84,7 @@ public:
 private:
     GalleryStore() = default;
     Result<void> migrate();
+    Result<int> walk(const QString& folder, bool checkRows);
 
     QString m_file, m_connection;
 };

@@ -21,6 +21,7 @@ const QString kOffline = QStringLiteral("hub/offline");
 const QString kHeadroom = QStringLiteral("hub/headroomBytes");
 const QString kTrusted = QStringLiteral("trust/repos");
 const QString kOutputs = QStringLiteral("studio/outputsFolder");
+const QString kWatched = QStringLiteral("gallery/watchedFolders");
 const QString kDevice = QStringLiteral("studio/device");
 const QString kPlacement = QStringLiteral("studio/placement");
 const QString kLocalModels = QStringLiteral("studio/localModels");
@@ -239,6 +240,38 @@ QString StudioSettings::outputsFolder() const
     if (videos.isEmpty())
         videos = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
     return QDir(videos).filePath(QStringLiteral("Vireo Studio"));
+}
+
+QStringList StudioSettings::watchedFolders() const
+{
+    QSettings s;
+    s.sync();
+    return s.value(kWatched).toStringList();
+}
+
+void StudioSettings::addWatchedFolder(const QString& folder)
+{
+    QSettings s;
+    s.sync();
+    auto list = s.value(kWatched).toStringList();
+    const auto clean = QDir::cleanPath(QDir(folder).absolutePath());
+    list.removeAll(clean);
+    list.append(clean);
+    while (list.size() > 32)
+        list.removeFirst();
+    s.setValue(kWatched, list);
+    s.sync();
+}
+
+void StudioSettings::removeWatchedFolder(const QString& folder)
+{
+    QSettings s;
+    s.sync();
+    auto list = s.value(kWatched).toStringList();
+    if (list.removeAll(folder) == 0)
+        return;
+    s.setValue(kWatched, list);
+    s.sync();
 }
 
 void StudioSettings::setOutputsFolder(const QString& folder)

@@ -52,6 +52,12 @@ public:
 
     // Where generated videos and images go (default: the user's Videos folder, "Vireo Studio").
     QString outputsFolder() const;
+    // Batch folders whose outputs the window's gallery adopts as they land (vireo-cli batch adds
+    // its folder; the gallery drops one that is finished or gone). Read fresh each time: another
+    // process (vireo-cli) adds them. At most 32, the newest kept.
+    QStringList watchedFolders() const;
+    void addWatchedFolder(const QString& folder);
+    void removeWatchedFolder(const QString& folder);
     void setOutputsFolder(const QString& folder);  // empty: back to the default
     // The compute device: "auto" (the first CUDA device when there is one), "cpu", "cuda:0".
     QString computeDevice() const;

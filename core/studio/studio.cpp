@@ -1,5 +1,6 @@
 #include "core/studio/studio.h"
 
+#include "core/batch/batch.h"
 #include "core/gallery/gallery.h"
 #include "core/hub/cachemanager.h"
 #include "core/hub/downloadmanager.h"
@@ -12,6 +13,8 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QStandardPaths>
+
+#include <algorithm>
 
 #include <spdlog/spdlog.h>
 
@@ -45,6 +48,13 @@ Studio::Studio(catalog::Catalog catalog, Options options, QObject* parent) : QOb
     if (!m_options.headless || m_options.listGallery)
         output::removeStalePartials(m_settings->outputsFolder().toStdString());
     m_gallery = new gallery::Gallery(galleryDatabaseFile(), m_settings->outputsFolder(), this);
+    // Batch folders (vireo-cli batch) are watched until every task has its marker.
+    m_gallery->setWatch({[settings = m_settings] { return settings->watchedFolders(); },
+        [](const QString& folder) {
+            const auto tasks = batch::status(folder.toStdString());
+            return tasks && std::all_of(tasks->begin(), tasks->end(), [](const batch::TaskState& t) { return t.done; });
+        },
+        [settings = m_settings](const QString& folder) { settings->removeWatchedFolder(folder); }});
     QString error;
     const bool opened = !m_options.recordOutputs       ? true
         : m_options.headless && !m_options.listGallery ? m_gallery->openForRecording(&error)

@@ -1,6 +1,6 @@
 """vireo-cli batch on a real Slurm: Debian's slurmctld and slurmd with munge, started on this
-machine for this test alone (its own configuration, ports, state and spool folders; the
-packages' services are not used). A batch of 6 tiny-model jobs goes in as one array job, two
+machine for this test alone (their own configuration, ports, state and spool folders, and a
+munged with its own key and socket; the packages' services and files are not used). A batch of 6 tiny-model jobs goes in as one array job, two
 tasks at a time; one task is requeued while it runs, as a preemption does, and runs again;
 every output arrives once, whole, with its recipe and its marker, and no temporary is left.
 `batch status` reads the markers and squeue; a second batch is cancelled with `batch cancel`
@@ -35,18 +35,21 @@ def free_port():
 
 
 class Cluster:
-    """slurmctld and slurmd in the foreground, one node of 2 CPUs named localhost."""
+    """munged, slurmctld and slurmd of their own, one node of 2 CPUs named localhost."""
 
     def __init__(self, root):
         self.root = root
-        for d in ("state", "spool", "log"):
+        for d in ("state", "spool", "log", "munge"):
             (root / d).mkdir(parents=True)
+        (root / "munge").chmod(0o700)
+        self.socket = root / "munge" / "munge.socket"
         self.conf = root / "slurm.conf"
         self.conf.write_text(f"""ClusterName=vireo-test
 SlurmctldHost=localhost
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket={self.socket}
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool
 SlurmctldPidFile={root}/slurmctld.pid
@@ -70,6 +73,24 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 """)
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.procs = []
+
+    def start_munge(self):
+        """A munged of this test's own (root, --force): a fresh key, a socket in the test's folder."""
+        m = self.root / "munge"
+        key = subprocess.run(["mungekey", "--create", "--keyfile", str(m / "munge.key")], capture_output=True, text=True)
+        if key.returncode != 0:
+            return key.stderr
+        self.procs.append(subprocess.Popen(["munged", "--foreground", "--force", "--socket", str(self.socket), "--key-file",
+                                            str(m / "munge.key"), "--log-file", str(m / "munged.log"), "--pid-file",
+                                            str(m / "munged.pid"), "--seed-file", str(m / "munged.seed")],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+        for _ in range(50):
+            enc = subprocess.run(["munge", "-n", "-S", str(self.socket)], capture_output=True)
+            if enc.returncode == 0 and subprocess.run(["unmunge", "-S", str(self.socket)], input=enc.stdout,
+                                                      capture_output=True).returncode == 0:
+                return ""
+            time.sleep(0.2)
+        return (m / "munged.log").read_text()[-1000:] if (m / "munged.log").exists() else "munged did not answer"
 
     def start(self):
         self.procs.append(subprocess.Popen(["slurmctld", "-D", "-i"], env=self.env, stdout=subprocess.DEVNULL,
@@ -102,25 +123,6 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
                 p.kill()
 
 
-def munge_running():
-    enc = subprocess.run(["munge", "-n"], capture_output=True)
-    return enc.returncode == 0 and subprocess.run(["unmunge"], input=enc.stdout, capture_output=True).returncode == 0
-
-
-def start_munge():
-    """The system's munged (the key the package made); started here when it does not run."""
-    if munge_running():
-        return None
-    Path("/run/munge").mkdir(exist_ok=True)
-    shutil.chown("/run/munge", "munge", "munge")
-    subprocess.run(["runuser", "-u", "munge", "--", "munged"], capture_output=True, timeout=30)
-    for _ in range(50):
-        if munge_running():
-            break
-        time.sleep(0.2)
-    return True
-
-
 def wait_for(condition, seconds):
     deadline = time.time() + seconds
     while time.time() < deadline:
@@ -142,22 +144,20 @@ def main():
     if os.geteuid() != 0:
         check("the Slurm test runs as root (slurmd and munged need it, as on the CI machine)", False)
         return
-    for tool in ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "munged"):
+    for tool in ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "munged", "mungekey"):
         if not shutil.which(tool):
             check(f"{tool} is installed (scripts/apt-packages.txt)", False)
             return
     work = Path(tempfile.mkdtemp(prefix="vireo-slurm-test-"))
-    munge = start_munge()
-    check("munge authenticates (started here when it did not run)", munge_running())
     cluster = Cluster(work / "slurm")
     try:
+        problem = cluster.start_munge()
+        check("munge (this test's own munged, key and socket) authenticates", not problem, problem)
         check("slurmctld and slurmd start and the node is idle", cluster.start(),
               (work / "slurm/log/slurmctld.log").read_text()[-2000:] if (work / "slurm/log/slurmctld.log").exists() else "")
         run_batches(cluster, work)
     finally:
         cluster.stop()
-        if munge:
-            subprocess.run(["pkill", "-x", "munged"], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
 
 

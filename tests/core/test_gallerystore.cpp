@@ -2,6 +2,7 @@
 // v1 database, recipe round trips (stored samples from every version), outputs carrying their
 // recipe (MP4 tags, PNG text chunks), rescan adoption and missing files, thumbnails of damaged
 // files, a loop of writer processes killed with SIGKILL mid-write, and a full disk.
+#include "core/gallery/gallery.h"
 #include "core/gallery/gallerystore.h"
 #include "core/output/outputfile.h"
 #include "core/output/recipe.h"
@@ -24,6 +25,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <unistd.h>
@@ -469,6 +471,33 @@ private slots:
         QCOMPARE(left,
             (QStringList{QStringLiteral(".c.mp4.part") + own + QStringLiteral("-1"), QStringLiteral(".d.mp4.part999999999-"),
                 QStringLiteral(".e.mp4.part999999999-x")}));
+    }
+
+    // A watched folder (a batch's, written by tasks elsewhere): what lands there is adopted within
+    // a few seconds while the gallery is open, and a finished folder gets a last look and is
+    // forgotten, as is one that is gone.
+    void watchedFoldersAdoptOutputsAsTheyLand()
+    {
+        QTemporaryDir dir;
+        const QString batch = dir.filePath(QStringLiteral("batch")), gone = dir.filePath(QStringLiteral("gone"));
+        QVERIFY(QDir().mkpath(batch));
+        gallery::Gallery g(dir.filePath(QStringLiteral("gallery.sqlite")), dir.filePath(QStringLiteral("outputs")));
+        QVERIFY(g.open());
+        QStringList watched{batch, gone};
+        bool finished = false;
+        g.setWatch({[&] { return watched; }, [&](const QString&) { return finished; }, [&](const QString& f) { watched.removeAll(f); }});
+        QTest::qWait(500);
+        vireo::test::writeClip(batch + QStringLiteral("/fox.mp4"), sampleRecipe(61, "a fox lands in the batch"));
+        QTRY_VERIFY_WITH_TIMEOUT(
+            std::any_of(g.items().begin(), g.items().end(), [](const auto& i) { return i.path.endsWith(QStringLiteral("/fox.mp4")); }),
+            20000);
+        QCOMPARE(watched, QStringList{batch});  // the folder that does not exist was dropped
+        finished = true;
+        vireo::test::writeClip(batch + QStringLiteral("/owl.mp4"), sampleRecipe(62, "the last one"));
+        QTRY_VERIFY_WITH_TIMEOUT(watched.isEmpty(), 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            std::any_of(g.items().begin(), g.items().end(), [](const auto& i) { return i.path.endsWith(QStringLiteral("/owl.mp4")); }),
+            20000);
     }
 
     void survivesKilledWriters()
