@@ -16,14 +16,17 @@ as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-# 1. Debian packages (the list is data: scripts/apt-packages.txt).
+# 1. Debian packages (the list is data: scripts/apt-packages.txt; scripts/test.sh adds
+#    scripts/apt-packages-tests.txt through VIREO_APT_LISTS, daemons only its tests start).
 missing=()
-while read -r pkg; do
-  case "$pkg" in ''|'#'*) continue ;; esac
-  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-    missing+=("$pkg")
-  fi
-done < scripts/apt-packages.txt
+for list in ${VIREO_APT_LISTS:-scripts/apt-packages.txt}; do
+  while read -r pkg; do
+    case "$pkg" in ''|'#'*) continue ;; esac
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$pkg")
+    fi
+  done < "$list"
+done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing Debian packages: ${missing[*]}"
   as_root apt-get update -qq

@@ -13,7 +13,8 @@ JOBS=${VIREO_TEST_JOBS:-2}
 
 # Warnings are errors here (a fresh build/ only: an existing one keeps how it was configured);
 # the sanitizer and fuzzing builds below keep theirs.
-VIREO_CMAKE_ARGS="-DVIREO_WERROR=ON ${VIREO_CMAKE_ARGS:-}" "$ROOT/scripts/bootstrap.sh" "$ROOT/build"
+VIREO_APT_LISTS="scripts/apt-packages.txt scripts/apt-packages-tests.txt" \
+  VIREO_CMAKE_ARGS="-DVIREO_WERROR=ON ${VIREO_CMAKE_ARGS:-}" "$ROOT/scripts/bootstrap.sh" "$ROOT/build"
 # Style and static checks on what the newest commit changed (.clang-format, .clang-tidy).
 python3 "$ROOT/scripts/lint.py" --build "$ROOT/build"
 # The gpu label needs a CUDA device; the GPU machine runs it with `ctest -L gpu`.

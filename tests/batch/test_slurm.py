@@ -146,7 +146,7 @@ def main():
         return
     for tool in ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "munged", "mungekey"):
         if not shutil.which(tool):
-            check(f"{tool} is installed (scripts/apt-packages.txt)", False)
+            check(f"{tool} is installed (scripts/apt-packages-tests.txt)", False)
             return
     work = Path(tempfile.mkdtemp(prefix="vireo-slurm-test-"))
     cluster = Cluster(work / "slurm")
