@@ -166,7 +166,7 @@ def run_batches(cluster, work):
     base = {"model": str(model), "width": 64, "height": 64, "frames": 9}
     lines = [{**base, "prompt": f"a small fox, take {i}", "id": f"fox-{i}"} for i in range(5)]
     # The last one is longer, so it can be requeued while it runs.
-    lines.append({**base, "prompt": "a long heron flight", "id": "heron", "width": 192, "height": 128, "frames": 97})
+    lines.append({**base, "prompt": "a long heron flight", "id": "heron", "width": 384, "height": 256, "frames": 161})
     jobs = work / "jobs.jsonl"
     jobs.write_text("".join(json.dumps(l) + "\n" for l in lines))
     outputs = work / "outputs"
@@ -178,9 +178,10 @@ def run_batches(cluster, work):
     if p.returncode != 0:
         return
     job = json.loads((folder / ".vireo" / "submit.json").read_text())["job_ids"][0]
-    # The long task, once it runs: requeued as a preemption would (SIGTERM, then back in the queue).
-    running = wait_for(lambda: cluster.queue().get(f"{job}_5") == "RUNNING", 240)
-    time.sleep(1.5)
+    # The long task, once it generates (its log says it queued the job on an engine): requeued as
+    # a preemption would (SIGTERM, then back in the queue).
+    log5 = folder / ".vireo" / "task-5.log"
+    running = wait_for(lambda: cluster.queue().get(f"{job}_5") == "RUNNING" and log5.exists() and "1 queued" in log5.read_text(), 240)
     requeue = cluster.run("scontrol", "requeue", f"{job}_5")
     check("a running task is requeued (as by a preemption)", running and requeue.returncode == 0, requeue.stderr)
     # Slurm holds a requeued job back 2 minutes (its BeginTime); an operator's nudge, so the test
@@ -213,7 +214,7 @@ def run_batches(cluster, work):
     check("batch status: 6 of 6 done", p.returncode == 0 and "6 of 6 done" in p.stdout, p.stdout[-400:] + p.stderr[-400:])
 
     # A batch cancelled while it runs: finished outputs stay, nothing half-written, nothing queued.
-    slow = [{**base, "prompt": f"a slow owl {i}", "id": f"owl-{i}", "width": 192, "height": 128, "frames": 97} for i in range(3)]
+    slow = [{**base, "prompt": f"a slow owl {i}", "id": f"owl-{i}", "width": 384, "height": 256, "frames": 161} for i in range(3)]
     jobs2 = work / "jobs2.jsonl"
     jobs2.write_text("".join(json.dumps(l) + "\n" for l in slow))
     p = cluster.run(CLI, "batch", jobs2, "--slurm", "--outputs", outputs, "--name", "s2", "--max-parallel", 1)
