@@ -56,25 +56,9 @@ public slots:
         emit made(id, image);
     }
 
-    void scan(const QString& folder)
-    {
-        if (!ensureOpen()) {
-            emit scanned(folder, 0, m_openError);
-            return;
-        }
-        auto n = m_store->rescan(folder);
-        emit scanned(folder, n ? *n : 0, n ? QString() : QString::fromStdString(n.error().message));
-    }
-
-    void scanNew(const QString& folder)
-    {
-        if (!ensureOpen()) {
-            emit scanned(folder, 0, m_openError);
-            return;
-        }
-        auto n = m_store->importNew(folder);
-        emit scanned(folder, n ? *n : 0, n ? QString() : QString::fromStdString(n.error().message));
-    }
+    void scan(const QString& folder) { walk(folder, true); }
+    // A watched folder: new files only, the rows it has are not checked.
+    void scanNew(const QString& folder) { walk(folder, false); }
 
 signals:
     void made(qint64 id, const QImage& image);
@@ -84,6 +68,16 @@ signals:
     void scanned(const QString& folder, int added, const QString& error);
 
 private:
+    void walk(const QString& folder, bool checkRows)
+    {
+        if (!ensureOpen()) {
+            emit scanned(folder, 0, m_openError);
+            return;
+        }
+        auto n = checkRows ? m_store->rescan(folder) : m_store->importNew(folder);
+        emit scanned(folder, n ? *n : 0, n ? QString() : QString::fromStdString(n.error().message));
+    }
+
     bool ensureOpen()
     {
         if (m_store)
