@@ -72,6 +72,7 @@ MainWindow::MainWindow(core::Studio* studio, QWidget* parent)
 {
     m_models->catalogPanel()->setCacheManager(studio->cache());
     m_settingsPage->setDevicePool(studio->devicePool());
+    m_settingsPage->setRemoteJobs(studio->remoteJobs());
     setWindowTitle(tr("Vireo Studio"));
     setMinimumSize(900, 600);
 

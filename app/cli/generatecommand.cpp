@@ -4,6 +4,7 @@
 
 #include "app/cli/again.h"
 #include "app/cli/args.h"
+#include "app/cli/remotecommand.h"
 #include "core/catalog/catalog.h"
 #include "core/generation/generation.h"
 #include "core/hub/downloadmanager.h"
@@ -90,6 +91,7 @@ std::string generateHelp()
         "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n"
         "  --device auto runs on the GPU the memory plan fits with the fewest jobs queued (the CPU on a box\n"
         "  without one) and says which and why\n"
+        "  --host NAME|any runs the job on another machine's Vireo server (vireo-cli hosts): see the lines below\n"
         "  --dry-run prints the memory plan and the path each component takes on the device (the dtype, FP8 or\n"
         "  dequantized GEMMs, the attention) and loads nothing; --out is then optional. --plan-for DEVICE plans for\n"
         "  another GPU instead of this machine's (%s)\n";
@@ -100,7 +102,7 @@ std::string generateHelp()
     const auto k = out.find("%k");
     out.replace(k, 2, knobs);
     const auto at = out.find("%s");
-    return out.substr(0, at) + knownDevices() + out.substr(at + 2);
+    return out.substr(0, at) + knownDevices() + out.substr(at + 2) + remoteGenerateHelp();
 }
 
 namespace {
@@ -581,6 +583,9 @@ int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::
 
 int runGenerate(const std::vector<std::string>& given)
 {
+    // A job for another machine's server takes the host's model id, not local files.
+    if (std::find(given.begin(), given.end(), "--host") != given.end())
+        return runRemoteGenerate(given);
     GenerateOptions o;
     if (auto failed = parseOptions(given, o))
         return *failed;

@@ -10,6 +10,7 @@
 
 #include "app/cli/batchcommand.h"
 #include "app/cli/generatecommand.h"
+#include "app/cli/remotecommand.h"
 #include "app/cli/servecommand.h"
 #endif
 #include "inference/inspect/modelinspector.h"
@@ -57,6 +58,9 @@ commands:
   batch JOBS.jsonl --local --outputs DIR
                                one generation per line of a JSONL file (the API's fields),
                                each output once, resumable; see batch --help
+  hosts [list|add NAME ADDRESS|remove NAME]
+                               other machines' Vireo servers; generate --host NAME|any runs a
+                               job there and brings the output home (see generate --help)
   plan REPO [rules] [--json]   the files a download would fetch, sizes, cache and disk
   download REPO [rules]        download them into the Hugging Face cache (Ctrl-C
                                cancels; running it again resumes); a repo outside the
@@ -184,6 +188,8 @@ std::string commandHelp(const std::string& command)
         return generateHelp();
     if (command == "batch")
         return batchHelp();
+    if (command == "hosts")
+        return hostsHelp();
 #endif
     const auto out = vireo::cli::usageEntries(kUsage, command);
     return out.empty() ? out : "usage: vireo-cli " + command + " ...\n" + out;
@@ -218,6 +224,7 @@ int runCommand(const std::vector<std::string>& all)
         {"generate", rest(runGenerate)},
         {"serve", rest(runServe)},
         {"batch", rest(runBatch)},
+        {"hosts", rest(runHosts)},
         {"plan", rest(runPlan)},
         {"download", rest(runDownload)},
         {"trust", rest(runTrust)},
@@ -227,6 +234,7 @@ int runCommand(const std::vector<std::string>& all)
         {"plan", needsQt},
         {"serve", needsQt},
         {"batch", needsQt},
+        {"hosts", needsQt},
         {"download", needsQt},
         {"trust", needsQt},
         {"cache", needsQt},

@@ -32,8 +32,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 
 namespace vireo::api {
 
@@ -228,6 +230,8 @@ struct ApiService::Impl {
         quint64 engineJob = 0;
         std::string error, errorCode;
         QString outputPath;
+        std::string outputSha256;  // hashed once the engine is done, before "completed" is said
+        std::int64_t outputBytes = -1;
         std::string recipeJson;
         std::string phase;
         double etaSeconds = -1;
@@ -259,6 +263,7 @@ struct ApiService::Impl {
     std::vector<ServedModel> modelCache;
     std::chrono::steady_clock::time_point modelCacheTime;
     QCache<QString, QByteArray> thumbnails{16 * 1024 * 1024};
+    std::map<std::string, std::jthread> hashers;  // by job id; joined before the service goes
 
     // --- models -------------------------------------------------------------------------------
     const std::vector<ServedModel>& models()
@@ -367,6 +372,8 @@ struct ApiService::Impl {
             r["error"] = {{"message", j.error}, {"code", j.errorCode}};
         if (!j.outputPath.isEmpty())
             r["output"] = j.outputPath.toStdString();
+        if (!j.outputSha256.empty())
+            r["output_digest"] = {{"sha256", j.outputSha256}, {"bytes", j.outputBytes}};
         return r;
     }
 
@@ -661,7 +668,7 @@ struct ApiService::Impl {
                 j.params["frames"] = ran.frames;
                 j.params["seconds"] = QString::number(static_cast<double>(ran.frames) / ran.fps, 'g', 4).toStdString();
             }
-            finishJob(j, "completed", {}, {});
+            digestThenComplete(j);
         } else if (s->state == runtime::JobState::Cancelled) {
             finishJob(j, "failed", "cancelled", "cancelled");
         } else {
@@ -670,6 +677,41 @@ struct ApiService::Impl {
                                                                             : "generation_failed";
             finishJob(j, "failed", s->error.toStdString(), code);
         }
+    }
+
+    // A client on another machine checks what it downloaded against the output's SHA-256, so a
+    // job is "completed" only once that is known. Hashing a large MP4 takes a while: it runs on a
+    // thread of its own, never on the studio's (the window's) thread.
+    void digestThenComplete(Job& j)
+    {
+        j.phase = "digest";
+        const auto id = j.id;
+        const auto path = j.outputPath.toStdString();
+        hashers[id] = std::jthread([this, id, path] {
+            std::error_code ec;
+            const auto bytes = std::filesystem::file_size(path, ec);
+            auto sha = output::fileSha256(path);
+            QMetaObject::invokeMethod(
+                q,
+                [this, id, sha = std::move(sha), bytes = ec ? std::int64_t(-1) : static_cast<std::int64_t>(bytes)] {
+                    if (auto t = hashers.find(id); t != hashers.end()) {
+                        t->second.join();  // its last act was this post
+                        hashers.erase(t);
+                    }
+                    const auto it = jobs.find(id);
+                    if (it == jobs.end())
+                        return;  // deleted while it was hashed
+                    if (sha.empty() || bytes < 0) {
+                        finishJob(it->second, "failed", "the output " + it->second.outputPath.toStdString() + " could not be read back",
+                            "output_unreadable");
+                        return;
+                    }
+                    it->second.outputSha256 = sha;
+                    it->second.outputBytes = bytes;
+                    finishJob(it->second, "completed", {}, {});
+                },
+                Qt::QueuedConnection);
+        });
     }
 
     void broadcast(Job& j, const std::string& event, const json& data)
@@ -1275,6 +1317,9 @@ struct ApiService::Impl {
         v["params"].erase("reference");
         if (!j.recipeJson.empty())
             v["recipe"] = json::parse(j.recipeJson, nullptr, false);
+        if (j.status == "completed" && !j.outputSha256.empty())
+            v["output"] = {
+                {"bytes", j.outputBytes}, {"sha256", j.outputSha256}, {"file_name", QFileInfo(j.outputPath).fileName().toStdString()}};
         if (j.status == "completed" || j.status == "failed")
             v["timings"] = {{"load_seconds", j.loadSeconds}, {"generate_seconds", j.generateSeconds}, {"write_seconds", j.writeSeconds}};
         return jsonResponse(200, v);
@@ -1579,6 +1624,7 @@ ApiService::~ApiService()
 {
     // The server first: no request reaches the routes once this object starts going away.
     m_impl->server.reset();
+    m_impl->hashers.clear();  // joined here: their posts are dropped with this object
 }
 
 Result<void> ApiService::start()
@@ -1660,6 +1706,14 @@ Result<void> ApiService::start()
             j.errorCode = e->value("code", "");
         }
         j.outputPath = QString::fromStdString(record.value("output", ""));
+        if (const auto dg = record.find("output_digest"); dg != record.end() && dg->is_object()) {
+            const auto sha = dg->value("sha256", std::string());
+            const auto bytes = dg->value("bytes", std::int64_t(-1));
+            if (sha.size() == 64 && sha.find_first_not_of("0123456789abcdef") == std::string::npos && bytes >= 0) {
+                j.outputSha256 = sha;
+                j.outputBytes = bytes;
+            }
+        }
         if (!plausibleId(j.id) || !j.params.is_object())
             continue;
         const auto id = j.id;

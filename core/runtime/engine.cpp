@@ -111,13 +111,6 @@ struct Engine::Impl {
     std::condition_variable wake;
     std::deque<std::shared_ptr<Job>> queue;
     std::map<quint64, std::shared_ptr<Job>> jobs;
-    // Ids come from one counter for every engine of the process: a front end that follows the
-    // jobs of several devices (the device pool, the API) keys on the id alone.
-    static quint64 nextId()
-    {
-        static std::atomic<quint64> counter{1};
-        return counter++;
-    }
     bool stopping = false;
 
     // Owned by the engine thread; `residentInfo` is its snapshot for other threads.
@@ -202,7 +195,7 @@ quint64 Engine::enqueueLoad(const ModelRef& model, facade::SizeRequest size, boo
     quint64 id;
     {
         std::lock_guard lock(m_impl->mutex);
-        id = job->status.id = Impl::nextId();
+        id = job->status.id = Engine::newJobId();
         m_impl->jobs[id] = job;
         m_impl->queue.push_back(job);
     }
@@ -227,7 +220,7 @@ quint64 Engine::enqueueGenerate(const GenerateJob& g)
     quint64 id;
     {
         std::lock_guard lock(m_impl->mutex);
-        id = job->status.id = Impl::nextId();
+        id = job->status.id = Engine::newJobId();
         m_impl->jobs[id] = job;
         m_impl->queue.push_back(job);
     }
@@ -244,7 +237,7 @@ quint64 Engine::enqueueUnload()
     quint64 id;
     {
         std::lock_guard lock(m_impl->mutex);
-        id = job->status.id = Impl::nextId();
+        id = job->status.id = Engine::newJobId();
         m_impl->jobs[id] = job;
         m_impl->queue.push_back(job);
     }
@@ -960,6 +953,12 @@ void Engine::Impl::generateImage(const std::shared_ptr<Job>& job)
     tracker.commit(eta, now());
     eta.save();
     finishJob(job, path, recipe, generated);
+}
+
+quint64 Engine::newJobId()
+{
+    static std::atomic<quint64> counter{1};
+    return counter++;
 }
 
 }  // namespace vireo::runtime

@@ -92,6 +92,9 @@ public:
 
     QList<JobStatus> jobs() const;
     std::optional<JobStatus> job(quint64 id) const;
+    // Ids come from one counter for every engine of the process (and the jobs on other hosts):
+    // a front end that follows several devices (the device pool, the API) keys on the id alone.
+    static quint64 newJobId();
     // Jobs queued or running (what the device pool ranks devices by).
     int pending() const;
     // Forgets finished jobs (the queue view's "clear").

@@ -6,9 +6,12 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QRegularExpression>
 #include <QSaveFile>
 #include <QSettings>
 #include <QStandardPaths>
+
+#include <algorithm>
 
 namespace vireo::core {
 
@@ -25,6 +28,35 @@ const QString kWatched = QStringLiteral("gallery/watchedFolders");
 const QString kDevice = QStringLiteral("studio/device");
 const QString kPlacement = QStringLiteral("studio/placement");
 const QString kLocalModels = QStringLiteral("studio/localModels");
+
+const QString kHosts = QStringLiteral("remote/hosts");
+
+// A secret (a token) in a file only its owner can read, written atomically.
+bool writePrivateFile(const QString& path, const QByteArray& bytes, QString* error)
+{
+    QDir().mkpath(QFileInfo(path).absolutePath());
+    QSaveFile file(path);
+    // The temporary file gets the final permissions before any byte of the secret is written.
+    if (!file.open(QIODevice::WriteOnly) || !file.setPermissions(QFile::ReadOwner | QFile::WriteOwner)) {
+        if (error)
+            *error = QStringLiteral("Could not write %1: %2").arg(path, file.errorString());
+        return false;
+    }
+    file.write(bytes);
+    if (!file.commit()) {
+        if (error)
+            *error = QStringLiteral("Could not write %1: %2").arg(path, file.errorString());
+        return false;
+    }
+    QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner);
+    return true;
+}
+
+QString hostTokenPath(const QString& name)
+{
+    return QStandardPaths::writableLocation(QStandardPaths::AppConfigLocation) + QStringLiteral("/hosts/") + name
+        + QStringLiteral(".token");
+}
 
 QString readTokenFile(const QString& path)
 {
@@ -171,21 +203,8 @@ bool StudioSettings::setToken(const QString& token, QString* error)
             *error = tr("A Hugging Face token is one word without spaces");
         return false;
     }
-    QDir().mkpath(QFileInfo(path).absolutePath());
-    QSaveFile file(path);
-    // The temporary file gets the final permissions before any byte of the token is written.
-    if (!file.open(QIODevice::WriteOnly) || !file.setPermissions(QFile::ReadOwner | QFile::WriteOwner)) {
-        if (error)
-            *error = tr("Could not write %1: %2").arg(path, file.errorString());
+    if (!writePrivateFile(path, clean.toUtf8(), error))
         return false;
-    }
-    file.write(clean.toUtf8());
-    if (!file.commit()) {
-        if (error)
-            *error = tr("Could not write %1: %2").arg(path, file.errorString());
-        return false;
-    }
-    QFile::setPermissions(path, QFile::ReadOwner | QFile::WriteOwner);
     emit changed();
     return true;
 }
@@ -272,6 +291,75 @@ void StudioSettings::removeWatchedFolder(const QString& folder)
         return;
     s.setValue(kWatched, list);
     s.sync();
+}
+
+QList<StudioSettings::RemoteHostEntry> StudioSettings::remoteHosts() const
+{
+    QSettings s;
+    s.sync();
+    QList<RemoteHostEntry> hosts;
+    for (const auto& line : s.value(kHosts).toStringList()) {
+        const auto name = line.section(QLatin1Char(' '), 0, 0);
+        const auto url = line.section(QLatin1Char(' '), 1);
+        if (validHostName(name) && !url.isEmpty())
+            hosts.append({name, url, readTokenFile(hostTokenPath(name))});
+    }
+    return hosts;
+}
+
+bool StudioSettings::validHostName(const QString& name)
+{
+    static const QRegularExpression re(QStringLiteral("^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$"));
+    return re.match(name).hasMatch() && name != QStringLiteral("any");
+}
+
+bool StudioSettings::addRemoteHost(const QString& name, const QString& url, const QString& token, QString* error)
+{
+    if (!validHostName(name)) {
+        if (error)
+            *error =
+                QStringLiteral("A host's name is 1 to 40 letters, digits, '.', '_' or '-' (and not \"any\"), not '%1'").arg(name.left(60));
+        return false;
+    }
+    const auto cleanToken = token.trimmed();
+    if (cleanToken.contains(QLatin1Char('\n')) || cleanToken.contains(QLatin1Char('\r')) || cleanToken.contains(QLatin1Char(' '))) {
+        if (error)
+            *error = QStringLiteral("A host's token is one word without spaces");
+        return false;
+    }
+    const auto tokenPath = hostTokenPath(name);
+    if (cleanToken.isEmpty())
+        QFile::remove(tokenPath);
+    else if (!writePrivateFile(tokenPath, cleanToken.toUtf8(), error))
+        return false;
+    QSettings s;
+    s.sync();
+    auto list = s.value(kHosts).toStringList();
+    list.erase(
+        std::remove_if(list.begin(), list.end(), [&](const QString& l) { return l.section(QLatin1Char(' '), 0, 0) == name; }), list.end());
+    list.append(name + QLatin1Char(' ') + url.trimmed());
+    s.setValue(kHosts, list);
+    s.sync();
+    emit changed();
+    return true;
+}
+
+bool StudioSettings::removeRemoteHost(const QString& name)
+{
+    QSettings s;
+    s.sync();
+    auto list = s.value(kHosts).toStringList();
+    const auto before = list.size();
+    list.erase(
+        std::remove_if(list.begin(), list.end(), [&](const QString& l) { return l.section(QLatin1Char(' '), 0, 0) == name; }), list.end());
+    if (list.size() == before)
+        return false;
+    s.setValue(kHosts, list);
+    s.sync();
+    if (validHostName(name))
+        QFile::remove(hostTokenPath(name));
+    emit changed();
+    return true;
 }
 
 void StudioSettings::setOutputsFolder(const QString& folder)

@@ -59,6 +59,18 @@ public:
     void addWatchedFolder(const QString& folder);
     void removeWatchedFolder(const QString& folder);
     void setOutputsFolder(const QString& folder);  // empty: back to the default
+    // Other machines' Vireo servers (Settings → Hosts, vireo-cli hosts): name and address in the
+    // settings, each token in its own file readable by the user only (never in QSettings, never
+    // logged). Read fresh: vireo-cli and the window both change them.
+    struct RemoteHostEntry {
+        QString name, url, token;
+    };
+    QList<RemoteHostEntry> remoteHosts() const;
+    // Adds or replaces the host of that name; the url is checked by the caller
+    // (remote::normalizeBaseUrl). False with a reason on failure.
+    bool addRemoteHost(const QString& name, const QString& url, const QString& token, QString* error = nullptr);
+    bool removeRemoteHost(const QString& name);
+    static bool validHostName(const QString& name);
     // The compute device: "auto" (the first CUDA device when there is one), "cpu", "cuda:0".
     QString computeDevice() const;
     void setComputeDevice(const QString& device);

@@ -5,6 +5,7 @@
 #include "core/hub/cachemanager.h"
 #include "core/hub/downloadmanager.h"
 #include "core/output/outputfile.h"
+#include "core/remote/remotejobs.h"
 #include "core/runtime/devicepool.h"
 #include "core/runtime/engine.h"
 #include "core/runtime/modelresolver.h"
@@ -103,6 +104,27 @@ runtime::DevicePool* Studio::devicePool()
         m_pool =
             new runtime::DevicePool({runtime::DevicePool::machineSlots, [this](const QString& device) { return engine(device); }}, this);
     return m_pool;
+}
+
+remote::RemoteJobs* Studio::remoteJobs()
+{
+    if (m_remote)
+        return m_remote;
+    m_remote = new remote::RemoteJobs(
+        [settings = m_settings] {
+            std::vector<remote::Host> hosts;
+            for (const auto& h : settings->remoteHosts())
+                hosts.push_back({h.name.toStdString(), h.url.toStdString(), h.token.toStdString()});
+            return hosts;
+        },
+        this);
+    connect(m_remote, &remote::RemoteJobs::jobFinished, this, [this](quint64 id) {
+        const auto job = m_remote->job(id);
+        if (job && job->state == runtime::JobState::Done && !job->outputPath.isEmpty() && m_gallery->isOpen())
+            if (auto added = m_gallery->add(job->outputPath, job->recipe); !added)
+                emit outputNotRecorded(job->outputPath, QString::fromStdString(added.error().message));
+    });
+    return m_remote;
 }
 
 runtime::Engine* Studio::engine(const QString& deviceIn)

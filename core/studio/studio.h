@@ -21,6 +21,9 @@ class DownloadManager;
 namespace vireo::gallery {
 class Gallery;
 }
+namespace vireo::remote {
+class RemoteJobs;
+}
 namespace vireo::runtime {
 class DevicePool;
 class Engine;
@@ -59,6 +62,9 @@ public:
     // Every device's engine behind one submit: a job goes where its memory plan fits (the GPU
     // holding its model, then the shortest queue) or where it is pinned. Created on first use.
     runtime::DevicePool* devicePool();
+    // Jobs on other machines' Vireo servers (Settings → Hosts) and what each host said of itself
+    // at the last look. Created on first use; a finished job's output is added to the gallery.
+    remote::RemoteJobs* remoteJobs();
     // Where the studio keeps its own data (remembered run times, the gallery).
     QString dataFolder() const;
     static QString defaultDataFolder();
@@ -83,6 +89,7 @@ private:
     gallery::Gallery* m_gallery = nullptr;
     std::map<QString, runtime::Engine*> m_engines;
     runtime::DevicePool* m_pool = nullptr;
+    remote::RemoteJobs* m_remote = nullptr;
 };
 
 }  // namespace vireo::core

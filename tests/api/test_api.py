@@ -6,6 +6,7 @@ or a closed connection, never a 5xx; 50 clients at once; a token beyond loopback
 killed with SIGKILL mid-job that comes back with its queue.
 Usage: test_api.py PATH_TO_VIREO_CLI"""
 import base64
+import hashlib
 import http.client
 import json
 import os
@@ -196,6 +197,10 @@ def test_openai_image_and_video(server):
     recipe = json.loads(body).get("recipe", {}) if status == 200 else {}
     check("/v1/vireo/jobs/{id}: the full recipe (seed, frames, model files)",
           recipe.get("seed") == 7 and recipe.get("frames") == 17 and recipe.get("files"), recipe.keys())
+    digest = json.loads(body).get("output", {}) if status == 200 else {}
+    check("/v1/vireo/jobs/{id}: the output's bytes and SHA-256 are those downloaded",
+          digest.get("sha256") == hashlib.sha256(content.content).hexdigest() and digest.get("bytes") == len(content.content),
+          digest)
     return video.id, api_mp4
 
 

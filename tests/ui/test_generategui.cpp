@@ -6,6 +6,7 @@
 #include "core/gallery/gallery.h"
 #include "core/gallery/gallerystore.h"
 #include "core/output/recipe.h"
+#include "core/remote/remotejobs.h"
 #include "core/runtime/devicepool.h"
 #include "core/studio/studio.h"
 #include "media/mediareader.h"
@@ -15,6 +16,7 @@
 #include "ui/dialogs/localmodeldialog.h"
 #include "ui/pages/generatepage.h"
 #include "ui/pages/modelspage.h"
+#include "ui/pages/settingspage.h"
 #include "ui/pages/lorapanel.h"
 #include "ui/theme.h"
 
@@ -44,6 +46,7 @@
 #include <QPointer>
 #include <QSignalSpy>
 #include <QProcess>
+#include <QTableWidget>
 #include <QProgressBar>
 #include <QScrollArea>
 #include <QPushButton>
@@ -274,6 +277,69 @@ private slots:
             !page->lastOutput().isEmpty() || child<QLabel>(page, "phase")->text().startsWith(QStringLiteral("Failed")), 120000);
         QVERIFY2(!page->lastOutput().isEmpty(), qPrintable(child<QLabel>(page, "result")->text()));
         QCOMPARE(w->studio()->devicePool()->job(id)->state, vireo::runtime::JobState::Done);
+    }
+
+    // Another machine's Vireo server (issue #30): a `vireo-cli serve` of the same tiny model,
+    // added as a host, is offered in "Run on"; the job runs there, its progress shows on the
+    // page, and the MP4 comes home into the outputs folder and the gallery.
+    void runOnAHostBringsTheOutputHome()
+    {
+        QTemporaryDir home;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("HOME"), home.path());
+        env.insert(QStringLiteral("XDG_CONFIG_HOME"), home.filePath(QStringLiteral("config")));
+        env.insert(QStringLiteral("XDG_DATA_HOME"), home.filePath(QStringLiteral("data")));
+        QProcess serve;
+        serve.setProcessEnvironment(env);
+        serve.setProcessChannelMode(QProcess::ForwardedChannels);
+        const auto portFile = home.filePath(QStringLiteral("port"));
+        serve.start(qEnvironmentVariable("VIREO_CLI"),
+            {QStringLiteral("serve"), QStringLiteral("--listen"), QStringLiteral("127.0.0.1:0"), QStringLiteral("--port-file"), portFile,
+                QStringLiteral("--model"), tinyModel(), QStringLiteral("--outputs"), home.filePath(QStringLiteral("outputs")),
+                QStringLiteral("--journal"), home.filePath(QStringLiteral("journal.jsonl"))});
+        QTRY_VERIFY_WITH_TIMEOUT(QFileInfo(portFile).size() > 0, 60000);
+        QFile f(portFile);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const auto port = QString::fromUtf8(f.readAll()).trimmed();
+        auto w = videoPage("a kite over the dunes", 96, 64, 9);
+        QVERIFY(w);
+        auto* settings = w->studio()->settings();
+        QVERIFY(settings->addRemoteHost(QStringLiteral("dunes"), QStringLiteral("http://127.0.0.1:") + port, {}));
+        auto* page = w->generatePage();
+        auto* runOn = child<QComboBox>(page, "runOn");
+        QVERIFY(runOn->findData(QStringLiteral("host:any")) > 0);
+        const int host = runOn->findData(QStringLiteral("host:dunes"));
+        QVERIFY(host > 0);
+        // The Settings page lists the host with what it said of itself.
+        auto* hosts = w->settingsPage()->hostsTable();
+        w->studio()->remoteJobs()->refreshHosts();
+        QTRY_VERIFY_WITH_TIMEOUT(
+            hosts->rowCount() == 1 && hosts->item(0, 2) && hosts->item(0, 2)->text().startsWith(QStringLiteral("ready")), 20000);
+        QVERIFY2(hosts->item(0, 4)->text().contains(QStringLiteral("local/diffusers")), qPrintable(hosts->item(0, 4)->text()));
+        runOn->setCurrentIndex(host);
+        QTRY_VERIFY(page->canGenerate());
+        const auto id = page->generate();
+        QVERIFY(id != 0);
+        QCOMPARE(child<QLabel>(page, "result")->text(), QStringLiteral("On host dunes"));
+        QStringList phases;
+        connect(w->studio()->remoteJobs(), &vireo::remote::RemoteJobs::jobProgress, this,
+            [&](quint64 job, const QString& p, qint64, qint64, double) {
+                if (job == id && (phases.isEmpty() || phases.last() != p))
+                    phases << p;
+            });
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !page->lastOutput().isEmpty() || child<QLabel>(page, "phase")->text().startsWith(QStringLiteral("Failed")), 120000);
+        QVERIFY2(!page->lastOutput().isEmpty(), qPrintable(child<QLabel>(page, "result")->text()));
+        QVERIFY2(phases.contains(QStringLiteral("denoise")) && phases.contains(QStringLiteral("download")), qPrintable(phases.join(u',')));
+        QVERIFY(page->lastOutput().startsWith(settings->outputsFolder()));
+        QCOMPARE(w->studio()->remoteJobs()->hostOf(id), QStringLiteral("dunes"));
+        QVERIFY(QFileInfo(page->lastOutput()).size() > 1000);
+        QTRY_VERIFY(std::any_of(w->studio()->gallery()->items().begin(), w->studio()->gallery()->items().end(),
+            [&](const auto& item) { return item.path == page->lastOutput(); }));
+        settings->removeRemoteHost(QStringLiteral("dunes"));
+        QTRY_VERIFY(runOn->findData(QStringLiteral("host:dunes")) < 0);
+        serve.terminate();
+        serve.waitForFinished(30000);
     }
 
     // The page without a mouse (issue #27): Tab leaves the prompt instead of typing a tab,

@@ -5,6 +5,8 @@
 #include "ui/widgets/videoview.h"
 
 #include "core/output/outputfile.h"
+#include "core/remote/remotejobs.h"
+#include "core/runtime/modelresolver.h"
 #include "core/runtime/conditioning.h"
 #include "core/runtime/defaults.h"
 #include "core/runtime/devicepool.h"
@@ -20,6 +22,7 @@
 #include <QAudioOutput>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDateTime>
 #include <QDesktopServices>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -746,6 +749,8 @@ void GeneratePage::connectControls()
         const int i = m_placement->findData(m_studio->settings()->placement());
         m_placement->setCurrentIndex(i < 0 ? 0 : i);
     }
+    refreshHostChoices();
+    connect(m_studio->settings(), &core::StudioSettings::changed, this, &GeneratePage::refreshHostChoices);
     {
         const int i = m_runOn->findData(m_studio->settings()->resolvedComputeDevice());
         m_runOn->setCurrentIndex(i < 0 ? 0 : i);
@@ -783,8 +788,88 @@ runtime::Engine* GeneratePage::engineOf(quint64 id) const
 
 std::optional<runtime::JobStatus> GeneratePage::jobStatus(quint64 id) const
 {
-    const auto* e = engineOf(id);
-    return e ? e->job(id) : std::nullopt;
+    if (const auto* e = engineOf(id))
+        return e->job(id);
+    return m_remoteWatched ? m_studio->remoteJobs()->job(id) : std::nullopt;
+}
+
+void GeneratePage::refreshHostChoices()
+{
+    const auto current = m_runOn->currentData().toString();
+    const QSignalBlocker block(m_runOn);
+    for (int i = m_runOn->count() - 1; i >= 0; --i)
+        if (m_runOn->itemData(i).toString().startsWith(QStringLiteral("host:")))
+            m_runOn->removeItem(i);
+    const auto hosts = m_studio->settings()->remoteHosts();
+    if (!hosts.isEmpty())
+        m_runOn->addItem(tr("Any host (the one with the model ready and the fewest jobs)"), QStringLiteral("host:any"));
+    for (const auto& h : hosts)
+        m_runOn->addItem(tr("Host %1 · %2").arg(h.name, h.url), QString(QStringLiteral("host:") + h.name));
+    const int i = m_runOn->findData(current);
+    if (i >= 0)
+        m_runOn->setCurrentIndex(i);
+}
+
+void GeneratePage::watchRemote()
+{
+    if (m_remoteWatched)
+        return;
+    m_remoteWatched = true;
+    auto* r = m_studio->remoteJobs();
+    connect(r, &remote::RemoteJobs::jobProgress, this, &GeneratePage::onJobProgress);
+    connect(r, &remote::RemoteJobs::jobFinished, this, &GeneratePage::onJobFinished);
+    connect(r, &remote::RemoteJobs::previewReady, this, &GeneratePage::onPreview);
+    connect(r, &remote::RemoteJobs::jobAdded, this, &GeneratePage::refreshQueue);
+    connect(r, &remote::RemoteJobs::jobChanged, this, &GeneratePage::refreshQueue);
+}
+
+quint64 GeneratePage::generateOnHost(const QString& target)
+{
+    auto refuse = [this](const QString& why) {
+        m_generateWhy->setText(why);
+        m_generateWhy->setVisible(true);
+        return quint64(0);
+    };
+    if (m_imageMode)
+        return refuse(tr("Images are not sent to hosts yet (the API makes them synchronously); run this one here."));
+    const auto key = m_model->currentData().toString();
+    std::optional<runtime::ModelChoice> choice;
+    for (const auto& c : m_studio->models()->choices())
+        if (c.key == key)
+            choice = c;
+    if (!choice)
+        return refuse(tr("Choose a model first."));
+    if (target == QStringLiteral("any") && choice->kind == QStringLiteral("local"))
+        return refuse(tr("A local model has another name on every host: pick the host, or use a catalog model for “Any host”."));
+    auto body = remote::apiBodyFor(ask(), remote::hostModelId(*choice));
+    if (!body)
+        return refuse(QString::fromStdString(body.error().message));
+    remote::RemoteRequest request;
+    request.body = std::move(*body);
+    request.localId = QStringLiteral("window-%1-%2")
+                          .arg(QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss")))
+                          .arg(QRandomGenerator::global()->generate(), 8, 16, QLatin1Char('0'))
+                          .toStdString();
+    request.outputsFolder = m_studio->settings()->outputsFolder();
+    request.target = target.toStdString();
+    remote::RemoteOptions options;
+    options.previewFps = 2;
+    watchRemote();
+    const auto title = exactText(m_prompt).left(60);
+    const auto id = m_studio->remoteJobs()->submit(std::move(request), title, options);
+    m_pageJobs.insert(id);
+    const auto shown = m_job ? jobStatus(m_job) : std::nullopt;
+    if (!shown || (shown->state != runtime::JobState::Running && shown->state != runtime::JobState::Queued)) {
+        m_job = id;
+        m_progress->setValue(0);
+        m_phase->setText(tr("Sent to %1").arg(target == QStringLiteral("any") ? tr("a host") : tr("host %1").arg(target)));
+        m_eta->clear();
+    }
+    m_result->setText(target == QStringLiteral("any") ? tr("On any host: the first that has the model ready and the fewest jobs")
+                                                      : tr("On host %1").arg(target));
+    m_cancel->setEnabled(true);
+    refreshQueue();
+    return id;
 }
 
 void GeneratePage::watch(runtime::Engine* e)
@@ -1332,6 +1417,8 @@ quint64 GeneratePage::generate()
     }
     if (m_randomSeed->isChecked())
         m_seed->setValue(static_cast<int>(QRandomGenerator::global()->bounded(std::numeric_limits<int>::max())));
+    if (const auto runOn = m_runOn->currentData().toString(); runOn.startsWith(QStringLiteral("host:")))
+        return generateOnHost(runOn.mid(5));
     // The job as every front end gets it: the generation service fills and checks it once.
     auto prepared = generation::prepare(m_studio->downloads()->catalog(), m_defaults, *m_resolved, ask());
     if (!prepared) {
@@ -1385,6 +1472,8 @@ void GeneratePage::cancelCurrent()
 {
     if (auto* e = m_job ? engineOf(m_job) : nullptr)
         e->cancel(m_job);
+    else if (m_job && m_remoteWatched)
+        m_studio->remoteJobs()->cancel(m_job);
 }
 
 void GeneratePage::onJobProgress(quint64 id, const QString& phase, qint64 done, qint64 total, double eta)
@@ -1425,6 +1514,8 @@ void GeneratePage::onJobFinished(quint64 id)
         for (const auto& j : e->jobs())
             if (m_pageJobs.contains(j.id) && (j.state == runtime::JobState::Queued || j.state == runtime::JobState::Running))
                 m_cancel->setEnabled(true);
+    if (m_remoteWatched && m_studio->remoteJobs()->pending() > 0)
+        m_cancel->setEnabled(true);
     if (!s)
         return;
     switch (s->state) {
@@ -1493,8 +1584,13 @@ void GeneratePage::refreshQueue()
     for (const auto* e : m_watched)
         for (const auto& j : e->jobs())
             jobs.emplace_back(j, e->device());
+    if (m_remoteWatched)
+        for (const auto& j : m_studio->remoteJobs()->jobs()) {
+            const auto host = m_studio->remoteJobs()->hostOf(j.id);
+            jobs.emplace_back(j, host.isEmpty() ? tr("a host") : tr("host %1").arg(host));
+        }
     std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.first.id < b.first.id; });
-    const bool several = m_watched.size() > 1;
+    const bool several = m_watched.size() > 1 || m_remoteWatched;
     const auto selected = m_queue->currentItem() ? m_queue->currentItem()->data(Qt::UserRole).toULongLong() : 0;
     m_queue->clear();
     for (const auto& [j, device] : jobs) {

@@ -152,6 +152,12 @@ private:
     // The engine of a job this page watches, wherever it was placed (null when none has it).
     runtime::Engine* engineOf(quint64 id) const;
     std::optional<runtime::JobStatus> jobStatus(quint64 id) const;
+    // The "Run on" box's hosts (Settings → Hosts) and "Any host", as the settings list them now.
+    void refreshHostChoices();
+    // A job for another machine's Vireo server: its output comes back into the outputs folder.
+    quint64 generateOnHost(const QString& target);
+    void watchRemote();
+    bool m_remoteWatched = false;
     void ensurePlayer();
     void setRules(const facade::FamilyRules& rules);
     void showKnobs();

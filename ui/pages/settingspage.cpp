@@ -1,6 +1,7 @@
 #include "ui/pages/settingspage.h"
 
 #include "core/runtime/devicepool.h"
+#include "core/remote/remotejobs.h"
 #include "core/settings/studiosettings.h"
 #include "core/util/logging.h"
 #include "inference/facade/generator.h"
@@ -80,6 +81,7 @@ SettingsPage::SettingsPage(core::StudioSettings* settings, QWidget* parent)
     layout->addWidget(outputsCard());
     layout->addWidget(trustCard());
     layout->addWidget(devicesCard());
+    layout->addWidget(hostsCard());
     layout->addWidget(apiCard());
     m_saved->setObjectName(QStringLiteral("pageSubtitle"));
     layout->addWidget(m_saved);
@@ -156,6 +158,126 @@ void SettingsPage::refreshDevices()
             m_devices->setItem(i, c, new QTableWidgetItem(cells[c]));
     }
     m_devices->resizeColumnToContents(0);
+}
+
+// Other machines' Vireo servers: the Generate page's "Run on" box offers each, and "Any host".
+QWidget* SettingsPage::hostsCard()
+{
+    QFormLayout* form = nullptr;
+    auto* box = card(form);
+    m_hosts = new QTableWidget(0, 6);
+    m_hosts->setObjectName(QStringLiteral("hosts"));
+    m_hosts->setHorizontalHeaderLabels({tr("Host"), tr("Address"), tr("State"), tr("GPUs"), tr("Models ready"), tr("Jobs")});
+    m_hosts->verticalHeader()->setVisible(false);
+    m_hosts->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_hosts->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_hosts->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_hosts->horizontalHeader()->setSectionResizeMode(4, QHeaderView::Stretch);
+    m_hosts->setMaximumHeight(160);
+    form->addRow(tr("Hosts"), m_hosts);
+    m_hostName = new QLineEdit;
+    m_hostName->setObjectName(QStringLiteral("hostName"));
+    m_hostName->setPlaceholderText(tr("name"));
+    m_hostAddress = new QLineEdit;
+    m_hostAddress->setObjectName(QStringLiteral("hostAddress"));
+    m_hostAddress->setPlaceholderText(tr("192.168.1.20:8188"));
+    m_hostToken = new QLineEdit;
+    m_hostToken->setObjectName(QStringLiteral("hostToken"));
+    m_hostToken->setEchoMode(QLineEdit::Password);
+    m_hostToken->setPlaceholderText(tr("token (its api-token file)"));
+    m_addHost = new QPushButton(tr("Add"));
+    m_removeHost = new QPushButton(tr("Remove"));
+    form->addRow(tr("Add a host"), row({m_hostName, m_hostAddress, m_hostToken, m_addHost, m_removeHost}, 1));
+    m_hostStatus = new QLabel;
+    m_hostStatus->setObjectName(QStringLiteral("hostStatus"));
+    m_hostStatus->setWordWrap(true);
+    form->addRow(m_hostStatus);
+    connect(m_addHost, &QPushButton::clicked, this, [this] {
+        const auto url = remote::normalizeBaseUrl(m_hostAddress->text().toStdString());
+        if (!url) {
+            m_hostStatus->setText(QString::fromStdString(url.error().message));
+            return;
+        }
+        const auto name = m_hostName->text().trimmed().isEmpty() ? m_hostAddress->text().trimmed().section(QLatin1Char(':'), 0, 0)
+                                                                 : m_hostName->text().trimmed();
+        QString error;
+        if (!m_settings->addRemoteHost(name, QString::fromStdString(*url), m_hostToken->text(), &error)) {
+            m_hostStatus->setText(error);
+            return;
+        }
+        m_hostToken->clear();  // kept in its own file; not left on screen
+        m_hostStatus->setText(tr("Added %1 (%2); asking it…").arg(name, QString::fromStdString(*url)));
+        showSaved(tr("host %1").arg(name));
+        refreshHosts();
+        if (m_remote)
+            m_remote->refreshHosts();
+    });
+    connect(m_removeHost, &QPushButton::clicked, this, [this] {
+        const auto* item = m_hosts->currentRow() >= 0 ? m_hosts->item(m_hosts->currentRow(), 0) : nullptr;
+        if (!item)
+            return;
+        const auto name = item->text();
+        if (m_settings->removeRemoteHost(name))
+            showSaved(tr("host %1 removed").arg(name));
+        refreshHosts();
+    });
+    auto* timer = new QTimer(this);
+    timer->setInterval(10000);
+    connect(timer, &QTimer::timeout, this, [this] {
+        if (isVisible() && m_remote)
+            m_remote->refreshHosts();
+    });
+    timer->start();
+    refreshHosts();
+    return box;
+}
+
+void SettingsPage::setRemoteJobs(remote::RemoteJobs* remote)
+{
+    m_remote = remote;
+    connect(m_remote, &remote::RemoteJobs::hostsChanged, this, &SettingsPage::refreshHosts);
+    m_remote->refreshHosts();
+}
+
+void SettingsPage::refreshHosts()
+{
+    const auto hosts = m_settings->remoteHosts();
+    m_hosts->setRowCount(static_cast<int>(hosts.size()));
+    for (int i = 0; i < hosts.size(); ++i) {
+        const auto& h = hosts[i];
+        const remote::HostState* state = nullptr;
+        if (m_remote)
+            for (const auto& s : m_remote->hostStates())
+                if (QString::fromStdString(s.host.name) == h.name && QString::fromStdString(s.host.baseUrl) == h.url)
+                    state = &s;
+        QStringList cells{h.name, h.url};
+        if (!state) {
+            cells << tr("not asked yet") << QString() << QString() << QString();
+        } else if (!state->reachable) {
+            cells << tr("unreachable") << QString() << QString() << QString();
+        } else {
+            QStringList models;
+            for (const auto& m : state->modelsReady)
+                models << QString::fromStdString(m);
+            cells << tr("ready · Vireo %1").arg(QString::fromStdString(state->version)) << QString::number(state->gpus)
+                  << (models.isEmpty() ? tr("none") : models.join(QStringLiteral(", ")))
+                  << QStringLiteral("%1 / %2").arg(state->jobsActive).arg(state->maxQueued);
+        }
+        for (int c = 0; c < cells.size(); ++c) {
+            auto* item = new QTableWidgetItem(cells[c]);
+            if (state && !state->reachable)
+                item->setToolTip(QString::fromStdString(state->error));
+            else if (state && c == 3)
+                item->setToolTip(QString::fromStdString([&] {
+                    std::string all;
+                    for (const auto& d : state->devices)
+                        all += (all.empty() ? "" : "\n") + d;
+                    return all;
+                }()));
+            m_hosts->setItem(i, c, item);
+        }
+    }
+    m_hosts->resizeColumnToContents(0);
 }
 
 // The Hub: cache, endpoint, token, parallel downloads, free space, offline.

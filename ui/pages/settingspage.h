@@ -18,6 +18,9 @@ class StudioSettings;
 namespace vireo::runtime {
 class DevicePool;
 }
+namespace vireo::remote {
+class RemoteJobs;
+}
 
 namespace vireo::ui {
 
@@ -50,6 +53,18 @@ public:
     QTableWidget* devicesTable() const { return m_devices; }
     QComboBox* computeDeviceBox() const { return m_computeDevice; }
     void refreshDevices();
+    // The Hosts card: other machines' Vireo servers, added by hand (name, address, token), each
+    // with what it said at the last look (reachable, GPUs, models ready, its queue), asked every
+    // 10 s while the page is shown.
+    void setRemoteJobs(remote::RemoteJobs* remote);
+    QTableWidget* hostsTable() const { return m_hosts; }
+    QLineEdit* hostNameEdit() const { return m_hostName; }
+    QLineEdit* hostAddressEdit() const { return m_hostAddress; }
+    QLineEdit* hostTokenEdit() const { return m_hostToken; }
+    QPushButton* addHostButton() const { return m_addHost; }
+    QPushButton* removeHostButton() const { return m_removeHost; }
+    QLabel* hostStatus() const { return m_hostStatus; }
+    void refreshHosts();
 
 private:
     void load();
@@ -58,6 +73,7 @@ private:
     QWidget* trustCard();
     QWidget* apiCard();
     QWidget* devicesCard();
+    QWidget* hostsCard();
     // "Saved: …" for a few seconds under the cards.
     void showSaved(const QString& what);
     void chooseOutputs(const QString& folder);
@@ -83,6 +99,14 @@ private:
     QComboBox* m_computeDevice = nullptr;
     QTableWidget* m_devices = nullptr;
     runtime::DevicePool* m_pool = nullptr;
+    QTableWidget* m_hosts = nullptr;
+    QLineEdit* m_hostName = nullptr;
+    QLineEdit* m_hostAddress = nullptr;
+    QLineEdit* m_hostToken = nullptr;
+    QPushButton* m_addHost = nullptr;
+    QPushButton* m_removeHost = nullptr;
+    QLabel* m_hostStatus = nullptr;
+    remote::RemoteJobs* m_remote = nullptr;
 };
 
 }  // namespace vireo::ui
