@@ -4,6 +4,7 @@
 
 #include "app/cli/args.h"
 #include "core/gallery/gallery.h"
+#include "core/generation/generation.h"
 #include "core/output/recipe.h"
 #include "core/remote/remotejob.h"
 #include "core/settings/studiosettings.h"
@@ -168,17 +169,11 @@ std::string remoteGenerateHelp()
 int runRemoteGenerate(const std::vector<std::string>& args)
 {
     const auto help = remoteGenerateHelp();
-    json body = json::object();
-    std::string target, out, jobId, device;
+    // The same ask the window sends a host (remote::apiBodyFor), from the same option names.
+    vireo::generation::Ask ask;
+    std::string target, model, out, jobId, device;
     bool asJson = false, record = true;
     double grace = 30;
-    std::optional<std::int64_t> width, height;
-    struct Still {
-        std::string path;
-        std::int64_t frame = 0;
-        double strength = 1.0;
-    };
-    std::vector<Still> stills;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const auto& a = args[i];
         if (a == "--json") {
@@ -208,35 +203,35 @@ int runRemoteGenerate(const std::vector<std::string>& args)
         if (a == "--host")
             target = v;
         else if (a == "--model")
-            body["model"] = v;
+            model = v;
         else if (a == "--prompt")
-            body["prompt"] = v;
+            ask.prompt = v;
         else if (a == "--negative")
-            body["negative_prompt"] = v;
+            ask.negativePrompt = v;
         else if (a == "--frames")
-            v == "auto" ? void(body["frames"] = "auto") : void(body["frames"] = integer(1, 100000));
+            ask.frames = v == "auto" ? 0 : integer(1, 100000);
         else if (a == "--width")
-            width = integer(16, 8192);
+            ask.width = integer(16, 8192);
         else if (a == "--height")
-            height = integer(16, 8192);
+            ask.height = integer(16, 8192);
         else if (a == "--fps")
-            body["fps"] = real(1, 120);
+            ask.fps = real(1, 120);
         else if (a == "--steps")
-            body["steps"] = integer(1, 200);
+            ask.steps = static_cast<int>(integer(1, 200));
         else if (a == "--seed")
-            body["seed"] = integer(0, std::int64_t(1) << 53);
+            ask.seed = integer(0, std::int64_t(1) << 53);
         else if (a == "--schedule")
-            body["schedule"] = v;
+            ask.schedule = v;
         else if (a == "--guidance")
-            body["guidance"] = real(0, 50);
+            ask.guidance = real(0, 50);
         else if (a == "--audio-guidance")
-            body["audio_guidance"] = real(0, 50);
+            ask.audioGuidance = real(0, 50);
         else if (a == "--speed")
-            body["speed"] = v;
+            ask.speed = v;
         else if (a == "--stages")
-            body["stages"] = v;
+            ask.stages = v;
         else if (a == "--device")
-            body["device"] = v;
+            device = v;
         else if (a == "--set") {
             const auto eq = v.find('=');
             if (eq == std::string::npos || eq == 0)
@@ -244,16 +239,20 @@ int runRemoteGenerate(const std::vector<std::string>& args)
             auto n = vireo::cli::parseNumber<double>(v.substr(eq + 1), -1e9, 1e9);
             if (!n)
                 return usageError("generate", "--set " + v.substr(0, eq) + ": " + n.error().message, help);
-            body["knobs"][v.substr(0, eq)] = *n;
-        } else if (a == "--image")
-            stills.push_back({v});
-        else if (a == "--image-frame" || a == "--image-strength") {
-            if (stills.empty())
+            ask.knobs[v.substr(0, eq)] = *n;
+        } else if (a == "--image") {
+            if (const auto bad = vireo::cli::notARegularFile(v, "image"); !bad.empty())
+                return usageError("generate", bad, help);
+            vireo::runtime::ConditionFile c;
+            c.path = QString::fromStdString(v);
+            ask.conditions.push_back(c);
+        } else if (a == "--image-frame" || a == "--image-strength") {
+            if (ask.conditions.empty())
                 return usageError("generate", a + " belongs to an --image given before it", help);
             if (a == "--image-frame")
-                stills.back().frame = integer(0, 100000);
+                ask.conditions.back().frame = integer(0, 100000);
             else
-                stills.back().strength = real(0, 1);
+                ask.conditions.back().strength = real(0, 1);
         } else if (a == "--out")
             out = v;
         else if (a == "--job-id")
@@ -272,25 +271,15 @@ int runRemoteGenerate(const std::vector<std::string>& args)
         if (!error.empty())
             return usageError("generate", error, help);
     }
-    if (target.empty() || !body.contains("model") || !body.contains("prompt"))
+    if (target.empty() || model.empty() || ask.prompt.empty())
         return usageError("generate", "--host, --model and --prompt are required", help);
-    if (width || height)
-        body["size"] = std::to_string(width.value_or(768)) + "x" + std::to_string(height.value_or(512));
-    // Stills travel as data URLs: the host fetches nothing from the network.
-    for (std::size_t i = 0; i < stills.size(); ++i) {
-        const auto& s = stills[i];
-        if (const auto bad = vireo::cli::notARegularFile(s.path, "image"); !bad.empty())
-            return usageError("generate", bad, help);
-        QFile f(QString::fromStdString(s.path));
-        if (!f.open(QIODevice::ReadOnly) || f.size() > (32 << 20))
-            return usageError("generate", s.path + ": cannot be read, or is larger than 32 MiB", help);
-        const auto bytes = f.readAll();
-        const bool png = bytes.startsWith("\x89PNG\r\n\x1a\n"), jpeg = bytes.startsWith("\xff\xd8\xff");
-        if (!png && !jpeg)
-            return usageError("generate", s.path + ": a host takes PNG or JPEG stills", help);
-        const auto url = std::string("data:image/") + (png ? "png" : "jpeg") + ";base64," + bytes.toBase64().toStdString();
-        body["conditions"].push_back({{"image", url}, {"frame", s.frame}, {"strength", s.strength}});
-    }
+    if (ask.width.has_value() != ask.height.has_value())
+        return usageError("generate", "--width and --height go together for a host (its size field is WIDTHxHEIGHT)", help);
+    auto body = vireo::remote::apiBodyFor(ask, model);
+    if (!body)
+        return usageError("generate", body.error().message, help);
+    if (!device.empty())
+        (*body)["device"] = device;
     if (jobId.empty()) {
         // Unique without coordination: the time and 32 random bits.
         jobId = QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss")).toStdString() + "-"
@@ -312,7 +301,7 @@ int runRemoteGenerate(const std::vector<std::string>& args)
     }
     const auto hosts = configuredHosts(*(*studio)->settings());
     vireo::remote::RemoteRequest request;
-    request.body = body;
+    request.body = std::move(*body);
     request.localId = jobId;
     request.target = target;
     request.outputsFolder = out.empty() ? (*studio)->settings()->outputsFolder() : QFileInfo(QString::fromStdString(out)).absolutePath();

@@ -34,6 +34,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -1140,27 +1141,64 @@ struct ApiService::Impl {
         return path.toStdString();
     }
 
-    Response createVideo(const Request& req)
+    // A submit retried with the Idempotency-Key of an earlier one gets that job back; the key
+    // of a new one is kept in its params (and so in the journal).
+    std::optional<Response> replayed(const std::string& key, json& p)
+    {
+        if (key.empty())
+            return std::nullopt;
+        if (key.size() > 255 || std::any_of(key.begin(), key.end(), [](char c) { return c < 0x21 || c > 0x7e; }))
+            refuse(400, "'Idempotency-Key' must be 1 to 255 visible ASCII characters", "Idempotency-Key");
+        if (const auto it = byIdempotencyKey.find(key); it != byIdempotencyKey.end() && jobs.count(it->second)) {
+            const auto& earlier = jobs.at(it->second);
+            if (earlier.params.value("model", "") != p.value("model", "") || earlier.params.value("prompt", "") != p.value("prompt", ""))
+                refuse(422, "this Idempotency-Key was used for another request (" + earlier.id + ")", "Idempotency-Key",
+                    "idempotency_key_reused");
+            auto r = jsonResponse(200, videoObject(earlier));
+            r.headers.emplace_back("Idempotent-Replayed", "true");
+            return r;
+        }
+        p["idempotency_key"] = key;
+        return std::nullopt;
+    }
+
+    // POST /v1/vireo/jobs: either kind, answered at once (a remote studio follows an image as it
+    // follows a video: events, digest, content).
+    Response createJob(const Request& req)
+    {
+        auto probe = readFields(req);
+        const auto kind = probe.text("kind").value_or("video");
+        if (kind == "video")
+            return createVideo(req, true);
+        if (kind != "image")
+            refuse(400, "'kind' must be image or video", "kind");
+        auto f = readFields(req);
+        f.text("kind");
+        const auto& m = modelFor(f, "image");
+        auto p = commonParams(f, m);
+        const auto key = req.header("idempotency-key");
+        if (auto r = replayed(key, p))
+            return *r;
+        f.refuseUnknown({"user"});
+        const auto resolved = resolve(m);
+        checkSize(resolved, p, "size");
+        checkQueue(1);
+        auto& job = accept("image", p);
+        if (!key.empty())
+            byIdempotencyKey[key] = job.id;
+        return jsonResponse(200, videoObject(job));
+    }
+
+    Response createVideo(const Request& req, bool kindField = false)
     {
         auto f = readFields(req);
+        if (kindField)
+            f.text("kind");
         const auto& m = modelFor(f, "video");
         auto p = commonParams(f, m);
         const auto key = req.header("idempotency-key");
-        if (!key.empty()) {
-            if (key.size() > 255 || std::any_of(key.begin(), key.end(), [](char c) { return c < 0x21 || c > 0x7e; }))
-                refuse(400, "'Idempotency-Key' must be 1 to 255 visible ASCII characters", "Idempotency-Key");
-            if (const auto it = byIdempotencyKey.find(key); it != byIdempotencyKey.end() && jobs.count(it->second)) {
-                const auto& earlier = jobs.at(it->second);
-                if (earlier.params.value("model", "") != p.value("model", "")
-                    || earlier.params.value("prompt", "") != p.value("prompt", ""))
-                    refuse(422, "this Idempotency-Key was used for another request (" + earlier.id + ")", "Idempotency-Key",
-                        "idempotency_key_reused");
-                auto r = jsonResponse(200, videoObject(earlier));
-                r.headers.emplace_back("Idempotent-Replayed", "true");
-                return r;
-            }
-            p["idempotency_key"] = key;
-        }
+        if (auto r = replayed(key, p))
+            return *r;
         const auto fps = f.number("fps", 1, 120);
         if (fps)
             p["fps"] = *fps;
@@ -1551,6 +1589,8 @@ void ApiService::Impl::buildRoutes()
             [](Impl& s, const Request& r, const auto&, ApiServer::Reply& reply) { s.generateImages(r, reply); }},
         {"POST", "/v1/videos", "Start a video (asynchronous): model, prompt, size, seconds, input_reference",
             plain([](Impl& s, const Request& r, const auto&) { return s.createVideo(r); })},
+        {"POST", "/v1/vireo/jobs", "Start a job (asynchronous): kind image or video and that route's fields; Idempotency-Key",
+            plain([](Impl& s, const Request& r, const auto&) { return s.createJob(r); })},
         {"GET", "/v1/videos", "The video jobs: after, limit, order",
             plain([](Impl& s, const Request& r, const auto&) { return s.listJobs(r, "video"); })},
         {"GET", "/v1/videos/{id}", "A video job's status, progress and ETA", plain([](Impl& s, const Request&, const auto& p) {
@@ -1669,7 +1709,7 @@ Result<void> ApiService::start()
     if (!serverOptions.bodyLimit)
         serverOptions.bodyLimit = [](const std::string& method, const std::string& path) -> std::size_t {
             // An image upload rides only on video requests; everything else is a small JSON body.
-            return method == "POST" && path == "/v1/videos" ? 48u * 1024 * 1024 : 1u << 20;
+            return method == "POST" && (path == "/v1/videos" || path == "/v1/vireo/jobs") ? 48u * 1024 * 1024 : 1u << 20;
         };
     auto handler = [this](Request request, ApiServer::Reply reply) {
         QMetaObject::invokeMethod(

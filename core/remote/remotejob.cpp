@@ -253,12 +253,22 @@ public:
         Attempt a;
         Reachability reach;
         const auto key = req.localId + "#" + std::to_string(attempt);
-        const auto body = req.body.dump();
+        // An image goes to the asynchronous jobs route (the OpenAI images route answers only when
+        // done); a video to OpenAI's own. The host says which its model makes.
+        auto kind = req.kind;
+        if (kind.empty())
+            kind = modelKind(client, req.body.value("model", std::string()));
+        auto payload = req.body;
+        if (kind == "image")
+            payload["kind"] = "image";
+        const auto body = payload.dump();
+        const std::string submitPath = kind == "image" ? "/v1/vireo/jobs" : "/v1/videos";
+        a.outcome.kind = kind == "image" ? "image" : "video";
         // 1. Submit. The key makes a retry after a lost answer the same job.
         for (;;) {
             if (cancel.load())
                 return ended(a, AttemptEnd::Cancelled, "cancelled");
-            const auto r = client.call("POST", "/v1/videos", body, {"Idempotency-Key: " + key}, &cancel);
+            const auto r = client.call("POST", submitPath, body, {"Idempotency-Key: " + key}, &cancel);
             if (r.answered() && r.status == 200) {
                 const auto j = json::parse(r.body, nullptr, false);
                 a.remoteId = j.is_object() && j.value("id", json()).is_string() ? j["id"].get<std::string>() : std::string();
@@ -371,6 +381,19 @@ public:
     }
 
 private:
+    // "image" or "video" as the host lists the model; empty when it does not say (the submit
+    // then names what is wrong).
+    std::string modelKind(const HostClient& client, const std::string& model)
+    {
+        const auto r = client.getJson("/v1/models", &cancel);
+        if (!r)
+            return {};
+        for (const auto& m : r->value("data", json::array()))
+            if (m.is_object() && m.value("id", json()) == model && m.value("kind", json()).is_string())
+                return m["kind"].get<std::string>();
+        return {};
+    }
+
     static std::string errorCode(const std::string& body)
     {
         const auto j = json::parse(body, nullptr, false);
@@ -505,22 +528,32 @@ private:
             have = ::ftruncate(fd, 0) == 0 ? 0 : have;
         }
         // 5. Into the outputs folder under a fresh name; an existing file is never replaced.
-        const auto extension = jobPath.find("/img_") != std::string::npos ? "png" : "mp4";
+        const auto extension = a.outcome.kind == "image" ? "png" : "mp4";
         for (int tries = 0; tries < 20; ++tries) {
             auto name = req.outputPath.isEmpty()
                 ? output::freshOutputPath(req.outputsFolder.toStdString(), req.body.value("prompt", std::string()), extension)
                 : Result<std::filesystem::path>(std::filesystem::path(req.outputPath.toStdString()));
             if (!name)
                 return ended(a, AttemptEnd::Failed, name.error().message);
-            if (!req.outputPath.isEmpty() && ::link(part.toStdString().c_str(), name->c_str()) != 0)
-                return ended(a, AttemptEnd::Failed,
-                    "cannot move the verified download to " + name->string() + ": " + std::strerror(errno) + " (it stays in "
-                        + part.toStdString() + ")");
-            if (::link(part.toStdString().c_str(), name->c_str()) == 0) {
+            // A hard link cannot replace a file, so a name another writer took meanwhile is safe.
+            // A filesystem without hard links (exFAT, some network shares) gets a rename of a name
+            // checked free a moment before: the window for a race is that moment.
+            const int linked = ::link(part.toStdString().c_str(), name->c_str());
+            const bool noLinks = linked != 0 && (errno == EPERM || errno == EOPNOTSUPP || errno == EMLINK);
+            if (noLinks && !QFileInfo::exists(QString::fromStdString(name->string()))
+                && ::rename(part.toStdString().c_str(), name->c_str()) == 0) {
+                a.outcome.path = QString::fromStdString(name->string());
+                break;
+            }
+            if (linked == 0) {
                 ::unlink(part.toStdString().c_str());
                 a.outcome.path = QString::fromStdString(name->string());
                 break;
             }
+            if (!req.outputPath.isEmpty())
+                return ended(a, AttemptEnd::Failed,
+                    "cannot move the verified download to " + name->string() + ": " + std::strerror(errno) + " (it stays in "
+                        + part.toStdString() + ")");
             if (errno != EEXIST)
                 return ended(a, AttemptEnd::Failed, "cannot move the download into " + name->string() + ": " + std::strerror(errno));
         }

@@ -72,6 +72,7 @@ struct RemoteRequest {
     QString outputsFolder;
     QString outputPath;  // the output's exact name (never replaced); empty: a fresh name in outputsFolder
     std::string target;  // a host's name, or "any"
+    std::string kind;  // "video" | "image"; empty: what the host lists the model as
 };
 
 struct RemoteEvents {
@@ -85,6 +86,7 @@ struct RemoteEvents {
 struct RemoteOutcome {
     QString path;  // the output in the outputs folder
     std::string host, remoteId, sha256, recipeJson;
+    std::string kind;  // "video" | "image"
     std::int64_t bytes = 0;
     int attempts = 0;
     std::int64_t resumedFrom = 0;  // bytes of an earlier partial file kept

@@ -8,6 +8,7 @@ job for "any host" moves to the other one; after the killed host restarts it lis
 failed and no output is duplicated. A hostile server (a lying digest, a redirect, an endless
 event) is refused with the reason and leaves nothing behind.
 Usage: test_remotehosts.py PATH_TO_VIREO_CLI"""
+import base64
 import hashlib
 import http.client
 import http.server
@@ -111,6 +112,31 @@ def test_pinned_job(a):
           again.returncode == 0 and "brought home before" in again.stderr and len(client_outputs()) == 1, again.stderr[-400:])
     check("... and no second job on the host", len(host_jobs(a)) == 1, host_jobs(a))
     return path
+
+
+def test_image_job(a):
+    """An Ideogram-4 image goes to the asynchronous jobs route and comes home as the PNG the
+    host's synchronous route makes for the same seed."""
+    out = CLIENT / "picked" / "lighthouse.png"
+    out.parent.mkdir(exist_ok=True)
+    p = cli("generate", "--host", "A", "--model", "local/model", "--prompt", "a lighthouse at dusk", "--width", "64", "--height",
+            "48", "--seed", "3", "--steps", "4", "--out", out, "--json")
+    result = json.loads(p.stdout) if p.returncode == 0 else {}
+    check("generate --host with an image model: the PNG comes home under --out", result.get("path") == str(out) and out.is_file(),
+          (p.stdout[-300:], p.stderr[-500:]))
+    s, _, body = a.request("POST", "/v1/images/generations", {"model": "local/model", "prompt": "a lighthouse at dusk",
+                                                               "size": "64x48", "seed": 3, "steps": 4})
+    sync = base64.b64decode(json.loads(body)["data"][0]["b64_json"]) if s == 200 else b""
+    check("... the same pixels the host's synchronous images route makes", out.is_file() and api.decoded(out)[0] == decoded_png(sync),
+          s)
+    p = cli("generate", "--host", "A", "--model", "local/model", "--prompt", "again", "--out", out)
+    check("--out never replaces a file", p.returncode == 2 and "exists" in p.stderr, p.stderr[-300:])
+
+
+def decoded_png(data):
+    path = RUN_TMP / "sync.png"
+    path.write_bytes(data)
+    return api.decoded(path)[0]
 
 
 def test_resume(a):
@@ -300,6 +326,7 @@ def main():
     try:
         test_hosts_list(a, b)
         test_pinned_job(a)
+        test_image_job(a)
         test_resume(a)
         test_hostile_host()
         servers = test_host_killed(a, b)

@@ -830,8 +830,6 @@ quint64 GeneratePage::generateOnHost(const QString& target)
         m_generateWhy->setVisible(true);
         return quint64(0);
     };
-    if (m_imageMode)
-        return refuse(tr("Images are not sent to hosts yet (the API makes them synchronously); run this one here."));
     const auto key = m_model->currentData().toString();
     std::optional<runtime::ModelChoice> choice;
     for (const auto& c : m_studio->models()->choices())
@@ -852,6 +850,7 @@ quint64 GeneratePage::generateOnHost(const QString& target)
                           .toStdString();
     request.outputsFolder = m_studio->settings()->outputsFolder();
     request.target = target.toStdString();
+    request.kind = m_imageMode ? "image" : "video";
     remote::RemoteOptions options;
     options.previewFps = 2;
     watchRemote();
