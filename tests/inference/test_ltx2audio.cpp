@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -156,6 +157,50 @@ VT_TEST(ltx20AudioMatchesDiffusers)
 VT_TEST(ltx23AudioMatchesDiffusers)
 {
     checkCases("23", "2.3", 48000);
+}
+
+// The encoder (audio conditioning's first step): the raw moments and the packed, normalized
+// latents of the posterior's mode, on 4L - 3 frames, an odd count and one frame, in both layouts.
+VT_TEST(audioEncoderMatchesDiffusers)
+{
+    for (const std::string v : {"20", "23"}) {
+        std::map<std::string, std::optional<ltx2::AudioEncoder>> encoders;
+        int cases = 0;
+        for (const auto& e : fs::directory_iterator(versionDir(v))) {
+            if (e.path().filename().string().rfind("encode_", 0) != 0)
+                continue;
+            auto set = tensorfile::readTensorSet(e.path());
+            VT_CHECK_MSG(set.ok(), e.path() << ": " << (set.ok() ? "" : set.error().message));
+            const auto layout = set->metadata.at("layout");
+            auto& encoder = encoders[layout];
+            if (!encoder) {
+                auto loaded = ltx2::AudioEncoder::load(openWeights(layoutPath(v, layout)));
+                VT_CHECK_MSG(loaded.ok(), layout << ": " << (loaded.ok() ? "" : loaded.error().message));
+                encoder.emplace(std::move(*loaded));
+            }
+            const auto& mel = *set->find("mel");
+            auto moments = encoder->moments(mel);
+            auto latents = encoder->encode(mel);
+            VT_CHECK(moments.ok() && latents.ok());
+            const auto& expected = *set->find("expected.latents");
+            VT_COMPARE(latents->sizes().vec(), expected.sizes().vec());
+            VT_COMPARE(ltx2::AudioEncoder::latentFrames(encoder->config(), mel.size(2)), expected.size(1));
+            const double momentErr = maxAbsDiff(*moments, *set->find("expected.moments"));
+            const double latentErr = maxAbsDiff(*latents, expected);
+            std::printf("   v%s %-24s %-9s mel %s -> latents %s: moments %.2e, latents %.2e\n", v.c_str(), e.path().filename().c_str(),
+                layout.c_str(), test::show(mel.sizes().vec()).c_str(), test::show(latents->sizes().vec()).c_str(), momentErr, latentErr);
+            VT_CHECK_MSG(momentErr <= kTolerance && latentErr <= kTolerance, e.path() << ": max abs error above 1e-4");
+            ++cases;
+        }
+        VT_COMPARE(cases, 4);
+        VT_CHECK(encoders.count("single") && encoders.count("diffusers"));
+        // What the encoder is not given is refused with the reason, not a crash.
+        auto wrongBins = encoders["diffusers"]->encode(at::zeros({1, 2, 9, 7}));
+        VT_CHECK(!wrongBins.ok() && wrongBins.error().message.find("bins") != std::string::npos);
+        auto mono = encoders["diffusers"]->encode(at::zeros({1, 1, 9, encoders["diffusers"]->config().melBins}));
+        VT_CHECK(!mono.ok());
+        VT_CHECK(encoders["diffusers"]->residentBytes() > 0);
+    }
 }
 
 VT_TEST(layoutsLoadTheSameModel)

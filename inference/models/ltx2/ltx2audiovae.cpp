@@ -75,7 +75,20 @@ Padding causalPadding(const std::string& axis, std::int64_t kernel)
 struct Conv2d {
     at::Tensor weight, bias;
     Padding padding{};
+    std::int64_t stride = 1;
 };
+
+// LTX2AudioDownsample's explicit zero padding before its stride-2 3x3 conv, by causal axis.
+Padding downsamplePadding(const std::string& axis)
+{
+    if (axis == "height")
+        return {0, 1, 2, 0};
+    if (axis == "width")
+        return {2, 0, 0, 1};
+    if (axis == "width-compatibility")
+        return {1, 0, 0, 1};
+    return {0, 1, 0, 1};
+}
 
 struct ResBlock {
     Conv2d conv1, conv2;
@@ -131,6 +144,7 @@ Result<AudioVaeConfig> audioVaeConfigFromDiffusers(const std::string& text)
             return makeError(ErrorCode::Unsupported,
                 std::string(kDiffusersName) + ": mel_bins null is not supported (the pipeline needs it to unpack the latents)");
         read(j, "mel_bins", c.melBins);
+        read(j, "double_z", c.doubleZ);
         return c;
     } catch (const std::exception& e) {  // jsonutil's FieldError names the key
         return makeError(ErrorCode::InvalidFormat, std::string(kDiffusersName) + ": " + e.what());
@@ -174,6 +188,7 @@ Result<AudioVaeConfig> audioVaeConfigFromLtxCore(const std::string& text)
         read(*dd, "norm_type", c.normType);
         read(*dd, "causality_axis", c.causalityAxis);
         read(*dd, "mid_block_add_attention", c.midBlockAddAttention);
+        read(*dd, "double_z", c.doubleZ);
         read(*params, "sampling_rate", c.sampleRate);
         read(stft ? *stft : empty, "hop_length", c.melHopLength);
         // ltx-core: ddconfig.mel_bins or preprocessing.mel.n_mel_channels or variables.mel_bins.
@@ -418,11 +433,20 @@ Result<AudioDecoder> AudioDecoder::load(const Ltx2Weights& weights, const AudioD
     return AudioDecoder(std::move(impl));
 }
 
-at::Tensor AudioDecoder::Impl::conv(const Conv2d& c, const at::Tensor& x) const
+namespace {
+
+at::Tensor convolve(const Conv2d& c, const at::Tensor& x)
 {
     const auto& p = c.padding;
     const bool padded = std::any_of(p.begin(), p.end(), [](std::int64_t v) { return v != 0; });
-    return at::conv2d(padded ? at::constant_pad_nd(x, {p[0], p[1], p[2], p[3]}, 0) : x, c.weight, c.bias);
+    return at::conv2d(padded ? at::constant_pad_nd(x, {p[0], p[1], p[2], p[3]}, 0) : x, c.weight, c.bias, {c.stride, c.stride});
+}
+
+}  // namespace
+
+at::Tensor AudioDecoder::Impl::conv(const Conv2d& c, const at::Tensor& x) const
+{
+    return convolve(c, x);
 }
 
 namespace {
@@ -522,6 +546,190 @@ std::int64_t AudioDecoder::residentBytes() const
             n += bytesOf(b);
         if (level.upsample)
             n += bytesOf(*level.upsample);
+    }
+    return n;
+}
+
+// ---------------------------------------------------------------------------------------- encoder
+
+struct AudioEncoder::Impl {
+    AudioVaeConfig config;
+    c10::Device device = c10::Device(c10::kCPU);
+    c10::ScalarType dtype = c10::kFloat;
+    std::string files;
+    at::Tensor latentsMean, latentsStd;
+    Conv2d convIn, convOut;
+    ResBlock mid1, mid2;
+    struct Down {
+        std::vector<ResBlock> blocks;
+        std::optional<Conv2d> downsample;
+    };
+    std::vector<Down> down;  // run from level 0 (full resolution) down
+
+    at::Tensor run(const at::Tensor& mel, const std::stop_token& stop) const;
+};
+
+AudioEncoder::AudioEncoder(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+AudioEncoder::~AudioEncoder() = default;
+AudioEncoder::AudioEncoder(AudioEncoder&&) noexcept = default;
+AudioEncoder& AudioEncoder::operator=(AudioEncoder&&) noexcept = default;
+const AudioVaeConfig& AudioEncoder::config() const
+{
+    return m_impl->config;
+}
+
+std::int64_t AudioEncoder::latentFrames(const AudioVaeConfig& config, std::int64_t melFrames)
+{
+    auto t = melFrames;
+    for (std::size_t level = 0; level + 1 < config.chMult.size(); ++level)
+        t = (t - 1) / 2 + 1;
+    return t;
+}
+
+Result<AudioEncoder> AudioEncoder::load(const Ltx2Weights& weights, const AudioDecoderLoadOptions& options)
+{
+    auto config = resolveAudioVaeConfig(weights, options.config);
+    if (!config)
+        return config.error();
+    auto impl = std::make_unique<Impl>();
+    impl->config = *config;
+    impl->device = options.device;
+    impl->dtype = options.dtype;
+    impl->files = weights.describeFiles();
+    const auto& c = impl->config;
+    const auto levels = static_cast<std::int64_t>(c.chMult.size());
+    std::string bad;
+    try {
+        WeightTaker w(weights, Part::AudioVae, options.device, options.dtype);
+        w.ignorePrefix("decoder.");  // conditioning only encodes
+        w.ignorePrefix("per_channel_statistics.");
+        auto expect = [&](const std::string& name, const at::Tensor& t, const std::vector<std::int64_t>& shape) {
+            if (bad.empty() && t.sizes() != at::IntArrayRef(shape))
+                bad = name + " is " + shapeText(t.sizes().vec()) + " but the audio VAE config needs " + shapeText(shape);
+        };
+        auto conv = [&](const std::string& name, std::int64_t out, std::int64_t in, std::int64_t kernel) {
+            Conv2d k;
+            k.weight = w.tensor(name + ".weight");
+            k.bias = w.tensor(name + ".bias");
+            expect(name + ".weight", k.weight, {out, in, kernel, kernel});
+            expect(name + ".bias", k.bias, {out});
+            return k;
+        };
+        auto causal = [&](const std::string& name, std::int64_t out, std::int64_t in, std::int64_t kernel) {
+            auto k = conv(name + ".conv", out, in, kernel);
+            k.padding = causalPadding(c.causalityAxis, kernel);
+            return k;
+        };
+        auto block = [&](const std::string& name, std::int64_t in, std::int64_t out) {
+            ResBlock b;
+            b.conv1 = causal(name + ".conv1", out, in, 3);
+            b.conv2 = causal(name + ".conv2", out, out, 3);
+            if (in != out)
+                b.nin = causal(name + ".nin_shortcut", out, in, 1);
+            return b;
+        };
+        impl->latentsMean = w.tensor("latents_mean");
+        impl->latentsStd = w.tensor("latents_std");
+        expect("latents_mean", impl->latentsMean, {c.packedWidth()});
+        expect("latents_std", impl->latentsStd, {c.packedWidth()});
+        impl->convIn = causal("encoder.conv_in", c.baseChannels, 2, 3);
+        std::int64_t in = c.baseChannels;
+        for (std::int64_t level = 0; level < levels; ++level) {
+            Impl::Down stage;
+            const auto out = c.baseChannels * c.chMult[static_cast<std::size_t>(level)];
+            const auto prefix = "encoder.down." + std::to_string(level);
+            for (std::int64_t i = 0; i < c.numResBlocks; ++i) {
+                stage.blocks.push_back(block(prefix + ".block." + std::to_string(i), in, out));
+                in = out;
+            }
+            if (level != levels - 1) {
+                // A plain nn.Conv2d (no causal wrapper): its own key, its own padding.
+                auto d = conv(prefix + ".downsample.conv", out, out, 3);
+                d.padding = downsamplePadding(c.causalityAxis);
+                d.stride = 2;
+                stage.downsample = d;
+            }
+            impl->down.push_back(std::move(stage));
+        }
+        impl->mid1 = block("encoder.mid.block_1", in, in);
+        impl->mid2 = block("encoder.mid.block_2", in, in);
+        impl->convOut = causal("encoder.conv_out", (c.doubleZ ? 2 : 1) * c.latentChannels, in, 3);
+        if (auto done = w.finish(); !done)
+            return done.error();
+    } catch (const c10::Error& e) {
+        return errorFromException(e, weights.describeFiles() + ": loading the LTX-2 audio VAE encoder failed", ErrorCode::Internal);
+    }
+    if (!bad.empty())
+        return makeError(ErrorCode::InvalidFormat, impl->files + ": " + bad + "; the config does not belong to these weights");
+    return AudioEncoder(std::move(impl));
+}
+
+at::Tensor AudioEncoder::Impl::run(const at::Tensor& mel, const std::stop_token& stop) const
+{
+    const auto& c = config;
+    TORCH_CHECK(mel.dim() == 4 && mel.size(1) == 2, "a mel spectrogram for the audio VAE is [B, 2, T, mel bins], got ", mel.sizes());
+    TORCH_CHECK(mel.size(3) == c.melBins, "the mel spectrogram has ", mel.size(3), " bins; this audio VAE takes ", c.melBins);
+    TORCH_CHECK(mel.size(0) > 0 && mel.size(2) > 0, "the mel spectrogram ", mel.sizes(), " is empty");
+    auto block = [](const ResBlock& b, const at::Tensor& x) {
+        auto h = convolve(b.conv1, at::silu(pixelNorm(x)));
+        h = convolve(b.conv2, at::silu(pixelNorm(h)));
+        return (b.nin ? convolve(*b.nin, x) : x) + h;
+    };
+    auto x = convolve(convIn, mel.to(device, dtype));
+    for (const auto& stage : down) {
+        if (stop.stop_requested())
+            throw Cancelled{};
+        for (const auto& b : stage.blocks)
+            x = block(b, x);
+        if (stage.downsample)
+            x = convolve(*stage.downsample, x);
+    }
+    x = block(mid1, x);
+    x = block(mid2, x);
+    return convolve(convOut, at::silu(pixelNorm(x))).contiguous();
+}
+
+Result<at::Tensor> AudioEncoder::moments(const at::Tensor& mel, std::stop_token stop) const
+{
+    if (stop.stop_requested())
+        return makeError(ErrorCode::Cancelled, "cancelled");
+    try {
+        return m_impl->run(mel, stop);
+    } catch (const Cancelled&) {
+        return makeError(ErrorCode::Cancelled, "cancelled");
+    } catch (const c10::Error& e) {
+        return errorFromException(e, m_impl->files + ": LTX-2 audio VAE encode");
+    }
+}
+
+Result<at::Tensor> AudioEncoder::encode(const at::Tensor& mel, std::stop_token stop) const
+{
+    auto h = moments(mel, stop);
+    if (!h)
+        return h.error();
+    const auto& c = m_impl->config;
+    // DiagonalGaussianDistribution.mode(): the mean, the first C channels; then packed and
+    // normalized in float32 as the pipeline holds latents.
+    auto mean = h->narrow(1, 0, c.latentChannels).to(at::kFloat);
+    if (mean.size(3) != c.latentMelBins())
+        return makeError(ErrorCode::InvalidArgument,
+            m_impl->files + ": the encoder made " + std::to_string(mean.size(3)) + " latent mel bins, the pipeline unpacks "
+                + std::to_string(c.latentMelBins()));
+    auto packed = mean.transpose(1, 2).flatten(2, 3);
+    return ((packed - m_impl->latentsMean.to(packed.device(), at::kFloat)) / m_impl->latentsStd.to(packed.device(), at::kFloat))
+        .contiguous();
+}
+
+std::int64_t AudioEncoder::residentBytes() const
+{
+    const auto& m = *m_impl;
+    std::int64_t n =
+        bytesOf(m.latentsMean) + bytesOf(m.latentsStd) + bytesOf(m.convIn) + bytesOf(m.convOut) + bytesOf(m.mid1) + bytesOf(m.mid2);
+    for (const auto& level : m.down) {
+        for (const auto& b : level.blocks)
+            n += bytesOf(b);
+        if (level.downsample)
+            n += bytesOf(*level.downsample);
     }
     return n;
 }

@@ -38,6 +38,7 @@ struct AudioVaeConfig {
     std::int64_t sampleRate = 16000;
     std::int64_t melHopLength = 160;
     std::int64_t melBins = 64;
+    bool doubleZ = true;  // the encoder returns mean and log-variance (2C channels)
 
     // The pipeline unpacks tokens with mel_bins / mel_compression_ratio (4) mel bins each.
     std::int64_t latentMelBins() const { return melBins / 4; }
@@ -90,6 +91,35 @@ public:
 private:
     struct Impl;
     explicit AudioDecoder(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+// AutoencoderKLLTX2Audio's encoder (diffusers 0.42.1 LTX2AudioEncoder): a mel spectrogram
+// [B, 2, T, mel_bins] to the latents a generation is conditioned on, in the form the denoising
+// loop holds them: the posterior's mode (its mean), packed [B, L, C*M] and normalized with
+// latents_mean/std, as pipeline_ltx2.py prepares given audio latents (_pack_audio_latents, then
+// _normalize_audio_latents). Each of the two stride-2 levels takes T to floor((T - 1) / 2) + 1,
+// so 4L - 3 mel frames (what the decoder makes of L latents) encode to L.
+class AudioEncoder {
+public:
+    ~AudioEncoder();
+    AudioEncoder(AudioEncoder&&) noexcept;
+    AudioEncoder& operator=(AudioEncoder&&) noexcept;
+
+    static Result<AudioEncoder> load(const Ltx2Weights& weights, const AudioDecoderLoadOptions& options = {});
+
+    Result<at::Tensor> encode(const at::Tensor& mel, std::stop_token stop = {}) const;
+    // The encoder's own output [B, 2C, L, M'] (mean, then log-variance), diffusers' encoder(x).
+    Result<at::Tensor> moments(const at::Tensor& mel, std::stop_token stop = {}) const;
+    // Latent frames for T mel frames.
+    static std::int64_t latentFrames(const AudioVaeConfig& config, std::int64_t melFrames);
+
+    const AudioVaeConfig& config() const;
+    std::int64_t residentBytes() const;
+
+private:
+    struct Impl;
+    explicit AudioEncoder(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> m_impl;
 };
 
