@@ -1,6 +1,7 @@
 #include "app/cli/batchcommand.h"
 
 #include "app/cli/args.h"
+#include "app/cli/headless.h"
 
 #include "core/batch/batch.h"
 #include "core/hub/downloadmanager.h"
@@ -464,17 +465,10 @@ int runBatch(const std::vector<std::string>& args)
         lines->swap(one);
     }
 
-    int argc = 1;
-    char name[] = "vireo-cli";
-    char* argv[] = {name, nullptr};
-    QCoreApplication app(argc, argv);
-    vireo::core::initCommandLineLogging();
-    vireo::core::Studio::Options studioOptions;
-    studioOptions.headless = true;
-    studioOptions.recordOutputs = o.gallery;
-    auto studio = vireo::core::Studio::create(studioOptions);
-    if (!studio)
-        return fail("the built-in catalog is damaged: " + studio.error().message);
+    auto headless = vireo::cli::openHeadlessStudio(o.gallery);
+    if (!headless)
+        return fail(headless.error().message);
+    auto* studio = &headless->studio;
     auto planned = planAll(**studio, *lines, source.filename().string());
     if (!planned)
         return fail(planned.error().message, 2);

@@ -4,6 +4,7 @@
 
 #include "app/cli/again.h"
 #include "app/cli/args.h"
+#include "app/cli/headless.h"
 #include "app/cli/remotecommand.h"
 #include "core/catalog/catalog.h"
 #include "core/generation/generation.h"
@@ -617,21 +618,13 @@ int runGenerate(const std::vector<std::string>& given)
     if (auto failed = checkFiles(o))
         return *failed;
 
-    int argc = 1;
-    char name[] = "vireo-cli";
-    char* argv[] = {name, nullptr};
-    QCoreApplication app(argc, argv);
-    vireo::core::initCommandLineLogging();
-    // The studio's own services, without a window: the same catalog, settings, engine and
-    // gallery the window is made of (core::Studio, the composition root).
-    vireo::core::Studio::Options studioOptions;
-    studioOptions.headless = true;
-    studioOptions.recordOutputs = o.recordInGallery;
-    auto studio = vireo::core::Studio::create(studioOptions);
-    if (!studio) {
-        std::fprintf(stderr, "vireo-cli: the built-in catalog is damaged: %s\n", studio.error().message.c_str());
+    auto headless = vireo::cli::openHeadlessStudio(o.recordInGallery);
+    if (!headless) {
+        std::fprintf(stderr, "vireo-cli: %s\n", headless.error().message.c_str());
         return 1;
     }
+    auto* studio = &headless->studio;
+    auto& app = *headless->app;
     const auto& catalog = (*studio)->downloads()->catalog();
     auto defaults = vireo::generation::defaultsFor(catalog, model, ask);
     if (!defaults) {

@@ -3,6 +3,7 @@
 #include "app/cli/remotecommand.h"
 
 #include "app/cli/args.h"
+#include "app/cli/headless.h"
 #include "core/gallery/gallery.h"
 #include "core/generation/generation.h"
 #include "core/output/recipe.h"
@@ -286,19 +287,12 @@ int runRemoteGenerate(const std::vector<std::string>& args)
             + QString::number(QRandomGenerator::system()->generate(), 16).toStdString();
     }
 
-    int argc = 1;
-    char name[] = "vireo-cli";
-    char* argv[] = {name, nullptr};
-    QCoreApplication app(argc, argv);
-    vireo::core::initCommandLineLogging();
-    vireo::core::Studio::Options studioOptions;
-    studioOptions.headless = true;
-    studioOptions.recordOutputs = record;
-    auto studio = vireo::core::Studio::create(studioOptions);
-    if (!studio) {
-        std::fprintf(stderr, "vireo-cli: the built-in catalog is damaged: %s\n", studio.error().message.c_str());
+    auto headless = vireo::cli::openHeadlessStudio(record);
+    if (!headless) {
+        std::fprintf(stderr, "vireo-cli: %s\n", headless.error().message.c_str());
         return 1;
     }
+    auto* studio = &headless->studio;
     const auto hosts = configuredHosts(*(*studio)->settings());
     vireo::remote::RemoteRequest request;
     request.body = std::move(*body);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <set>
 
 namespace vireo::ltx2 {
@@ -97,7 +98,7 @@ struct ResBlock {
 
 struct Level {
     std::vector<ResBlock> blocks;
-    std::optional<Conv2d> upsample;
+    std::optional<Conv2d> resample;  // the decoder's upsample, the encoder's downsample
 };
 
 using quant::bytesOf;
@@ -108,6 +109,24 @@ std::int64_t bytesOf(const Conv2d& c)
 std::int64_t bytesOf(const ResBlock& b)
 {
     return bytesOf(b.conv1) + bytesOf(b.conv2) + (b.nin ? bytesOf(*b.nin) : 0);
+}
+
+// What the encoder or the decoder holds: statistics, end convolutions, mid blocks and levels.
+std::int64_t trunkBytes(const at::Tensor& mean, const at::Tensor& std, std::initializer_list<const Conv2d*> ends,
+    std::initializer_list<const ResBlock*> mids, const std::vector<Level>& levels)
+{
+    std::int64_t n = bytesOf(mean) + bytesOf(std);
+    for (const auto* c : ends)
+        n += bytesOf(*c);
+    for (const auto* b : mids)
+        n += bytesOf(*b);
+    for (const auto& level : levels) {
+        for (const auto& b : level.blocks)
+            n += bytesOf(b);
+        if (level.resample)
+            n += bytesOf(*level.resample);
+    }
+    return n;
 }
 
 }  // namespace
@@ -385,7 +404,7 @@ Result<AudioDecoder> AudioDecoder::load(const Ltx2Weights& weights, const AudioD
                 in = out;
             }
             if (level != 0)
-                stage.upsample = conv(prefix + ".upsample.conv", 3);
+                stage.resample = conv(prefix + ".upsample.conv", 3);
         }
         impl->convOut = conv("decoder.conv_out", 3);
         if (auto done = w.finish(); !done)
@@ -421,8 +440,8 @@ Result<AudioDecoder> AudioDecoder::load(const Ltx2Weights& weights, const AudioD
                 expectBlock(prefix + ".block." + std::to_string(i), stage.blocks[i], in, out);
                 in = out;
             }
-            if (stage.upsample)
-                expectConv(prefix + ".upsample.conv", *stage.upsample, out, out, 3);
+            if (stage.resample)
+                expectConv(prefix + ".upsample.conv", *stage.resample, out, out, 3);
         }
         expectConv("decoder.conv_out", impl->convOut, c.outputChannels, in, 3);
         if (!bad.empty())
@@ -501,8 +520,8 @@ at::Tensor AudioDecoder::Impl::run(const at::Tensor& latents, const std::stop_to
         const auto& stage = up[static_cast<std::size_t>(level)];
         for (const auto& b : stage.blocks)
             x = resBlock(b, x);
-        if (stage.upsample)
-            x = upsample(*stage.upsample, x);
+        if (stage.resample)
+            x = upsample(*stage.resample, x);
     }
     x = conv(convOut, at::silu(pixelNorm(x)));
 
@@ -539,15 +558,7 @@ Result<at::Tensor> AudioDecoder::packLatents(const at::Tensor& unpacked)
 std::int64_t AudioDecoder::residentBytes() const
 {
     const auto& m = *m_impl;
-    std::int64_t n =
-        bytesOf(m.latentsMean) + bytesOf(m.latentsStd) + bytesOf(m.convIn) + bytesOf(m.convOut) + bytesOf(m.mid1) + bytesOf(m.mid2);
-    for (const auto& level : m.up) {
-        for (const auto& b : level.blocks)
-            n += bytesOf(b);
-        if (level.upsample)
-            n += bytesOf(*level.upsample);
-    }
-    return n;
+    return trunkBytes(m.latentsMean, m.latentsStd, {&m.convIn, &m.convOut}, {&m.mid1, &m.mid2}, m.up);
 }
 
 // ---------------------------------------------------------------------------------------- encoder
@@ -560,11 +571,7 @@ struct AudioEncoder::Impl {
     at::Tensor latentsMean, latentsStd;
     Conv2d convIn, convOut;
     ResBlock mid1, mid2;
-    struct Down {
-        std::vector<ResBlock> blocks;
-        std::optional<Conv2d> downsample;
-    };
-    std::vector<Down> down;  // run from level 0 (full resolution) down
+    std::vector<Level> down;  // run from level 0 (full resolution) down
 
     at::Tensor run(const at::Tensor& mel, const std::stop_token& stop) const;
 };
@@ -635,7 +642,7 @@ Result<AudioEncoder> AudioEncoder::load(const Ltx2Weights& weights, const AudioD
         impl->convIn = causal("encoder.conv_in", c.baseChannels, 2, 3);
         std::int64_t in = c.baseChannels;
         for (std::int64_t level = 0; level < levels; ++level) {
-            Impl::Down stage;
+            Level stage;
             const auto out = c.baseChannels * c.chMult[static_cast<std::size_t>(level)];
             const auto prefix = "encoder.down." + std::to_string(level);
             for (std::int64_t i = 0; i < c.numResBlocks; ++i) {
@@ -647,7 +654,7 @@ Result<AudioEncoder> AudioEncoder::load(const Ltx2Weights& weights, const AudioD
                 auto d = conv(prefix + ".downsample.conv", out, out, 3);
                 d.padding = downsamplePadding(c.causalityAxis);
                 d.stride = 2;
-                stage.downsample = d;
+                stage.resample = d;
             }
             impl->down.push_back(std::move(stage));
         }
@@ -681,8 +688,8 @@ at::Tensor AudioEncoder::Impl::run(const at::Tensor& mel, const std::stop_token&
             throw Cancelled{};
         for (const auto& b : stage.blocks)
             x = block(b, x);
-        if (stage.downsample)
-            x = convolve(*stage.downsample, x);
+        if (stage.resample)
+            x = convolve(*stage.resample, x);
     }
     x = block(mid1, x);
     x = block(mid2, x);
@@ -723,15 +730,7 @@ Result<at::Tensor> AudioEncoder::encode(const at::Tensor& mel, std::stop_token s
 std::int64_t AudioEncoder::residentBytes() const
 {
     const auto& m = *m_impl;
-    std::int64_t n =
-        bytesOf(m.latentsMean) + bytesOf(m.latentsStd) + bytesOf(m.convIn) + bytesOf(m.convOut) + bytesOf(m.mid1) + bytesOf(m.mid2);
-    for (const auto& level : m.down) {
-        for (const auto& b : level.blocks)
-            n += bytesOf(b);
-        if (level.downsample)
-            n += bytesOf(*level.downsample);
-    }
-    return n;
+    return trunkBytes(m.latentsMean, m.latentsStd, {&m.convIn, &m.convOut}, {&m.mid1, &m.mid2}, m.down);
 }
 
 }  // namespace vireo::ltx2
