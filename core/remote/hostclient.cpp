@@ -1,5 +1,6 @@
 #include "core/remote/hostclient.h"
 
+#include "inference/util/jsonlimits.h"
 #include "inference/util/text.h"
 
 #include <curl/curl.h>
@@ -102,6 +103,16 @@ Result<std::string> normalizeBaseUrl(const std::string& text)
     return base.toLower().toStdString();
 }
 
+nlohmann::json parseAnswer(std::string_view text)
+{
+    jsonutil::JsonLimits limits;
+    limits.maxBytes = 32u << 20;
+    limits.maxDepth = 32;
+    limits.maxValues = 1u << 20;
+    auto parsed = jsonutil::parseUntrusted(text, "the host's answer", limits);
+    return parsed ? std::move(*parsed) : nlohmann::json(nlohmann::json::value_t::discarded);
+}
+
 HostClient::HostClient(Host host) : HostClient(std::move(host), Options{}) {}
 
 HostClient::HostClient(Host host, Options options) : m_host(std::move(host)), m_options(options) {}
@@ -110,7 +121,7 @@ std::string HostClient::Reply::message() const
 {
     if (!transportError.empty())
         return transportError;
-    const auto j = nlohmann::json::parse(body, nullptr, false);
+    const auto j = parseAnswer(body);
     if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].value("message", nlohmann::json()).is_string())
         return terminalSafe(j["error"]["message"].get<std::string>().substr(0, 2000));
     return "HTTP " + std::to_string(status);
@@ -220,7 +231,7 @@ Result<nlohmann::json> HostClient::getJson(const std::string& path, const std::a
     if (r.status != 200)
         return makeError(r.status == 404 ? ErrorCode::NotFound : ErrorCode::Io,
             "host " + m_host.name + " answered " + path + " with HTTP " + std::to_string(r.status) + ": " + r.message());
-    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    auto j = parseAnswer(r.body);
     if (!j.is_object())
         return makeError(
             ErrorCode::InvalidFormat, "host " + m_host.name + " answered " + path + " with something that is not a JSON object");

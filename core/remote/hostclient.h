@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vireo::remote {
@@ -32,6 +33,10 @@ struct Host {
 // "https://gpu.example.org"), or why it is not one: http(s) only, a host name, no user, path,
 // query or fragment.
 Result<std::string> normalizeBaseUrl(const std::string& text);
+
+// A host's JSON answer, parsed with bounds on size, nesting and node count
+// (jsonutil::parseUntrusted); anything else is a discarded value (is_discarded()).
+nlohmann::json parseAnswer(std::string_view text);
 
 class HostClient {
 public:

@@ -171,7 +171,7 @@ json readRecord(const QString& path)
     QFile f(path);
     if (!f.open(QIODevice::ReadOnly) || f.size() > (1 << 16))
         return json::object();
-    auto j = json::parse(f.readAll().toStdString(), nullptr, false);
+    auto j = parseAnswer(f.readAll().toStdString());
     return j.is_object() ? j : json::object();
 }
 
@@ -270,7 +270,7 @@ public:
                 return ended(a, AttemptEnd::Cancelled, "cancelled");
             const auto r = client.call("POST", submitPath, body, {"Idempotency-Key: " + key}, &cancel);
             if (r.answered() && r.status == 200) {
-                const auto j = json::parse(r.body, nullptr, false);
+                const auto j = parseAnswer(r.body);
                 a.remoteId = j.is_object() && j.value("id", json()).is_string() ? j["id"].get<std::string>() : std::string();
                 if (!plausibleRemoteId(a.remoteId))
                     return ended(a, AttemptEnd::Failed, "host " + host.name + " accepted the job but sent no usable job id");
@@ -330,7 +330,7 @@ public:
             const auto s = client.call("GET", jobPath, {}, {}, &cancel);
             if (s.answered() && s.status == 200) {
                 reach.answered();
-                const auto j = json::parse(s.body, nullptr, false);
+                const auto j = parseAnswer(s.body);
                 if (j.is_object())
                     readVerdict(j, finalStatus, finalMessage, finalCode);
                 continue;
@@ -356,7 +356,7 @@ public:
         for (;;) {
             const auto d = client.call("GET", jobPath, {}, {}, &cancel);
             if (d.answered() && d.status == 200) {
-                details = json::parse(d.body, nullptr, false);
+                details = parseAnswer(d.body);
                 break;
             }
             if (cancel.load())
@@ -396,7 +396,7 @@ private:
 
     static std::string errorCode(const std::string& body)
     {
-        const auto j = json::parse(body, nullptr, false);
+        const auto j = parseAnswer(body);
         if (j.is_object() && j.contains("error") && j["error"].is_object() && j["error"].value("code", json()).is_string())
             return j["error"]["code"].get<std::string>();
         return {};
@@ -416,7 +416,7 @@ private:
 
     bool onEvent(const std::string& name, const std::string& data, std::string& status, std::string& message, std::string& code)
     {
-        const auto j = json::parse(data, nullptr, false);
+        const auto j = parseAnswer(data);
         if (!j.is_object())
             return true;  // an event we cannot read is skipped, not fatal
         if (name == "progress" && ev.progress) {
@@ -602,7 +602,11 @@ Result<RemoteOutcome> runRemoteJob(const std::vector<Host>& hosts, const RemoteR
     const auto done = readRecord(recordPath(request.outputsFolder, request.localId));
     if (done.value("state", json()) == "done" && done.value("path", json()).is_string()) {
         const auto path = QString::fromStdString(done["path"].get<std::string>());
-        if (QFileInfo(path).isFile() && output::fileSha256(path.toStdString()) == done.value("sha256", std::string())) {
+        // Only an output of this folder (or the --out asked for now) counts, whatever the record says.
+        const bool ours = QFileInfo(path).absolutePath() == QFileInfo(request.outputsFolder + QStringLiteral("/x")).absolutePath()
+            || (!request.outputPath.isEmpty() && QFileInfo(path).absoluteFilePath() == QFileInfo(request.outputPath).absoluteFilePath());
+        if (ours && QFileInfo(path).isFile() && !QFileInfo(path).isSymLink()
+            && output::fileSha256(path.toStdString()) == done.value("sha256", std::string())) {
             RemoteOutcome o;
             o.path = path;
             o.host = done.value("host", std::string());

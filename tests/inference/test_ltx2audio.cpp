@@ -3,6 +3,7 @@
 #include "tests/harness/vireotest.h"
 #include "tests/inference/fixtures.h"
 
+#include "inference/models/ltx2/ltx2audioprep.h"
 #include "inference/models/ltx2/ltx2audiovae.h"
 #include "inference/models/ltx2/ltx2vocoder.h"
 #include "inference/models/ltx2/ltx2weights.h"
@@ -201,6 +202,38 @@ VT_TEST(audioEncoderMatchesDiffusers)
         VT_CHECK(!mono.ok());
         VT_CHECK(encoders["diffusers"]->residentBytes() > 0);
     }
+}
+
+// The audio VAE's front end against ltx-core 1.0.0's AudioProcessor: waveforms at 16, 44.1,
+// 48, 22.05 and 8 kHz (resampled to 16 kHz as torchaudio does) to log-mel spectrograms.
+VT_TEST(melFrontEndMatchesLtxCore)
+{
+    int cases = 0;
+    for (const auto& e : fs::directory_iterator(test::fixturesDir())) {
+        if (e.path().filename().string().rfind("mel_", 0) != 0)
+            continue;
+        auto set = tensorfile::readTensorSet(e.path());
+        VT_CHECK_MSG(set.ok(), e.path() << ": " << (set.ok() ? "" : set.error().message));
+        const auto rate = std::stoll(set->metadata.at("sample_rate"));
+        const auto& expected = *set->find("expected.mel");
+        auto mel = ltx2::logMelSpectrogram(*set->find("waveform"), rate);
+        VT_CHECK_MSG(mel.ok(), e.path() << ": " << (mel.ok() ? "" : mel.error().message));
+        VT_COMPARE(mel->sizes().vec(), expected.sizes().vec());
+        const double err = maxAbsDiff(*mel, expected);
+        std::printf("   %-24s %6lld Hz -> mel %s: max abs %.2e (log-mel range %.2f .. %.2f)\n", e.path().filename().c_str(),
+            static_cast<long long>(rate), test::show(mel->sizes().vec()).c_str(), err, expected.min().item<double>(),
+            expected.max().item<double>());
+        VT_CHECK_MSG(err <= 1e-4, e.path() << ": max abs error above 1e-4");
+        ++cases;
+    }
+    VT_COMPARE(cases, 6);
+    auto tooShort = ltx2::logMelSpectrogram(at::zeros({1, 2, 100}), 16000);
+    VT_CHECK(!tooShort.ok() && tooShort.error().message.find("at least 513") != std::string::npos);
+    VT_CHECK(!ltx2::logMelSpectrogram(at::zeros({2, 100}), 16000).ok());
+    VT_CHECK(!ltx2::logMelSpectrogram(at::zeros({1, 2, 4000}), 0).ok());
+    // Resampling keeps torchaudio's length rule: ceil(N * to / from).
+    VT_COMPARE(ltx2::resampleSinc(at::zeros({1, 2, 44100}), 44100, 16000).size(2), std::int64_t{16000});
+    VT_COMPARE(ltx2::resampleSinc(at::zeros({1, 1, 1001}), 48000, 16000).size(2), std::int64_t{334});
 }
 
 VT_TEST(layoutsLoadTheSameModel)
