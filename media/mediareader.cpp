@@ -6,6 +6,7 @@ extern "C" {
 #include <libavutil/dict.h>
 #include <libavutil/display.h>
 #include <libavutil/imgutils.h>
+#include <libavutil/samplefmt.h>
 #include <libswscale/swscale.h>
 }
 
@@ -968,6 +969,176 @@ Result<std::vector<RgbImage>> readClipFrames(
         return mediaError(path, "has " + std::to_string(frames.size()) + " decodable frames; " + std::to_string(count) + " are needed",
             frames.empty() ? ErrorCode::Truncated : ErrorCode::InvalidArgument);
     return std::vector<RgbImage>(std::make_move_iterator(frames.begin()), std::make_move_iterator(frames.end()));
+}
+
+namespace {
+
+// One decoded frame's samples appended to `out` as float, whatever the decoder's sample format.
+bool appendSamples(const AVFrame* frame, int keep, std::vector<std::vector<float>>& out)
+{
+    const auto format = static_cast<AVSampleFormat>(frame->format);
+    const bool planar = av_sample_fmt_is_planar(format) != 0;
+    const auto packed = av_get_packed_sample_fmt(format);
+    const int channels = frame->ch_layout.nb_channels;
+    const int n = frame->nb_samples;
+    if (channels <= 0 || n < 0)
+        return false;
+    for (int c = 0; c < keep; ++c) {
+        const int source = c;
+        const std::uint8_t* base = planar ? frame->extended_data[source] : frame->extended_data[0];
+        if (!base)
+            return false;
+        auto& dst = out[static_cast<std::size_t>(c)];
+        dst.reserve(dst.size() + static_cast<std::size_t>(n));
+        const int stride = planar ? 1 : channels;
+        const int offset = planar ? 0 : source;
+        for (int i = 0; i < n; ++i) {
+            const auto at = static_cast<std::size_t>(i) * static_cast<std::size_t>(stride) + static_cast<std::size_t>(offset);
+            float v = 0;
+            switch (packed) {
+            case AV_SAMPLE_FMT_U8: v = (static_cast<float>(base[at]) - 128.0f) / 128.0f; break;
+            case AV_SAMPLE_FMT_S16: v = static_cast<float>(reinterpret_cast<const std::int16_t*>(base)[at]) / 32768.0f; break;
+            case AV_SAMPLE_FMT_S32:
+                v = static_cast<float>(static_cast<double>(reinterpret_cast<const std::int32_t*>(base)[at]) / 2147483648.0);
+                break;
+            case AV_SAMPLE_FMT_S64:
+                v = static_cast<float>(static_cast<double>(reinterpret_cast<const std::int64_t*>(base)[at]) / 9223372036854775808.0);
+                break;
+            case AV_SAMPLE_FMT_FLT: v = reinterpret_cast<const float*>(base)[at]; break;
+            case AV_SAMPLE_FMT_DBL: v = static_cast<float>(reinterpret_cast<const double*>(base)[at]); break;
+            default: return false;
+            }
+            // A float stream may carry NaN or values past full scale: neither is audio.
+            dst.push_back(std::isfinite(v) ? std::clamp(v, -1.0f, 1.0f) : 0.0f);
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+Result<AudioSamples> readAudio(const std::filesystem::path& path, double maxSeconds)
+{
+    auto format = openInput(path);
+    if (!format)
+        return format.error();
+    AVFormatContext* f = format->get();
+    const int index = av_find_best_stream(f, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
+    if (index < 0)
+        return mediaError(path, "has no audio stream");
+    const AVStream* stream = f->streams[index];
+    const AVCodecParameters* par = stream->codecpar;
+    const auto* descriptor = avcodec_descriptor_get(par->codec_id);
+    const std::string codecName = descriptor ? descriptor->name : "unknown";
+    const AVCodec* codec = avcodec_find_decoder(par->codec_id);
+    if (!codec)
+        return mediaError(path,
+            "its audio is " + codecName
+                + ", which this build does not decode (WAV, AIFF, FLAC, MP3, AAC, ALAC and Vorbis are; convert it to one of those)",
+            ErrorCode::Unsupported);
+    if (par->sample_rate <= 0 || par->sample_rate > 768000 || par->ch_layout.nb_channels <= 0 || par->ch_layout.nb_channels > 64)
+        return mediaError(path,
+            "its audio stream says " + std::to_string(par->sample_rate) + " Hz and " + std::to_string(par->ch_layout.nb_channels)
+                + " channels, which no audio has");
+    // Before a sample is decoded: what the container says of the length.
+    double declared = 0;
+    if (stream->duration > 0 && stream->time_base.den > 0)
+        declared = static_cast<double>(stream->duration) * av_q2d(stream->time_base);
+    else if (f->duration > 0)
+        declared = static_cast<double>(f->duration) / AV_TIME_BASE;
+    auto tooLong = [&](double seconds) {
+        return mediaError(path,
+            "is " + std::to_string(static_cast<long long>(std::ceil(seconds))) + " s of audio; at most "
+                + std::to_string(static_cast<long long>(maxSeconds)) + " s are taken (cut it first)",
+            ErrorCode::InvalidArgument);
+    };
+    if (declared > maxSeconds + 1)
+        return tooLong(declared);
+
+    CodecPtr decoder(avcodec_alloc_context3(codec));
+    if (!decoder || avcodec_parameters_to_context(decoder.get(), par) < 0)
+        return mediaError(path, "its audio decoder cannot be set up", ErrorCode::Internal);
+    decoder->thread_count = 1;
+    if (const int e = avcodec_open2(decoder.get(), codec, nullptr); e < 0)
+        return mediaError(path, "its " + codecName + " audio cannot be decoded (" + avError(e) + ")");
+
+    AudioSamples audio;
+    audio.sampleRate = par->sample_rate;
+    audio.codec = codecName;
+    const int channels = par->ch_layout.nb_channels;
+    const int keep = std::min(channels, 2);
+    if (channels > 2)
+        audio.note = path.filename().string() + " has " + std::to_string(channels)
+            + " audio channels; its first two (front left and right) are used";
+    audio.channels.resize(static_cast<std::size_t>(keep));
+    const auto maxFrames = static_cast<std::int64_t>(std::ceil(maxSeconds * par->sample_rate)) + par->sample_rate;
+    std::string problem;
+    std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
+    FramePtr frame(av_frame_alloc());
+    if (!packet || !frame)
+        return mediaError(path, "out of memory", ErrorCode::OutOfMemory);
+    auto drain = [&]() {
+        for (;;) {
+            const int d = avcodec_receive_frame(decoder.get(), frame.get());
+            if (d == AVERROR(EAGAIN) || d == AVERROR_EOF)
+                return true;
+            if (d < 0) {
+                problem = "a frame of its audio does not decode (" + avError(d) + ")";
+                return false;
+            }
+            // The decoder may change its layout mid-stream; what is kept stays two channels or one.
+            if (frame->sample_rate != audio.sampleRate) {
+                problem = "its audio changes sample rate mid-stream (" + std::to_string(audio.sampleRate) + " to "
+                    + std::to_string(frame->sample_rate) + " Hz)";
+                return false;
+            }
+            if (!appendSamples(frame.get(), keep, audio.channels)) {
+                problem = "its audio has a sample format this reader does not take";
+                return false;
+            }
+            av_frame_unref(frame.get());
+            if (audio.frames() > maxFrames) {
+                problem = "long";
+                return false;
+            }
+        }
+    };
+    bool ok = true;
+    int skipped = 0;
+    while (ok) {
+        const int r = av_read_frame(f, packet.get());
+        if (r < 0) {
+            if (r != AVERROR_EOF)
+                problem = "its data stops early (" + avError(r) + ")";
+            avcodec_send_packet(decoder.get(), nullptr);
+            ok = drain();
+            break;
+        }
+        if (packet->stream_index == index) {
+            const int s = avcodec_send_packet(decoder.get(), packet.get());
+            if (s == AVERROR_INVALIDDATA)
+                ++skipped;  // a damaged packet: the stream goes on, and the user is told
+            else if (s < 0 && s != AVERROR(EAGAIN)) {
+                problem = "its audio does not decode (" + avError(s) + ")";
+                ok = false;
+            }
+        }
+        av_packet_unref(packet.get());
+        if (ok)
+            ok = drain();
+    }
+    if (problem == "long")
+        return tooLong(audio.seconds());
+    if (!problem.empty() && audio.frames() == 0)
+        return mediaError(path, problem, ErrorCode::Truncated);
+    if (!problem.empty())
+        return mediaError(path, problem + " after " + std::to_string(audio.seconds()).substr(0, 5) + " s", ErrorCode::Truncated);
+    if (audio.frames() == 0)
+        return mediaError(path, "holds no audio samples (0 s)", ErrorCode::InvalidArgument);
+    if (skipped > 0)
+        audio.note += (audio.note.empty() ? "" : "; ") + path.filename().string() + ": " + std::to_string(skipped)
+            + " damaged audio packet(s) skipped";
+    return audio;
 }
 
 }  // namespace vireo::media

@@ -65,4 +65,27 @@ Result<RgbImage> readImage(const std::filesystem::path& path, std::int64_t maxPi
 Result<std::vector<RgbImage>> readClipFrames(const std::filesystem::path& path, int count, int fitWidth = 0, int fitHeight = 0,
     std::int64_t maxPixels = kMaxImagePixels, bool fromEnd = false);
 
+// An audio track as float samples in [-1, 1], one vector per channel, at the file's own rate.
+struct AudioSamples {
+    int sampleRate = 0;
+    std::vector<std::vector<float>> channels;  // all the same length
+    std::string codec;
+    // What was changed on the way (a track of more than two channels: its first two kept),
+    // said to the user, never silent.
+    std::string note;
+    std::int64_t frames() const { return channels.empty() ? 0 : static_cast<std::int64_t>(channels.front().size()); }
+    double seconds() const { return sampleRate > 0 ? static_cast<double>(frames()) / sampleRate : 0; }
+};
+
+// The longest audio readAudio decodes unless told otherwise (20 minutes).
+inline constexpr double kMaxAudioSeconds = 20 * 60;
+
+// The audio of a file: WAV, AIFF, FLAC, MP3, AAC or ALAC in M4A, Ogg Vorbis, or the soundtrack
+// of a video (its first audio stream), decoded to float. Mono and stereo come out as they are; a
+// track of more channels keeps its first two (front left and right) and says so in `note`.
+// Refused with the file's name and the reason: no audio stream, a codec this build does not
+// decode, a track the container says is longer than maxSeconds (before anything is decoded),
+// more samples than that while decoding (a container that lies), a file with no samples.
+Result<AudioSamples> readAudio(const std::filesystem::path& path, double maxSeconds = kMaxAudioSeconds);
+
 }  // namespace vireo::media

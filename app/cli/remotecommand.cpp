@@ -299,11 +299,8 @@ int runRemoteGenerate(const std::vector<std::string>& args)
     request.localId = jobId;
     request.target = target;
     request.outputsFolder = out.empty() ? (*studio)->settings()->outputsFolder() : QFileInfo(QString::fromStdString(out)).absolutePath();
-    if (!out.empty()) {
-        if (QFileInfo::exists(QString::fromStdString(out)))
-            return usageError("generate", out + " exists; outputs never replace a file", help);
+    if (!out.empty())
         request.outputPath = QFileInfo(QString::fromStdString(out)).absoluteFilePath();
-    }
     vireo::remote::RemoteOptions options;
     options.grace = std::chrono::milliseconds(static_cast<std::int64_t>(grace * 1000));
     vireo::remote::RemoteEvents events;

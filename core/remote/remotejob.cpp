@@ -618,6 +618,8 @@ Result<RemoteOutcome> runRemoteJob(const std::vector<Host>& hosts, const RemoteR
             return o;
         }
     }
+    if (!request.outputPath.isEmpty() && QFileInfo::exists(request.outputPath))
+        return makeError(ErrorCode::InvalidArgument, request.outputPath.toStdString() + " exists; an output never replaces a file");
     const bool any = request.target == "any";
     std::vector<Host> pinned;
     if (!any) {

@@ -178,13 +178,16 @@ QWidget* SettingsPage::hostsCard()
     m_hostName = new QLineEdit;
     m_hostName->setObjectName(QStringLiteral("hostName"));
     m_hostName->setPlaceholderText(tr("name"));
+    m_hostName->setAccessibleName(tr("Host name"));
     m_hostAddress = new QLineEdit;
     m_hostAddress->setObjectName(QStringLiteral("hostAddress"));
     m_hostAddress->setPlaceholderText(tr("192.168.1.20:8188"));
+    m_hostAddress->setAccessibleName(tr("Host address"));
     m_hostToken = new QLineEdit;
     m_hostToken->setObjectName(QStringLiteral("hostToken"));
     m_hostToken->setEchoMode(QLineEdit::Password);
     m_hostToken->setPlaceholderText(tr("token (its api-token file)"));
+    m_hostToken->setAccessibleName(tr("Host token"));
     m_addHost = new QPushButton(tr("Add"));
     m_removeHost = new QPushButton(tr("Remove"));
     form->addRow(tr("Add a host"), row({m_hostName, m_hostAddress, m_hostToken, m_addHost, m_removeHost}, 1));
