@@ -186,6 +186,16 @@ bool writeRecord(const QString& path, const json& record)
     return f.commit();
 }
 
+// A job given up on goes from its host: one short try (a cancel, a window closing, must not
+// wait on a host that is slow or gone).
+HostClient::Reply forget(const Host& host, const std::string& jobPath)
+{
+    HostClient::Options quick;
+    quick.connectTimeout = std::chrono::seconds(3);
+    quick.requestTimeout = std::chrono::seconds(5);
+    return HostClient(host, quick).call("DELETE", jobPath);
+}
+
 bool plausibleRemoteId(const std::string& id)
 {
     return !id.empty() && id.size() <= 100
@@ -305,7 +315,7 @@ public:
         reach.answered();
         while (finalStatus.empty()) {
             if (cancel.load()) {
-                client.call("DELETE", jobPath, {}, {}, nullptr);
+                forget(host, jobPath);
                 return ended(a, AttemptEnd::Cancelled, "cancelled");
             }
             std::string eventsPath = jobPath + "/events";
@@ -321,7 +331,7 @@ public:
             if (!finalStatus.empty() || cancel.load())
                 continue;
             if (!r.refused.empty()) {
-                client.call("DELETE", jobPath, {}, {}, nullptr);
+                forget(host, jobPath);
                 return ended(a, AttemptEnd::Failed, "host " + host.name + ": " + r.refused);
             }
             if (r.status == 404)
@@ -669,8 +679,7 @@ Result<RemoteOutcome> runRemoteJob(const std::vector<Host>& hosts, const RemoteR
             // Every attempt that lost goes from its host (a restarted host lists it failed);
             // the one that won stays: deleting it would trash the host's file.
             for (const auto& [h, id] : losers) {
-                HostClient c(h, options.client);
-                const auto r = c.call("DELETE", "/v1/vireo/jobs/" + id);
+                const auto r = forget(h, "/v1/vireo/jobs/" + id);
                 if (!r.answered() || (r.status != 200 && r.status != 404))
                     out.leftOnHosts.push_back(h.name + " " + id);
             }
