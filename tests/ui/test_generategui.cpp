@@ -318,6 +318,8 @@ private slots:
         QVERIFY2(hosts->item(0, 4)->text().contains(QStringLiteral("local/diffusers")), qPrintable(hosts->item(0, 4)->text()));
         runOn->setCurrentIndex(host);
         QTRY_VERIFY(page->canGenerate());
+        QTRY_VERIFY2(child<QLabel>(page, "memoryPlan")->text().startsWith(QStringLiteral("Runs on host dunes, which plans its own memory")),
+            qPrintable(child<QLabel>(page, "memoryPlan")->text()));
         const auto id = page->generate();
         QVERIFY(id != 0);
         QCOMPARE(child<QLabel>(page, "result")->text(), QStringLiteral("On host dunes"));

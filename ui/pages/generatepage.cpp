@@ -509,6 +509,10 @@ QWidget* GeneratePage::memoryCard()
             QString::fromStdString(d.name));
     m_runOn->setToolTip(tr("Best GPU: where the model is already loaded, else the card with the fewest jobs queued that holds it"));
     form->addRow(tr("Run on"), m_runOn);
+    connect(m_runOn, &QComboBox::currentIndexChanged, this, [this] {
+        if (m_resolved)
+            requestPlan();
+    });
     form->addRow(m_memory);
     return box;
 }
@@ -1394,6 +1398,12 @@ void GeneratePage::showPlan(quint64 ticket)
     QString paths = tr("How it runs: %1").arg(QString::fromStdString(p.pathsText));
     for (const auto& w : p.pathWarnings)
         paths += QStringLiteral("\n") + tr("Note: %1").arg(QString::fromStdString(w));
+    // A job for another machine is planned there; this plan is this machine's, and says so.
+    if (const auto runOn = m_runOn->currentData().toString(); runOn.startsWith(QStringLiteral("host:")))
+        text = (runOn == QStringLiteral("host:any")
+                       ? tr("Runs on a host, which plans its own memory; the plan below is this machine's.")
+                       : tr("Runs on host %1, which plans its own memory; the plan below is this machine's.").arg(runOn.mid(5)))
+            + QStringLiteral("\n") + text;
     m_memory->setText(text + QStringLiteral("\n") + where.join(QStringLiteral("; ")) + QStringLiteral("\n") + paths);
     m_memory->setStyleSheet(p.fits ? QString() : QStringLiteral("color: #ff8a80;"));
 }
