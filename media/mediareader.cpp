@@ -1019,6 +1019,7 @@ bool appendSamples(const AVFrame* frame, int keep, std::vector<std::vector<float
 
 Result<AudioSamples> readAudio(const std::filesystem::path& path, double maxSeconds)
 {
+    av_log_set_level(AV_LOG_ERROR);  // encoders' priming notes are not for the user
     auto format = openInput(path);
     if (!format)
         return format.error();
@@ -1034,7 +1035,7 @@ Result<AudioSamples> readAudio(const std::filesystem::path& path, double maxSeco
     if (!codec)
         return mediaError(path,
             "its audio is " + codecName
-                + ", which this build does not decode (WAV, AIFF, FLAC, MP3, AAC, ALAC and Vorbis are; convert it to one of those)",
+                + ", which this build does not decode (WAV, AIFF, FLAC, MP3, AAC, ALAC, Vorbis and Opus are; convert it to one of those)",
             ErrorCode::Unsupported);
     if (par->sample_rate <= 0 || par->sample_rate > 768000 || par->ch_layout.nb_channels <= 0 || par->ch_layout.nb_channels > 64)
         return mediaError(path,

@@ -80,8 +80,8 @@ struct AudioSamples {
 // The longest audio readAudio decodes unless told otherwise (20 minutes).
 inline constexpr double kMaxAudioSeconds = 20 * 60;
 
-// The audio of a file: WAV, AIFF, FLAC, MP3, AAC or ALAC in M4A, Ogg Vorbis, or the soundtrack
-// of a video (its first audio stream), decoded to float. Mono and stereo come out as they are; a
+// The audio of a file: WAV, AIFF, FLAC, MP3, AAC or ALAC in M4A, Ogg Vorbis or Opus, or the
+// soundtrack of a video (its first audio stream), decoded to float. Mono and stereo come out as they are; a
 // track of more channels keeps its first two (front left and right) and says so in `note`.
 // Refused with the file's name and the reason: no audio stream, a codec this build does not
 // decode, a track the container says is longer than maxSeconds (before anything is decoded),

@@ -19,18 +19,19 @@ JOBS=${VIREO_FFMPEG_JOBS:-$(nproc)}
 # What Vireo uses, and nothing else: H.264 (libx264) + AAC in MP4 out (and x264's lossless RGB
 # for the conditioning frames kept beside an output); stills and conditioning
 # clips in (the common camera and web formats); the user's audio in (WAV, AIFF, FLAC, MP3,
-# AAC/M4A, Ogg Vorbis, a video's soundtrack; not Opus, whose decoder needs libswresample). A
-# format missing here is an error naming the file and the codec, never a silent substitute.
+# AAC/M4A, Ogg Vorbis and Opus, a video's soundtrack; libswresample only because FFmpeg's Opus
+# decoder needs it). A format missing here is an error naming the file and the codec, never a
+# silent substitute.
 CONFIG=(
   --disable-shared --enable-static --enable-pic
   --disable-programs --disable-doc --disable-debug
-  --disable-avdevice --disable-avfilter --disable-postproc --disable-swresample
+  --disable-avdevice --disable-avfilter --disable-postproc
   --disable-network --disable-autodetect --disable-everything
   --enable-gpl --enable-libx264 --enable-zlib
   --enable-encoder=libx264,libx264rgb,aac
   --enable-decoder=h264,hevc,vp8,vp9,mpeg4,mpeg2video,mpeg1video,mjpeg,prores,png,apng,bmp,webp,gif,tiff
-  --enable-decoder=aac,mp3float,mp3,flac,alac,vorbis,pcm_u8,pcm_s16le,pcm_s16be,pcm_s24le,pcm_s24be,pcm_s32le,pcm_f32le,pcm_f64le
-  --enable-parser=h264,hevc,vp8,vp9,mpeg4video,mpegvideo,mjpeg,png,bmp,webp,gif,aac,flac,mpegaudio,vorbis
+  --enable-decoder=aac,mp3float,mp3,flac,alac,vorbis,opus,pcm_u8,pcm_s16le,pcm_s16be,pcm_s24le,pcm_s24be,pcm_s32le,pcm_f32le,pcm_f64le
+  --enable-parser=h264,hevc,vp8,vp9,mpeg4video,mpegvideo,mjpeg,png,bmp,webp,gif,aac,flac,mpegaudio,vorbis,opus
   --enable-demuxer=mov,matroska,avi,mpegts,gif,apng,image_png_pipe,image_jpeg_pipe,image_webp_pipe,image_bmp_pipe,image_tiff_pipe
   --enable-demuxer=wav,w64,aiff,flac,mp3,aac,ogg
   --enable-muxer=mp4

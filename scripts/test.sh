@@ -22,7 +22,7 @@ ctest --test-dir "$ROOT/build" --output-on-failure -j "$JOBS" -LE gpu
 
 VIREO_CMAKE_ARGS="-DVIREO_GUI=OFF -DVIREO_CUDA=OFF -DVIREO_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" \
   "$ROOT/scripts/bootstrap.sh" "$ROOT/build-asan" -- test_capability test_tensorfiles test_badcorpus test_inspect test_hostilefiles test_quant test_lora test_qwen3vl \
-    test_fp8dequant test_fusedops test_ltx2dit test_gemma3 test_mp4writer test_ltx2upsampler test_imageio \
+    test_fp8dequant test_fusedops test_ltx2dit test_gemma3 test_mp4writer test_ltx2upsampler test_imageio test_audioio \
     replay_safetensors replay_gguf replay_hubjson replay_config replay_tokenizer replay_inspect replay_recipe replay_media
 ctest --test-dir "$ROOT/build-asan" --output-on-failure -j "$JOBS" -L asan
 
