@@ -1,5 +1,5 @@
-// libFuzzer target: a file given as a start image or a clip to continue, from whoever made it
-// (a download, a message attachment). The header readers must never read past the bytes or
+// libFuzzer target: a file given as a start image, a clip to continue or the audio to follow,
+// from whoever made it (a download, a message attachment). The header readers must never read past the bytes or
 // trust a size; the still reader and the clip reader (from the start and from the end) must
 // refuse what they cannot read with an error, within the fuzzer's time and memory limits
 // (FFmpeg's own inflate of PNG text chunks, frame counts and packet counts bounded first).
@@ -46,6 +46,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 if (f.width != 32 || f.height != 32 || f.rgb.size() != 32 * 32 * 3)
                     __builtin_trap();
     (void)vireo::media::probeMedia(path);
+    // The user's audio for audio-to-video: every channel as long as the others, samples in
+    // [-1, 1], at most the limit asked for (plus the second a decoder's last frame may add).
+    if (auto audio = vireo::media::readAudio(path, 5)) {
+        if (audio->channels.empty() || audio->channels.size() > 2 || audio->sampleRate <= 0 || audio->seconds() > 6.5)
+            __builtin_trap();
+        for (const auto& c : audio->channels) {
+            if (c.size() != audio->channels.front().size())
+                __builtin_trap();
+            for (const float v : c)
+                if (!(v >= -1.0f && v <= 1.0f))
+                    __builtin_trap();
+        }
+    }
     std::remove(path.c_str());
     return 0;
 }
