@@ -329,10 +329,15 @@ private slots:
                 if (job == id && (phases.isEmpty() || phases.last() != p))
                     phases << p;
             });
+        // Previews come as they do locally: the host's JPEGs, on the page.
+        int previews = 0;
+        connect(w->studio()->remoteJobs(), &vireo::remote::RemoteJobs::previewReady, this,
+            [&](quint64 job, const QImage& strip, int) { previews += job == id && !strip.isNull() ? 1 : 0; });
         QTRY_VERIFY_WITH_TIMEOUT(
             !page->lastOutput().isEmpty() || child<QLabel>(page, "phase")->text().startsWith(QStringLiteral("Failed")), 120000);
         QVERIFY2(!page->lastOutput().isEmpty(), qPrintable(child<QLabel>(page, "result")->text()));
         QVERIFY2(phases.contains(QStringLiteral("denoise")) && phases.contains(QStringLiteral("download")), qPrintable(phases.join(u',')));
+        QVERIFY2(previews > 0, "no preview came from the host");
         QVERIFY(page->lastOutput().startsWith(settings->outputsFolder()));
         QCOMPARE(w->studio()->remoteJobs()->hostOf(id), QStringLiteral("dunes"));
         QVERIFY(QFileInfo(page->lastOutput()).size() > 1000);
