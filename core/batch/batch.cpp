@@ -446,7 +446,9 @@ std::map<int, std::string> parseSqueue(const std::string& text, std::int64_t job
     std::istringstream in(text);
     std::string line;
     const std::string prefix = std::to_string(jobId) + "_";
-    static const std::regex range("\\[([0-9]+)-([0-9]+)(%[0-9]+)?\\]");
+    // Task indexes are Slurm's (below its MaxArraySize, at most 4,000,001): nine digits bound
+    // them before any conversion, so a line of squeue's cannot overflow one.
+    static const std::regex range("\\[([0-9]{1,9})-([0-9]{1,9})(%[0-9]+)?\\]");
     while (std::getline(in, line)) {
         std::istringstream words(line);
         std::string id, state;
