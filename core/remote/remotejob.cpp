@@ -491,6 +491,14 @@ private:
                     if (ev.downloading)
                         ev.downloading(have + written, bytes);
                 });
+                // A file of another length than the host stated is not the output it hashed.
+                if (f.total >= 0 && f.total != bytes) {
+                    ::unlink(part.toStdString().c_str());
+                    QFile::remove(record);
+                    return ended(a, AttemptEnd::Failed,
+                        "host " + host.name + " serves " + std::to_string(f.total) + " bytes for an output it states as "
+                            + std::to_string(bytes) + "; nothing was kept");
+                }
                 if (f.fromStart)
                     have = 0;
                 have += f.written;

@@ -267,7 +267,7 @@ class LyingHost(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path == "/v1/vireo/host":
-            return self.send(200, {"version": "9", "devices": [], "models_ready": ["liar", "redirect", "flood"], "jobs_active": 0,
+            return self.send(200, {"version": "9", "devices": [], "models_ready": ["liar", "redirect", "flood", "short"], "jobs_active": 0,
                                    "max_queued_jobs": 4})
         if self.path.startswith("/v1/vireo/jobs/video_flood/events"):
             self.send_response(200)
@@ -287,7 +287,10 @@ class LyingHost(http.server.BaseHTTPRequestHandler):
         if self.path == "/v1/vireo/jobs/video_liar":
             return self.send(200, {"id": "video_liar", "status": "completed",
                                    "output": {"bytes": len(self.body), "sha256": "0" * 64}})
-        if self.path == "/v1/vireo/jobs/video_liar/content":
+        if self.path == "/v1/vireo/jobs/video_short":
+            return self.send(200, {"id": "video_short", "status": "completed",
+                                   "output": {"bytes": len(self.body) + 100, "sha256": hashlib.sha256(self.body).hexdigest()}})
+        if self.path in ("/v1/vireo/jobs/video_liar/content", "/v1/vireo/jobs/video_short/content"):
             return self.send(200, self.body, "video/mp4")
         return self.send(404, {"error": {"message": "no such route", "code": "not_found"}})
 
@@ -310,6 +313,10 @@ def test_hostile_host():
               p.returncode == 1 and "does not match the SHA-256" in p.stderr and "0" * 64 in p.stderr
               and "downloading it again" in p.stderr and client_outputs() == before, p.stderr[-500:])
         check("... and the partial is not kept", not [x for x in CLIENT.rglob(".liar.part-remote") if x.stat().st_size > 0])
+        p = cli("generate", "--host", "liar", "--model", "short", "--prompt", "x", "--job-id", "short")
+        check("a file of another length than the host stated is refused, nothing kept",
+              p.returncode == 1 and "states as" in p.stderr and client_outputs() == before
+              and not list(CLIENT.rglob(".short.part-remote")), p.stderr[-300:])
         p = cli("generate", "--host", "liar", "--model", "redirect", "--prompt", "x", "--grace", "1")
         check("a redirect is not followed", p.returncode == 1 and "redirect" in p.stderr, p.stderr[-300:])
         p = cli("generate", "--host", "liar", "--model", "flood", "--prompt", "x", "--grace", "1", timeout=120)

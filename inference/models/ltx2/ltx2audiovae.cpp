@@ -330,6 +330,26 @@ Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::op
     return c;
 }
 
+namespace {
+
+// The encoder's or the decoder's state with what both start from: the checked config, where
+// and in which dtype it runs, and the files it came from.
+template <typename Impl>
+Result<std::unique_ptr<Impl>> newHalf(const Ltx2Weights& weights, const AudioDecoderLoadOptions& options)
+{
+    auto config = resolveAudioVaeConfig(weights, options.config);
+    if (!config)
+        return config.error();
+    auto impl = std::make_unique<Impl>();
+    impl->config = *config;
+    impl->device = options.device;
+    impl->dtype = options.dtype;
+    impl->files = weights.describeFiles();
+    return impl;
+}
+
+}  // namespace
+
 struct AudioDecoder::Impl {
     AudioVaeConfig config;
     c10::Device device = c10::Device(c10::kCPU);
@@ -357,14 +377,10 @@ const AudioVaeConfig& AudioDecoder::config() const
 
 Result<AudioDecoder> AudioDecoder::load(const Ltx2Weights& weights, const AudioDecoderLoadOptions& options)
 {
-    auto config = resolveAudioVaeConfig(weights, options.config);
-    if (!config)
-        return config.error();
-    auto impl = std::make_unique<Impl>();
-    impl->config = *config;
-    impl->device = options.device;
-    impl->dtype = options.dtype;
-    impl->files = weights.describeFiles();
+    auto made = newHalf<Impl>(weights, options);
+    if (!made)
+        return made.error();
+    auto impl = std::move(*made);
     const auto& c = impl->config;
 
     try {
@@ -595,14 +611,10 @@ std::int64_t AudioEncoder::latentFrames(const AudioVaeConfig& config, std::int64
 
 Result<AudioEncoder> AudioEncoder::load(const Ltx2Weights& weights, const AudioDecoderLoadOptions& options)
 {
-    auto config = resolveAudioVaeConfig(weights, options.config);
-    if (!config)
-        return config.error();
-    auto impl = std::make_unique<Impl>();
-    impl->config = *config;
-    impl->device = options.device;
-    impl->dtype = options.dtype;
-    impl->files = weights.describeFiles();
+    auto made = newHalf<Impl>(weights, options);
+    if (!made)
+        return made.error();
+    auto impl = std::move(*made);
     const auto& c = impl->config;
     const auto levels = static_cast<std::int64_t>(c.chMult.size());
     std::string bad;
