@@ -130,7 +130,8 @@ pipelines::Ltx2Request requestFrom(const tensorfile::TensorSet& run)
         r.stgBlocks.push_back(b.get<int>());
     r.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
     r.videoNoise = *run.find("init_video_latents");
-    r.audioNoise = *run.find("init_audio_latents");
+    if (const auto* audio = run.find("init_audio_latents"))
+        r.audioNoise = *audio;
     r.keepDecodedVideo = true;
     return r;
 }
@@ -1385,25 +1386,157 @@ VT_TEST(twoStageDistilledMatchesDiffusers)
         checkConditioned(v, "two_stage", "diffusers");
 }
 
+namespace {
+
+// The GPU machine's run carries only the pipeline fixture (scripts/gpu-check.sh: the carry
+// limit); there the checks of the fixtures made from it are left out, and said so. Everywhere
+// else they exist.
+bool fixtureHere(const char* name)
+{
+    if (std::filesystem::exists(test::envPath("VIREO_FIXTURES_ROOT") / name) || !testDevice().is_cuda())
+        return true;
+    std::printf("   left out: the %s fixture was not carried to this machine\n", name);
+    return false;
+}
+
+}  // namespace
+
+// Audio-to-video (make_ltx2_toolset_fixtures.py): the user's 44.1 kHz stereo sound, longer than
+// the clip, cut to it, resampled, log-mel, encoded, held frozen (timestep and sigma 0, never
+// stepped) through diffusers' LTX2Pipeline loop; the output's sound is the user's samples.
+namespace {
+
+void checkAudioToVideo(const std::string& runName)
+{
+    auto run =
+        tensorfile::readTensorSet(test::envPath("VIREO_FIXTURES_ROOT") / "ltx2toolset" / "v23" / ("run_" + runName + ".safetensors"));
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    auto request = requestFrom(r);
+    const int rate = std::stoi(r.metadata.at("user_sample_rate"));
+    const auto wave = *r.find("user_waveform");
+    request.audio = pipelines::Ltx2AudioCondition{wave, rate};
+    std::vector<pipelines::Ltx2Phase> phases;
+    auto out = pipeline->generate(request, [&](const pipelines::Ltx2Progress& p) {
+        if (phases.empty() || phases.back() != p.phase)
+            phases.push_back(p.phase);
+    });
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    const auto mel = absErr(out->audioConditionMel, *r.find("mel"));
+    const auto condition = relErr(out->audioConditionLatents, *r.find("audio_condition"));
+    const auto video = relErr(out->finalVideoLatents, *r.find("final_video_latents"));
+    const auto decoded = absErr(out->video, *r.find("video"));
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
+    const auto frameDiff = (out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>();
+    const double effect = std::stod(r.metadata.at("frozen_effect"));
+    std::printf("   %s v23 %-15s mel abs %.1e | condition rel %.1e | video latents rel %.2e (the frozen rule moves them %.2e) | "
+                "video abs %.1e, frames max %d/255\n",
+        testDevice().str().c_str(), runName.c_str(), mel, condition, video, effect, decoded, frameDiff);
+    VT_CHECK(mel <= 1e-5 && condition <= 1e-5);
+    // Well inside what the frozen rule changes, so a port that moved the audio's sigma fails.
+    VT_CHECK_MSG(video <= 1e-4 && video < effect / 10, "final video latents differ");
+    VT_CHECK(decoded <= 1e-3 && frameDiff <= 1);
+    // Frozen: the loop never moved the audio.
+    VT_CHECK(at::equal(out->finalAudioLatents.cpu(), out->audioConditionLatents.cpu()));
+    // The user's own samples over the clip's duration, at their rate, nothing decoded.
+    const auto used = std::stoll(r.metadata.at("audio_samples_used"));
+    VT_COMPARE(out->sampleRate, rate);
+    VT_CHECK(at::equal(out->waveform, wave.narrow(1, 0, used)));
+    VT_CHECK(!out->mel.defined() && !out->rawWaveform.defined());
+    VT_CHECK(std::find(phases.begin(), phases.end(), pipelines::Ltx2Phase::Vocoder) == phases.end());
+    VT_CHECK(std::find(phases.begin(), phases.end(), pipelines::Ltx2Phase::EncodeConditions) != phases.end());
+}
+
+}  // namespace
+
+VT_TEST(audioToVideoMatchesTheReference)
+{
+    if (!fixtureHere("ltx2toolset"))
+        return;
+    checkAudioToVideo("a2v_distilled");
+    checkAudioToVideo("a2v_dev_guided");
+}
+
+// What the reference leaves undefined: a mono sound (heard on both sides), a sound shorter than
+// the clip (silence after it), the length on auto (the clip that holds the sound), bad sounds.
+VT_TEST(audioToVideoTakesAnySoundAndRefusesBadOnes)
+{
+    if (!fixtureHere("ltx2toolset"))
+        return;
+    auto run = tensorfile::readTensorSet(test::envPath("VIREO_FIXTURES_ROOT") / "ltx2toolset" / "v23" / "run_a2v_distilled.safetensors");
+    VT_CHECK(run.ok());
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    const auto stereo = *run->find("user_waveform");
+    const int rate = std::stoi(run->metadata.at("user_sample_rate"));
+    auto base = requestFrom(*run);
+    base.videoNoise.reset();
+    base.audioNoise.reset();
+    base.seed = 5;
+
+    // Mono is the same as the same samples on both sides.
+    auto mono = base;
+    mono.audio = pipelines::Ltx2AudioCondition{stereo.narrow(0, 0, 1).clone(), rate};
+    auto twin = base;
+    twin.audio = pipelines::Ltx2AudioCondition{stereo.narrow(0, 0, 1).expand({2, -1}).clone(), rate};
+    auto a = pipeline->generate(mono);
+    auto b = pipeline->generate(twin);
+    VT_CHECK_MSG(a.ok() && b.ok(), (a.ok() ? (b.ok() ? "" : b.error().message) : a.error().message));
+    VT_CHECK(at::equal(a->finalVideoLatents, b->finalVideoLatents) && at::equal(a->waveform, b->waveform));
+    VT_COMPARE(a->waveform.size(0), std::int64_t{2});
+    // The sound conditions the picture: another sound, another clip from the same seed.
+    auto other = base;
+    other.audio = pipelines::Ltx2AudioCondition{stereo.flip({1}).contiguous(), rate};
+    auto c = pipeline->generate(other);
+    VT_CHECK(c.ok());
+    VT_CHECK(relErr(c->finalVideoLatents, b->finalVideoLatents) > 1e-4);
+
+    // Auto length from a 0.5 s sound at 24 fps: 12 frames of sound, held by 17 (the next 8k + 1);
+    // after the sound, silence.
+    auto shortOne = base;
+    shortOne.frames = 0;
+    const auto half = stereo.narrow(1, 0, rate / 2).contiguous();
+    shortOne.audio = pipelines::Ltx2AudioCondition{half, rate};
+    auto d = pipeline->generate(shortOne);
+    VT_CHECK_MSG(d.ok(), (d.ok() ? "" : d.error().message));
+    VT_COMPARE(d->frames.size(0), std::int64_t{17});
+    VT_COMPARE(d->predictedFrames, std::int64_t{17});
+    VT_CHECK(!d->predictionClamped);
+    const auto samples = std::llround(17.0 / 24.0 * rate);
+    VT_COMPARE(d->waveform.size(1), static_cast<std::int64_t>(samples));
+    VT_CHECK(at::equal(d->waveform.narrow(1, 0, half.size(1)), half));
+    VT_CHECK(d->waveform.narrow(1, half.size(1), samples - half.size(1)).abs().max().item<float>() == 0.0f);
+
+    const auto refused = [&](pipelines::Ltx2AudioCondition audio, std::int64_t frames, const std::string& says) {
+        auto req = base;
+        req.frames = frames;
+        req.audio = std::move(audio);
+        auto r = pipeline->generate(req);
+        VT_CHECK(!r.ok());
+        if (!r.ok())
+            VT_CHECK_MSG(r.error().message.find(says) != std::string::npos, r.error().message);
+    };
+    refused({at::zeros({3, 1000}), rate}, 9, "one or two channels");
+    refused({at::zeros({2, 0}), rate}, 9, "no samples");
+    refused({stereo, 0}, 9, "sample rate");
+    refused({stereo, rate}, 1, "at least 9 frames");
+    auto nan = stereo.clone();
+    nan[0][5] = std::numeric_limits<float>::quiet_NaN();
+    refused({nan, rate}, 9, "not finite");
+}
+
 // Lightricks' dev two-stage recipe (ltx-pipelines 1.0.0 TI2VidTwoStagesPipeline) against
 // ltx-core's own pieces run at tiny size (make_ltx2_recipe_fixtures.py): stage 1 guided on the
 // 4096-token dev schedule, the upsampler, stage 2 with the distilled LoRA and no guidance, the
 // draws of ltx-core's one generator injected.
 namespace {
 
-// The GPU machine's run carries only the pipeline fixture (scripts/gpu-check.sh: the carry
-// limit); there the recipe fixture's checks are left out, and said so. Everywhere else it exists.
-bool recipeFixtureHere()
-{
-    if (std::filesystem::exists(test::envPath("VIREO_FIXTURES_ROOT") / "ltx2recipes") || !testDevice().is_cuda())
-        return true;
-    std::printf("   left out: the ltx2recipes fixture was not carried to this machine\n");
-    return false;
-}
-
 void checkDevRecipe(const std::string& v, const std::string& runName)
 {
-    if (!recipeFixtureHere())
+    if (!fixtureHere("ltx2recipes"))
         return;
     const auto root = test::envPath("VIREO_FIXTURES_ROOT") / "ltx2recipes" / ("v" + v);
     auto run = tensorfile::readTensorSet(root / ("run_" + runName + ".safetensors"));
@@ -1491,7 +1624,7 @@ VT_TEST(devTwoStageRecipeMatchesLtxCore)
 // the recipe fixture's inputs, for 2.0 and 2.3.
 VT_TEST(stgPerturbsEachStreamAsLtxCore)
 {
-    if (!recipeFixtureHere())
+    if (!fixtureHere("ltx2recipes"))
         return;
     for (const std::string v : {"23", "20"}) {
         auto set =

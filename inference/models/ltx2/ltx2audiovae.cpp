@@ -210,6 +210,7 @@ Result<AudioVaeConfig> audioVaeConfigFromLtxCore(const std::string& text)
         read(*dd, "double_z", c.doubleZ);
         read(*params, "sampling_rate", c.sampleRate);
         read(stft ? *stft : empty, "hop_length", c.melHopLength);
+        read(stft ? *stft : empty, "filter_length", c.nFft);
         // ltx-core: ddconfig.mel_bins or preprocessing.mel.n_mel_channels or variables.mel_bins.
         std::int64_t melBins = 0;
         read(*dd, "mel_bins", melBins);
@@ -232,7 +233,7 @@ std::string toJson(const AudioVaeConfig& c)
         {"num_res_blocks", c.numResBlocks}, {"attn_resolutions", c.attnResolutions}, {"resolution", c.resolution},
         {"latent_channels", c.latentChannels}, {"norm_type", c.normType}, {"causality_axis", c.causalityAxis},
         {"mid_block_add_attention", c.midBlockAddAttention}, {"sample_rate", c.sampleRate}, {"mel_hop_length", c.melHopLength},
-        {"mel_bins", c.melBins}};
+        {"mel_bins", c.melBins}, {"n_fft", c.nFft}};
     return j.dump();
 }
 
@@ -284,7 +285,8 @@ Result<AudioVaeConfig> resolveAudioVaeConfig(const Ltx2Weights& w, const std::op
         .range("resolution", c.resolution, 1, 1 << 20)
         .range("mel_bins", c.melBins, 1, 1 << 16)
         .range("sample_rate", c.sampleRate, 1, 1 << 20)
-        .range("mel_hop_length", c.melHopLength, 1, 1 << 20);
+        .range("mel_hop_length", c.melHopLength, 1, 1 << 20)
+        .range("n_fft", c.nFft, 2, 1 << 16);
     for (const auto m : c.chMult)
         bounds.range("ch_mult", m, 1, 64);
     if (auto ok = bounds.result(); !ok)

@@ -38,6 +38,9 @@ struct AudioVaeConfig {
     std::int64_t sampleRate = 16000;
     std::int64_t melHopLength = 160;
     std::int64_t melBins = 64;
+    // The encoder's front end: STFT length (ltx-core preprocessing.stft.filter_length; diffusers
+    // states none, and ltx-core's default is 1024).
+    std::int64_t nFft = 1024;
     bool doubleZ = true;  // the encoder returns mean and log-variance (2C channels)
 
     // The pipeline unpacks tokens with mel_bins / mel_compression_ratio (4) mel bins each.

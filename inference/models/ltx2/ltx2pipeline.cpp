@@ -6,6 +6,7 @@
 #include "inference/models/nn/layers.h"
 
 #include "inference/models/gemma3/gemma3.h"
+#include "inference/models/ltx2/ltx2audioprep.h"
 #include "inference/models/ltx2/ltx2audiovae.h"
 #include "inference/models/ltx2/ltx2connectors.h"
 #include "inference/models/ltx2/ltx2diffusiondecoder.h"
@@ -43,6 +44,8 @@ namespace vireo::pipelines {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// The longest clip a length left on auto makes (the duration head's bound, and the sound's).
+constexpr double kAutoLengthMaxSeconds = 20.0;
 
 struct Cancelled {};
 
@@ -178,6 +181,7 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::AudioDecoder> audioDecoder;
     std::optional<ltx2::Vocoder> vocoder;
     std::optional<ltx2::VideoEncoder> videoEncoder;  // loaded with the rest when the VAE has an encoder
+    std::optional<ltx2::AudioEncoder> audioEncoder;  // likewise, for audio-to-video
     std::optional<ltx2::LatentUpsampler> upsampler;  // loaded with the rest when a path is set
     std::optional<ltx2::LatentUpsampler> temporalUpsampler;  // likewise
     std::optional<ltx2::DurationHead> durationHead;  // loaded with the rest where the files have one
@@ -270,6 +274,8 @@ struct Ltx2Pipeline::Impl {
         // The run's generator: the diffusion decoder's noise continues its stream after every
         // stage's draws, as ltx-pipelines hands the one generator to the decoder.
         at::Generator* generator = nullptr;
+        // Audio-to-video: the user's sound encoded for the passes' audio frames (packed, normalized).
+        at::Tensor heldAudio = {};
         void report(Ltx2Phase phase, std::int64_t done, std::int64_t total) const
         {
             if (progress)
@@ -300,6 +306,9 @@ struct Ltx2Pipeline::Impl {
     void checkRequest(const Ltx2Request& req) const;
     ltx2::ConnectorOutputs encodePrompt(Run& run);
     std::int64_t predictFrames(Run& run, const ltx2::ConnectorOutputs& ctx);
+    // A length left on auto with the user's sound: the shortest clip on the VAE's grid that
+    // holds all of it, from 9 frames up to 20 s (a longer sound is cut there, and said).
+    std::int64_t framesForAudio(Run& run) const;
     Pass startPass(Run& run, at::Generator& generator);
     // One DFR pass's size, start and draws: stage 1 from noise, or the second-stage form.
     struct DfrPassSpec {
@@ -319,6 +328,13 @@ struct Ltx2Pipeline::Impl {
     void temporalRefine(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas);
     void decodeVideo(Run& run, const Pass& pass);
     void decodeAudio(Run& run, const Pass& pass);
+    // Audio-to-video: the user's sound over `frames` frames at the request's rate, as a2vid reads
+    // it (cut there; silence after its end), encoded and cut to `latentFrames`; once per run.
+    const at::Tensor& userAudioLatents(Run& run, std::int64_t frames, std::int64_t latentFrames);
+    // Puts the user's sound, frozen, in place of a pass's audio start (its draw already made, so
+    // the video's noise is the same with or without it). Nothing without one.
+    void holdUserAudio(Run& run, Pass& pass, std::int64_t frames);
+    void loadAudioEncoder();
 };
 
 void Ltx2Pipeline::Impl::loadText(const std::function<void(const Ltx2Progress&)>& progress)
@@ -451,6 +467,17 @@ void Ltx2Pipeline::Impl::loadLatentUpsampler(std::optional<ltx2::LatentUpsampler
     o.device = options.device;
     o.dtype = options.dtype;
     slot = take(ltx2::LatentUpsampler::load(*path, o));
+}
+
+void Ltx2Pipeline::Impl::loadAudioEncoder()
+{
+    if (audioEncoder)
+        return;
+    for (const auto& [name, t] : weights.tensors(ltx2::Part::AudioVae))
+        if (name.rfind("encoder.", 0) == 0) {
+            audioEncoder = take(ltx2::AudioEncoder::load(weights, onDevice<ltx2::AudioDecoderLoadOptions>(options.device, options.dtype)));
+            return;
+        }
 }
 
 void Ltx2Pipeline::Impl::loadVideoEncoder()
@@ -830,6 +857,8 @@ std::map<std::string, std::int64_t> Ltx2Pipeline::componentBytes() const
         out["vocoder"] = m.vocoder->residentBytes();
     if (m.videoEncoder)
         out["video_encoder"] = m.videoEncoder->residentBytes();
+    if (m.audioEncoder)
+        out["audio_encoder"] = m.audioEncoder->residentBytes();
     if (m.upsampler)
         out["spatial_upsampler"] = m.upsampler->residentBytes();
     if (m.temporalUpsampler)
@@ -1024,7 +1053,7 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
         throw makeError(ErrorCode::InvalidArgument,
             "width and height must be positive multiples of 32, got " + std::to_string(req.width) + "x" + std::to_string(req.height));
     const bool autoLength = req.frames == 0;
-    if (autoLength && !noDurationHead.empty())
+    if (autoLength && !req.audio && !noDurationHead.empty())
         throw makeError(ErrorCode::InvalidArgument, "the length cannot be left on auto: " + noDurationHead + "; give the frames");
     if (!autoLength && (req.frames < 1 || (req.frames - 1) % 8))
         throw makeError(ErrorCode::InvalidArgument, "frames must be 8k + 1 (1, 9, 17, ..., 121), got " + std::to_string(req.frames));
@@ -1051,6 +1080,22 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
                         + std::to_string(latentFrames) + " latent frames");
         if (!(c.strength >= 0.0 && c.strength <= 1.0))
             throw makeError(ErrorCode::InvalidArgument, name + ": strength must be in [0, 1]");
+    }
+    if (req.audio) {
+        const auto& a = *req.audio;
+        if (!a.waveform.defined() || a.waveform.dim() != 2 || a.waveform.size(0) < 1 || a.waveform.size(0) > 2
+            || !at::isFloatingType(a.waveform.scalar_type()))
+            throw makeError(ErrorCode::InvalidArgument, "the audio must be float samples [channels, samples], one or two channels");
+        if (a.sampleRate < 1000 || a.sampleRate > 768000)
+            throw makeError(
+                ErrorCode::InvalidArgument, "the audio's sample rate must be 1 to 768 kHz, got " + std::to_string(a.sampleRate));
+        if (a.waveform.size(1) < 1)
+            throw makeError(ErrorCode::InvalidArgument, "the audio holds no samples");
+        if (!autoLength && req.frames < 9)
+            throw makeError(ErrorCode::InvalidArgument,
+                "audio-to-video makes a clip of at least 9 frames (the sound needs the time), got " + std::to_string(req.frames));
+        if (!at::isfinite(a.waveform).all().item<bool>())
+            throw makeError(ErrorCode::InvalidArgument, "the audio holds samples that are not finite numbers");
     }
     if (req.videoDecode == Ltx2VideoDecode::Diffusion && !noDiffusionDecoder.empty())
         throw makeError(ErrorCode::InvalidArgument, "video_decoder: " + noDiffusionDecoder + "; decode with the VAE");
@@ -1230,6 +1275,23 @@ std::int64_t Ltx2Pipeline::Impl::predictFrames(Run& run, const ltx2::ConnectorOu
     return predicted.frames;
 }
 
+std::int64_t Ltx2Pipeline::Impl::framesForAudio(Run& run) const
+{
+    const auto& audio = *run.req.audio;
+    const double seconds = static_cast<double>(audio.waveform.size(1)) / audio.sampleRate;
+    const double fps = run.req.fps;
+    const auto ratio = static_cast<double>(transformerConfig.vaeScaleFactors[0]);
+    const auto most = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor((kAutoLengthMaxSeconds * fps - 1) / ratio)));
+    // The grid point at or after the sound's end (a hair of tolerance for a length that is one).
+    auto k = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil((seconds * fps - 1) / ratio - 1e-9)));
+    run.out.predictionClamped = k > most;
+    k = std::min(k, most);
+    const auto frames = k * static_cast<std::int64_t>(ratio) + 1;
+    run.out.predictedSeconds = seconds;
+    run.out.predictedFrames = frames;
+    return frames;
+}
+
 // 1. Prompt -> Gemma hidden states -> connectors (the negative prompt first under guidance).
 ltx2::ConnectorOutputs Ltx2Pipeline::Impl::encodePrompt(Run& run)
 {
@@ -1325,6 +1387,7 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
     if (pass.audioLatents.sizes() != at::IntArrayRef({1, audioFrames, audioConfig.packedWidth()}))
         throw makeError(ErrorCode::InvalidArgument,
             "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
+    holdUserAudio(run, pass, req.frames);
 
     // 3. Schedule.
     if (req.sigmas) {
@@ -1527,6 +1590,7 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
         pass.clean = clean;
     }
     pass.audioLatents = audio.defined() ? audioNoise * noiseScale + audio * (1 - noiseScale) : audioNoise;
+    holdUserAudio(run, pass, canvas.paddedFrames);
 
     // The keyframe embedding marks the causal first frame (one pixel frame) and every slot; not
     // the given keyframes, whose content is not generated.
@@ -1886,7 +1950,7 @@ void Ltx2Pipeline::Impl::res2sLoop(Run& run, Pass& p, const Evaluate& evaluate) 
         auto midV = anchorV + h * c.a21 * e1V, midA = anchorA + h * c.a21 * e1A;
         const auto subNoiseV = draw(substepNoise, video), subNoiseA = draw(substepNoise, audio);
         midV = hold(res2sSdeStep(anchorV, midV, sigma, sub, subNoiseV, false));
-        midA = res2sSdeStep(anchorA, midA, sigma, sub, subNoiseA, false);
+        midA = p.freezeAudio ? anchorA : res2sSdeStep(anchorA, midA, sigma, sub, subNoiseA, false);
         if (h < 0.5 && sigma > 0.03) {
             // The anchor that the noised midpoint lies on the line to (bong iteration).
             for (int k = 0; k < 100; ++k) {
@@ -1904,7 +1968,9 @@ void Ltx2Pipeline::Impl::res2sLoop(Run& run, Pass& p, const Evaluate& evaluate) 
         nextV = hold(res2sSdeStep(anchorV, nextV, sigma, sigmaNext, stepNoiseV, true));
         nextA = res2sSdeStep(anchorA, nextA, sigma, sigmaNext, stepNoiseA, true);
         video = nextV.to(f32);
-        audio = nextA.to(f32);
+        // Frozen audio never moves; its draws are still made, so the video's stay the same.
+        if (!p.freezeAudio)
+            audio = nextA.to(f32);
         if (run.progress)
             run.progress({p.phase, p.reportOffset + i + 1, reportTotal, preview(d2v)});
     }
@@ -1912,7 +1978,8 @@ void Ltx2Pipeline::Impl::res2sLoop(Run& run, Pass& p, const Evaluate& evaluate) 
         run.checkStop();
         const auto [x0, ax0] = evaluate(video, audio, sigmas[static_cast<std::size_t>(steps)]);
         video = x0.to(f32);
-        audio = ax0.to(f32);
+        if (!p.freezeAudio)
+            audio = ax0.to(f32);
     }
 }
 
@@ -1980,6 +2047,7 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
     refine.latents = up.permute({0, 2, 3, 4, 1}).reshape({1, refine.baseTokens, tc.inChannels});
     applyConditions(refine, fullConditions, req.fps, noise2, noiseScale, lightricksRules(req));
     refine.audioLatents = audioNoise2 * noiseScale + pass.audioLatents * (1 - noiseScale);
+    holdUserAudio(run, refine, req.frames);
     timed("encode conditions", start);
     if (req.distilledLora) {
         // The dev recipe's second stage: the user's LoRAs and the distilled one on the dev
@@ -2378,9 +2446,71 @@ void Ltx2Pipeline::Impl::decodeVideo(Run& run, const Pass& pass)
 
 // 7. The audio latents to a mel spectrogram, the vocoder's waveform, cut or padded to the
 // video's length.
+const at::Tensor& Ltx2Pipeline::Impl::userAudioLatents(Run& run, std::int64_t frames, std::int64_t latentFrames)
+{
+    if (run.heldAudio.defined() && run.heldAudio.size(1) == latentFrames)
+        return run.heldAudio;
+    const auto& given = *run.req.audio;
+    const auto start = Clock::now();
+    run.report(Ltx2Phase::EncodeConditions, 0, 1);
+    loadAudioEncoder();
+    if (!audioEncoder)
+        throw makeError(ErrorCode::InvalidArgument,
+            "audio-to-video needs the audio VAE's encoder, and " + weights.describeFiles()
+                + " carry only its decoder; give the audio VAE file that holds both (audio_vae.encoder.*)");
+    const auto& config = audioEncoder->config();
+    // Two channels, as the encoder takes; cut to the clip's duration or lengthened with silence.
+    auto wave = given.waveform.to(at::kFloat).cpu();
+    if (wave.size(0) == 1)
+        wave = wave.expand({2, -1});
+    const double seconds = static_cast<double>(frames) / run.req.fps;
+    const auto used = static_cast<std::int64_t>(std::nearbyint(seconds * given.sampleRate));
+    wave = wave.size(1) >= used ? wave.narrow(1, 0, used) : at::constant_pad_nd(wave, {0, used - wave.size(1)});
+    ltx2::MelFrontEnd frontEnd;
+    frontEnd.sampleRate = config.sampleRate;
+    frontEnd.nFft = config.nFft;
+    frontEnd.hopLength = config.melHopLength;
+    frontEnd.melBins = config.melBins;
+    // The mel on the CPU, in float32, as the reference makes it; the encoder in the compute dtype.
+    auto mel = take(ltx2::logMelSpectrogram(wave.unsqueeze(0).contiguous(), given.sampleRate, frontEnd));
+    run.checkStop();
+    auto latents = take(audioEncoder->encode(mel.to(options.device, options.dtype), run.stop)).to(at::kFloat);
+    if (latents.size(1) < latentFrames)
+        throw makeError(ErrorCode::Internal,
+            "the audio encoder made " + std::to_string(latents.size(1)) + " latent frames of " + std::to_string(mel.size(2))
+                + " mel frames; the clip needs " + std::to_string(latentFrames));
+    run.heldAudio = latents.narrow(1, 0, latentFrames).contiguous();
+    run.out.audioConditionMel = mel;
+    run.out.audioConditionLatents = run.heldAudio;
+    run.report(Ltx2Phase::EncodeConditions, 1, 1);
+    run.timed("encode audio", start);
+    return run.heldAudio;
+}
+
+void Ltx2Pipeline::Impl::holdUserAudio(Run& run, Pass& pass, std::int64_t frames)
+{
+    if (!run.req.audio)
+        return;
+    pass.audioLatents = userAudioLatents(run, frames, pass.audioLatents.size(1)).to(options.device);
+    pass.freezeAudio = true;
+}
+
 void Ltx2Pipeline::Impl::decodeAudio(Run& run, const Pass& pass)
 {
     auto& out = run.out;
+    if (run.req.audio) {
+        // The user's own sound over the clip, as a2vid outputs it (not a decode of its latents):
+        // every sample kept as given, silence after its end.
+        const auto& given = *run.req.audio;
+        auto wave = given.waveform.to(at::kFloat).cpu();
+        if (wave.size(0) == 1)
+            wave = wave.expand({2, -1});
+        const auto samples = static_cast<std::int64_t>(std::llround(static_cast<double>(run.frames) / run.fps * given.sampleRate));
+        wave = wave.size(1) >= samples ? wave.narrow(1, 0, samples) : at::constant_pad_nd(wave, {0, samples - wave.size(1)});
+        out.waveform = wave.contiguous();
+        out.sampleRate = given.sampleRate;
+        return;
+    }
     const auto stop = run.stop;
     const auto device = options.device;
     const auto dtype = options.dtype;
@@ -2424,7 +2554,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& asked, const std::function
     std::optional<Ltx2Request> resolved;
     if (asked.frames == 0) {
         resolved = asked;
-        resolved->frames = predictFrames(prompted, ctx);
+        resolved->frames = asked.audio ? framesForAudio(prompted) : predictFrames(prompted, ctx);
         checkRequest(*resolved);
     }
     const auto& req = resolved ? *resolved : asked;
@@ -2533,6 +2663,7 @@ Result<void> Ltx2Pipeline::load(const std::function<void(const Ltx2Progress&)>& 
         // Everything a run can need is in place before it starts: a conditioned request loads
         // nothing mid-run (only a text encoder the placement releases after each prompt does).
         m_impl->loadVideoEncoder();
+        m_impl->loadAudioEncoder();
         m_impl->loadUpsampler();
         m_impl->loadTemporalUpsampler();
         if (m_impl->noDurationHead.empty() && !m_impl->durationHead)
@@ -2567,6 +2698,7 @@ void Ltx2Pipeline::release()
     m.audioDecoder.reset();
     m.vocoder.reset();
     m.videoEncoder.reset();
+    m.audioEncoder.reset();
     m.upsampler.reset();
     m.temporalUpsampler.reset();
     m.durationHead.reset();

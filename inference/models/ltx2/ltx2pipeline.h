@@ -167,6 +167,13 @@ struct Ltx2DfrStart {
 
 enum class Ltx2VideoDecode { Auto, Vae, Diffusion };
 
+// The user's sound for audio-to-video (ltx-pipelines' a2vid): float32 [channels, samples] at
+// sampleRate, one or two channels (mono is heard on both sides, as the encoder takes two).
+struct Ltx2AudioCondition {
+    at::Tensor waveform;
+    int sampleRate = 0;
+};
+
 // Euler on the clean estimate, or ltx-pipelines' res2s (two evaluations per step, SDE noise from
 // its two fixed-seed generators; the HQ recipe's).
 enum class Ltx2Sampler { Euler, Res2s };
@@ -213,6 +220,12 @@ struct Ltx2Request {
     double stepCacheThreshold = 0.0;
     int stepCacheMaxConsecutive = 1;
     std::vector<Ltx2Condition> conditions;
+    // Audio-to-video: the clip's first frames / fps seconds of this sound (silence after its end)
+    // are resampled and encoded by the audio VAE's encoder and held clean in every pass: never
+    // noised or stepped, their timestep and sigma 0 (so the video's cross-attention to the audio
+    // and the audio's prompt modulation see a finished track), as ltx-pipelines' a2vid freezes
+    // them. The output's sound is this waveform over the clip's duration, not a decode.
+    std::optional<Ltx2AudioCondition> audio;
     // The two-stage distilled path: the distilled schedule at half size, the spatial upsampler
     // x2 on the latents, then the three stage-2 sigmas at full size from the upsampled latents
     // (and stage 1's audio) noised to 0.909375, without guidance. Needs the upsampler and a
@@ -348,6 +361,9 @@ struct Ltx2Output {
     std::vector<std::vector<DfrTemporalTile>> roundTiles;
     // Which decoder made the pixels: "vae" or "diffusion".
     std::string videoDecoder;
+    // Audio-to-video, for checks: the log-mel spectrogram of the user's sound over the clip and
+    // its encoding (packed, normalized: what the loop held).
+    at::Tensor audioConditionMel, audioConditionLatents;
 };
 
 class Ltx2Pipeline {
