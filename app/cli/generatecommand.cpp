@@ -66,7 +66,7 @@ std::string generateHelp()
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
         "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] "
         "[--clip-from-end] ...]\n"
-        "         [--stages auto|single|two] [--two-stage]\n"
+        "         [--audio FILE] [--stages auto|single|two] [--two-stage]\n"
         "         [--upsampler FILE] [--temporal-upsampler FILE] [--distilled-lora FILE] [--dry-run [--plan-for DEVICE]] [--again FILE]\n"
         "         [--set KNOB=VALUE ...]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
@@ -82,6 +82,9 @@ std::string generateHelp()
         "  The picture is scaled to cover the output and cropped in the centre; a copy is kept beside the video.\n"
         "  --clip conditions on the first --clip-frames (8k + 1, default 9) frames of a video (its last ones with\n"
         "  --clip-from-end: at frame 0 the video extends the clip); --image-frame and --image-strength after it are its own.\n"
+        "  --audio FILE makes the video follow a sound (a WAV, FLAC, MP3, AAC/M4A or Ogg file, or a video's soundtrack;\n"
+        "  audio-to-video, lips included): the sound is the video's own, and the clip is as long as it (up to 20 s)\n"
+        "  unless --frames cuts it; its samples are kept beside the video (<name>.audio.wav) for --again.\n"
         "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
         "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow, or the dev\n"
         "  schedule with --distilled-lora FILE (Lightricks' dev recipe: guided stage 1, the distilled LoRA refines)\n"
@@ -162,6 +165,7 @@ struct GenerateOptions {
     bool autoDevice = false;  // --device auto: the device pool places the job
     std::optional<vireo::capability::DeviceCaps> planFor;
     int repeat = 1;
+    bool audioGiven = false;  // --audio on this command line (an --again recipe's sound is replaced by it)
 };
 
 // One option with its value `v`; the exit status of a usage error, or nothing.
@@ -223,8 +227,10 @@ std::optional<int> applyValue(const std::string& a, const std::string& v, Genera
         else if (auto n = c ? integer(0, 51) : std::nullopt)
             c->crf = static_cast<int>(*n);
     } else if (a == "--audio") {
-        return usage("--audio: audio-to-video is not supported: none of the reference pipelines (diffusers 0.42.1) encode an audio "
-                     "input, so there is nothing to check a port against; generate the video from the prompt (it makes its own sound)");
+        if (o.audioGiven)
+            return usage("--audio is given once: the video follows one sound");
+        o.audioGiven = true;
+        ask.audio = vireo::runtime::AudioFile{QString::fromStdString(v), {}};
     } else if (a == "--stages") {
         const auto st = vireo::cli::lower(v);
         if (st != "auto" && st != "single" && st != "two")
@@ -443,6 +449,11 @@ std::optional<int> checkFiles(const GenerateOptions& o)
         }
     for (const auto& c : conditions)
         if (const auto why = vireo::cli::notARegularFile(c.path.toStdString(), c.clipFrames > 0 ? "video" : "image"); !why.empty()) {
+            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
+            return 1;
+        }
+    if (ask.audio)
+        if (const auto why = vireo::cli::notARegularFile(ask.audio->path.toStdString(), "sound"); !why.empty()) {
             std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
             return 1;
         }

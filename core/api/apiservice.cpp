@@ -12,6 +12,7 @@
 #include "core/settings/studiosettings.h"
 #include "core/studio/studio.h"
 #include "inference/util/jsonlimits.h"
+#include "media/mediareader.h"
 
 #include <QBuffer>
 #include <QCoreApplication>
@@ -424,6 +425,8 @@ struct ApiService::Impl {
             ask.guidance = p["guidance"].get<double>();
         if (p.contains("speed"))
             ask.speed = p["speed"].get<std::string>();
+        if (p.contains("audio"))
+            ask.audio = runtime::AudioFile{QString::fromStdString(p["audio"].get<std::string>()), {}};
         if (p.contains("reference")) {
             runtime::ConditionFile c;
             c.path = QString::fromStdString(p["reference"].get<std::string>());
@@ -506,6 +509,8 @@ struct ApiService::Impl {
     {
         if (params.contains("reference"))
             QFile::remove(QString::fromStdString(params["reference"].get<std::string>()));
+        if (params.contains("audio"))
+            QFile::remove(QString::fromStdString(params["audio"].get<std::string>()));
         for (const auto& c : params.value("conditions", json::array()))
             QFile::remove(QString::fromStdString(c.value("path", "")));
     }
@@ -522,6 +527,8 @@ struct ApiService::Impl {
         };
         if (params.contains("reference"))
             name(params["reference"].get<std::string>(), "input_reference");
+        if (params.contains("audio"))
+            name(params["audio"].get<std::string>(), "audio");
         const auto conditions = params.value("conditions", json::array());
         for (std::size_t i = 0; i < conditions.size(); ++i)
             name(conditions[i].value("path", ""), "conditions[" + std::to_string(i) + "]");
@@ -986,11 +993,11 @@ struct ApiService::Impl {
     }
 
     // The family's size rules, as the window says them, before anything is queued.
-    static void checkSize(const Resolved& r, const json& p, const std::string& frameParam)
+    static void checkSize(const Resolved& r, const json& p, const std::string& frameParam, bool lengthFromSound = false)
     {
         const auto w = p.value("width", r.defaults.width), h = p.value("height", r.defaults.height);
         const auto frames = r.rules.frameStep > 0 ? p.value("frames", r.defaults.frames) : std::int64_t(1);
-        for (const auto& problem : generation::sizeProblems(r.rules, w, h, frames))
+        for (const auto& problem : generation::sizeProblems(r.rules, w, h, frames, lengthFromSound))
             refuse(400, problem, problem.find("frame") != std::string::npos ? frameParam : "size");
     }
 
@@ -1115,6 +1122,47 @@ struct ApiService::Impl {
         return storeImage(dataUrlBytes(url->get<std::string>(), "input_reference"), "input_reference");
     }
 
+    // The sound a video follows: a multipart file "audio", or a data: URL (data:audio/wav;base64,...)
+    // in a JSON body; decoded once here, so a file that is not a sound, holds nothing or lasts
+    // longer than the studio takes is refused with 400 before it is queued.
+    std::string saveAudio(Fields& f)
+    {
+        f.used.insert("audio");
+        QByteArray bytes;
+        if (auto it = f.files.find("audio"); it != f.files.end()) {
+            bytes = QByteArray::fromStdString(it->second.data);
+        } else if (f.has("audio")) {
+            const auto& v = f.values["audio"];
+            const auto text = v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString();
+            if (!text.startsWith(QStringLiteral("data:audio/")) && !text.startsWith(QStringLiteral("data:video/"))
+                && !text.startsWith(QStringLiteral("data:application/octet-stream")))
+                refuse(400, "'audio' must be a sound file or a data: URL (data:audio/wav;base64,...); this server fetches nothing from the network",
+                    "audio");
+            if (!text.contains(QStringLiteral(";base64,")))
+                refuse(400, "'audio' must be a base64 data: URL", "audio");
+            bytes = QByteArray::fromBase64(text.section(QStringLiteral(";base64,"), 1).toLatin1());
+        } else {
+            return {};
+        }
+        if (bytes.isEmpty())
+            refuse(400, "'audio' is empty", "audio");
+        const auto folder =
+            options.uploadsFolder.isEmpty() ? QDir(studio->dataFolder()).filePath(QStringLiteral("api-uploads")) : options.uploadsFolder;
+        QDir().mkpath(folder);
+        const auto path = QDir(folder).filePath(QString::fromStdString(randomId("upload_")) + QStringLiteral(".audio"));
+        QSaveFile file(path);
+        requestUploads.push_back(path);
+        if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
+            refuse(507, "'audio' could not be stored: " + file.errorString().toStdString());
+        if (auto read = media::readAudio(path.toStdString()); !read) {
+            auto message = read.error().message;
+            for (auto at = message.find(path.toStdString()); at != std::string::npos; at = message.find(path.toStdString()))
+                message.replace(at, path.size(), "'audio'");
+            refuse(400, message, "audio");
+        }
+        return path.toStdString();
+    }
+
     // An uploaded still, checked from its header before it is decoded, kept in the uploads folder.
     std::string storeImage(QByteArray bytes, const std::string& field)
     {
@@ -1211,7 +1259,18 @@ struct ApiService::Impl {
             return f.has(k) && f.values[k].is_string() && QString::fromStdString(f.values[k].get<std::string>()).trimmed() == u"auto";
         };
         const bool autoLength = isAuto("seconds") || isAuto("frames");
-        if (autoLength) {
+        // A sound to follow (audio-to-video): the clip is as long as it unless the length is given.
+        const auto audio = saveAudio(f);
+        if (!audio.empty()) {
+            if (!rules.audioInput)
+                refuse(400, rules.title + " does not follow a sound", "audio");
+            p["audio"] = audio;
+        }
+        const bool soundLength = !audio.empty() && !autoLength && !f.has("seconds") && !f.has("frames");
+        if (soundLength) {
+            p["frames"] = 0;  // the engine reads the sound's length
+            p["seconds"] = "audio";
+        } else if (autoLength) {
             f.used.insert("seconds");
             f.used.insert("frames");
             if (!rules.autoLength)
@@ -1232,7 +1291,7 @@ struct ApiService::Impl {
             const auto frames = p.contains("frames") ? p["frames"].get<std::int64_t>() : defaults->frames;
             p["seconds"] = QString::number(static_cast<double>(frames) / rate, 'g', 4).toStdString();
         }
-        checkSize(resolved, p, p.contains("frames") && !f.values.contains("frames") ? "seconds" : "frames");
+        checkSize(resolved, p, p.contains("frames") && !f.values.contains("frames") ? "seconds" : "frames", soundLength);
         checkQueue(1);
         if (auto reference = saveReference(f); !reference.empty())
             p["reference"] = reference;
@@ -1708,7 +1767,7 @@ Result<void> ApiService::start()
     auto serverOptions = d.options.server;
     if (!serverOptions.bodyLimit)
         serverOptions.bodyLimit = [](const std::string& method, const std::string& path) -> std::size_t {
-            // An image upload rides only on video requests; everything else is a small JSON body.
+            // An image or sound upload rides only on video requests; everything else is a small JSON body.
             return method == "POST" && (path == "/v1/videos" || path == "/v1/vireo/jobs") ? 48u * 1024 * 1024 : 1u << 20;
         };
     auto handler = [this](Request request, ApiServer::Reply reply) {

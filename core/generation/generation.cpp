@@ -47,6 +47,7 @@ std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& pl
         {!ask.loras.empty(), "lora"},
         {plan.textEncoderPath.has_value(), "text-encoder"},
         {!ask.conditions.empty(), ask.conditions.empty() || ask.conditions.front().clipFrames == 0 ? "image" : "clip"},
+        {ask.audio.has_value(), "audio"},
         {!ask.stages.empty(), "stages"},
         {plan.spatialUpsamplerPath.has_value(), "upsampler"},
         {plan.temporalUpsamplerPath.has_value(), "temporal-upsampler"},
@@ -58,7 +59,8 @@ std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& pl
     return out;
 }
 
-std::vector<std::string> sizeProblems(const facade::FamilyRules& rules, std::int64_t width, std::int64_t height, std::int64_t frames)
+std::vector<std::string> sizeProblems(
+    const facade::FamilyRules& rules, std::int64_t width, std::int64_t height, std::int64_t frames, bool lengthFromSound)
 {
     std::vector<std::string> out;
     const auto cell = rules.sizeMultiple;
@@ -66,7 +68,7 @@ std::vector<std::string> sizeProblems(const facade::FamilyRules& rules, std::int
         out.emplace_back(
             "Width and height must be multiples of " + std::to_string(cell) + " (" + rules.title + " works on " + rules.sizeUnit + ").");
     const auto step = rules.frameStep;
-    if (step > 0 && frames == 0 && !rules.autoLength)
+    if (step > 0 && frames == 0 && !rules.autoLength && !(lengthFromSound && rules.audioInput))
         out.emplace_back(rules.title + " cannot read a length from the prompt: give the frames (" + std::to_string(step) + "k + 1).");
     else if (step > 0 && frames != 0 && (frames - 1) % step) {
         const auto below = (frames - 1) / step * step + 1, above = ((frames - 1) / step + 1) * step + 1;
@@ -162,7 +164,8 @@ facade::GenerateRequest requestFor(const runtime::GenerationDefaults& defaults, 
     r.schedule = image || ask.schedule.empty() ? defaults.schedule : ask.schedule;
     r.width = ask.width.value_or(r.width);
     r.height = ask.height.value_or(r.height);
-    r.frames = ask.frames.value_or(r.frames);
+    // A sound sets the length unless the user cut it.
+    r.frames = ask.frames.value_or(ask.audio ? 0 : r.frames);
     r.fps = ask.fps.value_or(r.fps);
     r.steps = ask.steps.value_or(!image && r.schedule == "distilled" ? 8 : r.steps);
     r.guidance = ask.guidance.value_or(r.guidance);
@@ -209,7 +212,11 @@ Result<Prepared> prepare(
         return invalid("the seed must be between 0 and 2147483647");
     if (!ask.speed.empty() && !facade::parseSpeedMode(ask.speed))
         return invalid("the speed is quality, balanced or fast, not " + ask.speed);
-    if (const auto problems = sizeProblems(rules, r.width, r.height, r.frames); !problems.empty())
+    if (ask.audio && !out.image && !rules.audioInput)
+        return invalid(rules.title + " does not follow a sound");
+    if (ask.audio && ask.audio->path.isEmpty())
+        return invalid("the sound to follow names no file");
+    if (const auto problems = sizeProblems(rules, r.width, r.height, r.frames, ask.audio.has_value()); !problems.empty())
         return invalid(problems.front());
     for (const auto& [id, value] : ask.knobs)
         if (const auto problem = knobProblem(rules, id, value); !problem.empty())
@@ -220,7 +227,11 @@ Result<Prepared> prepare(
         if (r.stages != "auto" && r.stages != "single" && r.stages != "two")
             return invalid("the stages are auto, single or two, not " + r.stages);
         // Which path runs and why, before anything loads; "two" that cannot run is refused here.
-        auto stages = facade::planStages(model.plan, r);
+        // A length left to the sound is planned at its longest until the engine reads it.
+        auto planned = r;
+        if (ask.audio && planned.frames == 0)
+            planned.frames = facade::planningFrames(r);
+        auto stages = facade::planStages(model.plan, planned);
         if (!stages)
             return invalid(stages.error().message);
         out.stagesReason = stages->reason;
@@ -230,6 +241,7 @@ Result<Prepared> prepare(
                 return invalid((c.clipFrames > 0 ? "clip " : "image ") + c.path.toStdString() + ": " + problem);
         }
         out.job.conditions = ask.conditions;
+        out.job.audio = ask.audio;
         // A still's CRF left to the family: its own (LTX-2.5 was trained at 18, the others at 33).
         for (auto& c : out.job.conditions)
             if (c.crf == runtime::kFamilyConditionCrf)
@@ -243,6 +255,9 @@ Result<Prepared> prepare(
 Result<void> decodeConditions(const Prepared& prepared)
 {
     const auto& r = prepared.job.request;
+    if (prepared.job.audio)
+        if (auto decoded = runtime::prepareConditionAudio(*prepared.job.audio); !decoded)
+            return decoded.error();
     for (const auto& c : prepared.job.conditions)
         if (auto decoded = runtime::prepareCondition(c, static_cast<int>(r.width), static_cast<int>(r.height), r.frames); !decoded)
             return decoded.error();
@@ -312,6 +327,19 @@ Result<Again> askFromRecipe(const output::Recipe& r, const QString& folder)
             continue;
         }
         a.conditions.push_back(std::move(f));
+    }
+    if (r.audio) {
+        // The kept samples first (the source may be a long video, or gone), else the source.
+        const auto copyName = QString::fromStdString(r.audio->copy);
+        const QString copy = copyName.isEmpty() ? QString() : QFileInfo(copyName).isAbsolute() ? copyName : QDir(folder).filePath(copyName);
+        const auto source = QString::fromStdString(r.audio->source);
+        if (!copy.isEmpty() && QFileInfo(copy).isFile())
+            a.audio = runtime::AudioFile{copy, r.audio->copySha256};
+        else if (!source.isEmpty() && QFileInfo(source).isFile())
+            a.audio = runtime::AudioFile{source, r.audio->sha256};
+        else
+            out.missing.push_back("the sound " + r.audio->source + " is gone, and no copy is beside it ("
+                + (r.audio->copy.empty() ? std::string("none was kept") : r.audio->copy) + "): choose it again to make this video again");
     }
     return out;
 }

@@ -30,6 +30,9 @@ struct Ask {
     std::string stages;  // "auto" | "single" | "two"; empty: auto
     std::vector<facade::LoraRequest> loras;
     std::vector<runtime::ConditionFile> conditions;
+    // Audio-to-video: the sound the video follows; unless frames are set, the clip is as long
+    // as the sound (up to 20 s).
+    std::optional<runtime::AudioFile> audio;
     std::map<std::string, double> knobs;  // the family's own controls (FamilyRules::knobs) by id
 };
 
@@ -40,13 +43,16 @@ bool makesImages(const catalog::Catalog& catalog, const runtime::ModelRef& model
 
 // What an image model (Ideogram-4) does not take, among what this ask and the load plan set:
 // the names of vireo-cli's options without their dashes ("frames", "audio-guidance", "lora",
-// "image", "upsampler"), in that order; empty for a clean ask. The caller knows the model
+// "image", "audio", "upsampler"), in that order; empty for a clean ask. The caller knows the model
 // makes images (makesImages).
 std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& plan);
 
 // The family's size rules as sentences (empty when they hold): Ideogram-4 works on 16-pixel
 // patches, LTX-2 on 32-pixel latent cells and 8k + 1 frames.
-std::vector<std::string> sizeProblems(const facade::FamilyRules& rules, std::int64_t width, std::int64_t height, std::int64_t frames);
+// `lengthFromSound`: frames 0 is the sound's length (an ask with a sound), which every family
+// that takes a sound can make.
+std::vector<std::string> sizeProblems(
+    const facade::FamilyRules& rules, std::int64_t width, std::int64_t height, std::int64_t frames, bool lengthFromSound = false);
 
 // A knob the family does not declare, or a value outside its range, as a sentence naming the
 // knob and what the family takes; empty when the knob and value are fine.
@@ -80,7 +86,7 @@ struct Prepared {
 Result<Prepared> prepare(
     const catalog::Catalog& catalog, const runtime::GenerationDefaults& defaults, const runtime::ModelRef& model, const Ask& ask);
 
-// Every still and clip of the job decoded the way the engine will read them, so a file that
+// Every still and clip of the job (and its sound) decoded the way the engine will read them, so a file that
 // does not decode fails before the model loads (vireo-cli); the window leaves this to the
 // engine's thread, which reads them before loading.
 Result<void> decodeConditions(const Prepared& prepared);

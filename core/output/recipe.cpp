@@ -50,7 +50,7 @@ const std::set<std::string>& knownKeys()
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
         "steps_skipped", "cuda_graphs", "paths", "planned_paths", "path_warnings", "loras", "conditions", "stages", "stages_requested",
-        "stages_reason", "predicted_seconds", "knobs", "guidance_schedule", "audio_sample_rate", "audio_channels", "seconds", "created"};
+        "stages_reason", "predicted_seconds", "knobs", "guidance_schedule", "audio_sample_rate", "audio_channels", "seconds", "created", "audio"};
     return keys;
 }
 
@@ -194,6 +194,9 @@ std::string Recipe::toJson() const
         conditions_.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
             {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}, {"copy_sha256", c.copySha256}, {"copy_frames", c.copyIsFrames}});
     j["conditions"] = conditions_;
+    if (audio)
+        j["audio"] = {{"source", audio->source}, {"sha256", audio->sha256}, {"copy", audio->copy}, {"copy_sha256", audio->copySha256},
+            {"seconds", audio->seconds}, {"sample_rate", audio->sampleRate}, {"channels", audio->channels}};
     j["stages"] = stages;
     j["stages_requested"] = q.stages;
     j["stages_reason"] = stagesReason;
@@ -369,6 +372,24 @@ Failure readConditions(const json& j, Recipe& r)
                 return invalid("conditions: " + cr.error);
             r.conditions.push_back(std::move(u));
         }
+    }
+    if (const auto* a = field(j, "audio"); a && !a->is_null()) {
+        if (!a->is_object())
+            return invalid("recipe field 'audio' is not an object");
+        AudioUse u;
+        Reader ar{*a, {}};
+        ar.get("source", u.source);
+        ar.get("sha256", u.sha256);
+        ar.get("copy", u.copy);
+        ar.get("copy_sha256", u.copySha256);
+        ar.get("seconds", u.seconds);
+        ar.get("sample_rate", u.sampleRate);
+        ar.get("channels", u.channels);
+        if (!ar.error.empty())
+            return invalid("audio: " + ar.error);
+        if (!(u.seconds >= 0 && u.seconds <= 1e7) || u.sampleRate < 0 || u.sampleRate > 10000000 || u.channels < 0 || u.channels > 64)
+            return invalid("recipe field 'audio' holds numbers out of range");
+        r.audio = std::move(u);
     }
     return std::nullopt;
 }

@@ -47,6 +47,16 @@ struct ConditionUse {
     bool copyIsFrames = false;
 };
 
+// The sound a video was made to follow (audio-to-video).
+struct AudioUse {
+    std::string source;  // the file as given (a sound file, or a video whose soundtrack it was)
+    std::string sha256;  // of its bytes
+    std::string copy;  // the samples the clip used, kept beside the output ("<stem>.audio.wav"), by name
+    std::string copySha256;
+    double seconds = 0;  // the source's length
+    int sampleRate = 0, channels = 0;
+};
+
 struct Recipe {
     static constexpr int kVersion = 1;
     int version = kVersion;
@@ -74,6 +84,7 @@ struct Recipe {
     std::vector<std::string> pathWarnings;  // slower paths taken than planned, each with its count
     std::vector<LoraUse> loras;
     std::vector<ConditionUse> conditions;  // empty: text only
+    std::optional<AudioUse> audio;  // none: the model made its own sound
     std::string stages;  // the path that ran: "single" | "two"; empty for images and older recipes
     std::string stagesReason;  // why that path, as the UI said it
     // A length left on auto: the seconds the model read from the prompt (request.frames holds

@@ -70,6 +70,13 @@ Result<json> apiBodyFor(const generation::Ask& ask, const std::string& modelId)
             {{"image", std::string("data:image/") + (png ? "png" : "jpeg") + ";base64," + bytes.toBase64().toStdString()},
                 {"frame", c.frame}, {"strength", c.strength}});
     }
+    if (ask.audio) {
+        // The sound itself, as the API takes it (a data: URL); the host decodes and checks it.
+        QFile f(ask.audio->path);
+        if (!f.open(QIODevice::ReadOnly) || f.size() > (32 << 20))
+            return makeError(ErrorCode::Io, ask.audio->path.toStdString() + ": cannot be read, or is larger than the 32 MiB a host takes");
+        body["audio"] = "data:application/octet-stream;base64," + f.readAll().toBase64().toStdString();
+    }
     return body;
 }
 

@@ -38,7 +38,7 @@ namespace vireo::remote {
 
 // The fields of POST /v1/videos for an ask of this studio's (the Generate page's), or why it
 // cannot go to a host: LoRAs and clips are files of this machine the API does not take; stills
-// travel as data URLs.
+// and the sound to follow (at most 32 MiB) travel as data URLs.
 Result<nlohmann::json> apiBodyFor(const generation::Ask& ask, const std::string& hostModelId);
 // The id a host lists a model under (GET /v1/models): a catalog variant's id, a repo's name,
 // "local/<file or folder name>" for a local model.

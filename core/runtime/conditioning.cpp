@@ -11,6 +11,7 @@
 #include <QSaveFile>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -148,6 +149,26 @@ Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int w
                 + " changed since the recipe was made (its SHA-256 differs): "
                   "choose it again to make a new video, or find the file the recipe names");
     return prepared;
+}
+
+Result<facade::AudioInput> prepareConditionAudio(const AudioFile& file)
+{
+    const std::filesystem::path path = file.path.toStdString();
+    auto read = media::readAudio(path);
+    if (!read)
+        return read.error();
+    facade::AudioInput out;
+    out.sampleRate = read->sampleRate;
+    out.channels = std::move(read->channels);
+    out.source = path.string();
+    out.note = read->note;
+    out.sha256 = output::fileSha256(path);
+    if (!file.expectedSha256.empty() && out.sha256 != file.expectedSha256)
+        return makeError(ErrorCode::InvalidArgument,
+            path.string()
+                + " changed since the recipe was made (its SHA-256 differs): "
+                  "choose it again to make a new video, or find the file the recipe names");
+    return out;
 }
 
 Result<QImage> conditionPreview(const QString& path, int maxSide)
@@ -293,6 +314,74 @@ Result<KeptCondition> copyConditionBeside(
     if (!placed)
         return placed.error();
     return KeptCondition{*placed, sha256, false};
+}
+
+namespace {
+
+// A RIFF/WAVE file of 32-bit float samples (format 3, IEEE float), interleaved.
+std::string floatWav(const std::vector<std::vector<float>>& channels, std::int64_t frames, int sampleRate)
+{
+    const auto count = static_cast<std::uint32_t>(channels.size());
+    const auto dataBytes = static_cast<std::uint32_t>(static_cast<std::uint64_t>(frames) * count * 4);
+    std::string out;
+    out.reserve(44 + dataBytes);
+    const auto u32 = [&](std::uint32_t v) {
+        for (int i = 0; i < 4; ++i)
+            out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    };
+    const auto u16 = [&](std::uint16_t v) {
+        out.push_back(static_cast<char>(v & 0xff));
+        out.push_back(static_cast<char>(v >> 8));
+    };
+    out += "RIFF";
+    u32(36 + dataBytes);
+    out += "WAVEfmt ";
+    u32(16);
+    u16(3);
+    u16(static_cast<std::uint16_t>(count));
+    u32(static_cast<std::uint32_t>(sampleRate));
+    u32(static_cast<std::uint32_t>(sampleRate) * count * 4);
+    u16(static_cast<std::uint16_t>(count * 4));
+    u16(32);
+    out += "data";
+    u32(dataBytes);
+    for (std::int64_t i = 0; i < frames; ++i)
+        for (const auto& c : channels) {
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, &c[static_cast<std::size_t>(i)], 4);
+            u32(bits);
+        }
+    return out;
+}
+
+}  // namespace
+
+Result<KeptCondition> keepConditionAudio(const facade::AudioInput& audio, double seconds, const std::filesystem::path& output)
+{
+    if (audio.channels.empty() || audio.channels.size() > 2 || audio.sampleRate <= 0)
+        return makeError(ErrorCode::InvalidArgument, "the sound holds no samples to keep");
+    for (const auto& c : audio.channels)
+        if (c.size() != audio.channels.front().size())
+            return makeError(ErrorCode::InvalidArgument, "the sound's channels differ in length");
+    const auto wanted = static_cast<std::int64_t>(std::llround(std::max(0.0, seconds) * audio.sampleRate));
+    const auto frames = std::min(audio.frames(), wanted);
+    const auto folder = output.parent_path().empty() ? std::filesystem::path(".") : output.parent_path();
+    const auto bytes = floatWav(audio.channels, frames, audio.sampleRate);
+    if (auto room = roomFor(folder, static_cast<std::int64_t>(bytes.size())); !room)
+        return room.error();
+    const auto stem = output.stem().string() + ".audio";
+    const auto temporary = folder / ("." + stem + ".part-" + std::to_string(::getpid()));
+    {
+        std::ofstream f(temporary, std::ios::binary | std::ios::trunc);
+        f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        if (!f.flush())
+            return makeError(ErrorCode::Io, temporary.string() + ": cannot be written");
+    }
+    const auto sha = output::fileSha256(temporary);
+    auto placed = placeKept(temporary, folder, stem, ".wav", sha);
+    if (!placed)
+        return placed.error();
+    return KeptCondition{*placed, sha, true};
 }
 
 Result<KeptCondition> keepConditionFrames(const facade::ConditionInput& c, double fps, const std::filesystem::path& output, int index)

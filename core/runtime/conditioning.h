@@ -24,6 +24,19 @@ inline constexpr int kDefaultConditionCrf = 33;
 // 33, LTX-2.5's 18); a job that did not go through it gets kDefaultConditionCrf.
 inline constexpr int kFamilyConditionCrf = -1;
 
+// The user's sound for audio-to-video as a job carries it: a sound file or a video's soundtrack,
+// read on the engine's thread.
+struct AudioFile {
+    QString path;
+    std::string expectedSha256;  // a recipe's, for Generate again; empty: any
+    bool operator==(const AudioFile&) const = default;
+};
+
+// The sound decoded (WAV, FLAC, MP3, AAC/M4A, Ogg, a video's first audio track), its file hashed
+// and checked against expectedSha256. Refused, naming the file and why: no sound in it, silence
+// of no length, longer than media::kMaxAudioSeconds (said from its header before it is decoded).
+Result<facade::AudioInput> prepareConditionAudio(const AudioFile& file);
+
 // A conditioning file as a job carries it; decoded on the engine's thread.
 struct ConditionFile {
     QString path;
@@ -97,5 +110,9 @@ Result<KeptCondition> copyConditionBeside(
 // used, however long the source. Both check the free space of the output's disk first.
 Result<KeptCondition> keepConditionFrames(
     const facade::ConditionInput& condition, double fps, const std::filesystem::path& output, int index);
+// The sound an output was made from, kept beside it as "<output stem>.audio.wav": the samples
+// the clip used (its first `seconds`), as 32-bit float, so reading it back gives the same
+// samples whatever the source was (a long video's soundtrack is never copied whole).
+Result<KeptCondition> keepConditionAudio(const facade::AudioInput& audio, double seconds, const std::filesystem::path& output);
 
 }  // namespace vireo::runtime

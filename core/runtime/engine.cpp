@@ -640,6 +640,7 @@ output::Recipe Engine::Impl::recipeBase(const GenerateJob& g) const
     // Kept below with their hashes and outcomes; a condition's decoded frames stay out of it.
     recipe.request.loras.clear();
     recipe.request.conditions.clear();
+    recipe.request.audio.reset();
     recipe.device = generator->memoryPlan().device;
     recipe.dtype = generator->memoryPlan().dtype;
     recipe.placement = std::string(facade::placementName(generator->memoryPlan().placement));
@@ -688,6 +689,21 @@ facade::GenerateRequest Engine::Impl::decodedRequest(const std::shared_ptr<Job>&
     auto request = g.request;
     const bool imageModel = facade::detectModelKind(g.model.plan.modelPaths) == facade::ModelKind::Image;
     bool twoStage = false;
+    if (g.audio) {
+        if (imageModel)
+            throw JobError{ErrorCode::InvalidArgument, Engine::tr("%1 makes images: a sound to follow needs a video model (LTX-2)").arg(g.model.title)};
+        progress(job, QStringLiteral("read conditions"), 0, 1, -1, true);
+        auto audio = prepareConditionAudio(*g.audio);
+        if (!audio)
+            throw JobError{audio.error().code, q(audio.error().message)};
+        if (job->stop.stop_requested())
+            throw JobError{ErrorCode::Cancelled, Engine::tr("cancelled")};
+        // A length left to the sound: the clip that holds it, decided here so the stage plan,
+        // the conditions' checks and the recipe all see the frames that run.
+        if (request.frames == 0)
+            request.frames = facade::framesForSound(audio->seconds(), request.fps);
+        request.audio = std::move(*audio);
+    }
     if (!imageModel) {
         auto stages = facade::planStages(g.model.plan, request);
         if (!stages)
@@ -720,8 +736,9 @@ std::vector<std::pair<QString, qint64>> Engine::Impl::videoPhases(
 {
     const int steps = g.request.steps > 0 ? g.request.steps : (g.request.schedule == "dev" ? 40 : 8);
     std::vector<std::pair<QString, qint64>> phases{{QStringLiteral("encode prompt"), 1}};
-    if (!request.conditions.empty())
-        phases.push_back({QStringLiteral("encode conditions"), static_cast<qint64>(request.conditions.size())});
+    if (!request.conditions.empty() || request.audio)
+        phases.push_back(
+            {QStringLiteral("encode conditions"), static_cast<qint64>(request.conditions.size()) + (request.audio ? 1 : 0)});
     phases.push_back({QStringLiteral("denoise"), steps});
     if (twoStage) {
         phases.push_back({QStringLiteral("upsample latents"), 1});
@@ -797,6 +814,20 @@ std::vector<std::filesystem::path> Engine::Impl::keepConditions(
             }
         }
         recipe.conditions.push_back(std::move(use));
+    }
+    if (request.audio) {
+        const auto& a = *request.audio;
+        output::AudioUse use{a.source, a.sha256, {}, {}, a.seconds(), a.sampleRate, static_cast<int>(a.channels.size())};
+        // The samples the clip used: its duration at the rate the passes ran.
+        const double seconds = static_cast<double>(recipe.request.frames) / std::max(0.5, recipe.request.fps);
+        if (auto kept = keepConditionAudio(a, seconds, path)) {
+            use.copy = kept->path.filename().string();
+            use.copySha256 = kept->sha256;
+            copies.push_back(kept->path);
+        } else {
+            spdlog::warn("engine: {}", kept.error().message);
+        }
+        recipe.audio = std::move(use);
     }
     return copies;
 }

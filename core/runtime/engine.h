@@ -44,6 +44,9 @@ struct GenerateJob {
     // model loads (a file that is missing or does not decode fails this job, with its name),
     // and copied beside the output so the recipe can make it again.
     std::vector<ConditionFile> conditions;
+    // The sound the video follows (audio-to-video), read there too; with frames 0 the clip is
+    // as long as the sound (facade::framesForSound). Its samples are kept beside the output.
+    std::optional<AudioFile> audio;
     QString outputFolder;  // the MP4 gets a fresh name there
     QString outputPath;  // or exactly this name, which must not exist
     bool writeOutput = true;  // false: generate only (warm-up and timing runs)

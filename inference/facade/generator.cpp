@@ -56,6 +56,18 @@ std::int64_t planningFrames(const GenerateRequest& request)
     return std::max<std::int64_t>(1, (longest - 1) / 8 * 8 + 1);
 }
 
+std::int64_t framesForSound(double seconds, double fps, bool* cut)
+{
+    fps = std::clamp(fps, 0.5, 240.0);
+    const auto most = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor((20.0 * fps - 1) / 8)));
+    // The grid point at or after the sound's end (a hair of tolerance for a length that is one).
+    const double wanted = std::isfinite(seconds) ? std::max(0.0, seconds) : 0.0;
+    const auto k = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(std::min(1e9, (wanted * fps - 1) / 8 - 1e-9))));
+    if (cut)
+        *cut = k > most;
+    return std::min(k, most) * 8 + 1;
+}
+
 SizeRequest sizeRequestOf(const GenerateRequest& request, bool image)
 {
     return {request.width, request.height, image ? 1 : planningFrames(request), !image && request.guidance > 1.0, request.knobs};

@@ -74,6 +74,8 @@ struct FamilyRules {
     int frameStep = 8;  // frames are frameStep * k + 1; 0: one still
     std::string sizeUnit;  // what the size multiple is: "16-pixel patches", "32-pixel latent cells"
     bool negativePrompt = true, audio = true, loras = true, conditions = true, stages = true;
+    // The user's sound as a condition (audio-to-video); a length on auto then holds the sound.
+    bool audioInput = false;
     // Frames 0 ("auto") asks the model for the prompt's length, where its files can say it
     // (LTX-2.5's duration head; planStages refuses it for the others).
     bool autoLength = false;
@@ -223,6 +225,20 @@ struct ConditionInput {
     std::string sha256;  // of the file's bytes, for the recipe
 };
 
+// The user's sound for audio-to-video, decoded by the caller (runtime::prepareConditionAudio),
+// so the inference layer never parses an audio file: planar float samples at the file's rate.
+// The video follows it (an LTX clip's length on auto holds all of it, up to 20 s) and the
+// output carries its samples.
+struct AudioInput {
+    int sampleRate = 0;
+    std::vector<std::vector<float>> channels;  // one or two, all the same length
+    std::string source;  // the file it came from, for errors and the recipe
+    std::string sha256;  // of the file's bytes
+    std::string note;  // what was changed on the way (channels dropped), said to the user
+    std::int64_t frames() const { return channels.empty() ? 0 : static_cast<std::int64_t>(channels.front().size()); }
+    double seconds() const { return sampleRate > 0 ? static_cast<double>(frames()) / sampleRate : 0.0; }
+};
+
 // Which path an LTX request takes: one pass at full size, or the two-stage distilled path
 // (half size, latent upsample x2, three refining steps at full size).
 struct StagePlan {
@@ -257,6 +273,8 @@ struct GenerateRequest {
     // "auto" (two-stage where the schedule is distilled, an upsampler was loaded and the size
     // halves cleanly), "single" or "two" (an error when it cannot run).
     std::vector<ConditionInput> conditions;
+    // Video models with FamilyRules::audioInput: the sound the video follows and keeps.
+    std::optional<AudioInput> audio;
     std::string stages = "auto";
     // The family's own controls (FamilyRules::knobs) by id; one missing takes the knob's default.
     std::map<std::string, double> knobs{};
@@ -267,6 +285,9 @@ struct GenerateRequest {
 // The longest a length left on auto can be (20 s at the request's rate, on the 8k + 1 grid), for
 // planning memory and time before the prompt is read; the request's frames otherwise.
 std::int64_t planningFrames(const GenerateRequest& request);
+// The clip that holds a sound of `seconds` at `fps`: the shortest 8k + 1 frames (at least 9)
+// that last as long, at most 20 s; *cut says the sound is longer and is cut there.
+std::int64_t framesForSound(double seconds, double fps, bool* cut = nullptr);
 // What a request plans memory for: its size, its planning frames, CFG and its knobs (which the
 // family reads for what they add).
 SizeRequest sizeRequestOf(const GenerateRequest& request, bool image);

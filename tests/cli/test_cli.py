@@ -957,6 +957,129 @@ def test_generate_again(tmp_dir=RUN_TMP):
     check("generate --again on a file without a recipe says so", p.returncode == 1 and "holds no Vireo recipe" in p.stderr, p.stderr[-300:])
 
 
+def write_wav(path, rate, channels, seconds=None, frames=None):
+    """16-bit PCM, a chirp per channel (unlike channels: a swap would show)."""
+    import math
+    import struct
+    n = frames if frames is not None else int(rate * seconds)
+    data = bytearray()
+    for i in range(n):
+        t = i / rate
+        for c in range(channels):
+            v = 0.4 * math.sin(2 * math.pi * (300 + 500 * c) * t * (1 + t))
+            data += struct.pack("<h", int(v * 32767))
+    size = n * channels * 2
+    header = b"RIFF" + struct.pack("<I", 36 + size) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, channels, rate, rate * channels * 2,
+                                                                           channels * 2, 16) + b"data" + struct.pack("<I", size)
+    Path(path).write_bytes(header + bytes(data))
+
+
+def float_wav_samples(path):
+    """A 32-bit float WAV's samples (interleaved) and its channel count and rate."""
+    import struct
+    b = Path(path).read_bytes()
+    fmt, channels, rate = struct.unpack("<HHI", b[20:28])
+    assert b[:4] == b"RIFF" and fmt == 3 and b[36:40] == b"data", b[:44]
+    n = struct.unpack("<I", b[40:44])[0] // 4
+    return list(struct.unpack(f"<{n}f", b[44:44 + 4 * n])), channels, rate
+
+
+def ffprobe_json(path, *what):
+    p = subprocess.run(["ffprobe", "-v", "error", *what, "-of", "json", str(path)], capture_output=True, text=True)
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        return {}
+
+
+def test_audio_to_video(tmp_dir=RUN_TMP):
+    """Audio-to-video (issue #31): --audio makes the video follow a sound; the clip is as long as
+    the sound unless --frames cuts it; the sound's samples are kept beside the video and
+    --again makes it again from them; a video's soundtrack serves too; a file that is not a
+    sound, silence of no length, 10 hours, an image model: refused before loading, with the
+    file's name and the reason."""
+    import struct
+    root = FIXTURES / "ltx2pipeline" / "v23"
+    work = Path(tmp_dir) / "a2v"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    tone = work / "tone.wav"
+    write_wav(tone, 44100, 2, seconds=0.8)
+    model = ["--model", root / "diffusers", "--width", 96, "--height", 64, "--no-gallery"]
+    out = work / "sung.mp4"
+    p = run("generate", *model, "--prompt", "a fox sings", "--seed", 3, "--audio", tone, "--out", out)
+    ok = p.returncode == 0 and out.exists()
+    check("generate --audio: a video that follows the sound", ok, p.stderr[-800:])
+    if not ok:
+        return
+    streams = ffprobe_json(out, "-show_streams").get("streams", [])
+    video = [st for st in streams if st.get("codec_type") == "video"]
+    audio = [st for st in streams if st.get("codec_type") == "audio"]
+    # 0.8 s at 24 fps is 19.2 frames: the clip that holds it is 25 (8k + 1).
+    check("generate --audio: the clip is as long as the sound (25 frames for 0.8 s at 24 fps)",
+          len(video) == 1 and int(video[0].get("nb_frames", 0)) == 25, json.dumps(video)[:300])
+    check("generate --audio: the sound is the video's, at its own rate", len(audio) == 1 and audio[0].get("sample_rate") == "44100"
+          and audio[0].get("channels") == 2, json.dumps(audio)[:300])
+    kept = out.with_name("sung.audio.wav")
+    samples, channels, rate = float_wav_samples(kept) if kept.exists() else ([], 0, 0)
+    raw = tone.read_bytes()[44:]
+    want = [v / 32768 for v in struct.unpack(f"<{len(raw) // 2}h", raw)]
+    check("generate --audio: the samples used are kept beside the video, as they were read",
+          channels == 2 and rate == 44100 and len(samples) == len(want) and max(abs(a - b) for a, b in zip(samples, want)) == 0,
+          f"{kept.exists()} {channels} {rate} {len(samples)} {len(want)}")
+    recipe = json.loads(ffprobe_json(out, "-show_format").get("format", {}).get("tags", {}).get("vireo_recipe", "{}"))
+    a = recipe.get("audio") or {}
+    import hashlib
+    check("generate --audio: the recipe names the sound by hash, and its copy",
+          a.get("source") == str(tone) and a.get("sha256") == hashlib.sha256(tone.read_bytes()).hexdigest()
+          and a.get("copy") == kept.name and a.get("sample_rate") == 44100 and recipe.get("frames") == 25, json.dumps(a))
+    check("generate --audio: the stage line says what the video follows", "the video follows" in recipe.get("stages_reason", ""),
+          recipe.get("stages_reason", ""))
+    # Made again from the file alone, the source gone: the kept samples make the same video.
+    tone.rename(work / "moved.wav")
+    again = work / "sung.again.mp4"
+    p = run("generate", "--again", out, "--no-gallery", "--out", again)
+    check("generate --audio: --again from the kept samples gives the same pixels and sound, the source gone",
+          p.returncode == 0 and decoded(out) == decoded(again), p.stderr[-600:])
+    # --frames cuts the sound: 9 frames keep 0.375 s of it.
+    cut = work / "cut.mp4"
+    p = run("generate", *model, "--prompt", "a fox sings", "--seed", 3, "--audio", work / "moved.wav", "--frames", 9, "--out", cut)
+    cut_samples, _, _ = float_wav_samples(cut.with_name("cut.audio.wav")) if p.returncode == 0 else ([], 0, 0)
+    check("generate --audio --frames 9: the clip cuts the sound (0.375 s kept)",
+          p.returncode == 0 and len(cut_samples) == 2 * round(9 / 24 * 44100), p.stderr[-400:])
+    # A video's soundtrack, and a mono sound at another rate.
+    from_video = work / "from-video.mp4"
+    p = run("generate", *model, "--prompt", "again", "--audio", out, "--out", from_video)
+    check("generate --audio VIDEO: a video's soundtrack serves", p.returncode == 0 and from_video.exists(), p.stderr[-400:])
+    mono = work / "mono.wav"
+    write_wav(mono, 16000, 1, seconds=0.4)
+    p = run("generate", *model, "--prompt", "hum", "--audio", mono, "--out", work / "mono.mp4")
+    m_audio = [st for st in ffprobe_json(work / "mono.mp4", "-show_streams").get("streams", []) if st.get("codec_type") == "audio"]
+    check("generate --audio: a mono sound is heard on both sides", p.returncode == 0 and m_audio and m_audio[0].get("channels") == 2,
+          p.stderr[-400:])
+    # Refused before anything loads, naming the file and the reason; nothing written.
+    text = work / "notes.wav"
+    text.write_text("these are words, not a sound\n")
+    empty = work / "empty.wav"
+    write_wav(empty, 44100, 2, frames=0)
+    # Ten hours for real (1 kHz, 8-bit mono: 36 MB of silence), said from its header.
+    long_one = work / "ten-hours.wav"
+    n = 1000 * 36000
+    long_one.write_bytes(b"RIFF" + struct.pack("<I", 36 + n) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, 1000, 1000, 1, 8)
+                         + b"data" + struct.pack("<I", n) + b"\x80" * n)
+    for name, sound, says in [("a file that is not a sound", text, "notes.wav"), ("silence of no length", empty, "0 s"),
+                              ("ten hours", long_one, "at most 1200 s")]:
+        bad = work / f"bad-{sound.stem}.mp4"
+        p = run("generate", *model, "--prompt", "x", "--audio", sound, "--out", bad)
+        check(f"generate --audio: {name} is refused before loading, said", p.returncode != 0 and says in p.stderr
+              and "load transformer" not in p.stdout and not bad.exists(), p.stderr[-300:] + p.stdout[-200:])
+    p = run("generate", "--model", FIXTURES / "ideogram4" / "pipeline" / "model", "--prompt", "x", "--audio", mono, "--width", 64,
+            "--height", 48, "--out", work / "image.png", "--no-gallery")
+    check("generate --audio with an image model: refused, named", p.returncode != 0 and "audio" in p.stderr, p.stderr[-300:])
+    p = run("generate", *model, "--prompt", "x", "--audio", mono, "--audio", mono, "--out", work / "twice.mp4")
+    check("generate --audio twice: refused", p.returncode != 0 and "once" in p.stderr, p.stderr[-300:])
+
+
 def test_batch_local(tmp_dir=RUN_TMP):
     """vireo-cli batch: a JSONL of jobs checked line by line before anything runs, run here
     through the device pool into a batch folder (fixed names, markers with the SHA-256, the
@@ -1051,6 +1174,7 @@ test_generate_image_conditioning()
 test_bench_stages()
 test_bench_ideogram_step()
 test_generate_again()
+test_audio_to_video()
 test_batch_local()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)

@@ -432,6 +432,65 @@ private slots:
 
     // An image model takes a prompt, a size on its 16-pixel grid, steps, guidance and a seed;
     // everything else is named, in the CLI's option words, instead of being dropped.
+    // A sound to follow: the clip is as long as it unless the ask cuts it (so LTX-2.3, which
+    // cannot read a length from the prompt, takes frames 0 with a sound); the job carries the
+    // file; an image model names it; a recipe brings the kept samples back, else the source,
+    // else says the sound is missing.
+    void anAskWithASoundFollowsIt()
+    {
+        const auto video = localModel(fixtures() + QStringLiteral("/ltx2pipeline/v23/diffusers"));
+        const auto d = vireo::generation::defaultsFor(m_catalog, video);
+        QVERIFY(d);
+        Ask a = prompt();
+        a.audio = vireo::runtime::AudioFile{QStringLiteral("/music/song.flac"), {}};
+        auto p = vireo::generation::prepare(m_catalog, *d, video, a);
+        QVERIFY2(p, p ? "" : p.error().message.c_str());
+        QCOMPARE(p->job.request.frames, std::int64_t(0));
+        QVERIFY(p->job.audio && p->job.audio->path == QStringLiteral("/music/song.flac"));
+        a.frames = 17;
+        p = vireo::generation::prepare(m_catalog, *d, video, a);
+        QVERIFY(p && p->job.request.frames == 17);
+        // Without a sound, frames 0 is still the prompt's length, which 2.3 has no head to read.
+        Ask plain = prompt();
+        plain.frames = 0;
+        p = vireo::generation::prepare(m_catalog, *d, video, plain);
+        QVERIFY2(!p && p.error().message.find("the length cannot be left on auto") != std::string::npos, p ? "ran" : p.error().message.c_str());
+        a.audio->path.clear();
+        p = vireo::generation::prepare(m_catalog, *d, video, a);
+        QVERIFY(!p && p.error().message.find("names no file") != std::string::npos);
+        // An image model names the sound among what it does not take.
+        const auto image = localModel(fixtures() + QStringLiteral("/ideogram4/pipeline/model"));
+        Ask forImage = prompt();
+        forImage.audio = vireo::runtime::AudioFile{QStringLiteral("song.wav"), {}};
+        QCOMPARE(vireo::generation::notForImages(forImage, image.plan), (std::vector<std::string>{"audio"}));
+        // Back from a recipe: the kept samples (by their hash) while they are beside the output.
+        vireo::output::Recipe r;
+        r.modelKey = "local:/models/ltx";
+        r.request.prompt = "sung";
+        r.request.frames = 25;
+        r.audio = vireo::output::AudioUse{"/gone/song.flac", "aa", "out.audio.wav", "bb", 0.8, 44100, 2};
+        const auto folder = m_work.path();
+        QFile kept(folder + QStringLiteral("/out.audio.wav"));
+        QVERIFY(kept.open(QIODevice::WriteOnly));
+        kept.write("RIFF");
+        kept.close();
+        auto again = vireo::generation::askFromRecipe(r, folder);
+        QVERIFY(again && again->missing.empty() && again->ask.audio);
+        QCOMPARE(again->ask.audio->path, folder + QStringLiteral("/out.audio.wav"));
+        QCOMPARE(again->ask.audio->expectedSha256, std::string("bb"));
+        QCOMPARE(again->ask.frames, std::optional<std::int64_t>(25));
+        QVERIFY(kept.remove());
+        again = vireo::generation::askFromRecipe(r, folder);
+        QVERIFY(again && !again->ask.audio && again->missing.size() == 1);
+        QVERIFY2(again->missing.front().find("the sound /gone/song.flac is gone") == 0, again->missing.front().c_str());
+        // The recipe keeps it through JSON; numbers out of range are refused.
+        const auto back = vireo::output::Recipe::fromJson(r.toJson());
+        QVERIFY(back && back->audio && back->audio->copy == "out.audio.wav" && back->audio->sampleRate == 44100);
+        auto json = r.toJson();
+        json.replace(json.find("\"sample_rate\":44100"), 18, "\"sample_rate\":-5");
+        QVERIFY(!vireo::output::Recipe::fromJson(json));
+    }
+
     void anImageModelNamesWhatItDoesNotTake()
     {
         const auto image = localModel(fixtures() + QStringLiteral("/ideogram4/pipeline/model"));

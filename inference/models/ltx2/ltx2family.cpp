@@ -3,6 +3,7 @@
 
 #include "inference/families/common.h"
 #include "inference/lora/lora.h"
+#include "inference/models/ltx2/ltx2audioprep.h"
 #include "inference/models/ltx2/ltx2diffusiondecoder.h"
 #include "inference/models/ltx2/ltx2durationhead.h"
 #include "inference/models/ltx2/ltx2pipeline.h"
@@ -33,6 +34,15 @@ using families::previewDue;
 using families::previewProjectionFor;
 
 namespace {
+
+// The sample rates an AAC stream can carry (ISO 14496-3's table; FFmpeg's encoder takes these).
+bool aacTakes(int rate)
+{
+    for (const int r : {96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350})
+        if (rate == r)
+            return true;
+    return false;
+}
 
 std::vector<LoraOutcome> outcomesOf(const std::vector<pipelines::Ltx2LoraOutcome>& in)
 {
@@ -438,6 +448,7 @@ public:
         hq.knobs = {{stgScaleKnob().id, 0.0}, {audioStgScaleKnob().id, 0.0}, {audioRescaleKnob().id, 1.0}};
         r.presets = {hq};
         r.autoLength = true;
+        r.audioInput = true;
         return r;
     }
     // The fallback: whatever another family does not claim is tried as LTX-2, whose loader
@@ -913,6 +924,21 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         pc.pixels = at::from_blob(const_cast<std::uint8_t*>(c.rgb.data()), {c.frames, c.height, c.width, 3}, at::kByte).clone();
         req.conditions.push_back(std::move(pc));
     }
+    if (r.audio) {
+        const auto& a = *r.audio;
+        const auto name = a.source.empty() ? std::string("the sound") : a.source;
+        if (a.channels.empty() || a.channels.size() > 2)
+            return makeError(ErrorCode::InvalidArgument, name + ": the sound must have one or two channels");
+        for (const auto& c : a.channels)
+            if (c.size() != a.channels.front().size())
+                return makeError(ErrorCode::InvalidArgument, name + ": the sound's channels differ in length");
+        if (a.frames() == 0)
+            return makeError(ErrorCode::InvalidArgument, name + ": the sound holds no samples");
+        auto wave = at::empty({static_cast<std::int64_t>(a.channels.size()), a.frames()}, at::kFloat);
+        for (std::size_t i = 0; i < a.channels.size(); ++i)
+            std::copy(a.channels[i].begin(), a.channels[i].end(), wave[static_cast<std::int64_t>(i)].data_ptr<float>());
+        req.audio = pipelines::Ltx2AudioCondition{wave, a.sampleRate};
+    }
     try {
         c10::InferenceMode inference;
         const paths::Recording recording;
@@ -939,10 +965,16 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         v.fps = out->fps;
         const auto f = frames.contiguous().cpu();
         v.rgb.assign(f.data_ptr<std::uint8_t>(), f.data_ptr<std::uint8_t>() + f.numel());
-        const auto wave = out->waveform.to(at::kFloat).contiguous().cpu();  // [channels, samples]
+        auto wave = out->waveform.to(at::kFloat).contiguous().cpu();  // [channels, samples]
+        v.sampleRate = out->sampleRate;
+        // The user's sound at a rate AAC does not take goes into the MP4 at 48 kHz.
+        if (r.audio && !aacTakes(v.sampleRate)) {
+            wave = ltx2::resampleSinc(wave, v.sampleRate, 48000).contiguous();
+            v.stages.reason += "; the sound resampled from " + std::to_string(v.sampleRate) + " Hz to 48 kHz for the MP4";
+            v.sampleRate = 48000;
+        }
         v.channels = static_cast<int>(wave.size(0));
         v.samples = wave.size(1);
-        v.sampleRate = out->sampleRate;
         v.audio.assign(wave.data_ptr<float>(), wave.data_ptr<float>() + wave.numel());
         v.schedule = schedule;
         v.sigmas = out->sigmas;
@@ -951,7 +983,9 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         v.speed = std::string(speedModeName(*speed));
         v.stepsSkipped = out->stepsSkipped;
         v.cudaGraphs = out->cudaGraphs;
+        const auto resampled = v.stages.reason;
         v.stages = *stages;
+        v.stages.reason += resampled;
         if (out->videoDecoder == "diffusion")
             v.stages.reason += "; decoded by the diffusion video decoder";
         v.stages.reason += guidanceNote(out->guidance);
@@ -960,8 +994,17 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
             v.predictedSeconds = out->predictedSeconds;
             std::ostringstream s;
             s.precision(3);
-            s << "; the prompt's length: " << *out->predictedSeconds << " s, " << out->predictedFrames << " frames at " << r.fps << " fps"
-              << (out->predictionClamped ? " (held to 1-20 s)" : "");
+            s << (r.audio ? "; the sound's length: " : "; the prompt's length: ") << *out->predictedSeconds << " s, "
+              << out->predictedFrames << " frames at " << r.fps << " fps"
+              << (out->predictionClamped ? (r.audio ? " (cut at 20 s)" : " (held to 1-20 s)") : "");
+            v.stages.reason += s.str();
+        }
+        if (r.audio) {
+            std::ostringstream s;
+            s.precision(3);
+            s << "; the video follows " << (r.audio->source.empty() ? std::string("the sound") : r.audio->source) << " ("
+              << r.audio->seconds() << " s at " << r.audio->sampleRate << " Hz"
+              << (r.audio->note.empty() ? std::string() : ", " + r.audio->note) << "), its samples kept as the sound";
             v.stages.reason += s.str();
         }
         v.paths = recording.counts().text();
