@@ -9,6 +9,7 @@ import base64
 import hashlib
 import http.client
 import json
+import struct
 import os
 import shutil
 import signal
@@ -496,6 +497,72 @@ def test_recipe_fields(server):
     check("an unknown stage path: 400 naming stages", s == 400 and json.loads(b)["error"]["param"] == "stages", b[:300])
 
 
+def wav_bytes(rate, channels, seconds):
+    """16-bit PCM WAV of a chirp per channel."""
+    import math
+    n = int(rate * seconds)
+    data = bytearray()
+    for i in range(n):
+        t = i / rate
+        for c in range(channels):
+            data += struct.pack("<h", int(0.4 * math.sin(2 * math.pi * (300 + 400 * c) * t * (1 + t)) * 32767))
+    return (b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, channels, rate, rate * channels * 2,
+            channels * 2, 16) + b"data" + struct.pack("<I", len(data)) + bytes(data))
+
+
+def test_audio(server):
+    """Audio-to-video over the API: "audio" as a data: URL (JSON) or a multipart file; the clip is
+    as long as the sound unless "seconds" or "frames" cut it; the video's sound is the user's;
+    a body that is not a sound, and a model that cannot follow one, are refused with 400 naming
+    'audio' before anything is queued."""
+    wav = wav_bytes(44100, 2, 0.8)
+    url = "data:audio/wav;base64," + base64.b64encode(wav).decode()
+    s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "a fox sings", "size": "96x64", "seed": 4,
+                                                     "audio": url})
+    job = json.loads(b)
+    check("audio as a data: URL: accepted, its length the sound's", s == 200 and job.get("seconds") == "audio", b[:300])
+    deadline = time.time() + 300
+    while s == 200 and job.get("status") in ("queued", "in_progress") and time.time() < deadline:
+        time.sleep(0.3)
+        s, _, b = server.request("GET", f"/v1/videos/{job['id']}")
+        job = json.loads(b)
+    recipe = json.loads(server.request("GET", f"/v1/vireo/jobs/{job.get('id')}")[2]).get("recipe", {}) if s == 200 else {}
+    check("audio: the job completes with the clip that holds the sound (25 frames), its recipe names it",
+          job.get("status") == "completed" and recipe.get("frames") == 25 and (recipe.get("audio") or {}).get("sample_rate") == 44100
+          and job.get("seconds") not in ("audio", "auto"), (job.get("status"), job.get("error"), recipe.get("frames"), job.get("seconds")))
+    s, _, mp4 = server.request("GET", f"/v1/videos/{job.get('id')}/content")
+    path = RUN_TMP / "api-a2v.mp4"
+    path.write_bytes(mp4)
+    probe = subprocess.run(["ffprobe", "-v", "error", "-show_streams", "-of", "json", str(path)], capture_output=True, text=True)
+    try:
+        streams = json.loads(probe.stdout).get("streams", [])
+    except ValueError:
+        streams = []
+    check("audio: the video carries the sound at its own rate",
+          any(st.get("codec_type") == "audio" and st.get("sample_rate") == "44100" for st in streams), probe.stdout[-300:])
+    # A multipart upload, cut by "frames".
+    boundary = "vireo-boundary"
+    parts = []
+    for k, v in {"model": "local/diffusers", "prompt": "a fox hums", "size": "96x64", "frames": "9"}.items():
+        parts.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n".encode())
+    parts.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"audio\"; filename=\"hum.wav\"\r\n"
+                 "Content-Type: audio/wav\r\n\r\n".encode() + wav + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    s, _, b = server.request("POST", "/v1/videos", b"".join(parts), {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    job = json.loads(b)
+    check("audio as a multipart file, cut by frames 9", s == 200 and job.get("seconds") == "0.375", b[:300])
+    bad = "data:audio/wav;base64," + base64.b64encode(b"these are words, not a sound").decode()
+    s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "x", "audio": bad})
+    err = json.loads(b).get("error") or {}
+    check("audio that is not a sound: 400 naming 'audio', not the server's file",
+          s == 400 and err.get("param") == "audio" and "'audio'" in err.get("message", "") and "api-uploads" not in err.get("message", ""),
+          b[:300])
+    s, _, b = server.request("POST", "/v1/videos", {"model": "local/diffusers", "prompt": "x", "audio": "http://example.com/a.wav"})
+    check("audio by URL: 400 (nothing is fetched)", s == 400 and (json.loads(b).get("error") or {}).get("param") == "audio", b[:300])
+    s, _, b = server.request("POST", "/v1/vireo/jobs", {"kind": "image", "model": "local/model", "prompt": "x", "audio": url})
+    check("audio for an image model: refused", s == 400, b[:300])
+
+
 def test_concurrency(server, video_id):
     """50 clients, 500 requests of every kind at once: no 5xx, no crash, every answer whole."""
     failures = []
@@ -722,6 +789,7 @@ def main():
         test_errors(server)
         test_queue_and_cancel(server)
         test_recipe_fields(server)
+        test_audio(server)
         check("the server still runs after everything", server.proc.poll() is None)
         taken = subprocess.run([CLI, "serve", "--listen", f"127.0.0.1:{server.port}"], capture_output=True, text=True, timeout=60,
                                env=server.env)
