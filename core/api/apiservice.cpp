@@ -484,6 +484,9 @@ struct ApiService::Impl {
         // The seed that ran is the job's from now on: a replay after a restart makes the same output.
         j.params["seed"] = job.request.seed;
         j.params["frames"] = job.request.frames;
+        // A length the sound set: known now, from its header.
+        if (j.params.value("seconds", std::string()) == "audio" && job.request.frames > 0 && job.request.fps > 0)
+            j.params["seconds"] = QString::number(static_cast<double>(job.request.frames) / job.request.fps, 'g', 4).toStdString();
         j.params["width"] = job.request.width;
         j.params["height"] = job.request.height;
         // The job's own device, else the server's: "auto" places it by plan and queue, a device
@@ -1136,7 +1139,8 @@ struct ApiService::Impl {
             const auto text = v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString();
             if (!text.startsWith(QStringLiteral("data:audio/")) && !text.startsWith(QStringLiteral("data:video/"))
                 && !text.startsWith(QStringLiteral("data:application/octet-stream")))
-                refuse(400, "'audio' must be a sound file or a data: URL (data:audio/wav;base64,...); this server fetches nothing from the network",
+                refuse(400,
+                    "'audio' must be a sound file or a data: URL (data:audio/wav;base64,...); this server fetches nothing from the network",
                     "audio");
             if (!text.contains(QStringLiteral(";base64,")))
                 refuse(400, "'audio' must be a base64 data: URL", "audio");

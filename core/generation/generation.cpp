@@ -206,6 +206,11 @@ Result<Prepared> prepare(
     }
     auto r = requestFor(defaults, out.image, ask);
     applyPresets(rules, ask, r);
+    // The sound's length from its header, so the stage plan, the memory plan and the queue see
+    // the clip that runs, not the longest; a header that says none leaves it to the engine.
+    if (!out.image && ask.audio && r.frames == 0 && !ask.audio->path.isEmpty())
+        if (const auto seconds = runtime::soundSeconds(ask.audio->path))
+            r.frames = facade::framesForSound(*seconds, r.fps);
     if (r.prompt.find_first_not_of(" \t\n") == std::string::npos)
         return invalid("the prompt is empty");
     if (r.seed < 0 || r.seed > 2147483647)

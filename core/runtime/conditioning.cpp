@@ -171,6 +171,22 @@ Result<facade::AudioInput> prepareConditionAudio(const AudioFile& file)
     return out;
 }
 
+std::optional<double> soundSeconds(const QString& path)
+{
+    const auto info = media::probeMedia(path.toStdString());
+    if (!info || !info->hasAudio || !(info->durationSeconds > 0) || !std::isfinite(info->durationSeconds))
+        return std::nullopt;
+    return info->durationSeconds;
+}
+
+Result<SoundSource> inspectSound(const QString& path)
+{
+    auto read = media::readAudio(path.toStdString());
+    if (!read)
+        return read.error();
+    return SoundSource{read->seconds(), read->sampleRate, static_cast<int>(read->channels.size()), read->note};
+}
+
 Result<QImage> conditionPreview(const QString& path, int maxSide)
 {
     auto image = media::readImage(path.toStdString());

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace vireo::runtime {
@@ -36,6 +37,17 @@ struct AudioFile {
 // and checked against expectedSha256. Refused, naming the file and why: no sound in it, silence
 // of no length, longer than media::kMaxAudioSeconds (said from its header before it is decoded).
 Result<facade::AudioInput> prepareConditionAudio(const AudioFile& file);
+// What a sound offered to follow holds, decoded whole as the engine will read it (a page's
+// worker thread: nothing hashed, the samples dropped): its length, rate and channels, and what
+// reading it changed (channels dropped).
+struct SoundSource {
+    double seconds = 0;
+    int sampleRate = 0, channels = 0;
+    std::string note;
+};
+Result<SoundSource> inspectSound(const QString& path);
+// A sound's length as its container's header says (nothing decoded); none when it says none.
+std::optional<double> soundSeconds(const QString& path);
 
 // A conditioning file as a job carries it; decoded on the engine's thread.
 struct ConditionFile {

@@ -56,6 +56,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
 #include <cstdlib>
 
 using vireo::ui::GeneratePage;
@@ -1000,12 +1001,12 @@ private slots:
         QVERIFY(slot->pixmap().isNull());
         QVERIFY(!clear->isEnabled());
 
-        // Audio in: visibly off, and the page says why.
+        // A sound to follow: none at first (the video makes its own), offered and explained.
         auto* audio = child<QPushButton>(page, "audioSlot");
-        QVERIFY(audio->isVisible() && !audio->isEnabled());
-        QVERIFY(audio->toolTip().contains(QStringLiteral("diffusers 0.42.1")));
-        QVERIFY(child<QLabel>(page, "audioNote")->isVisible());
-        QVERIFY(child<QLabel>(page, "audioNote")->text().contains(QStringLiteral("not supported"), Qt::CaseInsensitive));
+        QVERIFY(audio->isVisible() && audio->isEnabled());
+        QVERIFY(audio->toolTip().contains(QStringLiteral("follows it")));
+        QVERIFY(!child<QPushButton>(page, "clearAudio")->isEnabled());
+        QVERIFY(child<QLabel>(page, "audioNote")->text().contains(QStringLiteral("makes its own sound")));
 
         // The path line: the tiny diffusers folder brings its latent_upsampler/, so the size
         // decides (96x64 does not halve into whole latent cells).
@@ -1094,6 +1095,97 @@ private slots:
         page->applyRecipe(r, false, &why);
         QVERIFY(page->conditionImage().isEmpty());
         QVERIFY2(why.contains(QStringLiteral("is gone")), qPrintable(why));
+    }
+
+    // Audio-to-video from the page: a sound is read on a worker and described; the length goes to
+    // auto and means the sound's; a file that is not a sound is refused with its reason and the
+    // sound before stays; the run's video carries the sound, its samples are kept beside it, and
+    // Generate again brings the sound back from the recipe.
+    void aSoundIsFollowedAndComesBackFromTheRecipe()
+    {
+        auto w = videoPage("a fox sings", 96, 64, 9);
+        QVERIFY(w);
+        auto* page = w->generatePage();
+        // 0.8 s of 44.1 kHz stereo: 19.2 frames at 24 fps, held by 25.
+        const QString wav = m_work.filePath(QStringLiteral("song.wav"));
+        {
+            QFile f(wav);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            const int rate = 44100, n = rate * 8 / 10;
+            QByteArray data;
+            for (int i = 0; i < n; ++i)
+                for (int c = 0; c < 2; ++c) {
+                    const auto v = static_cast<qint16>(12000 * std::sin(2 * M_PI * (330.0 + 220 * c) * i / rate));
+                    data.append(reinterpret_cast<const char*>(&v), 2);
+                }
+            auto u32 = [&](quint32 v) { f.write(reinterpret_cast<const char*>(&v), 4); };
+            auto u16 = [&](quint16 v) { f.write(reinterpret_cast<const char*>(&v), 2); };
+            f.write("RIFF");
+            u32(36 + static_cast<quint32>(data.size()));
+            f.write("WAVEfmt ");
+            u32(16);
+            u16(1);
+            u16(2);
+            u32(rate);
+            u32(rate * 4);
+            u16(4);
+            u16(16);
+            f.write("data");
+            u32(static_cast<quint32>(data.size()));
+            f.write(data);
+        }
+        page->loadSound(wav);
+        QTRY_COMPARE(page->sound(), wav);
+        auto* note = child<QLabel>(page, "audioNote");
+        QVERIFY2(
+            note->text().contains(QStringLiteral("0.80 s")) && note->text().contains(QStringLiteral("44100 Hz")), qPrintable(note->text()));
+        QVERIFY(child<QCheckBox>(page, "autoLength")->isChecked());
+        QVERIFY(child<QPushButton>(page, "clearAudio")->isEnabled());
+        QTRY_VERIFY(page->canGenerate());
+        // Not a sound: refused with the reason; the sound chosen before stays.
+        const QString text = m_work.filePath(QStringLiteral("words.wav"));
+        {
+            QFile f(text);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("these are words, not a sound\n");
+        }
+        page->loadSound(text);
+        QTRY_VERIFY(note->text().contains(QStringLiteral("words.wav")));
+        QCOMPARE(page->sound(), wav);
+        page->loadSound(wav);
+        QTRY_VERIFY(note->text().contains(QStringLiteral("44100 Hz")));
+        QTRY_VERIFY(page->canGenerate());
+        const auto id = page->generate();
+        QVERIFY(id);
+        auto* engine = w->studio()->engine();
+        QTRY_VERIFY_WITH_TIMEOUT(finished(engine, id), 120000);
+        const auto s = engine->job(id);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QVERIFY(s->recipe.audio);
+        QCOMPARE(s->recipe.audio->source, wav.toStdString());
+        QCOMPARE(s->recipe.request.frames, std::int64_t(25));
+        QCOMPARE(s->recipe.audioSampleRate, 44100);
+        const QString kept = QFileInfo(s->outputPath).dir().filePath(QString::fromStdString(s->recipe.audio->copy));
+        QVERIFY(QFile::exists(kept));
+        // Cleared: the model makes its own sound again.
+        page->clearSound();
+        QVERIFY(page->sound().isEmpty());
+        QVERIFY(note->text().contains(QStringLiteral("makes its own sound")));
+        // Generate again: the kept samples (the gallery hands over the copy's full path).
+        auto r = s->recipe;
+        r.audio->copy = kept.toStdString();
+        QString why;
+        QVERIFY(page->applyRecipe(r, false, &why));
+        QTRY_COMPARE(page->sound(), kept);
+        QTRY_VERIFY(page->canGenerate());
+        const auto again = page->generate();
+        QVERIFY(again);
+        QTRY_VERIFY_WITH_TIMEOUT(finished(engine, again), 120000);
+        const auto t = engine->job(again);
+        QVERIFY2(t->state == vireo::runtime::JobState::Done, qPrintable(t->error));
+        QCOMPARE(t->recipe.request.frames, std::int64_t(25));
+        QVERIFY(t->recipe.audio && t->recipe.audio->sha256 == s->recipe.audio->copySha256);
+        page->clearSound();
     }
 
     // A clip cut short (an unfinished download) still serves from its start, but its end is not

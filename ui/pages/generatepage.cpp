@@ -171,9 +171,9 @@ private:
     std::function<void(const QString&)> m_dropped;
 };
 
-const char* kNoAudioInput = QT_TRANSLATE_NOOP("vireo::ui::GeneratePage",
-    "Audio-to-video is not supported yet: none of the reference pipelines (diffusers 0.42.1) encode an audio input, so there "
-    "is nothing to check a port against. The video makes its own sound from the prompt.");
+const char* kNoSound = QT_TRANSLATE_NOOP("vireo::ui::GeneratePage",
+    "No sound chosen: the video makes its own from the prompt. Choose one (a WAV, FLAC, MP3, AAC/M4A or Ogg file, or a "
+    "video's soundtrack) and the video follows it, lips included, and keeps it.");
 
 QString seconds(double s)
 {
@@ -297,8 +297,7 @@ QWidget* GeneratePage::promptCard()
     return box;
 }
 
-// A start image or clip (image-to-video, keyframes, clip extension); audio input said to be
-// unsupported rather than hidden.
+// A start image or clip (image-to-video, keyframes, clip extension), and a sound to follow.
 QWidget* GeneratePage::conditionCard()
 {
     QFormLayout* form = nullptr;
@@ -371,17 +370,22 @@ QWidget* GeneratePage::conditionCard()
     m_imageError = errorLabel(QStringLiteral("imageError"));
     form->addRow(m_imageError);
     form->setRowVisible(m_imageError, false);
-    m_audioSlot = new QPushButton(tr("Audio input…"));
+    m_audioSlot = new QPushButton(tr("Sound…"));
     m_audioSlot->setObjectName(QStringLiteral("audioSlot"));
-    m_audioSlot->setEnabled(false);
-    m_audioSlot->setToolTip(tr(kNoAudioInput));
-    m_audioNote = new QLabel(tr("Not supported yet: none of the reference pipelines encode an audio input."));
+    m_audioSlot->setAccessibleName(tr("Choose a sound for the video to follow"));
+    m_audioSlot->setToolTip(tr(kNoSound));
+    m_clearAudio = new QPushButton(tr("Clear"));
+    m_clearAudio->setObjectName(QStringLiteral("clearAudio"));
+    m_clearAudio->setAccessibleName(tr("Clear the sound"));
+    m_clearAudio->setEnabled(false);
+    m_audioNote = new QLabel(tr("None: the video makes its own sound"));
     m_audioNote->setObjectName(QStringLiteral("audioNote"));
     m_audioNote->setWordWrap(true);
-    m_audioNote->setToolTip(tr(kNoAudioInput));
-    m_audioNote->setStyleSheet(QStringLiteral("color: #8a93a3;"));
+    m_audioNote->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_audioNote->setToolTip(tr(kNoSound));
     auto* audioRow = new QHBoxLayout;
     audioRow->addWidget(m_audioSlot);
+    audioRow->addWidget(m_clearAudio);
     audioRow->addWidget(m_audioNote, 1);
     form->addRow(tr("Audio"), audioRow);
 
@@ -684,6 +688,15 @@ void GeneratePage::connectControls()
     connect(m_clipPart, &QComboBox::currentIndexChanged, this, [this] { setConditionFromEnd(conditionFromEnd()); });
     connect(m_imageStrength, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_clearImage, &QPushButton::clicked, this, &GeneratePage::clearConditionImage);
+    connect(m_clearAudio, &QPushButton::clicked, this, &GeneratePage::clearSound);
+    connect(m_audioSlot, &QPushButton::clicked, this, [this] {
+        const auto path = QFileDialog::getOpenFileName(this, tr("A sound for the video to follow"),
+            m_audioPath.isEmpty() ? QString() : QFileInfo(m_audioPath).absolutePath(),
+            tr("Sounds and videos (*.wav *.flac *.mp3 *.m4a *.aac *.ogg *.oga *.opus *.aif *.aiff *.mp4 *.mov *.mkv *.webm);;All files "
+               "(*)"));
+        if (!path.isEmpty())
+            loadSound(path);
+    });
     connect(m_chooseImage, &QPushButton::clicked, this, [this] {
         const auto path = QFileDialog::getOpenFileName(this, tr("A picture or a video to start the video from"),
             m_conditionPath.isEmpty() ? QString() : QFileInfo(m_conditionPath).absolutePath(),
@@ -1057,7 +1070,8 @@ bool GeneratePage::validate()
     setError(m_promptError, prompt);
     // The family's rules, as the generation service will check them.
     QStringList size;
-    for (const auto& problem : generation::sizeProblems(m_rules, m_width->value(), m_height->value(), askedFrames()))
+    for (const auto& problem :
+        generation::sizeProblems(m_rules, m_width->value(), m_height->value(), askedFrames(), !m_audioPath.isEmpty()))
         size << QString::fromStdString(problem);
     setError(m_sizeError, size.join(QLatin1Char('\n')));
     ok = ok && size.isEmpty();
@@ -1278,8 +1292,20 @@ std::int64_t GeneratePage::askedFrames() const
 
 void GeneratePage::updateDuration()
 {
+    if (askedFrames() == 0 && !m_audioPath.isEmpty()) {
+        m_duration->setText(m_audioSeconds > 20 ? tr("The first 20 s of the sound (it lasts %1 s)").arg(m_audioSeconds, 0, 'f', 1)
+                                                : tr("As long as the sound (%1 s), with it").arg(m_audioSeconds, 0, 'f', 2));
+        return;
+    }
     if (askedFrames() == 0) {
         m_duration->setText(tr("As long as the prompt asks (1 to 20 s), with sound"));
+        return;
+    }
+    if (!m_audioPath.isEmpty()) {
+        const double s = static_cast<double>(m_frames->value()) / std::max(0.01, m_fps->value());
+        m_duration->setText(s < m_audioSeconds
+                ? tr("%1 s of video with the first %1 s of the sound").arg(s, 0, 'f', 2)
+                : tr("%1 s of video with the sound (%2 s, then silence)").arg(s, 0, 'f', 2).arg(m_audioSeconds, 0, 'f', 2));
         return;
     }
     const double s = static_cast<double>(m_frames->value()) / std::max(0.01, m_fps->value());
@@ -1315,6 +1341,8 @@ generation::Ask GeneratePage::ask() const
     if (!m_conditionPath.isEmpty())
         a.conditions.push_back({m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf,
             m_conditionClip ? m_clipFrames->value() : 0, m_conditionClip && conditionFromEnd(), m_conditionSha256});
+    if (!m_audioPath.isEmpty())
+        a.audio = runtime::AudioFile{m_audioPath, m_audioSha256};
     return a;
 }
 
@@ -1332,6 +1360,8 @@ void GeneratePage::requestPlan()
     // A length on auto is planned at its longest.
     facade::GenerateRequest longest;
     longest.frames = askedFrames();
+    if (longest.frames == 0 && !m_audioPath.isEmpty())
+        longest.frames = facade::framesForSound(m_audioSeconds, m_fps->value());
     longest.fps = m_fps->value();
     longest.width = m_width->value();
     longest.height = m_height->value();
@@ -1719,6 +1749,9 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
         m_stages->setCurrentIndex(std::max(0, m_stages->findData(stages.isEmpty() ? QStringLiteral("auto") : stages)));
     }
     clearConditionImage();
+    clearSound();
+    if (ask.audio)
+        loadSound(ask.audio->path, ask.audio->expectedSha256);
     if (!again->missing.empty()) {
         const auto problem = QString::fromStdString(again->missing.front());
         m_modelStatus->setText(problem);
@@ -1767,6 +1800,67 @@ bool GeneratePage::setConditionImage(const QString& path, QString* error)
 {
     ++m_conditionTicket;
     return applyCondition(path, runtime::inspectCondition(path, 480), error);
+}
+
+void GeneratePage::loadSound(const QString& path, const std::string& expectedSha256)
+{
+    const auto ticket = ++m_audioTicket;
+    m_audioNote->setText(tr("Reading %1…").arg(QFileInfo(path).fileName()));
+    QPointer<GeneratePage> self(this);
+    QThreadPool::globalInstance()->start([self, path, ticket, expectedSha256] {
+        // Decoded whole, as the engine will: a file that fails, fails here, with its reason.
+        const auto read = runtime::inspectSound(path);
+        const auto problem = read ? QString() : QString::fromStdString(read.error().message);
+        const double secondsLong = read ? read->seconds : 0.0;
+        const int rate = read ? read->sampleRate : 0;
+        const int channels = read ? read->channels : 0;
+        const auto note = read ? QString::fromStdString(read->note) : QString();
+        QMetaObject::invokeMethod(
+            qApp,
+            [self, path, ticket, expectedSha256, problem, secondsLong, rate, channels, note] {
+                if (!self || ticket != self->m_audioTicket)
+                    return;
+                if (!problem.isEmpty()) {
+                    // Refused: the sound chosen before stays, and the page says why.
+                    self->m_audioNote->setText(problem);
+                    self->m_modelStatus->setText(problem);
+                    return;
+                }
+                const bool first = self->m_audioPath.isEmpty();
+                self->m_audioPath = path;
+                self->m_audioSha256 = expectedSha256;
+                self->m_audioSeconds = secondsLong;
+                self->m_clearAudio->setEnabled(true);
+                self->m_audioNote->setText(tr("%1: %2 s, %3 Hz, %4%5")
+                                               .arg(QFileInfo(path).fileName())
+                                               .arg(secondsLong, 0, 'f', 2)
+                                               .arg(rate)
+                                               .arg(channels == 1 ? tr("mono, heard on both sides") : tr("stereo"))
+                                               .arg(note.isEmpty() ? QString() : QStringLiteral(" (") + note + QLatin1Char(')')));
+                self->m_audioNote->setToolTip(path);
+                // The length follows the sound unless the user sets it: the first sound turns auto on.
+                if (first && self->m_autoLength->isVisible())
+                    self->m_autoLength->setChecked(true);
+                self->updateDuration();
+                self->validate();
+                self->m_planTimer->start();
+            },
+            Qt::QueuedConnection);
+    });
+}
+
+void GeneratePage::clearSound()
+{
+    ++m_audioTicket;
+    m_audioPath.clear();
+    m_audioSha256.clear();
+    m_audioSeconds = 0;
+    m_clearAudio->setEnabled(false);
+    m_audioNote->setText(tr("None: the video makes its own sound"));
+    m_audioNote->setToolTip(tr(kNoSound));
+    updateDuration();
+    validate();
+    m_planTimer->start();
 }
 
 void GeneratePage::loadConditionImage(const QString& path, std::optional<ConditionSettings> settings)
@@ -1989,7 +2083,11 @@ void GeneratePage::updateStages(bool* ok)
         m_stagePlan->setStyleSheet(QString());
         return;
     }
-    const auto plan = facade::planStages(m_resolved->plan, request());
+    auto asked = request();
+    // A length left to the sound is the clip that holds it.
+    if (asked.frames == 0 && !m_audioPath.isEmpty())
+        asked.frames = facade::framesForSound(m_audioSeconds, asked.fps);
+    const auto plan = facade::planStages(m_resolved->plan, asked);
     if (!plan) {
         m_stagePlan->setText(QString::fromStdString(plan.error().message));
         m_stagePlan->setStyleSheet(QStringLiteral("color: #ff8a80;"));

@@ -90,6 +90,12 @@ public:
     bool conditionFromEnd() const;
     void setConditionFromEnd(bool fromEnd);
     void clearConditionImage();
+    // Audio-to-video: the sound the video follows (a sound file or a video's soundtrack), read
+    // on a worker and refused there with the reason; "auto" frames then mean its length.
+    // expectedSha256: a recipe's, checked where the engine reads the file.
+    void loadSound(const QString& path, const std::string& expectedSha256 = {});
+    void clearSound();
+    QString sound() const { return m_audioPath; }
     // From the gallery: the start image, with a video model chosen (the first ready one) when
     // an image model is; false with the reason when the picture is refused or no video model
     // is ready.
@@ -221,7 +227,12 @@ private:
     QDoubleSpinBox* m_imageStrength = nullptr;
     QLabel* m_imageError = nullptr;
     QPushButton* m_audioSlot = nullptr;
+    QPushButton* m_clearAudio = nullptr;
     QLabel* m_audioNote = nullptr;
+    QString m_audioPath;  // the sound the video follows; empty: the model makes its own
+    std::string m_audioSha256;  // the recipe's hash of it (Generate again); empty: any
+    double m_audioSeconds = 0;
+    quint64 m_audioTicket = 0;  // the latest choice; an older one reading meanwhile is dropped
     QComboBox* m_stages = nullptr;
     QLabel* m_stagePlan = nullptr;
     QString m_conditionPath;
