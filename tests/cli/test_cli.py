@@ -318,7 +318,7 @@ def test_generate_image_conditioning(tmp_dir=RUN_TMP):
         check(f"generate --image: {name}", ok, f"rc={p.returncode} stderr={p.stderr[-500:]!r}")
         return p
 
-    refused("--audio is refused with the reason", ["--audio", picture], 2, "audio-to-video is not supported", "diffusers 0.42.1")
+    refused("--audio with a picture is refused before loading, naming it", ["--audio", picture], 1, "start picture.png", "has no audio stream")
     refused("a missing image", ["--image", Path(tmp_dir) / "absent.png"], 1, "absent.png", "no such image file")
     refused("a file that is not a picture", ["--image", notes], 1, "notes.png", "not an image FFmpeg can decode")
     refused("a frame that is not 0 or 8k + 1", ["--image", picture, "--image-frame", 8], 2, "8k + 1")

@@ -11,6 +11,7 @@
 #include "inference/models/ltx2/ltx2videovae.h"
 #include "inference/models/ltx2/ltx2weights.h"
 #include "inference/models/nn/layers.h"
+#include "inference/models/ltx2/ltx2audioprep.h"
 #include "inference/models/ltx2/ltx2pipeline.h"
 #include "inference/tensorfile/tensorset.h"
 #include "inference/util/device.h"
@@ -129,7 +130,8 @@ pipelines::Ltx2Request requestFrom(const tensorfile::TensorSet& run)
     for (const auto& b : nlohmann::json::parse(m.at("stg_blocks")))
         r.stgBlocks.push_back(b.get<int>());
     r.maxSequenceLength = std::stoll(m.at("max_sequence_length"));
-    r.videoNoise = *run.find("init_video_latents");
+    if (const auto* video = run.find("init_video_latents"))
+        r.videoNoise = *video;
     if (const auto* audio = run.find("init_audio_latents"))
         r.audioNoise = *audio;
     r.keepDecodedVideo = true;
@@ -1458,6 +1460,81 @@ VT_TEST(audioToVideoMatchesTheReference)
         return;
     checkAudioToVideo("a2v_distilled");
     checkAudioToVideo("a2v_dev_guided");
+}
+
+// Retake (make_ltx2_toolset_fixtures.py): a 17-frame clip with its sound made again over
+// [0.1, 0.3) s, against diffusers' LTX2Pipeline loop with ltx-core's retake rule; the kept
+// tokens end exactly as encoded, and the output's frames and samples outside what was made
+// again are the clip's own, bit for bit.
+namespace {
+
+void checkRetake(const std::string& runName)
+{
+    auto run =
+        tensorfile::readTensorSet(test::envPath("VIREO_FIXTURES_ROOT") / "ltx2toolset" / "v23" / ("run_" + runName + ".safetensors"));
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    auto request = requestFrom(r);
+    request.videoNoise = *r.find("video_noise");
+    request.audioNoise = *r.find("audio_noise");
+    pipelines::Ltx2Retake retake;
+    retake.pixels = *r.find("source_frames");
+    retake.sound = pipelines::Ltx2AudioCondition{*r.find("source_waveform"), std::stoi(r.metadata.at("source_sample_rate"))};
+    retake.start = std::stod(r.metadata.at("window_start"));
+    retake.end = std::stod(r.metadata.at("window_end"));
+    request.retake = retake;
+    auto out = pipeline->generate(request);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    VT_CHECK(at::equal(out->retakeVideoMask.cpu(), *r.find("video_mask")));
+    VT_CHECK(at::equal(out->retakeAudioMask.cpu(), *r.find("audio_mask")));
+    const auto mel = absErr(out->audioConditionMel, *r.find("mel"));
+    const auto video = relErr(out->finalVideoLatents, *r.find("final_video_latents"));
+    const auto audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
+    const auto decoded = absErr(out->video, *r.find("video"));
+    const auto decodedMel = absErr(out->mel, *r.find("audio_decoded_mel"));
+    std::printf("   %s v23 %-17s mel abs %.1e | latents rel video %.2e audio %.2e | video abs %.1e | decoded mel abs %.1e | "
+                "frames made again [%lld, %lld), samples [%lld, %lld)\n",
+        testDevice().str().c_str(), runName.c_str(), mel, video, audio, decoded, decodedMel,
+        static_cast<long long>(out->retakeFrames.first), static_cast<long long>(out->retakeFrames.second),
+        static_cast<long long>(out->retakeSamples.first), static_cast<long long>(out->retakeSamples.second));
+    VT_CHECK(mel <= 1e-5);
+    VT_CHECK_MSG(video <= 1e-4 && audio <= 1e-4, "final latents differ");
+    VT_CHECK(decoded <= 1e-3 && decodedMel <= 1e-3);
+    // Kept tokens: exactly the clip's encoding (ours, which is the reference's within rounding).
+    const auto keptV = (*r.find("video_mask"))[0] == 0, keptA = (*r.find("audio_mask"))[0] == 0;
+    const auto ownVideo = out->conditionLatents.cpu().permute({0, 2, 3, 4, 1}).reshape({-1, out->conditionLatents.size(1)});
+    VT_CHECK(at::equal(out->finalVideoLatents.cpu()[0].index({keptV}), ownVideo.index({keptV})));
+    VT_CHECK(at::equal(out->finalAudioLatents.cpu()[0].index({keptA}), out->audioConditionLatents.cpu()[0].index({keptA})));
+    VT_CHECK(relErr(ownVideo, r.find("clean_video")->select(0, 0)) <= 1e-5);
+    VT_CHECK(relErr(out->audioConditionLatents, *r.find("clean_audio")) <= 1e-5);
+    // Frames 9..16 are latent frame 2's, outside the window; frame 0 is latent frame 0's.
+    const auto [first, last] = out->retakeFrames;
+    VT_COMPARE(first, std::int64_t{1});
+    VT_COMPARE(last, std::int64_t{9});
+    const auto frames = out->frames.cpu(), source = r.find("source_frames")->cpu();
+    VT_CHECK(at::equal(frames.narrow(0, 0, 1), source.narrow(0, 0, 1)) && at::equal(frames.narrow(0, 9, 8), source.narrow(0, 9, 8)));
+    VT_CHECK(!at::equal(frames.narrow(0, 1, 8), source.narrow(0, 1, 8)));
+    // Samples outside the audio tokens made again: the clip's own (resampled to the output's rate).
+    const auto [from, to] = out->retakeSamples;
+    VT_CHECK(from > 0 && to > from && to < out->waveform.size(1));
+    auto sourceWave =
+        ltx2::resampleSinc(r.find("source_waveform")->contiguous(), std::stoi(r.metadata.at("source_sample_rate")), out->sampleRate);
+    const auto n = out->waveform.size(1);
+    sourceWave = sourceWave.narrow(1, 0, n);
+    VT_CHECK(at::equal(out->waveform.narrow(1, 0, from), sourceWave.narrow(1, 0, from)));
+    VT_CHECK(at::equal(out->waveform.narrow(1, to, n - to), sourceWave.narrow(1, to, n - to)));
+}
+
+}  // namespace
+
+VT_TEST(retakeMatchesTheReferenceAndKeepsTheRest)
+{
+    if (!fixtureHere("ltx2toolset"))
+        return;
+    checkRetake("retake_distilled");
+    checkRetake("retake_dev");
 }
 
 // What the reference leaves undefined: a mono sound (heard on both sides), a sound shorter than

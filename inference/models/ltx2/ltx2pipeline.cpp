@@ -240,6 +240,10 @@ struct Ltx2Pipeline::Impl {
         // after `reportOffset` of `reportTotal` (0: the pass's own count).
         std::optional<at::Generator> ancestral;
         bool freezeAudio = false;
+        // Retake: the audio tokens held at their clean values ([1, La] strength, 1: kept), and
+        // every kept token's clean estimate taken at its own sigma (0), as ltx-core's X0Model does.
+        at::Tensor audioMask, audioClean;
+        bool tokenSigma = false;
         std::int64_t reportOffset = 0, reportTotal = 0;
         // No guidance in this pass whatever the request asks (the dev recipe's second stage):
         // one forward per step on the positive prompt.
@@ -276,6 +280,8 @@ struct Ltx2Pipeline::Impl {
         at::Generator* generator = nullptr;
         // Audio-to-video: the user's sound encoded for the passes' audio frames (packed, normalized).
         at::Tensor heldAudio = {};
+        // Retake: the seconds the audio tokens made again span ([from, to); empty: none).
+        std::pair<double, double> redoneAudio = {0.0, 0.0};
         void report(Ltx2Phase phase, std::int64_t done, std::int64_t total) const
         {
             if (progress)
@@ -331,6 +337,13 @@ struct Ltx2Pipeline::Impl {
     // Audio-to-video: the user's sound over `frames` frames at the request's rate, as a2vid reads
     // it (cut there; silence after its end), encoded and cut to `latentFrames`; once per run.
     const at::Tensor& userAudioLatents(Run& run, std::int64_t frames, std::int64_t latentFrames);
+    // A sound over `frames` frames encoded for `latentFrames` audio latents (packed, normalized).
+    at::Tensor encodeSound(Run& run, const Ltx2AudioCondition& sound, std::int64_t frames, std::int64_t latentFrames);
+    // Retake: the masks on a pass whose conditions hold the clip (kept), the tokens in the
+    // window started from `noise` / its audio draw; the clip's sound encoded and held likewise.
+    void applyRetake(Run& run, Pass& pass, const at::Tensor& noise, double noiseScale);
+    // Retake: the clip's own frames and samples outside what was made again.
+    void spliceRetake(Run& run) const;
     // Puts the user's sound, frozen, in place of a pass's audio start (its draw already made, so
     // the video's noise is the same with or without it). Nothing without one.
     void holdUserAudio(Run& run, Pass& pass, std::int64_t frames);
@@ -1097,6 +1110,32 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
         if (!at::isfinite(a.waveform).all().item<bool>())
             throw makeError(ErrorCode::InvalidArgument, "the audio holds samples that are not finite numbers");
     }
+    if (req.retake) {
+        const auto& r = *req.retake;
+        if (autoLength)
+            throw makeError(ErrorCode::InvalidArgument, "a retake keeps the clip's length: give its frames");
+        if (!r.pixels.defined() || r.pixels.dim() != 4 || r.pixels.scalar_type() != at::kByte || r.pixels.size(0) != req.frames
+            || r.pixels.size(1) != req.height || r.pixels.size(2) != req.width || r.pixels.size(3) != 3)
+            throw makeError(ErrorCode::InvalidArgument,
+                "the clip to retake must be uint8 [" + std::to_string(req.frames) + ", " + std::to_string(req.height) + ", "
+                    + std::to_string(req.width) + ", 3]: the request's frames and size");
+        const double seconds = static_cast<double>(req.frames) / req.fps;
+        if (!(r.start >= 0.0 && r.end > r.start && r.start < seconds))
+            throw makeError(ErrorCode::InvalidArgument,
+                "the retake window must start before it ends, inside the clip's " + std::to_string(seconds).substr(0, 5) + " s");
+        if (!r.video && !r.audio)
+            throw makeError(ErrorCode::InvalidArgument, "a retake makes the video, the sound or both again");
+        if (!req.conditions.empty() || req.audio || req.twoStage || req.dfr || req.temporalRounds > 0)
+            throw makeError(ErrorCode::InvalidArgument,
+                "a retake is one pass over the clip: no conditions, sound to follow, second stage or DFR recipe");
+        if (r.sound) {
+            const auto& a = r.sound->waveform;
+            if (!a.defined() || a.dim() != 2 || a.size(0) < 1 || a.size(0) > 2 || a.size(1) < 1 || !at::isFloatingType(a.scalar_type())
+                || r.sound->sampleRate < 1000 || r.sound->sampleRate > 768000 || !at::isfinite(a).all().item<bool>())
+                throw makeError(
+                    ErrorCode::InvalidArgument, "the clip's sound must be finite float samples [channels, samples] at 1 to 768 kHz");
+        }
+    }
     if (req.videoDecode == Ltx2VideoDecode::Diffusion && !noDiffusionDecoder.empty())
         throw makeError(ErrorCode::InvalidArgument, "video_decoder: " + noDiffusionDecoder + "; decode with the VAE");
     if (req.videoDecode == Ltx2VideoDecode::Vae && !vaeDecoder)
@@ -1355,7 +1394,13 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
     const auto melBins = audioConfig.latentMelBins();
     const auto cpuF32 = at::TensorOptions().dtype(at::kFloat);
     const auto start = Clock::now();
-    auto conditions = encodeConditions(req, stageW, stageH, run.progress, run.stop);
+    // A retake's clip is a condition over the whole clip, held where the window does not reach.
+    std::optional<Ltx2Request> withClip;
+    if (req.retake) {
+        withClip = req;
+        withClip->conditions = {Ltx2Condition{req.retake->pixels, 0, 1.0}};
+    }
+    auto conditions = encodeConditions(withClip ? *withClip : req, stageW, stageH, run.progress, run.stop);
     if (!conditions.empty()) {
         out.conditionLatents = conditions.front().unpacked;
         run.timed("encode conditions", start);
@@ -1420,7 +1465,130 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
         pass.latents = at::zeros({1, pass.baseTokens, tc.inChannels}, f32);
         applyConditions(pass, conditions, req.fps, videoNoise, pass.schedule.sigmas.front(), lightricksRules(req));
     }
+    if (req.retake)
+        applyRetake(run, pass, videoNoise, pass.schedule.sigmas.front());
     return pass;
+}
+
+namespace {
+
+// ltx-core's TemporalRegionMask: 1 where a token's half-open span [first, last) / rate overlaps
+// [start, end), compared in float32 as the reference compares its float32 positions.
+at::Tensor regionMask(std::int64_t tokens, const std::function<std::pair<std::int64_t, std::int64_t>(std::int64_t)>& span, float rate,
+    double start, double end)
+{
+    auto mask = at::zeros({tokens}, at::kFloat);
+    const auto s = static_cast<float>(start), e = static_cast<float>(end);
+    for (std::int64_t i = 0; i < tokens; ++i) {
+        const auto [a, b] = span(i);
+        const float from = static_cast<float>(a) / rate, to = static_cast<float>(b) / rate;
+        if (to > s && from < e)
+            mask[i] = 1.0f;
+    }
+    return mask;
+}
+
+}  // namespace
+
+void Ltx2Pipeline::Impl::applyRetake(Run& run, Pass& pass, const at::Tensor& noise, double noiseScale)
+{
+    const auto& req = run.req;
+    const auto& r = *req.retake;
+    auto& out = run.out;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
+    const auto t = transformerConfig.vaeScaleFactors[0];
+    // Video: latent frame i spans pixel frames [max(t i - t + 1, 0), t i + 1).
+    auto frames = regionMask(
+        pass.latentFrames,
+        [t](std::int64_t i) {
+            return std::pair{std::max<std::int64_t>(t * i - t + 1, 0), t * i + 1};
+        },
+        static_cast<float>(req.fps), r.start, r.end);
+    if (!r.video)
+        frames.zero_();
+    const auto redo = frames.repeat_interleave(pass.latentH * pass.latentW).unsqueeze(0).to(f32);  // [1, T]
+    pass.mask = 1 - redo;
+    // The reference's expression: pure noise in the window (at noise scale 1), the clip's own
+    // encoding bit for bit elsewhere.
+    const auto scaled = ((1 - pass.mask) * noiseScale).unsqueeze(-1);
+    pass.latents = noise.to(f32) * scaled + pass.clean * (1 - scaled);
+    pass.tokenSigma = true;
+    out.retakeVideoMask = redo;
+    const auto redone = frames.nonzero();
+    if (redone.numel() > 0) {
+        const auto first = redone.min().item<std::int64_t>(), last = redone.max().item<std::int64_t>();
+        out.retakeFrames = {std::max<std::int64_t>(t * first - t + 1, 0), std::min<std::int64_t>(t * last + 1, req.frames)};
+    }
+    if (!r.sound)
+        return;  // no sound: one is made for the whole clip
+    const auto latentFrames = pass.audioLatents.size(1);
+    const auto clean = encodeSound(run, *r.sound, req.frames, latentFrames).to(f32);
+    const auto hop = audioConfig.melHopLength;
+    // Audio latent j spans mel frames [max(4j - 3, 0), 4j + 1), hop samples each at the VAE's rate.
+    auto tokens = regionMask(
+        latentFrames,
+        [hop](std::int64_t j) {
+            return std::pair{std::max<std::int64_t>(4 * j - 3, 0) * hop, (4 * j + 1) * hop};
+        },
+        static_cast<float>(audioConfig.sampleRate), r.start, r.end);
+    if (!r.audio)
+        tokens.zero_();
+    const auto redoAudio = tokens.unsqueeze(0).to(f32);
+    out.retakeAudioMask = redoAudio;
+    if (redoAudio.sum().item<float>() == 0.0f) {
+        pass.audioLatents = clean;  // nothing of it made again: held whole
+        pass.freezeAudio = true;
+        return;
+    }
+    pass.audioMask = 1 - redoAudio;
+    pass.audioClean = clean;
+    const auto scaledAudio = ((1 - pass.audioMask) * noiseScale).unsqueeze(-1);
+    pass.audioLatents = pass.audioLatents * scaledAudio + clean * (1 - scaledAudio);
+    const auto redone2 = tokens.nonzero();
+    const auto first2 = redone2.min().item<std::int64_t>(), last2 = redone2.max().item<std::int64_t>();
+    const double unit = static_cast<double>(hop) / static_cast<double>(audioConfig.sampleRate);
+    run.redoneAudio = {static_cast<double>(std::max<std::int64_t>(4 * first2 - 3, 0)) * unit, static_cast<double>(4 * last2 + 1) * unit};
+}
+
+void Ltx2Pipeline::Impl::spliceRetake(Run& run) const
+{
+    const auto& r = *run.req.retake;
+    auto& out = run.out;
+    // Frames outside those made again: the clip's own.
+    const auto source = r.pixels.to(out.frames.device());
+    const auto [first, last] = out.retakeFrames;
+    const auto total = out.frames.size(0);
+    if (first >= last) {
+        out.frames = source.clone();
+    } else {
+        if (first > 0)
+            out.frames.narrow(0, 0, first).copy_(source.narrow(0, 0, first));
+        if (last < total)
+            out.frames.narrow(0, last, total - last).copy_(source.narrow(0, last, total - last));
+    }
+    if (!r.sound || !out.waveform.defined())
+        return;
+    // Samples likewise, at the output's rate (the clip's resampled when its rate differs).
+    auto wave = r.sound->waveform.to(at::kFloat).cpu();
+    if (wave.size(0) == 1)
+        wave = wave.expand({2, -1});
+    if (r.sound->sampleRate != out.sampleRate)
+        wave = ltx2::resampleSinc(wave.contiguous(), r.sound->sampleRate, out.sampleRate);
+    const auto n = out.waveform.size(1);
+    wave = wave.size(1) >= n ? wave.narrow(1, 0, n) : at::constant_pad_nd(wave, {0, n - wave.size(1)});
+    if (!out.retakeAudioMask.defined() || out.retakeAudioMask.sum().item<float>() == 0.0f) {
+        out.waveform = wave.contiguous();
+        out.retakeSamples = {0, 0};
+        return;
+    }
+    const auto from = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor(run.redoneAudio.first * out.sampleRate)), 0, n);
+    const auto to = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(run.redoneAudio.second * out.sampleRate)), from, n);
+    out.waveform = out.waveform.clone();
+    if (from > 0)
+        out.waveform.narrow(1, 0, from).copy_(wave.narrow(1, 0, from));
+    if (to < n)
+        out.waveform.narrow(1, to, n - to).copy_(wave.narrow(1, to, n - to));
+    out.retakeSamples = {from, to};
 }
 
 namespace {
@@ -1660,6 +1828,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     else if (firstFrame.defined())
         in.videoKeyframesMask = firstFrame.expand({batch, -1}).contiguous();
     const auto mask = p.mask.defined() ? std::optional<at::Tensor>(p.mask.expand({batch, -1}).contiguous()) : std::nullopt;
+    const auto audioMask = p.audioMask.defined() ? std::optional<at::Tensor>(p.audioMask.expand({batch, -1}).contiguous()) : std::nullopt;
     // A new cache per pass: nothing of another clip or stage is ever reused.
     ltx2::StepCache stepCache;
     stepCache.threshold = req.stepCacheThreshold;
@@ -1746,7 +1915,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         in.audioHiddenStates = (batch > 1 ? audioLatents.expand({batch, -1, -1}) : audioLatents).to(dtype).contiguous();
         // Conditioned tokens see a lower noise level: timestep * (1 - strength), per token.
         in.timestep = mask ? t.unsqueeze(-1) * (1 - *mask) : t;
-        in.audioTimestep = p.freezeAudio ? frozen : t;
+        in.audioTimestep = p.freezeAudio ? frozen : audioMask ? t.unsqueeze(-1) * (1 - *audioMask) : t;
         in.sigma = t;
         auto pred = take(graphed.forward(in));
         if (in.stepCache)
@@ -1769,7 +1938,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             one.hiddenStates = latents.to(dtype);
             one.audioHiddenStates = audioLatents.to(dtype);
             one.timestep = p.mask.defined() ? t1.unsqueeze(-1) * (1 - p.mask) : t1;
-            one.audioTimestep = p.freezeAudio ? frozenOne : t1;
+            one.audioTimestep = p.freezeAudio ? frozenOne : p.audioMask.defined() ? t1.unsqueeze(-1) * (1 - p.audioMask) : t1;
             one.sigma = t1;
             const auto branch = [&](ltx2::StepCache& cache) {
                 cache.allowSkip = stepCache.allowSkip && stepCache.skipped;
@@ -1805,21 +1974,23 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             // rescaled against the conditional estimate with its own factor (even with no delta:
             // the identity up to rounding, as the reference does it). ltx-core's X0Model takes a
             // conditioned token's estimate at its own sigma, diffusers' pipeline at the step's.
-            const auto vs = lightricks && p.mask.defined() ? (sigmaT * (1 - p.mask)).unsqueeze(-1) : sigmaT;
+            const bool ownSigma = lightricks || p.tokenSigma;
+            const auto vs = ownSigma && p.mask.defined() ? (sigmaT * (1 - p.mask)).unsqueeze(-1) : sigmaT;
+            const auto as = ownSigma && p.audioMask.defined() ? (sigmaT * (1 - p.audioMask)).unsqueeze(-1) : sigmaT;
             x0 = latents - (cfg ? v.narrow(0, 1, 1) : v) * vs;
-            ax0 = audioLatents - (cfg ? a.narrow(0, 1, 1) : a) * sigmaT;
+            ax0 = audioLatents - (cfg ? a.narrow(0, 1, 1) : a) * as;
             auto x0g = x0, ax0g = ax0;
             if (cfg) {
                 x0g = x0g + (req.guidanceScale - 1) * (x0 - (latents - v.narrow(0, 0, 1) * vs));
-                ax0g = ax0g + (req.audioGuidanceScale - 1) * (ax0 - (audioLatents - a.narrow(0, 0, 1) * sigmaT));
+                ax0g = ax0g + (req.audioGuidanceScale - 1) * (ax0 - (audioLatents - a.narrow(0, 0, 1) * as));
             }
             if (stgPass) {
                 x0g = x0g + req.stgScale * (x0 - (latents - vStg * vs));
-                ax0g = ax0g + req.audioStgScale * (ax0 - (audioLatents - aStg * sigmaT));
+                ax0g = ax0g + req.audioStgScale * (ax0 - (audioLatents - aStg * as));
             }
             if (modalityPass) {
                 x0g = x0g + (req.modalityScale - 1) * (x0 - (latents - vModality * vs));
-                ax0g = ax0g + (req.audioModalityScale - 1) * (ax0 - (audioLatents - aModality * sigmaT));
+                ax0g = ax0g + (req.audioModalityScale - 1) * (ax0 - (audioLatents - aModality * as));
             }
             const double audioRescale = req.audioGuidanceRescale.value_or(req.guidanceRescale);
             if (req.guidanceRescale > 0 && !p.unguided)
@@ -1834,6 +2005,10 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         if (p.mask.defined()) {
             const auto m = p.mask.unsqueeze(-1);
             x0 = x0 * (1 - m) + p.clean * m;
+        }
+        if (p.audioMask.defined()) {
+            const auto m = p.audioMask.unsqueeze(-1);
+            ax0 = ax0 * (1 - m) + p.audioClean * m;
         }
         return {x0, ax0};
     };
@@ -2446,17 +2621,14 @@ void Ltx2Pipeline::Impl::decodeVideo(Run& run, const Pass& pass)
 
 // 7. The audio latents to a mel spectrogram, the vocoder's waveform, cut or padded to the
 // video's length.
-const at::Tensor& Ltx2Pipeline::Impl::userAudioLatents(Run& run, std::int64_t frames, std::int64_t latentFrames)
+at::Tensor Ltx2Pipeline::Impl::encodeSound(Run& run, const Ltx2AudioCondition& given, std::int64_t frames, std::int64_t latentFrames)
 {
-    if (run.heldAudio.defined() && run.heldAudio.size(1) == latentFrames)
-        return run.heldAudio;
-    const auto& given = *run.req.audio;
     const auto start = Clock::now();
     run.report(Ltx2Phase::EncodeConditions, 0, 1);
     loadAudioEncoder();
     if (!audioEncoder)
         throw makeError(ErrorCode::InvalidArgument,
-            "audio-to-video needs the audio VAE's encoder, and " + weights.describeFiles()
+            "the sound must be encoded by the audio VAE's encoder, and " + weights.describeFiles()
                 + " carry only its decoder; give the audio VAE file that holds both (audio_vae.encoder.*)");
     const auto& config = audioEncoder->config();
     // Two channels, as the encoder takes; cut to the clip's duration or lengthened with silence.
@@ -2479,11 +2651,18 @@ const at::Tensor& Ltx2Pipeline::Impl::userAudioLatents(Run& run, std::int64_t fr
         throw makeError(ErrorCode::Internal,
             "the audio encoder made " + std::to_string(latents.size(1)) + " latent frames of " + std::to_string(mel.size(2))
                 + " mel frames; the clip needs " + std::to_string(latentFrames));
-    run.heldAudio = latents.narrow(1, 0, latentFrames).contiguous();
+    latents = latents.narrow(1, 0, latentFrames).contiguous();
     run.out.audioConditionMel = mel;
-    run.out.audioConditionLatents = run.heldAudio;
+    run.out.audioConditionLatents = latents;
     run.report(Ltx2Phase::EncodeConditions, 1, 1);
     run.timed("encode audio", start);
+    return latents;
+}
+
+const at::Tensor& Ltx2Pipeline::Impl::userAudioLatents(Run& run, std::int64_t frames, std::int64_t latentFrames)
+{
+    if (!run.heldAudio.defined() || run.heldAudio.size(1) != latentFrames)
+        run.heldAudio = encodeSound(run, *run.req.audio, frames, latentFrames);
     return run.heldAudio;
 }
 
@@ -2645,6 +2824,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& asked, const std::function
     }
     decodeVideo(run, pass);
     decodeAudio(run, pass);
+    if (req.retake)
+        spliceRetake(run);
     return std::move(run.out);
 }
 

@@ -174,6 +174,19 @@ struct Ltx2AudioCondition {
     int sampleRate = 0;
 };
 
+// Retake (ltx-pipelines' RetakePipeline): a clip made again over [start, end) seconds and kept
+// elsewhere. Its video (and sound) are encoded; a latent token is made again from noise when its
+// span (video latent frame i: pixel frames [max(8i - 7, 0), 8i + 1); audio latent j: mel frames
+// [max(4j - 3, 0), 4j + 1)) overlaps the window, and held exactly otherwise (timestep 0, its
+// clean estimate itself, its velocity 0). The output's frames and samples outside the tokens
+// made again are the clip's own, bit for bit (the reference re-decodes them; we splice them).
+struct Ltx2Retake {
+    at::Tensor pixels;  // uint8 [F, H, W, 3] at the request's frames and size
+    std::optional<Ltx2AudioCondition> sound;  // the clip's; none: a sound is made for the whole clip
+    double start = 0, end = 0;
+    bool video = true, audio = true;  // which streams the window makes again (the other is kept whole)
+};
+
 // Euler on the clean estimate, or ltx-pipelines' res2s (two evaluations per step, SDE noise from
 // its two fixed-seed generators; the HQ recipe's).
 enum class Ltx2Sampler { Euler, Res2s };
@@ -226,6 +239,9 @@ struct Ltx2Request {
     // and the audio's prompt modulation see a finished track), as ltx-pipelines' a2vid freezes
     // them. The output's sound is this waveform over the clip's duration, not a decode.
     std::optional<Ltx2AudioCondition> audio;
+    // Retake instead of a new clip: the request's frames, size and fps are the clip's; one pass,
+    // no conditions, no sound to follow.
+    std::optional<Ltx2Retake> retake;
     // The two-stage distilled path: the distilled schedule at half size, the spatial upsampler
     // x2 on the latents, then the three stage-2 sigmas at full size from the upsampled latents
     // (and stage 1's audio) noised to 0.909375, without guidance. Needs the upsampler and a
@@ -364,6 +380,10 @@ struct Ltx2Output {
     // Audio-to-video, for checks: the log-mel spectrogram of the user's sound over the clip and
     // its encoding (packed, normalized: what the loop held).
     at::Tensor audioConditionMel, audioConditionLatents;
+    // Retake: the tokens made again (1) and kept (0), [1, T] and [1, La]; the pixel frames and
+    // samples made again ([first, last) each; empty when none).
+    at::Tensor retakeVideoMask, retakeAudioMask;
+    std::pair<std::int64_t, std::int64_t> retakeFrames{0, 0}, retakeSamples{0, 0};
 };
 
 class Ltx2Pipeline {
