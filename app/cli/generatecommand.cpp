@@ -66,7 +66,7 @@ std::string generateHelp()
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
         "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] "
         "[--clip-from-end] ...]\n"
-        "         [--audio FILE] [--stages auto|single|two] [--two-stage]\n"
+        "         [--audio FILE] [--retake FILE --from S --to S [--keep-sound|--keep-video]] [--stages auto|single|two] [--two-stage]\n"
         "         [--upsampler FILE] [--temporal-upsampler FILE] [--distilled-lora FILE] [--dry-run [--plan-for DEVICE]] [--again FILE]\n"
         "         [--set KNOB=VALUE ...]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
@@ -85,6 +85,10 @@ std::string generateHelp()
         "  --audio FILE makes the video follow a sound (a WAV, FLAC, MP3, AAC/M4A or Ogg file, or a video's soundtrack;\n"
         "  audio-to-video, lips included): the sound is the video's own, and the clip is as long as it (up to 20 s)\n"
         "  unless --frames cuts it; its samples are kept beside the video (<name>.audio.wav) for --again.\n"
+        "  --retake FILE --from S --to S makes the seconds [S, S) of a clip again (video and sound; --keep-sound or\n"
+        "  --keep-video keeps one whole) from the prompt, and keeps the rest frame for frame and sample for sample; the\n"
+        "  clip's size, frames and rate unless given; one pass; the frames and samples it started from are kept beside\n"
+        "  the video for --again.\n"
         "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
         "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow, or the dev\n"
         "  schedule with --distilled-lora FILE (Lightricks' dev recipe: guided stage 1, the distilled LoRA refines)\n"
@@ -166,6 +170,7 @@ struct GenerateOptions {
     std::optional<vireo::capability::DeviceCaps> planFor;
     int repeat = 1;
     bool audioGiven = false;  // --audio on this command line (an --again recipe's sound is replaced by it)
+    bool retakeGiven = false;  // --retake on this command line
 };
 
 // One option with its value `v`; the exit status of a usage error, or nothing.
@@ -231,6 +236,16 @@ std::optional<int> applyValue(const std::string& a, const std::string& v, Genera
             return usage("--audio is given once: the video follows one sound");
         o.audioGiven = true;
         ask.audio = vireo::runtime::AudioFile{QString::fromStdString(v), {}};
+    } else if (a == "--retake") {
+        // A new clip to retake replaces an --again recipe's, window and all.
+        ask.retake = vireo::runtime::RetakeFile{};
+        ask.retake->path = QString::fromStdString(v);
+        o.retakeGiven = true;
+    } else if (a == "--from" || a == "--to") {
+        if (!ask.retake)
+            return usage(a + " belongs to a --retake given before it");
+        if (auto n = real(0, 3600))
+            (a == "--from" ? ask.retake->start : ask.retake->end) = *n;
     } else if (a == "--stages") {
         const auto st = vireo::cli::lower(v);
         if (st != "auto" && st != "single" && st != "two")
@@ -352,6 +367,12 @@ std::optional<int> parseOptions(const std::vector<std::string>& given, GenerateO
             o.ask.stages = "two";
             continue;
         }
+        if (a == "--keep-sound" || a == "--keep-video") {
+            if (!o.ask.retake)
+                return usage(a + " belongs to a --retake given before it");
+            (a == "--keep-sound" ? o.ask.retake->audio : o.ask.retake->video) = false;
+            continue;
+        }
         if (a == "--clip-from-end") {
             // The last --clip-frames frames of the --clip before it: the video extends that clip.
             if (conditions.empty() || conditions.back().clipFrames == 0)
@@ -364,6 +385,8 @@ std::optional<int> parseOptions(const std::vector<std::string>& given, GenerateO
         if (auto failed = applyValue(a, args[++i], o))
             return failed;
     }
+    if (o.retakeGiven && !(o.ask.retake->end > o.ask.retake->start))
+        return usage("--retake needs --from S and --to S, the seconds to make again (S before S)");
     if (o.planFor && !o.dryRun)
         return usage("--plan-for plans for another device: it goes with --dry-run");
     // A dry run writes nothing: its name only has to suit what the model makes.
@@ -449,6 +472,11 @@ std::optional<int> checkFiles(const GenerateOptions& o)
         }
     for (const auto& c : conditions)
         if (const auto why = vireo::cli::notARegularFile(c.path.toStdString(), c.clipFrames > 0 ? "video" : "image"); !why.empty()) {
+            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
+            return 1;
+        }
+    if (ask.retake)
+        if (const auto why = vireo::cli::notARegularFile(ask.retake->path.toStdString(), "video"); !why.empty()) {
             std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
             return 1;
         }

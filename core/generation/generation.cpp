@@ -1,4 +1,5 @@
 #include "core/generation/generation.h"
+#include "media/mediareader.h"
 
 #include <QDir>
 #include <QFileInfo>
@@ -48,6 +49,7 @@ std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& pl
         {plan.textEncoderPath.has_value(), "text-encoder"},
         {!ask.conditions.empty(), ask.conditions.empty() || ask.conditions.front().clipFrames == 0 ? "image" : "clip"},
         {ask.audio.has_value(), "audio"},
+        {ask.retake.has_value(), "retake"},
         {!ask.stages.empty(), "stages"},
         {plan.spatialUpsamplerPath.has_value(), "upsampler"},
         {plan.temporalUpsamplerPath.has_value(), "temporal-upsampler"},
@@ -206,6 +208,43 @@ Result<Prepared> prepare(
     }
     auto r = requestFor(defaults, out.image, ask);
     applyPresets(rules, ask, r);
+    if (ask.retake && !out.image) {
+        // The clip's size, length and rate unless set: a retake keeps them (from its header).
+        const auto& k = *ask.retake;
+        if (!rules.retake)
+            return invalid(rules.title + " cannot retake a clip");
+        if (!ask.conditions.empty() || ask.audio)
+            return invalid("a retake takes no start image, clip or sound to follow: the clip it retakes is its start");
+        const auto info = media::probeMedia(k.path.toStdString());
+        if (!info)
+            return invalid(info.error().message);
+        if (!info->hasVideo || info->frames < 1)
+            return invalid(k.path.toStdString() + ": has no video to retake");
+        if (!ask.width)
+            r.width = info->width;
+        if (!ask.height)
+            r.height = info->height;
+        if (!ask.fps && info->fps > 0)
+            r.fps = info->fps;
+        if (!ask.frames)
+            r.frames = std::max<std::int64_t>(1, (info->frames - 1) / 8 * 8 + 1);
+        if (r.frames > info->frames)
+            return invalid(
+                k.path.toStdString() + " has " + std::to_string(info->frames) + " frames; the retake asks for " + std::to_string(r.frames));
+        const double seconds = static_cast<double>(r.frames) / std::max(0.5, r.fps);
+        if (!(k.start >= 0 && k.end > k.start && k.start < seconds))
+            return invalid("the retake window must start before it ends, inside the clip's " + std::to_string(seconds).substr(0, 5) + " s");
+        if (!k.video && !k.audio)
+            return invalid("a retake makes the video, the sound or both again");
+        facade::RetakeInput window;
+        window.start = k.start;
+        window.end = k.end;
+        window.video = k.video;
+        window.audio = k.audio;
+        r.retake = window;
+        if (r.stages == "auto")
+            r.stages = "single";
+    }
     // The sound's length from its header, so the stage plan, the memory plan and the queue see
     // the clip that runs, not the longest; a header that says none leaves it to the engine.
     if (!out.image && ask.audio && r.frames == 0 && !ask.audio->path.isEmpty())
@@ -247,6 +286,7 @@ Result<Prepared> prepare(
         }
         out.job.conditions = ask.conditions;
         out.job.audio = ask.audio;
+        out.job.retake = ask.retake;
         // A still's CRF left to the family: its own (LTX-2.5 was trained at 18, the others at 33).
         for (auto& c : out.job.conditions)
             if (c.crf == runtime::kFamilyConditionCrf)
@@ -262,6 +302,10 @@ Result<void> decodeConditions(const Prepared& prepared)
     const auto& r = prepared.job.request;
     if (prepared.job.audio)
         if (auto decoded = runtime::prepareConditionAudio(*prepared.job.audio); !decoded)
+            return decoded.error();
+    if (prepared.job.retake)
+        if (auto decoded = runtime::prepareRetake(*prepared.job.retake, static_cast<int>(r.width), static_cast<int>(r.height), r.frames);
+            !decoded)
             return decoded.error();
     for (const auto& c : prepared.job.conditions)
         if (auto decoded = runtime::prepareCondition(c, static_cast<int>(r.width), static_cast<int>(r.height), r.frames); !decoded)
@@ -332,6 +376,36 @@ Result<Again> askFromRecipe(const output::Recipe& r, const QString& folder)
             continue;
         }
         a.conditions.push_back(std::move(f));
+    }
+    if (r.retake) {
+        // The kept frames and samples first (the source may have moved), else the source.
+        const auto& k = *r.retake;
+        const auto beside = [&](const std::string& name) {
+            const auto n = QString::fromStdString(name);
+            return n.isEmpty() ? QString() : QFileInfo(n).isAbsolute() ? n : QDir(folder).filePath(n);
+        };
+        runtime::RetakeFile f;
+        f.start = k.start;
+        f.end = k.end;
+        f.video = k.video;
+        f.audio = k.audio;
+        const auto copy = beside(k.copy), soundCopy = beside(k.soundCopy);
+        const auto source = QString::fromStdString(k.source);
+        if (!copy.isEmpty() && QFileInfo(copy).isFile() && (k.soundCopy.empty() || QFileInfo(soundCopy).isFile())) {
+            f.path = copy;
+            f.expectedSha256 = k.copySha256;
+            f.soundPath = soundCopy;
+            f.soundSha256 = k.soundCopySha256;
+        } else if (!source.isEmpty() && QFileInfo(source).isFile()) {
+            f.path = source;
+            f.expectedSha256 = k.sha256;
+        }
+        if (f.path.isEmpty())
+            out.missing.push_back("the clip " + k.source + " that was retaken is gone, and no copy is beside it ("
+                + (k.copy.empty() ? std::string("none was kept") : k.copy) + "): choose it again to retake it again");
+        else
+            a.retake = std::move(f);
+        a.stages.clear();  // a retake is one pass whatever the recipe says
     }
     if (r.audio) {
         // The kept samples first (the source may be a long video, or gone), else the source.

@@ -50,7 +50,8 @@ const std::set<std::string>& knownKeys()
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
         "steps_skipped", "cuda_graphs", "paths", "planned_paths", "path_warnings", "loras", "conditions", "stages", "stages_requested",
-        "stages_reason", "predicted_seconds", "knobs", "guidance_schedule", "audio_sample_rate", "audio_channels", "seconds", "created", "audio"};
+        "stages_reason", "predicted_seconds", "knobs", "guidance_schedule", "audio_sample_rate", "audio_channels", "seconds", "created",
+        "audio", "retake"};
     return keys;
 }
 
@@ -197,6 +198,10 @@ std::string Recipe::toJson() const
     if (audio)
         j["audio"] = {{"source", audio->source}, {"sha256", audio->sha256}, {"copy", audio->copy}, {"copy_sha256", audio->copySha256},
             {"seconds", audio->seconds}, {"sample_rate", audio->sampleRate}, {"channels", audio->channels}};
+    if (retake)
+        j["retake"] = {{"source", retake->source}, {"sha256", retake->sha256}, {"copy", retake->copy}, {"copy_sha256", retake->copySha256},
+            {"sound_copy", retake->soundCopy}, {"sound_copy_sha256", retake->soundCopySha256}, {"start", retake->start},
+            {"end", retake->end}, {"video", retake->video}, {"audio", retake->audio}};
     j["stages"] = stages;
     j["stages_requested"] = q.stages;
     j["stages_reason"] = stagesReason;
@@ -390,6 +395,27 @@ Failure readConditions(const json& j, Recipe& r)
         if (!(u.seconds >= 0 && u.seconds <= 1e7) || u.sampleRate < 0 || u.sampleRate > 10000000 || u.channels < 0 || u.channels > 64)
             return invalid("recipe field 'audio' holds numbers out of range");
         r.audio = std::move(u);
+    }
+    if (const auto* k = field(j, "retake"); k && !k->is_null()) {
+        if (!k->is_object())
+            return invalid("recipe field 'retake' is not an object");
+        RetakeUse u;
+        Reader kr{*k, {}};
+        kr.get("source", u.source);
+        kr.get("sha256", u.sha256);
+        kr.get("copy", u.copy);
+        kr.get("copy_sha256", u.copySha256);
+        kr.get("sound_copy", u.soundCopy);
+        kr.get("sound_copy_sha256", u.soundCopySha256);
+        kr.get("start", u.start);
+        kr.get("end", u.end);
+        kr.get("video", u.video);
+        kr.get("audio", u.audio);
+        if (!kr.error.empty())
+            return invalid("retake: " + kr.error);
+        if (!(u.start >= 0 && u.end > u.start && u.end <= 1e6))
+            return invalid("recipe field 'retake' holds a window that is not one");
+        r.retake = std::move(u);
     }
     return std::nullopt;
 }

@@ -57,6 +57,15 @@ struct AudioUse {
     int sampleRate = 0, channels = 0;
 };
 
+// A retake: the clip made again over [start, end) s, and what of it was kept beside the output.
+struct RetakeUse {
+    std::string source, sha256;  // the clip as given
+    std::string copy, copySha256;  // its frames used, lossless ("<stem>.cond0.mp4"), by name
+    std::string soundCopy, soundCopySha256;  // its sound's samples used ("<stem>.audio.wav"); empty: none
+    double start = 0, end = 0;
+    bool video = true, audio = true;
+};
+
 struct Recipe {
     static constexpr int kVersion = 1;
     int version = kVersion;
@@ -85,6 +94,7 @@ struct Recipe {
     std::vector<LoraUse> loras;
     std::vector<ConditionUse> conditions;  // empty: text only
     std::optional<AudioUse> audio;  // none: the model made its own sound
+    std::optional<RetakeUse> retake;  // none: a new clip
     std::string stages;  // the path that ran: "single" | "two"; empty for images and older recipes
     std::string stagesReason;  // why that path, as the UI said it
     // A length left on auto: the seconds the model read from the prompt (request.frames holds

@@ -187,6 +187,44 @@ Result<SoundSource> inspectSound(const QString& path)
     return SoundSource{read->seconds(), read->sampleRate, static_cast<int>(read->channels.size()), read->note};
 }
 
+Result<facade::RetakeInput> prepareRetake(const RetakeFile& file, int width, int height, std::int64_t frames)
+{
+    const std::filesystem::path path = file.path.toStdString();
+    if (frames < 1 || frames > 100000)
+        return makeError(ErrorCode::InvalidArgument, path.string() + ": a retake needs the clip's frame count (8k + 1)");
+    auto clip = prepareConditionClip(path, width, height, 0, 1.0, static_cast<int>(frames));
+    if (!clip)
+        return clip.error();
+    if (!file.expectedSha256.empty() && clip->sha256 != file.expectedSha256)
+        return makeError(ErrorCode::InvalidArgument,
+            path.string() + " changed since the recipe was made (its SHA-256 differs): choose it again to retake it");
+    facade::RetakeInput out;
+    out.start = file.start;
+    out.end = file.end;
+    out.video = file.video;
+    out.audio = file.audio;
+    out.clip = std::move(*clip);
+    // Its sound: a file of its own (a recipe's kept samples), else its soundtrack where it has one.
+    if (!file.soundPath.isEmpty()) {
+        auto sound = prepareConditionAudio({file.soundPath, file.soundSha256});
+        if (!sound)
+            return sound.error();
+        out.sound = std::move(*sound);
+    } else if (const auto info = media::probeMedia(path); info && info->hasAudio) {
+        auto read = media::readAudio(path);
+        if (!read)
+            return read.error();
+        facade::AudioInput sound;
+        sound.sampleRate = read->sampleRate;
+        sound.channels = std::move(read->channels);
+        sound.source = path.string();
+        sound.sha256 = out.clip.sha256;
+        sound.note = read->note;
+        out.sound = std::move(sound);
+    }
+    return out;
+}
+
 Result<QImage> conditionPreview(const QString& path, int maxSide)
 {
     auto image = media::readImage(path.toStdString());

@@ -49,6 +49,20 @@ Result<SoundSource> inspectSound(const QString& path);
 // A sound's length as its container's header says (nothing decoded); none when it says none.
 std::optional<double> soundSeconds(const QString& path);
 
+// Retake: the clip a job makes part of again, as it carries it; decoded on the engine's thread.
+struct RetakeFile {
+    QString path;
+    QString soundPath;  // where its sound is read from; empty: the clip's own soundtrack (if any)
+    double start = 0, end = 0;
+    bool video = true, audio = true;
+    std::string expectedSha256, soundSha256;  // a recipe's, for Generate again; empty: any
+    bool operator==(const RetakeFile&) const = default;
+};
+// The clip's first `frames` frames fitted to width x height and its sound (its soundtrack, or
+// soundPath's), for a request whose window and flags are `file`'s. A clip with fewer frames, a
+// file that is not a video, a sound that does not decode: refused, naming the file.
+Result<facade::RetakeInput> prepareRetake(const RetakeFile& file, int width, int height, std::int64_t frames);
+
 // A conditioning file as a job carries it; decoded on the engine's thread.
 struct ConditionFile {
     QString path;

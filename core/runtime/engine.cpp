@@ -641,6 +641,7 @@ output::Recipe Engine::Impl::recipeBase(const GenerateJob& g) const
     recipe.request.loras.clear();
     recipe.request.conditions.clear();
     recipe.request.audio.reset();
+    recipe.request.retake.reset();
     recipe.device = generator->memoryPlan().device;
     recipe.dtype = generator->memoryPlan().dtype;
     recipe.placement = std::string(facade::placementName(generator->memoryPlan().placement));
@@ -691,7 +692,8 @@ facade::GenerateRequest Engine::Impl::decodedRequest(const std::shared_ptr<Job>&
     bool twoStage = false;
     if (g.audio) {
         if (imageModel)
-            throw JobError{ErrorCode::InvalidArgument, Engine::tr("%1 makes images: a sound to follow needs a video model (LTX-2)").arg(g.model.title)};
+            throw JobError{ErrorCode::InvalidArgument,
+                Engine::tr("%1 makes images: a sound to follow needs a video model (LTX-2)").arg(g.model.title)};
         progress(job, QStringLiteral("read conditions"), 0, 1, -1, true);
         auto audio = prepareConditionAudio(*g.audio);
         if (!audio)
@@ -703,6 +705,18 @@ facade::GenerateRequest Engine::Impl::decodedRequest(const std::shared_ptr<Job>&
         if (request.frames == 0)
             request.frames = facade::framesForSound(audio->seconds(), request.fps);
         request.audio = std::move(*audio);
+    }
+    if (g.retake) {
+        if (imageModel)
+            throw JobError{
+                ErrorCode::InvalidArgument, Engine::tr("%1 makes images: a retake needs a video model (LTX-2)").arg(g.model.title)};
+        progress(job, QStringLiteral("read conditions"), 0, 1, -1, true);
+        auto clip = prepareRetake(*g.retake, static_cast<int>(request.width), static_cast<int>(request.height), request.frames);
+        if (!clip)
+            throw JobError{clip.error().code, q(clip.error().message)};
+        if (job->stop.stop_requested())
+            throw JobError{ErrorCode::Cancelled, Engine::tr("cancelled")};
+        request.retake = std::move(*clip);
     }
     if (!imageModel) {
         auto stages = facade::planStages(g.model.plan, request);
@@ -736,9 +750,9 @@ std::vector<std::pair<QString, qint64>> Engine::Impl::videoPhases(
 {
     const int steps = g.request.steps > 0 ? g.request.steps : (g.request.schedule == "dev" ? 40 : 8);
     std::vector<std::pair<QString, qint64>> phases{{QStringLiteral("encode prompt"), 1}};
-    if (!request.conditions.empty() || request.audio)
-        phases.push_back(
-            {QStringLiteral("encode conditions"), static_cast<qint64>(request.conditions.size()) + (request.audio ? 1 : 0)});
+    if (!request.conditions.empty() || request.audio || request.retake)
+        phases.push_back({QStringLiteral("encode conditions"),
+            static_cast<qint64>(request.conditions.size()) + (request.audio ? 1 : 0) + (request.retake ? 2 : 0)});
     phases.push_back({QStringLiteral("denoise"), steps});
     if (twoStage) {
         phases.push_back({QStringLiteral("upsample latents"), 1});
@@ -828,6 +842,30 @@ std::vector<std::filesystem::path> Engine::Impl::keepConditions(
             spdlog::warn("engine: {}", kept.error().message);
         }
         recipe.audio = std::move(use);
+    }
+    if (request.retake && !request.retake->clip.rgb.empty()) {
+        // The frames the retake started from, lossless, and its sound's samples: Generate again
+        // (or a retake of the retake) needs them, not the source, which may move or change.
+        const auto& k = *request.retake;
+        output::RetakeUse use{k.clip.source, k.clip.sha256, {}, {}, {}, {}, k.start, k.end, k.video, k.audio};
+        if (auto kept = keepConditionFrames(k.clip, g.request.fps, path, 0)) {
+            use.copy = kept->path.filename().string();
+            use.copySha256 = kept->sha256;
+            copies.push_back(kept->path);
+        } else {
+            spdlog::warn("engine: {}", kept.error().message);
+        }
+        if (k.sound) {
+            const double seconds = static_cast<double>(recipe.request.frames) / std::max(0.5, recipe.request.fps);
+            if (auto kept = keepConditionAudio(*k.sound, seconds, path)) {
+                use.soundCopy = kept->path.filename().string();
+                use.soundCopySha256 = kept->sha256;
+                copies.push_back(kept->path);
+            } else {
+                spdlog::warn("engine: {}", kept.error().message);
+            }
+        }
+        recipe.retake = std::move(use);
     }
     return copies;
 }

@@ -47,6 +47,9 @@ struct GenerateJob {
     // The sound the video follows (audio-to-video), read there too; with frames 0 the clip is
     // as long as the sound (facade::framesForSound). Its samples are kept beside the output.
     std::optional<AudioFile> audio;
+    // Retake: the clip whose window the request makes again (the request holds the window),
+    // read there too; what of it was used is kept beside the output.
+    std::optional<RetakeFile> retake;
     QString outputFolder;  // the MP4 gets a fresh name there
     QString outputPath;  // or exactly this name, which must not exist
     bool writeOutput = true;  // false: generate only (warm-up and timing runs)

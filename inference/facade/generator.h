@@ -76,6 +76,8 @@ struct FamilyRules {
     bool negativePrompt = true, audio = true, loras = true, conditions = true, stages = true;
     // The user's sound as a condition (audio-to-video); a length on auto then holds the sound.
     bool audioInput = false;
+    // Retake: part of a clip made again, the rest kept.
+    bool retake = false;
     // Frames 0 ("auto") asks the model for the prompt's length, where its files can say it
     // (LTX-2.5's duration head; planStages refuses it for the others).
     bool autoLength = false;
@@ -239,6 +241,16 @@ struct AudioInput {
     double seconds() const { return sampleRate > 0 ? static_cast<double>(frames()) / sampleRate : 0.0; }
 };
 
+// Retake (LTX-2): a clip made again over [start, end) seconds and kept elsewhere. The window and
+// what to make again are set with the request (the stage plan sees them); the clip's frames and
+// sound are decoded by the engine (runtime::prepareRetake) before the run.
+struct RetakeInput {
+    double start = 0, end = 0;
+    bool video = true, audio = true;  // which streams the window makes again
+    ConditionInput clip;  // the request's frames at its size; empty until decoded
+    std::optional<AudioInput> sound;  // the clip's; none: a sound is made for the whole clip
+};
+
 // Which path an LTX request takes: one pass at full size, or the two-stage distilled path
 // (half size, latent upsample x2, three refining steps at full size).
 struct StagePlan {
@@ -275,6 +287,8 @@ struct GenerateRequest {
     std::vector<ConditionInput> conditions;
     // Video models with FamilyRules::audioInput: the sound the video follows and keeps.
     std::optional<AudioInput> audio;
+    // Video models with FamilyRules::retake: this request makes part of a clip again.
+    std::optional<RetakeInput> retake;
     std::string stages = "auto";
     // The family's own controls (FamilyRules::knobs) by id; one missing takes the knob's default.
     std::map<std::string, double> knobs{};

@@ -1080,6 +1080,78 @@ def test_audio_to_video(tmp_dir=RUN_TMP):
     check("generate --audio twice: refused", p.returncode != 0 and "once" in p.stderr, p.stderr[-300:])
 
 
+def test_retake(tmp_dir=RUN_TMP):
+    """Retake (issue #31): --retake FILE --from S --to S makes that span of a clip again and keeps
+    the rest; the pixels handed to the encoder outside the span are the clip's (what a viewer sees
+    there differs only by the new file's own H.264 and AAC encoding, measured here); the frames and
+    samples it started from are kept beside it and --again makes the same video; bad windows and
+    files are refused before loading."""
+    root = FIXTURES / "ltx2pipeline" / "v23"
+    work = Path(tmp_dir) / "retake"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    tone = work / "tone.wav"
+    write_wav(tone, 44100, 2, seconds=0.8)
+    model = ["--model", root / "diffusers", "--no-gallery"]
+    source = work / "source.mp4"
+    p = run("generate", *model, "--prompt", "a fox", "--seed", 5, "--audio", tone, "--frames", 17, "--width", 96, "--height", 64,
+            "--out", source)
+    if not (p.returncode == 0 and source.exists()):
+        check("generate --retake: the source clip", False, p.stderr[-600:])
+        return
+    out = work / "retaken.mp4"
+    p = run("generate", *model, "--prompt", "a fox jumps", "--seed", 6, "--retake", source, "--from", 0.1, "--to", 0.3, "--out", out)
+    ok = p.returncode == 0 and out.exists()
+    check("generate --retake: the span made again", ok, p.stderr[-800:])
+    if not ok:
+        return
+    streams = ffprobe_json(out, "-show_streams").get("streams", [])
+    video = [st for st in streams if st.get("codec_type") == "video"]
+    check("generate --retake: the clip's size and length", video and int(video[0].get("nb_frames", 0)) == 17
+          and video[0].get("width") == 96 and video[0].get("height") == 64, json.dumps(video)[:300])
+    recipe = json.loads(ffprobe_json(out, "-show_format").get("format", {}).get("tags", {}).get("vireo_recipe", "{}"))
+    k = recipe.get("retake") or {}
+    check("generate --retake: the recipe names the clip, the window and what was kept beside it",
+          k.get("source") == str(source) and k.get("start") == 0.1 and k.get("end") == 0.3 and k.get("video") and k.get("audio")
+          and (work / k.get("copy", "-")).exists() and (work / k.get("sound_copy", "-")).exists()
+          and "retake: one pass" in recipe.get("stages_reason", ""), json.dumps(k) + recipe.get("stages_reason", ""))
+    # Frames 1..8 (latent frame 1, the window) made again; 0 and 9..16 the clip's own (the pipeline
+    # test checks them bit for bit; here each file's H.264 and the decoders' colour conversion add noise).
+    frame = 96 * 64 * 3
+    src, new = decoded(source)[0], decoded(out)[0]
+
+    def mean_diff(i):
+        a, b = src[i * frame:(i + 1) * frame], new[i * frame:(i + 1) * frame]
+        return sum(abs(x - y) for x, y in zip(a, b)) / frame if len(a) == len(b) == frame else 999
+
+    kept = max(mean_diff(i) for i in [0, *range(9, 17)])
+    redone = min(mean_diff(i) for i in range(1, 9))
+    check(f"generate --retake: outside the span the clip's frames (mean {kept:.1f}/255 apart), inside new ones ({redone:.1f}/255)",
+          kept <= 8 and redone > 3 * kept, f"kept {kept} redone {redone}")
+    again = work / "retaken.again.mp4"
+    p = run("generate", "--again", out, "--no-gallery", "--out", again)
+    check("generate --retake: --again makes the same video from what was kept", p.returncode == 0 and decoded(out) == decoded(again),
+          p.stderr[-600:])
+    keep = work / "keep-sound.mp4"
+    p = run("generate", *model, "--prompt", "a fox jumps", "--retake", source, "--from", 0.1, "--to", 0.3, "--keep-sound", "--out", keep)
+    kr = json.loads(ffprobe_json(keep, "-show_format").get("format", {}).get("tags", {}).get("vireo_recipe", "{}")) if keep.exists() else {}
+    check("generate --retake --keep-sound: the sound kept whole", p.returncode == 0 and (kr.get("retake") or {}).get("audio") is False
+          and "the sound kept" in kr.get("stages_reason", ""), p.stderr[-400:])
+    for name, extra, says in [("a window past the clip's end", ["--from", 5, "--to", 6], "inside the clip"),
+                              ("a window that ends before it starts", ["--from", 0.3, "--to", 0.1], "--from S and --to S"),
+                              ("no window", [], "--from S and --to S")]:
+        bad = work / "bad.mp4"
+        p = run("generate", *model, "--prompt", "x", "--retake", source, *extra, "--out", bad)
+        check(f"generate --retake: {name} is refused before loading", p.returncode != 0 and says in p.stderr and not bad.exists()
+              and "load transformer" not in p.stdout, p.stderr[-300:])
+    notes = work / "notes.mp4"
+    notes.write_text("not a video\n")
+    p = run("generate", *model, "--prompt", "x", "--retake", notes, "--from", 0, "--to", 0.1, "--out", work / "bad2.mp4")
+    check("generate --retake: a file that is not a video is refused, named", p.returncode != 0 and "notes.mp4" in p.stderr, p.stderr[-300:])
+    p = run("generate", *model, "--prompt", "x", "--from", 0, "--to", 0.1, "--out", work / "bad3.mp4")
+    check("generate --from without --retake: refused", p.returncode != 0 and "--retake" in p.stderr, p.stderr[-300:])
+
+
 def test_batch_local(tmp_dir=RUN_TMP):
     """vireo-cli batch: a JSONL of jobs checked line by line before anything runs, run here
     through the device pool into a batch folder (fixed names, markers with the SHA-256, the
@@ -1175,6 +1247,7 @@ test_bench_stages()
 test_bench_ideogram_step()
 test_generate_again()
 test_audio_to_video()
+test_retake()
 test_batch_local()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)

@@ -1519,8 +1519,10 @@ void checkRetake(const std::string& runName)
     // Samples outside the audio tokens made again: the clip's own (resampled to the output's rate).
     const auto [from, to] = out->retakeSamples;
     VT_CHECK(from > 0 && to > from && to < out->waveform.size(1));
-    auto sourceWave =
-        ltx2::resampleSinc(r.find("source_waveform")->contiguous(), std::stoi(r.metadata.at("source_sample_rate")), out->sampleRate);
+    // The clip's samples for its duration (the splice cuts before it resamples), at the output's rate.
+    const int sourceRate = std::stoi(r.metadata.at("source_sample_rate"));
+    const auto used = std::stoll(r.metadata.at("audio_samples_used"));
+    auto sourceWave = ltx2::resampleSinc(r.find("source_waveform")->narrow(1, 0, used).contiguous(), sourceRate, out->sampleRate);
     const auto n = out->waveform.size(1);
     sourceWave = sourceWave.narrow(1, 0, n);
     VT_CHECK(at::equal(out->waveform.narrow(1, 0, from), sourceWave.narrow(1, 0, from)));

@@ -449,6 +449,7 @@ public:
         r.presets = {hq};
         r.autoLength = true;
         r.audioInput = true;
+        r.retake = true;
         return r;
     }
     // The fallback: whatever another family does not claim is tried as LTX-2, whose loader
@@ -666,6 +667,23 @@ public:
     // planStages for a model whose version is known (a loaded one: no headers read again).
     static Result<StagePlan> stagesFor(const LoadPlan& plan, const GenerateRequest& request, bool ltx25)
     {
+        if (request.retake) {
+            // ltx-pipelines' RetakePipeline: one pass at the clip's size, whatever the model.
+            if (request.stages == "two")
+                return makeError(ErrorCode::InvalidArgument, "a retake is one pass over the clip: stages two cannot run");
+            StagePlan one;
+            one.firstWidth = request.width;
+            one.firstHeight = request.height;
+            std::ostringstream s;
+            s.precision(3);
+            s << "retake: one pass over the clip, " << request.retake->start << " to " << request.retake->end << " s made again ("
+              << (request.retake->video && request.retake->audio ? "video and sound"
+                         : request.retake->video                 ? "video; the sound kept"
+                                                                 : "sound; the video kept")
+              << "), the rest kept";
+            one.reason = s.str();
+            return one;
+        }
         auto out = dfrStagesFor(plan, request, ltx25);
         if (!out)
             return out;
@@ -923,6 +941,39 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         pc.strength = c.strength;
         pc.pixels = at::from_blob(const_cast<std::uint8_t*>(c.rgb.data()), {c.frames, c.height, c.width, 3}, at::kByte).clone();
         req.conditions.push_back(std::move(pc));
+    }
+    if (r.retake) {
+        const auto& k = *r.retake;
+        const auto& c = k.clip;
+        const auto name = c.source.empty() ? std::string("the clip") : c.source;
+        if (c.frames != r.frames || c.width != r.width || c.height != r.height
+            || c.rgb.size()
+                != static_cast<std::size_t>(c.frames) * static_cast<std::size_t>(c.width) * static_cast<std::size_t>(c.height) * 3)
+            return makeError(ErrorCode::InvalidArgument,
+                name + ": the clip to retake was not read at the request's " + std::to_string(r.frames) + " frames of "
+                    + std::to_string(r.width) + "x" + std::to_string(r.height));
+        pipelines::Ltx2Retake retake;
+        retake.pixels = at::from_blob(const_cast<std::uint8_t*>(c.rgb.data()), {c.frames, c.height, c.width, 3}, at::kByte).clone();
+        retake.start = k.start;
+        retake.end = k.end;
+        retake.video = k.video;
+        retake.audio = k.audio;
+        if (k.sound) {
+            const auto& a = *k.sound;
+            if (a.channels.empty() || a.channels.size() > 2 || a.frames() == 0)
+                return makeError(ErrorCode::InvalidArgument, name + ": its sound must have one or two channels and samples");
+            auto wave = at::empty({static_cast<std::int64_t>(a.channels.size()), a.frames()}, at::kFloat);
+            for (std::size_t i = 0; i < a.channels.size(); ++i) {
+                if (static_cast<std::int64_t>(a.channels[i].size()) != a.frames())
+                    return makeError(ErrorCode::InvalidArgument, name + ": its sound's channels differ in length");
+                std::copy(a.channels[i].begin(), a.channels[i].end(), wave[static_cast<std::int64_t>(i)].data_ptr<float>());
+            }
+            retake.sound = pipelines::Ltx2AudioCondition{wave, a.sampleRate};
+        }
+        req.retake = std::move(retake);
+        req.twoStage = false;
+        req.dfr = false;
+        req.temporalRounds = 0;
     }
     if (r.audio) {
         const auto& a = *r.audio;

@@ -1572,6 +1572,11 @@ void Ltx2Pipeline::Impl::spliceRetake(Run& run) const
     auto wave = r.sound->waveform.to(at::kFloat).cpu();
     if (wave.size(0) == 1)
         wave = wave.expand({2, -1});
+    // Cut to the clip's duration first, as it was encoded: the samples after it (a longer
+    // soundtrack, or none in a copy of what was used) never change what is spliced.
+    const auto used = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(run.req.frames) / run.req.fps * r.sound->sampleRate));
+    if (wave.size(1) > used)
+        wave = wave.narrow(1, 0, used);
     if (r.sound->sampleRate != out.sampleRate)
         wave = ltx2::resampleSinc(wave.contiguous(), r.sound->sampleRate, out.sampleRate);
     const auto n = out.waveform.size(1);
