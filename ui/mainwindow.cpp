@@ -221,6 +221,18 @@ void MainWindow::connectPages()
             statusBar()->showMessage(why, 15000);
         showPage(Page::Generate);
     });
+    connect(m_gallery, &GalleryPage::retakeRequested, this,
+        [this](const QString& path, const output::Recipe& recipe, bool hasRecipe, double start, double end, bool video, bool audio) {
+            // The clip's own recipe with a new seed, then the span to make again.
+            QString why, refused;
+            if (hasRecipe)
+                m_generate->applyRecipe(recipe, true, &why);
+            if (!m_generate->retakeClip(path, start, end, video, audio, &refused))
+                why = refused;
+            if (!why.isEmpty())
+                statusBar()->showMessage(why, 15000);
+            showPage(Page::Generate);
+        });
     connect(m_gallery, &GalleryPage::generateRequested, this, [this](const output::Recipe& recipe, bool vary) {
         QString why;
         if (!m_generate->applyRecipe(recipe, vary, &why))

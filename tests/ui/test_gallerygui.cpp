@@ -429,13 +429,35 @@ private slots:
         QCOMPARE(child<QPlainTextEdit>(gen, "prompt")->toPlainText(), QString::fromStdString(r.request.prompt));
         QVERIFY2(child<QLabel>(gen, "imageName")->text().contains(QStringLiteral("last 9 frames")),
             qPrintable(child<QLabel>(gen, "imageName")->text()));
-        // A picture has nothing to extend.
+        // "Retake a span…": its recipe with a new seed, and the span to make again (the clip
+        // its start, so the start image and sound are cleared).
+        w->showPage(MainWindow::Page::Gallery);
+        QVERIFY(page->openItem(idOf(gallery, QStringLiteral("harbour.mp4"))));
+        auto* retakeSpan = child<QPushButton>(page, "retakeSpan");
+        QVERIFY(retakeSpan->isVisible() && retakeSpan->isEnabled());
+        QString why;
+        QVERIFY2(page->retakeClip(idOf(gallery, QStringLiteral("harbour.mp4")), 0.5, 1.25, true, false, &why), qPrintable(why));
+        QCOMPARE(w->currentPage(), MainWindow::Page::Generate);
+        QVERIFY(gen->retake());
+        QCOMPARE(gen->retake()->path, QDir(outputs()).filePath(QStringLiteral("harbour.mp4")));
+        QCOMPARE(gen->retake()->start, 0.5);
+        QCOMPARE(gen->retake()->end, 1.25);
+        QVERIFY(gen->retake()->video && !gen->retake()->audio);
+        QVERIFY(gen->conditionImage().isEmpty());
+        QVERIFY2(child<QLabel>(gen, "retakeNote")->text().contains(QStringLiteral("sound kept")),
+            qPrintable(child<QLabel>(gen, "retakeNote")->text()));
+        QVERIFY(!child<QSpinBox>(gen, "width")->isEnabled());
+        QTest::mouseClick(child<QPushButton>(gen, "clearRetake"), Qt::LeftButton);
+        QVERIFY(!gen->retake() && child<QSpinBox>(gen, "width")->isEnabled());
+        QVERIFY(!page->retakeClip(idOf(gallery, QStringLiteral("harbour.mp4")), 2.0, 1.0, true, true, &why));
+        QVERIFY2(why.contains(QStringLiteral("start before it ends")), qPrintable(why));
+        // A picture has nothing to extend or retake.
         w->showPage(MainWindow::Page::Gallery);
         QVERIFY(page->openItem(idOf(gallery, QStringLiteral("poster.png"))));
-        QVERIFY(extend->isHidden());
-        QString why;
+        QVERIFY(extend->isHidden() && retakeSpan->isHidden());
         QVERIFY(!page->extendClip(idOf(gallery, QStringLiteral("poster.png")), &why));
         QVERIFY2(why.contains(QStringLiteral("only a clip")), qPrintable(why));
+        QVERIFY(!page->retakeClip(idOf(gallery, QStringLiteral("poster.png")), 0, 1, true, true, &why));
     }
 
     void tenThousandRowsBenchmark()

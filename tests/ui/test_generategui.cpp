@@ -1188,6 +1188,49 @@ private slots:
         page->clearSound();
     }
 
+    // Retake from the page: the clip's size, length and rate (the size fields off), one pass,
+    // the recipe names the window; Generate again brings the retake back from what was kept.
+    void aRetakeRunsFromThePageAndComesBack()
+    {
+        auto w = videoPage("a heron over a misty lake", 96, 64, 17);
+        QVERIFY(w);
+        auto* page = w->generatePage();
+        QTRY_VERIFY(page->canGenerate());
+        auto* engine = w->studio()->engine();
+        const auto first = page->generate();
+        QVERIFY(first);
+        QTRY_VERIFY_WITH_TIMEOUT(finished(engine, first), 120000);
+        const auto clip = engine->job(first)->outputPath;
+        QVERIFY(!clip.isEmpty());
+        // Another size on the page: the retake takes the clip's own.
+        child<QSpinBox>(page, "width")->setValue(128);
+        QString why;
+        QVERIFY2(page->retakeClip(clip, 0.1, 0.3, true, true, &why), qPrintable(why));
+        QTRY_VERIFY(page->canGenerate());
+        QVERIFY2(child<QLabel>(page, "stagePlan")->text().contains(QStringLiteral("Retake: one pass")),
+            qPrintable(child<QLabel>(page, "stagePlan")->text()));
+        const auto id = page->generate();
+        QVERIFY(id);
+        QTRY_VERIFY_WITH_TIMEOUT(finished(engine, id), 120000);
+        const auto s = engine->job(id);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QVERIFY(s->recipe.retake);
+        QCOMPARE(s->recipe.retake->source, clip.toStdString());
+        QCOMPARE(s->recipe.request.width, std::int64_t(96));
+        QCOMPARE(s->recipe.request.frames, std::int64_t(17));
+        const QString copy = QFileInfo(s->outputPath).dir().filePath(QString::fromStdString(s->recipe.retake->copy));
+        QVERIFY(QFile::exists(copy));
+        page->clearRetake();
+        auto r = s->recipe;
+        r.retake->copy = copy.toStdString();
+        r.retake->soundCopy = QFileInfo(s->outputPath).dir().filePath(QString::fromStdString(r.retake->soundCopy)).toStdString();
+        QVERIFY(page->applyRecipe(r, false, &why));
+        QVERIFY(page->retake());
+        QCOMPARE(page->retake()->path, copy);
+        QCOMPARE(page->retake()->start, 0.1);
+        page->clearRetake();
+    }
+
     // A clip cut short (an unfinished download) still serves from its start, but its end is not
     // its end: chosen as the part to continue, the slot says so and Generate is off.
     void aClipCutShortIsNotContinuedFromItsEnd()

@@ -14,6 +14,10 @@
 #include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
+#include <QFormLayout>
+#include <QDoubleSpinBox>
+#include <QDialogButtonBox>
+#include <QDialog>
 #include <QDBusConnection>
 #include <QDBusMessage>
 #include <QDesktopServices>
@@ -467,6 +471,10 @@ QWidget* GalleryPage::detailView()
     m_extend->setObjectName(QStringLiteral("extendClip"));
     m_extend->setToolTip(tr("Fill the Generate page with this recipe and a new seed, starting from this video's last 9 frames"));
     actions->addWidget(m_extend, 4, 0, 1, 2);
+    m_retakeSpan = new QPushButton(tr("Retake a span…"));
+    m_retakeSpan->setObjectName(QStringLiteral("retakeSpan"));
+    m_retakeSpan->setToolTip(tr("Make a few seconds of this clip again from its recipe (video, sound or both), keeping the rest"));
+    actions->addWidget(m_retakeSpan, 5, 0, 1, 2);
     rightLayout->addLayout(actions);
     split->addWidget(right);
     split->setStretchFactor(0, 3);
@@ -530,6 +538,49 @@ void GalleryPage::connectActions()
         QString error;
         if (!extendClip(m_current, &error))
             QMessageBox::warning(this, tr("Extend this clip"), error);
+    });
+    connect(m_retakeSpan, &QPushButton::clicked, this, [this] {
+        const auto item = m_gallery->item(m_current);
+        if (!item)
+            return;
+        // The span around where the clip is playing, a second and a half wide, inside it.
+        const double length = item->durationSeconds > 0 ? item->durationSeconds : 5.0;
+        const double at = m_player ? static_cast<double>(m_player->position()) / 1000.0 : 0.0;
+        QDialog dialog(this);
+        dialog.setWindowTitle(tr("Retake a span"));
+        auto* form = new QFormLayout(&dialog);
+        auto* from = new QDoubleSpinBox;
+        auto* to = new QDoubleSpinBox;
+        for (auto* box : {from, to}) {
+            box->setRange(0, length);
+            box->setDecimals(2);
+            box->setSingleStep(0.1);
+            box->setSuffix(tr(" s"));
+        }
+        from->setObjectName(QStringLiteral("retakeFrom"));
+        from->setAccessibleName(tr("Retake from, in seconds"));
+        to->setObjectName(QStringLiteral("retakeTo"));
+        to->setAccessibleName(tr("Retake to, in seconds"));
+        from->setValue(std::clamp(at - 0.75, 0.0, std::max(0.0, length - 1.5)));
+        to->setValue(std::min(length, from->value() + 1.5));
+        auto* what = new QComboBox;
+        what->setAccessibleName(tr("What the retake makes again"));
+        what->addItem(tr("The video and its sound"), 3);
+        what->addItem(tr("The video; keep the sound"), 1);
+        what->addItem(tr("The sound; keep the video"), 2);
+        form->addRow(tr("From"), from);
+        form->addRow(tr("To"), to);
+        form->addRow(tr("Make again"), what);
+        auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+        form->addRow(buttons);
+        connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+        connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+        if (dialog.exec() != QDialog::Accepted)
+            return;
+        const int streams = what->currentData().toInt();
+        QString error;
+        if (!retakeClip(m_current, from->value(), to->value(), streams & 1, streams & 2, &error))
+            QMessageBox::warning(this, tr("Retake a span"), error);
     });
     connect(m_copyPrompt, &QPushButton::clicked, this, [this] {
         if (const auto item = m_gallery->item(m_current)) {
@@ -668,6 +719,8 @@ void GalleryPage::showDetail()
     m_startImage->setEnabled(QFileInfo::exists(item->path) && item->thumbnailState != 2);
     m_extend->setVisible(item->kind != QStringLiteral("image"));
     m_extend->setEnabled(QFileInfo::exists(item->path) && item->thumbnailState != 2);
+    m_retakeSpan->setVisible(item->kind != QStringLiteral("image"));
+    m_retakeSpan->setEnabled(m_extend->isEnabled());
     m_copyPrompt->setEnabled(!item->prompt.isEmpty());
     const bool present = QFileInfo::exists(item->path);
     if (present == item->missing)
@@ -740,6 +793,33 @@ bool GalleryPage::extendClip(qint64 id, QString* error)
     output::Recipe r = recipe ? *recipe : output::Recipe{};
     r.conditions.clear();
     emit extendClipRequested(item->path, r, recipe.has_value());
+    return true;
+}
+
+bool GalleryPage::retakeClip(qint64 id, double start, double end, bool video, bool audio, QString* error)
+{
+    const auto item = m_gallery->item(id);
+    QString refused;
+    if (!item)
+        refused = tr("This item is no longer in the gallery.");
+    else if (item->kind == QStringLiteral("image"))
+        refused = tr("%1 is a picture: only a clip can be retaken.").arg(item->path);
+    else if (!QFileInfo::exists(item->path))
+        refused = tr("%1 is gone.").arg(item->path);
+    else if (!(start >= 0 && end > start && (item->durationSeconds <= 0 || start < item->durationSeconds)))
+        refused = tr("The span must start before it ends, inside the clip (%1 to %2 s asked).").arg(start).arg(end);
+    if (!refused.isEmpty()) {
+        if (error)
+            *error = refused;
+        return false;
+    }
+    // The recipe without what it was conditioned on: the clip is the start now.
+    const auto recipe = m_gallery->recipe(id);
+    output::Recipe r = recipe ? *recipe : output::Recipe{};
+    r.conditions.clear();
+    r.audio.reset();
+    r.retake.reset();
+    emit retakeRequested(item->path, r, recipe.has_value(), start, end, video, audio);
     return true;
 }
 

@@ -57,6 +57,9 @@ public:
     bool useAsStartImage(qint64 id, QString* error = nullptr);
     // "Extend this clip" on a video: false with the reason when the file is gone or damaged.
     bool extendClip(qint64 id, QString* error = nullptr);
+    // Retake [start, end) s of a clip (the "Retake a span…" button asks for them, around the
+    // playing position): the Generate page gets its recipe, a new seed and the retake.
+    bool retakeClip(qint64 id, double start, double end, bool video = true, bool audio = true, QString* error = nullptr);
 
 signals:
     // "Generate again" (the same seed) and "Vary" (a new one): the window fills the Generate page.
@@ -66,6 +69,9 @@ signals:
     // "Extend this clip": the video's recipe (hasRecipe false: none) and the video, whose last
     // frames the next video starts from.
     void extendClipRequested(const QString& path, const output::Recipe& recipe, bool hasRecipe);
+    // Retake: [start, end) s of this clip made again from its recipe (a new seed), the rest kept.
+    void retakeRequested(
+        const QString& path, const output::Recipe& recipe, bool hasRecipe, double start, double end, bool video, bool audio);
     void message(const QString& text);
 
 protected:
@@ -125,6 +131,7 @@ private:
     QPushButton* m_forget;
     QPushButton* m_startImage;
     QPushButton* m_extend;
+    QPushButton* m_retakeSpan = nullptr;
     QMediaPlayer* m_player = nullptr;
     bool m_noAudioDevice = false;
     double m_fps = 24;

@@ -388,6 +388,19 @@ QWidget* GeneratePage::conditionCard()
     audioRow->addWidget(m_clearAudio);
     audioRow->addWidget(m_audioNote, 1);
     form->addRow(tr("Audio"), audioRow);
+    m_retakeNote = new QLabel;
+    m_retakeNote->setObjectName(QStringLiteral("retakeNote"));
+    m_retakeNote->setWordWrap(true);
+    m_retakeNote->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_clearRetake = new QPushButton(tr("Clear"));
+    m_clearRetake->setObjectName(QStringLiteral("clearRetake"));
+    m_clearRetake->setAccessibleName(tr("Clear the retake"));
+    auto* retakeRow = new QHBoxLayout;
+    retakeRow->addWidget(m_retakeNote, 1);
+    retakeRow->addWidget(m_clearRetake);
+    m_retakeRow = retakeRow;
+    form->addRow(tr("Retake"), retakeRow);
+    form->setRowVisible(retakeRow, false);
 
     return m_conditionCard;
 }
@@ -689,6 +702,7 @@ void GeneratePage::connectControls()
     connect(m_imageStrength, &QDoubleSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_clearImage, &QPushButton::clicked, this, &GeneratePage::clearConditionImage);
     connect(m_clearAudio, &QPushButton::clicked, this, &GeneratePage::clearSound);
+    connect(m_clearRetake, &QPushButton::clicked, this, &GeneratePage::clearRetake);
     connect(m_audioSlot, &QPushButton::clicked, this, [this] {
         const auto path = QFileDialog::getOpenFileName(this, tr("A sound for the video to follow"),
             m_audioPath.isEmpty() ? QString() : QFileInfo(m_audioPath).absolutePath(),
@@ -1070,9 +1084,10 @@ bool GeneratePage::validate()
     setError(m_promptError, prompt);
     // The family's rules, as the generation service will check them.
     QStringList size;
-    for (const auto& problem :
-        generation::sizeProblems(m_rules, m_width->value(), m_height->value(), askedFrames(), !m_audioPath.isEmpty()))
-        size << QString::fromStdString(problem);
+    if (!m_retake)  // the clip decides its own, checked when it is read
+        for (const auto& problem :
+            generation::sizeProblems(m_rules, m_width->value(), m_height->value(), askedFrames(), !m_audioPath.isEmpty()))
+            size << QString::fromStdString(problem);
     setError(m_sizeError, size.join(QLatin1Char('\n')));
     ok = ok && size.isEmpty();
     if (!m_imageMode && !m_conditionPath.isEmpty()) {
@@ -1343,6 +1358,17 @@ generation::Ask GeneratePage::ask() const
             m_conditionClip ? m_clipFrames->value() : 0, m_conditionClip && conditionFromEnd(), m_conditionSha256});
     if (!m_audioPath.isEmpty())
         a.audio = runtime::AudioFile{m_audioPath, m_audioSha256};
+    if (m_retake) {
+        // The clip's own size, length and rate (generation::prepare reads them from its header).
+        a.retake = m_retake;
+        a.width.reset();
+        a.height.reset();
+        a.frames.reset();
+        a.fps.reset();
+        a.conditions.clear();
+        a.audio.reset();
+        a.stages.clear();
+    }
     return a;
 }
 
@@ -1750,8 +1776,13 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     }
     clearConditionImage();
     clearSound();
+    clearRetake();
     if (ask.audio)
         loadSound(ask.audio->path, ask.audio->expectedSha256);
+    if (ask.retake) {
+        m_retake = ask.retake;
+        showRetake();
+    }
     if (!again->missing.empty()) {
         const auto problem = QString::fromStdString(again->missing.front());
         m_modelStatus->setText(problem);
@@ -1847,6 +1878,65 @@ void GeneratePage::loadSound(const QString& path, const std::string& expectedSha
             },
             Qt::QueuedConnection);
     });
+}
+
+bool GeneratePage::retakeClip(const QString& path, double start, double end, bool video, bool audio, QString* why)
+{
+    QString refused;
+    if (m_imageMode)
+        refused = tr("No video model is ready to retake it: download an LTX-2 model on the Models page or add a local one.");
+    else if (!(start >= 0 && end > start))
+        refused = tr("The span to make again must start before it ends (%1 to %2 s).").arg(start).arg(end);
+    else if (!video && !audio)
+        refused = tr("A retake makes the video, the sound or both again.");
+    if (!refused.isEmpty()) {
+        if (why)
+            *why = refused;
+        return false;
+    }
+    clearConditionImage();
+    clearSound();
+    runtime::RetakeFile f;
+    f.path = path;
+    f.start = start;
+    f.end = end;
+    f.video = video;
+    f.audio = audio;
+    m_retake = f;
+    showRetake();
+    return true;
+}
+
+void GeneratePage::clearRetake()
+{
+    m_retake.reset();
+    showRetake();
+}
+
+void GeneratePage::showRetake()
+{
+    m_conditionForm->setRowVisible(m_retakeRow, m_retake.has_value());
+    // The clip decides the size, the length and the rate while it is retaken.
+    for (QWidget* w : {static_cast<QWidget*>(m_width), static_cast<QWidget*>(m_height), static_cast<QWidget*>(m_frames),
+             static_cast<QWidget*>(m_fps), static_cast<QWidget*>(m_autoLength)})
+        w->setEnabled(!m_retake);
+    for (QWidget* w : {static_cast<QWidget*>(m_imageSlot), static_cast<QWidget*>(m_chooseImage), static_cast<QWidget*>(m_audioSlot)})
+        w->setEnabled(!m_retake);
+    if (m_retake) {
+        const auto& k = *m_retake;
+        m_retakeNote->setText(tr("%1: %2 to %3 s made again (%4), the rest kept; its size, length and rate")
+                                  .arg(QFileInfo(k.path).fileName())
+                                  .arg(k.start, 0, 'f', 2)
+                                  .arg(k.end, 0, 'f', 2)
+                                  .arg(k.video && k.audio ? tr("video and sound")
+                                          : k.video       ? tr("video; the sound kept")
+                                                          : tr("sound; the video kept")));
+        m_retakeNote->setToolTip(k.path);
+    } else {
+        m_frames->setEnabled(askedFrames() != 0);
+    }
+    validate();
+    m_planTimer->start();
 }
 
 void GeneratePage::clearSound()
@@ -2084,6 +2174,14 @@ void GeneratePage::updateStages(bool* ok)
         return;
     }
     auto asked = request();
+    if (m_retake) {
+        facade::RetakeInput window;
+        window.start = m_retake->start;
+        window.end = m_retake->end;
+        window.video = m_retake->video;
+        window.audio = m_retake->audio;
+        asked.retake = window;
+    }
     // A length left to the sound is the clip that holds it.
     if (asked.frames == 0 && !m_audioPath.isEmpty())
         asked.frames = facade::framesForSound(m_audioSeconds, asked.fps);

@@ -96,6 +96,13 @@ public:
     void loadSound(const QString& path, const std::string& expectedSha256 = {});
     void clearSound();
     QString sound() const { return m_audioPath; }
+    // Retake: this clip made again over [start, end) s from the page's prompt, the rest kept; the
+    // clip's size, length and rate are its own (the size fields are off meanwhile). A start
+    // image and a sound to follow are cleared: the clip is the start. False, with why, on an
+    // image model or a window that is not one.
+    bool retakeClip(const QString& path, double start, double end, bool video = true, bool audio = true, QString* why = nullptr);
+    void clearRetake();
+    std::optional<runtime::RetakeFile> retake() const { return m_retake; }
     // From the gallery: the start image, with a video model chosen (the first ready one) when
     // an image model is; false with the reason when the picture is refused or no video model
     // is ready.
@@ -228,6 +235,11 @@ private:
     QLabel* m_imageError = nullptr;
     QPushButton* m_audioSlot = nullptr;
     QPushButton* m_clearAudio = nullptr;
+    QLabel* m_retakeNote = nullptr;
+    QPushButton* m_clearRetake = nullptr;
+    QLayout* m_retakeRow = nullptr;
+    std::optional<runtime::RetakeFile> m_retake;
+    void showRetake();
     QLabel* m_audioNote = nullptr;
     QString m_audioPath;  // the sound the video follows; empty: the model makes its own
     std::string m_audioSha256;  // the recipe's hash of it (Generate again); empty: any
