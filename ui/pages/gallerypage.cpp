@@ -771,14 +771,14 @@ void GalleryPage::showDetail()
     m_player->play();
 }
 
-bool GalleryPage::extendClip(qint64 id, QString* error)
+std::optional<output::Recipe> GalleryPage::startFromClip(qint64 id, const QString& verb, QString* error, bool* hasRecipe) const
 {
     const auto item = m_gallery->item(id);
     QString refused;
     if (!item)
         refused = tr("This item is no longer in the gallery.");
     else if (item->kind == QStringLiteral("image"))
-        refused = tr("%1 is a picture: only a clip can be extended.").arg(item->path);
+        refused = tr("%1 is a picture: only a clip can be %2.").arg(item->path, verb);
     else if (!QFileInfo::exists(item->path))
         refused = tr("%1 is gone.").arg(item->path);
     else if (item->thumbnailState == 2)
@@ -786,40 +786,41 @@ bool GalleryPage::extendClip(qint64 id, QString* error)
     if (!refused.isEmpty()) {
         if (error)
             *error = refused;
-        return false;
+        return std::nullopt;
     }
-    // The recipe without its own conditions: the clip replaces them.
+    // The recipe without what it was conditioned on: the clip is the start now.
     const auto recipe = m_gallery->recipe(id);
+    *hasRecipe = recipe.has_value();
     output::Recipe r = recipe ? *recipe : output::Recipe{};
     r.conditions.clear();
-    emit extendClipRequested(item->path, r, recipe.has_value());
+    r.audio.reset();
+    r.retake.reset();
+    return r;
+}
+
+bool GalleryPage::extendClip(qint64 id, QString* error)
+{
+    bool hasRecipe = false;
+    const auto r = startFromClip(id, tr("extended"), error, &hasRecipe);
+    if (!r)
+        return false;
+    emit extendClipRequested(m_gallery->item(id)->path, *r, hasRecipe);
     return true;
 }
 
 bool GalleryPage::retakeClip(qint64 id, double start, double end, bool video, bool audio, QString* error)
 {
+    bool hasRecipe = false;
+    const auto r = startFromClip(id, tr("retaken"), error, &hasRecipe);
+    if (!r)
+        return false;
     const auto item = m_gallery->item(id);
-    QString refused;
-    if (!item)
-        refused = tr("This item is no longer in the gallery.");
-    else if (item->kind == QStringLiteral("image"))
-        refused = tr("%1 is a picture: only a clip can be retaken.").arg(item->path);
-    else if (!QFileInfo::exists(item->path))
-        refused = tr("%1 is gone.").arg(item->path);
-    else if (!(start >= 0 && end > start && (item->durationSeconds <= 0 || start < item->durationSeconds)))
-        refused = tr("The span must start before it ends, inside the clip (%1 to %2 s asked).").arg(start).arg(end);
-    if (!refused.isEmpty()) {
+    if (!(start >= 0 && end > start && (item->durationSeconds <= 0 || start < item->durationSeconds))) {
         if (error)
-            *error = refused;
+            *error = tr("The span must start before it ends, inside the clip (%1 to %2 s asked).").arg(start).arg(end);
         return false;
     }
-    // The recipe without what it was conditioned on: the clip is the start now.
-    const auto recipe = m_gallery->recipe(id);
-    output::Recipe r = recipe ? *recipe : output::Recipe{};
-    r.conditions.clear();
-    r.audio.reset();
-    r.retake.reset();
-    emit retakeRequested(item->path, r, recipe.has_value(), start, end, video, audio);
+    emit retakeRequested(item->path, *r, hasRecipe, start, end, video, audio);
     return true;
 }
 

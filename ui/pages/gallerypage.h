@@ -2,6 +2,7 @@
 
 #include "core/output/recipe.h"
 
+#include <optional>
 #include <QElapsedTimer>
 #include <QWidget>
 
@@ -78,6 +79,9 @@ protected:
     void showEvent(QShowEvent* event) override;
 
 private:
+    // A clip to start from (extend, retake; `verb` says which in the refusal): its recipe without
+    // what it was conditioned on, or nothing and why.
+    std::optional<output::Recipe> startFromClip(qint64 id, const QString& verb, QString* error, bool* hasRecipe) const;
     // The constructor's parts.
     QWidget* gridView();
     QWidget* detailView();
