@@ -454,7 +454,8 @@ private slots:
         Ask plain = prompt();
         plain.frames = 0;
         p = vireo::generation::prepare(m_catalog, *d, video, plain);
-        QVERIFY2(!p && p.error().message.find("the length cannot be left on auto") != std::string::npos, p ? "ran" : p.error().message.c_str());
+        QVERIFY2(
+            !p && p.error().message.find("the length cannot be left on auto") != std::string::npos, p ? "ran" : p.error().message.c_str());
         a.audio->path.clear();
         p = vireo::generation::prepare(m_catalog, *d, video, a);
         QVERIFY(!p && p.error().message.find("names no file") != std::string::npos);
