@@ -18,6 +18,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -1537,6 +1538,58 @@ VT_TEST(retakeMatchesTheReferenceAndKeepsTheRest)
         return;
     checkRetake("retake_distilled");
     checkRetake("retake_dev");
+}
+
+// The GPU machine makes only the pipeline fixture (the toolset's needs ltx-core and torchaudio):
+// there audio-to-video and retake on the device are checked against the same runs on the CPU,
+// which the fixtures above check against the reference. Left out on the CPU (nothing to compare).
+VT_TEST(audioToVideoAndRetakeOnTheDeviceMatchTheCpu)
+{
+    if (!testDevice().is_cuda()) {
+        std::printf("   left out: the device under test is the CPU\n");
+        return;
+    }
+    const int rate = 44100;
+    const auto t = at::arange(rate, at::kFloat) / rate;
+    const auto wave = at::stack({0.4 * at::sin(2 * M_PI * 330 * t * (1 + t)), 0.3 * at::sin(2 * M_PI * 880 * t)}).contiguous();
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(7);
+    const auto pixels = (at::rand({17, 64, 96, 3}, gen) * 255).to(at::kByte);
+    auto cpuOptions = optionsFor("23", "diffusers");
+    cpuOptions.device = c10::Device(c10::kCPU);
+    auto onCpu = pipelines::Ltx2Pipeline::open(cpuOptions);
+    auto onDevice = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(onCpu.ok() && onDevice.ok());
+    pipelines::Ltx2Request a2v;
+    a2v.prompt = "a fox sings";
+    a2v.width = 96;
+    a2v.height = 64;
+    a2v.frames = 17;
+    a2v.maxSequenceLength = 32;
+    a2v.seed = 3;
+    a2v.audio = pipelines::Ltx2AudioCondition{wave, rate};
+    auto retake = a2v;
+    retake.audio.reset();
+    retake.prompt = "a fox jumps";
+    retake.retake = pipelines::Ltx2Retake{pixels, pipelines::Ltx2AudioCondition{wave, rate}, 0.1, 0.3, true, true};
+    for (const auto* req : {&a2v, &retake}) {
+        auto c = onCpu->generate(*req);
+        auto d = onDevice->generate(*req);
+        VT_CHECK_MSG(c.ok() && d.ok(), (c.ok() ? (d.ok() ? "" : d.error().message) : c.error().message));
+        const auto video = relErr(d->finalVideoLatents, c->finalVideoLatents), audio = relErr(d->finalAudioLatents, c->finalAudioLatents);
+        const auto frames = (d->frames.cpu().to(at::kInt) - c->frames.cpu().to(at::kInt)).abs().max().item<int>();
+        std::printf("   %s %-6s against the CPU: latents rel video %.2e audio %.2e, frames max %d/255\n", testDevice().str().c_str(),
+            req->retake ? "retake" : "a2v", video, audio, frames);
+        VT_CHECK(video <= 1e-3 && audio <= 1e-3 && frames <= 2);
+        if (req->audio) {
+            VT_CHECK(at::equal(d->finalAudioLatents.cpu(), d->audioConditionLatents.cpu()));  // frozen on the device too
+            VT_CHECK(at::equal(d->waveform.cpu(), c->waveform.cpu()));  // the user's samples
+        } else {
+            // Outside the span: the clip's own frames on either device.
+            const auto [first, last] = d->retakeFrames;
+            VT_CHECK(first == 1 && last == 9);
+            VT_CHECK(at::equal(d->frames.cpu().narrow(0, 9, 8), pixels.narrow(0, 9, 8)));
+        }
+    }
 }
 
 // What the reference leaves undefined: a mono sound (heard on both sides), a sound shorter than
