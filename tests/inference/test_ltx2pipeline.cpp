@@ -1642,6 +1642,41 @@ VT_TEST(audioToVideoTakesAnySoundAndRefusesBadOnes)
     VT_CHECK(at::equal(d->waveform.narrow(1, 0, half.size(1)), half));
     VT_CHECK(d->waveform.narrow(1, half.size(1), samples - half.size(1)).abs().max().item<float>() == 0.0f);
 
+    // Every path holds the sound: the two-stage one (stage 1 and the refine) and LTX-2.5's DFR
+    // passes (on the padded canvas, cut to the clip when decoded).
+    {
+        auto options = optionsFor("23", "diffusers");
+        options.spatialUpsamplerPath = dir("23") / "diffusers" / "latent_upsampler";
+        auto twoStage = pipelines::Ltx2Pipeline::open(options);
+        VT_CHECK(twoStage.ok());
+        auto req = base;
+        req.width = 128;
+        req.height = 128;
+        req.twoStage = true;
+        req.audio = pipelines::Ltx2AudioCondition{stereo, rate};
+        auto e = twoStage->generate(req);
+        VT_CHECK_MSG(e.ok(), (e.ok() ? "" : e.error().message));
+        VT_CHECK(e->twoStage && at::equal(e->stage1AudioLatents.cpu(), e->audioConditionLatents.cpu())
+            && at::equal(e->finalAudioLatents.cpu(), e->audioConditionLatents.cpu()));
+        VT_CHECK(at::equal(e->waveform, stereo.narrow(1, 0, e->waveform.size(1))));
+    }
+    {
+        auto v25 = pipelines::Ltx2Pipeline::open(optionsFor("25", "diffusers"));
+        VT_CHECK(v25.ok());
+        auto req = base;
+        req.dfr = true;
+        req.frames = 17;
+        req.audio = pipelines::Ltx2AudioCondition{stereo, rate};
+        auto e = v25->generate(req);
+        VT_CHECK_MSG(e.ok(), (e.ok() ? "" : e.error().message));
+        VT_CHECK(e->dfrCanvas && at::equal(e->finalAudioLatents.cpu(), e->audioConditionLatents.cpu()));
+        VT_COMPARE(e->frames.size(0), std::int64_t{17});
+        const auto samples = std::llround(17.0 / 24.0 * rate);
+        // 0.6 s of sound in a 0.71 s clip: its samples, then silence.
+        VT_CHECK(e->waveform.size(1) == samples && at::equal(e->waveform.narrow(1, 0, stereo.size(1)), stereo));
+        VT_CHECK(e->waveform.narrow(1, stereo.size(1), samples - stereo.size(1)).abs().max().item<float>() == 0.0f);
+    }
+
     const auto refused = [&](pipelines::Ltx2AudioCondition audio, std::int64_t frames, const std::string& says) {
         auto req = base;
         req.frames = frames;
