@@ -3,7 +3,12 @@ next to diffusers' LTX2Pipeline running the same configuration from the same pip
 the same run, as per-phase ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
 
 Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json] [--two-stage] [--version 2.3|2.5]
-                          [--temporal-rounds 0|1] [--guided]
+                          [--temporal-rounds 0|1] [--guided] [--audio]
+
+--audio (2.3): after each configuration, audio-to-video (issue #31) on the same model: a 44.1 kHz stereo chirp as
+long as the clip, encoded (ltx-core 1.0.0's AudioProcessor + the audio VAE's encoder on the diffusers side; Vireo's
+port) and held frozen through the 8 distilled steps (diffusers' LTX2Pipeline with the frozen rule: audio timestep and
+sigma 0, no audio step, as make_ltx2_toolset_fixtures.py runs it). Rows: encode audio, denoise, the two together.
 
 --guided (2.3): after each configuration, the dev recipe's denoise with Lightricks' guidance (CFG 3 / 7, STG 1 / 1
 on block 1, modality 3 / 3, rescale 0.7; 8 dev steps, the folder's scheduler) against LTX2Pipeline with the same
@@ -426,12 +431,13 @@ def bench_diffusers(folder: Path, cfg: dict, repeat: int) -> dict:
 # =========================================================================== vireo side
 
 def vireo_run(cli: str, folder: Path, cfg: dict, out: Path, repeat: int = 1, extra: list[str] = (),
-              env: dict | None = None) -> dict:
+              env: dict | None = None, skip: tuple[str, ...] = ()) -> dict:
+    """skip: phases this run does not have (audio-to-video decodes no sound)."""
     cmd = [cli, "generate", "--model", str(folder), "--prompt", PROMPT, "--frames", str(cfg["frames"]),
            "--width", str(cfg["width"]), "--height", str(cfg["height"]), "--fps", f"{FPS:g}", "--seed", str(SEED),
            "--out", str(out), "--json", "--repeat", str(repeat), *extra]
     report = benchcli.run_json("bench generate", cmd, env)
-    missing = [name for name, _, _ in phases() if name not in report.get("phases", {})]
+    missing = [name for name, _, _ in phases() if name not in report.get("phases", {}) and name not in skip]
     if missing:
         sys.exit(f"bench generate: `{' '.join(cmd)}` reported no time for {missing}:\n{json.dumps(report)}")
     if VERSION == "2.5" and (report.get("stages") == "two" or "LTX-2.5 DFR pass" not in report.get("stages_reason", "")):
@@ -603,6 +609,94 @@ def print_guided(r: dict, repeat: int) -> None:
     c = r["branch_cost"]
     print(f"   extra branches' cost (guided / CFG only): diffusers {c['diffusers']:.2f}x, vireo {c['vireo']:.2f}x (batched); "
           f"vireo batched / separate {c['vireo_batched_over_separate']:.2f}x")
+
+
+# =========================================================================== audio-to-video
+
+def bench_wave(cfg: dict) -> tuple[torch.Tensor, Path]:
+    """The sound: a chirp as long as the clip, stereo at 44.1 kHz, as a float tensor and as a 16-bit WAV."""
+    import math
+    import struct
+    rate, n = 44100, round(cfg["frames"] / FPS * 44100)
+    t = torch.arange(n, dtype=torch.float64) / rate
+    wave = torch.stack([0.4 * torch.sin(2 * math.pi * 300 * t * (1 + t)), 0.3 * torch.sin(2 * math.pi * 900 * t)]).float()
+    pcm = (wave.T.reshape(-1) * 32767).round().to(torch.int16).numpy().tobytes()
+    path = Path(tempfile.gettempdir()) / f"bench-a2v-{cfg['frames']}.wav"
+    path.write_bytes(b"RIFF" + struct.pack("<I", 36 + len(pcm)) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 2, rate, rate * 4, 4, 16)
+                     + b"data" + struct.pack("<I", len(pcm)) + pcm)
+    # What Vireo reads from the WAV: the 16-bit samples / 32768.
+    return torch.from_numpy(__import__("numpy").frombuffer(pcm, dtype="<i2").astype("float32") / 32768).reshape(-1, 2).T.contiguous(), path
+
+
+def diffusers_a2v_run(pipe: LTX2Pipeline, cfg: dict, wave: torch.Tensor) -> dict:
+    from ltx_core.model.audio_vae.ops import AudioProcessor
+    from ltx_core.types import Audio
+    avae = pipe.audio_vae
+    t0 = time.perf_counter()
+    processor = AudioProcessor(target_sample_rate=avae.config.sample_rate, mel_bins=avae.config.mel_bins,
+                               mel_hop_length=avae.config.mel_hop_length, n_fft=1024)
+    mel = processor.waveform_to_mel(Audio(waveform=wave[None], sampling_rate=44100))
+    frames = round(cfg["frames"] / FPS * avae.config.sample_rate / avae.config.mel_hop_length / avae.temporal_compression_ratio)
+    raw = avae.encode(mel).latent_dist.mode()[:, :, :frames]
+    encode = time.perf_counter() - t0
+
+    def pre_hook(_m, args, kwargs):
+        kwargs["audio_timestep"] = torch.zeros_like(kwargs["timestep"])
+        kwargs["audio_sigma"] = torch.zeros_like(kwargs["sigma"])
+        return args, kwargs
+
+    orig_step = FlowMatchEulerDiscreteScheduler.step
+    video_sched = pipe.scheduler
+
+    def step(sched, model_output, timestep, sample, *a, **k):
+        if sched is video_sched:
+            return orig_step(sched, model_output, timestep, sample, *a, **k)
+        return (sample,)
+
+    acc: dict = {}
+    handle = pipe.transformer.register_forward_pre_hook(pre_hook, with_kwargs=True)
+    FlowMatchEulerDiscreteScheduler.step = step
+    try:
+        with PhaseTimer(pipe).active(acc):
+            pipe(prompt=PROMPT, height=cfg["height"], width=cfg["width"], num_frames=cfg["frames"], frame_rate=FPS,
+                 num_inference_steps=len(DISTILLED_SIGMA_VALUES), sigmas=list(DISTILLED_SIGMA_VALUES), guidance_scale=1.0,
+                 audio_guidance_scale=1.0, audio_latents=raw, noise_scale=0.0, generator=torch.Generator().manual_seed(SEED),
+                 use_cross_timestep=True, output_type="latent", return_dict=False, max_sequence_length=MAX_SEQUENCE_LENGTH)
+    finally:
+        handle.remove()
+        FlowMatchEulerDiscreteScheduler.step = orig_step
+    return {"encode audio": encode, "denoise": acc["denoise"]}
+
+
+def bench_audio(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
+    cfg = CONFIGS[name]
+    folder = tmp / f"a2v-{name}"
+    write_pipeline(folder, cfg["build"](), tok_src)
+    pipe, _ = load_pipeline(folder)
+    wave, wav = bench_wave(cfg)
+    diffusers_a2v_run(pipe, cfg, wave)  # warm-up
+    d_runs = [diffusers_a2v_run(pipe, cfg, wave) for _ in range(repeat)]
+    report = vireo_run(cli, folder, cfg, tmp / f"a2v-{name}.mp4", repeat + 1, ["--audio", str(wav)],
+                       skip=("decode audio", "vocoder"))
+    if "the video follows" not in report.get("stages_reason", ""):
+        sys.exit(f"bench generate: vireo did not follow the sound (stages reason {report.get('stages_reason')!r})")
+    v_runs = [{"encode audio": p.get("encode audio", 0.0), "denoise": p["denoise"]} for p in report["runs"][1:]]
+    rows = {}
+    for key in ("encode audio", "denoise"):
+        d, v = min(r[key] for r in d_runs), min(r[key] for r in v_runs)
+        rows[key] = {"diffusers": d, "vireo": v, "ratio": v / d if d > 0 else None}
+    d = min(r["encode audio"] + r["denoise"] for r in d_runs)
+    v = min(r["encode audio"] + r["denoise"] for r in v_runs)
+    rows["together"] = {"diffusers": d, "vireo": v, "ratio": v / d}
+    return {"config": f"a2v_{name}", "width": cfg["width"], "height": cfg["height"], "frames": cfg["frames"], "rows": rows}
+
+
+def print_audio(r: dict, repeat: int) -> None:
+    print(f"\n== audio-to-video, {r['config']}: {r['width']}x{r['height']}x{r['frames']}, 8 distilled steps, the sound frozen "
+          f"(best of {repeat})")
+    print(f"   {'phase':<24}{'diffusers s':>12}{'vireo s':>12}{'ratio':>8}")
+    for label, row in r["rows"].items():
+        print(f"   {label:<24}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 12)}{fmt(row['ratio'], 8)}")
 
 
 # =========================================================================== two stages
@@ -981,6 +1075,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2, help="best of N (default 2)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--two-stage", action="store_true", help="only the two-stage distilled path (medium model)")
+    ap.add_argument("--audio", action="store_true",
+                    help="2.3 only: audio-to-video per configuration (the sound encoded and held frozen) against diffusers' loop")
     ap.add_argument("--guided", action="store_true",
                     help="2.3 only: the dev guidance (CFG, STG, modality) denoise per configuration, and its cost over CFG alone")
     ap.add_argument("--version", choices=("2.3", "2.5"), default="2.3",
@@ -993,6 +1089,8 @@ def main() -> int:
         ap.error("--repeat must be >= 1")
     if args.two_stage and args.version != "2.3":
         ap.error("--two-stage is LTX-2.3's only")
+    if args.audio and (args.version != "2.3" or args.two_stage):
+        ap.error("--audio is LTX-2.3's, without --two-stage")
     if args.guided and (args.version != "2.3" or args.two_stage):
         ap.error("--guided is LTX-2.3's, without --two-stage")
     if args.temporal_rounds and args.version != "2.5":
@@ -1028,6 +1126,12 @@ def main() -> int:
                 results.append(r)
                 if not args.json:
                     print_guided(r, args.repeat)
+                    sys.stdout.flush()
+            if args.audio:
+                r = bench_audio(name, args.cli, args.repeat, tmp, tok_src)
+                results.append(r)
+                if not args.json:
+                    print_audio(r, args.repeat)
                     sys.stdout.flush()
             if args.temporal_rounds:
                 r = bench_temporal(name, args.cli, args.repeat, tmp, tok_src)
