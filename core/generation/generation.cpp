@@ -360,11 +360,18 @@ Result<Again> askFromRecipe(const output::Recipe& r, const QString& folder)
         f.strength = c.strength;
         f.clipFrames = clip ? static_cast<int>(std::min<std::int64_t>(1025, c.frames)) : 0;
         f.crf = clip ? 0 : c.crf;  // clips are never re-compressed
-        if (!copy.isEmpty() && QFileInfo(copy).isFile()) {
-            // A clip's kept frames are exactly the frames used: read from their start.
+        const auto soundCopyName = QString::fromStdString(c.soundCopy);
+        const QString soundCopy = soundCopyName.isEmpty() ? QString()
+            : QFileInfo(soundCopyName).isAbsolute()       ? soundCopyName
+                                                          : QDir(folder).filePath(soundCopyName);
+        if (!copy.isEmpty() && QFileInfo(copy).isFile() && (soundCopy.isEmpty() || QFileInfo(soundCopy).isFile())) {
+            // A clip's kept frames are exactly the frames used: read from their start; the sound
+            // it continued from its own copy.
             f.path = copy;
             f.clipFromEnd = clip && c.fromEnd && !c.copyIsFrames;
             f.expectedSha256 = c.copySha256.empty() ? c.sha256 : c.copySha256;
+            f.soundPath = soundCopy;
+            f.soundSha256 = c.soundCopySha256;
         } else if (!source.isEmpty() && QFileInfo(source).isFile()) {
             f.path = source;
             f.clipFromEnd = clip && c.fromEnd;

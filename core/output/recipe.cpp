@@ -193,7 +193,8 @@ std::string Recipe::toJson() const
     json conditions_ = json::array();
     for (const auto& c : conditions)
         conditions_.push_back({{"source", c.source}, {"copy", c.copy}, {"sha256", c.sha256}, {"frame", c.frame}, {"strength", c.strength},
-            {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}, {"copy_sha256", c.copySha256}, {"copy_frames", c.copyIsFrames}});
+            {"crf", c.crf}, {"frames", c.frames}, {"from_end", c.fromEnd}, {"copy_sha256", c.copySha256}, {"copy_frames", c.copyIsFrames},
+            {"sound_copy", c.soundCopy}, {"sound_copy_sha256", c.soundCopySha256}});
     j["conditions"] = conditions_;
     if (audio)
         j["audio"] = {{"source", audio->source}, {"sha256", audio->sha256}, {"copy", audio->copy}, {"copy_sha256", audio->copySha256},
@@ -373,6 +374,8 @@ Failure readConditions(const json& j, Recipe& r)
             cr.get("from_end", u.fromEnd);
             cr.get("copy_sha256", u.copySha256);
             cr.get("copy_frames", u.copyIsFrames);
+            cr.get("sound_copy", u.soundCopy);
+            cr.get("sound_copy_sha256", u.soundCopySha256);
             if (!cr.error.empty())
                 return invalid("conditions: " + cr.error);
             r.conditions.push_back(std::move(u));

@@ -45,6 +45,9 @@ struct ConditionUse {
     // The copy holds the frames used (a clip's, at the output's size), not the source file: it
     // is read from its start whatever `fromEnd` says.
     bool copyIsFrames = false;
+    // A clip from its end with sound: its samples over those frames, kept beside the output
+    // ("<stem>.cond<i>.wav"), which the output's sound continued; empty: none.
+    std::string soundCopy = {}, soundCopySha256 = {};
 };
 
 // The sound a video was made to follow (audio-to-video).

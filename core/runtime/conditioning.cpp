@@ -130,6 +130,27 @@ Result<facade::ConditionInput> prepareConditionClip(
         c.rgb.insert(c.rgb.end(), f.rgb.begin(), f.rgb.end());
     c.source = path.string();
     c.sha256 = *sha;
+    if (fromEnd)
+        if (const auto info = media::probeMedia(path); info && info->hasAudio && info->fps > 0) {
+            auto read = media::readAudio(path);
+            if (!read)
+                return read.error();
+            const double end = info->frames > 0 ? static_cast<double>(info->frames) / info->fps : info->durationSeconds;
+            const double start = std::max(0.0, end - static_cast<double>(frames) / info->fps);
+            const auto total = read->frames();
+            const auto from = std::clamp<std::int64_t>(std::llround(start * read->sampleRate), 0, total);
+            const auto to = std::clamp<std::int64_t>(std::llround(end * read->sampleRate), from, total);
+            if (to > from) {
+                facade::AudioInput sound;
+                sound.sampleRate = read->sampleRate;
+                for (auto& channel : read->channels)
+                    sound.channels.emplace_back(channel.begin() + from, channel.begin() + to);
+                sound.source = path.string();
+                sound.sha256 = *sha;
+                sound.note = read->note;
+                c.sound = std::move(sound);
+            }
+        }
     return c;
 }
 
@@ -143,6 +164,12 @@ Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int w
         ? prepareConditionClip(path, width, height, file.frame, file.strength, file.clipFrames, file.clipFromEnd)
         : prepareConditionImage(
             path, width, height, file.frame, file.strength, file.crf == kFamilyConditionCrf ? kDefaultConditionCrf : file.crf);
+    if (prepared && prepared->frames > 1 && !file.soundPath.isEmpty()) {
+        auto sound = prepareConditionAudio({file.soundPath, file.soundSha256});
+        if (!sound)
+            return sound.error();
+        prepared->sound = std::move(*sound);
+    }
     if (prepared && !file.expectedSha256.empty() && prepared->sha256 != file.expectedSha256)
         return makeError(ErrorCode::InvalidArgument,
             path.string()
@@ -410,7 +437,8 @@ std::string floatWav(const std::vector<std::vector<float>>& channels, std::int64
 
 }  // namespace
 
-Result<KeptCondition> keepConditionAudio(const facade::AudioInput& audio, double seconds, const std::filesystem::path& output)
+Result<KeptCondition> keepConditionAudio(
+    const facade::AudioInput& audio, double seconds, const std::filesystem::path& output, const std::string& name)
 {
     if (audio.channels.empty() || audio.channels.size() > 2 || audio.sampleRate <= 0)
         return makeError(ErrorCode::InvalidArgument, "the sound holds no samples to keep");
@@ -423,7 +451,7 @@ Result<KeptCondition> keepConditionAudio(const facade::AudioInput& audio, double
     const auto bytes = floatWav(audio.channels, frames, audio.sampleRate);
     if (auto room = roomFor(folder, static_cast<std::int64_t>(bytes.size())); !room)
         return room.error();
-    const auto stem = output.stem().string() + ".audio";
+    const auto stem = output.stem().string() + "." + name;
     const auto temporary = folder / ("." + stem + ".part-" + std::to_string(::getpid()));
     {
         std::ofstream f(temporary, std::ios::binary | std::ios::trunc);

@@ -74,6 +74,10 @@ struct ConditionFile {
     // The SHA-256 the file must have (a recipe's, for Generate again): checked where the file is
     // read, on the engine's thread, so a page never hashes a large clip itself. Empty: any.
     std::string expectedSha256;
+    // A clip from its end: where its sound over those frames is read from (a recipe's kept
+    // samples; the clip's frames are then a copy without sound); empty: its own soundtrack.
+    QString soundPath = {};
+    std::string soundSha256 = {};
     bool operator==(const ConditionFile&) const = default;
 };
 
@@ -88,7 +92,9 @@ std::string conditionProblem(std::int64_t frame, int conditionFrames, double str
 Result<facade::ConditionInput> prepareConditionImage(
     const std::filesystem::path& path, int width, int height, std::int64_t frame, double strength, int crf);
 // The first `frames` frames of a video (its last ones with fromEnd), each fitted (no
-// re-compression: the reference applies it to single frames only).
+// re-compression: the reference applies it to single frames only). From its end, the clip's
+// sound over those frames comes too (its soundtrack's last frames / fps seconds, as the
+// container's frame count and rate place them), for an extension to continue.
 Result<facade::ConditionInput> prepareConditionClip(
     const std::filesystem::path& path, int width, int height, std::int64_t frame, double strength, int frames, bool fromEnd = false);
 // Either of the above, checked against the output's frame count first.
@@ -139,6 +145,8 @@ Result<KeptCondition> keepConditionFrames(
 // The sound an output was made from, kept beside it as "<output stem>.audio.wav": the samples
 // the clip used (its first `seconds`), as 32-bit float, so reading it back gives the same
 // samples whatever the source was (a long video's soundtrack is never copied whole).
-Result<KeptCondition> keepConditionAudio(const facade::AudioInput& audio, double seconds, const std::filesystem::path& output);
+// `name`: the part after the output's stem ("audio": "<stem>.audio.wav"; "cond0" for a clip's).
+Result<KeptCondition> keepConditionAudio(
+    const facade::AudioInput& audio, double seconds, const std::filesystem::path& output, const std::string& name = "audio");
 
 }  // namespace vireo::runtime

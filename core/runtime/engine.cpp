@@ -814,7 +814,7 @@ std::vector<std::filesystem::path> Engine::Impl::keepConditions(
         const auto& c = request.conditions[i];
         const int crf = i >= given && c.frames == 1 ? g.conditions[i - given].crf : 0;
         const bool fromEnd = i >= given && c.frames > 1 && g.conditions[i - given].clipFromEnd;
-        output::ConditionUse use{c.source, {}, c.sha256, c.frame, c.strength, crf, c.frames, fromEnd, {}, false};
+        output::ConditionUse use{c.source, {}, c.sha256, c.frame, c.strength, crf, c.frames, fromEnd, {}, false, {}, {}};
         if (i >= given) {
             auto kept = c.frames > 1 ? keepConditionFrames(c, g.request.fps, path, static_cast<int>(i))
                                      : copyConditionBeside(c.source, c.sha256, path, static_cast<int>(i));
@@ -825,6 +825,16 @@ std::vector<std::filesystem::path> Engine::Impl::keepConditions(
                 copies.push_back(kept->path);
             } else {
                 spdlog::warn("engine: {}", kept.error().message);
+            }
+            // The sound an extension continued: the frames' copy has none.
+            if (c.sound && c.frames > 1) {
+                if (auto sound = keepConditionAudio(*c.sound, c.sound->seconds(), path, "cond" + std::to_string(i))) {
+                    use.soundCopy = sound->path.filename().string();
+                    use.soundCopySha256 = sound->sha256;
+                    copies.push_back(sound->path);
+                } else {
+                    spdlog::warn("engine: {}", sound.error().message);
+                }
             }
         }
         recipe.conditions.push_back(std::move(use));

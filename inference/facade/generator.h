@@ -213,20 +213,6 @@ struct LoraOutcome {
     std::string report;  // the match report as text (unmatched modules listed)
 };
 
-// A still or a clip the video must show at a given frame (image-to-video, keyframes), as
-// decoded pixels: the caller (engine, CLI) decodes the file, fits it to the output's size and
-// applies the training-time H.264 re-compression (runtime::prepareConditionImage), so the
-// inference layer never parses an image file.
-struct ConditionInput {
-    std::int64_t frame = 0;  // the output frame it starts at: 0, or 8k + 1 up to the last
-    double strength = 1.0;  // 1: kept exactly; lower: followed more loosely (0..1)
-    int width = 0, height = 0;  // equal to the request's size
-    int frames = 1;  // a still: 1; a clip: 8k + 1
-    std::vector<std::uint8_t> rgb;  // frames x height x width x 3
-    std::string source;  // the file it came from, for errors and the recipe
-    std::string sha256;  // of the file's bytes, for the recipe
-};
-
 // The user's sound for audio-to-video, decoded by the caller (runtime::prepareConditionAudio),
 // so the inference layer never parses an audio file: planar float samples at the file's rate.
 // The video follows it (an LTX clip's length on auto holds all of it, up to 20 s) and the
@@ -239,6 +225,23 @@ struct AudioInput {
     std::string note;  // what was changed on the way (channels dropped), said to the user
     std::int64_t frames() const { return channels.empty() ? 0 : static_cast<std::int64_t>(channels.front().size()); }
     double seconds() const { return sampleRate > 0 ? static_cast<double>(frames()) / sampleRate : 0.0; }
+};
+
+// A still or a clip the video must show at a given frame (image-to-video, keyframes), as
+// decoded pixels: the caller (engine, CLI) decodes the file, fits it to the output's size and
+// applies the training-time H.264 re-compression (runtime::prepareConditionImage), so the
+// inference layer never parses an image file.
+struct ConditionInput {
+    std::int64_t frame = 0;  // the output frame it starts at: 0, or 8k + 1 up to the last
+    double strength = 1.0;  // 1: kept exactly; lower: followed more loosely (0..1)
+    int width = 0, height = 0;  // equal to the request's size
+    int frames = 1;  // a still: 1; a clip: 8k + 1
+    std::vector<std::uint8_t> rgb;  // frames x height x width x 3
+    std::string source;  // the file it came from, for errors and the recipe
+    std::string sha256;  // of the file's bytes, for the recipe
+    // A clip from its end (extending it): its sound over those frames, which the new sound
+    // continues (LTX-2's audio prefix); none: the clip has no sound, or it is not continued.
+    std::optional<AudioInput> sound;
 };
 
 // Retake (LTX-2): a clip made again over [start, end) seconds and kept elsewhere. The window and

@@ -1041,6 +1041,35 @@ def test_audio_to_video(tmp_dir=RUN_TMP):
     p = run("generate", "--again", out, "--no-gallery", "--out", again)
     check("generate --audio: --again from the kept samples gives the same pixels and sound, the source gone",
           p.returncode == 0 and decoded(out) == decoded(again), p.stderr[-600:])
+    # Extending the clip continues its sound: the last 9 frames at frame 0 bring their sound, held at
+    # the start of the new one; kept beside it for --again.
+    ext = work / "sung.more.mp4"
+    p = run("generate", *model, "--prompt", "a fox sings on", "--seed", 4, "--clip", out, "--clip-frames", 9, "--clip-from-end",
+            "--frames", 17, "--out", ext)
+    er = json.loads(ffprobe_json(ext, "-show_format").get("format", {}).get("tags", {}).get("vireo_recipe", "{}")) if ext.exists() else {}
+    cond = (er.get("conditions") or [{}])[0]
+    check("generate --clip --clip-from-end: the clip's sound is continued, its samples kept beside the extension",
+          p.returncode == 0 and "sound over its frames continued" in er.get("stages_reason", "")
+          and cond.get("sound_copy") == "sung.more.cond0.wav" and (work / "sung.more.cond0.wav").exists(), p.stderr[-400:] + json.dumps(cond))
+    # The extension's first 0.3 s sound as the clip's last 0.375 s did (both through AAC: compared by correlation).
+    import array
+
+    def sound_at(path, rate=44100):  # the extension's sound is at the vocoder's rate: both decoded at one
+        return array.array("h", subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-vn", "-ar", str(rate), "-f", "s16le", "-"],
+                                               capture_output=True).stdout)
+
+    a, b = sound_at(out), sound_at(ext)
+    start = round((25 - 9) / 24 * 44100) * 2  # the last 9 of its 25 frames; stereo, interleaved
+    n = round(0.3 * 44100) * 2
+    x, y = a[start:start + n], b[:n]
+    dot = sum(p * q for p, q in zip(x, y))
+    norm = (sum(p * p for p in x) * sum(q * q for q in y)) ** 0.5
+    check("generate --clip --clip-from-end: the extension starts with the clip's own sound (correlation > 0.9)",
+          len(x) == n and len(y) == n and norm > 0 and dot / norm > 0.9, f"{dot / norm if norm else 0:.3f}")
+    again_ext = work / "sung.more.again.mp4"
+    p = run("generate", "--again", ext, "--no-gallery", "--out", again_ext)
+    check("generate --clip --clip-from-end: --again continues the same sound from what was kept",
+          p.returncode == 0 and decoded(ext) == decoded(again_ext), p.stderr[-400:])
     # --frames cuts the sound: 9 frames keep 0.375 s of it.
     cut = work / "cut.mp4"
     p = run("generate", *model, "--prompt", "a fox sings", "--seed", 3, "--audio", work / "moved.wav", "--frames", 9, "--out", cut)

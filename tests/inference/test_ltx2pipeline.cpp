@@ -1540,6 +1540,88 @@ VT_TEST(retakeMatchesTheReferenceAndKeepsTheRest)
     checkRetake("retake_dev");
 }
 
+// Extend with sound: a clip extended three times from its last 9 frames, each time with the
+// sound over them held at the start of the new sound. Joined (each extension after the frames
+// it repeats), the sound has no gap and no click at any joint (the extension starts with the
+// clip's own samples: the energy there is its neighbourhood's) nor where the model takes over
+// (a 10 ms crossfade: no sample step larger than the steps of the sound around it). The tiny
+// vocoder makes milliseconds of sound, so what the model adds here is near silence; the
+// continuation itself is for real weights to show. Without the prefix the extension's sound
+// latents differ (the prefix conditions them).
+VT_TEST(extendingWithSoundContinuesItWithoutAGapOrAClick)
+{
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    const int rate = 48000;
+    const double fps = 24.0;
+    const std::int64_t frames = 17, tail = 9;
+    // The first clip: made with the pipeline from the prompt (its own sound).
+    pipelines::Ltx2Request first;
+    first.prompt = "waves on a beach";
+    first.width = 96;
+    first.height = 64;
+    first.frames = frames;
+    first.fps = fps;
+    first.maxSequenceLength = 32;
+    first.seed = 11;
+    auto clip = pipeline->generate(first);
+    VT_CHECK(clip.ok());
+    // The tiny vocoder's sound is a few milliseconds of noise: the clip gets a chirp as its sound.
+    const auto total = static_cast<std::int64_t>(std::llround(frames / fps * rate));
+    const auto t = at::arange(total, at::kFloat) / rate;
+    auto sound = at::stack({0.5 * at::sin(2 * M_PI * 220 * t * (1 + t)), 0.4 * at::sin(2 * M_PI * 330 * t)}).contiguous();
+    auto pixels = clip->frames.cpu();
+    at::Tensor joined = sound;
+    const auto tailStart = static_cast<std::int64_t>(std::llround((frames - tail) / fps * rate));
+    std::vector<std::int64_t> joints, takeovers;
+    for (int round = 0; round < 3; ++round) {
+        pipelines::Ltx2Request next = first;
+        next.seed = 100 + round;
+        next.conditions = {pipelines::Ltx2Condition{pixels.narrow(0, frames - tail, tail).contiguous(), 0, 1.0}};
+        const auto prefix = sound.narrow(1, tailStart, sound.size(1) - tailStart).contiguous();
+        next.audioPrefix = pipelines::Ltx2AudioCondition{prefix, rate};
+        auto e = pipeline->generate(next);
+        VT_CHECK_MSG(e.ok(), (e.ok() ? "" : e.error().message));
+        // The prefix's latent frames held exactly; its samples the new sound's first ones.
+        const auto kept = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(prefix.size(1)) / rate * 25.0));
+        VT_CHECK(at::equal(e->finalAudioLatents.cpu().narrow(1, 0, kept), e->audioConditionLatents.cpu()));
+        const auto own = e->prefixSamples;
+        VT_CHECK(own > rate / 4 && own <= prefix.size(1));
+        VT_CHECK(at::equal(e->waveform.narrow(1, 0, own - rate / 100), prefix.narrow(1, 0, own - rate / 100)));
+        if (round == 0) {
+            // Without the prefix, the same seed makes another sound.
+            auto plain = next;
+            plain.audioPrefix.reset();
+            auto p = pipeline->generate(plain);
+            VT_CHECK(p.ok() && relErr(p->finalAudioLatents, e->finalAudioLatents) > 1e-3);
+        }
+        // Joined: the sound so far up to the repeated frames, then the extension's.
+        joints.push_back(joined.size(1) - (sound.size(1) - tailStart));
+        takeovers.push_back(joints.back() + own - rate / 100);
+        joined = at::cat({joined.narrow(1, 0, joined.size(1) - (sound.size(1) - tailStart)), e->waveform}, 1);
+        pixels = e->frames.cpu();
+        sound = e->waveform;
+    }
+    const auto mono = joined.mean(0);
+    const auto steps = (mono.narrow(0, 1, mono.size(0) - 1) - mono.narrow(0, 0, mono.size(0) - 1)).abs();
+    const auto win = rate / 50;  // 20 ms
+    const auto rms = [&](std::int64_t from) { return mono.narrow(0, from, win).pow(2).mean().sqrt().item<float>(); };
+    const auto largest = [&](std::int64_t from, std::int64_t n) { return steps.narrow(0, from, n).max().item<float>(); };
+    for (std::size_t i = 0; i < joints.size(); ++i) {
+        const auto j = joints[i], k = takeovers[i];
+        const float at = rms(j - win / 2), before = rms(j - 3 * win), after = rms(j + 2 * win);
+        const float jointStep = largest(j - win / 2, win), jointAround = std::max(largest(j - 4 * win, 3 * win), largest(j + win, 3 * win));
+        const float takeStep = largest(k - rate / 100, rate / 50);
+        const float takeAround = std::max(largest(k - 4 * win, 3 * win), largest(k + win, 3 * win));
+        std::printf("   joint at %.3f s: rms %.3f (before %.3f, after %.3f), largest step %.4f (around %.4f); the model takes over at "
+                    "%.3f s: largest step %.4f (around %.4f)\n",
+            static_cast<double>(j) / rate, at, before, after, jointStep, jointAround, static_cast<double>(k) / rate, takeStep, takeAround);
+        VT_CHECK_MSG(at >= 0.5f * std::min(before, after), "a gap at a joint");
+        VT_CHECK_MSG(jointStep <= jointAround * 1.05f + 1e-6f, "a click at a joint");
+        VT_CHECK_MSG(takeStep <= takeAround * 1.05f + 1e-6f, "a click where the model takes over");
+    }
+}
+
 // The GPU machine makes only the pipeline fixture (the toolset's needs ltx-core and torchaudio):
 // there audio-to-video and retake on the device are checked against the same runs on the CPU,
 // which the fixtures above check against the reference. Left out on the CPU (nothing to compare).

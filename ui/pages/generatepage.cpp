@@ -1354,8 +1354,9 @@ generation::Ask GeneratePage::ask() const
     a.loras = m_loras->requests();
     a.stages = m_stages->currentData().toString().toStdString();
     if (!m_conditionPath.isEmpty())
-        a.conditions.push_back({m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf,
-            m_conditionClip ? m_clipFrames->value() : 0, m_conditionClip && conditionFromEnd(), m_conditionSha256});
+        a.conditions.push_back(
+            {m_conditionPath, m_imageFrame->value(), m_imageStrength->value(), m_conditionCrf, m_conditionClip ? m_clipFrames->value() : 0,
+                m_conditionClip && conditionFromEnd(), m_conditionSha256, m_conditionSound, m_conditionSoundSha256});
     if (!m_audioPath.isEmpty())
         a.audio = runtime::AudioFile{m_audioPath, m_audioSha256};
     if (m_retake) {
@@ -1801,6 +1802,8 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
         s.crf = c.clipFrames > 0 ? runtime::kDefaultConditionCrf : c.crf;
         s.fromEnd = c.clipFromEnd;
         s.expectedSha256 = c.expectedSha256;
+        s.soundPath = c.soundPath;
+        s.soundSha256 = c.soundSha256;
         loadConditionImage(c.path, s);
         if (ask.conditions.size() > 1 && why)
             *why = tr("The recipe has %1 conditions; this page holds the first (vireo-cli generate takes them all).")
@@ -1995,6 +1998,8 @@ void GeneratePage::applyConditionSettings(const ConditionSettings& s)
         return;
     }
     m_conditionSha256 = s.expectedSha256;
+    m_conditionSound = s.soundPath;
+    m_conditionSoundSha256 = s.soundSha256;
     if (s.anyKind) {
         validate();
         return;
@@ -2032,6 +2037,8 @@ bool GeneratePage::applyCondition(const QString& path, const Result<runtime::Con
     m_conditionRefused.clear();
     m_conditionPath = QFileInfo(path).absoluteFilePath();
     m_conditionSha256.clear();
+    m_conditionSound.clear();
+    m_conditionSoundSha256.clear();
     m_conditionCrf = runtime::kFamilyConditionCrf;
     m_conditionPreview = source->preview;
     m_conditionLast = source->last;
@@ -2063,6 +2070,8 @@ void GeneratePage::clearConditionImage()
     ++m_conditionTicket;  // a file still being read is no longer wanted
     m_conditionPath.clear();
     m_conditionSha256.clear();
+    m_conditionSound.clear();
+    m_conditionSoundSha256.clear();
     m_conditionPreview = QImage();
     m_conditionCrf = runtime::kFamilyConditionCrf;
     m_conditionClip = false;

@@ -78,6 +78,9 @@ public:
         bool expectClip = false;
         bool anyKind = false;  // take what the file is (use as start image): no kind check, frame and strength kept
         std::string expectedSha256;
+        // A kept clip's sound (an extension's), read from its own copy.
+        QString soundPath;
+        std::string soundSha256;
         QString wrongKind;  // said when the file is not of the expected kind; empty: the recipe's words
     };
     // The same, decoded on a worker thread so a large picture or video never stalls the window
@@ -255,6 +258,8 @@ private:
     bool m_conditionClip = false;  // the condition is a video's first frames
     quint64 m_conditionTicket = 0;  // the latest choice; an older one decoding meanwhile is dropped
     std::string m_conditionSha256;  // the recipe's hash of the chosen file (Generate again); empty: any
+    QString m_conditionSound;  // a recipe's kept sound of the clip (an extension's); empty: its own soundtrack
+    std::string m_conditionSoundSha256;
     QString m_conditionRefused;  // why the last file offered was refused (or cannot be read to its end), until the next choice
 
     QLabel* m_preview;

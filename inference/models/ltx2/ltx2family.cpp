@@ -913,6 +913,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         std::erase_if(req.loras, [&](const pipelines::Ltx2Lora& l) { return l.path == (*detailing)->path; });
     }
     const std::int64_t latentFrames = (r.frames - 1) / 8 + 1;
+    std::string soundNotContinued;
     for (const auto& c : r.conditions) {
         const auto name = c.source.empty() ? std::string("a condition") : c.source;
         if (c.width != r.width || c.height != r.height)
@@ -941,6 +942,22 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         pc.strength = c.strength;
         pc.pixels = at::from_blob(const_cast<std::uint8_t*>(c.rgb.data()), {c.frames, c.height, c.width, 3}, at::kByte).clone();
         req.conditions.push_back(std::move(pc));
+        // A clip's sound at frame 0 (an extension): the new sound continues it, unless the video
+        // follows a sound of the user's (which holds the whole sound; said in the path line).
+        if (c.sound && c.frame == 0 && c.sound->frames() > 0 && !r.audio && !r.retake) {
+            const auto& a = *c.sound;
+            if (a.channels.empty() || a.channels.size() > 2)
+                return makeError(ErrorCode::InvalidArgument, name + ": its sound must have one or two channels");
+            auto wave = at::empty({static_cast<std::int64_t>(a.channels.size()), a.frames()}, at::kFloat);
+            for (std::size_t i = 0; i < a.channels.size(); ++i) {
+                if (static_cast<std::int64_t>(a.channels[i].size()) != a.frames())
+                    return makeError(ErrorCode::InvalidArgument, name + ": its sound's channels differ in length");
+                std::copy(a.channels[i].begin(), a.channels[i].end(), wave[static_cast<std::int64_t>(i)].data_ptr<float>());
+            }
+            req.audioPrefix = pipelines::Ltx2AudioCondition{wave, a.sampleRate};
+        } else if (c.sound && c.frame == 0 && r.audio) {
+            soundNotContinued = name;
+        }
     }
     if (r.retake) {
         const auto& k = *r.retake;
@@ -1050,6 +1067,10 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
               << (out->predictionClamped ? (r.audio ? " (cut at 20 s)" : " (held to 1-20 s)") : "");
             v.stages.reason += s.str();
         }
+        if (req.audioPrefix)
+            v.stages.reason += "; the clip's sound over its frames continued (" + std::to_string(out->prefixSamples) + " samples its own)";
+        if (!soundNotContinued.empty())
+            v.stages.reason += "; " + soundNotContinued + ": its sound is not continued (the video follows the sound chosen)";
         if (r.audio) {
             std::ostringstream s;
             s.precision(3);

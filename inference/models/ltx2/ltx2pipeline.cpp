@@ -282,6 +282,9 @@ struct Ltx2Pipeline::Impl {
         at::Tensor heldAudio = {};
         // Retake: the seconds the audio tokens made again span ([from, to); empty: none).
         std::pair<double, double> redoneAudio = {0.0, 0.0};
+        // Extend with sound: the prefix's latents, and the seconds its kept tokens span.
+        at::Tensor prefixLatents = {};
+        double prefixSeconds = 0.0;
         void report(Ltx2Phase phase, std::int64_t done, std::int64_t total) const
         {
             if (progress)
@@ -337,13 +340,20 @@ struct Ltx2Pipeline::Impl {
     // Audio-to-video: the user's sound over `frames` frames at the request's rate, as a2vid reads
     // it (cut there; silence after its end), encoded and cut to `latentFrames`; once per run.
     const at::Tensor& userAudioLatents(Run& run, std::int64_t frames, std::int64_t latentFrames);
-    // A sound over `frames` frames encoded for `latentFrames` audio latents (packed, normalized).
-    at::Tensor encodeSound(Run& run, const Ltx2AudioCondition& sound, std::int64_t frames, std::int64_t latentFrames);
+    // A sound's first `seconds` (silence after its end) encoded for `latentFrames` audio latents
+    // (packed, normalized).
+    at::Tensor encodeSound(Run& run, const Ltx2AudioCondition& sound, double seconds, std::int64_t latentFrames);
+    // Extend with sound: the sound the clip starts from held at the start of a pass's audio
+    // (its latent frames kept exactly, the rest made to continue it).
+    void holdAudioPrefix(Run& run, Pass& pass);
     // Retake: the masks on a pass whose conditions hold the clip (kept), the tokens in the
     // window started from `noise` / its audio draw; the clip's sound encoded and held likewise.
     void applyRetake(Run& run, Pass& pass, const at::Tensor& noise, double noiseScale);
     // Retake: the clip's own frames and samples outside what was made again.
     void spliceRetake(Run& run) const;
+    // Extend with sound: the prefix's own samples over its kept tokens, then a 10 ms crossfade
+    // into the decoded continuation (no step at the seam).
+    void splicePrefix(Run& run) const;
     // Puts the user's sound, frozen, in place of a pass's audio start (its draw already made, so
     // the video's noise is the same with or without it). Nothing without one.
     void holdUserAudio(Run& run, Pass& pass, std::int64_t frames);
@@ -1110,6 +1120,16 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
         if (!at::isfinite(a.waveform).all().item<bool>())
             throw makeError(ErrorCode::InvalidArgument, "the audio holds samples that are not finite numbers");
     }
+    if (req.audioPrefix) {
+        const auto& a = req.audioPrefix->waveform;
+        if (req.audio || req.retake)
+            throw makeError(ErrorCode::InvalidArgument,
+                "a sound to continue goes with an extension, not with a sound to follow or a retake (they hold the whole sound)");
+        if (!a.defined() || a.dim() != 2 || a.size(0) < 1 || a.size(0) > 2 || a.size(1) < 1 || !at::isFloatingType(a.scalar_type())
+            || req.audioPrefix->sampleRate < 1000 || req.audioPrefix->sampleRate > 768000 || !at::isfinite(a).all().item<bool>())
+            throw makeError(
+                ErrorCode::InvalidArgument, "the sound to continue must be finite float samples [channels, samples] at 1 to 768 kHz");
+    }
     if (req.retake) {
         const auto& r = *req.retake;
         if (autoLength)
@@ -1433,6 +1453,7 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
         throw makeError(ErrorCode::InvalidArgument,
             "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
     holdUserAudio(run, pass, req.frames);
+    holdAudioPrefix(run, pass);
 
     // 3. Schedule.
     if (req.sigmas) {
@@ -1522,7 +1543,7 @@ void Ltx2Pipeline::Impl::applyRetake(Run& run, Pass& pass, const at::Tensor& noi
     if (!r.sound)
         return;  // no sound: one is made for the whole clip
     const auto latentFrames = pass.audioLatents.size(1);
-    const auto clean = encodeSound(run, *r.sound, req.frames, latentFrames).to(f32);
+    const auto clean = encodeSound(run, *r.sound, static_cast<double>(req.frames) / req.fps, latentFrames).to(f32);
     const auto hop = audioConfig.melHopLength;
     // Audio latent j spans mel frames [max(4j - 3, 0), 4j + 1), hop samples each at the VAE's rate.
     auto tokens = regionMask(
@@ -1548,6 +1569,33 @@ void Ltx2Pipeline::Impl::applyRetake(Run& run, Pass& pass, const at::Tensor& noi
     const auto first2 = redone2.min().item<std::int64_t>(), last2 = redone2.max().item<std::int64_t>();
     const double unit = static_cast<double>(hop) / static_cast<double>(audioConfig.sampleRate);
     run.redoneAudio = {static_cast<double>(std::max<std::int64_t>(4 * first2 - 3, 0)) * unit, static_cast<double>(4 * last2 + 1) * unit};
+}
+
+void Ltx2Pipeline::Impl::splicePrefix(Run& run) const
+{
+    auto& out = run.out;
+    const auto& prefix = *run.req.audioPrefix;
+    if (!out.waveform.defined())
+        return;
+    auto wave = prefix.waveform.to(at::kFloat).cpu();
+    if (wave.size(0) == 1)
+        wave = wave.expand({2, -1});
+    if (prefix.sampleRate != out.sampleRate)
+        wave = ltx2::resampleSinc(wave.contiguous(), prefix.sampleRate, out.sampleRate);
+    const auto n = out.waveform.size(1);
+    const auto own = std::min<std::int64_t>({static_cast<std::int64_t>(std::floor(run.prefixSeconds * out.sampleRate)), wave.size(1), n});
+    if (own <= 0)
+        return;
+    out.waveform = out.waveform.clone();
+    const auto fade = std::min<std::int64_t>(own, std::max<std::int64_t>(1, out.sampleRate / 100));
+    const auto steady = own - fade;
+    if (steady > 0)
+        out.waveform.narrow(1, 0, steady).copy_(wave.narrow(1, 0, steady));
+    // Over the last 10 ms of the kept span, from the clip's samples to the decoded ones.
+    const auto ramp = (at::arange(fade, at::kFloat) + 0.5) / static_cast<float>(fade);
+    auto decoded = out.waveform.narrow(1, steady, fade);
+    decoded.copy_(wave.narrow(1, steady, fade) * (1 - ramp) + decoded * ramp);
+    out.prefixSamples = own;
 }
 
 void Ltx2Pipeline::Impl::spliceRetake(Run& run) const
@@ -1764,6 +1812,7 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
     }
     pass.audioLatents = audio.defined() ? audioNoise * noiseScale + audio * (1 - noiseScale) : audioNoise;
     holdUserAudio(run, pass, canvas.paddedFrames);
+    holdAudioPrefix(run, pass);
 
     // The keyframe embedding marks the causal first frame (one pixel frame) and every slot; not
     // the given keyframes, whose content is not generated.
@@ -1981,7 +2030,8 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             // conditioned token's estimate at its own sigma, diffusers' pipeline at the step's.
             const bool ownSigma = lightricks || p.tokenSigma;
             const auto vs = ownSigma && p.mask.defined() ? (sigmaT * (1 - p.mask)).unsqueeze(-1) : sigmaT;
-            const auto as = ownSigma && p.audioMask.defined() ? (sigmaT * (1 - p.audioMask)).unsqueeze(-1) : sigmaT;
+            // Kept audio tokens (a retake's, a prefix's) are estimated at their own sigma, 0.
+            const auto as = p.audioMask.defined() ? (sigmaT * (1 - p.audioMask)).unsqueeze(-1) : sigmaT;
             x0 = latents - (cfg ? v.narrow(0, 1, 1) : v) * vs;
             ax0 = audioLatents - (cfg ? a.narrow(0, 1, 1) : a) * as;
             auto x0g = x0, ax0g = ax0;
@@ -2228,6 +2278,7 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
     applyConditions(refine, fullConditions, req.fps, noise2, noiseScale, lightricksRules(req));
     refine.audioLatents = audioNoise2 * noiseScale + pass.audioLatents * (1 - noiseScale);
     holdUserAudio(run, refine, req.frames);
+    holdAudioPrefix(run, refine);
     timed("encode conditions", start);
     if (req.distilledLora) {
         // The dev recipe's second stage: the user's LoRAs and the distilled one on the dev
@@ -2626,7 +2677,7 @@ void Ltx2Pipeline::Impl::decodeVideo(Run& run, const Pass& pass)
 
 // 7. The audio latents to a mel spectrogram, the vocoder's waveform, cut or padded to the
 // video's length.
-at::Tensor Ltx2Pipeline::Impl::encodeSound(Run& run, const Ltx2AudioCondition& given, std::int64_t frames, std::int64_t latentFrames)
+at::Tensor Ltx2Pipeline::Impl::encodeSound(Run& run, const Ltx2AudioCondition& given, double seconds, std::int64_t latentFrames)
 {
     const auto start = Clock::now();
     run.report(Ltx2Phase::EncodeConditions, 0, 1);
@@ -2640,7 +2691,6 @@ at::Tensor Ltx2Pipeline::Impl::encodeSound(Run& run, const Ltx2AudioCondition& g
     auto wave = given.waveform.to(at::kFloat).cpu();
     if (wave.size(0) == 1)
         wave = wave.expand({2, -1});
-    const double seconds = static_cast<double>(frames) / run.req.fps;
     const auto used = static_cast<std::int64_t>(std::nearbyint(seconds * given.sampleRate));
     wave = wave.size(1) >= used ? wave.narrow(1, 0, used) : at::constant_pad_nd(wave, {0, used - wave.size(1)});
     ltx2::MelFrontEnd frontEnd;
@@ -2667,8 +2717,34 @@ at::Tensor Ltx2Pipeline::Impl::encodeSound(Run& run, const Ltx2AudioCondition& g
 const at::Tensor& Ltx2Pipeline::Impl::userAudioLatents(Run& run, std::int64_t frames, std::int64_t latentFrames)
 {
     if (!run.heldAudio.defined() || run.heldAudio.size(1) != latentFrames)
-        run.heldAudio = encodeSound(run, *run.req.audio, frames, latentFrames);
+        run.heldAudio = encodeSound(run, *run.req.audio, static_cast<double>(frames) / run.req.fps, latentFrames);
     return run.heldAudio;
+}
+
+void Ltx2Pipeline::Impl::holdAudioPrefix(Run& run, Pass& pass)
+{
+    if (!run.req.audioPrefix)
+        return;
+    const auto& prefix = *run.req.audioPrefix;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
+    const double seconds = static_cast<double>(prefix.waveform.size(1)) / prefix.sampleRate;
+    const double perSecond = static_cast<double>(audioConfig.sampleRate) / static_cast<double>(audioConfig.melHopLength) / 4.0;
+    const auto total = pass.audioLatents.size(1);
+    const auto kept = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::nearbyint(seconds * perSecond)), 1, total);
+    if (!run.prefixLatents.defined() || run.prefixLatents.size(1) != kept)
+        run.prefixLatents = encodeSound(run, prefix, seconds, kept).to(f32);
+    auto mask = at::zeros({1, total}, f32);
+    mask.narrow(1, 0, kept).fill_(1.0);
+    auto clean = at::zeros_like(pass.audioLatents);
+    clean.narrow(1, 0, kept).copy_(run.prefixLatents);
+    pass.audioMask = mask;
+    pass.audioClean = clean;
+    // The pass's start with the prefix's tokens exactly as encoded (m is 0 or 1).
+    const auto m = mask.unsqueeze(-1);
+    pass.audioLatents = pass.audioLatents * (1 - m) + clean * m;
+    // The seconds the kept tokens span (mel frames [0, 4 kept - 3)), for the splice.
+    run.prefixSeconds = static_cast<double>(std::max<std::int64_t>(4 * kept - 3, 1)) * static_cast<double>(audioConfig.melHopLength)
+        / static_cast<double>(audioConfig.sampleRate);
 }
 
 void Ltx2Pipeline::Impl::holdUserAudio(Run& run, Pass& pass, std::int64_t frames)
@@ -2831,6 +2907,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& asked, const std::function
     decodeAudio(run, pass);
     if (req.retake)
         spliceRetake(run);
+    if (req.audioPrefix)
+        splicePrefix(run);
     return std::move(run.out);
 }
 

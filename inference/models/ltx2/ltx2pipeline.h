@@ -242,6 +242,12 @@ struct Ltx2Request {
     // Retake instead of a new clip: the request's frames, size and fps are the clip's; one pass,
     // no conditions, no sound to follow.
     std::optional<Ltx2Retake> retake;
+    // Extend with sound: the sound of the frames the clip starts from (a clip condition at frame
+    // 0, the end of the clip it extends). Encoded and held at the start of the new sound in every
+    // pass (its round(seconds x 25) latent frames kept exactly, per-token timestep 0, as the
+    // trainer's audio prefix), the rest made to continue it; the output's first samples over the
+    // kept span are its own, crossfaded into the new ones over 10 ms.
+    std::optional<Ltx2AudioCondition> audioPrefix;
     // The two-stage distilled path: the distilled schedule at half size, the spatial upsampler
     // x2 on the latents, then the three stage-2 sigmas at full size from the upsampled latents
     // (and stage 1's audio) noised to 0.909375, without guidance. Needs the upsampler and a
@@ -384,6 +390,9 @@ struct Ltx2Output {
     // samples made again ([first, last) each; empty when none).
     at::Tensor retakeVideoMask, retakeAudioMask;
     std::pair<std::int64_t, std::int64_t> retakeFrames{0, 0}, retakeSamples{0, 0};
+    // Extend with sound: the samples at the start that are the prefix's own (the last 10 ms of
+    // them crossfaded into the continuation).
+    std::int64_t prefixSamples = 0;
 };
 
 class Ltx2Pipeline {
