@@ -10,6 +10,8 @@
 #include <QFileInfo>
 #include <QSaveFile>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cerrno>
@@ -130,27 +132,32 @@ Result<facade::ConditionInput> prepareConditionClip(
         c.rgb.insert(c.rgb.end(), f.rgb.begin(), f.rgb.end());
     c.source = path.string();
     c.sha256 = *sha;
-    if (fromEnd)
-        if (const auto info = media::probeMedia(path); info && info->hasAudio && info->fps > 0) {
-            auto read = media::readAudio(path);
-            if (!read)
-                return read.error();
-            const double end = info->frames > 0 ? static_cast<double>(info->frames) / info->fps : info->durationSeconds;
-            const double start = std::max(0.0, end - static_cast<double>(frames) / info->fps);
-            const auto total = read->frames();
-            const auto from = std::clamp<std::int64_t>(std::llround(start * read->sampleRate), 0, total);
-            const auto to = std::clamp<std::int64_t>(std::llround(end * read->sampleRate), from, total);
-            if (to > from) {
-                facade::AudioInput sound;
-                sound.sampleRate = read->sampleRate;
-                for (auto& channel : read->channels)
-                    sound.channels.emplace_back(channel.begin() + from, channel.begin() + to);
-                sound.source = path.string();
-                sound.sha256 = *sha;
-                sound.note = read->note;
-                c.sound = std::move(sound);
-            }
+    // A soundtrack longer than the studio decodes (a feature film) is not continued: its end
+    // would need the whole of it decoded. Said in the log; the extension still runs.
+    const auto info = fromEnd ? media::probeMedia(path) : Result<media::MediaInfo>(makeError(ErrorCode::NotFound, ""));
+    if (info && info->hasAudio && info->durationSeconds > media::kMaxAudioSeconds) {
+        spdlog::warn("{}: its sound is {:.0f} s long, more than the {:.0f} s decoded; the extension does not continue it", path.string(),
+            info->durationSeconds, media::kMaxAudioSeconds);
+    } else if (info && info->hasAudio && info->fps > 0) {
+        auto read = media::readAudio(path);
+        if (!read)
+            return read.error();
+        const double end = info->frames > 0 ? static_cast<double>(info->frames) / info->fps : info->durationSeconds;
+        const double start = std::max(0.0, end - static_cast<double>(frames) / info->fps);
+        const auto total = read->frames();
+        const auto from = std::clamp<std::int64_t>(std::llround(start * read->sampleRate), 0, total);
+        const auto to = std::clamp<std::int64_t>(std::llround(end * read->sampleRate), from, total);
+        if (to > from) {
+            facade::AudioInput sound;
+            sound.sampleRate = read->sampleRate;
+            for (auto& channel : read->channels)
+                sound.channels.emplace_back(channel.begin() + from, channel.begin() + to);
+            sound.source = path.string();
+            sound.sha256 = *sha;
+            sound.note = read->note;
+            c.sound = std::move(sound);
         }
+    }
     return c;
 }
 
