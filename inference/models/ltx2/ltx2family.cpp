@@ -35,6 +35,22 @@ using families::previewProjectionFor;
 
 namespace {
 
+// A decoded sound as the pipeline takes it ([channels, samples] float), or why it is not one.
+Result<pipelines::Ltx2AudioCondition> soundOf(const AudioInput& a, const std::string& name)
+{
+    if (a.channels.empty() || a.channels.size() > 2)
+        return makeError(ErrorCode::InvalidArgument, name + " must have one or two channels");
+    if (a.frames() == 0)
+        return makeError(ErrorCode::InvalidArgument, name + " holds no samples");
+    auto wave = at::empty({static_cast<std::int64_t>(a.channels.size()), a.frames()}, at::kFloat);
+    for (std::size_t i = 0; i < a.channels.size(); ++i) {
+        if (static_cast<std::int64_t>(a.channels[i].size()) != a.frames())
+            return makeError(ErrorCode::InvalidArgument, name + ": its channels differ in length");
+        std::copy(a.channels[i].begin(), a.channels[i].end(), wave[static_cast<std::int64_t>(i)].data_ptr<float>());
+    }
+    return pipelines::Ltx2AudioCondition{wave, a.sampleRate};
+}
+
 // The sample rates an AAC stream can carry (ISO 14496-3's table; FFmpeg's encoder takes these).
 bool aacTakes(int rate)
 {
@@ -945,16 +961,10 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         // A clip's sound at frame 0 (an extension): the new sound continues it, unless the video
         // follows a sound of the user's (which holds the whole sound; said in the path line).
         if (c.sound && c.frame == 0 && c.sound->frames() > 0 && !r.audio && !r.retake) {
-            const auto& a = *c.sound;
-            if (a.channels.empty() || a.channels.size() > 2)
-                return makeError(ErrorCode::InvalidArgument, name + ": its sound must have one or two channels");
-            auto wave = at::empty({static_cast<std::int64_t>(a.channels.size()), a.frames()}, at::kFloat);
-            for (std::size_t i = 0; i < a.channels.size(); ++i) {
-                if (static_cast<std::int64_t>(a.channels[i].size()) != a.frames())
-                    return makeError(ErrorCode::InvalidArgument, name + ": its sound's channels differ in length");
-                std::copy(a.channels[i].begin(), a.channels[i].end(), wave[static_cast<std::int64_t>(i)].data_ptr<float>());
-            }
-            req.audioPrefix = pipelines::Ltx2AudioCondition{wave, a.sampleRate};
+            auto sound = soundOf(*c.sound, name + "'s sound");
+            if (!sound)
+                return sound.error();
+            req.audioPrefix = std::move(*sound);
         } else if (c.sound && c.frame == 0 && r.audio) {
             soundNotContinued = name;
         }
@@ -976,16 +986,10 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         retake.video = k.video;
         retake.audio = k.audio;
         if (k.sound) {
-            const auto& a = *k.sound;
-            if (a.channels.empty() || a.channels.size() > 2 || a.frames() == 0)
-                return makeError(ErrorCode::InvalidArgument, name + ": its sound must have one or two channels and samples");
-            auto wave = at::empty({static_cast<std::int64_t>(a.channels.size()), a.frames()}, at::kFloat);
-            for (std::size_t i = 0; i < a.channels.size(); ++i) {
-                if (static_cast<std::int64_t>(a.channels[i].size()) != a.frames())
-                    return makeError(ErrorCode::InvalidArgument, name + ": its sound's channels differ in length");
-                std::copy(a.channels[i].begin(), a.channels[i].end(), wave[static_cast<std::int64_t>(i)].data_ptr<float>());
-            }
-            retake.sound = pipelines::Ltx2AudioCondition{wave, a.sampleRate};
+            auto sound = soundOf(*k.sound, name + "'s sound");
+            if (!sound)
+                return sound.error();
+            retake.sound = std::move(*sound);
         }
         req.retake = std::move(retake);
         req.twoStage = false;
@@ -993,19 +997,10 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         req.temporalRounds = 0;
     }
     if (r.audio) {
-        const auto& a = *r.audio;
-        const auto name = a.source.empty() ? std::string("the sound") : a.source;
-        if (a.channels.empty() || a.channels.size() > 2)
-            return makeError(ErrorCode::InvalidArgument, name + ": the sound must have one or two channels");
-        for (const auto& c : a.channels)
-            if (c.size() != a.channels.front().size())
-                return makeError(ErrorCode::InvalidArgument, name + ": the sound's channels differ in length");
-        if (a.frames() == 0)
-            return makeError(ErrorCode::InvalidArgument, name + ": the sound holds no samples");
-        auto wave = at::empty({static_cast<std::int64_t>(a.channels.size()), a.frames()}, at::kFloat);
-        for (std::size_t i = 0; i < a.channels.size(); ++i)
-            std::copy(a.channels[i].begin(), a.channels[i].end(), wave[static_cast<std::int64_t>(i)].data_ptr<float>());
-        req.audio = pipelines::Ltx2AudioCondition{wave, a.sampleRate};
+        auto sound = soundOf(*r.audio, r.audio->source.empty() ? std::string("the sound") : r.audio->source);
+        if (!sound)
+            return sound.error();
+        req.audio = std::move(*sound);
     }
     try {
         c10::InferenceMode inference;
