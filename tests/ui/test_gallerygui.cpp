@@ -43,7 +43,9 @@
 #include <QTest>
 #include <QTextBrowser>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 
 using vireo::gallery::Gallery;
 using vireo::gallery::GalleryStore;
@@ -393,6 +395,48 @@ private slots:
         QTRY_COMPARE(child<QSpinBox>(gen, "imageFrame")->value(), 9);
         QCOMPARE(child<QDoubleSpinBox>(gen, "imageStrength")->value(), 0.6);
         QCOMPARE(child<QComboBox>(gen, "stages")->currentData().toString(), QStringLiteral("single"));
+
+        // A video that followed a sound: Generate again brings the sound back from its samples
+        // kept beside it (the recipe names them by a plain file name).
+        {
+            const QString wav = QDir(outputs()).filePath(QStringLiteral("singing.audio.wav"));
+            QFile f(wav);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            const int rate = 16000, n = rate / 2;
+            QByteArray data(n * 2, '\0');
+            for (int i = 0; i < n; ++i) {
+                const auto v = static_cast<qint16>(8000 * std::sin(2 * M_PI * 440.0 * i / rate));
+                std::memcpy(data.data() + 2 * i, &v, 2);
+            }
+            auto u32 = [&](quint32 v) { f.write(reinterpret_cast<const char*>(&v), 4); };
+            auto u16 = [&](quint16 v) { f.write(reinterpret_cast<const char*>(&v), 2); };
+            f.write("RIFF");
+            u32(36 + static_cast<quint32>(data.size()));
+            f.write("WAVEfmt ");
+            u32(16);
+            u16(1);
+            u16(1);
+            u32(rate);
+            u32(rate * 2);
+            u16(2);
+            u16(16);
+            f.write("data");
+            u32(static_cast<quint32>(data.size()));
+            f.write(data);
+            f.close();
+            auto sung = fullRecipe();
+            sung.request.prompt = "a fox sings";
+            sung.audio = vireo::output::AudioUse{"/somewhere/else/song.wav", "aa", "singing.audio.wav", "bb", 0.5, rate, 1};
+            vireo::test::writeClip(QDir(outputs()).filePath(QStringLiteral("singing.mp4")), sung, 25, 160, 96, 25, 1);
+            gallery->rescan();
+            QTRY_VERIFY_WITH_TIMEOUT(idOf(gallery, QStringLiteral("singing.mp4")) > 0, 10000);
+            QCOMPARE(idOf(gallery, QStringLiteral("singing.audio.wav")), qint64(0));
+            w->showPage(MainWindow::Page::Gallery);
+            QVERIFY(page->openItem(idOf(gallery, QStringLiteral("singing.mp4"))));
+            QTest::mouseClick(child<QPushButton>(page, "generateAgain"), Qt::LeftButton);
+            QTRY_COMPARE(gen->sound(), wav);
+            gen->clearSound();
+        }
 
         // "Animate this image": an image output becomes the start image.
         w->showPage(MainWindow::Page::Gallery);

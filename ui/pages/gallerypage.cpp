@@ -512,12 +512,24 @@ void GalleryPage::connectActions()
     auto withCopies = [this] {
         auto r = *m_recipe;
         const auto item = m_gallery->item(m_current);
-        for (auto& c : r.conditions) {
-            const auto name = QString::fromStdString(c.copy);
-            // A plain file name only: a recipe is read from files anyone may have written.
+        // A plain file name only: a recipe is read from files anyone may have written.
+        const auto beside = [&item](std::string& copy) {
+            const auto name = QString::fromStdString(copy);
             const bool plain =
                 !name.isEmpty() && !name.contains(QLatin1Char('/')) && name != QStringLiteral("..") && name != QStringLiteral(".");
-            c.copy = item && plain ? QFileInfo(item->path).dir().filePath(name).toStdString() : std::string();
+            copy = item && plain ? QFileInfo(item->path).dir().filePath(name).toStdString() : std::string();
+        };
+        for (auto& c : r.conditions) {
+            beside(c.copy);
+            if (!c.soundCopy.empty())
+                beside(c.soundCopy);
+        }
+        if (r.audio)
+            beside(r.audio->copy);
+        if (r.retake) {
+            beside(r.retake->copy);
+            if (!r.retake->soundCopy.empty())
+                beside(r.retake->soundCopy);
         }
         return r;
     };
