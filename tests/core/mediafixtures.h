@@ -7,7 +7,9 @@
 #include "core/output/recipe.h"
 #include "media/mp4writer.h"
 
+#include <QByteArray>
 #include <QColor>
+#include <QFile>
 #include <QImage>
 #include <QPainter>
 #include <QPainterPath>
@@ -52,6 +54,37 @@ inline QImage renderScene(int width, int height, int frame, int style)
     }
     p.end();
     return image;
+}
+
+// A 16-bit PCM WAV of `seconds` of a tone per channel (channel c at hz x (1 + c / 2): unlike
+// channels, so a swap would show); throws when the file cannot be written.
+inline void writeWav(const QString& path, int rate, int channels, double seconds, double hz = 330.0)
+{
+    const auto n = static_cast<int>(rate * seconds);
+    QByteArray data;
+    for (int i = 0; i < n; ++i)
+        for (int c = 0; c < channels; ++c) {
+            const auto v = static_cast<qint16>(12000 * std::sin(2 * M_PI * hz * (1 + c / 2.0) * i / rate));
+            data.append(reinterpret_cast<const char*>(&v), 2);
+        }
+    QByteArray out("RIFF");
+    const auto u32 = [&](quint32 v) { out.append(reinterpret_cast<const char*>(&v), 4); };
+    const auto u16 = [&](quint16 v) { out.append(reinterpret_cast<const char*>(&v), 2); };
+    u32(36 + static_cast<quint32>(data.size()));
+    out.append("WAVEfmt ");
+    u32(16);
+    u16(1);
+    u16(static_cast<quint16>(channels));
+    u32(static_cast<quint32>(rate));
+    u32(static_cast<quint32>(rate * channels * 2));
+    u16(static_cast<quint16>(channels * 2));
+    u16(16);
+    out.append("data");
+    u32(static_cast<quint32>(data.size()));
+    out.append(data);
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(out) != out.size())
+        throw std::runtime_error("cannot write " + path.toStdString());
 }
 
 // Writes a clip and throws (failing the test) when the writer refuses.

@@ -400,30 +400,8 @@ private slots:
         // kept beside it (the recipe names them by a plain file name).
         {
             const QString wav = QDir(outputs()).filePath(QStringLiteral("singing.audio.wav"));
-            QFile f(wav);
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            const int rate = 16000, n = rate / 2;
-            QByteArray data(n * 2, '\0');
-            for (int i = 0; i < n; ++i) {
-                const auto v = static_cast<qint16>(8000 * std::sin(2 * M_PI * 440.0 * i / rate));
-                std::memcpy(data.data() + 2 * i, &v, 2);
-            }
-            auto u32 = [&](quint32 v) { f.write(reinterpret_cast<const char*>(&v), 4); };
-            auto u16 = [&](quint16 v) { f.write(reinterpret_cast<const char*>(&v), 2); };
-            f.write("RIFF");
-            u32(36 + static_cast<quint32>(data.size()));
-            f.write("WAVEfmt ");
-            u32(16);
-            u16(1);
-            u16(1);
-            u32(rate);
-            u32(rate * 2);
-            u16(2);
-            u16(16);
-            f.write("data");
-            u32(static_cast<quint32>(data.size()));
-            f.write(data);
-            f.close();
+            const int rate = 16000;
+            vireo::test::writeWav(wav, rate, 1, 0.5, 440.0);
             auto sung = fullRecipe();
             sung.request.prompt = "a fox sings";
             sung.audio = vireo::output::AudioUse{"/somewhere/else/song.wav", "aa", "singing.audio.wav", "bb", 0.5, rate, 1};

@@ -11,6 +11,7 @@
 #include "core/studio/studio.h"
 #include "media/mediareader.h"
 #include "media/mp4writer.h"
+#include "tests/core/mediafixtures.h"
 #include "tests/ui/studiowindow.h"
 #include "tests/ui/uitest.h"
 #include "ui/dialogs/localmodeldialog.h"
@@ -1108,32 +1109,7 @@ private slots:
         auto* page = w->generatePage();
         // 0.8 s of 44.1 kHz stereo: 19.2 frames at 24 fps, held by 25.
         const QString wav = m_work.filePath(QStringLiteral("song.wav"));
-        {
-            QFile f(wav);
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            const int rate = 44100, n = rate * 8 / 10;
-            QByteArray data;
-            for (int i = 0; i < n; ++i)
-                for (int c = 0; c < 2; ++c) {
-                    const auto v = static_cast<qint16>(12000 * std::sin(2 * M_PI * (330.0 + 220 * c) * i / rate));
-                    data.append(reinterpret_cast<const char*>(&v), 2);
-                }
-            auto u32 = [&](quint32 v) { f.write(reinterpret_cast<const char*>(&v), 4); };
-            auto u16 = [&](quint16 v) { f.write(reinterpret_cast<const char*>(&v), 2); };
-            f.write("RIFF");
-            u32(36 + static_cast<quint32>(data.size()));
-            f.write("WAVEfmt ");
-            u32(16);
-            u16(1);
-            u16(2);
-            u32(rate);
-            u32(rate * 4);
-            u16(4);
-            u16(16);
-            f.write("data");
-            u32(static_cast<quint32>(data.size()));
-            f.write(data);
-        }
+        vireo::test::writeWav(wav, 44100, 2, 0.8);
         page->loadSound(wav);
         QTRY_COMPARE(page->sound(), wav);
         auto* note = child<QLabel>(page, "audioNote");
