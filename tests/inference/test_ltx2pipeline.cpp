@@ -1540,6 +1540,168 @@ VT_TEST(retakeMatchesTheReferenceAndKeepsTheRest)
     checkRetake("retake_dev");
 }
 
+// IC-LoRA references (make_ltx2_toolset_fixtures.py, diffusers' LTX2InContextPipeline): the
+// reference clips encoded and appended after the clip's (and a keyframe's) tokens, on the clip's
+// grid with the spatial axes x the downscale, held by the blend at their strength; below full
+// attention strength the block mask. Against the reference's draws; without the references the
+// same draws make another clip (the references are not ignored).
+namespace {
+
+pipelines::Ltx2Request inContextRequest(const tensorfile::TensorSet& r)
+{
+    const auto& m = r.metadata;
+    auto request = requestFrom(r);
+    request.referenceDownscale = std::stoll(m.at("reference_downscale_factor"));
+    request.referenceAttention = std::stod(m.at("conditioning_attention_strength"));
+    const auto strengths = nlohmann::json::parse(m.at("reference_strengths"));
+    for (std::size_t i = 0; i < strengths.size(); ++i)
+        request.references.push_back({*r.find("reference_" + std::to_string(i)), strengths[i].get<double>()});
+    if (const auto* keyframe = r.find("keyframe"))
+        request.conditions = {pipelines::Ltx2Condition{*keyframe, std::stoll(m.at("keyframe_latent_index")), 1.0}};
+    return request;
+}
+
+void checkInContext(const std::string& runName)
+{
+    auto run =
+        tensorfile::readTensorSet(test::envPath("VIREO_FIXTURES_ROOT") / "ltx2toolset" / "v23" / ("run_" + runName + ".safetensors"));
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    auto request = inContextRequest(r);
+    auto out = pipeline->generate(request);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    if (!out.ok())
+        return;
+    const auto video = relErr(out->finalVideoLatents, *r.find("final_video_latents"));
+    const auto audio = relErr(out->finalAudioLatents, *r.find("final_audio_latents"));
+    const auto decoded = absErr(out->video, *r.find("video"));
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
+    const auto frameDiff = (out->frames.cpu().to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>();
+    // The same draws without the references (their tokens' draws dropped).
+    auto plain = request;
+    plain.references.clear();
+    const auto referenceTokens = std::stoll(r.metadata.at("reference_tokens"));
+    plain.videoNoise = request.videoNoise->narrow(1, 0, request.videoNoise->size(1) - referenceTokens).contiguous();
+    auto without = pipeline->generate(plain);
+    VT_CHECK(without.ok());
+    const double effect = without.ok() ? relErr(without->finalVideoLatents, *r.find("final_video_latents")) : 0.0;
+    std::printf("   %s v23 %-13s %lld reference tokens: latents rel video %.2e audio %.2e (without the references %.2e) | "
+                "video abs %.1e, frames max %d/255%s\n",
+        testDevice().str().c_str(), runName.c_str(), static_cast<long long>(referenceTokens), video, audio, effect, decoded, frameDiff,
+        out->referenceAttentionMask.defined() ? " | block mask" : "");
+    VT_CHECK_MSG(video <= 1e-4 && audio <= 1e-4, "final latents differ");
+    VT_CHECK(effect > 1e-3 && video < effect / 100);
+    VT_CHECK(decoded <= 1e-3 && frameDiff <= 1);
+    VT_COMPARE(out->referenceTokens.size(1), referenceTokens);
+    // At strength 1 the references end as they were encoded (held every step).
+    const auto strengths = nlohmann::json::parse(r.metadata.at("reference_strengths"));
+    if (std::all_of(strengths.begin(), strengths.end(), [](const auto& v) { return v.template get<double>() == 1.0; }))
+        VT_CHECK(relErr(out->referenceTokens, *r.find("final_reference_tokens")) <= 1e-5);
+    if (const auto* mask = r.find("attention_mask"))
+        VT_CHECK(out->referenceAttentionMask.defined() && at::equal(out->referenceAttentionMask.cpu(), *mask));
+    else
+        VT_CHECK(!out->referenceAttentionMask.defined());
+}
+
+}  // namespace
+
+VT_TEST(inContextReferencesMatchTheReference)
+{
+    if (!fixtureHere("ltx2toolset"))
+        return;
+    checkInContext("ic_distilled");
+    checkInContext("ic_dev");
+}
+
+// The IC-LoRA and its references are the first stage's: on the two-stage path stage 1 runs with
+// them (it differs from a run without the LoRA), stage 2 without (a run with the LoRA in both
+// stages has the same stage 1 and another result); the LoRA's outcome is reported; a LoRA that
+// matches nothing, a size the downscale does not divide, a DFR request and bad clips are refused.
+VT_TEST(anInContextLoraConditionsTheFirstStageOnly)
+{
+    if (!fixtureHere("ltx2toolset"))
+        return;
+    const test::ScratchDir scratch("vireo_ltx2iclora_");
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(13);
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    std::map<std::string, at::Tensor> tensors;
+    for (const std::string m : {"attn1.to_q", "attn1.to_k", "attn1.to_v"}) {
+        tensors["diffusion_model.transformer_blocks.0." + m + ".lora_A.weight"] = at::randn({4, 64}, generator, f32);
+        tensors["diffusion_model.transformer_blocks.0." + m + ".lora_B.weight"] = at::randn({64, 4}, generator, f32);
+    }
+    const auto lora = scratch.path / "ic.safetensors";
+    VT_CHECK(tensorfile::writeSafetensors(lora, tensors, {{"reference_downscale_factor", "1"}}).ok());
+    const auto alien = scratch.path / "alien.safetensors";
+    VT_CHECK(tensorfile::writeSafetensors(alien, {{"lora_unet_input_blocks_0.lora_down.weight", at::randn({4, 8}, generator, f32)},
+                                                     {"lora_unet_input_blocks_0.lora_up.weight", at::randn({8, 4}, generator, f32)}},
+                 {})
+                 .ok());
+    auto run = tensorfile::readTensorSet(test::envPath("VIREO_FIXTURES_ROOT") / "ltx2toolset" / "v23" / "run_ic_dev.safetensors");
+    VT_CHECK(run.ok());
+    auto options = optionsFor("23", "diffusers");
+    options.spatialUpsamplerPath = dir("23") / "diffusers" / "latent_upsampler";
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK(pipeline.ok());
+    pipelines::Ltx2Request req;
+    req.prompt = "a dancer on a stage";
+    req.width = 192;
+    req.height = 128;
+    req.frames = 9;
+    req.maxSequenceLength = 32;
+    req.seed = 5;
+    req.twoStage = true;
+    req.references = {{*run->find("reference_0"), 1.0}};  // 96 x 64: stage 1's size
+    const auto bare = pipeline->generate(req);
+    VT_CHECK_MSG(bare.ok(), (bare.ok() ? "" : bare.error().message));
+    req.icLora = pipelines::Ltx2Lora{lora, 1.0};
+    const auto first = pipeline->generate(req);
+    VT_CHECK_MSG(first.ok(), (first.ok() ? "" : first.error().message));
+    auto both = req;
+    both.icLora.reset();
+    both.loras = {pipelines::Ltx2Lora{lora, 1.0}};
+    const auto everywhere = pipeline->generate(both);
+    VT_CHECK(everywhere.ok());
+    if (!bare.ok() || !first.ok() || !everywhere.ok())
+        return;
+    const double stage1Moved = (first->stage1VideoLatents - bare->stage1VideoLatents).abs().max().item<double>();
+    const double stage2Moved = (everywhere->finalVideoLatents - first->finalVideoLatents).abs().max().item<double>();
+    std::printf("   the IC-LoRA moved stage 1 by %.3e; applied in stage 2 as well it would move the result by %.3e\n", stage1Moved,
+        stage2Moved);
+    VT_CHECK(stage1Moved > 1e-4);
+    VT_CHECK(at::equal(everywhere->stage1VideoLatents, first->stage1VideoLatents));
+    VT_CHECK(stage2Moved > 1e-4);
+    VT_CHECK(first->loras.size() == 1 && first->loras[0].path == lora && first->loras[0].matched == 3
+        && first->loras[0].status == "applied");
+    VT_COMPARE(first->referenceTokens.size(1), std::int64_t{12});
+
+    const auto refused = [&](pipelines::Ltx2Request bad, const std::string& expected) {
+        const auto out = pipeline->generate(bad);
+        VT_CHECK_MSG(!out.ok() && out.error().message.find(expected) != std::string::npos,
+            (out.ok() ? std::string("accepted") : out.error().message) + " (expected '" + expected + "')");
+    };
+    auto bad = req;
+    bad.icLora = pipelines::Ltx2Lora{alien, 1.0};
+    refused(bad, "cannot be applied to this model");
+    bad = req;
+    bad.referenceDownscale = 2;  // stage 1 is 96 x 64: half of it is not a whole number of latent cells
+    refused(bad, "multiple of 64");
+    bad = req;
+    bad.references[0].strength = 1.5;
+    refused(bad, "strength must be in [0, 1]");
+    bad = req;
+    bad.references[0].pixels = bad.references[0].pixels.to(at::kFloat);
+    refused(bad, "uint8");
+    bad = req;
+    bad.referenceAttention = -0.1;
+    refused(bad, "attention strength");
+    bad = req;
+    bad.dfr = true;
+    refused(bad, "DFR");
+}
+
 // Extend with sound: a clip extended three times from its last 9 frames, each time with the
 // sound over them held at the start of the new sound. Joined (each extension after the frames
 // it repeats), the sound has no gap and no click at any joint (the extension starts with the

@@ -37,7 +37,8 @@ std::vector<Tensor*> slots(Inputs& in)
 {
     std::vector<Tensor*> out{&in.hiddenStates, &in.audioHiddenStates, &in.encoderHiddenStates, &in.audioEncoderHiddenStates, &in.timestep};
     for (auto* o : {&in.audioTimestep, &in.sigma, &in.audioSigma, &in.encoderAttentionMask, &in.audioEncoderAttentionMask, &in.videoCoords,
-             &in.extraVideoCoords, &in.audioCoords, &in.perturbationMask, &in.isolationMask})
+             &in.extraVideoCoords, &in.audioCoords, &in.perturbationMask, &in.isolationMask, &in.videoKeyframesMask,
+             &in.videoSelfAttentionMask})
         out.push_back(*o ? &**o : nullptr);
     return out;
 }

@@ -228,6 +228,7 @@ struct Ltx2Pipeline::Impl {
         at::Tensor mask;  // [1, T + K] conditioning strength; undefined: none
         at::Tensor clean;  // [1, T + K, C] the conditioned tokens' clean values
         at::Tensor extraCoords;  // [1, 3, K, 2] keyframe tokens' RoPE bounds; undefined: none
+        at::Tensor selfMask;  // [1, T + K, T + K] video self-attention weights; undefined: full attention
         sched::FlowSchedule schedule;
         Ltx2Phase phase = Ltx2Phase::Denoise;
         // A DFR pass: the slot tokens after the canvas's, the tokens the keyframe embedding
@@ -319,6 +320,12 @@ struct Ltx2Pipeline::Impl {
     // holds all of it, from 9 frames up to 20 s (a longer sound is cut there, and said).
     std::int64_t framesForAudio(Run& run) const;
     Pass startPass(Run& run, at::Generator& generator);
+    // IC-LoRA references appended after a pass's tokens (its conditions in place): noised to
+    // (1 - strength) x noiseScale, held by the blend, positioned on the clip's grid with the
+    // spatial axes x the downscale, and the block mask of diffusers' LTX2InContextPipeline where
+    // the attention strength is below 1.
+    void appendReferences(Run& run, Pass& pass, const std::vector<EncodedCondition>& references, const at::Tensor& noise,
+        double noiseScale) const;
     // One DFR pass's size, start and draws: stage 1 from noise, or the second-stage form.
     struct DfrPassSpec {
         std::int64_t width = 0, height = 0;
@@ -620,6 +627,58 @@ void Ltx2Pipeline::Impl::applyConditions(Pass& pass, const std::vector<EncodedCo
         pass.mask = mask;
         pass.clean = clean;
     }
+}
+
+void Ltx2Pipeline::Impl::appendReferences(
+    Run& run, Pass& pass, const std::vector<EncodedCondition>& references, const at::Tensor& noise, double noiseScale) const
+{
+    const auto& req = run.req;
+    const auto& tc = transformerConfig;
+    const auto f32 = pass.latents.options();
+    const auto prefix = pass.latents.size(1);
+    std::vector<at::Tensor> tokens, strengths, coords;
+    std::vector<std::int64_t> groups;
+    for (const auto& r : references) {
+        const auto t = r.packed.to(f32);
+        tokens.push_back(t);
+        strengths.push_back(at::full({1, t.size(1)}, r.strength, f32));
+        groups.push_back(t.size(1));
+        // The clip's own grid at the reference's latent size (the causal first frame included),
+        // stretched over the clip's area: frame k of the reference sits over frame k of the clip.
+        auto c = ltx2::videoCoordsFor(tc, r.unpacked.size(2), r.unpacked.size(3), r.unpacked.size(4), req.fps, options.device).to(f32);
+        c.narrow(1, 1, 2).mul_(static_cast<double>(req.referenceDownscale));
+        coords.push_back(c);
+    }
+    const auto all = at::cat(tokens, 1);
+    const auto strength = at::cat(strengths, 1);
+    if (noise.sizes() != all.sizes())
+        throw makeError(ErrorCode::InvalidArgument, "reference noise must be [1, " + std::to_string(all.size(1)) + ", "
+                + std::to_string(all.size(2)) + "]");
+    // The reference's expression: a reference at strength 1 is its encoding bit for bit.
+    const auto scaled = ((1 - strength) * noiseScale).unsqueeze(-1);
+    pass.latents = at::cat({pass.latents, noise.to(f32) * scaled + all * (1 - scaled)}, 1);
+    pass.mask = at::cat({pass.mask.defined() ? pass.mask : at::zeros({1, prefix}, f32), strength}, 1);
+    pass.clean = at::cat({pass.clean.defined() ? pass.clean : at::zeros({1, prefix, all.size(2)}, f32), all}, 1);
+    const auto referenceCoords = at::cat(coords, 2);
+    pass.extraCoords = pass.extraCoords.defined() ? at::cat({pass.extraCoords, referenceCoords}, 2) : referenceCoords;
+    run.out.referenceTokens = all;
+    if (req.referenceAttention >= 1.0)
+        return;
+    // Full attention among the clip's and keyframe tokens and within a reference; the clip's
+    // tokens and a reference's at the attention strength both ways; nothing between a reference
+    // and a keyframe or another reference.
+    const auto total = pass.latents.size(1);
+    auto m = at::zeros({1, total, total}, f32);
+    m.narrow(1, 0, prefix).narrow(2, 0, prefix).fill_(1.0);
+    auto offset = prefix;
+    for (const auto n : groups) {
+        m.narrow(1, 0, pass.baseTokens).narrow(2, offset, n).fill_(req.referenceAttention);
+        m.narrow(1, offset, n).narrow(2, 0, pass.baseTokens).fill_(req.referenceAttention);
+        m.narrow(1, offset, n).narrow(2, offset, n).fill_(1.0);
+        offset += n;
+    }
+    pass.selfMask = m;
+    run.out.referenceAttentionMask = m;
 }
 
 at::Tensor Ltx2Pipeline::Impl::keyframeCoords(
@@ -1158,6 +1217,36 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
     }
     if (req.videoDecode == Ltx2VideoDecode::Diffusion && !noDiffusionDecoder.empty())
         throw makeError(ErrorCode::InvalidArgument, "video_decoder: " + noDiffusionDecoder + "; decode with the VAE");
+    if (!req.references.empty() || req.icLora) {
+        if (req.dfr || req.retake)
+            throw makeError(ErrorCode::InvalidArgument,
+                "IC-LoRA references condition LTX-2's own passes, not a retake or LTX-2.5's DFR recipe (whose detailing LoRA takes "
+                "stage 1 as its reference)");
+        if (req.references.size() > 8)
+            throw makeError(ErrorCode::InvalidArgument, "at most 8 reference clips, got " + std::to_string(req.references.size()));
+        if (req.referenceDownscale < 1 || req.referenceDownscale > 16)
+            throw makeError(ErrorCode::InvalidArgument,
+                "the reference downscale factor must be 1 to 16, got " + std::to_string(req.referenceDownscale));
+        if (!(req.referenceAttention >= 0.0 && req.referenceAttention <= 1.0))
+            throw makeError(ErrorCode::InvalidArgument, "the reference attention strength must be in [0, 1]");
+        // The reference is encoded at the first pass's size / s: a whole number of latent cells.
+        const auto unit = 32 * req.referenceDownscale;
+        const auto passW = req.twoStage ? req.width / 2 : req.width, passH = req.twoStage ? req.height / 2 : req.height;
+        if (!req.references.empty() && (passW % unit || passH % unit))
+            throw makeError(ErrorCode::InvalidArgument,
+                "the reference clip is made at 1/" + std::to_string(req.referenceDownscale) + " of the "
+                    + (req.twoStage ? "first stage's " : "") + "size " + std::to_string(passW) + "x" + std::to_string(passH)
+                    + ": that size must be a multiple of " + std::to_string(unit) + " (32 x the LoRA's reference_downscale_factor)");
+        for (std::size_t i = 0; i < req.references.size(); ++i) {
+            const auto& r = req.references[i];
+            const auto name = "reference clip " + std::to_string(i + 1);
+            if (!r.pixels.defined() || r.pixels.dim() != 4 || r.pixels.size(3) != 3 || r.pixels.scalar_type() != at::kByte
+                || r.pixels.size(0) < 1 || r.pixels.size(1) < 1 || r.pixels.size(2) < 1)
+                throw makeError(ErrorCode::InvalidArgument, name + ": pixels must be uint8 [frames, height, width, 3]");
+            if (!(r.strength >= 0.0 && r.strength <= 1.0))
+                throw makeError(ErrorCode::InvalidArgument, name + ": strength must be in [0, 1]");
+        }
+    }
     if (req.videoDecode == Ltx2VideoDecode::Vae && !vaeDecoder)
         throw makeError(ErrorCode::InvalidArgument,
             "video_decoder: these files carry only LTX-2.5's diffusion video decoder, not the VAE's; decode with the diffusion decoder "
@@ -1430,14 +1519,32 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
     for (const auto& c : conditions)
         if (c.latentIndex > 0)
             keyframeTokens += c.packed.size(1);
+    // IC-LoRA references at the pass's size / s, encoded as clip conditions are (their first
+    // frames, at most the clip's, cut to 8k + 1; resized to cover and center-cropped).
+    std::vector<EncodedCondition> references;
+    std::int64_t referenceTokens = 0;
+    if (!req.references.empty()) {
+        const auto refStart = Clock::now();
+        Ltx2Request forReferences = req;
+        forReferences.conditions.clear();
+        for (const auto& r : req.references)
+            forReferences.conditions.push_back({r.pixels, 0, r.strength});
+        references = encodeConditions(
+            forReferences, stageW / req.referenceDownscale, stageH / req.referenceDownscale, run.progress, run.stop);
+        for (const auto& r : references)
+            referenceTokens += r.packed.size(1);
+        run.timed("encode references", refStart);
+        run.checkStop();
+    }
+    const auto appended = keyframeTokens + referenceTokens;
     at::Tensor videoNoise;
     if (req.videoNoise) {
         videoNoise = req.videoNoise->to(f32);
     } else {
         const auto noise = at::randn({1, tc.inChannels, latentFrames, pass.latentH, pass.latentW}, generator, cpuF32);
         videoNoise = noise.permute({0, 2, 3, 4, 1}).reshape({1, pass.baseTokens, tc.inChannels});
-        if (keyframeTokens)
-            videoNoise = at::cat({videoNoise, at::randn({1, keyframeTokens, tc.inChannels}, generator, cpuF32)}, 1);
+        if (appended)
+            videoNoise = at::cat({videoNoise, at::randn({1, appended, tc.inChannels}, generator, cpuF32)}, 1);
         videoNoise = videoNoise.to(f32);
     }
     if (req.audioNoise) {
@@ -1446,9 +1553,10 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
         const auto noise = at::randn({1, audioConfig.latentChannels, audioFrames, melBins}, generator, cpuF32);
         pass.audioLatents = noise.transpose(1, 2).flatten(2, 3).to(f32);
     }
-    if (videoNoise.sizes() != at::IntArrayRef({1, pass.baseTokens + keyframeTokens, tc.inChannels}))
+    if (videoNoise.sizes() != at::IntArrayRef({1, pass.baseTokens + appended, tc.inChannels}))
         throw makeError(ErrorCode::InvalidArgument,
-            "video noise must be [1, " + std::to_string(pass.baseTokens + keyframeTokens) + ", " + std::to_string(tc.inChannels) + "]");
+            "video noise must be [1, " + std::to_string(pass.baseTokens + appended) + ", " + std::to_string(tc.inChannels)
+                + "] (keyframe and reference tokens included)");
     if (pass.audioLatents.sizes() != at::IntArrayRef({1, audioFrames, audioConfig.packedWidth()}))
         throw makeError(ErrorCode::InvalidArgument,
             "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
@@ -1473,18 +1581,21 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
         // the scheduler's default 4096 tokens (ti2vid_two_stages.py passes no latent), its HQ
         // recipe counts the stage's grid without keyframe tokens (an empty latent of its shape).
         if (!lightricksRules(req))
-            o.tokens = pass.baseTokens + keyframeTokens;
+            o.tokens = pass.baseTokens + appended;
         else if (req.sampler == Ltx2Sampler::Res2s)
             o.tokens = pass.baseTokens;
         pass.schedule = take(sched::ltx2DevSchedule(o));
     }
     out.sigmas = pass.schedule.sigmas;
     pass.sampler = req.sampler;
-    if (conditions.empty()) {
+    if (conditions.empty() && references.empty()) {
         pass.latents = videoNoise;  // bit for bit the draw, as the text-to-video reference starts
     } else {
         pass.latents = at::zeros({1, pass.baseTokens, tc.inChannels}, f32);
-        applyConditions(pass, conditions, req.fps, videoNoise, pass.schedule.sigmas.front(), lightricksRules(req));
+        const auto head = pass.baseTokens + keyframeTokens;
+        applyConditions(pass, conditions, req.fps, videoNoise.narrow(1, 0, head), pass.schedule.sigmas.front(), lightricksRules(req));
+        if (!references.empty())
+            appendReferences(run, pass, references, videoNoise.narrow(1, head, referenceTokens), pass.schedule.sigmas.front());
     }
     if (req.retake)
         applyRetake(run, pass, videoNoise, pass.schedule.sigmas.front());
@@ -1868,6 +1979,9 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     in.extraVideoCoords.reset();
     if (p.extraCoords.defined())
         in.extraVideoCoords = p.extraCoords.expand({batch, -1, -1, -1}).contiguous();
+    in.videoSelfAttentionMask.reset();
+    if (p.selfMask.defined())
+        in.videoSelfAttentionMask = p.selfMask.expand({batch, -1, -1});
     in.videoKeyframesMask.reset();
     // ltx-core marks the first latent frame (one pixel frame, like a keyframe slot) for a model
     // with the keyframe embedding whatever the pipeline (LatentTools._first_frame_keyframes_mask,
@@ -1939,6 +2053,9 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         one.extraVideoCoords.reset();
         if (p.extraCoords.defined())
             one.extraVideoCoords = p.extraCoords;
+        one.videoSelfAttentionMask.reset();
+        if (p.selfMask.defined())
+            one.videoSelfAttentionMask = p.selfMask;
         one.audioSigma.reset();
         if (p.freezeAudio)
             one.audioSigma = frozenOne;
@@ -2280,6 +2397,16 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
     holdUserAudio(run, refine, req.frames);
     holdAudioPrefix(run, refine);
     timed("encode conditions", start);
+    // The IC-LoRA and its references are stage 1's: stage 2 details without them (ltx-pipelines'
+    // IC-LoRA pipeline), and the LoRA's outcome stays in the report.
+    std::optional<Ltx2LoraOutcome> icOutcome;
+    if (req.icLora && out.loras.size() > req.loras.size())
+        icOutcome = out.loras[req.loras.size()];
+    if (req.icLora && !req.distilledLora) {
+        start = Clock::now();
+        applyLoras(req.loras);
+        timed("apply loras", start);
+    }
     if (req.distilledLora) {
         // The dev recipe's second stage: the user's LoRAs and the distilled one on the dev
         // weights (ltx-pipelines' with_additional_loras), no guidance. Without the distilled
@@ -2289,6 +2416,8 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
         loras.push_back(*req.distilledLora);
         applyLoras(loras);
         out.loras = loraOutcomes;
+        if (icOutcome)
+            out.loras.insert(out.loras.begin() + static_cast<std::ptrdiff_t>(req.loras.size()), *icOutcome);
         const auto& distilled = loraOutcomes.back();
         if (distilled.status.rfind("refused", 0) == 0 || distilled.matched == 0)
             throw makeError(ErrorCode::InvalidArgument,
@@ -2854,6 +2983,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& asked, const std::function
     }
     // The HQ recipe's stage 1 runs with the distilled LoRA too, at its own strength.
     auto stage1Loras = req.loras;
+    if (req.icLora)
+        stage1Loras.push_back(*req.icLora);
     if (req.distilledLora && req.distilledLoraStage1Strength)
         stage1Loras.push_back({req.distilledLora->path, *req.distilledLoraStage1Strength});
     if (stage1Loras != appliedLoras) {
@@ -2862,7 +2993,15 @@ Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& asked, const std::function
         start = Clock::now();
     }
     out.loras = loraOutcomes;
-    if (stage1Loras.size() > req.loras.size() && !loraOutcomes.empty()
+    // The IC-LoRA is what the references are for: one that matches nothing fails the run.
+    if (req.icLora && loraOutcomes.size() > req.loras.size()) {
+        const auto& ic = loraOutcomes[req.loras.size()];
+        if (ic.status.rfind("refused", 0) == 0 || ic.matched == 0)
+            throw makeError(ErrorCode::InvalidArgument,
+                "the IC-LoRA " + req.icLora->path.filename().string() + " cannot be applied to this model (" + ic.status
+                    + "); give an IC-LoRA made for LTX-" + transformerConfig.version());
+    }
+    if (req.distilledLora && req.distilledLoraStage1Strength && !loraOutcomes.empty()
         && (loraOutcomes.back().status.rfind("refused", 0) == 0 || loraOutcomes.back().matched == 0))
         throw makeError(ErrorCode::InvalidArgument,
             "the distilled LoRA " + req.distilledLora->path.filename().string() + " cannot be applied to this model ("

@@ -187,6 +187,16 @@ struct Ltx2Retake {
     bool video = true, audio = true;  // which streams the window makes again (the other is kept whole)
 };
 
+// An IC-LoRA's reference clip (diffusers' LTX2ReferenceCondition, ltx-core's
+// VideoConditionByReferenceLatent): a depth, pose or edge video the generation follows.
+struct Ltx2Reference {
+    // uint8 [F, H, W, 3], any size: its first frames (at most the clip's, cut to 8k + 1) are
+    // resized to cover and center-cropped to the pass's size / referenceDownscale.
+    at::Tensor pixels;
+    // 1: clean throughout (timestep 0); below: noised to (1 - strength) x sigma like a keyframe.
+    double strength = 1.0;
+};
+
 // Euler on the clean estimate, or ltx-pipelines' res2s (two evaluations per step, SDE noise from
 // its two fixed-seed generators; the HQ recipe's).
 enum class Ltx2Sampler { Euler, Res2s };
@@ -248,6 +258,17 @@ struct Ltx2Request {
     // trainer's audio prefix), the rest made to continue it; the output's first samples over the
     // kept span are its own, crossfaded into the new ones over 10 ms.
     std::optional<Ltx2AudioCondition> audioPrefix;
+    // IC-LoRA: reference clips encoded and appended after the clip's tokens (and any keyframe's)
+    // in the first pass, on the clip's own grid (reference frame k over frame k, spatial positions
+    // x referenceDownscale), held by the blend at their strength. referenceAttention below 1
+    // weakens the attention between the clip's tokens and each reference (the reference's block
+    // mask: keyframes never see a reference, references never each other). icLora is applied in
+    // that pass only: the two-stage path's second stage runs without it and without the
+    // references, as ltx-pipelines' IC-LoRA pipeline runs it.
+    std::vector<Ltx2Reference> references;
+    std::int64_t referenceDownscale = 1;
+    double referenceAttention = 1.0;
+    std::optional<Ltx2Lora> icLora;
     // The two-stage distilled path: the distilled schedule at half size, the spatial upsampler
     // x2 on the latents, then the three stage-2 sigmas at full size from the upsampled latents
     // (and stage 1's audio) noised to 0.909375, without guidance. Needs the upsampler and a
@@ -390,6 +411,9 @@ struct Ltx2Output {
     // samples made again ([first, last) each; empty when none).
     at::Tensor retakeVideoMask, retakeAudioMask;
     std::pair<std::int64_t, std::int64_t> retakeFrames{0, 0}, retakeSamples{0, 0};
+    // IC-LoRA: the references' packed tokens ([1, R, C], normalized, in order) and the video
+    // self-attention mask the pass ran with ([1, T, T]; undefined: none).
+    at::Tensor referenceTokens, referenceAttentionMask;
     // Extend with sound: the samples at the start that are the prefix's own (the last 10 ms of
     // them crossfaded into the continuation).
     std::int64_t prefixSamples = 0;
