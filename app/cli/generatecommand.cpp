@@ -66,7 +66,9 @@ std::string generateHelp()
         "         [--speed quality|balanced|fast] [--lora FILE[:STRENGTH] ...] [--force] [--json] [--repeat N] [--no-gallery]\n"
         "         [--image FILE [--image-frame N] [--image-strength S] [--image-crf N] ...] [--clip FILE [--clip-frames N] "
         "[--clip-from-end] ...]\n"
-        "         [--audio FILE] [--retake FILE --from S --to S [--keep-sound|--keep-video]] [--stages auto|single|two] [--two-stage]\n"
+        "         [--audio FILE] [--retake FILE --from S --to S [--keep-sound|--keep-video]] [--reference FILE [--reference-strength S] "
+        "...]\n"
+        "         [--stages auto|single|two] [--two-stage]\n"
         "         [--upsampler FILE] [--temporal-upsampler FILE] [--distilled-lora FILE] [--dry-run [--plan-for DEVICE]] [--again FILE]\n"
         "         [--set KNOB=VALUE ...]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
@@ -89,6 +91,10 @@ std::string generateHelp()
         "  --keep-video keeps one whole) from the prompt, and keeps the rest frame for frame and sample for sample; the\n"
         "  clip's size, frames and rate unless given; one pass; the frames and samples it started from are kept beside\n"
         "  the video for --again.\n"
+        "  --reference FILE gives an IC-LoRA (a --lora with reference_downscale_factor in its metadata or \"ic-lora\" in its\n"
+        "  name) the clip it follows: a depth, pose or edge video whose frame k guides frame k (at least as long as the\n"
+        "  video; --frames auto takes its length); --reference-strength S (0 to 1, default 1) after it is its own. On two\n"
+        "  stages the first follows it and the second refines without it; its frames are kept beside the video for --again.\n"
         "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
         "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow, or the dev\n"
         "  schedule with --distilled-lora FILE (Lightricks' dev recipe: guided stage 1, the distilled LoRA refines)\n"
@@ -171,6 +177,7 @@ struct GenerateOptions {
     int repeat = 1;
     bool audioGiven = false;  // --audio on this command line (an --again recipe's sound is replaced by it)
     bool retakeGiven = false;  // --retake on this command line
+    bool referencesGiven = false;  // --reference on this command line (an --again recipe's are replaced)
 };
 
 // One option with its value `v`; the exit status of a usage error, or nothing.
@@ -241,6 +248,16 @@ std::optional<int> applyValue(const std::string& a, const std::string& v, Genera
         ask.retake = vireo::runtime::RetakeFile{};
         ask.retake->path = QString::fromStdString(v);
         o.retakeGiven = true;
+    } else if (a == "--reference") {
+        if (!o.referencesGiven)
+            ask.references.clear();
+        o.referencesGiven = true;
+        ask.references.push_back({QString::fromStdString(v), 1.0, {}});
+    } else if (a == "--reference-strength") {
+        if (ask.references.empty() || !o.referencesGiven)
+            return usage("--reference-strength belongs to a --reference given before it");
+        if (auto n = real(0, 1))
+            ask.references.back().strength = *n;
     } else if (a == "--from" || a == "--to") {
         if (!ask.retake)
             return usage(a + " belongs to a --retake given before it");
@@ -477,6 +494,11 @@ std::optional<int> checkFiles(const GenerateOptions& o)
         }
     if (ask.retake)
         if (const auto why = vireo::cli::notARegularFile(ask.retake->path.toStdString(), "video"); !why.empty()) {
+            std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
+            return 1;
+        }
+    for (const auto& f : ask.references)
+        if (const auto why = vireo::cli::notARegularFile(f.path.toStdString(), "reference clip"); !why.empty()) {
             std::fprintf(stderr, "vireo-cli: %s\n", vireo::terminalSafe(why).c_str());
             return 1;
         }

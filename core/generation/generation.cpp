@@ -5,6 +5,7 @@
 #include <QFileInfo>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <sstream>
@@ -50,6 +51,7 @@ std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& pl
         {!ask.conditions.empty(), ask.conditions.empty() || ask.conditions.front().clipFrames == 0 ? "image" : "clip"},
         {ask.audio.has_value(), "audio"},
         {ask.retake.has_value(), "retake"},
+        {!ask.references.empty(), "reference"},
         {!ask.stages.empty(), "stages"},
         {plan.spatialUpsamplerPath.has_value(), "upsampler"},
         {plan.temporalUpsamplerPath.has_value(), "temporal-upsampler"},
@@ -250,6 +252,34 @@ Result<Prepared> prepare(
     if (!out.image && ask.audio && r.frames == 0 && !ask.audio->path.isEmpty())
         if (const auto seconds = runtime::soundSeconds(ask.audio->path))
             r.frames = facade::framesForSound(*seconds, r.fps);
+    // Reference clips: frame k guides output frame k, so each must be as long as the output
+    // (said from its header); a length left on auto is the shortest's, up to 20 s.
+    if (!out.image && !ask.references.empty()) {
+        if (!rules.references)
+            return invalid(rules.title + " takes no reference clips (they are an IC-LoRA's)");
+        if (ask.references.size() > 8)
+            return invalid("at most 8 reference clips, got " + std::to_string(ask.references.size()));
+        if (ask.retake)
+            return invalid("a retake takes no reference clips");
+        for (const auto& f : ask.references) {
+            const auto name = f.path.toStdString();
+            if (!(f.strength >= 0.0 && f.strength <= 1.0))
+                return invalid(name + ": a reference clip's strength must be between 0 and 1");
+            const auto info = media::probeMedia(name);
+            if (!info)
+                return invalid(info.error().message);
+            if (!info->hasVideo || info->frames < 1)
+                return invalid(name + ": has no video frames for the IC-LoRA to follow (a reference clip is a video)");
+            if (r.frames == 0 && !ask.audio) {
+                const auto longest = static_cast<std::int64_t>(std::floor(20.0 * std::max(0.5, r.fps)));
+                r.frames = std::max<std::int64_t>(1, (std::min(info->frames, longest) - 1) / 8 * 8 + 1);
+            }
+            if (r.frames > info->frames)
+                return invalid(name + " has " + std::to_string(info->frames) + " frames; the video it guides has "
+                    + std::to_string(r.frames) + ": give a reference clip at least as long, or make the video shorter ("
+                    + std::to_string((info->frames - 1) / 8 * 8 + 1) + " frames)");
+        }
+    }
     if (r.prompt.find_first_not_of(" \t\n") == std::string::npos)
         return invalid("the prompt is empty");
     if (r.seed < 0 || r.seed > 2147483647)
@@ -275,6 +305,14 @@ Result<Prepared> prepare(
         auto planned = r;
         if (ask.audio && planned.frames == 0)
             planned.frames = facade::planningFrames(r);
+        // The references' place in the plan (which LoRA follows them, at what size) before they
+        // are read: their pixels come on the engine's thread.
+        for (const auto& f : ask.references) {
+            facade::ConditionInput placeholder;
+            placeholder.source = f.path.toStdString();
+            placeholder.strength = f.strength;
+            planned.references.push_back(std::move(placeholder));
+        }
         auto stages = facade::planStages(model.plan, planned);
         if (!stages)
             return invalid(stages.error().message);
@@ -287,6 +325,7 @@ Result<Prepared> prepare(
         out.job.conditions = ask.conditions;
         out.job.audio = ask.audio;
         out.job.retake = ask.retake;
+        out.job.references = ask.references;
         // A still's CRF left to the family: its own (LTX-2.5 was trained at 18, the others at 33).
         for (auto& c : out.job.conditions)
             if (c.crf == runtime::kFamilyConditionCrf)
@@ -309,6 +348,9 @@ Result<void> decodeConditions(const Prepared& prepared)
             return decoded.error();
     for (const auto& c : prepared.job.conditions)
         if (auto decoded = runtime::prepareCondition(c, static_cast<int>(r.width), static_cast<int>(r.height), r.frames); !decoded)
+            return decoded.error();
+    for (const auto& f : prepared.job.references)
+        if (auto decoded = runtime::prepareReference(f, static_cast<int>(r.width), static_cast<int>(r.height), r.frames); !decoded)
             return decoded.error();
     return {};
 }
@@ -413,6 +455,19 @@ Result<Again> askFromRecipe(const output::Recipe& r, const QString& folder)
         else
             a.retake = std::move(f);
         a.stages.clear();  // a retake is one pass whatever the recipe says
+    }
+    for (const auto& k : r.references) {
+        // The kept frames first (a depth or pose clip is often remade), else the source.
+        const auto copyName = QString::fromStdString(k.copy);
+        const QString copy = copyName.isEmpty() ? QString() : QFileInfo(copyName).isAbsolute() ? copyName : QDir(folder).filePath(copyName);
+        const auto source = QString::fromStdString(k.source);
+        if (!copy.isEmpty() && QFileInfo(copy).isFile())
+            a.references.push_back({copy, k.strength, k.copySha256});
+        else if (!source.isEmpty() && QFileInfo(source).isFile())
+            a.references.push_back({source, k.strength, k.sha256});
+        else
+            out.missing.push_back("the reference clip " + k.source + " is gone, and no copy is beside it ("
+                + (k.copy.empty() ? std::string("none was kept") : k.copy) + "): choose it again to make this video again");
     }
     if (r.audio) {
         // The kept samples first (the source may be a long video, or gone), else the source.

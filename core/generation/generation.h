@@ -36,6 +36,9 @@ struct Ask {
     // Retake: this clip made again over its window, kept elsewhere; its size, frames and rate
     // are the clip's unless set.
     std::optional<runtime::RetakeFile> retake;
+    // IC-LoRA: reference clips (depth, pose, edges) for the in-context LoRA among `loras`; a
+    // length left on auto is the shortest reference's (up to 20 s).
+    std::vector<runtime::ReferenceFile> references;
     std::map<std::string, double> knobs;  // the family's own controls (FamilyRules::knobs) by id
 };
 
@@ -46,7 +49,7 @@ bool makesImages(const catalog::Catalog& catalog, const runtime::ModelRef& model
 
 // What an image model (Ideogram-4) does not take, among what this ask and the load plan set:
 // the names of vireo-cli's options without their dashes ("frames", "audio-guidance", "lora",
-// "image", "audio", "retake", "upsampler"), in that order; empty for a clean ask. The caller knows the model
+// "image", "audio", "retake", "reference", "upsampler"), in that order; empty for a clean ask. The caller knows the model
 // makes images (makesImages).
 std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& plan);
 

@@ -51,7 +51,7 @@ const std::set<std::string>& knownKeys()
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
         "steps_skipped", "cuda_graphs", "paths", "planned_paths", "path_warnings", "loras", "conditions", "stages", "stages_requested",
         "stages_reason", "predicted_seconds", "knobs", "guidance_schedule", "audio_sample_rate", "audio_channels", "seconds", "created",
-        "audio", "retake"};
+        "audio", "retake", "references"};
     return keys;
 }
 
@@ -203,6 +203,13 @@ std::string Recipe::toJson() const
         j["retake"] = {{"source", retake->source}, {"sha256", retake->sha256}, {"copy", retake->copy}, {"copy_sha256", retake->copySha256},
             {"sound_copy", retake->soundCopy}, {"sound_copy_sha256", retake->soundCopySha256}, {"start", retake->start},
             {"end", retake->end}, {"video", retake->video}, {"audio", retake->audio}};
+    if (!references.empty()) {
+        json references_ = json::array();
+        for (const auto& r : references)
+            references_.push_back({{"source", r.source}, {"sha256", r.sha256}, {"copy", r.copy}, {"copy_sha256", r.copySha256},
+                {"strength", r.strength}, {"frames", r.frames}});
+        j["references"] = references_;
+    }
     j["stages"] = stages;
     j["stages_requested"] = q.stages;
     j["stages_reason"] = stagesReason;
@@ -419,6 +426,29 @@ Failure readConditions(const json& j, Recipe& r)
         if (!(u.start >= 0 && u.end > u.start && u.end <= 1e6))
             return invalid("recipe field 'retake' holds a window that is not one");
         r.retake = std::move(u);
+    }
+    if (const auto* a = field(j, "references"); a && !a->is_null()) {
+        if (!a->is_array())
+            return invalid("recipe field 'references' is not a list");
+        if (a->size() > 8)
+            return invalid("recipe field 'references' lists " + std::to_string(a->size()) + " clips (at most 8)");
+        for (const auto& c : *a) {
+            if (!c.is_object())
+                return invalid("an entry of recipe field 'references' is not an object");
+            ReferenceUse u;
+            Reader rr{c, {}};
+            rr.get("source", u.source);
+            rr.get("sha256", u.sha256);
+            rr.get("copy", u.copy);
+            rr.get("copy_sha256", u.copySha256);
+            rr.get("strength", u.strength);
+            rr.get("frames", u.frames);
+            if (!rr.error.empty())
+                return invalid("references: " + rr.error);
+            if (!(u.strength >= 0 && u.strength <= 1) || u.frames < 0 || u.frames > 100000)
+                return invalid("recipe field 'references' holds numbers out of range");
+            r.references.push_back(std::move(u));
+        }
     }
     return std::nullopt;
 }

@@ -69,6 +69,15 @@ struct RetakeUse {
     bool video = true, audio = true;
 };
 
+// An IC-LoRA's reference clip: the file as given, its strength, and its frames used kept
+// beside the output, lossless ("<stem>.ref<i>.mp4").
+struct ReferenceUse {
+    std::string source, sha256;
+    std::string copy, copySha256;
+    double strength = 1.0;
+    int frames = 0;
+};
+
 struct Recipe {
     static constexpr int kVersion = 1;
     int version = kVersion;
@@ -98,6 +107,7 @@ struct Recipe {
     std::vector<ConditionUse> conditions;  // empty: text only
     std::optional<AudioUse> audio;  // none: the model made its own sound
     std::optional<RetakeUse> retake;  // none: a new clip
+    std::vector<ReferenceUse> references;  // an IC-LoRA's reference clips; empty: none
     std::string stages;  // the path that ran: "single" | "two"; empty for images and older recipes
     std::string stagesReason;  // why that path, as the UI said it
     // A length left on auto: the seconds the model read from the prompt (request.frames holds

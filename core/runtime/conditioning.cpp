@@ -161,6 +161,32 @@ Result<facade::ConditionInput> prepareConditionClip(
     return c;
 }
 
+Result<facade::ConditionInput> prepareReference(const ReferenceFile& file, int width, int height, std::int64_t outputFrames)
+{
+    const std::filesystem::path path = file.path.toStdString();
+    if (!(file.strength >= 0.0 && file.strength <= 1.0))
+        return makeError(ErrorCode::InvalidArgument, path.string() + ": a reference clip's strength must be between 0 and 1");
+    if (outputFrames < 1)
+        return makeError(ErrorCode::InvalidArgument, path.string() + ": the output's length must be set before its reference is read");
+    // The IC-LoRA reads reference frame k over output frame k: a clip shorter than the output
+    // would leave its end unconditioned, so it is refused (from the header, before decoding).
+    if (const auto info = media::probeMedia(path); info && info->hasVideo && info->frames > 0 && info->frames < outputFrames)
+        return makeError(ErrorCode::InvalidArgument,
+            path.string() + " has " + std::to_string(info->frames) + " frames; the video it guides has " + std::to_string(outputFrames)
+                + ": give a reference clip at least as long, or make the video shorter (" + std::to_string((info->frames - 1) / 8 * 8 + 1)
+                + " frames)");
+    auto prepared = prepareConditionClip(path, width, height, 0, file.strength, static_cast<int>(outputFrames));
+    if (!prepared)
+        return prepared.error();
+    prepared->sound.reset();
+    if (!file.expectedSha256.empty() && prepared->sha256 != file.expectedSha256)
+        return makeError(ErrorCode::InvalidArgument,
+            path.string()
+                + " changed since the recipe was made (its SHA-256 differs): choose it again to make a new video, or find the file the "
+                  "recipe names");
+    return prepared;
+}
+
 Result<facade::ConditionInput> prepareCondition(const ConditionFile& file, int width, int height, std::int64_t outputFrames)
 {
     const std::filesystem::path path = file.path.toStdString();
@@ -473,7 +499,8 @@ Result<KeptCondition> keepConditionAudio(
     return KeptCondition{*placed, sha, true};
 }
 
-Result<KeptCondition> keepConditionFrames(const facade::ConditionInput& c, double fps, const std::filesystem::path& output, int index)
+Result<KeptCondition> keepConditionFrames(
+    const facade::ConditionInput& c, double fps, const std::filesystem::path& output, int index, const std::string& kind)
 {
     const auto frameBytes = static_cast<std::size_t>(c.width) * static_cast<std::size_t>(c.height) * 3;
     if (c.frames < 1 || c.width < 1 || c.height < 1 || c.rgb.size() != frameBytes * static_cast<std::size_t>(c.frames))
@@ -482,7 +509,7 @@ Result<KeptCondition> keepConditionFrames(const facade::ConditionInput& c, doubl
     // Lossless H.264 stays well under the raw size; the raw size is what is asked to be free.
     if (auto room = roomFor(folder, static_cast<std::int64_t>(c.rgb.size())); !room)
         return room.error();
-    const auto stem = output.stem().string() + ".cond" + std::to_string(index);
+    const auto stem = output.stem().string() + "." + kind + std::to_string(index);
     const auto temporary = folder / ("." + stem + ".part-" + std::to_string(::getpid()) + ".mp4");
     std::error_code ec;
     std::filesystem::remove(temporary, ec);

@@ -81,6 +81,19 @@ struct ConditionFile {
     bool operator==(const ConditionFile&) const = default;
 };
 
+// An IC-LoRA's reference clip (a depth, pose or edge video) as a job carries it; decoded on
+// the engine's thread.
+struct ReferenceFile {
+    QString path;
+    double strength = 1.0;  // 1: followed exactly; lower: more loosely (0..1)
+    std::string expectedSha256;  // a recipe's, for Generate again; empty: any
+    bool operator==(const ReferenceFile&) const = default;
+};
+// The clip's first `outputFrames` frames fitted to width x height (frame k guides output frame
+// k), its file hashed and checked against expectedSha256. A clip with fewer frames than the
+// output (said from its header), a file that is not a video: refused, naming the file.
+Result<facade::ConditionInput> prepareReference(const ReferenceFile& file, int width, int height, std::int64_t outputFrames);
+
 // What is wrong with a condition for an output of `frames` frames, as a sentence; empty when
 // it can run. Frames are 0 or 8k + 1 (a latent frame boundary) and the condition must end by
 // the last frame; an output length left on auto (frames 0) takes a still at frame 0 only.
@@ -140,8 +153,9 @@ Result<KeptCondition> copyConditionBeside(
 // A clip: "<output stem>.cond<index>.mp4", the frames the output was conditioned on (at its
 // size, as fitted), lossless, so reading them back gives the same pixels: bounded by what was
 // used, however long the source. Both check the free space of the output's disk first.
+// `kind`: the name's part before the index ("ref" for an IC-LoRA's reference clip).
 Result<KeptCondition> keepConditionFrames(
-    const facade::ConditionInput& condition, double fps, const std::filesystem::path& output, int index);
+    const facade::ConditionInput& condition, double fps, const std::filesystem::path& output, int index, const std::string& kind = "cond");
 // The sound an output was made from, kept beside it as "<output stem>.audio.wav": the samples
 // the clip used (its first `seconds`), as 32-bit float, so reading it back gives the same
 // samples whatever the source was (a long video's soundtrack is never copied whole).

@@ -642,6 +642,7 @@ output::Recipe Engine::Impl::recipeBase(const GenerateJob& g) const
     recipe.request.conditions.clear();
     recipe.request.audio.reset();
     recipe.request.retake.reset();
+    recipe.request.references.clear();
     recipe.device = generator->memoryPlan().device;
     recipe.dtype = generator->memoryPlan().dtype;
     recipe.placement = std::string(facade::placementName(generator->memoryPlan().placement));
@@ -718,6 +719,20 @@ facade::GenerateRequest Engine::Impl::decodedRequest(const std::shared_ptr<Job>&
             throw JobError{ErrorCode::Cancelled, Engine::tr("cancelled")};
         request.retake = std::move(*clip);
     }
+    if (!g.references.empty()) {
+        if (imageModel)
+            throw JobError{ErrorCode::InvalidArgument,
+                Engine::tr("%1 makes images: a reference clip needs a video model (LTX-2) and its IC-LoRA").arg(g.model.title)};
+        for (std::size_t i = 0; i < g.references.size(); ++i) {
+            progress(job, QStringLiteral("read conditions"), 0, 1, -1, true);
+            if (job->stop.stop_requested())
+                throw JobError{ErrorCode::Cancelled, Engine::tr("cancelled")};
+            auto c = prepareReference(g.references[i], static_cast<int>(request.width), static_cast<int>(request.height), request.frames);
+            if (!c)
+                throw JobError{c.error().code, q(c.error().message)};
+            request.references.push_back(std::move(*c));
+        }
+    }
     if (!imageModel) {
         auto stages = facade::planStages(g.model.plan, request);
         if (!stages)
@@ -750,9 +765,10 @@ std::vector<std::pair<QString, qint64>> Engine::Impl::videoPhases(
 {
     const int steps = g.request.steps > 0 ? g.request.steps : (g.request.schedule == "dev" ? 40 : 8);
     std::vector<std::pair<QString, qint64>> phases{{QStringLiteral("encode prompt"), 1}};
-    if (!request.conditions.empty() || request.audio || request.retake)
+    if (!request.conditions.empty() || request.audio || request.retake || !request.references.empty())
         phases.push_back({QStringLiteral("encode conditions"),
-            static_cast<qint64>(request.conditions.size()) + (request.audio ? 1 : 0) + (request.retake ? 2 : 0)});
+            static_cast<qint64>(request.conditions.size() + request.references.size()) + (request.audio ? 1 : 0)
+                + (request.retake ? 2 : 0)});
     phases.push_back({QStringLiteral("denoise"), steps});
     if (twoStage) {
         phases.push_back({QStringLiteral("upsample latents"), 1});
@@ -876,6 +892,20 @@ std::vector<std::filesystem::path> Engine::Impl::keepConditions(
             }
         }
         recipe.retake = std::move(use);
+    }
+    for (std::size_t i = 0; i < request.references.size(); ++i) {
+        // The reference frames the IC-LoRA followed, lossless: a depth or pose clip is often
+        // made for the one video and moved or remade after.
+        const auto& c = request.references[i];
+        output::ReferenceUse use{c.source, c.sha256, {}, {}, c.strength, c.frames};
+        if (auto kept = keepConditionFrames(c, g.request.fps, path, static_cast<int>(i), "ref")) {
+            use.copy = kept->path.filename().string();
+            use.copySha256 = kept->sha256;
+            copies.push_back(kept->path);
+        } else {
+            spdlog::warn("engine: {}", kept.error().message);
+        }
+        recipe.references.push_back(std::move(use));
     }
     return copies;
 }

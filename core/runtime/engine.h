@@ -50,6 +50,9 @@ struct GenerateJob {
     // Retake: the clip whose window the request makes again (the request holds the window),
     // read there too; what of it was used is kept beside the output.
     std::optional<RetakeFile> retake;
+    // An IC-LoRA's reference clips (its LoRA among the request's), read there too: the output's
+    // first frames of each, fitted to its size; their frames used are kept beside the output.
+    std::vector<ReferenceFile> references;
     QString outputFolder;  // the MP4 gets a fresh name there
     QString outputPath;  // or exactly this name, which must not exist
     bool writeOutput = true;  // false: generate only (warm-up and timing runs)

@@ -78,6 +78,8 @@ struct FamilyRules {
     bool audioInput = false;
     // Retake: part of a clip made again, the rest kept.
     bool retake = false;
+    // IC-LoRA: reference clips (depth, pose, edges) an in-context LoRA follows.
+    bool references = false;
     // Frames 0 ("auto") asks the model for the prompt's length, where its files can say it
     // (LTX-2.5's duration head; planStages refuses it for the others).
     bool autoLength = false;
@@ -292,6 +294,10 @@ struct GenerateRequest {
     std::optional<AudioInput> audio;
     // Video models with FamilyRules::retake: this request makes part of a clip again.
     std::optional<RetakeInput> retake;
+    // Video models with FamilyRules::references: reference clips (the output's frames at its
+    // size, decoded by the caller: runtime::prepareReference; `frame` unused) for the IC-LoRA
+    // among `loras` (reference_downscale_factor in its metadata, or "ic-lora" in its name).
+    std::vector<ConditionInput> references;
     std::string stages = "auto";
     // The family's own controls (FamilyRules::knobs) by id; one missing takes the knob's default.
     std::map<std::string, double> knobs{};

@@ -1181,6 +1181,80 @@ def test_retake(tmp_dir=RUN_TMP):
     check("generate --from without --retake: refused", p.returncode != 0 and "--retake" in p.stderr, p.stderr[-300:])
 
 
+def test_ic_lora(tmp_dir=RUN_TMP):
+    """IC-LoRA (issue #31): --lora with an in-context LoRA (reference_downscale_factor in its metadata) and
+    --reference FILE: the video follows the clip (another clip, another video at the same seed), the recipe names
+    the clip, its strength and the frames kept beside the video, and --again makes the same video from them; a
+    length on auto is the reference's. Refused before loading: an IC-LoRA without its clip, a clip without an
+    IC-LoRA, a clip shorter than the video, a file that is not a video."""
+    import torch
+    from safetensors.torch import save_file
+    root = FIXTURES / "ltx2pipeline" / "v23"
+    work = Path(tmp_dir) / "iclora"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    g = torch.Generator().manual_seed(3)
+    tensors = {}
+    for m in ("attn1.to_q", "attn1.to_k", "attn1.to_v"):
+        tensors[f"diffusion_model.transformer_blocks.0.{m}.lora_A.weight"] = torch.randn(4, 64, generator=g)
+        tensors[f"diffusion_model.transformer_blocks.0.{m}.lora_B.weight"] = torch.randn(64, 4, generator=g)
+    ic = work / "pose-control.safetensors"
+    save_file(tensors, str(ic), metadata={"reference_downscale_factor": "1"})
+    model = ["--model", root / "diffusers", "--no-gallery", "--width", 96, "--height", 64]
+    clips = []
+    for seed, frames in ((5, 17), (8, 17), (9, 9)):
+        clip = work / f"pose{seed}.mp4"
+        p = run("generate", *model, "--prompt", "a dancer", "--seed", seed, "--frames", frames, "--out", clip)
+        if p.returncode != 0:
+            check("generate --reference: the reference clips", False, p.stderr[-600:])
+            return
+        clips.append(clip)
+    out = work / "ic.mp4"
+    p = run("generate", *model, "--prompt", "a robot dances", "--seed", 4, "--frames", 17, "--lora", ic, "--reference", clips[0],
+            "--reference-strength", 0.9, "--out", out)
+    ok = p.returncode == 0 and out.exists()
+    check("generate --reference: the IC-LoRA follows the clip", ok, p.stderr[-800:])
+    if not ok:
+        return
+    recipe = json.loads(ffprobe_json(out, "-show_format").get("format", {}).get("tags", {}).get("vireo_recipe", "{}"))
+    refs = recipe.get("references") or [{}]
+    loras = recipe.get("loras") or [{}]
+    check("generate --reference: the recipe names the clip, its strength, its kept frames and the IC-LoRA applied",
+          len(refs) == 1 and refs[0].get("source") == str(clips[0]) and refs[0].get("strength") == 0.9
+          and refs[0].get("frames") == 17 and (work / refs[0].get("copy", "-")).exists()
+          and loras[0].get("path") == str(ic) and loras[0].get("status") == "applied"
+          and "IC-LoRA pose-control.safetensors follows 1 reference clip" in recipe.get("stages_reason", ""),
+          json.dumps(refs) + json.dumps(loras) + recipe.get("stages_reason", ""))
+    other = work / "ic-other.mp4"
+    p = run("generate", *model, "--prompt", "a robot dances", "--seed", 4, "--frames", 17, "--lora", ic, "--reference", clips[1],
+            "--reference-strength", 0.9, "--out", other)
+    check("generate --reference: another clip, another video (same seed)", p.returncode == 0 and decoded(other)[0] != decoded(out)[0],
+          p.stderr[-400:])
+    clips[0].rename(work / "moved.mp4")
+    again = work / "ic.again.mp4"
+    p = run("generate", "--again", out, "--no-gallery", "--out", again)
+    check("generate --reference: --again makes the same video from the kept frames (the clip moved)",
+          p.returncode == 0 and decoded(out) == decoded(again), p.stderr[-600:])
+    auto = work / "ic-auto.mp4"
+    p = run("generate", *model, "--prompt", "a robot", "--frames", "auto", "--lora", ic, "--reference", clips[1], "--out", auto)
+    streams = ffprobe_json(auto, "-show_streams").get("streams", []) if auto.exists() else []
+    video = [st for st in streams if st.get("codec_type") == "video"]
+    check("generate --reference --frames auto: the reference's length", p.returncode == 0 and video
+          and int(video[0].get("nb_frames", 0)) == 17, p.stderr[-400:])
+    notes = work / "notes.mp4"
+    notes.write_text("not a video\n")
+    for name, extra, says in [
+            ("an IC-LoRA without its reference clip", ["--lora", ic], "follows a reference clip"),
+            ("a reference clip without an IC-LoRA", ["--reference", clips[1]], "none of the LoRAs is one"),
+            ("a reference shorter than the video", ["--lora", ic, "--reference", clips[2]], "has 9 frames"),
+            ("a reference that is not a video", ["--lora", ic, "--reference", notes], "notes.mp4"),
+            ("a strength above 1", ["--lora", ic, "--reference", clips[1], "--reference-strength", 2], "--reference-strength")]:
+        bad = work / "bad.mp4"
+        p = run("generate", *model, "--prompt", "x", "--frames", 17, *extra, "--out", bad)
+        check(f"generate --reference: {name} is refused before loading", p.returncode != 0 and says in p.stderr
+              and not bad.exists() and "load transformer" not in p.stdout, p.stderr[-300:])
+
+
 def test_batch_local(tmp_dir=RUN_TMP):
     """vireo-cli batch: a JSONL of jobs checked line by line before anything runs, run here
     through the device pool into a batch folder (fixed names, markers with the SHA-256, the
@@ -1277,6 +1351,7 @@ test_bench_ideogram_step()
 test_generate_again()
 test_audio_to_video()
 test_retake()
+test_ic_lora()
 test_batch_local()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)

@@ -4,6 +4,7 @@
 // refused ask names what is wrong.
 #include "core/catalog/catalog.h"
 #include "core/generation/generation.h"
+#include "tests/core/mediafixtures.h"
 
 #include <QFile>
 #include <QTemporaryDir>
@@ -489,6 +490,75 @@ private slots:
         QVERIFY(back && back->audio && back->audio->copy == "out.audio.wav" && back->audio->sampleRate == 44100);
         auto json = r.toJson();
         json.replace(json.find("\"sample_rate\":44100"), 18, "\"sample_rate\":-5");
+        QVERIFY(!vireo::output::Recipe::fromJson(json));
+    }
+
+    // IC-LoRA reference clips: carried to the job, the length on auto the reference's (on the 8k + 1
+    // grid), one shorter than the video refused from its header, an image model names them, and a
+    // recipe brings the kept frames back (the source when they are gone), through JSON.
+    void anAskWithAReferenceClipFollowsIt()
+    {
+        const auto video = localModel(fixtures() + QStringLiteral("/ltx2pipeline/v23/diffusers"));
+        const auto d = vireo::generation::defaultsFor(m_catalog, video);
+        QVERIFY(d);
+        const QString clip = m_work.filePath(QStringLiteral("pose.mp4"));
+        vireo::test::writeClip(clip, std::nullopt, 20);
+        QTemporaryDir loras;
+        const auto ic = std::filesystem::path(loras.path().toStdString()) / "ltx-2.3-ic-lora-pose.safetensors";
+        {
+            // A safetensors file of no tensors: its name alone makes it an IC-LoRA.
+            QFile lf(QString::fromStdString(ic.string()));
+            QVERIFY(lf.open(QIODevice::WriteOnly));
+            const QByteArray header = R"({"__metadata__":{"format":"pt"}}      )";
+            const auto n = static_cast<quint64>(header.size());
+            for (int i = 0; i < 8; ++i)
+                lf.putChar(static_cast<char>((n >> (8 * i)) & 0xff));
+            lf.write(header);
+        }
+        Ask a = prompt();
+        a.loras = {{ic, 1.0}};
+        a.references = {{clip, 0.8, {}}};
+        a.frames = 0;
+        auto p = vireo::generation::prepare(m_catalog, *d, video, a);
+        QVERIFY2(p, p ? "" : p.error().message.c_str());
+        QCOMPARE(p->job.request.frames, std::int64_t(17));  // 20 frames: the longest 8k + 1 inside them
+        QCOMPARE(p->job.references.size(), std::size_t(1));
+        QCOMPARE(p->job.references[0].strength, 0.8);
+        QVERIFY2(p->stagesReason.find("IC-LoRA ltx-2.3-ic-lora-pose.safetensors follows 1 reference clip") != std::string::npos,
+            p->stagesReason.c_str());
+        a.frames = 25;
+        p = vireo::generation::prepare(m_catalog, *d, video, a);
+        QVERIFY2(!p && p.error().message.find("has 20 frames; the video it guides has 25") != std::string::npos,
+            p ? "ran" : p.error().message.c_str());
+        a.frames = 17;
+        a.loras.clear();
+        p = vireo::generation::prepare(m_catalog, *d, video, a);
+        QVERIFY2(!p && p.error().message.find("none of the LoRAs is one") != std::string::npos, p ? "ran" : p.error().message.c_str());
+        const auto image = localModel(fixtures() + QStringLiteral("/ideogram4/pipeline/model"));
+        Ask forImage = prompt();
+        forImage.references = {{clip, 1.0, {}}};
+        QCOMPARE(vireo::generation::notForImages(forImage, image.plan), (std::vector<std::string>{"reference"}));
+        vireo::output::Recipe r;
+        r.modelKey = "local:/models/ltx";
+        r.request.prompt = "danced";
+        r.references = {vireo::output::ReferenceUse{"/gone/pose.mp4", "aa", "out.ref0.mp4", "bb", 0.8, 17}};
+        const auto folder = m_work.path();
+        QFile kept(folder + QStringLiteral("/out.ref0.mp4"));
+        QVERIFY(kept.open(QIODevice::WriteOnly));
+        kept.close();
+        auto again = vireo::generation::askFromRecipe(r, folder);
+        QVERIFY(again && again->missing.empty() && again->ask.references.size() == 1);
+        QCOMPARE(again->ask.references[0].path, folder + QStringLiteral("/out.ref0.mp4"));
+        QCOMPARE(again->ask.references[0].expectedSha256, std::string("bb"));
+        QCOMPARE(again->ask.references[0].strength, 0.8);
+        QVERIFY(kept.remove());
+        again = vireo::generation::askFromRecipe(r, folder);
+        QVERIFY(again && again->ask.references.empty() && again->missing.size() == 1);
+        QVERIFY2(again->missing.front().find("the reference clip /gone/pose.mp4 is gone") == 0, again->missing.front().c_str());
+        const auto back = vireo::output::Recipe::fromJson(r.toJson());
+        QVERIFY(back && back->references.size() == 1 && back->references[0].copy == "out.ref0.mp4" && back->references[0].frames == 17);
+        auto json = r.toJson();
+        json.replace(json.find("\"strength\":0.8"), 14, "\"strength\":1.5");
         QVERIFY(!vireo::output::Recipe::fromJson(json));
     }
 

@@ -1164,6 +1164,89 @@ private slots:
         page->clearSound();
     }
 
+    // An IC-LoRA in the LoRA panel (its metadata) asks for its reference clip, and the page cannot
+    // generate until it has one; with it the stage line says what follows what, the recipe names
+    // the clip and its kept frames, and Generate again brings the clip back; removing the LoRA
+    // drops the clip.
+    void anInContextLoraAsksForItsReferenceClip()
+    {
+        auto w = videoPage("a robot dances", 96, 64, 17);
+        QVERIFY(w);
+        auto* page = w->generatePage();
+        auto* panel = page->loraPanel();
+        const QString clip = m_work.filePath(QStringLiteral("pose.mp4"));
+        vireo::test::writeClip(clip, std::nullopt, 17);
+        // A LoRA for the tiny transformer's first block, in-context by its metadata.
+        const QString ic = m_work.filePath(QStringLiteral("control.safetensors"));
+        {
+            QJsonObject header;
+            header.insert(QStringLiteral("__metadata__"), QJsonObject{{QStringLiteral("reference_downscale_factor"), QStringLiteral("1")}});
+            qint64 offset = 0;
+            QByteArray data;
+            for (const char* m : {"to_q", "to_k"}) {
+                for (const auto& [part, shape] : {std::pair{"lora_A", QJsonArray{4, 64}}, std::pair{"lora_B", QJsonArray{64, 4}}}) {
+                    const qint64 bytes = 4 * 64 * 4;
+                    header.insert(QStringLiteral("diffusion_model.transformer_blocks.0.attn1.%1.%2.weight")
+                                      .arg(QLatin1String(m), QLatin1String(part)),
+                        QJsonObject{{QStringLiteral("dtype"), QStringLiteral("F32")}, {QStringLiteral("shape"), shape},
+                            {QStringLiteral("data_offsets"), QJsonArray{offset, offset + bytes}}});
+                    for (int i = 0; i < 256; ++i) {
+                        const float v = 0.01f * static_cast<float>((i * 37) % 17 - 8);
+                        data.append(reinterpret_cast<const char*>(&v), 4);
+                    }
+                    offset += bytes;
+                }
+            }
+            auto json = QJsonDocument(header).toJson(QJsonDocument::Compact);
+            while (json.size() % 8)
+                json.append(' ');
+            QFile f(ic);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            const auto n = static_cast<quint64>(json.size());
+            for (int i = 0; i < 8; ++i)
+                f.putChar(static_cast<char>((n >> (8 * i)) & 0xff));
+            f.write(json);
+            f.write(data);
+        }
+        panel->addLora(ic);
+        QTRY_COMPARE(panel->pendingChecks(), 0);
+        QTRY_VERIFY(panel->hasInContextLora());
+        QTRY_VERIFY(child<QLabel>(panel, "referenceNote")->text().contains(QStringLiteral("Choose one")));
+        auto* stagePlan = child<QLabel>(page, "stagePlan");
+        QTRY_VERIFY2(stagePlan->text().contains(QStringLiteral("reference clip")), qPrintable(stagePlan->text()));
+        QVERIFY(!page->canGenerate());
+        panel->setReference(clip, 0.9);
+        QTRY_VERIFY(page->canGenerate());
+        QVERIFY2(stagePlan->text().contains(QStringLiteral("follows 1 reference clip")), qPrintable(stagePlan->text()));
+        QTRY_VERIFY(child<QLabel>(panel, "referenceNote")->text().contains(QStringLiteral("pose.mp4")));
+        auto* engine = w->studio()->engine();
+        const auto id = page->generate();
+        QVERIFY(id);
+        QTRY_VERIFY_WITH_TIMEOUT(finished(engine, id), 120000);
+        const auto s = engine->job(id);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QCOMPARE(s->recipe.references.size(), std::size_t(1));
+        QCOMPARE(s->recipe.references[0].source, clip.toStdString());
+        QCOMPARE(s->recipe.references[0].strength, 0.9);
+        QVERIFY(!s->recipe.loras.empty() && s->recipe.loras[0].status == "applied");
+        const QString kept = QFileInfo(s->outputPath).dir().filePath(QString::fromStdString(s->recipe.references[0].copy));
+        QVERIFY(QFile::exists(kept));
+        // Generate again: the kept frames (the gallery hands over the copy's full path).
+        panel->clear();
+        QVERIFY(panel->references().empty());
+        auto r = s->recipe;
+        r.references[0].copy = kept.toStdString();
+        QString why;
+        QVERIFY2(page->applyRecipe(r, false, &why), qPrintable(why));
+        QTRY_COMPARE(panel->pendingChecks(), 0);
+        QTRY_COMPARE(panel->referencePath(), kept);
+        QTRY_VERIFY(panel->references().size() == 1 && panel->references()[0].strength == 0.9);
+        QTRY_VERIFY(page->canGenerate());
+        // The clip is its LoRA's: removing the LoRA drops it.
+        panel->removeLora(0);
+        QVERIFY(panel->referencePath().isEmpty() && panel->references().empty());
+    }
+
     // Retake from the page: the clip's size, length and rate (the size fields off), one pass,
     // the recipe names the window; Generate again brings the retake back from what was kept.
     void aRetakeRunsFromThePageAndComesBack()

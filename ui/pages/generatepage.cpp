@@ -696,6 +696,8 @@ void GeneratePage::connectControls()
     });
     connect(m_steps, &QSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_stages, &QComboBox::currentIndexChanged, this, [this] { validate(); });
+    // An IC-LoRA found, or its reference clip chosen: the stage line says what follows what.
+    connect(m_loras, &LoraPanel::changed, this, [this] { validate(); });
     connect(m_imageFrame, &QSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_clipFrames, &QSpinBox::valueChanged, this, [this] { validate(); });
     connect(m_clipPart, &QComboBox::currentIndexChanged, this, [this] { setConditionFromEnd(conditionFromEnd()); });
@@ -1352,6 +1354,7 @@ generation::Ask GeneratePage::ask() const
     a.rescale = m_rescale->value();
     a.speed = m_speed->currentData().toString().toStdString();
     a.loras = m_loras->requests();
+    a.references = m_loras->references();
     a.stages = m_stages->currentData().toString().toStdString();
     if (!m_conditionPath.isEmpty())
         a.conditions.push_back(
@@ -1368,6 +1371,7 @@ generation::Ask GeneratePage::ask() const
         a.fps.reset();
         a.conditions.clear();
         a.audio.reset();
+        a.references.clear();
         a.stages.clear();
     }
     return a;
@@ -1770,6 +1774,11 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
             spin->setValue(it->second);
         }
     m_loras->setFromRecipe(r.loras);
+    // The reference clip its IC-LoRA followed (the copy kept beside the output first).
+    if (!ask.references.empty()) {
+        const auto& k = ask.references.front();
+        m_loras->setReference(k.path, k.strength, k.expectedSha256);
+    }
     {
         const QSignalBlocker block(m_stages);
         const auto stages = QString::fromStdString(ask.stages);
@@ -2190,6 +2199,14 @@ void GeneratePage::updateStages(bool* ok)
         window.video = m_retake->video;
         window.audio = m_retake->audio;
         asked.retake = window;
+    }
+    // The reference clips' place in the plan (which LoRA follows them, at what size); their
+    // frames are read when the job runs.
+    for (const auto& f : m_loras->references()) {
+        facade::ConditionInput placeholder;
+        placeholder.source = f.path.toStdString();
+        placeholder.strength = f.strength;
+        asked.references.push_back(std::move(placeholder));
     }
     // A length left to the sound is the clip that holds it.
     if (asked.frames == 0 && !m_audioPath.isEmpty())

@@ -1,6 +1,7 @@
 #include "ui/pages/lorapanel.h"
 
 #include <QApplication>
+#include <QLayout>
 #include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QFileDialog>
@@ -15,6 +16,8 @@
 #include <QRegularExpression>
 #include <QThreadPool>
 #include <QVBoxLayout>
+
+#include <algorithm>
 
 namespace vireo::ui {
 
@@ -96,10 +99,45 @@ void LoraPanel::addLora(const QString& pathIn, double strength)
     emit changed();
 }
 
+bool LoraPanel::hasInContextLora() const
+{
+    return std::any_of(m_entries.begin(), m_entries.end(), [](const Entry& e) { return e.inContext; });
+}
+
+void LoraPanel::setReference(const QString& path, double strength, const std::string& sha256)
+{
+    m_referencePath = path;
+    m_referenceStrength = std::clamp(strength, 0.0, 1.0);
+    m_referenceSha256 = sha256;
+    rebuild();
+    emit changed();
+}
+
+void LoraPanel::clearReference()
+{
+    if (m_referencePath.isEmpty())
+        return;
+    m_referencePath.clear();
+    m_referenceSha256.clear();
+    m_referenceStrength = 1.0;
+    rebuild();
+    emit changed();
+}
+
+std::vector<runtime::ReferenceFile> LoraPanel::references() const
+{
+    if (m_referencePath.isEmpty() || !hasInContextLora())
+        return {};
+    return {runtime::ReferenceFile{m_referencePath, m_referenceStrength, m_referenceSha256}};
+}
+
 void LoraPanel::removeLora(int row)
 {
     if (row < 0 || row >= m_entries.size())
         return;
+    // The reference clip is its IC-LoRA's: it goes with it.
+    if (m_entries[row].inContext)
+        m_referencePath.clear();
     m_entries.removeAt(row);
     ++m_generation;  // results of running checks no longer match rows
     rebuild();
@@ -119,6 +157,8 @@ void LoraPanel::setStrength(int row, double strength)
 void LoraPanel::clear()
 {
     m_entries.clear();
+    m_referencePath.clear();
+    m_referenceSha256.clear();
     ++m_generation;
     rebuild();
     emit changed();
@@ -178,15 +218,17 @@ void LoraPanel::check(int row)
         // Headers only: a few milliseconds, even for a large file.
         auto report = facade::Generator::inspectLora(plan, path.toStdString(), true);
         QString status, text;
+        bool inContext = false;
         if (!report) {
             status = QStringLiteral("refused: ") + QString::fromStdString(report.error().message);
         } else {
             const auto json = QJsonDocument::fromJson(QByteArray::fromStdString(*report)).object();
             status = json.value(QStringLiteral("status")).toString();
+            inContext = json.value(QStringLiteral("in_context")).toBool();
             auto textReport = facade::Generator::inspectLora(plan, path.toStdString(), false);
             text = textReport ? QString::fromStdString(*textReport) : QString();
         }
-        QMetaObject::invokeMethod(qApp, [self, generation, path, status, text] {
+        QMetaObject::invokeMethod(qApp, [self, generation, path, status, text, inContext] {
             if (!self)
                 return;
             --self->m_pending;
@@ -196,8 +238,12 @@ void LoraPanel::check(int row)
                 if (e.path == path) {
                     e.status = status;
                     e.report = text;
+                    e.inContext = inContext;
                 }
             self->rebuild();
+            // The request now carries (or drops) the reference clip.
+            if (inContext)
+                emit self->changed();
         });
     });
 }
@@ -242,10 +288,59 @@ void LoraPanel::rebuild()
         status->setStyleSheet(QStringLiteral("color:%1").arg(colourOf(e.status)));
         status->setToolTip(e.report);
         l->addWidget(status);
+        if (e.inContext)
+            l->addLayout(referenceRow());
         m_rows->addWidget(row);
         connect(strength, &QDoubleSpinBox::valueChanged, this, [this, i](double v) { setStrength(i, v); });
         connect(remove, &QPushButton::clicked, this, [this, i] { removeLora(i); });
     }
+}
+
+QLayout* LoraPanel::referenceRow()
+{
+    auto* row = new QHBoxLayout;
+    auto* note = new QLabel;
+    note->setObjectName(QStringLiteral("referenceNote"));
+    note->setWordWrap(true);
+    note->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    if (m_referencePath.isEmpty()) {
+        note->setText(tr("An IC-LoRA: it follows a reference clip (the depth, pose or edge video of the motion). Choose one."));
+        note->setStyleSheet(QStringLiteral("color:#e8c070"));
+    } else {
+        note->setText(tr("Follows %1 (frame by frame, from its start)").arg(QFileInfo(m_referencePath).fileName()));
+        note->setToolTip(m_referencePath);
+    }
+    auto* strength = new QDoubleSpinBox;
+    strength->setObjectName(QStringLiteral("referenceStrength"));
+    strength->setRange(0, 1);
+    strength->setSingleStep(0.05);
+    strength->setDecimals(2);
+    strength->setValue(m_referenceStrength);
+    strength->setToolTip(tr("How closely the video follows the reference clip (1: exactly)"));
+    strength->setEnabled(!m_referencePath.isEmpty());
+    auto* choose = new QPushButton(tr("Reference clip…"));
+    choose->setObjectName(QStringLiteral("chooseReference"));
+    auto* clear = new QPushButton(tr("Clear"));
+    clear->setObjectName(QStringLiteral("clearReference"));
+    clear->setEnabled(!m_referencePath.isEmpty());
+    row->addWidget(note, 1);
+    row->addWidget(strength);
+    row->addWidget(choose);
+    row->addWidget(clear);
+    connect(strength, &QDoubleSpinBox::valueChanged, this, [this](double v) {
+        if (m_referenceStrength != v) {
+            m_referenceStrength = v;
+            emit changed();
+        }
+    });
+    connect(choose, &QPushButton::clicked, this, [this] {
+        const auto file = QFileDialog::getOpenFileName(
+            this, tr("Reference clip"), QString(), tr("Videos (*.mp4 *.mov *.mkv *.webm *.avi *.ts);;All files (*)"));
+        if (!file.isEmpty())
+            setReference(file, m_referenceStrength);
+    });
+    connect(clear, &QPushButton::clicked, this, [this] { clearReference(); });
+    return row;
 }
 
 }  // namespace vireo::ui

@@ -16,6 +16,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -466,6 +467,7 @@ public:
         r.autoLength = true;
         r.audioInput = true;
         r.retake = true;
+        r.references = true;
         return r;
     }
     // The fallback: whatever another family does not claim is tried as LTX-2, whose loader
@@ -709,7 +711,69 @@ public:
         if (*detailing)
             out->reason +=
                 "; the detailing IC-LoRA " + (*detailing)->path.filename().string() + " on the second pass, stage 1's canvas its reference";
+        auto inContext = inContextOf(request, *out);
+        if (!inContext)
+            return inContext.error();
+        if (*inContext) {
+            const auto& ic = **inContext;
+            const auto n = request.references.size();
+            out->reason += "; the IC-LoRA " + ic.lora.path.filename().string() + " follows " + std::to_string(n) + " reference clip"
+                + (n == 1 ? "" : "s") + (ic.downscale > 1 ? " at 1/" + std::to_string(ic.downscale) + " size" : "")
+                + (out->twoStage ? " in stage 1; stage 2 refines without them" : "");
+        }
         return out;
+    }
+
+    // Lightricks names its in-context LoRAs so ("ltx-2-19b-ic-lora-canny-control"); one trained at
+    // the reference's own size may carry no metadata at all.
+    static bool namedInContext(const std::filesystem::path& path)
+    {
+        auto name = path.filename().string();
+        std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        return name.find("ic-lora") != std::string::npos || name.find("ic_lora") != std::string::npos
+            || name.find("iclora") != std::string::npos;
+    }
+
+    // The IC-LoRA of a request with reference clips, and its reference_downscale_factor (1 when
+    // its metadata says none). The references are its alone: without one among the LoRAs they
+    // would condition nothing, and two would each see the other's references.
+    struct InContext {
+        LoraRequest lora;
+        std::int64_t downscale = 1;
+    };
+    static Result<std::optional<InContext>> inContextOf(const GenerateRequest& request, const StagePlan& stages)
+    {
+        if (request.references.empty())
+            return std::optional<InContext>{};
+        if (stages.dfr)
+            return makeError(ErrorCode::InvalidArgument,
+                "reference clips (an IC-LoRA) condition LTX-2 and LTX-2.3's passes, not LTX-2.5's DFR recipe; use an LTX-2.3 model "
+                "with its IC-LoRA");
+        std::optional<InContext> found;
+        for (const auto& l : request.loras) {
+            auto factor = pipelines::icLoraReferenceDownscale(l.path);
+            if (!factor)
+                return factor.error();
+            if (!*factor && !namedInContext(l.path))
+                continue;
+            if (found)
+                return makeError(ErrorCode::InvalidArgument,
+                    "two IC-LoRAs (" + found->lora.path.filename().string() + ", " + l.path.filename().string()
+                        + "): the reference clips condition one; keep one");
+            found = InContext{l, factor->value_or(1)};
+        }
+        if (!found)
+            return makeError(ErrorCode::InvalidArgument,
+                "reference clips are for an IC-LoRA, and none of the LoRAs is one (none has reference_downscale_factor in its "
+                "metadata or \"ic-lora\" in its name): add the IC-LoRA the clips were made for");
+        const auto unit = 32 * found->downscale;
+        if (stages.firstWidth % unit || stages.firstHeight % unit)
+            return makeError(ErrorCode::InvalidArgument,
+                found->lora.path.filename().string() + " reads its reference clip at 1/" + std::to_string(found->downscale) + " of the "
+                    + (stages.twoStage ? "first stage's " : "") + "size " + std::to_string(stages.firstWidth) + "x"
+                    + std::to_string(stages.firstHeight) + ": that size must be a multiple of " + std::to_string(unit)
+                    + (stages.twoStage ? " (the output's, of " + std::to_string(2 * unit) + ")" : ""));
+        return found;
     }
 
     // An IC-LoRA among the request's LoRAs (reference_downscale_factor in its metadata) is the DFR
@@ -718,6 +782,8 @@ public:
     static Result<std::optional<LoraRequest>> detailingLoraOf(const GenerateRequest& request, const StagePlan& stages)
     {
         std::optional<LoraRequest> found;
+        if (!request.references.empty())
+            return found;  // the reference clips' IC-LoRA (inContextOf)
         for (const auto& l : request.loras) {
             auto factor = pipelines::icLoraReferenceDownscale(l.path);
             if (!factor)
@@ -727,9 +793,9 @@ public:
             if (!(stages.dfr && stages.twoStage))
                 return makeError(ErrorCode::InvalidArgument,
                     l.path.filename().string()
-                        + " is an IC-LoRA (reference_downscale_factor in its metadata): it details the second pass of LTX-2.5's "
-                          "two-pass DFR recipe, which this run does not take (an LTX-2.5 model with a spatial upsampler, at a size "
-                          "whose halves are multiples of 32)");
+                        + " is an IC-LoRA (reference_downscale_factor in its metadata): it follows a reference clip (depth, pose, "
+                          "edges: give it one), or details the second pass of LTX-2.5's two-pass DFR recipe, which this run does not "
+                          "take (an LTX-2.5 model with a spatial upsampler, at a size whose halves are multiples of 32)");
             if (found)
                 return makeError(ErrorCode::InvalidArgument,
                     "two IC-LoRAs (" + found->path.filename().string() + ", " + l.path.filename().string()
@@ -870,7 +936,21 @@ public:
             auto report = lora::inspect(lora, ltx2::loraTargetsFromHeaders(*weights));
             if (!report)
                 return report.error();
-            return asJson ? report->toJson() : report->toText();
+            // An IC-LoRA says so, for the LoRA panel to ask for the reference clip it follows.
+            const auto factor = pipelines::icLoraReferenceDownscale(lora);
+            const bool inContext = (factor && *factor) || namedInContext(lora);
+            const std::int64_t downscale = factor && *factor ? **factor : 1;
+            if (!asJson)
+                return report->toText()
+                    + (inContext ? "\nAn IC-LoRA: it follows a reference clip (depth, pose, edges), read at 1/" + std::to_string(downscale)
+                                + " of the first pass's size.\n"
+                                 : std::string());
+            auto json = nlohmann::json::parse(report->toJson(), nullptr, false);
+            if (json.is_discarded() || !json.is_object() || !inContext)
+                return report->toJson();
+            json["in_context"] = true;
+            json["reference_downscale_factor"] = downscale;
+            return json.dump();
         } catch (const std::exception& e) {
             return errorFromException(e, lora.string());
         }
@@ -927,6 +1007,26 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         // The second pass's alone: out of the list every pass applies.
         req.detailingLora = pipelines::Ltx2Lora{(*detailing)->path, (*detailing)->strength};
         std::erase_if(req.loras, [&](const pipelines::Ltx2Lora& l) { return l.path == (*detailing)->path; });
+    }
+    if (auto inContext = Family::inContextOf(r, *stages); !inContext) {
+        return inContext.error();
+    } else if (*inContext) {
+        // Stage 1's alone, with its references: out of the list every pass applies.
+        const auto& ic = **inContext;
+        req.icLora = pipelines::Ltx2Lora{ic.lora.path, ic.lora.strength};
+        req.referenceDownscale = ic.downscale;
+        std::erase_if(req.loras, [&](const pipelines::Ltx2Lora& l) { return l.path == ic.lora.path; });
+        for (const auto& c : r.references) {
+            const auto name = c.source.empty() ? std::string("a reference clip") : c.source;
+            if (c.frames < 1 || c.width < 1 || c.height < 1
+                || c.rgb.size()
+                    != static_cast<std::size_t>(c.frames) * static_cast<std::size_t>(c.width) * static_cast<std::size_t>(c.height) * 3)
+                return makeError(ErrorCode::InvalidArgument, name + ": the pixel buffer does not hold frames x height x width x 3 bytes");
+            if (!(c.strength >= 0.0 && c.strength <= 1.0))
+                return makeError(ErrorCode::InvalidArgument, name + ": strength must be between 0 and 1");
+            req.references.push_back(
+                {at::from_blob(const_cast<std::uint8_t*>(c.rgb.data()), {c.frames, c.height, c.width, 3}, at::kByte).clone(), c.strength});
+        }
     }
     const std::int64_t latentFrames = (r.frames - 1) / 8 + 1;
     std::string soundNotContinued;
