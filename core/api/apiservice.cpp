@@ -427,6 +427,9 @@ struct ApiService::Impl {
             ask.speed = p["speed"].get<std::string>();
         if (p.contains("audio"))
             ask.audio = runtime::AudioFile{QString::fromStdString(p["audio"].get<std::string>()), {}};
+        if (p.contains("reference_video"))
+            ask.references.push_back(
+                {QString::fromStdString(p["reference_video"].get<std::string>()), p.value("reference_strength", 1.0), {}});
         if (p.contains("reference")) {
             runtime::ConditionFile c;
             c.path = QString::fromStdString(p["reference"].get<std::string>());
@@ -514,6 +517,8 @@ struct ApiService::Impl {
             QFile::remove(QString::fromStdString(params["reference"].get<std::string>()));
         if (params.contains("audio"))
             QFile::remove(QString::fromStdString(params["audio"].get<std::string>()));
+        if (params.contains("reference_video"))
+            QFile::remove(QString::fromStdString(params["reference_video"].get<std::string>()));
         for (const auto& c : params.value("conditions", json::array()))
             QFile::remove(QString::fromStdString(c.value("path", "")));
     }
@@ -532,6 +537,8 @@ struct ApiService::Impl {
             name(params["reference"].get<std::string>(), "input_reference");
         if (params.contains("audio"))
             name(params["audio"].get<std::string>(), "audio");
+        if (params.contains("reference_video"))
+            name(params["reference_video"].get<std::string>(), "reference_video");
         const auto conditions = params.value("conditions", json::array());
         for (std::size_t i = 0; i < conditions.size(); ++i)
             name(conditions[i].value("path", ""), "conditions[" + std::to_string(i) + "]");
@@ -1167,6 +1174,48 @@ struct ApiService::Impl {
         return path.toStdString();
     }
 
+    // An IC-LoRA's reference clip (depth, pose, edges): a multipart file "reference_video", or a
+    // data: URL (data:video/mp4;base64,...) in a JSON body; a file that is not a video is refused
+    // with 400 from its header before it is queued (its length against the clip's, in prepare).
+    std::string saveReferenceVideo(Fields& f)
+    {
+        f.used.insert("reference_video");
+        QByteArray bytes;
+        if (auto it = f.files.find("reference_video"); it != f.files.end()) {
+            bytes = QByteArray::fromStdString(it->second.data);
+        } else if (f.has("reference_video")) {
+            const auto& v = f.values["reference_video"];
+            const auto text = v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString();
+            if (!(text.startsWith(QStringLiteral("data:video/")) || text.startsWith(QStringLiteral("data:application/octet-stream")))
+                || !text.contains(QStringLiteral(";base64,")))
+                refuse(400,
+                    "'reference_video' must be a video file or a base64 data: URL (data:video/mp4;base64,...); this server fetches "
+                    "nothing from the network",
+                    "reference_video");
+            bytes = QByteArray::fromBase64(text.section(QStringLiteral(";base64,"), 1).toLatin1());
+        } else {
+            return {};
+        }
+        if (bytes.isEmpty())
+            refuse(400, "'reference_video' is empty", "reference_video");
+        const auto folder =
+            options.uploadsFolder.isEmpty() ? QDir(studio->dataFolder()).filePath(QStringLiteral("api-uploads")) : options.uploadsFolder;
+        QDir().mkpath(folder);
+        const auto path = QDir(folder).filePath(QString::fromStdString(randomId("upload_")) + QStringLiteral(".video"));
+        QSaveFile file(path);
+        requestUploads.push_back(path);
+        if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
+            refuse(507, "'reference_video' could not be stored: " + file.errorString().toStdString());
+        const auto info = media::probeMedia(path.toStdString());
+        if (!info || !info->hasVideo || info->frames < 1) {
+            auto message = info ? std::string("'reference_video' holds no video frames") : info.error().message;
+            for (auto at = message.find(path.toStdString()); at != std::string::npos; at = message.find(path.toStdString()))
+                message.replace(at, path.size(), "'reference_video'");
+            refuse(400, message, "reference_video");
+        }
+        return path.toStdString();
+    }
+
     // An uploaded still, checked from its header before it is decoded, kept in the uploads folder.
     std::string storeImage(QByteArray bytes, const std::string& field)
     {
@@ -1299,6 +1348,15 @@ struct ApiService::Impl {
         checkQueue(1);
         if (auto reference = saveReference(f); !reference.empty())
             p["reference"] = reference;
+        if (auto clip = saveReferenceVideo(f); !clip.empty()) {
+            if (!rules.references)
+                refuse(400, rules.title + " takes no reference clips (they are an IC-LoRA's)", "reference_video");
+            p["reference_video"] = clip;
+            if (const auto strength = f.number("reference_strength", 0, 1))
+                p["reference_strength"] = *strength;
+        } else if (f.has("reference_strength")) {
+            refuse(400, "'reference_strength' belongs to a 'reference_video'", "reference_strength");
+        }
         f.refuseUnknown({"user"});
         if (mustLoadFirst(req, resolved.ref)) {
             auto r = errorResponse(503, "the model '" + m.id + "' is loading; try again shortly", {}, "model_loading");

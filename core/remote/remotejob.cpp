@@ -27,6 +27,10 @@ using Clock = std::chrono::steady_clock;
 
 Result<json> apiBodyFor(const generation::Ask& ask, const std::string& modelId)
 {
+    if (!ask.references.empty())
+        return makeError(ErrorCode::Unsupported,
+            "reference clips follow an IC-LoRA, a file of this machine, and a host takes only its own LoRAs: run it here, or on the "
+            "host itself");
     if (!ask.loras.empty())
         return makeError(ErrorCode::Unsupported,
             "LoRAs are files of this machine, and a host takes only its own: run a job with LoRAs here, or on the host itself");

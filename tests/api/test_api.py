@@ -564,6 +564,55 @@ def test_audio(server):
     check("audio for an image model: refused", s == 400, b[:300])
 
 
+def test_reference_video(server):
+    """IC-LoRA over the API: "reference_video" (a data: URL or a multipart file) and "reference_strength" with an
+    IC-LoRA among "loras"; the recipe names the clip and its strength; a body that is not a video, a clip shorter
+    than the video and a strength without a clip are refused with 400 naming the field before anything is queued."""
+    import torch
+    from safetensors.torch import save_file
+    work = RUN_TMP / "api-iclora"
+    work.mkdir(exist_ok=True)
+    g = torch.Generator().manual_seed(3)
+    tensors = {}
+    for m in ("attn1.to_q", "attn1.to_k"):
+        tensors[f"diffusion_model.transformer_blocks.0.{m}.lora_A.weight"] = torch.randn(4, 64, generator=g)
+        tensors[f"diffusion_model.transformer_blocks.0.{m}.lora_B.weight"] = torch.randn(64, 4, generator=g)
+    ic = work / "depth-control.safetensors"
+    save_file(tensors, str(ic), metadata={"reference_downscale_factor": "1"})
+    clips = {}
+    for frames in (17, 9):
+        clip = work / f"depth{frames}.mp4"
+        subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=96x64:rate=24", "-frames:v", str(frames),
+                        "-pix_fmt", "yuv420p", str(clip)], check=True)
+        clips[frames] = "data:video/mp4;base64," + base64.b64encode(clip.read_bytes()).decode()
+    base = {"model": "local/diffusers", "prompt": "a robot dances", "size": "96x64", "frames": 17, "seed": 2,
+            "loras": [{"path": str(ic), "strength": 1.0}]}
+    s, _, b = server.request("POST", "/v1/videos", {**base, "reference_video": clips[17], "reference_strength": 0.8})
+    job = json.loads(b)
+    check("reference_video as a data: URL: accepted", s == 200 and job.get("id"), b[:300])
+    deadline = time.time() + 300
+    while s == 200 and job.get("status") in ("queued", "in_progress") and time.time() < deadline:
+        time.sleep(0.3)
+        s, _, b = server.request("GET", f"/v1/videos/{job['id']}")
+        job = json.loads(b)
+    recipe = json.loads(server.request("GET", f"/v1/vireo/jobs/{job.get('id')}")[2]).get("recipe", {}) if s == 200 else {}
+    refs = recipe.get("references") or [{}]
+    check("reference_video: the job completes, its recipe names the clip's strength and the IC-LoRA applied",
+          job.get("status") == "completed" and refs[0].get("strength") == 0.8 and refs[0].get("frames") == 17
+          and (recipe.get("loras") or [{}])[0].get("status") == "applied", (job.get("status"), job.get("error"), refs))
+    for name, extra, param, says in [
+            ("a body that is not a video", {"reference_video": "data:video/mp4;base64," + base64.b64encode(b"words").decode()},
+             "reference_video", "'reference_video'"),
+            ("a clip shorter than the video", {"reference_video": clips[9]}, "reference_video", "has 9 frames"),
+            ("a strength without a clip", {"reference_strength": 0.5}, "reference_strength", "belongs to"),
+            ("a clip by URL", {"reference_video": "http://example.com/depth.mp4"}, "reference_video", "fetches nothing")]:
+        s, _, b = server.request("POST", "/v1/videos", {**base, **extra})
+        err = json.loads(b).get("error") or {}
+        check(f"reference_video: {name} is refused with 400 naming '{param}'",
+              s == 400 and err.get("param") == param and says in err.get("message", "") and "api-uploads" not in err.get("message", ""),
+              b[:300])
+
+
 def test_concurrency(server, video_id):
     """50 clients, 500 requests of every kind at once: no 5xx, no crash, every answer whole."""
     failures = []
@@ -791,6 +840,7 @@ def main():
         test_queue_and_cancel(server)
         test_recipe_fields(server)
         test_audio(server)
+        test_reference_video(server)
         check("the server still runs after everything", server.proc.poll() is None)
         taken = subprocess.run([CLI, "serve", "--listen", f"127.0.0.1:{server.port}"], capture_output=True, text=True, timeout=60,
                                env=server.env)
