@@ -765,6 +765,12 @@ VT_TEST(theDetailingLoraDetailsTheSecondPassOnly)
     VT_CHECK(none.ok() && !*none);
     const auto malformed = pipelines::icLoraReferenceDownscale(bad);
     VT_CHECK(!malformed.ok() && malformed.error().message.find("reference_downscale_factor") != std::string::npos);
+    const auto temporal = scratch.path / "temporal.safetensors";
+    VT_CHECK(
+        tensorfile::writeSafetensors(temporal, tensors, {{"reference_downscale_factor", "2"}, {"reference_temporal_scale_factor", "2"}})
+            .ok());
+    const auto subsampled = pipelines::icLoraReferenceDownscale(temporal);
+    VT_CHECK(!subsampled.ok() && subsampled.error().message.find("subsampled in time") != std::string::npos);
 
     auto run = tensorfile::readTensorSet(dir("25") / "run_dfr_two_stage_reference.safetensors");
     VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
@@ -1635,9 +1641,10 @@ VT_TEST(anInContextLoraConditionsTheFirstStageOnly)
     const auto lora = scratch.path / "ic.safetensors";
     VT_CHECK(tensorfile::writeSafetensors(lora, tensors, {{"reference_downscale_factor", "1"}}).ok());
     const auto alien = scratch.path / "alien.safetensors";
-    VT_CHECK(tensorfile::writeSafetensors(alien, {{"lora_unet_input_blocks_0.lora_down.weight", at::randn({4, 8}, generator, f32)},
-                                                     {"lora_unet_input_blocks_0.lora_up.weight", at::randn({8, 4}, generator, f32)}},
-                 {})
+    VT_CHECK(tensorfile::writeSafetensors(alien,
+        {{"lora_unet_input_blocks_0.lora_down.weight", at::randn({4, 8}, generator, f32)},
+            {"lora_unet_input_blocks_0.lora_up.weight", at::randn({8, 4}, generator, f32)}},
+        {})
                  .ok());
     auto run = tensorfile::readTensorSet(test::envPath("VIREO_FIXTURES_ROOT") / "ltx2toolset" / "v23" / "run_ic_dev.safetensors");
     VT_CHECK(run.ok());
@@ -1668,13 +1675,13 @@ VT_TEST(anInContextLoraConditionsTheFirstStageOnly)
         return;
     const double stage1Moved = (first->stage1VideoLatents - bare->stage1VideoLatents).abs().max().item<double>();
     const double stage2Moved = (everywhere->finalVideoLatents - first->finalVideoLatents).abs().max().item<double>();
-    std::printf("   the IC-LoRA moved stage 1 by %.3e; applied in stage 2 as well it would move the result by %.3e\n", stage1Moved,
-        stage2Moved);
+    std::printf(
+        "   the IC-LoRA moved stage 1 by %.3e; applied in stage 2 as well it would move the result by %.3e\n", stage1Moved, stage2Moved);
     VT_CHECK(stage1Moved > 1e-4);
     VT_CHECK(at::equal(everywhere->stage1VideoLatents, first->stage1VideoLatents));
     VT_CHECK(stage2Moved > 1e-4);
-    VT_CHECK(first->loras.size() == 1 && first->loras[0].path == lora && first->loras[0].matched == 3
-        && first->loras[0].status == "applied");
+    VT_CHECK(
+        first->loras.size() == 1 && first->loras[0].path == lora && first->loras[0].matched == 3 && first->loras[0].status == "applied");
     VT_COMPARE(first->referenceTokens.size(1), std::int64_t{12});
 
     const auto refused = [&](pipelines::Ltx2Request bad, const std::string& expected) {
@@ -1787,7 +1794,7 @@ VT_TEST(extendingWithSoundContinuesItWithoutAGapOrAClick)
 // The GPU machine makes only the pipeline fixture (the toolset's needs ltx-core and torchaudio):
 // there audio-to-video and retake on the device are checked against the same runs on the CPU,
 // which the fixtures above check against the reference. Left out on the CPU (nothing to compare).
-VT_TEST(audioToVideoAndRetakeOnTheDeviceMatchTheCpu)
+VT_TEST(theToolsetOnTheDeviceMatchesTheCpu)
 {
     if (!testDevice().is_cuda()) {
         std::printf("   left out: the device under test is the CPU\n");
@@ -1815,16 +1822,36 @@ VT_TEST(audioToVideoAndRetakeOnTheDeviceMatchTheCpu)
     retake.audio.reset();
     retake.prompt = "a fox jumps";
     retake.retake = pipelines::Ltx2Retake{pixels, pipelines::Ltx2AudioCondition{wave, rate}, 0.1, 0.3, true, true};
-    for (const auto* req : {&a2v, &retake}) {
+    // An IC-LoRA's references under the block mask, and an extension that continues a sound.
+    auto ic = a2v;
+    ic.audio.reset();
+    ic.prompt = "a robot dances";
+    ic.references = {{pixels, 0.9}, {pixels.narrow(0, 0, 1).contiguous(), 1.0}};
+    ic.referenceAttention = 0.5;
+    auto extend = a2v;
+    extend.audio.reset();
+    extend.conditions = {pipelines::Ltx2Condition{pixels.narrow(0, 8, 9).contiguous(), 0, 1.0}};
+    extend.audioPrefix = pipelines::Ltx2AudioCondition{wave.narrow(1, 0, rate * 9 / 24).contiguous(), rate};
+    const std::pair<const pipelines::Ltx2Request*, const char*> cases[] = {
+        {&a2v, "a2v"}, {&retake, "retake"}, {&ic, "ic"}, {&extend, "extend"}};
+    for (const auto& [req, label] : cases) {
         auto c = onCpu->generate(*req);
         auto d = onDevice->generate(*req);
         VT_CHECK_MSG(c.ok() && d.ok(), (c.ok() ? (d.ok() ? "" : d.error().message) : c.error().message));
+        if (!c.ok() || !d.ok())
+            continue;
         const auto video = relErr(d->finalVideoLatents, c->finalVideoLatents), audio = relErr(d->finalAudioLatents, c->finalAudioLatents);
         const auto frames = (d->frames.cpu().to(at::kInt) - c->frames.cpu().to(at::kInt)).abs().max().item<int>();
-        std::printf("   %s %-6s against the CPU: latents rel video %.2e audio %.2e, frames max %d/255\n", testDevice().str().c_str(),
-            req->retake ? "retake" : "a2v", video, audio, frames);
+        std::printf("   %s %-6s against the CPU: latents rel video %.2e audio %.2e, frames max %d/255\n", testDevice().str().c_str(), label,
+            video, audio, frames);
         VT_CHECK(video <= 1e-3 && audio <= 1e-3 && frames <= 2);
-        if (req->audio) {
+        if (req->references.size() > 0) {
+            VT_CHECK(d->referenceAttentionMask.defined() && at::equal(d->referenceAttentionMask.cpu(), c->referenceAttentionMask.cpu()));
+        } else if (req->audioPrefix) {
+            // The continued sound's own samples at the start on either device.
+            VT_CHECK(d->prefixSamples == c->prefixSamples && d->prefixSamples > 0
+                && absErr(d->waveform.narrow(1, 0, d->prefixSamples), c->waveform.narrow(1, 0, c->prefixSamples)) <= 1e-4);
+        } else if (req->audio) {
             VT_CHECK(at::equal(d->finalAudioLatents.cpu(), d->audioConditionLatents.cpu()));  // frozen on the device too
             VT_CHECK(at::equal(d->waveform.cpu(), c->waveform.cpu()));  // the user's samples
         } else {

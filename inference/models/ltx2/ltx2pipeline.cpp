@@ -324,8 +324,8 @@ struct Ltx2Pipeline::Impl {
     // (1 - strength) x noiseScale, held by the blend, positioned on the clip's grid with the
     // spatial axes x the downscale, and the block mask of diffusers' LTX2InContextPipeline where
     // the attention strength is below 1.
-    void appendReferences(Run& run, Pass& pass, const std::vector<EncodedCondition>& references, const at::Tensor& noise,
-        double noiseScale) const;
+    void appendReferences(
+        Run& run, Pass& pass, const std::vector<EncodedCondition>& references, const at::Tensor& noise, double noiseScale) const;
     // One DFR pass's size, start and draws: stage 1 from noise, or the second-stage form.
     struct DfrPassSpec {
         std::int64_t width = 0, height = 0;
@@ -652,8 +652,8 @@ void Ltx2Pipeline::Impl::appendReferences(
     const auto all = at::cat(tokens, 1);
     const auto strength = at::cat(strengths, 1);
     if (noise.sizes() != all.sizes())
-        throw makeError(ErrorCode::InvalidArgument, "reference noise must be [1, " + std::to_string(all.size(1)) + ", "
-                + std::to_string(all.size(2)) + "]");
+        throw makeError(ErrorCode::InvalidArgument,
+            "reference noise must be [1, " + std::to_string(all.size(1)) + ", " + std::to_string(all.size(2)) + "]");
     // The reference's expression: a reference at strength 1 is its encoding bit for bit.
     const auto scaled = ((1 - strength) * noiseScale).unsqueeze(-1);
     pass.latents = at::cat({pass.latents, noise.to(f32) * scaled + all * (1 - scaled)}, 1);
@@ -1529,8 +1529,8 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startPass(Run& run, at::Generator& 
         forReferences.conditions.clear();
         for (const auto& r : req.references)
             forReferences.conditions.push_back({r.pixels, 0, r.strength});
-        references = encodeConditions(
-            forReferences, stageW / req.referenceDownscale, stageH / req.referenceDownscale, run.progress, run.stop);
+        references =
+            encodeConditions(forReferences, stageW / req.referenceDownscale, stageH / req.referenceDownscale, run.progress, run.stop);
         for (const auto& r : references)
             referenceTokens += r.packed.size(1);
         run.timed("encode references", refStart);
@@ -2506,6 +2506,13 @@ Result<std::optional<std::int64_t>> icLoraReferenceDownscale(const std::filesyst
     auto source = tensorfile::ModelSource::open(lora);
     if (!source)
         return source.error();
+    // ltx-pipelines subsamples the reference in time for such a LoRA (frames 0, 1, 1 + S, ...);
+    // run without it, the LoRA would read its reference at the wrong rate: refused, not ignored.
+    for (const auto& cp : source->checkpoints)
+        if (const auto it = cp.metadata.find("reference_temporal_scale_factor"); it != cp.metadata.end() && it->second != "1")
+            return makeError(ErrorCode::InvalidArgument,
+                lora.filename().string() + ": reference_temporal_scale_factor is \"" + it->second.substr(0, 32)
+                    + "\": a reference subsampled in time is not supported by this version; use an IC-LoRA without it");
     for (const auto& cp : source->checkpoints) {
         const auto it = cp.metadata.find("reference_downscale_factor");
         if (it == cp.metadata.end())
