@@ -69,7 +69,7 @@ benchmarks:
                                warm job's overhead, status polls per second, and a denoise
                                step's latency to its Server-Sent Event (default model: the
                                tiny LTX-2.3 fixture under VIREO_FIXTURES_ROOT)
-  generate [--python PY] [--small] [--ideogram] [--two-stage] [--version 2.3|2.5] [--temporal-rounds 1] [--guided] [--audio] [--json]
+  generate [--python PY] [--small] [--ideogram] [--two-stage] [--version 2.3|2.5] [--temporal-rounds 1] [--guided] [--audio] [--reference] [--json]
                                each LTX-2 phase (Ideogram-4 with --ideogram) timed next to
                                diffusers' pipeline on the same weights (tiny and medium
                                configurations), as ratios; --two-stage: the two-stage
@@ -77,7 +77,8 @@ benchmarks:
                                --version 2.5: LTX-2.5's DFR pass against LTX2DFRPipeline;
                                --temporal-rounds 1: and a temporal refine round after it
                                against LTX2DFRTemporalRefinePipeline; --audio: and
-                               audio-to-video (the sound encoded and held frozen)
+                               audio-to-video (the sound encoded and held frozen);
+                               --reference: an IC-LoRA's reference clip
   version                      print the version
 
 download, dequant, gpu, dit and generate run their Python side from tests/bench of a source

@@ -3,7 +3,7 @@ next to diffusers' LTX2Pipeline running the same configuration from the same pip
 the same run, as per-phase ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
 
 Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json] [--two-stage] [--version 2.3|2.5]
-                          [--temporal-rounds 0|1] [--guided] [--audio]
+                          [--temporal-rounds 0|1] [--guided] [--audio] [--reference]
 
 --audio (2.3): after each configuration, audio-to-video (issue #31) on the same model: a 44.1 kHz stereo chirp as
 long as the clip, encoded (ltx-core 1.0.0's AudioProcessor + the audio VAE's encoder on the diffusers side; Vireo's
@@ -50,6 +50,7 @@ import argparse
 import contextlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -699,6 +700,97 @@ def print_audio(r: dict, repeat: int) -> None:
         print(f"   {label:<24}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 12)}{fmt(row['ratio'], 8)}")
 
 
+# =========================================================================== IC-LoRA references
+
+def reference_clip(cfg: dict, tmp: Path) -> tuple[torch.Tensor, Path]:
+    """A reference clip at the output's size (ffmpeg's test pattern, H.264) and its frames as ffmpeg decodes them
+    ([F, 3, H, W] in 0..1): what Vireo reads from the file is what diffusers is handed."""
+    import numpy as np
+    w, h, f = cfg["width"], cfg["height"], cfg["frames"]
+    path = tmp / f"reference-{w}x{h}x{f}.mp4"
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", f"testsrc2=size={w}x{h}:rate={FPS:g}", "-frames:v", str(f),
+                    "-pix_fmt", "yuv420p", str(path)], check=True)
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+                         capture_output=True, check=True).stdout
+    frames = torch.from_numpy(np.frombuffer(raw, dtype=np.uint8).reshape(f, h, w, 3).copy())
+    return frames.permute(0, 3, 1, 2).float() / 255.0, path
+
+
+def ic_lora_file(pipe: LTX2Pipeline, path: Path) -> Path:
+    """A rank-4 in-context LoRA on one module (reference_downscale_factor 1): Vireo needs one to take a reference;
+    diffusers runs the references without it (the LoRA's cost is one small matmul per forward)."""
+    from safetensors.torch import save_file
+    dim = pipe.transformer.config.num_attention_heads * pipe.transformer.config.attention_head_dim
+    g = torch.Generator().manual_seed(SEED)
+    save_file({"diffusion_model.transformer_blocks.0.attn1.to_q.lora_A.weight": torch.randn(4, dim, generator=g) * 0.01,
+               "diffusion_model.transformer_blocks.0.attn1.to_q.lora_B.weight": torch.randn(dim, 4, generator=g) * 0.01},
+              str(path), metadata={"reference_downscale_factor": "1"})
+    return path
+
+
+def diffusers_ic_run(pipe, cfg: dict, frames: torch.Tensor) -> dict:
+    from diffusers.pipelines.ltx2.pipeline_ltx2_ic_lora import LTX2ReferenceCondition
+    acc: dict = {"encode references": 0.0}
+    orig_encode = pipe.vae.encode
+
+    def encode(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return orig_encode(*a, **k)
+        finally:
+            acc["encode references"] += time.perf_counter() - t0
+
+    pipe.vae.encode = encode
+    try:
+        with PhaseTimer(pipe).active(acc):
+            pipe(prompt=PROMPT, reference_conditions=[LTX2ReferenceCondition(frames=frames, strength=1.0)], height=cfg["height"],
+                 width=cfg["width"], num_frames=cfg["frames"], frame_rate=FPS, num_inference_steps=len(DISTILLED_SIGMA_VALUES),
+                 sigmas=list(DISTILLED_SIGMA_VALUES), guidance_scale=1.0, audio_guidance_scale=1.0, stg_scale=0.0,
+                 audio_stg_scale=0.0, modality_scale=1.0, audio_modality_scale=1.0, guidance_rescale=0.0,
+                 audio_guidance_rescale=0.0, spatio_temporal_guidance_blocks=None, generator=torch.Generator().manual_seed(SEED),
+                 use_cross_timestep=True, output_type="latent", return_dict=False, max_sequence_length=MAX_SEQUENCE_LENGTH)
+    finally:
+        del pipe.vae.encode
+    return {"encode references": acc["encode references"], "denoise": acc["denoise"]}
+
+
+def bench_reference(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
+    import inspect
+    from diffusers import LTX2InContextPipeline
+    cfg = CONFIGS[name]
+    folder = tmp / f"ic-{name}"
+    write_pipeline(folder, cfg["build"](), tok_src)
+    pipe, _ = load_pipeline(folder)
+    takes = inspect.signature(LTX2InContextPipeline.__init__).parameters
+    ic = LTX2InContextPipeline(**{k: v for k, v in pipe.components.items() if k in takes})
+    ic.set_progress_bar_config(disable=True)
+    frames, clip = reference_clip(cfg, tmp)
+    lora = ic_lora_file(pipe, tmp / f"ic-{name}-ic-lora.safetensors")
+    diffusers_ic_run(ic, cfg, frames)  # warm-up
+    d_runs = [diffusers_ic_run(ic, cfg, frames) for _ in range(repeat)]
+    report = vireo_run(cli, folder, cfg, tmp / f"ic-{name}.mp4", repeat + 1, ["--lora", str(lora), "--reference", str(clip)])
+    if "follows 1 reference clip" not in report.get("stages_reason", ""):
+        sys.exit(f"bench generate: vireo did not follow the reference (stages reason {report.get('stages_reason')!r})")
+    v_runs = [{"encode references": p.get("encode references", 0.0), "denoise": p["denoise"]} for p in report["runs"][1:]]
+    rows = {}
+    for key in ("encode references", "denoise"):
+        d, v = min(r[key] for r in d_runs), min(r[key] for r in v_runs)
+        rows[key] = {"diffusers": d, "vireo": v, "ratio": v / d if d > 0 else None}
+    d = min(r["encode references"] + r["denoise"] for r in d_runs)
+    v = min(r["encode references"] + r["denoise"] for r in v_runs)
+    rows["together"] = {"diffusers": d, "vireo": v, "ratio": v / d}
+    return {"config": f"ic_{name}", "width": cfg["width"], "height": cfg["height"], "frames": cfg["frames"], "rows": rows}
+
+
+def print_reference(r: dict, repeat: int) -> None:
+    print(f"\n== IC-LoRA reference, {r['config']}: {r['width']}x{r['height']}x{r['frames']}, one reference clip at the clip's "
+          f"size (its tokens double the sequence), 8 distilled steps (best of {repeat}; vireo applies a rank-4 LoRA to one "
+          f"module, diffusers none)")
+    print(f"   {'phase':<24}{'diffusers s':>12}{'vireo s':>12}{'ratio':>8}")
+    for label, row in r["rows"].items():
+        print(f"   {label:<24}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 12)}{fmt(row['ratio'], 8)}")
+
+
 # =========================================================================== two stages
 
 # The medium model at 512x320 (stage 1 at 256x160), with a latent upsampler narrower than the real
@@ -1077,6 +1169,8 @@ def main() -> int:
     ap.add_argument("--two-stage", action="store_true", help="only the two-stage distilled path (medium model)")
     ap.add_argument("--audio", action="store_true",
                     help="2.3 only: audio-to-video per configuration (the sound encoded and held frozen) against diffusers' loop")
+    ap.add_argument("--reference", action="store_true",
+                    help="2.3 only: an IC-LoRA's reference clip per configuration against diffusers' LTX2InContextPipeline")
     ap.add_argument("--guided", action="store_true",
                     help="2.3 only: the dev guidance (CFG, STG, modality) denoise per configuration, and its cost over CFG alone")
     ap.add_argument("--version", choices=("2.3", "2.5"), default="2.3",
@@ -1091,6 +1185,8 @@ def main() -> int:
         ap.error("--two-stage is LTX-2.3's only")
     if args.audio and (args.version != "2.3" or args.two_stage):
         ap.error("--audio is LTX-2.3's, without --two-stage")
+    if args.reference and (args.version != "2.3" or args.two_stage):
+        ap.error("--reference is LTX-2.3's, without --two-stage")
     if args.guided and (args.version != "2.3" or args.two_stage):
         ap.error("--guided is LTX-2.3's, without --two-stage")
     if args.temporal_rounds and args.version != "2.5":
@@ -1132,6 +1228,12 @@ def main() -> int:
                 results.append(r)
                 if not args.json:
                     print_audio(r, args.repeat)
+                    sys.stdout.flush()
+            if args.reference:
+                r = bench_reference(name, args.cli, args.repeat, tmp, tok_src)
+                results.append(r)
+                if not args.json:
+                    print_reference(r, args.repeat)
                     sys.stdout.flush()
             if args.temporal_rounds:
                 r = bench_temporal(name, args.cli, args.repeat, tmp, tok_src)
