@@ -125,8 +125,9 @@ bool isOutputFile(const QString& path)
     const auto s = QFileInfo(path).suffix().toLower();
     if (s != QStringLiteral("mp4") && s != QStringLiteral("png"))
         return false;
-    // "<stem>.cond0.png": the conditioning image kept beside a video for its recipe, not an output.
-    static const QRegularExpression conditionCopy(QStringLiteral("\\.cond\\d+(-\\d+)?\\.[^.]+$"));
+    // "<stem>.cond0.png", "<stem>.ref0.mp4": a conditioning image or clip, or an IC-LoRA's
+    // reference frames, kept beside a video for its recipe, not an output.
+    static const QRegularExpression conditionCopy(QStringLiteral("\\.(cond|ref)\\d+(-\\d+)?\\.[^.]+$"));
     return !conditionCopy.match(QFileInfo(path).fileName()).hasMatch();
 }
 

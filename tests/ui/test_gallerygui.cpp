@@ -15,6 +15,7 @@
 #include "ui/models/gallerymodel.h"
 #include "ui/pages/gallerypage.h"
 #include "ui/pages/generatepage.h"
+#include "ui/pages/lorapanel.h"
 #include "ui/theme.h"
 #include "ui/widgets/videoview.h"
 
@@ -414,6 +415,25 @@ private slots:
             QTest::mouseClick(child<QPushButton>(page, "generateAgain"), Qt::LeftButton);
             QTRY_COMPARE(gen->sound(), wav);
             gen->clearSound();
+        }
+
+        // A video that followed an IC-LoRA's reference clip: the kept frames are not an output of
+        // their own, and Generate again brings the clip back from them.
+        {
+            const QString kept = QDir(outputs()).filePath(QStringLiteral("dancing.ref0.mp4"));
+            vireo::test::writeClip(kept, std::nullopt, 25, 160, 96, 25, 2);
+            auto danced = fullRecipe();
+            danced.request.prompt = "a robot dances";
+            danced.references = {vireo::output::ReferenceUse{"/somewhere/else/pose.mp4", "aa", "dancing.ref0.mp4", "bb", 0.7, 25}};
+            vireo::test::writeClip(QDir(outputs()).filePath(QStringLiteral("dancing.mp4")), danced, 25, 160, 96, 25, 1);
+            gallery->rescan();
+            QTRY_VERIFY_WITH_TIMEOUT(idOf(gallery, QStringLiteral("dancing.mp4")) > 0, 10000);
+            QCOMPARE(idOf(gallery, QStringLiteral("dancing.ref0.mp4")), qint64(0));
+            w->showPage(MainWindow::Page::Gallery);
+            QVERIFY(page->openItem(idOf(gallery, QStringLiteral("dancing.mp4"))));
+            QTest::mouseClick(child<QPushButton>(page, "generateAgain"), Qt::LeftButton);
+            QTRY_COMPARE(gen->loraPanel()->referencePath(), kept);
+            gen->loraPanel()->clear();
         }
 
         // "Animate this image": an image output becomes the start image.

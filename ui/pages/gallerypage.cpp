@@ -531,6 +531,8 @@ void GalleryPage::connectActions()
             if (!r.retake->soundCopy.empty())
                 beside(r.retake->soundCopy);
         }
+        for (auto& k : r.references)
+            beside(k.copy);
         return r;
     };
     connect(m_again, &QPushButton::clicked, this, [this, withCopies] {
@@ -807,6 +809,9 @@ std::optional<output::Recipe> GalleryPage::startFromClip(qint64 id, const QStrin
     r.conditions.clear();
     r.audio.reset();
     r.retake.reset();
+    // Reference frame k guided output frame k; an extension or a retake has other frames (its
+    // IC-LoRA stays listed, and the LoRA panel asks for a clip or its removal).
+    r.references.clear();
     return r;
 }
 
