@@ -1132,6 +1132,23 @@ struct ApiService::Impl {
         return storeImage(dataUrlBytes(url->get<std::string>(), "input_reference"), "input_reference");
     }
 
+    // An upload's bytes in the uploads folder under a fresh name (removed when the request or its
+    // job is done); an empty one is a 400 naming its field, a disk that refuses it a 507.
+    QString storeUpload(const QByteArray& bytes, const std::string& field, const QString& suffix)
+    {
+        if (bytes.isEmpty())
+            refuse(400, "'" + field + "' is empty", field);
+        const auto folder =
+            options.uploadsFolder.isEmpty() ? QDir(studio->dataFolder()).filePath(QStringLiteral("api-uploads")) : options.uploadsFolder;
+        QDir().mkpath(folder);
+        const auto path = QDir(folder).filePath(QString::fromStdString(randomId("upload_")) + suffix);
+        QSaveFile file(path);
+        requestUploads.push_back(path);
+        if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
+            refuse(507, "'" + field + "' could not be stored: " + file.errorString().toStdString());
+        return path;
+    }
+
     // The sound a video follows: a multipart file "audio", or a data: URL (data:audio/wav;base64,...)
     // in a JSON body; decoded once here, so a file that is not a sound, holds nothing or lasts
     // longer than the studio takes is refused with 400 before it is queued.
@@ -1155,16 +1172,7 @@ struct ApiService::Impl {
         } else {
             return {};
         }
-        if (bytes.isEmpty())
-            refuse(400, "'audio' is empty", "audio");
-        const auto folder =
-            options.uploadsFolder.isEmpty() ? QDir(studio->dataFolder()).filePath(QStringLiteral("api-uploads")) : options.uploadsFolder;
-        QDir().mkpath(folder);
-        const auto path = QDir(folder).filePath(QString::fromStdString(randomId("upload_")) + QStringLiteral(".audio"));
-        QSaveFile file(path);
-        requestUploads.push_back(path);
-        if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
-            refuse(507, "'audio' could not be stored: " + file.errorString().toStdString());
+        const auto path = storeUpload(bytes, "audio", QStringLiteral(".audio"));
         if (auto read = media::readAudio(path.toStdString()); !read) {
             auto message = read.error().message;
             for (auto at = message.find(path.toStdString()); at != std::string::npos; at = message.find(path.toStdString()))
@@ -1196,16 +1204,7 @@ struct ApiService::Impl {
         } else {
             return {};
         }
-        if (bytes.isEmpty())
-            refuse(400, "'reference_video' is empty", "reference_video");
-        const auto folder =
-            options.uploadsFolder.isEmpty() ? QDir(studio->dataFolder()).filePath(QStringLiteral("api-uploads")) : options.uploadsFolder;
-        QDir().mkpath(folder);
-        const auto path = QDir(folder).filePath(QString::fromStdString(randomId("upload_")) + QStringLiteral(".video"));
-        QSaveFile file(path);
-        requestUploads.push_back(path);
-        if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit())
-            refuse(507, "'reference_video' could not be stored: " + file.errorString().toStdString());
+        const auto path = storeUpload(bytes, "reference_video", QStringLiteral(".video"));
         const auto info = media::probeMedia(path.toStdString());
         if (!info || !info->hasVideo || info->frames < 1) {
             auto message = info ? std::string("'reference_video' holds no video frames") : info.error().message;
