@@ -531,6 +531,12 @@ private slots:
         QVERIFY2(!p && p.error().message.find("has 20 frames; the video it guides has 25") != std::string::npos,
             p ? "ran" : p.error().message.c_str());
         a.frames = 17;
+        // Two IC-LoRAs: the clips condition one.
+        const auto second = std::filesystem::path(loras.path().toStdString()) / "depth-iclora.safetensors";
+        QVERIFY(QFile::copy(QString::fromStdString(ic.string()), QString::fromStdString(second.string())));
+        a.loras = {{ic, 1.0}, {second, 1.0}};
+        p = vireo::generation::prepare(m_catalog, *d, video, a);
+        QVERIFY2(!p && p.error().message.find("two IC-LoRAs") != std::string::npos, p ? "ran" : p.error().message.c_str());
         a.loras.clear();
         p = vireo::generation::prepare(m_catalog, *d, video, a);
         QVERIFY2(!p && p.error().message.find("none of the LoRAs is one") != std::string::npos, p ? "ran" : p.error().message.c_str());

@@ -1794,6 +1794,76 @@ VT_TEST(extendingWithSoundContinuesItWithoutAGapOrAClick)
 // The GPU machine makes only the pipeline fixture (the toolset's needs ltx-core and torchaudio):
 // there audio-to-video and retake on the device are checked against the same runs on the CPU,
 // which the fixtures above check against the reference. Left out on the CPU (nothing to compare).
+// The pipeline's own checks of a retake, a sound to continue and reference clips (the front
+// ends check them first; these hold for any caller): each bad request refused with its reason,
+// before anything is encoded.
+VT_TEST(toolsetRequestsAreCheckedBeforeAnythingRuns)
+{
+    auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(pipeline.ok());
+    const int rate = 48000;
+    const auto wave = at::zeros({2, rate / 2}, at::kFloat);
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(9);
+    const auto pixels = (at::rand({17, 64, 96, 3}, gen) * 255).to(at::kByte);
+    pipelines::Ltx2Request base;
+    base.prompt = "a fox";
+    base.width = 96;
+    base.height = 64;
+    base.frames = 17;
+    base.maxSequenceLength = 32;
+    const auto refused = [&](const pipelines::Ltx2Request& bad, const std::string& expected) {
+        std::vector<pipelines::Ltx2Phase> phases;
+        const auto out = pipeline->generate(bad, [&](const pipelines::Ltx2Progress& p) { phases.push_back(p.phase); });
+        VT_CHECK_MSG(!out.ok() && out.error().message.find(expected) != std::string::npos,
+            (out.ok() ? std::string("accepted") : out.error().message) + " (expected '" + expected + "')");
+        // Refused before the prompt was even encoded.
+        VT_CHECK(std::find(phases.begin(), phases.end(), pipelines::Ltx2Phase::Encode) == phases.end());
+    };
+    auto retake = base;
+    retake.retake = pipelines::Ltx2Retake{pixels, std::nullopt, 0.1, 0.3, true, true};
+    auto bad = retake;
+    bad.retake->start = 2.0;
+    bad.retake->end = 3.0;
+    refused(bad, "inside the clip");
+    bad = retake;
+    bad.retake->video = bad.retake->audio = false;
+    refused(bad, "the video, the sound or both");
+    bad = retake;
+    bad.retake->pixels = pixels.narrow(0, 0, 9).contiguous();
+    refused(bad, "the request's frames and size");
+    bad = retake;
+    bad.twoStage = true;
+    refused(bad, "one pass over the clip");
+    bad = retake;
+    bad.retake->sound = pipelines::Ltx2AudioCondition{wave, 100};
+    refused(bad, "the clip's sound must be");
+    auto prefix = base;
+    prefix.audioPrefix = pipelines::Ltx2AudioCondition{wave, rate};
+    bad = prefix;
+    bad.audio = pipelines::Ltx2AudioCondition{wave, rate};
+    refused(bad, "a sound to continue goes with an extension");
+    bad = prefix;
+    bad.audioPrefix->waveform = at::full({2, 100}, std::numeric_limits<float>::quiet_NaN());
+    refused(bad, "the sound to continue must be finite");
+    auto ic = base;
+    ic.references = {{pixels, 1.0}};
+    bad = ic;
+    bad.references.assign(9, {pixels, 1.0});
+    refused(bad, "at most 8 reference clips");
+    bad = ic;
+    bad.referenceDownscale = 0;
+    refused(bad, "downscale factor must be 1 to 16");
+    bad = ic;
+    bad.referenceDownscale = 2;  // 96 x 64 at half: not whole latent cells
+    refused(bad, "multiple of 64");
+    bad = ic;
+    bad.retake = retake.retake;
+    refused(bad, "not a retake");
+    bad = ic;
+    bad.references[0].pixels = at::zeros({0, 64, 96, 3}, at::kByte);
+    refused(bad, "reference clip 1: pixels must be uint8");
+}
+
 VT_TEST(theToolsetOnTheDeviceMatchesTheCpu)
 {
     if (!testDevice().is_cuda()) {
