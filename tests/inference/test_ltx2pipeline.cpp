@@ -1717,6 +1717,48 @@ VT_TEST(anInContextLoraConditionsTheFirstStageOnly)
 // vocoder makes milliseconds of sound, so what the model adds here is near silence; the
 // continuation itself is for real weights to show. Without the prefix the extension's sound
 // latents differ (the prefix conditions them).
+// LTX-2.5's DFR pass extends a clip with its sound as 2.3's passes do: the prefix's latent
+// frames held exactly at the start of the padded canvas's sound, its samples the output's first
+// ones; without it the same draws make another sound.
+VT_TEST(anLtx25ExtensionContinuesTheSoundToo)
+{
+    auto v25 = pipelines::Ltx2Pipeline::open(optionsFor("25", "diffusers"));
+    VT_CHECK(v25.ok());
+    const int rate = 48000;
+    pipelines::Ltx2Request first;
+    first.prompt = "waves on a beach";
+    first.width = 96;
+    first.height = 64;
+    first.frames = 17;
+    first.maxSequenceLength = 32;
+    first.seed = 3;
+    first.dfr = true;
+    auto clip = v25->generate(first);
+    VT_CHECK_MSG(clip.ok(), (clip.ok() ? "" : clip.error().message));
+    if (!clip.ok())
+        return;
+    const auto n = static_cast<std::int64_t>(std::llround(9.0 / 24.0 * rate));
+    const auto t = at::arange(n, at::kFloat) / rate;
+    const auto tail = at::stack({0.5 * at::sin(2 * M_PI * 220 * t), 0.4 * at::sin(2 * M_PI * 330 * t)}).contiguous();
+    auto next = first;
+    next.seed = 4;
+    next.conditions = {pipelines::Ltx2Condition{clip->frames.cpu().narrow(0, 8, 9).contiguous(), 0, 1.0}};
+    next.audioPrefix = pipelines::Ltx2AudioCondition{tail, rate};
+    auto e = v25->generate(next);
+    VT_CHECK_MSG(e.ok(), (e.ok() ? "" : e.error().message));
+    if (!e.ok())
+        return;
+    const auto kept = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(n) / rate * 25.0));
+    VT_CHECK(e->dfrCanvas.has_value());
+    VT_CHECK(at::equal(e->finalAudioLatents.cpu().narrow(1, 0, kept), e->audioConditionLatents.cpu()));
+    VT_CHECK(e->prefixSamples > rate / 4 && e->prefixSamples <= n);
+    VT_CHECK(at::equal(e->waveform.narrow(1, 0, e->prefixSamples - rate / 100), tail.narrow(1, 0, e->prefixSamples - rate / 100)));
+    auto plain = next;
+    plain.audioPrefix.reset();
+    auto p = v25->generate(plain);
+    VT_CHECK(p.ok() && relErr(p->finalAudioLatents, e->finalAudioLatents) > 1e-3);
+}
+
 VT_TEST(extendingWithSoundContinuesItWithoutAGapOrAClick)
 {
     auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
