@@ -427,6 +427,16 @@ struct ApiService::Impl {
             ask.speed = p["speed"].get<std::string>();
         if (p.contains("audio"))
             ask.audio = runtime::AudioFile{QString::fromStdString(p["audio"].get<std::string>()), {}};
+        if (p.contains("retake_video")) {
+            runtime::RetakeFile k;
+            k.path = QString::fromStdString(p["retake_video"].get<std::string>());
+            k.start = p.value("retake_from", 0.0);
+            k.end = p.value("retake_to", 0.0);
+            const auto keep = p.value("retake_keep", std::string());
+            k.audio = keep != "sound";
+            k.video = keep != "video";
+            ask.retake = k;
+        }
         if (p.contains("reference_video"))
             ask.references.push_back(
                 {QString::fromStdString(p["reference_video"].get<std::string>()), p.value("reference_strength", 1.0), {}});
@@ -487,8 +497,9 @@ struct ApiService::Impl {
         // The seed that ran is the job's from now on: a replay after a restart makes the same output.
         j.params["seed"] = job.request.seed;
         j.params["frames"] = job.request.frames;
-        // A length the sound set: known now, from its header.
-        if (j.params.value("seconds", std::string()) == "audio" && job.request.frames > 0 && job.request.fps > 0)
+        // A length the sound or the clip to retake set: known now, from its header.
+        const auto lengthFrom = j.params.value("seconds", std::string());
+        if ((lengthFrom == "audio" || lengthFrom == "retake") && job.request.frames > 0 && job.request.fps > 0)
             j.params["seconds"] = QString::number(static_cast<double>(job.request.frames) / job.request.fps, 'g', 4).toStdString();
         j.params["width"] = job.request.width;
         j.params["height"] = job.request.height;
@@ -517,8 +528,9 @@ struct ApiService::Impl {
             QFile::remove(QString::fromStdString(params["reference"].get<std::string>()));
         if (params.contains("audio"))
             QFile::remove(QString::fromStdString(params["audio"].get<std::string>()));
-        if (params.contains("reference_video"))
-            QFile::remove(QString::fromStdString(params["reference_video"].get<std::string>()));
+        for (const char* clip : {"reference_video", "retake_video"})
+            if (params.contains(clip))
+                QFile::remove(QString::fromStdString(params[clip].get<std::string>()));
         for (const auto& c : params.value("conditions", json::array()))
             QFile::remove(QString::fromStdString(c.value("path", "")));
     }
@@ -537,8 +549,9 @@ struct ApiService::Impl {
             name(params["reference"].get<std::string>(), "input_reference");
         if (params.contains("audio"))
             name(params["audio"].get<std::string>(), "audio");
-        if (params.contains("reference_video"))
-            name(params["reference_video"].get<std::string>(), "reference_video");
+        for (const char* clip : {"reference_video", "retake_video"})
+            if (params.contains(clip))
+                name(params[clip].get<std::string>(), clip);
         const auto conditions = params.value("conditions", json::array());
         for (std::size_t i = 0; i < conditions.size(); ++i)
             name(conditions[i].value("path", ""), "conditions[" + std::to_string(i) + "]");
@@ -1182,35 +1195,36 @@ struct ApiService::Impl {
         return path.toStdString();
     }
 
-    // An IC-LoRA's reference clip (depth, pose, edges): a multipart file "reference_video", or a
-    // data: URL (data:video/mp4;base64,...) in a JSON body; a file that is not a video is refused
-    // with 400 from its header before it is queued (its length against the clip's, in prepare).
-    std::string saveReferenceVideo(Fields& f)
+    // A clip sent with the request (an IC-LoRA's reference, a clip to retake): a multipart file
+    // `field`, or a data: URL (data:video/mp4;base64,...) in a JSON body; a file that is not a
+    // video is refused with 400 from its header before it is queued (its length, in prepare).
+    std::string saveVideoUpload(Fields& f, const std::string& field)
     {
-        f.used.insert("reference_video");
+        f.used.insert(field);
         QByteArray bytes;
-        if (auto it = f.files.find("reference_video"); it != f.files.end()) {
+        if (auto it = f.files.find(field); it != f.files.end()) {
             bytes = QByteArray::fromStdString(it->second.data);
-        } else if (f.has("reference_video")) {
-            const auto& v = f.values["reference_video"];
+        } else if (f.has(field)) {
+            const auto& v = f.values[field];
             const auto text = v.is_string() ? QString::fromStdString(v.get<std::string>()) : QString();
             if (!(text.startsWith(QStringLiteral("data:video/")) || text.startsWith(QStringLiteral("data:application/octet-stream")))
                 || !text.contains(QStringLiteral(";base64,")))
                 refuse(400,
-                    "'reference_video' must be a video file or a base64 data: URL (data:video/mp4;base64,...); this server fetches "
-                    "nothing from the network",
-                    "reference_video");
+                    "'" + field
+                        + "' must be a video file or a base64 data: URL (data:video/mp4;base64,...); this server fetches nothing from "
+                          "the network",
+                    field);
             bytes = QByteArray::fromBase64(text.section(QStringLiteral(";base64,"), 1).toLatin1());
         } else {
             return {};
         }
-        const auto path = storeUpload(bytes, "reference_video", QStringLiteral(".video"));
+        const auto path = storeUpload(bytes, field, QStringLiteral(".video"));
         const auto info = media::probeMedia(path.toStdString());
         if (!info || !info->hasVideo || info->frames < 1) {
-            auto message = info ? std::string("'reference_video' holds no video frames") : info.error().message;
+            auto message = info ? "'" + field + "' holds no video frames" : info.error().message;
             for (auto at = message.find(path.toStdString()); at != std::string::npos; at = message.find(path.toStdString()))
-                message.replace(at, path.size(), "'reference_video'");
-            refuse(400, message, "reference_video");
+                message.replace(at, path.size(), "'" + field + "'");
+            refuse(400, message, field);
         }
         return path.toStdString();
     }
@@ -1318,10 +1332,37 @@ struct ApiService::Impl {
                 refuse(400, rules.title + " does not follow a sound", "audio");
             p["audio"] = audio;
         }
+        // A retake: a clip made again over [retake_from, retake_to) seconds, the rest kept; its
+        // size, length and rate unless given.
+        const auto retake = saveVideoUpload(f, "retake_video");
+        if (!retake.empty()) {
+            if (!rules.retake)
+                refuse(400, rules.title + " cannot retake a clip", "retake_video");
+            const auto from = f.number("retake_from", 0, 3600), to = f.number("retake_to", 0, 3600);
+            if (!from || !to || !(*to > *from))
+                refuse(
+                    400, "'retake_from' and 'retake_to' are the seconds to make again, from before to", from ? "retake_to" : "retake_from");
+            p["retake_video"] = retake;
+            p["retake_from"] = *from;
+            p["retake_to"] = *to;
+            if (const auto keep = f.text("retake_keep")) {
+                if (*keep != "sound" && *keep != "video")
+                    refuse(400, "'retake_keep' is sound or video (what is kept whole)", "retake_keep");
+                p["retake_keep"] = *keep;
+            }
+        } else if (f.has("retake_from") || f.has("retake_to") || f.has("retake_keep")) {
+            refuse(400, "'retake_from', 'retake_to' and 'retake_keep' belong to a 'retake_video'",
+                f.has("retake_from")     ? "retake_from"
+                    : f.has("retake_to") ? "retake_to"
+                                         : "retake_keep");
+        }
         const bool soundLength = !audio.empty() && !autoLength && !f.has("seconds") && !f.has("frames");
+        const bool clipLength = !retake.empty() && !autoLength && !f.has("seconds") && !f.has("frames");
         if (soundLength) {
             p["frames"] = 0;  // the engine reads the sound's length
             p["seconds"] = "audio";
+        } else if (clipLength) {
+            p["seconds"] = "retake";  // prepare reads the clip's length from its header
         } else if (autoLength) {
             f.used.insert("seconds");
             f.used.insert("frames");
@@ -1347,7 +1388,7 @@ struct ApiService::Impl {
         checkQueue(1);
         if (auto reference = saveReference(f); !reference.empty())
             p["reference"] = reference;
-        if (auto clip = saveReferenceVideo(f); !clip.empty()) {
+        if (auto clip = saveVideoUpload(f, "reference_video"); !clip.empty()) {
             if (!rules.references)
                 refuse(400, rules.title + " takes no reference clips (they are an IC-LoRA's)", "reference_video");
             p["reference_video"] = clip;

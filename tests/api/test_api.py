@@ -613,6 +613,46 @@ def test_reference_video(server):
               b[:300])
 
 
+def test_retake(server):
+    """Retake over the API: "retake_video" (a data: URL or a multipart file) with "retake_from" and "retake_to";
+    the clip's size and length unless given, the recipe names the window; a window that ends before it starts, a
+    window without a clip and a "retake_keep" that is neither sound nor video are refused with 400 naming the field."""
+    work = RUN_TMP / "api-retake"
+    work.mkdir(exist_ok=True)
+    clip = work / "source.mp4"
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=96x64:rate=24", "-f", "lavfi", "-i",
+                    "sine=frequency=440:sample_rate=44100", "-frames:v", "17", "-shortest", "-pix_fmt", "yuv420p", "-c:a", "aac",
+                    str(clip)], check=True)
+    url = "data:video/mp4;base64," + base64.b64encode(clip.read_bytes()).decode()
+    base = {"model": "local/diffusers", "prompt": "a fox jumps", "seed": 3}
+    s, _, b = server.request("POST", "/v1/videos", {**base, "retake_video": url, "retake_from": 0.1, "retake_to": 0.3,
+                                                     "retake_keep": "sound"})
+    job = json.loads(b)
+    check("retake_video: accepted, the clip's length (17 frames at 24 fps)", s == 200 and job.get("seconds") == "0.7083", b[:300])
+    deadline = time.time() + 300
+    while s == 200 and job.get("status") in ("queued", "in_progress") and time.time() < deadline:
+        time.sleep(0.3)
+        s, _, b = server.request("GET", f"/v1/videos/{job['id']}")
+        job = json.loads(b)
+    recipe = json.loads(server.request("GET", f"/v1/vireo/jobs/{job.get('id')}")[2]).get("recipe", {}) if s == 200 else {}
+    k = recipe.get("retake") or {}
+    check("retake_video: the job completes at the clip's size, its recipe names the window and what was kept",
+          job.get("status") == "completed" and recipe.get("width") == 96 and recipe.get("height") == 64 and recipe.get("frames") == 17
+          and k.get("start") == 0.1 and k.get("end") == 0.3 and k.get("audio") is False and k.get("video") is True,
+          (job.get("status"), job.get("error"), k))
+    for name, extra, param in [
+            ("a window that ends before it starts", {"retake_video": url, "retake_from": 0.3, "retake_to": 0.1}, "retake_to"),
+            ("a window without a clip", {"retake_from": 0.1, "retake_to": 0.3}, "retake_from"),
+            ("retake_keep that is neither", {"retake_video": url, "retake_from": 0.1, "retake_to": 0.3, "retake_keep": "both"},
+             "retake_keep"),
+            ("a body that is not a video", {"retake_video": "data:video/mp4;base64," + base64.b64encode(b"words").decode(),
+                                            "retake_from": 0.1, "retake_to": 0.3}, "retake_video")]:
+        s, _, b = server.request("POST", "/v1/videos", {**base, **extra})
+        err = json.loads(b).get("error") or {}
+        check(f"retake_video: {name} is refused with 400 naming '{param}'",
+              s == 400 and err.get("param") == param and "api-uploads" not in err.get("message", ""), b[:300])
+
+
 def test_concurrency(server, video_id):
     """50 clients, 500 requests of every kind at once: no 5xx, no crash, every answer whole."""
     failures = []
@@ -841,6 +881,7 @@ def main():
         test_recipe_fields(server)
         test_audio(server)
         test_reference_video(server)
+        test_retake(server)
         check("the server still runs after everything", server.proc.poll() is None)
         taken = subprocess.run([CLI, "serve", "--listen", f"127.0.0.1:{server.port}"], capture_output=True, text=True, timeout=60,
                                env=server.env)
