@@ -523,7 +523,8 @@ std::optional<int> showPlan(
         budget->deviceCaps = o.planFor;
         budget->deviceFreeBytes = budget->deviceTotalBytes = o.planFor->totalBytes;
     }
-    const auto size = vireo::facade::sizeRequestOf(base, image);
+    auto size = vireo::facade::sizeRequestOf(base, image);
+    size.references = image ? 0 : static_cast<int>(o.ask.references.size());
     auto plan = vireo::facade::Generator::planMemory(o.load, size, budget);
     if (!plan) {
         std::fprintf(stderr, "vireo-cli: %s\n", plan.error().message.c_str());

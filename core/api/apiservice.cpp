@@ -1631,7 +1631,8 @@ struct ApiService::Impl {
         if (!prepared)
             refuse(400, prepared.error().message);
         const auto& r = prepared->job.request;
-        const auto size = facade::sizeRequestOf(r, prepared->image);
+        auto size = facade::sizeRequestOf(r, prepared->image);
+        size.references = static_cast<int>(prepared->job.references.size());
         auto planned = facade::Generator::planMemory(ref->plan, size);
         if (!planned)
             refuse(409, planned.error().message, "model");

@@ -9,7 +9,8 @@ namespace vireo::runtime {
 Result<PlacementNeed> placementNeed(const GenerateJob& job, const std::vector<DeviceSlot>& devices, facade::Placement placement)
 {
     const auto& r = job.request;
-    const facade::SizeRequest size{r.width, r.height, facade::planningFrames(r), r.guidance > 1.0 || r.audioGuidance > 1.0};
+    const facade::SizeRequest size{r.width, r.height, facade::planningFrames(r), r.guidance > 1.0 || r.audioGuidance > 1.0, r.knobs,
+        static_cast<int>(job.references.size())};
     // The host is shared by every device's plan (a CPU-placed encoder, streamed blocks).
     std::int64_t hostAvailable = 0;
     const auto cpu = std::find_if(devices.begin(), devices.end(), [](const DeviceSlot& s) { return s.device == "cpu"; });

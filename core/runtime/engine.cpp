@@ -215,8 +215,8 @@ quint64 Engine::enqueueGenerate(const GenerateJob& g)
     job->model = g.model;
     job->generate = g;
     job->force = g.forcePlacement;
-    job->size = {
-        g.request.width, g.request.height, facade::planningFrames(g.request), g.request.guidance > 1.0 || g.request.audioGuidance > 1.0};
+    job->size = {g.request.width, g.request.height, facade::planningFrames(g.request),
+        g.request.guidance > 1.0 || g.request.audioGuidance > 1.0, g.request.knobs, static_cast<int>(g.references.size())};
     quint64 id;
     {
         std::lock_guard lock(m_impl->mutex);

@@ -133,6 +133,8 @@ struct SizeRequest {
     bool guidance = false;  // classifier-free guidance doubles the transformer's batch
     // The family's own controls (some add guidance branches, a batch row each where batched).
     std::map<std::string, double> knobs{};
+    // IC-LoRA reference clips: each adds up to the first pass's tokens to its sequence.
+    int references = 0;
 };
 
 // Free memory to plan against; measured on this machine unless given (tests, what-ifs).

@@ -2446,6 +2446,17 @@ VT_TEST(stagePlanSaysWhichPathRunsAndWhy)
         encoder = encoder || (c.name == "video_encoder" && c.bytes > 0);
     }
     VT_CHECK(upsampler && encoder);
+    // A reference clip joins stage 1's sequence: at half size it stays below the full-size pass;
+    // without an upsampler (one pass at full size) it doubles the transformer's working memory.
+    facade::SizeRequest withReference{192, 128, 9, false};
+    withReference.references = 1;
+    auto referenced = facade::Generator::planMemory(plan, withReference, budget);
+    VT_CHECK(referenced.ok() && referenced->activationBytes == memory->activationBytes);
+    auto onePass = plan;
+    onePass.spatialUpsamplerPath.reset();
+    auto onePassPlan = facade::Generator::planMemory(onePass, {192, 128, 9, false}, budget);
+    auto onePassReferenced = facade::Generator::planMemory(onePass, withReference, budget);
+    VT_CHECK(onePassPlan.ok() && onePassReferenced.ok() && onePassReferenced->activationBytes == 2 * onePassPlan->activationBytes);
 }
 
 // CUDA graphs over the denoise step (ltx2::GraphedForward). On a CUDA device: a warm-up, one

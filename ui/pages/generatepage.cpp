@@ -1399,7 +1399,8 @@ void GeneratePage::requestPlan()
     longest.guidance = m_guidance->value();
     for (const auto& [id, spin] : m_knobs)
         longest.knobs[id] = spin->value();
-    const auto size = facade::sizeRequestOf(longest, m_imageMode);
+    auto size = facade::sizeRequestOf(longest, m_imageMode);
+    size.references = m_imageMode ? 0 : static_cast<int>(m_loras->references().size());
     auto placement = facade::parsePlacement(m_placement->currentData().toString().toStdString()).value_or(facade::Placement::Auto);
     auto* e = engine();
     watch(e);

@@ -504,7 +504,14 @@ public:
         const std::int64_t bytesPerValue = target.dtype == c10::kFloat ? 4 : 2;
         // The working memory, from the shapes (see docs/gpu-notes.md for the measured peaks
         // these were checked against: 0.61 GB of transformer activations at 6144 tokens).
-        const auto tokens = ((size.frames - 1) / 8 + 1) * (size.height / 32) * (size.width / 32);
+        auto tokens = ((size.frames - 1) / 8 + 1) * (size.height / 32) * (size.width / 32);
+        // IC-LoRA reference clips join the first pass's sequence, at most as many tokens each as
+        // the clip (a factor of 1): at full size where one pass runs, at half size (a quarter of
+        // the tokens) where an upsampler makes it the two-stage path's first stage.
+        if (size.references > 0) {
+            const auto firstPass = plan.spatialUpsamplerPath ? tokens / 4 : tokens;
+            tokens = std::max(tokens, firstPass * (1 + size.references));
+        }
         // The guidance branches batched with the conditional forward add a row each.
         const auto batch = (size.guidance ? 2 : 1) + (env::flag("VIREO_BATCH_GUIDANCE") ? guidanceBranches(size.knobs) : 0);
         m.activationBytes = tokens * batch * (sizes.ffnDim * 2 + sizes.videoDim * 8) * bytesPerValue;
