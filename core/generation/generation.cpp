@@ -305,14 +305,7 @@ Result<Prepared> prepare(
         auto planned = r;
         if (ask.audio && planned.frames == 0)
             planned.frames = facade::planningFrames(r);
-        // The references' place in the plan (which LoRA follows them, at what size) before they
-        // are read: their pixels come on the engine's thread.
-        for (const auto& f : ask.references) {
-            facade::ConditionInput placeholder;
-            placeholder.source = f.path.toStdString();
-            placeholder.strength = f.strength;
-            planned.references.push_back(std::move(placeholder));
-        }
+        planned.references = referencesToPlan(ask.references);
         auto stages = facade::planStages(model.plan, planned);
         if (!stages)
             return invalid(stages.error().message);
@@ -333,6 +326,18 @@ Result<Prepared> prepare(
     }
     out.job.model = model;
     out.job.request = std::move(r);
+    return out;
+}
+
+std::vector<facade::ConditionInput> referencesToPlan(const std::vector<runtime::ReferenceFile>& references)
+{
+    std::vector<facade::ConditionInput> out;
+    for (const auto& f : references) {
+        facade::ConditionInput c;
+        c.source = f.path.toStdString();
+        c.strength = f.strength;
+        out.push_back(std::move(c));
+    }
     return out;
 }
 

@@ -92,6 +92,11 @@ struct Prepared {
 Result<Prepared> prepare(
     const catalog::Catalog& catalog, const runtime::GenerationDefaults& defaults, const runtime::ModelRef& model, const Ask& ask);
 
+// The reference clips as the stage plan sees them before their frames are read (the engine
+// reads them): each file's name and strength, no pixels, for planStages to find their IC-LoRA
+// and check the size it reads them at.
+std::vector<facade::ConditionInput> referencesToPlan(const std::vector<runtime::ReferenceFile>& references);
+
 // Every still and clip of the job (and its sound) decoded the way the engine will read them, so a file that
 // does not decode fails before the model loads (vireo-cli); the window leaves this to the
 // engine's thread, which reads them before loading.

@@ -723,8 +723,9 @@ facade::GenerateRequest Engine::Impl::decodedRequest(const std::shared_ptr<Job>&
         if (imageModel)
             throw JobError{ErrorCode::InvalidArgument,
                 Engine::tr("%1 makes images: a reference clip needs a video model (LTX-2) and its IC-LoRA").arg(g.model.title)};
+        const auto total = static_cast<qint64>(g.references.size());
         for (std::size_t i = 0; i < g.references.size(); ++i) {
-            progress(job, QStringLiteral("read conditions"), 0, 1, -1, true);
+            progress(job, QStringLiteral("read conditions"), static_cast<qint64>(i), total, -1, i == 0);
             if (job->stop.stop_requested())
                 throw JobError{ErrorCode::Cancelled, Engine::tr("cancelled")};
             auto c = prepareReference(g.references[i], static_cast<int>(request.width), static_cast<int>(request.height), request.frames);

@@ -2201,14 +2201,7 @@ void GeneratePage::updateStages(bool* ok)
         window.audio = m_retake->audio;
         asked.retake = window;
     }
-    // The reference clips' place in the plan (which LoRA follows them, at what size); their
-    // frames are read when the job runs.
-    for (const auto& f : m_loras->references()) {
-        facade::ConditionInput placeholder;
-        placeholder.source = f.path.toStdString();
-        placeholder.strength = f.strength;
-        asked.references.push_back(std::move(placeholder));
-    }
+    asked.references = generation::referencesToPlan(m_loras->references());
     // A length left to the sound is the clip that holds it.
     if (asked.frames == 0 && !m_audioPath.isEmpty())
         asked.frames = facade::framesForSound(m_audioSeconds, asked.fps);

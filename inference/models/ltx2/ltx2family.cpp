@@ -731,14 +731,19 @@ public:
         return out;
     }
 
-    // Lightricks names its in-context LoRAs so ("ltx-2-19b-ic-lora-canny-control"); one trained at
-    // the reference's own size may carry no metadata at all.
-    static bool namedInContext(const std::filesystem::path& path)
+    // Whether a LoRA is an IC-LoRA, and its reference_downscale_factor: its metadata's, else 1 for
+    // one Lightricks' way of naming says is one ("ltx-2-19b-ic-lora-canny-control": one trained
+    // at the reference's own size may carry no metadata at all); nullopt for any other LoRA.
+    static Result<std::optional<std::int64_t>> inContextDownscale(const std::filesystem::path& path)
     {
+        auto factor = pipelines::icLoraReferenceDownscale(path);
+        if (!factor || *factor)
+            return factor;
         auto name = path.filename().string();
         std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-        return name.find("ic-lora") != std::string::npos || name.find("ic_lora") != std::string::npos
+        const bool named = name.find("ic-lora") != std::string::npos || name.find("ic_lora") != std::string::npos
             || name.find("iclora") != std::string::npos;
+        return named ? std::optional<std::int64_t>(1) : std::nullopt;
     }
 
     // The IC-LoRA of a request with reference clips, and its reference_downscale_factor (1 when
@@ -758,16 +763,16 @@ public:
                 "with its IC-LoRA");
         std::optional<InContext> found;
         for (const auto& l : request.loras) {
-            auto factor = pipelines::icLoraReferenceDownscale(l.path);
+            auto factor = inContextDownscale(l.path);
             if (!factor)
                 return factor.error();
-            if (!*factor && !namedInContext(l.path))
+            if (!*factor)
                 continue;
             if (found)
                 return makeError(ErrorCode::InvalidArgument,
                     "two IC-LoRAs (" + found->lora.path.filename().string() + ", " + l.path.filename().string()
                         + "): the reference clips condition one; keep one");
-            found = InContext{l, factor->value_or(1)};
+            found = InContext{l, **factor};
         }
         if (!found)
             return makeError(ErrorCode::InvalidArgument,
@@ -944,9 +949,9 @@ public:
             if (!report)
                 return report.error();
             // An IC-LoRA says so, for the LoRA panel to ask for the reference clip it follows.
-            const auto factor = pipelines::icLoraReferenceDownscale(lora);
-            const bool inContext = (factor && *factor) || namedInContext(lora);
-            const std::int64_t downscale = factor && *factor ? **factor : 1;
+            const auto factor = inContextDownscale(lora);
+            const bool inContext = factor && *factor;
+            const std::int64_t downscale = inContext ? **factor : 1;
             if (!asJson)
                 return report->toText()
                     + (inContext ? "\nAn IC-LoRA: it follows a reference clip (depth, pose, edges), read at 1/" + std::to_string(downscale)
