@@ -771,6 +771,24 @@ VT_TEST(theDetailingLoraDetailsTheSecondPassOnly)
             .ok());
     const auto subsampled = pipelines::icLoraReferenceDownscale(temporal);
     VT_CHECK(!subsampled.ok() && subsampled.error().message.find("subsampled in time") != std::string::npos);
+    // The LoRA panel's check says so too; an IC-LoRA's report says what it is.
+    facade::LoadPlan plan;
+    plan.modelPaths = {dir("23") / "diffusers"};
+    const auto panel = facade::Generator::inspectLora(plan, temporal, true);
+    VT_CHECK_MSG(!panel.ok() && panel.error().message.find("subsampled in time") != std::string::npos,
+        (panel.ok() ? *panel : panel.error().message));
+    const auto report = facade::Generator::inspectLora(plan, lora, true);
+    VT_CHECK_MSG(report.ok() && report->find("\"in_context\":true") != std::string::npos
+            && report->find("\"reference_downscale_factor\":2") != std::string::npos,
+        (report.ok() ? *report : report.error().message));
+    const auto plainReport = facade::Generator::inspectLora(plan, plain, true);
+    VT_CHECK(plainReport.ok() && plainReport->find("in_context") == std::string::npos);
+    // On LTX-2.5 the same LoRA is the DFR recipe's detailing LoRA: no clip to ask for.
+    facade::LoadPlan v25;
+    v25.modelPaths = {dir("25") / "diffusers"};
+    const auto detailing = facade::Generator::inspectLora(v25, lora, true);
+    VT_CHECK_MSG(
+        detailing.ok() && detailing->find("in_context") == std::string::npos, (detailing.ok() ? *detailing : detailing.error().message));
 
     auto run = tensorfile::readTensorSet(dir("25") / "run_dfr_two_stage_reference.safetensors");
     VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));

@@ -949,14 +949,24 @@ public:
             if (!report)
                 return report.error();
             // An IC-LoRA says so, for the LoRA panel to ask for the reference clip it follows.
+            // Metadata generation would refuse (a malformed factor, a temporal one) is refused here
+            // too, so the panel says so before the run, not after.
             const auto factor = inContextDownscale(lora);
-            const bool inContext = factor && *factor;
+            if (!factor)
+                return factor.error();
+            // On LTX-2.5 an IC-LoRA details the two-pass DFR recipe's second pass with stage 1 as its
+            // reference: the user gives no clip.
+            const auto transformer = ltx2::resolveTransformerConfig(*weights, std::nullopt);
+            const bool detailing = factor && *factor && transformer && transformer->keyframesAbsPosEmbedding;
+            const bool inContext = factor && *factor && !detailing;
             const std::int64_t downscale = inContext ? **factor : 1;
             if (!asJson)
                 return report->toText()
                     + (inContext ? "\nAn IC-LoRA: it follows a reference clip (depth, pose, edges), read at 1/" + std::to_string(downscale)
                                 + " of the first pass's size.\n"
-                                 : std::string());
+                            : detailing ? std::string("\nAn IC-LoRA: on LTX-2.5 it details the two-pass recipe's second pass, stage 1 its "
+                                                      "reference.\n")
+                                        : std::string());
             auto json = nlohmann::json::parse(report->toJson(), nullptr, false);
             if (json.is_discarded() || !json.is_object() || !inContext)
                 return report->toJson();
