@@ -83,6 +83,9 @@ struct FamilyRules {
     // Frames 0 ("auto") asks the model for the prompt's length, where its files can say it
     // (LTX-2.5's duration head; planStages refuses it for the others).
     bool autoLength = false;
+    // The prompt rewritten by the model's prompt enhancer before encoding, where the files have
+    // one (planStages refuses it for the others).
+    bool promptEnhancer = false;
     std::vector<Knob> knobs;  // the family's own controls, in the order the window shows them
     const Knob* knob(std::string_view id) const;
     // A knob value that brings a recipe's own settings for what the user leaves unset (LTX's
@@ -125,6 +128,9 @@ struct LoadPlan {
     // The distilled LoRA of a dev model's two-stage recipe (Lightricks' ltx-2.3-22b-distilled-
     // lora-384-1.1.safetensors): stage 2 refines with it. None: the dev model runs one stage.
     std::optional<std::filesystem::path> distilledLoraPath;
+    // LTX-2.5's prompt enhancer (a Gemma 4 instruct model folder, or a diffusers folder with
+    // prompt_enhancer/). None: the model folder's own, where it has one.
+    std::optional<std::filesystem::path> promptEnhancerPath;
 };
 
 // The request shape the memory plan sizes activations and decoding for.
@@ -270,6 +276,8 @@ struct StagePlan {
 
 struct GenerateRequest {
     std::string prompt, negativePrompt;
+    // FamilyRules::promptEnhancer: the prompt rewritten first (VideoResult::enhancedPrompt says how).
+    bool enhancePrompt = false;
     // frames 0: auto, the length the model reads from the prompt (FamilyRules::autoLength).
     std::int64_t width = 768, height = 512, frames = 121;
     double fps = 24.0;
@@ -322,6 +330,7 @@ SizeRequest sizeRequestOf(const GenerateRequest& request, bool image);
 Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request);
 
 enum class Phase {
+    EnhancePrompt,  // the prompt enhancer rewrites the prompt (done/total: tokens)
     LoadTextEncoder,
     EncodePrompt,
     LoadTransformer,
@@ -371,6 +380,8 @@ struct VideoResult {
     StagePlan stages;  // the path that ran
     // A length left on auto: what the model read from the prompt, in seconds.
     std::optional<double> predictedSeconds;
+    // The prompt the enhancer wrote, the one the video followed (empty: not asked).
+    std::string enhancedPrompt;
     // What ran where, counted as it ran ("GEMM: 9,240 FP8 tensor-core GEMM, ...; attention: ..."),
     // and one warning per slower path taken instead of the planned one, with its count.
     std::string paths;

@@ -91,6 +91,7 @@ StepCacheSettings stepCacheSettings(SpeedMode mode)
 std::string_view phaseName(Phase phase)
 {
     switch (phase) {
+    case Phase::EnhancePrompt: return "enhance prompt";
     case Phase::LoadTextEncoder: return "load text encoder";
     case Phase::EncodePrompt: return "encode prompt";
     case Phase::LoadTransformer: return "load transformer";

@@ -253,11 +253,10 @@ Result<void> scanFolder(const fs::path& root, const fs::path& folder, int depth,
         return checkpoints.error();
     for (auto& cp : *checkpoints)
         source.checkpoints.push_back(std::move(cp));
-    if (existsNoThrow(folder / "config.json")) {
-        auto text = readSmallText(folder / "config.json");
-        if (text)
-            source.configs[component] = std::move(*text);
-    }
+    for (auto [file, into] : {std::pair{"config.json", &source.configs}, {"generation_config.json", &source.generationConfigs}})
+        if (existsNoThrow(folder / file))
+            if (auto text = readSmallText(folder / file))
+                (*into)[component] = std::move(*text);
     if (depth >= kMaxFolderDepth)
         return {};
     std::vector<fs::path> subfolders;
@@ -445,11 +444,10 @@ Result<ModelSource> ModelSource::open(const fs::path& path)
         source.kind = isIndexFile(path)      ? SourceKind::ShardedSafetensors
             : cp->format == FileFormat::Gguf ? SourceKind::GgufFile
                                              : SourceKind::SafetensorsFile;
-        if (existsNoThrow(path.parent_path() / "config.json")) {
-            auto text = readSmallText(path.parent_path() / "config.json");
-            if (text)
-                source.configs[""] = std::move(*text);
-        }
+        for (auto [file, into] : {std::pair{"config.json", &source.configs}, {"generation_config.json", &source.generationConfigs}})
+            if (existsNoThrow(path.parent_path() / file))
+                if (auto text = readSmallText(path.parent_path() / file))
+                    (*into)[""] = std::move(*text);
         source.checkpoints.push_back(std::move(*cp));
         return source;
     }

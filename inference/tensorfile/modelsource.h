@@ -58,6 +58,7 @@ struct ModelSource {
     std::vector<Checkpoint> checkpoints;
     std::vector<Component> components;  // from model_index.json
     std::map<std::string, std::string> configs;  // component ("" = top) -> config.json text
+    std::map<std::string, std::string> generationConfigs;  // the same for generation_config.json
     std::string modelIndexJson;  // raw model_index.json, if any
 
     std::uint64_t tensorCount() const;

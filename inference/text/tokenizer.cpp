@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -578,6 +579,11 @@ struct Tokenizer::Impl {
     std::optional<std::int64_t> bos, eos;
     std::int64_t pad = 0;
     std::int64_t vocabSize = 0;
+    // Decoding: each id's token (added tokens included) and whether it is special; the
+    // decoder is SentencePiece's (Replace("▁", " "), ByteFallback, Fuse) or none is known.
+    std::vector<std::string> pieces;
+    std::vector<char> specialIds;
+    std::optional<std::string> decoderProblem;  // why decode() refuses, if it does
 
     std::optional<std::int64_t> idOf(const std::string& token) const
     {
@@ -1293,6 +1299,23 @@ Result<Tokenizer> Tokenizer::fromJson(const std::string& tokenizerJson, const st
         for (const auto& a : impl->added)
             maxId = std::max(maxId, a.id);
         impl->vocabSize = maxId + 1;
+        impl->pieces.assign(static_cast<std::size_t>(impl->vocabSize), {});
+        impl->specialIds.assign(static_cast<std::size_t>(impl->vocabSize), 0);
+        for (const auto& [t, id] : impl->vocab)
+            impl->pieces[static_cast<std::size_t>(id)] = t;
+        for (const auto& a : impl->added) {
+            impl->pieces[static_cast<std::size_t>(a.id)] = a.content;
+            impl->specialIds[static_cast<std::size_t>(a.id)] = a.special ? 1 : 0;
+        }
+        // transformers' GemmaTokenizer sets this decoder whatever the file says; a plain
+        // tokenizer.json decodes as written, which is read here only when it is the same.
+        const json sentencePiece = json::parse(R"({"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"▁"},)"
+                                               R"("content":" "},{"type":"ByteFallback"},{"type":"Fuse"}]})");
+        const bool sameDecoder = tj.contains("decoder") && tj["decoder"] == sentencePiece;
+        if (!gemma && !sameDecoder)
+            impl->decoderProblem = origin + ": decoding with tokenizer.json's decoder "
+                + shortJson(tj.contains("decoder") ? tj["decoder"] : json())
+                + " is not supported by this version (SentencePiece's Replace + ByteFallback + Fuse is)";
     } catch (const LoadFailure& e) {
         return makeError(e.code, e.message);
     } catch (const json::exception& e) {
@@ -1380,6 +1403,49 @@ const std::string& Tokenizer::describe() const
 std::optional<std::int64_t> Tokenizer::tokenToId(std::string_view token) const
 {
     return m_impl->idOf(std::string(token));
+}
+
+Result<std::string> Tokenizer::decode(const std::vector<std::int64_t>& ids, bool skipSpecialTokens) const
+{
+    const auto& m = *m_impl;
+    if (m.decoderProblem)
+        return makeError(ErrorCode::Unsupported, *m.decoderProblem);
+    std::string out, bytes;
+    // ByteFallback: a run of <0xHH> tokens becomes its bytes when they are valid UTF-8, else
+    // one U+FFFD per byte.
+    auto flush = [&] {
+        if (bytes.empty())
+            return;
+        if (firstInvalidUtf8(bytes))
+            for (std::size_t i = 0; i < bytes.size(); ++i)
+                out += "\xEF\xBF\xBD";
+        else
+            out += bytes;
+        bytes.clear();
+    };
+    for (const auto id : ids) {
+        if (id < 0 || id >= m.vocabSize || (m.pieces[static_cast<std::size_t>(id)].empty() && !m.specialIds[static_cast<std::size_t>(id)]))
+            return makeError(ErrorCode::InvalidArgument, m.origin + ": token id " + std::to_string(id) + " is not in the vocabulary");
+        if (skipSpecialTokens && m.specialIds[static_cast<std::size_t>(id)])
+            continue;
+        const auto& piece = m.pieces[static_cast<std::size_t>(id)];
+        const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+        if (piece.size() == 6 && piece.starts_with("<0x") && piece.back() == '>' && hex(piece[3]) && hex(piece[4])) {
+            bytes.push_back(static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16)));
+            continue;
+        }
+        flush();
+        for (std::size_t i = 0; i < piece.size();) {
+            if (piece.compare(i, 3, "\xE2\x96\x81") == 0) {
+                out += ' ';
+                i += 3;
+            } else {
+                out += piece[i++];
+            }
+        }
+    }
+    flush();
+    return out;
 }
 
 std::optional<std::string> Tokenizer::idToToken(std::int64_t id) const

@@ -54,6 +54,11 @@ public:
     // Token ids of the text alone: no special tokens, truncation or padding.
     Result<std::vector<std::int64_t>> tokenize(std::string_view text) const;
 
+    // Token ids back to text as transformers' decode(ids, skip_special_tokens) does for Gemma
+    // (SentencePiece's decoder: "▁" to a space, <0xHH> byte runs to UTF-8 or U+FFFD each,
+    // joined; no clean-up of spaces). Unsupported for other decoders; an unknown id is an error.
+    Result<std::string> decode(const std::vector<std::int64_t>& ids, bool skipSpecialTokens = true) const;
+
     std::int64_t padId() const;  // the config's pad token, else eos (the pipeline's rule)
     std::optional<std::int64_t> bosId() const;
     std::optional<std::int64_t> eosId() const;

@@ -6,12 +6,16 @@
 #include "tests/inference/fixtures.h"
 
 #include "inference/models/gemma3/gemma3.h"
+#include "inference/models/ltx2/ltx2promptenhancer.h"
+#include "inference/text/tokenizer.h"
 #include "inference/tensorfile/tensorset.h"
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
+#include <stop_token>
 
 using namespace vireo;
 using json = nlohmann::json;
@@ -116,7 +120,26 @@ VT_TEST(configParsing)
             !r.ok() && r.error().message.find(word) != std::string::npos && r.error().message.find("x/config.json") != std::string::npos,
             (r.ok() ? std::string("accepted") : r.error().message));
     };
-    refused(json{{"model_type", "gemma4"}}, "prompt enhancer");
+    refused(json{{"model_type", "gemma4"}}, "text_config");
+    // The dense Gemma 4 (a prompt enhancer) parses, with Gemma4TextConfig's defaults; only the
+    // causal LM loads it.
+    auto dense = gemma3::parseTextConfig(
+        json{{"model_type", "gemma4_text"}, {"hidden_size", 64}, {"num_hidden_layers", 6}, {"num_kv_shared_layers", 2},
+            {"layer_types",
+                {"sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "full_attention"}},
+            {"eos_token_id", json::array({1, 106})}}
+            .dump(),
+        "e/config.json");
+    VT_CHECK_MSG(dense.ok(), (dense.ok() ? "" : dense.error().message));
+    VT_CHECK(dense->dense && dense->perLayerDim == 256 && dense->slidingWindow == 512 && dense->kvSharedLayers == 2);
+    VT_CHECK(dense->eosIds == (std::vector<std::int64_t>{1, 106}));
+    // Each shared layer reads the last layer of its type before the shared ones.
+    VT_COMPARE(dense->kvSourceOf(4), std::int64_t{3});
+    VT_COMPARE(dense->kvSourceOf(5), std::int64_t{2});
+    VT_COMPARE(dense->kvSourceOf(1), std::int64_t{1});
+    refused(json{{"model_type", "gemma4_text"}, {"num_hidden_layers", 6}, {"num_kv_shared_layers", 1}}, "no earlier layer");
+    refused(json{{"model_type", "gemma4_text"}, {"enable_moe_block", true}}, "mixture-of-experts");
+    refused(json{{"model_type", "gemma4_text"}, {"final_logit_softcapping", -1}}, "final_logit_softcapping");
     auto j = base;
     j["text_config"]["num_kv_shared_layers"] = 2;
     refused(j, "num_kv_shared_layers");
@@ -137,6 +160,173 @@ VT_TEST(configParsing)
     j = base;
     j["text_config"]["global_head_dim"] = 33;
     refused(j, "head_dim 33");
+}
+
+// ---------------------------------------------------------------- the prompt enhancer
+
+namespace {
+
+fs::path enhancerDir()
+{
+    return test::fixturesRoot() / "gemma4enhancer";
+}
+
+const tensorfile::TensorSet& enhancerCase()
+{
+    static const auto set = [] {
+        auto s = tensorfile::readTensorSet(enhancerDir() / "case.safetensors");
+        if (!s)
+            throw std::runtime_error(s.error().message);
+        return std::move(*s);
+    }();
+    return set;
+}
+
+std::vector<std::int64_t> idsOf(const at::Tensor& t)
+{
+    const auto c = t.to(at::kLong).contiguous().view({-1});
+    return {c.data_ptr<std::int64_t>(), c.data_ptr<std::int64_t>() + c.numel()};
+}
+
+}  // namespace
+
+// gemma-4-E2B-it's shape in small (per-layer embeddings, the last 3 layers reusing earlier keys
+// and values with double-width MLPs, a soft cap that bites): transformers' greedy generate with
+// no repeated 5-gram, token for token, each step's logits to float32 precision, and an EOS
+// that stops the run where transformers stops.
+VT_TEST(theEnhancerModelGeneratesAsTransformers)
+{
+    const auto& set = enhancerCase();
+    auto lm = gemma3::CausalLm::load(enhancerDir() / "prompt_enhancer");
+    VT_CHECK_MSG(lm.ok(), (lm.ok() ? "" : lm.error().message));
+    const auto& c = lm->config();
+    VT_CHECK(c.dense && c.perLayerDim == 8 && c.kvSharedLayers == 3 && c.doubleWideMlp && c.finalLogitSoftcap == 5.0);
+    VT_COMPARE(c.kvSourceOf(5), std::int64_t{2});
+    VT_COMPARE(c.kvSourceOf(6), std::int64_t{4});
+    VT_COMPARE(c.kvSourceOf(7), std::int64_t{2});
+    VT_COMPARE(lm->eosIds().size(), std::size_t{2});  // generation_config.json's [<eos>, <turn|>]
+    VT_CHECK(lm->hostBytes() > 0);
+
+    gemma3::GenerateOptions options;
+    options.maxNewTokens = 40;
+    options.noRepeatNgram = 5;
+    int progressed = 0;
+    options.progress = [&](int done, int) { progressed = done; };
+    auto out = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), options);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    VT_CHECK(out->ids == idsOf(*set.find("generated")));
+    VT_CHECK(!out->stoppedAtEos && progressed == 40);
+    const auto& expected = *set.find("logits");
+    VT_COMPARE(out->logits.sizes().vec(), expected.sizes().vec());
+    const auto err = (out->logits - expected).abs().max().item<double>();
+    const auto first = (out->logits[0] - expected[0]).abs().max().item<double>();
+    const auto scale = expected.abs().max().item<double>();
+    std::printf("   40 tokens as transformers; logits max abs error %.2e over all steps, %.2e at the first (|logit| max %.2f)\n", err,
+        first, scale);
+    // The cached steps add float32 rounding step by step (the first, the prompt's, is 1e-6).
+    VT_CHECK(first < 1e-5 && err < 1e-4 * std::max(1.0, scale));
+
+    options.eosIds = lm->eosIds();
+    options.eosIds.push_back(idsOf(*set.find("early_eos")).at(0));
+    auto early = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), options);
+    VT_CHECK(early.ok() && early->stoppedAtEos && early->ids == idsOf(*set.find("early_generated")));
+
+    // Cancelled between tokens; a right-padded prompt refused.
+    std::stop_source stopped;
+    stopped.request_stop();
+    auto cancelled = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), options, stopped.get_token());
+    VT_CHECK(!cancelled.ok() && cancelled.error().code == ErrorCode::Cancelled);
+    auto flipped = lm->generate(set.find("input_ids")->flip(1), set.find("attention_mask")->flip(1), options);
+    VT_CHECK(!flipped.ok() && flipped.error().message.find("pad on the left") != std::string::npos);
+
+    // Not a text encoder.
+    auto asEncoder = gemma3::TextEncoder::load(enhancerDir() / "prompt_enhancer");
+    VT_CHECK(!asEncoder.ok() && asEncoder.error().message.find("not a text encoder") != std::string::npos);
+}
+
+// transformers' NoRepeatNGramLogitsProcessor on sequences that repeat themselves.
+VT_TEST(noRepeatNgramBansWhatTransformersBans)
+{
+    const auto& set = enhancerCase();
+    const auto rows = *set.find("ngram_rows");
+    const auto banned = *set.find("ngram_banned");
+    int bans = 0;
+    for (std::int64_t r = 0; r < rows.size(0); ++r) {
+        const auto row = idsOf(rows[r]);
+        const int n = static_cast<int>(row[0]);
+        const std::vector<std::int64_t> sequence(row.begin() + 2, row.begin() + 2 + row[1]);
+        std::vector<std::int64_t> expected;
+        for (std::int64_t t = 0; t < banned.size(1); ++t)
+            if (banned[r][t].item<std::int64_t>())
+                expected.push_back(t);
+        VT_CHECK_MSG(gemma3::noRepeatNgramBans(sequence, n) == expected, "row " << r << " (n " << n << ")");
+        bans += static_cast<int>(expected.size());
+    }
+    VT_CHECK(bans > 5);
+}
+
+// The whole enhancer against diffusers' enhance_prompt: the chat text, its tokens, the greedy
+// reply, the decode without special tokens and clean_response.
+VT_TEST(theEnhancerRewritesAsDiffusers)
+{
+    const auto& set = enhancerCase();
+    const auto& meta = set.metadata;
+    VT_CHECK(ltx2::PromptEnhancer::present(enhancerDir()));
+    VT_CHECK(!ltx2::PromptEnhancer::present(test::fixturesDir()));
+    auto enhancer = ltx2::PromptEnhancer::load(enhancerDir());
+    VT_CHECK_MSG(enhancer.ok(), (enhancer.ok() ? "" : enhancer.error().message));
+    const auto chat = ltx2::PromptEnhancer::chatText(meta.at("system"), "user prompt: " + meta.at("prompt"));
+    VT_COMPARE(chat, meta.at("template"));
+    // The processor's ids: the chat text with the tokenizer's specials (a second <bos>, as the
+    // references feed it), after the alignment padding.
+    auto encoded = enhancer->tokenizer().encode(chat, 4096, false, true, false);
+    VT_CHECK(encoded.ok());
+    auto fed = idsOf(*set.find("input_ids"));
+    const auto mask = idsOf(*set.find("attention_mask"));
+    fed.erase(fed.begin(), fed.begin() + std::count(mask.begin(), mask.end(), 0));
+    encoded->ids.resize(static_cast<std::size_t>(std::count(encoded->attentionMask.begin(), encoded->attentionMask.end(), 1)));
+    auto show = [](const std::vector<std::int64_t>& v) {
+        std::string t;
+        for (std::size_t i = 0; i < std::min<std::size_t>(v.size(), 40); ++i)
+            t += std::to_string(v[i]) + " ";
+        return t + "(" + std::to_string(v.size()) + ")";
+    };
+    VT_CHECK_MSG(encoded->ids == fed, show(encoded->ids) << " vs " << show(fed));
+
+    ltx2::EnhanceOptions options;
+    options.systemPrompt = meta.at("system");
+    options.maxNewTokens = 40;
+    auto out = enhancer->enhance(meta.at("prompt"), options);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    VT_COMPARE(out->raw, meta.at("decoded"));
+    VT_COMPARE(out->prompt, meta.at("enhanced"));
+    VT_CHECK(out->tokens == 40 && !out->stoppedAtEos);
+}
+
+VT_TEST(cleaningAndDecodingFollowTheReference)
+{
+    using ltx2::PromptEnhancer;
+    VT_COMPARE(PromptEnhancer::cleanResponse("\n\n**1.** \u201cA fox\u201d \u2014 runs\u00a0fast \u2018here\u2019 5\u22122"),
+        std::string("A fox\" - runs fast 'here' 5-2"));
+    VT_COMPARE(PromptEnhancer::cleanResponse("  \u6771\u4eac at night"), std::string("\u6771\u4eac at night"));
+    VT_COMPARE(PromptEnhancer::cleanResponse("123 -- !!"), std::string("123 -- !!"));  // no letter: unchanged
+    VT_COMPARE(PromptEnhancer::chatText("  sys \n", "\tuser"),
+        std::string("<bos><|turn>system\nsys<turn|>\n<|turn>user\nuser<turn|>\n<|turn>model\n"));
+
+    auto tok = text::Tokenizer::load(enhancerDir() / "processor");
+    VT_CHECK(tok.ok());
+    const auto ids = tok->tokenize("Le caf\u00e9 \uc548\ub155 <|turn> \u2581x");
+    VT_CHECK(ids.ok());
+    auto back = tok->decode(*ids, false);
+    VT_CHECK(back.ok());
+    VT_COMPARE(*back, std::string("Le caf\u00e9 \uc548\ub155 <|turn>  x"));
+    auto skipped = tok->decode(*ids, true);
+    VT_CHECK(skipped.ok() && *skipped == "Le caf\u00e9 \uc548\ub155   x");
+    // A byte run that is not UTF-8 decodes to one U+FFFD per byte, as ByteFallback does; an
+    // unknown id fails.
+    auto lone = tok->decode({*tok->tokenToId("<0x80>"), *tok->tokenToId("<0x41>")}, true);
+    VT_CHECK(lone.ok() && *lone == "\uFFFD\uFFFD");  // the whole run is not UTF-8
+    VT_CHECK(!tok->decode({1 << 20}, true).ok());
 }
 
 VT_MAIN("test_gemma4")

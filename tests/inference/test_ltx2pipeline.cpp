@@ -13,6 +13,7 @@
 #include "inference/models/nn/layers.h"
 #include "inference/models/ltx2/ltx2audioprep.h"
 #include "inference/models/ltx2/ltx2pipeline.h"
+#include "inference/models/ltx2/ltx2promptenhancer.h"
 #include "inference/tensorfile/tensorset.h"
 #include "inference/util/device.h"
 
@@ -1775,6 +1776,59 @@ VT_TEST(anLtx25ExtensionContinuesTheSoundToo)
     plain.audioPrefix.reset();
     auto p = v25->generate(plain);
     VT_CHECK(p.ok() && relErr(p->finalAudioLatents, e->finalAudioLatents) > 1e-3);
+}
+
+// LTX-2.5's prompt enhancer in a run: it writes first (its own phase, token by token), the
+// video follows what it wrote exactly as if that had been typed, and the output says what it
+// was; a model without one refuses the request before anything runs.
+VT_TEST(thePromptEnhancerWritesThePromptTheVideoFollows)
+{
+    auto options = optionsFor("25", "diffusers");
+    auto without = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK(without.ok() && !without->hasPromptEnhancer());
+    options.promptEnhancerPath = test::fixturesRoot() / "gemma4enhancer";
+    auto v25 = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK_MSG(v25.ok(), (v25.ok() ? "" : v25.error().message));
+    VT_CHECK(v25->hasPromptEnhancer());
+    pipelines::Ltx2Request req;
+    req.prompt = "  a fox in the snow ";
+    req.width = 96;
+    req.height = 64;
+    req.frames = 17;
+    req.maxSequenceLength = 32;
+    req.seed = 5;
+    req.dfr = true;
+    req.enhancePrompt = true;
+    req.enhancerMaxTokens = 12;
+    std::vector<pipelines::Ltx2Phase> phases;
+    auto out = v25->generate(req, [&](const pipelines::Ltx2Progress& p) { phases.push_back(p.phase); });
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    if (!out.ok())
+        return;
+    VT_CHECK(phases.front() == pipelines::Ltx2Phase::EnhancePrompt);
+    VT_COMPARE(std::count(phases.begin(), phases.end(), pipelines::Ltx2Phase::EnhancePrompt), std::ptrdiff_t{13});  // start + 12 tokens
+    VT_CHECK(!out->enhancedPrompt.empty() && out->enhancerTokens == 12 && out->enhancerCut);
+    VT_CHECK(out->secondsPerPhase.count("enhance prompt"));
+
+    auto enhancer = ltx2::PromptEnhancer::load(test::fixturesRoot() / "gemma4enhancer");
+    VT_CHECK(enhancer.ok());
+    ltx2::EnhanceOptions o;
+    o.maxNewTokens = 12;
+    auto direct = enhancer->enhance("a fox in the snow", o);
+    VT_CHECK(direct.ok() && direct->prompt == out->enhancedPrompt);
+
+    auto typed = req;
+    typed.prompt = out->enhancedPrompt;
+    typed.enhancePrompt = false;
+    auto same = v25->generate(typed);
+    VT_CHECK(same.ok() && at::equal(same->finalVideoLatents, out->finalVideoLatents) && same->enhancedPrompt.empty());
+    auto plain = req;
+    plain.enhancePrompt = false;
+    auto asWritten = v25->generate(plain);
+    VT_CHECK(asWritten.ok() && !at::equal(asWritten->finalVideoLatents, out->finalVideoLatents));
+
+    auto refused = without->generate(req);
+    VT_CHECK(!refused.ok() && refused.error().message.find("no prompt enhancer") != std::string::npos);
 }
 
 VT_TEST(extendingWithSoundContinuesItWithoutAGapOrAClick)

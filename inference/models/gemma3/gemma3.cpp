@@ -12,7 +12,9 @@
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace vireo::gemma3 {
@@ -236,19 +238,64 @@ TextConfig parseGemma4(const json& top, const std::string& where)
         for (const auto& [key, fallback] : {std::pair{"image_token_id", 258880}, {"video_token_id", 258884}, {"audio_token_id", 258881}})
             if (!(top.contains(key) && top[key].is_null()))
                 c.placeholderIds.push_back(intField(top, key, fallback, where));
+    } else if (modelType == "gemma4") {
+        // Gemma4ForConditionalGeneration: the dense models (gemma-4-E2B-it and its siblings).
+        if (!top.contains("text_config") || !top["text_config"].is_object())
+            configFail(where + ": a gemma4 config without a text_config object");
+        tc = top["text_config"];
+        c.dense = true;
+        for (const auto& [key, fallback] : {std::pair{"image_token_id", 258880}, {"video_token_id", 258884}, {"audio_token_id", 258881}})
+            if (!(top.contains(key) && top[key].is_null()))
+                c.placeholderIds.push_back(intField(top, key, fallback, where));
+    } else if (modelType == "gemma4_text") {
+        c.dense = true;
     } else if (modelType != "gemma4_unified_text") {
-        configFail(where + ": is a '" + modelType
-            + "' config: the dense Gemma 4 (a prompt enhancer such as gemma-4-E2B-it) is not a text encoder; LTX-2.5 encodes with "
-              "the unified Gemma 4 (model_type gemma4_unified)");
+        configFail(where + ": is a '" + modelType + "' config, not Gemma 4 (gemma4, gemma4_text, gemma4_unified or gemma4_unified_text)");
     }
+    const std::string wantedText = c.dense ? "gemma4_text" : "gemma4_unified_text";
     const std::string textType = tc.contains("model_type") && tc["model_type"].is_string() ? tc["model_type"].get<std::string>() : "";
-    if (!textType.empty() && textType != "gemma4_unified_text")
-        configFail(where + ": the text config is a '" + textType + "' config, not gemma4_unified_text");
+    if (!textType.empty() && textType != wantedText)
+        configFail(where + ": the text config is a '" + textType + "' config, not " + wantedText);
+    if (c.dense) {
+        // Gemma4TextConfig's defaults where they differ from the unified one.
+        c.slidingWindow = 512;
+        c.perLayerDim = 256;
+        c.perLayerVocab = 262144;
+    }
     readCommonFields(tc, c, where);
     c.padTokenId = tc.contains("pad_token_id") && tc["pad_token_id"].is_null() ? 0 : intField(tc, "pad_token_id", 0, where);
     c.fullKeyIsValue = boolField(tc, "attention_k_eq_v", false, where);
-    if (intField(tc, "num_kv_shared_layers", 0, where) != 0)
-        configFail(where + ": num_kv_shared_layers is set; key/value sharing (Gemma 4's small models) is not supported by this version");
+    c.kvSharedLayers = intField(tc, "num_kv_shared_layers", 0, where);
+    if (c.kvSharedLayers != 0 && !c.dense)
+        configFail(where + ": num_kv_shared_layers is set in a unified config; key/value sharing is read for the dense Gemma 4 only");
+    if (c.dense) {
+        c.perLayerDim = tc.contains("hidden_size_per_layer_input") && tc["hidden_size_per_layer_input"].is_null()
+            ? 0
+            : intField(tc, "hidden_size_per_layer_input", c.perLayerDim, where);
+        c.perLayerVocab = intField(tc, "vocab_size_per_layer_input", c.perLayerVocab, where);
+        c.doubleWideMlp = boolField(tc, "use_double_wide_mlp", false, where);
+        if (boolField(tc, "enable_moe_block", false, where))
+            configFail(where + ": enable_moe_block is set; Gemma 4's mixture-of-experts models are not supported by this version");
+        if (tc.contains("final_logit_softcapping") && !tc["final_logit_softcapping"].is_null()) {
+            c.finalLogitSoftcap = numberField(tc, "final_logit_softcapping", 0.0, where);
+            if (!(*c.finalLogitSoftcap > 0) || !std::isfinite(*c.finalLogitSoftcap))
+                configFail(where + ": final_logit_softcapping must be positive");
+        }
+        const json& tieFrom = top.contains("tie_word_embeddings") ? top : tc;
+        c.tieWordEmbeddings = boolField(tieFrom, "tie_word_embeddings", true, where);
+        if (c.perLayerDim < 0 || c.perLayerDim > 4096 || c.perLayerVocab < 0 || c.perLayerVocab > (1 << 24)
+            || (c.perLayerDim > 0 && c.perLayerVocab == 0) || c.kvSharedLayers < 0)
+            configFail(where + ": inconsistent per-layer embedding or sharing sizes (" + std::to_string(c.perLayerDim) + " x "
+                + std::to_string(c.perLayerVocab) + ", " + std::to_string(c.kvSharedLayers) + " shared layers)");
+    }
+    for (const json* from : {static_cast<const json*>(&tc), &top}) {
+        if (!c.eosIds.empty() || !from->contains("eos_token_id"))
+            continue;
+        const auto& e = (*from)["eos_token_id"];
+        for (const auto& id : e.is_array() ? e : json::array({e}))
+            if (id.is_number_integer() && id.get<std::int64_t>() >= 0)
+                c.eosIds.push_back(id.get<std::int64_t>());
+    }
     if (tc.contains("use_bidirectional_attention") && tc["use_bidirectional_attention"].is_string()
         && tc["use_bidirectional_attention"] == "all")
         configFail(where + ": use_bidirectional_attention \"all\" (a non-causal encoder) is not supported; LTX-2.5's encoder is causal");
@@ -263,6 +310,11 @@ TextConfig parseGemma4(const json& top, const std::string& where)
     c.layerTypes = layerTypesFrom(tc, c.layers, 6, where);
     c.layerTypes.back() = LayerType::Full;  // Gemma4UnifiedTextConfig forces it (with a warning)
     c.slidingWindow = intField(tc, "sliding_window", c.slidingWindow, where);
+    if (c.kvSharedLayers >= c.layers)
+        configFail(where + ": num_kv_shared_layers " + std::to_string(c.kvSharedLayers) + " leaves no layer to produce keys and values");
+    for (std::int64_t i = c.layers - c.kvSharedLayers; i < c.layers; ++i)
+        if (c.kvSourceOf(i) < 0)
+            configFail(where + ": shared layer " + std::to_string(i) + " has no earlier layer of its type to take keys and values from");
 
     // Full-attention layers: per_layer_config as saved, else global_head_dim and
     // num_global_key_value_heads as given to the constructor (__post_init__).
@@ -368,6 +420,9 @@ struct Layer {
     bool sliding = false;
     std::int64_t headDim = 0, kvHeads = 0;
     bool valueIsKey = false;  // Gemma 4's attention_k_eq_v on a full layer: no v_proj
+    std::int64_t kvSource = 0;  // the layer whose keys and values it attends with (itself unless shared)
+    nn::Linear perLayerGate, perLayerProjection;  // dense Gemma 4's per-layer input
+    at::Tensor postPerLayerNorm;
 };
 
 using quant::bytesOf;
@@ -393,10 +448,10 @@ at::Tensor rotateHalf(const at::Tensor& x)
 
 // The config Lightricks embeds in its single text-encoder file (safetensors metadata
 // `gemma_config`, ltx-core gemma_assets.py), with where it came from for errors.
-std::optional<std::pair<std::string, std::string>> embeddedConfig(const tensorfile::ModelSource& source)
+std::optional<std::pair<std::string, std::string>> embeddedConfig(const tensorfile::ModelSource& source, const std::string& component)
 {
     for (const auto& cp : source.checkpoints)
-        if (cp.component.empty() || cp.component == "text_encoder")
+        if (cp.component.empty() || cp.component == component)
             if (const auto it = cp.metadata.find("gemma_config"); it != cp.metadata.end())
                 return std::pair{it->second, cp.path.filename().string() + " (gemma_config metadata)"};
     return std::nullopt;
@@ -404,11 +459,12 @@ std::optional<std::pair<std::string, std::string>> embeddedConfig(const tensorfi
 
 // Gemma 4 when the config the source carries says so (model_type gemma4*); Gemma 3 otherwise,
 // whose loader then names what is wrong.
-Family familyOf(const tensorfile::ModelSource& source, const std::optional<std::pair<std::string, std::string>>& embedded)
+Family familyOf(
+    const tensorfile::ModelSource& source, const std::optional<std::pair<std::string, std::string>>& embedded, const std::string& component)
 {
     std::optional<std::string> text;
-    for (const char* component : {"text_encoder", ""})
-        if (const auto it = source.configs.find(component); !text && it != source.configs.end())
+    for (const std::string& name : {component, std::string()})
+        if (const auto it = source.configs.find(name); !text && it != source.configs.end())
             text = it->second;
     if (!text && embedded)
         text = embedded->first;
@@ -431,6 +487,17 @@ at::Tensor repeatKv(const at::Tensor& x, std::int64_t n)
 }
 
 }  // namespace
+
+std::int64_t TextConfig::kvSourceOf(std::int64_t i) const
+{
+    const auto firstShared = layers - kvSharedLayers;
+    if (i < firstShared)
+        return i;
+    for (auto j = firstShared - 1; j >= 0; --j)
+        if (layerTypes[static_cast<std::size_t>(j)] == layerTypes[static_cast<std::size_t>(i)])
+            return j;
+    return -1;
+}
 
 TextConfig TextConfig::gemma3_12b()
 {
@@ -469,7 +536,10 @@ Result<TextConfig> parseTextConfig(const std::string& configJson, const std::str
 
 // ====================================================================== the model
 
-struct TextEncoder::Impl {
+namespace {
+
+// What the text encoder and the causal LM share: the config, the weights and the RoPE tables.
+struct Model {
     TextConfig config;
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;
@@ -478,9 +548,30 @@ struct TextEncoder::Impl {
     std::vector<Layer> layers;
     at::Tensor finalNorm;
     at::Tensor invFreqFull, invFreqSliding;  // float32 [its layers' head_dim / 2] on the device
+    // Per-layer embeddings (dense Gemma 4): the table in host memory, the projection and its norm.
+    Embedding perLayerEmbed;
+    nn::Linear perLayerModelProjection;
+    at::Tensor perLayerProjectionNorm;
+    std::vector<std::int64_t> generationEos;  // generation_config.json's eos_token_id, when given
 
     at::Tensor norm(const at::Tensor& x, const at::Tensor& scale) const { return gemmaNorm(x, scale, config.rmsNormEps, config.family); }
+    // Gemma3TextScaledWordEmbedding: rows * sqrt(hidden), the scale rounded to the model dtype.
+    at::Tensor embedTokens(const at::Tensor& ids) const;
+    // The ids as the embeddings see them: out-of-vocabulary image ids and Gemma 4's multimodal
+    // placeholders swapped, the range checked.
+    at::Tensor modelIds(const at::Tensor& inputIds) const;
+    // Gemma4TextModel.get_per_layer_inputs + project_per_layer_inputs: [B, T, layers, ple].
+    at::Tensor perLayerInputs(const at::Tensor& ids, const at::Tensor& embeds) const;
+    at::Tensor mlp(const Layer& l, const at::Tensor& x) const;
+};
 
+// The weights and config at `path` into m; causal: as a language model (dense Gemma 4 allowed,
+// the tied head needed), else as LTX's text encoder.
+Result<void> loadModel(Model& m, const fs::path& path, const TextEncoderLoadOptions& options, bool causal);
+
+}  // namespace
+
+struct TextEncoder::Impl : Model {
     at::Tensor run(const at::Tensor& inputIds, const at::Tensor& attentionMask, const std::stop_token& stop, bool& cancelled) const;
     at::Tensor attention(const Layer& layer, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& mask,
         const at::Tensor& rowHasKey) const;
@@ -506,6 +597,16 @@ c10::ScalarType TextEncoder::dtype() const
 
 Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoadOptions& options)
 {
+    auto impl = std::make_unique<Impl>();
+    if (auto loaded = loadModel(*impl, path, options, false); !loaded)
+        return loaded.error();
+    return TextEncoder(std::move(impl));
+}
+
+namespace {
+
+Result<void> loadModel(Model& m, const fs::path& path, const TextEncoderLoadOptions& options, bool causal)
+{
     if (auto bad = checkComputeDtype("Gemma", options.dtype); !bad)
         return bad.error();
     auto opened = tensorfile::ModelSource::open(path);
@@ -515,21 +616,23 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
     const std::string origin = path.string();
     // Which Gemma, before the weights are looked at, so errors name it: the given config, the
     // config.json the source carries, or the one Lightricks embeds in its single file.
-    const auto embedded = embeddedConfig(source);
-    const auto family = options.config ? options.config->family : familyOf(source, embedded);
+    const std::string component = causal ? "prompt_enhancer" : "text_encoder";
+    const auto embedded = embeddedConfig(source, component);
+    const auto family = options.config ? options.config->family : familyOf(source, embedded, component);
     const char* model = family == Family::Gemma4 ? "Gemma 4" : "Gemma 3";
 
-    nn::LanguageModelLayout layout{model, kLanguageModelPrefixes, kIgnoredPrefixes, [&](const std::map<std::string, Stored>& all) {
-                                       std::optional<Error> refused;
-                                       if (all.count("token_embd.weight") || std::any_of(all.begin(), all.end(), [](const auto& kv) {
-                                               return startsWith(kv.first, "blk.");
-                                           }))
-                                           refused = makeError(ErrorCode::Unsupported,
-                                               origin
-                                                   + ": uses llama.cpp's GGUF names (token_embd, blk.N.*), whose norms carry "
-                                                     "Gemma's +1 baked in; this version reads Gemma in transformers' layout only");
-                                       return refused;
-                                   }};
+    nn::LanguageModelLayout layout{model, kLanguageModelPrefixes, kIgnoredPrefixes,
+        [&](const std::map<std::string, Stored>& all) {
+            std::optional<Error> refused;
+            if (all.count("token_embd.weight")
+                || std::any_of(all.begin(), all.end(), [](const auto& kv) { return startsWith(kv.first, "blk."); }))
+                refused = makeError(ErrorCode::Unsupported,
+                    origin
+                        + ": uses llama.cpp's GGUF names (token_embd, blk.N.*), whose norms carry "
+                          "Gemma's +1 baked in; this version reads Gemma in transformers' layout only");
+            return refused;
+        },
+        component};
     auto found = nn::findLanguageModel(source, origin, layout);
     if (!found)
         return found.error();
@@ -562,12 +665,32 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
                       "shapes; put the model's config.json next to them or pass a config");
         config = twelveB;
     }
+    if (causal)
+        if (const auto it = source.generationConfigs.find(found->component); it != source.generationConfigs.end()) {
+            auto parsed = jsonutil::parseUntrusted(it->second, "generation_config.json");
+            if (!parsed)
+                return parsed.error();
+            if (parsed->is_object() && parsed->contains("eos_token_id")) {
+                const auto& e = (*parsed)["eos_token_id"];
+                for (const auto& id : e.is_array() ? e : json::array({e}))
+                    if (id.is_number_integer() && id.get<std::int64_t>() >= 0)
+                        m.generationEos.push_back(id.get<std::int64_t>());
+            }
+        }
     if (static_cast<std::int64_t>(config.layerTypes.size()) != config.layers)
         return makeError(ErrorCode::InvalidArgument,
             origin + ": the config lists " + std::to_string(config.layerTypes.size()) + " layer types for " + std::to_string(config.layers)
                 + " layers");
 
-    auto impl = std::make_unique<Impl>();
+    if (!causal && config.dense)
+        return makeError(ErrorCode::Unsupported,
+            origin
+                + ": is the dense Gemma 4 (a prompt enhancer such as gemma-4-E2B-it), not a text encoder; LTX-2.5 encodes with the "
+                  "unified Gemma 4 (model_type gemma4_unified)");
+    if (causal && !config.tieWordEmbeddings)
+        return makeError(ErrorCode::Unsupported,
+            origin + ": the LM head is not tied to the embeddings (tie_word_embeddings false); this version reads tied heads only");
+    Model* impl = &m;
     impl->config = config;
     impl->device = options.device;
     impl->dtype = options.dtype;
@@ -591,18 +714,34 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
             l.kvHeads = c.kvHeadsOf(type);
             l.valueIsKey = gemma4 && !l.sliding && c.fullKeyIsValue;
             const auto qd = c.heads * l.headDim, kvd = l.kvHeads * l.headDim;
+            l.kvSource = c.kvSourceOf(i);
+            const bool shared = l.kvSource != i;
             l.q = w.linear(p + "self_attn.q_proj", qd, d, c.attentionBias);
-            l.k = w.linear(p + "self_attn.k_proj", kvd, d, c.attentionBias);
-            if (!l.valueIsKey)
-                l.v = w.linear(p + "self_attn.v_proj", kvd, d, c.attentionBias);
+            if (!shared) {
+                l.k = w.linear(p + "self_attn.k_proj", kvd, d, c.attentionBias);
+                if (!l.valueIsKey)
+                    l.v = w.linear(p + "self_attn.v_proj", kvd, d, c.attentionBias);
+            } else {
+                // transformers builds none for a shared layer and ignores them in a file.
+                for (const char* unused : {"k_proj.weight", "v_proj.weight", "k_norm.weight", "k_proj.bias", "v_proj.bias"})
+                    if (w.has(p + "self_attn." + unused))
+                        (void)w.raw(p + "self_attn." + unused, {});
+            }
             l.o = w.linear(p + "self_attn.o_proj", d, qd, c.attentionBias);
             l.qNorm = w.norm(p + "self_attn.q_norm.weight", l.headDim);
-            l.kNorm = w.norm(p + "self_attn.k_norm.weight", l.headDim);
+            if (!shared)
+                l.kNorm = w.norm(p + "self_attn.k_norm.weight", l.headDim);
             if (gemma4)
                 l.scalar = w.dense(p + "layer_scalar", {1}, options.dtype);
-            l.gate = w.linear(p + "mlp.gate_proj", c.intermediateSize, d, false);
-            l.up = w.linear(p + "mlp.up_proj", c.intermediateSize, d, false);
-            l.down = w.linear(p + "mlp.down_proj", d, c.intermediateSize, false);
+            const auto width = c.intermediateSize * (shared && c.doubleWideMlp ? 2 : 1);
+            l.gate = w.linear(p + "mlp.gate_proj", width, d, false);
+            l.up = w.linear(p + "mlp.up_proj", width, d, false);
+            l.down = w.linear(p + "mlp.down_proj", d, width, false);
+            if (c.perLayerDim > 0) {
+                l.perLayerGate = w.linear(p + "per_layer_input_gate", c.perLayerDim, d, false);
+                l.perLayerProjection = w.linear(p + "per_layer_projection", d, c.perLayerDim, false);
+                l.postPerLayerNorm = w.norm(p + "post_per_layer_input_norm.weight", d);
+            }
             l.inputNorm = w.norm(p + "input_layernorm.weight", d);
             l.postAttentionNorm = w.norm(p + "post_attention_layernorm.weight", d);
             l.preFeedforwardNorm = w.norm(p + "pre_feedforward_layernorm.weight", d);
@@ -610,6 +749,19 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
             impl->layers.push_back(std::move(l));
         }
         impl->finalNorm = w.norm("norm.weight", d);
+        if (c.perLayerDim > 0) {
+            // Read one row per token: kept in host memory, where it does not compete with the
+            // model for device memory (E2B's table is 262144 x 35 x 256).
+            quant::LoadOptions host = lo;
+            host.device = c10::Device(c10::kCPU);
+            auto table = w.raw("embed_tokens_per_layer.weight", {c.perLayerVocab, c.layers * c.perLayerDim}, host);
+            if (table) {
+                if (auto set = impl->perLayerEmbed.set(std::move(*table), options.dtype, host.device); !set)
+                    return makeError(ErrorCode::InvalidFormat, origin + ": embed_tokens_per_layer: " + set.error().message);
+            }
+            impl->perLayerModelProjection = w.linear("per_layer_model_projection", c.layers * c.perLayerDim, d, false);
+            impl->perLayerProjectionNorm = w.norm("per_layer_projection_norm.weight", c.perLayerDim);
+        }
         if (auto done = w.finish(); !done)
             return done.error();
 
@@ -632,8 +784,53 @@ Result<TextEncoder> TextEncoder::load(const fs::path& path, const TextEncoderLoa
     } catch (const c10::Error& e) {
         return errorFromException(e, origin + ": loading " + model + " failed", ErrorCode::Internal);
     }
-    return TextEncoder(std::move(impl));
+    return {};
 }
+
+at::Tensor Model::modelIds(const at::Tensor& inputIds) const
+{
+    const auto& c = config;
+    auto ids = inputIds.to(device, at::kLong);
+    if (c.imageTokenId && *c.imageTokenId >= c.vocabSize)
+        ids = at::where(ids == *c.imageTokenId, at::zeros({}, ids.options()), ids);
+    for (const auto placeholder : c.placeholderIds)
+        ids = at::where(ids == placeholder, at::full({}, c.padTokenId, ids.options()), ids);
+    if (ids.numel() > 0) {
+        const auto lo = ids.min().item<std::int64_t>(), hi = ids.max().item<std::int64_t>();
+        TORCH_CHECK(lo >= 0 && hi < c.vocabSize, "token ids must lie in [0, ", c.vocabSize, "), got ", lo, "..", hi,
+            "; the tokenizer does not belong to this model");
+    }
+    return ids;
+}
+
+at::Tensor Model::embedTokens(const at::Tensor& ids) const
+{
+    const auto embedScale =
+        at::scalar_tensor(std::sqrt(static_cast<double>(config.hiddenSize)), at::TensorOptions().dtype(at::kFloat)).to(dtype).to(device);
+    return embed.lookup(ids, dtype).to(dtype) * embedScale;
+}
+
+at::Tensor Model::perLayerInputs(const at::Tensor& ids, const at::Tensor& embeds) const
+{
+    const auto& c = config;
+    const auto b = ids.size(0), t = ids.size(1);
+    TORCH_CHECK(ids.numel() == 0 || ids.max().item<std::int64_t>() < c.perLayerVocab, "token ids beyond the per-layer table's ",
+        c.perLayerVocab, " rows");
+    const auto scale =
+        at::scalar_tensor(std::sqrt(static_cast<double>(c.perLayerDim)), at::TensorOptions().dtype(at::kFloat)).to(dtype).to(device);
+    const auto identity = perLayerEmbed.lookup(ids.cpu(), dtype).to(device).to(dtype).view({b, t, c.layers, c.perLayerDim}) * scale;
+    auto context = perLayerModelProjection(embeds) * (1.0 / std::sqrt(static_cast<double>(c.hiddenSize)));
+    context = norm(context.view({b, t, c.layers, c.perLayerDim}), perLayerProjectionNorm);
+    return (context + identity) * (1.0 / std::sqrt(2.0));
+}
+
+at::Tensor Model::mlp(const Layer& l, const at::Tensor& x) const
+{
+    const auto gate = l.gate(x);
+    return l.down((config.geluTanh ? nn::geluTanh(gate) : at::gelu(gate)) * l.up(x));
+}
+
+}  // namespace
 
 at::Tensor TextEncoder::Impl::attention(const Layer& layer, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
     const at::Tensor& mask, const at::Tensor& rowHasKey) const
@@ -685,22 +882,9 @@ at::Tensor TextEncoder::Impl::run(
         inputIds.sizes());
     TORCH_CHECK(!at::isFloatingType(inputIds.scalar_type()), "input ids must be integers, got ", inputIds.scalar_type());
     const auto b = inputIds.size(0), t = inputIds.size(1);
-    auto ids = inputIds.to(device, at::kLong);
-    if (c.imageTokenId && *c.imageTokenId >= c.vocabSize)
-        ids = at::where(ids == *c.imageTokenId, at::zeros({}, ids.options()), ids);
-    for (const auto placeholder : c.placeholderIds)
-        ids = at::where(ids == placeholder, at::full({}, c.padTokenId, ids.options()), ids);
-    if (ids.numel() > 0) {
-        const auto lo = ids.min().item<std::int64_t>(), hi = ids.max().item<std::int64_t>();
-        TORCH_CHECK(lo >= 0 && hi < c.vocabSize, "token ids must lie in [0, ", c.vocabSize, "), got ", lo, "..", hi,
-            "; the tokenizer does not belong to this model");
-    }
+    const auto ids = modelIds(inputIds);
     const auto valid = attentionMask.to(device).to(at::kBool);
-
-    // Gemma3TextScaledWordEmbedding: rows * sqrt(hidden), the scale rounded to the model dtype.
-    const auto embedScale =
-        at::scalar_tensor(std::sqrt(static_cast<double>(c.hiddenSize)), at::TensorOptions().dtype(at::kFloat)).to(dtype).to(device);
-    auto h = embed.lookup(ids, dtype).to(dtype) * embedScale;
+    auto h = embedTokens(ids);
 
     auto out = at::empty({b, t, c.hiddenSize, c.layers + 1}, h.options());
     out.select(3, 0).copy_(h);
@@ -734,10 +918,7 @@ at::Tensor TextEncoder::Impl::run(
         a = l.sliding ? attention(l, a, cosSliding, sinSliding, slidingMask, slidingRows)
                       : attention(l, a, cosFull, sinFull, fullMask, fullRows);
         h = h + norm(a, l.postAttentionNorm);
-        auto f = norm(h, l.preFeedforwardNorm);
-        const auto gate = l.gate(f);
-        f = l.down((c.geluTanh ? nn::geluTanh(gate) : at::gelu(gate)) * l.up(f));
-        h = h + norm(f, l.postFeedforwardNorm);
+        h = h + norm(mlp(l, norm(h, l.preFeedforwardNorm)), l.postFeedforwardNorm);
         if (l.scalar.defined())
             h = h * l.scalar;
         if (i + 1 < layers.size())
@@ -791,6 +972,237 @@ std::map<std::string, std::int64_t> TextEncoder::bytesByRepresentation() const
     }
     out["dense"] += bytesOf(m.finalNorm);
     return out;
+}
+
+// ====================================================================== the causal LM
+
+std::vector<std::int64_t> noRepeatNgramBans(const std::vector<std::int64_t>& sequence, int n)
+{
+    std::vector<std::int64_t> banned;
+    const auto len = static_cast<std::int64_t>(sequence.size());
+    if (n < 1 || len + 1 < n)
+        return banned;
+    const auto tail = len - (n - 1);
+    for (std::int64_t i = 0; i + n <= len; ++i) {
+        bool same = true;
+        for (int j = 0; j < n - 1 && same; ++j)
+            same = sequence[static_cast<std::size_t>(i + j)] == sequence[static_cast<std::size_t>(tail + j)];
+        if (same)
+            banned.push_back(sequence[static_cast<std::size_t>(i + n - 1)]);
+    }
+    std::sort(banned.begin(), banned.end());
+    banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
+    return banned;
+}
+
+struct CausalLm::Impl : Model {
+    nn::Linear head;  // the embedding table, tied
+    std::vector<std::int64_t> eos;
+
+    // Keys and values of every layer that makes its own, [1, kv heads, capacity, head_dim], and
+    // which of the capacity's positions may be attended to (left padding may not).
+    struct Cache {
+        std::vector<at::Tensor> k, v;
+        at::Tensor keyValid;  // bool [capacity]
+        std::int64_t length = 0;
+    };
+    // New tokens (model ids [1, t]) at RoPE positions [1, t] after cache.length cached ones:
+    // the caches extended, the final-norm hidden state of the last token returned [1, hidden].
+    at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions, Cache& cache) const;
+    at::Tensor logits(const at::Tensor& hidden) const;
+};
+
+at::Tensor CausalLm::Impl::forward(const at::Tensor& ids, const at::Tensor& positions, Cache& cache) const
+{
+    const auto& c = config;
+    const auto past = cache.length, t = ids.size(1), total = past + t;
+    TORCH_CHECK(total <= cache.keyValid.size(0), "the key/value cache holds ", cache.keyValid.size(0), " positions, ", total, " asked");
+    auto h = embedTokens(ids);
+    const auto ple = c.perLayerDim > 0 ? perLayerInputs(ids, h) : at::Tensor();
+
+    // Causal order and the sliding window go by index in the padded sequence (transformers'
+    // masks over cache positions); RoPE by the real-token positions.
+    const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
+    const auto q = at::arange(past, total, opts).view({t, 1});
+    const auto k = at::arange(0, total, opts).view({1, total});
+    const auto causal = (k <= q).logical_and(cache.keyValid.narrow(0, 0, total).view({1, total}));
+    const auto fullMask = causal.view({1, 1, t, total});
+    const auto slidingMask = causal.logical_and(k > q - c.slidingWindow).view({1, 1, t, total});
+    const auto fullRows = fullMask.any(-1, true), slidingRows = slidingMask.any(-1, true);
+    auto rope = [&](const at::Tensor& invFreq) {
+        const auto freqs = positions.to(device).to(at::kFloat).view({1, t, 1}) * invFreq.view({1, 1, -1});
+        const auto emb = at::cat({freqs, freqs}, -1);
+        return std::make_pair(emb.cos().to(dtype).unsqueeze(1), emb.sin().to(dtype).unsqueeze(1));
+    };
+    const auto [cosFull, sinFull] = rope(invFreqFull);
+    const auto [cosSliding, sinSliding] = rope(invFreqSliding);
+    const double scale = c.family == Family::Gemma4 ? 1.0 : 1.0 / std::sqrt(c.queryPreAttnScalar);
+
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        const auto& l = layers[i];
+        const auto& cos = l.sliding ? cosSliding : cosFull;
+        const auto& sin = l.sliding ? sinSliding : sinFull;
+        const auto& mask = l.sliding ? slidingMask : fullMask;
+        const auto hd = l.headDim;
+        const auto x = norm(h, l.inputNorm);
+        auto query = norm(l.q(x).view({1, t, c.heads, hd}).transpose(1, 2), l.qNorm);
+        query = query * cos + rotateHalf(query) * sin;
+        if (l.kvSource == static_cast<std::int64_t>(i)) {
+            const auto rawKey = l.k(x).view({1, t, l.kvHeads, hd}).transpose(1, 2);
+            auto value = l.valueIsKey ? rawKey : l.v(x).view({1, t, l.kvHeads, hd}).transpose(1, 2);
+            if (c.family == Family::Gemma4)
+                value = norm(value, at::Tensor());
+            auto key = norm(rawKey, l.kNorm);
+            key = key * cos + rotateHalf(key) * sin;
+            cache.k[i].narrow(2, past, t).copy_(key);
+            cache.v[i].narrow(2, past, t).copy_(value);
+        }
+        const auto src = static_cast<std::size_t>(l.kvSource);
+        const auto keys = repeatKv(cache.k[src].narrow(2, 0, total), c.heads / l.kvHeads);
+        const auto values = repeatKv(cache.v[src].narrow(2, 0, total), c.heads / l.kvHeads);
+        auto out = at::scaled_dot_product_attention(query, keys, values, mask, 0.0, false, scale);
+        // A left-padded query sees no key: 0, not the NaN an all-masked softmax may give, since
+        // its keys and values are cached (masked) and must stay finite.
+        out = at::where(l.sliding ? slidingRows : fullRows, out, at::zeros({}, out.options()));
+        h = h + norm(l.o(out.transpose(1, 2).reshape({1, t, c.heads * hd})), l.postAttentionNorm);
+        h = h + norm(mlp(l, norm(h, l.preFeedforwardNorm)), l.postFeedforwardNorm);
+        if (ple.defined()) {
+            const auto gate = l.perLayerGate(h);
+            const auto mixed = (c.geluTanh ? nn::geluTanh(gate) : at::gelu(gate)) * ple.select(2, static_cast<std::int64_t>(i));
+            h = h + norm(l.perLayerProjection(mixed), l.postPerLayerNorm);
+        }
+        if (l.scalar.defined())
+            h = h * l.scalar;
+    }
+    cache.length = total;
+    return norm(h.select(1, t - 1), finalNorm);
+}
+
+at::Tensor CausalLm::Impl::logits(const at::Tensor& hidden) const
+{
+    auto out = head(hidden);
+    if (config.finalLogitSoftcap)
+        out = at::tanh(out / *config.finalLogitSoftcap) * *config.finalLogitSoftcap;
+    return out.to(at::kFloat).view({-1});
+}
+
+CausalLm::CausalLm(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+CausalLm::~CausalLm() = default;
+CausalLm::CausalLm(CausalLm&&) noexcept = default;
+CausalLm& CausalLm::operator=(CausalLm&&) noexcept = default;
+
+const TextConfig& CausalLm::config() const
+{
+    return m_impl->config;
+}
+const std::vector<std::int64_t>& CausalLm::eosIds() const
+{
+    return m_impl->eos;
+}
+
+Result<CausalLm> CausalLm::load(const fs::path& path, const TextEncoderLoadOptions& options)
+{
+    auto impl = std::make_unique<Impl>();
+    if (auto loaded = loadModel(*impl, path, options, true); !loaded)
+        return loaded.error();
+    impl->head.name = "lm_head (tied to embed_tokens)";
+    impl->head.weight = impl->embed.table.defined() ? quant::QuantizedWeight::dense(impl->embed.table) : impl->embed.weight;
+    impl->eos = impl->generationEos.empty() ? impl->config.eosIds : impl->generationEos;
+    if (impl->eos.empty())
+        return makeError(ErrorCode::InvalidFormat,
+            path.string() + ": neither generation_config.json nor config.json names an end-of-sequence token (eos_token_id)");
+    return CausalLm(std::move(impl));
+}
+
+Result<Generation> CausalLm::generate(
+    const at::Tensor& inputIds, const at::Tensor& attentionMask, const GenerateOptions& options, std::stop_token stop) const
+{
+    const auto& m = *m_impl;
+    const auto& c = m.config;
+    try {
+        TORCH_CHECK(inputIds.dim() == 2 && inputIds.size(0) == 1 && inputIds.size(1) > 0, "generation takes one prompt [1, T], got ",
+            inputIds.sizes());
+        TORCH_CHECK(attentionMask.sizes() == inputIds.sizes(), "the attention mask ", attentionMask.sizes(), " does not match the ids ",
+            inputIds.sizes());
+        TORCH_CHECK(
+            options.maxNewTokens > 0 && options.maxNewTokens <= 1 << 16, "max new tokens must lie in 1..65536, got ", options.maxNewTokens);
+        const auto mask = attentionMask.to(at::kCPU, at::kLong).contiguous();
+        TORCH_CHECK(mask[0][-1].item<std::int64_t>() == 1, "the prompt's last token is padding; pad on the left");
+        const auto t = inputIds.size(1);
+        const auto capacity = t + options.maxNewTokens;
+
+        Impl::Cache cache;
+        cache.k.resize(m.layers.size());
+        cache.v.resize(m.layers.size());
+        for (std::size_t i = 0; i < m.layers.size(); ++i)
+            if (m.layers[i].kvSource == static_cast<std::int64_t>(i)) {
+                const auto& l = m.layers[i];
+                cache.k[i] = at::zeros({1, l.kvHeads, capacity, l.headDim}, at::TensorOptions().dtype(m.dtype).device(m.device));
+                cache.v[i] = at::zeros_like(cache.k[i]);
+            }
+        cache.keyValid = at::cat({mask[0].to(at::kBool), at::ones({options.maxNewTokens}, at::kBool)}).to(m.device);
+
+        // GenerationMixin._prepare_position_ids_for_generation: real tokens count from 0.
+        const auto positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0);
+        auto lastPosition = positions[0][-1].item<std::int64_t>();
+        std::vector<std::int64_t> sequence(inputIds.to(at::kCPU, at::kLong).contiguous().data_ptr<std::int64_t>(),
+            inputIds.to(at::kCPU, at::kLong).contiguous().data_ptr<std::int64_t>() + t);
+        const auto& eos = options.eosIds.empty() ? m.eos : options.eosIds;
+
+        Generation out;
+        std::vector<at::Tensor> steps;
+        auto hidden = m.forward(m.modelIds(inputIds), positions, cache);
+        for (int step = 0; step < options.maxNewTokens; ++step) {
+            if (stop.stop_requested())
+                return makeError(ErrorCode::Cancelled, std::string(c.familyName()) + " generation was cancelled");
+            auto scores = m.logits(hidden);
+            steps.push_back(scores.cpu());
+            if (options.noRepeatNgram > 0)
+                for (const auto banned : noRepeatNgramBans(sequence, options.noRepeatNgram))
+                    if (banned >= 0 && banned < scores.size(0))
+                        scores[banned] = -std::numeric_limits<float>::infinity();
+            const auto next = scores.argmax().item<std::int64_t>();
+            out.ids.push_back(next);
+            sequence.push_back(next);
+            if (options.progress)
+                options.progress(step + 1, options.maxNewTokens);
+            if (std::find(eos.begin(), eos.end(), next) != eos.end()) {
+                out.stoppedAtEos = true;
+                break;
+            }
+            if (step + 1 == options.maxNewTokens)
+                break;
+            hidden = m.forward(m.modelIds(at::full({1, 1}, next, at::kLong)), at::full({1, 1}, ++lastPosition, at::kLong), cache);
+        }
+        out.logits = at::stack(steps);
+        return out;
+    } catch (const nn::ForwardError& e) {
+        return makeError(e.code, m.origin + ": " + c.familyName() + ": " + e.what());
+    } catch (const c10::Error& e) {
+        return errorFromException(e, m.origin + ": " + c.familyName() + " generation");
+    }
+}
+
+std::int64_t CausalLm::residentBytes() const
+{
+    const auto& m = *m_impl;
+    std::int64_t n = m.embed.residentBytes() + bytesOf(m.finalNorm) + bytesOf(m.perLayerProjectionNorm);
+    if (m.perLayerModelProjection.defined())
+        n += m.perLayerModelProjection.residentBytes();
+    for (const auto& l : m.layers) {
+        for (const auto* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down, &l.perLayerGate, &l.perLayerProjection})
+            if (lin->defined())
+                n += lin->residentBytes();
+        for (const auto* t : {&l.inputNorm, &l.postAttentionNorm, &l.preFeedforwardNorm, &l.postFeedforwardNorm, &l.qNorm, &l.kNorm,
+                 &l.scalar, &l.postPerLayerNorm})
+            n += bytesOf(*t);
+    }
+    return n;
+}
+
+std::int64_t CausalLm::hostBytes() const
+{
+    return m_impl->perLayerEmbed.residentBytes();
 }
 
 bool isUnusedByTextEncoder(const std::string& name)

@@ -25,6 +25,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -79,9 +80,24 @@ struct TextConfig {
     std::vector<std::int64_t> placeholderIds;
     std::int64_t padTokenId = 0;
 
+    // Gemma 4's dense models (Gemma4TextConfig: gemma-4-E2B-it, LTX-2.5's prompt enhancer), read
+    // only as a causal language model: per-layer embeddings (PLE) of perLayerDim values per
+    // layer (0: none) from a table of perLayerVocab rows plus a projection of the embeddings;
+    // the last kvSharedLayers layers reuse the keys and values of the last earlier layer of
+    // their type and, with doubleWideMlp, have twice as wide an MLP; logits soft-capped.
+    bool dense = false;
+    std::int64_t perLayerDim = 0, perLayerVocab = 0, kvSharedLayers = 0;
+    bool doubleWideMlp = false;
+    std::optional<double> finalLogitSoftcap;
+    bool tieWordEmbeddings = true;
+    std::vector<std::int64_t> eosIds;  // the config's eos_token_id (one or a list)
+
     std::int64_t headDimOf(LayerType t) const { return t == LayerType::Full && fullHeadDim > 0 ? fullHeadDim : headDim; }
     std::int64_t kvHeadsOf(LayerType t) const { return t == LayerType::Full && fullKvHeads > 0 ? fullKvHeads : kvHeads; }
     const char* familyName() const { return family == Family::Gemma4 ? "Gemma 4" : "Gemma 3"; }
+    // The layer whose keys and values layer i attends with: i itself, or under key/value
+    // sharing the last layer of its type before the shared ones.
+    std::int64_t kvSourceOf(std::int64_t i) const;
 
     // LTX-2's text encoder, google/gemma-3-12b-it(-qat-q4_0-unquantized) (ltx-core
     // text_encoders/gemma/config.py): used when a weights file comes without config.json.
@@ -133,6 +149,55 @@ public:
 private:
     struct Impl;
     explicit TextEncoder(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+// transformers' NoRepeatNGramLogitsProcessor for one sequence: the tokens that would complete
+// an n-gram `sequence` already holds (those that followed an earlier occurrence of its last
+// n - 1 tokens). Empty while the sequence is shorter than n - 1 tokens or n < 1.
+std::vector<std::int64_t> noRepeatNgramBans(const std::vector<std::int64_t>& sequence, int n);
+
+struct GenerateOptions {
+    int maxNewTokens = 600;
+    int noRepeatNgram = 0;  // 0: off
+    std::vector<std::int64_t> eosIds;  // empty: the model's (generation_config.json, else config.json)
+    std::function<void(int done, int total)> progress;  // after every new token
+};
+
+struct Generation {
+    std::vector<std::int64_t> ids;  // the new tokens, the EOS that stopped them included
+    at::Tensor logits;  // float32 [new tokens, vocab]: each step's soft-capped logits, before the n-gram rule
+    bool stoppedAtEos = false;
+};
+
+// A Gemma 3 or Gemma 4 language model with its (tied) LM head, generating greedily with a
+// key/value cache: what transformers' generate(do_sample=False, no_repeat_ngram_size=n) does
+// for one left-padded prompt (positions count real tokens only; the sliding window and the
+// causal order go by index in the padded sequence). Loads a Gemma4ForConditionalGeneration /
+// Gemma3ForConditionalGeneration folder (its towers ignored), a diffusers pipeline's
+// `prompt_enhancer` component, or one weights file with config.json beside it. The per-layer
+// embedding table stays in host memory (it is read one row per token and is, for E2B, almost
+// half the model).
+class CausalLm {
+public:
+    ~CausalLm();
+    CausalLm(CausalLm&&) noexcept;
+    CausalLm& operator=(CausalLm&&) noexcept;
+
+    static Result<CausalLm> load(const std::filesystem::path& path, const TextEncoderLoadOptions& options = {});
+
+    // inputIds, attentionMask: [1, T] (mask 0 = left padding). Cancelled between tokens.
+    Result<Generation> generate(
+        const at::Tensor& inputIds, const at::Tensor& attentionMask, const GenerateOptions& options, std::stop_token stop = {}) const;
+
+    const TextConfig& config() const;
+    const std::vector<std::int64_t>& eosIds() const;
+    std::int64_t residentBytes() const;  // on the device; the per-layer table is counted apart
+    std::int64_t hostBytes() const;
+
+private:
+    struct Impl;
+    explicit CausalLm(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> m_impl;
 };
 

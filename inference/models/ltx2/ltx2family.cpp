@@ -6,6 +6,7 @@
 #include "inference/models/ltx2/ltx2audioprep.h"
 #include "inference/models/ltx2/ltx2diffusiondecoder.h"
 #include "inference/models/ltx2/ltx2durationhead.h"
+#include "inference/models/ltx2/ltx2promptenhancer.h"
 #include "inference/models/ltx2/ltx2pipeline.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2videovae.h"
@@ -284,6 +285,7 @@ pipelines::Ltx2PipelineOptions pipelineOptions(const LoadPlan& plan, c10::Device
     o.offloadTransformerBlocks = placement == Placement::OffloadTransformerBlocks;
     o.spatialUpsamplerPath = upsamplerOf(plan);
     o.temporalUpsamplerPath = temporalUpsamplerOf(plan);
+    o.promptEnhancerPath = plan.promptEnhancerPath;
     return o;
 }
 
@@ -291,6 +293,7 @@ Phase phaseOf(pipelines::Ltx2Phase p)
 {
     using P = pipelines::Ltx2Phase;
     switch (p) {
+    case P::EnhancePrompt: return Phase::EnhancePrompt;
     case P::LoadText: return Phase::LoadTextEncoder;
     case P::Encode: return Phase::EncodePrompt;
     case P::LoadTransformer: return Phase::LoadTransformer;
@@ -465,6 +468,7 @@ public:
         hq.knobs = {{stgScaleKnob().id, 0.0}, {audioStgScaleKnob().id, 0.0}, {audioRescaleKnob().id, 1.0}};
         r.presets = {hq};
         r.autoLength = true;
+        r.promptEnhancer = true;
         r.audioInput = true;
         r.retake = true;
         r.references = true;
@@ -641,6 +645,11 @@ public:
     {
         // Headers only, read once: the version, and for a length left on auto the duration head
         // (refused before anything loads).
+        if (request.enhancePrompt && !plan.promptEnhancerPath
+            && std::none_of(plan.modelPaths.begin(), plan.modelPaths.end(), [](const auto& p) { return ltx2::PromptEnhancer::present(p); }))
+            return makeError(ErrorCode::InvalidArgument,
+                "this model has no prompt enhancer (LTX-2.5's diffusers folder ships one in prompt_enhancer/; or give a Gemma 4 "
+                "instruct model such as gemma-4-E2B-it as the enhancer); generate with the prompt as written");
         auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
         if (weights && request.frames == 0)
             if (const auto problem = ltx2::durationHeadProblem(*weights); !problem.empty())
@@ -650,6 +659,8 @@ public:
         const auto transformer =
             weights ? ltx2::resolveTransformerConfig(*weights, std::nullopt) : Result<ltx2::TransformerConfig>(weights.error());
         auto out = stagesFor(plan, request, transformer && transformer->keyframesAbsPosEmbedding);
+        if (out && request.enhancePrompt)
+            out->reason += "; the prompt enhancer rewrites the prompt first";
         if (out && weights) {
             auto decoder = decoderNote(*weights, request);
             if (!decoder)
@@ -995,6 +1006,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
     req.stepCacheMaxConsecutive = cacheSettings.maxConsecutive;
     req.prompt = r.prompt;
     req.negativePrompt = r.negativePrompt;
+    req.enhancePrompt = r.enhancePrompt;
     req.width = r.width;
     req.height = r.height;
     req.frames = r.frames;
@@ -1174,6 +1186,11 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         if (out->videoDecoder == "diffusion")
             v.stages.reason += "; decoded by the diffusion video decoder";
         v.stages.reason += guidanceNote(out->guidance);
+        if (!out->enhancedPrompt.empty()) {
+            v.enhancedPrompt = out->enhancedPrompt;
+            v.stages.reason += "; the prompt enhancer rewrote the prompt (" + std::to_string(out->enhancerTokens) + " tokens"
+                + (out->enhancerCut ? ", cut at the limit" : "") + (out->enhancerNote.empty() ? "" : "; " + out->enhancerNote) + ")";
+        }
         if (out->predictedSeconds) {
             // The length the prompt asked for, said where the path is.
             v.predictedSeconds = out->predictedSeconds;

@@ -11,6 +11,7 @@
 #include "inference/models/ltx2/ltx2connectors.h"
 #include "inference/models/ltx2/ltx2diffusiondecoder.h"
 #include "inference/models/ltx2/ltx2durationhead.h"
+#include "inference/models/ltx2/ltx2promptenhancer.h"
 #include "inference/models/ltx2/ltx2graphs.h"
 #include "inference/models/ltx2/ltx2transformer.h"
 #include "inference/models/ltx2/ltx2upsampler.h"
@@ -144,6 +145,7 @@ Result<text::Tokenizer> tokenizerFromGemmaFile(const std::filesystem::path& file
 const char* phaseName(Ltx2Phase phase)
 {
     switch (phase) {
+    case Ltx2Phase::EnhancePrompt: return "enhance prompt";
     case Ltx2Phase::LoadText: return "load text encoder";
     case Ltx2Phase::Encode: return "encode prompt";
     case Ltx2Phase::LoadTransformer: return "load transformer";
@@ -185,6 +187,7 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::LatentUpsampler> upsampler;  // loaded with the rest when a path is set
     std::optional<ltx2::LatentUpsampler> temporalUpsampler;  // likewise
     std::optional<ltx2::DurationHead> durationHead;  // loaded with the rest where the files have one
+    std::optional<std::filesystem::path> enhancerPath;  // the prompt enhancer, where there is one (loaded per request)
     // Why a length cannot be left on auto (no head, or a broken one); empty when it can.
     std::string noDurationHead;
     // What open() found questionable but not wrong (also logged).
@@ -197,6 +200,9 @@ struct Ltx2Pipeline::Impl {
     std::vector<lora::Target> loraTargets() const;
     std::vector<Ltx2LoraOutcome> applyLoras(const std::vector<Ltx2Lora>& loras);
     Ltx2Output run(const Ltx2Request& request, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop);
+    // The request's prompt through the prompt enhancer (loaded for it, freed after).
+    ltx2::EnhancedPrompt enhancePrompt(
+        const Ltx2Request& req, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop);
     void loadText(const std::function<void(const Ltx2Progress&)>& progress);
     void loadTransformer(const std::function<void(const Ltx2Progress&)>& progress);
     void loadDecoders(const std::function<void(const Ltx2Progress&)>& progress);
@@ -856,6 +862,11 @@ bool Ltx2Pipeline::hasDurationHead() const
     return m_impl->noDurationHead.empty();
 }
 
+bool Ltx2Pipeline::hasPromptEnhancer() const
+{
+    return m_impl->enhancerPath.has_value();
+}
+
 std::string Ltx2Pipeline::version() const
 {
     return m_impl->transformerConfig.version();
@@ -1125,6 +1136,23 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
     impl->audioConfig = *audio;
     // The duration head is optional: without it (or with a broken one) only a given length runs.
     impl->noDurationHead = ltx2::durationHeadProblem(w);
+    // So is the prompt enhancer: the one given, else a diffusers folder's prompt_enhancer/.
+    if (options.promptEnhancerPath) {
+        std::error_code ec;
+        if (!ltx2::PromptEnhancer::present(*options.promptEnhancerPath)
+            && !std::filesystem::is_regular_file(*options.promptEnhancerPath / "config.json", ec))
+            return makeError(ErrorCode::NotFound,
+                options.promptEnhancerPath->string()
+                    + ": is not a prompt enhancer (a diffusers folder with prompt_enhancer/, or a Gemma 4 instruct model folder with "
+                      "config.json and tokenizer.json)");
+        impl->enhancerPath = *options.promptEnhancerPath;
+    } else {
+        for (const auto& p : options.modelPaths)
+            if (ltx2::PromptEnhancer::present(p)) {
+                impl->enhancerPath = p;
+                break;
+            }
+    }
     return Ltx2Pipeline(std::move(impl));
 }
 
@@ -2940,10 +2968,55 @@ void Ltx2Pipeline::Impl::decodeAudio(Run& run, const Pass& pass)
     run.timed("vocoder", start);
 }
 
-Ltx2Output Ltx2Pipeline::Impl::run(const Ltx2Request& asked, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
+ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
+    const Ltx2Request& req, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
 {
-    checkRequest(asked);
+    if (!enhancerPath)
+        throw makeError(ErrorCode::InvalidArgument,
+            "this model has no prompt enhancer (a diffusers LTX-2.5 folder's prompt_enhancer/, or a Gemma 4 instruct model given "
+            "as the enhancer); generate with the prompt as written");
+    if (progress)
+        progress({Ltx2Phase::EnhancePrompt, 0, req.enhancerMaxTokens, {}});
+    // The enhancer runs before the text encoder, on its device, and is gone before the encoder loads.
+    auto enhancer = take(ltx2::PromptEnhancer::load(*enhancerPath, onDevice<gemma3::TextEncoderLoadOptions>(textDevice(), options.dtype)));
+    ltx2::EnhanceOptions o;
+    o.systemPrompt = req.enhancerSystemPrompt;
+    o.maxNewTokens = req.enhancerMaxTokens;
+    o.progress = [&](int done, int total) {
+        if (progress)
+            progress({Ltx2Phase::EnhancePrompt, done, total, {}});
+    };
+    auto out = take(enhancer.enhance(text::stripPythonWhitespace(req.prompt), o, stop));
+    return out;
+}
+
+Ltx2Output Ltx2Pipeline::Impl::run(
+    const Ltx2Request& original, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
+{
+    checkRequest(original);
+    std::optional<Ltx2Request> rewritten;
+    std::optional<ltx2::EnhancedPrompt> enhanced;
+    double enhanceSeconds = 0;
+    if (original.enhancePrompt) {
+        const auto start = Clock::now();
+        enhanced = enhancePrompt(original, progress, stop);
+        if (stop.stop_requested())
+            throw Cancelled{};
+        rewritten = original;
+        rewritten->prompt = enhanced->prompt;
+        rewritten->enhancePrompt = false;
+        enhanceSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    const auto& asked = rewritten ? *rewritten : original;
     Run prompted{asked, progress, stop, {}, asked.frames, asked.fps};
+    if (enhanced) {
+        prompted.out.enhancedPrompt = enhanced->prompt;
+        prompted.out.enhancerTokens = enhanced->tokens;
+        prompted.out.enhancerCut = !enhanced->stoppedAtEos;
+        prompted.out.secondsPerPhase["enhance prompt"] = enhanceSeconds;
+        if (!asked.conditions.empty())
+            prompted.out.enhancerNote = "the enhancer read the prompt alone, not the conditioning images";
+    }
     const auto ctx = encodePrompt(prompted);
     // A length left on auto: the duration head reads it from the prompt's connector outputs (the
     // positive prompt's, the last under guidance), then the request runs as if it had been given.

@@ -56,6 +56,11 @@ struct Ltx2PipelineOptions {
     // The latent temporal x2 upsampler of LTX-2.5's temporal refine rounds (same layouts);
     // checked by open(), loaded by load() and needed only by a request with rounds.
     std::optional<std::filesystem::path> temporalUpsamplerPath;
+    // LTX-2.5's prompt enhancer (ltx2::PromptEnhancer: a diffusers folder with
+    // prompt_enhancer/, or a Gemma 4 instruct model folder); default: the diffusers folder's,
+    // where it has one. Loaded only for a request that asks, on the text encoder's device, and
+    // freed after it answers.
+    std::optional<std::filesystem::path> promptEnhancerPath;
 };
 
 // What each component holds as stored, read from headers before anything loads.
@@ -204,6 +209,11 @@ enum class Ltx2Sampler { Euler, Res2s };
 struct Ltx2Request {
     std::string prompt;
     std::string negativePrompt;
+    // The prompt rewritten by the model's prompt enhancer before it is encoded (see
+    // ltx2::PromptEnhancer; the output says what it wrote); an error where the files have none.
+    bool enhancePrompt = false;
+    std::string enhancerSystemPrompt;  // empty: Vireo's own
+    int enhancerMaxTokens = 600;
     // frames 0: "auto", the length LTX-2.5's duration head reads from the prompt (1 to 20 s at
     // fps, on the 8k + 1 grid); only a model with a duration head, and only first-frame conditions.
     std::int64_t width = 768, height = 512, frames = 121;
@@ -338,6 +348,7 @@ bool stgRuns(const Ltx2Request& req, const ltx2::TransformerConfig& config);
 std::string describeGuidance(const Ltx2Request& req, const ltx2::TransformerConfig& config);
 
 enum class Ltx2Phase {
+    EnhancePrompt,  // the prompt enhancer loads, then writes (done/total: tokens)
     LoadText,
     Encode,
     LoadTransformer,
@@ -395,6 +406,12 @@ struct Ltx2Output {
     // A length left on auto: the duration head's seconds, the frames made of them, and whether
     // the prediction was outside the 1-20 s the length is held to.
     std::optional<double> predictedSeconds;
+    // The prompt the enhancer wrote (empty: not asked), its tokens, whether it was cut at the
+    // token limit, and what it could not read (an image condition: it reads the prompt alone).
+    std::string enhancedPrompt;
+    int enhancerTokens = 0;
+    bool enhancerCut = false;
+    std::string enhancerNote;
     std::int64_t predictedFrames = 0;
     bool predictionClamped = false;
     // Temporal refine rounds: each round's canvas (normalized [1, C, F, H, W]), its carried
@@ -450,6 +467,8 @@ public:
     // Whether the files hold a duration head (frames 0 picks the length from the prompt), and
     // why not when they hold a broken one.
     bool hasDurationHead() const;
+    // Whether a prompt enhancer is at hand (the options' path, or the diffusers folder's).
+    bool hasPromptEnhancer() const;
     // Which video decoders the files carry: the VAE's (convolutional) one, LTX-2.5's diffusion one.
     bool hasVaeDecoder() const;
     bool hasDiffusionDecoder() const;

@@ -17,9 +17,9 @@ Result<LanguageModelWeights> findLanguageModel(
     if (source.kind != tensorfile::SourceKind::DiffusersPipeline) {
         const bool top =
             std::any_of(source.checkpoints.begin(), source.checkpoints.end(), [](const auto& c) { return c.component.empty(); });
-        found.component = top ? "" : "text_encoder";
+        found.component = top ? "" : layout.component;
     } else {
-        found.component = "text_encoder";
+        found.component = layout.component;
     }
     std::map<std::string, StoredTensor> all;
     for (const auto& cp : source.checkpoints)
@@ -31,7 +31,7 @@ Result<LanguageModelWeights> findLanguageModel(
             origin
                 + (found.component.empty()
                         ? ": holds no weights"
-                        : ": has no text_encoder weights; point at the " + layout.model + " text encoder folder or file"));
+                        : ": has no " + layout.component + " weights; point at the " + layout.model + " folder or file"));
     if (layout.reject)
         if (auto refused = layout.reject(all))
             return *refused;
@@ -116,13 +116,19 @@ std::optional<std::vector<std::int64_t>> StrictWeights::storedShape(const std::s
 
 std::optional<quant::QuantizedWeight> StrictWeights::raw(const std::string& name, const std::vector<std::int64_t>& shape)
 {
+    return raw(name, shape, m_options);
+}
+
+std::optional<quant::QuantizedWeight> StrictWeights::raw(
+    const std::string& name, const std::vector<std::int64_t>& shape, const quant::LoadOptions& options)
+{
     const auto it = m_index.find(name);
     if (it == m_index.end()) {
         m_missing.push_back(name);
         return std::nullopt;
     }
     m_taken.insert(name);
-    auto w = quant::loadWeight(*it->second.checkpoint, it->second.name, m_options);
+    auto w = quant::loadWeight(*it->second.checkpoint, it->second.name, options);
     if (!w) {
         m_failed.push_back(it->second.name + ": " + w.error().message);
         return std::nullopt;

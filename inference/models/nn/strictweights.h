@@ -46,6 +46,9 @@ public:
     std::optional<std::vector<std::int64_t>> storedShape(const std::string& name) const;
     // As stored; shape checked when given (empty: any 2-D or other shape accepted).
     std::optional<quant::QuantizedWeight> raw(const std::string& name, const std::vector<std::int64_t>& shape);
+    // The same loaded under other options (a table kept in host memory).
+    std::optional<quant::QuantizedWeight> raw(
+        const std::string& name, const std::vector<std::int64_t>& shape, const quant::LoadOptions& options);
     // Dense weights in the compute dtype on the device; quantized ones as stored.
     quant::QuantizedWeight weight(const std::string& name, const std::vector<std::int64_t>& shape);
     Linear linear(const std::string& name, std::int64_t out, std::int64_t in, bool bias);
@@ -82,6 +85,7 @@ struct LanguageModelLayout {
     std::vector<std::string> ignored;  // parts a text encoder does not run (vision tower, projector, LM head)
     // Checks every stored name before the search (a naming scheme this version does not read).
     std::function<std::optional<Error>(const std::map<std::string, StoredTensor>& all)> reject;
+    std::string component = "text_encoder";  // the diffusers component that holds it
 };
 Result<LanguageModelWeights> findLanguageModel(
     const tensorfile::ModelSource& source, const std::string& origin, const LanguageModelLayout& layout);

@@ -1,0 +1,183 @@
+#include "inference/models/ltx2/ltx2promptenhancer.h"
+
+#include "inference/text/unicode.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <system_error>
+#include <utility>
+
+namespace vireo::ltx2 {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool isFile(const fs::path& p)
+{
+    std::error_code ec;
+    return fs::is_regular_file(p, ec);
+}
+
+// Where the model is and where its tokenizer is, for a pipeline folder or a model folder.
+std::pair<fs::path, fs::path> locate(const fs::path& path)
+{
+    if (isFile(path / "prompt_enhancer" / "config.json")) {
+        for (const char* folder : {"processor", "prompt_enhancer", "tokenizer"})
+            if (isFile(path / folder / "tokenizer.json"))
+                return {path / "prompt_enhancer", path / folder};
+        return {path / "prompt_enhancer", path / "processor"};
+    }
+    return {path, path};
+}
+
+// The characters ltx-core's clean_response maps (str.maketrans over these pairs).
+constexpr std::pair<char32_t, char32_t> kPlain[] = {{U'\u2018', U'\''}, {U'\u2019', U'\''}, {U'\u201c', U'"'}, {U'\u201d', U'"'},
+    {U'\u2014', U'-'}, {U'\u2013', U'-'}, {U'\u00a0', U' '}, {U'\u2032', U'\''}, {U'\u2212', U'-'}};
+
+}  // namespace
+
+const std::string& defaultEnhancerSystemPrompt()
+{
+    static const std::string prompt =
+        "You write prompts for a video model that makes a short clip with sound from one paragraph of text. Rewrite the user's idea "
+        "as that paragraph.\n"
+        "- Keep everything the user asked for: subjects, actions, setting, style, any quoted speech word for word.\n"
+        "- Describe what is seen in the order it happens, in the present tense: who or what is in frame and how it looks, how it "
+        "moves, where the camera is and how it moves (static, pan, tilt, dolly, tracking, handheld), the framing and lens, the "
+        "light and colour, the surroundings.\n"
+        "- Describe the sound: ambience, effects, music, and any dialogue in quotes with who says it and how.\n"
+        "- Add only details that make the shot concrete; invent no second scene, no cuts, no text on screen unless asked.\n"
+        "- Write one paragraph of 80 to 160 words, plain prose, no lists, no headings, no preamble, no notes.";
+    return prompt;
+}
+
+struct PromptEnhancer::Impl {
+    gemma3::CausalLm model;
+    text::Tokenizer tokenizer;
+    std::string origin;
+};
+
+PromptEnhancer::PromptEnhancer(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+PromptEnhancer::~PromptEnhancer() = default;
+PromptEnhancer::PromptEnhancer(PromptEnhancer&&) noexcept = default;
+PromptEnhancer& PromptEnhancer::operator=(PromptEnhancer&&) noexcept = default;
+
+const gemma3::CausalLm& PromptEnhancer::model() const
+{
+    return m_impl->model;
+}
+const text::Tokenizer& PromptEnhancer::tokenizer() const
+{
+    return m_impl->tokenizer;
+}
+
+bool PromptEnhancer::present(const fs::path& path)
+{
+    const auto [model, tokenizer] = locate(path);
+    return isFile(model / "config.json") && isFile(tokenizer / "tokenizer.json") && model.filename() == "prompt_enhancer";
+}
+
+Result<PromptEnhancer> PromptEnhancer::load(const fs::path& path, const gemma3::TextEncoderLoadOptions& options)
+{
+    const auto [modelPath, tokenizerPath] = locate(path);
+    auto model = gemma3::CausalLm::load(modelPath, options);
+    if (!model)
+        return model.error();
+    if (model->config().family != gemma3::Family::Gemma4)
+        return makeError(ErrorCode::Unsupported,
+            modelPath.string()
+                + ": is a Gemma 3 model; LTX-2.3's self-enhancement with its Gemma 3 samples at temperature 0.7 and is not built "
+                  "(Gemma 4 enhancers are)");
+    if (!isFile(tokenizerPath / "tokenizer.json"))
+        return makeError(ErrorCode::NotFound,
+            path.string()
+                + ": the prompt enhancer's tokenizer is missing (looked for tokenizer.json in processor/, prompt_enhancer/ and "
+                  "tokenizer/); download the whole prompt enhancer");
+    auto tokenizer = text::Tokenizer::load(tokenizerPath);
+    if (!tokenizer)
+        return tokenizer.error();
+    for (const char* marker : {"<|turn>", "<turn|>"})
+        if (!tokenizer->tokenToId(marker))
+            return makeError(ErrorCode::InvalidFormat,
+                tokenizerPath.string() + ": has no " + marker + " token; it is not Gemma 4's tokenizer, which the enhancer's chat needs");
+    if (tokenizer->vocabSize() > model->config().vocabSize)
+        return makeError(ErrorCode::InvalidFormat,
+            tokenizerPath.string() + ": the tokenizer has " + std::to_string(tokenizer->vocabSize()) + " tokens, the model "
+                + std::to_string(model->config().vocabSize) + "; they do not belong together");
+    auto impl = std::make_unique<Impl>(Impl{std::move(*model), std::move(*tokenizer), path.string()});
+    return PromptEnhancer(std::move(impl));
+}
+
+std::string PromptEnhancer::chatText(std::string_view system, std::string_view user)
+{
+    std::string out = "<bos>";
+    for (const auto& [role, content] : {std::pair{"system", system}, {"user", user}})
+        out += std::string("<|turn>") + role + "\n" + text::stripPythonWhitespace(content) + "<turn|>\n";
+    return out + "<|turn>model\n";
+}
+
+std::string PromptEnhancer::cleanResponse(std::string_view text)
+{
+    auto chars = text::unicode::decodeUtf8(text);
+    for (auto& c : chars)
+        for (const auto& [from, to] : kPlain)
+            if (c == from)
+                c = to;
+    std::size_t first = 0;
+    while (first < chars.size() && !text::unicode::isLetter(chars[first]))
+        ++first;
+    // Python's loop returns the text unchanged when no character is a letter.
+    return text::unicode::encodeUtf8(first == chars.size() ? std::u32string_view(chars) : std::u32string_view(chars).substr(first));
+}
+
+Result<EnhancedPrompt> PromptEnhancer::enhance(std::string_view prompt, const EnhanceOptions& options, std::stop_token stop) const
+{
+    const auto& m = *m_impl;
+    const auto system = options.systemPrompt.empty() ? defaultEnhancerSystemPrompt() : options.systemPrompt;
+    const auto chat = chatText(system, "user prompt: " + std::string(prompt));
+    constexpr std::int64_t kMaxPromptTokens = 16384;
+    auto encoded = m.tokenizer.encode(chat, kMaxPromptTokens + 1, false, true, false);
+    if (!encoded)
+        return encoded.error();
+    // encode() pads to the length asked for (on the right here): keep the tokens alone.
+    std::vector<std::int64_t> ids;
+    for (std::size_t i = 0; i < encoded->ids.size(); ++i)
+        if (encoded->attentionMask[i])
+            ids.push_back(encoded->ids[i]);
+    if (static_cast<std::int64_t>(ids.size()) > kMaxPromptTokens)
+        return makeError(ErrorCode::InvalidArgument,
+            "the prompt and system prompt are " + std::to_string(ids.size()) + " tokens; the enhancer takes at most "
+                + std::to_string(kMaxPromptTokens));
+    // ltx-core's _pad_inputs_for_attention_alignment: left padding to a multiple of 8.
+    const auto pad = (8 - static_cast<std::int64_t>(ids.size()) % 8) % 8;
+    std::vector<std::int64_t> mask(ids.size(), 1);
+    ids.insert(ids.begin(), static_cast<std::size_t>(pad), m.tokenizer.padId());
+    mask.insert(mask.begin(), static_cast<std::size_t>(pad), 0);
+    const auto n = static_cast<std::int64_t>(ids.size());
+    const auto idTensor = at::from_blob(ids.data(), {1, n}, at::kLong).clone();
+    const auto maskTensor = at::from_blob(mask.data(), {1, n}, at::kLong).clone();
+
+    gemma3::GenerateOptions generate;
+    generate.maxNewTokens = options.maxNewTokens;
+    generate.noRepeatNgram = options.noRepeatNgram;
+    generate.progress = options.progress;
+    auto out = m.model.generate(idTensor, maskTensor, generate, stop);
+    if (!out)
+        return out.error();
+    auto raw = m.tokenizer.decode(out->ids, true);
+    if (!raw)
+        return raw.error();
+    EnhancedPrompt result;
+    result.raw = std::move(*raw);
+    result.prompt = cleanResponse(result.raw);
+    result.tokens = static_cast<int>(out->ids.size());
+    result.stoppedAtEos = out->stoppedAtEos;
+    if (text::stripPythonWhitespace(result.prompt).empty())
+        return makeError(
+            ErrorCode::InvalidFormat, m.origin + ": the prompt enhancer answered with no text; generate with the prompt as written");
+    return result;
+}
+
+}  // namespace vireo::ltx2

@@ -1,0 +1,73 @@
+#pragma once
+
+// LTX's prompt enhancer: a small instruct model rewrites the user's prompt into the detailed,
+// single-paragraph description LTX models are trained on, before the text encoder reads it.
+// As ltx-core's LTXGemmaTextEncoder.enhance_t2v and diffusers 0.42.1's
+// LTX2DFRPipeline.enhance_prompt run it for LTX-2.5's dedicated `prompt_enhancer`
+// (google/gemma-4-E2B-it): a system turn and "user prompt: PROMPT" in Gemma 4's chat format,
+// tokenized with the tokenizer's special tokens, left-padded to a multiple of 8, greedy
+// decoding with no repeated 5-gram, at most 600 new tokens, decoded without special tokens and
+// cleaned (typographic quotes and dashes made plain, anything before the first letter dropped).
+// The system prompt is Vireo's own unless the caller gives one.
+
+#include "inference/models/gemma3/gemma3.h"
+#include "inference/text/tokenizer.h"
+#include "inference/util/result.h"
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+namespace vireo::ltx2 {
+
+struct EnhanceOptions {
+    std::string systemPrompt;  // empty: defaultEnhancerSystemPrompt()
+    int maxNewTokens = 600;
+    int noRepeatNgram = 5;
+    std::function<void(int done, int total)> progress;  // per generated token
+};
+
+struct EnhancedPrompt {
+    std::string prompt;  // cleaned: what the text encoder reads
+    std::string raw;  // the decoded reply before cleaning
+    int tokens = 0;  // generated, the end-of-turn token included
+    bool stoppedAtEos = false;  // false: cut at maxNewTokens
+};
+
+class PromptEnhancer {
+public:
+    ~PromptEnhancer();
+    PromptEnhancer(PromptEnhancer&&) noexcept;
+    PromptEnhancer& operator=(PromptEnhancer&&) noexcept;
+
+    // A diffusers LTX-2.5 pipeline folder (its prompt_enhancer/ component, the tokenizer from
+    // processor/, else prompt_enhancer/, else tokenizer/), or a Gemma 4 model folder holding its
+    // own tokenizer (a download of google/gemma-4-E2B-it).
+    static Result<PromptEnhancer> load(const std::filesystem::path& path, const gemma3::TextEncoderLoadOptions& options = {});
+    // Whether `path` holds one (a prompt_enhancer/ component with weights, or is a Gemma 4
+    // model folder), without reading weights.
+    static bool present(const std::filesystem::path& path);
+
+    Result<EnhancedPrompt> enhance(std::string_view prompt, const EnhanceOptions& options = {}, std::stop_token stop = {}) const;
+
+    // The pieces, public for tests: the chat text (Gemma 4's turn format, contents stripped as
+    // the template's `trim` does, the model's turn opened), and clean_response.
+    static std::string chatText(std::string_view system, std::string_view user);
+    static std::string cleanResponse(std::string_view text);
+
+    const gemma3::CausalLm& model() const;
+    const text::Tokenizer& tokenizer() const;
+
+private:
+    struct Impl;
+    explicit PromptEnhancer(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+// Vireo's system prompt for the enhancer: what a good LTX prompt holds.
+const std::string& defaultEnhancerSystemPrompt();
+
+}  // namespace vireo::ltx2
