@@ -68,7 +68,7 @@ std::string generateHelp()
         "[--clip-from-end] ...]\n"
         "         [--audio FILE] [--retake FILE --from S --to S [--keep-sound|--keep-video]] [--reference FILE [--reference-strength S] "
         "...]\n"
-        "         [--stages auto|single|two] [--two-stage]\n"
+        "         [--stages auto|single|two] [--two-stage] [--enhance-prompt [--prompt-enhancer FOLDER]]\n"
         "         [--upsampler FILE] [--temporal-upsampler FILE] [--distilled-lora FILE] [--dry-run [--plan-for DEVICE]] [--again FILE]\n"
         "         [--set KNOB=VALUE ...]\n"
         "  Unset sizes, steps and guidance come from the catalog's defaults for the model's family.\n"
@@ -98,6 +98,9 @@ std::string generateHelp()
         "  --stages two (or --two-stage) runs half size, upsamples the latents x2 with --upsampler FILE and refines;\n"
         "  auto does so where the distilled schedule, an upsampler and a size in multiples of 64 allow, or the dev\n"
         "  schedule with --distilled-lora FILE (Lightricks' dev recipe: guided stage 1, the distilled LoRA refines)\n"
+        "  --enhance-prompt has the model's prompt enhancer (LTX-2.5's prompt_enhancer/, Gemma 4 E2B) rewrite the prompt\n"
+        "  into the detailed paragraph LTX is trained on before it is encoded; the recipe keeps both and the run prints\n"
+        "  what it wrote. --prompt-enhancer FOLDER gives one (a Gemma 4 instruct model folder) to a model without its own.\n"
         "  --temporal-upsampler FILE: LTX-2.5's temporal x2 latent upsampler, for --set temporal_rounds=1 or 2 (each\n"
         "  round doubles the frame rate and the frames: 121 at 24 fps -> 241 at 48 -> 481 at 96)\n"
         "  --set KNOB=VALUE sets a control of the model's family's own (its recipe keeps it); the knobs:\n"
@@ -276,6 +279,8 @@ std::optional<int> applyValue(const std::string& a, const std::string& v, Genera
         load.spatialUpsamplerPath = v;
     else if (a == "--temporal-upsampler")
         load.temporalUpsamplerPath = v;
+    else if (a == "--prompt-enhancer")
+        load.promptEnhancerPath = v;
     else if (a == "--distilled-lora")
         load.distilledLoraPath = v;
     else if (a == "--text-encoder")
@@ -384,6 +389,10 @@ std::optional<int> parseOptions(const std::vector<std::string>& given, GenerateO
             o.ask.stages = "two";
             continue;
         }
+        if (a == "--enhance-prompt") {
+            o.ask.enhancePrompt = true;
+            continue;
+        }
         if (a == "--keep-sound" || a == "--keep-video") {
             if (!o.ask.retake)
                 return usage(a + " belongs to a --retake given before it");
@@ -480,6 +489,10 @@ std::optional<int> checkFiles(const GenerateOptions& o)
     }
     if (load.temporalUpsamplerPath && ::stat(load.temporalUpsamplerPath->c_str(), &st) != 0) {
         std::fprintf(stderr, "vireo-cli: %s: no such temporal upsampler\n", load.temporalUpsamplerPath->c_str());
+        return 1;
+    }
+    if (load.promptEnhancerPath && ::stat(load.promptEnhancerPath->c_str(), &st) != 0) {
+        std::fprintf(stderr, "vireo-cli: %s: no such prompt enhancer\n", vireo::terminalSafe(load.promptEnhancerPath->string()).c_str());
         return 1;
     }
     if (load.distilledLoraPath)
@@ -614,17 +627,20 @@ int report(const GenerateOptions& o, vireo::runtime::Engine& engine, const std::
             nlohmann::json{{"out", out}, {"seconds", total}, {"run_seconds", runSeconds}, {"phases", phases}, {"runs", runs},
                 {"component_bytes", resident ? resident->bytes : std::map<std::string, std::int64_t>{}},
                 {"frames", (last->recipe.request.frames - 1) * scale + 1}, {"fps", last->recipe.request.fps * scale},
-                {"predicted_seconds", predicted}, {"seed", base.seed}, {"load_seconds", engine.job(ids.front())->loadSeconds},
-                {"loras", loras}, {"speed", last->recipe.request.speed}, {"knobs", last->recipe.request.knobs},
-                {"steps_skipped", last->recipe.stepsSkipped}, {"cuda_graphs", last->recipe.cudaGraphs}, {"paths", last->recipe.paths},
-                {"planned_paths", last->recipe.plannedPaths}, {"path_warnings", last->recipe.pathWarnings}, {"kind", last->recipe.kind},
-                {"width", last->recipe.request.width}, {"height", last->recipe.request.height}, {"stages", last->recipe.stages},
-                {"stages_reason", last->recipe.stagesReason}, {"conditions", conditionsJson},
-                {"audio_sample_rate", last->recipe.audioSampleRate}, {"audio_channels", last->recipe.audioChannels}}
+                {"predicted_seconds", predicted}, {"enhanced_prompt", last->recipe.enhancedPrompt}, {"seed", base.seed},
+                {"load_seconds", engine.job(ids.front())->loadSeconds}, {"loras", loras}, {"speed", last->recipe.request.speed},
+                {"knobs", last->recipe.request.knobs}, {"steps_skipped", last->recipe.stepsSkipped},
+                {"cuda_graphs", last->recipe.cudaGraphs}, {"paths", last->recipe.paths}, {"planned_paths", last->recipe.plannedPaths},
+                {"path_warnings", last->recipe.pathWarnings}, {"kind", last->recipe.kind}, {"width", last->recipe.request.width},
+                {"height", last->recipe.request.height}, {"stages", last->recipe.stages}, {"stages_reason", last->recipe.stagesReason},
+                {"conditions", conditionsJson}, {"audio_sample_rate", last->recipe.audioSampleRate},
+                {"audio_channels", last->recipe.audioChannels}}
                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                 .c_str());
         return 0;
     }
+    if (!last->recipe.enhancedPrompt.empty())
+        std::printf("prompt enhancer: %s\n", vireo::terminalSafe(last->recipe.enhancedPrompt).c_str());
     if (last->recipe.stepsSkipped > 0)
         std::printf("speed %s: %d of %d denoise steps reused the transformer's previous work\n", last->recipe.request.speed.c_str(),
             last->recipe.stepsSkipped, last->recipe.request.steps);

@@ -155,7 +155,8 @@ std::string remoteGenerateHelp()
     return "usage: vireo-cli generate --host NAME|any --model ID --prompt TEXT [--out FILE.mp4] [--job-id ID]\n"
            "         [--negative TEXT] [--frames N|auto] [--width W] [--height H] [--fps F] [--steps S] [--seed N]\n"
            "         [--schedule distilled|dev] [--guidance G] [--audio-guidance G] [--speed quality|balanced|fast]\n"
-           "         [--stages auto|single|two] [--set KNOB=VALUE ...] [--image FILE [--image-frame N] [--image-strength S] ...]\n"
+           "         [--stages auto|single|two] [--enhance-prompt] [--set KNOB=VALUE ...] [--image FILE [--image-frame N] "
+           "[--image-strength S] ...]\n"
            "         [--device auto|cpu|cuda:N] [--grace SECONDS] [--json] [--no-gallery]\n"
            "  Runs a video job on a host (vireo-cli hosts) and brings its MP4 home, checked against the SHA-256\n"
            "  the host states, into the outputs folder (or --out) and the gallery, with the host's recipe.\n"
@@ -183,6 +184,10 @@ int runRemoteGenerate(const std::vector<std::string>& args)
         }
         if (a == "--no-gallery") {
             record = false;
+            continue;
+        }
+        if (a == "--enhance-prompt") {
+            ask.enhancePrompt = true;
             continue;
         }
         if (i + 1 >= args.size())
@@ -261,7 +266,7 @@ int runRemoteGenerate(const std::vector<std::string>& args)
         else if (a == "--grace")
             grace = real(1, 3600);
         else if (a == "--lora" || a == "--clip" || a == "--upsampler" || a == "--distilled-lora" || a == "--temporal-upsampler"
-            || a == "--text-encoder")
+            || a == "--text-encoder" || a == "--prompt-enhancer")
             return usageError("generate",
                 a
                     + " is a local file; a host uses its own files (its model's companions; LoRAs are not sent to hosts yet). "

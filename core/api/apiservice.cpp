@@ -98,6 +98,24 @@ public:
             refuse(400, "'" + k + "' must be a string", k);
         return values[k].get<std::string>();
     }
+    // JSON true / false, or the words a multipart form sends ("true", "false", "1", "0").
+    std::optional<bool> flag(const std::string& k)
+    {
+        used.insert(k);
+        if (!has(k))
+            return std::nullopt;
+        const auto& v = values[k];
+        if (v.is_boolean())
+            return v.get<bool>();
+        if (v.is_string()) {
+            const auto s = QString::fromStdString(v.get<std::string>()).trimmed().toLower();
+            if (s == QLatin1String("true") || s == QLatin1String("1"))
+                return true;
+            if (s == QLatin1String("false") || s == QLatin1String("0"))
+                return false;
+        }
+        refuse(400, "'" + k + "' must be true or false", k);
+    }
     std::optional<double> number(const std::string& k, double lo, double hi)
     {
         used.insert(k);
@@ -396,6 +414,8 @@ struct ApiService::Impl {
             {"size", std::to_string(p.value("width", 0)) + "x" + std::to_string(p.value("height", 0))}, {"status", j.status},
             {"remixed_from_video_id", nullptr}, {"error", nullptr}, {"seed", p.value("seed", 0)}, {"frames", p.value("frames", 0)},
             {"phase", j.phase}, {"eta_seconds", j.etaSeconds >= 0 ? json(std::round(j.etaSeconds * 10) / 10) : json(nullptr)}};
+        if (p.contains("enhanced_prompt"))
+            v["enhanced_prompt"] = p["enhanced_prompt"];
         if (!j.error.empty())
             v["error"] = {{"code", j.errorCode}, {"message", j.error}};
         return v;
@@ -409,6 +429,7 @@ struct ApiService::Impl {
         ask.prompt = p.value("prompt", "");
         if (p.contains("negative_prompt"))
             ask.negativePrompt = p["negative_prompt"].get<std::string>();
+        ask.enhancePrompt = p.value("enhance_prompt", false);
         if (p.contains("width"))
             ask.width = p["width"].get<std::int64_t>();
         if (p.contains("height"))
@@ -693,6 +714,8 @@ struct ApiService::Impl {
         if (s->state == runtime::JobState::Done) {
             j.outputPath = s->outputPath;
             j.recipeJson = s->recipe.toJson();
+            if (!s->recipe.enhancedPrompt.empty())
+                j.params["enhanced_prompt"] = s->recipe.enhancedPrompt;
             if (j.kind == "video" && j.params.value("frames", std::int64_t(-1)) == 0 && s->recipe.request.fps > 0) {
                 // A length left on auto is known now: the video object says what was made.
                 const auto& ran = s->recipe.request;
@@ -894,6 +917,8 @@ struct ApiService::Impl {
             p["seed"] = *seed;
         if (auto neg = f.text("negative_prompt"))
             p["negative_prompt"] = output::sanitizedText(*neg);
+        if (auto enhance = f.flag("enhance_prompt"))
+            p["enhance_prompt"] = *enhance;
         if (auto steps = f.integer("steps", 1, 200))
             p["steps"] = *steps;
         if (auto g = f.number("guidance", 0, 50))

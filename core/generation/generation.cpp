@@ -46,6 +46,8 @@ std::vector<std::string> notForImages(const Ask& ask, const facade::LoadPlan& pl
         {!ask.schedule.empty(), "schedule"},
         {!ask.speed.empty(), "speed"},
         {!ask.negativePrompt.empty(), "negative"},
+        {ask.enhancePrompt, "enhance-prompt"},
+        {plan.promptEnhancerPath.has_value(), "prompt-enhancer"},
         {!ask.loras.empty(), "lora"},
         {plan.textEncoderPath.has_value(), "text-encoder"},
         {!ask.conditions.empty(), ask.conditions.empty() || ask.conditions.front().clipFrames == 0 ? "image" : "clip"},
@@ -165,6 +167,7 @@ facade::GenerateRequest requestFor(const runtime::GenerationDefaults& defaults, 
     // Control characters and invalid UTF-8 never reach the tokenizer or the recipe.
     r.prompt = output::sanitizedText(ask.prompt);
     r.negativePrompt = output::sanitizedText(ask.negativePrompt);
+    r.enhancePrompt = ask.enhancePrompt && !image;
     r.schedule = image || ask.schedule.empty() ? defaults.schedule : ask.schedule;
     r.width = ask.width.value_or(r.width);
     r.height = ask.height.value_or(r.height);
@@ -384,6 +387,7 @@ Result<Again> askFromRecipe(const output::Recipe& r, const QString& folder)
         return out;
     }
     a.negativePrompt = q.negativePrompt;
+    a.enhancePrompt = q.enhancePrompt;
     a.frames = q.frames;
     a.fps = q.fps;
     a.schedule = q.schedule;

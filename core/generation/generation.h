@@ -22,6 +22,9 @@ namespace vireo::generation {
 // What the user set; anything unset (nullopt, empty) takes the model's default.
 struct Ask {
     std::string prompt, negativePrompt;
+    // The prompt rewritten by the model's prompt enhancer first (FamilyRules::promptEnhancer;
+    // planStages refuses it where the files have none).
+    bool enhancePrompt = false;
     std::optional<std::int64_t> width, height, frames, seed;
     std::optional<double> fps, guidance, audioGuidance, rescale;
     std::optional<int> steps;

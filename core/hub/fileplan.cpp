@@ -79,11 +79,12 @@ HubResult<std::vector<std::string>> diffusersFiles(
         return components.error();
     std::vector<std::string> selected{"model_index.json"};
     // A component the plan names that the repository ships as a folder beside the pipeline's
-    // own ones (LTX-2.5's diffusion decoder, which its DFR pipeline does not list) is taken too.
+    // own ones (LTX-2.5's diffusion decoder, which its DFR pipeline does not list; a processor
+    // folder, which holds tokenizer files and no config.json) is taken too.
     auto wanted = *components;
     for (const auto& extra : rule.components)
         if (std::find(wanted.begin(), wanted.end(), extra) == wanted.end()
-            && std::any_of(all.begin(), all.end(), [&](const RepoFile& f) { return f.path.rfind(extra + "/config.json", 0) == 0; }))
+            && std::any_of(all.begin(), all.end(), [&](const RepoFile& f) { return f.path.rfind(extra + "/", 0) == 0; }))
             wanted.push_back(extra);
     for (const auto& component : wanted) {
         if (!rule.components.empty() && std::find(rule.components.begin(), rule.components.end(), component) == rule.components.end())

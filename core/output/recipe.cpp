@@ -50,8 +50,8 @@ const std::set<std::string>& knownKeys()
         "commit", "model_title", "model_key", "files", "prompt", "negative_prompt", "seed", "schedule", "steps", "sigmas", "guidance_scale",
         "audio_guidance_scale", "guidance_rescale", "width", "height", "frames", "fps", "device", "dtype", "placement", "speed",
         "steps_skipped", "cuda_graphs", "paths", "planned_paths", "path_warnings", "loras", "conditions", "stages", "stages_requested",
-        "stages_reason", "predicted_seconds", "knobs", "guidance_schedule", "audio_sample_rate", "audio_channels", "seconds", "created",
-        "audio", "retake", "references"};
+        "stages_reason", "predicted_seconds", "enhance_prompt", "enhanced_prompt", "knobs", "guidance_schedule", "audio_sample_rate",
+        "audio_channels", "seconds", "created", "audio", "retake", "references"};
     return keys;
 }
 
@@ -215,6 +215,10 @@ std::string Recipe::toJson() const
     j["stages_reason"] = stagesReason;
     if (predictedSeconds)
         j["predicted_seconds"] = *predictedSeconds;
+    if (q.enhancePrompt) {
+        j["enhance_prompt"] = true;
+        j["enhanced_prompt"] = enhancedPrompt;
+    }
     if (!q.knobs.empty())
         j["knobs"] = q.knobs;
     j["seconds"] = secondsPerPhase;
@@ -280,6 +284,8 @@ void readScalars(Reader& rd, Recipe& r)
     rd.get("stages", r.stages);
     rd.get("stages_requested", q.stages);
     rd.get("stages_reason", r.stagesReason);
+    rd.get("enhance_prompt", q.enhancePrompt);
+    rd.get("enhanced_prompt", r.enhancedPrompt);
     double predicted = -1.0;
     rd.get("predicted_seconds", predicted);
     if (std::isfinite(predicted) && predicted > 0.0)

@@ -113,6 +113,9 @@ struct Recipe {
     // A length left on auto: the seconds the model read from the prompt (request.frames holds
     // the frames made of them, so the recipe makes the same video again).
     std::optional<double> predictedSeconds;
+    // request.enhancePrompt: the prompt LTX-2.5's prompt enhancer wrote from request.prompt,
+    // the one the video followed.
+    std::string enhancedPrompt;
     std::map<std::string, double> secondsPerPhase;
     std::string created;  // ISO 8601 UTC
     std::string extraJson = "{}";  // keys this version does not know, kept as they were

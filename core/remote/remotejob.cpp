@@ -37,6 +37,8 @@ Result<json> apiBodyFor(const generation::Ask& ask, const std::string& modelId)
     json body{{"model", modelId}, {"prompt", ask.prompt}};
     if (!ask.negativePrompt.empty())
         body["negative_prompt"] = ask.negativePrompt;
+    if (ask.enhancePrompt)
+        body["enhance_prompt"] = true;
     if (ask.width && ask.height)
         body["size"] = std::to_string(*ask.width) + "x" + std::to_string(*ask.height);
     if (ask.frames)

@@ -801,6 +801,7 @@ output::Recipe Engine::Impl::videoRecipe(const GenerateJob& g, const facade::Vid
     ran.frames = (result.frameCount - 1) / scale + 1;
     ran.fps = result.fps / scale;
     recipe.predictedSeconds = result.predictedSeconds;
+    recipe.enhancedPrompt = result.enhancedPrompt;
     ran.speed = result.speed;
     recipe.audioSampleRate = result.sampleRate;
     recipe.audioChannels = result.channels;

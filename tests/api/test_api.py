@@ -653,6 +653,41 @@ def test_retake(server):
               s == 400 and err.get("param") == param and "api-uploads" not in err.get("message", ""), b[:300])
 
 
+def test_enhance_prompt():
+    """LTX-2.5's prompt enhancer over the API: "enhance_prompt": true on a model with one (a copy of the tiny 2.5
+    pipeline with the tiny Gemma 4 E2B enhancer) completes and the video object and the recipe say what it wrote;
+    on a model without one the job is refused with 400 naming the field; a value that is not a boolean is 400."""
+    model = RUN_TMP / "ltx25enh"
+    shutil.copytree(FIXTURES / "ltx2pipeline" / "v25" / "diffusers", model)
+    for part in ("prompt_enhancer", "processor"):
+        shutil.copytree(FIXTURES / "gemma4enhancer" / part, model / part)
+    server = Server("enhance", "--model", model)
+    try:
+        base = {"model": "local/ltx25enh", "prompt": "a fox in the snow", "size": "64x64", "frames": 9, "seed": 3}
+        s, _, b = server.request("POST", "/v1/videos", {**base, "enhance_prompt": True})
+        job = json.loads(b)
+        deadline = time.time() + 300
+        while s == 200 and job.get("status") in ("queued", "in_progress") and time.time() < deadline:
+            time.sleep(0.3)
+            s, _, b = server.request("GET", f"/v1/videos/{job['id']}")
+            job = json.loads(b)
+        recipe = json.loads(server.request("GET", f"/v1/vireo/jobs/{job.get('id')}")[2]).get("recipe", {}) if s == 200 else {}
+        check("enhance_prompt: the job completes, the video object and the recipe say what the enhancer wrote",
+              job.get("status") == "completed" and job.get("enhanced_prompt") and job.get("prompt") == "a fox in the snow"
+              and recipe.get("enhance_prompt") is True and recipe.get("enhanced_prompt") == job.get("enhanced_prompt"),
+              (job.get("status"), job.get("error"), job.get("enhanced_prompt")))
+        for name, body, param, says in [
+                ("a value that is not a boolean", {**base, "enhance_prompt": "maybe"}, "enhance_prompt", "true or false"),
+                ("a model without an enhancer", {**base, "model": "local/diffusers", "size": "96x64", "enhance_prompt": True},
+                 None, "no prompt enhancer")]:
+            s, _, b = server.request("POST", "/v1/videos", body)
+            err = json.loads(b).get("error") or {}
+            check(f"enhance_prompt: {name} is refused with 400", s == 400 and says in err.get("message", "")
+                  and (param is None or err.get("param") == param), b[:300])
+    finally:
+        server.stop()
+
+
 def test_concurrency(server, video_id):
     """50 clients, 500 requests of every kind at once: no 5xx, no crash, every answer whole."""
     failures = []
@@ -895,6 +930,7 @@ def main():
         rc = server.stop()
     check("Ctrl-C stops the server cleanly", rc == 0, server.read_log()[-800:])
     test_token_beyond_loopback()
+    test_enhance_prompt()
     test_model_not_ready()
     test_restart_after_kill()
     print(f"Totals: {results['passed']} passed, {results['failed']} failed")

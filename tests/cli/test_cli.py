@@ -1255,6 +1255,53 @@ def test_ic_lora(tmp_dir=RUN_TMP):
               and not bad.exists() and "load transformer" not in p.stdout, p.stderr[-300:])
 
 
+def test_prompt_enhancer(tmp_dir=RUN_TMP):
+    """LTX-2.5's prompt enhancer (issue #29): --enhance-prompt on a diffusers folder with prompt_enhancer/ (the
+    tiny Gemma 4 E2B fixture) rewrites the prompt before encoding; the run prints what it wrote, --json and the
+    recipe keep it beside the prompt as typed, and --again makes the same video. --prompt-enhancer FOLDER gives
+    one to a folder without its own. Refused before loading: a model without one, a folder that is not there."""
+    root = FIXTURES / "ltx2pipeline"
+    enhancer = FIXTURES / "gemma4enhancer"
+    work = Path(tmp_dir) / "enhancer"
+    shutil.rmtree(work, ignore_errors=True)
+    model = work / "ltx25"
+    shutil.copytree(root / "v25" / "diffusers", model)
+    for part in ("prompt_enhancer", "processor"):
+        shutil.copytree(enhancer / part, model / part)
+    size = ["--frames", 9, "--width", 64, "--height", 64, "--seed", 3, "--no-gallery"]
+    out = work / "fox.mp4"
+    p = run("generate", "--model", model, "--prompt", "a fox in the snow", "--enhance-prompt", *size, "--json", "--out", out)
+    try:
+        info = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        info = {}
+    ok = p.returncode == 0 and out.exists() and info.get("enhanced_prompt")
+    check("generate --enhance-prompt: the enhancer writes the prompt the video follows", bool(ok), p.stderr[-800:])
+    if not ok:
+        return
+    recipe = json.loads(ffprobe_json(out, "-show_format").get("format", {}).get("tags", {}).get("vireo_recipe", "{}"))
+    check("generate --enhance-prompt: the recipe keeps the prompt as typed and as written, and says so",
+          recipe.get("prompt") == "a fox in the snow" and recipe.get("enhance_prompt") is True
+          and recipe.get("enhanced_prompt") == info["enhanced_prompt"]
+          and "the prompt enhancer rewrote the prompt" in recipe.get("stages_reason", ""), json.dumps(recipe)[:600])
+    again = work / "fox.again.mp4"
+    p = run("generate", "--again", out, "--no-gallery", "--out", again)
+    check("generate --enhance-prompt: --again makes the same video", p.returncode == 0 and decoded(out) == decoded(again)
+          and "prompt enhancer: " in p.stdout, p.stderr[-600:])
+    given = work / "given.mp4"
+    p = run("generate", "--model", root / "v25" / "diffusers", "--prompt", "a fox in the snow", "--enhance-prompt",
+            "--prompt-enhancer", enhancer, *size, "--out", given)
+    check("generate --prompt-enhancer FOLDER: an enhancer for a model without its own (the same words, the same video)",
+          p.returncode == 0 and decoded(given) == decoded(out), p.stderr[-600:])
+    for name, extra, says in [
+            ("a model without a prompt enhancer", ["--model", root / "v23" / "diffusers"], "no prompt enhancer"),
+            ("an enhancer folder that is not there", ["--model", model, "--prompt-enhancer", work / "nowhere"], "no such prompt enhancer")]:
+        bad = work / "bad.mp4"
+        p = run("generate", *extra, "--prompt", "x", "--enhance-prompt", *size, "--out", bad)
+        check(f"generate --enhance-prompt: {name} is refused before loading", p.returncode != 0 and says in p.stderr
+              and not bad.exists() and "load transformer" not in p.stdout, p.stderr[-300:])
+
+
 def test_batch_local(tmp_dir=RUN_TMP):
     """vireo-cli batch: a JSONL of jobs checked line by line before anything runs, run here
     through the device pool into a batch folder (fixed names, markers with the SHA-256, the
@@ -1352,6 +1399,7 @@ test_generate_again()
 test_audio_to_video()
 test_retake()
 test_ic_lora()
+test_prompt_enhancer()
 test_batch_local()
 print(f"Totals: {results['passed']} passed, {results['failed']} failed")
 sys.exit(1 if results["failed"] or not results["passed"] else 0)

@@ -177,6 +177,14 @@ private slots:
         const auto decoder = filesUnder(root + QStringLiteral("/../v25/diffusion_decoder"), QStringLiteral("diffusion_decoder/"));
         for (auto it = decoder.begin(); it != decoder.end(); ++it)
             ltx25.insert(it.key(), it.value());
+        // Its prompt enhancer (the enhancer fixture: a tiny Gemma 4 E2B and its processor).
+        const QString enhancer = qEnvironmentVariable("VIREO_FIXTURES_ROOT") + QStringLiteral("/gemma4enhancer");
+        for (const auto* part : {"prompt_enhancer", "processor"}) {
+            const auto files = filesUnder(enhancer + QLatin1Char('/') + QLatin1String(part), QLatin1String(part) + QLatin1Char('/'));
+            QVERIFY2(!files.isEmpty(), "the gemma4enhancer fixture is missing");
+            for (auto it = files.begin(); it != files.end(); ++it)
+                ltx25.insert(it.key(), it.value());
+        }
         repos.insert(QStringLiteral("Lightricks/LTX-2.5-Diffusers"), QJsonObject{{QStringLiteral("files"), ltx25}});
         // Lightricks' own LTX-2.5 repository: one file per component under the Hub's names (the
         // tiny 2.5 model split as published; the spatial upscaler is the 2.3 fixture's, whose
@@ -450,6 +458,42 @@ private slots:
         QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
         QVERIFY(QFileInfo(job.outputPath).size() > 1000);
         QCOMPARE(QString::fromStdString(s->recipe.stages), QStringLiteral("two"));
+    }
+
+    // The variant with the prompt enhancer: the same components plus prompt_enhancer/ and
+    // processor/ (the plain variant's plan leaves them out, above), and "Enhance prompt"
+    // rewrites the prompt the video follows, the recipe keeping both (test_generation has a
+    // model without an enhancer refuse the ask).
+    void theLtx25EnhancerVariantRewritesThePrompt()
+    {
+        auto studio = vireo::core::Studio::create();
+        QVERIFY(studio);
+        QStringList planned;
+        const auto model = download(**studio, QStringLiteral("ltx-2.5/diffusers-bf16-enhancer"), &planned);
+        QVERIFY(model);
+        QVERIFY(planned.contains(QStringLiteral("Lightricks/LTX-2.5-Diffusers/prompt_enhancer/model.safetensors")));
+        QVERIFY(planned.contains(QStringLiteral("Lightricks/LTX-2.5-Diffusers/processor/tokenizer.json")));
+        const auto& catalog = (*studio)->downloads()->catalog();
+        QVERIFY(vireo::generation::rulesFor(catalog, *model).promptEnhancer);
+        auto ask = foxAsk();
+        ask.enhancePrompt = true;
+        const auto defaults = vireo::generation::defaultsFor(catalog, *model, ask);
+        QVERIFY2(defaults, defaults ? "" : defaults.error().message.c_str());
+        auto prepared = vireo::generation::prepare(catalog, *defaults, *model, ask);
+        QVERIFY2(prepared, prepared ? "" : prepared.error().message.c_str());
+        QVERIFY2(prepared->stagesReason.find("the prompt enhancer rewrites the prompt first") != std::string::npos,
+            prepared->stagesReason.c_str());
+        auto job = prepared->job;
+        job.outputPath = m_work.filePath(QStringLiteral("fox25-enhanced.mp4"));
+        const auto s = runToEnd((*studio)->engine(QStringLiteral("cpu")), job);
+        QVERIFY(s);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QVERIFY(s->recipe.request.enhancePrompt && !s->recipe.enhancedPrompt.empty());
+        QCOMPARE(QString::fromStdString(s->recipe.request.prompt), QStringLiteral("a red fox in the snow"));
+        QVERIFY2(
+            s->recipe.stagesReason.find("the prompt enhancer rewrote the prompt") != std::string::npos, s->recipe.stagesReason.c_str());
+        const auto back = vireo::output::Recipe::fromJson(s->recipe.toJson());
+        QVERIFY(back && back->request.enhancePrompt && back->enhancedPrompt == s->recipe.enhancedPrompt);
     }
 
     // LTX-2.5 as a user gets it from the catalog: exactly the components the distilled

@@ -210,6 +210,9 @@ private slots:
         a.frames = 17;
         a.conditions.push_back({QStringLiteral("/nowhere/start.png"), 4, 1.0, 33, 0, false, {}});
         expectRefused(a, "8k + 1");
+        a = prompt();
+        a.enhancePrompt = true;  // LTX-2.3's folder has no prompt_enhancer/
+        expectRefused(a, "this model has no prompt enhancer");
         // A good ask: the defaults fill what it left, the prompt is cleaned, the job names the model.
         a = prompt("a quiet\x01 pier");
         a.frames = 17;
@@ -580,6 +583,9 @@ private slots:
         a.loras.push_back({"style.safetensors", 1.0});
         a.conditions.push_back({QStringLiteral("clip.mp4"), 0, 1.0, 0, 9, false, {}});
         QCOMPARE(vireo::generation::notForImages(a, image.plan), (std::vector<std::string>{"frames", "negative", "lora", "clip"}));
+        auto enhanced = prompt();
+        enhanced.enhancePrompt = true;
+        QCOMPARE(vireo::generation::notForImages(enhanced, image.plan), (std::vector<std::string>{"enhance-prompt"}));
         auto p = vireo::generation::prepare(m_catalog, *d, image, a);
         QVERIFY(!p);
         QVERIFY2(p.error().message.find("frames, negative, lora, clip do not apply to an image model") == 0, p.error().message.c_str());

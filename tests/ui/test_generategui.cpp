@@ -28,6 +28,7 @@
 #include <QImage>
 #include <QDialogButtonBox>
 #include <QDir>
+#include <QDirIterator>
 #include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -682,6 +683,71 @@ private slots:
         box->setChecked(false);
         QVERIFY(frames->isEnabled());
         QCOMPARE(page->request().frames, std::int64_t(frames->value()));
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
+    }
+
+    // LTX-2.5's prompt enhancer: "Enhance prompt" under the prompt, for the family that has one;
+    // the stage line says it runs first, or why it cannot (a model without one, and Generate
+    // waits); the run's recipe keeps what it wrote, and Generate again brings the box back.
+    void thePromptCanBeEnhancedFirst()
+    {
+        const QString root = qEnvironmentVariable("VIREO_FIXTURES_ROOT");
+        const QString v25 = root + QStringLiteral("/ltx2pipeline/v25/diffusers");
+        const QString enhanced = m_work.filePath(QStringLiteral("ltx25-with-enhancer"));
+        auto copyTree = [](const QString& from, const QString& to) {
+            QDirIterator it(from, QDir::Files, QDirIterator::Subdirectories);
+            while (it.hasNext()) {
+                const QString file = it.next();
+                const QString target = to + QLatin1Char('/') + QDir(from).relativeFilePath(file);
+                QDir().mkpath(QFileInfo(target).path());
+                if (!QFile::exists(target) && !QFile::copy(file, target))
+                    return false;
+            }
+            return true;
+        };
+        QVERIFY(copyTree(v25, enhanced));
+        for (const auto* part : {"/prompt_enhancer", "/processor"})
+            QVERIFY(copyTree(root + QStringLiteral("/gemma4enhancer") + QLatin1String(part), enhanced + QLatin1String(part)));
+        QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel(), v25, enhanced});
+        auto w = vireo::test::openStudioWindow();
+        w->showPage(MainWindow::Page::Generate);
+        auto* page = w->generatePage();
+        child<QPlainTextEdit>(page, "prompt")->setPlainText(QStringLiteral("a fox in the snow"));
+        QVERIFY(page->selectModel(QStringLiteral("local:") + enhanced));
+        child<QSpinBox>(page, "width")->setValue(64);
+        child<QSpinBox>(page, "height")->setValue(64);
+        child<QSpinBox>(page, "frames")->setValue(9);
+        auto* box = child<QCheckBox>(page, "enhancePrompt");
+        QVERIFY(!box->isHidden() && !box->isChecked());
+        QVERIFY(!page->request().enhancePrompt);
+        box->setChecked(true);
+        QVERIFY(page->request().enhancePrompt);
+        auto* stagePlan = child<QLabel>(page, "stagePlan");
+        QTRY_VERIFY2(
+            stagePlan->text().contains(QStringLiteral("the prompt enhancer rewrites the prompt first")), qPrintable(stagePlan->text()));
+        QTRY_VERIFY(page->canGenerate());
+        auto* engine = w->studio()->engine();
+        const auto id = page->generate();
+        QVERIFY(id);
+        QTRY_VERIFY_WITH_TIMEOUT(finished(engine, id), 120000);
+        const auto s = engine->job(id);
+        QVERIFY2(s->state == vireo::runtime::JobState::Done, qPrintable(s->error));
+        QVERIFY(s->recipe.request.enhancePrompt && !s->recipe.enhancedPrompt.empty());
+        QCOMPARE(QString::fromStdString(s->recipe.request.prompt), QStringLiteral("a fox in the snow"));
+
+        // The same folder without its enhancer: the box stays, the stage line says why not.
+        QVERIFY(page->selectModel(QStringLiteral("local:") + v25));
+        QVERIFY(box->isChecked());
+        QTRY_VERIFY2(stagePlan->text().contains(QStringLiteral("no prompt enhancer")), qPrintable(stagePlan->text()));
+        QTRY_VERIFY(!page->canGenerate());
+        box->setChecked(false);
+        QTRY_VERIFY(page->canGenerate());
+
+        // Generate again: the box comes back checked.
+        QVERIFY(page->selectModel(QStringLiteral("local:") + enhanced));
+        QString why;
+        QVERIFY2(page->applyRecipe(s->recipe, false, &why), qPrintable(why));
+        QVERIFY(box->isChecked() && page->request().enhancePrompt);
         QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
     }
 

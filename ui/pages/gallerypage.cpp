@@ -79,6 +79,9 @@ QString recipeHtml(const output::Recipe& r, const gallery::GalleryItem& item)
             h += QStringLiteral("<tr><td style='color:#8a93a3;padding-right:12px'>%1</td><td>%2</td></tr>").arg(k, v);
     };
     h += QStringLiteral("<h3 style='margin:0'>Prompt</h3><p>%1</p>").arg(esc(q.prompt).replace(QLatin1Char('\n'), QStringLiteral("<br>")));
+    if (!r.enhancedPrompt.empty())
+        h += QStringLiteral("<h4 style='margin:0'>As the prompt enhancer wrote it (what the video follows)</h4><p>%1</p>")
+                 .arg(esc(r.enhancedPrompt).replace(QLatin1Char('\n'), QStringLiteral("<br>")));
     if (!q.negativePrompt.empty())
         h += QStringLiteral("<h4 style='margin:0'>Negative prompt</h4><p>%1</p>").arg(esc(q.negativePrompt));
     h += QStringLiteral("<table cellspacing=2>");

@@ -291,6 +291,13 @@ QWidget* GeneratePage::promptCard()
     m_negative->setMaximumHeight(60);
     form->addRow(m_prompt);
     form->addRow(m_promptError);
+    m_enhance = new QCheckBox(tr("Enhance prompt"));
+    m_enhance->setObjectName(QStringLiteral("enhancePrompt"));
+    m_enhance->setHidden(true);  // until a family that can is chosen
+    m_enhance->setToolTip(tr("Let the model's prompt enhancer (LTX-2.5: a small Gemma 4 shipped in prompt_enhancer/) rewrite the "
+                             "prompt into the detailed paragraph the model was trained on before it is read. The video follows what "
+                             "it writes; the gallery keeps both."));
+    form->addRow(m_enhance);
     form->addRow(tr("Negative"), m_negative);
     m_promptForm = form;
 
@@ -675,6 +682,10 @@ void GeneratePage::connectControls()
     connect(m_width, &QSpinBox::valueChanged, this, sizeEdited);
     connect(m_height, &QSpinBox::valueChanged, this, sizeEdited);
     connect(m_frames, &QSpinBox::valueChanged, this, [this] {
+        validate();
+        m_planTimer->start();
+    });
+    connect(m_enhance, &QCheckBox::toggled, this, [this] {
         validate();
         m_planTimer->start();
     });
@@ -1218,6 +1229,7 @@ void GeneratePage::setRules(const facade::FamilyRules& rules)
         showKnobs();
     // Only a family that can read a length from the prompt offers it.
     m_autoLength->setHidden(image || !rules.autoLength);
+    m_enhance->setHidden(image || !rules.promptEnhancer);
     m_frames->setEnabled(askedFrames() != 0);
     updateDuration();
     if (image == m_imageMode)
@@ -1346,6 +1358,7 @@ generation::Ask GeneratePage::ask() const
         return a;
     }
     a.negativePrompt = m_negative->isEnabled() ? exactText(m_negative).toStdString() : std::string();
+    a.enhancePrompt = !m_enhance->isHidden() && m_enhance->isChecked();
     a.frames = askedFrames();
     a.fps = m_fps->value();
     a.schedule = m_schedule->currentData().toString().toStdString();
@@ -1752,6 +1765,7 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
         j(m_schedule);
     m_prompt->setPlainText(QString::fromStdString(ask.prompt));
     m_negative->setPlainText(QString::fromStdString(ask.negativePrompt));
+    m_enhance->setChecked(ask.enhancePrompt);
     m_width->setValue(static_cast<int>(ask.width.value_or(m_width->value())));
     m_height->setValue(static_cast<int>(ask.height.value_or(m_height->value())));
     syncPreset();

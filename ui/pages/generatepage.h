@@ -205,6 +205,7 @@ private:
     QSpinBox* m_frames;
     // The length left to the model (LTX-2.5's duration head): frames 0 in the ask.
     QCheckBox* m_autoLength = nullptr;
+    QCheckBox* m_enhance = nullptr;  // the model's prompt enhancer rewrites the prompt first
     QDoubleSpinBox* m_fps;
     QLabel* m_duration;
     QLabel* m_sizeError;

@@ -21,6 +21,7 @@
 #include "inference/models/ltx2/ltx2schedule.h"
 #include "inference/text/tokenizer.h"
 #include "inference/util/device.h"
+#include "inference/util/format.h"
 #include "inference/util/heap.h"
 #include "inference/util/log.h"
 #include "inference/quant/weightloader.h"
@@ -188,6 +189,7 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::LatentUpsampler> temporalUpsampler;  // likewise
     std::optional<ltx2::DurationHead> durationHead;  // loaded with the rest where the files have one
     std::optional<std::filesystem::path> enhancerPath;  // the prompt enhancer, where there is one (loaded per request)
+    std::string enhancerCpuNote;  // why the last enhancement ran on the CPU; empty when it did not
     // Why a length cannot be left on auto (no head, or a broken one); empty when it can.
     std::string noDurationHead;
     // What open() found questionable but not wrong (also logged).
@@ -2977,8 +2979,23 @@ ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
             "as the enhancer); generate with the prompt as written");
     if (progress)
         progress({Ltx2Phase::EnhancePrompt, 0, req.enhancerMaxTokens, {}});
-    // The enhancer runs before the text encoder, on its device, and is gone before the encoder loads.
-    auto enhancer = take(ltx2::PromptEnhancer::load(*enhancerPath, onDevice<gemma3::TextEncoderLoadOptions>(textDevice(), options.dtype)));
+    // The enhancer runs on the text encoder's device and is freed before anything else runs;
+    // where that device has not the room beside what is loaded, on the CPU, and the output says so.
+    auto device = textDevice();
+    if (device.is_cuda()) {
+        const auto need = ltx2::PromptEnhancer::deviceBytes(*enhancerPath, options.dtype);
+        releaseCachedDeviceMemory();
+        const auto room = cudaMemoryInfo(device).first;
+        constexpr std::int64_t kWorking = std::int64_t{1} << 30;  // the cache and activations of 600 tokens, with room to spare
+        if (need + kWorking > room) {
+            enhancerCpuNote = "the prompt enhancer ran on the CPU: it needs " + humanBytes(static_cast<std::uint64_t>(need + kWorking))
+                + " on " + device.str() + ", which has " + humanBytes(static_cast<std::uint64_t>(std::max<std::int64_t>(room, 0)))
+                + " free beside the model";
+            log::warn(enhancerCpuNote);
+            device = c10::Device(c10::kCPU);
+        }
+    }
+    auto enhancer = take(ltx2::PromptEnhancer::load(*enhancerPath, onDevice<gemma3::TextEncoderLoadOptions>(device, options.dtype)));
     ltx2::EnhanceOptions o;
     o.systemPrompt = req.enhancerSystemPrompt;
     o.maxNewTokens = req.enhancerMaxTokens;
@@ -2999,6 +3016,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(
     double enhanceSeconds = 0;
     if (original.enhancePrompt) {
         const auto start = Clock::now();
+        enhancerCpuNote.clear();
         enhanced = enhancePrompt(original, progress, stop);
         if (stop.stop_requested())
             throw Cancelled{};
@@ -3014,8 +3032,13 @@ Ltx2Output Ltx2Pipeline::Impl::run(
         prompted.out.enhancerTokens = enhanced->tokens;
         prompted.out.enhancerCut = !enhanced->stoppedAtEos;
         prompted.out.secondsPerPhase["enhance prompt"] = enhanceSeconds;
+        std::vector<std::string> notes;
         if (!asked.conditions.empty())
-            prompted.out.enhancerNote = "the enhancer read the prompt alone, not the conditioning images";
+            notes.push_back("the enhancer read the prompt alone, not the conditioning images");
+        if (!enhancerCpuNote.empty())
+            notes.push_back(enhancerCpuNote);
+        for (const auto& n : notes)
+            prompted.out.enhancerNote += (prompted.out.enhancerNote.empty() ? "" : "; ") + n;
     }
     const auto ctx = encodePrompt(prompted);
     // A length left on auto: the duration head reads it from the prompt's connector outputs (the

@@ -1,5 +1,6 @@
 #include "inference/models/ltx2/ltx2promptenhancer.h"
 
+#include "inference/tensorfile/modelsource.h"
 #include "inference/text/unicode.h"
 
 #include <ATen/ATen.h>
@@ -77,6 +78,19 @@ bool PromptEnhancer::present(const fs::path& path)
 {
     const auto [model, tokenizer] = locate(path);
     return isFile(model / "config.json") && isFile(tokenizer / "tokenizer.json") && model.filename() == "prompt_enhancer";
+}
+
+std::int64_t PromptEnhancer::deviceBytes(const fs::path& path, c10::ScalarType dtype)
+{
+    const auto source = tensorfile::ModelSource::open(locate(path).first);
+    if (!source)
+        return 0;
+    std::int64_t n = 0;
+    for (const auto& cp : source->checkpoints)
+        for (const auto& t : cp.tensors)
+            if (!gemma3::isUnusedByTextEncoder(t.name) && t.name.find("embed_tokens_per_layer") == std::string::npos)
+                n += t.numel() * static_cast<std::int64_t>(c10::elementSize(dtype));
+    return n;
 }
 
 Result<PromptEnhancer> PromptEnhancer::load(const fs::path& path, const gemma3::TextEncoderLoadOptions& options)

@@ -14,6 +14,8 @@
 #include "inference/text/tokenizer.h"
 #include "inference/util/result.h"
 
+#include <c10/core/ScalarType.h>
+
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -50,6 +52,9 @@ public:
     // Whether `path` holds one (a prompt_enhancer/ component with weights, or is a Gemma 4
     // model folder), without reading weights.
     static bool present(const std::filesystem::path& path);
+    // The bytes its weights take on the device in `dtype` (the language model's, without the
+    // per-layer table, which stays in host memory), from headers; 0 when they cannot be read.
+    static std::int64_t deviceBytes(const std::filesystem::path& path, c10::ScalarType dtype);
 
     Result<EnhancedPrompt> enhance(std::string_view prompt, const EnhanceOptions& options = {}, std::stop_token stop = {}) const;
 
