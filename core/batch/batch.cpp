@@ -172,6 +172,11 @@ Line readLine(const json& object, const std::string& where, const std::filesyste
     fields["prompt"] = ask.prompt;
     if (auto n = r.text("negative_prompt", 20000))
         fields["negative_prompt"] = ask.negativePrompt = output::sanitizedText(*n);
+    if (const auto* enhance = r.find("enhance_prompt")) {
+        if (!enhance->is_boolean())
+            r.fail("enhance_prompt", "must be true or false");
+        fields["enhance_prompt"] = ask.enhancePrompt = enhance->get<bool>();
+    }
     const auto keep = [&](const char* name, const auto& value) {
         if (value)
             fields[name] = *value;

@@ -1326,6 +1326,8 @@ def test_batch_local(tmp_dir=RUN_TMP):
         ("badid.jsonl", [{**base, "prompt": "a", "id": "../up"}], "badid.jsonl:1: 'id' must be 1 to 64 letters"),
         ("nomodel.jsonl", [{**base, "prompt": "a", "model": "no/such-variant"}], "nomodel.jsonl:1:"),
         ("size.jsonl", [{**base, "prompt": "a", "width": 100}], "size.jsonl:1:"),
+        ("enhance.jsonl", [{**base, "prompt": "a", "enhance_prompt": "yes"}], "enhance.jsonl:1: 'enhance_prompt' must be true or false"),
+        ("noenhancer.jsonl", [{**base, "prompt": "a", "enhance_prompt": True}], "noenhancer.jsonl:1: this model has no prompt enhancer"),
     ]:
         p = run("batch", write(name, lines), "--local", "--outputs", work / "out")
         check(f"batch refuses {name} before anything runs, naming the line", p.returncode == 2 and said in p.stderr

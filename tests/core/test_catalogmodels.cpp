@@ -18,6 +18,8 @@
 #include "media/mediareader.h"
 #include "tests/hub/testhub.h"
 
+#include <algorithm>
+
 #include <QCoreApplication>
 #include <QDir>
 #include <QDirIterator>
@@ -364,11 +366,14 @@ private slots:
         QVERIFY2(s->recipe.plannedPaths.find("transformer: dequantize to f32 + GEMM") != std::string::npos, s->recipe.plannedPaths.c_str());
         QVERIFY(s->recipe.pathWarnings.empty());
         QCOMPARE(QString::fromStdString(s->recipe.modelKey), model->key);
-        // The studio lists it in the gallery with its recipe, as it does for the window.
-        bool listed = false;
-        for (const auto& item : (*studio)->gallery()->items())
-            listed = listed || QFileInfo(item.path) == QFileInfo(job.outputPath);
-        QVERIFY2(listed, qPrintable((*studio)->galleryError()));
+        // The studio lists it in the gallery with its recipe, as it does for the window (when
+        // the engine's finished signal reaches it, which may be after the job reads Done).
+        const auto listed = [&] {
+            const auto items = (*studio)->gallery()->items();
+            return std::any_of(
+                items.begin(), items.end(), [&](const auto& item) { return QFileInfo(item.path) == QFileInfo(job.outputPath); });
+        };
+        QTRY_VERIFY2_WITH_TIMEOUT(listed(), qPrintable((*studio)->galleryError()), 10000);
     }
 
     // LTX-2.5 as Lightricks publishes it, one file per component: exactly the six files the

@@ -1145,8 +1145,8 @@ Result<Generation> CausalLm::generate(
         // GenerationMixin._prepare_position_ids_for_generation: real tokens count from 0.
         const auto positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0);
         auto lastPosition = positions[0][-1].item<std::int64_t>();
-        std::vector<std::int64_t> sequence(inputIds.to(at::kCPU, at::kLong).contiguous().data_ptr<std::int64_t>(),
-            inputIds.to(at::kCPU, at::kLong).contiguous().data_ptr<std::int64_t>() + t);
+        const auto hostIds = inputIds.to(at::kCPU, at::kLong).contiguous();
+        std::vector<std::int64_t> sequence(hostIds.data_ptr<std::int64_t>(), hostIds.data_ptr<std::int64_t>() + t);
         const auto& eos = options.eosIds.empty() ? m.eos : options.eosIds;
 
         Generation out;
