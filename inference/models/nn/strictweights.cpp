@@ -53,7 +53,8 @@ Result<LanguageModelWeights> findLanguageModel(
                 + tried + ")");
     std::vector<std::string> unknown;
     for (const auto& [name, stored] : all) {
-        if (std::any_of(layout.ignored.begin(), layout.ignored.end(), [&](const std::string& p) { return name.starts_with(p); }))
+        const std::string& key = name;  // a structured binding is not captured by lambdas before C++20's clang
+        if (std::any_of(layout.ignored.begin(), layout.ignored.end(), [&key](const std::string& p) { return key.starts_with(p); }))
             continue;
         if (quant::isQuantizationSibling(name))
             continue;  // read by loadWeight together with its weight
