@@ -621,7 +621,7 @@ void checkDfrRun(const std::string& runName, const std::string& layout = "diffus
 
 // LTX-2.5's DFR pass: the padded canvas, its slot on the pad, the keyframe marks and the
 // per-token sigmas, trimmed to the 17 frames asked for; then its second-stage form, with
-// conditions, and with the length left to the duration head.
+// conditions, with the length left to the duration head, and from GGUF.
 VT_TEST(dfrPassMatchesDiffusers)
 {
     checkDfrRun("dfr");
@@ -630,6 +630,9 @@ VT_TEST(dfrPassMatchesDiffusers)
     checkDfrRun("dfr_auto");
     // Lightricks' files, the duration head one of them (model_patches/).
     checkDfrRun("dfr_auto", "lightricks");
+    // The community GGUF layout (transformer.gguf with mixed quant types, ltx-core-named
+    // companions): the reference runs on the same weights dequantized by gguf-py.
+    checkDfrRun("dfr_gguf", "gguf");
 }
 
 // LTX-2.5's diffusion video decoder in the pipeline: run_dfr's pass, then diffusers'
