@@ -3,7 +3,15 @@ next to diffusers' LTX2Pipeline running the same configuration from the same pip
 the same run, as per-phase ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
 
 Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json] [--two-stage] [--version 2.3|2.5]
-                          [--temporal-rounds 0|1] [--guided] [--audio] [--reference]
+                          [--temporal-rounds 0|1] [--guided] [--audio] [--reference] [--enhance]
+
+--enhance (2.5): after each configuration, the prompt enhancer (issue #29): the configuration's pipeline folder with a
+prompt_enhancer/ (a Gemma 4 E2B-shaped Gemma4ForConditionalGeneration, text only: hidden 512, 12 layers of which the
+last 4 share keys and values with double-width MLPs, per-layer embeddings of 64, window 128, soft cap 30, random) and a
+processor/ (the enhancer fixture's tokenizer), its end-of-turn token unreachable so both sides write all 600 tokens.
+Diffusers: Gemma4ForConditionalGeneration.from_pretrained, then LTX2DFRPipeline.enhance_prompt (greedy, no repeated
+5-gram, 600 new tokens); Vireo: `vireo-cli generate --enhance-prompt`, its "enhance prompt" phase (it loads the
+enhancer for each request and frees it after). Rows: load + generate, and seconds per token.
 
 --audio (2.3): after each configuration, audio-to-video (issue #31) on the same model: a 44.1 kHz stereo chirp as
 long as the clip, encoded (ltx-core 1.0.0's AudioProcessor + the audio VAE's encoder on the diffusers side; Vireo's
@@ -791,6 +799,107 @@ def print_reference(r: dict, repeat: int) -> None:
         print(f"   {label:<24}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 12)}{fmt(row['ratio'], 8)}")
 
 
+# =========================================================================== prompt enhancer
+
+ENHANCER = dict(hidden_size=512, intermediate_size=1536, num_hidden_layers=12, num_attention_heads=8, num_key_value_heads=2,
+                head_dim=64, global_head_dim=128, sliding_window=128, num_kv_shared_layers=4, use_double_wide_mlp=True,
+                hidden_size_per_layer_input=64, final_logit_softcapping=30.0)
+ENHANCER_TOKENS = 600
+# Of about the length of Vireo's own (which vireo-cli uses): the prefill is a few percent of the work.
+ENHANCER_SYSTEM = ("You write prompts for a video model. Rewrite the user's idea as one paragraph: subjects, motion, camera, "
+                   "light, surroundings and sound, in the present tense, 80 to 160 words, no lists and no preamble. ") * 2
+
+
+def write_enhancer(folder: Path) -> int:
+    """prompt_enhancer/ and processor/ into a pipeline folder; the end-of-turn id (the only EOS, never reached)."""
+    import make_gemma4_enhancer_fixtures as ef
+    from transformers import Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig
+
+    tok, vocab = ef.build_tokenizer(folder / "processor")
+    turn_end = tok.convert_tokens_to_ids("<turn|>")
+    layers = ENHANCER["num_hidden_layers"]
+    types = ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(layers)]
+    tc = Gemma4TextConfig(vocab_size=vocab, vocab_size_per_layer_input=vocab, layer_types=types, rms_norm_eps=1e-6,
+                          max_position_embeddings=4096, pad_token_id=0, bos_token_id=2, eos_token_id=[turn_end],
+                          tie_word_embeddings=True, **ENHANCER)
+    config = Gemma4Config(text_config=tc, vision_config=None, audio_config=None, pad_token_id=0, bos_token_id=2,
+                          eos_token_id=[turn_end], tie_word_embeddings=True)
+    torch.manual_seed(SEED)
+    model = Gemma4ForConditionalGeneration(config).float().eval()
+    mm.randomize_(model, SEED, std=0.05)
+    # The end of turn is the only EOS; a zero row gives it logit 0 where others reach above: never chosen.
+    model.model.language_model.embed_tokens.weight[turn_end].zero_()
+    model.generation_config.eos_token_id = [turn_end]
+    model.generation_config.pad_token_id = 0
+    model.save_pretrained(str(folder / "prompt_enhancer"), safe_serialization=True)
+    return turn_end
+
+
+def diffusers_enhance(folder: Path) -> dict:
+    import types as pytypes
+
+    from diffusers import LTX2DFRPipeline
+    from transformers import AutoTokenizer, Gemma4ForConditionalGeneration
+
+    t0 = time.perf_counter()
+    model = Gemma4ForConditionalGeneration.from_pretrained(str(folder / "prompt_enhancer"), torch_dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(str(folder / "processor"))
+    t1 = time.perf_counter()
+
+    class TextProcessor:
+        def __init__(self, t):
+            self.tokenizer = t
+
+        def __call__(self, text, images=None, return_tensors="pt"):
+            return self.tokenizer(text, return_tensors=return_tensors)
+
+    counted = {}
+    real = model.generate
+
+    def spy(**kwargs):
+        out = real(**kwargs)
+        counted["tokens"] = out.shape[1] - kwargs["input_ids"].shape[1]
+        return out
+
+    model.generate = spy
+    host = pytypes.SimpleNamespace(prompt_enhancer=model, text_encoder=None, processor=TextProcessor(tok),
+                                   _execution_device=torch.device("cpu"))
+    LTX2DFRPipeline.enhance_prompt(host, PROMPT, ENHANCER_SYSTEM, max_new_tokens=ENHANCER_TOKENS)
+    t2 = time.perf_counter()
+    return {"load": t1 - t0, "generate": t2 - t1, "tokens": counted["tokens"]}
+
+
+def bench_enhance(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
+    import re
+    cfg = CONFIGS[name]
+    folder = tmp / f"enhance-{name}"
+    write_pipeline(folder, cfg["build"](), tok_src)
+    write_enhancer(folder)
+    diffusers_enhance(folder)  # warm-up (page cache, allocator)
+    d_runs = [diffusers_enhance(folder) for _ in range(repeat)]
+    report = vireo_run(cli, folder, cfg, tmp / f"enhance-{name}.mp4", repeat + 1, ["--enhance-prompt"])
+    said = re.search(r"the prompt enhancer rewrote the prompt \((\d+) tokens", report.get("stages_reason", ""))
+    if not said:
+        sys.exit(f"bench generate: vireo did not enhance the prompt (stages reason {report.get('stages_reason')!r})")
+    v_tokens = int(said.group(1))
+    v = min(p["enhance prompt"] for p in report["runs"][1:])
+    d = min(r["load"] + r["generate"] for r in d_runs)
+    d_tokens = d_runs[0]["tokens"]
+    rows = {"load + generate": {"diffusers": d, "vireo": v, "ratio": v / d},
+            "per token": {"diffusers": d / d_tokens, "vireo": v / v_tokens, "ratio": (v / v_tokens) / (d / d_tokens)}}
+    return {"config": f"enhance_{name}", "tokens": {"diffusers": d_tokens, "vireo": v_tokens},
+            "diffusers_load": min(r["load"] for r in d_runs), "rows": rows}
+
+
+def print_enhance(r: dict, repeat: int) -> None:
+    print(f"\n== prompt enhancer, {r['config']}: a Gemma 4 E2B-shaped model (hidden 512, 12 layers, 4 sharing keys and values, "
+          f"per-layer embeddings), {r['tokens']['vireo']} tokens written by vireo, {r['tokens']['diffusers']} by diffusers "
+          f"(best of {repeat}; both load the enhancer each time: diffusers' load alone {r['diffusers_load']:.3f} s)")
+    print(f"   {'phase':<24}{'diffusers s':>12}{'vireo s':>12}{'ratio':>8}")
+    for label, row in r["rows"].items():
+        print(f"   {label:<24}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 12)}{fmt(row['ratio'], 8)}")
+
+
 # =========================================================================== two stages
 
 # The medium model at 512x320 (stage 1 at 256x160), with a latent upsampler narrower than the real
@@ -1175,6 +1284,8 @@ def main() -> int:
                     help="2.3 only: the dev guidance (CFG, STG, modality) denoise per configuration, and its cost over CFG alone")
     ap.add_argument("--version", choices=("2.3", "2.5"), default="2.3",
                     help="LTX version (default 2.3); 2.5: LTX-2.5 pipelines against diffusers' LTX2DFRPipeline")
+    ap.add_argument("--enhance", action="store_true",
+                    help="2.5 only: the prompt enhancer per configuration against diffusers' LTX2DFRPipeline.enhance_prompt")
     ap.add_argument("--temporal-rounds", type=int, choices=(0, 1), default=0,
                     help="2.5 only: 1 adds a 'temporal round 1' section per configuration (the DFR pass then one "
                          "temporal refine round, against LTX2DFRTemporalRefinePipeline)")
@@ -1189,6 +1300,8 @@ def main() -> int:
         ap.error("--reference is LTX-2.3's, without --two-stage")
     if args.guided and (args.version != "2.3" or args.two_stage):
         ap.error("--guided is LTX-2.3's, without --two-stage")
+    if args.enhance and args.version != "2.5":
+        ap.error("--enhance is LTX-2.5's (--version 2.5)")
     if args.temporal_rounds and args.version != "2.5":
         ap.error("--temporal-rounds is LTX-2.5's only (--version 2.5)")
     global VERSION
@@ -1234,6 +1347,12 @@ def main() -> int:
                 results.append(r)
                 if not args.json:
                     print_reference(r, args.repeat)
+                    sys.stdout.flush()
+            if args.enhance:
+                r = bench_enhance(name, args.cli, args.repeat, tmp, tok_src)
+                results.append(r)
+                if not args.json:
+                    print_enhance(r, args.repeat)
                     sys.stdout.flush()
             if args.temporal_rounds:
                 r = bench_temporal(name, args.cli, args.repeat, tmp, tok_src)

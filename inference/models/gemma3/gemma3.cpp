@@ -1057,10 +1057,12 @@ at::Tensor CausalLm::Impl::forward(const at::Tensor& ids, const at::Tensor& posi
             cache.k[i].narrow(2, past, t).copy_(key);
             cache.v[i].narrow(2, past, t).copy_(value);
         }
+        // Grouped-query attention reads each key/value head for its query heads in place: a
+        // copy of the whole cache per layer and token is what repeating them would cost.
         const auto src = static_cast<std::size_t>(l.kvSource);
-        const auto keys = repeatKv(cache.k[src].narrow(2, 0, total), c.heads / l.kvHeads);
-        const auto values = repeatKv(cache.v[src].narrow(2, 0, total), c.heads / l.kvHeads);
-        auto out = at::scaled_dot_product_attention(query, keys, values, mask, 0.0, false, scale);
+        const auto keys = cache.k[src].narrow(2, 0, total);
+        const auto values = cache.v[src].narrow(2, 0, total);
+        auto out = at::scaled_dot_product_attention(query, keys, values, mask, 0.0, false, scale, l.kvHeads != c.heads);
         // A left-padded query sees no key: 0, not the NaN an all-masked softmax may give, since
         // its keys and values are cached (masked) and must stay finite.
         out = at::where(l.sliding ? slidingRows : fullRows, out, at::zeros({}, out.options()));
