@@ -71,7 +71,7 @@ std::int64_t framesForSound(double seconds, double fps, bool* cut)
 SizeRequest sizeRequestOf(const GenerateRequest& request, bool image)
 {
     return {request.width, request.height, image ? 1 : planningFrames(request), !image && request.guidance > 1.0, request.knobs,
-        image ? 0 : static_cast<int>(request.references.size())};
+        image ? 0 : static_cast<int>(request.references.size()), !image && request.enhancePrompt};
 }
 
 Result<StagePlan> planStages(const LoadPlan& plan, const GenerateRequest& request)

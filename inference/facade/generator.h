@@ -141,6 +141,8 @@ struct SizeRequest {
     std::map<std::string, double> knobs{};
     // IC-LoRA reference clips: each adds up to the first pass's tokens to its sequence.
     int references = 0;
+    // The prompt enhancer runs first, on the text encoder's device, and is freed after.
+    bool enhancePrompt = false;
 };
 
 // Free memory to plan against; measured on this machine unless given (tests, what-ifs).

@@ -1832,6 +1832,22 @@ VT_TEST(thePromptEnhancerWritesThePromptTheVideoFollows)
 
     auto refused = without->generate(req);
     VT_CHECK(!refused.ok() && refused.error().message.find("no prompt enhancer") != std::string::npos);
+
+    // The memory plan counts it in the encoding phase (its weights and cache, on the text
+    // encoder's device), where the request asks for it.
+    facade::LoadPlan plan;
+    plan.modelPaths = {dir("25") / "diffusers"};
+    plan.promptEnhancerPath = test::fixturesRoot() / "gemma4enhancer";
+    facade::MemoryBudget budget;
+    budget.hostAvailableBytes = 64ll << 30;
+    facade::SizeRequest size{96, 64, 17, false};
+    auto unasked = facade::Generator::planMemory(plan, size, budget);
+    size.enhancePrompt = true;
+    auto asked = facade::Generator::planMemory(plan, size, budget);
+    const auto enhancerBytes = ltx2::PromptEnhancer::deviceBytes(test::fixturesRoot() / "gemma4enhancer", c10::kFloat);
+    VT_CHECK(unasked.ok() && asked.ok() && enhancerBytes > 0);
+    VT_CHECK(asked->encodeBytes == std::max<std::int64_t>(unasked->encodeBytes, enhancerBytes + (1ll << 30))
+        && asked->encodeBytes > unasked->encodeBytes);
 }
 
 VT_TEST(extendingWithSoundContinuesItWithoutAGapOrAClick)

@@ -89,6 +89,17 @@ std::optional<std::filesystem::path> upsamplerOf(const LoadPlan& plan)
     return companionOf(plan, plan.spatialUpsamplerPath, "latent_upsampler");
 }
 
+// The prompt enhancer: the one the plan gives, else a model folder's prompt_enhancer/.
+std::optional<std::filesystem::path> promptEnhancerOf(const LoadPlan& plan)
+{
+    if (plan.promptEnhancerPath)
+        return plan.promptEnhancerPath;
+    for (const auto& p : plan.modelPaths)
+        if (ltx2::PromptEnhancer::present(p))
+            return p;
+    return std::nullopt;
+}
+
 // The temporal x2 upsampler of LTX-2.5's temporal refine rounds.
 std::optional<std::filesystem::path> temporalUpsamplerOf(const LoadPlan& plan)
 {
@@ -521,6 +532,12 @@ public:
         m.activationBytes = tokens * batch * (sizes.ffnDim * 2 + sizes.videoDim * 8) * bytesPerValue;
         const std::int64_t textTokens = 1024;
         m.encodeBytes = batch * textTokens * 3840 * 49 * bytesPerValue + (64ll << 20);
+        // The prompt enhancer runs before the encoding on the same device, and is freed before
+        // it: that phase's memory is its weights and its cache, whichever of the two is more.
+        if (size.enhancePrompt)
+            if (const auto enhancer = promptEnhancerOf(plan))
+                m.encodeBytes =
+                    std::max<std::int64_t>(m.encodeBytes, ltx2::PromptEnhancer::deviceBytes(*enhancer, target.dtype) + (1ll << 30));
         const auto tileH = std::min<std::int64_t>(size.height, 576), tileW = std::min<std::int64_t>(size.width, 576);
         m.decodeBytes = 5 * 256 * size.frames * (tileH / 4) * (tileW / 4) * bytesPerValue + size.frames * size.height * size.width * 3 * 4;
         if (sizes.componentBytes.count("diffusion_decoder")) {
@@ -645,8 +662,7 @@ public:
     {
         // Headers only, read once: the version, and for a length left on auto the duration head
         // (refused before anything loads).
-        if (request.enhancePrompt && !plan.promptEnhancerPath
-            && std::none_of(plan.modelPaths.begin(), plan.modelPaths.end(), [](const auto& p) { return ltx2::PromptEnhancer::present(p); }))
+        if (request.enhancePrompt && !promptEnhancerOf(plan))
             return makeError(ErrorCode::InvalidArgument,
                 "this model has no prompt enhancer (LTX-2.5's diffusers folder ships one in prompt_enhancer/; or give a Gemma 4 "
                 "instruct model such as gemma-4-E2B-it as the enhancer); generate with the prompt as written");
