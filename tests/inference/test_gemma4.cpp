@@ -14,8 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <stop_token>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 using namespace vireo;
 using json = nlohmann::json;
@@ -327,6 +331,36 @@ VT_TEST(cleaningAndDecodingFollowTheReference)
     auto lone = tok->decode({*tok->tokenToId("<0x80>"), *tok->tokenToId("<0x41>")}, true);
     VT_CHECK(lone.ok() && *lone == "\uFFFD\uFFFD");  // the whole run is not UTF-8
     VT_CHECK(!tok->decode({1 << 20}, true).ok());
+}
+
+// An enhancer whose tokenizer is not Gemma 4's (no turn markers) is refused naming the file,
+// before anything generates.
+VT_TEST(anEnhancerWithoutGemma4sTokenizerIsRefused)
+{
+    // libtorch ships its own std::filesystem::remove_all and copy, which crash: POSIX calls here.
+    const auto work = fs::temp_directory_path() / ("vireo-enhancer-" + std::to_string(::getpid()));
+    VT_CHECK(::mkdir(work.c_str(), 0700) == 0 && ::mkdir((work / "processor").c_str(), 0700) == 0);
+    VT_CHECK(::symlink((enhancerDir() / "prompt_enhancer").c_str(), (work / "prompt_enhancer").c_str()) == 0);
+    const char* files[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (const char* file : files) {
+        std::ifstream in(enhancerDir() / "processor" / file);
+        auto j = json::parse(in);
+        for (const char* list : {"added_tokens", "added_tokens_decoder"})
+            if (j.contains(list))
+                for (auto& t : j[list])
+                    if (t.is_object() && t.value("content", "") == "<|turn>")
+                        t["content"] = "<|step>";
+        std::ofstream(work / "processor" / file) << j.dump();
+    }
+    auto refused = ltx2::PromptEnhancer::load(work);
+    for (const char* file : files)
+        ::unlink((work / "processor" / file).c_str());
+    ::unlink((work / "prompt_enhancer").c_str());
+    ::rmdir((work / "processor").c_str());
+    ::rmdir(work.c_str());
+    VT_CHECK_MSG(!refused.ok() && refused.error().message.find("has no <|turn> token") != std::string::npos
+            && refused.error().message.find("processor") != std::string::npos,
+        (refused.ok() ? std::string("loaded") : refused.error().message));
 }
 
 VT_MAIN("test_gemma4")

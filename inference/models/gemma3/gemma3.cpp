@@ -75,6 +75,19 @@ RopeConfig ropeFrom(const json& p, const char* layerType, const std::string& whe
     return r;
 }
 
+// eos_token_id as a config or generation_config.json writes it: one id or a list (others ignored).
+std::vector<std::int64_t> eosIdsOf(const json& j)
+{
+    std::vector<std::int64_t> ids;
+    if (!j.is_object() || !j.contains("eos_token_id"))
+        return ids;
+    const auto& e = j["eos_token_id"];
+    for (const auto& id : e.is_array() ? e : json::array({e}))
+        if (id.is_number_integer() && id.get<std::int64_t>() >= 0)
+            ids.push_back(id.get<std::int64_t>());
+    return ids;
+}
+
 TextConfig parseGemma4(const json& top, const std::string& where);
 // The text config's sizes and flags both generations name alike (absent keys keep c's values).
 void readCommonFields(const json& tc, TextConfig& c, const std::string& where)
@@ -288,14 +301,9 @@ TextConfig parseGemma4(const json& top, const std::string& where)
             configFail(where + ": inconsistent per-layer embedding or sharing sizes (" + std::to_string(c.perLayerDim) + " x "
                 + std::to_string(c.perLayerVocab) + ", " + std::to_string(c.kvSharedLayers) + " shared layers)");
     }
-    for (const json* from : {static_cast<const json*>(&tc), &top}) {
-        if (!c.eosIds.empty() || !from->contains("eos_token_id"))
-            continue;
-        const auto& e = (*from)["eos_token_id"];
-        for (const auto& id : e.is_array() ? e : json::array({e}))
-            if (id.is_number_integer() && id.get<std::int64_t>() >= 0)
-                c.eosIds.push_back(id.get<std::int64_t>());
-    }
+    c.eosIds = eosIdsOf(tc);
+    if (c.eosIds.empty())
+        c.eosIds = eosIdsOf(top);
     if (tc.contains("use_bidirectional_attention") && tc["use_bidirectional_attention"].is_string()
         && tc["use_bidirectional_attention"] == "all")
         configFail(where + ": use_bidirectional_attention \"all\" (a non-causal encoder) is not supported; LTX-2.5's encoder is causal");
@@ -670,12 +678,7 @@ Result<void> loadModel(Model& m, const fs::path& path, const TextEncoderLoadOpti
             auto parsed = jsonutil::parseUntrusted(it->second, "generation_config.json");
             if (!parsed)
                 return parsed.error();
-            if (parsed->is_object() && parsed->contains("eos_token_id")) {
-                const auto& e = (*parsed)["eos_token_id"];
-                for (const auto& id : e.is_array() ? e : json::array({e}))
-                    if (id.is_number_integer() && id.get<std::int64_t>() >= 0)
-                        m.generationEos.push_back(id.get<std::int64_t>());
-            }
+            m.generationEos = eosIdsOf(*parsed);
         }
     if (static_cast<std::int64_t>(config.layerTypes.size()) != config.layers)
         return makeError(ErrorCode::InvalidArgument,
@@ -690,7 +693,7 @@ Result<void> loadModel(Model& m, const fs::path& path, const TextEncoderLoadOpti
     if (causal && !config.tieWordEmbeddings)
         return makeError(ErrorCode::Unsupported,
             origin + ": the LM head is not tied to the embeddings (tie_word_embeddings false); this version reads tied heads only");
-    Model* impl = &m;
+    auto* impl = &m;  // the fields below, as the loader has always named them
     impl->config = config;
     impl->device = options.device;
     impl->dtype = options.dtype;
