@@ -656,12 +656,14 @@ def test_retake(server):
 def test_enhance_prompt():
     """LTX-2.5's prompt enhancer over the API: "enhance_prompt": true on a model with one (a copy of the tiny 2.5
     pipeline with the tiny Gemma 4 E2B enhancer) completes and the video object and the recipe say what it wrote;
-    on a model without one the job is refused with 400 naming the field; a value that is not a boolean is 400."""
+    on a 2.5 model without one the job is refused with 400 naming the field; a value that is not a boolean is 400."""
     model = RUN_TMP / "ltx25enh"
     shutil.copytree(FIXTURES / "ltx2pipeline" / "v25" / "diffusers", model)
     for part in ("prompt_enhancer", "processor"):
         shutil.copytree(FIXTURES / "gemma4enhancer" / part, model / part)
-    server = Server("enhance", "--model", model)
+    plain = RUN_TMP / "ltx25plain"
+    shutil.copytree(FIXTURES / "ltx2pipeline" / "v25" / "diffusers", plain)
+    server = Server("enhance", "--model", model, "--model", plain)
     try:
         base = {"model": "local/ltx25enh", "prompt": "a fox in the snow", "size": "64x64", "frames": 9, "seed": 3}
         s, _, b = server.request("POST", "/v1/videos", {**base, "enhance_prompt": True})
@@ -678,7 +680,7 @@ def test_enhance_prompt():
               (job.get("status"), job.get("error"), job.get("enhanced_prompt")))
         for name, body, param, says in [
                 ("a value that is not a boolean", {**base, "enhance_prompt": "maybe"}, "enhance_prompt", "true or false"),
-                ("a model without an enhancer", {**base, "model": "local/diffusers", "size": "96x64", "enhance_prompt": True},
+                ("a model without an enhancer", {**base, "model": "local/ltx25plain", "enhance_prompt": True},
                  None, "no prompt enhancer")]:
             s, _, b = server.request("POST", "/v1/videos", body)
             err = json.loads(b).get("error") or {}

@@ -1259,7 +1259,8 @@ def test_prompt_enhancer(tmp_dir=RUN_TMP):
     """LTX-2.5's prompt enhancer (issue #29): --enhance-prompt on a diffusers folder with prompt_enhancer/ (the
     tiny Gemma 4 E2B fixture) rewrites the prompt before encoding; the run prints what it wrote, --json and the
     recipe keep it beside the prompt as typed, and --again makes the same video. --prompt-enhancer FOLDER gives
-    one to a folder without its own. Refused before loading: a model without one, a folder that is not there."""
+    one to a folder without its own; LTX-2.3's text encoder writes its own. Refused before loading: a 2.5 model
+    without one, a folder that is not there."""
     root = FIXTURES / "ltx2pipeline"
     enhancer = FIXTURES / "gemma4enhancer"
     work = Path(tmp_dir) / "enhancer"
@@ -1294,12 +1295,28 @@ def test_prompt_enhancer(tmp_dir=RUN_TMP):
     check("generate --prompt-enhancer FOLDER: an enhancer for a model without its own (the same words, the same video)",
           p.returncode == 0 and decoded(given) == decoded(out), p.stderr[-600:])
     for name, extra, says in [
-            ("a model without a prompt enhancer", ["--model", root / "v23" / "diffusers"], "no prompt enhancer"),
+            ("a model without a prompt enhancer", ["--model", root / "v25" / "diffusers"], "no prompt enhancer"),
             ("an enhancer folder that is not there", ["--model", model, "--prompt-enhancer", work / "nowhere"], "no such prompt enhancer")]:
         bad = work / "bad.mp4"
         p = run("generate", *extra, "--prompt", "x", "--enhance-prompt", *size, "--out", bad)
         check(f"generate --enhance-prompt: {name} is refused before loading", p.returncode != 0 and says in p.stderr
               and not bad.exists() and "load transformer" not in p.stdout, p.stderr[-300:])
+    # LTX-2.3: its Gemma 3 text encoder (here the fixture's, with Gemma 3's turn markers) writes the prompt,
+    # sampled from the seed, and the recipe says so.
+    gemma = enhancer / "gemma3"
+    self23 = work / "self23.mp4"
+    p = run("generate", "--model", root / "v23" / "diffusers", "--text-encoder", gemma, "--prompt", "a fox in the snow",
+            "--enhance-prompt", *size, "--json", "--out", self23)
+    try:
+        info = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        info = {}
+    recipe = json.loads(ffprobe_json(self23, "-show_format").get("format", {}).get("tags", {}).get("vireo_recipe", "{}")) \
+        if self23.exists() else {}
+    check("generate --enhance-prompt on LTX-2.3: the text encoder writes the prompt, sampled from the seed",
+          p.returncode == 0 and info.get("enhanced_prompt") and recipe.get("enhanced_prompt") == info.get("enhanced_prompt")
+          and "written by the text encoder (Gemma 3), sampled: temperature 0.7, top_k 24, top_p 0.9, seed 3"
+          in recipe.get("stages_reason", ""), (p.stderr[-600:], recipe.get("stages_reason")))
 
 
 def test_batch_local(tmp_dir=RUN_TMP):
@@ -1327,7 +1344,8 @@ def test_batch_local(tmp_dir=RUN_TMP):
         ("nomodel.jsonl", [{**base, "prompt": "a", "model": "no/such-variant"}], "nomodel.jsonl:1:"),
         ("size.jsonl", [{**base, "prompt": "a", "width": 100}], "size.jsonl:1:"),
         ("enhance.jsonl", [{**base, "prompt": "a", "enhance_prompt": "yes"}], "enhance.jsonl:1: 'enhance_prompt' must be true or false"),
-        ("noenhancer.jsonl", [{**base, "prompt": "a", "enhance_prompt": True}], "noenhancer.jsonl:1: this model has no prompt enhancer"),
+        ("noenhancer.jsonl", [{**base, "prompt": "a", "enhance_prompt": True, "model": str(FIXTURES / "ltx2pipeline" / "v25" / "diffusers")}],
+         "noenhancer.jsonl:1: this model has no prompt enhancer"),
     ]:
         p = run("batch", write(name, lines), "--local", "--outputs", work / "out")
         check(f"batch refuses {name} before anything runs, naming the line", p.returncode == 2 and said in p.stderr

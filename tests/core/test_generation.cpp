@@ -210,9 +210,23 @@ private slots:
         a.frames = 17;
         a.conditions.push_back({QStringLiteral("/nowhere/start.png"), 4, 1.0, 33, 0, false, {}});
         expectRefused(a, "8k + 1");
+        // LTX-2.3's Gemma 3 writes the prompt itself; LTX-2.5 without prompt_enhancer/ has nothing to.
         a = prompt();
-        a.enhancePrompt = true;  // LTX-2.3's folder has no prompt_enhancer/
-        expectRefused(a, "this model has no prompt enhancer");
+        a.frames = 17;
+        a.enhancePrompt = true;
+        const auto self = vireo::generation::prepare(m_catalog, *d, video, a);
+        QVERIFY2(self, self ? "" : self.error().message.c_str());
+        QVERIFY2(self->stagesReason.find("the text encoder (Gemma 3) rewrites the prompt first") != std::string::npos,
+            self->stagesReason.c_str());
+        {
+            const auto v25 = localModel(fixtures() + QStringLiteral("/ltx2pipeline/v25/diffusers"));
+            const auto d25 = vireo::generation::defaultsFor(m_catalog, v25);
+            QVERIFY(d25);
+            auto b = prompt();
+            b.enhancePrompt = true;
+            const auto refused = vireo::generation::prepare(m_catalog, *d25, v25, b);
+            QVERIFY(!refused && refused.error().message.find("this model has no prompt enhancer") != std::string::npos);
+        }
         // A good ask: the defaults fill what it left, the prompt is cleaned, the job names the model.
         a = prompt("a quiet\x01 pier");
         a.frames = 17;

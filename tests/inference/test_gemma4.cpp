@@ -307,6 +307,113 @@ VT_TEST(theEnhancerRewritesAsDiffusers)
     VT_CHECK(out->tokens == 40 && !out->stoppedAtEos);
 }
 
+// LTX-2.0/2.3's self-enhancement: the Gemma 3 text encoder writes the prompt, sampled as
+// diffusers' LTX2Pipeline.enhance_prompt samples it (temperature 0.7, the model's top_k 24 and
+// top_p 0.9, the RNG seeded with the seed): the same chat text, the same tokens drawn, the same
+// prompt; another seed writes another; the encoder's weights are shared, not copied.
+VT_TEST(gemma3WritesThePromptAsDiffusersSamplesIt)
+{
+    static const auto set = [] {
+        auto s = tensorfile::readTensorSet(enhancerDir() / "gemma3_case.safetensors");
+        if (!s)
+            throw std::runtime_error(s.error().message);
+        return std::move(*s);
+    }();
+    const auto& meta = set.metadata;
+    const auto seed = std::stoull(meta.at("seed"));
+    const auto chat = ltx2::PromptEnhancer::chatText(meta.at("system"), "user prompt: " + meta.at("prompt"), gemma3::Family::Gemma3);
+    VT_COMPARE(chat, meta.at("template"));
+
+    // The language model alone: generation_config.json's sampling, then transformers' draws.
+    auto lm = gemma3::CausalLm::load(enhancerDir() / "gemma3");
+    VT_CHECK_MSG(lm.ok(), (lm.ok() ? "" : lm.error().message));
+    if (!lm.ok())
+        return;
+    const auto& d = lm->generationDefaults();
+    VT_CHECK(d.doSample && d.topK == 24 && d.topP == 0.9 && d.eosIds.size() == 2 && d.unapplied.empty());
+    gemma3::GenerateOptions options;
+    options.maxNewTokens = 40;
+    options.sampling = gemma3::Sampling{0.7, d.topK, d.topP, seed};
+    auto out = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), options);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    if (!out.ok())
+        return;
+    const auto expected = idsOf(*set.find("generated"));
+    std::size_t same = 0;
+    while (same < expected.size() && same < out->ids.size() && out->ids[same] == expected[same])
+        ++same;
+    const auto err = (out->logits - *set.find("logits")).abs().max().item<double>();
+    std::printf("   %zu of %zu sampled tokens as transformers; logits max abs error %.2e\n", same, expected.size(), err);
+    VT_CHECK(out->ids == expected && err < 1e-4);
+    VT_CHECK(idsOf(*set.find("greedy")) != expected);
+    auto greedy = options;
+    greedy.sampling.reset();
+    auto g = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), greedy);
+    VT_CHECK(g.ok() && g->ids == idsOf(*set.find("greedy")));
+    auto other = options;
+    other.sampling->seed = seed + 1;
+    auto o = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), other);
+    VT_CHECK(o.ok() && o->ids != expected);
+    // Without top-k and top-p the same seed draws from the whole distribution: other tokens.
+    auto wide = options;
+    wide.sampling->topK = 0;
+    wide.sampling->topP = 1.0;
+    auto w = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), wide);
+    VT_CHECK(w.ok() && w->ids != expected);
+    auto bad = options;
+    bad.sampling->topP = 0;
+    VT_CHECK(!lm->generate(*set.find("input_ids"), *set.find("attention_mask"), bad).ok());
+
+    // The whole enhancer, from the folder and sharing a loaded text encoder's weights.
+    ltx2::EnhanceOptions eo;
+    eo.systemPrompt = meta.at("system");
+    eo.maxNewTokens = 40;
+    eo.seed = seed;
+    auto enhancer = ltx2::PromptEnhancer::load(enhancerDir() / "gemma3");
+    VT_CHECK_MSG(enhancer.ok(), (enhancer.ok() ? "" : enhancer.error().message));
+    auto enhanced = enhancer->enhance(meta.at("prompt"), eo);
+    VT_CHECK_MSG(enhanced.ok(), (enhanced.ok() ? "" : enhanced.error().message));
+    VT_CHECK(enhanced.ok() && enhanced->raw == meta.at("decoded") && enhanced->prompt == meta.at("enhanced"));
+    VT_CHECK(enhanced.ok() && enhanced->decoding == "sampled: temperature 0.7, top_k 24, top_p 0.9, seed " + meta.at("seed"));
+
+    auto encoder = gemma3::TextEncoder::load(enhancerDir() / "gemma3");
+    auto tokenizer = text::Tokenizer::load(enhancerDir() / "gemma3");
+    VT_CHECK(encoder.ok() && tokenizer.ok());
+    if (!encoder.ok() || !tokenizer.ok())
+        return;
+    auto shared = ltx2::PromptEnhancer::sharing(*encoder, std::make_shared<const text::Tokenizer>(std::move(*tokenizer)), "gemma3");
+    VT_CHECK_MSG(shared.ok(), (shared.ok() ? "" : shared.error().message));
+    if (!shared.ok())
+        return;
+    auto again = shared->enhance(meta.at("prompt"), eo);
+    VT_CHECK(again.ok() && again->prompt == meta.at("enhanced"));
+    VT_COMPARE(shared->model().residentBytes(), encoder->residentBytes());
+
+    // LTX-2.5's unified Gemma 4 is an encoder only.
+    auto unified = gemma3::TextEncoder::load(test::fixturesDir() / "model");
+    VT_CHECK(unified.ok());
+    if (unified.ok()) {
+        auto refused = gemma3::CausalLm::sharing(*unified);
+        VT_CHECK(!refused.ok() && refused.error().message.find("not trained") != std::string::npos);
+    }
+}
+
+// generation_config.json read as untrusted: bad numbers named, unapplied sampling fields said.
+VT_TEST(generationConfigIsReadWithItsDefaults)
+{
+    auto d = gemma3::parseGenerationConfig(R"({"eos_token_id": [1, 106], "do_sample": true, "top_k": 64, "top_p": 0.95})", "g.json");
+    VT_CHECK(d.ok() && d->doSample && d->topK == 64 && d->topP == 0.95 && d->temperature == 1.0 && d->eosIds.size() == 2);
+    auto none = gemma3::parseGenerationConfig("{}", "g.json");
+    VT_CHECK(none.ok() && !none->doSample && none->topK == 50 && none->topP == 1.0 && none->eosIds.empty());
+    auto extra = gemma3::parseGenerationConfig(R"({"min_p": 0.1, "repetition_penalty": 1.0, "typical_p": 0.5})", "g.json");
+    VT_CHECK(extra.ok() && extra->unapplied == std::vector<std::string>({"min_p", "typical_p"}));
+    for (const char* bad : {R"({"top_p": 0})", R"({"top_p": 1.5})", R"({"top_k": -1})", R"({"top_k": 2.5})", R"({"temperature": 0})",
+             R"({"temperature": "hot"})", "[1]", "{"}) {
+        auto r = gemma3::parseGenerationConfig(bad, "g.json");
+        VT_CHECK_MSG(!r.ok() && r.error().message.find("g.json") != std::string::npos, bad);
+    }
+}
+
 VT_TEST(cleaningAndDecodingFollowTheReference)
 {
     using ltx2::PromptEnhancer;

@@ -1850,6 +1850,80 @@ VT_TEST(thePromptEnhancerWritesThePromptTheVideoFollows)
         && asked->encodeBytes > unasked->encodeBytes);
 }
 
+// LTX-2.3 has no separate enhancer: its Gemma 3 text encoder writes the prompt (sampled, from the
+// request's seed, as diffusers' LTX2Pipeline.enhance_prompt does) and then encodes what it wrote.
+// The text encoder here is the enhancer fixture's Gemma 3, shaped as the pipeline's (hidden 48,
+// 2 layers), with Gemma 3's turn markers in its tokenizer.
+VT_TEST(ltx23sTextEncoderWritesThePromptItself)
+{
+    auto options = optionsFor("23", "diffusers");
+    const auto gemma = test::fixturesRoot() / "gemma4enhancer" / "gemma3";
+    options.textEncoderPath = gemma;
+    auto v23 = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK_MSG(v23.ok(), (v23.ok() ? "" : v23.error().message));
+    if (!v23.ok())
+        return;
+    VT_CHECK(v23->hasPromptEnhancer());
+    auto set = tensorfile::readTensorSet(test::fixturesRoot() / "gemma4enhancer" / "gemma3_case.safetensors");
+    VT_CHECK(set.ok());
+    if (!set.ok())
+        return;
+    const auto& meta = set->metadata;
+    pipelines::Ltx2Request req;
+    req.prompt = meta.at("prompt") + " ";
+    req.enhancerSystemPrompt = meta.at("system");
+    req.enhancerMaxTokens = 40;
+    req.seed = std::stoll(meta.at("seed"));
+    req.width = 96;
+    req.height = 64;
+    req.frames = 17;
+    req.maxSequenceLength = 32;
+    req.enhancePrompt = true;
+    std::vector<pipelines::Ltx2Phase> phases;
+    auto out = v23->generate(req, [&](const pipelines::Ltx2Progress& p) { phases.push_back(p.phase); });
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    if (!out.ok())
+        return;
+    VT_CHECK(phases.front() == pipelines::Ltx2Phase::EnhancePrompt);
+    VT_COMPARE(out->enhancedPrompt, meta.at("enhanced"));
+    VT_CHECK(out->enhancerTokens == 40 && out->enhancerCut);
+    VT_CHECK_MSG(out->enhancerNote.find(
+                     "written by the text encoder (Gemma 3), sampled: temperature 0.7, top_k 24, top_p 0.9, seed " + meta.at("seed"))
+            != std::string::npos,
+        out->enhancerNote);
+
+    auto typed = req;
+    typed.prompt = out->enhancedPrompt;
+    typed.enhancePrompt = false;
+    auto same = v23->generate(typed);
+    VT_CHECK(same.ok() && at::equal(same->finalVideoLatents, out->finalVideoLatents));
+    // Another seed writes another prompt.
+    auto reseeded = req;
+    reseeded.seed += 1;
+    auto other = v23->generate(reseeded);
+    VT_CHECK(other.ok() && other->enhancedPrompt != out->enhancedPrompt);
+
+    // A tokenizer without Gemma 3's turn markers (the pipeline fixture's tiny one) is refused by name.
+    auto tiny = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
+    VT_CHECK(tiny.ok() && tiny->hasPromptEnhancer());
+    if (tiny.ok()) {
+        auto refused = tiny->generate(req);
+        VT_CHECK_MSG(!refused.ok() && refused.error().message.find("<start_of_turn>") != std::string::npos,
+            (refused.ok() ? "ran" : refused.error().message));
+    }
+
+    // The memory plan adds the text encoder's key/value cache to the encoding phase.
+    facade::LoadPlan plan;
+    plan.modelPaths = {dir("23") / "diffusers"};
+    facade::MemoryBudget budget;
+    budget.hostAvailableBytes = 64ll << 30;
+    facade::SizeRequest size{96, 64, 17, false};
+    auto unasked = facade::Generator::planMemory(plan, size, budget);
+    size.enhancePrompt = true;
+    auto asked = facade::Generator::planMemory(plan, size, budget);
+    VT_CHECK(unasked.ok() && asked.ok() && asked->encodeBytes > unasked->encodeBytes);
+}
+
 VT_TEST(extendingWithSoundContinuesItWithoutAGapOrAClick)
 {
     auto pipeline = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));

@@ -9,6 +9,7 @@
 #include "inference/util/jsonlimits.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
@@ -528,6 +529,52 @@ TextConfig TextConfig::gemma3_12b()
     return c;
 }
 
+Result<GenerationDefaults> parseGenerationConfig(const std::string& text, const std::string& origin)
+{
+    auto parsed = jsonutil::parseUntrusted(text, origin);
+    if (!parsed)
+        return parsed.error();
+    const auto& j = *parsed;
+    if (!j.is_object())
+        return makeError(ErrorCode::InvalidFormat, origin + ": is not a JSON object");
+    GenerationDefaults d;
+    d.eosIds = eosIdsOf(j);
+    auto number = [&](const char* key) -> std::optional<double> {
+        if (!j.contains(key) || j[key].is_null())
+            return std::nullopt;
+        if (!j[key].is_number())
+            throw makeError(ErrorCode::InvalidFormat, origin + ": " + key + " is not a number");
+        return j[key].get<double>();
+    };
+    try {
+        if (j.contains("do_sample") && j["do_sample"].is_boolean())
+            d.doSample = j["do_sample"].get<bool>();
+        if (const auto t = number("temperature")) {
+            if (!std::isfinite(*t) || *t <= 0)
+                throw makeError(ErrorCode::InvalidFormat, origin + ": temperature must be a positive number, not " + std::to_string(*t));
+            d.temperature = *t;
+        }
+        if (const auto k = number("top_k")) {
+            if (*k < 0 || *k > 1e9 || std::floor(*k) != *k)
+                throw makeError(ErrorCode::InvalidFormat, origin + ": top_k must be a whole number from 0, not " + std::to_string(*k));
+            d.topK = static_cast<std::int64_t>(*k);
+        }
+        if (const auto p = number("top_p")) {
+            if (!(*p > 0 && *p <= 1))
+                throw makeError(ErrorCode::InvalidFormat, origin + ": top_p must lie in (0, 1], not " + std::to_string(*p));
+            d.topP = *p;
+        }
+        // Sampling fields transformers would also apply; neutral values change nothing.
+        for (const auto& [key, neutral] : {std::pair{"min_p", -1.0}, {"top_h", -1.0}, {"typical_p", 1.0}, {"repetition_penalty", 1.0},
+                 {"epsilon_cutoff", 0.0}, {"eta_cutoff", 0.0}})
+            if (const auto v = number(key); v && *v != neutral)
+                d.unapplied.emplace_back(key);
+    } catch (const Error& e) {
+        return e;
+    }
+    return d;
+}
+
 Result<TextConfig> parseTextConfig(const std::string& configJson, const std::string& origin)
 {
     try {
@@ -560,7 +607,7 @@ struct Model {
     Embedding perLayerEmbed;
     nn::Linear perLayerModelProjection;
     at::Tensor perLayerProjectionNorm;
-    std::vector<std::int64_t> generationEos;  // generation_config.json's eos_token_id, when given
+    GenerationDefaults generation;  // generation_config.json's, transformers' defaults without one
 
     at::Tensor norm(const at::Tensor& x, const at::Tensor& scale) const { return gemmaNorm(x, scale, config.rmsNormEps, config.family); }
     // Gemma3TextScaledWordEmbedding: rows * sqrt(hidden), the scale rounded to the model dtype.
@@ -673,13 +720,14 @@ Result<void> loadModel(Model& m, const fs::path& path, const TextEncoderLoadOpti
                       "shapes; put the model's config.json next to them or pass a config");
         config = twelveB;
     }
-    if (causal)
-        if (const auto it = source.generationConfigs.find(found->component); it != source.generationConfigs.end()) {
-            auto parsed = jsonutil::parseUntrusted(it->second, "generation_config.json");
-            if (!parsed)
-                return parsed.error();
-            m.generationEos = eosIdsOf(*parsed);
-        }
+    // Read for the text encoder too: LTX-2.0/2.3's Gemma 3 also writes the enhanced prompt.
+    if (const auto it = source.generationConfigs.find(found->component); it != source.generationConfigs.end()) {
+        auto parsed =
+            parseGenerationConfig(it->second, (found->component.empty() ? "" : found->component + "/") + "generation_config.json");
+        if (!parsed)
+            return parsed.error();
+        m.generation = std::move(*parsed);
+    }
     if (static_cast<std::int64_t>(config.layerTypes.size()) != config.layers)
         return makeError(ErrorCode::InvalidArgument,
             origin + ": the config lists " + std::to_string(config.layerTypes.size()) + " layer types for " + std::to_string(config.layers)
@@ -1013,7 +1061,34 @@ struct CausalLm::Impl : Model {
     // the caches extended, the final-norm hidden state of the last token returned [1, hidden].
     at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions, Cache& cache) const;
     at::Tensor logits(const at::Tensor& hidden) const;
+    // The tied head and the EOS ids (generation_config.json's, else config.json's).
+    Result<void> finishHead();
 };
+
+namespace {
+
+// TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper (min_tokens_to_keep 1), softmax
+// and torch.multinomial on scores [1, vocab] float32 on the CPU, op for op as transformers 5.24.
+std::int64_t sampleToken(at::Tensor scores, const Sampling& s, at::Generator& generator)
+{
+    if (s.temperature != 1.0)
+        scores = scores / s.temperature;
+    if (s.topK > 0) {
+        const auto k = std::min<std::int64_t>(s.topK, scores.size(-1));
+        const auto kth = std::get<0>(at::topk(scores, k)).select(-1, k - 1).unsqueeze(-1);
+        scores = scores.masked_fill(scores < kth, -std::numeric_limits<float>::infinity());
+    }
+    if (s.topP < 1.0) {
+        const auto [sorted, order] = at::sort(scores, -1, false);
+        auto remove = sorted.softmax(-1).cumsum(-1) <= (1.0 - s.topP);
+        remove.select(-1, -1).fill_(false);
+        scores = scores.masked_fill(remove.scatter(1, order, remove), -std::numeric_limits<float>::infinity());
+    }
+    const auto probs = scores.softmax(-1);
+    return at::multinomial(probs, 1, false, generator).item<std::int64_t>();
+}
+
+}  // namespace
 
 at::Tensor CausalLm::Impl::forward(const at::Tensor& ids, const at::Tensor& positions, Cache& cache) const
 {
@@ -1110,13 +1185,42 @@ Result<CausalLm> CausalLm::load(const fs::path& path, const TextEncoderLoadOptio
     auto impl = std::make_unique<Impl>();
     if (auto loaded = loadModel(*impl, path, options, true); !loaded)
         return loaded.error();
-    impl->head.name = "lm_head (tied to embed_tokens)";
-    impl->head.weight = impl->embed.table.defined() ? quant::QuantizedWeight::dense(impl->embed.table) : impl->embed.weight;
-    impl->eos = impl->generationEos.empty() ? impl->config.eosIds : impl->generationEos;
-    if (impl->eos.empty())
-        return makeError(ErrorCode::InvalidFormat,
-            path.string() + ": neither generation_config.json nor config.json names an end-of-sequence token (eos_token_id)");
+    if (auto done = impl->finishHead(); !done)
+        return done.error();
     return CausalLm(std::move(impl));
+}
+
+Result<void> CausalLm::Impl::finishHead()
+{
+    head.name = "lm_head (tied to embed_tokens)";
+    head.weight = embed.table.defined() ? quant::QuantizedWeight::dense(embed.table) : embed.weight;
+    if (generation.eosIds.empty())
+        generation.eosIds = config.eosIds;
+    eos = generation.eosIds;
+    if (eos.empty())
+        return makeError(ErrorCode::InvalidFormat,
+            origin + ": neither generation_config.json nor config.json names an end-of-sequence token (eos_token_id)");
+    return {};
+}
+
+Result<CausalLm> CausalLm::sharing(const TextEncoder& encoder)
+{
+    const Model& model = *encoder.m_impl;
+    if (model.config.family != Family::Gemma3)
+        return makeError(ErrorCode::Unsupported,
+            model.origin + ": is " + model.config.familyName()
+                + "; only Gemma 3 text encoders (LTX-2.0 / 2.3) write prompts, LTX-2.5's is not trained to");
+    // Tensors are reference-counted: the copy shares every weight with the encoder.
+    auto impl = std::make_unique<Impl>();
+    static_cast<Model&>(*impl) = model;
+    if (auto done = impl->finishHead(); !done)
+        return done.error();
+    return CausalLm(std::move(impl));
+}
+
+const GenerationDefaults& CausalLm::generationDefaults() const
+{
+    return m_impl->generation;
 }
 
 Result<Generation> CausalLm::generate(
@@ -1154,6 +1258,15 @@ Result<Generation> CausalLm::generate(
         std::vector<std::int64_t> sequence(hostIds.data_ptr<std::int64_t>(), hostIds.data_ptr<std::int64_t>() + t);
         const auto& eos = options.eosIds.empty() ? m.eos : options.eosIds;
 
+        if (options.sampling) {
+            const auto& s = *options.sampling;
+            TORCH_CHECK(
+                std::isfinite(s.temperature) && s.temperature > 0, "the temperature must be a positive number, got ", s.temperature);
+            TORCH_CHECK(s.topK >= 0, "top_k must be 0 (off) or more, got ", s.topK);
+            TORCH_CHECK(s.topP > 0 && s.topP <= 1, "top_p must lie in (0, 1], got ", s.topP);
+        }
+        auto generator = at::make_generator<at::CPUGeneratorImpl>(options.sampling ? options.sampling->seed : 0);
+
         Generation out;
         std::vector<at::Tensor> steps;
         auto hidden = m.forward(m.modelIds(inputIds), positions, cache);
@@ -1166,7 +1279,8 @@ Result<Generation> CausalLm::generate(
                 for (const auto banned : noRepeatNgramBans(sequence, options.noRepeatNgram))
                     if (banned >= 0 && banned < scores.size(0))
                         scores[banned] = -std::numeric_limits<float>::infinity();
-            const auto next = scores.argmax().item<std::int64_t>();
+            const auto next = options.sampling ? sampleToken(scores.cpu().view({1, -1}), *options.sampling, generator)
+                                               : scores.argmax().item<std::int64_t>();
             out.ids.push_back(next);
             sequence.push_back(next);
             if (options.progress)

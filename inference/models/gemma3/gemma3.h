@@ -147,6 +147,7 @@ public:
     std::map<std::string, std::int64_t> bytesByRepresentation() const;
 
 private:
+    friend class CausalLm;
     struct Impl;
     explicit TextEncoder(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> m_impl;
@@ -157,9 +158,37 @@ private:
 // n - 1 tokens). Empty while the sequence is shorter than n - 1 tokens or n < 1.
 std::vector<std::int64_t> noRepeatNgramBans(const std::vector<std::int64_t>& sequence, int n);
 
+// transformers' multinomial sampling (generate(do_sample=True)): the scores divided by the
+// temperature, cut to the top k, then to the smallest set holding top_p of the probability,
+// softmaxed, and one token drawn by torch.multinomial from a CPU generator seeded with `seed`,
+// as torch.manual_seed(seed) before generate gives. The draw is made on the CPU whatever the
+// model's device, so one seed writes the same text on every machine.
+struct Sampling {
+    double temperature = 1.0;
+    std::int64_t topK = 50;  // 0: off
+    double topP = 1.0;  // 1: off
+    std::uint64_t seed = 0;
+};
+
+// What a model's generation_config.json asks of generate, transformers' defaults where it is
+// silent (GenerationConfig._get_default_generation_params).
+struct GenerationDefaults {
+    std::vector<std::int64_t> eosIds;  // empty: none given
+    bool doSample = false;
+    double temperature = 1.0;
+    std::int64_t topK = 50;
+    double topP = 1.0;
+    // Sampling fields it sets that this port does not apply (min_p, typical_p, ...): said, not dropped.
+    std::vector<std::string> unapplied;
+};
+// generation_config.json's text; origin names it in errors (a temperature that is not a positive
+// number, top_k below 0, top_p outside (0, 1]).
+Result<GenerationDefaults> parseGenerationConfig(const std::string& text, const std::string& origin);
+
 struct GenerateOptions {
     int maxNewTokens = 600;
     int noRepeatNgram = 0;  // 0: off
+    std::optional<Sampling> sampling;  // empty: greedy
     std::vector<std::int64_t> eosIds;  // empty: the model's (generation_config.json, else config.json)
     std::function<void(int done, int total)> progress;  // after every new token
 };
@@ -185,6 +214,10 @@ public:
     CausalLm& operator=(CausalLm&&) noexcept;
 
     static Result<CausalLm> load(const std::filesystem::path& path, const TextEncoderLoadOptions& options = {});
+    // The language model of a loaded text encoder, sharing its weights (no copy, no reload):
+    // LTX-2.0/2.3's Gemma 3 writes the enhanced prompt it then encodes. Gemma 3 only (LTX-2.5's
+    // unified Gemma 4 is not trained to write).
+    static Result<CausalLm> sharing(const TextEncoder& encoder);
 
     // inputIds, attentionMask: [1, T] (mask 0 = left padding). Cancelled between tokens.
     Result<Generation> generate(
@@ -192,6 +225,8 @@ public:
 
     const TextConfig& config() const;
     const std::vector<std::int64_t>& eosIds() const;
+    // generation_config.json's (transformers' defaults without one; eosIds as eosIds()).
+    const GenerationDefaults& generationDefaults() const;
     std::int64_t residentBytes() const;  // on the device; the per-layer table is counted apart
     std::int64_t hostBytes() const;
 

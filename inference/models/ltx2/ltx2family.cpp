@@ -534,10 +534,15 @@ public:
         m.encodeBytes = batch * textTokens * 3840 * 49 * bytesPerValue + (64ll << 20);
         // The prompt enhancer runs before the encoding on the same device, and is freed before
         // it: that phase's memory is its weights and its cache, whichever of the two is more.
-        if (size.enhancePrompt)
+        if (size.enhancePrompt) {
             if (const auto enhancer = promptEnhancerOf(plan))
                 m.encodeBytes =
                     std::max<std::int64_t>(m.encodeBytes, ltx2::PromptEnhancer::deviceBytes(*enhancer, target.dtype) + (1ll << 30));
+            else
+                // LTX-2.0/2.3: the text encoder writes first, with Gemma 3 12B's key/value cache
+                // (48 layers x keys and values x 8 heads x 256) for a 1,024-token chat and 512 new tokens.
+                m.encodeBytes += 48ll * 2 * 8 * 256 * (textTokens + 512) * bytesPerValue;
+        }
         const auto tileH = std::min<std::int64_t>(size.height, 576), tileW = std::min<std::int64_t>(size.width, 576);
         m.decodeBytes = 5 * 256 * size.frames * (tileH / 4) * (tileW / 4) * bytesPerValue + size.frames * size.height * size.width * 3 * 4;
         if (sizes.componentBytes.count("diffusion_decoder")) {
@@ -662,21 +667,25 @@ public:
     {
         // Headers only, read once: the version, and for a length left on auto the duration head
         // (refused before anything loads).
-        if (request.enhancePrompt && !promptEnhancerOf(plan))
+        auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
+        const auto transformer =
+            weights ? ltx2::resolveTransformerConfig(*weights, std::nullopt) : Result<ltx2::TransformerConfig>(weights.error());
+        const bool v25 = transformer && transformer->keyframesAbsPosEmbedding;
+        // LTX-2.0/2.3's Gemma 3 writes the prompt itself; LTX-2.5 needs its separate enhancer.
+        const bool selfEnhancer = transformer && !v25 && !promptEnhancerOf(plan);
+        if (request.enhancePrompt && !promptEnhancerOf(plan) && !selfEnhancer)
             return makeError(ErrorCode::InvalidArgument,
                 "this model has no prompt enhancer (LTX-2.5's diffusers folder ships one in prompt_enhancer/; or give a Gemma 4 "
                 "instruct model such as gemma-4-E2B-it as the enhancer); generate with the prompt as written");
-        auto weights = ltx2::Ltx2Weights::open(plan.modelPaths);
         if (weights && request.frames == 0)
             if (const auto problem = ltx2::durationHeadProblem(*weights); !problem.empty())
                 return makeError(ErrorCode::InvalidArgument, "the length cannot be left on auto: " + problem + "; give the frames");
         if (!weights && request.frames == 0)
             return weights.error();
-        const auto transformer =
-            weights ? ltx2::resolveTransformerConfig(*weights, std::nullopt) : Result<ltx2::TransformerConfig>(weights.error());
-        auto out = stagesFor(plan, request, transformer && transformer->keyframesAbsPosEmbedding);
+        auto out = stagesFor(plan, request, v25);
         if (out && request.enhancePrompt)
-            out->reason += "; the prompt enhancer rewrites the prompt first";
+            out->reason += selfEnhancer ? "; the text encoder (Gemma 3) rewrites the prompt first, sampled from the seed"
+                                        : "; the prompt enhancer rewrites the prompt first";
         if (out && weights) {
             auto decoder = decoderNote(*weights, request);
             if (!decoder)

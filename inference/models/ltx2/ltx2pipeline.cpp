@@ -172,7 +172,7 @@ struct Ltx2Pipeline::Impl {
     ltx2::TransformerConfig transformerConfig;
     ltx2::AudioVaeConfig audioConfig;
     std::optional<gemma3::TextEncoder> textEncoder;
-    std::optional<text::Tokenizer> tokenizer;
+    std::shared_ptr<const text::Tokenizer> tokenizer;  // shared with LTX-2.0/2.3's self-enhancement
     std::optional<ltx2::Connectors> connectors;
     std::optional<ltx2::Transformer> transformer;
     std::optional<ltx2::VideoDecoder> videoDecoder;  // where the files carry the VAE's decoder
@@ -189,6 +189,7 @@ struct Ltx2Pipeline::Impl {
     std::optional<ltx2::LatentUpsampler> temporalUpsampler;  // likewise
     std::optional<ltx2::DurationHead> durationHead;  // loaded with the rest where the files have one
     std::optional<std::filesystem::path> enhancerPath;  // the prompt enhancer, where there is one (loaded per request)
+    bool selfEnhancer = false;  // LTX-2.0/2.3 without one: the Gemma 3 text encoder writes the prompt
     std::string enhancerCpuNote;  // why the last enhancement ran on the CPU; empty when it did not
     // Why a length cannot be left on auto (no head, or a broken one); empty when it can.
     std::string noDurationHead;
@@ -383,7 +384,7 @@ void Ltx2Pipeline::Impl::loadText(const std::function<void(const Ltx2Progress&)>
     };
     if (!tokenizer && textEncoderFile) {
         report(0);
-        tokenizer = take(tokenizerFromGemmaFile(textEncoderPath));
+        tokenizer = std::make_shared<const text::Tokenizer>(take(tokenizerFromGemmaFile(textEncoderPath)));
     }
     if (!tokenizer) {
         report(0);
@@ -392,7 +393,7 @@ void Ltx2Pipeline::Impl::loadText(const std::function<void(const Ltx2Progress&)>
         if (::access((tokFolder / "tokenizer.json").c_str(), F_OK) != 0
             && ::access((tokFolder.parent_path() / "tokenizer" / "tokenizer.json").c_str(), F_OK) == 0)
             tokFolder = tokFolder.parent_path() / "tokenizer";
-        tokenizer = take(text::Tokenizer::load(tokFolder));
+        tokenizer = std::make_shared<const text::Tokenizer>(take(text::Tokenizer::load(tokFolder)));
     }
     if (!textEncoder) {
         report(0);
@@ -866,7 +867,7 @@ bool Ltx2Pipeline::hasDurationHead() const
 
 bool Ltx2Pipeline::hasPromptEnhancer() const
 {
-    return m_impl->enhancerPath.has_value();
+    return m_impl->enhancerPath.has_value() || m_impl->selfEnhancer;
 }
 
 std::string Ltx2Pipeline::version() const
@@ -1155,6 +1156,11 @@ Result<Ltx2Pipeline> Ltx2Pipeline::open(const Ltx2PipelineOptions& options)
                 break;
             }
     }
+    // LTX-2.0/2.3 ship none: their Gemma 3, an instruct model, writes the prompt (ltx-core's
+    // enhance_t2v; diffusers' enhance_prompt without a prompt_enhancer). LTX-2.5's encoder is not
+    // trained to write.
+    impl->selfEnhancer = !impl->enhancerPath && transformer && !transformer->keyframesAbsPosEmbedding
+        && textFamily.value_or(gemma3::Family::Gemma3) == gemma3::Family::Gemma3;
     return Ltx2Pipeline(std::move(impl));
 }
 
@@ -2973,12 +2979,28 @@ void Ltx2Pipeline::Impl::decodeAudio(Run& run, const Pass& pass)
 ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
     const Ltx2Request& req, const std::function<void(const Ltx2Progress&)>& progress, std::stop_token stop)
 {
-    if (!enhancerPath)
+    if (!enhancerPath && !selfEnhancer)
         throw makeError(ErrorCode::InvalidArgument,
             "this model has no prompt enhancer (a diffusers LTX-2.5 folder's prompt_enhancer/, or a Gemma 4 instruct model given "
             "as the enhancer); generate with the prompt as written");
+    ltx2::EnhanceOptions o;
+    o.systemPrompt = req.enhancerSystemPrompt;
+    o.maxNewTokens = req.enhancerMaxTokens;
+    // The references seed the enhancer's draws with the video's generator.
+    o.seed = static_cast<std::uint64_t>(req.seed);
+    o.progress = [&](int done, int total) {
+        if (progress)
+            progress({Ltx2Phase::EnhancePrompt, done, total, {}});
+    };
     if (progress)
-        progress({Ltx2Phase::EnhancePrompt, 0, req.enhancerMaxTokens, {}});
+        progress({Ltx2Phase::EnhancePrompt, 0, req.enhancerMaxTokens > 0 ? req.enhancerMaxTokens : (selfEnhancer ? 512 : 600), {}});
+    if (!enhancerPath) {
+        // The text encoder loads now rather than for the encoding, which then reuses it.
+        loadText(progress);
+        auto self = take(ltx2::PromptEnhancer::sharing(*textEncoder, tokenizer, textEncoderPath.string()));
+        auto out = take(self.enhance(text::stripPythonWhitespace(req.prompt), o, stop));
+        return out;
+    }
     // The enhancer runs on the text encoder's device and is freed before anything else runs;
     // where that device has not the room beside what is loaded, on the CPU, and the output says so.
     auto device = textDevice();
@@ -2996,13 +3018,6 @@ ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
         }
     }
     auto enhancer = take(ltx2::PromptEnhancer::load(*enhancerPath, onDevice<gemma3::TextEncoderLoadOptions>(device, options.dtype)));
-    ltx2::EnhanceOptions o;
-    o.systemPrompt = req.enhancerSystemPrompt;
-    o.maxNewTokens = req.enhancerMaxTokens;
-    o.progress = [&](int done, int total) {
-        if (progress)
-            progress({Ltx2Phase::EnhancePrompt, done, total, {}});
-    };
     auto out = take(enhancer.enhance(text::stripPythonWhitespace(req.prompt), o, stop));
     return out;
 }
@@ -3033,6 +3048,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(
         prompted.out.enhancerCut = !enhanced->stoppedAtEos;
         prompted.out.secondsPerPhase["enhance prompt"] = enhanceSeconds;
         std::vector<std::string> notes;
+        if (enhanced->decoding.rfind("sampled", 0) == 0)
+            notes.push_back("written by the text encoder (Gemma 3), " + enhanced->decoding);
         if (!asked.conditions.empty())
             notes.push_back("the enhancer read the prompt alone, not the conditioning images");
         if (!enhancerCpuNote.empty())

@@ -213,7 +213,7 @@ struct Ltx2Request {
     // ltx2::PromptEnhancer; the output says what it wrote); an error where the files have none.
     bool enhancePrompt = false;
     std::string enhancerSystemPrompt;  // empty: Vireo's own
-    int enhancerMaxTokens = 600;
+    int enhancerMaxTokens = 0;  // 0: the enhancer's own (600 for LTX-2.5's, 512 for 2.0/2.3's)
     // frames 0: "auto", the length LTX-2.5's duration head reads from the prompt (1 to 20 s at
     // fps, on the 8k + 1 grid); only a model with a duration head, and only first-frame conditions.
     std::int64_t width = 768, height = 512, frames = 121;
@@ -407,7 +407,8 @@ struct Ltx2Output {
     // the prediction was outside the 1-20 s the length is held to.
     std::optional<double> predictedSeconds;
     // The prompt the enhancer wrote (empty: not asked), its tokens, whether it was cut at the
-    // token limit, and what it could not read (an image condition: it reads the prompt alone).
+    // token limit, what it could not read (an image condition: it reads the prompt alone), and
+    // for LTX-2.0/2.3, whose text encoder writes it sampled, who wrote it and from which seed.
     std::string enhancedPrompt;
     int enhancerTokens = 0;
     bool enhancerCut = false;
@@ -467,7 +468,8 @@ public:
     // Whether the files hold a duration head (frames 0 picks the length from the prompt), and
     // why not when they hold a broken one.
     bool hasDurationHead() const;
-    // Whether a prompt enhancer is at hand (the options' path, or the diffusers folder's).
+    // Whether a prompt enhancer is at hand: the options' path, the diffusers folder's, or for
+    // LTX-2.0/2.3 their Gemma 3 text encoder, which writes prompts itself.
     bool hasPromptEnhancer() const;
     // Which video decoders the files carry: the VAE's (convolutional) one, LTX-2.5's diffusion one.
     bool hasVaeDecoder() const;

@@ -6,6 +6,9 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <array>
+#include <sstream>
 #include <system_error>
 #include <utility>
 
@@ -56,9 +59,30 @@ const std::string& defaultEnhancerSystemPrompt()
 
 struct PromptEnhancer::Impl {
     gemma3::CausalLm model;
-    text::Tokenizer tokenizer;
+    std::shared_ptr<const text::Tokenizer> tokenizer;
     std::string origin;
 };
+
+namespace {
+
+// The turn markers the family's chat needs, and the tokenizer checked against the model.
+Result<void> checkTokenizer(const text::Tokenizer& tokenizer, const gemma3::CausalLm& model, const std::string& where)
+{
+    const bool gemma4 = model.config().family == gemma3::Family::Gemma4;
+    static constexpr std::array<const char*, 2> kGemma4{"<|turn>", "<turn|>"}, kGemma3{"<start_of_turn>", "<end_of_turn>"};
+    for (const char* marker : gemma4 ? kGemma4 : kGemma3)
+        if (!tokenizer.tokenToId(marker))
+            return makeError(ErrorCode::InvalidFormat,
+                where + ": has no " + marker + " token; it is not " + model.config().familyName()
+                    + "'s tokenizer, which the enhancer's chat needs");
+    if (tokenizer.vocabSize() > model.config().vocabSize)
+        return makeError(ErrorCode::InvalidFormat,
+            where + ": the tokenizer has " + std::to_string(tokenizer.vocabSize()) + " tokens, the model "
+                + std::to_string(model.config().vocabSize) + "; they do not belong together");
+    return {};
+}
+
+}  // namespace
 
 PromptEnhancer::PromptEnhancer(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 PromptEnhancer::~PromptEnhancer() = default;
@@ -71,7 +95,7 @@ const gemma3::CausalLm& PromptEnhancer::model() const
 }
 const text::Tokenizer& PromptEnhancer::tokenizer() const
 {
-    return m_impl->tokenizer;
+    return *m_impl->tokenizer;
 }
 
 bool PromptEnhancer::present(const fs::path& path)
@@ -99,11 +123,6 @@ Result<PromptEnhancer> PromptEnhancer::load(const fs::path& path, const gemma3::
     auto model = gemma3::CausalLm::load(modelPath, options);
     if (!model)
         return model.error();
-    if (model->config().family != gemma3::Family::Gemma4)
-        return makeError(ErrorCode::Unsupported,
-            modelPath.string()
-                + ": is a Gemma 3 model; LTX-2.3's self-enhancement with its Gemma 3 samples at temperature 0.7 and is not built "
-                  "(Gemma 4 enhancers are)");
     if (!isFile(tokenizerPath / "tokenizer.json"))
         return makeError(ErrorCode::NotFound,
             path.string()
@@ -112,20 +131,33 @@ Result<PromptEnhancer> PromptEnhancer::load(const fs::path& path, const gemma3::
     auto tokenizer = text::Tokenizer::load(tokenizerPath);
     if (!tokenizer)
         return tokenizer.error();
-    for (const char* marker : {"<|turn>", "<turn|>"})
-        if (!tokenizer->tokenToId(marker))
-            return makeError(ErrorCode::InvalidFormat,
-                tokenizerPath.string() + ": has no " + marker + " token; it is not Gemma 4's tokenizer, which the enhancer's chat needs");
-    if (tokenizer->vocabSize() > model->config().vocabSize)
-        return makeError(ErrorCode::InvalidFormat,
-            tokenizerPath.string() + ": the tokenizer has " + std::to_string(tokenizer->vocabSize()) + " tokens, the model "
-                + std::to_string(model->config().vocabSize) + "; they do not belong together");
-    auto impl = std::make_unique<Impl>(Impl{std::move(*model), std::move(*tokenizer), path.string()});
+    if (auto ok = checkTokenizer(*tokenizer, *model, tokenizerPath.string()); !ok)
+        return ok.error();
+    auto impl =
+        std::make_unique<Impl>(Impl{std::move(*model), std::make_shared<const text::Tokenizer>(std::move(*tokenizer)), path.string()});
     return PromptEnhancer(std::move(impl));
 }
 
-std::string PromptEnhancer::chatText(std::string_view system, std::string_view user)
+Result<PromptEnhancer> PromptEnhancer::sharing(
+    const gemma3::TextEncoder& encoder, std::shared_ptr<const text::Tokenizer> tokenizer, const std::string& origin)
 {
+    auto model = gemma3::CausalLm::sharing(encoder);
+    if (!model)
+        return model.error();
+    if (!tokenizer)
+        return makeError(ErrorCode::InvalidArgument, origin + ": the text encoder's tokenizer is not loaded");
+    if (auto ok = checkTokenizer(*tokenizer, *model, origin + " (its tokenizer)"); !ok)
+        return ok.error();
+    return PromptEnhancer(std::make_unique<Impl>(Impl{std::move(*model), std::move(tokenizer), origin}));
+}
+
+std::string PromptEnhancer::chatText(std::string_view system, std::string_view user, gemma3::Family family)
+{
+    if (family == gemma3::Family::Gemma3)
+        // Gemma 3's template has no system role: its text and a blank line open the first user
+        // turn, untrimmed (only the turns' contents are trimmed).
+        return "<bos><start_of_turn>user\n" + std::string(system) + "\n\n" + text::stripPythonWhitespace(user)
+            + "<end_of_turn>\n<start_of_turn>model\n";
     std::string out = "<bos>";
     for (const auto& [role, content] : {std::pair{"system", system}, {"user", user}})
         out += std::string("<|turn>") + role + "\n" + text::stripPythonWhitespace(content) + "<turn|>\n";
@@ -149,10 +181,12 @@ std::string PromptEnhancer::cleanResponse(std::string_view text)
 Result<EnhancedPrompt> PromptEnhancer::enhance(std::string_view prompt, const EnhanceOptions& options, std::stop_token stop) const
 {
     const auto& m = *m_impl;
+    const auto& tokenizer = *m.tokenizer;
+    const auto family = m.model.config().family;
     const auto system = options.systemPrompt.empty() ? defaultEnhancerSystemPrompt() : options.systemPrompt;
-    const auto chat = chatText(system, "user prompt: " + std::string(prompt));
+    const auto chat = chatText(system, "user prompt: " + std::string(prompt), family);
     constexpr std::int64_t kMaxPromptTokens = 16384;
-    auto encoded = m.tokenizer.encode(chat, kMaxPromptTokens + 1, false, true, false);
+    auto encoded = tokenizer.encode(chat, kMaxPromptTokens + 1, false, true, false);
     if (!encoded)
         return encoded.error();
     // encode() pads to the length asked for (on the right here): keep the tokens alone.
@@ -167,20 +201,41 @@ Result<EnhancedPrompt> PromptEnhancer::enhance(std::string_view prompt, const En
     // ltx-core's _pad_inputs_for_attention_alignment: left padding to a multiple of 8.
     const auto pad = (8 - static_cast<std::int64_t>(ids.size()) % 8) % 8;
     std::vector<std::int64_t> mask(ids.size(), 1);
-    ids.insert(ids.begin(), static_cast<std::size_t>(pad), m.tokenizer.padId());
+    ids.insert(ids.begin(), static_cast<std::size_t>(pad), tokenizer.padId());
     mask.insert(mask.begin(), static_cast<std::size_t>(pad), 0);
     const auto n = static_cast<std::int64_t>(ids.size());
     const auto idTensor = at::from_blob(ids.data(), {1, n}, at::kLong).clone();
     const auto maskTensor = at::from_blob(mask.data(), {1, n}, at::kLong).clone();
 
     gemma3::GenerateOptions generate;
-    generate.maxNewTokens = options.maxNewTokens;
-    generate.noRepeatNgram = options.noRepeatNgram;
     generate.progress = options.progress;
+    std::string decoding;
+    if (family == gemma3::Family::Gemma4) {
+        // ltx-core's GEMMA4_ENHANCE_GENERATION_KWARGS: greedy, no repeated 5-gram.
+        generate.maxNewTokens = options.maxNewTokens > 0 ? options.maxNewTokens : 600;
+        generate.noRepeatNgram = 5;
+        decoding = "greedy, no repeated 5-gram";
+    } else {
+        // GEMMA3_PROMPT_ENHANCEMENT_CONFIG: sampled at 0.7; the rest is the model's
+        // generation_config.json (google/gemma-3-12b-it: top_k 64, top_p 0.95).
+        const auto& d = m.model.generationDefaults();
+        generate.maxNewTokens = options.maxNewTokens > 0 ? options.maxNewTokens : 512;
+        generate.sampling = gemma3::Sampling{0.7, d.topK, d.topP, options.seed};
+        // A turn ends at <end_of_turn> whatever generation_config.json lists.
+        generate.eosIds = m.model.eosIds();
+        if (const auto end = tokenizer.tokenToId("<end_of_turn>"))
+            if (std::find(generate.eosIds.begin(), generate.eosIds.end(), *end) == generate.eosIds.end())
+                generate.eosIds.push_back(*end);
+        std::ostringstream d2;
+        d2 << "sampled: temperature 0.7, top_k " << d.topK << ", top_p " << d.topP << ", seed " << options.seed;
+        decoding = d2.str();
+        for (const auto& field : d.unapplied)
+            decoding += "; generation_config.json's " + field + " is not applied";
+    }
     auto out = m.model.generate(idTensor, maskTensor, generate, stop);
     if (!out)
         return out.error();
-    auto raw = m.tokenizer.decode(out->ids, true);
+    auto raw = tokenizer.decode(out->ids, true);
     if (!raw)
         return raw.error();
     EnhancedPrompt result;
@@ -188,6 +243,7 @@ Result<EnhancedPrompt> PromptEnhancer::enhance(std::string_view prompt, const En
     result.prompt = cleanResponse(result.raw);
     result.tokens = static_cast<int>(out->ids.size());
     result.stoppedAtEos = out->stoppedAtEos;
+    result.decoding = std::move(decoding);
     if (text::stripPythonWhitespace(result.prompt).empty())
         return makeError(
             ErrorCode::InvalidFormat, m.origin + ": the prompt enhancer answered with no text; generate with the prompt as written");

@@ -8,6 +8,10 @@
 // tokenized with the tokenizer's special tokens, left-padded to a multiple of 8, greedy
 // decoding with no repeated 5-gram, at most 600 new tokens, decoded without special tokens and
 // cleaned (typographic quotes and dashes made plain, anything before the first letter dropped).
+// LTX-2.0/2.3 have no dedicated enhancer: their Gemma 3 text encoder writes the prompt it then
+// reads (diffusers' LTX2Pipeline.enhance_prompt, ltx-core's enhance_t2v): Gemma 3's chat format
+// (no system turn: the system text opens the user turn), sampled at temperature 0.7 with the
+// model's top_k / top_p, seeded, at most 512 new tokens.
 // The system prompt is Vireo's own unless the caller gives one.
 
 #include "inference/models/gemma3/gemma3.h"
@@ -27,8 +31,8 @@ namespace vireo::ltx2 {
 
 struct EnhanceOptions {
     std::string systemPrompt;  // empty: defaultEnhancerSystemPrompt()
-    int maxNewTokens = 600;
-    int noRepeatNgram = 5;
+    int maxNewTokens = 0;  // 0: the reference's (600 for Gemma 4, 512 for Gemma 3)
+    std::uint64_t seed = 10;  // Gemma 3's draws (the references take the video's seed)
     std::function<void(int done, int total)> progress;  // per generated token
 };
 
@@ -37,6 +41,9 @@ struct EnhancedPrompt {
     std::string raw;  // the decoded reply before cleaning
     int tokens = 0;  // generated, the end-of-turn token included
     bool stoppedAtEos = false;  // false: cut at maxNewTokens
+    // How it decoded: "greedy, no repeated 5-gram" or "sampled: temperature 0.7, top_k 64,
+    // top_p 0.95, seed 42", and any generation_config.json field it did not apply.
+    std::string decoding;
 };
 
 class PromptEnhancer {
@@ -48,7 +55,12 @@ public:
     // A diffusers LTX-2.5 pipeline folder (its prompt_enhancer/ component, the tokenizer from
     // processor/, else prompt_enhancer/, else tokenizer/), or a Gemma 4 model folder holding its
     // own tokenizer (a download of google/gemma-4-E2B-it).
+    // A Gemma 3 model folder with its tokenizer enhances as LTX-2.0/2.3's text encoder does.
     static Result<PromptEnhancer> load(const std::filesystem::path& path, const gemma3::TextEncoderLoadOptions& options = {});
+    // LTX-2.0/2.3's self-enhancement: the loaded Gemma 3 text encoder's weights (shared, not
+    // copied) and its tokenizer. origin names it in errors.
+    static Result<PromptEnhancer> sharing(
+        const gemma3::TextEncoder& encoder, std::shared_ptr<const text::Tokenizer> tokenizer, const std::string& origin);
     // Whether `path` holds one (a prompt_enhancer/ component with weights, or is a Gemma 4
     // model folder), without reading weights.
     static bool present(const std::filesystem::path& path);
@@ -58,9 +70,10 @@ public:
 
     Result<EnhancedPrompt> enhance(std::string_view prompt, const EnhanceOptions& options = {}, std::stop_token stop = {}) const;
 
-    // The pieces, public for tests: the chat text (Gemma 4's turn format, contents stripped as
-    // the template's `trim` does, the model's turn opened), and clean_response.
-    static std::string chatText(std::string_view system, std::string_view user);
+    // The pieces, public for tests: the chat text (Gemma 4's turn format, or Gemma 3's with the
+    // system text opening the user turn; contents stripped as the templates' `trim` does, the
+    // model's turn opened), and clean_response.
+    static std::string chatText(std::string_view system, std::string_view user, gemma3::Family family = gemma3::Family::Gemma4);
     static std::string cleanResponse(std::string_view text);
 
     const gemma3::CausalLm& model() const;
