@@ -58,6 +58,7 @@ Result<MadeAgain> madeAgain(const std::string& file)
         out.load.spatialUpsamplerPath = model->plan.spatialUpsamplerPath;
         out.load.temporalUpsamplerPath = model->plan.temporalUpsamplerPath;
         out.load.distilledLoraPath = model->plan.distilledLoraPath;
+        out.load.promptEnhancerPath = model->plan.promptEnhancerPath;
     }
     if (!again->dtype.empty())
         out.load.dtype = again->dtype;

@@ -435,7 +435,8 @@ vireo::runtime::ModelRef modelFor(const vireo::facade::LoadPlan& load)
         load.textEncoderPath ? QString::fromStdString(load.textEncoderPath->string()) : QString(),
         load.spatialUpsamplerPath ? QString::fromStdString(load.spatialUpsamplerPath->string()) : QString(),
         load.temporalUpsamplerPath ? QString::fromStdString(load.temporalUpsamplerPath->string()) : QString(),
-        load.distilledLoraPath ? QString::fromStdString(load.distilledLoraPath->string()) : QString());
+        load.distilledLoraPath ? QString::fromStdString(load.distilledLoraPath->string()) : QString(),
+        load.promptEnhancerPath ? QString::fromStdString(load.promptEnhancerPath->string()) : QString());
     model.title = QFileInfo(paths.first()).fileName();
     model.plan = load;
     return model;

@@ -7,6 +7,8 @@
 #include <QDir>
 #include <QFileInfo>
 
+#include <algorithm>
+
 namespace vireo::runtime {
 
 namespace {
@@ -36,13 +38,34 @@ ModelResolver::ModelResolver(hub::DownloadManager* downloads, core::StudioSettin
 }
 
 QString ModelResolver::localKey(const QStringList& modelPaths, const QString& textEncoder, const QString& spatialUpsampler,
-    const QString& temporalUpsampler, const QString& distilledLora)
+    const QString& temporalUpsampler, const QString& distilledLora, const QString& promptEnhancer)
 {
     return QStringLiteral("local:") + modelPaths.join(QLatin1Char('|'))
         + (textEncoder.isEmpty() ? QString() : QStringLiteral("|te=") + textEncoder)
         + (spatialUpsampler.isEmpty() ? QString() : QStringLiteral("|up=") + spatialUpsampler)
         + (temporalUpsampler.isEmpty() ? QString() : QStringLiteral("|tu=") + temporalUpsampler)
-        + (distilledLora.isEmpty() ? QString() : QStringLiteral("|dl=") + distilledLora);
+        + (distilledLora.isEmpty() ? QString() : QStringLiteral("|dl=") + distilledLora)
+        + (promptEnhancer.isEmpty() ? QString() : QStringLiteral("|pe=") + promptEnhancer);
+}
+
+namespace {
+
+// A companion's tag in a local key ("te=" ...), or nothing for a model path.
+bool companionTag(const QString& part)
+{
+    static const QStringList tags{
+        QStringLiteral("te="), QStringLiteral("up="), QStringLiteral("tu="), QStringLiteral("dl="), QStringLiteral("pe=")};
+    return std::any_of(tags.begin(), tags.end(), [&](const QString& t) { return part.startsWith(t); });
+}
+
+}  // namespace
+
+QStringList ModelResolver::localKeyPaths(const QString& entry)
+{
+    QStringList out;
+    for (const auto& part : entry.split(QLatin1Char('|'), Qt::SkipEmptyParts))
+        out << (companionTag(part) ? part.mid(3) : part);
+    return out;
 }
 
 bool ModelResolver::trusted(const QString& repo) const
@@ -111,6 +134,8 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
                 m.plan.temporalUpsamplerPath = p.mid(3).toStdString();
             else if (p.startsWith(QStringLiteral("dl=")))
                 m.plan.distilledLoraPath = p.mid(3).toStdString();
+            else if (p.startsWith(QStringLiteral("pe=")))
+                m.plan.promptEnhancerPath = p.mid(3).toStdString();
             else
                 m.plan.modelPaths.emplace_back(p.toStdString());
         }
@@ -128,6 +153,9 @@ Result<ModelRef> ModelResolver::resolve(const QString& key) const
         if (m.plan.distilledLoraPath && !QFileInfo::exists(QString::fromStdString(m.plan.distilledLoraPath->string())))
             return makeError(
                 ErrorCode::NotFound, "the distilled LoRA " + m.plan.distilledLoraPath->string() + " does not exist (moved or deleted?)");
+        if (m.plan.promptEnhancerPath && !QFileInfo::exists(QString::fromStdString(m.plan.promptEnhancerPath->string())))
+            return makeError(
+                ErrorCode::NotFound, "the prompt enhancer " + m.plan.promptEnhancerPath->string() + " does not exist (moved or deleted?)");
         m.title = localTitle(QString::fromStdString(m.plan.modelPaths.front().string()));
         return m;
     }

@@ -42,9 +42,12 @@ public:
 
     // "local:" entries: model paths joined by '|', optionally "|te=<text encoder folder>",
     // "|up=<spatial upsampler>" (the two-stage path's latent upsampler), "|tu=<temporal
-    // upsampler>" and "|dl=<distilled LoRA>" (the dev two-stage recipe's).
+    // upsampler>", "|dl=<distilled LoRA>" (the dev two-stage recipe's) and "|pe=<prompt
+    // enhancer>" (one given to a model without its own).
     static QString localKey(const QStringList& modelPaths, const QString& textEncoder = {}, const QString& spatialUpsampler = {},
-        const QString& temporalUpsampler = {}, const QString& distilledLora = {});
+        const QString& temporalUpsampler = {}, const QString& distilledLora = {}, const QString& promptEnhancer = {});
+    // Every file or folder a local key's entry (without "local:") names, companions included.
+    static QStringList localKeyPaths(const QString& entry);
 
 signals:
     void choicesChanged();

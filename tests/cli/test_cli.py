@@ -1294,6 +1294,10 @@ def test_prompt_enhancer(tmp_dir=RUN_TMP):
             "--prompt-enhancer", enhancer, *size, "--out", given)
     check("generate --prompt-enhancer FOLDER: an enhancer for a model without its own (the same words, the same video)",
           p.returncode == 0 and decoded(given) == decoded(out), p.stderr[-600:])
+    given_again = work / "given.again.mp4"
+    p = run("generate", "--again", given, "--no-gallery", "--out", given_again)
+    check("generate --again of a run given --prompt-enhancer: the recipe keeps the enhancer, the same video",
+          p.returncode == 0 and decoded(given_again) == decoded(given) and "prompt enhancer: " in p.stdout, p.stderr[-600:])
     for name, extra, says in [
             ("a model without a prompt enhancer", ["--model", root / "v25" / "diffusers"], "no prompt enhancer"),
             ("an enhancer folder that is not there", ["--model", model, "--prompt-enhancer", work / "nowhere"], "no such prompt enhancer")]:

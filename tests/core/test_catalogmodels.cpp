@@ -271,6 +271,28 @@ private slots:
     // The defaults a model gets outside the catalog (the CLI on its files, the window's local
     // models) are the ones its catalog entry gives: the files say dev or distilled. Local folders
     // get their version's family, and dev when their name says so.
+    // A local key names every companion a run was given, so --again and Generate again find
+    // them: each tag read back into the plan, a missing one named, the paths listed untagged.
+    void localKeysKeepEveryCompanion()
+    {
+        auto studio = vireo::core::Studio::create();
+        QVERIFY(studio);
+        const QString root = QString::fromLocal8Bit(qgetenv("VIREO_FIXTURES_ROOT"));
+        const QString model = root + QStringLiteral("/ltx2pipeline/v25/diffusers"), pe = root + QStringLiteral("/gemma4enhancer"),
+                      te = model + QStringLiteral("/text_encoder"), file = model + QStringLiteral("/model_index.json");
+        using vireo::runtime::ModelResolver;
+        const auto key = ModelResolver::localKey({model}, te, file, file, file, pe);
+        const auto resolved = (*studio)->models()->resolve(key);
+        QVERIFY2(resolved, resolved ? "" : resolved.error().message.c_str());
+        const auto& plan = resolved->plan;
+        QVERIFY(plan.modelPaths.size() == 1 && plan.textEncoderPath && plan.spatialUpsamplerPath && plan.temporalUpsamplerPath
+            && plan.distilledLoraPath && plan.promptEnhancerPath);
+        QCOMPARE(QString::fromStdString(plan.promptEnhancerPath->string()), pe);
+        QCOMPARE(ModelResolver::localKeyPaths(key.mid(6)), QStringList({model, te, file, file, file, pe}));
+        const auto gone = (*studio)->models()->resolve(ModelResolver::localKey({model}, {}, {}, {}, {}, pe + QStringLiteral("-gone")));
+        QVERIFY(!gone && gone.error().message.find("the prompt enhancer") != std::string::npos);
+    }
+
     void modelsOutsideTheCatalogGetTheDefaultsTheirFilesCallFor()
     {
         auto studio = vireo::core::Studio::create();

@@ -1725,9 +1725,8 @@ bool GeneratePage::selectModelFor(const output::Recipe& r, QString* why)
             continue;
         const auto entry = key.mid(6);
         bool present = true;
-        for (const auto& part : entry.split(QLatin1Char('|'), Qt::SkipEmptyParts))
-            present = present
-                && QFileInfo::exists(part.startsWith(QStringLiteral("te=")) || part.startsWith(QStringLiteral("up=")) ? part.mid(3) : part);
+        for (const auto& path : runtime::ModelResolver::localKeyPaths(entry))
+            present = present && QFileInfo::exists(path);
         if (!present)
             continue;
         m_studio->settings()->addLocalModel(entry);
