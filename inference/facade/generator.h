@@ -191,6 +191,8 @@ struct MemoryPlan {
     std::int64_t deviceWeightBytes = 0, hostWeightBytes = 0;
     std::int64_t activationBytes = 0;  // the transformer's peak working memory at this size
     std::int64_t encodeBytes = 0;  // the text encoder's working memory
+    // The prompt enhancer's per-layer embedding table (dense Gemma 4), in RAM while it writes.
+    std::int64_t enhancerHostBytes = 0;
     std::int64_t decodeBytes = 0;  // the video decoder's peak (tiled), estimated
     std::int64_t devicePeakBytes = 0, hostPeakBytes = 0;
     MemoryBudget budget;

@@ -343,7 +343,7 @@ void placeLtx2(MemoryPlan& m, const LoadPlan& plan, c10::Device device, const pi
         const auto work = std::max({m.activationBytes, m.decodeBytes});
         if (device.is_cpu()) {
             c.hostWeights = text + transformer + rest;
-            c.hostPeak = c.hostWeights + std::max(work, m.encodeBytes);
+            c.hostPeak = c.hostWeights + std::max(work, m.encodeBytes + m.enhancerHostBytes);
             return c;
         }
         switch (p) {
@@ -366,6 +366,8 @@ void placeLtx2(MemoryPlan& m, const LoadPlan& plan, c10::Device device, const pi
             break;
         }
         }
+        // The enhancer's per-layer table is in RAM only while it writes, before the encoding.
+        c.hostPeak = std::max(c.hostPeak, c.hostWeights + m.enhancerHostBytes);
         return c;
     };
     auto fits = [&](const Candidate& c) {
@@ -535,10 +537,11 @@ public:
         // The prompt enhancer runs before the encoding on the same device, and is freed before
         // it: that phase's memory is its weights and its cache, whichever of the two is more.
         if (size.enhancePrompt) {
-            if (const auto enhancer = promptEnhancerOf(plan))
+            if (const auto enhancer = promptEnhancerOf(plan)) {
                 m.encodeBytes =
                     std::max<std::int64_t>(m.encodeBytes, ltx2::PromptEnhancer::deviceBytes(*enhancer, target.dtype) + (1ll << 30));
-            else
+                m.enhancerHostBytes = ltx2::PromptEnhancer::hostBytes(*enhancer, target.dtype);
+            } else
                 // LTX-2.0/2.3: the text encoder writes first, with Gemma 3 12B's key/value cache
                 // (48 layers x keys and values x 8 heads x 256) for a 1,024-token chat and 512 new tokens.
                 m.encodeBytes += 48ll * 2 * 8 * 256 * (textTokens + 512) * bytesPerValue;

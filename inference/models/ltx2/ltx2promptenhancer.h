@@ -67,6 +67,8 @@ public:
     // The bytes its weights take on the device in `dtype` (the language model's, without the
     // per-layer table, which stays in host memory), from headers; 0 when they cannot be read.
     static std::int64_t deviceBytes(const std::filesystem::path& path, c10::ScalarType dtype);
+    // The bytes of its per-layer embedding table in `dtype`, which it keeps in host memory.
+    static std::int64_t hostBytes(const std::filesystem::path& path, c10::ScalarType dtype);
 
     Result<EnhancedPrompt> enhance(std::string_view prompt, const EnhanceOptions& options = {}, std::stop_token stop = {}) const;
 
