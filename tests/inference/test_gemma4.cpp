@@ -7,6 +7,7 @@
 
 #include "inference/models/gemma3/gemma3.h"
 #include "inference/models/ltx2/ltx2promptenhancer.h"
+#include "inference/text/chattemplate.h"
 #include "inference/text/tokenizer.h"
 #include "inference/tensorfile/tensorset.h"
 
@@ -305,6 +306,10 @@ VT_TEST(theEnhancerRewritesAsDiffusers)
     VT_COMPARE(out->raw, meta.at("decoded"));
     VT_COMPARE(out->prompt, meta.at("enhanced"));
     VT_CHECK(out->tokens == 40 && !out->stoppedAtEos);
+    // The chat came from processor/'s own template, rendered.
+    std::string note = "unset";
+    VT_COMPARE(enhancer->chat(meta.at("system"), "user prompt: " + meta.at("prompt"), &note), meta.at("template"));
+    VT_CHECK(note.empty() && out->chatNote.empty());
 }
 
 // LTX-2.0/2.3's self-enhancement: the Gemma 3 text encoder writes the prompt, sampled as
@@ -375,13 +380,15 @@ VT_TEST(gemma3WritesThePromptAsDiffusersSamplesIt)
     VT_CHECK_MSG(enhanced.ok(), (enhanced.ok() ? "" : enhanced.error().message));
     VT_CHECK(enhanced.ok() && enhanced->raw == meta.at("decoded") && enhanced->prompt == meta.at("enhanced"));
     VT_CHECK(enhanced.ok() && enhanced->decoding == "sampled: temperature 0.7, top_k 24, top_p 0.9, seed " + meta.at("seed"));
+    VT_CHECK(enhanced.ok() && enhanced->chatNote.empty());  // Gemma 3's template from tokenizer_config.json
 
     auto encoder = gemma3::TextEncoder::load(enhancerDir() / "gemma3");
     auto tokenizer = text::Tokenizer::load(enhancerDir() / "gemma3");
     VT_CHECK(encoder.ok() && tokenizer.ok());
     if (!encoder.ok() || !tokenizer.ok())
         return;
-    auto shared = ltx2::PromptEnhancer::sharing(*encoder, std::make_shared<const text::Tokenizer>(std::move(*tokenizer)), "gemma3");
+    auto shared = ltx2::PromptEnhancer::sharing(
+        *encoder, std::make_shared<const text::Tokenizer>(std::move(*tokenizer)), "gemma3", enhancerDir() / "gemma3");
     VT_CHECK_MSG(shared.ok(), (shared.ok() ? "" : shared.error().message));
     if (!shared.ok())
         return;
@@ -411,6 +418,44 @@ VT_TEST(generationConfigIsReadWithItsDefaults)
              R"({"temperature": "hot"})", "[1]", "{"}) {
         auto r = gemma3::parseGenerationConfig(bad, "g.json");
         VT_CHECK_MSG(!r.ok() && r.error().message.find("g.json") != std::string::npos, bad);
+    }
+}
+
+// Chat templates rendered as transformers' Jinja environment renders them: Gemma 3's, a Gemma
+// 4-shaped one with macros, namespaces and tool calls, whitespace control with trim_blocks and
+// lstrip_blocks, and the expressions, filters, tests and loops templates use; what Jinja
+// refuses, refused.
+VT_TEST(chatTemplatesRenderAsJinjaDoes)
+{
+    std::ifstream in(enhancerDir() / "chat_templates.json");
+    const auto cases = nlohmann::ordered_json::parse(in);
+    VT_CHECK(cases.size() >= 20);
+    int rendered = 0, refused = 0;
+    for (const auto& c : cases) {
+        const auto name = c["name"].get<std::string>();
+        auto out = text::renderJinja(c["template"].get<std::string>(), c["context"], name);
+        if (c.contains("error")) {
+            VT_CHECK_MSG(!out.ok(), name << " rendered, Jinja refused: " << c["error"].get<std::string>());
+            refused += !out.ok();
+        } else {
+            VT_CHECK_MSG(out.ok(), name << ": " << (out.ok() ? "" : out.error().message));
+            if (out.ok()) {
+                VT_CHECK_MSG(*out == c["expected"].get<std::string>(),
+                    name << ":\n  got      " << nlohmann::json(*out).dump() << "\n  expected " << c["expected"].dump());
+                rendered += *out == c["expected"].get<std::string>();
+            }
+        }
+    }
+    std::printf("   %d templates rendered as Jinja, %d refused as Jinja refuses them\n", rendered, refused);
+
+    // Hostile templates fail with an error, never a hang or a crash.
+    nlohmann::ordered_json none = nlohmann::ordered_json::object();
+    for (const std::string& bad : {std::string("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"),
+             std::string("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"),
+             "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", std::string("{{ 'a' - 1 }}"), std::string("{{ x.y }}"),
+             std::string("{% for x in 5 %}{% endfor %}"), std::string("{% break %}")}) {
+        auto r = text::renderJinja("{{ '' }}" + bad, none, "bad.jinja");
+        VT_CHECK_MSG(!r.ok() && r.error().message.rfind("bad.jinja: ", 0) == 0, bad.substr(0, 60));
     }
 }
 
@@ -468,6 +513,53 @@ VT_TEST(anEnhancerWithoutGemma4sTokenizerIsRefused)
     VT_CHECK_MSG(!refused.ok() && refused.error().message.find("has no <|turn> token") != std::string::npos
             && refused.error().message.find("processor") != std::string::npos,
         (refused.ok() ? std::string("loaded") : refused.error().message));
+}
+
+// The enhancer feeds what the tokenizer's own template renders (here one that opens an empty
+// thought channel after the model's turn, as Gemma 4 templates do with thinking off); a
+// template it cannot render, or none, falls back to the turn format in code and says why.
+VT_TEST(theEnhancerFollowsTheTokenizersChatTemplate)
+{
+    const auto work = fs::temp_directory_path() / ("vireo-template-" + std::to_string(::getpid()));
+    VT_CHECK(::mkdir(work.c_str(), 0700) == 0 && ::mkdir((work / "processor").c_str(), 0700) == 0);
+    VT_CHECK(::symlink((enhancerDir() / "prompt_enhancer").c_str(), (work / "prompt_enhancer").c_str()) == 0);
+    VT_CHECK(::symlink((enhancerDir() / "processor" / "tokenizer.json").c_str(), (work / "processor" / "tokenizer.json").c_str()) == 0);
+    std::ifstream in(enhancerDir() / "processor" / "tokenizer_config.json");
+    auto config = json::parse(in);
+    std::ifstream casesIn(enhancerDir() / "chat_templates.json");
+    const auto cases = json::parse(casesIn);
+    std::string shaped;
+    for (const auto& c : cases)
+        if (c["name"] == "gemma4_shaped")
+            shaped = c["template"].get<std::string>();
+    auto chatWith = [&](const std::optional<std::string>& chatTemplate, std::string* note) {
+        auto c = config;
+        if (chatTemplate)
+            c["chat_template"] = *chatTemplate;
+        else
+            c.erase("chat_template");
+        std::ofstream(work / "processor" / "tokenizer_config.json") << c.dump();
+        auto enhancer = ltx2::PromptEnhancer::load(work);
+        VT_CHECK_MSG(enhancer.ok(), (enhancer.ok() ? "" : enhancer.error().message));
+        return enhancer.ok() ? enhancer->chat("Be brief.", "user prompt: a fox", note) : std::string();
+    };
+    std::string note;
+    const auto thought = chatWith(shaped, &note);
+    const std::string suffix = "<|turn>model\n<|channel>thought\n<channel|>";
+    VT_CHECK_MSG(thought.size() > suffix.size() && thought.substr(thought.size() - suffix.size()) == suffix && note.empty(),
+        thought << " / " << note);
+    const auto builtIn = ltx2::PromptEnhancer::chatText("Be brief.", "user prompt: a fox");
+    const auto unsupported = chatWith(std::string("{% set x %}y{% endset %}{{ x }}"), &note);
+    VT_CHECK_MSG(unsupported == builtIn && note.find("could not be rendered") != std::string::npos
+            && note.find("set blocks") != std::string::npos && note.find("turn format written in code") != std::string::npos,
+        note);
+    const auto none = chatWith(std::nullopt, &note);
+    VT_CHECK_MSG(none == builtIn && note.find("has no chat template") != std::string::npos, note);
+    ::unlink((work / "processor" / "tokenizer_config.json").c_str());
+    ::unlink((work / "processor" / "tokenizer.json").c_str());
+    ::unlink((work / "prompt_enhancer").c_str());
+    ::rmdir((work / "processor").c_str());
+    ::rmdir(work.c_str());
 }
 
 VT_MAIN("test_gemma4")

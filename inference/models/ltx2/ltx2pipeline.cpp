@@ -173,6 +173,7 @@ struct Ltx2Pipeline::Impl {
     ltx2::AudioVaeConfig audioConfig;
     std::optional<gemma3::TextEncoder> textEncoder;
     std::shared_ptr<const text::Tokenizer> tokenizer;  // shared with LTX-2.0/2.3's self-enhancement
+    std::filesystem::path tokenizerFolder;  // where it was read (empty: from the single file)
     std::optional<ltx2::Connectors> connectors;
     std::optional<ltx2::Transformer> transformer;
     std::optional<ltx2::VideoDecoder> videoDecoder;  // where the files carry the VAE's decoder
@@ -394,6 +395,7 @@ void Ltx2Pipeline::Impl::loadText(const std::function<void(const Ltx2Progress&)>
             && ::access((tokFolder.parent_path() / "tokenizer" / "tokenizer.json").c_str(), F_OK) == 0)
             tokFolder = tokFolder.parent_path() / "tokenizer";
         tokenizer = std::make_shared<const text::Tokenizer>(take(text::Tokenizer::load(tokFolder)));
+        tokenizerFolder = tokFolder;
     }
     if (!textEncoder) {
         report(0);
@@ -2997,7 +2999,7 @@ ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
     if (!enhancerPath) {
         // The text encoder loads now rather than for the encoding, which then reuses it.
         loadText(progress);
-        auto self = take(ltx2::PromptEnhancer::sharing(*textEncoder, tokenizer, textEncoderPath.string()));
+        auto self = take(ltx2::PromptEnhancer::sharing(*textEncoder, tokenizer, textEncoderPath.string(), tokenizerFolder));
         auto out = take(self.enhance(text::stripPythonWhitespace(req.prompt), o, stop));
         return out;
     }
@@ -3050,6 +3052,10 @@ Ltx2Output Ltx2Pipeline::Impl::run(
         std::vector<std::string> notes;
         if (enhanced->decoding.rfind("sampled", 0) == 0)
             notes.push_back("written by the text encoder (Gemma 3), " + enhanced->decoding);
+        if (!enhanced->chatNote.empty()) {
+            log::warn("LTX-2: the prompt enhancer's chat: " + enhanced->chatNote);
+            notes.push_back(enhanced->chatNote);
+        }
         if (!asked.conditions.empty())
             notes.push_back("the enhancer read the prompt alone, not the conditioning images");
         if (!enhancerCpuNote.empty())

@@ -40,6 +40,22 @@ std::pair<fs::path, fs::path> locate(const fs::path& path)
 constexpr std::pair<char32_t, char32_t> kPlain[] = {{U'\u2018', U'\''}, {U'\u2019', U'\''}, {U'\u201c', U'"'}, {U'\u201d', U'"'},
     {U'\u2014', U'-'}, {U'\u2013', U'-'}, {U'\u00a0', U' '}, {U'\u2032', U'\''}, {U'\u2212', U'-'}};
 
+// The tokenizer folder's chat template into impl (or why there is none to use).
+void readChatTemplate(const fs::path& folder, std::optional<text::ChatTemplate>& out, std::string& problem)
+{
+    if (folder.empty()) {
+        problem = "no tokenizer folder with a chat template";
+        return;
+    }
+    auto found = text::chatTemplateIn(folder);
+    if (!found)
+        problem = found.error().message;
+    else if (!*found)
+        problem = folder.string() + " has no chat template";
+    else
+        out = std::move(**found);
+}
+
 }  // namespace
 
 const std::string& defaultEnhancerSystemPrompt()
@@ -61,6 +77,8 @@ struct PromptEnhancer::Impl {
     gemma3::CausalLm model;
     std::shared_ptr<const text::Tokenizer> tokenizer;
     std::string origin;
+    std::optional<text::ChatTemplate> chatTemplate;
+    std::string chatTemplateProblem;  // why the folder's template cannot be read
 };
 
 namespace {
@@ -148,13 +166,14 @@ Result<PromptEnhancer> PromptEnhancer::load(const fs::path& path, const gemma3::
         return tokenizer.error();
     if (auto ok = checkTokenizer(*tokenizer, *model, tokenizerPath.string()); !ok)
         return ok.error();
-    auto impl =
-        std::make_unique<Impl>(Impl{std::move(*model), std::make_shared<const text::Tokenizer>(std::move(*tokenizer)), path.string()});
+    auto impl = std::make_unique<Impl>(
+        Impl{std::move(*model), std::make_shared<const text::Tokenizer>(std::move(*tokenizer)), path.string(), std::nullopt, {}});
+    readChatTemplate(tokenizerPath, impl->chatTemplate, impl->chatTemplateProblem);
     return PromptEnhancer(std::move(impl));
 }
 
-Result<PromptEnhancer> PromptEnhancer::sharing(
-    const gemma3::TextEncoder& encoder, std::shared_ptr<const text::Tokenizer> tokenizer, const std::string& origin)
+Result<PromptEnhancer> PromptEnhancer::sharing(const gemma3::TextEncoder& encoder, std::shared_ptr<const text::Tokenizer> tokenizer,
+    const std::string& origin, const fs::path& tokenizerFolder)
 {
     auto model = gemma3::CausalLm::sharing(encoder);
     if (!model)
@@ -163,7 +182,28 @@ Result<PromptEnhancer> PromptEnhancer::sharing(
         return makeError(ErrorCode::InvalidArgument, origin + ": the text encoder's tokenizer is not loaded");
     if (auto ok = checkTokenizer(*tokenizer, *model, origin + " (its tokenizer)"); !ok)
         return ok.error();
-    return PromptEnhancer(std::make_unique<Impl>(Impl{std::move(*model), std::move(tokenizer), origin}));
+    auto impl = std::make_unique<Impl>(Impl{std::move(*model), std::move(tokenizer), origin, std::nullopt, {}});
+    readChatTemplate(tokenizerFolder, impl->chatTemplate, impl->chatTemplateProblem);
+    return PromptEnhancer(std::move(impl));
+}
+
+std::string PromptEnhancer::chat(std::string_view system, std::string_view user, std::string* note) const
+{
+    const auto& m = *m_impl;
+    const auto family = m.model.config().family;
+    const auto written = [&](const std::string& why) {
+        if (note)
+            *note = why + "; " + m.model.config().familyName() + "'s turn format written in code was used";
+        return chatText(system, user, family);
+    };
+    if (!m.chatTemplate)
+        return written(m.chatTemplateProblem);
+    auto rendered = text::renderChatTemplate(*m.chatTemplate, {{"system", std::string(system), {}}, {"user", std::string(user), {}}}, true);
+    if (!rendered)
+        return written("the chat template could not be rendered (" + rendered.error().message + ")");
+    if (note)
+        note->clear();
+    return std::move(*rendered);
 }
 
 std::string PromptEnhancer::chatText(std::string_view system, std::string_view user, gemma3::Family family)
@@ -199,7 +239,8 @@ Result<EnhancedPrompt> PromptEnhancer::enhance(std::string_view prompt, const En
     const auto& tokenizer = *m.tokenizer;
     const auto family = m.model.config().family;
     const auto system = options.systemPrompt.empty() ? defaultEnhancerSystemPrompt() : options.systemPrompt;
-    const auto chat = chatText(system, "user prompt: " + std::string(prompt), family);
+    std::string chatNote;
+    const auto chat = this->chat(system, "user prompt: " + std::string(prompt), &chatNote);
     constexpr std::int64_t kMaxPromptTokens = 16384;
     auto encoded = tokenizer.encode(chat, kMaxPromptTokens + 1, false, true, false);
     if (!encoded)
@@ -259,6 +300,7 @@ Result<EnhancedPrompt> PromptEnhancer::enhance(std::string_view prompt, const En
     result.tokens = static_cast<int>(out->ids.size());
     result.stoppedAtEos = out->stoppedAtEos;
     result.decoding = std::move(decoding);
+    result.chatNote = std::move(chatNote);
     if (text::stripPythonWhitespace(result.prompt).empty())
         return makeError(
             ErrorCode::InvalidFormat, m.origin + ": the prompt enhancer answered with no text; generate with the prompt as written");

@@ -15,6 +15,7 @@
 // The system prompt is Vireo's own unless the caller gives one.
 
 #include "inference/models/gemma3/gemma3.h"
+#include "inference/text/chattemplate.h"
 #include "inference/text/tokenizer.h"
 #include "inference/util/result.h"
 
@@ -44,6 +45,9 @@ struct EnhancedPrompt {
     // How it decoded: "greedy, no repeated 5-gram" or "sampled: temperature 0.7, top_k 64,
     // top_p 0.95, seed 42", and any generation_config.json field it did not apply.
     std::string decoding;
+    // Why the chat was not the tokenizer's own template (none shipped, or one this renderer
+    // refused) and the turn format written in code was used; empty when the template was.
+    std::string chatNote;
 };
 
 class PromptEnhancer {
@@ -59,8 +63,9 @@ public:
     static Result<PromptEnhancer> load(const std::filesystem::path& path, const gemma3::TextEncoderLoadOptions& options = {});
     // LTX-2.0/2.3's self-enhancement: the loaded Gemma 3 text encoder's weights (shared, not
     // copied) and its tokenizer. origin names it in errors.
-    static Result<PromptEnhancer> sharing(
-        const gemma3::TextEncoder& encoder, std::shared_ptr<const text::Tokenizer> tokenizer, const std::string& origin);
+    // tokenizerFolder: where its chat template is (empty: none, the turn format in code is used).
+    static Result<PromptEnhancer> sharing(const gemma3::TextEncoder& encoder, std::shared_ptr<const text::Tokenizer> tokenizer,
+        const std::string& origin, const std::filesystem::path& tokenizerFolder = {});
     // Whether `path` holds one (a prompt_enhancer/ component with weights, or is a Gemma 4
     // model folder), without reading weights.
     static bool present(const std::filesystem::path& path);
@@ -71,6 +76,11 @@ public:
     static std::int64_t hostBytes(const std::filesystem::path& path, c10::ScalarType dtype);
 
     Result<EnhancedPrompt> enhance(std::string_view prompt, const EnhanceOptions& options = {}, std::stop_token stop = {}) const;
+
+    // The chat text it feeds for a system and a user message: the tokenizer's chat template
+    // rendered (chat_template.jinja or tokenizer_config.json's), else chatText's format, and
+    // in *note why not.
+    std::string chat(std::string_view system, std::string_view user, std::string* note = nullptr) const;
 
     // The pieces, public for tests: the chat text (Gemma 4's turn format, or Gemma 3's with the
     // system text opening the user turn; contents stripped as the templates' `trim` does, the
