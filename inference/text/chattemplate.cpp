@@ -309,7 +309,7 @@ void toJson(const Value& v, std::string& out, std::optional<int> indent, bool so
     const auto newline = [&](int l) {
         if (indent) {
             out += '\n';
-            out.append(static_cast<std::size_t>(*indent * l), ' ');
+            out.append(static_cast<std::size_t>(*indent) * static_cast<std::size_t>(l), ' ');
         }
     };
     switch (v.k) {
@@ -1569,9 +1569,6 @@ private:
         List out;
         if (sep.k == Value::K::None || sep.k == Value::K::Undefined) {
             // Runs of whitespace, none at either end.
-            std::istringstream in(s);
-            std::string word;
-            std::string rest = s;
             std::size_t i = 0;
             std::int64_t splits = 0;
             while (i < s.size()) {
