@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <sstream>
 #include <system_error>
@@ -712,23 +713,27 @@ private:
         }
         return value;
     }
+    // A left-associative run of the operators `ops` (keywords when `words`) over operands from next.
+    template <typename Next>
+    ExprPtr leftAssoc(std::initializer_list<const char*> ops, bool words, int depth, Next next)
+    {
+        auto a = next(depth + 1);
+        for (;;) {
+            const char* found = nullptr;
+            for (const char* op : ops)
+                if (words ? isName(op) : isOp(op)) {
+                    found = op;
+                    break;
+                }
+            if (!found)
+                return a;
+            ++p;
+            a = binary(found, std::move(a), next(depth + 1));
+        }
+    }
     ExprPtr orExpr(int depth)
     {
-        auto a = andExpr(depth + 1);
-        while (isName("or")) {
-            ++p;
-            a = binary("or", std::move(a), andExpr(depth + 1));
-        }
-        return a;
-    }
-    ExprPtr andExpr(int depth)
-    {
-        auto a = notExpr(depth + 1);
-        while (isName("and")) {
-            ++p;
-            a = binary("and", std::move(a), notExpr(depth + 1));
-        }
-        return a;
+        return leftAssoc({"or"}, true, depth, [this](int d) { return leftAssoc({"and"}, true, d, [this](int e) { return notExpr(e); }); });
     }
     ExprPtr notExpr(int depth)
     {
@@ -744,59 +749,31 @@ private:
     }
     ExprPtr compare(int depth)
     {
-        auto a = math1(depth + 1);
+        auto a = arithmetic(depth + 1);
         for (;;) {
+            std::string op;
             if (t[p].type == Tok::Op
                 && (t[p].text == "==" || t[p].text == "!=" || t[p].text == "<" || t[p].text == ">" || t[p].text == "<="
-                    || t[p].text == ">=")) {
-                const auto op = t[p++].text;
-                a = binary(op, std::move(a), math1(depth + 1));
-            } else if (isName("in")) {
-                ++p;
-                a = binary("in", std::move(a), math1(depth + 1));
-            } else if (isName("not") && t[p + 1].type == Tok::Name && t[p + 1].text == "in") {
-                p += 2;
-                a = binary("not in", std::move(a), math1(depth + 1));
-            } else {
+                    || t[p].text == ">="))
+                op = t[p++].text;
+            else if (isName("in"))
+                op = t[p++].text;
+            else if (isName("not") && t[p + 1].type == Tok::Name && t[p + 1].text == "in")
+                op = "not in", p += 2;
+            else
                 return a;
-            }
+            a = binary(op, std::move(a), arithmetic(depth + 1));
         }
     }
-    ExprPtr math1(int depth)
+    // + -, then ~, then * / // %, then **: Jinja's order.
+    ExprPtr arithmetic(int depth)
     {
-        auto a = concat(depth + 1);
-        while (isOp("+") || isOp("-")) {
-            const auto op = t[p++].text;
-            a = binary(op, std::move(a), concat(depth + 1));
-        }
-        return a;
-    }
-    ExprPtr concat(int depth)
-    {
-        auto a = math2(depth + 1);
-        while (isOp("~")) {
-            ++p;
-            a = binary("~", std::move(a), math2(depth + 1));
-        }
-        return a;
-    }
-    ExprPtr math2(int depth)
-    {
-        auto a = power(depth + 1);
-        while (isOp("*") || isOp("/") || isOp("//") || isOp("%")) {
-            const auto op = t[p++].text;
-            a = binary(op, std::move(a), power(depth + 1));
-        }
-        return a;
-    }
-    ExprPtr power(int depth)
-    {
-        auto a = unary(depth + 1, true);
-        while (isOp("**")) {
-            ++p;
-            a = binary("**", std::move(a), unary(depth + 1, true));
-        }
-        return a;
+        return leftAssoc({"+", "-"}, false, depth, [this](int d) {
+            return leftAssoc({"~"}, false, d, [this](int e) {
+                return leftAssoc({"*", "/", "//", "%"}, false, e,
+                    [this](int f) { return leftAssoc({"**"}, false, f, [this](int g) { return unary(g, true); }); });
+            });
+        });
     }
     ExprPtr unary(int depth, bool withFilter)
     {
