@@ -562,4 +562,42 @@ VT_TEST(theEnhancerFollowsTheTokenizersChatTemplate)
     ::rmdir(work.c_str());
 }
 
+// A tokenizer whose decoder this version does not implement refuses to decode, naming it; an
+// enhancer whose tokenizer has more tokens than its model is refused before it writes.
+VT_TEST(decodeAndVocabularyMismatchesAreRefused)
+{
+    const auto work = fs::temp_directory_path() / ("vireo-decoder-" + std::to_string(::getpid()));
+    VT_CHECK(::mkdir(work.c_str(), 0700) == 0);
+    {
+        std::ifstream in(enhancerDir() / "processor" / "tokenizer.json");
+        auto j = json::parse(in);
+        j["decoder"] = json::parse(R"({"type": "WordPiece", "prefix": "##", "cleanup": true})");
+        std::ofstream(work / "tokenizer.json") << j.dump();
+        std::ofstream(work / "tokenizer_config.json") << R"({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "pad_token": "<pad>"})";
+    }
+    auto tok = text::Tokenizer::load(work);
+    ::unlink((work / "tokenizer.json").c_str());
+    ::unlink((work / "tokenizer_config.json").c_str());
+    ::rmdir(work.c_str());
+    VT_CHECK_MSG(tok.ok(), (tok.ok() ? "" : tok.error().message));
+    if (tok.ok()) {
+        auto decoded = tok->decode({5, 6}, true);
+        VT_CHECK_MSG(!decoded.ok() && decoded.error().message.find("WordPiece") != std::string::npos
+                && decoded.error().message.find("is not supported") != std::string::npos,
+            (decoded.ok() ? *decoded : decoded.error().message));
+    }
+
+    // Gemma 3's text encoder (1,040 tokens) with the Gemma 4 enhancer's tokenizer (1,042, both
+    // turn formats): they do not belong together.
+    auto encoder = gemma3::TextEncoder::load(enhancerDir() / "gemma3");
+    auto wide = text::Tokenizer::load(enhancerDir() / "processor");
+    VT_CHECK(encoder.ok() && wide.ok());
+    if (encoder.ok() && wide.ok()) {
+        VT_CHECK(wide->vocabSize() > encoder->config().vocabSize);
+        auto refused = ltx2::PromptEnhancer::sharing(*encoder, std::make_shared<const text::Tokenizer>(std::move(*wide)), "te");
+        VT_CHECK_MSG(!refused.ok() && refused.error().message.find("do not belong together") != std::string::npos,
+            (refused.ok() ? std::string("accepted") : refused.error().message));
+    }
+}
+
 VT_MAIN("test_gemma4")
