@@ -133,6 +133,15 @@ def test_image_job(a):
     check("--out never replaces a file", p.returncode == 1 and "exists" in p.stderr, p.stderr[-300:])
 
 
+def test_enhance_prompt_travels(a):
+    """--enhance-prompt reaches the host: its LTX-2.3 text encoder then writes the prompt. The
+    tiny fixture's tokenizer has no Gemma 3 turn markers, so the host's job fails saying so, which
+    only a job asked to enhance can."""
+    p = cli("generate", "--host", "A", *JOB, "--prompt", "a fox", "--enhance-prompt", "--job-id", "enhanced")
+    check("generate --host --enhance-prompt: the host's job was asked to enhance (and names what its tokenizer lacks)",
+          p.returncode != 0 and "<start_of_turn>" in p.stderr, (p.returncode, p.stderr[-600:]))
+
+
 def decoded_png(data):
     path = RUN_TMP / "sync.png"
     path.write_bytes(data)
@@ -335,6 +344,7 @@ def main():
         test_pinned_job(a)
         test_image_job(a)
         test_resume(a)
+        test_enhance_prompt_travels(a)
         test_hostile_host()
         servers = test_host_killed(a, b)
         a, b = servers["A"], servers["B"]
