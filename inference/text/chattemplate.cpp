@@ -22,7 +22,9 @@ namespace {
 // Bounds: a real template is 10-20 KB and renders a few KB for a prompt.
 constexpr std::size_t kMaxSource = 512 * 1024;
 constexpr std::size_t kMaxOutput = 8 * 1024 * 1024;
-constexpr int kMaxDepth = 128;  // parse nesting and macro calls
+constexpr int kMaxDepth = 128;  // statement nesting and macro calls
+constexpr int kMaxExprDepth = 600;  // parser levels (a dozen per bracket)
+constexpr std::size_t kMaxItems = 1'000'000;  // any list a template builds
 constexpr std::int64_t kMaxSteps = 4'000'000;
 constexpr std::int64_t kMaxRange = 100'000;
 
@@ -86,8 +88,12 @@ struct Value {
         v.f = x;
         return v;
     }
+    // Every string and list a template makes is bounded here: doubling one in a loop must fail,
+    // not exhaust memory.
     static Value str(std::string x)
     {
+        if (x.size() > kMaxOutput)
+            fail("the template builds a string longer than its output may be");
         Value v;
         v.k = K::Str;
         v.s = std::move(x);
@@ -95,6 +101,8 @@ struct Value {
     }
     static Value ofList(List x)
     {
+        if (x.size() > kMaxItems)
+            fail("the template builds a list of more than a million items");
         Value v;
         v.k = K::List;
         v.list = std::make_shared<List>(std::move(x));
@@ -683,7 +691,7 @@ private:
 
     static void deep(int depth)
     {
-        if (depth > kMaxDepth)
+        if (depth > kMaxExprDepth)
             fail("an expression is nested too deeply");
     }
     static ExprPtr make(Expr::K k) { return std::make_unique<Expr>(k); }

@@ -231,6 +231,14 @@ VT_TEST(theEnhancerModelGeneratesAsTransformers)
     // The cached steps add float32 rounding step by step (the first, the prompt's, is 1e-6).
     VT_CHECK(first < 1e-5 && err < 1e-4 * std::max(1.0, scale));
 
+    // The logits come back as the model gave them, before the n-gram rule banned anything
+    // (n = 1 bans every token the prompt holds).
+    auto banning = options;
+    banning.noRepeatNgram = 1;
+    banning.maxNewTokens = 2;
+    auto banned = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), banning);
+    VT_CHECK(banned.ok() && at::isfinite(banned->logits).all().item<bool>() && at::equal(banned->logits[0], out->logits[0]));
+
     options.eosIds = lm->eosIds();
     options.eosIds.push_back(idsOf(*set.find("early_eos")).at(0));
     auto early = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), options);
@@ -448,12 +456,18 @@ VT_TEST(chatTemplatesRenderAsJinjaDoes)
     }
     std::printf("   %d templates rendered as Jinja, %d refused as Jinja refuses them\n", rendered, refused);
 
+    // Brackets nested as deep as real templates go (and deeper) render.
+    auto nested = text::renderJinja(
+        "{{ {'a': [1, [2, [3, {'b': ((4 + (5)))}]]]}['a'][1][1][1]['b'] | string }}", nlohmann::ordered_json::object(), "nested");
+    VT_CHECK_MSG(nested.ok() && *nested == "9", (nested.ok() ? *nested : nested.error().message));
     // Hostile templates fail with an error, never a hang or a crash.
     nlohmann::ordered_json none = nlohmann::ordered_json::object();
     for (const std::string& bad : {std::string("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"),
              std::string("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"),
              "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", std::string("{{ 'a' - 1 }}"), std::string("{{ x.y }}"),
-             std::string("{% for x in 5 %}{% endfor %}"), std::string("{% break %}")}) {
+             std::string("{% for x in 5 %}{% endfor %}"), std::string("{% break %}"),
+             std::string("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+             std::string("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}")}) {
         auto r = text::renderJinja("{{ '' }}" + bad, none, "bad.jinja");
         VT_CHECK_MSG(!r.ok() && r.error().message.rfind("bad.jinja: ", 0) == 0, bad.substr(0, 60));
     }
@@ -573,7 +587,8 @@ VT_TEST(decodeAndVocabularyMismatchesAreRefused)
         auto j = json::parse(in);
         j["decoder"] = json::parse(R"({"type": "WordPiece", "prefix": "##", "cleanup": true})");
         std::ofstream(work / "tokenizer.json") << j.dump();
-        std::ofstream(work / "tokenizer_config.json") << R"({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "pad_token": "<pad>"})";
+        std::ofstream(work / "tokenizer_config.json")
+            << R"({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "<unk>", "pad_token": "<pad>"})";
     }
     auto tok = text::Tokenizer::load(work);
     ::unlink((work / "tokenizer.json").c_str());

@@ -1274,7 +1274,8 @@ Result<Generation> CausalLm::generate(
             if (stop.stop_requested())
                 return makeError(ErrorCode::Cancelled, std::string(c.familyName()) + " generation was cancelled");
             auto scores = m.logits(hidden);
-            steps.push_back(scores.cpu());
+            // A copy: on the CPU .cpu() is the same tensor, which the n-gram rule then edits.
+            steps.push_back(scores.to(at::kCPU, false, true));
             if (options.noRepeatNgram > 0)
                 for (const auto banned : noRepeatNgramBans(sequence, options.noRepeatNgram))
                     if (banned >= 0 && banned < scores.size(0))
