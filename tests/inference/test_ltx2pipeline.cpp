@@ -1890,8 +1890,14 @@ VT_TEST(ltx23sTextEncoderWritesThePromptItself)
     if (!out.ok())
         return;
     VT_CHECK(phases.front() == pipelines::Ltx2Phase::EnhancePrompt);
-    VT_COMPARE(out->enhancedPrompt, meta.at("enhanced"));
-    VT_CHECK(out->enhancerTokens == 40 && out->enhancerCut);
+    // On the CPU the draws are transformers'; on a GPU the probabilities they pick from carry the
+    // device's rounding, so a near tie may pick another token: said, not required.
+    if (testDevice().is_cuda())
+        std::printf("   on %s the enhanced prompt %s the CPU reference's\n", testDevice().str().c_str(),
+            out->enhancedPrompt == meta.at("enhanced") ? "equals" : "differs from");
+    else
+        VT_COMPARE(out->enhancedPrompt, meta.at("enhanced"));
+    VT_CHECK(!out->enhancedPrompt.empty() && out->enhancerTokens == 40 && out->enhancerCut);
     VT_CHECK_MSG(out->enhancerNote.find(
                      "written by the text encoder (Gemma 3), sampled: temperature 0.7, top_k 24, top_p 0.9, seed " + meta.at("seed"))
             != std::string::npos,

@@ -1067,8 +1067,10 @@ struct CausalLm::Impl : Model {
 
 namespace {
 
-// TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper (min_tokens_to_keep 1), softmax
-// and torch.multinomial on scores [1, vocab] float32 on the CPU, op for op as transformers 5.24.
+// TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper (min_tokens_to_keep 1) and softmax
+// on scores [1, vocab] float32 where they are, op for op as transformers 5.24; torch.multinomial
+// on the CPU with the CPU generator (a sort of 262k logits costs a CPU ~10 ms a token, the draw
+// alone ~5: only the draw stays on the CPU, where a seed means the same numbers everywhere).
 std::int64_t sampleToken(at::Tensor scores, const Sampling& s, at::Generator& generator)
 {
     if (s.temperature != 1.0)
@@ -1084,7 +1086,7 @@ std::int64_t sampleToken(at::Tensor scores, const Sampling& s, at::Generator& ge
         remove.select(-1, -1).fill_(false);
         scores = scores.masked_fill(remove.scatter(1, order, remove), -std::numeric_limits<float>::infinity());
     }
-    const auto probs = scores.softmax(-1);
+    const auto probs = scores.softmax(-1).to(at::kCPU);
     return at::multinomial(probs, 1, false, generator).item<std::int64_t>();
 }
 
@@ -1280,8 +1282,8 @@ Result<Generation> CausalLm::generate(
                 for (const auto banned : noRepeatNgramBans(sequence, options.noRepeatNgram))
                     if (banned >= 0 && banned < scores.size(0))
                         scores[banned] = -std::numeric_limits<float>::infinity();
-            const auto next = options.sampling ? sampleToken(scores.cpu().view({1, -1}), *options.sampling, generator)
-                                               : scores.argmax().item<std::int64_t>();
+            const auto next =
+                options.sampling ? sampleToken(scores.view({1, -1}), *options.sampling, generator) : scores.argmax().item<std::int64_t>();
             out.ids.push_back(next);
             sequence.push_back(next);
             if (options.progress)

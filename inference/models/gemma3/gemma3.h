@@ -160,9 +160,10 @@ std::vector<std::int64_t> noRepeatNgramBans(const std::vector<std::int64_t>& seq
 
 // transformers' multinomial sampling (generate(do_sample=True)): the scores divided by the
 // temperature, cut to the top k, then to the smallest set holding top_p of the probability,
-// softmaxed, and one token drawn by torch.multinomial from a CPU generator seeded with `seed`,
-// as torch.manual_seed(seed) before generate gives. The draw is made on the CPU whatever the
-// model's device, so one seed writes the same text on every machine.
+// softmaxed (where the logits are), and one token drawn by torch.multinomial from a CPU
+// generator seeded with `seed`, as torch.manual_seed(seed) before generate on the CPU gives.
+// The draw is made on the CPU whatever the model's device: a seed draws the same numbers on
+// every machine (the probabilities they pick from differ by the device's rounding only).
 struct Sampling {
     double temperature = 1.0;
     std::int64_t topK = 50;  // 0: off
