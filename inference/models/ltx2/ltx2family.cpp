@@ -676,7 +676,8 @@ public:
         const bool v25 = transformer && transformer->keyframesAbsPosEmbedding;
         // LTX-2.0/2.3's Gemma 3 writes the prompt itself; LTX-2.5 needs its separate enhancer.
         const bool selfEnhancer = transformer && !v25 && !promptEnhancerOf(plan);
-        if (request.enhancePrompt && !promptEnhancerOf(plan) && !selfEnhancer)
+        // (Files that cannot be read are refused by the load, with their own reason.)
+        if (request.enhancePrompt && transformer && !promptEnhancerOf(plan) && !selfEnhancer)
             return makeError(ErrorCode::InvalidArgument,
                 "this model has no prompt enhancer (LTX-2.5's diffusers folder ships one in prompt_enhancer/; or give a Gemma 4 "
                 "instruct model such as gemma-4-E2B-it as the enhancer); generate with the prompt as written");
