@@ -61,30 +61,25 @@ struct Value {
     std::shared_ptr<Value> self;  // Method: the value it is bound to
     bool tuple = false;  // List: a Python tuple (printed in parentheses)
 
-    static Value none()
-    {
-        Value v;
-        v.k = K::None;
-        return v;
-    }
+    Value() = default;
+    explicit Value(K kind) : k(kind) {}
+
+    static Value none() { return Value(K::None); }
     static Value boolean(bool x)
     {
-        Value v;
-        v.k = K::Bool;
+        Value v(K::Bool);
         v.b = x;
         return v;
     }
     static Value integer(std::int64_t x)
     {
-        Value v;
-        v.k = K::Int;
+        Value v(K::Int);
         v.i = x;
         return v;
     }
     static Value real(double x)
     {
-        Value v;
-        v.k = K::Float;
+        Value v(K::Float);
         v.f = x;
         return v;
     }
@@ -94,8 +89,7 @@ struct Value {
     {
         if (x.size() > kMaxOutput)
             fail("the template builds a string longer than its output may be");
-        Value v;
-        v.k = K::Str;
+        Value v(K::Str);
         v.s = std::move(x);
         return v;
     }
@@ -103,8 +97,7 @@ struct Value {
     {
         if (x.size() > kMaxItems)
             fail("the template builds a list of more than a million items");
-        Value v;
-        v.k = K::List;
+        Value v(K::List);
         v.list = std::make_shared<List>(std::move(x));
         return v;
     }
@@ -116,8 +109,7 @@ struct Value {
     }
     static Value ofDict(Dict x)
     {
-        Value v;
-        v.k = K::Dict;
+        Value v(K::Dict);
         v.dict = std::make_shared<Dict>(std::move(x));
         return v;
     }
@@ -1234,8 +1226,7 @@ private:
             if (const auto f = it->find(name); f != it->end())
                 return f->second;
         if (name == "raise_exception" || name == "namespace" || name == "range" || name == "dict") {
-            Value v;
-            v.k = Value::K::Method;
+            Value v(Value::K::Method);
             v.s = name;
             return v;
         }
@@ -1277,8 +1268,7 @@ private:
                 break;
             }
             case Node::K::Macro: {
-                Value v;
-                v.k = Value::K::Macro;
+                Value v(Value::K::Macro);
                 v.macro = node->macro;
                 m_scopes.back()[node->macro->name] = std::move(v);
                 break;
@@ -1468,8 +1458,7 @@ private:
 
     static Value method(const Value& self, const std::string& name)
     {
-        Value m;
-        m.k = Value::K::Method;
+        Value m(Value::K::Method);
         m.s = name;
         m.self = std::make_shared<Value>(self);
         return m;
@@ -1528,16 +1517,13 @@ private:
     static std::string stripChars(const std::string& s, const std::optional<std::string>& chars, bool left, bool right)
     {
         if (!chars) {
-            if (left && right)
-                return stripPythonWhitespace(s);
-            const auto u = unicode::decodeUtf8(s);
-            std::size_t a = 0, b = u.size();
-            auto space = [](char32_t c) { return stripPythonWhitespace(unicode::encodeUtf8(std::u32string(1, c))).empty(); };
-            while (left && a < b && space(u[a]))
-                ++a;
-            while (right && b > a && space(u[b - 1]))
-                --b;
-            return unicode::encodeUtf8(std::u32string_view(u).substr(a, b - a));
+            // Python's whitespace, as the tokenizer's strip knows it: the stripped text starts at
+            // the first other character, so its first occurrence is where it stands.
+            const auto core = stripPythonWhitespace(s);
+            if (core.empty())
+                return core;
+            const auto at = s.find(core);
+            return s.substr(left ? at : 0, (left ? 0 : at) + core.size() + (right ? 0 : s.size() - at - core.size()));
         }
         const auto set = unicode::decodeUtf8(*chars);
         const auto u = unicode::decodeUtf8(s);
@@ -1617,8 +1603,7 @@ private:
                         d.emplace_back(k, v);
                     return Value::ofDict(std::move(d));
                 }
-                Value ns;
-                ns.k = Value::K::Ns;
+                Value ns(Value::K::Ns);
                 ns.ns = std::make_shared<Namespace>();
                 for (const auto& [k, v] : kwargs) {
                     if (!k.empty() && k[0] == '_')

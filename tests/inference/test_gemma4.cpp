@@ -546,10 +546,11 @@ VT_TEST(theEnhancerFollowsTheTokenizersChatTemplate)
     for (const auto& c : cases)
         if (c["name"] == "gemma4_shaped")
             shaped = c["template"].get<std::string>();
-    auto chatWith = [&](const std::optional<std::string>& chatTemplate, std::string* note) {
+    // tokenizer_config.json's chat_template as given (null: none).
+    auto chatWith = [&](const json& chatTemplate, std::string* note) {
         auto c = config;
-        if (chatTemplate)
-            c["chat_template"] = *chatTemplate;
+        if (!chatTemplate.is_null())
+            c["chat_template"] = chatTemplate;
         else
             c.erase("chat_template");
         std::ofstream(work / "processor" / "tokenizer_config.json") << c.dump();
@@ -558,17 +559,23 @@ VT_TEST(theEnhancerFollowsTheTokenizersChatTemplate)
         return enhancer.ok() ? enhancer->chat("Be brief.", "user prompt: a fox", note) : std::string();
     };
     std::string note;
-    const auto thought = chatWith(shaped, &note);
+    const auto thought = chatWith(json(shaped), &note);
     const std::string suffix = "<|turn>model\n<|channel>thought\n<channel|>";
     VT_CHECK_MSG(thought.size() > suffix.size() && thought.substr(thought.size() - suffix.size()) == suffix && note.empty(),
         thought << " / " << note);
     const auto builtIn = ltx2::PromptEnhancer::chatText("Be brief.", "user prompt: a fox");
-    const auto unsupported = chatWith(std::string("{% set x %}y{% endset %}{{ x }}"), &note);
+    const auto unsupported = chatWith(json("{% set x %}y{% endset %}{{ x }}"), &note);
     VT_CHECK_MSG(unsupported == builtIn && note.find("could not be rendered") != std::string::npos
             && note.find("set blocks") != std::string::npos && note.find("turn format written in code") != std::string::npos,
         note);
-    const auto none = chatWith(std::nullopt, &note);
+    const auto none = chatWith(json(), &note);
     VT_CHECK_MSG(none == builtIn && note.find("has no chat template") != std::string::npos, note);
+    // The list form: the template named "default"; anything else in the field is said.
+    const auto listed =
+        chatWith(json::array({{{"name", "tool_use"}, {"template", "x"}}, {{"name", "default"}, {"template", shaped}}}), &note);
+    VT_CHECK(listed == thought && note.empty());
+    const auto odd = chatWith(json(42), &note);
+    VT_CHECK_MSG(odd == builtIn && note.find("neither a template nor a list") != std::string::npos, note);
     ::unlink((work / "processor" / "tokenizer_config.json").c_str());
     ::unlink((work / "processor" / "tokenizer.json").c_str());
     ::unlink((work / "prompt_enhancer").c_str());

@@ -1849,7 +1849,7 @@ VT_TEST(thePromptEnhancerWritesThePromptTheVideoFollows)
     VT_CHECK(asked->encodeBytes == std::max<std::int64_t>(unasked->encodeBytes, enhancerBytes + (1ll << 30))
         && asked->encodeBytes > unasked->encodeBytes);
     // Its per-layer table (vocabulary x layers x 8 values here) in RAM while it writes.
-    const auto tableBytes = ltx2::PromptEnhancer::hostBytes(test::fixturesRoot() / "gemma4enhancer", c10::kFloat);
+    const auto tableBytes = ltx2::PromptEnhancer::bytes(test::fixturesRoot() / "gemma4enhancer", c10::kFloat).host;
     VT_CHECK(tableBytes > 0 && tableBytes % (8 * 8 * 4) == 0);
     VT_CHECK(asked->enhancerHostBytes == tableBytes && unasked->enhancerHostBytes == 0);
     VT_CHECK(asked->hostPeakBytes >= asked->hostWeightBytes + tableBytes);

@@ -538,9 +538,9 @@ public:
         // it: that phase's memory is its weights and its cache, whichever of the two is more.
         if (size.enhancePrompt) {
             if (const auto enhancer = promptEnhancerOf(plan)) {
-                m.encodeBytes =
-                    std::max<std::int64_t>(m.encodeBytes, ltx2::PromptEnhancer::deviceBytes(*enhancer, target.dtype) + (1ll << 30));
-                m.enhancerHostBytes = ltx2::PromptEnhancer::hostBytes(*enhancer, target.dtype);
+                const auto held = ltx2::PromptEnhancer::bytes(*enhancer, target.dtype);
+                m.encodeBytes = std::max<std::int64_t>(m.encodeBytes, held.device + (1ll << 30));
+                m.enhancerHostBytes = held.host;
             } else
                 // LTX-2.0/2.3: the text encoder writes first, with Gemma 3 12B's key/value cache
                 // (48 layers x keys and values x 8 heads x 256) for a 1,024-token chat and 512 new tokens.

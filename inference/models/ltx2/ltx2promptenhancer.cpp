@@ -122,32 +122,18 @@ bool PromptEnhancer::present(const fs::path& path)
     return isFile(model / "config.json") && isFile(tokenizer / "tokenizer.json") && model.filename() == "prompt_enhancer";
 }
 
-namespace {
-
-// The bytes in `dtype` of the language model's tensors, the per-layer table's or the others'.
-std::int64_t languageModelBytes(const fs::path& path, c10::ScalarType dtype, bool perLayerTable)
+PromptEnhancer::Bytes PromptEnhancer::bytes(const fs::path& path, c10::ScalarType dtype)
 {
+    Bytes out;
     const auto source = tensorfile::ModelSource::open(locate(path).first);
     if (!source)
-        return 0;
-    std::int64_t n = 0;
+        return out;
     for (const auto& cp : source->checkpoints)
         for (const auto& t : cp.tensors)
-            if (!gemma3::isUnusedByTextEncoder(t.name) && (t.name.find("embed_tokens_per_layer") != std::string::npos) == perLayerTable)
-                n += t.numel() * static_cast<std::int64_t>(c10::elementSize(dtype));
-    return n;
-}
-
-}  // namespace
-
-std::int64_t PromptEnhancer::deviceBytes(const fs::path& path, c10::ScalarType dtype)
-{
-    return languageModelBytes(path, dtype, false);
-}
-
-std::int64_t PromptEnhancer::hostBytes(const fs::path& path, c10::ScalarType dtype)
-{
-    return languageModelBytes(path, dtype, true);
+            if (!gemma3::isUnusedByTextEncoder(t.name))
+                (t.name.find("embed_tokens_per_layer") != std::string::npos ? out.host : out.device) +=
+                    t.numel() * static_cast<std::int64_t>(c10::elementSize(dtype));
+    return out;
 }
 
 Result<PromptEnhancer> PromptEnhancer::load(const fs::path& path, const gemma3::TextEncoderLoadOptions& options)

@@ -69,11 +69,14 @@ public:
     // Whether `path` holds one (a prompt_enhancer/ component with weights, or is a Gemma 4
     // model folder), without reading weights.
     static bool present(const std::filesystem::path& path);
-    // The bytes its weights take on the device in `dtype` (the language model's, without the
-    // per-layer table, which stays in host memory), from headers; 0 when they cannot be read.
-    static std::int64_t deviceBytes(const std::filesystem::path& path, c10::ScalarType dtype);
-    // The bytes of its per-layer embedding table in `dtype`, which it keeps in host memory.
-    static std::int64_t hostBytes(const std::filesystem::path& path, c10::ScalarType dtype);
+    // The bytes its weights take in `dtype`, from one read of the headers (0 when they cannot be
+    // read): on the device (the language model without the per-layer table) and in host memory
+    // (the per-layer embedding table, which stays there).
+    struct Bytes {
+        std::int64_t device = 0, host = 0;
+    };
+    static Bytes bytes(const std::filesystem::path& path, c10::ScalarType dtype);
+    static std::int64_t deviceBytes(const std::filesystem::path& path, c10::ScalarType dtype) { return bytes(path, dtype).device; }
 
     Result<EnhancedPrompt> enhance(std::string_view prompt, const EnhanceOptions& options = {}, std::stop_token stop = {}) const;
 
