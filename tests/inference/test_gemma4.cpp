@@ -6,6 +6,7 @@
 #include "tests/inference/fixtures.h"
 
 #include "inference/models/gemma3/gemma3.h"
+#include "inference/models/gemma3/gemma3vision.h"
 #include "inference/models/ltx2/ltx2promptenhancer.h"
 #include "inference/text/chattemplate.h"
 #include "inference/text/tokenizer.h"
@@ -411,6 +412,141 @@ VT_TEST(gemma3WritesThePromptAsDiffusersSamplesIt)
         auto refused = gemma3::CausalLm::sharing(*unified);
         VT_CHECK(!refused.ok() && refused.error().message.find("not trained") != std::string::npos);
     }
+}
+
+// LTX-2.0/2.3's image-to-video self-enhancement: PIL's resizes bit for bit, the processor's
+// pixels, the SigLIP tower and projector, the image placeholders with their two-way mask, and the
+// sampled reply, against diffusers' LTX2ImageToVideoPipeline.enhance_prompt.
+VT_TEST(gemma3SeesTheFirstFrameAsDiffusersDoes)
+{
+    auto read = tensorfile::readTensorSet(enhancerDir() / "gemma3_i2v_case.safetensors");
+    VT_CHECK_MSG(read.ok(), (read.ok() ? "" : read.error().message));
+    if (!read.ok())
+        return;
+    const auto& set = *read;
+    const auto& meta = set.metadata;
+    const auto resizes = std::stoi(meta.at("resizes"));
+    int exact = 0;
+    for (int i = 0; i < resizes; ++i) {
+        const auto p = "resize" + std::to_string(i) + "_";
+        const auto& want = *set.find(p + "out");
+        const auto got = gemma3::pilResize(
+            *set.find(p + "in"), want.size(1), want.size(0), static_cast<int>(set.find(p + "filter")->item<std::int64_t>()));
+        if (at::equal(got, want))
+            ++exact;
+        else if (got.sizes() != want.sizes())
+            std::printf("   resize %d: %s, Pillow %s\n", i, c10::str(got.sizes()).c_str(), c10::str(want.sizes()).c_str());
+        else
+            std::printf("   resize %d: %lld values differ, by up to %lld\n", i,
+                static_cast<long long>((got != want).sum().item<std::int64_t>()),
+                static_cast<long long>((got.to(at::kInt) - want.to(at::kInt)).abs().max().item<std::int32_t>()));
+    }
+    const auto prepared = gemma3::prepareEnhanceImage(*set.find("image"));
+    std::printf("   %d of %d PIL resizes bit-exact; the enhancer's 896 prep %s\n", exact, resizes,
+        at::equal(prepared, *set.find("prepared")) ? "bit-exact" : "differs");
+    VT_CHECK(exact == resizes && at::equal(prepared, *set.find("prepared")));
+
+    auto vision = gemma3::VisionTower::load(enhancerDir() / "gemma3");
+    VT_CHECK_MSG(vision.ok(), (vision.ok() ? "" : vision.error().message));
+    if (!vision.ok())
+        return;
+    const auto& vc = vision->config();
+    VT_CHECK(vc.imageSize == 56 && vc.patchSize == 14 && vc.tokensPerImage == 4 && vc.layers == 2 && vc.textHidden == 48);
+    auto processing = gemma3::readImageProcessing(vc, {enhancerDir() / "gemma3"});
+    VT_CHECK_MSG(processing.ok(), (processing.ok() ? "" : processing.error().message));
+    if (!processing.ok())
+        return;
+    VT_CHECK(processing->imageSeqLength == 4 && processing->resample == 2 && processing->width == 56);
+    const auto pixels = gemma3::preprocessImage(prepared, *processing);
+    const auto pixelErr = (pixels - *set.find("pixel_values")).abs().max().item<double>();
+    auto features = vision->embed(*set.find("pixel_values"));
+    VT_CHECK_MSG(features.ok(), (features.ok() ? "" : features.error().message));
+    if (!features.ok())
+        return;
+    const auto featureErr = (*features - *set.find("image_features")).abs().max().item<double>();
+    std::printf("   pixels max abs error %.2e; image features %.2e\n", pixelErr, featureErr);
+    VT_CHECK(pixelErr == 0.0 && featureErr < 1e-5);
+
+    // The language model with the features over the placeholders.
+    auto lm = gemma3::CausalLm::load(enhancerDir() / "gemma3");
+    VT_CHECK(lm.ok());
+    if (!lm.ok())
+        return;
+    const auto seed = std::stoull(meta.at("seed"));
+    gemma3::GenerateOptions options;
+    options.maxNewTokens = 40;
+    options.sampling = gemma3::Sampling{0.7, 24, 0.9, seed};
+    options.imageFeatures = features->flatten(0, 1);
+    auto out = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), options);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    if (!out.ok())
+        return;
+    const auto expected = idsOf(*set.find("generated"));
+    const auto err = (out->logits - *set.find("logits")).abs().max().item<double>();
+    std::printf("   %s sampled tokens as transformers; logits max abs error %.2e\n", out->ids == expected ? "all" : "NOT all", err);
+    VT_CHECK(out->ids == expected && err < 1e-4);
+    auto wrongCount = options;
+    wrongCount.imageFeatures = features->flatten(0, 1).narrow(0, 0, 3);
+    VT_CHECK(!lm->generate(*set.find("input_ids"), *set.find("attention_mask"), wrongCount).ok());
+
+    // The whole enhancer sharing a loaded text encoder, shown the image.
+    auto encoder = gemma3::TextEncoder::load(enhancerDir() / "gemma3");
+    auto tokenizer = text::Tokenizer::load(enhancerDir() / "gemma3");
+    VT_CHECK(encoder.ok() && tokenizer.ok());
+    if (!encoder.ok() || !tokenizer.ok())
+        return;
+    auto sharedTokenizer = std::make_shared<const text::Tokenizer>(std::move(*tokenizer));
+    auto tower = std::make_shared<const gemma3::VisionTower>(std::move(*vision));
+    auto shared = ltx2::PromptEnhancer::sharing(*encoder, sharedTokenizer, "gemma3", enhancerDir() / "gemma3", tower);
+    VT_CHECK_MSG(shared.ok(), (shared.ok() ? "" : shared.error().message));
+    if (!shared.ok())
+        return;
+    VT_COMPARE(shared->whyBlind(), std::string());
+    std::string note = "unset";
+    VT_COMPARE(shared->imageChat(meta.at("system"), "User Raw Input Prompt: " + meta.at("prompt") + ".", &note), meta.at("template"));
+    VT_CHECK(note.empty());
+    VT_COMPARE(ltx2::PromptEnhancer::chatText(
+                   meta.at("system"), "User Raw Input Prompt: " + meta.at("prompt") + ".", gemma3::Family::Gemma3, true),
+        meta.at("template"));
+    ltx2::EnhanceOptions eo;
+    eo.systemPrompt = meta.at("system");
+    eo.maxNewTokens = 40;
+    eo.seed = seed;
+    eo.image = *set.find("image");
+    auto enhanced = shared->enhance(meta.at("prompt"), eo);
+    VT_CHECK_MSG(enhanced.ok(), (enhanced.ok() ? "" : enhanced.error().message));
+    VT_CHECK(enhanced.ok() && enhanced->prompt == meta.at("enhanced") && enhanced->tokens == 40);
+
+    // Without the tower it says why, and refuses an image rather than ignore it.
+    auto blind = ltx2::PromptEnhancer::sharing(*encoder, sharedTokenizer, "gemma3", enhancerDir() / "gemma3");
+    VT_CHECK(blind.ok() && !blind->whyBlind().empty());
+    if (blind.ok()) {
+        auto refused = blind->enhance(meta.at("prompt"), eo);
+        VT_CHECK(!refused.ok() && refused.error().message.find("first frame") != std::string::npos);
+    }
+    // Processor files that ask for what is not built are refused, naming the file.
+    const auto dir = fs::temp_directory_path() / ("vireo_g3proc_" + std::to_string(::getpid()));
+    ::mkdir(dir.c_str(), 0700);
+    std::ofstream(dir / "preprocessor_config.json") << R"({"do_pan_and_scan": true, "size": {"height": 56, "width": 56}})";
+    auto pan = gemma3::readImageProcessing(vc, {dir});
+    VT_CHECK(!pan.ok() && pan.error().message.find("pan-and-scan") != std::string::npos);
+    std::ofstream(dir / "preprocessor_config.json") << R"({"size": {"height": 64, "width": 64}, "resample": 3})";
+    auto size = gemma3::readImageProcessing(vc, {dir});
+    VT_CHECK(!size.ok() && size.error().message.find("preprocessor_config.json") != std::string::npos);
+    std::ofstream(dir / "preprocessor_config.json") << R"({"size": {"height": 56, "width": 56}, "resample": 3, "image_seq_length": 4})";
+    std::ofstream(dir / "tokenizer_config.json")
+        << R"({"boi_token": {"content": "<boi>"}, "extra_special_tokens": {"image_token": "<img>"}})";
+    auto hub = gemma3::readImageProcessing(vc, {dir});
+    VT_CHECK(hub.ok() && hub->resample == 3 && hub->boiToken == "<boi>" && hub->imageToken == "<img>" && hub->eoiToken == "<end_of_image>");
+    if (hub.ok())
+        VT_COMPARE(hub->expand("a<boi>b"), std::string("a\n\n<boi><img><img><img><img><end_of_image>\n\nb"));
+    for (const char* f : {"preprocessor_config.json", "tokenizer_config.json"})
+        ::unlink((dir / f).c_str());
+    ::rmdir(dir.c_str());
+
+    // A text-only export has no tower: NotFound, which the pipeline turns into a note.
+    auto textOnly = gemma3::VisionTower::load(test::fixturesDir() / "model");
+    VT_CHECK(!textOnly.ok() && textOnly.error().code == ErrorCode::NotFound);
 }
 
 // generation_config.json read as untrusted: bad numbers named, unapplied sampling fields said.

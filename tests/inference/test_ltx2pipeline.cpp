@@ -1914,6 +1914,25 @@ VT_TEST(ltx23sTextEncoderWritesThePromptItself)
     auto other = v23->generate(reseeded);
     VT_CHECK(other.ok() && other->enhancedPrompt != out->enhancedPrompt);
 
+    // Image-to-video: the text encoder's vision tower is shown the first condition's first frame,
+    // as diffusers' LTX2ImageToVideoPipeline.enhance_prompt shows it the image.
+    auto i2vSet = tensorfile::readTensorSet(test::fixturesRoot() / "gemma4enhancer" / "gemma3_i2v_case.safetensors");
+    VT_CHECK(i2vSet.ok());
+    if (i2vSet.ok()) {
+        auto i2v = req;
+        i2v.conditions.push_back({i2vSet->find("image")->unsqueeze(0).contiguous(), 0, 1.0});
+        auto shown = v23->generate(i2v);
+        VT_CHECK_MSG(shown.ok(), (shown.ok() ? "" : shown.error().message));
+        if (shown.ok()) {
+            if (testDevice().is_cuda())
+                std::printf("   on %s the image-conditioned enhanced prompt %s the CPU reference's\n", testDevice().str().c_str(),
+                    shown->enhancedPrompt == i2vSet->metadata.at("enhanced") ? "equals" : "differs from");
+            else
+                VT_CHECK_MSG(shown->enhancedPrompt == i2vSet->metadata.at("enhanced"), shown->enhancedPrompt + " | " + shown->enhancerNote);
+            VT_CHECK_MSG(shown->enhancerNote.find("shown the first condition's first frame") != std::string::npos, shown->enhancerNote);
+        }
+    }
+
     // A tokenizer without Gemma 3's turn markers (the pipeline fixture's tiny one) is refused by name.
     auto tiny = pipelines::Ltx2Pipeline::open(optionsFor("23", "diffusers"));
     VT_CHECK(tiny.ok() && tiny->hasPromptEnhancer());

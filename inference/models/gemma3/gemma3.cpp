@@ -1059,7 +1059,10 @@ struct CausalLm::Impl : Model {
     };
     // New tokens (model ids [1, t]) at RoPE positions [1, t] after cache.length cached ones:
     // the caches extended, the final-norm hidden state of the last token returned [1, hidden].
-    at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions, Cache& cache) const;
+    // With an image (the prompt's read only): imageRows bool [1, t] marks the placeholders the
+    // features [n, hidden] replace, blocks long [t] each one's image run (-1 for text).
+    at::Tensor forward(const at::Tensor& ids, const at::Tensor& positions, Cache& cache, const at::Tensor& imageRows = {},
+        const at::Tensor& features = {}, const at::Tensor& blocks = {}) const;
     at::Tensor logits(const at::Tensor& hidden) const;
     // The tied head and the EOS ids (generation_config.json's, else config.json's).
     Result<void> finishHead();
@@ -1092,12 +1095,16 @@ std::int64_t sampleToken(at::Tensor scores, const Sampling& s, at::Generator& ge
 
 }  // namespace
 
-at::Tensor CausalLm::Impl::forward(const at::Tensor& ids, const at::Tensor& positions, Cache& cache) const
+at::Tensor CausalLm::Impl::forward(const at::Tensor& ids, const at::Tensor& positions, Cache& cache, const at::Tensor& imageRows,
+    const at::Tensor& features, const at::Tensor& blocks) const
 {
     const auto& c = config;
     const auto past = cache.length, t = ids.size(1), total = past + t;
     TORCH_CHECK(total <= cache.keyValid.size(0), "the key/value cache holds ", cache.keyValid.size(0), " positions, ", total, " asked");
     auto h = embedTokens(ids);
+    // Gemma3Model: the features overwrite the scaled embeddings of the placeholders.
+    if (features.defined())
+        h = h.masked_scatter(imageRows.to(device).unsqueeze(-1), features.to(device, dtype));
     const auto ple = c.perLayerDim > 0 ? perLayerInputs(ids, h) : at::Tensor();
 
     // Causal order and the sliding window go by index in the padded sequence (transformers'
@@ -1105,7 +1112,15 @@ at::Tensor CausalLm::Impl::forward(const at::Tensor& ids, const at::Tensor& posi
     const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
     const auto q = at::arange(past, total, opts).view({t, 1});
     const auto k = at::arange(0, total, opts).view({1, total});
-    const auto causal = (k <= q).logical_and(cache.keyValid.narrow(0, 0, total).view({1, total}));
+    auto order = k <= q;
+    // An image's tokens see each other both ways (blockwise_overlay, OR-ed with the causal
+    // order; the sliding window and the padding still apply after).
+    if (blocks.defined()) {
+        TORCH_CHECK(past == 0 && blocks.size(0) == t, "image blocks are for the prompt's first read");
+        const auto b = blocks.to(device);
+        order = order.logical_or((b.view({t, 1}) == b.view({1, t})).logical_and(b.view({t, 1}) >= 0));
+    }
+    const auto causal = order.logical_and(cache.keyValid.narrow(0, 0, total).view({1, total}));
     const auto fullMask = causal.view({1, 1, t, total});
     const auto slidingMask = causal.logical_and(k > q - c.slidingWindow).view({1, 1, t, total});
     const auto fullRows = fullMask.any(-1, true), slidingRows = slidingMask.any(-1, true);
@@ -1269,9 +1284,30 @@ Result<Generation> CausalLm::generate(
         }
         auto generator = at::make_generator<at::CPUGeneratorImpl>(options.sampling ? options.sampling->seed : 0);
 
+        // The image's placeholders and their runs (get_block_sequence_ids_for_mask).
+        at::Tensor imageRows, blocks;
+        if (options.imageFeatures.defined()) {
+            TORCH_CHECK(c.family == Family::Gemma3 && c.imageTokenId, "only Gemma 3 reads images here");
+            imageRows = hostIds == *c.imageTokenId;
+            const auto placeholders = imageRows.sum().item<std::int64_t>();
+            TORCH_CHECK(options.imageFeatures.dim() == 2 && options.imageFeatures.size(1) == c.hiddenSize
+                    && options.imageFeatures.size(0) == placeholders,
+                "image features and image tokens do not match: ", placeholders, " tokens, features ", options.imageFeatures.sizes());
+            blocks = at::full({t}, -1, at::kLong);
+            auto* b = blocks.data_ptr<std::int64_t>();
+            const auto* is = imageRows.data_ptr<bool>();
+            std::int64_t group = -1;
+            for (std::int64_t i = 0; i < t; ++i)
+                if (is[i]) {
+                    if (i == 0 || !is[i - 1])
+                        ++group;
+                    b[i] = group;
+                }
+        }
+
         Generation out;
         std::vector<at::Tensor> steps;
-        auto hidden = m.forward(m.modelIds(inputIds), positions, cache);
+        auto hidden = m.forward(m.modelIds(inputIds), positions, cache, imageRows, options.imageFeatures, blocks);
         for (int step = 0; step < options.maxNewTokens; ++step) {
             if (stop.stop_requested())
                 return makeError(ErrorCode::Cancelled, std::string(c.familyName()) + " generation was cancelled");

@@ -192,6 +192,10 @@ struct GenerateOptions {
     std::optional<Sampling> sampling;  // empty: greedy
     std::vector<std::int64_t> eosIds;  // empty: the model's (generation_config.json, else config.json)
     std::function<void(int done, int total)> progress;  // after every new token
+    // Gemma 3 with an image: the vision tower's embeddings [n, hidden] in place of the prompt's
+    // n image placeholder tokens (config().imageTokenId), which attend to each other both ways
+    // within one image's run while the prompt is read (Gemma3Model's masks with token_type_ids).
+    at::Tensor imageFeatures;
 };
 
 struct Generation {

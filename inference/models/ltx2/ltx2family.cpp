@@ -543,8 +543,10 @@ public:
                 m.enhancerHostBytes = held.host;
             } else
                 // LTX-2.0/2.3: the text encoder writes first, with Gemma 3 12B's key/value cache
-                // (48 layers x keys and values x 8 heads x 256) for a 1,024-token chat and 512 new tokens.
-                m.encodeBytes += 48ll * 2 * 8 * 256 * (textTokens + 512) * bytesPerValue;
+                // (48 layers x keys and values x 8 heads x 256) for a 1,024-token chat and 512 new
+                // tokens, and, shown a first frame, its SigLIP tower and projector (~420M values,
+                // loaded for the enhancement only; the plan does not know whether one is given).
+                m.encodeBytes += (48ll * 2 * 8 * 256 * (textTokens + 512) + 420'000'000ll) * bytesPerValue;
         }
         const auto tileH = std::min<std::int64_t>(size.height, 576), tileW = std::min<std::int64_t>(size.width, 576);
         m.decodeBytes = 5 * 256 * size.frames * (tileH / 4) * (tileW / 4) * bytesPerValue + size.frames * size.height * size.width * 3 * 4;

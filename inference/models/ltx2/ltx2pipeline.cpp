@@ -192,6 +192,7 @@ struct Ltx2Pipeline::Impl {
     std::optional<std::filesystem::path> enhancerPath;  // the prompt enhancer, where there is one (loaded per request)
     bool selfEnhancer = false;  // LTX-2.0/2.3 without one: the Gemma 3 text encoder writes the prompt
     std::string enhancerCpuNote;  // why the last enhancement ran on the CPU; empty when it did not
+    std::string enhancerImageNote;  // whether the last image-conditioned enhancement saw the image, and why not
     // Why a length cannot be left on auto (no head, or a broken one); empty when it can.
     std::string noDurationHead;
     // What open() found questionable but not wrong (also logged).
@@ -2996,13 +2997,37 @@ ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
     };
     if (progress)
         progress({Ltx2Phase::EnhancePrompt, 0, req.enhancerMaxTokens > 0 ? req.enhancerMaxTokens : (selfEnhancer ? 512 : 600), {}});
+    // diffusers shows the enhancer the first condition's first frame (enhance_i2v).
+    const at::Tensor firstFrame = req.conditions.empty() ? at::Tensor() : req.conditions.front().pixels.select(0, 0);
     if (!enhancerPath) {
         // The text encoder loads now rather than for the encoding, which then reuses it.
         loadText(progress);
-        auto self = take(ltx2::PromptEnhancer::sharing(*textEncoder, tokenizer, textEncoderPath.string(), tokenizerFolder));
+        // Its vision tower only for the enhancement, freed with it.
+        std::shared_ptr<const gemma3::VisionTower> vision;
+        if (firstFrame.defined()) {
+            auto loaded = gemma3::VisionTower::load(textEncoderPath, onDevice<gemma3::VisionLoadOptions>(textDevice(), options.dtype));
+            if (loaded)
+                vision = std::make_shared<const gemma3::VisionTower>(std::move(*loaded));
+            else if (loaded.error().code == ErrorCode::NotFound)
+                enhancerImageNote = "the enhancer read the prompt alone, not the first frame: " + loaded.error().message;
+            else
+                throw loaded.error();
+        }
+        auto self = take(ltx2::PromptEnhancer::sharing(*textEncoder, tokenizer, textEncoderPath.string(), tokenizerFolder, vision));
+        if (firstFrame.defined() && vision) {
+            if (const auto why = self.whyBlind(); !why.empty()) {
+                enhancerImageNote = "the enhancer read the prompt alone, not the first frame: " + why;
+            } else {
+                o.image = firstFrame;
+                enhancerImageNote = "the enhancer was shown the first condition's first frame";
+            }
+        }
         auto out = take(self.enhance(text::stripPythonWhitespace(req.prompt), o, stop));
         return out;
     }
+    if (firstFrame.defined())
+        enhancerImageNote = "the enhancer read the prompt alone, not the first frame: LTX-2.5's prompt enhancer (Gemma 4) is not shown "
+                            "images by this version";
     // The enhancer runs on the text encoder's device and is freed before anything else runs;
     // where that device has not the room beside what is loaded, on the CPU, and the output says so.
     auto device = textDevice();
@@ -3034,6 +3059,7 @@ Ltx2Output Ltx2Pipeline::Impl::run(
     if (original.enhancePrompt) {
         const auto start = Clock::now();
         enhancerCpuNote.clear();
+        enhancerImageNote.clear();
         enhanced = enhancePrompt(original, progress, stop);
         if (stop.stop_requested())
             throw Cancelled{};
@@ -3056,8 +3082,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(
             log::warn("LTX-2: the prompt enhancer's chat: " + enhanced->chatNote);
             notes.push_back(enhanced->chatNote);
         }
-        if (!asked.conditions.empty())
-            notes.push_back("the enhancer read the prompt alone, not the conditioning images");
+        if (!enhancerImageNote.empty())
+            notes.push_back(enhancerImageNote);
         if (!enhancerCpuNote.empty())
             notes.push_back(enhancerCpuNote);
         for (const auto& n : notes)

@@ -73,12 +73,35 @@ const std::string& defaultEnhancerSystemPrompt()
     return prompt;
 }
 
+const std::string& defaultImageEnhancerSystemPrompt()
+{
+    static const std::string prompt =
+        "You write prompts for a video model that brings a still image to life as a short clip with sound, from one paragraph of "
+        "text. The image you are shown is the clip's first frame. Rewrite the user's idea as that paragraph.\n"
+        "- Start from what the image shows and keep it: the subjects and how they look, where they are in the frame, the "
+        "setting, the light and colour, the framing and lens.\n"
+        "- Keep everything the user asked for: actions, style, any quoted speech word for word.\n"
+        "- Describe what happens from that frame on, in order and in the present tense: how each subject moves, how the camera "
+        "moves (static, pan, tilt, dolly, tracking, handheld), what changes in the light or the surroundings.\n"
+        "- Describe the sound: ambience, effects, music, and any dialogue in quotes with who says it and how.\n"
+        "- Contradict nothing in the image; invent no second scene, no cuts, no text on screen unless asked.\n"
+        "- Write one paragraph of 80 to 160 words, plain prose, no lists, no headings, no preamble, no notes.";
+    return prompt;
+}
+
 struct PromptEnhancer::Impl {
     gemma3::CausalLm model;
     std::shared_ptr<const text::Tokenizer> tokenizer;
     std::string origin;
     std::optional<text::ChatTemplate> chatTemplate;
     std::string chatTemplateProblem;  // why the folder's template cannot be read
+    std::shared_ptr<const gemma3::VisionTower> vision;  // image-to-video; empty: text only
+    std::optional<gemma3::ImageProcessing> imageProcessing;
+    std::string blind;  // why it cannot be shown an image; empty when it can
+
+    // The template rendered for these messages, else the turn format in code and why.
+    std::string render(
+        const std::vector<text::ChatMessage>& messages, const std::function<std::string()>& written, std::string* note) const;
 };
 
 namespace {
@@ -152,14 +175,17 @@ Result<PromptEnhancer> PromptEnhancer::load(const fs::path& path, const gemma3::
         return tokenizer.error();
     if (auto ok = checkTokenizer(*tokenizer, *model, tokenizerPath.string()); !ok)
         return ok.error();
-    auto impl = std::make_unique<Impl>(
-        Impl{std::move(*model), std::make_shared<const text::Tokenizer>(std::move(*tokenizer)), path.string(), std::nullopt, {}});
+    auto impl = std::make_unique<Impl>(Impl{std::move(*model), std::make_shared<const text::Tokenizer>(std::move(*tokenizer)),
+        path.string(), std::nullopt, {}, {}, std::nullopt, {}});
+    impl->blind = impl->model.config().family == gemma3::Family::Gemma4
+        ? "LTX-2.5's prompt enhancer (Gemma 4) is not shown images by this version"
+        : "a prompt enhancer loaded on its own is not shown images by this version";
     readChatTemplate(tokenizerPath, impl->chatTemplate, impl->chatTemplateProblem);
     return PromptEnhancer(std::move(impl));
 }
 
 Result<PromptEnhancer> PromptEnhancer::sharing(const gemma3::TextEncoder& encoder, std::shared_ptr<const text::Tokenizer> tokenizer,
-    const std::string& origin, const fs::path& tokenizerFolder)
+    const std::string& origin, const fs::path& tokenizerFolder, std::shared_ptr<const gemma3::VisionTower> vision)
 {
     auto model = gemma3::CausalLm::sharing(encoder);
     if (!model)
@@ -168,37 +194,84 @@ Result<PromptEnhancer> PromptEnhancer::sharing(const gemma3::TextEncoder& encode
         return makeError(ErrorCode::InvalidArgument, origin + ": the text encoder's tokenizer is not loaded");
     if (auto ok = checkTokenizer(*tokenizer, *model, origin + " (its tokenizer)"); !ok)
         return ok.error();
-    auto impl = std::make_unique<Impl>(Impl{std::move(*model), std::move(tokenizer), origin, std::nullopt, {}});
+    auto impl = std::make_unique<Impl>(Impl{std::move(*model), std::move(tokenizer), origin, std::nullopt, {}, {}, std::nullopt, {}});
     readChatTemplate(tokenizerFolder, impl->chatTemplate, impl->chatTemplateProblem);
+    if (!vision) {
+        impl->blind = "the text encoder's vision tower is not loaded";
+    } else if (vision->config().textHidden != impl->model.config().hiddenSize) {
+        impl->blind = origin + ": the vision tower projects to " + std::to_string(vision->config().textHidden)
+            + " values, the language model is " + std::to_string(impl->model.config().hiddenSize) + " wide";
+    } else {
+        std::vector<fs::path> folders{tokenizerFolder};
+        if (!tokenizerFolder.empty())
+            folders.push_back(tokenizerFolder.parent_path() / "processor");
+        folders.push_back(vision->folder());
+        auto processing = gemma3::readImageProcessing(vision->config(), folders);
+        if (!processing) {
+            impl->blind = processing.error().message;
+        } else {
+            const auto& tok = *impl->tokenizer;
+            const auto imageId = tok.tokenToId(processing->imageToken);
+            if (!imageId || !tok.tokenToId(processing->boiToken) || !tok.tokenToId(processing->eoiToken))
+                impl->blind = origin + ": the tokenizer has no " + processing->boiToken + " / " + processing->imageToken + " / "
+                    + processing->eoiToken + " tokens";
+            else if (*imageId != vision->config().imageTokenId)
+                impl->blind = origin + ": the tokenizer's " + processing->imageToken + " is " + std::to_string(*imageId)
+                    + ", the model's image_token_index " + std::to_string(vision->config().imageTokenId);
+            else
+                impl->imageProcessing = std::move(*processing);
+        }
+        if (impl->imageProcessing)
+            impl->vision = std::move(vision);
+    }
     return PromptEnhancer(std::move(impl));
 }
 
-std::string PromptEnhancer::chat(std::string_view system, std::string_view user, std::string* note) const
+std::string PromptEnhancer::Impl::render(
+    const std::vector<text::ChatMessage>& messages, const std::function<std::string()>& written, std::string* note) const
 {
-    const auto& m = *m_impl;
-    const auto family = m.model.config().family;
-    const auto written = [&](const std::string& why) {
+    const auto fallback = [&](const std::string& why) {
         if (note)
-            *note = why + "; " + m.model.config().familyName() + "'s turn format written in code was used";
-        return chatText(system, user, family);
+            *note = why + "; " + model.config().familyName() + "'s turn format written in code was used";
+        return written();
     };
-    if (!m.chatTemplate)
-        return written(m.chatTemplateProblem);
-    auto rendered = text::renderChatTemplate(*m.chatTemplate, {{"system", std::string(system), {}}, {"user", std::string(user), {}}}, true);
+    if (!chatTemplate)
+        return fallback(chatTemplateProblem);
+    auto rendered = text::renderChatTemplate(*chatTemplate, messages, true);
     if (!rendered)
-        return written("the chat template could not be rendered (" + rendered.error().message + ")");
+        return fallback("the chat template could not be rendered (" + rendered.error().message + ")");
     if (note)
         note->clear();
     return std::move(*rendered);
 }
 
-std::string PromptEnhancer::chatText(std::string_view system, std::string_view user, gemma3::Family family)
+std::string PromptEnhancer::chat(std::string_view system, std::string_view user, std::string* note) const
+{
+    const auto family = m_impl->model.config().family;
+    return m_impl->render(
+        {{"system", std::string(system), {}}, {"user", std::string(user), {}}}, [&] { return chatText(system, user, family); }, note);
+}
+
+std::string PromptEnhancer::imageChat(std::string_view system, std::string_view user, std::string* note) const
+{
+    const auto family = m_impl->model.config().family;
+    return m_impl->render(
+        {{"system", std::string(system), {}}, {"user", {}, {{"image", {}}, {"text", std::string(user)}}}},
+        [&] { return chatText(system, user, family, true); }, note);
+}
+
+std::string PromptEnhancer::whyBlind() const
+{
+    return m_impl->vision ? std::string() : m_impl->blind;
+}
+
+std::string PromptEnhancer::chatText(std::string_view system, std::string_view user, gemma3::Family family, bool image)
 {
     if (family == gemma3::Family::Gemma3)
         // Gemma 3's template has no system role: its text and a blank line open the first user
-        // turn, untrimmed (only the turns' contents are trimmed).
-        return "<bos><start_of_turn>user\n" + std::string(system) + "\n\n" + text::stripPythonWhitespace(user)
-            + "<end_of_turn>\n<start_of_turn>model\n";
+        // turn, untrimmed (only the turns' contents are trimmed); an image part is its marker.
+        return "<bos><start_of_turn>user\n" + std::string(system) + "\n\n" + (image ? "<start_of_image>" : "")
+            + text::stripPythonWhitespace(user) + "<end_of_turn>\n<start_of_turn>model\n";
     std::string out = "<bos>";
     for (const auto& [role, content] : {std::pair{"system", system}, {"user", user}})
         out += std::string("<|turn>") + role + "\n" + text::stripPythonWhitespace(content) + "<turn|>\n";
@@ -224,9 +297,26 @@ Result<EnhancedPrompt> PromptEnhancer::enhance(std::string_view prompt, const En
     const auto& m = *m_impl;
     const auto& tokenizer = *m.tokenizer;
     const auto family = m.model.config().family;
-    const auto system = options.systemPrompt.empty() ? defaultEnhancerSystemPrompt() : options.systemPrompt;
+    const bool image = options.image.defined();
+    if (image && !m.vision)
+        return makeError(ErrorCode::Unsupported, m.origin + ": cannot be shown the first frame: " + m.blind);
+    const auto system = !options.systemPrompt.empty() ? options.systemPrompt
+        : image                                       ? defaultImageEnhancerSystemPrompt()
+                                                      : defaultEnhancerSystemPrompt();
     std::string chatNote;
-    const auto chat = this->chat(system, "user prompt: " + std::string(prompt), &chatNote);
+    // ltx-core's enhance_t2v / enhance_i2v user turns.
+    auto chat = image ? imageChat(system, "User Raw Input Prompt: " + std::string(prompt) + ".", &chatNote)
+                      : this->chat(system, "user prompt: " + std::string(prompt), &chatNote);
+    at::Tensor features;
+    if (image) {
+        // Gemma3Processor: each image marker becomes the full run of placeholders.
+        chat = m.imageProcessing->expand(chat);
+        const auto pixels = gemma3::preprocessImage(gemma3::prepareEnhanceImage(options.image), *m.imageProcessing);
+        auto embedded = m.vision->embed(pixels);
+        if (!embedded)
+            return embedded.error();
+        features = embedded->flatten(0, 1);
+    }
     constexpr std::int64_t kMaxPromptTokens = 16384;
     auto encoded = tokenizer.encode(chat, kMaxPromptTokens + 1, false, true, false);
     if (!encoded)
@@ -251,6 +341,7 @@ Result<EnhancedPrompt> PromptEnhancer::enhance(std::string_view prompt, const En
 
     gemma3::GenerateOptions generate;
     generate.progress = options.progress;
+    generate.imageFeatures = features;
     std::string decoding;
     if (family == gemma3::Family::Gemma4) {
         // ltx-core's GEMMA4_ENHANCE_GENERATION_KWARGS: greedy, no repeated 5-gram.

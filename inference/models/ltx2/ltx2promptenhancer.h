@@ -15,6 +15,7 @@
 // The system prompt is Vireo's own unless the caller gives one.
 
 #include "inference/models/gemma3/gemma3.h"
+#include "inference/models/gemma3/gemma3vision.h"
 #include "inference/text/chattemplate.h"
 #include "inference/text/tokenizer.h"
 #include "inference/util/result.h"
@@ -31,10 +32,14 @@
 namespace vireo::ltx2 {
 
 struct EnhanceOptions {
-    std::string systemPrompt;  // empty: defaultEnhancerSystemPrompt()
+    std::string systemPrompt;  // empty: defaultEnhancerSystemPrompt(), or the image one with an image
     int maxNewTokens = 0;  // 0: the reference's (600 for Gemma 4, 512 for Gemma 3)
     std::uint64_t seed = 10;  // Gemma 3's draws (the references take the video's seed)
     std::function<void(int done, int total)> progress;  // per generated token
+    // Image-to-video (ltx-core's enhance_i2v): the first frame, uint8 [H, W, 3], shown to the
+    // model beside "User Raw Input Prompt: PROMPT." (its long side brought to 896 with PIL's
+    // bicubic, then the processor's own resize). Needs an enhancer that sees (canSee()).
+    at::Tensor image;
 };
 
 struct EnhancedPrompt {
@@ -64,8 +69,11 @@ public:
     // LTX-2.0/2.3's self-enhancement: the loaded Gemma 3 text encoder's weights (shared, not
     // copied) and its tokenizer. origin names it in errors.
     // tokenizerFolder: where its chat template is (empty: none, the turn format in code is used).
+    // vision: the text encoder's vision tower, for image-to-video (empty: text only); the image
+    // processing is read from the tokenizer folder, a processor/ beside it, or the tower's folder.
     static Result<PromptEnhancer> sharing(const gemma3::TextEncoder& encoder, std::shared_ptr<const text::Tokenizer> tokenizer,
-        const std::string& origin, const std::filesystem::path& tokenizerFolder = {});
+        const std::string& origin, const std::filesystem::path& tokenizerFolder = {},
+        std::shared_ptr<const gemma3::VisionTower> vision = {});
     // Whether `path` holds one (a prompt_enhancer/ component with weights, or is a Gemma 4
     // model folder), without reading weights.
     static bool present(const std::filesystem::path& path);
@@ -84,11 +92,17 @@ public:
     // rendered (chat_template.jinja or tokenizer_config.json's), else chatText's format, and
     // in *note why not.
     std::string chat(std::string_view system, std::string_view user, std::string* note = nullptr) const;
+    // The same for a user turn of an image then text (image-to-video), before the processor
+    // expands the image marker.
+    std::string imageChat(std::string_view system, std::string_view user, std::string* note = nullptr) const;
+    // Whether it can be shown an image (empty), else why not.
+    std::string whyBlind() const;
 
     // The pieces, public for tests: the chat text (Gemma 4's turn format, or Gemma 3's with the
     // system text opening the user turn; contents stripped as the templates' `trim` does, the
     // model's turn opened), and clean_response.
-    static std::string chatText(std::string_view system, std::string_view user, gemma3::Family family = gemma3::Family::Gemma4);
+    static std::string chatText(
+        std::string_view system, std::string_view user, gemma3::Family family = gemma3::Family::Gemma4, bool image = false);
     static std::string cleanResponse(std::string_view text);
 
     const gemma3::CausalLm& model() const;
@@ -102,5 +116,7 @@ private:
 
 // Vireo's system prompt for the enhancer: what a good LTX prompt holds.
 const std::string& defaultEnhancerSystemPrompt();
+// The same when the first frame is given: it describes what follows from the image.
+const std::string& defaultImageEnhancerSystemPrompt();
 
 }  // namespace vireo::ltx2
