@@ -981,10 +981,17 @@ bool appendSamples(const AVFrame* frame, int keep, std::vector<std::vector<float
     const auto packed = av_get_packed_sample_fmt(format);
     const int channels = frame->ch_layout.nb_channels;
     const int n = frame->nb_samples;
-    if (channels <= 0 || n < 0)
+    const int bytes = av_get_bytes_per_sample(format);
+    if (channels <= 0 || n < 0 || bytes <= 0)
+        return false;
+    // The frame's own size, not the stream's: a plane (or the interleaved buffer) must hold
+    // every sample it claims.
+    if (static_cast<std::int64_t>(frame->linesize[0]) < static_cast<std::int64_t>(n) * bytes * (planar ? 1 : channels))
         return false;
     for (int c = 0; c < keep; ++c) {
-        const int source = c;
+        // A stream that drops to fewer channels mid-way: the last one it has fills the others,
+        // so the kept channels stay the same length.
+        const int source = std::min(c, channels - 1);
         const std::uint8_t* base = planar ? frame->extended_data[source] : frame->extended_data[0];
         if (!base)
             return false;
@@ -1094,7 +1101,7 @@ Result<AudioSamples> readAudio(const std::filesystem::path& path, double maxSeco
                 return false;
             }
             if (!appendSamples(frame.get(), keep, audio.channels)) {
-                problem = "its audio has a sample format this reader does not take";
+                problem = "a frame of its audio is malformed or in a sample format this reader does not take";
                 return false;
             }
             av_frame_unref(frame.get());
