@@ -3026,8 +3026,8 @@ ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
         return out;
     }
     if (firstFrame.defined())
-        enhancerImageNote = "the enhancer read the prompt alone, not the first frame: LTX-2.5's prompt enhancer (Gemma 4) is not shown "
-                            "images by this version";
+        enhancerImageNote = "the enhancer read the prompt alone, not the first frame: a separate prompt enhancer (LTX-2.5's Gemma 4) "
+                            "is not shown images by this version";
     // The enhancer runs on the text encoder's device and is freed before anything else runs;
     // where that device has not the room beside what is loaded, on the CPU, and the output says so.
     auto device = textDevice();
