@@ -544,6 +544,16 @@ VT_TEST(gemma3SeesTheFirstFrameAsDiffusersDoes)
         ::unlink((dir / f).c_str());
     ::rmdir(dir.c_str());
 
+    // Vision configs are read as untrusted: none is NotFound (a text-only Gemma 3), sizes that do not
+    // pool into the token count are refused.
+    auto none = gemma3::parseVisionConfig(R"({"text_config": {"hidden_size": 48}})", "c.json");
+    VT_CHECK(!none.ok() && none.error().code == ErrorCode::NotFound);
+    auto untiled =
+        gemma3::parseVisionConfig(R"({"vision_config": {"image_size": 56, "patch_size": 14}, "mm_tokens_per_image": 9})", "c.json");
+    VT_CHECK(!untiled.ok() && untiled.error().message.find("does not pool") != std::string::npos);
+    auto huge = gemma3::parseVisionConfig(R"({"vision_config": {"num_hidden_layers": 100000}})", "c.json");
+    VT_CHECK(!huge.ok() && huge.error().message.find("num_hidden_layers") != std::string::npos);
+
     // A text-only export has no tower: NotFound, which the pipeline turns into a note.
     auto textOnly = gemma3::VisionTower::load(test::fixturesDir() / "model");
     VT_CHECK(!textOnly.ok() && textOnly.error().code == ErrorCode::NotFound);
