@@ -7,6 +7,7 @@
 
 #include "inference/models/gemma3/gemma3.h"
 #include "inference/models/gemma3/gemma3vision.h"
+#include "inference/models/gemma3/gemma4vision.h"
 #include "inference/models/ltx2/ltx2promptenhancer.h"
 #include "inference/text/chattemplate.h"
 #include "inference/text/tokenizer.h"
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <stop_token>
 
@@ -557,6 +559,219 @@ VT_TEST(gemma3SeesTheFirstFrameAsDiffusersDoes)
     // A text-only export has no tower: NotFound, which the pipeline turns into a note.
     auto textOnly = gemma3::VisionTower::load(test::fixturesDir() / "model");
     VT_CHECK(!textOnly.ok() && textOnly.error().code == ErrorCode::NotFound);
+}
+
+namespace {
+
+// A copy of `from` (a small fixture folder) in `to`, with config.json edited by `edit`.
+void copyModelFolder(const fs::path& from, const fs::path& to, const std::function<void(json&)>& edit)
+{
+    ::mkdir(to.c_str(), 0700);
+    for (const char* name : {"config.json", "generation_config.json", "model.safetensors"}) {
+        std::ifstream in(from / name, std::ios::binary);
+        if (!in)
+            continue;
+        if (std::string(name) == "config.json") {
+            auto j = json::parse(in);
+            edit(j);
+            std::ofstream(to / name) << j.dump();
+        } else {
+            std::ofstream(to / name, std::ios::binary) << in.rdbuf();
+        }
+    }
+}
+
+void removeModelFolder(const fs::path& dir)
+{
+    for (const char* name :
+        {"config.json", "generation_config.json", "model.safetensors", "preprocessor_config.json", "tokenizer_config.json"})
+        ::unlink((dir / name).c_str());
+    ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
+// LTX-2.5's dedicated enhancer shown the first frame: Gemma4ImageProcessor's aspect-kept resize
+// to the patch budget and its patches, the vision tower (axial RoPE, clipped linears, pooling,
+// standardization) and embedder, the soft tokens over the placeholders, and the greedy reply,
+// against diffusers' LTX2DFRPipeline.enhance_prompt with Gemma4Processor.
+VT_TEST(gemma4SeesTheFirstFrameAsDiffusersDoes)
+{
+    auto read = tensorfile::readTensorSet(enhancerDir() / "gemma4_i2v_case.safetensors");
+    VT_CHECK_MSG(read.ok(), (read.ok() ? "" : read.error().message));
+    if (!read.ok())
+        return;
+    const auto& set = *read;
+    const auto& meta = set.metadata;
+    const auto root = enhancerDir() / "gemma4_i2v";
+
+    // get_aspect_ratio_preserving_size, thin images and refusals included.
+    const auto sizes = *set.find("sizes");
+    int sized = 0, refused = 0;
+    for (std::int64_t r = 0; r < sizes.size(0); ++r) {
+        const auto v = idsOf(sizes[r]);  // h, w, patch, soft tokens, pooling, target h, target w
+        const auto target = gemma3::gemma4ResizeTarget(v[0], v[1], v[2], v[3] * v[4] * v[4], v[4]);
+        if (v[5] < 0) {
+            VT_CHECK_MSG(!target.ok(), "row " << r << " should be refused");
+            refused += target.ok() ? 0 : 1;
+        } else {
+            VT_CHECK_MSG(target.ok() && target->first == v[5] && target->second == v[6],
+                "row " << r << ": " << v[0] << "x" << v[1] << " -> " << (target.ok() ? target->first : -1) << "x"
+                       << (target.ok() ? target->second : -1) << ", expected " << v[5] << "x" << v[6]);
+            sized += target.ok() && target->first == v[5] && target->second == v[6] ? 1 : 0;
+        }
+    }
+    // (transformers refuses no shape these budgets allow: a thin image gets one pooled row.)
+    std::printf("   %d resize targets as transformers, %d refused as it refuses\n", sized, refused);
+    VT_CHECK(sized + refused == sizes.size(0) && sized > 40);
+
+    const auto prepared = gemma3::prepareEnhanceImage(*set.find("image"));
+    VT_CHECK(at::equal(prepared, *set.find("prepared")));
+    VT_CHECK(at::equal(gemma3::pilResize(prepared, 120, 72, 3), *set.find("resized")));
+
+    auto tower = gemma3::Gemma4VisionTower::load(root / "prompt_enhancer");
+    VT_CHECK_MSG(tower.ok(), (tower.ok() ? "" : tower.error().message));
+    if (!tower.ok())
+        return;
+    const auto& vc = tower->config();
+    VT_CHECK(vc.hiddenSize == 32 && vc.layers == 2 && vc.heads == 2 && vc.kvHeads == 1 && vc.headDim == 16 && vc.patchSize == 4
+        && vc.poolingKernel == 3 && vc.clippedLinears && vc.standardize && vc.textHidden == 64 && vc.ropeTheta == 100.0);
+    VT_CHECK(gemma3::Gemma4VisionTower::bytes(root / "prompt_enhancer", at::kFloat) == tower->residentBytes());
+    auto processing = gemma3::readGemma4ImageProcessing(vc, {root / "processor"});
+    VT_CHECK_MSG(processing.ok(), (processing.ok() ? "" : processing.error().message));
+    if (!processing.ok())
+        return;
+    VT_CHECK(processing->maxSoftTokens == 70 && processing->patchSize == 4 && processing->poolingKernel == 3 && processing->resample == 3
+        && !processing->doNormalize && processing->boiToken == "<|image>" && processing->imageToken == "<|image|>"
+        && processing->eoiToken == "<image|>");
+    auto patches = gemma3::gemma4Patches(prepared, *processing);
+    VT_CHECK_MSG(patches.ok(), (patches.ok() ? "" : patches.error().message));
+    if (!patches.ok())
+        return;
+    VT_CHECK(patches->height == 72 && patches->width == 120 && patches->softTokens == 60);
+    const auto& refPixels = *set.find("pixel_values");
+    const auto& refPositions = *set.find("image_position_ids");
+    const auto valid = patches->pixels.size(0);
+    const auto pixelErr = (patches->pixels - refPixels[0].narrow(0, 0, valid)).abs().max().item<double>();
+    VT_CHECK(valid == 540 && at::equal(patches->positions, refPositions[0].narrow(0, 0, valid)));
+    VT_CHECK(refPositions[0].narrow(0, valid, refPositions.size(1) - valid).eq(-1).all().item<bool>());  // the padding not made
+
+    auto encoded = tower->encode(*patches);
+    auto features = tower->embed(*patches);
+    VT_CHECK(encoded.ok() && features.ok());
+    if (!encoded.ok() || !features.ok())
+        return;
+    const auto towerErr = (*encoded - *set.find("tower")).abs().max().item<double>();
+    const auto featureErr = (*features - *set.find("image_features")).abs().max().item<double>();
+    std::printf("   patches max abs error %.2e; tower %.2e, image features %.2e (|features| max %.2f)\n", pixelErr, towerErr, featureErr,
+        set.find("image_features")->abs().max().item<double>());
+    VT_CHECK(pixelErr == 0.0 && towerErr < 1e-4 && featureErr < 1e-4);
+
+    // The language model reads the image causally (gemma-4-E2B-it has no use_bidirectional_attention).
+    auto lm = gemma3::CausalLm::load(root / "prompt_enhancer");
+    VT_CHECK_MSG(lm.ok(), (lm.ok() ? "" : lm.error().message));
+    if (!lm.ok())
+        return;
+    VT_CHECK(lm->config().imageAttention == gemma3::TextConfig::ImageAttention::Causal && lm->config().imageTokenId.has_value());
+    gemma3::GenerateOptions options;
+    options.maxNewTokens = 40;
+    options.noRepeatNgram = 5;
+    options.imageFeatures = *features;
+    auto out = lm->generate(*set.find("input_ids"), *set.find("attention_mask"), options);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    if (!out.ok())
+        return;
+    const auto err = (out->logits - *set.find("logits")).abs().max().item<double>();
+    std::printf(
+        "   %s tokens as transformers; logits max abs error %.2e\n", out->ids == idsOf(*set.find("generated")) ? "all" : "NOT all", err);
+    VT_CHECK(out->ids == idsOf(*set.find("generated")) && err < 1e-4);
+
+    // use_bidirectional_attention "vision": the image's run attends both ways on sliding layers.
+    const auto visionDir = fs::temp_directory_path() / ("vireo_g4vision_" + std::to_string(::getpid()));
+    copyModelFolder(root / "prompt_enhancer", visionDir, [](json& j) { j["text_config"]["use_bidirectional_attention"] = "vision"; });
+    auto bidirectional = gemma3::CausalLm::load(visionDir);
+    VT_CHECK_MSG(bidirectional.ok(), (bidirectional.ok() ? "" : bidirectional.error().message));
+    if (bidirectional.ok()) {
+        VT_CHECK(bidirectional->config().imageAttention == gemma3::TextConfig::ImageAttention::BothWaysSliding);
+        const auto& ids = *set.find("vision_ids");
+        auto run = bidirectional->generate(ids, at::ones_like(ids), options);
+        VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+        if (run.ok()) {
+            const auto verr = (run->logits - *set.find("vision_logits")).abs().max().item<double>();
+            std::printf("   two-way image run on sliding layers: %s tokens as transformers, logits max abs error %.2e\n",
+                run->ids == idsOf(*set.find("vision_generated")) ? "all" : "NOT all", verr);
+            VT_CHECK(run->ids == idsOf(*set.find("vision_generated")) && verr < 1e-4);
+            // The causal reading of the same prompt is measurably another.
+            auto causal = lm->generate(ids, at::ones_like(ids), options);
+            VT_CHECK(causal.ok() && (causal->logits[0] - set.find("vision_logits")->select(0, 0)).abs().max().item<double>() > 1e-3);
+        }
+    }
+    copyModelFolder(root / "prompt_enhancer", visionDir, [](json& j) { j["text_config"]["use_bidirectional_attention"] = "all"; });
+    auto all = gemma3::CausalLm::load(visionDir);
+    VT_CHECK(!all.ok() && all.error().message.find("\"all\"") != std::string::npos);
+    // A tower whose config asks for what its weights do not hold is refused by name.
+    copyModelFolder(root / "prompt_enhancer", visionDir, [](json& j) { j["vision_config"]["use_clipped_linears"] = false; });
+    auto unclipped = gemma3::Gemma4VisionTower::load(visionDir);
+    VT_CHECK(!unclipped.ok() && unclipped.error().message.find("input_min") != std::string::npos);
+    removeModelFolder(visionDir);
+
+    // The whole enhancer, from the pipeline-shaped folder, shown the image.
+    auto enhancer = ltx2::PromptEnhancer::load(root, {}, true);
+    VT_CHECK_MSG(enhancer.ok(), (enhancer.ok() ? "" : enhancer.error().message));
+    if (!enhancer.ok())
+        return;
+    VT_COMPARE(enhancer->whyBlind(), std::string());
+    const auto user = "User Raw Input Prompt: " + meta.at("prompt") + ".";
+    std::string note = "unset";
+    VT_COMPARE(enhancer->imageChat(meta.at("system"), user, &note), meta.at("template"));
+    VT_CHECK(note.empty());
+    VT_COMPARE(ltx2::PromptEnhancer::chatText(meta.at("system"), user, gemma3::Family::Gemma4, true), meta.at("template"));
+    ltx2::EnhanceOptions eo;
+    eo.systemPrompt = meta.at("system");
+    eo.maxNewTokens = 40;
+    eo.image = *set.find("image");
+    auto enhanced = enhancer->enhance(meta.at("prompt"), eo);
+    VT_CHECK_MSG(enhanced.ok(), (enhanced.ok() ? "" : enhanced.error().message));
+    VT_CHECK(enhanced.ok() && enhanced->prompt == meta.at("enhanced") && enhanced->tokens == 40);
+    const auto bytes = ltx2::PromptEnhancer::bytes(root, at::kFloat);
+    VT_COMPARE(bytes.vision, tower->residentBytes());
+
+    // Loaded for text only, or without a tower in its weights, it says why and refuses an image.
+    auto textOnly = ltx2::PromptEnhancer::load(root);
+    VT_CHECK(textOnly.ok() && !textOnly->whyBlind().empty());
+    if (textOnly.ok()) {
+        auto refusedImage = textOnly->enhance(meta.at("prompt"), eo);
+        VT_CHECK(!refusedImage.ok() && refusedImage.error().message.find("first frame") != std::string::npos);
+    }
+    auto towerless = ltx2::PromptEnhancer::load(enhancerDir(), {}, true);
+    VT_CHECK(towerless.ok() && towerless->whyBlind().find("no vision tower") != std::string::npos);
+    auto noTower = gemma3::Gemma4VisionTower::load(enhancerDir() / "prompt_enhancer");
+    VT_CHECK(!noTower.ok() && noTower.error().code == ErrorCode::NotFound);
+
+    // Processor files and configs are read as untrusted: what is not built is refused, by name.
+    const auto dir = fs::temp_directory_path() / ("vireo_g4proc_" + std::to_string(::getpid()));
+    ::mkdir(dir.c_str(), 0700);
+    std::ofstream(dir / "preprocessor_config.json") << R"({"max_soft_tokens": 100, "patch_size": 4})";
+    auto odd = gemma3::readGemma4ImageProcessing(vc, {dir});
+    VT_CHECK(!odd.ok() && odd.error().message.find("max_soft_tokens 100") != std::string::npos);
+    std::ofstream(dir / "preprocessor_config.json") << R"({"max_soft_tokens": 70, "patch_size": 16})";
+    auto patch = gemma3::readGemma4ImageProcessing(vc, {dir});
+    VT_CHECK(!patch.ok() && patch.error().message.find("preprocessor_config.json") != std::string::npos);
+    std::ofstream(dir / "preprocessor_config.json") << R"({"max_soft_tokens": 280, "patch_size": 4, "resample": 1})";
+    auto filter = gemma3::readGemma4ImageProcessing(vc, {dir});
+    VT_CHECK(!filter.ok() && filter.error().message.find("resample 1") != std::string::npos);
+    removeModelFolder(dir);
+    VT_COMPARE(processing->expand("a<|image|>b", 2), std::string("a<|image><|image|><|image|><image|>b"));
+    auto none = gemma3::parseGemma4VisionConfig(R"({"text_config": {"hidden_size": 64}})", "c.json");
+    VT_CHECK(!none.ok() && none.error().code == ErrorCode::NotFound);
+    auto rope = gemma3::parseGemma4VisionConfig(R"({"vision_config": {"rope_parameters": {"rope_type": "default"}}})", "c.json");
+    VT_CHECK(!rope.ok() && rope.error().message.find("axial") != std::string::npos);
+    auto head = gemma3::parseGemma4VisionConfig(R"({"vision_config": {"head_dim": 6}})", "c.json");
+    VT_CHECK(!head.ok() && head.error().message.find("head_dim 6") != std::string::npos);
+    auto heads = gemma3::parseGemma4VisionConfig(R"({"vision_config": {"num_attention_heads": 12, "num_key_value_heads": 5}})", "c.json");
+    VT_CHECK(!heads.ok());
+    VT_CHECK(
+        !gemma3::gemma4ResizeTarget(0, 10, 16, 2520, 3).ok() && !gemma3::gemma4Patches(at::zeros({8, 8, 4}, at::kByte), *processing).ok());
 }
 
 // generation_config.json read as untrusted: bad numbers named, unapplied sampling fields said.

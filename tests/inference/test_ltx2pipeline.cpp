@@ -1833,6 +1833,39 @@ VT_TEST(thePromptEnhancerWritesThePromptTheVideoFollows)
     auto refused = without->generate(req);
     VT_CHECK(!refused.ok() && refused.error().message.find("no prompt enhancer") != std::string::npos);
 
+    // Image-to-video: an enhancer with a vision tower is shown the first condition's first frame,
+    // as diffusers' LTX2DFRPipeline.enhance_prompt shows it the image; one without says it was not.
+    auto i2vSet = tensorfile::readTensorSet(test::fixturesRoot() / "gemma4enhancer" / "gemma4_i2v_case.safetensors");
+    VT_CHECK(i2vSet.ok());
+    if (i2vSet.ok()) {
+        auto i2v = req;
+        i2v.prompt = i2vSet->metadata.at("prompt");
+        i2v.enhancerSystemPrompt = i2vSet->metadata.at("system");
+        i2v.enhancerMaxTokens = 40;
+        i2v.conditions.push_back({i2vSet->find("image")->unsqueeze(0).contiguous(), 0, 1.0});
+        auto blindRun = v25->generate(i2v);
+        VT_CHECK_MSG(blindRun.ok() && blindRun->enhancerNote.find("not the first frame") != std::string::npos
+                && blindRun->enhancerNote.find("no vision tower") != std::string::npos,
+            (blindRun.ok() ? blindRun->enhancerNote : blindRun.error().message));
+        auto seeing = options;
+        seeing.promptEnhancerPath = test::fixturesRoot() / "gemma4enhancer" / "gemma4_i2v";
+        auto v25i2v = pipelines::Ltx2Pipeline::open(seeing);
+        VT_CHECK_MSG(v25i2v.ok(), (v25i2v.ok() ? "" : v25i2v.error().message));
+        if (v25i2v.ok()) {
+            auto shown = v25i2v->generate(i2v);
+            VT_CHECK_MSG(shown.ok(), (shown.ok() ? "" : shown.error().message));
+            if (shown.ok()) {
+                if (testDevice().is_cuda())
+                    std::printf("   on %s the image-conditioned enhanced prompt %s the CPU reference's\n", testDevice().str().c_str(),
+                        shown->enhancedPrompt == i2vSet->metadata.at("enhanced") ? "equals" : "differs from");
+                else
+                    VT_CHECK_MSG(
+                        shown->enhancedPrompt == i2vSet->metadata.at("enhanced"), shown->enhancedPrompt + " | " + shown->enhancerNote);
+                VT_CHECK_MSG(shown->enhancerNote.find("shown the first condition's first frame") != std::string::npos, shown->enhancerNote);
+            }
+        }
+    }
+
     // The memory plan counts it in the encoding phase (its weights and cache, on the text
     // encoder's device), where the request asks for it.
     facade::LoadPlan plan;

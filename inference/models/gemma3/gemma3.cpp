@@ -261,6 +261,8 @@ TextConfig parseGemma4(const json& top, const std::string& where)
         for (const auto& [key, fallback] : {std::pair{"image_token_id", 258880}, {"video_token_id", 258884}, {"audio_token_id", 258881}})
             if (!(top.contains(key) && top[key].is_null()))
                 c.placeholderIds.push_back(intField(top, key, fallback, where));
+        if (!(top.contains("image_token_id") && top["image_token_id"].is_null()))
+            c.imageTokenId = intField(top, "image_token_id", 258880, where);
     } else if (modelType == "gemma4_text") {
         c.dense = true;
     } else if (modelType != "gemma4_unified_text") {
@@ -308,6 +310,11 @@ TextConfig parseGemma4(const json& top, const std::string& where)
     if (tc.contains("use_bidirectional_attention") && tc["use_bidirectional_attention"].is_string()
         && tc["use_bidirectional_attention"] == "all")
         configFail(where + ": use_bidirectional_attention \"all\" (a non-causal encoder) is not supported; LTX-2.5's encoder is causal");
+    // Gemma4Model: "vision" lets an image's tokens see each other on sliding layers; without it
+    // they are read causally like text.
+    c.imageAttention = tc.contains("use_bidirectional_attention") && tc["use_bidirectional_attention"] == "vision"
+        ? TextConfig::ImageAttention::BothWaysSliding
+        : TextConfig::ImageAttention::Causal;
     const std::string act = tc.contains("hidden_activation") && tc["hidden_activation"].is_string()
         ? tc["hidden_activation"].get<std::string>()
         : "gelu_pytorch_tanh";
@@ -1112,17 +1119,20 @@ at::Tensor CausalLm::Impl::forward(const at::Tensor& ids, const at::Tensor& posi
     const auto opts = at::TensorOptions().dtype(at::kLong).device(device);
     const auto q = at::arange(past, total, opts).view({t, 1});
     const auto k = at::arange(0, total, opts).view({1, total});
-    auto order = k <= q;
+    const auto order = k <= q;
     // An image's tokens see each other both ways (blockwise_overlay, OR-ed with the causal
-    // order; the sliding window and the padding still apply after).
-    if (blocks.defined()) {
+    // order; the sliding window and the padding still apply after): on every layer for Gemma 3,
+    // on sliding layers only for Gemma 4 (create_masks_for_vision_model).
+    auto imageOrder = order;
+    if (blocks.defined() && c.imageAttention != TextConfig::ImageAttention::Causal) {
         TORCH_CHECK(past == 0 && blocks.size(0) == t, "image blocks are for the prompt's first read");
         const auto b = blocks.to(device);
-        order = order.logical_or((b.view({t, 1}) == b.view({1, t})).logical_and(b.view({t, 1}) >= 0));
+        imageOrder = order.logical_or((b.view({t, 1}) == b.view({1, t})).logical_and(b.view({t, 1}) >= 0));
     }
-    const auto causal = order.logical_and(cache.keyValid.narrow(0, 0, total).view({1, total}));
-    const auto fullMask = causal.view({1, 1, t, total});
-    const auto slidingMask = causal.logical_and(k > q - c.slidingWindow).view({1, 1, t, total});
+    const auto valid = cache.keyValid.narrow(0, 0, total).view({1, total});
+    const auto fullOrder = c.imageAttention == TextConfig::ImageAttention::BothWays ? imageOrder : order;
+    const auto fullMask = fullOrder.logical_and(valid).view({1, 1, t, total});
+    const auto slidingMask = imageOrder.logical_and(valid).logical_and(k > q - c.slidingWindow).view({1, 1, t, total});
     const auto fullRows = fullMask.any(-1, true), slidingRows = slidingMask.any(-1, true);
     auto rope = [&](const at::Tensor& invFreq) {
         const auto freqs = positions.to(device).to(at::kFloat).view({1, t, 1}) * invFreq.view({1, 1, -1});
@@ -1287,7 +1297,7 @@ Result<Generation> CausalLm::generate(
         // The image's placeholders and their runs (get_block_sequence_ids_for_mask).
         at::Tensor imageRows, blocks;
         if (options.imageFeatures.defined()) {
-            TORCH_CHECK(c.family == Family::Gemma3 && c.imageTokenId, "only Gemma 3 reads images here");
+            TORCH_CHECK(c.imageTokenId.has_value(), "this model's config names no image token (image_token_id)");
             imageRows = hostIds == *c.imageTokenId;
             const auto placeholders = imageRows.sum().item<std::int64_t>();
             TORCH_CHECK(options.imageFeatures.dim() == 2 && options.imageFeatures.size(1) == c.hiddenSize

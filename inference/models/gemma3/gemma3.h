@@ -70,6 +70,11 @@ struct TextConfig {
     bool tieLastHiddenStates = true;  // the last hidden state is the final norm's output
     // Gemma3Model replaces this id by 0 before the embedding when it is outside the vocabulary.
     std::optional<std::int64_t> imageTokenId;
+    // How an image's soft tokens attend to each other while the prompt is read: both ways on
+    // every layer (Gemma 3), on sliding layers only (Gemma 4 with use_bidirectional_attention
+    // "vision"), or causally like text (Gemma 4 without it: gemma-4-E2B-it and the small ones).
+    enum class ImageAttention { BothWays, BothWaysSliding, Causal };
+    ImageAttention imageAttention = ImageAttention::BothWays;
 
     // Gemma 4: full-attention layers' head width and key/value heads (0: as the sliding ones),
     // and whether their values are the raw key projection (attention_k_eq_v: no v_proj).
@@ -192,9 +197,10 @@ struct GenerateOptions {
     std::optional<Sampling> sampling;  // empty: greedy
     std::vector<std::int64_t> eosIds;  // empty: the model's (generation_config.json, else config.json)
     std::function<void(int done, int total)> progress;  // after every new token
-    // Gemma 3 with an image: the vision tower's embeddings [n, hidden] in place of the prompt's
-    // n image placeholder tokens (config().imageTokenId), which attend to each other both ways
-    // within one image's run while the prompt is read (Gemma3Model's masks with token_type_ids).
+    // With an image: the vision tower's embeddings [n, hidden] in place of the prompt's n image
+    // placeholder tokens (config().imageTokenId), which attend to each other within one image's
+    // run while the prompt is read as config().imageAttention says (Gemma3Model's masks with
+    // token_type_ids, Gemma4Model's with mm_token_type_ids).
     at::Tensor imageFeatures;
 };
 

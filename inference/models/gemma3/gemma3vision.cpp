@@ -1,5 +1,7 @@
 #include "inference/models/gemma3/gemma3vision.h"
 
+#include "inference/models/gemma3/processorfiles.h"
+
 #include "inference/models/nn/layers.h"
 #include "inference/models/nn/strictweights.h"
 #include "inference/quant/weightloader.h"
@@ -129,7 +131,7 @@ std::string ImageProcessing::expand(const std::string& chat) const
     return out;
 }
 
-namespace {
+namespace detail {
 
 std::optional<json> readJsonIn(const fs::path& file, std::string& problem)
 {
@@ -151,7 +153,20 @@ std::optional<json> readJsonIn(const fs::path& file, std::string& problem)
     return std::move(*parsed);
 }
 
-// A special token as tokenizer_config.json writes it: a string or {"content": ...}.
+std::optional<std::pair<json, std::string>> firstJsonIn(const std::vector<fs::path>& folders, const char* name)
+{
+    for (const auto& folder : folders) {
+        if (folder.empty())
+            continue;
+        std::string problem;
+        if (auto j = readJsonIn(folder / name, problem))
+            return std::pair{std::move(*j), (folder / name).string()};
+        if (!problem.empty())
+            throw ConfigError{problem};
+    }
+    return std::nullopt;
+}
+
 std::optional<std::string> tokenText(const json& j)
 {
     if (j.is_string())
@@ -161,25 +176,37 @@ std::optional<std::string> tokenText(const json& j)
     return std::nullopt;
 }
 
-}  // namespace
+void readSpecialToken(const json& tokenizerConfig, const char* key, std::string& out)
+{
+    if (tokenizerConfig.contains(key))
+        if (auto t = tokenText(tokenizerConfig[key]))
+            out = *t;
+    if (const json* extra = jsonutil::objectField(tokenizerConfig, "extra_special_tokens"); extra && extra->contains(key))
+        if (auto t = tokenText((*extra)[key]))
+            out = *t;
+}
+
+void readTriple(const json& j, const char* key, std::vector<double>& out, const std::string& where)
+{
+    if (!j.contains(key) || j[key].is_null())
+        return;
+    const auto& v = j[key];
+    if (v.is_number())
+        out = std::vector<double>(3, v.get<double>());
+    else if (v.is_array() && v.size() == 3 && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); }))
+        out = {v[0].get<double>(), v[1].get<double>(), v[2].get<double>()};
+    else
+        configFail(where + ": " + key + " must be a number or three numbers");
+}
+
+}  // namespace detail
 
 Result<ImageProcessing> readImageProcessing(const VisionConfig& config, const std::vector<fs::path>& folders)
 {
     ImageProcessing p;
     p.width = p.height = config.imageSize;
     p.imageSeqLength = config.tokensPerImage;
-    const auto first = [&](const char* name) -> std::optional<std::pair<json, std::string>> {
-        for (const auto& folder : folders) {
-            if (folder.empty())
-                continue;
-            std::string problem;
-            if (auto j = readJsonIn(folder / name, problem))
-                return std::pair{std::move(*j), (folder / name).string()};
-            if (!problem.empty())
-                throw ConfigError{problem};
-        }
-        return std::nullopt;
-    };
+    const auto first = [&](const char* name) { return detail::firstJsonIn(folders, name); };
     try {
         // Hub repos keep preprocessor_config.json; transformers 5 saves it inside
         // processor_config.json as "image_processor".
@@ -203,17 +230,8 @@ Result<ImageProcessing> readImageProcessing(const VisionConfig& config, const st
                 p.height = intField(*size, "height", p.height, where);
                 p.width = intField(*size, "width", p.width, where);
             }
-            for (auto [key, out] : {std::pair{"image_mean", &p.mean}, std::pair{"image_std", &p.stdDev}}) {
-                if (!j.contains(key) || j[key].is_null())
-                    continue;
-                const auto& v = j[key];
-                if (v.is_number())
-                    *out = std::vector<double>(3, v.get<double>());
-                else if (v.is_array() && v.size() == 3 && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); }))
-                    *out = {v[0].get<double>(), v[1].get<double>(), v[2].get<double>()};
-                else
-                    configFail(where + ": " + key + " must be a number or three numbers");
-            }
+            detail::readTriple(j, "image_mean", p.mean, where);
+            detail::readTriple(j, "image_std", p.stdDev, where);
             if (std::any_of(p.stdDev.begin(), p.stdDev.end(), [](double s) { return !(std::abs(s) > 0) || !std::isfinite(s); }))
                 configFail(where + ": image_std holds a zero");
             if (p.doResize && (p.width != config.imageSize || p.height != config.imageSize))
@@ -228,16 +246,9 @@ Result<ImageProcessing> readImageProcessing(const VisionConfig& config, const st
                 + std::to_string(config.tokensPerImage));
         if (auto tok = first("tokenizer_config.json")) {
             const auto& j = tok->first;
-            const json* extra = jsonutil::objectField(j, "extra_special_tokens");
-            for (auto [key, out] :
-                {std::pair{"boi_token", &p.boiToken}, std::pair{"image_token", &p.imageToken}, std::pair{"eoi_token", &p.eoiToken}}) {
-                if (j.contains(key))
-                    if (auto t = tokenText(j[key]))
-                        *out = *t;
-                if (extra && extra->contains(key))
-                    if (auto t = tokenText((*extra)[key]))
-                        *out = *t;
-            }
+            detail::readSpecialToken(j, "boi_token", p.boiToken);
+            detail::readSpecialToken(j, "image_token", p.imageToken);
+            detail::readSpecialToken(j, "eoi_token", p.eoiToken);
         }
         return p;
     } catch (const json::exception& e) {

@@ -538,8 +538,9 @@ public:
         // it: that phase's memory is its weights and its cache, whichever of the two is more.
         if (size.enhancePrompt) {
             if (const auto enhancer = promptEnhancerOf(plan)) {
+                // Its vision tower too: the plan does not know whether a first frame is given.
                 const auto held = ltx2::PromptEnhancer::bytes(*enhancer, target.dtype);
-                m.encodeBytes = std::max<std::int64_t>(m.encodeBytes, held.device + (1ll << 30));
+                m.encodeBytes = std::max<std::int64_t>(m.encodeBytes, held.device + held.vision + (1ll << 30));
                 m.enhancerHostBytes = held.host;
             } else
                 // LTX-2.0/2.3: the text encoder writes first, with Gemma 3 12B's key/value cache

@@ -3025,14 +3025,13 @@ ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
         auto out = take(self.enhance(text::stripPythonWhitespace(req.prompt), o, stop));
         return out;
     }
-    if (firstFrame.defined())
-        enhancerImageNote = "the enhancer read the prompt alone, not the first frame: a separate prompt enhancer (LTX-2.5's Gemma 4) "
-                            "is not shown images by this version";
     // The enhancer runs on the text encoder's device and is freed before anything else runs;
     // where that device has not the room beside what is loaded, on the CPU, and the output says so.
+    // Shown a first frame, its vision tower loads with it.
     auto device = textDevice();
     if (device.is_cuda()) {
-        const auto need = ltx2::PromptEnhancer::deviceBytes(*enhancerPath, options.dtype);
+        const auto bytes = ltx2::PromptEnhancer::bytes(*enhancerPath, options.dtype);
+        const auto need = bytes.device + (firstFrame.defined() ? bytes.vision : 0);
         releaseCachedDeviceMemory();
         const auto room = cudaMemoryInfo(device).first;
         constexpr std::int64_t kWorking = std::int64_t{1} << 30;  // the cache and activations of 600 tokens, with room to spare
@@ -3044,7 +3043,16 @@ ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
             device = c10::Device(c10::kCPU);
         }
     }
-    auto enhancer = take(ltx2::PromptEnhancer::load(*enhancerPath, onDevice<gemma3::TextEncoderLoadOptions>(device, options.dtype)));
+    auto enhancer = take(
+        ltx2::PromptEnhancer::load(*enhancerPath, onDevice<gemma3::TextEncoderLoadOptions>(device, options.dtype), firstFrame.defined()));
+    if (firstFrame.defined()) {
+        if (const auto why = enhancer.whyBlind(); !why.empty()) {
+            enhancerImageNote = "the enhancer read the prompt alone, not the first frame: " + why;
+        } else {
+            o.image = firstFrame;
+            enhancerImageNote = "the enhancer was shown the first condition's first frame";
+        }
+    }
     auto out = take(enhancer.enhance(text::stripPythonWhitespace(req.prompt), o, stop));
     return out;
 }

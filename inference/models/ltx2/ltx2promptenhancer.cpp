@@ -1,5 +1,7 @@
 #include "inference/models/ltx2/ltx2promptenhancer.h"
 
+#include "inference/models/gemma3/gemma4vision.h"
+
 #include "inference/tensorfile/modelsource.h"
 #include "inference/text/unicode.h"
 
@@ -89,14 +91,21 @@ const std::string& defaultImageEnhancerSystemPrompt()
     return prompt;
 }
 
+// Showing the model an image: the chat with its image marker expanded into the placeholders the
+// processor writes, and the features [n, hidden] that replace them.
+struct SeenImage {
+    std::string chat;
+    at::Tensor features;
+};
+using Eyes = std::function<Result<SeenImage>(const std::string& chat, const at::Tensor& rgb)>;
+
 struct PromptEnhancer::Impl {
     gemma3::CausalLm model;
     std::shared_ptr<const text::Tokenizer> tokenizer;
     std::string origin;
     std::optional<text::ChatTemplate> chatTemplate;
     std::string chatTemplateProblem;  // why the folder's template cannot be read
-    std::shared_ptr<const gemma3::VisionTower> vision;  // image-to-video; empty: text only
-    std::optional<gemma3::ImageProcessing> imageProcessing;
+    Eyes eyes;  // image-to-video; empty: text only
     std::string blind;  // why it cannot be shown an image; empty when it can
 
     // The template rendered for these messages, else the turn format in code and why.
@@ -121,6 +130,60 @@ Result<void> checkTokenizer(const text::Tokenizer& tokenizer, const gemma3::Caus
             where + ": the tokenizer has " + std::to_string(tokenizer.vocabSize()) + " tokens, the model "
                 + std::to_string(model.config().vocabSize) + "; they do not belong together");
     return {};
+}
+
+// The tokenizer's boi / image / eoi tokens, and its image token as the model's; why not otherwise.
+std::string checkImageTokens(const text::Tokenizer& tok, const gemma3::CausalLm& model, const std::string& boi, const std::string& image,
+    const std::string& eoi, std::int64_t towerImageId, const std::string& origin)
+{
+    const auto imageId = tok.tokenToId(image);
+    if (!imageId || !tok.tokenToId(boi) || !tok.tokenToId(eoi))
+        return origin + ": the tokenizer has no " + boi + " / " + image + " / " + eoi + " tokens";
+    const auto modelId = model.config().imageTokenId.value_or(towerImageId);
+    if (*imageId != towerImageId || *imageId != modelId)
+        return origin + ": the tokenizer's " + image + " is " + std::to_string(*imageId) + ", the model's image token "
+            + std::to_string(towerImageId);
+    return {};
+}
+
+// LTX-2.5's enhancer (Gemma 4) shown the image: its own vision tower and Gemma4Processor's files,
+// or why it cannot be (in *blind). A tower that is there but broken is an error.
+Result<Eyes> gemma4Eyes(const gemma3::CausalLm& model, const text::Tokenizer& tok, const fs::path& modelPath, const fs::path& tokenizerPath,
+    const gemma3::TextEncoderLoadOptions& options, std::string& blind)
+{
+    auto loaded = gemma3::Gemma4VisionTower::load(modelPath, gemma3::Gemma4VisionLoadOptions{options.device, options.dtype});
+    if (!loaded) {
+        if (loaded.error().code != ErrorCode::NotFound)
+            return loaded.error();
+        blind = loaded.error().message;
+        return Eyes{};
+    }
+    auto tower = std::make_shared<const gemma3::Gemma4VisionTower>(std::move(*loaded));
+    const auto& vc = tower->config();
+    if (vc.textHidden != model.config().hiddenSize) {
+        blind = modelPath.string() + ": the vision tower projects to " + std::to_string(vc.textHidden) + " values, the language model is "
+            + std::to_string(model.config().hiddenSize) + " wide";
+        return Eyes{};
+    }
+    auto processing = gemma3::readGemma4ImageProcessing(vc, {tokenizerPath, modelPath, tower->folder()});
+    if (!processing) {
+        blind = processing.error().message;
+        return Eyes{};
+    }
+    blind = checkImageTokens(
+        tok, model, processing->boiToken, processing->imageToken, processing->eoiToken, vc.imageTokenId, tokenizerPath.string());
+    if (!blind.empty())
+        return Eyes{};
+    return Eyes{[tower, p = std::move(*processing)](const std::string& chat, const at::Tensor& rgb) -> Result<SeenImage> {
+        // diffusers' 896 long side, then Gemma4ImageProcessor's own resize to the patch budget.
+        auto patches = gemma3::gemma4Patches(gemma3::prepareEnhanceImage(rgb), p);
+        if (!patches)
+            return patches.error();
+        auto features = tower->embed(*patches);
+        if (!features)
+            return features.error();
+        return SeenImage{p.expand(chat, patches->softTokens), std::move(*features)};
+    }};
 }
 
 }  // namespace
@@ -156,10 +219,11 @@ PromptEnhancer::Bytes PromptEnhancer::bytes(const fs::path& path, c10::ScalarTyp
             if (!gemma3::isUnusedByTextEncoder(t.name))
                 (t.name.find("embed_tokens_per_layer") != std::string::npos ? out.host : out.device) +=
                     t.numel() * static_cast<std::int64_t>(c10::elementSize(dtype));
+    out.vision = gemma3::Gemma4VisionTower::bytes(locate(path).first, dtype);
     return out;
 }
 
-Result<PromptEnhancer> PromptEnhancer::load(const fs::path& path, const gemma3::TextEncoderLoadOptions& options)
+Result<PromptEnhancer> PromptEnhancer::load(const fs::path& path, const gemma3::TextEncoderLoadOptions& options, bool seeImages)
 {
     const auto [modelPath, tokenizerPath] = locate(path);
     auto model = gemma3::CausalLm::load(modelPath, options);
@@ -175,11 +239,18 @@ Result<PromptEnhancer> PromptEnhancer::load(const fs::path& path, const gemma3::
         return tokenizer.error();
     if (auto ok = checkTokenizer(*tokenizer, *model, tokenizerPath.string()); !ok)
         return ok.error();
-    auto impl = std::make_unique<Impl>(Impl{std::move(*model), std::make_shared<const text::Tokenizer>(std::move(*tokenizer)),
-        path.string(), std::nullopt, {}, {}, std::nullopt, {}});
-    impl->blind = impl->model.config().family == gemma3::Family::Gemma4
-        ? "LTX-2.5's prompt enhancer (Gemma 4) is not shown images by this version"
-        : "a prompt enhancer loaded on its own is not shown images by this version";
+    auto impl = std::make_unique<Impl>(
+        Impl{std::move(*model), std::make_shared<const text::Tokenizer>(std::move(*tokenizer)), path.string(), std::nullopt, {}, {}, {}});
+    if (impl->model.config().family != gemma3::Family::Gemma4) {
+        impl->blind = "a Gemma 3 prompt enhancer loaded on its own is not shown images by this version (as the text encoder it is)";
+    } else if (!seeImages) {
+        impl->blind = "the prompt enhancer was loaded without its vision tower";
+    } else {
+        auto eyes = gemma4Eyes(impl->model, *impl->tokenizer, modelPath, tokenizerPath, options, impl->blind);
+        if (!eyes)
+            return eyes.error();
+        impl->eyes = std::move(*eyes);
+    }
     readChatTemplate(tokenizerPath, impl->chatTemplate, impl->chatTemplateProblem);
     return PromptEnhancer(std::move(impl));
 }
@@ -194,7 +265,7 @@ Result<PromptEnhancer> PromptEnhancer::sharing(const gemma3::TextEncoder& encode
         return makeError(ErrorCode::InvalidArgument, origin + ": the text encoder's tokenizer is not loaded");
     if (auto ok = checkTokenizer(*tokenizer, *model, origin + " (its tokenizer)"); !ok)
         return ok.error();
-    auto impl = std::make_unique<Impl>(Impl{std::move(*model), std::move(tokenizer), origin, std::nullopt, {}, {}, std::nullopt, {}});
+    auto impl = std::make_unique<Impl>(Impl{std::move(*model), std::move(tokenizer), origin, std::nullopt, {}, {}, {}});
     readChatTemplate(tokenizerFolder, impl->chatTemplate, impl->chatTemplateProblem);
     if (!vision) {
         impl->blind = "the text encoder's vision tower is not loaded";
@@ -207,22 +278,20 @@ Result<PromptEnhancer> PromptEnhancer::sharing(const gemma3::TextEncoder& encode
             folders.push_back(tokenizerFolder.parent_path() / "processor");
         folders.push_back(vision->folder());
         auto processing = gemma3::readImageProcessing(vision->config(), folders);
-        if (!processing) {
+        if (!processing)
             impl->blind = processing.error().message;
-        } else {
-            const auto& tok = *impl->tokenizer;
-            const auto imageId = tok.tokenToId(processing->imageToken);
-            if (!imageId || !tok.tokenToId(processing->boiToken) || !tok.tokenToId(processing->eoiToken))
-                impl->blind = origin + ": the tokenizer has no " + processing->boiToken + " / " + processing->imageToken + " / "
-                    + processing->eoiToken + " tokens";
-            else if (*imageId != vision->config().imageTokenId)
-                impl->blind = origin + ": the tokenizer's " + processing->imageToken + " is " + std::to_string(*imageId)
-                    + ", the model's image_token_index " + std::to_string(vision->config().imageTokenId);
-            else
-                impl->imageProcessing = std::move(*processing);
-        }
-        if (impl->imageProcessing)
-            impl->vision = std::move(vision);
+        else
+            impl->blind = checkImageTokens(*impl->tokenizer, impl->model, processing->boiToken, processing->imageToken,
+                processing->eoiToken, vision->config().imageTokenId, origin);
+        if (impl->blind.empty())
+            impl->eyes = [vision, p = std::move(*processing)](const std::string& chat, const at::Tensor& rgb) -> Result<SeenImage> {
+                // Gemma3Processor: each image marker becomes the full run of placeholders.
+                const auto pixels = gemma3::preprocessImage(gemma3::prepareEnhanceImage(rgb), p);
+                auto embedded = vision->embed(pixels);
+                if (!embedded)
+                    return embedded.error();
+                return SeenImage{p.expand(chat), embedded->flatten(0, 1)};
+            };
     }
     return PromptEnhancer(std::move(impl));
 }
@@ -262,7 +331,7 @@ std::string PromptEnhancer::imageChat(std::string_view system, std::string_view 
 
 std::string PromptEnhancer::whyBlind() const
 {
-    return m_impl->vision ? std::string() : m_impl->blind;
+    return m_impl->eyes ? std::string() : m_impl->blind;
 }
 
 std::string PromptEnhancer::chatText(std::string_view system, std::string_view user, gemma3::Family family, bool image)
@@ -272,10 +341,9 @@ std::string PromptEnhancer::chatText(std::string_view system, std::string_view u
         // turn, untrimmed (only the turns' contents are trimmed); an image part is its marker.
         return "<bos><start_of_turn>user\n" + std::string(system) + "\n\n" + (image ? "<start_of_image>" : "")
             + text::stripPythonWhitespace(user) + "<end_of_turn>\n<start_of_turn>model\n";
-    std::string out = "<bos>";
-    for (const auto& [role, content] : {std::pair{"system", system}, {"user", user}})
-        out += std::string("<|turn>") + role + "\n" + text::stripPythonWhitespace(content) + "<turn|>\n";
-    return out + "<|turn>model\n";
+    // Gemma 4's template writes an image part as "\n\n<|image|>\n\n" before the trimmed text.
+    return "<bos><|turn>system\n" + text::stripPythonWhitespace(system) + "<turn|>\n<|turn>user\n" + (image ? "\n\n<|image|>\n\n" : "")
+        + text::stripPythonWhitespace(user) + "<turn|>\n<|turn>model\n";
 }
 
 std::string PromptEnhancer::cleanResponse(std::string_view text)
@@ -298,7 +366,7 @@ Result<EnhancedPrompt> PromptEnhancer::enhance(std::string_view prompt, const En
     const auto& tokenizer = *m.tokenizer;
     const auto family = m.model.config().family;
     const bool image = options.image.defined();
-    if (image && !m.vision)
+    if (image && !m.eyes)
         return makeError(ErrorCode::Unsupported, m.origin + ": cannot be shown the first frame: " + m.blind);
     const auto system = !options.systemPrompt.empty() ? options.systemPrompt
         : image                                       ? defaultImageEnhancerSystemPrompt()
@@ -309,13 +377,11 @@ Result<EnhancedPrompt> PromptEnhancer::enhance(std::string_view prompt, const En
                       : this->chat(system, "user prompt: " + std::string(prompt), &chatNote);
     at::Tensor features;
     if (image) {
-        // Gemma3Processor: each image marker becomes the full run of placeholders.
-        chat = m.imageProcessing->expand(chat);
-        const auto pixels = gemma3::preprocessImage(gemma3::prepareEnhanceImage(options.image), *m.imageProcessing);
-        auto embedded = m.vision->embed(pixels);
-        if (!embedded)
-            return embedded.error();
-        features = embedded->flatten(0, 1);
+        auto seen = m.eyes(chat, options.image);
+        if (!seen)
+            return seen.error();
+        chat = std::move(seen->chat);
+        features = std::move(seen->features);
     }
     constexpr std::int64_t kMaxPromptTokens = 16384;
     auto encoded = tokenizer.encode(chat, kMaxPromptTokens + 1, false, true, false);

@@ -38,7 +38,7 @@ struct EnhanceOptions {
     std::function<void(int done, int total)> progress;  // per generated token
     // Image-to-video (ltx-core's enhance_i2v): the first frame, uint8 [H, W, 3], shown to the
     // model beside "User Raw Input Prompt: PROMPT." (its long side brought to 896 with PIL's
-    // bicubic, then the processor's own resize). Needs an enhancer that sees (canSee()).
+    // bicubic, then the processor's own resize). Needs an enhancer that sees (whyBlind() empty).
     at::Tensor image;
 };
 
@@ -65,7 +65,10 @@ public:
     // processor/, else prompt_enhancer/, else tokenizer/), or a Gemma 4 model folder holding its
     // own tokenizer (a download of google/gemma-4-E2B-it).
     // A Gemma 3 model folder with its tokenizer enhances as LTX-2.0/2.3's text encoder does.
-    static Result<PromptEnhancer> load(const std::filesystem::path& path, const gemma3::TextEncoderLoadOptions& options = {});
+    // seeImages: also load a Gemma 4's vision tower, for image-to-video (whyBlind() says why it
+    // could not be: no tower in the weights, no processor files, tokens that do not match).
+    static Result<PromptEnhancer> load(
+        const std::filesystem::path& path, const gemma3::TextEncoderLoadOptions& options = {}, bool seeImages = false);
     // LTX-2.0/2.3's self-enhancement: the loaded Gemma 3 text encoder's weights (shared, not
     // copied) and its tokenizer. origin names it in errors.
     // tokenizerFolder: where its chat template is (empty: none, the turn format in code is used).
@@ -79,9 +82,10 @@ public:
     static bool present(const std::filesystem::path& path);
     // The bytes its weights take in `dtype`, from one read of the headers (0 when they cannot be
     // read): on the device (the language model without the per-layer table) and in host memory
-    // (the per-layer embedding table, which stays there).
+    // (the per-layer embedding table, which stays there); and the vision tower's, on the device
+    // when it is shown an image.
     struct Bytes {
-        std::int64_t device = 0, host = 0;
+        std::int64_t device = 0, host = 0, vision = 0;
     };
     static Bytes bytes(const std::filesystem::path& path, c10::ScalarType dtype);
     static std::int64_t deviceBytes(const std::filesystem::path& path, c10::ScalarType dtype) { return bytes(path, dtype).device; }
