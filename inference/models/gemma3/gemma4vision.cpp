@@ -519,11 +519,11 @@ Result<at::Tensor> Gemma4VisionTower::encode(const Gemma4Patches& patches) const
             const auto e = at::cat({f, f}, -1).view({n, 1, spatial});
             return std::pair{e.cos().to(m.dtype), e.sin().to(m.dtype)};
         };
-        const auto [cosX, sinX] = turn(xs);
-        const auto [cosY, sinY] = turn(ys);
+        // Pairs, not structured bindings: the lambda below captures them.
+        const auto alongX = turn(xs), alongY = turn(ys);
         const auto rope = [&](const at::Tensor& x) {  // [n, heads, hd]
             const auto a = x.narrow(-1, 0, spatial), b = x.narrow(-1, spatial, spatial);
-            return at::cat({a * cosX + rotateHalf(a) * sinX, b * cosY + rotateHalf(b) * sinY}, -1);
+            return at::cat({a * alongX.first + rotateHalf(a) * alongX.second, b * alongY.first + rotateHalf(b) * alongY.second}, -1);
         };
         const auto act = [&](const at::Tensor& x) { return c.geluTanh ? nn::geluTanh(x) : at::gelu(x); };
         const auto eps = c.rmsNormEps;
