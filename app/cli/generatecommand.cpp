@@ -101,7 +101,7 @@ std::string generateHelp()
         "  --enhance-prompt has the model's prompt enhancer (LTX-2.5's prompt_enhancer/, Gemma 4 E2B) rewrite the prompt\n"
         "  into the detailed paragraph LTX is trained on before it is encoded; the recipe keeps both and the run prints\n"
         "  what it wrote. --prompt-enhancer FOLDER gives one (a Gemma 4 instruct model folder) to a model without its own.\n"
-        "  LTX-2.0/2.3's Gemma 3 text encoder writes it itself, shown the --image's first frame where there is one\n"
+        "  LTX-2.0/2.3's Gemma 3 text encoder writes it itself; either is shown the --image's first frame where there is one\n"
         "  --temporal-upsampler FILE: LTX-2.5's temporal x2 latent upsampler, for --set temporal_rounds=1 or 2 (each\n"
         "  round doubles the frame rate and the frames: 121 at 24 fps -> 241 at 48 -> 481 at 96)\n"
         "  --set KNOB=VALUE sets a control of the model's family's own (its recipe keeps it); the knobs:\n"

@@ -295,7 +295,7 @@ QWidget* GeneratePage::promptCard()
     m_enhance->setObjectName(QStringLiteral("enhancePrompt"));
     m_enhance->setHidden(true);  // until a family that can is chosen
     m_enhance->setToolTip(tr("Let the model's prompt enhancer (LTX-2.5: a small Gemma 4 shipped in prompt_enhancer/; LTX-2.0 and "
-                             "2.3: their own Gemma 3 text encoder, sampled from the seed, which also looks at the start image) "
+                             "2.3: their own Gemma 3 text encoder, sampled from the seed; either looks at the start image) "
                              "rewrite the prompt into the detailed paragraph the model was trained on before it is read. The video "
                              "follows what it writes; the gallery keeps both."));
     form->addRow(m_enhance);

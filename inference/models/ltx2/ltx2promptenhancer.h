@@ -12,6 +12,8 @@
 // reads (diffusers' LTX2Pipeline.enhance_prompt, ltx-core's enhance_t2v): Gemma 3's chat format
 // (no system turn: the system text opens the user turn), sampled at temperature 0.7 with the
 // model's top_k / top_p, seeded, at most 512 new tokens.
+// Image-to-video (enhance_i2v): either is shown the first frame beside the prompt, Gemma 4 through
+// its own vision tower (gemma4vision.h), Gemma 3 through SigLIP (gemma3vision.h).
 // The system prompt is Vireo's own unless the caller gives one.
 
 #include "inference/models/gemma3/gemma3.h"
