@@ -69,7 +69,7 @@ benchmarks:
                                warm job's overhead, status polls per second, and a denoise
                                step's latency to its Server-Sent Event (default model: the
                                tiny LTX-2.3 fixture under VIREO_FIXTURES_ROOT)
-  generate [--python PY] [--small] [--ideogram] [--two-stage] [--version 2.3|2.5] [--temporal-rounds 1] [--guided] [--audio] [--reference] [--enhance] [--json]
+  generate [--python PY] [--small] [--ideogram] [--two-stage] [--version 2.3|2.5] [--temporal-rounds 1] [--guided] [--audio] [--reference] [--enhance] [--enhance-image] [--json]
                                each LTX-2 phase (Ideogram-4 with --ideogram) timed next to
                                diffusers' pipeline on the same weights (tiny and medium
                                configurations), as ratios; --two-stage: the two-stage
@@ -79,7 +79,8 @@ benchmarks:
                                against LTX2DFRTemporalRefinePipeline; --audio: and
                                audio-to-video (the sound encoded and held frozen);
                                --reference: an IC-LoRA's reference clip; --enhance (2.5):
-                               the prompt enhancer against diffusers' enhance_prompt
+                               the prompt enhancer against diffusers' enhance_prompt;
+                               --enhance-image (2.5): the same shown a start image
   version                      print the version
 
 download, dequant, gpu, dit and generate run their Python side from tests/bench of a source

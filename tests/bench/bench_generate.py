@@ -3,7 +3,7 @@ next to diffusers' LTX2Pipeline running the same configuration from the same pip
 the same run, as per-phase ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
 
 Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json] [--two-stage] [--version 2.3|2.5]
-                          [--temporal-rounds 0|1] [--guided] [--audio] [--reference] [--enhance]
+                          [--temporal-rounds 0|1] [--guided] [--audio] [--reference] [--enhance] [--enhance-image]
 
 --enhance (2.5): after each configuration, the prompt enhancer (issue #29): the configuration's pipeline folder with a
 prompt_enhancer/ (a Gemma 4 E2B-shaped Gemma4ForConditionalGeneration, text only: hidden 512, 12 layers of which the
@@ -12,6 +12,12 @@ processor/ (the enhancer fixture's tokenizer), its end-of-turn token unreachable
 Diffusers: Gemma4ForConditionalGeneration.from_pretrained, then LTX2DFRPipeline.enhance_prompt (greedy, no repeated
 5-gram, 600 new tokens); Vireo: `vireo-cli generate --enhance-prompt`, its "enhance prompt" phase (it loads the
 enhancer for each request and frees it after). Rows: load + generate, and seconds per token.
+
+--enhance-image (2.5): the same, shown a start image (image-to-video, ltx-core's enhance_i2v): the enhancer also carries
+gemma-4-E2B-it's vision tower as Gemma4VisionConfig defines it (hidden 768, 16 layers, 12 heads, 16-pixel patches pooled
+3 x 3, at most 280 soft tokens; random), processor/ holds Gemma4Processor's files and Gemma 4's image tokens, and the
+image is a frame of the configuration's size. Diffusers: LTX2DFRPipeline.enhance_prompt(image=...) with Gemma4Processor
+(PIL backend); Vireo: `vireo-cli generate --enhance-prompt --image FRAME`, which must say the enhancer was shown it.
 
 --audio (2.3): after each configuration, audio-to-video (issue #31) on the same model: a 44.1 kHz stereo chirp as
 long as the clip, encoded (ltx-core 1.0.0's AudioProcessor + the audio VAE's encoder on the diffusers side; Vireo's
@@ -810,20 +816,29 @@ ENHANCER_SYSTEM = ("You write prompts for a video model. Rewrite the user's idea
                    "light, surroundings and sound, in the present tense, 80 to 160 words, no lists and no preamble. ") * 2
 
 
-def write_enhancer(folder: Path) -> int:
-    """prompt_enhancer/ and processor/ into a pipeline folder; the end-of-turn id (the only EOS, never reached)."""
+def write_enhancer(folder: Path, vision: bool = False) -> int:
+    """prompt_enhancer/ and processor/ into a pipeline folder, with E2B's vision tower when asked; the
+    end-of-turn id (the only EOS, never reached)."""
     import make_gemma4_enhancer_fixtures as ef
-    from transformers import Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig
+    from transformers import Gemma4Config, Gemma4ForConditionalGeneration, Gemma4TextConfig, Gemma4VisionConfig
 
-    tok, vocab = ef.build_tokenizer(folder / "processor")
+    if vision:
+        tok, vocab = ef.build_media_tokenizer(folder / "processor")
+        ef.write_gemma4_processor(folder / "processor", tok)  # Gemma4ImageProcessor's defaults: 280, 16, 3
+    else:
+        tok, vocab = ef.build_tokenizer(folder / "processor")
     turn_end = tok.convert_tokens_to_ids("<turn|>")
     layers = ENHANCER["num_hidden_layers"]
     types = ["full_attention" if (i + 1) % 4 == 0 else "sliding_attention" for i in range(layers)]
     tc = Gemma4TextConfig(vocab_size=vocab, vocab_size_per_layer_input=vocab, layer_types=types, rms_norm_eps=1e-6,
                           max_position_embeddings=4096, pad_token_id=0, bos_token_id=2, eos_token_id=[turn_end],
                           tie_word_embeddings=True, **ENHANCER)
-    config = Gemma4Config(text_config=tc, vision_config=None, audio_config=None, pad_token_id=0, bos_token_id=2,
-                          eos_token_id=[turn_end], tie_word_embeddings=True)
+    media = {}
+    if vision:
+        media = dict(image_token_id=tok.convert_tokens_to_ids("<|image|>"), boi_token_id=tok.convert_tokens_to_ids("<|image>"),
+                     eoi_token_id=tok.convert_tokens_to_ids("<image|>"))
+    config = Gemma4Config(text_config=tc, vision_config=Gemma4VisionConfig() if vision else None, audio_config=None, pad_token_id=0,
+                          bos_token_id=2, eos_token_id=[turn_end], tie_word_embeddings=True, **media)
     torch.manual_seed(SEED)
     model = Gemma4ForConditionalGeneration(config).float().eval()
     mm.randomize_(model, SEED, std=0.05)
@@ -835,15 +850,22 @@ def write_enhancer(folder: Path) -> int:
     return turn_end
 
 
-def diffusers_enhance(folder: Path) -> dict:
+def diffusers_enhance(folder: Path, image: Path | None = None) -> dict:
     import types as pytypes
 
+    import PIL.Image
     from diffusers import LTX2DFRPipeline
     from transformers import AutoTokenizer, Gemma4ForConditionalGeneration
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
 
     t0 = time.perf_counter()
     model = Gemma4ForConditionalGeneration.from_pretrained(str(folder / "prompt_enhancer"), torch_dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(str(folder / "processor"))
+    if image is not None:
+        import make_gemma4_enhancer_fixtures as ef
+        from transformers.models.gemma4.feature_extraction_gemma4 import Gemma4AudioFeatureExtractor
+        processor = ef.gemma4_image_processor_class()(feature_extractor=Gemma4AudioFeatureExtractor(),
+                                                      image_processor=Gemma4ImageProcessorPil(), tokenizer=tok)
     t1 = time.perf_counter()
 
     class TextProcessor:
@@ -862,38 +884,53 @@ def diffusers_enhance(folder: Path) -> dict:
         return out
 
     model.generate = spy
-    host = pytypes.SimpleNamespace(prompt_enhancer=model, text_encoder=None, processor=TextProcessor(tok),
+    host = pytypes.SimpleNamespace(prompt_enhancer=model, text_encoder=None,
+                                   processor=processor if image is not None else TextProcessor(tok),
                                    _execution_device=torch.device("cpu"))
-    LTX2DFRPipeline.enhance_prompt(host, PROMPT, ENHANCER_SYSTEM, max_new_tokens=ENHANCER_TOKENS)
+    LTX2DFRPipeline.enhance_prompt(host, PROMPT, ENHANCER_SYSTEM, max_new_tokens=ENHANCER_TOKENS,
+                                   image=PIL.Image.open(image).convert("RGB") if image is not None else None)
     t2 = time.perf_counter()
     return {"load": t1 - t0, "generate": t2 - t1, "tokens": counted["tokens"]}
 
 
-def bench_enhance(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
+def bench_enhance(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path, image: bool = False) -> dict:
     import re
+
+    import PIL.Image
     cfg = CONFIGS[name]
-    folder = tmp / f"enhance-{name}"
+    folder = tmp / f"enhance{'-image' if image else ''}-{name}"
     write_pipeline(folder, cfg["build"](), tok_src)
-    write_enhancer(folder)
-    diffusers_enhance(folder)  # warm-up (page cache, allocator)
-    d_runs = [diffusers_enhance(folder) for _ in range(repeat)]
-    report = vireo_run(cli, folder, cfg, tmp / f"enhance-{name}.mp4", repeat + 1, ["--enhance-prompt"])
-    said = re.search(r"the prompt enhancer rewrote the prompt \((\d+) tokens", report.get("stages_reason", ""))
+    write_enhancer(folder, vision=image)
+    frame = None
+    extra = ["--enhance-prompt"]
+    if image:
+        import make_gemma4_enhancer_fixtures as ef
+        frame = tmp / f"frame-{name}.png"
+        PIL.Image.fromarray(ef.test_image(cfg["height"], cfg["width"], 7)).save(frame)
+        extra += ["--image", str(frame)]
+    diffusers_enhance(folder, frame)  # warm-up (page cache, allocator)
+    d_runs = [diffusers_enhance(folder, frame) for _ in range(repeat)]
+    report = vireo_run(cli, folder, cfg, tmp / f"{folder.name}.mp4", repeat + 1, extra)
+    reason = report.get("stages_reason", "")
+    said = re.search(r"the prompt enhancer rewrote the prompt \((\d+) tokens", reason)
     if not said:
-        sys.exit(f"bench generate: vireo did not enhance the prompt (stages reason {report.get('stages_reason')!r})")
+        sys.exit(f"bench generate: vireo did not enhance the prompt (stages reason {reason!r})")
+    if image and "shown the first condition's first frame" not in reason:
+        sys.exit(f"bench generate: vireo's enhancer was not shown the image (stages reason {reason!r})")
     v_tokens = int(said.group(1))
     v = min(p["enhance prompt"] for p in report["runs"][1:])
     d = min(r["load"] + r["generate"] for r in d_runs)
     d_tokens = d_runs[0]["tokens"]
     rows = {"load + generate": {"diffusers": d, "vireo": v, "ratio": v / d},
             "per token": {"diffusers": d / d_tokens, "vireo": v / v_tokens, "ratio": (v / v_tokens) / (d / d_tokens)}}
-    return {"config": f"enhance_{name}", "tokens": {"diffusers": d_tokens, "vireo": v_tokens},
+    return {"config": f"enhance{'_image' if image else ''}_{name}", "tokens": {"diffusers": d_tokens, "vireo": v_tokens},
             "diffusers_load": min(r["load"] for r in d_runs), "rows": rows}
 
 
 def print_enhance(r: dict, repeat: int) -> None:
+    tower = ", shown the start frame through E2B's vision tower (768 wide, 16 layers, <= 280 soft tokens)" if "image" in r["config"] else ""
     print(f"\n== prompt enhancer, {r['config']}: a Gemma 4 E2B-shaped model (hidden 512, 12 layers, 4 sharing keys and values, "
-          f"per-layer embeddings), {r['tokens']['vireo']} tokens written by vireo, {r['tokens']['diffusers']} by diffusers "
+          f"per-layer embeddings){tower}, {r['tokens']['vireo']} tokens written by vireo, {r['tokens']['diffusers']} by diffusers "
           f"(best of {repeat}; both load the enhancer each time: diffusers' load alone {r['diffusers_load']:.3f} s)")
     print(f"   {'phase':<24}{'diffusers s':>12}{'vireo s':>12}{'ratio':>8}")
     for label, row in r["rows"].items():
@@ -1286,6 +1323,8 @@ def main() -> int:
                     help="LTX version (default 2.3); 2.5: LTX-2.5 pipelines against diffusers' LTX2DFRPipeline")
     ap.add_argument("--enhance", action="store_true",
                     help="2.5 only: the prompt enhancer per configuration against diffusers' LTX2DFRPipeline.enhance_prompt")
+    ap.add_argument("--enhance-image", action="store_true",
+                    help="2.5 only: the prompt enhancer shown a start image (its vision tower) against enhance_prompt(image=...)")
     ap.add_argument("--temporal-rounds", type=int, choices=(0, 1), default=0,
                     help="2.5 only: 1 adds a 'temporal round 1' section per configuration (the DFR pass then one "
                          "temporal refine round, against LTX2DFRTemporalRefinePipeline)")
@@ -1300,8 +1339,8 @@ def main() -> int:
         ap.error("--reference is LTX-2.3's, without --two-stage")
     if args.guided and (args.version != "2.3" or args.two_stage):
         ap.error("--guided is LTX-2.3's, without --two-stage")
-    if args.enhance and args.version != "2.5":
-        ap.error("--enhance is LTX-2.5's (--version 2.5)")
+    if (args.enhance or args.enhance_image) and args.version != "2.5":
+        ap.error("--enhance and --enhance-image are LTX-2.5's (--version 2.5)")
     if args.temporal_rounds and args.version != "2.5":
         ap.error("--temporal-rounds is LTX-2.5's only (--version 2.5)")
     global VERSION
@@ -1348,8 +1387,8 @@ def main() -> int:
                 if not args.json:
                     print_reference(r, args.repeat)
                     sys.stdout.flush()
-            if args.enhance:
-                r = bench_enhance(name, args.cli, args.repeat, tmp, tok_src)
+            for image in [False] * args.enhance + [True] * args.enhance_image:
+                r = bench_enhance(name, args.cli, args.repeat, tmp, tok_src, image)
                 results.append(r)
                 if not args.json:
                     print_enhance(r, args.repeat)
