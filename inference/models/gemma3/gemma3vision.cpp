@@ -199,6 +199,33 @@ void readTriple(const json& j, const char* key, std::vector<double>& out, const 
         configFail(where + ": " + key + " must be a number or three numbers");
 }
 
+fs::path componentFolder(const tensorfile::ModelSource& source, const std::string& component)
+{
+    std::error_code ec;
+    return component.empty() ? (fs::is_directory(source.root, ec) ? source.root : fs::path()) : source.root / component;
+}
+
+std::optional<std::pair<std::string, std::string>> componentConfig(
+    const tensorfile::ModelSource& source, const std::string& component, const fs::path& folder)
+{
+    if (const auto it = source.configs.find(component); it != source.configs.end())
+        return std::pair{it->second, (folder / "config.json").string()};
+    for (const auto& cp : source.checkpoints)
+        if (cp.component == component)
+            if (const auto it = cp.metadata.find("gemma_config"); it != cp.metadata.end())
+                return std::pair{it->second, cp.path.filename().string() + " (gemma_config metadata)"};
+    return std::nullopt;
+}
+
+std::int64_t indexBytes(const std::map<std::string, nn::StoredTensor>& index, c10::ScalarType dtype)
+{
+    std::int64_t n = 0;
+    for (const auto& [name, stored] : index)
+        if (const auto* info = stored.checkpoint->find(stored.name))
+            n += info->numel() * static_cast<std::int64_t>(c10::elementSize(dtype));
+    return n;
+}
+
 }  // namespace detail
 
 Result<ImageProcessing> readImageProcessing(const VisionConfig& config, const std::vector<fs::path>& folders)
@@ -500,11 +527,7 @@ std::int64_t VisionTower::bytes(const fs::path& path, c10::ScalarType dtype)
     const auto source = tensorfile::ModelSource::open(path);
     if (!source)
         return 0;
-    std::int64_t n = 0;
-    for (const auto& [name, stored] : visionIndex(*source, componentOf(*source)))
-        if (const auto* info = stored.checkpoint->find(stored.name))
-            n += info->numel() * static_cast<std::int64_t>(c10::elementSize(dtype));
-    return n;
+    return detail::indexBytes(visionIndex(*source, componentOf(*source)), dtype);
 }
 
 Result<VisionTower> VisionTower::load(const fs::path& path, const VisionLoadOptions& options)
@@ -526,18 +549,11 @@ Result<VisionTower> VisionTower::load(const fs::path& path, const VisionLoadOpti
     impl->device = options.device;
     impl->dtype = options.dtype;
     impl->origin = origin;
-    std::error_code ec;
-    impl->folder = component.empty() ? (fs::is_directory(source.root, ec) ? source.root : fs::path()) : source.root / component;
+    impl->folder = detail::componentFolder(source, component);
 
     // The config: config.json beside the weights, the one Lightricks embeds, or Gemma 3 12B's
     // when the shapes are its.
-    std::optional<std::pair<std::string, std::string>> configText;
-    if (const auto it = source.configs.find(component); it != source.configs.end())
-        configText = std::pair{it->second, (impl->folder / "config.json").string()};
-    for (const auto& cp : source.checkpoints)
-        if (!configText && cp.component == component)
-            if (const auto it = cp.metadata.find("gemma_config"); it != cp.metadata.end())
-                configText = std::pair{it->second, cp.path.filename().string() + " (gemma_config metadata)"};
+    const auto configText = detail::componentConfig(source, component, impl->folder);
     if (configText) {
         auto parsed = parseVisionConfig(configText->first, configText->second);
         if (!parsed)

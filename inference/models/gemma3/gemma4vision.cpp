@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <system_error>
 
 namespace vireo::gemma3 {
 
@@ -364,11 +363,7 @@ std::int64_t Gemma4VisionTower::bytes(const fs::path& path, c10::ScalarType dtyp
     const auto source = tensorfile::ModelSource::open(path);
     if (!source)
         return 0;
-    std::int64_t n = 0;
-    for (const auto& [name, stored] : visionIndex(*source, enhancerComponent(*source)))
-        if (const auto* info = stored.checkpoint->find(stored.name))
-            n += info->numel() * static_cast<std::int64_t>(c10::elementSize(dtype));
-    return n;
+    return detail::indexBytes(visionIndex(*source, enhancerComponent(*source)), dtype);
 }
 
 Result<Gemma4VisionTower> Gemma4VisionTower::load(const fs::path& path, const Gemma4VisionLoadOptions& options)
@@ -388,16 +383,8 @@ Result<Gemma4VisionTower> Gemma4VisionTower::load(const fs::path& path, const Ge
     impl->device = options.device;
     impl->dtype = options.dtype;
     impl->origin = origin;
-    std::error_code ec;
-    impl->folder = component.empty() ? (fs::is_directory(source.root, ec) ? source.root : fs::path()) : source.root / component;
-
-    std::optional<std::pair<std::string, std::string>> configText;
-    if (const auto it = source.configs.find(component); it != source.configs.end())
-        configText = std::pair{it->second, (impl->folder / "config.json").string()};
-    for (const auto& cp : source.checkpoints)
-        if (!configText && cp.component == component)
-            if (const auto it = cp.metadata.find("gemma_config"); it != cp.metadata.end())
-                configText = std::pair{it->second, cp.path.filename().string() + " (gemma_config metadata)"};
+    impl->folder = detail::componentFolder(source, component);
+    const auto configText = detail::componentConfig(source, component, impl->folder);
     if (!configText)
         return makeError(ErrorCode::NotFound,
             origin + ": no config.json describes the Gemma 4 vision tower; put the model's config.json next to its weights");

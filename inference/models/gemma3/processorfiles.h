@@ -1,12 +1,17 @@
 #pragma once
 
-// What Gemma 3's and Gemma 4's image processing read from a model's Hub files: small JSON files
-// (preprocessor_config.json, processor_config.json, tokenizer_config.json) and the special tokens
-// tokenizer_config.json names. Internal to models/gemma3.
+// What Gemma 3's and Gemma 4's vision towers and image processing read from a model's files: small
+// JSON files (preprocessor_config.json, processor_config.json, tokenizer_config.json), the special
+// tokens tokenizer_config.json names, and where a component's config is. Internal to models/gemma3.
 
+#include "inference/models/nn/strictweights.h"
+
+#include <c10/core/ScalarType.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,5 +35,17 @@ void readSpecialToken(const nlohmann::json& tokenizerConfig, const char* key, st
 
 // image_mean / image_std: a number or three numbers, into out; ConfigError otherwise.
 void readTriple(const nlohmann::json& j, const char* key, std::vector<double>& out, const std::string& where);
+
+// The folder a component's files are in: the source's own folder for "" (none for a single file),
+// else that component's subfolder.
+std::filesystem::path componentFolder(const tensorfile::ModelSource& source, const std::string& component);
+
+// The component's config.json text, else Lightricks' gemma_config metadata in its weights, with
+// where it came from for errors.
+std::optional<std::pair<std::string, std::string>> componentConfig(
+    const tensorfile::ModelSource& source, const std::string& component, const std::filesystem::path& folder);
+
+// The bytes the indexed tensors take in dtype, from their headers.
+std::int64_t indexBytes(const std::map<std::string, nn::StoredTensor>& index, c10::ScalarType dtype);
 
 }  // namespace vireo::gemma3::detail
