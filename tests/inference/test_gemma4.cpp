@@ -760,6 +760,9 @@ VT_TEST(gemma4SeesTheFirstFrameAsDiffusersDoes)
     std::ofstream(dir / "preprocessor_config.json") << R"({"max_soft_tokens": 280, "patch_size": 4, "resample": 1})";
     auto filter = gemma3::readGemma4ImageProcessing(vc, {dir});
     VT_CHECK(!filter.ok() && filter.error().message.find("resample 1") != std::string::npos);
+    std::ofstream(dir / "preprocessor_config.json") << R"({"max_soft_tokens": 1120, "patch_size": 4, "pooling_kernel_size": 4})";
+    auto hostile = gemma3::readGemma4ImageProcessing(vc, {dir});
+    VT_CHECK(!hostile.ok() && hostile.error().message.find("17920 patches") != std::string::npos);
     removeModelFolder(dir);
     VT_COMPARE(processing->expand("a<|image|>b", 2), std::string("a<|image><|image|><|image|><image|>b"));
     auto none = gemma3::parseGemma4VisionConfig(R"({"text_config": {"hidden_size": 64}})", "c.json");

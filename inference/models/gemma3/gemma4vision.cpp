@@ -160,6 +160,11 @@ Result<Gemma4ImageProcessing> readGemma4ImageProcessing(const Gemma4VisionConfig
             if (std::find(kSoftTokens.begin(), kSoftTokens.end(), p.maxSoftTokens) == kSoftTokens.end())
                 configFail(where + ": max_soft_tokens " + std::to_string(p.maxSoftTokens)
                     + " is not one Gemma 4 offers (70, 140, 280, 560, 1120)");
+            // Every patch attends to every other: a budget beyond Gemma 4's largest (1,120 soft tokens
+            // pooled 3 x 3) is a file asking for hours of work, not a model.
+            if (p.maxPatches() > 1120 * 9)
+                configFail(where + ": asks for up to " + std::to_string(p.maxPatches()) + " patches an image; Gemma 4 reads at most "
+                    + std::to_string(1120 * 9));
             if (p.patchSize != config.patchSize || p.poolingKernel != config.poolingKernel)
                 configFail(where + ": cuts " + std::to_string(p.patchSize) + "-pixel patches pooled " + std::to_string(p.poolingKernel)
                     + " x " + std::to_string(p.poolingKernel) + ", the vision tower reads " + std::to_string(config.patchSize)
