@@ -747,6 +747,22 @@ VT_TEST(gemma4SeesTheFirstFrameAsDiffusersDoes)
     VT_CHECK(towerless.ok() && towerless->whyBlind().find("no vision tower") != std::string::npos);
     auto noTower = gemma3::Gemma4VisionTower::load(enhancerDir() / "prompt_enhancer");
     VT_CHECK(!noTower.ok() && noTower.error().code == ErrorCode::NotFound);
+    // The tower beside a tokenizer without Gemma 4's image tokens (the text-only enhancer's).
+    const auto mixed = fs::temp_directory_path() / ("vireo_g4mixed_" + std::to_string(::getpid()));
+    ::mkdir(mixed.c_str(), 0700);
+    copyModelFolder(root / "prompt_enhancer", mixed / "prompt_enhancer", [](json&) {});
+    ::mkdir((mixed / "processor").c_str(), 0700);
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+        std::ifstream in(enhancerDir() / "processor" / name, std::ios::binary);
+        std::ofstream(mixed / "processor" / name, std::ios::binary) << in.rdbuf();
+    }
+    auto untokened = ltx2::PromptEnhancer::load(mixed, {}, true);
+    VT_CHECK_MSG(untokened.ok() && untokened->whyBlind().find("has no <|image> / <|image|> / <image|> tokens") != std::string::npos,
+        (untokened.ok() ? untokened->whyBlind() : untokened.error().message));
+    removeModelFolder(mixed / "prompt_enhancer");
+    ::unlink((mixed / "processor" / "tokenizer.json").c_str());
+    removeModelFolder(mixed / "processor");
+    ::rmdir(mixed.c_str());
 
     // Processor files and configs are read as untrusted: what is not built is refused, by name.
     const auto dir = fs::temp_directory_path() / ("vireo_g4proc_" + std::to_string(::getpid()));

@@ -443,25 +443,6 @@ struct Layer {
 
 using quant::bytesOf;
 
-// Gemma3RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w) in float32, back to x's dtype; Gemma 4
-// writes the reciprocal root as pow(., -0.5) (for JAX parity, modeling_gemma4_unified.py) and
-// has a norm without weight (undefined scale) for the values.
-at::Tensor gemmaNorm(const at::Tensor& x, const at::Tensor& scale, double eps, Family family = Family::Gemma3)
-{
-    const auto xf = x.to(at::kFloat);
-    const auto meanSquare = xf.pow(2).mean(-1, true) + eps;
-    auto normed = xf * (family == Family::Gemma4 ? at::pow(meanSquare, -0.5) : at::rsqrt(meanSquare));
-    if (scale.defined())
-        normed = normed * scale;
-    return normed.to(x.scalar_type());
-}
-
-at::Tensor rotateHalf(const at::Tensor& x)
-{
-    const auto half = x.size(-1) / 2;
-    return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
 // The config Lightricks embeds in its single text-encoder file (safetensors metadata
 // `gemma_config`, ltx-core gemma_assets.py), with where it came from for errors.
 std::optional<std::pair<std::string, std::string>> embeddedConfig(const tensorfile::ModelSource& source, const std::string& component)
@@ -1371,6 +1352,22 @@ std::int64_t CausalLm::residentBytes() const
 std::int64_t CausalLm::hostBytes() const
 {
     return m_impl->perLayerEmbed.residentBytes();
+}
+
+at::Tensor gemmaNorm(const at::Tensor& x, const at::Tensor& scale, double eps, Family family)
+{
+    const auto xf = x.to(at::kFloat);
+    const auto meanSquare = xf.pow(2).mean(-1, true) + eps;
+    auto normed = xf * (family == Family::Gemma4 ? at::pow(meanSquare, -0.5) : at::rsqrt(meanSquare));
+    if (scale.defined())
+        normed = normed * scale;
+    return normed.to(x.scalar_type());
+}
+
+at::Tensor rotateHalf(const at::Tensor& x)
+{
+    const auto half = x.size(-1) / 2;
+    return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
 bool isUnusedByTextEncoder(const std::string& name)

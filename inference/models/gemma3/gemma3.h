@@ -119,6 +119,13 @@ Result<TextConfig> parseTextConfig(const std::string& configJson, const std::str
 // projector, the LM head): what a memory plan leaves out.
 bool isUnusedByTextEncoder(const std::string& name);
 
+// Gemma's RMS norm, in float32 and back to x's dtype: x * rsqrt(mean(x^2) + eps) (Gemma 3), or
+// with pow(., -0.5) as Gemma 4 writes it for JAX parity; times scale (float32: Gemma 3's 1 + w
+// already added, Gemma 4's w), or without one when scale is undefined (Gemma 4's value norm).
+at::Tensor gemmaNorm(const at::Tensor& x, const at::Tensor& scale, double eps, Family family = Family::Gemma3);
+// RoPE's rotate_half: the last dimension's halves swapped, the first negated.
+at::Tensor rotateHalf(const at::Tensor& x);
+
 struct TextEncoderLoadOptions {
     c10::Device device = c10::Device(c10::kCPU);
     c10::ScalarType dtype = c10::kFloat;  // compute dtype; quantized weights stay quantized

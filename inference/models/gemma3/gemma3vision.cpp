@@ -1,5 +1,6 @@
 #include "inference/models/gemma3/gemma3vision.h"
 
+#include "inference/models/gemma3/gemma3.h"
 #include "inference/models/gemma3/processorfiles.h"
 
 #include "inference/models/nn/layers.h"
@@ -197,6 +198,14 @@ void readTriple(const json& j, const char* key, std::vector<double>& out, const 
         out = {v[0].get<double>(), v[1].get<double>(), v[2].get<double>()};
     else
         configFail(where + ": " + key + " must be a number or three numbers");
+}
+
+std::string weightsComponent(const tensorfile::ModelSource& source, const std::string& pipelineComponent)
+{
+    if (source.kind == tensorfile::SourceKind::DiffusersPipeline)
+        return pipelineComponent;
+    const bool top = std::any_of(source.checkpoints.begin(), source.checkpoints.end(), [](const auto& c) { return c.component.empty(); });
+    return top ? "" : pipelineComponent;
 }
 
 fs::path componentFolder(const tensorfile::ModelSource& source, const std::string& component)
@@ -454,15 +463,6 @@ const std::vector<std::string> kTowerPrefixes{
     "model.vision_tower.vision_model.", "vision_tower.vision_model.", "model.vision_tower.", "vision_tower."};
 const std::vector<std::string> kProjectorPrefixes{"model.multi_modal_projector.", "multi_modal_projector."};
 
-// The component the text encoder's weights are in (as nn::findLanguageModel picks it).
-std::string componentOf(const tensorfile::ModelSource& source)
-{
-    if (source.kind == tensorfile::SourceKind::DiffusersPipeline)
-        return "text_encoder";
-    const bool top = std::any_of(source.checkpoints.begin(), source.checkpoints.end(), [](const auto& c) { return c.component.empty(); });
-    return top ? "" : "text_encoder";
-}
-
 // Canonical "tower.*" / "projector.*" names -> stored tensors; the SigLIP pooling head (unused
 // by Gemma 3) left out.
 std::map<std::string, nn::StoredTensor> visionIndex(const tensorfile::ModelSource& source, const std::string& component)
@@ -527,7 +527,7 @@ std::int64_t VisionTower::bytes(const fs::path& path, c10::ScalarType dtype)
     const auto source = tensorfile::ModelSource::open(path);
     if (!source)
         return 0;
-    return detail::indexBytes(visionIndex(*source, componentOf(*source)), dtype);
+    return detail::indexBytes(visionIndex(*source, detail::weightsComponent(*source, "text_encoder")), dtype);
 }
 
 Result<VisionTower> VisionTower::load(const fs::path& path, const VisionLoadOptions& options)
@@ -537,7 +537,7 @@ Result<VisionTower> VisionTower::load(const fs::path& path, const VisionLoadOpti
         return opened.error();
     const auto& source = *opened;
     const std::string origin = path.string();
-    const auto component = componentOf(source);
+    const auto component = detail::weightsComponent(source, "text_encoder");
     auto index = visionIndex(source, component);
     if (!index.count("tower.embeddings.patch_embedding.weight"))
         return makeError(ErrorCode::NotFound,
@@ -651,8 +651,7 @@ Result<at::Tensor> VisionTower::embed(const at::Tensor& pixels) const
         const auto kernel = g / side;
         auto grid = h.transpose(1, 2).reshape({n, d, g, g}).contiguous();
         auto pooled = at::avg_pool2d(grid, {kernel, kernel}, {kernel, kernel}).flatten(2).transpose(1, 2);
-        const auto pf = pooled.to(at::kFloat);
-        auto normed = (pf * at::rsqrt(pf.pow(2).mean(-1, true) + c.layerNormEps) * m.softNorm).to(pooled.scalar_type());
+        const auto normed = gemmaNorm(pooled, m.softNorm, c.layerNormEps);
         return at::matmul(normed, m.projection).to(h.scalar_type());
     } catch (const nn::ForwardError& e) {
         return makeError(e.code, m.origin + ": Gemma 3 vision tower: " + e.what());

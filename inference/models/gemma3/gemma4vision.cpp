@@ -1,5 +1,6 @@
 #include "inference/models/gemma3/gemma4vision.h"
 
+#include "inference/models/gemma3/gemma3.h"
 #include "inference/models/gemma3/gemma3vision.h"
 #include "inference/models/gemma3/processorfiles.h"
 #include "inference/models/nn/layers.h"
@@ -262,13 +263,6 @@ namespace {
 const std::vector<std::string> kTowerPrefixes{"model.vision_tower.", "vision_tower."};
 const std::vector<std::string> kEmbedderPrefixes{"model.embed_vision.", "embed_vision."};
 
-// The component the enhancer's weights are in: a model folder's own, or a pipeline's prompt_enhancer/.
-std::string enhancerComponent(const tensorfile::ModelSource& source)
-{
-    const bool top = std::any_of(source.checkpoints.begin(), source.checkpoints.end(), [](const auto& c) { return c.component.empty(); });
-    return top ? "" : "prompt_enhancer";
-}
-
 // Canonical "tower.*" / "embedder.*" names -> stored tensors.
 std::map<std::string, nn::StoredTensor> visionIndex(const tensorfile::ModelSource& source, const std::string& component)
 {
@@ -318,22 +312,6 @@ struct EncoderLayer {
     at::Tensor qNorm, kNorm, inputNorm, postAttentionNorm, preFeedforwardNorm, postFeedforwardNorm;
 };
 
-// Gemma4RMSNorm: in float32, x * (mean(x^2) + eps)^-0.5 (times w, not 1 + w), back to x's dtype.
-at::Tensor rms(const at::Tensor& x, const at::Tensor& weight, double eps)
-{
-    const auto f = x.to(at::kFloat);
-    auto normed = f * at::pow(f.pow(2).mean(-1, true) + eps, -0.5);
-    if (weight.defined())
-        normed = normed * weight.to(at::kFloat);
-    return normed.to(x.scalar_type());
-}
-
-at::Tensor rotateHalf(const at::Tensor& x)
-{
-    const auto half = x.size(-1) / 2;
-    return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
 }  // namespace
 
 struct Gemma4VisionTower::Impl {
@@ -366,9 +344,12 @@ const fs::path& Gemma4VisionTower::folder() const
 std::int64_t Gemma4VisionTower::bytes(const fs::path& path, c10::ScalarType dtype)
 {
     const auto source = tensorfile::ModelSource::open(path);
-    if (!source)
-        return 0;
-    return detail::indexBytes(visionIndex(*source, enhancerComponent(*source)), dtype);
+    return source ? bytes(*source, dtype) : 0;
+}
+
+std::int64_t Gemma4VisionTower::bytes(const tensorfile::ModelSource& source, c10::ScalarType dtype)
+{
+    return detail::indexBytes(visionIndex(source, detail::weightsComponent(source, "prompt_enhancer")), dtype);
 }
 
 Result<Gemma4VisionTower> Gemma4VisionTower::load(const fs::path& path, const Gemma4VisionLoadOptions& options)
@@ -378,7 +359,7 @@ Result<Gemma4VisionTower> Gemma4VisionTower::load(const fs::path& path, const Ge
         return opened.error();
     const auto& source = *opened;
     const std::string origin = path.string();
-    const auto component = enhancerComponent(source);
+    const auto component = detail::weightsComponent(source, "prompt_enhancer");
     auto index = visionIndex(source, component);
     if (!index.count("tower.patch_embedder.input_proj.weight"))
         return makeError(ErrorCode::NotFound,
@@ -519,18 +500,20 @@ Result<at::Tensor> Gemma4VisionTower::encode(const Gemma4Patches& patches) const
         };
         const auto act = [&](const at::Tensor& x) { return c.geluTanh ? nn::geluTanh(x) : at::gelu(x); };
         const auto eps = c.rmsNormEps;
+        // Gemma4RMSNorm (w, not 1 + w).
+        const auto norm = [](const at::Tensor& x, const at::Tensor& w, double e) { return gemmaNorm(x, w, e, Family::Gemma4); };
 
         for (const auto& l : m.layers) {
-            const auto x = rms(h, l.inputNorm, eps);
-            const auto q = rope(rms(l.q(x).view({n, c.heads, hd}), l.qNorm, eps)).transpose(0, 1).unsqueeze(0);
-            const auto key = rope(rms(l.k(x).view({n, c.kvHeads, hd}), l.kNorm, eps)).transpose(0, 1).unsqueeze(0);
-            const auto value = rms(l.v(x).view({n, c.kvHeads, hd}), at::Tensor(), eps).transpose(0, 1).unsqueeze(0);
+            const auto x = norm(h, l.inputNorm, eps);
+            const auto q = rope(norm(l.q(x).view({n, c.heads, hd}), l.qNorm, eps)).transpose(0, 1).unsqueeze(0);
+            const auto key = rope(norm(l.k(x).view({n, c.kvHeads, hd}), l.kNorm, eps)).transpose(0, 1).unsqueeze(0);
+            const auto value = norm(l.v(x).view({n, c.kvHeads, hd}), at::Tensor(), eps).transpose(0, 1).unsqueeze(0);
             // Every patch sees every patch (the reference's padding, masked there, is not made
             // here); scaling 1: the q/k norms set the scale.
             const auto out = at::scaled_dot_product_attention(q, key, value, std::nullopt, 0.0, false, 1.0, c.kvHeads != c.heads);
-            h = h + rms(l.o(out.squeeze(0).transpose(0, 1).reshape({n, c.heads * hd})), l.postAttentionNorm, eps);
-            const auto y = rms(h, l.preFeedforwardNorm, eps);
-            h = h + rms(l.down(act(l.gate(y)) * l.up(y)), l.postFeedforwardNorm, eps);
+            h = h + norm(l.o(out.squeeze(0).transpose(0, 1).reshape({n, c.heads * hd})), l.postAttentionNorm, eps);
+            const auto y = norm(h, l.preFeedforwardNorm, eps);
+            h = h + norm(l.down(act(l.gate(y)) * l.up(y)), l.postFeedforwardNorm, eps);
         }
 
         // Gemma4VisionPooler: each k x k block of patches averaged (row-major over the pooled
@@ -556,7 +539,7 @@ Result<at::Tensor> Gemma4VisionTower::embed(const Gemma4Patches& patches) const
     const auto& m = *m_impl;
     try {
         // Gemma4MultimodalEmbedder: a weightless RMS norm, then the projection.
-        return m.projection(rms(*encoded, at::Tensor(), m.config.rmsNormEps));
+        return m.projection(gemmaNorm(*encoded, at::Tensor(), m.config.rmsNormEps, Family::Gemma4));
     } catch (const c10::Error& e) {
         return errorFromException(e, m.origin + ": Gemma 4 vision embedder");
     }

@@ -20,6 +20,10 @@
 #include <utility>
 #include <vector>
 
+namespace vireo::tensorfile {
+struct ModelSource;
+}  // namespace vireo::tensorfile
+
 namespace vireo::gemma3 {
 
 struct Gemma4VisionConfig {
@@ -107,6 +111,7 @@ public:
     static Result<Gemma4VisionTower> load(const std::filesystem::path& path, const Gemma4VisionLoadOptions& options = {});
     // The bytes its weights take in `dtype`, from the headers (0 when there is no tower).
     static std::int64_t bytes(const std::filesystem::path& path, c10::ScalarType dtype);
+    static std::int64_t bytes(const tensorfile::ModelSource& source, c10::ScalarType dtype);
 
     // Gemma4VisionModel: patches -> [softTokens, hidden] (pooled, scaled, standardized) in the
     // compute dtype on the tower's device.

@@ -36,6 +36,10 @@ void readSpecialToken(const nlohmann::json& tokenizerConfig, const char* key, st
 // image_mean / image_std: a number or three numbers, into out; ConfigError otherwise.
 void readTriple(const nlohmann::json& j, const char* key, std::vector<double>& out, const std::string& where);
 
+// The component a model's weights are in, as nn::findLanguageModel picks it: a pipeline's
+// pipelineComponent (text_encoder, prompt_enhancer), else the source's own weights ("").
+std::string weightsComponent(const tensorfile::ModelSource& source, const std::string& pipelineComponent);
+
 // The folder a component's files are in: the source's own folder for "" (none for a single file),
 // else that component's subfolder.
 std::filesystem::path componentFolder(const tensorfile::ModelSource& source, const std::string& component);

@@ -219,7 +219,7 @@ PromptEnhancer::Bytes PromptEnhancer::bytes(const fs::path& path, c10::ScalarTyp
             if (!gemma3::isUnusedByTextEncoder(t.name))
                 (t.name.find("embed_tokens_per_layer") != std::string::npos ? out.host : out.device) +=
                     t.numel() * static_cast<std::int64_t>(c10::elementSize(dtype));
-    out.vision = gemma3::Gemma4VisionTower::bytes(locate(path).first, dtype);
+    out.vision = gemma3::Gemma4VisionTower::bytes(*source, dtype);
     return out;
 }
 
