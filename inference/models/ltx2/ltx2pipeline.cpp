@@ -2999,6 +2999,17 @@ ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
         progress({Ltx2Phase::EnhancePrompt, 0, req.enhancerMaxTokens > 0 ? req.enhancerMaxTokens : (selfEnhancer ? 512 : 600), {}});
     // diffusers shows the enhancer the first condition's first frame (enhance_i2v).
     const at::Tensor firstFrame = req.conditions.empty() ? at::Tensor() : req.conditions.front().pixels.select(0, 0);
+    // The frame to an enhancer that can see it; the note says which (unless it already says why not).
+    const auto show = [&](const ltx2::PromptEnhancer& enhancer) {
+        if (!firstFrame.defined() || !enhancerImageNote.empty())
+            return;
+        if (const auto why = enhancer.whyBlind(); !why.empty()) {
+            enhancerImageNote = "the enhancer read the prompt alone, not the first frame: " + why;
+        } else {
+            o.image = firstFrame;
+            enhancerImageNote = "the enhancer was shown the first condition's first frame";
+        }
+    };
     if (!enhancerPath) {
         // The text encoder loads now rather than for the encoding, which then reuses it.
         loadText(progress);
@@ -3014,14 +3025,7 @@ ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
                 throw loaded.error();
         }
         auto self = take(ltx2::PromptEnhancer::sharing(*textEncoder, tokenizer, textEncoderPath.string(), tokenizerFolder, vision));
-        if (firstFrame.defined() && vision) {
-            if (const auto why = self.whyBlind(); !why.empty()) {
-                enhancerImageNote = "the enhancer read the prompt alone, not the first frame: " + why;
-            } else {
-                o.image = firstFrame;
-                enhancerImageNote = "the enhancer was shown the first condition's first frame";
-            }
-        }
+        show(self);
         auto out = take(self.enhance(text::stripPythonWhitespace(req.prompt), o, stop));
         return out;
     }
@@ -3045,14 +3049,7 @@ ltx2::EnhancedPrompt Ltx2Pipeline::Impl::enhancePrompt(
     }
     auto enhancer = take(
         ltx2::PromptEnhancer::load(*enhancerPath, onDevice<gemma3::TextEncoderLoadOptions>(device, options.dtype), firstFrame.defined()));
-    if (firstFrame.defined()) {
-        if (const auto why = enhancer.whyBlind(); !why.empty()) {
-            enhancerImageNote = "the enhancer read the prompt alone, not the first frame: " + why;
-        } else {
-            o.image = firstFrame;
-            enhancerImageNote = "the enhancer was shown the first condition's first frame";
-        }
-    }
+    show(enhancer);
     auto out = take(enhancer.enhance(text::stripPythonWhitespace(req.prompt), o, stop));
     return out;
 }
