@@ -274,6 +274,7 @@ struct StagePlan {
     bool twoStage = false;
     bool dfr = false;  // LTX-2.5's DFR pass (keyframe slots on a padded canvas)
     int temporalRounds = 0;  // LTX-2.5's temporal refine rounds after it (each doubles the rate)
+    bool epilogue = false;  // LTX-2.5's third spatial stage (the 4K path: stage 1 at a quarter of the size)
     std::string reason;  // one sentence for the UI
     std::int64_t firstWidth = 0, firstHeight = 0;  // stage 1's size (the full size when single)
 };

@@ -441,6 +441,31 @@ private slots:
         QCOMPARE(QString::fromStdString(s->recipe.stages), QStringLiteral("two"));
         QVERIFY2(
             s->recipe.stagesReason.find("decoded by the diffusion video decoder") != std::string::npos, s->recipe.stagesReason.c_str());
+
+        // The third spatial stage (Lightricks' 4K path): stage 1 at a quarter of the size asked,
+        // the second pass at half, the third in tiles at the size itself; the recipe keeps it.
+        auto third = ask;
+        third.width = 128;
+        third.height = 128;
+        third.knobs["third_stage"] = 1;
+        const auto thirdPlan = vireo::generation::prepare(catalog, *defaults, *model, third);
+        QVERIFY2(thirdPlan, thirdPlan ? "" : thirdPlan.error().message.c_str());
+        QVERIFY2(thirdPlan->stagesReason.find("third spatial stage: stage 1 at 32x32, the second pass at 64x64, the third at 128x128")
+                != std::string::npos,
+            thirdPlan->stagesReason.c_str());
+        auto thirdJob = thirdPlan->job;
+        thirdJob.outputPath = m_work.filePath(QStringLiteral("fox25-third.mp4"));
+        const auto ts = runToEnd((*studio)->engine(QStringLiteral("cpu")), thirdJob);
+        QVERIFY(ts);
+        QVERIFY2(ts->state == vireo::runtime::JobState::Done, qPrintable(ts->error));
+        QCOMPARE(ts->recipe.request.knobs.at("third_stage"), 1.0);
+        const auto thirdProbe = vireo::media::probeMedia(thirdJob.outputPath.toStdString());
+        QVERIFY2(thirdProbe, thirdProbe ? "" : thirdProbe.error().message.c_str());
+        QVERIFY(thirdProbe->width == 128 && thirdProbe->height == 128 && thirdProbe->frames == 9);
+        // A size whose quarter is not whole latent cells is refused by name, before anything runs.
+        third.width = 192;
+        const auto odd = vireo::generation::prepare(catalog, *defaults, *model, third);
+        QVERIFY2(!odd && odd.error().message.find("multiples of 128") != std::string::npos, odd ? "accepted" : odd.error().message.c_str());
     }
 
     // LTX-2.5's dev transformer as Lightricks publishes it: the dev two-stage recipe with the

@@ -278,7 +278,7 @@ private slots:
         // LTX's own: the temporal rounds of 2.5 (0 by default; the catalog sets none), which
         // video decoder makes the pixels (0: the checkpoint's), and STG and modality guidance
         // (neutral by default; the dev variants turn them on).
-        QVERIFY(ltx->knobs.size() == 11 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
+        QVERIFY(ltx->knobs.size() == 12 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
         // Lightricks' dev recipes: HQ off, the distilled LoRA at the recipe's strengths, the
         // audio rescale following the video's.
         QVERIFY(ltx->knob("hq")->defaultValue == 0 && ltx->knob("distilled_lora_strength")->defaultValue == -1
@@ -375,7 +375,7 @@ private slots:
         QVERIFY(vd);
         p = vireo::generation::prepare(m_catalog, *vd, video, a);
         QVERIFY(!p
-            && p.error().message.find("LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds, video_decoder, stg_scale, "
+            && p.error().message.find("LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds, third_stage, video_decoder, stg_scale, "
                                       "audio_stg_scale, modality_scale, audio_modality_scale, stg_block, audio_guidance_rescale, hq, "
                                       "distilled_lora_strength, distilled_lora_stage1_strength)")
                 == 0);
@@ -415,6 +415,11 @@ private slots:
         rounds.knobs["temporal_rounds"] = 1;
         p = vireo::generation::prepare(m_catalog, *vd, video, rounds);
         QVERIFY2(!p && p.error().message.find("temporal refine rounds are LTX-2.5's") != std::string::npos,
+            p ? "accepted" : p.error().message.c_str());
+        Ask third = prompt();
+        third.knobs["third_stage"] = 1;
+        p = vireo::generation::prepare(m_catalog, *vd, video, third);
+        QVERIFY2(!p && p.error().message.find("third spatial stage is LTX-2.5's") != std::string::npos,
             p ? "accepted" : p.error().message.c_str());
         QVERIFY(vireo::generation::describeKnobs(*rules).find("schedule_mu (-3 to 3, default 0)") == 0);
         std::vector<std::string> families;

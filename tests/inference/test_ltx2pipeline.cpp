@@ -983,6 +983,151 @@ VT_TEST(temporalRoundsMatchTheReference)
     checkTemporalRun("dfr_temporal_conditioned");
 }
 
+// The third spatial stage's tiles as diffusers' dfr_layout.epilogue_tiles lays them out: seams
+// cut and blended, overlaps clamped, axes too short to split; the weights sum to 1 on every cell.
+VT_TEST(epilogueTilesMatchTheReference)
+{
+    std::ifstream file(dir("25") / "dfr_epilogue_tiles.json");
+    VT_CHECK(file.good());
+    const auto doc = nlohmann::json::parse(file);
+    int cases = 0, weighed = 0;
+    double worst = 0.0, coverage = 0.0;
+    for (const auto& c : doc.at("cases")) {
+        const auto shape = c.at("shape").get<std::vector<std::int64_t>>();
+        const auto layout = pipelines::dfrEpilogueTiles(
+            shape[0], shape[1], shape[2], c.at("frame_tiles").get<int>(), c.at("seams").get<std::vector<std::int64_t>>());
+        const auto name = c.dump().substr(0, 60);
+        VT_CHECK_MSG(layout.ok(), name + ": " + (layout.ok() ? "" : layout.error().message));
+        const auto& want = c.at("tiles");
+        VT_COMPARE(layout->tiles.size(), want.size());
+        auto sum = at::zeros({shape[0], shape[1], shape[2]}, at::kDouble);
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            const auto& t = layout->tiles[i];
+            const auto& w = want[i];
+            const auto span = [](const pipelines::DfrSpan& s) { return std::vector<std::int64_t>{s.start, s.end}; };
+            VT_CHECK_MSG(span(t.frames) == w.at("frames").get<std::vector<std::int64_t>>()
+                    && span(t.heights) == w.at("heights").get<std::vector<std::int64_t>>()
+                    && span(t.widths) == w.at("widths").get<std::vector<std::int64_t>>(),
+                name + " tile " + std::to_string(i));
+            if (!w.at("weight").is_null()) {
+                const auto ref = at::tensor(w.at("weight").get<std::vector<float>>());
+                worst = std::max(worst, (t.weight.reshape({-1}) - ref).abs().max().item<double>());
+                ++weighed;
+            }
+            sum.narrow(0, t.frames.start, t.frames.end - t.frames.start)
+                .narrow(1, t.heights.start, t.heights.end - t.heights.start)
+                .narrow(2, t.widths.start, t.widths.end - t.widths.start)
+                .add_(t.weight.to(at::kDouble));
+        }
+        coverage = std::max(coverage, (sum - 1.0).abs().max().item<double>());
+        ++cases;
+    }
+    std::printf("   epilogue tiles: %d layouts as the reference, %d weight windows max abs %.1e, weights sum to 1 within %.1e\n", cases,
+        weighed, worst, coverage);
+    VT_CHECK(cases >= 10 && weighed >= 40 && worst == 0.0 && coverage <= 1e-6);
+    VT_CHECK(!pipelines::dfrEpilogueTiles(0, 4, 4, 2, {}).ok());
+    VT_CHECK(!pipelines::dfrEpilogueTiles(13, 8, 12, 2, {12, 6}).ok());
+    VT_CHECK(!pipelines::dfrEpilogueTiles(13, 8, 12, 65, {6}).ok());
+}
+
+// diffusers' "third spatial stage" (the 4K path) end to end: stage 1 at a quarter of the size,
+// the second pass with its detailing reference, one temporal round, then the canvas upsampled
+// again, the round's keyframes rebuilt through RGB (decode, Pillow's Lanczos x2, encode) and held,
+// the pass run in 8 blended tiles with stage 1's audio frozen; the reference's own draws.
+VT_TEST(theThirdSpatialStageMatchesTheReference)
+{
+    auto run = tensorfile::readTensorSet(dir("25") / "run_dfr_epilogue.safetensors");
+    VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
+    const auto& r = *run;
+    const auto& m = r.metadata;
+    auto options = optionsFor("25", "diffusers");
+    options.spatialUpsamplerPath = dir("23") / "diffusers" / "latent_upsampler";
+    options.temporalUpsamplerPath = dir("25") / "diffusers" / "temporal_latent_upsampler";
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    auto req = dfrRequestFrom(r);
+    req.seed = std::stoll(m.at("seed"));
+    req.twoStage = true;
+    req.detailingReference = true;
+    req.temporalRounds = 1;
+    req.dfrEpilogue = true;
+    req.videoNoise = *r.find("stage1_video_noise");
+    req.audioNoise = *r.find("stage1_audio_noise");
+    req.stage2VideoNoise = *r.find("stage2_video_noise");
+    req.stage2AudioNoise = *r.find("stage2_audio_noise");
+    for (int tile = 0; r.find("round1_tile" + std::to_string(tile) + "_noise"); ++tile)
+        req.temporalTileNoise.push_back(*r.find("round1_tile" + std::to_string(tile) + "_noise"));
+    req.epilogueVideoNoise = *r.find("epilogue_video_noise");
+    req.epilogueAudioNoise = *r.find("epilogue_audio_noise");
+    auto out = pipeline->generate(req);
+    VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
+    auto stats = tensorfile::readTensorSet(dir("25") / "diffusers" / "vae" / "diffusion_pytorch_model.safetensors");
+    VT_CHECK(stats.ok());
+    const auto mean = stats->find("latents_mean")->view({1, -1, 1, 1, 1}), stdDev = stats->find("latents_std")->view({1, -1, 1, 1, 1});
+    const auto raw = [&](const at::Tensor& x) { return x.cpu() * stdDev + mean; };
+    const double round = relErr(raw(out->roundLatents.at(0)), *r.find("round1_canvas"));
+    const double upsampled = relErr(out->epilogueStart, *r.find("epilogue_upsampled"));
+    // The keyframes go through 8-bit pictures: a decoded value within float noise of a rounding
+    // boundary lands one level apart (about 1 in 2,400 here), and Lanczos spreads it to its
+    // neighbours; the rest is bit for bit, and the latents follow within that.
+    const auto pixels = at::stack(out->epilogueKeyframePixels);
+    const auto& refPixels = *r.find("epilogue_keyframe_pixels");
+    VT_COMPARE(pixels.sizes().vec(), refPixels.sizes().vec());
+    const auto pixelDiff = (pixels.to(at::kInt) - refPixels.to(at::kInt)).abs();
+    const double flipped = pixelDiff.gt(0).to(at::kDouble).mean().item<double>();
+    const int flipMax = pixelDiff.max().item<int>();
+    const double keyframes = relErr(out->epilogueKeyframes, *r.find("epilogue_keyframes"));
+    const double tokens = relErr(out->finalVideoLatents, *r.find("epilogue_final_video_latents"));
+    const auto tiles = nlohmann::json::parse(m.at("tiles"));
+    VT_COMPARE(out->epilogueTiles.size(), tiles.size());
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+        const auto& t = out->epilogueTiles[i];
+        const auto same = [&](const pipelines::DfrSpan& s, const char* axis) {
+            return tiles[i].at(axis).get<std::vector<std::int64_t>>() == std::vector<std::int64_t>({s.start, s.end});
+        };
+        VT_CHECK_MSG(
+            same(t.frames, "frames") && same(t.heights, "heights") && same(t.widths, "widths"), "epilogue tile " + std::to_string(i));
+    }
+    // The token plan from the reference's own coordinates: the same tokens, weights and positions.
+    const auto grid = nlohmann::json::parse(m.at("grid")).get<std::vector<std::int64_t>>();
+    const auto plan = pipelines::dfrTokenPlan(out->epilogueTiles, *r.find("epilogue_coords"), grid[0], grid[1], grid[2]);
+    VT_CHECK_MSG(plan.ok(), (plan.ok() ? "" : plan.error().message));
+    double weights = 0.0;
+    for (std::size_t i = 0; i < plan->size(); ++i) {
+        const auto& p = (*plan)[i];
+        VT_CHECK_MSG(at::equal(p.keep, *r.find("tile" + std::to_string(i) + "_keep")), "tile " + std::to_string(i) + " keeps other tokens");
+        weights = std::max(weights, absErr(p.weights, *r.find("tile" + std::to_string(i) + "_weights")));
+    }
+    const auto refFrames = r.find("frames_uint8")->select(0, 0);
+    VT_COMPARE(out->frames.sizes().vec(), refFrames.sizes().vec());
+    const int frameDiff = (out->frames.to(at::kInt) - refFrames.to(at::kInt)).abs().max().item<int>();
+    const double decoded = absErr(out->video, *r.find("video"));
+    const double wave = relErr(out->rawWaveform, *r.find("vocoder_waveform"));
+    std::printf("   v25 third stage: keyframe pictures (Lanczos x2) %.3f%% of values differ, by up to %d/255\n", 100 * flipped, flipMax);
+    std::printf("   v25 third stage (%lld tiles, %lld tokens): round rel %.2e | upsampled rel %.2e | rebuilt keyframes rel %.2e | "
+                "tile weights abs %.1e | tokens rel %.2e | video abs %.2e, frames max %d/255 | waveform rel %.2e | %lldx%lld, %lld "
+                "frames at %.0f fps\n",
+        static_cast<long long>(out->epilogueTiles.size()), static_cast<long long>(out->finalVideoLatents.size(1)), round, upsampled,
+        keyframes, weights, tokens, decoded, frameDiff, wave, static_cast<long long>(out->frames.size(2)),
+        static_cast<long long>(out->frames.size(1)), static_cast<long long>(out->frames.size(0)), out->fps);
+    VT_CHECK_MSG(flipped <= 1e-3 && flipMax <= 2, "keyframe pictures differ");
+    VT_CHECK_MSG(round <= 1e-3 && upsampled <= 1e-3 && keyframes <= 5e-3 && weights == 0.0 && tokens <= 5e-3, "latents differ");
+    VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && wave <= 1e-3, "decoded outputs differ");
+    VT_CHECK(out->fps == 2 * req.fps && out->frames.size(1) == req.height && out->frames.size(2) == req.width);
+
+    // What the stage needs is asked for by name.
+    auto bad = req;
+    bad.twoStage = false;
+    auto refused = pipeline->generate(bad);
+    VT_CHECK_MSG(!refused.ok() && refused.error().message.find("two-pass DFR recipe") != std::string::npos,
+        (refused.ok() ? "ran" : refused.error().message));
+    bad = req;
+    bad.width = 320;
+    refused = pipeline->generate(bad);
+    VT_CHECK_MSG(!refused.ok() && refused.error().message.find("multiples of 128") != std::string::npos,
+        (refused.ok() ? "ran" : refused.error().message));
+}
+
 // The DFR pass is 2.5's and takes what this version implements, or is refused by name.
 VT_TEST(dfrRequestsAreValidated)
 {

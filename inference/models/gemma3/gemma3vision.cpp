@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <numbers>
 #include <sstream>
 #include <system_error>
 
@@ -318,6 +319,20 @@ double bicubicFilter(double x)
     return 0.0;
 }
 
+double sincFilter(double x)
+{
+    if (x == 0.0)
+        return 1.0;
+    x *= std::numbers::pi;
+    return std::sin(x) / x;
+}
+
+// Pillow's truncated sinc (its half-open window, kept as written).
+double lanczosFilter(double x)
+{
+    return -3.0 <= x && x < 3.0 ? sincFilter(x) * sincFilter(x / 3.0) : 0.0;
+}
+
 // One axis: for each output index its first input index, the count, and the integer weights.
 struct Coefficients {
     std::int64_t taps = 0;
@@ -327,8 +342,8 @@ struct Coefficients {
 
 Coefficients coefficients(std::int64_t inSize, std::int64_t outSize, int filter)
 {
-    const double support0 = filter == 3 ? 2.0 : 1.0;
-    const auto kernel = filter == 3 ? bicubicFilter : bilinearFilter;
+    const double support0 = filter == 1 ? 3.0 : filter == 3 ? 2.0 : 1.0;
+    const auto kernel = filter == 1 ? lanczosFilter : filter == 3 ? bicubicFilter : bilinearFilter;
     const double scale = static_cast<double>(inSize) / static_cast<double>(outSize);
     const double filterScale = std::max(scale, 1.0);
     const double support = support0 * filterScale;
@@ -376,7 +391,7 @@ at::Tensor pilResize(const at::Tensor& rgbIn, std::int64_t width, std::int64_t h
 {
     TORCH_CHECK(rgbIn.dim() == 3 && rgbIn.size(2) == 3 && rgbIn.scalar_type() == at::kByte, "an RGB image is uint8 [H, W, 3], got ",
         rgbIn.sizes(), " ", rgbIn.scalar_type());
-    TORCH_CHECK(filter == 2 || filter == 3, "PIL resample ", filter, " is not supported (2 bilinear, 3 bicubic)");
+    TORCH_CHECK(filter == 1 || filter == 2 || filter == 3, "PIL resample ", filter, " is not supported (1 Lanczos, 2 bilinear, 3 bicubic)");
     TORCH_CHECK(width > 0 && height > 0 && width <= 1 << 15 && height <= 1 << 15, "a resize to ", width, "x", height, " is out of range");
     const auto rgb = rgbIn.to(at::kCPU).contiguous();
     const auto inH = rgb.size(0), inW = rgb.size(1);

@@ -73,7 +73,7 @@ Result<ImageProcessing> readImageProcessing(const VisionConfig& config, const st
 
 // PIL's Image.resize for 8-bit RGB (Pillow's separable convolution, fixed-point coefficients,
 // horizontal pass first, each pass rounded to 8 bits): rgb uint8 [H, W, 3] -> [height, width, 3].
-// filter: 2 bilinear, 3 bicubic (a = -0.5). Bit for bit what Pillow returns, except where Pillow 13
+// filter: 1 Lanczos (a = 3), 2 bilinear, 3 bicubic (a = -0.5). Bit for bit what Pillow returns, except where Pillow 13
 // resamples vertically first (a height shrunk much more than the width): a few values by one
 // level there. The enhancer's resizes keep the aspect or change one side only: not such a case.
 at::Tensor pilResize(const at::Tensor& rgb, std::int64_t width, std::int64_t height, int filter);

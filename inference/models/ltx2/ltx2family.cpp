@@ -128,6 +128,15 @@ facade::Knob temporalRoundsKnob()
         "LTX-2.5 with a temporal upsampler: each round doubles the frame rate and the frames (0: none)", 2);
 }
 
+// LTX-2.5's third spatial stage (Lightricks' 4K path), after the second pass and the rounds.
+facade::Knob thirdStageKnob()
+{
+    return choiceKnob("third_stage", "Third spatial stage",
+        "LTX-2.5 with a spatial upsampler, two passes: 1 adds a third, tiled detailing pass at the size asked (stage 1 at a "
+        "quarter of it, the second pass at half; width and height multiples of 128, 4K is 3840x2176)",
+        1);
+}
+
 // Which decoder makes the pixels, where LTX-2.5's files carry a diffusion video decoder.
 facade::Knob videoDecoderKnob()
 {
@@ -469,7 +478,7 @@ public:
         r.sizeMultiple = 32;  // 32-pixel latent cells
         r.frameStep = 8;  // 8 frames per latent frame after the first
         r.sizeUnit = "32-pixel latent cells";
-        r.knobs = {temporalRoundsKnob(), videoDecoderKnob(), stgScaleKnob(), audioStgScaleKnob(), modalityScaleKnob(),
+        r.knobs = {temporalRoundsKnob(), thirdStageKnob(), videoDecoderKnob(), stgScaleKnob(), audioStgScaleKnob(), modalityScaleKnob(),
             audioModalityScaleKnob(), stgBlockKnob(), audioRescaleKnob(), hqKnob(), distilledLoraStrengthKnob(),
             distilledLoraStage1StrengthKnob()};
         // Lightricks' HQ preset (ltx-pipelines LTX_2_3_HQ_PARAMS): 15 steps, no STG, rescale
@@ -739,6 +748,9 @@ public:
             // ltx-pipelines' RetakePipeline: one pass at the clip's size, whatever the model.
             if (request.stages == "two")
                 return makeError(ErrorCode::InvalidArgument, "a retake is one pass over the clip: stages two cannot run");
+            if (request.knob(temporalRoundsKnob()) != 0 || request.knob(thirdStageKnob()) != 0)
+                return makeError(ErrorCode::InvalidArgument,
+                    "a retake is one pass over the clip at its own rate and size: no temporal rounds or third stage");
             StagePlan one;
             one.firstWidth = request.width;
             one.firstHeight = request.height;
@@ -864,8 +876,12 @@ public:
     {
         auto out = stagePath(plan, request);
         const auto rounds = request.knob(temporalRoundsKnob());
+        const auto third = request.knob(thirdStageKnob());
         if (out && rounds != 0 && !ltx25)
             return makeError(ErrorCode::InvalidArgument, "temporal_rounds: the temporal refine rounds are LTX-2.5's; this model is not");
+        if (out && third != 0 && (third != 1 || !ltx25))
+            return makeError(ErrorCode::InvalidArgument,
+                third != 1 ? std::string("third_stage is 0 or 1") : "third_stage: the third spatial stage is LTX-2.5's; this model is not");
         if (!out || !ltx25)
             return out;
         // LTX-2.5 runs its own DFR passes where it can (one at full size, or half size, upsample
@@ -876,9 +892,10 @@ public:
         else if (request.frames != 0 && request.frames < 9)
             blocker = "the DFR pass needs at least 9 frames";
         if (!blocker.empty()) {
-            if (rounds != 0)
-                return makeError(
-                    ErrorCode::InvalidArgument, "temporal_rounds: the temporal refine rounds follow the DFR pass, and " + blocker);
+            if (rounds != 0 || third != 0)
+                return makeError(ErrorCode::InvalidArgument,
+                    std::string(rounds != 0 ? "temporal_rounds: the temporal refine rounds" : "third_stage: the third spatial stage")
+                        + " follow the DFR pass, and " + blocker);
             out->reason += "; LTX-2.3's path, not DFR: " + blocker;
             return out;
         }
@@ -912,6 +929,24 @@ public:
                 s << (request.frames - 1) * scale + 1 << " frames";
             s << " at " << request.fps * double(scale) << " fps";
             out->reason += s.str();
+        }
+        if (third != 0) {
+            if (!out->twoStage)
+                return makeError(ErrorCode::InvalidArgument,
+                    "third_stage: the third spatial stage follows the two-pass DFR recipe, which this request does not take ("
+                        + out->reason + ")");
+            if (request.width % 128 || request.height % 128)
+                return makeError(ErrorCode::InvalidArgument,
+                    "third_stage: stage 1 runs at a quarter of the size, so width and height must be multiples of 128 (4K is "
+                    "3840x2176), got "
+                        + std::to_string(request.width) + "x" + std::to_string(request.height));
+            out->epilogue = true;
+            out->firstWidth = request.width / 4;
+            out->firstHeight = request.height / 4;
+            out->reason += ", then a third spatial stage: stage 1 at " + std::to_string(out->firstWidth) + "x"
+                + std::to_string(out->firstHeight) + ", the second pass at " + std::to_string(request.width / 2) + "x"
+                + std::to_string(request.height / 2) + ", the third at " + std::to_string(request.width) + "x"
+                + std::to_string(request.height) + " in 2 x 2 blended tiles with the keyframes rebuilt";
         }
         return out;
     }
@@ -1066,6 +1101,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
     }
     req.dfr = stages->dfr;
     req.temporalRounds = stages->temporalRounds;
+    req.dfrEpilogue = stages->epilogue;
     req.videoDecode = videoDecodeOf(r);
     if (auto detailing = Family::detailingLoraOf(r, *stages); !detailing) {
         return detailing.error();
@@ -1161,6 +1197,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         req.twoStage = false;
         req.dfr = false;
         req.temporalRounds = 0;
+        req.dfrEpilogue = false;
     }
     if (r.audio) {
         auto sound = soundOf(*r.audio, r.audio->source.empty() ? std::string("the sound") : r.audio->source);

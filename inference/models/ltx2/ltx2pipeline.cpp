@@ -6,6 +6,7 @@
 #include "inference/models/nn/layers.h"
 
 #include "inference/models/gemma3/gemma3.h"
+#include "inference/models/gemma3/gemma3vision.h"
 #include "inference/models/ltx2/ltx2audioprep.h"
 #include "inference/models/ltx2/ltx2audiovae.h"
 #include "inference/models/ltx2/ltx2connectors.h"
@@ -33,6 +34,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <fstream>
@@ -261,6 +263,9 @@ struct Ltx2Pipeline::Impl {
         // one forward per step on the positive prompt.
         bool unguided = false;
         Ltx2Sampler sampler = Ltx2Sampler::Euler;
+        // The third spatial stage: the transformer runs once per tile and their velocities are
+        // blended (empty: one forward over every token).
+        std::vector<DfrTokenPlan> tiles;
     };
     // The RoPE bounds of keyframe tokens (a condition, a DFR slot) appended after the grid's:
     // pixel space without the causal first-frame shift, starting at pixel frame `start`, one
@@ -297,6 +302,9 @@ struct Ltx2Pipeline::Impl {
         // Extend with sound: the prefix's latents, and the seconds its kept tokens span.
         at::Tensor prefixLatents = {};
         double prefixSeconds = 0.0;
+        // The size the second DFR pass and the temporal rounds run at: the request's, or half of
+        // it when a third spatial stage follows.
+        std::int64_t detailWidth = 0, detailHeight = 0;
         void report(Ltx2Phase phase, std::int64_t done, std::int64_t total) const
         {
             if (progress)
@@ -343,6 +351,17 @@ struct Ltx2Pipeline::Impl {
         const Ltx2DfrStart* start = nullptr;
         const std::optional<at::Tensor>* videoNoise = nullptr;
         const std::optional<at::Tensor>* audioNoise = nullptr;
+        // The third spatial stage's: keyframes held at `pinnedStrength` ([1, C, K, H, W],
+        // normalized) at these pixel frames, unmarked, after the conditions' tokens; the start's
+        // audio frozen (any length); the playback rate (0: the request's).
+        const at::Tensor* pinned = nullptr;
+        const std::vector<std::int64_t>* pinnedPositions = nullptr;
+        double pinnedStrength = 1.0;
+        bool freezeAudio = false;
+        double fps = 0.0;
+        // Where a condition after frame 0 lands: its pixel frame times this (2^rounds after the
+        // temporal rounds, whose canvas is that much longer).
+        std::int64_t conditionScale = 1;
     };
     Pass startDfrPass(Run& run, at::Generator& generator, const DfrCanvas& canvas, const DfrPassSpec& spec);
     void refineDfrAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas);
@@ -353,6 +372,11 @@ struct Ltx2Pipeline::Impl {
     void res2sLoop(Run& run, Pass& p, const Evaluate& evaluate) const;
     void refineAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator);
     void temporalRefine(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas);
+    // The third spatial stage after the rounds (`seams`: the last round's, or the slots').
+    void dfrEpilogue(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const std::vector<std::int64_t>& seams);
+    // The carried keyframes ([1, C, K, h, w], normalized) each decoded alone, stretched x2 with
+    // Lanczos in 8-bit RGB and encoded again: [1, C, K, 2h, 2w].
+    at::Tensor rebuildKeyframes(Run& run, const at::Tensor& keyframes);
     void decodeVideo(Run& run, const Pass& pass);
     void decodeAudio(Run& run, const Pass& pass);
     // Audio-to-video: the user's sound over `frames` frames at the request's rate, as a2vid reads
@@ -732,6 +756,67 @@ Result<DfrCanvas> dfrCanvas(std::int64_t frames)
     return c;
 }
 
+namespace {
+
+// dfr_layout.split_canvas_at_seams: the segments between `cells` (0 first, the axis's last cell
+// last) dealt out to `tiles` tiles, the leftovers on the leading ones, never a tile without one;
+// each tile after the first reaches `overlap` cells back from the cell after the seam it resumes
+// from, and that run-up is its left ramp.
+std::vector<DfrSpan> splitAtSeams(const std::vector<std::int64_t>& cells, std::int64_t tiles, std::int64_t overlap)
+{
+    const auto segments = static_cast<std::int64_t>(cells.size()) - 1;
+    const auto count = std::min<std::int64_t>(tiles, segments);
+    std::vector<DfrSpan> spans;
+    std::int64_t cursor = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+        DfrSpan span;
+        const auto resume = cells[static_cast<std::size_t>(cursor)] + 1;
+        span.start = i == 0 ? 0 : std::max<std::int64_t>(0, resume - overlap);
+        span.leftRamp = i == 0 ? 0 : resume - span.start;
+        cursor += segments / count + (i < segments % count ? 1 : 0);
+        span.end = cells[static_cast<std::size_t>(cursor)] + 1;
+        spans.push_back(span);
+    }
+    return spans;
+}
+
+// dfr_layout.split_by_count: `tiles` even tiles over `size` cells, each pair sharing `overlap`,
+// the remainder spread over the leading tiles. The caller keeps overlap below the tile size.
+std::vector<DfrSpan> splitByCount(std::int64_t size, std::int64_t tiles, std::int64_t overlap)
+{
+    if (tiles == 1)
+        return {DfrSpan{0, size, 0, 0}};
+    const auto total = size + overlap * (tiles - 1);
+    const auto tile = total / tiles, remainder = total % tiles, stride = tile - overlap;
+    std::vector<DfrSpan> spans;
+    for (std::int64_t i = 0; i < tiles; ++i) {
+        const auto shift = std::min(i, remainder);
+        spans.push_back(
+            {i * stride + shift, i * stride + tile + shift + (i < remainder ? 1 : 0), i == 0 ? 0 : overlap, i == tiles - 1 ? 0 : overlap});
+    }
+    return spans;
+}
+
+// dfr_layout.trapezoidal_mask_1d (its linspace interiors, so two ramps over a shared run sum to
+// 1) or, for a seam cut, rectangular_mask_1d (the run-up weighs 0).
+at::Tensor spanMask(const DfrSpan& span, bool cut)
+{
+    const auto length = span.end - span.start;
+    auto mask = at::ones({length}, at::kFloat);
+    if (cut) {
+        mask.narrow(0, 0, span.leftRamp).zero_();
+        return mask;
+    }
+    if (span.leftRamp > 0)
+        mask.narrow(0, 0, span.leftRamp).mul_(at::linspace(0.0, 1.0, span.leftRamp + 2, at::kFloat).narrow(0, 1, span.leftRamp));
+    if (span.rightRamp > 0)
+        mask.narrow(0, length - span.rightRamp, span.rightRamp)
+            .mul_(at::linspace(1.0, 0.0, span.rightRamp + 2, at::kFloat).narrow(0, 1, span.rightRamp));
+    return mask;
+}
+
+}  // namespace
+
 Result<std::vector<DfrTemporalTile>> dfrTemporalTiles(const std::vector<std::int64_t>& seams, std::int64_t frames, int tiles)
 {
     constexpr std::int64_t kRatio = 8;
@@ -752,19 +837,12 @@ Result<std::vector<DfrTemporalTile>> dfrTemporalTiles(const std::vector<std::int
     const auto latentFrames = (frames - 1) / kRatio + 1;
     if (cells.size() < 2 || cells.back() != latentFrames - 1)
         return refuse("the last seam must be the canvas's last frame (" + std::to_string(frames - 1) + ")");
-    // Segments dealt out with the leftovers on the leading tiles, never a tile without one.
-    const auto segments = static_cast<std::int64_t>(cells.size()) - 1;
-    const auto count = std::min<std::int64_t>(tiles, segments);
-    const auto overlap = cells[1] + 1;
     std::vector<DfrTemporalTile> plan;
-    std::int64_t cursor = 0;
-    for (std::int64_t i = 0; i < count; ++i) {
+    for (const auto& span : splitAtSeams(cells, tiles, cells[1] + 1)) {
         DfrTemporalTile t;
-        const auto resume = cells[static_cast<std::size_t>(cursor)] + 1;
-        t.start = i == 0 ? 0 : std::max<std::int64_t>(0, resume - overlap);
-        t.leftRamp = i == 0 ? 0 : resume - t.start;
-        cursor += segments / count + (i < segments % count ? 1 : 0);
-        t.end = cells[static_cast<std::size_t>(cursor)] + 1;
+        t.start = span.start;
+        t.end = span.end;
+        t.leftRamp = span.leftRamp;
         t.pixelStart = t.start * kRatio;
         t.pixelEnd = (t.end - 1) * kRatio;
         std::vector<std::int64_t> marks{t.pixelStart};
@@ -777,6 +855,109 @@ Result<std::vector<DfrTemporalTile>> dfrTemporalTiles(const std::vector<std::int
         for (std::size_t m = 1; m < marks.size(); ++m)
             t.slots.push_back((marks[m - 1] + marks[m]) / 2);
         plan.push_back(std::move(t));
+    }
+    return plan;
+}
+
+Result<DfrEpilogueLayout> dfrEpilogueTiles(
+    std::int64_t frames, std::int64_t height, std::int64_t width, int frameTiles, const std::vector<std::int64_t>& frameSeams)
+{
+    constexpr std::int64_t kSpatialOverlap = 12;  // dfr_layout.EPILOGUE_SPATIAL_OVERLAP
+    constexpr std::int64_t kMaxCells = 1 << 16;
+    const auto refuse = [](const std::string& why) { return makeError(ErrorCode::InvalidArgument, "epilogue tiles: " + why); };
+    if (frames < 1 || height < 1 || width < 1 || frames > kMaxCells || height > kMaxCells || width > kMaxCells)
+        return refuse("a latent grid of 1 to 65536 cells a side, got " + std::to_string(frames) + "x" + std::to_string(height) + "x"
+            + std::to_string(width));
+    if (frameTiles < 1 || frameTiles > 64)
+        return refuse("1 to 64 frame tiles, got " + std::to_string(frameTiles));
+    for (std::size_t i = 0; i < frameSeams.size(); ++i)
+        if (frameSeams[i] < 0 || frameSeams[i] > kMaxCells || (i > 0 && frameSeams[i] <= frameSeams[i - 1]))
+            return refuse("seams must be increasing latent frames");
+    DfrEpilogueLayout layout;
+    struct Axis {
+        std::int64_t size, tiles, overlap;
+        const char* name;
+    };
+    std::array<Axis, 3> axes{Axis{frames, frameTiles, frameTiles > 1 && !frameSeams.empty() ? frameSeams.front() + 1 : 0, "frames"},
+        Axis{height, 2, kSpatialOverlap, "height"}, Axis{width, 2, kSpatialOverlap, "width"}};
+    for (auto& a : axes) {
+        if (a.tiles > 1 && a.size < a.tiles) {
+            layout.notes.push_back("latent " + std::string(a.name) + " is " + std::to_string(a.size) + " cells, too short for "
+                + std::to_string(a.tiles) + " tiles: untiled");
+            a.tiles = 1;
+            a.overlap = 0;
+        } else if (a.tiles > 1 && a.overlap > a.size - a.tiles) {
+            layout.notes.push_back("latent " + std::string(a.name) + " is " + std::to_string(a.size) + " cells: overlap "
+                + std::to_string(a.overlap) + " clamped to " + std::to_string(a.size - a.tiles));
+            a.overlap = a.size - a.tiles;
+        }
+    }
+    std::vector<std::int64_t> cells{0};
+    for (const auto seam : frameSeams)
+        if (seam > 0 && seam < frames - 1)
+            cells.push_back(seam);
+    const bool cut = axes[0].tiles > 1 && cells.size() > 1;
+    std::vector<DfrSpan> frameSpans;
+    if (cut) {
+        cells.push_back(frames - 1);
+        frameSpans = splitAtSeams(cells, axes[0].tiles, axes[0].overlap);
+    } else {
+        if (!frameSeams.empty() && axes[0].tiles > 1)
+            layout.notes.push_back("no seam inside the " + std::to_string(frames) + " latent frames: frame tiles blended, not cut");
+        frameSpans = splitByCount(frames, axes[0].tiles, axes[0].overlap);
+    }
+    const auto heightSpans = splitByCount(height, axes[1].tiles, axes[1].overlap);
+    const auto widthSpans = splitByCount(width, axes[2].tiles, axes[2].overlap);
+    for (const auto& f : frameSpans)
+        for (const auto& h : heightSpans)
+            for (const auto& w : widthSpans)
+                layout.tiles.push_back({f, h, w,
+                    spanMask(f, cut).view({-1, 1, 1}) * spanMask(h, false).view({1, -1, 1}) * spanMask(w, false).view({1, 1, -1})});
+    return layout;
+}
+
+Result<std::vector<DfrTokenPlan>> dfrTokenPlan(
+    const std::vector<DfrEpilogueTile>& tiles, const at::Tensor& coords, std::int64_t frames, std::int64_t height, std::int64_t width)
+{
+    const auto perFrame = height * width, base = frames * perFrame;
+    if (!coords.defined() || coords.dim() != 4 || coords.size(0) != 1 || coords.size(1) != 3 || coords.size(3) != 2
+        || coords.size(2) < base)
+        return makeError(ErrorCode::InvalidArgument, "a DFR token plan needs [1, 3, tokens, 2] coordinates, the grid's first");
+    const auto device = coords.device();
+    const auto longs = at::TensorOptions().dtype(at::kLong).device(device);
+    const auto appended = coords.narrow(2, base, coords.size(2) - base);
+    std::vector<at::Tensor> grids, starts, kept;
+    for (const auto& t : tiles) {
+        if (t.frames.start < 0 || t.frames.end > frames || t.heights.start < 0 || t.heights.end > height || t.widths.start < 0
+            || t.widths.end > width || t.frames.end <= t.frames.start || t.heights.end <= t.heights.start || t.widths.end <= t.widths.start)
+            return makeError(ErrorCode::InvalidArgument, "an epilogue tile lies outside the latent grid");
+        const auto grid = (at::arange(t.frames.start, t.frames.end, longs).view({-1, 1, 1}) * perFrame
+            + at::arange(t.heights.start, t.heights.end, longs).view({1, -1, 1}) * width
+            + at::arange(t.widths.start, t.widths.end, longs).view({1, 1, -1}))
+                              .reshape({-1});
+        // The window's bounds read off the tokens it owns, so they follow the grid's coordinates.
+        const auto own = coords.index_select(2, grid);
+        const auto first = own.select(3, 0).amin(2), last = own.select(3, 1).amax(2);  // [1, 3]
+        const auto overlaps = appended.select(3, 0).lt(last.unsqueeze(-1)).logical_and(appended.select(3, 1).gt(first.unsqueeze(-1)));
+        kept.push_back(overlaps.all(1).any(0));
+        grids.push_back(grid);
+        starts.push_back(first);
+    }
+    const auto keepers = at::stack(kept).sum(0);
+    if (keepers.numel() > 0 && !keepers.gt(0).all().item<bool>()) {
+        const auto lost = keepers.eq(0).nonzero().squeeze(1);
+        return makeError(ErrorCode::InvalidArgument,
+            std::to_string(lost.numel()) + " appended tokens (the first at " + std::to_string(base + lost[0].item<std::int64_t>())
+                + ") fall outside every epilogue tile: their positions lie off the canvas");
+    }
+    std::vector<DfrTokenPlan> plan;
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+        const auto extra = kept[i].nonzero().squeeze(1) + base;
+        DfrTokenPlan p;
+        p.keep = at::cat({grids[i], extra});
+        p.weights = at::cat({tiles[i].weight.reshape({-1}).to(device), 1.0 / keepers.masked_select(kept[i]).to(at::kFloat)});
+        p.coords = coords.index_select(2, p.keep) - starts[i].view({1, 3, 1, 1});
+        plan.push_back(std::move(p));
     }
     return plan;
 }
@@ -1318,6 +1499,16 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
             throw makeError(
                 ErrorCode::InvalidArgument, "temporal refine rounds need the temporal x2 latent upsampler; none was given with the model");
     }
+    if (req.dfrEpilogue) {
+        if (!req.dfr || !req.twoStage)
+            throw makeError(ErrorCode::InvalidArgument,
+                "the third spatial stage follows LTX-2.5's two-pass DFR recipe; this request is not one (give the spatial upsampler)");
+        if (req.width % 128 || req.height % 128)
+            throw makeError(ErrorCode::InvalidArgument,
+                "with a third spatial stage the first runs at a quarter of the size: width and height must be multiples of 128 (4K is "
+                "3840x2176), got "
+                    + std::to_string(req.width) + "x" + std::to_string(req.height));
+    }
     if (req.twoStage) {
         if (!options.spatialUpsamplerPath)
             throw makeError(ErrorCode::InvalidArgument, "the two-stage path needs the spatial upsampler; none was given with the model");
@@ -1847,7 +2038,12 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
     pass.slotTokens = perFrame * pass.slotCount;
     const auto total = pass.baseTokens + pass.slotTokens;
     const double perSecond = static_cast<double>(audioConfig.sampleRate) / static_cast<double>(audioConfig.melHopLength) / 4.0;
-    const auto audioFrames = static_cast<std::int64_t>(std::nearbyint(static_cast<double>(canvas.paddedFrames) / req.fps * perSecond));
+    const double playback = spec.fps > 0 ? spec.fps : req.fps;
+    // Frozen audio keeps the length it was made at (the reference sizes the audio from it).
+    const bool frozen = spec.freezeAudio && given && given->audio.defined() && given->audio.dim() == 3;
+    const auto audioFrames = frozen
+        ? given->audio.size(1)
+        : static_cast<std::int64_t>(std::nearbyint(static_cast<double>(canvas.paddedFrames) / playback * perSecond));
 
     if (req.sigmas && !given) {
         pass.schedule.sigmas = *req.sigmas;
@@ -1889,7 +2085,7 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
     if (!conditions.empty())
         run.timed("encode conditions", conditionStart);
     run.checkStop();
-    const double fps = dfrConditioningFps(req.fps);
+    const double fps = dfrConditioningFps(playback);
     auto mask = at::zeros({1, total}, f32);
     auto clean = at::zeros_like(latents);
     std::vector<at::Tensor> keyTokens, keyMask, coords;
@@ -1905,7 +2101,23 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
         keyTokens.push_back(tokens);
         keyMask.push_back(at::full({1, tokens.size(1)}, c.strength, f32));
         coords.push_back(keyframeCoords(c.unpacked.size(2), c.unpacked.size(3), c.unpacked.size(4),
-            double((c.latentIndex - 1) * tc.vaeScaleFactors[0] + 1), c.pixelFrames == 1, fps, f32));
+            double(((c.latentIndex - 1) * tc.vaeScaleFactors[0] + 1) * spec.conditionScale), c.pixelFrames == 1, fps, f32));
+    }
+    // Keyframes given whole (the third stage's): held, not marked, after the conditions'.
+    if (spec.pinned) {
+        const auto& pinned = *spec.pinned;
+        const auto& positions = *spec.pinnedPositions;
+        if (pinned.dim() != 5 || pinned.size(0) != 1 || pinned.size(1) != tc.inChannels
+            || pinned.size(2) != static_cast<std::int64_t>(positions.size()) || pinned.size(3) != pass.latentH
+            || pinned.size(4) != pass.latentW)
+            throw makeError(
+                ErrorCode::InvalidArgument, "the keyframes a DFR pass holds must be [1, C, K, h, w] at its size, one per position");
+        for (std::size_t k = 0; k < positions.size(); ++k) {
+            const auto tokens = packLatents(pinned.narrow(2, static_cast<std::int64_t>(k), 1).to(f32));
+            keyTokens.push_back(tokens);
+            keyMask.push_back(at::full({1, tokens.size(1)}, spec.pinnedStrength, f32));
+            coords.push_back(keyframeCoords(1, pass.latentH, pass.latentW, static_cast<double>(positions[k]), true, fps, f32));
+        }
     }
     std::int64_t keyframeTokens = 0;
     if (!keyTokens.empty()) {
@@ -1954,15 +2166,21 @@ Ltx2Pipeline::Impl::Pass Ltx2Pipeline::Impl::startDfrPass(
             "audio noise must be [1, " + std::to_string(audioFrames) + ", " + std::to_string(audioConfig.packedWidth()) + "]");
     // The reference's expressions, so a draw at noise scale 1 is taken bit for bit.
     pass.latents = videoNoise * noiseScale + latents * (1 - noiseScale);
-    if (!conditions.empty() || referenceTokens > 0) {
+    if (!conditions.empty() || keyframeTokens > 0 || referenceTokens > 0) {
         const auto m = mask.unsqueeze(-1);
         pass.latents = clean * m + pass.latents * (1 - m);
         pass.mask = mask;
         pass.clean = clean;
     }
-    pass.audioLatents = audio.defined() ? audioNoise * noiseScale + audio * (1 - noiseScale) : audioNoise;
-    holdUserAudio(run, pass, canvas.paddedFrames);
-    holdAudioPrefix(run, pass);
+    if (frozen) {
+        // Its draw is made and scaled by 0 in the reference: the audio is taken as it is.
+        pass.audioLatents = audio;
+        pass.freezeAudio = true;
+    } else {
+        pass.audioLatents = audio.defined() ? audioNoise * noiseScale + audio * (1 - noiseScale) : audioNoise;
+        holdUserAudio(run, pass, canvas.paddedFrames);
+        holdAudioPrefix(run, pass);
+    }
 
     // The keyframe embedding marks the causal first frame (one pixel frame) and every slot; not
     // the given keyframes, whose content is not generated.
@@ -2040,7 +2258,8 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     ltx2::StepCache stepCache;
     stepCache.threshold = req.stepCacheThreshold;
     stepCache.maxConsecutive = std::max(1, req.stepCacheMaxConsecutive);
-    in.stepCache = req.stepCacheThreshold > 0 ? &stepCache : nullptr;
+    // A tiled pass has no one previous output per token to compare with: no step cache.
+    in.stepCache = req.stepCacheThreshold > 0 && p.tiles.empty() ? &stepCache : nullptr;
     ltx2::TransformerInputs one;
     ltx2::StepCache stgCache, modalityCache;
     for (auto* c : {&stgCache, &modalityCache}) {
@@ -2103,6 +2322,30 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         out.guidance = describeGuidance(req, transformerConfig) + (batched ? " (branches batched)" : "");
     // Graphs per pass too: their memory is freed before the decoders run.
     ltx2::GraphedForward graphed(*transformer, options.cudaGraphs);
+    // The third stage's step: the transformer once per tile on the tokens the tile keeps, at
+    // their own positions; the velocities blended by the tiles' weights (as x0 = x - v sigma is
+    // affine in v and the weights sum to 1, that blends the clean estimates), the audio's
+    // averaged, every tile having heard all of it.
+    const auto tiledForward = [&](const ltx2::TransformerInputs& whole, const Pass& pass) {
+        auto part = whole;
+        part.extraVideoCoords.reset();
+        part.stepCache = nullptr;
+        ltx2::TransformerOutputs blended;
+        blended.video = at::zeros({whole.hiddenStates.size(0), whole.hiddenStates.size(1), tc.outChannels}, f32);
+        for (const auto& tile : pass.tiles) {
+            run.checkStop();
+            part.hiddenStates = whole.hiddenStates.index_select(1, tile.keep);
+            part.timestep = whole.timestep.dim() == 2 ? whole.timestep.index_select(1, tile.keep) : whole.timestep;
+            if (whole.videoKeyframesMask)
+                part.videoKeyframesMask = whole.videoKeyframesMask->index_select(1, tile.keep);
+            part.videoCoords = tile.coords;
+            auto pred = take(transformer->forward(part));
+            blended.video.index_add_(1, tile.keep, pred.video.to(at::kFloat) * tile.weights.view({1, -1, 1}));
+            const auto share = pred.audio.to(at::kFloat) / static_cast<double>(pass.tiles.size());
+            blended.audio = blended.audio.defined() ? blended.audio + share : share;
+        }
+        return blended;
+    };
     auto& latents = p.latents;
     auto& audioLatents = p.audioLatents;
     const int steps = p.schedule.steps();
@@ -2127,7 +2370,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         in.timestep = mask ? t.unsqueeze(-1) * (1 - *mask) : t;
         in.audioTimestep = p.freezeAudio ? frozen : audioMask ? t.unsqueeze(-1) * (1 - *audioMask) : t;
         in.sigma = t;
-        auto pred = take(graphed.forward(in));
+        auto pred = p.tiles.empty() ? take(graphed.forward(in)) : tiledForward(in, p);
         if (in.stepCache)
             out.stepChanges.push_back(stepCache.change);
         auto v = pred.video.to(at::kFloat), a = pred.audio.to(at::kFloat);
@@ -2527,7 +2770,8 @@ void Ltx2Pipeline::Impl::refineDfrAtFullSize(
     run.checkStop();
 
     start = Clock::now();
-    auto refine = startDfrPass(run, generator, canvas, {req.width, req.height, &next, &req.stage2VideoNoise, &req.stage2AudioNoise});
+    auto refine =
+        startDfrPass(run, generator, canvas, {run.detailWidth, run.detailHeight, &next, &req.stage2VideoNoise, &req.stage2AudioNoise});
     refine.phase = Ltx2Phase::Refine;
     const auto stage1Audio = pass.audioLatents;
     denoisePass(run, refine, in);
@@ -2616,7 +2860,7 @@ void Ltx2Pipeline::Impl::temporalRefine(
     loadTemporalUpsampler();
     const auto stats = latentStats();
     const auto conditionStart = Clock::now();
-    const auto conditions = encodeConditions(req, req.width, req.height, run.progress, run.stop);
+    const auto conditions = encodeConditions(req, run.detailWidth, run.detailHeight, run.progress, run.stop);
     if (!conditions.empty())
         run.timed("encode conditions", conditionStart);
 
@@ -2780,6 +3024,154 @@ void Ltx2Pipeline::Impl::temporalRefine(
     pass.allTokens = at::cat({pass.latents, packLatents(carry)}, 1);
     run.frames = (run.frames - 1) * (std::int64_t{1} << req.temporalRounds) + 1;
     run.fps = fps;
+}
+
+// diffusers' rebuild_epilogue_keyframes: the refine rounds settled these frames, so the third
+// stage is given them, at its size, rather than asked to make them; by way of RGB, not the
+// latent upsampler, so each lands on the output grid as a picture would be encoded.
+at::Tensor Ltx2Pipeline::Impl::rebuildKeyframes(Run& run, const at::Tensor& keyframes)
+{
+    // With the decoder the run decodes with: diffusers' recipe decodes with the VAE, ltx-pipelines
+    // (whose decoder from 2.5 on is the diffusion decoder) with its own; files that carry only
+    // the diffusion decoder rebuild with it.
+    const bool byDiffusion = decodesByDiffusion(run.req) || !vaeDecoder;
+    if (byDiffusion && !diffusionDecoder)
+        diffusionDecoder = take(ltx2::DiffusionDecoder::load(weights, options.device, options.dtype));
+    if (!byDiffusion && !videoDecoder)
+        videoDecoder = take(ltx2::VideoDecoder::load(weights, onDevice<ltx2::VideoDecoderLoadOptions>(options.device, options.dtype)));
+    loadVideoEncoder();
+    if (!videoEncoder)
+        throw makeError(ErrorCode::InvalidArgument, "the third spatial stage encodes its keyframes again: these files hold no VAE encoder");
+    std::vector<at::Tensor> planes;
+    for (std::int64_t k = 0; k < keyframes.size(2); ++k) {
+        run.checkStop();
+        // One at a time: the decoder is causal, and these are separate stills, not a sequence.
+        const auto plane = keyframes.narrow(2, k, 1);
+        at::Tensor frame;
+        if (byDiffusion) {
+            const auto stats = latentStats();
+            const double scaling = vaeDecoder ? vaeScaling : diffusionDecoder->config().scalingFactor;
+            const auto z = plane.to(stats.first.device(), at::kFloat) * stats.second.view({1, -1, 1, 1, 1}) / scaling
+                + stats.first.view({1, -1, 1, 1, 1});
+            ltx2::DiffusionDecodeOptions decode;
+            decode.stop = run.stop;
+            decode.tiling = ltx2::DiffusionDecodeTiling{};
+            // Each plane's own draws (diffusers' rebuild seeds plane i's noise seed + 4000 + i), so
+            // a picture does not depend on how many were made before it.
+            auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(run.req.seed + 4000 + k));
+            decode.noise = [&generator](const std::vector<std::int64_t>& shape) {
+                return at::randn(shape, generator, at::TensorOptions().dtype(at::kFloat));
+            };
+            frame = take(diffusionDecoder->decode(z.to(options.dtype), decode));
+        } else {
+            ltx2::VideoDecodeOptions decode;
+            decode.stop = run.stop;
+            frame = take(videoDecoder->decode(plane.to(options.device, options.dtype), decode));
+        }
+        const auto rgb = ((frame[0].select(1, 0).to(at::kFloat).clamp(-1, 1) + 1.0) * 127.5)
+                             .round()
+                             .to(at::kByte)
+                             .permute({1, 2, 0})
+                             .to(at::kCPU)
+                             .contiguous();
+        const auto stretched = gemma3::pilResize(rgb, rgb.size(1) * 2, rgb.size(0) * 2, 1);
+        if (run.req.keepDecodedVideo)
+            run.out.epilogueKeyframePixels.push_back(stretched);
+        const auto pixels = (stretched.to(at::kFloat) / 127.5 - 1.0).permute({2, 0, 1}).unsqueeze(1).unsqueeze(0).contiguous();
+        ltx2::VideoEncodeOptions encode;
+        encode.stop = run.stop;
+        planes.push_back(take(videoEncoder->encode(pixels.to(options.device, options.dtype), encode)).to(at::kFloat));
+    }
+    return at::cat(planes, 2);
+}
+
+// 5c. The third spatial stage (diffusers' recipe "A third spatial stage", Lightricks' 4K path):
+// the last canvas upsampled x2, its keyframes rebuilt at the new size and held clean, one DFR
+// pass of the second stage's schedule over the whole canvas in tiles (2 x 2 spatially, 2^rounds
+// in time cut on the last round's seams), the audio frozen at stage 1's; the detailing LoRA or
+// reference as in the second pass, with the canvas before this upsampling as the reference.
+void Ltx2Pipeline::Impl::dfrEpilogue(
+    Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const std::vector<std::int64_t>& seams)
+{
+    const auto& req = run.req;
+    auto& out = run.out;
+    const auto f32 = at::TensorOptions().dtype(at::kFloat).device(options.device);
+    const auto& tc = transformerConfig;
+    const auto ratio = tc.vaeScaleFactors[0];
+    auto start = Clock::now();
+    run.report(Ltx2Phase::UpsampleLatents, 0, 1);
+    loadUpsampler();
+    const auto stats = latentStats();
+    const auto low = unpackLatents(pass.latents.narrow(1, 0, pass.baseTokens), pass.latentFrames, pass.latentH, pass.latentW);
+    Ltx2DfrStart next;
+    next.latents = take(upsampler->upsampleNormalized(low, stats.first, stats.second, run.stop)).to(f32);
+    const auto h = next.latents.size(3), w = next.latents.size(4);
+    if (h * 32 != req.height || w * 32 != req.width || next.latents.size(2) != pass.latentFrames)
+        throw makeError(ErrorCode::InvalidFormat, "the spatial upsampler did not double the canvas for the third stage");
+    next.slots = at::zeros({1, tc.inChannels, 0, h, w}, f32);
+    next.audio = pass.audioLatents;
+    next.noiseScale = sched::ltx2Stage2DistilledSchedule().sigmas.front();
+    if (req.keepDecodedVideo)
+        out.epilogueStart = next.latents;
+    run.report(Ltx2Phase::UpsampleLatents, 1, 1);
+    run.timed("upsample latents", start);
+    run.checkStop();
+
+    start = Clock::now();
+    const auto positions = out.roundPositions.empty() ? out.dfrCanvas->slots : out.roundPositions.back();
+    const auto keyframes = rebuildKeyframes(run, pass.slots);
+    out.epilogueKeyframes = keyframes;
+    run.timed("rebuild keyframes", start);
+    run.checkStop();
+
+    std::vector<std::int64_t> cells;
+    for (const auto p : seams) {
+        if (p % ratio)
+            throw makeError(ErrorCode::Internal, "a keyframe seam at frame " + std::to_string(p) + " is not on a latent border");
+        cells.push_back(p / ratio);
+    }
+    auto layout = take(dfrEpilogueTiles(pass.latentFrames, h, w, 1 << req.temporalRounds, cells));
+    for (const auto& note : layout.notes)
+        log::warn("LTX-2.5 third stage: " + note);
+
+    if (req.detailingLora || req.detailingReference) {
+        next.reference = low.contiguous();
+        next.referenceDownscale = 2;
+        if (req.detailingLora) {
+            const auto factor = take(icLoraReferenceDownscale(req.detailingLora->path));
+            if (factor && *factor != 1)
+                next.referenceDownscale = *factor;
+            auto loras = req.loras;
+            loras.push_back(*req.detailingLora);
+            applyLoras(loras);
+            out.loras = loraOutcomes;
+        }
+    }
+    start = Clock::now();
+    DfrCanvas canvas;
+    canvas.paddedFrames = (pass.latentFrames - 1) * ratio + 1;
+    DfrPassSpec spec{req.width, req.height, &next, &req.epilogueVideoNoise, &req.epilogueAudioNoise};
+    spec.pinned = &keyframes;
+    spec.pinnedPositions = &positions;
+    spec.freezeAudio = true;
+    spec.fps = run.fps;
+    spec.conditionScale = std::int64_t{1} << req.temporalRounds;
+    auto detail = startDfrPass(run, generator, canvas, spec);
+    detail.phase = Ltx2Phase::Refine;
+    const auto coords =
+        at::cat({ltx2::videoCoordsFor(tc, detail.latentFrames, h, w, dfrConditioningFps(run.fps), options.device), detail.extraCoords}, 2);
+    detail.tiles = take(dfrTokenPlan(layout.tiles, coords, detail.latentFrames, h, w));
+    out.epilogueTiles = std::move(layout.tiles);
+    in.audioNumFrames = detail.audioLatents.size(1);
+    in.fps = dfrConditioningFps(run.fps);
+    denoisePass(run, detail, in);
+    run.timed("third stage", start);
+    run.checkStop();
+    if (req.detailingLora)
+        applyLoras(req.loras);
+    detail.slots = keyframes;
+    detail.slotCount = keyframes.size(2);
+    pass = std::move(detail);
 }
 
 // 6. The video decoded, and turned into bytes as the reference's postprocessing does.
@@ -3105,6 +3497,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(
     }
     const auto& req = resolved ? *resolved : asked;
     Run run{req, progress, stop, std::move(prompted.out), req.frames, req.fps};
+    run.detailWidth = req.dfrEpilogue ? req.width / 2 : req.width;
+    run.detailHeight = req.dfrEpilogue ? req.height / 2 : req.height;
     auto& out = run.out;
     out.twoStage = req.twoStage;
     auto generator = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed));
@@ -3117,8 +3511,8 @@ Ltx2Output Ltx2Pipeline::Impl::run(
     if (canvas) {
         const bool half = req.twoStage;
         pass = startDfrPass(run, generator, *canvas,
-            {half ? req.width / 2 : req.width, half ? req.height / 2 : req.height, req.dfrStart ? &*req.dfrStart : nullptr, &req.videoNoise,
-                &req.audioNoise});
+            {half ? run.detailWidth / 2 : run.detailWidth, half ? run.detailHeight / 2 : run.detailHeight,
+                req.dfrStart ? &*req.dfrStart : nullptr, &req.videoNoise, &req.audioNoise});
     } else {
         pass = startPass(run, generator);
     }
@@ -3187,6 +3581,15 @@ Ltx2Output Ltx2Pipeline::Impl::run(
         // The canvas without its slots: what the rounds upsample.
         pass.latents = pass.latents.narrow(1, 0, pass.baseTokens).contiguous();
         temporalRefine(run, pass, in, generator, *canvas);
+    }
+    if (canvas && req.dfrEpilogue) {
+        // The time tiles are cut where the last round cut its own: the keyframes it was given.
+        const auto rounds = req.temporalRounds;
+        std::vector<std::int64_t> seams = rounds < 2 ? canvas->slots : out.roundPositions[static_cast<std::size_t>(rounds) - 2];
+        if (rounds > 0)
+            for (auto& p : seams)
+                p *= 2;
+        dfrEpilogue(run, pass, in, generator, seams);
     }
     out.finalVideoLatents = pass.dfr ? pass.allTokens : pass.latents;
     out.finalAudioLatents = pass.audioLatents;

@@ -130,6 +130,44 @@ struct DfrTemporalTile {
 // from. InvalidArgument for seams that break those rules.
 Result<std::vector<DfrTemporalTile>> dfrTemporalTiles(const std::vector<std::int64_t>& seams, std::int64_t frames, int tiles);
 
+// One axis of an LTX-2.5 DFR tile (dfr_layout.DimensionInterval): cells [start, end), the first
+// leftRamp and the last rightRamp shared with the neighbours.
+struct DfrSpan {
+    std::int64_t start = 0, end = 0, leftRamp = 0, rightRamp = 0;
+};
+// One tile of the spatial epilogue (dfr_layout.epilogue_tiles): its extent on the latent grid
+// and the weight its prediction is blended with, float32 [F, H, W] over that extent. Height and
+// width split in two with 12-cell trapezoid ramps; frames cut on the last round's seams (the
+// later tile's run-up weighs 0) or, without interior seams, blended like the other axes. The
+// weights of all tiles sum to 1 on every cell.
+struct DfrEpilogueTile {
+    DfrSpan frames, heights, widths;
+    at::Tensor weight;
+};
+struct DfrEpilogueLayout {
+    std::vector<DfrEpilogueTile> tiles;
+    // The reference's warnings: an axis too short for its tiles (untiled), an overlap clamped,
+    // seams not inside the canvas (blended instead of cut).
+    std::vector<std::string> notes;
+};
+// The epilogue's tiles over a latent grid of frames x height x width; frameTiles 2^rounds,
+// frameSeams the last round's seams in latent frames. InvalidArgument for sizes below 1, more
+// than 64 frame tiles or seams out of order.
+Result<DfrEpilogueLayout> dfrEpilogueTiles(
+    std::int64_t frames, std::int64_t height, std::int64_t width, int frameTiles, const std::vector<std::int64_t>& frameSeams);
+// One tile's share of a packed DFR sequence (dfr_layout.video_tile_plan): the grid tokens in its
+// window then every appended token (condition, keyframe, reference) whose RoPE bounds overlap the
+// window's on all three axes; the grid tokens weighted by the tile's window, an appended token by
+// 1 / the number of tiles that keep it; the kept tokens' coords [1, 3, n, 2] less the window's
+// first bounds.
+struct DfrTokenPlan {
+    at::Tensor keep, weights, coords;
+};
+// coords: [1, 3, T, 2], the grid's frames x height x width tokens first. InvalidArgument when an
+// appended token falls in no tile.
+Result<std::vector<DfrTokenPlan>> dfrTokenPlan(
+    const std::vector<DfrEpilogueTile>& tiles, const at::Tensor& coords, std::int64_t frames, std::int64_t height, std::int64_t width);
+
 // One step of the Euler ancestral sampler for rectified flow (diffusers
 // LTXEulerAncestralRFScheduler, s_noise 1) from `x` at `sigma` with the clean estimate `x0`:
 // a deterministic step down to sigma_down = sigmaNext * (1 + (sigmaNext / sigma - 1) * eta),
@@ -323,6 +361,18 @@ struct Ltx2Request {
     // Injected draws of the rounds' tiles, in order (checks against a reference): each tile's
     // start noise over its packed tokens [canvas | conditions | anchors | slots].
     std::vector<at::Tensor> temporalTileNoise;
+    // LTX-2.5's third spatial stage (diffusers' "A third spatial stage", Lightricks' 4K path):
+    // after the second pass and the rounds, the canvas upsampled x2 again and detailed once more
+    // at the request's size, in 2 x 2 spatial tiles (x 2^rounds in time, cut on the last round's
+    // seams) whose predictions are blended each step; the carried keyframes are each decoded,
+    // stretched x2 with Lanczos and encoded again, then held clean at their frames; the audio is
+    // stage 1's, frozen; the detailing LoRA (or reference) as in the second pass. Stage 1 runs at
+    // a quarter and the second pass and the rounds at half the size, so width and height must be
+    // multiples of 128. Needs dfr, twoStage and the VAE's encoder and decoder.
+    bool dfrEpilogue = false;
+    // Injected draws of the epilogue (checks against a reference): its packed tokens
+    // [canvas | conditions | keyframes | reference], and its audio's (scaled by 0: frozen).
+    std::optional<at::Tensor> epilogueVideoNoise, epilogueAudioNoise;
 };
 
 // Whether a request follows ltx-core's guidance rather than diffusers': Lightricks' dev
@@ -420,6 +470,13 @@ struct Ltx2Output {
     std::vector<at::Tensor> roundLatents, roundKeyframes;
     std::vector<std::vector<std::int64_t>> roundPositions;
     std::vector<std::vector<DfrTemporalTile>> roundTiles;
+    // The third spatial stage: its keyframes as rebuilt (normalized [1, C, K, H, W], at
+    // roundPositions' last or the slots' frames), its tiles, and with keepDecodedVideo the
+    // canvas it started from (the upsampled one).
+    at::Tensor epilogueKeyframes, epilogueStart;
+    // With keepDecodedVideo: each keyframe's picture as re-encoded (uint8 [2H, 2W, 3]).
+    std::vector<at::Tensor> epilogueKeyframePixels;
+    std::vector<DfrEpilogueTile> epilogueTiles;
     // Which decoder made the pixels: "vae" or "diffusion".
     std::string videoDecoder;
     // Audio-to-video, for checks: the log-mel spectrogram of the user's sound over the clip and
