@@ -104,6 +104,8 @@ std::string generateHelp()
         "  LTX-2.0/2.3's Gemma 3 text encoder writes it itself; either is shown the --image's first frame where there is one\n"
         "  --temporal-upsampler FILE: LTX-2.5's temporal x2 latent upsampler, for --set temporal_rounds=1 or 2 (each\n"
         "  round doubles the frame rate and the frames: 121 at 24 fps -> 241 at 48 -> 481 at 96)\n"
+        "  --set third_stage=1 on LTX-2.5's two passes adds Lightricks' 4K path: stage 1 at a quarter of --width x --height,\n"
+        "  the second pass (and the rounds) at half, a tiled detailing pass at the size itself (multiples of 128: 3840x2176)\n"
         "  --set KNOB=VALUE sets a control of the model's family's own (its recipe keeps it); the knobs:\n"
         "%k"
         "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n"

@@ -375,9 +375,10 @@ private slots:
         QVERIFY(vd);
         p = vireo::generation::prepare(m_catalog, *vd, video, a);
         QVERIFY(!p
-            && p.error().message.find("LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds, third_stage, video_decoder, stg_scale, "
-                                      "audio_stg_scale, modality_scale, audio_modality_scale, stg_block, audio_guidance_rescale, hq, "
-                                      "distilled_lora_strength, distilled_lora_stage1_strength)")
+            && p.error().message.find(
+                   "LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds, third_stage, video_decoder, stg_scale, "
+                   "audio_stg_scale, modality_scale, audio_modality_scale, stg_block, audio_guidance_rescale, hq, "
+                   "distilled_lora_strength, distilled_lora_stage1_strength)")
                 == 0);
         // A length left on auto needs a duration head, which LTX-2.3's files do not carry.
         Ask autoLength = prompt();

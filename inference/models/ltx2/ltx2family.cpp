@@ -933,8 +933,8 @@ public:
         if (third != 0) {
             if (!out->twoStage)
                 return makeError(ErrorCode::InvalidArgument,
-                    "third_stage: the third spatial stage follows the two-pass DFR recipe, which this request does not take ("
-                        + out->reason + ")");
+                    "third_stage: the third spatial stage follows the two-pass DFR recipe, which this request does not take (" + out->reason
+                        + ")");
             if (request.width % 128 || request.height % 128)
                 return makeError(ErrorCode::InvalidArgument,
                     "third_stage: stage 1 runs at a quarter of the size, so width and height must be multiples of 128 (4K is "
