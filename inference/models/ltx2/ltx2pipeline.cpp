@@ -365,6 +365,9 @@ struct Ltx2Pipeline::Impl {
     };
     Pass startDfrPass(Run& run, at::Generator& generator, const DfrCanvas& canvas, const DfrPassSpec& spec);
     void refineDfrAtFullSize(Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas);
+    // A detailing pass's reference (the canvas before its upsampling) and, with the detailing
+    // LoRA, the LoRA applied on top of the request's; nothing without either.
+    void detailWith(Run& run, Ltx2DfrStart& next, const at::Tensor& reference);
     void denoisePass(Run& run, Pass& p, ltx2::TransformerInputs& in);
     // The res2s loop over a pass's schedule, with the pass's guided, condition-blended clean
     // estimate at (video, audio, sigma).
@@ -2730,6 +2733,24 @@ void Ltx2Pipeline::Impl::refineAtFullSize(Run& run, Pass& pass, ltx2::Transforme
 // upsampled x2 in space, then a DFR pass at full size from them and from stage 1's audio, noised
 // to the first stage-2 sigma. Stage 1's audio is the one kept: the second pass only details
 // the picture. `pass` becomes the second one.
+void Ltx2Pipeline::Impl::detailWith(Run& run, Ltx2DfrStart& next, const at::Tensor& reference)
+{
+    const auto& req = run.req;
+    if (!req.detailingLora && !req.detailingReference)
+        return;
+    next.reference = reference.contiguous();
+    next.referenceDownscale = 2;
+    if (!req.detailingLora)
+        return;
+    const auto factor = take(icLoraReferenceDownscale(req.detailingLora->path));
+    if (factor && *factor != 1)
+        next.referenceDownscale = *factor;
+    auto loras = req.loras;
+    loras.push_back(*req.detailingLora);
+    applyLoras(loras);
+    run.out.loras = loraOutcomes;
+}
+
 void Ltx2Pipeline::Impl::refineDfrAtFullSize(
     Run& run, Pass& pass, ltx2::TransformerInputs& in, at::Generator& generator, const DfrCanvas& canvas)
 {
@@ -2750,20 +2771,7 @@ void Ltx2Pipeline::Impl::refineDfrAtFullSize(
     next.noiseScale = sched::ltx2Stage2DistilledSchedule().sigmas.front();
     // The detailing IC-LoRA reads stage 1's half-size canvas as its reference, in the second
     // pass only (ltx-pipelines' stage_detailing).
-    const bool detailing = req.detailingLora || req.detailingReference;
-    if (detailing) {
-        next.reference = low.contiguous();
-        next.referenceDownscale = 2;
-        if (req.detailingLora) {
-            const auto factor = take(icLoraReferenceDownscale(req.detailingLora->path));
-            if (factor && *factor != 1)
-                next.referenceDownscale = *factor;
-            auto loras = req.loras;
-            loras.push_back(*req.detailingLora);
-            applyLoras(loras);
-            out.loras = loraOutcomes;
-        }
-    }
+    detailWith(run, next, low);
     out.upsampledLatents = next.latents;
     run.report(Ltx2Phase::UpsampleLatents, 1, 1);
     run.timed("upsample latents", start);
@@ -3134,19 +3142,7 @@ void Ltx2Pipeline::Impl::dfrEpilogue(
     for (const auto& note : layout.notes)
         log::warn("LTX-2.5 third stage: " + note);
 
-    if (req.detailingLora || req.detailingReference) {
-        next.reference = low.contiguous();
-        next.referenceDownscale = 2;
-        if (req.detailingLora) {
-            const auto factor = take(icLoraReferenceDownscale(req.detailingLora->path));
-            if (factor && *factor != 1)
-                next.referenceDownscale = *factor;
-            auto loras = req.loras;
-            loras.push_back(*req.detailingLora);
-            applyLoras(loras);
-            out.loras = loraOutcomes;
-        }
-    }
+    detailWith(run, next, low);
     start = Clock::now();
     DfrCanvas canvas;
     canvas.paddedFrames = (pass.latentFrames - 1) * ratio + 1;
