@@ -3,7 +3,14 @@ next to diffusers' LTX2Pipeline running the same configuration from the same pip
 the same run, as per-phase ratios vireo_seconds / diffusers_seconds (< 1: Vireo is faster).
 
 Usage: bench_generate.py VIREO_CLI [--small] [--repeat N] [--json] [--two-stage] [--version 2.3|2.5]
-                          [--temporal-rounds 0|1] [--guided] [--audio] [--reference] [--enhance] [--enhance-image]
+                          [--temporal-rounds 0|1] [--third-stage] [--guided] [--audio] [--reference] [--enhance]
+                          [--enhance-image]
+
+--third-stage (2.5): after each configuration, the 4K path (diffusers' "third spatial stage" recipe, no temporal
+rounds) at 384x256 (tiny) or 768x512 (medium): the config's model with a spatial x2 upsampler in latent_upsampler/;
+diffusers: stage 1 at a quarter, LTX2LatentUpsamplePipeline, the second pass at half, the upsampler again,
+rebuild_epilogue_keyframes, the epilogue pass with epilogue_tiles (2 x 2), the decode; vireo: `vireo-cli generate
+--stages two --set third_stage=1` (its reason must name the third spatial stage).
 
 --enhance (2.5): after each configuration, the prompt enhancer (issue #29): the configuration's pipeline folder with a
 prompt_enhancer/ (a Gemma 4 E2B-shaped Gemma4ForConditionalGeneration, text only: hidden 512, 12 layers of which the
@@ -1271,6 +1278,146 @@ def print_temporal(r: dict, repeat: int) -> None:
           f"build+write {b['build_and_write']:.1f} s, diffusers {b['diffusers']:.1f} s, vireo {b['vireo']:.1f} s")
 
 
+# --third-stage (2.5): the 4K path at bench sizes. The request's size is the third stage's; stage 1 runs at a quarter.
+THIRD_STAGE_SIZE = {"tiny": (384, 256), "medium": (768, 512)}
+THIRD_STAGE_PHASES = ("encode prompt", "stage 1", "upsample", "second pass", "rebuild keyframes", "third stage",
+                      "decode video", "decode audio", "vocoder")
+
+
+def diffusers_third_stage(pipe, ups, cfg: dict) -> dict:
+    """diffusers' "third spatial stage" recipe without temporal rounds: stage 1 at a quarter (latent), the upsampler on
+    canvas and slots, the second pass at half (latent), the upsampler on its canvas, rebuild_epilogue_keyframes, the
+    epilogue pass at the size in epilogue_tiles' 2 x 2 tiles (latent), then the decode as the pipeline's own (the
+    canvas trimmed to the frames asked for, the VAE, postprocess; stage 1's audio through the audio VAE and vocoder)."""
+    from diffusers.pipelines.ltx2.dfr_layout import epilogue_tiles, pixel_to_latent_index
+    from diffusers.pipelines.ltx2.utils import STAGE_2_DISTILLED_SIGMA_VALUES, trim_canvas
+
+    s2 = list(STAGE_2_DISTILLED_SIGMA_VALUES)
+    w, h, n = cfg["width"], cfg["height"], cfg["frames"]
+    g = torch.Generator().manual_seed(SEED)
+    common = dict(prompt=PROMPT, frame_rate=FPS, use_cross_timestep=True, max_sequence_length=MAX_SEQUENCE_LENGTH,
+                  return_dict=False, generator=g, output_type="latent")
+    acc = [{}, {}, {}]
+    t = [time.perf_counter()]
+    with DfrPhaseTimer(pipe).active(acc[0]):
+        c1, a1, k1, p1 = pipe(**common, height=h // 4, width=w // 4, num_frames=n, sigmas=list(DISTILLED_SIGMA_VALUES))
+    t.append(time.perf_counter())
+    up = ups(latents=c1, latents_normalized=False, height=h // 4, width=w // 4, output_type="latent", return_dict=False)[0]
+    upk = ups(latents=k1, latents_normalized=False, height=h // 4, width=w // 4, output_type="latent",
+              return_dict=False)[0]
+    t.append(time.perf_counter())
+    with DfrPhaseTimer(pipe).active(acc[1]):
+        c2, _, k2, p2 = pipe(**common, height=h // 2, width=w // 2, num_frames=n, latents=up, audio_latents=a1,
+                             keyframes_latents=upk, keyframe_positions=p1, noise_scale=s2[0], sigmas=s2)
+    t.append(time.perf_counter())
+    up3 = ups(latents=c2, latents_normalized=False, height=h // 2, width=w // 2, output_type="latent",
+              return_dict=False)[0]
+    t.append(time.perf_counter())
+    kf = pipe.rebuild_epilogue_keyframes(k2, decode_timestep=0.0, decode_noise_scale=0.0, seed=0,
+                                         device=torch.device("cpu"), dtype=torch.float32)
+    t.append(time.perf_counter())
+    canvas = (c2.shape[2] - 1) * 8 + 1
+    tiles = epilogue_tiles(latent_shape=((canvas - 1) // 8 + 1, h // 32, w // 32), frame_tiles=1,
+                           frame_seams=[pixel_to_latent_index(p, 8) for p in p2])
+    with DfrPhaseTimer(pipe).active(acc[2]):
+        c3 = pipe(**common, height=h, width=w, num_frames=canvas, latents=up3, audio_latents=a1, generate_slots=False,
+                  guidance_keyframe_latents=kf, guidance_keyframe_positions=p2, noise_scale=s2[0], sigmas=s2,
+                  freeze_audio=True, video_tiles=tiles)[0]
+    t.append(time.perf_counter())
+    video = pipe.vae.decode(trim_canvas(c3, n, 8).to(pipe.vae.dtype), None, return_dict=False)[0]
+    frames = pipe.video_processor.postprocess_video(video, output_type="np")
+    t.append(time.perf_counter())
+    mel = pipe.audio_vae.decode(a1.to(pipe.audio_vae.dtype), return_dict=False)[0]
+    t.append(time.perf_counter())
+    pipe.vocoder(mel)
+    t.append(time.perf_counter())
+    assert frames.shape[1:4] == (n, h, w), frames.shape
+    assert acc[2]["transformer_calls"] == len(s2) * len(tiles), acc[2]["transformer_calls"]
+    lap = [b - a for a, b in zip(t, t[1:])]
+    prompt = sum(a["encode_prompt"] + a["connectors"] for a in acc)
+    start = lambda a: a["prepare_latents"] + a["prepare_audio_latents"]  # noqa: E731
+    return {"encode prompt": prompt, "stage 1": acc[0]["denoise"] + start(acc[0]), "upsample": lap[1] + lap[3],
+            "second pass": acc[1]["denoise"] + start(acc[1]), "rebuild keyframes": lap[4],
+            "third stage": acc[2]["denoise"] + start(acc[2]), "decode video": lap[6], "decode audio": lap[7],
+            "vocoder": lap[8], "_detail": {"tiles": len(tiles), "wall": t[-1] - t[0], "keyframes": int(kf.shape[2])}}
+
+
+def bench_third_stage(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
+    from diffusers.pipelines.ltx2 import LTX2LatentUpsamplePipeline
+
+    width, height = THIRD_STAGE_SIZE[name]
+    cfg = dict(CONFIGS[name], width=width, height=height)
+    folder = tmp / f"{name}_third_stage"
+    params = write_pipeline(folder, cfg["build"](), tok_src)
+    channels = json.loads((folder / "vae" / "config.json").read_text())["latent_channels"]
+    upsampler = two_stage_upsampler(SEED, channels)
+    upsampler.save_pretrained(folder / "latent_upsampler", safe_serialization=True)
+    params["latent_upsampler"] = sum(p.numel() for p in upsampler.parameters())
+    pipe, _ = load_pipeline(folder)
+    ups = LTX2LatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=upsampler)
+    ups.set_progress_bar_config(disable=True)
+    diffusers_third_stage(pipe, ups, cfg)  # warm-up
+    d_runs = [diffusers_third_stage(pipe, ups, cfg) for _ in range(repeat)]
+    del pipe, ups
+
+    cmd = [cli, "generate", "--model", str(folder), "--prompt", PROMPT, "--frames", str(cfg["frames"]),
+           "--width", str(width), "--height", str(height), "--fps", f"{FPS:g}", "--seed", str(SEED), "--stages", "two",
+           "--set", "third_stage=1", "--out", str(tmp / f"{folder.name}-vireo.mp4"), "--json", "--repeat",
+           str(repeat + 1)]
+    report = benchcli.run_json("bench generate --third-stage", cmd)
+    reason = report.get("stages_reason", "")
+    if "third spatial stage" not in reason:
+        sys.exit(f"bench generate --third-stage: vireo ran no third stage (reason {reason!r})")
+    v_runs = []
+    for p in report["runs"][1:]:
+        missing = [k for k in ("denoise", "refine", "upsample latents", "rebuild keyframes", "third stage",
+                               "decode video") if k not in p]
+        if missing:
+            sys.exit(f"bench generate --third-stage: vireo reported no time for {missing}: {json.dumps(p)}")
+        v_runs.append({"encode prompt": p.get("encode prompt", 0.0), "stage 1": p["denoise"],
+                       "upsample": p["upsample latents"], "second pass": p["refine"],
+                       "rebuild keyframes": p["rebuild keyframes"], "third stage": p["third stage"],
+                       "decode video": p["decode video"], "decode audio": p.get("decode audio", 0.0),
+                       "vocoder": p.get("vocoder", 0.0)})
+    notes = {"encode prompt": "diffusers: each of its three calls encodes the prompt; vireo: once",
+             "stage 1": f"8 distilled steps at {width // 4}x{height // 4} (start state included)",
+             "upsample": "the spatial upsampler on stage 1's canvas and slots, then on the second pass's canvas",
+             "second pass": f"3 steps at {width // 2}x{height // 2}",
+             "rebuild keyframes": "each slot decoded alone, Lanczos x2 in 8-bit, encoded again",
+             "third stage": f"3 steps at {width}x{height}, one DiT call per tile per step, blended",
+             "decode video": f"the canvas trimmed to {cfg['frames']} frames, VAE decode + postprocess",
+             "decode audio": "stage 1's audio through the audio VAE", "vocoder": "vocoder forward"}
+    rows = []
+    for k in THIRD_STAGE_PHASES:
+        ds, vs = min(r[k] for r in d_runs), min(r[k] for r in v_runs)
+        rows.append({"phase": k, "diffusers": ds, "vireo": vs, "ratio": vs / ds if ds else None, "measures": notes[k]})
+    d_tot = min(sum(r[k] for k in THIRD_STAGE_PHASES) for r in d_runs)
+    v_tot = min(sum(r[k] for k in THIRD_STAGE_PHASES) for r in v_runs)
+    d_wall, v_wall = min(r["_detail"]["wall"] for r in d_runs), min(report["run_seconds"][1:])
+    return {"config": f"{name} third stage", "section": "third stage", "width": width, "height": height,
+            "frames": cfg["frames"], "fps": FPS, "tiles": d_runs[0]["_detail"]["tiles"],
+            "keyframes": d_runs[0]["_detail"]["keyframes"], "parameters": params, "rows": rows,
+            "totals": {"compute": {"diffusers": d_tot, "vireo": v_tot, "ratio": v_tot / d_tot},
+                       "wall": {"diffusers": d_wall, "vireo": v_wall, "ratio": v_wall / d_wall}},
+            "diffusers_runs": [{k: r[k] for k in r if k != "_detail"} | r["_detail"] for r in d_runs],
+            "vireo_runs": v_runs, "vireo_phases": report["runs"][1:], "vireo_stages_reason": reason}
+
+
+def print_third_stage(r: dict, repeat: int) -> None:
+    print(f"\n== {r['config']}: {r['width']}x{r['height']}, {r['frames']} frames (stage 1 at {r['width'] // 4}x"
+          f"{r['height'] // 4}, the second pass at {r['width'] // 2}x{r['height'] // 2}; {r['keyframes']} keyframe(s) "
+          f"rebuilt, {r['tiles']} tiles)")
+    print(f"   vireo: {r['vireo_stages_reason']}")
+    print(f"   {'phase':20s}{'diffusers s':>12s}{'vireo s':>11s}{'ratio':>9s}   measures")
+    for row in r["rows"]:
+        ratio = f"{row['ratio']:8.2f}x" if row["ratio"] is not None else f"{'-':>9s}"
+        print(f"   {row['phase']:20s}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 11)}{ratio}   {row['measures']}")
+    for key, label in (("compute", "total compute"), ("wall", "wall")):
+        t = r["totals"][key]
+        print(f"   {label:20s}{fmt(t['diffusers'], 12)}{fmt(t['vireo'], 11)}{t['ratio']:8.2f}x")
+    print(f"   best of {repeat} (diffusers after a warm-up run; vireo: one process, after a warm-up run)")
+
+
 def fmt(x, width=10, digits=3):
     return f"{x:{width}.{digits}f}" if x is not None else f"{'n/a':>{width}}"
 
@@ -1328,6 +1475,9 @@ def main() -> int:
     ap.add_argument("--temporal-rounds", type=int, choices=(0, 1), default=0,
                     help="2.5 only: 1 adds a 'temporal round 1' section per configuration (the DFR pass then one "
                          "temporal refine round, against LTX2DFRTemporalRefinePipeline)")
+    ap.add_argument("--third-stage", action="store_true",
+                    help="2.5 only: a 'third stage' section per configuration (the 4K path: two DFR passes, then the "
+                         "tiled third stage at the size, against diffusers' recipe)")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
@@ -1343,6 +1493,8 @@ def main() -> int:
         ap.error("--enhance and --enhance-image are LTX-2.5's (--version 2.5)")
     if args.temporal_rounds and args.version != "2.5":
         ap.error("--temporal-rounds is LTX-2.5's only (--version 2.5)")
+    if args.third_stage and args.version != "2.5":
+        ap.error("--third-stage is LTX-2.5's only (--version 2.5)")
     global VERSION
     VERSION = args.version
     if not (os.path.isfile(args.cli) and os.access(args.cli, os.X_OK)):
@@ -1398,6 +1550,12 @@ def main() -> int:
                 results.append(r)
                 if not args.json:
                     print_temporal(r, args.repeat)
+                    sys.stdout.flush()
+            if args.third_stage:
+                r = bench_third_stage(name, args.cli, args.repeat, tmp, tok_src)
+                results.append(r)
+                if not args.json:
+                    print_third_stage(r, args.repeat)
                     sys.stdout.flush()
         if args.two_stage:
             r = bench_two_stage(args.cli, args.repeat, tmp, tok_src)

@@ -771,8 +771,9 @@ public:
         if (!detailing)
             return detailing.error();
         if (*detailing)
-            out->reason +=
-                "; the detailing IC-LoRA " + (*detailing)->path.filename().string() + " on the second pass, stage 1's canvas its reference";
+            out->reason += "; the detailing IC-LoRA " + (*detailing)->path.filename().string()
+                + (out->epilogue ? " on the second and third passes, the canvas before each upsampling their reference"
+                                 : " on the second pass, stage 1's canvas its reference");
         auto inContext = inContextOf(request, *out);
         if (!inContext)
             return inContext.error();
@@ -1106,7 +1107,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
     if (auto detailing = Family::detailingLoraOf(r, *stages); !detailing) {
         return detailing.error();
     } else if (*detailing) {
-        // The second pass's alone: out of the list every pass applies.
+        // The detailing passes' alone: out of the list every pass applies.
         req.detailingLora = pipelines::Ltx2Lora{(*detailing)->path, (*detailing)->strength};
         std::erase_if(req.loras, [&](const pipelines::Ltx2Lora& l) { return l.path == (*detailing)->path; });
     }

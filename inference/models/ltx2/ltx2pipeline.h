@@ -351,8 +351,9 @@ struct Ltx2Request {
     // them, the stage's audio frozen and followed, 4 distilled sigmas with the ancestral sampler
     // (eta 0.5, per tile seeded seed + 1000 round + tile). 0 to 2; needs the temporal upsampler.
     int temporalRounds = 0;
-    // LTX-2.5's detailing IC-LoRA on the two-pass DFR recipe: applied in the second pass only,
-    // with stage 1's half-size canvas appended as its clean reference, the positions scaled by
+    // LTX-2.5's detailing IC-LoRA on the two-pass DFR recipe: applied in the second pass (and
+    // the third stage) only, with the canvas before that pass's upsampling (stage 1's, the last
+    // round's) appended as its clean reference, the positions scaled by
     // the LoRA's reference_downscale_factor (metadata; 2 when absent, as ltx-pipelines reads
     // it). detailingReference appends the reference without a LoRA (the reference pipelines
     // allow it). Needs dfr and twoStage.
