@@ -462,6 +462,20 @@ private slots:
         const auto thirdProbe = vireo::media::probeMedia(thirdJob.outputPath.toStdString());
         QVERIFY2(thirdProbe, thirdProbe ? "" : thirdProbe.error().message.c_str());
         QVERIFY(thirdProbe->width == 128 && thirdProbe->height == 128 && thirdProbe->frames == 9);
+        // Its largest forward is a tile, not the 4K canvas: the memory plan sizes the activations
+        // for one (a quarter of the grid and the overlaps, the keyframes with it).
+        {
+            vireo::facade::MemoryBudget budget;
+            budget.hostAvailableBytes = 1ll << 40;
+            vireo::facade::SizeRequest whole{3840, 2176, 121, false};
+            auto tiled = whole;
+            tiled.knobs = {{"third_stage", 1.0}};
+            const auto full = vireo::facade::Generator::planMemory(model->plan, whole, budget);
+            const auto tiles = vireo::facade::Generator::planMemory(model->plan, tiled, budget);
+            QVERIFY(full && tiles);
+            // 16 x 68 x 120 cells against 22 x 47 x 73.
+            QCOMPARE(tiles->activationBytes * (16 * 68 * 120), full->activationBytes * (22 * 47 * 73));
+        }
         // A size whose quarter is not whole latent cells is refused by name, before anything runs.
         third.width = 192;
         const auto odd = vireo::generation::prepare(catalog, *defaults, *model, third);

@@ -538,6 +538,14 @@ public:
             const auto firstPass = plan.spatialUpsamplerPath ? tokens / 4 : tokens;
             tokens = std::max(tokens, firstPass * (1 + size.references));
         }
+        // The third spatial stage's largest forward is one of its tiles, not the whole canvas:
+        // half the grid a side and its 12-cell overlap, every latent frame (a frame tile's run-up
+        // can reach back over most of them) and a keyframe per 3-frame segment held with them.
+        if (const auto it = size.knobs.find("third_stage"); it != size.knobs.end() && it->second == 1.0) {
+            const auto frames = (size.frames - 1) / 8 + 1, h = size.height / 32, w = size.width / 32;
+            const auto tileH = std::min(h, h / 2 + 13), tileW = std::min(w, w / 2 + 13);
+            tokens = (frames + frames / 3 + 1) * tileH * tileW;
+        }
         // The guidance branches batched with the conditional forward add a row each.
         const auto batch = (size.guidance ? 2 : 1) + (env::flag("VIREO_BATCH_GUIDANCE") ? guidanceBranches(size.knobs) : 0);
         m.activationBytes = tokens * batch * (sizes.ffnDim * 2 + sizes.videoDim * 8) * bytesPerValue;
