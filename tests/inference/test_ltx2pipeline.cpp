@@ -1059,7 +1059,11 @@ VT_TEST(theThirdSpatialStageMatchesTheReference)
         req.temporalTileNoise.push_back(*r.find("round1_tile" + std::to_string(tile) + "_noise"));
     req.epilogueVideoNoise = *r.find("epilogue_video_noise");
     req.epilogueAudioNoise = *r.find("epilogue_audio_noise");
-    auto out = pipeline->generate(req);
+    std::vector<std::int64_t> detailDone;
+    auto out = pipeline->generate(req, [&](const pipelines::Ltx2Progress& p) {
+        if (p.phase == pipelines::Ltx2Phase::Refine && p.total == 3 * 8)
+            detailDone.push_back(p.done);
+    });
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));
     auto stats = tensorfile::readTensorSet(dir("25") / "diffusers" / "vae" / "diffusion_pytorch_model.safetensors");
     VT_CHECK(stats.ok());
@@ -1114,6 +1118,10 @@ VT_TEST(theThirdSpatialStageMatchesTheReference)
     VT_CHECK_MSG(round <= 1e-3 && upsampled <= 1e-3 && keyframes <= 5e-3 && weights == 0.0 && tokens <= 5e-3, "latents differ");
     VT_CHECK_MSG(decoded <= 1e-3 && frameDiff <= 1 && wave <= 1e-3, "decoded outputs differ");
     VT_CHECK(out->fps == 2 * req.fps && out->frames.size(1) == req.height && out->frames.size(2) == req.width);
+    // Its bar moves per tile (3 steps x 8 tiles), never back.
+    VT_CHECK_MSG(detailDone.size() >= 25 && detailDone.front() == 0 && detailDone.back() == 24
+            && std::is_sorted(detailDone.begin(), detailDone.end()),
+        "third stage progress: " + std::to_string(detailDone.size()) + " reports");
 
     // What the stage needs is asked for by name.
     auto bad = req;

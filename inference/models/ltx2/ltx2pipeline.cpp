@@ -2325,6 +2325,13 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         out.guidance = describeGuidance(req, transformerConfig) + (batched ? " (branches batched)" : "");
     // Graphs per pass too: their memory is freed before the decoders run.
     ltx2::GraphedForward graphed(*transformer, options.cudaGraphs);
+    auto& latents = p.latents;
+    auto& audioLatents = p.audioLatents;
+    const int steps = p.schedule.steps();
+    // A tiled pass counts its tiles, so a step that takes minutes at 4K still moves the bar.
+    const auto perStep = p.tiles.empty() ? std::int64_t{1} : static_cast<std::int64_t>(p.tiles.size());
+    const auto reportTotal = (p.reportTotal > 0 ? p.reportTotal : steps) * perStep;
+    std::int64_t tilesDone = p.reportOffset * perStep;
     // The third stage's step: the transformer once per tile on the tokens the tile keeps, at
     // their own positions; the velocities blended by the tiles' weights (as x0 = x - v sigma is
     // affine in v and the weights sum to 1, that blends the clean estimates), the audio's
@@ -2346,14 +2353,11 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             blended.video.index_add_(1, tile.keep, pred.video.to(at::kFloat) * tile.weights.view({1, -1, 1}));
             const auto share = pred.audio.to(at::kFloat) / static_cast<double>(pass.tiles.size());
             blended.audio = blended.audio.defined() ? blended.audio + share : share;
+            run.report(pass.phase, ++tilesDone, reportTotal);
         }
         return blended;
     };
-    auto& latents = p.latents;
-    auto& audioLatents = p.audioLatents;
-    const int steps = p.schedule.steps();
-    const auto reportTotal = p.reportTotal > 0 ? p.reportTotal : steps;
-    run.report(p.phase, p.reportOffset, reportTotal);
+    run.report(p.phase, p.reportOffset * perStep, reportTotal);
     // Frozen audio is clean: timestep and sigma 0 for its stream (and the video's cross-modal
     // modulation), never stepped.
     const auto frozen = p.freezeAudio ? at::zeros({batch}, f32) : at::Tensor();
@@ -2508,7 +2512,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
             audioLatents = audioLatents + dt * a;
         }
         if (progress)
-            progress({p.phase, p.reportOffset + i + 1, reportTotal,
+            progress({p.phase, (p.reportOffset + i + 1) * perStep, reportTotal,
                 x0.narrow(1, 0, p.baseTokens).reshape({1, p.latentFrames, p.latentH, p.latentW, tc.inChannels}).permute({0, 4, 1, 2, 3})});
     }
     out.stepsSkipped += stepCache.skips;
