@@ -24,6 +24,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <limits>
