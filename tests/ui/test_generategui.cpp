@@ -680,6 +680,16 @@ private slots:
         QVERIFY(!frames->isEnabled());
         QCOMPARE(page->request().frames, std::int64_t(0));
         QVERIFY(child<QDoubleSpinBox>(page, "knob_temporal_rounds"));
+        // The 4K path: its size is a preset, its third stage a control the request carries.
+        auto* third = child<QDoubleSpinBox>(page, "knob_third_stage");
+        QVERIFY(third && third->maximum() == 1.0);
+        third->setValue(1);
+        QCOMPARE(page->request().knobs.at("third_stage"), 1.0);
+        third->setValue(0);
+        auto* presets = child<QComboBox>(page, "sizePreset");
+        presets->setCurrentIndex(presets->findData(QSize(3840, 2176)));
+        QCOMPARE(page->request().width, std::int64_t(3840));
+        QCOMPARE(page->request().height, std::int64_t(2176));
         box->setChecked(false);
         QVERIFY(frames->isEnabled());
         QCOMPARE(page->request().frames, std::int64_t(frames->value()));

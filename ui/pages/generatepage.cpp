@@ -88,6 +88,9 @@ const Preset kPresets[] = {
     {"704 × 1216 (portrait HD)", 704, 1216},
     {"512 × 512 (square)", 512, 512},
     {"960 × 544 (landscape)", 960, 544},
+    {"1920 × 1088 (1080p)", 1920, 1088},
+    // Whole 128-pixel units: stage 1 of LTX-2.5's third spatial stage runs at a quarter.
+    {"3840 × 2176 (4K, with LTX-2.5's third stage)", 3840, 2176},
 };
 // Ideogram-4's sizes are multiples of 16 (8x VAE, 2x2 patches); its reference default is 2048².
 const Preset kImagePresets[] = {
