@@ -1136,6 +1136,7 @@ void checkThirdStage(const std::string& runName)
     VT_CHECK_MSG(!refused.ok() && refused.error().message.find("two-pass DFR recipe") != std::string::npos,
         (refused.ok() ? "ran" : refused.error().message));
     bad = req;
+    bad.conditions.clear();
     bad.width = 320;
     refused = pipeline->generate(bad);
     VT_CHECK_MSG(!refused.ok() && refused.error().message.find("multiples of 128") != std::string::npos,
@@ -1148,6 +1149,7 @@ VT_TEST(theThirdSpatialStageMatchesTheReference)
 {
     checkThirdStage("dfr_epilogue");
     checkThirdStage("dfr_epilogue_two_pass");
+    checkThirdStage("dfr_epilogue_conditioned");
 }
 
 // The DFR pass is 2.5's and takes what this version implements, or is refused by name.
