@@ -1029,6 +1029,8 @@ VT_TEST(epilogueTilesMatchTheReference)
     VT_CHECK(!pipelines::dfrEpilogueTiles(0, 4, 4, 2, {}).ok());
     VT_CHECK(!pipelines::dfrEpilogueTiles(13, 8, 12, 2, {12, 6}).ok());
     VT_CHECK(!pipelines::dfrEpilogueTiles(13, 8, 12, 65, {6}).ok());
+    VT_CHECK(!pipelines::dfrTokenPlan({}, at::zeros({1, 3, 4, 2}), 1, 2, 2).ok());
+    VT_CHECK(!pipelines::dfrTokenPlan(pipelines::dfrEpilogueTiles(1, 2, 2, 1, {})->tiles, at::zeros({1, 3, 3, 2}), 1, 2, 2).ok());
 }
 
 // diffusers' "third spatial stage" (the 4K path) end to end: stage 1 at a quarter of the size,

@@ -926,6 +926,8 @@ Result<std::vector<DfrTokenPlan>> dfrTokenPlan(
     if (!coords.defined() || coords.dim() != 4 || coords.size(0) != 1 || coords.size(1) != 3 || coords.size(3) != 2
         || coords.size(2) < base)
         return makeError(ErrorCode::InvalidArgument, "a DFR token plan needs [1, 3, tokens, 2] coordinates, the grid's first");
+    if (tiles.empty())
+        return makeError(ErrorCode::InvalidArgument, "a DFR token plan needs at least one tile");
     const auto device = coords.device();
     const auto longs = at::TensorOptions().dtype(at::kLong).device(device);
     const auto appended = coords.narrow(2, base, coords.size(2) - base);
