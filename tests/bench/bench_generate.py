@@ -1259,6 +1259,17 @@ def bench_temporal(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path) -
             "bench_seconds": {"build_and_write": build_s, "diffusers": diffusers_s, "vireo": vireo_s}}
 
 
+def print_rows(r: dict) -> None:
+    """A section's phase rows and its totals (compute, wall)."""
+    print(f"   {'phase':20s}{'diffusers s':>12s}{'vireo s':>11s}{'ratio':>9s}   measures")
+    for row in r["rows"]:
+        ratio = f"{row['ratio']:8.2f}x" if row["ratio"] is not None else f"{'-':>9s}"
+        print(f"   {row['phase']:20s}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 11)}{ratio}   {row['measures']}")
+    for key, label in (("compute", "total compute"), ("wall", "wall")):
+        t = r["totals"][key]
+        print(f"   {label:20s}{fmt(t['diffusers'], 12)}{fmt(t['vireo'], 11)}{t['ratio']:8.2f}x   {t.get('what', '')}")
+
+
 def print_temporal(r: dict, repeat: int) -> None:
     print(f"\n== {r['config']}: {r['width']}x{r['height']}, {r['frames']} frames at {r['fps']:g} fps -> "
           f"{r['out_frames']} frames at {r['out_fps']:g} fps (DFR canvas {r['dfr']['canvas_frames']}, slots at "
@@ -1266,13 +1277,7 @@ def print_temporal(r: dict, repeat: int) -> None:
           f"{r['parameters']['temporal_latent_upsampler'] / 1e6:.1f} M parameters")
     print(f"   diffusers: LTX2DFRPipeline (latent) + LTX2DFRTemporalRefinePipeline round 1 (np); vireo: "
           f"{r['vireo_stages']['stages_reason']}")
-    print(f"   {'phase':20s}{'diffusers s':>12s}{'vireo s':>11s}{'ratio':>9s}   measures")
-    for row in r["rows"]:
-        ratio = f"{row['ratio']:8.2f}x" if row["ratio"] is not None else f"{'-':>9s}"
-        print(f"   {row['phase']:20s}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 11)}{ratio}   {row['measures']}")
-    for key, label in (("compute", "total compute"), ("wall", "wall")):
-        t = r["totals"][key]
-        print(f"   {label:20s}{fmt(t['diffusers'], 12)}{fmt(t['vireo'], 11)}{t['ratio']:8.2f}x   {t['what']}")
+    print_rows(r)
     b = r["bench_seconds"]
     print(f"   best of {repeat} (diffusers after a warm-up run; vireo: one process, after a warm-up run); bench time: "
           f"build+write {b['build_and_write']:.1f} s, diffusers {b['diffusers']:.1f} s, vireo {b['vireo']:.1f} s")
@@ -1397,8 +1402,11 @@ def bench_third_stage(name: str, cli: str, repeat: int, tmp: Path, tok_src: Path
     return {"config": f"{name} third stage", "section": "third stage", "width": width, "height": height,
             "frames": cfg["frames"], "fps": FPS, "tiles": d_runs[0]["_detail"]["tiles"],
             "keyframes": d_runs[0]["_detail"]["keyframes"], "parameters": params, "rows": rows,
-            "totals": {"compute": {"diffusers": d_tot, "vireo": v_tot, "ratio": v_tot / d_tot},
-                       "wall": {"diffusers": d_wall, "vireo": v_wall, "ratio": v_wall / d_wall}},
+            "totals": {"compute": {"what": "the phases above (best run)", "diffusers": d_tot, "vireo": v_tot,
+                                   "ratio": v_tot / d_tot},
+                       "wall": {"what": "best warm run, wall clock (diffusers: the three calls and the decode; vireo: "
+                                        "Ltx2Pipeline::generate, without the MP4)",
+                                "diffusers": d_wall, "vireo": v_wall, "ratio": v_wall / d_wall}},
             "diffusers_runs": [{k: r[k] for k in r if k != "_detail"} | r["_detail"] for r in d_runs],
             "vireo_runs": v_runs, "vireo_phases": report["runs"][1:], "vireo_stages_reason": reason}
 
@@ -1408,13 +1416,7 @@ def print_third_stage(r: dict, repeat: int) -> None:
           f"{r['height'] // 4}, the second pass at {r['width'] // 2}x{r['height'] // 2}; {r['keyframes']} keyframe(s) "
           f"rebuilt, {r['tiles']} tiles)")
     print(f"   vireo: {r['vireo_stages_reason']}")
-    print(f"   {'phase':20s}{'diffusers s':>12s}{'vireo s':>11s}{'ratio':>9s}   measures")
-    for row in r["rows"]:
-        ratio = f"{row['ratio']:8.2f}x" if row["ratio"] is not None else f"{'-':>9s}"
-        print(f"   {row['phase']:20s}{fmt(row['diffusers'], 12)}{fmt(row['vireo'], 11)}{ratio}   {row['measures']}")
-    for key, label in (("compute", "total compute"), ("wall", "wall")):
-        t = r["totals"][key]
-        print(f"   {label:20s}{fmt(t['diffusers'], 12)}{fmt(t['vireo'], 11)}{t['ratio']:8.2f}x")
+    print_rows(r)
     print(f"   best of {repeat} (diffusers after a warm-up run; vireo: one process, after a warm-up run)")
 
 
