@@ -369,7 +369,8 @@ struct Ltx2Request {
     // stretched x2 with Lanczos and encoded again, then held clean at their frames; the audio is
     // stage 1's, frozen; the detailing LoRA (or reference) as in the second pass. Stage 1 runs at
     // a quarter and the second pass and the rounds at half the size, so width and height must be
-    // multiples of 128. Needs dfr, twoStage and the VAE's encoder and decoder.
+    // multiples of 128. Needs dfr, twoStage and the VAE's encoder; the keyframes are decoded by
+    // the decoder the run decodes with (the diffusion decoder's draws seeded seed + 4000 + i).
     bool dfrEpilogue = false;
     // Injected draws of the epilogue (checks against a reference): its packed tokens
     // [canvas | conditions | keyframes | reference], and its audio's (scaled by 0: frozen).
