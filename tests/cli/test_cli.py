@@ -1168,7 +1168,9 @@ def test_retake(tmp_dir=RUN_TMP):
           and "the sound kept" in kr.get("stages_reason", ""), p.stderr[-400:])
     for name, extra, says in [("a window past the clip's end", ["--from", 5, "--to", 6], "inside the clip"),
                               ("a window that ends before it starts", ["--from", 0.3, "--to", 0.1], "--from S and --to S"),
-                              ("no window", [], "--from S and --to S")]:
+                              ("no window", [], "--from S and --to S"),
+                              ("temporal rounds", ["--from", 0.1, "--to", 0.3, "--set", "temporal_rounds=1"],
+                               "no temporal rounds or third stage")]:
         bad = work / "bad.mp4"
         p = run("generate", *model, "--prompt", "x", "--retake", source, *extra, "--out", bad)
         check(f"generate --retake: {name} is refused before loading", p.returncode != 0 and says in p.stderr and not bad.exists()
