@@ -1030,6 +1030,17 @@ VT_TEST(epilogueTilesMatchTheReference)
     VT_CHECK(!pipelines::dfrEpilogueTiles(13, 8, 12, 2, {12, 6}).ok());
     VT_CHECK(!pipelines::dfrEpilogueTiles(13, 8, 12, 65, {6}).ok());
     VT_CHECK(!pipelines::dfrTokenPlan({}, at::zeros({1, 3, 4, 2}), 1, 2, 2).ok());
+    // An appended token positioned off the canvas belongs to no tile: refused, not dropped.
+    const auto one = pipelines::dfrEpilogueTiles(1, 2, 2, 1, {});
+    VT_CHECK(one.ok());
+    auto offCanvas = at::zeros({1, 3, 5, 2});
+    offCanvas.select(3, 1).fill_(1.0);
+    offCanvas.narrow(2, 4, 1).add_(100.0);
+    const auto lost = pipelines::dfrTokenPlan(one->tiles, offCanvas, 1, 2, 2);
+    VT_CHECK_MSG(!lost.ok() && lost.error().message.find("fall outside every epilogue tile") != std::string::npos,
+        (lost.ok() ? std::string("planned") : lost.error().message));
+    offCanvas.narrow(2, 4, 1).sub_(100.0);
+    VT_CHECK(pipelines::dfrTokenPlan(one->tiles, offCanvas, 1, 2, 2).ok());
     VT_CHECK(!pipelines::dfrTokenPlan(pipelines::dfrEpilogueTiles(1, 2, 2, 1, {})->tiles, at::zeros({1, 3, 3, 2}), 1, 2, 2).ok());
 }
 

@@ -3056,6 +3056,9 @@ at::Tensor Ltx2Pipeline::Impl::rebuildKeyframes(Run& run, const at::Tensor& keyf
     loadVideoEncoder();
     if (!videoEncoder)
         throw makeError(ErrorCode::InvalidArgument, "the third spatial stage encodes its keyframes again: these files hold no VAE encoder");
+    // The statistics a diffusion decode denormalizes with, once for every plane.
+    const auto stats = byDiffusion ? latentStats() : std::pair<at::Tensor, at::Tensor>();
+    const double scaling = byDiffusion && !vaeDecoder ? diffusionDecoder->config().scalingFactor : vaeScaling;
     std::vector<at::Tensor> planes;
     for (std::int64_t k = 0; k < keyframes.size(2); ++k) {
         run.checkStop();
@@ -3063,8 +3066,6 @@ at::Tensor Ltx2Pipeline::Impl::rebuildKeyframes(Run& run, const at::Tensor& keyf
         const auto plane = keyframes.narrow(2, k, 1);
         at::Tensor frame;
         if (byDiffusion) {
-            const auto stats = latentStats();
-            const double scaling = vaeDecoder ? vaeScaling : diffusionDecoder->config().scalingFactor;
             const auto z = plane.to(stats.first.device(), at::kFloat) * stats.second.view({1, -1, 1, 1, 1}) / scaling
                 + stats.first.view({1, -1, 1, 1, 1});
             ltx2::DiffusionDecodeOptions decode;
