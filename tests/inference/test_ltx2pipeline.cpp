@@ -1500,16 +1500,19 @@ at::Tensor packAudio(const at::Tensor& x)
 // Image-to-video, keyframes and the two-stage path against the diffusers pipelines that make
 // them (LTX2ImageToVideoPipeline, LTX2ConditionPipeline, LTX2Pipeline + LTX2LatentUpsamplePipeline),
 // every random draw injected: the conditions' encodings, the final latents and the frames.
-void checkConditioned(const std::string& v, const std::string& runName, const std::string& layout)
+// `fast`: the request asks for the Fast recipe (run_fast_two_stage always does).
+void checkConditioned(const std::string& v, const std::string& runName, const std::string& layout, bool fast = false)
 {
     auto run = tensorfile::readTensorSet(dir(v) / ("run_" + runName + ".safetensors"));
     VT_CHECK_MSG(run.ok(), (run.ok() ? "" : run.error().message));
     const auto& r = *run;
     const auto& m = r.metadata;
     auto options = optionsFor(v, layout);
-    const bool twoStage = runName == "two_stage";
+    fast = fast || runName == "fast_two_stage";
+    const bool twoStage = runName == "two_stage" || runName == "fast_two_stage";
+    // LTX-2.5's fixture has no upsampler of its own: its runs use v23's.
     if (twoStage)
-        options.spatialUpsamplerPath = dir(v) / "diffusers" / "latent_upsampler";
+        options.spatialUpsamplerPath = dir(v == "25" ? "23" : v) / "diffusers" / "latent_upsampler";
     auto pipeline = pipelines::Ltx2Pipeline::open(options);
     VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
     pipelines::Ltx2Request q;
@@ -1529,6 +1532,15 @@ void checkConditioned(const std::string& v, const std::string& runName, const st
         q.twoStage = true;
         q.stage2VideoNoise = *r.find("noise_2");
         q.stage2AudioNoise = *r.find("noise_3");
+    }
+    q.fast = fast;
+    q.seed = std::stoll(m.at("seed"));
+    if (const auto* first = r.find("ancestral_noise_0")) {
+        // The ancestral draws are not injected: the pipeline draws them from its own CPU generator,
+        // which is torch's (the same seed makes the same numbers).
+        auto g = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(q.seed) + 10000);
+        VT_CHECK_MSG(at::equal(at::randn(first->sizes(), g, at::TensorOptions().dtype(at::kFloat)), *first),
+            "a CPU generator seeded seed + 10000 does not make the reference's first ancestral draw");
     }
     std::vector<pipelines::Ltx2Phase> phases;
     auto out = pipeline->generate(q, [&](const pipelines::Ltx2Progress& p) {
@@ -1597,6 +1609,36 @@ VT_TEST(twoStageDistilledMatchesDiffusers)
 {
     for (const std::string v : {"20", "23"})
         checkConditioned(v, "two_stage", "diffusers");
+}
+
+// LTX Desktop's Fast (ltx-pipelines' DistilledPipeline): on LTX-2.5 stage 1 ancestral and the first
+// latent frame marked; on LTX-2.3 text-to-video it is the plain two-stage path, draw for draw.
+VT_TEST(theFastRecipeMatchesLightricksDistilledPipeline)
+{
+    checkConditioned("25", "fast_two_stage", "diffusers");
+    checkConditioned("23", "two_stage", "diffusers", true);
+    // Fast is two distilled stages without DFR: anything else is refused before a step runs.
+    auto options = optionsFor("25", "diffusers");
+    options.spatialUpsamplerPath = dir("23") / "diffusers" / "latent_upsampler";
+    auto pipeline = pipelines::Ltx2Pipeline::open(options);
+    VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
+    for (const auto& [what, change] : std::vector<std::pair<std::string, std::function<void(pipelines::Ltx2Request&)>>>{
+             {"one stage", [](pipelines::Ltx2Request& q) { q.twoStage = false; }},
+             {"DFR", [](pipelines::Ltx2Request& q) { q.dfr = true; }},
+             {"dev schedule", [](pipelines::Ltx2Request& q) { q.schedule = pipelines::Ltx2Schedule::Dev; }},
+             {"guidance", [](pipelines::Ltx2Request& q) { q.guidanceScale = 3.0; }}}) {
+        pipelines::Ltx2Request q;
+        q.prompt = "a fox";
+        q.width = 128;
+        q.height = 192;
+        q.frames = 9;
+        q.twoStage = true;
+        q.fast = true;
+        change(q);
+        auto out = pipeline->generate(q, {});
+        VT_CHECK_MSG(!out.ok() && out.error().message.find("the Fast recipe is ltx-pipelines' distilled two-stage pipeline") != std::string::npos,
+            (what + ": " + (out.ok() ? std::string("accepted") : out.error().message)).c_str());
+    }
 }
 
 namespace {

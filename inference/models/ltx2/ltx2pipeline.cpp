@@ -249,10 +249,13 @@ struct Ltx2Pipeline::Impl {
         bool dfr = false;
         std::int64_t slotTokens = 0, slotCount = 0, referenceTokens = 0;
         at::Tensor keyframes, allTokens, slots;
-        // A temporal refine tile: the ancestral sampler with the tile's own generator, and the
-        // audio frozen at the stage's (the video still attends to it); its steps are reported
-        // after `reportOffset` of `reportTotal` (0: the pass's own count).
+        // The ancestral sampler at `ancestralEta` drawing from its own generator (a temporal refine
+        // tile's, the Fast recipe's stage 1), the audio too where `ancestralAudio` (after the
+        // video's draw); a refine tile freezes the audio at the stage's (the video still attends to
+        // it). Steps are reported after `reportOffset` of `reportTotal` (0: the pass's own count).
         std::optional<at::Generator> ancestral;
+        double ancestralEta = 0.0;
+        bool ancestralAudio = false;
         bool freezeAudio = false;
         // Retake: the audio tokens held at their clean values ([1, La] strength, 1: kept), and
         // every kept token's clean estimate taken at its own sigma (0), as ltx-core's X0Model does.
@@ -1514,6 +1517,10 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
                 "3840x2176), got "
                     + std::to_string(req.width) + "x" + std::to_string(req.height));
     }
+    if (req.fast && (!req.twoStage || req.dfr || req.schedule != Ltx2Schedule::Distilled || req.sigmas || anyGuidance(req)))
+        throw makeError(ErrorCode::InvalidArgument,
+            "the Fast recipe is ltx-pipelines' distilled two-stage pipeline: two stages on the distilled schedule, without guidance or "
+            "DFR; this request is not one");
     if (req.twoStage) {
         if (!options.spatialUpsamplerPath)
             throw makeError(ErrorCode::InvalidArgument, "the two-stage path needs the spatial upsampler; none was given with the model");
@@ -1555,7 +1562,7 @@ void Ltx2Pipeline::Impl::checkRequest(const Ltx2Request& req) const
 
 bool lightricksRules(const Ltx2Request& req)
 {
-    return req.twoStage && req.schedule == Ltx2Schedule::Dev && !req.dfr;
+    return req.twoStage && !req.dfr && (req.schedule == Ltx2Schedule::Dev || req.fast);
 }
 
 namespace {
@@ -2003,6 +2010,10 @@ double dfrConditioningFps(double fps)
 // TEMPORAL_ROUND_DISTILLED_SIGMA_VALUES: the distilled sigmas from 0.975), the strength of the
 // keyframes a round carries in (ANCHOR_KEYFRAME_STRENGTH).
 constexpr double kTemporalAncestralEta = 0.5;
+// The Fast recipe's stage 1 on LTX-2.5 (distilled.py ANCESTRAL_ETA; its generator is seeded with
+// the run's seed plus ANCESTRAL_NOISE_SEED_OFFSET, so its first draw is not the start noise again).
+constexpr double kFastAncestralEta = 1.0;
+constexpr std::uint64_t kFastNoiseSeedOffset = 10000;
 constexpr double kAnchorStrength = 0.95;
 sched::FlowSchedule temporalRoundSchedule()
 {
@@ -2495,21 +2506,27 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         auto [x0, ax0] = evaluate(latents, audioLatents, sigma);
         at::Tensor v, a;
         const auto dt = at::scalar_tensor(sigmaNext, f32) - sigmaT;
-        if (p.ancestral) {
-            // The ancestral step re-noises every token: the conditioned ones are pulled back after it.
-            latents = ancestralRfStep(latents, x0, sigma, sigmaNext, kTemporalAncestralEta, [&] {
-                return at::randn(latents.sizes(), *p.ancestral, at::TensorOptions().dtype(at::kFloat));
+        // The ancestral step re-noises every token: the held ones are pulled back after it.
+        const auto ancestralStep = [&](const at::Tensor& x, const at::Tensor& clean, const at::Tensor& mask, const at::Tensor& cleanValues) {
+            auto next = ancestralRfStep(x, clean, sigma, sigmaNext, p.ancestralEta, [&] {
+                return at::randn(x.sizes(), *p.ancestral, at::TensorOptions().dtype(at::kFloat));
             }).to(f32);
-            if (p.mask.defined()) {
-                const auto m = p.mask.unsqueeze(-1);
-                latents = latents * (1 - m) + p.clean * m;
+            if (mask.defined()) {
+                const auto m = mask.unsqueeze(-1);
+                next = next * (1 - m) + cleanValues * m;
             }
+            return next;
+        };
+        if (p.ancestral) {
+            latents = ancestralStep(latents, x0, p.mask, p.clean);
         } else {
             // Back to a velocity and one Euler step, as the pipeline and scheduler do.
             v = (latents - x0) / sigmaT;
             latents = latents + dt * v;
         }
-        if (!p.freezeAudio) {
+        if (p.ancestral && p.ancestralAudio && !p.freezeAudio) {
+            audioLatents = ancestralStep(audioLatents, ax0, p.audioMask, p.audioClean);
+        } else if (!p.freezeAudio) {
             a = (audioLatents - ax0) / sigmaT;
             audioLatents = audioLatents + dt * a;
         }
@@ -2993,6 +3010,7 @@ void Ltx2Pipeline::Impl::temporalRefine(
                 audioWindowForTile(stageAudio, tile.pixelStart, tileFrames, playback, sourceSeconds, conditioningFps, perSecond);
             tp.freezeAudio = true;
             tp.ancestral = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed + 1000 * round) + k);
+            tp.ancestralEta = kTemporalAncestralEta;
             tp.reportOffset = static_cast<std::int64_t>(k) * schedule.steps();
             tp.reportTotal = static_cast<std::int64_t>(tiles.size()) * schedule.steps();
             in.audioNumFrames = tp.audioLatents.size(1);
@@ -3569,6 +3587,12 @@ Ltx2Output Ltx2Pipeline::Impl::run(
     in.fps = canvas ? dfrConditioningFps(req.fps) : req.fps;
     in.useCrossTimestep = true;  // the pipeline's default
     in.stop = stop;
+    // ltx-pipelines samples stage 1 of LTX-2.5 and later ancestrally (should_use_ancestral_sampler).
+    if (req.fast && transformerConfig.keyframesAbsPosEmbedding) {
+        pass.ancestral = at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(req.seed) + kFastNoiseSeedOffset);
+        pass.ancestralEta = kFastAncestralEta;
+        pass.ancestralAudio = true;
+    }
     denoisePass(run, pass, in);
     run.timed("denoise", start);
     run.checkStop();

@@ -322,6 +322,12 @@ struct Ltx2Request {
     // (and stage 1's audio) noised to 0.909375, without guidance. Needs the upsampler and a
     // size whose halves are multiples of 32.
     bool twoStage = false;
+    // ltx-pipelines' DistilledPipeline, what LTX Desktop runs as "Fast": the two-stage distilled
+    // path under ltx-core's rules (conditions, the first latent frame marked for the keyframe
+    // embedding) and, on LTX-2.5, stage 1 sampled with the ancestral sampler (eta 1) from its own
+    // generator, seed + 10000, the video's draw before the audio's each step (drawn on the CPU, so
+    // every device makes the same). Needs twoStage on the distilled schedule, no guidance, no DFR.
+    bool fast = false;
     // Lightricks' dev two-stage recipe (ltx-pipelines 1.0.0 TI2VidTwoStagesPipeline) is twoStage
     // on the dev schedule with this LoRA: stage 1 runs the dev model guided at half size on the
     // dev schedule of 4096 tokens; stage 2 adds the LoRA to `loras` and runs the three stage-2
