@@ -106,6 +106,8 @@ std::string generateHelp()
         "  round doubles the frame rate and the frames: 121 at 24 fps -> 241 at 48 -> 481 at 96)\n"
         "  --set third_stage=1 on LTX-2.5's two passes adds Lightricks' 4K path: stage 1 at a quarter of --width x --height,\n"
         "  the second pass (and the rounds) at half, a tiled detailing pass at the size itself (multiples of 128: 3840x2176)\n"
+        "  --set fast=1 runs LTX Desktop's Fast instead of DFR: ltx-pipelines' distilled two-stage pipeline (on LTX-2.5 stage 1\n"
+        "  with the ancestral sampler and no keyframe slots)\n"
         "  --set KNOB=VALUE sets a control of the model's family's own (its recipe keeps it); the knobs:\n"
         "%k"
         "  The video is listed in the studio's gallery (with its recipe) unless --no-gallery is given\n"

@@ -1170,7 +1170,9 @@ def test_retake(tmp_dir=RUN_TMP):
                               ("a window that ends before it starts", ["--from", 0.3, "--to", 0.1], "--from S and --to S"),
                               ("no window", [], "--from S and --to S"),
                               ("temporal rounds", ["--from", 0.1, "--to", 0.3, "--set", "temporal_rounds=1"],
-                               "no temporal rounds or third stage")]:
+                               "no temporal rounds, third stage or Fast recipe"),
+                              ("the Fast recipe", ["--from", 0.1, "--to", 0.3, "--set", "fast=1"],
+                               "no temporal rounds, third stage or Fast recipe")]:
         bad = work / "bad.mp4"
         p = run("generate", *model, "--prompt", "x", "--retake", source, *extra, "--out", bad)
         check(f"generate --retake: {name} is refused before loading", p.returncode != 0 and says in p.stderr and not bad.exists()

@@ -480,6 +480,29 @@ private slots:
         third.width = 192;
         const auto odd = vireo::generation::prepare(catalog, *defaults, *model, third);
         QVERIFY2(!odd && odd.error().message.find("multiples of 128") != std::string::npos, odd ? "accepted" : odd.error().message.c_str());
+
+        // LTX Desktop's Fast: ltx-pipelines' distilled two-stage pipeline instead of DFR, from the
+        // same six files; the reason says so and the recipe keeps the knob.
+        auto fast = ask;
+        fast.knobs["fast"] = 1;
+        const auto fastPlan = vireo::generation::prepare(catalog, *defaults, *model, fast);
+        QVERIFY2(fastPlan, fastPlan ? "" : fastPlan.error().message.c_str());
+        QVERIFY2(fastPlan->stagesReason.find("the Fast recipe (ltx-pipelines' distilled pipeline") != std::string::npos
+                && fastPlan->stagesReason.find("stage 1 with the ancestral sampler, no keyframe slots") != std::string::npos
+                && fastPlan->stagesReason.find("DFR") == std::string::npos,
+            fastPlan->stagesReason.c_str());
+        auto fastJob = fastPlan->job;
+        fastJob.outputPath = m_work.filePath(QStringLiteral("fox25-fast.mp4"));
+        const auto fs = runToEnd((*studio)->engine(QStringLiteral("cpu")), fastJob);
+        QVERIFY(fs);
+        QVERIFY2(fs->state == vireo::runtime::JobState::Done, qPrintable(fs->error));
+        QCOMPARE(fs->recipe.request.knobs.at("fast"), 1.0);
+        QCOMPARE(QString::fromStdString(fs->recipe.stages), QStringLiteral("two"));
+        // The temporal rounds follow a DFR pass, which Fast does not run: refused by name.
+        fast.knobs["temporal_rounds"] = 1;
+        const auto rounds = vireo::generation::prepare(catalog, *defaults, *model, fast);
+        QVERIFY2(!rounds && rounds.error().message.find("the Fast recipe runs none") != std::string::npos,
+            rounds ? "accepted" : rounds.error().message.c_str());
     }
 
     // LTX-2.5's dev transformer as Lightricks publishes it: the dev two-stage recipe with the

@@ -278,9 +278,10 @@ private slots:
         // LTX's own: the temporal rounds of 2.5 (0 by default; the catalog sets none), which
         // video decoder makes the pixels (0: the checkpoint's), and STG and modality guidance
         // (neutral by default; the dev variants turn them on).
-        QVERIFY(ltx->knobs.size() == 12 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
+        QVERIFY(ltx->knobs.size() == 13 && ltx->knob("temporal_rounds") && ltx->knob("temporal_rounds")->defaultValue == 0);
         // Lightricks' dev recipes: HQ off, the distilled LoRA at the recipe's strengths, the
         // audio rescale following the video's.
+        QVERIFY(ltx->knob("fast") && ltx->knob("fast")->defaultValue == 0 && ltx->knob("fast")->maximum == 1);
         QVERIFY(ltx->knob("hq")->defaultValue == 0 && ltx->knob("distilled_lora_strength")->defaultValue == -1
             && ltx->knob("distilled_lora_stage1_strength")->defaultValue == -1 && ltx->knob("audio_guidance_rescale")->defaultValue == -1);
         QVERIFY(ltx->knob("video_decoder") && ltx->knob("video_decoder")->defaultValue == 0 && ltx->knob("video_decoder")->maximum == 2);
@@ -377,7 +378,7 @@ private slots:
         QVERIFY(!p
             && p.error().message.find(
                    "LTX-2 has no control named 'schedule_mu' (its controls: temporal_rounds, third_stage, video_decoder, stg_scale, "
-                   "audio_stg_scale, modality_scale, audio_modality_scale, stg_block, audio_guidance_rescale, hq, "
+                   "audio_stg_scale, modality_scale, audio_modality_scale, stg_block, audio_guidance_rescale, hq, fast, "
                    "distilled_lora_strength, distilled_lora_stage1_strength)")
                 == 0);
         // A length left on auto needs a duration head, which LTX-2.3's files do not carry.
@@ -421,6 +422,14 @@ private slots:
         third.knobs["third_stage"] = 1;
         p = vireo::generation::prepare(m_catalog, *vd, video, third);
         QVERIFY2(!p && p.error().message.find("third spatial stage is LTX-2.5's") != std::string::npos,
+            p ? "accepted" : p.error().message.c_str());
+        // The Fast recipe is two distilled stages: one stage, or the dev schedule, is refused by name.
+        Ask fast = prompt();
+        fast.knobs["fast"] = 1;
+        fast.stages = "single";
+        p = vireo::generation::prepare(m_catalog, *vd, video, fast);
+        QVERIFY2(!p && p.error().message.find("fast: the Fast recipe runs the distilled model in two stages") != std::string::npos
+                && p.error().message.find("asks for one stage") != std::string::npos,
             p ? "accepted" : p.error().message.c_str());
         QVERIFY(vireo::generation::describeKnobs(*rules).find("schedule_mu (-3 to 3, default 0)") == 0);
         std::vector<std::string> families;

@@ -686,6 +686,12 @@ private slots:
         third->setValue(1);
         QCOMPARE(page->request().knobs.at("third_stage"), 1.0);
         third->setValue(0);
+        // LTX Desktop's Fast recipe: a control the request carries.
+        auto* fast = child<QDoubleSpinBox>(page, "knob_fast");
+        QVERIFY(fast && fast->maximum() == 1.0 && fast->value() == 0.0);
+        fast->setValue(1);
+        QCOMPARE(page->request().knobs.at("fast"), 1.0);
+        fast->setValue(0);
         auto* presets = child<QComboBox>(page, "sizePreset");
         presets->setCurrentIndex(presets->findData(QSize(3840, 2176)));
         QCOMPARE(page->request().width, std::int64_t(3840));

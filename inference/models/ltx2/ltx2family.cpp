@@ -213,6 +213,14 @@ facade::Knob distilledLoraStage1StrengthKnob()
     return recipeStrengthKnob("distilled_lora_stage1_strength", "Distilled LoRA, stage 1",
         "The distilled LoRA's strength in the dev two-stage recipe's first stage (-1: the recipe's, none, or 0.25 in HQ)");
 }
+// ltx-pipelines' distilled pipeline, LTX Desktop's "Fast" (on LTX-2.5 instead of the DFR recipe).
+facade::Knob fastKnob()
+{
+    return choiceKnob("fast", "Fast recipe",
+        "1: LTX Desktop's Fast, ltx-pipelines' distilled two-stage pipeline: stage 1 at half size (on LTX-2.5 with the ancestral "
+        "sampler and no keyframe slots), latent upsample x2, 3 refining steps; the distilled schedule without guidance",
+        1);
+}
 // ltx-pipelines' HQ recipe (ti2vid_two_stages_hq) instead of its dev two-stage one.
 facade::Knob hqKnob()
 {
@@ -479,7 +487,7 @@ public:
         r.frameStep = 8;  // 8 frames per latent frame after the first
         r.sizeUnit = "32-pixel latent cells";
         r.knobs = {temporalRoundsKnob(), thirdStageKnob(), videoDecoderKnob(), stgScaleKnob(), audioStgScaleKnob(), modalityScaleKnob(),
-            audioModalityScaleKnob(), stgBlockKnob(), audioRescaleKnob(), hqKnob(), distilledLoraStrengthKnob(),
+            audioModalityScaleKnob(), stgBlockKnob(), audioRescaleKnob(), hqKnob(), fastKnob(), distilledLoraStrengthKnob(),
             distilledLoraStage1StrengthKnob()};
         // Lightricks' HQ preset (ltx-pipelines LTX_2_3_HQ_PARAMS): 15 steps, no STG, rescale
         // 0.45 for the video and 1 for the audio.
@@ -756,9 +764,9 @@ public:
             // ltx-pipelines' RetakePipeline: one pass at the clip's size, whatever the model.
             if (request.stages == "two")
                 return makeError(ErrorCode::InvalidArgument, "a retake is one pass over the clip: stages two cannot run");
-            if (request.knob(temporalRoundsKnob()) != 0 || request.knob(thirdStageKnob()) != 0)
+            if (request.knob(temporalRoundsKnob()) != 0 || request.knob(thirdStageKnob()) != 0 || request.knob(fastKnob()) != 0)
                 return makeError(ErrorCode::InvalidArgument,
-                    "a retake is one pass over the clip at its own rate and size: no temporal rounds or third stage");
+                    "a retake is one pass over the clip at its own rate and size: no temporal rounds, third stage or Fast recipe");
             StagePlan one;
             one.firstWidth = request.width;
             one.firstHeight = request.height;
@@ -893,6 +901,14 @@ public:
                 third != 1 ? std::string("third_stage is 0 or 1") : "third_stage: the third spatial stage is LTX-2.5's; this model is not");
         if (!out || !ltx25)
             return out;
+        if (request.knob(fastKnob()) == 1) {
+            if (rounds != 0 || third != 0)
+                return makeError(ErrorCode::InvalidArgument,
+                    std::string(rounds != 0 ? "temporal_rounds: the temporal refine rounds" : "third_stage: the third spatial stage")
+                        + " follow the DFR pass, and the Fast recipe runs none");
+            out->reason += "; stage 1 with the ancestral sampler, no keyframe slots (LTX-2.5 in ltx-pipelines' distilled pipeline)";
+            return out;
+        }
         // LTX-2.5 runs its own DFR passes where it can (one at full size, or half size, upsample
         // and a detailing pass), else LTX-2.3's; the reason says which and why.
         std::string blocker;
@@ -984,6 +1000,13 @@ public:
         else if (request.width % 64 != 0 || request.height % 64 != 0)
             blocker = std::to_string(request.width) + "x" + std::to_string(request.height)
                 + " does not halve into 32-pixel latent cells (both sides must be multiples of 64)";
+        const bool fast = request.knob(fastKnob()) == 1;
+        if (fast && (request.stages == "single" || !blocker.empty() || devRecipe))
+            return makeError(ErrorCode::InvalidArgument,
+                "fast: the Fast recipe runs the distilled model in two stages without guidance; "
+                    + std::string(request.stages == "single" ? "this request asks for one stage"
+                            : devRecipe                      ? "this request uses the dev schedule"
+                                                             : blocker));
         const bool hq = request.knob(hqKnob()) == 1;
         if (hq && (request.stages == "single" || !blocker.empty() || !devRecipe))
             return makeError(ErrorCode::InvalidArgument,
@@ -1019,7 +1042,9 @@ public:
                 + num(stage2) + ", unguided)";
             return out;
         }
-        out.reason = request.stages == "two"
+        out.reason = fast ? "two stages: the Fast recipe (ltx-pipelines' distilled pipeline, LTX Desktop's; half size, latent upsample x2, "
+                            "3 refining steps)"
+            : request.stages == "two"
             ? "two stages, as asked"
             : "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
         return out;
@@ -1109,6 +1134,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
             req.sampler = pipelines::Ltx2Sampler::Res2s;
     }
     req.dfr = stages->dfr;
+    req.fast = req.twoStage && !req.dfr && r.knob(fastKnob()) == 1;
     req.temporalRounds = stages->temporalRounds;
     req.dfrEpilogue = stages->epilogue;
     req.videoDecode = videoDecodeOf(r);
@@ -1205,6 +1231,7 @@ Result<VideoResult> Loaded::generate(const GenerateRequest& r, const ProgressFn&
         req.retake = std::move(retake);
         req.twoStage = false;
         req.dfr = false;
+        req.fast = false;
         req.temporalRounds = 0;
         req.dfrEpilogue = false;
     }
