@@ -49,7 +49,10 @@ Gemma 4 unified text encoder, as wide and as deep as 2.3's tiny Gemma 3), timed 
 LTX2DFRPipeline: one DFR pass at full size (the 8 distilled sigmas, generate_slots=True, non-shifting
 FlowMatchEulerDiscrete with shift 1.0) on the padded canvas (9 and 25 frames -> a 25-frame canvas,
 segment 24, one keyframe slot), which `vireo-cli generate` runs by itself for a 2.5 model without an
-upsampler (checked: its stages reason must say "LTX-2.5 DFR pass"). No --two-stage with 2.5.
+upsampler (checked: its stages reason must say "LTX-2.5 DFR pass"). --two-stage with 2.5 times the Fast recipe (LTX
+Desktop's default, ltx-pipelines' DistilledPipeline): diffusers' two LTX2Pipeline calls with its stage-1 ancestral
+sampler and first-frame mark applied (make_ltx2_pipeline_fixtures.ancestral_stage / first_frame_marked), against
+`vireo-cli generate --stages two --set fast=1` (its reason must name the Fast recipe).
 
 --temporal-rounds 1 (2.5 only): after each configuration, a "temporal round 1" section: the same model in
 a second folder with a temporal x2 latent upsampler (temporal_latent_upsampler/, LTX2LatentUpsamplerModel
@@ -971,16 +974,28 @@ def diffusers_two_stage(pipe: LTX2Pipeline, upsampler, cfg: dict) -> dict:
                   generator=torch.Generator().manual_seed(SEED))
     ups = LTX2LatentUpsamplePipeline(vae=pipe.vae, latent_upsampler=upsampler)
     ups.set_progress_bar_config(disable=True)
-    t0 = time.perf_counter()
-    video, audio = pipe(height=cfg["height"] // 2, width=cfg["width"] // 2, num_inference_steps=len(DISTILLED_SIGMA_VALUES),
-                        sigmas=list(DISTILLED_SIGMA_VALUES), output_type="latent", **common)
-    t1 = time.perf_counter()
-    up = ups(latents=video, output_type="latent", return_dict=False)[0]
-    t2 = time.perf_counter()
-    frames, _ = pipe(latents=up, audio_latents=audio, height=cfg["height"], width=cfg["width"],
-                     num_inference_steps=len(STAGE_2_DISTILLED_SIGMA_VALUES), sigmas=list(STAGE_2_DISTILLED_SIGMA_VALUES),
-                     noise_scale=STAGE_2_DISTILLED_SIGMA_VALUES[0], output_type="np", **common)
-    t3 = time.perf_counter()
+    with contextlib.ExitStack() as fast:
+        ancestral = None
+        if VERSION == "2.5":
+            # The Fast recipe: ltx-pipelines' DistilledPipeline rules on these calls, as run_fast_two_stage applies them.
+            fast.enter_context(fx.first_frame_marked(pipe.transformer))
+            ancestral = fast.enter_context(fx.ancestral_stage(pipe, SEED))
+        t0 = time.perf_counter()
+        video, audio = pipe(height=cfg["height"] // 2, width=cfg["width"] // 2,
+                            num_inference_steps=len(DISTILLED_SIGMA_VALUES), sigmas=list(DISTILLED_SIGMA_VALUES),
+                            output_type="latent", **common)
+        t1 = time.perf_counter()
+        if ancestral is not None:
+            ancestral.on = False  # stage 2 steps with Euler
+        up = ups(latents=video, output_type="latent", return_dict=False)[0]
+        t2 = time.perf_counter()
+        frames, _ = pipe(latents=up, audio_latents=audio, height=cfg["height"], width=cfg["width"],
+                         num_inference_steps=len(STAGE_2_DISTILLED_SIGMA_VALUES),
+                         sigmas=list(STAGE_2_DISTILLED_SIGMA_VALUES), noise_scale=STAGE_2_DISTILLED_SIGMA_VALUES[0],
+                         output_type="np", **common)
+        t3 = time.perf_counter()
+    if ancestral is not None:
+        assert len(ancestral.draws) == 2 * (len(DISTILLED_SIGMA_VALUES) - 1), len(ancestral.draws)
     assert frames.shape[1:4] == (cfg["frames"], cfg["height"], cfg["width"]), frames.shape
     return {"stage 1": t1 - t0, "upsample": t2 - t1, "stage 2": t3 - t2, "total": t3 - t0}
 
@@ -995,6 +1010,10 @@ def bench_two_stage(cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
     params["latent_upsampler"] = sum(p.numel() for p in upsampler.parameters())
 
     pipe, _ = load_pipeline(folder)
+    if VERSION == "2.5":  # load_pipeline's LTX2DFRPipeline, its components in the plain pipeline the Fast recipe calls
+        pipe = LTX2Pipeline(scheduler=pipe.scheduler, **{k: getattr(pipe, k) for k in (
+            "vae", "audio_vae", "text_encoder", "tokenizer", "connectors", "transformer", "vocoder")})
+        pipe.set_progress_bar_config(disable=True)
     diffusers_two_stage(pipe, upsampler, cfg)  # warm-up
     d_runs = [diffusers_two_stage(pipe, upsampler, cfg) for _ in range(repeat)]
     del pipe
@@ -1002,9 +1021,13 @@ def bench_two_stage(cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
     cmd = [cli, "generate", "--model", str(folder), "--prompt", PROMPT, "--frames", str(cfg["frames"]),
            "--width", str(cfg["width"]), "--height", str(cfg["height"]), "--fps", f"{FPS:g}", "--seed", str(SEED),
            "--stages", "two", "--out", str(tmp / "two-stage-vireo.mp4"), "--json", "--repeat", str(repeat + 1)]
+    if VERSION == "2.5":
+        cmd += ["--set", "fast=1"]
     report = benchcli.run_json("bench generate --two-stage", cmd)
     if report.get("stages") != "two":
         sys.exit(f"bench generate --two-stage: vireo did not run two stages: {json.dumps(report)[:400]}")
+    if VERSION == "2.5" and "the Fast recipe" not in report.get("stages_reason", ""):
+        sys.exit(f"bench generate --two-stage: vireo did not run the Fast recipe: {report.get('stages_reason', '')!r}")
     v_runs = []
     for p in report["runs"][1:]:
         stage1 = p.get("encode prompt", 0.0) + p.get("denoise", 0.0)
@@ -1026,7 +1049,8 @@ def bench_two_stage(cli: str, repeat: int, tmp: Path, tok_src: Path) -> dict:
 
 
 def print_two_stage(r: dict, repeat: int) -> None:
-    print(f"\n== two stages: {r['width']}x{r['height']}, {r['frames']} frames (stage 1 at {r['width'] // 2}x{r['height'] // 2}), "
+    fast = " (LTX-2.5's Fast recipe: ancestral stage 1)" if VERSION == "2.5" else ""
+    print(f"\n== two stages{fast}: {r['width']}x{r['height']}, {r['frames']} frames (stage 1 at {r['width'] // 2}x{r['height'] // 2}), "
           f"8 + 3 distilled steps, no guidance; upsampler {r['parameters']['latent_upsampler'] / 1e6:.1f} M parameters")
     print(f"   {'part':12s}{'diffusers s':>12s}{'vireo s':>11s}{'ratio':>9s}   measures")
     for row in r["rows"]:
@@ -1483,8 +1507,6 @@ def main() -> int:
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
-    if args.two_stage and args.version != "2.3":
-        ap.error("--two-stage is LTX-2.3's only")
     if args.audio and (args.version != "2.3" or args.two_stage):
         ap.error("--audio is LTX-2.3's, without --two-stage")
     if args.reference and (args.version != "2.3" or args.two_stage):
