@@ -1623,8 +1623,7 @@ VT_TEST(theFastRecipeMatchesLightricksDistilledPipeline)
     auto pipeline = pipelines::Ltx2Pipeline::open(options);
     VT_CHECK_MSG(pipeline.ok(), (pipeline.ok() ? "" : pipeline.error().message));
     for (const auto& [what, change] : std::vector<std::pair<std::string, std::function<void(pipelines::Ltx2Request&)>>>{
-             {"one stage", [](pipelines::Ltx2Request& q) { q.twoStage = false; }},
-             {"DFR", [](pipelines::Ltx2Request& q) { q.dfr = true; }},
+             {"one stage", [](pipelines::Ltx2Request& q) { q.twoStage = false; }}, {"DFR", [](pipelines::Ltx2Request& q) { q.dfr = true; }},
              {"dev schedule", [](pipelines::Ltx2Request& q) { q.schedule = pipelines::Ltx2Schedule::Dev; }},
              {"guidance", [](pipelines::Ltx2Request& q) { q.guidanceScale = 3.0; }}}) {
         pipelines::Ltx2Request q;
@@ -1636,7 +1635,8 @@ VT_TEST(theFastRecipeMatchesLightricksDistilledPipeline)
         q.fast = true;
         change(q);
         auto out = pipeline->generate(q, {});
-        VT_CHECK_MSG(!out.ok() && out.error().message.find("the Fast recipe is ltx-pipelines' distilled two-stage pipeline") != std::string::npos,
+        VT_CHECK_MSG(
+            !out.ok() && out.error().message.find("the Fast recipe is ltx-pipelines' distilled two-stage pipeline") != std::string::npos,
             (what + ": " + (out.ok() ? std::string("accepted") : out.error().message)).c_str());
     }
 }

@@ -1042,11 +1042,13 @@ public:
                 + num(stage2) + ", unguided)";
             return out;
         }
-        out.reason = fast ? "two stages: the Fast recipe (ltx-pipelines' distilled pipeline, LTX Desktop's; half size, latent upsample x2, "
-                            "3 refining steps)"
-            : request.stages == "two"
-            ? "two stages, as asked"
-            : "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
+        if (fast)
+            out.reason = "two stages: the Fast recipe (ltx-pipelines' distilled pipeline, LTX Desktop's; half size, latent upsample x2, "
+                         "3 refining steps)";
+        else if (request.stages == "two")
+            out.reason = "two stages, as asked";
+        else
+            out.reason = "two stages: the distilled model's default (half size, latent upsample x2, 3 refining steps)";
         return out;
     }
 

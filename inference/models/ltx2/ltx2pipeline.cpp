@@ -2507,7 +2507,8 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
         at::Tensor v, a;
         const auto dt = at::scalar_tensor(sigmaNext, f32) - sigmaT;
         // The ancestral step re-noises every token: the held ones are pulled back after it.
-        const auto ancestralStep = [&](const at::Tensor& x, const at::Tensor& clean, const at::Tensor& mask, const at::Tensor& cleanValues) {
+        const auto ancestralStep = [&](const at::Tensor& x, const at::Tensor& clean, const at::Tensor& mask,
+                                       const at::Tensor& cleanValues) {
             auto next = ancestralRfStep(x, clean, sigma, sigmaNext, p.ancestralEta, [&] {
                 return at::randn(x.sizes(), *p.ancestral, at::TensorOptions().dtype(at::kFloat));
             }).to(f32);
