@@ -69,14 +69,16 @@ benchmarks:
                                warm job's overhead, status polls per second, and a denoise
                                step's latency to its Server-Sent Event (default model: the
                                tiny LTX-2.3 fixture under VIREO_FIXTURES_ROOT)
-  generate [--python PY] [--small] [--ideogram] [--two-stage] [--version 2.3|2.5] [--temporal-rounds 1] [--guided] [--audio] [--reference] [--enhance] [--enhance-image] [--json]
+  generate [--python PY] [--small] [--ideogram] [--two-stage] [--version 2.3|2.5] [--temporal-rounds 1] [--third-stage] [--guided] [--audio] [--reference] [--enhance] [--enhance-image] [--json]
                                each LTX-2 phase (Ideogram-4 with --ideogram) timed next to
                                diffusers' pipeline on the same weights (tiny and medium
                                configurations), as ratios; --two-stage: the two-stage
-                               distilled path against diffusers' three pipeline calls;
+                               distilled path against diffusers' three pipeline calls
+                               (2.5: the Fast recipe, its ancestral stage 1 on both sides);
                                --version 2.5: LTX-2.5's DFR pass against LTX2DFRPipeline;
                                --temporal-rounds 1: and a temporal refine round after it
-                               against LTX2DFRTemporalRefinePipeline; --audio: and
+                               against LTX2DFRTemporalRefinePipeline; --third-stage (2.5):
+                               and the 4K path against diffusers' recipe; --audio: and
                                audio-to-video (the sound encoded and held frozen);
                                --reference: an IC-LoRA's reference clip; --enhance (2.5):
                                the prompt enhancer against diffusers' enhance_prompt;

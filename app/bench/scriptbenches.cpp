@@ -106,7 +106,7 @@ int runBenchGenerate(const std::vector<std::string>& args, const char* self)
         if (args[i] == "--python" && i + 1 < args.size())
             python = args[++i];
         else if (args[i] == "--json" || args[i] == "--small" || args[i] == "--two-stage" || args[i] == "--guided" || args[i] == "--audio"
-            || args[i] == "--reference" || args[i] == "--enhance" || args[i] == "--enhance-image")
+            || args[i] == "--reference" || args[i] == "--enhance" || args[i] == "--enhance-image" || args[i] == "--third-stage")
             extra += " " + args[i];
         else if (args[i] == "--version" && i + 1 < args.size() && (args[i + 1] == "2.3" || args[i + 1] == "2.5"))
             extra += " --version " + args[++i];

@@ -90,6 +90,12 @@ def test_text_and_usage():
         b = json.loads(p.stdout)
         ok = b["bytes"] > 0 and b["raw_seconds"] > 0 and b["tensor_seconds"] > 0 and b["ratio"] > 0
     check("vireo-bench read --json", ok, p.stderr or p.stdout)
+    # bench generate hands every option its script takes on to it (here a Python that fails at once).
+    for opt in ("--two-stage", "--third-stage", "--enhance-image", "--guided"):
+        p = run_bench("generate", "--python", "false", "--version", "2.5", opt)
+        check(f"vireo-bench generate takes {opt}", "unexpected argument" not in p.stderr, p.stderr[-300:])
+    p = run_bench("generate", "--python", "false", "--fourth-stage")
+    check("vireo-bench generate names an option it does not know", p.returncode == 2 and "--fourth-stage" in p.stderr, p.stderr[-300:])
     # The benchmarks left vireo-cli; what was typed before gets a pointer, not a run.
     p = run("bench", "read", FIXTURES / "tensorfiles/gguf_v3_all_types.gguf")
     lines = p.stderr.strip().splitlines()
