@@ -1529,7 +1529,8 @@ def main() -> int:
     names = ["tiny"] if args.small else ["tiny", "medium"]
     threads = torch.get_num_threads()  # torch's default: nothing here sets it
     if not args.json:
-        dfr = " (one DFR pass: diffusers' LTX2DFRPipeline)" if VERSION == "2.5" else ""
+        dfr = (" (the Fast recipe: two LTX2Pipeline calls, ancestral stage 1)" if args.two_stage else
+               " (one DFR pass: diffusers' LTX2DFRPipeline)") if VERSION == "2.5" else ""
         print(f"bench generate: LTX-{VERSION} text-to-video+audio{dfr} on CPU, float32; diffusers {mm.diffusers.__version__}, "
               f"torch {torch.__version__}; threads: torch default {threads} (diffusers), vireo-cli runs with "
               f"libtorch's default (nothing sets it; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})",
@@ -1597,7 +1598,11 @@ def main() -> int:
         f"1-minute load average {load_before:.2f} before, {load_after:.2f} after, on {cores} CPUs (this bench alone "
         f"keeps it near {threads}; much more means other work ran alongside and the times are not comparable to other runs)",
     ]
-    if VERSION == "2.5":
+    if VERSION == "2.5" and args.two_stage:
+        notes.append("LTX-2.5 --two-stage: the Fast recipe on both sides (no DFR, no keyframe slots): stage 1's "
+                     "ancestral draws come from each side's own generator seeded seed + 10000, the first latent frame "
+                     "marked in every transformer call; vireo-cli ran the recipe asked for (stages_reason).")
+    elif VERSION == "2.5":
         notes.append("LTX-2.5: both sides run one DFR pass on the padded canvas (keyframe slot tokens included); "
                      "diffusers' prepare_latents and prepare_audio_latents (start state) are in no row, like Vireo's "
                      "start state (the JSON's diffusers runs list them); vireo-cli chose the DFR pass itself (stages_reason).")
