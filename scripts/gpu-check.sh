@@ -314,6 +314,17 @@ if [[ $QUICK -eq 0 ]]; then
   else
     note "bench gpu 2.5: skipped (budget)"
   fi
+  # One tile of 2.5's 4K third stage (3840x2176x121), when the budget still allows.
+  if [[ $((BUDGET - $(elapsed))) -gt 150 ]]; then
+    PYTHONUNBUFFERED=1 timeout $((BUDGET - $(elapsed) - 60)) "$PYTHON" "$ROOT/tests/bench/bench_gpu.py" "$BUILD/app/vireo-cli" \
+      --bench "$BUILD/app/vireo-bench" --version 2.5 --grid 16x47x73 --layers 4 --repeat 5 --attention default \
+      --skip q4k,dequant,lora,recipes --work /tmp/vireo-bench-gpu4k --report "$OUTDIR/bench4k.json" >"$OUTDIR/bench4k.log" 2>&1
+    note "bench gpu 2.5 4K tile: rc $? at $(elapsed) s"
+    sed -n '/== bench gpu/,$p' "$OUTDIR/bench4k.log" | tee -a "$SUMMARY"
+    rm -rf /tmp/vireo-bench-gpu4k
+  else
+    note "bench gpu 2.5 4K tile: skipped (budget)"
+  fi
 fi
 
 # 4. compute-sanitizer memcheck: kernels, layers, then one pipeline case per version.

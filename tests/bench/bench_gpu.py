@@ -22,7 +22,10 @@ forwards with the LoRA (half-size forwards timed for the distilled one as the gu
 LTX-2.5 differs in its blocks (no video FFN bias) and its input (the keyframe embedding, on the
 first latent frame's tokens here, as a DFR pass marks them).
 
-Usage: bench_gpu.py VIREO_CLI [--bench VIREO_BENCH] [--version 2.3|2.5] [--layers 4] [--repeat 10]
+--grid FxHxW runs the same at another latent grid: `--version 2.5 --grid 16x47x73` is one tile of LTX-2.5's 4K third
+stage (3840x2176x121: 68 x 120 cells split 2 x 2, overlapping), 4 of which make one of its 3 steps.
+
+Usage: bench_gpu.py VIREO_CLI [--bench VIREO_BENCH] [--version 2.3|2.5] [--layers 4] [--repeat 10] [--grid FxHxW]
                               [--attention default,flash,flash3] [--compile] [--work DIR] [--report FILE.json]
 VIREO_BENCH is vireo-bench, by default the one beside VIREO_CLI (both are built in app/).
 Needs torch with CUDA, diffusers 0.42.1 and gguf (carry them as wheels to the GPU machine).
@@ -64,7 +67,16 @@ ap.add_argument("--skip", default="", help="comma list of: fp8, q4k, dequant, lo
 ap.add_argument("--work", default="")
 ap.add_argument("--report", default="")
 ap.add_argument("--dry-run-cpu", action="store_true", help="a tiny model on the CPU: checks this script, measures nothing")
+ap.add_argument("--grid", default="", help="the latent cells FxHxW of the forward instead of 768x512x121's 16x16x24 "
+                "(LTX-2.5's 4K third stage at 121 frames runs tiles of 16x47x73)")
 args = ap.parse_args()
+if args.grid:
+    try:
+        F, H, W = (int(x) for x in args.grid.lower().split("x"))
+    except ValueError:
+        ap.error(f"--grid {args.grid!r}: give latent cells as FxHxW, e.g. 16x47x73")
+    if not (0 < F <= 64 and 0 < H <= 256 and 0 < W <= 256):
+        ap.error(f"--grid {args.grid}: F up to 64, H and W up to 256 latent cells")
 BENCH = args.bench or str(Path(args.cli).with_name("vireo-bench"))
 skip = set(filter(None, args.skip.split(",")))
 DRY = args.dry_run_cpu
@@ -468,7 +480,11 @@ if args.compile:
 
 
 scale = 48 / args.layers * 8
-print(f"\n== bench gpu: LTX-{args.version} transformer, %d of 48 layers, 768x512x121 (6144 video / 126 audio / 1024 text tokens)" % args.layers)
+workload = "768x512x121" if (F, H, W) == (16, 16, 24) else f"latent grid {F}x{H}x{W}"
+print(f"\n== bench gpu: LTX-{args.version} transformer, {args.layers} of 48 layers, {workload} ({F * H * W} video / "
+      f"{AUDIO_TOKENS} audio / {TEXT_TOKENS} text tokens)")
+if (F, H, W) == (16, 47, 73):
+    print("   (a tile of LTX-2.5's 4K third stage at 3840x2176x121: its step is 4 such forwards, the stage 3 steps)")
 print(f"   device {DEVICE_NAME}, torch {torch.__version__}, diffusers {diffusers.__version__}")
 print(f"   {'variant':28s} {'ms/fwd':>8s} {'x eager':>8s} {'8-step 48L s':>12s} {'peak GiB':>9s} {'resident':>9s} {'rel err':>9s}")
 print(f"   {'diffusers eager bf16':28s} {eager_s * 1e3:8.2f} {1.0:8.3f} {eager_s * scale:12.2f} {eager_peak / 2**30:9.2f}")
