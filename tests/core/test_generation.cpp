@@ -7,6 +7,7 @@
 #include "tests/core/mediafixtures.h"
 
 #include <QFile>
+#include <filesystem>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -40,6 +41,18 @@ Ask prompt(const char* text = "a quiet pier")
     Ask a;
     a.prompt = text;
     return a;
+}
+
+// A safetensors file of the given header and a zero payload of `dataBytes`.
+bool writeSafetensors(const std::filesystem::path& path, const QByteArray& header, int dataBytes = 0)
+{
+    QFile f(QString::fromStdString(path.string()));
+    if (!f.open(QIODevice::WriteOnly))
+        return false;
+    const auto n = static_cast<quint64>(header.size());
+    for (int i = 0; i < 8; ++i)
+        f.putChar(static_cast<char>((n >> (8 * i)) & 0xff));
+    return f.write(header) == header.size() && f.write(QByteArray(dataBytes, 0)) == dataBytes;
 }
 
 }  // namespace
@@ -226,6 +239,26 @@ private slots:
             b.enhancePrompt = true;
             const auto refused = vireo::generation::prepare(m_catalog, *d25, v25, b);
             QVERIFY(!refused && refused.error().message.find("this model has no prompt enhancer") != std::string::npos);
+            // A LoRA named for LTX-2.3 runs on 2.5, as LTX Desktop runs it, and the plan says so;
+            // one named for 2.5 (or for nothing) gets no such word.
+            QTemporaryDir loras;
+            const std::filesystem::path dir = loras.path().toStdString();
+            const QByteArray header = R"({"__metadata__":{"format":"pt"}}      )";
+            const auto old = dir / "models--Lightricks--LTX-2.3-22b-LoRA-Cinemagraph" / "snapshots" / "abc" / "cinemagraph.safetensors";
+            std::filesystem::create_directories(old.parent_path());
+            QVERIFY(writeSafetensors(old, header) && writeSafetensors(dir / "ltx-2.5-22b-lora-x.safetensors", header)
+                && writeSafetensors(dir / "LTX_2.3_Clay_Mation.safetensors", header));
+            auto c = prompt();
+            c.loras = {{old, 1.0}, {dir / "ltx-2.5-22b-lora-x.safetensors", 1.0}, {dir / "LTX_2.3_Clay_Mation.safetensors", 0.5}};
+            const auto named = vireo::generation::prepare(m_catalog, *d25, v25, c);
+            QVERIFY2(named, named ? "" : named.error().message.c_str());
+            const auto& why = named->stagesReason;
+            QVERIFY2(why.find("the LoRA cinemagraph.safetensors was made for LTX-2.3 (its name says so): it runs on LTX-2.5 as LTX "
+                              "Desktop runs it, which Lightricks has not validated")
+                        != std::string::npos
+                    && why.find("LTX_2.3_Clay_Mation.safetensors was made for LTX-2.3") != std::string::npos
+                    && why.find("ltx-2.5-22b-lora-x") == std::string::npos,
+                why.c_str());
         }
         // A good ask: the defaults fill what it left, the prompt is cleaned, the job names the model.
         a = prompt("a quiet\x01 pier");
@@ -397,16 +430,9 @@ private slots:
         {
             QTemporaryDir dir;
             const auto path = dir.filePath(QStringLiteral("ic-lora.safetensors"));
-            const QByteArray header =
-                R"({"__metadata__":{"reference_downscale_factor":"2"},"x.lora_A.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
-            QFile f(path);
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            const quint64 n = static_cast<quint64>(header.size());
-            QByteArray size(8, 0);
-            for (int i = 0; i < 8; ++i)
-                size[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-            f.write(size + header + QByteArray(4, 0));
-            f.close();
+            QVERIFY(writeSafetensors(path.toStdString(),
+                R"({"__metadata__":{"reference_downscale_factor":"2"},"x.lora_A.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                4));
             Ask ic = prompt();
             ic.loras.push_back({path.toStdString(), 1.0});
             p = vireo::generation::prepare(m_catalog, *vd, video, ic);
@@ -537,16 +563,8 @@ private slots:
         vireo::test::writeClip(clip, std::nullopt, 20);
         QTemporaryDir loras;
         const auto ic = std::filesystem::path(loras.path().toStdString()) / "ltx-2.3-ic-lora-pose.safetensors";
-        {
-            // A safetensors file of no tensors: its name alone makes it an IC-LoRA.
-            QFile lf(QString::fromStdString(ic.string()));
-            QVERIFY(lf.open(QIODevice::WriteOnly));
-            const QByteArray header = R"({"__metadata__":{"format":"pt"}}      )";
-            const auto n = static_cast<quint64>(header.size());
-            for (int i = 0; i < 8; ++i)
-                lf.putChar(static_cast<char>((n >> (8 * i)) & 0xff));
-            lf.write(header);
-        }
+        // A safetensors file of no tensors: its name alone makes it an IC-LoRA.
+        QVERIFY(writeSafetensors(ic, R"({"__metadata__":{"format":"pt"}}      )"));
         Ask a = prompt();
         a.loras = {{ic, 1.0}};
         a.references = {{clip, 0.8, {}}};

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <regex>
 #include <sstream>
 #include <tuple>
 
@@ -98,6 +99,24 @@ std::optional<std::filesystem::path> promptEnhancerOf(const LoadPlan& plan)
         if (ltx2::PromptEnhancer::present(p))
             return p;
     return std::nullopt;
+}
+
+// The LTX version a LoRA's name gives: its file's ("ltx-2.3-22b-lora-cinemagraph", LTX-2's
+// "ltx-2-19b-..."), else the Hub repository's it was downloaded from (the cache's
+// "models--Lightricks--LTX-2.3-..." folder); empty where neither says. The files themselves carry
+// no version (Lightricks' trainer writes none, and 2.3's shapes are 2.5's).
+std::string loraNamedVersion(const std::filesystem::path& path)
+{
+    static const std::regex v23(R"(ltx[-_ .]?2[._-]3)", std::regex::icase), v20(R"(ltx[-_ .]?2[-_]19b)", std::regex::icase);
+    const auto versionOf = [&](const std::string& name) {
+        return std::regex_search(name, v23) ? std::string("2.3") : std::regex_search(name, v20) ? std::string("2.0") : std::string();
+    };
+    if (auto v = versionOf(path.filename().string()); !v.empty())
+        return v;
+    for (const auto& part : path)
+        if (part.string().rfind("models--", 0) == 0)
+            return versionOf(part.string());
+    return {};
 }
 
 // The temporal x2 upsampler of LTX-2.5's temporal refine rounds.
@@ -790,6 +809,13 @@ public:
             out->reason += "; the detailing IC-LoRA " + (*detailing)->path.filename().string()
                 + (out->epilogue ? " on the second and third passes, the canvas before each upsampling their reference"
                                  : " on the second pass, stage 1's canvas its reference");
+        // LTX Desktop runs LTX-2.3's LoRAs on 2.5 ("supported_models" both, to be trimmed after
+        // Lightricks validates them): so does Vireo, and says so.
+        if (ltx25)
+            for (const auto& l : request.loras)
+                if (const auto v = loraNamedVersion(l.path); !v.empty())
+                    out->reason += "; the LoRA " + l.path.filename().string() + " was made for LTX-" + v
+                        + " (its name says so): it runs on LTX-2.5 as LTX Desktop runs it, which Lightricks has not validated";
         auto inContext = inContextOf(request, *out);
         if (!inContext)
             return inContext.error();
