@@ -564,18 +564,19 @@ private slots:
         QCOMPARE(child<QSpinBox>(page, "steps")->value(), 40);
         QCOMPARE(child<QDoubleSpinBox>(page, "guidance")->value(), 3.0);
         QVERIFY(child<QSpinBox>(page, "steps")->isEnabled());
-        // The HQ recipe's knob shows Lightricks' HQ preset on the page, and turning it off the
-        // defaults again; the request is what the page shows.
-        auto* hq = child<QDoubleSpinBox>(page, "knob_hq");
+        // The HQ recipe's knob (on or off: a check box) shows Lightricks' HQ preset on the page,
+        // and turning it off the defaults again; the request is what the page shows.
+        auto* hq = child<QCheckBox>(page, "knob_hq");
+        QVERIFY(hq && !hq->isChecked());
         const double rescale = child<QDoubleSpinBox>(page, "rescale")->value();
-        hq->setValue(1);
+        hq->setChecked(true);
         QCOMPARE(child<QSpinBox>(page, "steps")->value(), 15);
         QCOMPARE(child<QDoubleSpinBox>(page, "rescale")->value(), 0.45);
         QCOMPARE(child<QDoubleSpinBox>(page, "knob_stg_scale")->value(), 0.0);
         QCOMPARE(child<QDoubleSpinBox>(page, "knob_audio_guidance_rescale")->value(), 1.0);
         QCOMPARE(page->request().steps, 15);
         QCOMPARE(page->request().knobs.at("hq"), 1.0);
-        hq->setValue(0);
+        hq->setChecked(false);
         QCOMPARE(child<QSpinBox>(page, "steps")->value(), 40);
         QCOMPARE(child<QDoubleSpinBox>(page, "rescale")->value(), rescale);
         QCOMPARE(child<QDoubleSpinBox>(page, "knob_audio_guidance_rescale")->value(), -1.0);
@@ -597,8 +598,12 @@ private slots:
         again.request.steps = 8;
         again.request.guidance = 1.0;
         again.request.audioGuidance = 1.0;
+        again.request.knobs = {{"fast", 1.0}, {"temporal_rounds", 0.0}};
         QVERIFY(page->applyRecipe(again, false));
         QCOMPARE(child<QSpinBox>(page, "width")->value(), 384);
+        // A recipe's on/off knob comes back ticked.
+        QVERIFY(child<QCheckBox>(page, "knob_fast")->isChecked());
+        QCOMPARE(page->request().knobs.at("fast"), 1.0);
         QVERIFY2(!child<QComboBox>(page, "sizePreset")->currentData().toSize().isValid(),
             qPrintable(child<QComboBox>(page, "sizePreset")->currentText()));
         QSettings().setValue(QStringLiteral("studio/localModels"), QStringList{tinyModel()});
@@ -679,19 +684,22 @@ private slots:
         box->setChecked(true);
         QVERIFY(!frames->isEnabled());
         QCOMPARE(page->request().frames, std::int64_t(0));
-        QVERIFY(child<QDoubleSpinBox>(page, "knob_temporal_rounds"));
-        // The 4K path: its size is a preset, its third stage a control the request carries.
-        auto* third = child<QDoubleSpinBox>(page, "knob_third_stage");
-        QVERIFY(third && third->maximum() == 1.0);
-        third->setValue(1);
+        // 0 to 2 rounds: a spin box.
+        QVERIFY(
+            child<QDoubleSpinBox>(page, "knob_temporal_rounds") && !page->findChild<QCheckBox*>(QStringLiteral("knob_temporal_rounds")));
+        // The 4K path: its size is a preset, its third stage a check box the request carries.
+        auto* third = child<QCheckBox>(page, "knob_third_stage");
+        QVERIFY(third && !third->isChecked());
+        third->setChecked(true);
         QCOMPARE(page->request().knobs.at("third_stage"), 1.0);
-        third->setValue(0);
-        // LTX Desktop's Fast recipe: a control the request carries.
-        auto* fast = child<QDoubleSpinBox>(page, "knob_fast");
-        QVERIFY(fast && fast->maximum() == 1.0 && fast->value() == 0.0);
-        fast->setValue(1);
+        third->setChecked(false);
+        QCOMPARE(page->request().knobs.at("third_stage"), 0.0);
+        // LTX Desktop's Fast recipe: the same.
+        auto* fast = child<QCheckBox>(page, "knob_fast");
+        QVERIFY(fast && !fast->isChecked() && fast->toolTip().contains(QStringLiteral("LTX Desktop")));
+        fast->setChecked(true);
         QCOMPARE(page->request().knobs.at("fast"), 1.0);
-        fast->setValue(0);
+        fast->setChecked(false);
         auto* presets = child<QComboBox>(page, "sizePreset");
         presets->setCurrentIndex(presets->findData(QSize(3840, 2176)));
         QCOMPARE(page->request().width, std::int64_t(3840));

@@ -1058,11 +1058,9 @@ void GeneratePage::applyDefaults()
     if (!m_imageMode)
         m_schedule->setCurrentIndex(m_schedule->findData(QString::fromStdString(d->schedule)));
     const auto defaultRequest = runtime::requestFrom(m_defaults);
-    for (const auto& [id, spin] : m_knobs)
-        if (const auto* k = m_rules.knob(id)) {
-            const QSignalBlocker block(spin);
-            spin->setValue(defaultRequest.knob(*k));
-        }
+    for (const auto& control : m_knobs)
+        if (const auto* k = m_rules.knob(control.id))
+            control.setValue(defaultRequest.knob(*k));
     syncPreset();
     QStringList notes;
     if (!d->basis.empty())
@@ -1271,7 +1269,23 @@ void GeneratePage::setRules(const facade::FamilyRules& rules)
         m_notes->setVisible(!m_notes->text().isEmpty());
 }
 
-// One spin box per knob of the family, in its declared order; no knob, no box.
+double GeneratePage::KnobControl::value() const
+{
+    return check ? (check->isChecked() ? 1.0 : 0.0) : spin->value();
+}
+
+void GeneratePage::KnobControl::setValue(double v) const
+{
+    if (check) {
+        const QSignalBlocker block(check);
+        check->setChecked(v != 0.0);
+    } else {
+        const QSignalBlocker block(spin);
+        spin->setValue(v);
+    }
+}
+
+// One control per knob of the family, in its declared order; no knob, no box.
 void GeneratePage::showKnobs()
 {
     auto* form = static_cast<QFormLayout*>(m_knobBox->layout());
@@ -1280,20 +1294,30 @@ void GeneratePage::showKnobs()
     m_knobs.clear();
     const auto defaultRequest = runtime::requestFrom(m_defaults);
     for (const auto& k : m_rules.knobs) {
-        auto* spin = new QDoubleSpinBox;
-        spin->setObjectName(QStringLiteral("knob_") + QString::fromStdString(k.id));
-        spin->setDecimals(k.decimals);
-        spin->setRange(k.minimum, k.maximum);
-        spin->setSingleStep(k.step);
-        spin->setValue(defaultRequest.knob(k));
-        spin->setToolTip(QString::fromStdString(k.help));
-        spin->setAccessibleName(QString::fromStdString(k.label));
-        connect(spin, &QDoubleSpinBox::valueChanged, this, [this, id = k.id](double value) {
+        const auto changed = [this, id = k.id](double value) {
             applyKnobPreset(id, value);
             validate();
-        });
-        form->addRow(QString::fromStdString(k.label), spin);
-        m_knobs.emplace_back(k.id, spin);
+        };
+        KnobControl control{k.id};
+        QWidget* widget = nullptr;
+        if (k.minimum == 0 && k.maximum == 1 && k.step == 1 && k.decimals == 0) {
+            control.check = new QCheckBox;
+            connect(control.check, &QCheckBox::toggled, this, [changed](bool on) { changed(on ? 1.0 : 0.0); });
+            widget = control.check;
+        } else {
+            control.spin = new QDoubleSpinBox;
+            control.spin->setDecimals(k.decimals);
+            control.spin->setRange(k.minimum, k.maximum);
+            control.spin->setSingleStep(k.step);
+            connect(control.spin, &QDoubleSpinBox::valueChanged, this, changed);
+            widget = control.spin;
+        }
+        widget->setObjectName(QStringLiteral("knob_") + QString::fromStdString(k.id));
+        widget->setToolTip(QString::fromStdString(k.help));
+        widget->setAccessibleName(QString::fromStdString(k.label));
+        control.setValue(defaultRequest.knob(k));
+        form->addRow(QString::fromStdString(k.label), widget);
+        m_knobs.push_back(control);
     }
     m_knobBox->setVisible(!m_knobs.empty());
 }
@@ -1310,10 +1334,10 @@ void GeneratePage::applyKnobPreset(const std::string& knob, double value)
         if (p.rescale)
             m_rescale->setValue(on ? *p.rescale : defaults.guidanceRescale);
         for (const auto& [id, v] : p.knobs)
-            for (const auto& [shown, spin] : m_knobs)
-                if (shown == id) {
+            for (const auto& control : m_knobs)
+                if (control.id == id) {
                     const auto* k = m_rules.knob(id);
-                    spin->setValue(on ? v : k ? defaults.knob(*k) : spin->value());
+                    control.setValue(on ? v : k ? defaults.knob(*k) : control.value());
                 }
     }
 }
@@ -1353,8 +1377,8 @@ generation::Ask GeneratePage::ask() const
     a.height = m_height->value();
     a.steps = m_steps->value();
     a.seed = m_seed->value();
-    for (const auto& [id, spin] : m_knobs)
-        a.knobs[id] = spin->value();
+    for (const auto& control : m_knobs)
+        a.knobs[control.id] = control.value();
     if (m_imageMode) {
         // The defaults' guidance on show means the reference's schedule of weights.
         if (m_guidance->value() != m_defaults.guidance)
@@ -1414,8 +1438,8 @@ void GeneratePage::requestPlan()
     longest.width = m_width->value();
     longest.height = m_height->value();
     longest.guidance = m_guidance->value();
-    for (const auto& [id, spin] : m_knobs)
-        longest.knobs[id] = spin->value();
+    for (const auto& control : m_knobs)
+        longest.knobs[control.id] = control.value();
     auto size = facade::sizeRequestOf(longest, m_imageMode);
     size.references = m_imageMode ? 0 : static_cast<int>(m_loras->references().size());
     auto placement = facade::parsePlacement(m_placement->currentData().toString().toStdString()).value_or(facade::Placement::Auto);
@@ -1786,11 +1810,9 @@ bool GeneratePage::applyRecipe(const output::Recipe& r, bool vary, QString* why)
     m_rescale->setValue(ask.rescale.value_or(r.request.guidanceRescale));
     // An unknown speed mode is Quality.
     m_speed->setCurrentIndex(std::max(0, m_speed->findData(QString::fromStdString(ask.speed))));
-    for (const auto& [id, spin] : m_knobs)
-        if (const auto it = ask.knobs.find(id); it != ask.knobs.end()) {
-            const QSignalBlocker block(spin);
-            spin->setValue(it->second);
-        }
+    for (const auto& control : m_knobs)
+        if (const auto it = ask.knobs.find(control.id); it != ask.knobs.end())
+            control.setValue(it->second);
     m_loras->setFromRecipe(r.loras);
     // The reference clip its IC-LoRA followed (the copy kept beside the output first).
     if (!ask.references.empty()) {

@@ -295,9 +295,17 @@ private:
     QFormLayout* m_promptForm = nullptr;
     QFormLayout* m_sizeForm = nullptr;
     QFormLayout* m_samplingForm = nullptr;
-    // The family's own controls (FamilyRules::knobs), one spin box each, rebuilt per family.
+    // The family's own controls (FamilyRules::knobs), rebuilt per family: a check box for an on/off
+    // one (0 or 1, whole steps: a recipe), a spin box for any other.
+    struct KnobControl {
+        std::string id;
+        QDoubleSpinBox* spin = nullptr;
+        QCheckBox* check = nullptr;
+        double value() const;
+        void setValue(double v) const;  // without its change signal
+    };
     QWidget* m_knobBox = nullptr;
-    std::vector<std::pair<std::string, QDoubleSpinBox*>> m_knobs;
+    std::vector<KnobControl> m_knobs;
     // The frames the ask holds: 0 when the length is left on auto.
     std::int64_t askedFrames() const;
     QLayout* m_framesRow = nullptr;
