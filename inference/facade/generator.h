@@ -349,6 +349,7 @@ enum class Phase {
     UpsampleLatents,  // two-stage: stage 1's latents x2 in space
     Refine,  // two-stage: the refining steps at full size
     TemporalRefine,  // LTX-2.5: the temporal refine rounds' tiles at twice the frame rate
+    ThirdStage,  // LTX-2.5: the 4K path's tiled detailing pass at the size asked
 };
 std::string_view phaseName(Phase phase);
 

@@ -105,6 +105,7 @@ std::string_view phaseName(Phase phase)
     case Phase::UpsampleLatents: return "upsample latents";
     case Phase::Refine: return "refine";
     case Phase::TemporalRefine: return "temporal refine";
+    case Phase::ThirdStage: return "third stage";
     }
     return "?";
 }

@@ -1079,7 +1079,7 @@ void checkThirdStage(const std::string& runName)
     const auto ticks = static_cast<std::int64_t>(3 * tiles.size());
     std::vector<std::int64_t> detailDone;
     auto out = pipeline->generate(req, [&](const pipelines::Ltx2Progress& p) {
-        if (p.phase == pipelines::Ltx2Phase::Refine && p.total == ticks)
+        if (p.phase == pipelines::Ltx2Phase::ThirdStage && p.total == ticks)
             detailDone.push_back(p.done);
     });
     VT_CHECK_MSG(out.ok(), (out.ok() ? "" : out.error().message));

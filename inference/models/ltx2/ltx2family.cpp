@@ -353,6 +353,7 @@ Phase phaseOf(pipelines::Ltx2Phase p)
     case P::UpsampleLatents: return Phase::UpsampleLatents;
     case P::Refine: return Phase::Refine;
     case P::TemporalRefine: return Phase::TemporalRefine;
+    case P::ThirdStage: return Phase::ThirdStage;
     }
     return Phase::Denoise;
 }

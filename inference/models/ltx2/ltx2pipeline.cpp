@@ -161,6 +161,7 @@ const char* phaseName(Ltx2Phase phase)
     case Ltx2Phase::UpsampleLatents: return "upsample latents";
     case Ltx2Phase::Refine: return "refine";
     case Ltx2Phase::TemporalRefine: return "temporal refine";
+    case Ltx2Phase::ThirdStage: return "third stage";
     }
     return "?";
 }
@@ -2539,7 +2540,7 @@ void Ltx2Pipeline::Impl::denoisePass(Run& run, Pass& p, ltx2::TransformerInputs&
     in.stepCache = nullptr;
     if (transformer->device().is_cuda())
         out.cudaGraphs +=
-            (out.cudaGraphs.empty() ? "" : "; ") + std::string(p.phase == Ltx2Phase::Refine ? "refine: " : "denoise: ") + graphed.summary();
+            (out.cudaGraphs.empty() ? "" : "; ") + std::string(phaseName(p.phase)) + ": " + graphed.summary();
     if (p.dfr) {
         p.allTokens = latents;
         p.slots = latents.narrow(1, latents.size(1) - p.referenceTokens - p.slotTokens, p.slotTokens)
@@ -3179,7 +3180,7 @@ void Ltx2Pipeline::Impl::dfrEpilogue(
     spec.fps = run.fps;
     spec.conditionScale = std::int64_t{1} << req.temporalRounds;
     auto detail = startDfrPass(run, generator, canvas, spec);
-    detail.phase = Ltx2Phase::Refine;
+    detail.phase = Ltx2Phase::ThirdStage;
     const auto coords =
         at::cat({ltx2::videoCoordsFor(tc, detail.latentFrames, h, w, dfrConditioningFps(run.fps), options.device), detail.extraCoords}, 2);
     detail.tiles = take(dfrTokenPlan(layout.tiles, coords, detail.latentFrames, h, w));

@@ -418,7 +418,8 @@ enum class Ltx2Phase {
     EncodeConditions,
     UpsampleLatents,
     Refine,
-    TemporalRefine
+    TemporalRefine,
+    ThirdStage  // LTX-2.5's third spatial stage, done/total counting tiles x steps
 };
 const char* phaseName(Ltx2Phase phase);
 
