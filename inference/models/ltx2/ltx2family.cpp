@@ -933,7 +933,7 @@ public:
                 return makeError(ErrorCode::InvalidArgument,
                     std::string(rounds != 0 ? "temporal_rounds: the temporal refine rounds" : "third_stage: the third spatial stage")
                         + " follow the DFR pass, and the Fast recipe runs none");
-            out->reason += "; stage 1 with the ancestral sampler, no keyframe slots (LTX-2.5 in ltx-pipelines' distilled pipeline)";
+            out->reason += "; LTX-2.5's stage 1 with the ancestral sampler, no keyframe slots";
             return out;
         }
         // LTX-2.5 runs its own DFR passes where it can (one at full size, or half size, upsample
