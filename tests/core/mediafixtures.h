@@ -119,4 +119,17 @@ inline void writeClip(const QString& path, const std::optional<output::Recipe>& 
         throw std::runtime_error(r.error().message);
 }
 
+// A safetensors file written byte for byte: the 8-byte length, `header` as given (no padding
+// added, so a test can make any header a user's file might carry) and `payload`.
+inline bool writeRawSafetensors(const QString& path, const QByteArray& header, const QByteArray& payload = {})
+{
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly))
+        return false;
+    const auto n = static_cast<quint64>(header.size());
+    for (int i = 0; i < 8; ++i)
+        f.putChar(static_cast<char>((n >> (8 * i)) & 0xff));
+    return f.write(header) == header.size() && f.write(payload) == payload.size();
+}
+
 }  // namespace vireo::test

@@ -46,13 +46,7 @@ Ask prompt(const char* text = "a quiet pier")
 // A safetensors file of the given header and a zero payload of `dataBytes`.
 bool writeSafetensors(const std::filesystem::path& path, const QByteArray& header, int dataBytes = 0)
 {
-    QFile f(QString::fromStdString(path.string()));
-    if (!f.open(QIODevice::WriteOnly))
-        return false;
-    const auto n = static_cast<quint64>(header.size());
-    for (int i = 0; i < 8; ++i)
-        f.putChar(static_cast<char>((n >> (8 * i)) & 0xff));
-    return f.write(header) == header.size() && f.write(QByteArray(dataBytes, 0)) == dataBytes;
+    return vireo::test::writeRawSafetensors(QString::fromStdString(path.string()), header, QByteArray(dataBytes, 0));
 }
 
 }  // namespace
@@ -456,6 +450,12 @@ private slots:
         p = vireo::generation::prepare(m_catalog, *vd, video, fast);
         QVERIFY2(!p && p.error().message.find("fast: the Fast recipe runs the distilled model in two stages") != std::string::npos
                 && p.error().message.find("asks for one stage") != std::string::npos,
+            p ? "accepted" : p.error().message.c_str());
+        fast.stages.clear();
+        fast.schedule = "dev";
+        p = vireo::generation::prepare(m_catalog, *vd, video, fast);
+        QVERIFY2(!p && p.error().message.find("fast: the Fast recipe runs the distilled model in two stages") != std::string::npos
+                && p.error().message.find("uses the dev schedule") != std::string::npos,
             p ? "accepted" : p.error().message.c_str());
         QVERIFY(vireo::generation::describeKnobs(*rules).find("schedule_mu (-3 to 3, default 0)") == 0);
         std::vector<std::string> families;

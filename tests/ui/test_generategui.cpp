@@ -1290,13 +1290,7 @@ private slots:
             auto json = QJsonDocument(header).toJson(QJsonDocument::Compact);
             while (json.size() % 8)
                 json.append(' ');
-            QFile f(ic);
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            const auto n = static_cast<quint64>(json.size());
-            for (int i = 0; i < 8; ++i)
-                f.putChar(static_cast<char>((n >> (8 * i)) & 0xff));
-            f.write(json);
-            f.write(data);
+            QVERIFY(vireo::test::writeRawSafetensors(ic, json, data));
         }
         panel->addLora(ic);
         QTRY_COMPARE(panel->pendingChecks(), 0);
